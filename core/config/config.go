@@ -1,0 +1,198 @@
+// Package config loads forge.toml: defaults, the file, ${VAR} substitution,
+// FORGE_* environment overrides and validation with field paths.
+package config
+
+// Config is the whole effective configuration. Every field has a toml tag; the
+// dotted tag path (for example "execution.max_timeout") is the name used in
+// errors, in FORGE_* overrides and in forge.toml.example.
+type Config struct {
+	Server             Server                `toml:"server"`
+	Execution          Execution             `toml:"execution"`
+	Images             Images                `toml:"images"`
+	Sessions           Sessions              `toml:"sessions"`
+	Volumes            Volumes               `toml:"volumes"`
+	Security           Security              `toml:"security"`
+	EnvironmentBuilder EnvironmentBuilder    `toml:"environment_builder"`
+	MCPTools           map[string]MCPTool    `toml:"mcp_tools"`
+	Plugins            map[string]PluginSpec `toml:"plugins"`
+}
+
+// Server is the MCP transport and the connection to Podman.
+type Server struct {
+	Host         string `toml:"host"`
+	Port         int    `toml:"port"`
+	PodmanSocket string `toml:"podman_socket"` // empty: discover
+	LogLevel     string `toml:"log_level"`
+	LogFile      string `toml:"log_file"` // empty: stderr
+	PluginDir    string `toml:"plugin_dir"`
+}
+
+// Execution holds the per-run limits: defaults and the maxima a request may ask for.
+type Execution struct {
+	DefaultBackend  string `toml:"default_backend"`
+	DefaultTimeout  int    `toml:"default_timeout"` // seconds
+	MaxTimeout      int    `toml:"max_timeout"`
+	DefaultMemory   string `toml:"default_memory"`
+	MaxMemory       string `toml:"max_memory"`
+	DefaultCPUQuota int    `toml:"default_cpu_quota"` // µs per 100 ms period
+	MaxCPUQuota     int    `toml:"max_cpu_quota"`
+	DefaultPids     int    `toml:"default_pids"`
+	MaxPids         int    `toml:"max_pids"`
+	NoFile          int    `toml:"nofile"`
+	MaxOutput       string `toml:"max_output"`     // stdout/stderr cap per stream
+	MaxImageSize    string `toml:"max_image_size"` // per returned image file
+}
+
+// Images names the sandbox images and which images containers may use.
+type Images struct {
+	Python  string   `toml:"python"`
+	R       string   `toml:"r"`
+	Allowed []string `toml:"allowed"`
+}
+
+// Sessions configures stateful sessions.
+type Sessions struct {
+	IdleTimeout     int `toml:"idle_timeout"`
+	MaxConcurrent   int `toml:"max_concurrent"`
+	CleanupInterval int `toml:"cleanup_interval"`
+}
+
+// Volumes is where per-session and per-run directories live on the host.
+type Volumes struct {
+	BasePath        string `toml:"base_path"`
+	SessionQuota    string `toml:"session_quota"`
+	MaxSessionQuota string `toml:"max_session_quota"`
+}
+
+// Security holds the sandbox hardening switches and the audit log.
+type Security struct {
+	AuditLog              string `toml:"audit_log"`
+	AuditMaxSize          string `toml:"audit_max_size"`
+	AuditKeep             int    `toml:"audit_keep"`
+	EnforceResourceLimits bool   `toml:"enforce_resource_limits"`
+	AllowNetwork          bool   `toml:"allow_network"`
+	SandboxUser           string `toml:"sandbox_user"`
+	OCIRuntime            string `toml:"oci_runtime"`
+	UserNS                string `toml:"userns"`
+	TmpfsSize             string `toml:"tmpfs_size"`
+}
+
+// EnvironmentBuilder configures custom image builds.
+type EnvironmentBuilder struct {
+	Enabled             bool                `toml:"enabled"`
+	UVCachePath         string              `toml:"uv_cache_path"`
+	MaxPackagesPerBuild int                 `toml:"max_packages_per_build"`
+	MaxBuildTime        int                 `toml:"max_build_time"`
+	MaxImageSize        string              `toml:"max_image_size"`
+	MaxConcurrentBuilds int                 `toml:"max_concurrent_builds"`
+	BuildRateLimit      BuildRateLimit      `toml:"build_rate_limit"`
+	PackageValidation   PackageValidation   `toml:"package_validation"`
+	AutoCleanup         AutoCleanup         `toml:"auto_cleanup"`
+	Templates           map[string]Template `toml:"templates"`
+}
+
+// BuildRateLimit caps how many builds may start.
+type BuildRateLimit struct {
+	MaxBuildsPerHour int `toml:"max_builds_per_hour"`
+	MaxBuildsPerDay  int `toml:"max_builds_per_day"`
+}
+
+// PackageValidation decides which packages a build may install.
+type PackageValidation struct {
+	UseAllowlist            bool     `toml:"use_allowlist"`
+	AllowlistPath           string   `toml:"allowlist_path"`
+	BlocklistPath           string   `toml:"blocklist_path"`
+	RequireApprovalPatterns []string `toml:"require_approval_patterns"`
+}
+
+// AutoCleanup removes old custom images.
+type AutoCleanup struct {
+	Enabled    bool `toml:"enabled"`
+	MaxAgeDays int  `toml:"max_age_days"`
+	MaxImages  int  `toml:"max_images"`
+}
+
+// Template is a named package set a build can start from.
+type Template struct {
+	Description string   `toml:"description"`
+	Packages    []string `toml:"packages"`
+}
+
+// MCPTool is an upstream MCP server whose tools the sandbox may call.
+type MCPTool struct {
+	Command string            `toml:"command"`
+	Args    []string          `toml:"args"`
+	Env     map[string]string `toml:"env"`
+}
+
+// PluginSpec declares a plugin binary.
+type PluginSpec struct {
+	Path   string         `toml:"path"`
+	SHA256 string         `toml:"sha256"`
+	Config map[string]any `toml:"config"`
+}
+
+// Default returns the built-in configuration: what runs with no forge.toml.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Host:      "localhost",
+			Port:      3000,
+			LogLevel:  "info",
+			PluginDir: "",
+		},
+		Execution: Execution{
+			DefaultBackend:  "python",
+			DefaultTimeout:  300,
+			MaxTimeout:      1800,
+			DefaultMemory:   "512m",
+			MaxMemory:       "2g",
+			DefaultCPUQuota: 50000,
+			MaxCPUQuota:     100000,
+			DefaultPids:     128,
+			MaxPids:         1024,
+			NoFile:          1024,
+			MaxOutput:       "1m",
+			MaxImageSize:    "5m",
+		},
+		Images: Images{
+			Python:  "mcp-forge/python:3.11",
+			R:       "mcp-forge/r:4.2",
+			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
+		},
+		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300},
+		Volumes: Volumes{
+			BasePath:        "/var/lib/mcp-forge",
+			SessionQuota:    "1g",
+			MaxSessionQuota: "10g",
+		},
+		Security: Security{
+			AuditLog:              "/var/log/mcp-forge/audit.log",
+			AuditMaxSize:          "100m",
+			AuditKeep:             5,
+			EnforceResourceLimits: true,
+			AllowNetwork:          false,
+			SandboxUser:           "1000:1000",
+			OCIRuntime:            "runc",
+			UserNS:                "auto",
+			TmpfsSize:             "64m",
+		},
+		EnvironmentBuilder: EnvironmentBuilder{
+			Enabled:             true,
+			UVCachePath:         "/var/cache/mcp-forge/uv",
+			MaxPackagesPerBuild: 50,
+			MaxBuildTime:        600,
+			MaxImageSize:        "2g",
+			MaxConcurrentBuilds: 3,
+			BuildRateLimit:      BuildRateLimit{MaxBuildsPerHour: 10, MaxBuildsPerDay: 50},
+			PackageValidation: PackageValidation{
+				UseAllowlist:            true,
+				RequireApprovalPatterns: []string{"*-dev", "*-nightly"},
+			},
+			AutoCleanup: AutoCleanup{Enabled: true, MaxAgeDays: 30, MaxImages: 20},
+			Templates:   map[string]Template{},
+		},
+		MCPTools: map[string]MCPTool{},
+		Plugins:  map[string]PluginSpec{},
+	}
+}

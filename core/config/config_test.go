@@ -1,0 +1,196 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+func envOf(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	if errs := Validate(Default()); len(errs) > 0 {
+		t.Fatalf("defaults invalid: %v", errs)
+	}
+	cfg, err := LoadWith("", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, Default()) {
+		t.Fatal("loading no file must give the defaults")
+	}
+}
+
+// The example documents every option with its default value.
+func TestExampleMatchesDefaults(t *testing.T) {
+	path := filepath.Join("..", "..", "forge.toml.example")
+	cfg, err := LoadWith(path, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, Default()) {
+		t.Fatalf("forge.toml.example values differ from Default():\n%+v\n%+v", cfg, Default())
+	}
+	var sink Config
+	md, err := toml.DecodeFile(path, &sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, k := range md.Keys() {
+		have[k.String()] = true
+	}
+	for _, p := range leafPaths(reflect.TypeOf(Config{}), "") {
+		if !have[p] {
+			t.Errorf("forge.toml.example does not document %s", p)
+		}
+	}
+}
+
+func leafPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		p := join(prefix, tomlName(f))
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			out = append(out, leafPaths(f.Type, p)...)
+		case reflect.Map:
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestLoadErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		toml string
+		env  map[string]string
+		want []string // substrings, each must appear
+	}{
+		{"unknown key", "[execution]\nmax_timout = 5\n", nil, []string{"execution.max_timout: unknown key"}},
+		{"unknown section", "[executon]\n", nil, []string{"executon: unknown key"}},
+		{"max below default", "[execution]\ndefault_timeout = 300\nmax_timeout = 10\n", nil,
+			[]string{"execution.max_timeout: must be >= execution.default_timeout (300), got 10"}},
+		{"memory garbage", "[execution]\ndefault_memory = \"lots\"\n", nil, []string{`execution.default_memory: size "lots"`}},
+		{"memory zero", "[execution]\nmax_memory = \"0m\"\n", nil, []string{`execution.max_memory: size "0m" must be greater than zero`}},
+		{"memory max below default", "[execution]\ndefault_memory = \"1g\"\nmax_memory = \"512m\"\n", nil, []string{"execution.max_memory: must be >= execution.default_memory"}},
+		{"cpu too big", "[execution]\nmax_cpu_quota = 2000000\n", nil, []string{"execution.max_cpu_quota: must be 1..1000000"}},
+		{"cpu negative", "[execution]\ndefault_cpu_quota = -1\n", nil, []string{"execution.default_cpu_quota"}},
+		{"port", "[server]\nport = 70000\n", nil, []string{"server.port: must be 1-65535"}},
+		{"log level", "[server]\nlog_level = \"loud\"\n", nil, []string{"server.log_level: must be one of"}},
+		{"wrong type", "[execution]\ndefault_timeout = \"300\"\n", nil, []string{"default_timeout"}},
+		{"syntax", "[execution\n", nil, []string{"line 2"}},
+		{"missing var", "[security]\naudit_log = \"${NOPE}/a.log\"\n", nil, []string{"security.audit_log: environment variable NOPE is not set"}},
+		{"missing var in map", "[mcp_tools.gh]\ncommand = \"x\"\nenv = { T = \"${GH}\" }\n", nil, []string{"mcp_tools.gh.env.T: environment variable GH is not set"}},
+		{"root user", "[security]\nsandbox_user = \"0:0\"\n", nil, []string{"security.sandbox_user: must not be root"}},
+		{"bad user", "[security]\nsandbox_user = \"nobody\"\n", nil, []string{"security.sandbox_user: must be numeric"}},
+		{"relative path", "[volumes]\nbase_path = \"data\"\n", nil, []string{"volumes.base_path: must be an absolute path"}},
+		{"image not allowed", "[images]\npython = \"docker.io/python:3\"\n", nil, []string{`images.python: "docker.io/python:3" is not matched by images.allowed`}},
+		{"empty tool command", "[mcp_tools.gh]\nargs = []\n", nil, []string{"mcp_tools.gh.command: must not be empty"}},
+		{"bad sha", "[plugins.x]\npath = \"/x\"\nsha256 = \"abc\"\n", nil, []string{"plugins.x.sha256: must be 64 hexadecimal"}},
+		{"plugin no path", "[plugins.x]\n", nil, []string{"plugins.x.path: must not be empty"}},
+		{"env not int", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "soon"}, []string{`execution.max_timeout: from FORGE_EXECUTION_MAX_TIMEOUT: "soon" is not an integer`}},
+		{"env not bool", "", map[string]string{"FORGE_SECURITY_ALLOW_NETWORK": "maybe"}, []string{"security.allow_network"}},
+		{"env breaks cross rule", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "5"}, []string{"execution.max_timeout: must be >= execution.default_timeout (300), got 5"}},
+		{"all errors at once", "[execution]\nmax_timeout = 1\nmax_pids = 0\n[sessions]\nmax_concurrent = 0\n", nil,
+			[]string{"execution.max_timeout", "execution.max_pids", "sessions.max_concurrent"}},
+		{"template empty", "[environment_builder.templates.ds]\ndescription = \"x\"\n", nil, []string{"environment_builder.templates.ds.packages"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "forge.toml")
+			if err := os.WriteFile(path, []byte(tc.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadWith(path, envOf(tc.env))
+			if err == nil {
+				t.Fatal("expected an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestPriorityAndSubstitution(t *testing.T) {
+	text := `
+[execution]
+default_timeout = 60
+max_timeout = 120
+[security]
+audit_log = "${LOGDIR}/audit.log"
+[mcp_tools.gh]
+command = "${BIN}/gh-mcp"
+args = ["--token", "${TOKEN}"]
+env = { GITHUB_TOKEN = "${TOKEN}" }
+[plugins.x]
+path = "/opt/x"
+config = { image = "${IMG}", nested = { deep = "${IMG}" } }
+`
+	path := filepath.Join(t.TempDir(), "forge.toml")
+	os.WriteFile(path, []byte(text), 0o600)
+	env := envOf(map[string]string{
+		"LOGDIR": "/srv/log", "BIN": "/usr/local/bin", "TOKEN": "s3cret", "IMG": "mcp-forge/custom:x",
+		"FORGE_EXECUTION_MAX_TIMEOUT":  "900",
+		"FORGE_IMAGES_ALLOWED":         "mcp-forge/python:*, mcp-forge/r:*",
+		"FORGE_SECURITY_ALLOW_NETWORK": "false",
+	})
+	cfg, err := LoadWith(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"file over default", cfg.Execution.DefaultTimeout, 60},
+		{"env over file", cfg.Execution.MaxTimeout, 900},
+		{"default kept", cfg.Execution.DefaultMemory, "512m"},
+		{"substituted", cfg.Security.AuditLog, "/srv/log/audit.log"},
+		{"in map", cfg.MCPTools["gh"].Command, "/usr/local/bin/gh-mcp"},
+		{"in slice", cfg.MCPTools["gh"].Args[1], "s3cret"},
+		{"in map of strings", cfg.MCPTools["gh"].Env["GITHUB_TOKEN"], "s3cret"},
+		{"in plugin config", cfg.Plugins["x"].Config["image"], "mcp-forge/custom:x"},
+		{"nested plugin config", cfg.Plugins["x"].Config["nested"].(map[string]any)["deep"], "mcp-forge/custom:x"},
+		{"env list", cfg.Images.Allowed, []string{"mcp-forge/python:*", "mcp-forge/r:*"}},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	_, err := LoadWith(filepath.Join(t.TempDir(), "nope.toml"), envOf(nil))
+	if err == nil || !strings.Contains(err.Error(), "nope.toml") {
+		t.Fatalf("want an error naming the file, got %v", err)
+	}
+}
+
+func TestMaskedPrint(t *testing.T) {
+	cfg := Default()
+	cfg.MCPTools["gh"] = MCPTool{Command: "gh", Args: []string{"--token", "abc"}, Env: map[string]string{"GITHUB_TOKEN": "topsecret", "MODE": "x"}}
+	out, err := Render(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "topsecret") {
+		t.Fatalf("secret printed:\n%s", out)
+	}
+	if !strings.Contains(out, `MODE = "x"`) {
+		t.Fatalf("non-secret missing:\n%s", out)
+	}
+}

@@ -1,0 +1,237 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// EnvPrefix marks environment variables that override configuration fields:
+// FORGE_EXECUTION_MAX_TIMEOUT sets execution.max_timeout.
+const EnvPrefix = "FORGE_"
+
+// FieldError is one problem with one configuration field.
+type FieldError struct {
+	Path string // dotted toml path, e.g. "execution.max_timeout"
+	Msg  string
+}
+
+func (e FieldError) Error() string { return e.Path + ": " + e.Msg }
+
+// Errors is every problem found in one load; it is returned whole so that a
+// user fixes a file in one pass.
+type Errors []FieldError
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Lookup reads an environment variable; os.LookupEnv in production.
+type Lookup func(string) (string, bool)
+
+// Load returns the effective configuration: defaults, then the file at path
+// (skipped when path is empty), then FORGE_* overrides, then validation.
+func Load(path string) (Config, error) { return LoadWith(path, os.LookupEnv) }
+
+// LoadWith is Load with an explicit environment, for tests.
+func LoadWith(path string, env Lookup) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("read config: %w", err)
+		}
+		if err := decode(string(data), &cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	var errs Errors
+	errs = append(errs, substitute(reflect.ValueOf(&cfg).Elem(), "", env)...)
+	errs = append(errs, applyEnv(reflect.ValueOf(&cfg).Elem(), "", env)...)
+	if len(errs) == 0 {
+		errs = Validate(cfg)
+	}
+	if len(errs) > 0 {
+		return cfg, errs
+	}
+	return cfg, nil
+}
+
+// LoadString decodes TOML text over the defaults with no environment
+// overrides, for tests and `config check` of piped input.
+func LoadString(text string, env Lookup) (Config, error) {
+	cfg := Default()
+	if err := decode(text, &cfg); err != nil {
+		return cfg, err
+	}
+	errs := substitute(reflect.ValueOf(&cfg).Elem(), "", env)
+	if len(errs) == 0 {
+		errs = Validate(cfg)
+	}
+	if len(errs) > 0 {
+		return cfg, errs
+	}
+	return cfg, nil
+}
+
+func decode(text string, cfg *Config) error {
+	md, err := toml.Decode(text, cfg)
+	if err != nil {
+		var perr toml.ParseError
+		if errors.As(err, &perr) {
+			return fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
+		}
+		return err
+	}
+	var errs Errors
+	for _, k := range md.Undecoded() {
+		// Plugin config tables are free-form: the plugin validates them.
+		if len(k) >= 3 && k[0] == "plugins" && k[2] == "config" {
+			continue
+		}
+		errs = append(errs, FieldError{Path: k.String(), Msg: "unknown key (check the spelling against forge.toml.example)"})
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// substitute replaces ${VAR} in every string reachable from v. A missing
+// variable is an error naming the variable and the field.
+func substitute(v reflect.Value, path string, env Lookup) Errors {
+	var errs Errors
+	switch v.Kind() {
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			errs = append(errs, substitute(v.Field(i), join(path, tomlName(t.Field(i))), env)...)
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		for _, k := range keys {
+			elem := reflect.New(v.Type().Elem()).Elem()
+			elem.Set(v.MapIndex(k))
+			errs = append(errs, substitute(elem, join(path, k.String()), env)...)
+			v.SetMapIndex(k, elem)
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			errs = append(errs, substitute(v.Index(i), fmt.Sprintf("%s[%d]", path, i), env)...)
+		}
+	case reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		inner := reflect.New(v.Elem().Type()).Elem()
+		inner.Set(v.Elem())
+		errs = append(errs, substitute(inner, path, env)...)
+		v.Set(inner)
+	case reflect.String:
+		s, err := expand(v.String(), env)
+		if err != nil {
+			errs = append(errs, FieldError{Path: path, Msg: err.Error()})
+		} else {
+			v.SetString(s)
+		}
+	}
+	return errs
+}
+
+func expand(s string, env Lookup) (string, error) {
+	var missing []string
+	out := varRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := varRef.FindStringSubmatch(m)[1]
+		val, ok := env(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return val
+	})
+	if len(missing) > 0 {
+		return s, fmt.Errorf("environment variable %s is not set (referenced as ${%s}); set it or remove the reference", missing[0], missing[0])
+	}
+	return out, nil
+}
+
+// applyEnv sets scalar and list fields from FORGE_<PATH> variables. Maps
+// (mcp_tools, plugins, templates) are only configurable in the file.
+func applyEnv(v reflect.Value, path string, env Lookup) Errors {
+	var errs Errors
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := v.Field(i)
+		p := join(path, tomlName(t.Field(i)))
+		if f.Kind() == reflect.Struct {
+			errs = append(errs, applyEnv(f, p, env)...)
+			continue
+		}
+		name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(p, ".", "_"))
+		raw, ok := env(name)
+		if !ok {
+			continue
+		}
+		if err := setScalar(f, raw); err != nil {
+			errs = append(errs, FieldError{Path: p, Msg: fmt.Sprintf("from %s: %v", name, err)})
+		}
+	}
+	return errs
+}
+
+func setScalar(f reflect.Value, raw string) error {
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(raw)
+	case reflect.Int:
+		n, err := strconv.Atoi(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", raw)
+		}
+		f.SetInt(int64(n))
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", raw)
+		}
+		f.SetBool(b)
+	case reflect.Slice:
+		var items []string
+		for _, s := range strings.Split(raw, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+		f.Set(reflect.ValueOf(items))
+	default:
+		return fmt.Errorf("cannot be set from the environment")
+	}
+	return nil
+}
+
+func tomlName(f reflect.StructField) string {
+	if n, _, _ := strings.Cut(f.Tag.Get("toml"), ","); n != "" {
+		return n
+	}
+	return strings.ToLower(f.Name)
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"bytes"
+	"regexp"
+
+	"github.com/BurntSushi/toml"
+)
+
+// SecretKey matches names whose values are never printed or logged.
+var SecretKey = regexp.MustCompile(`(?i)(token|secret|passw|api_?key|private_?key|credential|auth)`)
+
+// Render prints the effective configuration as TOML with secret-looking
+// values of mcp_tools env tables and plugin config replaced by "***".
+func Render(c Config) (string, error) {
+	masked := c
+	masked.MCPTools = make(map[string]MCPTool, len(c.MCPTools))
+	for name, t := range c.MCPTools {
+		env := make(map[string]string, len(t.Env))
+		for k, v := range t.Env {
+			if SecretKey.MatchString(k) {
+				v = "***"
+			}
+			env[k] = v
+		}
+		t.Env = env
+		masked.MCPTools[name] = t
+	}
+	masked.Plugins = make(map[string]PluginSpec, len(c.Plugins))
+	for name, p := range c.Plugins {
+		p.Config = maskMap(p.Config)
+		masked.Plugins[name] = p
+	}
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(masked); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
+func maskMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case map[string]any:
+			out[k] = maskMap(x)
+		default:
+			if SecretKey.MatchString(k) {
+				v = "***"
+			}
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package config
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mcp-forge/mcp-forge/core/units"
+)
+
+// MaxCPUQuota is ten cores worth of CPU time per 100 ms period.
+const MaxCPUQuota = 1_000_000
+
+// Validate checks every field and cross-field rule and returns all problems.
+func Validate(c Config) Errors {
+	var v validator
+
+	v.port("server.port", c.Server.Port)
+	v.oneOf("server.log_level", c.Server.LogLevel, "trace", "debug", "info", "warn", "error")
+	v.absOrEmpty("server.podman_socket", c.Server.PodmanSocket)
+	v.absOrEmpty("server.log_file", c.Server.LogFile)
+	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)
+
+	e := c.Execution
+	v.nonEmpty("execution.default_backend", e.DefaultBackend)
+	v.positive("execution.default_timeout", e.DefaultTimeout)
+	v.positive("execution.max_timeout", e.MaxTimeout)
+	v.atLeast("execution.max_timeout", e.MaxTimeout, "execution.default_timeout", e.DefaultTimeout)
+	v.sizeAtLeast("execution.max_memory", e.MaxMemory, "execution.default_memory", e.DefaultMemory)
+	v.cpu("execution.default_cpu_quota", e.DefaultCPUQuota)
+	v.cpu("execution.max_cpu_quota", e.MaxCPUQuota)
+	v.atLeast("execution.max_cpu_quota", e.MaxCPUQuota, "execution.default_cpu_quota", e.DefaultCPUQuota)
+	v.positive("execution.default_pids", e.DefaultPids)
+	v.positive("execution.max_pids", e.MaxPids)
+	v.atLeast("execution.max_pids", e.MaxPids, "execution.default_pids", e.DefaultPids)
+	v.positive("execution.nofile", e.NoFile)
+	v.size("execution.max_output", e.MaxOutput)
+	v.size("execution.max_image_size", e.MaxImageSize)
+
+	v.nonEmpty("images.python", c.Images.Python)
+	v.nonEmpty("images.r", c.Images.R)
+	if len(c.Images.Allowed) == 0 {
+		v.add("images.allowed", "must list at least one image pattern")
+	}
+	for name, img := range map[string]string{"images.python": c.Images.Python, "images.r": c.Images.R} {
+		if img != "" && len(c.Images.Allowed) > 0 && !ImageAllowed(c.Images.Allowed, img) {
+			v.add(name, fmt.Sprintf("%q is not matched by images.allowed %v; add it there", img, c.Images.Allowed))
+		}
+	}
+
+	v.positive("sessions.idle_timeout", c.Sessions.IdleTimeout)
+	v.positive("sessions.max_concurrent", c.Sessions.MaxConcurrent)
+	v.positive("sessions.cleanup_interval", c.Sessions.CleanupInterval)
+
+	v.abs("volumes.base_path", c.Volumes.BasePath)
+	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
+
+	s := c.Security
+	v.abs("security.audit_log", s.AuditLog)
+	v.size("security.audit_max_size", s.AuditMaxSize)
+	if s.AuditKeep < 0 {
+		v.add("security.audit_keep", "must be >= 0")
+	}
+	v.user("security.sandbox_user", s.SandboxUser)
+	v.nonEmpty("security.oci_runtime", s.OCIRuntime)
+	v.oneOf("security.userns", s.UserNS, "auto", "host")
+	v.size("security.tmpfs_size", s.TmpfsSize)
+
+	b := c.EnvironmentBuilder
+	v.positive("environment_builder.max_packages_per_build", b.MaxPackagesPerBuild)
+	v.positive("environment_builder.max_build_time", b.MaxBuildTime)
+	v.size("environment_builder.max_image_size", b.MaxImageSize)
+	v.positive("environment_builder.max_concurrent_builds", b.MaxConcurrentBuilds)
+	v.positive("environment_builder.build_rate_limit.max_builds_per_hour", b.BuildRateLimit.MaxBuildsPerHour)
+	v.positive("environment_builder.build_rate_limit.max_builds_per_day", b.BuildRateLimit.MaxBuildsPerDay)
+	v.atLeast("environment_builder.build_rate_limit.max_builds_per_day", b.BuildRateLimit.MaxBuildsPerDay,
+		"environment_builder.build_rate_limit.max_builds_per_hour", b.BuildRateLimit.MaxBuildsPerHour)
+	v.absOrEmpty("environment_builder.package_validation.allowlist_path", b.PackageValidation.AllowlistPath)
+	v.absOrEmpty("environment_builder.package_validation.blocklist_path", b.PackageValidation.BlocklistPath)
+	for i, p := range b.PackageValidation.RequireApprovalPatterns {
+		if _, err := path.Match(p, "x"); err != nil || p == "" {
+			v.add(fmt.Sprintf("environment_builder.package_validation.require_approval_patterns[%d]", i), fmt.Sprintf("%q is not a valid glob pattern", p))
+		}
+	}
+	for _, name := range sortedKeys(b.Templates) {
+		if len(b.Templates[name].Packages) == 0 {
+			v.add("environment_builder.templates."+name+".packages", "must list at least one package")
+		}
+	}
+
+	for _, name := range sortedKeys(c.MCPTools) {
+		v.name("mcp_tools."+name, name)
+		v.nonEmpty("mcp_tools."+name+".command", c.MCPTools[name].Command)
+	}
+	for _, name := range sortedKeys(c.Plugins) {
+		p := c.Plugins[name]
+		v.name("plugins."+name, name)
+		v.nonEmpty("plugins."+name+".path", p.Path)
+		if p.SHA256 != "" && !sha256Hex.MatchString(p.SHA256) {
+			v.add("plugins."+name+".sha256", "must be 64 hexadecimal digits (the output of sha256sum)")
+		}
+	}
+	return v.errs
+}
+
+var (
+	sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	nameRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+)
+
+// ImageAllowed reports whether image matches one of the glob patterns.
+func ImageAllowed(patterns []string, image string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, image); ok {
+			return true
+		}
+	}
+	return false
+}
+
+type validator struct{ errs Errors }
+
+func (v *validator) add(p, msg string) { v.errs = append(v.errs, FieldError{Path: p, Msg: msg}) }
+
+func (v *validator) positive(p string, n int) {
+	if n <= 0 {
+		v.add(p, fmt.Sprintf("must be > 0 (got %d)", n))
+	}
+}
+
+func (v *validator) atLeast(p string, n int, otherPath string, other int) {
+	if n > 0 && other > 0 && n < other {
+		v.add(p, fmt.Sprintf("must be >= %s (%d), got %d", otherPath, other, n))
+	}
+}
+
+func (v *validator) port(p string, n int) {
+	if n < 1 || n > 65535 {
+		v.add(p, fmt.Sprintf("must be 1-65535 (got %d)", n))
+	}
+}
+
+func (v *validator) cpu(p string, n int) {
+	if n < 1 || n > MaxCPUQuota {
+		v.add(p, fmt.Sprintf("must be 1..%d microseconds per 100ms period (100000 = one core), got %d", MaxCPUQuota, n))
+	}
+}
+
+func (v *validator) nonEmpty(p, s string) {
+	if strings.TrimSpace(s) == "" {
+		v.add(p, "must not be empty")
+	}
+}
+
+func (v *validator) name(p, s string) {
+	if !nameRe.MatchString(s) {
+		v.add(p, "name must be lower-case letters, digits, '-' or '_', starting with a letter")
+	}
+}
+
+func (v *validator) oneOf(p, s string, allowed ...string) {
+	for _, a := range allowed {
+		if s == a {
+			return
+		}
+	}
+	v.add(p, fmt.Sprintf("must be one of %s (got %q)", strings.Join(allowed, ", "), s))
+}
+
+func (v *validator) abs(p, s string) {
+	if !filepath.IsAbs(s) {
+		v.add(p, fmt.Sprintf("must be an absolute path (got %q)", s))
+	}
+}
+
+func (v *validator) absOrEmpty(p, s string) {
+	if s != "" {
+		v.abs(p, s)
+	}
+}
+
+func (v *validator) size(p, s string) (int64, bool) {
+	n, err := units.ParseSize(s)
+	if err != nil {
+		v.add(p, err.Error())
+		return 0, false
+	}
+	return n, true
+}
+
+func (v *validator) sizeAtLeast(p, s, otherPath, other string) {
+	n, ok1 := v.size(p, s)
+	o, ok2 := v.size(otherPath, other)
+	if ok1 && ok2 && n < o {
+		v.add(p, fmt.Sprintf("must be >= %s (%s), got %s", otherPath, other, s))
+	}
+}
+
+func (v *validator) user(p, s string) {
+	uid, gid, ok := strings.Cut(s, ":")
+	u, err1 := strconv.Atoi(uid)
+	g, err2 := strconv.Atoi(gid)
+	if !ok || err1 != nil || err2 != nil || u < 0 || g < 0 {
+		v.add(p, fmt.Sprintf("must be numeric \"uid:gid\" (got %q)", s))
+		return
+	}
+	if u == 0 || g == 0 {
+		v.add(p, "must not be root (uid or gid 0): sandboxes always run as a non-root user")
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Prepares a Debian host for MCP-Forge: installs what is missing, writes the
+# Podman configuration this host needs, starts the Podman API service if none
+# answers, and builds the sandbox images. Safe to run again: each step checks
+# first. Run as root (CI and `make setup` do); see README for rootless use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+sock=${FORGE_PODMAN_SOCKET:-/run/podman/podman.sock}
+
+need_pkgs=()
+for p in podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns protobuf-compiler iproute2; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "missing packages: ${need_pkgs[*]}; run: sudo make setup"
+  log "installing ${need_pkgs[*]}"
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH=$PATH:/usr/local/go/bin; fi
+command -v go >/dev/null || die "Go is not installed (need Go >= 1.25 at /usr/local/go or on PATH)"
+
+if [ "$(id -u)" = 0 ]; then
+  # crun cannot run on this host's hybrid cgroups and Podman 4.3 ignores the
+  # per-container runtime field, so runc is set engine-wide. The default
+  # nofile rlimit exceeds the host's hard limit, so containers get a sane one.
+  conf=/etc/containers/containers.conf.d/50-mcp-forge.conf
+  if [ ! -f "$conf" ]; then
+    log "writing $conf"
+    mkdir -p "$(dirname "$conf")"
+    cat >"$conf" <<'CONF'
+# Written by MCP-Forge `make setup`.
+[engine]
+runtime = "runc"
+
+[containers]
+default_ulimits = ["nofile=1024:1024"]
+CONF
+  fi
+  # --userns=auto needs a range for the "containers" user.
+  for f in /etc/subuid /etc/subgid; do
+    grep -q '^containers:' "$f" 2>/dev/null || { log "adding containers range to $f"; echo 'containers:2147483647:2147483648' >>"$f"; }
+  done
+fi
+
+ping_podman() { curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
+if ! ping_podman; then
+  [ "$(id -u)" = 0 ] || die "no Podman service at $sock; start one with: podman system service --time=0 unix://$sock &"
+  log "starting the Podman API service on $sock"
+  mkdir -p "$(dirname "$sock")" /var/log/mcp-forge
+  nohup podman --runtime runc system service --time=0 "unix://$sock" >/var/log/mcp-forge/podman-service.log 2>&1 &
+  for _ in $(seq 1 50); do ping_podman && break; sleep 0.2; done
+  ping_podman || die "the Podman service did not answer on $sock; see /var/log/mcp-forge/podman-service.log"
+fi
+
+if [ "${FORGE_SKIP_IMAGES:-0}" != 1 ]; then
+  [ "$(id -u)" = 0 ] || die "building images needs root; run: sudo make images"
+  images/build.sh
+fi
+log "ready"
