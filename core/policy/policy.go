@@ -1,0 +1,306 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcp-forge/mcp-forge/core/units"
+)
+
+// Violation is a refused container operation; Rule names the rule broken.
+type Violation struct {
+	Rule   string
+	Detail string
+}
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("security policy violation (%s): %s", v.Rule, v.Detail)
+}
+
+func violation(rule, format string, args ...any) *Violation {
+	return &Violation{Rule: rule, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Settings are the operator's choices the rules depend on.
+type Settings struct {
+	AllowedImages []string
+	AllowNetwork  bool
+	User          string // required sandbox user "uid:gid"
+	UserNS        string // "auto" or "host"
+	BasePath      string // volumes.base_path
+	TmpfsMax      int64
+	Defaults      Limits
+	Max           Limits
+}
+
+// Resolver turns a host path into its real path (symlinks and ".." resolved).
+// filepath.EvalSymlinks in production; it may fail for paths that do not exist.
+type Resolver func(string) (string, error)
+
+// Policy applies Settings to container specs and limit requests.
+type Policy struct {
+	s       Settings
+	resolve Resolver
+}
+
+// New returns a policy; resolve may be nil for pure-lexical checks in tests.
+func New(s Settings, resolve Resolver) *Policy {
+	if resolve == nil {
+		resolve = func(p string) (string, error) { return p, nil }
+	}
+	return &Policy{s: s, resolve: resolve}
+}
+
+// Settings returns the rules' parameters (for diagnostics and resources).
+func (p *Policy) Settings() Settings { return p.s }
+
+// ImageAllowed reports whether the image matches the allowlist.
+func (p *Policy) ImageAllowed(image string) bool {
+	for _, pat := range p.s.AllowedImages {
+		if ok, _ := path.Match(pat, image); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckImage refuses an image outside the allowlist.
+func (p *Policy) CheckImage(image string) error {
+	if !p.ImageAllowed(image) {
+		return violation("image-not-allowed", "image %q is not in images.allowed %v", image, p.s.AllowedImages)
+	}
+	return nil
+}
+
+// CheckCreate refuses any spec that breaks a rule. It returns the first
+// violation; rules are checked most-dangerous first.
+func (p *Policy) CheckCreate(s Spec) error {
+	switch {
+	case s.Privileged:
+		return violation("privileged", "privileged containers are never allowed")
+	case len(s.CapAdd) > 0:
+		return violation("cap-add", "adding capabilities %v is not allowed", s.CapAdd)
+	case len(s.Devices) > 0:
+		return violation("devices", "host devices %v may not be passed in", s.Devices)
+	case s.PidNS == "host":
+		return violation("host-pid", "the host PID namespace may not be shared")
+	case s.IPCNS == "host":
+		return violation("host-ipc", "the host IPC namespace may not be shared")
+	case s.Network == "host":
+		return violation("host-network", "the host network namespace may not be shared")
+	case s.UserNS == "host" && p.s.UserNS != "host":
+		return violation("host-userns", "sandboxes run in their own user namespace (security.userns = %q)", p.s.UserNS)
+	}
+	if err := p.CheckImage(s.Image); err != nil {
+		return err
+	}
+	if s.Network != "none" && !p.s.AllowNetwork {
+		return violation("network", "network mode %q requested but security.allow_network is false; sandboxes have no network", s.Network)
+	}
+	if !slices.ContainsFunc(s.CapDrop, func(c string) bool { return strings.EqualFold(c, "ALL") }) {
+		return violation("cap-drop", "all capabilities must be dropped")
+	}
+	if !s.ReadOnlyRoot {
+		return violation("read-only-root", "the root filesystem must be read-only")
+	}
+	if s.TmpfsSize <= 0 || (p.s.TmpfsMax > 0 && s.TmpfsSize > p.s.TmpfsMax) {
+		return violation("tmpfs", "/tmp must be a size-limited tmpfs of at most %s", units.FormatSize(p.s.TmpfsMax))
+	}
+	if !s.NoNewPrivileges {
+		return violation("no-new-privileges", "no-new-privileges must be set")
+	}
+	if !s.Init {
+		return violation("init", "an init process is required (signals and zombie reaping)")
+	}
+	if err := checkUser(s.User); err != nil {
+		return err
+	}
+	if p.s.UserNS == "auto" && s.UserNS != "auto" {
+		return violation("userns", "each sandbox must get its own user namespace (userns=auto), got %q", s.UserNS)
+	}
+	if err := p.checkLimits(s.Limits); err != nil {
+		return err
+	}
+	if s.Labels[LabelManaged] != "true" {
+		return violation("labels", "container must carry the %s=true label", LabelManaged)
+	}
+	for _, m := range s.Mounts {
+		if err := p.CheckMount(m, s.SessionID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkUser(u string) error {
+	uid, gid, ok := strings.Cut(u, ":")
+	un, err1 := strconv.Atoi(uid)
+	gn, err2 := strconv.Atoi(gid)
+	if !ok || err1 != nil || err2 != nil {
+		return violation("user", "user must be a numeric uid:gid, got %q", u)
+	}
+	if un == 0 || gn == 0 {
+		return violation("root-user", "containers never run as root (user %q)", u)
+	}
+	return nil
+}
+
+func (p *Policy) checkLimits(l Limits) error {
+	type lim struct {
+		name     string
+		val, max int64
+	}
+	for _, c := range []lim{
+		{"memory", l.MemoryBytes, p.s.Max.MemoryBytes},
+		{"cpu quota", l.CPUQuota, p.s.Max.CPUQuota},
+		{"pids", l.Pids, p.s.Max.Pids},
+		{"nofile", l.NoFile, p.s.Max.NoFile},
+	} {
+		if c.val <= 0 {
+			return violation("limits", "a %s limit is required", c.name)
+		}
+		if c.max > 0 && c.val > c.max {
+			return violation("limits", "%s limit %d exceeds the maximum %d", c.name, c.val, c.max)
+		}
+	}
+	if l.Timeout <= 0 {
+		return violation("limits", "a timeout is required")
+	}
+	return nil
+}
+
+// forbiddenMount reports why a host path may never be mounted, or "".
+func forbiddenMount(p string) string {
+	switch p {
+	case "/", "/etc", "/proc", "/sys", "/dev", "/run", "/var/run", "/root", "/home", "/boot", "/usr", "/var", "/var/lib":
+		return "is a system directory"
+	}
+	for _, pre := range []string{"/etc/", "/proc/", "/sys/", "/dev/", "/boot/", "/run/podman", "/var/run/podman", "/run/docker", "/var/run/docker", "/var/lib/containers"} {
+		if strings.HasPrefix(p, pre) || p == strings.TrimSuffix(pre, "/") {
+			return "is under a system or container-engine directory"
+		}
+	}
+	base := filepath.Base(p)
+	if strings.HasSuffix(base, ".sock") && (strings.Contains(base, "podman") || strings.Contains(base, "docker") || strings.Contains(base, "containerd")) {
+		return "is a container-engine socket"
+	}
+	return ""
+}
+
+// CheckMount accepts a bind mount only inside the allowed areas of
+// volumes.base_path, after resolving ".." and symlinks:
+//
+//	<base>/sessions/<session>/…   read-write, only this container's session
+//	<base>/uploads/<session>/…    read-write, only this container's session
+//	<base>/shared/readonly/…      read-only
+func (p *Policy) CheckMount(m Mount, sessionID string) error {
+	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
+		return violation("mount", "mount paths must be absolute (source %q, target %q)", m.Source, m.Target)
+	}
+	if t := filepath.Clean(m.Target); t == "/" || forbiddenTarget(t) {
+		return violation("mount", "mount target %q would cover a system directory in the container", m.Target)
+	}
+	clean := filepath.Clean(m.Source)
+	if why := forbiddenMount(clean); why != "" {
+		return violation("forbidden-mount", "%s %s and may never be mounted", clean, why)
+	}
+	real, err := p.resolve(clean)
+	if err != nil {
+		return violation("mount", "cannot resolve mount source %q: %v", m.Source, err)
+	}
+	if why := forbiddenMount(real); why != "" {
+		return violation("forbidden-mount", "%s resolves to %s, which %s", m.Source, real, why)
+	}
+	base, err := p.resolve(filepath.Clean(p.s.BasePath))
+	if err != nil {
+		base = filepath.Clean(p.s.BasePath)
+	}
+	rel, err := filepath.Rel(base, real)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return violation("mount-outside-base", "%s resolves to %s, outside volumes.base_path %s", m.Source, real, base)
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	switch {
+	case (parts[0] == "sessions" || parts[0] == "uploads") && len(parts) >= 2:
+		if sessionID == "" || parts[1] != sessionID {
+			return violation("mount-other-session", "%s belongs to session %q, not to this container's session %q", m.Source, parts[1], sessionID)
+		}
+		return nil
+	case parts[0] == "shared" && len(parts) >= 2 && parts[1] == "readonly":
+		if !m.ReadOnly {
+			return violation("mount-readonly", "%s is shared and must be mounted read-only", m.Source)
+		}
+		return nil
+	}
+	return violation("mount-outside-base", "%s is not in an allowed area (%s/sessions/<id>, %s/uploads/<id>, %s/shared/readonly)", real, base, base, base)
+}
+
+func forbiddenTarget(t string) bool {
+	for _, d := range []string{"/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64"} {
+		if t == d || strings.HasPrefix(t, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// LimitRequest is what a caller asks for; zero values mean "the default".
+type LimitRequest struct {
+	Memory   string
+	CPUQuota int64
+	Pids     int64
+	Timeout  int64 // seconds
+}
+
+// LimitError is a request beyond what the operator allows.
+type LimitError struct {
+	Field string
+	Msg   string
+}
+
+func (e *LimitError) Error() string { return e.Field + ": " + e.Msg }
+
+// ResolveLimits fills defaults and refuses values above the maxima, naming them.
+func (p *Policy) ResolveLimits(r LimitRequest) (Limits, error) {
+	l := p.s.Defaults
+	if r.Memory != "" {
+		b, err := units.ParseSize(r.Memory)
+		if err != nil {
+			return l, &LimitError{"memory", err.Error()}
+		}
+		if b > p.s.Max.MemoryBytes {
+			return l, &LimitError{"memory", fmt.Sprintf("%s exceeds the maximum %s (execution.max_memory)", r.Memory, units.FormatSize(p.s.Max.MemoryBytes))}
+		}
+		if b < 4<<20 {
+			return l, &LimitError{"memory", fmt.Sprintf("%s is below the 4m minimum a container needs", r.Memory)}
+		}
+		l.MemoryBytes = b
+	}
+	if r.CPUQuota != 0 {
+		if r.CPUQuota < 1000 || r.CPUQuota > 1_000_000 {
+			return l, &LimitError{"cpu_quota", fmt.Sprintf("%d is outside 1000..1000000 (100000 = one core)", r.CPUQuota)}
+		}
+		if r.CPUQuota > p.s.Max.CPUQuota {
+			return l, &LimitError{"cpu_quota", fmt.Sprintf("%d exceeds the maximum %d (execution.max_cpu_quota)", r.CPUQuota, p.s.Max.CPUQuota)}
+		}
+		l.CPUQuota = r.CPUQuota
+	}
+	if r.Pids != 0 {
+		if r.Pids < 0 || r.Pids > p.s.Max.Pids {
+			return l, &LimitError{"pids", fmt.Sprintf("%d is outside 1..%d (execution.max_pids)", r.Pids, p.s.Max.Pids)}
+		}
+		l.Pids = r.Pids
+	}
+	if r.Timeout != 0 {
+		max := int64(p.s.Max.Timeout.Seconds())
+		if r.Timeout < 0 || r.Timeout > max {
+			return l, &LimitError{"timeout", fmt.Sprintf("%d seconds is outside 1..%d (execution.max_timeout)", r.Timeout, max)}
+		}
+		l.Timeout = secs(r.Timeout)
+	}
+	return l, nil
+}

@@ -1,0 +1,211 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testSettings(base string) Settings {
+	return Settings{
+		AllowedImages: []string{"mcp-forge/python:*", "mcp-forge/custom:*"},
+		User:          "1000:1000",
+		UserNS:        "auto",
+		BasePath:      base,
+		TmpfsMax:      64 << 20,
+		Defaults:      Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
+		Max:           Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
+	}
+}
+
+func goodSpec(t *testing.T, p *Policy) Spec {
+	t.Helper()
+	s, err := p.Harden(Intent{Image: "mcp-forge/python:3.11", Command: []string{"python3"},
+		Limits: p.Settings().Defaults, SessionID: "s1", Owner: "python", Instance: "i"})
+	if err != nil {
+		t.Fatalf("hardened intent refused: %v", err)
+	}
+	return s
+}
+
+func TestCheckCreateRules(t *testing.T) {
+	base := "/var/lib/mcp-forge"
+	p := New(testSettings(base), nil)
+	cases := []struct {
+		rule   string
+		mutate func(*Spec)
+	}{
+		{"", func(*Spec) {}},
+		{"privileged", func(s *Spec) { s.Privileged = true }},
+		{"cap-add", func(s *Spec) { s.CapAdd = []string{"SYS_ADMIN"} }},
+		{"cap-drop", func(s *Spec) { s.CapDrop = nil }},
+		{"devices", func(s *Spec) { s.Devices = []string{"/dev/kvm"} }},
+		{"host-pid", func(s *Spec) { s.PidNS = "host" }},
+		{"host-ipc", func(s *Spec) { s.IPCNS = "host" }},
+		{"host-network", func(s *Spec) { s.Network = "host" }},
+		{"network", func(s *Spec) { s.Network = "bridge" }},
+		{"host-userns", func(s *Spec) { s.UserNS = "host" }},
+		{"userns", func(s *Spec) { s.UserNS = "" }},
+		{"image-not-allowed", func(s *Spec) { s.Image = "docker.io/library/alpine" }},
+		{"image-not-allowed", func(s *Spec) { s.Image = "mcp-forge/r:4.2" }},
+		{"", func(s *Spec) { s.Image = "mcp-forge/custom:anything" }},
+		{"read-only-root", func(s *Spec) { s.ReadOnlyRoot = false }},
+		{"tmpfs", func(s *Spec) { s.TmpfsSize = 0 }},
+		{"tmpfs", func(s *Spec) { s.TmpfsSize = 1 << 40 }},
+		{"no-new-privileges", func(s *Spec) { s.NoNewPrivileges = false }},
+		{"init", func(s *Spec) { s.Init = false }},
+		{"root-user", func(s *Spec) { s.User = "0:0" }},
+		{"root-user", func(s *Spec) { s.User = "1000:0" }},
+		{"user", func(s *Spec) { s.User = "root" }},
+		{"limits", func(s *Spec) { s.Limits.MemoryBytes = 0 }},
+		{"limits", func(s *Spec) { s.Limits.MemoryBytes = 3 << 30 }},
+		{"limits", func(s *Spec) { s.Limits.Pids = 0 }},
+		{"limits", func(s *Spec) { s.Limits.CPUQuota = 0 }},
+		{"limits", func(s *Spec) { s.Limits.NoFile = 0 }},
+		{"limits", func(s *Spec) { s.Limits.Timeout = 0 }},
+		{"labels", func(s *Spec) { delete(s.Labels, LabelManaged) }},
+		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/", Target: "/host"}} }},
+		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/etc", Target: "/x"}} }},
+		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/proc/1", Target: "/x"}} }},
+		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/run/podman/podman.sock", Target: "/x"}} }},
+		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/var/run/docker.sock", Target: "/x"}} }},
+		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1/../../../../../etc", Target: "/x"}} }},
+		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: "/srv/data", Target: "/x"}} }},
+		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1/../../secrets", Target: "/x"}} }},
+		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: base, Target: "/x"}} }},
+		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions", Target: "/x"}} }},
+		{"mount-other-session", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s2/work", Target: "/x"}} }},
+		{"mount-other-session", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/uploads/s2", Target: "/x"}} }},
+		{"mount-readonly", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/shared/readonly/data", Target: "/x"}} }},
+		{"mount", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1", Target: "/proc"}} }},
+		{"mount", func(s *Spec) { s.Mounts = []Mount{{Source: "relative", Target: "/x"}} }},
+		{"", func(s *Spec) {
+			s.Mounts = []Mount{{Source: base + "/sessions/s1/in", Target: "/in", ReadOnly: true},
+				{Source: base + "/sessions/s1", Target: "/work"}, {Source: base + "/uploads/s1/f", Target: "/up"},
+				{Source: base + "/shared/readonly/ds", Target: "/data", ReadOnly: true}}
+		}},
+	}
+	for _, tc := range cases {
+		name := tc.rule
+		if name == "" {
+			name = "allowed"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := goodSpec(t, p)
+			tc.mutate(&s)
+			err := p.CheckCreate(s)
+			if tc.rule == "" {
+				if err != nil {
+					t.Fatalf("unexpected refusal: %v", err)
+				}
+				return
+			}
+			var v *Violation
+			if !errors.As(err, &v) {
+				t.Fatalf("want violation %q, got %v", tc.rule, err)
+			}
+			if v.Rule != tc.rule {
+				t.Fatalf("want rule %q, got %q (%v)", tc.rule, v.Rule, err)
+			}
+		})
+	}
+}
+
+func TestNetworkAllowedWhenConfigured(t *testing.T) {
+	st := testSettings("/b")
+	st.AllowNetwork = true
+	p := New(st, nil)
+	s := goodSpec(t, p)
+	s.Network = "bridge"
+	if err := p.CheckCreate(s); err != nil {
+		t.Fatal(err)
+	}
+	s.Network = "host"
+	if err := p.CheckCreate(s); err == nil {
+		t.Fatal("host network must stay forbidden")
+	}
+}
+
+// A symlink inside the session directory that points outside is refused
+// after resolution, even though its lexical path looks allowed.
+func TestSymlinkEscape(t *testing.T) {
+	base := t.TempDir()
+	sess := filepath.Join(base, "sessions", "s1")
+	os.MkdirAll(sess, 0o755)
+	os.MkdirAll(filepath.Join(base, "sessions", "s2"), 0o755)
+	os.Symlink("/etc", filepath.Join(sess, "etc-link"))
+	os.Symlink(filepath.Join(base, "sessions", "s2"), filepath.Join(sess, "other"))
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(sess, "out"))
+	p := New(testSettings(base), filepath.EvalSymlinks)
+	for link, rule := range map[string]string{"etc-link": "forbidden-mount", "other": "mount-other-session", "out": "mount-outside-base"} {
+		err := p.CheckMount(Mount{Source: filepath.Join(sess, link), Target: "/x"}, "s1")
+		var v *Violation
+		if !errors.As(err, &v) || v.Rule != rule {
+			t.Errorf("%s: want %s, got %v", link, rule, err)
+		}
+	}
+	if err := p.CheckMount(Mount{Source: sess, Target: "/x"}, "s1"); err != nil {
+		t.Errorf("own session dir refused: %v", err)
+	}
+}
+
+func TestResolveLimits(t *testing.T) {
+	p := New(testSettings("/b"), nil)
+	cases := []struct {
+		req     LimitRequest
+		wantErr string
+		check   func(Limits) bool
+	}{
+		{LimitRequest{}, "", func(l Limits) bool { return l.MemoryBytes == 512<<20 && l.Timeout == 300*time.Second }},
+		{LimitRequest{Memory: "1G", Timeout: 10, CPUQuota: 100000, Pids: 50}, "", func(l Limits) bool {
+			return l.MemoryBytes == 1<<30 && l.Timeout == 10*time.Second && l.CPUQuota == 100000 && l.Pids == 50
+		}},
+		{LimitRequest{Memory: "4g"}, "exceeds the maximum 2g", nil},
+		{LimitRequest{Memory: "lots"}, `size "lots"`, nil},
+		{LimitRequest{Memory: "-1m"}, "greater than zero", nil},
+		{LimitRequest{Memory: "1k"}, "minimum", nil},
+		{LimitRequest{CPUQuota: 200000}, "exceeds the maximum 100000", nil},
+		{LimitRequest{CPUQuota: 2_000_000}, "outside 1000..1000000", nil},
+		{LimitRequest{Pids: 5000}, "1..1024", nil},
+		{LimitRequest{Timeout: 4000}, "1..1800", nil},
+		{LimitRequest{Timeout: -1}, "1..1800", nil},
+	}
+	for _, tc := range cases {
+		l, err := p.ResolveLimits(tc.req)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%+v: want error containing %q, got %v", tc.req, tc.wantErr, err)
+			}
+			continue
+		}
+		if err != nil || !tc.check(l) {
+			t.Errorf("%+v: got %+v, %v", tc.req, l, err)
+		}
+	}
+}
+
+func TestTracker(t *testing.T) {
+	tr := NewTracker()
+	tr.Add("abc", "python")
+	if err := tr.Check("abc", "python", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check("abc", "", "stop"); err != nil {
+		t.Fatal("the core may act on any tracked container")
+	}
+	var v *Violation
+	if err := tr.Check("abc", "jupyter", "stop"); !errors.As(err, &v) || v.Rule != "not-owner" {
+		t.Fatalf("other plugin: %v", err)
+	}
+	if err := tr.Check("zzz", "python", "remove"); !errors.As(err, &v) || v.Rule != "not-our-container" {
+		t.Fatalf("untracked: %v", err)
+	}
+	tr.Remove("abc")
+	if err := tr.Check("abc", "python", "stop"); err == nil {
+		t.Fatal("removed container still tracked")
+	}
+}

@@ -1,0 +1,32 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/units"
+)
+
+func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
+
+// FromConfig derives the rule parameters from a validated configuration.
+func FromConfig(c config.Config) Settings {
+	size := func(s string) int64 { n, _ := units.ParseSize(s); return n }
+	e := c.Execution
+	return Settings{
+		AllowedImages: c.Images.Allowed,
+		AllowNetwork:  c.Security.AllowNetwork,
+		User:          c.Security.SandboxUser,
+		UserNS:        c.Security.UserNS,
+		BasePath:      c.Volumes.BasePath,
+		TmpfsMax:      size(c.Security.TmpfsSize),
+		Defaults: Limits{
+			MemoryBytes: size(e.DefaultMemory), CPUQuota: int64(e.DefaultCPUQuota),
+			Pids: int64(e.DefaultPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.DefaultTimeout)),
+		},
+		Max: Limits{
+			MemoryBytes: size(e.MaxMemory), CPUQuota: int64(e.MaxCPUQuota),
+			Pids: int64(e.MaxPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.MaxTimeout)),
+		},
+	}
+}

@@ -1,0 +1,60 @@
+// Package policy holds the security rules every sandbox container must obey,
+// applied in the core to every container whoever asks for it. It is pure
+// rules: no Podman, and file-system access only through an injected resolver.
+package policy
+
+import "time"
+
+// Labels that mark a container as ours.
+const (
+	LabelManaged  = "io.mcp-forge.managed"
+	LabelInstance = "io.mcp-forge.instance"
+	LabelSession  = "io.mcp-forge.session"
+	LabelOwner    = "io.mcp-forge.owner"
+	LabelCodeHash = "io.mcp-forge.code-sha256"
+)
+
+// Mount is a bind mount of a host directory into the container.
+type Mount struct {
+	Source   string // host path
+	Target   string // path in the container
+	ReadOnly bool
+}
+
+// Limits are the resources one container may use.
+type Limits struct {
+	MemoryBytes int64
+	CPUQuota    int64 // µs per 100 ms period
+	Pids        int64
+	NoFile      int64
+	Timeout     time.Duration
+}
+
+// Spec is a complete container description as the runtime will create it.
+// Fields that the rules forbid exist here so that the rules can be tested and
+// so that a spec that somehow carries them is refused, not silently fixed.
+type Spec struct {
+	Name            string
+	Image           string
+	Command         []string
+	Env             map[string]string
+	WorkDir         string
+	Labels          map[string]string
+	User            string // "uid:gid"
+	Network         string // "none" unless security.allow_network; never "host"
+	ReadOnlyRoot    bool
+	TmpfsSize       int64 // size of the writable /tmp
+	NoNewPrivileges bool
+	CapDrop         []string
+	CapAdd          []string
+	Privileged      bool
+	Devices         []string
+	PidNS           string // "" (private) or "host" (forbidden)
+	IPCNS           string
+	UserNS          string // "auto" in rootful mode
+	Mounts          []Mount
+	Init            bool
+	Limits          Limits
+	SessionID       string
+	Owner           string // plugin that asked for it
+}
