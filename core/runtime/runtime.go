@@ -1,0 +1,73 @@
+// Package runtime defines what the core needs from a container engine. Only
+// its podman subpackage talks to Podman.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/policy"
+)
+
+// ErrTimeout is returned by Wait when the container outlived its deadline and
+// was killed.
+var ErrTimeout = errors.New("timed out")
+
+// Info describes the engine, for doctor and start-up checks.
+type Info struct {
+	Socket      string
+	Version     string
+	APIVersion  string
+	OCIRuntime  string
+	CgroupsV2   bool
+	Rootless    bool
+	CgroupsMode string
+}
+
+// Container is one of ours as listed by the engine.
+type Container struct {
+	ID      string
+	Name    string
+	Image   string
+	State   string
+	Created time.Time
+	Labels  map[string]string
+}
+
+// Output is a container's captured stdout and stderr, each capped.
+type Output struct {
+	Stdout, Stderr           []byte
+	StdoutTotal, StderrTotal int64 // bytes produced, including what the cap dropped
+}
+
+// ExecResult is the outcome of a command run in a running container.
+type ExecResult struct {
+	ExitCode int
+	Output
+}
+
+// ImageInfo describes a local image.
+type ImageInfo struct {
+	ID     string
+	Size   int64
+	Labels map[string]string
+}
+
+// Runtime is the container engine as the core uses it. Specs reaching Create
+// have passed the policy; the runtime only translates them.
+type Runtime interface {
+	Info(ctx context.Context) (Info, error)
+	Create(ctx context.Context, spec policy.Spec) (string, error)
+	Start(ctx context.Context, id string) error
+	// Wait blocks until the container exits and returns its exit code. Past
+	// timeout the container is killed and ErrTimeout returned.
+	Wait(ctx context.Context, id string, timeout time.Duration) (int, error)
+	Logs(ctx context.Context, id string, max int64) (Output, error)
+	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
+	Signal(ctx context.Context, id, signal string) error
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	Remove(ctx context.Context, id string) error
+	List(ctx context.Context, labels map[string]string) ([]Container, error)
+	Image(ctx context.Context, name string) (ImageInfo, bool, error)
+}

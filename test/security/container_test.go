@@ -1,0 +1,235 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// run executes a Python snippet in a sandbox with the given limits.
+func run(t *testing.T, c *testenv.Core, code string, lim func(*policy.Limits)) (sandbox.RunResult, error) {
+	t.Helper()
+	l := c.Manager.Policy().Settings().Defaults
+	l.Timeout = 60 * time.Second
+	if lim != nil {
+		lim(&l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return c.Manager.Run(ctx, policy.Intent{
+		Image: c.Config.Images.Python, Command: []string{"python3", "-c", code},
+		Limits: l, Owner: "test", Labels: map[string]string{policy.LabelCodeHash: audit.HashCode(code)},
+	}, 1<<20)
+}
+
+func TestSandboxConfinement(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	probe := `
+import os, socket, json
+out = {"ifaces": sorted(os.listdir("/sys/class/net")), "uid": os.getuid(), "gid": os.getgid()}
+try:
+    s = socket.create_connection(("1.1.1.1", 80), timeout=3); out["connect"] = "connected"
+except OSError as e:
+    out["connect"] = type(e).__name__ + ": " + str(e)
+try:
+    open("/forge-root-write", "w"); out["root_write"] = "written"
+except OSError as e:
+    out["root_write"] = str(e)
+try:
+    open("/tmp/ok", "w").write("x"); out["tmp_write"] = "ok"
+except OSError as e:
+    out["tmp_write"] = str(e)
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+out["nonewprivs"] = st["NoNewPrivs"].strip(); out["capeff"] = st["CapEff"].strip()
+out["uid_map"] = open("/proc/self/uid_map").read().split()
+print(json.dumps(out))
+`
+	res, err := run(t, c, probe, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("probe failed: %v exit=%d stderr=%s", err, res.ExitCode, res.Stderr)
+	}
+	t.Logf("probe: %s", res.Stdout)
+	var out struct {
+		Ifaces     []string `json:"ifaces"`
+		UID        int      `json:"uid"`
+		Connect    string   `json:"connect"`
+		RootWrite  string   `json:"root_write"`
+		TmpWrite   string   `json:"tmp_write"`
+		NoNewPrivs string   `json:"nonewprivs"`
+		CapEff     string   `json:"capeff"`
+		UIDMap     []string `json:"uid_map"`
+	}
+	if err := json.Unmarshal(res.Stdout, &out); err != nil {
+		t.Fatalf("probe output %q: %v", res.Stdout, err)
+	}
+	if len(out.Ifaces) != 1 || out.Ifaces[0] != "lo" {
+		t.Errorf("interfaces %v, want only lo", out.Ifaces)
+	}
+	if out.Connect == "connected" {
+		t.Error("connecting out succeeded")
+	}
+	if !strings.Contains(out.RootWrite, "Read-only file system") {
+		t.Errorf("writing to / gave %q", out.RootWrite)
+	}
+	if out.TmpWrite != "ok" {
+		t.Errorf("/tmp not writable: %s", out.TmpWrite)
+	}
+	if out.UID == 0 {
+		t.Error("running as uid 0")
+	}
+	if out.NoNewPrivs != "1" {
+		t.Errorf("NoNewPrivs = %s", out.NoNewPrivs)
+	}
+	if strings.Trim(out.CapEff, "0") != "" {
+		t.Errorf("CapEff = %s", out.CapEff)
+	}
+	// uid_map "0 <host> <n>": container root is a high host uid, never 0 or 1000.
+	if len(out.UIDMap) < 3 || out.UIDMap[1] == "0" || out.UIDMap[1] == "1000" {
+		t.Errorf("user namespace map %v: container users are host accounts", out.UIDMap)
+	}
+}
+
+func TestMemoryHogIsOOM(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	_, err := run(t, c, "x = bytearray(400 * 1024 * 1024); x[::4096] = b'x' * len(x[::4096]); print('survived')",
+		func(l *policy.Limits) { l.MemoryBytes = 64 << 20 })
+	var oom *sandbox.OOMError
+	if !errors.As(err, &oom) {
+		t.Fatalf("want OOM error, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "64m memory limit") {
+		t.Errorf("OOM message does not name the limit: %v", err)
+	}
+}
+
+func TestForkBombContained(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	bomb := `
+import os, time
+n = 0
+for _ in range(10000):
+    try:
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        n += 1
+    except OSError as e:
+        print("fork refused after", n, e); break
+`
+	res, err := run(t, c, bomb, func(l *policy.Limits) { l.Pids = 32; l.Timeout = 20 * time.Second })
+	if err != nil && !errors.As(err, new(*sandbox.TimeoutError)) {
+		t.Fatalf("fork bomb run: %v", err)
+	}
+	if !strings.Contains(string(res.Stdout), "fork refused after") {
+		t.Errorf("pids limit did not stop forking: stdout=%q", res.Stdout)
+	}
+	// The host is fine: another sandbox runs normally right after.
+	res, err = run(t, c, "print(6*7)", nil)
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "42" {
+		t.Fatalf("host unusable after fork bomb: %v %q", err, res.Stdout)
+	}
+}
+
+func TestTimeoutKills(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	start := time.Now()
+	_, err := run(t, c, "import time; time.sleep(60)", func(l *policy.Limits) { l.Timeout = 2 * time.Second })
+	var te *sandbox.TimeoutError
+	if !errors.As(err, &te) || te.Limit != 2*time.Second {
+		t.Fatalf("want timeout error, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "2s") {
+		t.Errorf("message does not name the limit: %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("timeout took %s", d)
+	}
+}
+
+type countingRuntime struct{ creates int }
+
+func TestRefusedBeforePodman(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	sess := filepath.Join(c.Base, "sessions", "s1")
+	os.MkdirAll(sess, 0o755)
+	os.MkdirAll(filepath.Join(c.Base, "sessions", "s2"), 0o755)
+	os.Symlink("/etc", filepath.Join(sess, "escape"))
+	before, _ := c.Manager.Ours(context.Background())
+	defaults := c.Manager.Policy().Settings().Defaults
+	intents := map[string]policy.Intent{
+		"disallowed image": {Image: "docker.io/library/alpine:latest", Command: []string{"true"}},
+		"dotdot mount":     {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: sess + "/../../../../etc", Target: "/x"}}},
+		"symlink mount":    {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: filepath.Join(sess, "escape"), Target: "/x"}}},
+		"other session":    {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: filepath.Join(c.Base, "sessions", "s2"), Target: "/x"}}},
+		"podman socket":    {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}}},
+	}
+	for name, in := range intents {
+		in.Owner, in.SessionID, in.Limits = "test", "s1", defaults
+		if _, err := c.Manager.Create(context.Background(), in); err == nil {
+			t.Errorf("%s: created", name)
+		} else if !errors.As(err, new(*policy.Violation)) {
+			t.Errorf("%s: not a policy violation: %v", name, err)
+		}
+	}
+	// A full spec asking for privileges is refused the same way.
+	spec, _ := c.Manager.Policy().Harden(policy.Intent{Image: c.Config.Images.Python, Limits: defaults, Owner: "test"})
+	spec.Privileged = true
+	if err := c.Manager.CheckSpec(spec); err == nil {
+		t.Error("privileged spec accepted")
+	}
+	after, _ := c.Manager.Ours(context.Background())
+	if len(after) != len(before) {
+		t.Errorf("a refused request reached Podman: %d containers before, %d after", len(before), len(after))
+	}
+	c.Audit.Close()
+	raw, _ := os.ReadFile(c.AuditLog)
+	crit := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e audit.Entry
+		json.Unmarshal([]byte(line), &e)
+		if e.Event == audit.SecurityViolation && e.Severity == audit.Critical {
+			crit++
+		}
+	}
+	if crit != len(intents)+1 {
+		t.Errorf("want %d critical violations audited, got %d:\n%s", len(intents)+1, crit, raw)
+	}
+}
+
+func TestReconcileRemovesOrphans(t *testing.T) {
+	var base string
+	dead := testenv.NewCore(t, func(c *config.Config) { base = c.Volumes.BasePath },
+		func(o *sandbox.Options) { o.ServerID = "999999999-1" })
+	in := policy.Intent{Image: dead.Config.Images.Python, Command: []string{"sleep", "300"},
+		Limits: dead.Manager.Policy().Settings().Defaults, Owner: "test"}
+	id, err := dead.Manager.Create(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Manager.Start(context.Background(), "test", id); err != nil {
+		t.Fatal(err)
+	}
+	_ = base
+	live := testenv.NewCore(t, func(c *config.Config) { c.Volumes.BasePath = dead.Base },
+		func(o *sandbox.Options) { o.Instance = "test-" + filepath.Base(dead.Base) })
+	n, err := live.Manager.Reconcile(context.Background())
+	if err != nil || n < 1 {
+		t.Fatalf("reconcile removed %d: %v", n, err)
+	}
+	left, _ := live.Manager.Ours(context.Background())
+	for _, c := range left {
+		if c.ID == id {
+			t.Fatal("orphan still present")
+		}
+	}
+}

@@ -1,0 +1,88 @@
+// Package testenv gives end-to-end tests a real Podman-backed core. Under
+// FORGE_E2E=1 (what `make test` sets) a missing Podman is a failure, not a
+// skip, so CI can never pass without running these tests.
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
+)
+
+// Require skips outside FORGE_E2E=1 and fails when Podman is unreachable.
+func Require(t testing.TB) {
+	t.Helper()
+	if os.Getenv("FORGE_E2E") != "1" {
+		t.Skip("end-to-end test: set FORGE_E2E=1 (make test does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := podman.New("").Info(ctx); err != nil {
+		t.Fatalf("Podman is required for end-to-end tests: %v", err)
+	}
+}
+
+// Core is a sandbox manager over real Podman with a private base path and
+// audit log.
+type Core struct {
+	Config   config.Config
+	Manager  *sandbox.Manager
+	Audit    *audit.Logger
+	AuditLog string
+	Base     string
+}
+
+// BaseDir returns a short base path (unix socket paths are limited to 107
+// bytes, and t.TempDir paths are long).
+func BaseDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", "forge-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// NewCore builds a core over real Podman; mutate adjusts the configuration.
+func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Options)) *Core {
+	t.Helper()
+	Require(t)
+	base := BaseDir(t)
+	cfg := config.Default()
+	cfg.Volumes.BasePath = base
+	cfg.Security.AuditLog = filepath.Join(base, "audit.log")
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if errs := config.Validate(cfg); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	al, err := audit.Open(cfg.Security.AuditLog, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { al.Close() })
+	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
+	o := sandbox.Options{Instance: "test-" + filepath.Base(base), EnforceResourceLimits: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	m := sandbox.New(podman.New(cfg.Server.PodmanSocket), pol, al, hclog.NewNullLogger(), o)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+	})
+	return &Core{Config: cfg, Manager: m, Audit: al, AuditLog: cfg.Security.AuditLog, Base: base}
+}
