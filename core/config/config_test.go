@@ -101,8 +101,8 @@ func TestLoadErrors(t *testing.T) {
 		{"env not int", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "soon"}, []string{`execution.max_timeout: from FORGE_EXECUTION_MAX_TIMEOUT: "soon" is not an integer`}},
 		{"env not bool", "", map[string]string{"FORGE_SECURITY_ALLOW_NETWORK": "maybe"}, []string{"security.allow_network"}},
 		{"env breaks cross rule", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "5"}, []string{"execution.max_timeout: must be >= execution.default_timeout (300), got 5"}},
-		{"all errors at once", "[execution]\nmax_timeout = 1\nmax_pids = 0\n[sessions]\nmax_concurrent = 0\n", nil,
-			[]string{"execution.max_timeout", "execution.max_pids", "sessions.max_concurrent"}},
+		{"all errors at once", "[execution]\nmax_timeout = 1\nmax_pids = 0\ntypo = 1\n[sessions]\nmax_concurrent = 0\n", nil,
+			[]string{"execution.max_timeout", "execution.max_pids", "sessions.max_concurrent", "execution.typo: unknown key"}},
 		{"template empty", "[environment_builder.templates.ds]\ndescription = \"x\"\n", nil, []string{"environment_builder.templates.ds.packages"}},
 	}
 	for _, tc := range cases {

@@ -47,21 +47,29 @@ func Load(path string) (Config, error) { return LoadWith(path, os.LookupEnv) }
 // LoadWith is Load with an explicit environment, for tests.
 func LoadWith(path string, env Lookup) (Config, error) {
 	cfg := Default()
+	var errs Errors
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return cfg, fmt.Errorf("read config: %w", err)
 		}
-		if err := decode(string(data), &cfg); err != nil {
+		unknown, err := decode(string(data), &cfg)
+		if err != nil {
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
+		errs = unknown
 	}
-	var errs Errors
+	return finish(cfg, errs, env, true)
+}
+
+// finish substitutes variables, applies overrides and validates, returning
+// every error found alongside those already collected.
+func finish(cfg Config, errs Errors, env Lookup, overrides bool) (Config, error) {
 	errs = append(errs, substitute(reflect.ValueOf(&cfg).Elem(), "", env)...)
-	errs = append(errs, applyEnv(reflect.ValueOf(&cfg).Elem(), "", env)...)
-	if len(errs) == 0 {
-		errs = Validate(cfg)
+	if overrides {
+		errs = append(errs, applyEnv(reflect.ValueOf(&cfg).Elem(), "", env)...)
 	}
+	errs = append(errs, Validate(cfg)...)
 	if len(errs) > 0 {
 		return cfg, errs
 	}
@@ -72,27 +80,23 @@ func LoadWith(path string, env Lookup) (Config, error) {
 // overrides, for tests and `config check` of piped input.
 func LoadString(text string, env Lookup) (Config, error) {
 	cfg := Default()
-	if err := decode(text, &cfg); err != nil {
+	unknown, err := decode(text, &cfg)
+	if err != nil {
 		return cfg, err
 	}
-	errs := substitute(reflect.ValueOf(&cfg).Elem(), "", env)
-	if len(errs) == 0 {
-		errs = Validate(cfg)
-	}
-	if len(errs) > 0 {
-		return cfg, errs
-	}
-	return cfg, nil
+	return finish(cfg, unknown, env, false)
 }
 
-func decode(text string, cfg *Config) error {
+// decode returns unknown keys as field errors and syntax or type errors as
+// a plain error (the rest of the file cannot be trusted then).
+func decode(text string, cfg *Config) (Errors, error) {
 	md, err := toml.Decode(text, cfg)
 	if err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
-			return fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
+			return nil, fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
 		}
-		return err
+		return nil, err
 	}
 	var errs Errors
 	for _, k := range md.Undecoded() {
@@ -102,10 +106,7 @@ func decode(text string, cfg *Config) error {
 		}
 		errs = append(errs, FieldError{Path: k.String(), Msg: "unknown key (check the spelling against forge.toml.example)"})
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs, nil
 }
 
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
+	"github.com/mcp-forge/mcp-forge/core/version"
+)
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) int
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"serve":   {"run the MCP server on stdio (what an MCP host starts)", cmdServe},
+		"doctor":  {"check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
+		"config":  {"check FILE | print | mcp-json: validate, show or export configuration", cmdConfig},
+		"plugins": {"list: show plugins with versions and checksum status", cmdPlugins},
+		"images":  {"list the sandbox images and whether they are built", cmdImages},
+		"version": {"print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", version.Version)
+	fmt.Fprintln(w, "Usage: mcp-forge [--config FILE] <command> [args]")
+	fmt.Fprintln(w, "\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nThe configuration is read from --config, else $FORGE_CONFIG, else built-in defaults.")
+	fmt.Fprintln(w, "See forge.toml.example for every option.")
+}
+
+var configPath string
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("mcp-forge", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	fs.StringVar(&configPath, "config", os.Getenv("FORGE_CONFIG"), "configuration file (TOML)")
+	fs.Usage = func() { usage(os.Stderr) }
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		usage(os.Stderr)
+		return 2
+	}
+	if rest[0] == "help" || rest[0] == "-h" {
+		usage(os.Stdout)
+		return 0
+	}
+	cmd, ok := commands[rest[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "mcp-forge: unknown command %q\n\n", rest[0])
+		usage(os.Stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmd.run(ctx, rest[1:])
+}
+
+// loadConfig loads the configuration or prints every error and returns false.
+func loadConfig() (config.Config, bool) {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		src := configPath
+		if src == "" {
+			src = "defaults"
+		}
+		fmt.Fprintf(os.Stderr, "mcp-forge: invalid configuration (%s):\n%s\n", src, indent(err.Error()))
+		return cfg, false
+	}
+	return cfg, true
+}
+
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+func cmdConfig(_ context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: mcp-forge config check [FILE] | print | mcp-json")
+		return 2
+	}
+	switch args[0] {
+	case "check":
+		path := configPath
+		if len(args) > 1 {
+			path = args[1]
+		}
+		if _, err := config.Load(path); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: invalid:\n%s\n", orDefaults(path), indent(err.Error()))
+			return 1
+		}
+		fmt.Printf("%s: ok\n", orDefaults(path))
+		return 0
+	case "print":
+		cfg, ok := loadConfig()
+		if !ok {
+			return 1
+		}
+		out, err := config.Render(cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Print(out)
+		return 0
+	case "mcp-json":
+		return printMCPJSON()
+	}
+	fmt.Fprintf(os.Stderr, "mcp-forge config: unknown subcommand %q (check, print, mcp-json)\n", args[0])
+	return 2
+}
+
+func orDefaults(p string) string {
+	if p == "" {
+		return "built-in defaults"
+	}
+	return p
+}
+
+func cmdDoctor(ctx context.Context, _ []string) int {
+	cfg, ok := loadConfig()
+	if !ok {
+		return 1
+	}
+	fmt.Printf("ok    %-16s %s\n", "config", orDefaults(configPath))
+	checks := []doctor.Check{doctor.Podman(podman.New(cfg.Server.PodmanSocket), cfg), doctor.Paths(cfg), pluginCheck(cfg)}
+	if !doctor.Run(ctx, os.Stdout, checks...) {
+		return 1
+	}
+	return 0
+}
+
+func cmdImages(ctx context.Context, _ []string) int {
+	cfg, ok := loadConfig()
+	if !ok {
+		return 1
+	}
+	rt := podman.New(cfg.Server.PodmanSocket)
+	code := 0
+	for _, img := range []string{cfg.Images.Python, cfg.Images.R} {
+		ii, ok, err := rt.Image(ctx, img)
+		switch {
+		case err != nil:
+			fmt.Printf("%-28s error: %v\n", img, err)
+			code = 1
+		case !ok:
+			fmt.Printf("%-28s missing (run `make images`)\n", img)
+			code = 1
+		default:
+			fmt.Printf("%-28s %4d MB  recipe %s  packages %s\n", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"], ii.Labels["io.mcp-forge.packages"])
+		}
+	}
+	return code
+}

@@ -1,0 +1,141 @@
+// Package doctor diagnoses a host: each check says ok, or what is wrong and
+// what to run.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// Status of one check.
+type Status string
+
+// Statuses.
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "FAIL"
+)
+
+// Result is one line of the report.
+type Result struct {
+	Name   string
+	Status Status
+	Detail string
+	Fix    string
+}
+
+// Check is one diagnosis.
+type Check func(ctx context.Context) []Result
+
+// Run runs checks in order and writes the report; it returns false if any failed.
+func Run(ctx context.Context, w io.Writer, checks ...Check) bool {
+	ok := true
+	for _, c := range checks {
+		for _, r := range c(ctx) {
+			line := fmt.Sprintf("%-4s  %-16s %s", r.Status, r.Name, r.Detail)
+			if r.Fix != "" && r.Status != OK {
+				line += "\n      → " + r.Fix
+			}
+			fmt.Fprintln(w, line)
+			if r.Status == Fail {
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+// Podman checks the engine: reachable, version, OCI runtime, cgroups,
+// rootless and whether limits can be enforced.
+func Podman(rt runtime.Runtime, cfg config.Config) Check {
+	return func(ctx context.Context) []Result {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		info, err := rt.Info(ctx)
+		if err != nil {
+			return []Result{{"podman", Fail, err.Error(), "run `make setup` (installs Podman and starts its API service)"}}
+		}
+		out := []Result{{"podman", OK, fmt.Sprintf("reachable at %s, version %s (API %s)", info.Socket, info.Version, info.APIVersion), ""}}
+		if info.OCIRuntime == cfg.Security.OCIRuntime {
+			out = append(out, Result{"oci runtime", OK, info.OCIRuntime, ""})
+		} else {
+			out = append(out, Result{"oci runtime", Warn, fmt.Sprintf("Podman uses %q, security.oci_runtime is %q", info.OCIRuntime, cfg.Security.OCIRuntime),
+				"set [engine] runtime in containers.conf (make setup writes runc), or change security.oci_runtime"})
+		}
+		cg := "v1"
+		if info.CgroupsV2 {
+			cg = "v2"
+		}
+		mode := "rootful"
+		if info.Rootless {
+			mode = "rootless"
+		}
+		out = append(out, Result{"cgroups", OK, cg + ", " + mode, ""})
+		switch {
+		case info.Rootless && !info.CgroupsV2 && cfg.Security.EnforceResourceLimits:
+			out = append(out, Result{"limits", Fail, "rootless Podman on cgroups v1 cannot enforce memory, CPU or pids limits; runs will be refused",
+				"run as root, switch the host to cgroups v2, or set security.enforce_resource_limits = false"})
+		case info.Rootless && !info.CgroupsV2:
+			out = append(out, Result{"limits", Warn, "not enforceable (rootless on cgroups v1) and enforcement is off", "run as root or use cgroups v2"})
+		default:
+			out = append(out, Result{"limits", OK, "memory, CPU and pids limits are enforced", ""})
+		}
+		if !info.Rootless && cfg.Security.UserNS == "auto" {
+			out = append(out, subidCheck())
+		}
+		for _, img := range []string{cfg.Images.Python, cfg.Images.R} {
+			ii, ok, err := rt.Image(ctx, img)
+			switch {
+			case err != nil:
+				out = append(out, Result{"image", Fail, img + ": " + err.Error(), ""})
+			case !ok:
+				out = append(out, Result{"image", Fail, img + " is missing", "run `make images` (builds offline from Debian, about 4 minutes)"})
+			default:
+				out = append(out, Result{"image", OK, fmt.Sprintf("%s (%d MB, recipe %s)", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"]), ""})
+			}
+		}
+		return out
+	}
+}
+
+func subidCheck() Result {
+	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(b), "containers:") {
+			return Result{"userns", Fail, f + " has no range for the \"containers\" user, needed by userns=auto",
+				"add `containers:2147483647:2147483648` to /etc/subuid and /etc/subgid (make setup does)"}
+		}
+	}
+	return Result{"userns", OK, "each sandbox gets its own user namespace (userns=auto)", ""}
+}
+
+// Paths checks that the audit log and the base path are writable.
+func Paths(cfg config.Config) Check {
+	return func(context.Context) []Result {
+		var out []Result
+		if err := os.MkdirAll(filepath.Dir(cfg.Security.AuditLog), 0o700); err != nil {
+			out = append(out, Result{"audit log", Fail, err.Error(), "set security.audit_log to a writable path"})
+		} else if f, err := os.OpenFile(cfg.Security.AuditLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err != nil {
+			out = append(out, Result{"audit log", Fail, err.Error(), "set security.audit_log to a writable path"})
+		} else {
+			f.Close()
+			out = append(out, Result{"audit log", OK, cfg.Security.AuditLog + " is writable", ""})
+		}
+		probe := filepath.Join(cfg.Volumes.BasePath, "sessions")
+		if err := os.MkdirAll(probe, 0o711); err != nil {
+			out = append(out, Result{"volumes", Fail, err.Error(), "set volumes.base_path to a writable directory"})
+		} else {
+			out = append(out, Result{"volumes", OK, cfg.Volumes.BasePath + " is writable", ""})
+		}
+		return out
+	}
+}
