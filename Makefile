@@ -57,3 +57,17 @@ lint:
 
 clean:
 	rm -rf $(BIN)
+
+## proto: regenerate sdk/internal/pb from sdk/proto (Debian protoc + Go plugins)
+proto:
+	@command -v protoc-gen-go >/dev/null || GOFLAGS= go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	@command -v protoc-gen-go-grpc >/dev/null || GOFLAGS= go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
+	@mkdir -p sdk/internal/pb
+	protoc -I sdk/proto --go_out=sdk/internal/pb --go_opt=paths=source_relative \
+	  --go-grpc_out=sdk/internal/pb --go-grpc_opt=paths=source_relative \
+	  sdk/proto/forge/plugin/v1/*.proto
+	@mv sdk/internal/pb/forge/plugin/v1/*.go sdk/internal/pb/ && rm -rf sdk/internal/pb/forge
+
+## proto-check: fail if the committed generated code is stale
+proto-check: proto
+	@git diff --exit-code -- sdk/internal/pb || { echo "generated code is stale: run make proto and commit"; exit 1; }

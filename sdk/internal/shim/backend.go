@@ -1,0 +1,209 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+)
+
+// Info mirrors the SDK's plugin.Info without importing it.
+type Info struct {
+	Type, Name, Version, Description string
+	APIVersions                      []int
+}
+
+// BackendPlugin is the go-plugin GRPCPlugin for backends. The plugin side
+// sets Info and Factory; the core side leaves them empty.
+type BackendPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Info    Info
+	Factory backend.Factory
+}
+
+// GRPCServer registers the Plugin and Backend services (plugin side).
+func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	srv := &backendServer{info: p.Info, factory: p.Factory, broker: broker}
+	pb.RegisterPluginServer(s, srv)
+	pb.RegisterBackendServer(s, srv)
+	return nil
+}
+
+// GRPCClient returns a *BackendClient (core side).
+func (p *BackendPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &BackendClient{broker: broker, plugin: pb.NewPluginClient(conn), backend: pb.NewBackendClient(conn)}, nil
+}
+
+type backendServer struct {
+	pb.UnimplementedPluginServer
+	pb.UnimplementedBackendServer
+	info    Info
+	factory backend.Factory
+	broker  *plugin.GRPCBroker
+
+	mu   sync.Mutex
+	impl backend.Backend
+}
+
+func (s *backendServer) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
+	return infoToPB(s.info), nil
+}
+
+func infoToPB(i Info) *pb.Info {
+	out := &pb.Info{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description}
+	for _, v := range i.APIVersions {
+		out.ApiVersions = append(out.ApiVersions, int32(v))
+	}
+	return out
+}
+
+func (s *backendServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
+	conn, err := s.broker.Dial(r.HostBrokerId)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
+	}
+	impl, err := s.factory(NewHostClient(conn), backend.Config(r.ConfigJson))
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", s.info.Name, err)
+	}
+	s.mu.Lock()
+	s.impl = impl
+	s.mu.Unlock()
+	return &pb.Empty{}, nil
+}
+
+func (s *backendServer) backend() (backend.Backend, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.impl == nil {
+		return nil, status.Error(codes.FailedPrecondition, "backend not configured: the host must call Configure first")
+	}
+	return s.impl, nil
+}
+
+func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.BackendCapabilities, error) {
+	b, err := s.backend()
+	if err != nil {
+		return nil, err
+	}
+	c, err := b.Capabilities(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools}, nil
+}
+
+func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResult, error) {
+	b, err := s.backend()
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.Execute(ctx, backend.ExecuteRequest{
+		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
+		Memory: r.Memory, Env: r.Env, MaxOutputBytes: r.MaxOutputBytes, MaxImageBytes: r.MaxImageBytes,
+		SessionID: r.SessionId, RunID: r.RunId,
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resultToPB(res), nil
+}
+
+func resultToPB(r backend.ExecuteResult) *pb.ExecuteResult {
+	out := &pb.ExecuteResult{
+		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
+		ResultJson: r.ResultJSON, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int32(r.ExitCode),
+		DurationMs: r.Duration.Milliseconds(), Notices: r.Notices, Rich: r.Rich,
+	}
+	if e := r.Error; e != nil {
+		out.Error = &pb.ExecError{Name: e.Name, Message: e.Message, Traceback: e.Traceback, Line: int32(e.Line), Column: int32(e.Column)}
+	}
+	for _, im := range r.Images {
+		out.Images = append(out.Images, &pb.Image{Name: im.Name, MimeType: im.MIMEType, Data: im.Data})
+	}
+	return out
+}
+
+func resultFromPB(r *pb.ExecuteResult) backend.ExecuteResult {
+	out := backend.ExecuteResult{
+		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
+		ResultJSON: r.ResultJson, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int(r.ExitCode),
+		Duration: time.Duration(r.DurationMs) * time.Millisecond, Notices: r.Notices, Rich: r.Rich,
+	}
+	if e := r.Error; e != nil {
+		out.Error = &backend.ExecError{Name: e.Name, Message: e.Message, Traceback: e.Traceback, Line: int(e.Line), Column: int(e.Column)}
+	}
+	for _, im := range r.Images {
+		out.Images = append(out.Images, backend.Image{Name: im.Name, MIMEType: im.MimeType, Data: im.Data})
+	}
+	return out
+}
+
+// BackendClient is the core's handle on a backend plugin.
+type BackendClient struct {
+	broker  *plugin.GRPCBroker
+	plugin  pb.PluginClient
+	backend pb.BackendClient
+}
+
+// Info asks the plugin who it is.
+func (c *BackendClient) Info(ctx context.Context) (Info, error) {
+	r, err := c.plugin.GetInfo(ctx, &pb.Empty{})
+	if err != nil {
+		return Info{}, fromStatus(err)
+	}
+	out := Info{Type: r.Type, Name: r.Name, Version: r.Version, Description: r.Description}
+	for _, v := range r.ApiVersions {
+		out.APIVersions = append(out.APIVersions, int(v))
+	}
+	return out, nil
+}
+
+// Configure serves h to the plugin over the broker and hands it its config.
+func (c *BackendClient) Configure(ctx context.Context, h host.Host, cfg []byte, apiVersion int) error {
+	id := c.broker.NextId()
+	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+		s := grpc.NewServer(opts...)
+		RegisterHost(s, h)
+		return s
+	})
+	_, err := c.plugin.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, ConfigJson: cfg, ApiVersion: int32(apiVersion)})
+	return fromStatus(err)
+}
+
+// Capabilities implements backend.Backend.
+func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities, error) {
+	r, err := c.backend.Capabilities(ctx, &pb.CapabilitiesRequest{})
+	if err != nil {
+		return backend.Capabilities{}, fromStatus(err)
+	}
+	return backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools}, nil
+}
+
+// Execute implements backend.Backend.
+func (c *BackendClient) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
+	r, err := c.backend.Execute(ctx, &pb.ExecuteRequest{
+		Code: req.Code, Language: req.Language, Image: req.Image, TimeoutSeconds: int64(req.Timeout / time.Second),
+		Memory: req.Memory, Env: req.Env, MaxOutputBytes: req.MaxOutputBytes, MaxImageBytes: req.MaxImageBytes,
+		SessionId: req.SessionID, RunId: req.RunID,
+	})
+	if err != nil {
+		return backend.ExecuteResult{}, fromStatus(err)
+	}
+	return resultFromPB(r), nil
+}
+
+// IsUnavailable reports a transport failure: the plugin process is gone.
+func IsUnavailable(err error) bool {
+	var he *host.Error
+	return errors.As(err, &he) && he.Kind == host.KindUnavailable
+}

@@ -1,0 +1,262 @@
+// Package shim holds the thin gRPC client and server adapters between the
+// SDK's Go interfaces and the generated protobuf code, which never leaves
+// this module's internal packages.
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+)
+
+var kindCode = map[host.Kind]codes.Code{
+	host.KindPolicy:      codes.PermissionDenied,
+	host.KindInvalid:     codes.InvalidArgument,
+	host.KindNotFound:    codes.NotFound,
+	host.KindUnavailable: codes.Unavailable,
+	host.KindInternal:    codes.Internal,
+}
+
+// toStatus carries a host.Error's kind across the wire.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var he *host.Error
+	if errors.As(err, &he) {
+		return status.Error(kindCode[he.Kind], he.Message)
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// fromStatus turns a gRPC error back into a host.Error.
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	for k, c := range kindCode {
+		if c == st.Code() {
+			return &host.Error{Kind: k, Message: st.Message()}
+		}
+	}
+	return &host.Error{Kind: host.KindUnavailable, Message: st.Message()}
+}
+
+// RegisterHost serves h's services on s.
+func RegisterHost(s *grpc.Server, h host.Host) {
+	pb.RegisterSandboxServer(s, &sandboxServer{impl: h.Sandbox()})
+	pb.RegisterAuditServer(s, &auditServer{impl: h.Audit()})
+}
+
+// NewHostClient returns a host.Host over conn.
+func NewHostClient(conn *grpc.ClientConn) host.Host {
+	return &hostClient{sb: &sandboxClient{c: pb.NewSandboxClient(conn)}, au: &auditClient{c: pb.NewAuditClient(conn)}}
+}
+
+type hostClient struct {
+	sb *sandboxClient
+	au *auditClient
+}
+
+func (h *hostClient) Sandbox() host.Sandbox { return h.sb }
+func (h *hostClient) Audit() host.Audit     { return h.au }
+
+type sandboxServer struct {
+	pb.UnimplementedSandboxServer
+	impl host.Sandbox
+}
+
+func (s *sandboxServer) Create(ctx context.Context, r *pb.ContainerIntent) (*pb.CreateResponse, error) {
+	in := host.Intent{
+		Image: r.Image, Command: r.Command, Env: r.Env, WorkDir: r.Workdir,
+		Timeout: time.Duration(r.TimeoutSeconds) * time.Second, Memory: r.Memory, CPUQuota: r.CpuQuota, Pids: r.Pids,
+		SessionID: r.SessionId, Files: r.Files, Labels: r.Labels, CodeHash: r.CodeSha256,
+	}
+	for _, m := range r.Mounts {
+		in.Mounts = append(in.Mounts, host.Mount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	c, err := s.impl.Create(ctx, in)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CreateResponse{ContainerId: c.ID, Workspace: c.Workspace}, nil
+}
+
+func (s *sandboxServer) Start(ctx context.Context, r *pb.ContainerRef) (*pb.Empty, error) {
+	return &pb.Empty{}, toStatus(s.impl.Start(ctx, r.ContainerId))
+}
+
+func (s *sandboxServer) Wait(ctx context.Context, r *pb.WaitRequest) (*pb.WaitResponse, error) {
+	w, err := s.impl.Wait(ctx, r.ContainerId, time.Duration(r.TimeoutMs)*time.Millisecond)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.WaitResponse{ExitCode: int32(w.ExitCode), TimedOut: w.TimedOut, OomKilled: w.OOMKilled, Message: w.Message}, nil
+}
+
+func outputToPB(o host.Output) *pb.Output {
+	return &pb.Output{Stdout: o.Stdout, Stderr: o.Stderr, StdoutBytes: o.StdoutTotal, StderrBytes: o.StderrTotal}
+}
+
+func outputFromPB(o *pb.Output) host.Output {
+	if o == nil {
+		return host.Output{}
+	}
+	return host.Output{Stdout: o.Stdout, Stderr: o.Stderr, StdoutTotal: o.StdoutBytes, StderrTotal: o.StderrBytes}
+}
+
+func (s *sandboxServer) Logs(ctx context.Context, r *pb.LogsRequest) (*pb.Output, error) {
+	o, err := s.impl.Logs(ctx, r.ContainerId, r.MaxBytes)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return outputToPB(o), nil
+}
+
+func (s *sandboxServer) Exec(ctx context.Context, r *pb.ExecRequest) (*pb.ExecResponse, error) {
+	res, err := s.impl.Exec(ctx, r.ContainerId, r.Command, r.MaxBytes)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ExecResponse{ExitCode: int32(res.ExitCode), Output: outputToPB(res.Output)}, nil
+}
+
+func (s *sandboxServer) Signal(ctx context.Context, r *pb.SignalRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal))
+}
+
+func (s *sandboxServer) Stop(ctx context.Context, r *pb.StopRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, toStatus(s.impl.Stop(ctx, r.ContainerId, time.Duration(r.GraceMs)*time.Millisecond))
+}
+
+func (s *sandboxServer) Remove(ctx context.Context, r *pb.ContainerRef) (*pb.Empty, error) {
+	return &pb.Empty{}, toStatus(s.impl.Remove(ctx, r.ContainerId))
+}
+
+func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (*pb.ReadFilesResponse, error) {
+	files, err := s.impl.ReadFiles(ctx, r.ContainerId, r.Subdir, r.MaxFileBytes, r.MaxTotalBytes)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.ReadFilesResponse{}
+	for _, f := range files {
+		out.Files = append(out.Files, &pb.File{Name: f.Name, Data: f.Data, Size: f.Size, Skipped: f.Skipped})
+	}
+	return out, nil
+}
+
+type sandboxClient struct{ c pb.SandboxClient }
+
+func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Container, error) {
+	r := &pb.ContainerIntent{
+		Image: in.Image, Command: in.Command, Env: in.Env, Workdir: in.WorkDir,
+		TimeoutSeconds: int64(in.Timeout / time.Second), Memory: in.Memory, CpuQuota: in.CPUQuota, Pids: in.Pids,
+		SessionId: in.SessionID, Files: in.Files, Labels: in.Labels, CodeSha256: in.CodeHash,
+	}
+	for _, m := range in.Mounts {
+		r.Mounts = append(r.Mounts, &pb.WorkspaceMount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	resp, err := c.c.Create(ctx, r)
+	if err != nil {
+		return host.Container{}, fromStatus(err)
+	}
+	return host.Container{ID: resp.ContainerId, Workspace: resp.Workspace}, nil
+}
+
+func (c *sandboxClient) Start(ctx context.Context, id string) error {
+	_, err := c.c.Start(ctx, &pb.ContainerRef{ContainerId: id})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) Wait(ctx context.Context, id string, timeout time.Duration) (host.WaitResult, error) {
+	r, err := c.c.Wait(ctx, &pb.WaitRequest{ContainerId: id, TimeoutMs: timeout.Milliseconds()})
+	if err != nil {
+		return host.WaitResult{}, fromStatus(err)
+	}
+	return host.WaitResult{ExitCode: int(r.ExitCode), TimedOut: r.TimedOut, OOMKilled: r.OomKilled, Message: r.Message}, nil
+}
+
+func (c *sandboxClient) Logs(ctx context.Context, id string, max int64) (host.Output, error) {
+	r, err := c.c.Logs(ctx, &pb.LogsRequest{ContainerId: id, MaxBytes: max})
+	if err != nil {
+		return host.Output{}, fromStatus(err)
+	}
+	return outputFromPB(r), nil
+}
+
+func (c *sandboxClient) Exec(ctx context.Context, id string, cmd []string, max int64) (host.ExecResult, error) {
+	r, err := c.c.Exec(ctx, &pb.ExecRequest{ContainerId: id, Command: cmd, MaxBytes: max})
+	if err != nil {
+		return host.ExecResult{}, fromStatus(err)
+	}
+	return host.ExecResult{ExitCode: int(r.ExitCode), Output: outputFromPB(r.Output)}, nil
+}
+
+func (c *sandboxClient) Signal(ctx context.Context, id, sig string) error {
+	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: sig})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) Stop(ctx context.Context, id string, grace time.Duration) error {
+	_, err := c.c.Stop(ctx, &pb.StopRequest{ContainerId: id, GraceMs: grace.Milliseconds()})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) Remove(ctx context.Context, id string) error {
+	_, err := c.c.Remove(ctx, &pb.ContainerRef{ContainerId: id})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	r, err := c.c.ReadFiles(ctx, &pb.ReadFilesRequest{ContainerId: id, Subdir: subdir, MaxFileBytes: maxFile, MaxTotalBytes: maxTotal})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	out := make([]host.File, 0, len(r.Files))
+	for _, f := range r.Files {
+		out = append(out, host.File{Name: f.Name, Data: f.Data, Size: f.Size, Skipped: f.Skipped})
+	}
+	return out, nil
+}
+
+type auditServer struct {
+	pb.UnimplementedAuditServer
+	impl host.Audit
+}
+
+func (s *auditServer) Record(ctx context.Context, r *pb.AuditEvent) (*pb.Empty, error) {
+	var details map[string]any
+	if r.DetailsJson != "" {
+		if err := json.Unmarshal([]byte(r.DetailsJson), &details); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "audit details are not a JSON object: %v", err)
+		}
+	}
+	err := s.impl.Record(ctx, host.Event{Event: r.Event, Severity: r.Severity, SessionID: r.SessionId, Success: r.Success, Details: details, Error: r.Error})
+	return &pb.Empty{}, toStatus(err)
+}
+
+type auditClient struct{ c pb.AuditClient }
+
+func (c *auditClient) Record(ctx context.Context, e host.Event) error {
+	var details []byte
+	if e.Details != nil {
+		var err error
+		if details, err = json.Marshal(e.Details); err != nil {
+			return err
+		}
+	}
+	_, err := c.c.Record(ctx, &pb.AuditEvent{Event: e.Event, Severity: e.Severity, SessionId: e.SessionID, Success: e.Success, DetailsJson: string(details), Error: e.Error})
+	return fromStatus(err)
+}
