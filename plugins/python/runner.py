@@ -74,6 +74,17 @@ def error_of(e, tb):
     return {"name": type(e).__name__, "message": str(e), "traceback": lines, "line": line, "column": 0}
 
 
+def plain(value):
+    """JSON for numpy scalars and small arrays; anything else is not JSON."""
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray) and value.size <= 10000:
+            return value.tolist()
+    raise TypeError("not JSON serializable")
+
+
 def save_figures():
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
@@ -116,7 +127,7 @@ def main():
                     r = repr(value)
                     result["repr"] = r if len(r) <= REPR_CAP else r[:REPR_CAP] + "... [%d characters]" % len(r)
                     try:
-                        j = json.dumps(value, allow_nan=False)
+                        j = json.dumps(value, allow_nan=False, default=plain)
                         if len(j) <= REPR_CAP:
                             result["json"] = j
                         else:

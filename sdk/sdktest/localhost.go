@@ -81,7 +81,7 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 		}
 	}
 	for name, data := range in.Files {
-		p := filepath.Join(ws, filepath.Clean("/" + name))
+		p := filepath.Join(ws, filepath.Clean("/"+name))
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			return host.Container{}, err

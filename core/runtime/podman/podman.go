@@ -292,9 +292,9 @@ func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output
 	var wg sync.WaitGroup
 	drain := func(ch chan string, w *capped) {
 		defer wg.Done()
-		for line := range ch {
-			w.Write([]byte(line))
-			w.Write([]byte{'\n'})
+		// Frames carry their own newline; a partial line has none.
+		for frame := range ch {
+			w.Write([]byte(frame))
 		}
 	}
 	wg.Add(2)

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/version"
+)
+
+func newLogger(cfg config.Config) (hclog.Logger, func(), error) {
+	out, closeFn := os.Stderr, func() {}
+	if cfg.Server.LogFile != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.Server.LogFile), 0o700); err != nil {
+			return nil, nil, err
+		}
+		f, err := os.OpenFile(cfg.Server.LogFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server.log_file: %w", err)
+		}
+		out, closeFn = f, func() { f.Close() }
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "mcp-forge", Level: hclog.LevelFromString(cfg.Server.LogLevel), Output: out}), closeFn, nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func cmdServe(ctx context.Context, _ []string) int {
+	cfg, ok := loadConfig()
+	if !ok {
+		return 1
+	}
+	log, closeLog, err := newLogger(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-forge:", err)
+		return 1
+	}
+	defer closeLog()
+	if isTerminal(os.Stdin) {
+		fmt.Fprintf(os.Stderr, `mcp-forge %s is an MCP server on stdio: an MCP host starts it and talks JSON-RPC on stdin/stdout.
+To connect a host, add this to its configuration (Claude Desktop: claude_desktop_config.json;
+Claude Code: claude mcp add-json mcp-forge '<the inner object>'):
+
+%s
+Or try it with the Inspector: npx @modelcontextprotocol/inspector %s serve
+Waiting for a client on stdin (Ctrl-C to quit).
+`, version.Version, mcpJSON(), selfPath())
+	}
+	f, err := forge.New(ctx, cfg, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		fmt.Fprintln(os.Stderr, "mcp-forge:", err)
+		return 1
+	}
+	defer f.Close()
+	log.Info("serving MCP on stdio", "version", version.Version, "plugins", strings.Join(f.Plugins.Names(), ","))
+	if err := f.MCP.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		log.Error("MCP session ended", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func selfPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "mcp-forge"
+	}
+	if abs, err := filepath.Abs(exe); err == nil {
+		return abs
+	}
+	return exe
+}
+
+func mcpJSON() string {
+	args := []string{"serve"}
+	if configPath != "" {
+		abs, _ := filepath.Abs(configPath)
+		args = []string{"--config", abs, "serve"}
+	}
+	snippet := map[string]any{"mcpServers": map[string]any{"mcp-forge": map[string]any{"command": selfPath(), "args": args}}}
+	b, _ := json.MarshalIndent(snippet, "", "  ")
+	return string(b) + "\n"
+}
+
+func printMCPJSON() int {
+	fmt.Print(mcpJSON())
+	return 0
+}
+
+func cmdPlugins(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] != "list" {
+		fmt.Fprintf(os.Stderr, "mcp-forge plugins: unknown subcommand %q (list)\n", args[0])
+		return 2
+	}
+	cfg, ok := loadConfig()
+	if !ok {
+		return 1
+	}
+	entries := plugins.Discover(cfg, forge.PluginDir(cfg))
+	if len(entries) == 0 {
+		fmt.Printf("no plugins found in %s; run `make build`\n", forge.PluginDir(cfg))
+		return 1
+	}
+	code := 0
+	fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n", "NAME", "TYPE", "VERSION", "API", "CHECKSUM", "PATH")
+	for _, e := range entries {
+		d, api, err := plugins.Probe(ctx, e)
+		sum, verr := e.Verify()
+		if verr != nil {
+			err = verr
+		}
+		if err != nil {
+			fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n      error: %v\n", e.Name, "?", "?", "?", sum, e.Path, err)
+			code = 1
+			continue
+		}
+		fmt.Printf("%-10s %-8s %-8s %-4d %-14s %s\n", e.Name, d.Type, d.Version, api, sum, e.Path)
+	}
+	return code
+}
+
+func pluginCheck(cfg config.Config) doctor.Check {
+	return func(ctx context.Context) []doctor.Result {
+		dir := forge.PluginDir(cfg)
+		entries := plugins.Discover(cfg, dir)
+		if len(entries) == 0 {
+			return []doctor.Result{{Name: "plugins", Status: doctor.Fail, Detail: "no plugins in " + dir, Fix: "run `make build` (plugins go next to the mcp-forge binary) or set server.plugin_dir"}}
+		}
+		var out []doctor.Result
+		for _, e := range entries {
+			d, api, err := plugins.Probe(ctx, e)
+			sum, verr := e.Verify()
+			if verr != nil {
+				err = verr
+			}
+			if err != nil {
+				out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.Fail, Detail: err.Error(), Fix: "rebuild with `make build`"})
+				continue
+			}
+			out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.OK, Detail: fmt.Sprintf("%s %s, API v%d, checksum %s", d.Type, d.Version, api, sum)})
+		}
+		return out
+	}
+}

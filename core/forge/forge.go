@@ -1,0 +1,148 @@
+// Package forge assembles the core from a configuration: audit log, policy,
+// Podman runtime, sandbox manager, plugins, engine and MCP server.
+package forge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/hostsvc"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/units"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
+
+// Forge is a running core.
+type Forge struct {
+	Config  config.Config
+	Log     hclog.Logger
+	Audit   *audit.Logger
+	Sandbox *sandbox.Manager
+	Plugins *plugins.Manager
+	Engine  *engine.Engine
+	MCP     *mcpserver.Server
+	stop    context.CancelFunc
+}
+
+// Instance names the containers of every server sharing a base path.
+func Instance(base string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(base)))
+	return hex.EncodeToString(sum[:6])
+}
+
+// PluginDir is where default plugins are looked for.
+func PluginDir(cfg config.Config) string {
+	if cfg.Server.PluginDir != "" {
+		return cfg.Server.PluginDir
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return filepath.Dir(exe)
+}
+
+// PluginSettings is what the core tells each plugin about images and limits.
+func PluginSettings(cfg config.Config) func(string) map[string]any {
+	maxOut, _ := units.ParseSize(cfg.Execution.MaxOutput)
+	maxImg, _ := units.ParseSize(cfg.Execution.MaxImageSize)
+	return func(name string) map[string]any {
+		image := cfg.Images.Python
+		if name == "r" || name == "irkernel" {
+			image = cfg.Images.R
+		}
+		return map[string]any{"image": image, "max_output_bytes": maxOut, "max_image_bytes": maxImg}
+	}
+}
+
+// New builds the core, reconciles containers left by dead servers and starts
+// the plugins. Close releases everything.
+func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, error) {
+	al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set security.audit_log to a writable path)", err)
+	}
+	al.OnError(func(err error) { log.Error("audit log write failed", "error", err) })
+	if err := os.MkdirAll(filepath.Join(cfg.Volumes.BasePath, "sessions"), 0o711); err != nil {
+		al.Close()
+		return nil, fmt.Errorf("volumes.base_path: %w", err)
+	}
+	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
+	rt := podman.New(cfg.Server.PodmanSocket)
+	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{
+		Instance: Instance(cfg.Volumes.BasePath), EnforceResourceLimits: cfg.Security.EnforceResourceLimits})
+	f := &Forge{Config: cfg, Log: log, Audit: al, Sandbox: sb}
+
+	if n, err := sb.Reconcile(ctx); err != nil {
+		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)
+	} else if n > 0 {
+		log.Info("removed containers left by a previous run", "count", n)
+	}
+
+	entries := plugins.Discover(cfg, PluginDir(cfg))
+	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al) },
+		PluginSettings(cfg), al, log.Named("plugin"))
+	for _, err := range f.Plugins.LoadAll(ctx) {
+		log.Error("plugin not loaded", "error", err)
+	}
+	if len(entries) == 0 {
+		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
+	}
+	f.Engine = engine.New(cfg, pol, f.Plugins, al, log.Named("engine"))
+	f.MCP = mcpserver.New(f.Engine, cfg)
+
+	bg, stop := context.WithCancel(context.Background())
+	f.stop = stop
+	go f.sweep(bg)
+	return f, nil
+}
+
+// sweep removes this server's containers that outlived any possible run,
+// e.g. after a plugin crashed mid-call.
+func (f *Forge) sweep(ctx context.Context) {
+	t := time.NewTicker(time.Duration(f.Config.Sessions.CleanupInterval) * time.Second)
+	defer t.Stop()
+	maxAge := time.Duration(f.Config.Execution.MaxTimeout)*time.Second + 5*time.Minute
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := f.Sandbox.RemoveOlderThan(ctx, maxAge); err == nil && n > 0 {
+				f.Log.Info("removed stale containers", "count", n)
+			}
+		}
+	}
+}
+
+// Close stops plugins, removes this server's containers and closes the log.
+func (f *Forge) Close() {
+	f.stop()
+	f.Plugins.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.Sandbox.Shutdown(ctx)
+	f.Audit.Close()
+}
+
+func mustSize(s string) int64 {
+	n, _ := units.ParseSize(s)
+	return n
+}

@@ -1,0 +1,293 @@
+// Package hostsvc implements the host services (sdk/host) that the core
+// offers each plugin. A Host is constructed per plugin: the plugin's identity
+// comes from here, never from a request, and every container request goes
+// through the sandbox manager's policy, audit and ownership checks.
+package hostsvc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
+
+// Host serves one plugin.
+type Host struct {
+	owner string
+	m     *sandbox.Manager
+	rec   audit.Recorder
+	base  string
+
+	mu         sync.Mutex
+	workspaces map[string]workspace // container id → its workspace
+}
+
+type workspace struct {
+	path      string
+	ephemeral bool
+}
+
+// New returns the host services for plugin owner.
+func New(owner string, m *sandbox.Manager, rec audit.Recorder) *Host {
+	return &Host{owner: owner, m: m, rec: rec, base: m.Policy().Settings().BasePath, workspaces: map[string]workspace{}}
+}
+
+// Sandbox implements host.Host.
+func (h *Host) Sandbox() host.Sandbox { return h }
+
+// Audit implements host.Host.
+func (h *Host) Audit() host.Audit { return auditSvc{h} }
+
+var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+
+// WorkspacePath is where a session's or run's files live on the host.
+func WorkspacePath(base, id string) string { return filepath.Join(base, "sessions", id) }
+
+func newRunID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "r" + hex.EncodeToString(b)
+}
+
+// within joins rel under dir, refusing absolute paths and "..".
+func within(dir, rel string) (string, error) {
+	if rel == "" {
+		return dir, nil
+	}
+	if filepath.IsAbs(rel) || strings.Contains(rel, "\x00") {
+		return "", host.Errorf(host.KindInvalid, "path %q must be relative to the workspace", rel)
+	}
+	clean := filepath.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", host.Errorf(host.KindInvalid, "path %q leaves the workspace", rel)
+	}
+	return filepath.Join(dir, clean), nil
+}
+
+// Create implements host.Sandbox.
+func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, error) {
+	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
+	if err != nil {
+		return host.Container{}, host.Errorf(host.KindInvalid, "%v", err)
+	}
+	sid, ephemeral := in.SessionID, in.SessionID == ""
+	if ephemeral {
+		sid = newRunID()
+	} else if !sessionIDRe.MatchString(sid) {
+		return host.Container{}, host.Errorf(host.KindInvalid, "session id %q: use 1-63 letters, digits, '-' or '_'", sid)
+	}
+	ws := WorkspacePath(h.base, sid)
+	if err := os.MkdirAll(ws, 0o711); err != nil {
+		return host.Container{}, host.Errorf(host.KindInternal, "create workspace: %v", err)
+	}
+	cleanup := func() {
+		if ephemeral {
+			os.RemoveAll(ws)
+		}
+	}
+	var mounts []policy.Mount
+	for _, m := range in.Mounts {
+		src, err := within(ws, m.Subdir)
+		if err == nil {
+			err = os.MkdirAll(src, 0o755)
+		}
+		if err != nil {
+			cleanup()
+			return host.Container{}, asHostErr(err)
+		}
+		mounts = append(mounts, policy.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	for name, data := range in.Files {
+		p, err := within(ws, name)
+		if err == nil {
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = os.WriteFile(p, data, 0o644)
+			}
+		}
+		if err != nil {
+			cleanup()
+			return host.Container{}, asHostErr(err)
+		}
+	}
+	labels := map[string]string{}
+	for k, v := range in.Labels {
+		labels["io.mcp-forge.x-"+k] = v
+	}
+	if in.CodeHash != "" {
+		labels[policy.LabelCodeHash] = in.CodeHash
+	}
+	id, err := h.m.Create(ctx, policy.Intent{
+		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
+		Mounts: mounts, Limits: lim, SessionID: sid, Owner: h.owner,
+	})
+	if err != nil {
+		cleanup()
+		return host.Container{}, asHostErr(err)
+	}
+	h.mu.Lock()
+	h.workspaces[id] = workspace{path: ws, ephemeral: ephemeral}
+	h.mu.Unlock()
+	return host.Container{ID: id, Workspace: ws}, nil
+}
+
+func asHostErr(err error) error {
+	var he *host.Error
+	var v *policy.Violation
+	var le *policy.LimitError
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &v):
+		return host.Errorf(host.KindPolicy, "%v", err)
+	case errors.As(err, &le):
+		return host.Errorf(host.KindInvalid, "%v", err)
+	case strings.Contains(err.Error(), "no Podman API socket") || strings.Contains(err.Error(), "connect to Podman"):
+		return host.Errorf(host.KindUnavailable, "%v", err)
+	}
+	return host.Errorf(host.KindInternal, "%v", err)
+}
+
+// Start implements host.Sandbox.
+func (h *Host) Start(ctx context.Context, id string) error {
+	return wrap(h.m.Start(ctx, h.owner, id))
+}
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return asHostErr(err)
+}
+
+// Wait implements host.Sandbox: timeouts and OOM kills are outcomes, not errors.
+func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host.WaitResult, error) {
+	code, err := h.m.Wait(ctx, h.owner, id, timeout)
+	var te *sandbox.TimeoutError
+	var oom *sandbox.OOMError
+	switch {
+	case errors.As(err, &te):
+		return host.WaitResult{ExitCode: code, TimedOut: true, Message: err.Error()}, nil
+	case errors.As(err, &oom):
+		return host.WaitResult{ExitCode: code, OOMKilled: true, Message: err.Error()}, nil
+	case err != nil:
+		return host.WaitResult{}, asHostErr(err)
+	}
+	return host.WaitResult{ExitCode: code}, nil
+}
+
+// Logs implements host.Sandbox.
+func (h *Host) Logs(ctx context.Context, id string, max int64) (host.Output, error) {
+	o, err := h.m.Logs(ctx, h.owner, id, max)
+	if err != nil {
+		return host.Output{}, asHostErr(err)
+	}
+	return host.Output{Stdout: o.Stdout, Stderr: o.Stderr, StdoutTotal: o.StdoutTotal, StderrTotal: o.StderrTotal}, nil
+}
+
+// Exec implements host.Sandbox.
+func (h *Host) Exec(ctx context.Context, id string, cmd []string, max int64) (host.ExecResult, error) {
+	if len(cmd) == 0 {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec needs a command")
+	}
+	r, err := h.m.Exec(ctx, h.owner, id, cmd, max)
+	if err != nil {
+		return host.ExecResult{}, asHostErr(err)
+	}
+	return host.ExecResult{ExitCode: r.ExitCode, Output: host.Output{Stdout: r.Stdout, Stderr: r.Stderr, StdoutTotal: r.StdoutTotal, StderrTotal: r.StderrTotal}}, nil
+}
+
+// Signal implements host.Sandbox.
+func (h *Host) Signal(ctx context.Context, id, sig string) error {
+	switch strings.TrimPrefix(strings.ToUpper(sig), "SIG") {
+	case "INT", "TERM", "KILL", "HUP", "USR1", "USR2", "QUIT":
+	default:
+		return host.Errorf(host.KindInvalid, "signal %q is not allowed (INT, TERM, KILL, HUP, QUIT, USR1, USR2)", sig)
+	}
+	return wrap(h.m.Signal(ctx, h.owner, id, strings.TrimPrefix(strings.ToUpper(sig), "SIG")))
+}
+
+// Stop implements host.Sandbox.
+func (h *Host) Stop(ctx context.Context, id string, grace time.Duration) error {
+	return wrap(h.m.Stop(ctx, h.owner, id, grace))
+}
+
+// Remove implements host.Sandbox; an ephemeral workspace goes with it.
+func (h *Host) Remove(ctx context.Context, id string) error {
+	if err := h.m.Remove(ctx, h.owner, id); err != nil {
+		return asHostErr(err)
+	}
+	h.mu.Lock()
+	ws, ok := h.workspaces[id]
+	delete(h.workspaces, id)
+	h.mu.Unlock()
+	if ok && ws.ephemeral {
+		os.RemoveAll(ws.path)
+	}
+	return nil
+}
+
+// ReadFiles implements host.Sandbox: regular files of one workspace
+// directory, never following symlinks the sandboxed code may have planted.
+func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	h.mu.Lock()
+	ws, ok := h.workspaces[id]
+	h.mu.Unlock()
+	if !ok {
+		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", id, h.owner)
+	}
+	dir, err := within(ws.path, subdir)
+	if err != nil {
+		return nil, err
+	}
+	// The directory itself may have been replaced by a symlink from inside.
+	if real, err := filepath.EvalSymlinks(dir); err != nil || real != dir {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, host.Errorf(host.KindPolicy, "workspace directory %s is not a plain directory", subdir)
+	}
+	files, err := host.ReadDir(dir, maxFile, maxTotal)
+	if err != nil {
+		return nil, host.Errorf(host.KindInternal, "read files: %v", err)
+	}
+	return files, nil
+}
+
+type auditSvc struct{ h *Host }
+
+// Record adds a plugin's event to the audit log, namespaced and attributed so
+// that a plugin cannot pass its events off as the core's.
+func (a auditSvc) Record(_ context.Context, e host.Event) error {
+	event := e.Event
+	if !strings.HasPrefix(event, "plugin.") {
+		event = "plugin." + event
+	}
+	details := map[string]any{}
+	for k, v := range e.Details {
+		details[k] = v
+	}
+	details["plugin"] = a.h.owner
+	sev := e.Severity
+	switch sev {
+	case audit.Info, audit.Warning, audit.Error, audit.Critical:
+	default:
+		sev = audit.Info
+	}
+	a.h.rec.Record(audit.Entry{Event: event, Severity: sev, SessionID: e.SessionID, Success: e.Success, Details: details, Error: e.Error})
+	return nil
+}
+
+// Describe is a short text for logs.
+func (h *Host) Describe() string { return fmt.Sprintf("host services for plugin %s", h.owner) }
