@@ -30,17 +30,17 @@ if [ "$(id -u)" = 0 ]; then
   # per-container runtime field, so runc is set engine-wide. The default
   # nofile rlimit exceeds the host's hard limit, so containers get a sane one.
   conf=/etc/containers/containers.conf.d/50-mcp-forge.conf
-  if [ ! -f "$conf" ]; then
-    log "writing $conf"
-    mkdir -p "$(dirname "$conf")"
-    cat >"$conf" <<'CONF'
-# Written by MCP-Forge `make setup`.
+  want='# Written by MCP-Forge `make setup`.
 [engine]
 runtime = "runc"
 
 [containers]
-default_ulimits = ["nofile=1024:1024"]
-CONF
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]'
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    log "writing $conf"
+    mkdir -p "$(dirname "$conf")"
+    printf '%s\n' "$want" >"$conf"
+    restart_service=1
   fi
   # --userns=auto needs a range for the "containers" user.
   for f in /etc/subuid /etc/subgid; do
@@ -49,6 +49,12 @@ CONF
 fi
 
 ping_podman() { curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
+if [ "${restart_service:-0}" = 1 ] && ping_podman; then
+  # A running service keeps the configuration it started with.
+  log "restarting the Podman API service to apply the new configuration"
+  pkill -f "podman.* system service" || true
+  for _ in $(seq 1 50); do ping_podman || break; sleep 0.1; done
+fi
 if ! ping_podman; then
   [ "$(id -u)" = 0 ] || die "no Podman service at $sock; start one with: podman system service --time=0 unix://$sock &"
   log "starting the Podman API service on $sock"

@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+type out = mcpserver.ExecuteOutput
+
+func TestExecutePython(t *testing.T) {
+	s := testenv.StartServer(t, "[execution]\nmax_output = \"64k\"\n")
+	cases := []struct {
+		name    string
+		args    map[string]any
+		isError bool
+		check   func(t *testing.T, o out, text string)
+	}{
+		{"print", map[string]any{"code": "print('hello from the sandbox')"}, false, func(t *testing.T, o out, text string) {
+			if o.Stdout != "hello from the sandbox\n" || !o.Success || o.ExitCode != 0 {
+				t.Errorf("%+v", o)
+			}
+			if !strings.Contains(text, "hello from the sandbox") {
+				t.Errorf("text summary lacks stdout: %q", text)
+			}
+		}},
+		{"last expression", map[string]any{"code": "x = 41\nx + 1"}, false, func(t *testing.T, o out, _ string) {
+			if o.Result != float64(42) {
+				t.Errorf("result %#v", o.Result)
+			}
+		}},
+		{"dataframe repr", map[string]any{"code": "import pandas as pd\npd.DataFrame({'a': [1, 2]})"}, false, func(t *testing.T, o out, _ string) {
+			if s, ok := o.Result.(string); !ok || !strings.Contains(s, "a") || !strings.Contains(o.ResultRepr, "0  1") {
+				t.Errorf("result %#v repr %q", o.Result, o.ResultRepr)
+			}
+		}},
+		{"syntax error", map[string]any{"code": "x = 1\nif x\n    print(x)"}, true, func(t *testing.T, o out, text string) {
+			if o.Error == nil || o.Error.Type != "SyntaxError" || o.Error.Line != 2 || o.Error.Column == 0 {
+				t.Errorf("%+v", o.Error)
+			}
+			if !strings.Contains(text, "line 2") {
+				t.Errorf("summary does not give the line: %q", text)
+			}
+		}},
+		{"runtime error", map[string]any{"code": "def f(d):\n    return d['missing']\n\nf({})"}, true, func(t *testing.T, o out, _ string) {
+			if o.Error == nil || o.Error.Type != "KeyError" || o.Error.Line != 2 {
+				t.Fatalf("%+v", o.Error)
+			}
+			tb := strings.Join(o.Error.Traceback, "")
+			if !strings.Contains(tb, `line 4`) || !strings.Contains(tb, "return d['missing']") || strings.Contains(tb, "runner") {
+				t.Errorf("traceback:\n%s", tb)
+			}
+		}},
+		{"timeout", map[string]any{"code": "import time\ntime.sleep(120)", "timeout": 3}, true, func(t *testing.T, o out, _ string) {
+			if o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "3s") {
+				t.Errorf("%+v", o.Error)
+			}
+		}},
+		{"memory bomb", map[string]any{"code": "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 1024 * 1024))\n    blocks[-1][::4096] = b'x' * len(blocks[-1][::4096])"}, true, func(t *testing.T, o out, _ string) {
+			if o.Error == nil || o.Error.Type != "OutOfMemory" || !strings.Contains(o.Error.Message, "512m") {
+				t.Errorf("%+v", o.Error)
+			}
+		}},
+		{"network attempt", map[string]any{"code": "import socket\ns = socket.create_connection(('1.1.1.1', 53), timeout=3)"}, true, func(t *testing.T, o out, _ string) {
+			if o.Error == nil || !strings.Contains(o.Error.Type+o.Error.Message, "OSError") && !strings.Contains(o.Error.Message, "unreachable") {
+				t.Errorf("%+v", o.Error)
+			}
+		}},
+		{"huge output", map[string]any{"code": "import sys\nfor i in range(200000):\n    print('line', i)\nsys.stderr.write('e' * 300000)"}, false, func(t *testing.T, o out, text string) {
+			if len(o.Stdout) > 64*1024+1 || o.StdoutBytes < 2_000_000 || !o.Truncated {
+				t.Errorf("stdout %d bytes returned, %d reported, truncated=%v", len(o.Stdout), o.StdoutBytes, o.Truncated)
+			}
+			if len(o.Stderr) > 64*1024+1 || o.StderrBytes != 300000 {
+				t.Errorf("stderr %d returned, %d reported", len(o.Stderr), o.StderrBytes)
+			}
+			if !strings.Contains(text, "stdout cut at 64k") {
+				t.Errorf("no truncation notice in %q", text[len(text)-300:])
+			}
+		}},
+		{"write outside tmp", map[string]any{"code": "open('/usr/x', 'w')"}, true, func(t *testing.T, o out, _ string) {
+			if o.Error == nil || !strings.Contains(o.Error.Message, "Read-only file system") {
+				t.Errorf("%+v", o.Error)
+			}
+		}},
+		{"bad custom image", map[string]any{"code": "1", "custom_image": "docker.io/library/python:3"}, true, func(t *testing.T, o out, text string) {
+			if !strings.Contains(text, "images.allowed") {
+				t.Errorf("%q", text)
+			}
+		}},
+		{"session without stateful backend", map[string]any{"code": "1", "session_id": "s1"}, true, func(t *testing.T, o out, text string) {
+			if !strings.Contains(text, "stateful") {
+				t.Errorf("%q", text)
+			}
+		}},
+		{"mcp tools without bridge", map[string]any{"code": "1", "mcp_tools": []string{"memory"}}, true, func(t *testing.T, o out, text string) {
+			if !strings.Contains(text, "mcpbridge") {
+				t.Errorf("%q", text)
+			}
+		}},
+		{"timeout over max", map[string]any{"code": "1", "timeout": 99999}, true, func(t *testing.T, o out, text string) {
+			if !strings.Contains(text, "execution.max_timeout") {
+				t.Errorf("%q", text)
+			}
+		}},
+		{"environment", map[string]any{"code": "import os\nos.environ['GREETING']", "environment": map[string]string{"GREETING": "hi"}}, false, func(t *testing.T, o out, _ string) {
+			if o.Result != "hi" {
+				t.Errorf("%#v", o.Result)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var o out
+			res := s.Call(t, "execute_python", tc.args, &o)
+			if res.IsError != tc.isError {
+				t.Errorf("isError = %v, want %v: %s", res.IsError, tc.isError, testenv.Text(res))
+			}
+			tc.check(t, o, testenv.Text(res))
+		})
+	}
+}
+
+func TestPlotComesBackAsImage(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.savefig('saved.png')"
+	res := s.Call(t, "execute_python", map[string]any{"code": code}, nil)
+	var pngs int
+	for _, c := range res.Content {
+		if im, ok := c.(*mcp.ImageContent); ok && im.MIMEType == "image/png" && len(im.Data) > 1000 && string(im.Data[1:4]) == "PNG" {
+			pngs++
+		}
+	}
+	// saved.png and the still-open figure.
+	if pngs != 2 {
+		t.Fatalf("want 2 PNG images, got %d: %s", pngs, testenv.Text(res))
+	}
+}
+
+func TestEightConcurrentCalls(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	var wg sync.WaitGroup
+	results := make([]out, 8)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			s.Call(t, "execute_python", map[string]any{"code": "import os\n" + strings.Repeat(" ", 0) + "sum(range(" + string(rune('1'+i)) + "))"}, &results[i])
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		n := i + 1
+		if want := float64(n * (n - 1) / 2); r.Result != want || !r.Success {
+			t.Errorf("call %d: %+v", i, r)
+		}
+	}
+}
+
+func TestEnvironmentResource(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	res, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: mcpserver.EnvironmentURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Images  map[string]any `json:"images"`
+		Plugins []struct {
+			Name, Version string
+			APIVersion    int `json:"api_version"`
+		} `json:"plugins"`
+	}
+	json.Unmarshal([]byte(res.Contents[0].Text), &info)
+	if info.Images["python"] != "mcp-forge/python:3.11" || len(info.Plugins) == 0 || info.Plugins[0].APIVersion != 1 {
+		t.Fatalf("%s", res.Contents[0].Text)
+	}
+}
+
+// A plugin that dies mid-call: the call fails clearly, the server stays up,
+// the next call restarts the plugin.
+func TestPluginCrashRecovery(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	s.Call(t, "execute_python", map[string]any{"code": "1"}, nil) // plugin is up
+	done := make(chan *mcp.CallToolResult)
+	go func() {
+		done <- s.Call(t, "execute_python", map[string]any{"code": "import time\ntime.sleep(60)"}, nil)
+	}()
+	time.Sleep(2 * time.Second)
+	killed := 0
+	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
+		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")
+		if strings.Contains(string(cmdline), "mcp-forge-plugin-python") {
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed++
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("found %d python plugin processes", killed)
+	}
+	res := <-done
+	if !res.IsError || !strings.Contains(testenv.Text(res), "crashed") {
+		t.Fatalf("in-flight call: %s", testenv.Text(res))
+	}
+	var o out
+	res = s.Call(t, "execute_python", map[string]any{"code": "6 * 7"}, &o)
+	if res.IsError || o.Result != float64(42) {
+		t.Fatalf("after restart: %s", testenv.Text(res))
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

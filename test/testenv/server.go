@@ -1,0 +1,132 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// RepoRoot is the repository root (where bin/ is built).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Binary is the built server; tests fail (not skip) without it under FORGE_E2E.
+func Binary(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(), "bin", "mcp-forge")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing: run `make build` first (make test does)", p)
+	}
+	return p
+}
+
+// Server is a real `mcp-forge serve` subprocess with a go-sdk client session.
+type Server struct {
+	Session  *mcp.ClientSession
+	Cmd      *exec.Cmd
+	Base     string
+	AuditLog string
+	Config   string
+}
+
+// StartServer writes a config (extra TOML appended to the test's base
+// settings), starts `mcp-forge serve` and connects a go-sdk client.
+func StartServer(t testing.TB, extra string) *Server {
+	t.Helper()
+	Require(t)
+	bin := Binary(t)
+	base := BaseDir(t)
+	cfg := filepath.Join(base, "forge.toml")
+	text := fmt.Sprintf("[volumes]\nbase_path = %q\n[security]\naudit_log = %q\n%s", base, filepath.Join(base, "audit.log"), extra)
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfg, "serve")
+	logf, _ := os.Create(filepath.Join(base, "server.log"))
+	cmd.Stderr = logf
+	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(base, "server.log"))
+		t.Fatalf("connect to mcp-forge serve: %v\nserver log:\n%s", err, log)
+	}
+	s := &Server{Session: sess, Cmd: cmd, Base: base, AuditLog: filepath.Join(base, "audit.log"), Config: cfg}
+	t.Cleanup(func() {
+		sess.Close()
+		logf.Close()
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(base, "server.log"))
+			t.Logf("server log:\n%s", log)
+		}
+	})
+	return s
+}
+
+// Call invokes a tool and decodes its structured content into out.
+func (s *Server) Call(t testing.TB, tool string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := s.Session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error: %v", tool, err)
+	}
+	if out != nil && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("decode structured content %s: %v", b, err)
+		}
+	}
+	return res
+}
+
+// Text joins a result's text content.
+func Text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// ChildPids lists the direct children of pid.
+func ChildPids(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var child int
+		if _, err := fmt.Sscan(e.Name(), &child); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		var ppid int
+		if len(f) > 1 {
+			fmt.Sscan(f[1], &ppid)
+		}
+		if ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
