@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: lint, unit tests (with the race detector where cgo-free
-# packages allow), then end-to-end tests against real Podman, kernels and MCP
-# clients. Assumes `make setup build` ran (make test does that first).
+# Runs every test: lint, generated-code freshness, unit tests (the race
+# detector where cgo-free packages allow), then end-to-end tests against real
+# Podman and real MCP clients. `make test` runs `make setup build` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FORGE_E2E=1
@@ -9,7 +9,16 @@ export FORGE_E2E=1
 echo "== lint"
 make -s lint
 
-echo "== unit and end-to-end tests"
-# -race needs cgo; the audit log's concurrency test is where it matters.
+echo "== generated protobuf code is up to date"
+make -s proto-check
+
+echo "== real MCP client from npm (TypeScript SDK)"
+if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ]; then
+  (cd test/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+echo "== race detector on the concurrent core pieces"
 CGO_ENABLED=1 GOFLAGS= go test -count=1 -race ./core/audit/ ./core/policy/
-go test -count=1 -timeout 40m ./... ./sdk/... 2>&1 | tee /tmp/forge-test.log
+
+echo "== unit and end-to-end tests"
+go test -count=1 -timeout 40m ./... ./sdk/...

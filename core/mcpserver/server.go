@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -42,8 +43,9 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
 		&mcp.ServerOptions{Instructions: instructions})
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "execute_python",
-		Title:       "Run Python in a sandbox",
+		Name:         "execute_python",
+		Title:        "Run Python in a sandbox",
+		OutputSchema: outputSchema(),
 		Description: "Run Python 3.11 code in a fresh sandboxed container (numpy, pandas, matplotlib available; no network). All statements run; the value of a final expression is returned as result. stdout and stderr are returned separately. Errors report the line of your code.",
 	}, s.executePython)
 	s.mcp.AddResource(&mcp.Resource{
@@ -58,6 +60,18 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Run serves on the transport until the client disconnects or ctx ends.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
+
+// outputSchema is the inferred schema of ExecuteOutput with "result" as an
+// empty (any-value) object schema: inference renders `any` as the boolean
+// schema true, which some clients (the TypeScript SDK) reject.
+func outputSchema() *jsonschema.Schema {
+	sch, err := jsonschema.For[ExecuteOutput](nil)
+	if err != nil {
+		panic(err)
+	}
+	sch.Properties["result"] = &jsonschema.Schema{Description: "the value of the final expression: JSON when it has a JSON form, otherwise its text representation"}
+	return sch
+}
 
 // ExecuteInput is execute_python's input.
 type ExecuteInput struct {

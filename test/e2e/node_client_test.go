@@ -1,0 +1,31 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// A client nobody on this project wrote — the official TypeScript SDK from
+// npm — lists the tools and runs calls against the real server.
+func TestTypeScriptSDKClient(t *testing.T) {
+	testenv.Require(t)
+	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in test/node (make test does)")
+	}
+	base := testenv.BaseDir(t)
+	cfg := filepath.Join(base, "forge.toml")
+	os.WriteFile(cfg, []byte("[volumes]\nbase_path = \""+base+"\"\n[security]\naudit_log = \""+base+"/audit.log\"\n"), 0o600)
+	cmd := exec.Command("node", "client.mjs", testenv.Binary(t), "--config", cfg)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: tools=execute_python") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
