@@ -46,7 +46,7 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 		Name:         "execute_python",
 		Title:        "Run Python in a sandbox",
 		OutputSchema: outputSchema(),
-		Description: "Run Python 3.11 code in a fresh sandboxed container (numpy, pandas, matplotlib available; no network). All statements run; the value of a final expression is returned as result. stdout and stderr are returned separately. Errors report the line of your code.",
+		Description:  "Run Python 3.11 code in a fresh sandboxed container (numpy, pandas, matplotlib available; no network). All statements run; the value of a final expression is returned as result. stdout and stderr are returned separately. Errors report the line of your code.",
 	}, s.executePython)
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",

@@ -537,7 +537,7 @@ var File_forge_plugin_v1_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xab\x01\n" +
+	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\"\xab\x01\n" +
 	"\x13BackendCapabilities\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -642,7 +642,6 @@ func file_forge_plugin_v1_backend_proto_init() {
 	if File_forge_plugin_v1_backend_proto != nil {
 		return
 	}
-	file_forge_plugin_v1_plugin_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
