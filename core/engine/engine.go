@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,11 +55,14 @@ type Engine struct {
 	plugins *plugins.Manager
 	rec     audit.Recorder
 	log     hclog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
 }
 
 // New returns an engine.
 func New(cfg config.Config, pol *policy.Policy, pm *plugins.Manager, rec audit.Recorder, log hclog.Logger) *Engine {
-	return &Engine{cfg: cfg, pol: pol, plugins: pm, rec: rec, log: log}
+	return &Engine{cfg: cfg, pol: pol, plugins: pm, rec: rec, log: log, sessions: map[string]*Session{}}
 }
 
 // Plugins is the plugin manager (for resources and diagnostics).
@@ -153,7 +157,7 @@ func (e *Engine) validate(req Request) error {
 // Execute runs a request and returns the backend's result. User-code
 // failures are in the result; errors are bad requests (*RequestError) or
 // failures of the server, the plugin or the engine.
-func (e *Engine) Execute(ctx context.Context, req Request) (backend.ExecuteResult, error) {
+func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 	if err := e.validate(req); err != nil {
 		return backend.ExecuteResult{}, err
 	}
@@ -171,17 +175,21 @@ func (e *Engine) Execute(ctx context.Context, req Request) (backend.ExecuteResul
 		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": codeHash, "code_bytes": len(req.Code),
 		"timeout_s": timeout, "image": req.CustomImage, "env_names": keys(req.Environment),
 	}})
-	b, err := e.plugins.Backend(ctx, name)
-	if err != nil {
-		e.complete(req, runID, name, backend.ExecuteResult{}, err)
-		return backend.ExecuteResult{}, err
-	}
 	maxOut, _ := units.ParseSize(e.cfg.Execution.MaxOutput)
 	maxImg, _ := units.ParseSize(e.cfg.Execution.MaxImageSize)
-	res, err := b.Execute(ctx, backend.ExecuteRequest{
+	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
 		Env: req.Environment, MaxOutputBytes: maxOut, MaxImageBytes: maxImg, SessionID: req.SessionID, RunID: runID,
-	})
+	}
+	var res backend.ExecuteResult
+	if req.SessionID != "" {
+		res, err = e.executeSession(ctx, req, name, breq, emit)
+	} else {
+		var b backend.Backend
+		if b, err = e.plugins.Backend(ctx, name); err == nil {
+			res, err = b.Execute(ctx, breq)
+		}
+	}
 	e.complete(req, runID, name, res, err)
 	return res, err
 }

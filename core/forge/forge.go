@@ -107,10 +107,16 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 	f.Engine = engine.New(cfg, pol, f.Plugins, al, log.Named("engine"))
 	f.MCP = mcpserver.New(f.Engine, cfg)
+	f.Plugins.OnCrash = func(name string) {
+		f.Engine.MarkBackendDead(name)
+		n := sb.RemoveOwnedBy(context.Background(), name)
+		log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n)
+	}
 
 	bg, stop := context.WithCancel(context.Background())
 	f.stop = stop
 	go f.sweep(bg)
+	go f.Engine.Reaper(bg)
 	return f, nil
 }
 
@@ -135,9 +141,10 @@ func (f *Forge) sweep(ctx context.Context) {
 // Close stops plugins, removes this server's containers and closes the log.
 func (f *Forge) Close() {
 	f.stop()
-	f.Plugins.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	f.Engine.CloseAll(ctx)
+	f.Plugins.Close()
 	f.Sandbox.Shutdown(ctx)
 	f.Audit.Close()
 }

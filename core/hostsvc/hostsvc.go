@@ -187,6 +187,20 @@ func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host
 	return host.WaitResult{ExitCode: code}, nil
 }
 
+// State implements host.Sandbox.
+func (h *Host) State(ctx context.Context, id string) (host.State, error) {
+	running, code, err := h.m.State(ctx, h.owner, id)
+	if err != nil {
+		return host.State{}, asHostErr(err)
+	}
+	if running {
+		return host.State{Running: true}, nil
+	}
+	why := h.m.ExitError(id, code)
+	var oom *sandbox.OOMError
+	return host.State{ExitCode: code, OOMKilled: errors.As(why, &oom), Message: why.Error()}, nil
+}
+
 // Logs implements host.Sandbox.
 func (h *Host) Logs(ctx context.Context, id string, max int64) (host.Output, error) {
 	o, err := h.m.Logs(ctx, h.owner, id, max)

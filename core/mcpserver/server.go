@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,6 +37,9 @@ type Server struct {
 	mcp *mcp.Server
 	eng *engine.Engine
 	cfg config.Config
+
+	conns sync.Map // *mcp.ServerSession → connection id
+	next  atomic.Int64
 }
 
 // New builds the MCP server with every tool and resource.
@@ -48,6 +53,7 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 		OutputSchema: outputSchema(),
 		Description:  "Run Python 3.11 code in a fresh sandboxed container (numpy, pandas, matplotlib available; no network). All statements run; the value of a final expression is returned as result. stdout and stderr are returned separately. Errors report the line of your code.",
 	}, s.executePython)
+	s.addSessionTools()
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
 		Description: "Images, resource limits and loaded plugins with their versions", MIMEType: "application/json",
@@ -75,7 +81,7 @@ func outputSchema() *jsonschema.Schema {
 
 // ExecuteInput is execute_python's input.
 type ExecuteInput struct {
-	Code        string            `json:"code" jsonschema:"Python source to run. The value of the last expression is returned as result."`
+	Code        string            `json:"code" jsonschema:"source to run. The value of the last expression is returned as result."`
 	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"names of configured MCP servers whose tools the code may call (needs the mcpbridge plugin)"`
 	SessionID   string            `json:"session_id,omitempty" jsonschema:"run in this stateful session (kept across calls; needs a stateful backend such as jupyter)"`
 	Backend     string            `json:"backend,omitempty" jsonschema:"backend plugin to use; default: execution.default_backend"`
@@ -112,11 +118,22 @@ type ExecuteOutput struct {
 	Backend       string            `json:"backend,omitempty"`
 }
 
-func clientID(req *mcp.CallToolRequest) string {
-	if req != nil && req.Session != nil {
-		return req.Session.ID()
+// conn names an MCP connection. Sessions belong to the connection that
+// created them; the go-sdk session object is the identity (stdio sessions
+// have no id string).
+func (s *Server) conn(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return "local"
 	}
-	return ""
+	if v, ok := s.conns.Load(ss); ok {
+		return v.(string)
+	}
+	id := fmt.Sprintf("conn-%d", s.next.Add(1))
+	if sid := ss.ID(); sid != "" {
+		id += "-" + sid
+	}
+	v, _ := s.conns.LoadOrStore(ss, id)
+	return v.(string)
 }
 
 func (s *Server) executePython(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
@@ -126,8 +143,8 @@ func (s *Server) executePython(ctx context.Context, req *mcp.CallToolRequest, in
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language string, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
 	res, err := s.eng.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
-		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: clientID(req),
-	})
+		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
+	}, progress(ctx, req))
 	if err != nil {
 		var re *engine.RequestError
 		msg := err.Error()
@@ -207,7 +224,7 @@ func (s *Server) summary(language string, r backend.ExecuteResult, out ExecuteOu
 	if r.ResultRepr != "" {
 		fmt.Fprintf(&b, "\n--- result ---\n%s\n", r.ResultRepr)
 	}
-	if e := r.Error; e != nil && len(e.Traceback) > 0 && !strings.Contains(r.Stderr, strings.Join(e.Traceback, "")) {
+	if e := r.Error; e != nil && len(e.Traceback) > 0 && !strings.Contains(r.Stderr, e.Name) {
 		fmt.Fprintf(&b, "\n--- traceback ---\n%s", strings.Join(e.Traceback, ""))
 	}
 	for _, n := range r.Notices {
@@ -248,6 +265,7 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		},
 		"security":        map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
 		"plugins":         plugins,
+		"sessions":        s.eng.Sessions(s.conn(req.Session), false),
 		"default_backend": e.DefaultBackend,
 	}
 	data, err := json.MarshalIndent(info, "", "  ")
@@ -255,4 +273,21 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, err
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: EnvironmentURI, MIMEType: "application/json", Text: string(data)}}}, nil
+}
+
+// progress forwards a session's output as MCP progress notifications when
+// the client asked for progress.
+func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.StreamEvent) {
+	if req == nil || req.Session == nil || req.Params == nil {
+		return nil
+	}
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	n := 0.0
+	return func(ev backend.StreamEvent) {
+		n++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: ev.Name + ": " + ev.Text})
+	}
 }

@@ -116,6 +116,10 @@ type Manager struct {
 	hostFor  HostFactory
 	settings func(name string) map[string]any
 
+	// OnCrash is called (once per crash) with the name of a plugin that died
+	// mid-call, so that its containers and sessions can be cleaned up.
+	OnCrash func(name string)
+
 	mu      sync.Mutex
 	entries map[string]Entry
 	running map[string]*running
@@ -298,10 +302,25 @@ func (s *supervised) crashed(err error) error {
 	}
 	if s.c.Exited() {
 		s.m.rec.Record(audit.Entry{Event: audit.PluginEvent, Severity: audit.Error, Details: map[string]any{"plugin": s.name, "what": "crashed"}, Error: err.Error()})
-		return fmt.Errorf("the %s plugin crashed during the call (%v); it will be restarted on the next call", s.name, err)
+		if s.m.OnCrash != nil {
+			s.m.OnCrash(s.name)
+		}
+		return &CrashError{Plugin: s.name, Err: err}
 	}
 	return err
 }
+
+// CrashError is a call that failed because its plugin process died.
+type CrashError struct {
+	Plugin string
+	Err    error
+}
+
+func (e *CrashError) Error() string {
+	return fmt.Sprintf("the %s plugin crashed during the call (%v); it will be restarted on the next call", e.Plugin, e.Err)
+}
+
+func (e *CrashError) Unwrap() error { return e.Err }
 
 func (s *supervised) Capabilities(ctx context.Context) (backend.Capabilities, error) {
 	c, err := s.b.Capabilities(ctx)
@@ -325,4 +344,69 @@ func Probe(ctx context.Context, e Entry) (plugin.Described, int, error) {
 	defer c.Kill()
 	d, err := c.Describe(ctx)
 	return d, c.APIVersion(), err
+}
+
+func (s *supervised) sessions() (backend.SessionBackend, error) {
+	sb, ok := s.b.(backend.SessionBackend)
+	if !ok {
+		return nil, fmt.Errorf("plugin %s has no sessions", s.name)
+	}
+	return sb, nil
+}
+
+// OpenSession implements backend.SessionBackend.
+func (s *supervised) OpenSession(ctx context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return backend.SessionInfo{}, err
+	}
+	info, err := sb.OpenSession(ctx, r)
+	return info, s.crashed(err)
+}
+
+// ExecuteInSession implements backend.SessionBackend.
+func (s *supervised) ExecuteInSession(ctx context.Context, r backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return backend.ExecuteResult{}, err
+	}
+	res, err := sb.ExecuteInSession(ctx, r, emit)
+	return res, s.crashed(err)
+}
+
+// Interrupt implements backend.SessionBackend.
+func (s *supervised) Interrupt(ctx context.Context, id string) error {
+	sb, err := s.sessions()
+	if err != nil {
+		return err
+	}
+	return s.crashed(sb.Interrupt(ctx, id))
+}
+
+// Inspect implements backend.SessionBackend.
+func (s *supervised) Inspect(ctx context.Context, id string) ([]backend.Variable, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	v, err := sb.Inspect(ctx, id)
+	return v, s.crashed(err)
+}
+
+// RestartSession implements backend.SessionBackend.
+func (s *supervised) RestartSession(ctx context.Context, id string) error {
+	sb, err := s.sessions()
+	if err != nil {
+		return err
+	}
+	return s.crashed(sb.RestartSession(ctx, id))
+}
+
+// CloseSession implements backend.SessionBackend.
+func (s *supervised) CloseSession(ctx context.Context, id string) error {
+	sb, err := s.sessions()
+	if err != nil {
+		return err
+	}
+	return s.crashed(sb.CloseSession(ctx, id))
 }

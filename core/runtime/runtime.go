@@ -63,6 +63,8 @@ type Runtime interface {
 	// Wait blocks until the container exits and returns its exit code. Past
 	// timeout the container is killed and ErrTimeout returned.
 	Wait(ctx context.Context, id string, timeout time.Duration) (int, error)
+	// State inspects the container: running, or its exit code.
+	State(ctx context.Context, id string) (running bool, exitCode int, err error)
 	Logs(ctx context.Context, id string, max int64) (Output, error)
 	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
 	Signal(ctx context.Context, id, signal string) error

@@ -238,6 +238,26 @@ func (m *Manager) Wait(ctx context.Context, owner, id string, timeout time.Durat
 	return code, err
 }
 
+// State reports whether a container of owner's runs, and if not how it ended
+// (an OOM kill is recognised by exit 137 under a memory limit).
+func (m *Manager) State(ctx context.Context, owner, id string) (running bool, code int, err error) {
+	if err := m.check(owner, id, "inspect"); err != nil {
+		return false, 0, err
+	}
+	return m.rt.State(ctx, id)
+}
+
+// ExitError explains how a container ended: an OOM kill or an exit code.
+func (m *Manager) ExitError(id string, code int) error {
+	m.mu.Lock()
+	lim := m.limits[id]
+	m.mu.Unlock()
+	if code == 137 && lim.MemoryBytes > 0 {
+		return &OOMError{Limit: lim.MemoryBytes}
+	}
+	return fmt.Errorf("the process exited with code %d", code)
+}
+
 // Logs returns the container's stdout and stderr, each capped at max bytes.
 func (m *Manager) Logs(ctx context.Context, owner, id string, max int64) (runtime.Output, error) {
 	if err := m.check(owner, id, "read logs of"); err != nil {
@@ -339,6 +359,17 @@ func (m *Manager) RemoveOlderThan(ctx context.Context, age time.Duration) (int, 
 		}
 	}
 	return n, nil
+}
+
+// RemoveOwnedBy removes every container of one owner (a crashed plugin's).
+func (m *Manager) RemoveOwnedBy(ctx context.Context, owner string) int {
+	n := 0
+	for _, id := range m.tracked.IDs() {
+		if m.tracked.Check(id, owner, "remove") == nil && m.Remove(ctx, owner, id) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Shutdown removes every container this server still tracks.

@@ -69,6 +69,7 @@ type ExecuteResult struct {
 	Images       []Image
 	Notices      []string
 	Rich         map[string]string
+	SessionDead  bool // the session's kernel died during the run
 }
 
 // Backend runs code.

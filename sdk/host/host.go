@@ -54,6 +54,14 @@ type WaitResult struct {
 	Message   string // a ready sentence for TimedOut and OOMKilled
 }
 
+// State is a container's current state.
+type State struct {
+	Running   bool
+	ExitCode  int
+	OOMKilled bool
+	Message   string
+}
+
 // Output is captured stdout and stderr, each capped; the totals count what
 // was produced.
 type Output struct {
@@ -80,6 +88,9 @@ type Sandbox interface {
 	Create(ctx context.Context, in Intent) (Container, error)
 	Start(ctx context.Context, id string) error
 	Wait(ctx context.Context, id string, timeout time.Duration) (WaitResult, error)
+	// State reports whether the container still runs, and if not how it
+	// ended, without waiting or killing.
+	State(ctx context.Context, id string) (State, error)
 	Logs(ctx context.Context, id string, max int64) (Output, error)
 	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
 	Signal(ctx context.Context, id, signal string) error

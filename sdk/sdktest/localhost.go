@@ -158,6 +158,21 @@ func (h *LocalHost) Wait(ctx context.Context, id string, timeout time.Duration) 
 	}
 }
 
+// State implements host.Sandbox.
+func (h *LocalHost) State(_ context.Context, id string) (host.State, error) {
+	c, err := h.get(id)
+	if err != nil {
+		return host.State{}, err
+	}
+	select {
+	case <-c.done:
+		code := c.cmd.ProcessState.ExitCode()
+		return host.State{ExitCode: code, Message: fmt.Sprintf("the process exited with code %d", code)}, nil
+	default:
+		return host.State{Running: c.cmd.Process != nil}, nil
+	}
+}
+
 // Logs implements host.Sandbox.
 func (h *LocalHost) Logs(_ context.Context, id string, max int64) (host.Output, error) {
 	c, err := h.get(id)

@@ -261,6 +261,22 @@ func (c *Client) kill(id string) {
 	_, _ = containers.Wait(cx, id, new(containers.WaitOptions).WithCondition([]define.ContainerStatus{define.ContainerStateExited, define.ContainerStateStopped}).WithInterval("10ms"))
 }
 
+// State inspects the container without waiting.
+func (c *Client) State(ctx context.Context, id string) (bool, int, error) {
+	cx, err := c.ctx(ctx)
+	if err != nil {
+		return false, 0, err
+	}
+	data, err := containers.Inspect(cx, id, nil)
+	if err != nil {
+		return false, 0, fmt.Errorf("podman inspect: %w", err)
+	}
+	if data.State == nil {
+		return false, 0, fmt.Errorf("podman inspect %s: no state", id)
+	}
+	return data.State.Running || data.State.Status == "created" || data.State.Status == "initialized", int(data.State.ExitCode), nil
+}
+
 // capped keeps the first max bytes written and counts the rest.
 type capped struct {
 	buf   bytes.Buffer

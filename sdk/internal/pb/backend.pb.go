@@ -365,6 +365,7 @@ type ExecuteResult struct {
 	Images        []*Image               `protobuf:"bytes,12,rep,name=images,proto3" json:"images,omitempty"`
 	Notices       []string               `protobuf:"bytes,13,rep,name=notices,proto3" json:"notices,omitempty"`                                                                     // e.g. images skipped for size
 	Rich          map[string]string      `protobuf:"bytes,14,rep,name=rich,proto3" json:"rich,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // other mime bundles (text/html, ...)
+	SessionDead   bool                   `protobuf:"varint,15,opt,name=session_dead,json=sessionDead,proto3" json:"session_dead,omitempty"`                                         // the session's kernel died; its state is lost
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +498,13 @@ func (x *ExecuteResult) GetRich() map[string]string {
 	return nil
 }
 
+func (x *ExecuteResult) GetSessionDead() bool {
+	if x != nil {
+		return x.SessionDead
+	}
+	return false
+}
+
 type CapabilitiesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -533,11 +541,439 @@ func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
 	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{5}
 }
 
+type OpenSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Image         string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	Memory        string                 `protobuf:"bytes,3,opt,name=memory,proto3" json:"memory,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionRequest) Reset() {
+	*x = OpenSessionRequest{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionRequest) ProtoMessage() {}
+
+func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
+func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *OpenSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *OpenSessionRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *OpenSessionRequest) GetMemory() string {
+	if x != nil {
+		return x.Memory
+	}
+	return ""
+}
+
+func (x *OpenSessionRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+type SessionInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ContainerId   string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Language      string                 `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionInfo) Reset() {
+	*x = SessionInfo{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionInfo) ProtoMessage() {}
+
+func (x *SessionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
+func (*SessionInfo) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SessionInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+type SessionRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRef) Reset() {
+	*x = SessionRef{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRef) ProtoMessage() {}
+
+func (x *SessionRef) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
+func (*SessionRef) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SessionRef) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type StreamEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // "stdout" or "stderr"
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamEvent) Reset() {
+	*x = StreamEvent{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamEvent) ProtoMessage() {}
+
+func (x *StreamEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
+func (*StreamEvent) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StreamEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StreamEvent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// SessionEvent is one message of ExecuteSession's stream: output as it
+// happens, then exactly one result.
+type SessionEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SessionEvent_Stream
+	//	*SessionEvent_Result
+	Kind          isSessionEvent_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionEvent) Reset() {
+	*x = SessionEvent{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionEvent) ProtoMessage() {}
+
+func (x *SessionEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
+func (*SessionEvent) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SessionEvent) GetKind() isSessionEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SessionEvent) GetStream() *StreamEvent {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionEvent_Stream); ok {
+			return x.Stream
+		}
+	}
+	return nil
+}
+
+func (x *SessionEvent) GetResult() *ExecuteResult {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionEvent_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isSessionEvent_Kind interface {
+	isSessionEvent_Kind()
+}
+
+type SessionEvent_Stream struct {
+	Stream *StreamEvent `protobuf:"bytes,1,opt,name=stream,proto3,oneof"`
+}
+
+type SessionEvent_Result struct {
+	Result *ExecuteResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*SessionEvent_Stream) isSessionEvent_Kind() {}
+
+func (*SessionEvent_Result) isSessionEvent_Kind() {}
+
+type Variable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	SizeBytes     int64                  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`      // -1 if unknown
+	Repr          string                 `protobuf:"bytes,4,opt,name=repr,proto3" json:"repr,omitempty"`                                  // capped preview
+	DetailsJson   string                 `protobuf:"bytes,5,opt,name=details_json,json=detailsJson,proto3" json:"details_json,omitempty"` // language-specific: shape, dtype, columns, class, dim, ...
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Variable) Reset() {
+	*x = Variable{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Variable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Variable) ProtoMessage() {}
+
+func (x *Variable) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Variable.ProtoReflect.Descriptor instead.
+func (*Variable) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Variable) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Variable) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Variable) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *Variable) GetRepr() string {
+	if x != nil {
+		return x.Repr
+	}
+	return ""
+}
+
+func (x *Variable) GetDetailsJson() string {
+	if x != nil {
+		return x.DetailsJson
+	}
+	return ""
+}
+
+type InspectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Variables     []*Variable            `protobuf:"bytes,1,rep,name=variables,proto3" json:"variables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectResponse) Reset() {
+	*x = InspectResponse{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectResponse) ProtoMessage() {}
+
+func (x *InspectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
+func (*InspectResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *InspectResponse) GetVariables() []*Variable {
+	if x != nil {
+		return x.Variables
+	}
+	return nil
+}
+
 var File_forge_plugin_v1_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\"\xab\x01\n" +
+	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xab\x01\n" +
 	"\x13BackendCapabilities\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -570,7 +1006,7 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x05Image\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\xb8\x04\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xdb\x04\n" +
 	"\rExecuteResult\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\tR\x06stdout\x12\x16\n" +
@@ -589,14 +1025,55 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"durationMs\x12.\n" +
 	"\x06images\x18\f \x03(\v2\x16.forge.plugin.v1.ImageR\x06images\x12\x18\n" +
 	"\anotices\x18\r \x03(\tR\anotices\x12<\n" +
-	"\x04rich\x18\x0e \x03(\v2(.forge.plugin.v1.ExecuteResult.RichEntryR\x04rich\x1a7\n" +
+	"\x04rich\x18\x0e \x03(\v2(.forge.plugin.v1.ExecuteResult.RichEntryR\x04rich\x12!\n" +
+	"\fsession_dead\x18\x0f \x01(\bR\vsessionDead\x1a7\n" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest2\xb1\x01\n" +
+	"\x13CapabilitiesRequest\"\xd9\x01\n" +
+	"\x12OpenSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
+	"\x06memory\x18\x03 \x01(\tR\x06memory\x12>\n" +
+	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v1.OpenSessionRequest.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
+	"\vSessionInfo\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
+	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x1a\n" +
+	"\blanguage\x18\x03 \x01(\tR\blanguage\"+\n" +
+	"\n" +
+	"SessionRef\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"5\n" +
+	"\vStreamEvent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x88\x01\n" +
+	"\fSessionEvent\x126\n" +
+	"\x06stream\x18\x01 \x01(\v2\x1c.forge.plugin.v1.StreamEventH\x00R\x06stream\x128\n" +
+	"\x06result\x18\x02 \x01(\v2\x1e.forge.plugin.v1.ExecuteResultH\x00R\x06resultB\x06\n" +
+	"\x04kind\"\x88\x01\n" +
+	"\bVariable\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x12\n" +
+	"\x04repr\x18\x04 \x01(\tR\x04repr\x12!\n" +
+	"\fdetails_json\x18\x05 \x01(\tR\vdetailsJson\"J\n" +
+	"\x0fInspectResponse\x127\n" +
+	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v1.VariableR\tvariables2\xef\x04\n" +
 	"\aBackend\x12Z\n" +
 	"\fCapabilities\x12$.forge.plugin.v1.CapabilitiesRequest\x1a$.forge.plugin.v1.BackendCapabilities\x12J\n" +
-	"\aExecute\x12\x1f.forge.plugin.v1.ExecuteRequest\x1a\x1e.forge.plugin.v1.ExecuteResultB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"\aExecute\x12\x1f.forge.plugin.v1.ExecuteRequest\x1a\x1e.forge.plugin.v1.ExecuteResult\x12P\n" +
+	"\vOpenSession\x12#.forge.plugin.v1.OpenSessionRequest\x1a\x1c.forge.plugin.v1.SessionInfo\x12R\n" +
+	"\x0eExecuteSession\x12\x1f.forge.plugin.v1.ExecuteRequest\x1a\x1d.forge.plugin.v1.SessionEvent0\x01\x12@\n" +
+	"\tInterrupt\x12\x1b.forge.plugin.v1.SessionRef\x1a\x16.forge.plugin.v1.Empty\x12H\n" +
+	"\aInspect\x12\x1b.forge.plugin.v1.SessionRef\x1a .forge.plugin.v1.InspectResponse\x12E\n" +
+	"\x0eRestartSession\x12\x1b.forge.plugin.v1.SessionRef\x1a\x16.forge.plugin.v1.Empty\x12C\n" +
+	"\fCloseSession\x12\x1b.forge.plugin.v1.SessionRef\x1a\x16.forge.plugin.v1.EmptyB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
 	file_forge_plugin_v1_backend_proto_rawDescOnce sync.Once
@@ -610,7 +1087,7 @@ func file_forge_plugin_v1_backend_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v1_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_forge_plugin_v1_backend_proto_goTypes = []any{
 	(*BackendCapabilities)(nil), // 0: forge.plugin.v1.BackendCapabilities
 	(*ExecuteRequest)(nil),      // 1: forge.plugin.v1.ExecuteRequest
@@ -618,23 +1095,48 @@ var file_forge_plugin_v1_backend_proto_goTypes = []any{
 	(*Image)(nil),               // 3: forge.plugin.v1.Image
 	(*ExecuteResult)(nil),       // 4: forge.plugin.v1.ExecuteResult
 	(*CapabilitiesRequest)(nil), // 5: forge.plugin.v1.CapabilitiesRequest
-	nil,                         // 6: forge.plugin.v1.ExecuteRequest.EnvEntry
-	nil,                         // 7: forge.plugin.v1.ExecuteResult.RichEntry
+	(*OpenSessionRequest)(nil),  // 6: forge.plugin.v1.OpenSessionRequest
+	(*SessionInfo)(nil),         // 7: forge.plugin.v1.SessionInfo
+	(*SessionRef)(nil),          // 8: forge.plugin.v1.SessionRef
+	(*StreamEvent)(nil),         // 9: forge.plugin.v1.StreamEvent
+	(*SessionEvent)(nil),        // 10: forge.plugin.v1.SessionEvent
+	(*Variable)(nil),            // 11: forge.plugin.v1.Variable
+	(*InspectResponse)(nil),     // 12: forge.plugin.v1.InspectResponse
+	nil,                         // 13: forge.plugin.v1.ExecuteRequest.EnvEntry
+	nil,                         // 14: forge.plugin.v1.ExecuteResult.RichEntry
+	nil,                         // 15: forge.plugin.v1.OpenSessionRequest.EnvEntry
+	(*Empty)(nil),               // 16: forge.plugin.v1.Empty
 }
 var file_forge_plugin_v1_backend_proto_depIdxs = []int32{
-	6, // 0: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
-	2, // 1: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
-	3, // 2: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
-	7, // 3: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
-	5, // 4: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
-	1, // 5: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
-	0, // 6: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
-	4, // 7: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	13, // 0: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
+	2,  // 1: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
+	3,  // 2: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
+	14, // 3: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
+	15, // 4: forge.plugin.v1.OpenSessionRequest.env:type_name -> forge.plugin.v1.OpenSessionRequest.EnvEntry
+	9,  // 5: forge.plugin.v1.SessionEvent.stream:type_name -> forge.plugin.v1.StreamEvent
+	4,  // 6: forge.plugin.v1.SessionEvent.result:type_name -> forge.plugin.v1.ExecuteResult
+	11, // 7: forge.plugin.v1.InspectResponse.variables:type_name -> forge.plugin.v1.Variable
+	5,  // 8: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
+	1,  // 9: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
+	6,  // 10: forge.plugin.v1.Backend.OpenSession:input_type -> forge.plugin.v1.OpenSessionRequest
+	1,  // 11: forge.plugin.v1.Backend.ExecuteSession:input_type -> forge.plugin.v1.ExecuteRequest
+	8,  // 12: forge.plugin.v1.Backend.Interrupt:input_type -> forge.plugin.v1.SessionRef
+	8,  // 13: forge.plugin.v1.Backend.Inspect:input_type -> forge.plugin.v1.SessionRef
+	8,  // 14: forge.plugin.v1.Backend.RestartSession:input_type -> forge.plugin.v1.SessionRef
+	8,  // 15: forge.plugin.v1.Backend.CloseSession:input_type -> forge.plugin.v1.SessionRef
+	0,  // 16: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
+	4,  // 17: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
+	7,  // 18: forge.plugin.v1.Backend.OpenSession:output_type -> forge.plugin.v1.SessionInfo
+	10, // 19: forge.plugin.v1.Backend.ExecuteSession:output_type -> forge.plugin.v1.SessionEvent
+	16, // 20: forge.plugin.v1.Backend.Interrupt:output_type -> forge.plugin.v1.Empty
+	12, // 21: forge.plugin.v1.Backend.Inspect:output_type -> forge.plugin.v1.InspectResponse
+	16, // 22: forge.plugin.v1.Backend.RestartSession:output_type -> forge.plugin.v1.Empty
+	16, // 23: forge.plugin.v1.Backend.CloseSession:output_type -> forge.plugin.v1.Empty
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v1_backend_proto_init() }
@@ -642,13 +1144,18 @@ func file_forge_plugin_v1_backend_proto_init() {
 	if File_forge_plugin_v1_backend_proto != nil {
 		return
 	}
+	file_forge_plugin_v1_plugin_proto_init()
+	file_forge_plugin_v1_backend_proto_msgTypes[10].OneofWrappers = []any{
+		(*SessionEvent_Stream)(nil),
+		(*SessionEvent_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_backend_proto_rawDesc), len(file_forge_plugin_v1_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

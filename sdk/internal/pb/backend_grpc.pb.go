@@ -19,8 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backend_Capabilities_FullMethodName = "/forge.plugin.v1.Backend/Capabilities"
-	Backend_Execute_FullMethodName      = "/forge.plugin.v1.Backend/Execute"
+	Backend_Capabilities_FullMethodName   = "/forge.plugin.v1.Backend/Capabilities"
+	Backend_Execute_FullMethodName        = "/forge.plugin.v1.Backend/Execute"
+	Backend_OpenSession_FullMethodName    = "/forge.plugin.v1.Backend/OpenSession"
+	Backend_ExecuteSession_FullMethodName = "/forge.plugin.v1.Backend/ExecuteSession"
+	Backend_Interrupt_FullMethodName      = "/forge.plugin.v1.Backend/Interrupt"
+	Backend_Inspect_FullMethodName        = "/forge.plugin.v1.Backend/Inspect"
+	Backend_RestartSession_FullMethodName = "/forge.plugin.v1.Backend/RestartSession"
+	Backend_CloseSession_FullMethodName   = "/forge.plugin.v1.Backend/CloseSession"
 )
 
 // BackendClient is the client API for Backend service.
@@ -29,6 +35,13 @@ const (
 type BackendClient interface {
 	Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*BackendCapabilities, error)
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResult, error)
+	// Stateful backends only.
+	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*SessionInfo, error)
+	ExecuteSession(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionEvent], error)
+	Interrupt(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error)
+	Inspect(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*InspectResponse, error)
+	RestartSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error)
+	CloseSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type backendClient struct {
@@ -59,12 +72,88 @@ func (c *backendClient) Execute(ctx context.Context, in *ExecuteRequest, opts ..
 	return out, nil
 }
 
+func (c *backendClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*SessionInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SessionInfo)
+	err := c.cc.Invoke(ctx, Backend_OpenSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) ExecuteSession(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_ExecuteSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecuteRequest, SessionEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_ExecuteSessionClient = grpc.ServerStreamingClient[SessionEvent]
+
+func (c *backendClient) Interrupt(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Backend_Interrupt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) Inspect(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*InspectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InspectResponse)
+	err := c.cc.Invoke(ctx, Backend_Inspect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) RestartSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Backend_RestartSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendClient) CloseSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Backend_CloseSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
 type BackendServer interface {
 	Capabilities(context.Context, *CapabilitiesRequest) (*BackendCapabilities, error)
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResult, error)
+	// Stateful backends only.
+	OpenSession(context.Context, *OpenSessionRequest) (*SessionInfo, error)
+	ExecuteSession(*ExecuteRequest, grpc.ServerStreamingServer[SessionEvent]) error
+	Interrupt(context.Context, *SessionRef) (*Empty, error)
+	Inspect(context.Context, *SessionRef) (*InspectResponse, error)
+	RestartSession(context.Context, *SessionRef) (*Empty, error)
+	CloseSession(context.Context, *SessionRef) (*Empty, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -80,6 +169,24 @@ func (UnimplementedBackendServer) Capabilities(context.Context, *CapabilitiesReq
 }
 func (UnimplementedBackendServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResult, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Execute not implemented")
+}
+func (UnimplementedBackendServer) OpenSession(context.Context, *OpenSessionRequest) (*SessionInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method OpenSession not implemented")
+}
+func (UnimplementedBackendServer) ExecuteSession(*ExecuteRequest, grpc.ServerStreamingServer[SessionEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method ExecuteSession not implemented")
+}
+func (UnimplementedBackendServer) Interrupt(context.Context, *SessionRef) (*Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Interrupt not implemented")
+}
+func (UnimplementedBackendServer) Inspect(context.Context, *SessionRef) (*InspectResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Inspect not implemented")
+}
+func (UnimplementedBackendServer) RestartSession(context.Context, *SessionRef) (*Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RestartSession not implemented")
+}
+func (UnimplementedBackendServer) CloseSession(context.Context, *SessionRef) (*Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CloseSession not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -138,6 +245,107 @@ func _Backend_Execute_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpenSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).OpenSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_OpenSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).OpenSession(ctx, req.(*OpenSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_ExecuteSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecuteRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BackendServer).ExecuteSession(m, &grpc.GenericServerStream[ExecuteRequest, SessionEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_ExecuteSessionServer = grpc.ServerStreamingServer[SessionEvent]
+
+func _Backend_Interrupt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Interrupt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Interrupt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Interrupt(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_Inspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Inspect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Inspect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Inspect(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_RestartSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).RestartSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_RestartSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).RestartSession(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backend_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).CloseSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_CloseSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).CloseSession(ctx, req.(*SessionRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -153,7 +361,33 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Execute",
 			Handler:    _Backend_Execute_Handler,
 		},
+		{
+			MethodName: "OpenSession",
+			Handler:    _Backend_OpenSession_Handler,
+		},
+		{
+			MethodName: "Interrupt",
+			Handler:    _Backend_Interrupt_Handler,
+		},
+		{
+			MethodName: "Inspect",
+			Handler:    _Backend_Inspect_Handler,
+		},
+		{
+			MethodName: "RestartSession",
+			Handler:    _Backend_RestartSession_Handler,
+		},
+		{
+			MethodName: "CloseSession",
+			Handler:    _Backend_CloseSession_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExecuteSession",
+			Handler:       _Backend_ExecuteSession_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "forge/plugin/v1/backend.proto",
 }

@@ -441,6 +441,74 @@ func (x *WaitResponse) GetMessage() string {
 	return ""
 }
 
+type ContainerState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Running       bool                   `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
+	ExitCode      int32                  `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	OomKilled     bool                   `protobuf:"varint,3,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"` // why it stopped, as a sentence
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerState) Reset() {
+	*x = ContainerState{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerState) ProtoMessage() {}
+
+func (x *ContainerState) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
+func (*ContainerState) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ContainerState) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *ContainerState) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ContainerState) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
+}
+
+func (x *ContainerState) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type LogsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -451,7 +519,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[6]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +531,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[6]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +544,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LogsRequest) GetContainerId() string {
@@ -505,7 +573,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[7]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +585,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[7]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +598,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Output) GetStdout() []byte {
@@ -572,7 +640,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[8]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +652,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[8]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +665,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecRequest) GetContainerId() string {
@@ -631,7 +699,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[9]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +711,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[9]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +724,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecResponse) GetExitCode() int32 {
@@ -683,7 +751,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[10]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +763,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[10]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +776,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SignalRequest) GetContainerId() string {
@@ -735,7 +803,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +815,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +828,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopRequest) GetContainerId() string {
@@ -789,7 +857,7 @@ type ReadFilesRequest struct {
 
 func (x *ReadFilesRequest) Reset() {
 	*x = ReadFilesRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +869,7 @@ func (x *ReadFilesRequest) String() string {
 func (*ReadFilesRequest) ProtoMessage() {}
 
 func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +882,7 @@ func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFilesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadFilesRequest) GetContainerId() string {
@@ -857,7 +925,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +937,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +950,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *File) GetName() string {
@@ -922,7 +990,7 @@ type ReadFilesResponse struct {
 
 func (x *ReadFilesResponse) Reset() {
 	*x = ReadFilesResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1002,7 @@ func (x *ReadFilesResponse) String() string {
 func (*ReadFilesResponse) ProtoMessage() {}
 
 func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1015,7 @@ func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFilesResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadFilesResponse) GetFiles() []*File {
@@ -971,7 +1039,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1051,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1064,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AuditEvent) GetEvent() string {
@@ -1091,6 +1159,12 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\x03 \x01(\bR\toomKilled\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x80\x01\n" +
+	"\x0eContainerState\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\bR\arunning\x12\x1b\n" +
+	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\x03 \x01(\bR\toomKilled\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\"M\n" +
 	"\vLogsRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x1b\n" +
@@ -1133,11 +1207,12 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12!\n" +
 	"\fdetails_json\x18\x05 \x01(\tR\vdetailsJson\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error2\xf4\x04\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error2\xbd\x05\n" +
 	"\aSandbox\x12K\n" +
 	"\x06Create\x12 .forge.plugin.v1.ContainerIntent\x1a\x1f.forge.plugin.v1.CreateResponse\x12>\n" +
 	"\x05Start\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x16.forge.plugin.v1.Empty\x12C\n" +
-	"\x04Wait\x12\x1c.forge.plugin.v1.WaitRequest\x1a\x1d.forge.plugin.v1.WaitResponse\x12=\n" +
+	"\x04Wait\x12\x1c.forge.plugin.v1.WaitRequest\x1a\x1d.forge.plugin.v1.WaitResponse\x12G\n" +
+	"\x05State\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x1f.forge.plugin.v1.ContainerState\x12=\n" +
 	"\x04Logs\x12\x1c.forge.plugin.v1.LogsRequest\x1a\x17.forge.plugin.v1.Output\x12C\n" +
 	"\x04Exec\x12\x1c.forge.plugin.v1.ExecRequest\x1a\x1d.forge.plugin.v1.ExecResponse\x12@\n" +
 	"\x06Signal\x12\x1e.forge.plugin.v1.SignalRequest\x1a\x16.forge.plugin.v1.Empty\x12<\n" +
@@ -1159,7 +1234,7 @@ func file_forge_plugin_v1_host_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v1_host_proto_rawDescData
 }
 
-var file_forge_plugin_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_forge_plugin_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_forge_plugin_v1_host_proto_goTypes = []any{
 	(*WorkspaceMount)(nil),    // 0: forge.plugin.v1.WorkspaceMount
 	(*ContainerIntent)(nil),   // 1: forge.plugin.v1.ContainerIntent
@@ -1167,50 +1242,53 @@ var file_forge_plugin_v1_host_proto_goTypes = []any{
 	(*ContainerRef)(nil),      // 3: forge.plugin.v1.ContainerRef
 	(*WaitRequest)(nil),       // 4: forge.plugin.v1.WaitRequest
 	(*WaitResponse)(nil),      // 5: forge.plugin.v1.WaitResponse
-	(*LogsRequest)(nil),       // 6: forge.plugin.v1.LogsRequest
-	(*Output)(nil),            // 7: forge.plugin.v1.Output
-	(*ExecRequest)(nil),       // 8: forge.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),      // 9: forge.plugin.v1.ExecResponse
-	(*SignalRequest)(nil),     // 10: forge.plugin.v1.SignalRequest
-	(*StopRequest)(nil),       // 11: forge.plugin.v1.StopRequest
-	(*ReadFilesRequest)(nil),  // 12: forge.plugin.v1.ReadFilesRequest
-	(*File)(nil),              // 13: forge.plugin.v1.File
-	(*ReadFilesResponse)(nil), // 14: forge.plugin.v1.ReadFilesResponse
-	(*AuditEvent)(nil),        // 15: forge.plugin.v1.AuditEvent
-	nil,                       // 16: forge.plugin.v1.ContainerIntent.EnvEntry
-	nil,                       // 17: forge.plugin.v1.ContainerIntent.FilesEntry
-	nil,                       // 18: forge.plugin.v1.ContainerIntent.LabelsEntry
-	(*Empty)(nil),             // 19: forge.plugin.v1.Empty
+	(*ContainerState)(nil),    // 6: forge.plugin.v1.ContainerState
+	(*LogsRequest)(nil),       // 7: forge.plugin.v1.LogsRequest
+	(*Output)(nil),            // 8: forge.plugin.v1.Output
+	(*ExecRequest)(nil),       // 9: forge.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),      // 10: forge.plugin.v1.ExecResponse
+	(*SignalRequest)(nil),     // 11: forge.plugin.v1.SignalRequest
+	(*StopRequest)(nil),       // 12: forge.plugin.v1.StopRequest
+	(*ReadFilesRequest)(nil),  // 13: forge.plugin.v1.ReadFilesRequest
+	(*File)(nil),              // 14: forge.plugin.v1.File
+	(*ReadFilesResponse)(nil), // 15: forge.plugin.v1.ReadFilesResponse
+	(*AuditEvent)(nil),        // 16: forge.plugin.v1.AuditEvent
+	nil,                       // 17: forge.plugin.v1.ContainerIntent.EnvEntry
+	nil,                       // 18: forge.plugin.v1.ContainerIntent.FilesEntry
+	nil,                       // 19: forge.plugin.v1.ContainerIntent.LabelsEntry
+	(*Empty)(nil),             // 20: forge.plugin.v1.Empty
 }
 var file_forge_plugin_v1_host_proto_depIdxs = []int32{
-	16, // 0: forge.plugin.v1.ContainerIntent.env:type_name -> forge.plugin.v1.ContainerIntent.EnvEntry
+	17, // 0: forge.plugin.v1.ContainerIntent.env:type_name -> forge.plugin.v1.ContainerIntent.EnvEntry
 	0,  // 1: forge.plugin.v1.ContainerIntent.mounts:type_name -> forge.plugin.v1.WorkspaceMount
-	17, // 2: forge.plugin.v1.ContainerIntent.files:type_name -> forge.plugin.v1.ContainerIntent.FilesEntry
-	18, // 3: forge.plugin.v1.ContainerIntent.labels:type_name -> forge.plugin.v1.ContainerIntent.LabelsEntry
-	7,  // 4: forge.plugin.v1.ExecResponse.output:type_name -> forge.plugin.v1.Output
-	13, // 5: forge.plugin.v1.ReadFilesResponse.files:type_name -> forge.plugin.v1.File
+	18, // 2: forge.plugin.v1.ContainerIntent.files:type_name -> forge.plugin.v1.ContainerIntent.FilesEntry
+	19, // 3: forge.plugin.v1.ContainerIntent.labels:type_name -> forge.plugin.v1.ContainerIntent.LabelsEntry
+	8,  // 4: forge.plugin.v1.ExecResponse.output:type_name -> forge.plugin.v1.Output
+	14, // 5: forge.plugin.v1.ReadFilesResponse.files:type_name -> forge.plugin.v1.File
 	1,  // 6: forge.plugin.v1.Sandbox.Create:input_type -> forge.plugin.v1.ContainerIntent
 	3,  // 7: forge.plugin.v1.Sandbox.Start:input_type -> forge.plugin.v1.ContainerRef
 	4,  // 8: forge.plugin.v1.Sandbox.Wait:input_type -> forge.plugin.v1.WaitRequest
-	6,  // 9: forge.plugin.v1.Sandbox.Logs:input_type -> forge.plugin.v1.LogsRequest
-	8,  // 10: forge.plugin.v1.Sandbox.Exec:input_type -> forge.plugin.v1.ExecRequest
-	10, // 11: forge.plugin.v1.Sandbox.Signal:input_type -> forge.plugin.v1.SignalRequest
-	11, // 12: forge.plugin.v1.Sandbox.Stop:input_type -> forge.plugin.v1.StopRequest
-	3,  // 13: forge.plugin.v1.Sandbox.Remove:input_type -> forge.plugin.v1.ContainerRef
-	12, // 14: forge.plugin.v1.Sandbox.ReadFiles:input_type -> forge.plugin.v1.ReadFilesRequest
-	15, // 15: forge.plugin.v1.Audit.Record:input_type -> forge.plugin.v1.AuditEvent
-	2,  // 16: forge.plugin.v1.Sandbox.Create:output_type -> forge.plugin.v1.CreateResponse
-	19, // 17: forge.plugin.v1.Sandbox.Start:output_type -> forge.plugin.v1.Empty
-	5,  // 18: forge.plugin.v1.Sandbox.Wait:output_type -> forge.plugin.v1.WaitResponse
-	7,  // 19: forge.plugin.v1.Sandbox.Logs:output_type -> forge.plugin.v1.Output
-	9,  // 20: forge.plugin.v1.Sandbox.Exec:output_type -> forge.plugin.v1.ExecResponse
-	19, // 21: forge.plugin.v1.Sandbox.Signal:output_type -> forge.plugin.v1.Empty
-	19, // 22: forge.plugin.v1.Sandbox.Stop:output_type -> forge.plugin.v1.Empty
-	19, // 23: forge.plugin.v1.Sandbox.Remove:output_type -> forge.plugin.v1.Empty
-	14, // 24: forge.plugin.v1.Sandbox.ReadFiles:output_type -> forge.plugin.v1.ReadFilesResponse
-	19, // 25: forge.plugin.v1.Audit.Record:output_type -> forge.plugin.v1.Empty
-	16, // [16:26] is the sub-list for method output_type
-	6,  // [6:16] is the sub-list for method input_type
+	3,  // 9: forge.plugin.v1.Sandbox.State:input_type -> forge.plugin.v1.ContainerRef
+	7,  // 10: forge.plugin.v1.Sandbox.Logs:input_type -> forge.plugin.v1.LogsRequest
+	9,  // 11: forge.plugin.v1.Sandbox.Exec:input_type -> forge.plugin.v1.ExecRequest
+	11, // 12: forge.plugin.v1.Sandbox.Signal:input_type -> forge.plugin.v1.SignalRequest
+	12, // 13: forge.plugin.v1.Sandbox.Stop:input_type -> forge.plugin.v1.StopRequest
+	3,  // 14: forge.plugin.v1.Sandbox.Remove:input_type -> forge.plugin.v1.ContainerRef
+	13, // 15: forge.plugin.v1.Sandbox.ReadFiles:input_type -> forge.plugin.v1.ReadFilesRequest
+	16, // 16: forge.plugin.v1.Audit.Record:input_type -> forge.plugin.v1.AuditEvent
+	2,  // 17: forge.plugin.v1.Sandbox.Create:output_type -> forge.plugin.v1.CreateResponse
+	20, // 18: forge.plugin.v1.Sandbox.Start:output_type -> forge.plugin.v1.Empty
+	5,  // 19: forge.plugin.v1.Sandbox.Wait:output_type -> forge.plugin.v1.WaitResponse
+	6,  // 20: forge.plugin.v1.Sandbox.State:output_type -> forge.plugin.v1.ContainerState
+	8,  // 21: forge.plugin.v1.Sandbox.Logs:output_type -> forge.plugin.v1.Output
+	10, // 22: forge.plugin.v1.Sandbox.Exec:output_type -> forge.plugin.v1.ExecResponse
+	20, // 23: forge.plugin.v1.Sandbox.Signal:output_type -> forge.plugin.v1.Empty
+	20, // 24: forge.plugin.v1.Sandbox.Stop:output_type -> forge.plugin.v1.Empty
+	20, // 25: forge.plugin.v1.Sandbox.Remove:output_type -> forge.plugin.v1.Empty
+	15, // 26: forge.plugin.v1.Sandbox.ReadFiles:output_type -> forge.plugin.v1.ReadFilesResponse
+	20, // 27: forge.plugin.v1.Audit.Record:output_type -> forge.plugin.v1.Empty
+	17, // [17:28] is the sub-list for method output_type
+	6,  // [6:17] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1228,7 +1306,7 @@ func file_forge_plugin_v1_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_host_proto_rawDesc), len(file_forge_plugin_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -22,6 +22,7 @@ const (
 	Sandbox_Create_FullMethodName    = "/forge.plugin.v1.Sandbox/Create"
 	Sandbox_Start_FullMethodName     = "/forge.plugin.v1.Sandbox/Start"
 	Sandbox_Wait_FullMethodName      = "/forge.plugin.v1.Sandbox/Wait"
+	Sandbox_State_FullMethodName     = "/forge.plugin.v1.Sandbox/State"
 	Sandbox_Logs_FullMethodName      = "/forge.plugin.v1.Sandbox/Logs"
 	Sandbox_Exec_FullMethodName      = "/forge.plugin.v1.Sandbox/Exec"
 	Sandbox_Signal_FullMethodName    = "/forge.plugin.v1.Sandbox/Signal"
@@ -39,6 +40,7 @@ type SandboxClient interface {
 	Create(ctx context.Context, in *ContainerIntent, opts ...grpc.CallOption) (*CreateResponse, error)
 	Start(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*Empty, error)
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
+	State(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerState, error)
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (*Output, error)
 	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecResponse, error)
 	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*Empty, error)
@@ -79,6 +81,16 @@ func (c *sandboxClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WaitResponse)
 	err := c.cc.Invoke(ctx, Sandbox_Wait_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxClient) State(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerState, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ContainerState)
+	err := c.cc.Invoke(ctx, Sandbox_State_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +166,7 @@ type SandboxServer interface {
 	Create(context.Context, *ContainerIntent) (*CreateResponse, error)
 	Start(context.Context, *ContainerRef) (*Empty, error)
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
+	State(context.Context, *ContainerRef) (*ContainerState, error)
 	Logs(context.Context, *LogsRequest) (*Output, error)
 	Exec(context.Context, *ExecRequest) (*ExecResponse, error)
 	Signal(context.Context, *SignalRequest) (*Empty, error)
@@ -178,6 +191,9 @@ func (UnimplementedSandboxServer) Start(context.Context, *ContainerRef) (*Empty,
 }
 func (UnimplementedSandboxServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Wait not implemented")
+}
+func (UnimplementedSandboxServer) State(context.Context, *ContainerRef) (*ContainerState, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method State not implemented")
 }
 func (UnimplementedSandboxServer) Logs(context.Context, *LogsRequest) (*Output, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Logs not implemented")
@@ -268,6 +284,24 @@ func _Sandbox_Wait_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SandboxServer).Wait(ctx, req.(*WaitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sandbox_State_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ContainerRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServer).State(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandbox_State_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServer).State(ctx, req.(*ContainerRef))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -398,6 +432,10 @@ var Sandbox_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Wait",
 			Handler:    _Sandbox_Wait_Handler,
+		},
+		{
+			MethodName: "State",
+			Handler:    _Sandbox_State_Handler,
 		},
 		{
 			MethodName: "Logs",

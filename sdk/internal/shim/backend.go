@@ -107,22 +107,34 @@ func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.Execute(ctx, backend.ExecuteRequest{
-		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
-		Memory: r.Memory, Env: r.Env, MaxOutputBytes: r.MaxOutputBytes, MaxImageBytes: r.MaxImageBytes,
-		SessionID: r.SessionId, RunID: r.RunId,
-	})
+	res, err := b.Execute(ctx, requestFromPB(r))
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return resultToPB(res), nil
 }
 
+func requestFromPB(r *pb.ExecuteRequest) backend.ExecuteRequest {
+	return backend.ExecuteRequest{
+		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
+		Memory: r.Memory, Env: r.Env, MaxOutputBytes: r.MaxOutputBytes, MaxImageBytes: r.MaxImageBytes,
+		SessionID: r.SessionId, RunID: r.RunId,
+	}
+}
+
+func requestToPB(req backend.ExecuteRequest) *pb.ExecuteRequest {
+	return &pb.ExecuteRequest{
+		Code: req.Code, Language: req.Language, Image: req.Image, TimeoutSeconds: int64(req.Timeout / time.Second),
+		Memory: req.Memory, Env: req.Env, MaxOutputBytes: req.MaxOutputBytes, MaxImageBytes: req.MaxImageBytes,
+		SessionId: req.SessionID, RunId: req.RunID,
+	}
+}
+
 func resultToPB(r backend.ExecuteResult) *pb.ExecuteResult {
 	out := &pb.ExecuteResult{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		ResultJson: r.ResultJSON, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int32(r.ExitCode),
-		DurationMs: r.Duration.Milliseconds(), Notices: r.Notices, Rich: r.Rich,
+		DurationMs: r.Duration.Milliseconds(), Notices: r.Notices, Rich: r.Rich, SessionDead: r.SessionDead,
 	}
 	if e := r.Error; e != nil {
 		out.Error = &pb.ExecError{Name: e.Name, Message: e.Message, Traceback: e.Traceback, Line: int32(e.Line), Column: int32(e.Column)}
@@ -137,7 +149,7 @@ func resultFromPB(r *pb.ExecuteResult) backend.ExecuteResult {
 	out := backend.ExecuteResult{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		ResultJSON: r.ResultJson, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int(r.ExitCode),
-		Duration: time.Duration(r.DurationMs) * time.Millisecond, Notices: r.Notices, Rich: r.Rich,
+		Duration: time.Duration(r.DurationMs) * time.Millisecond, Notices: r.Notices, Rich: r.Rich, SessionDead: r.SessionDead,
 	}
 	if e := r.Error; e != nil {
 		out.Error = &backend.ExecError{Name: e.Name, Message: e.Message, Traceback: e.Traceback, Line: int(e.Line), Column: int(e.Column)}
@@ -191,11 +203,7 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 
 // Execute implements backend.Backend.
 func (c *BackendClient) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
-	r, err := c.backend.Execute(ctx, &pb.ExecuteRequest{
-		Code: req.Code, Language: req.Language, Image: req.Image, TimeoutSeconds: int64(req.Timeout / time.Second),
-		Memory: req.Memory, Env: req.Env, MaxOutputBytes: req.MaxOutputBytes, MaxImageBytes: req.MaxImageBytes,
-		SessionId: req.SessionID, RunId: req.RunID,
-	})
+	r, err := c.backend.Execute(ctx, requestToPB(req))
 	if err != nil {
 		return backend.ExecuteResult{}, fromStatus(err)
 	}

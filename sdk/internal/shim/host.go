@@ -106,6 +106,14 @@ func (s *sandboxServer) Wait(ctx context.Context, r *pb.WaitRequest) (*pb.WaitRe
 	return &pb.WaitResponse{ExitCode: int32(w.ExitCode), TimedOut: w.TimedOut, OomKilled: w.OOMKilled, Message: w.Message}, nil
 }
 
+func (s *sandboxServer) State(ctx context.Context, r *pb.ContainerRef) (*pb.ContainerState, error) {
+	st, err := s.impl.State(ctx, r.ContainerId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ContainerState{Running: st.Running, ExitCode: int32(st.ExitCode), OomKilled: st.OOMKilled, Message: st.Message}, nil
+}
+
 func outputToPB(o host.Output) *pb.Output {
 	return &pb.Output{Stdout: o.Stdout, Stderr: o.Stderr, StdoutBytes: o.StdoutTotal, StderrBytes: o.StderrTotal}
 }
@@ -186,6 +194,14 @@ func (c *sandboxClient) Wait(ctx context.Context, id string, timeout time.Durati
 		return host.WaitResult{}, fromStatus(err)
 	}
 	return host.WaitResult{ExitCode: int(r.ExitCode), TimedOut: r.TimedOut, OOMKilled: r.OomKilled, Message: r.Message}, nil
+}
+
+func (c *sandboxClient) State(ctx context.Context, id string) (host.State, error) {
+	r, err := c.c.State(ctx, &pb.ContainerRef{ContainerId: id})
+	if err != nil {
+		return host.State{}, fromStatus(err)
+	}
+	return host.State{Running: r.Running, ExitCode: int(r.ExitCode), OOMKilled: r.OomKilled, Message: r.Message}, nil
 }
 
 func (c *sandboxClient) Logs(ctx context.Context, id string, max int64) (host.Output, error) {

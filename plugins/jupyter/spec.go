@@ -1,0 +1,42 @@
+package main
+
+import (
+	_ "embed"
+	"regexp"
+	"strconv"
+
+	"github.com/mcp-forge/mcp-forge/sdk/kernel"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+)
+
+// Info identifies this plugin; its version moves independently of the core.
+var Info = plugin.Info{Name: "jupyter", Version: "0.1.0", Description: "stateful Python sessions: one ipykernel per session"}
+
+//go:embed inspect.py
+var inspectCode string
+
+// Spec is ipykernel in the forge Python image.
+var Spec = kernel.Spec{
+	Language:     "python",
+	DefaultImage: "mcp-forge/python:3.11",
+	Command: func(conn string) []string {
+		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--IPKernelApp.matplotlib=inline", "--HistoryManager.enabled=False"}
+	},
+	Env:         map[string]string{"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/mpl"},
+	InspectCode: inspectCode,
+	ResetCode:   "get_ipython().run_line_magic('reset', '-f')\nimport gc as __forge_gc\n__forge_gc.collect()\ndel __forge_gc\n",
+	ErrorLine:   errorLine,
+}
+
+var cellLine = regexp.MustCompile(`(?:Cell In ?\[\d+\]|<ipython-input-\d+-[0-9a-f]+>|File <string>), line (\d+)`)
+
+// errorLine is the last line reported in the user's cell.
+func errorLine(_, _ string, tb []string) int {
+	line := 0
+	for _, l := range tb {
+		for _, m := range cellLine.FindAllStringSubmatch(l, -1) {
+			line, _ = strconv.Atoi(m[1])
+		}
+	}
+	return line
+}

@@ -1,0 +1,160 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+)
+
+func (s *backendServer) sessions() (backend.SessionBackend, error) {
+	b, err := s.backend()
+	if err != nil {
+		return nil, err
+	}
+	sb, ok := b.(backend.SessionBackend)
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented, "backend %s is stateless: it has no sessions", s.info.Name)
+	}
+	return sb, nil
+}
+
+func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionRequest) (*pb.SessionInfo, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SessionInfo{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language}, nil
+}
+
+func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_ExecuteSessionServer) error {
+	sb, err := s.sessions()
+	if err != nil {
+		return err
+	}
+	res, err := sb.ExecuteInSession(stream.Context(), requestFromPB(r), func(ev backend.StreamEvent) {
+		_ = stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Stream{Stream: &pb.StreamEvent{Name: ev.Name, Text: ev.Text}}})
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Result{Result: resultToPB(res)}})
+}
+
+func (s *backendServer) Interrupt(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Empty{}, toStatus(sb.Interrupt(ctx, r.SessionId))
+}
+
+func (s *backendServer) Inspect(ctx context.Context, r *pb.SessionRef) (*pb.InspectResponse, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	vars, err := sb.Inspect(ctx, r.SessionId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.InspectResponse{}
+	for _, v := range vars {
+		d, _ := json.Marshal(v.Details)
+		out.Variables = append(out.Variables, &pb.Variable{Name: v.Name, Type: v.Type, SizeBytes: v.Size, Repr: v.Repr, DetailsJson: string(d)})
+	}
+	return out, nil
+}
+
+func (s *backendServer) RestartSession(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Empty{}, toStatus(sb.RestartSession(ctx, r.SessionId))
+}
+
+func (s *backendServer) CloseSession(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
+	sb, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Empty{}, toStatus(sb.CloseSession(ctx, r.SessionId))
+}
+
+// OpenSession implements backend.SessionBackend.
+func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
+	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env})
+	if err != nil {
+		return backend.SessionInfo{}, fromStatus(err)
+	}
+	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language}, nil
+}
+
+// ExecuteInSession implements backend.SessionBackend.
+func (c *BackendClient) ExecuteInSession(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	stream, err := c.backend.ExecuteSession(ctx, requestToPB(req))
+	if err != nil {
+		return backend.ExecuteResult{}, fromStatus(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return backend.ExecuteResult{}, errors.New("session execute ended without a result")
+		}
+		if err != nil {
+			return backend.ExecuteResult{}, fromStatus(err)
+		}
+		switch k := ev.Kind.(type) {
+		case *pb.SessionEvent_Stream:
+			if emit != nil {
+				emit(backend.StreamEvent{Name: k.Stream.Name, Text: k.Stream.Text})
+			}
+		case *pb.SessionEvent_Result:
+			return resultFromPB(k.Result), nil
+		}
+	}
+}
+
+// Interrupt implements backend.SessionBackend.
+func (c *BackendClient) Interrupt(ctx context.Context, id string) error {
+	_, err := c.backend.Interrupt(ctx, &pb.SessionRef{SessionId: id})
+	return fromStatus(err)
+}
+
+// Inspect implements backend.SessionBackend.
+func (c *BackendClient) Inspect(ctx context.Context, id string) ([]backend.Variable, error) {
+	r, err := c.backend.Inspect(ctx, &pb.SessionRef{SessionId: id})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	out := make([]backend.Variable, 0, len(r.Variables))
+	for _, v := range r.Variables {
+		var d map[string]any
+		json.Unmarshal([]byte(v.DetailsJson), &d)
+		out = append(out, backend.Variable{Name: v.Name, Type: v.Type, Size: v.SizeBytes, Repr: v.Repr, Details: d})
+	}
+	return out, nil
+}
+
+// RestartSession implements backend.SessionBackend.
+func (c *BackendClient) RestartSession(ctx context.Context, id string) error {
+	_, err := c.backend.RestartSession(ctx, &pb.SessionRef{SessionId: id})
+	return fromStatus(err)
+}
+
+// CloseSession implements backend.SessionBackend.
+func (c *BackendClient) CloseSession(ctx context.Context, id string) error {
+	_, err := c.backend.CloseSession(ctx, &pb.SessionRef{SessionId: id})
+	return fromStatus(err)
+}

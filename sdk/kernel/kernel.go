@@ -1,0 +1,544 @@
+// Package kernel implements backend.SessionBackend for any Jupyter kernel:
+// one container and one kernel per session, reached over ipc sockets in the
+// session workspace through sdk/jupyter. A kernel plugin supplies a Spec
+// (command, how to interrupt, how to inspect variables) and serves
+// kernel.New(spec) — the jupyter and irkernel plugins are such specs.
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/jupyter"
+)
+
+// Spec describes a kernel.
+type Spec struct {
+	Language     string
+	DefaultImage string
+	// Command starts the kernel with the connection file at connFile.
+	Command func(connFile string) []string
+	Env     map[string]string
+	// InterruptBySignal sends SIGINT to the container instead of an
+	// interrupt_request (IRkernel ignores the latter).
+	InterruptBySignal bool
+	// ValuesAsDisplay: the kernel sends values as display_data rather than
+	// execute_result (IRkernel); the last text-only display is the result.
+	ValuesAsDisplay bool
+	// InspectCode prints one line: InspectMarker followed by a JSON list of
+	// {name, type, size, repr, details}. It must leave no names behind.
+	InspectCode string
+	// ResetCode clears the user namespace, keeping the kernel.
+	ResetCode string
+	// ErrorLine finds the user's line number in an error's traceback.
+	ErrorLine func(ename, evalue string, traceback []string) int
+}
+
+// InspectMarker prefixes the introspection line.
+const InspectMarker = "__FORGE_VARS__"
+
+// Config is [plugins.NAME.config] merged over the core's settings.
+type Config struct {
+	Image          string `json:"image"`
+	MaxOutputBytes int64  `json:"max_output_bytes"`
+	MaxImageBytes  int64  `json:"max_image_bytes"`
+}
+
+// Container paths.
+const (
+	kernelDir = "/forge/k"
+	workDir   = "/forge/work"
+)
+
+// Backend runs kernels in containers.
+type Backend struct {
+	spec Spec
+	sb   host.Sandbox
+	cfg  Config
+
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+type session struct {
+	id     string
+	ctr    string
+	client *jupyter.Client
+	mu     sync.Mutex // one execute at a time
+	dead   string     // why the kernel is gone; "" while alive
+}
+
+// New returns a factory for spec.
+func New(spec Spec) backend.Factory {
+	return func(h host.Host, raw backend.Config) (backend.Backend, error) {
+		cfg := Config{Image: spec.DefaultImage, MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
+		if err := raw.Decode(&cfg); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg, sessions: map[string]*session{}}, nil
+	}
+}
+
+// Capabilities implements backend.Backend.
+func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
+	return backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true}, nil
+}
+
+// Execute runs code in a throw-away session.
+func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
+	id := make([]byte, 6)
+	rand.Read(id)
+	req.SessionID = "t" + hex.EncodeToString(id)
+	if _, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env}); err != nil {
+		return backend.ExecuteResult{}, err
+	}
+	defer b.CloseSession(context.WithoutCancel(ctx), req.SessionID)
+	return b.ExecuteInSession(ctx, req, nil)
+}
+
+// OpenSession starts a container with the kernel and connects to it.
+func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionRequest) (backend.SessionInfo, error) {
+	b.mu.Lock()
+	if _, ok := b.sessions[req.SessionID]; ok {
+		b.mu.Unlock()
+		return backend.SessionInfo{}, host.Errorf(host.KindInvalid, "session %s is already open", req.SessionID)
+	}
+	b.sessions[req.SessionID] = nil // reserve
+	b.mu.Unlock()
+	s, err := b.open(ctx, req)
+	b.mu.Lock()
+	if err != nil {
+		delete(b.sessions, req.SessionID)
+	} else {
+		b.sessions[req.SessionID] = s
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return backend.SessionInfo{}, err
+	}
+	return backend.SessionInfo{SessionID: s.id, ContainerID: s.ctr, Language: b.spec.Language}, nil
+}
+
+func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*session, error) {
+	conn := jupyter.NewConnection(kernelDir + "/k")
+	connJSON, err := json.Marshal(conn)
+	if err != nil {
+		return nil, err
+	}
+	image := req.Image
+	if image == "" {
+		image = b.cfg.Image
+	}
+	env := map[string]string{}
+	for k, v := range b.spec.Env {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	ctr, err := b.sb.Create(ctx, host.Intent{
+		Image:     image,
+		Command:   b.spec.Command(kernelDir + "/kernel.json"),
+		Env:       env,
+		WorkDir:   workDir,
+		Memory:    req.Memory,
+		SessionID: req.SessionID,
+		Mounts:    []host.Mount{{Subdir: "k", Target: kernelDir}, {Subdir: "work", Target: workDir}},
+		Files:     map[string][]byte{"k/kernel.json": connJSON},
+		Labels:    map[string]string{"kind": "session"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*session, error) {
+		logs, _ := b.sb.Logs(context.WithoutCancel(ctx), ctr.ID, 4096)
+		b.sb.Remove(context.WithoutCancel(ctx), ctr.ID)
+		if tail := strings.TrimSpace(string(logs.Stderr)); tail != "" {
+			return nil, fmt.Errorf("%w; kernel output: %s", err, tail)
+		}
+		return nil, err
+	}
+	if err := b.sb.Start(ctx, ctr.ID); err != nil {
+		return fail(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	type dialed struct {
+		c   *jupyter.Client
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		c, err := jupyter.Dial(dctx, conn, filepath.Join(ctr.Workspace, "k", "k"))
+		ch <- dialed{c, err}
+	}()
+	// Notice a kernel that dies while starting instead of waiting out the dial.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case d := <-ch:
+			if d.err != nil {
+				return fail(fmt.Errorf("the %s kernel did not start: %w", b.spec.Language, d.err))
+			}
+			return &session{id: req.SessionID, ctr: ctr.ID, client: d.c}, nil
+		case <-tick.C:
+			if st, err := b.sb.State(ctx, ctr.ID); err == nil && !st.Running {
+				cancel()
+				return fail(fmt.Errorf("the %s kernel exited while starting: %s", b.spec.Language, st.Message))
+			}
+		}
+	}
+}
+
+func (b *Backend) get(id string) (*session, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessions[id]
+	if s == nil {
+		return nil, host.Errorf(host.KindNotFound, "no open session %q", id)
+	}
+	return s, nil
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+
+// StripANSI removes terminal colour codes from kernel tracebacks.
+func StripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
+
+// collector builds a result from kernel events.
+type collector struct {
+	b        *Backend
+	res      backend.ExecuteResult
+	maxOut   int64
+	maxImg   int64
+	emit     func(backend.StreamEvent)
+	lastText string
+}
+
+func (c *collector) stream(name, text string) {
+	dst, total := &c.res.Stdout, &c.res.StdoutBytes
+	if name == "stderr" {
+		dst, total = &c.res.Stderr, &c.res.StderrBytes
+	}
+	*total += int64(len(text))
+	if room := c.maxOut - int64(len(*dst)); room > 0 {
+		if int64(len(text)) > room {
+			*dst += text[:room]
+		} else {
+			*dst += text
+		}
+	}
+	if c.emit != nil {
+		c.emit(backend.StreamEvent{Name: name, Text: text})
+	}
+}
+
+func (c *collector) bundle(data map[string]any, isResult bool) {
+	gotImage := false
+	for _, mime := range []string{"image/png", "image/jpeg", "image/svg+xml"} {
+		v, ok := data[mime].(string)
+		if !ok {
+			continue
+		}
+		gotImage = true
+		raw := []byte(v)
+		if mime != "image/svg+xml" {
+			dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+			if err != nil {
+				continue
+			}
+			raw = dec
+		}
+		if int64(len(raw)) > c.maxImg {
+			c.res.Notices = append(c.res.Notices, fmt.Sprintf("a %s image of %d bytes was not returned: over the %d-byte image limit (execution.max_image_size)", mime, len(raw), c.maxImg))
+			continue
+		}
+		ext := map[string]string{"image/png": "png", "image/jpeg": "jpeg", "image/svg+xml": "svg"}[mime]
+		c.res.Images = append(c.res.Images, backend.Image{Name: fmt.Sprintf("output_%d.%s", len(c.res.Images)+1, ext), MIMEType: mime, Data: raw})
+		break
+	}
+	text, _ := data["text/plain"].(string)
+	if isResult || (c.b.spec.ValuesAsDisplay && !gotImage && text != "") {
+		c.res.ResultRepr = text
+		if c.res.Rich == nil {
+			c.res.Rich = map[string]string{}
+		}
+		for mime, v := range data {
+			if s, ok := v.(string); ok && mime != "text/plain" && !strings.HasPrefix(mime, "image/") {
+				c.res.Rich[mime] = s
+			}
+		}
+		var probe any
+		if json.Unmarshal([]byte(text), &probe) == nil {
+			if _, isNum := probe.(float64); isNum {
+				c.res.ResultJSON = text
+			}
+		}
+	}
+}
+
+// ExecuteInSession runs code in the session's kernel. A timeout interrupts
+// the kernel (state survives); if it does not respond, or the container
+// ends (OOM, crash), the session is dead and the result says why.
+func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	s, err := b.get(req.SessionID)
+	if err != nil {
+		return backend.ExecuteResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	if s.dead != "" {
+		return backend.ExecuteResult{SessionDead: true, Error: &backend.ExecError{Name: "SessionDead", Message: s.dead}}, nil
+	}
+	c := &collector{b: b, maxOut: firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes), maxImg: firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes), emit: emit}
+	x, err := s.client.Execute(req.Code, jupyter.ExecuteOptions{StoreHistory: true})
+	if err != nil {
+		return backend.ExecuteResult{}, err
+	}
+	defer x.Close()
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	type waited struct {
+		r   jupyter.Reply
+		err error
+	}
+	done := make(chan waited, 1)
+	wctx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	go func() { r, err := x.Wait(wctx); done <- waited{r, err} }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	interrupted := false
+	var grace <-chan time.Time
+	for {
+		select {
+		case ev := <-x.Events:
+			c.event(ev)
+		case w := <-done:
+			c.drain(x)
+			if w.err != nil {
+				return backend.ExecuteResult{}, w.err
+			}
+			return b.finish(c, w.r, interrupted, timeout, start), nil
+		case <-timer.C:
+			interrupted = true
+			b.interrupt(ctx, s)
+			grace = time.After(10 * time.Second)
+		case <-grace:
+			b.kill(s, fmt.Sprintf("the kernel did not respond to an interrupt after the %s timeout and was stopped; the session's state is lost", timeout))
+			c.res.Error = &backend.ExecError{Name: "Timeout", Message: s.dead}
+			c.res.SessionDead = true
+			c.res.Duration = time.Since(start)
+			return c.res, nil
+		case <-poll.C:
+			st, err := b.sb.State(ctx, s.ctr)
+			if err == nil && !st.Running {
+				b.kill(s, "the kernel died ("+st.Message+"); the session's state is lost")
+				c.drain(x)
+				c.res.Error = &backend.ExecError{Name: "KernelDied", Message: s.dead}
+				if st.OOMKilled {
+					c.res.Error.Name = "OutOfMemory"
+				}
+				c.res.SessionDead = true
+				c.res.Duration = time.Since(start)
+				return c.res, nil
+			}
+		case <-ctx.Done():
+			b.interrupt(context.WithoutCancel(ctx), s)
+			return backend.ExecuteResult{}, ctx.Err()
+		}
+	}
+}
+
+func (c *collector) event(ev jupyter.Event) {
+	switch ev.Kind {
+	case "stream":
+		c.stream(ev.Name, ev.Text)
+	case "display_data":
+		c.bundle(ev.Data, false)
+	case "execute_result":
+		c.bundle(ev.Data, true)
+	}
+}
+
+func (c *collector) drain(x *jupyter.Execution) {
+	for {
+		select {
+		case ev := <-x.Events:
+			c.event(ev)
+		default:
+			return
+		}
+	}
+}
+
+func (b *Backend) finish(c *collector, r jupyter.Reply, interrupted bool, timeout time.Duration, start time.Time) backend.ExecuteResult {
+	res := c.res
+	res.Duration = time.Since(start)
+	switch {
+	case interrupted:
+		res.Error = &backend.ExecError{Name: "Timeout", Message: fmt.Sprintf("execution was interrupted at the %s timeout; the session's state is kept (variables set before the interrupt remain)", timeout)}
+	case r.Status == "ok":
+		res.Success = true
+	case r.Status == "error":
+		tb := make([]string, len(r.Traceback))
+		for i, l := range r.Traceback {
+			tb[i] = StripANSI(l)
+		}
+		res.Error = &backend.ExecError{Name: r.EName, Message: StripANSI(r.EValue), Traceback: tb}
+		if b.spec.ErrorLine != nil {
+			res.Error.Line = b.spec.ErrorLine(r.EName, res.Error.Message, tb)
+		}
+		if res.Stderr == "" {
+			res.Stderr = strings.Join(tb, "\n") + "\n"
+		}
+	default:
+		res.Error = &backend.ExecError{Name: "Aborted", Message: "the kernel aborted the execution (status " + r.Status + ")"}
+	}
+	return res
+}
+
+func (b *Backend) interrupt(ctx context.Context, s *session) {
+	if !b.spec.InterruptBySignal {
+		ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := s.client.Interrupt(ictx)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	_ = b.sb.Signal(ctx, s.ctr, "INT")
+}
+
+// kill removes a session's container and marks it dead.
+func (b *Backend) kill(s *session, why string) {
+	s.dead = why
+	s.client.Close()
+	_ = b.sb.Remove(context.Background(), s.ctr)
+}
+
+// Interrupt implements backend.SessionBackend.
+func (b *Backend) Interrupt(ctx context.Context, id string) error {
+	s, err := b.get(id)
+	if err != nil {
+		return err
+	}
+	b.interrupt(ctx, s)
+	return nil
+}
+
+// run executes helper code (introspection, reset) and returns its stdout.
+func (b *Backend) run(ctx context.Context, id, code string) (string, error) {
+	s, err := b.get(id)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead != "" {
+		return "", host.Errorf(host.KindInvalid, "session %s is dead: %s", id, s.dead)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	r, events, err := s.client.Run(rctx, code, jupyter.ExecuteOptions{})
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for _, e := range events {
+		if e.Kind == "stream" && e.Name == "stdout" {
+			out.WriteString(e.Text)
+		}
+	}
+	if r.Status != "ok" {
+		return out.String(), fmt.Errorf("%s: %s", r.EName, StripANSI(r.EValue))
+	}
+	return out.String(), nil
+}
+
+// Inspect implements backend.SessionBackend.
+func (b *Backend) Inspect(ctx context.Context, id string) ([]backend.Variable, error) {
+	out, err := b.run(ctx, id, b.spec.InspectCode)
+	if err != nil {
+		return nil, fmt.Errorf("introspection failed: %w", err)
+	}
+	i := strings.LastIndex(out, InspectMarker)
+	if i < 0 {
+		return nil, errors.New("introspection printed nothing")
+	}
+	line := out[i+len(InspectMarker):]
+	if j := strings.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	var raw []struct {
+		Name    string         `json:"name"`
+		Type    string         `json:"type"`
+		Size    int64          `json:"size"`
+		Repr    string         `json:"repr"`
+		Details map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal([]byte(line), &raw); err != nil {
+		return nil, fmt.Errorf("introspection output: %w", err)
+	}
+	vars := make([]backend.Variable, 0, len(raw))
+	for _, v := range raw {
+		vars = append(vars, backend.Variable{Name: v.Name, Type: v.Type, Size: v.Size, Repr: v.Repr, Details: v.Details})
+	}
+	return vars, nil
+}
+
+// RestartSession implements backend.SessionBackend: a fresh namespace in
+// the same container.
+func (b *Backend) RestartSession(ctx context.Context, id string) error {
+	_, err := b.run(ctx, id, b.spec.ResetCode)
+	return err
+}
+
+// CloseSession implements backend.SessionBackend.
+func (b *Backend) CloseSession(ctx context.Context, id string) error {
+	b.mu.Lock()
+	s := b.sessions[id]
+	delete(b.sessions, id)
+	b.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if s.dead == "" {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = s.client.Shutdown(sctx, false)
+		cancel()
+		s.client.Close()
+	}
+	if err := b.sb.Remove(ctx, s.ctr); err != nil {
+		var he *host.Error
+		if !errors.As(err, &he) || he.Kind != host.KindPolicy {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstPositive(a, b int64) int64 {
+	if a > 0 {
+		return a
+	}
+	return b
+}
