@@ -20,9 +20,12 @@ var Spec = kernel.Spec{
 	Language:     "python",
 	DefaultImage: "mcp-forge/python:3.11",
 	Command: func(conn string) []string {
-		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--IPKernelApp.matplotlib=inline", "--HistoryManager.enabled=False"}
+		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
 	},
-	Env:         map[string]string{"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/mpl"},
+	// The inline backend is chosen lazily (on import of pyplot), so a session
+	// that never plots does not pay for loading matplotlib at start.
+	Env: map[string]string{"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/mpl",
+		"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
 	InspectCode: inspectCode,
 	ResetCode:   "get_ipython().run_line_magic('reset', '-f')\nimport gc as __forge_gc\n__forge_gc.collect()\ndel __forge_gc\n",
 	ErrorLine:   errorLine,

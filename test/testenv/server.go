@@ -78,9 +78,15 @@ func StartServer(t testing.TB, extra string) *Server {
 // Call invokes a tool and decodes its structured content into out.
 func (s *Server) Call(t testing.TB, tool string, args map[string]any, out any) *mcp.CallToolResult {
 	t.Helper()
+	return Call(t, s.Session, tool, args, out)
+}
+
+// Call invokes a tool on any client session and decodes its structured content.
+func Call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := s.Session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		t.Fatalf("%s: protocol error: %v", tool, err)
 	}

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+func sessionContainers(t *testing.T, id string) []string {
+	t.Helper()
+	out, err := exec.Command("podman", "ps", "-a", "-q", "--filter", "label=io.mcp-forge.session="+id).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(out))
+}
+
+func readJSON(t *testing.T, cs *mcp.ClientSession, uri string, v any) error {
+	t.Helper()
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(res.Contents[0].Text), v)
+}
+
+func TestPythonSessions(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	call := func(code, sid string, timeout int) (out, *mcp.CallToolResult) {
+		args := map[string]any{"code": code, "session_id": sid}
+		if timeout > 0 {
+			args["timeout"] = timeout
+		}
+		var o out
+		res := s.Call(t, "execute_python", args, &o)
+		return o, res
+	}
+
+	t.Run("state persists", func(t *testing.T) {
+		if o, res := call("x = 41", "a", 0); res.IsError {
+			t.Fatalf("%s (%+v)", testenv.Text(res), o)
+		}
+		if o, _ := call("x + 1", "a", 0); o.Result != float64(42) {
+			t.Fatalf("x + 1 = %#v", o.Result)
+		}
+	})
+	t.Run("isolation", func(t *testing.T) {
+		call("x = 'other'", "b", 0)
+		if o, _ := call("x", "a", 0); o.ResultRepr != "41" {
+			t.Fatalf("session a sees %q", o.ResultRepr)
+		}
+		if o, _ := call("x", "b", 0); o.ResultRepr != "'other'" {
+			t.Fatalf("session b sees %q", o.ResultRepr)
+		}
+		ca, cb := sessionContainers(t, "a"), sessionContainers(t, "b")
+		if len(ca) != 1 || len(cb) != 1 || ca[0] == cb[0] {
+			t.Fatalf("containers a=%v b=%v", ca, cb)
+		}
+	})
+	t.Run("plot as image", func(t *testing.T) {
+		_, res := call("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()", "a", 0)
+		n := 0
+		for _, c := range res.Content {
+			if im, ok := c.(*mcp.ImageContent); ok && im.MIMEType == "image/png" && string(im.Data[1:4]) == "PNG" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("want 1 PNG, got %d: %s", n, testenv.Text(res))
+		}
+	})
+	t.Run("error line", func(t *testing.T) {
+		o, res := call("y = 1\nz = y / 0", "a", 0)
+		if !res.IsError || o.Error == nil || o.Error.Type != "ZeroDivisionError" || o.Error.Line != 2 {
+			t.Fatalf("%+v", o.Error)
+		}
+	})
+	t.Run("timeout interrupts and keeps state", func(t *testing.T) {
+		call("kept = 'yes'", "a", 0)
+		start := time.Now()
+		o, res := call("import time\nfor i in range(600):\n    time.sleep(0.1)", "a", 2)
+		if !res.IsError || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "state is kept") {
+			t.Fatalf("%+v", o.Error)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("interrupt took %s", d)
+		}
+		if o, _ := call("kept", "a", 0); o.ResultRepr != "'yes'" {
+			t.Fatalf("state lost: %+v", o)
+		}
+	})
+	t.Run("document_state and resources", func(t *testing.T) {
+		call("import pandas as pd\nimport numpy as np\ndf = pd.DataFrame({'n': [1, 2, 3], 's': ['a', 'b', 'c']})\narr = np.zeros((2, 3))\n_hidden = 1", "a", 0)
+		var v engine.SessionView
+		res := s.Call(t, "document_state", map[string]any{"session_id": "a", "variables": map[string]string{"df": "three rows of test data"}, "note": "exploring"}, &v)
+		if res.IsError || v.Documented["df"] != "three rows of test data" || v.Note != "exploring" {
+			t.Fatalf("%s", testenv.Text(res))
+		}
+		var st engine.SessionView
+		if err := readJSON(t, s.Session, "mcp://forge/sessions/a/state", &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Documented["df"] == "" || st.Note != "exploring" || st.DocumentationUpdated == nil || st.IntrospectedAt == nil {
+			t.Fatalf("state resource: %+v", st)
+		}
+		var vars struct {
+			Variables []struct {
+				Name    string         `json:"name"`
+				Type    string         `json:"type"`
+				Size    int64          `json:"size_bytes"`
+				Repr    string         `json:"repr"`
+				Details map[string]any `json:"details"`
+			} `json:"variables"`
+		}
+		if err := readJSON(t, s.Session, "mcp://forge/sessions/a/variables", &vars); err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]int{}
+		for i, v := range vars.Variables {
+			byName[v.Name] = i
+			if strings.HasPrefix(v.Name, "_") || v.Name == "pd" || v.Name == "np" {
+				t.Errorf("%s should be hidden", v.Name)
+			}
+			if len(v.Repr) > 100 {
+				t.Errorf("%s repr is %d characters", v.Name, len(v.Repr))
+			}
+		}
+		df := vars.Variables[byName["df"]]
+		if df.Type != "pandas.core.frame.DataFrame" || df.Details["rows"] != float64(3) || len(df.Details["columns"].([]any)) != 2 || df.Size <= 0 {
+			t.Errorf("df: %+v", df)
+		}
+		arr := vars.Variables[byName["arr"]]
+		if arr.Details["dtype"] != "float64" || arr.Size != 48 {
+			t.Errorf("arr: %+v", arr)
+		}
+		if err := readJSON(t, s.Session, "mcp://forge/sessions/nope/state", &st); err == nil {
+			t.Error("unknown session: no error")
+		}
+	})
+	t.Run("memory bomb kills the session, server carries on", func(t *testing.T) {
+		o, res := call("blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))", "a", 60)
+		if !res.IsError || o.Error == nil || o.Error.Type != "OutOfMemory" || !strings.Contains(o.Error.Message, "512m") {
+			t.Fatalf("%+v %s", o.Error, testenv.Text(res))
+		}
+		o, res = call("'alive'", "a", 0)
+		if res.IsError || o.ResultRepr != "'alive'" || len(o.Notices) == 0 || !strings.Contains(o.Notices[0], "restarted") {
+			t.Fatalf("after OOM: %+v %s", o, testenv.Text(res))
+		}
+		if o, _ := call("'kept' in dir()", "a", 0); o.ResultRepr != "False" {
+			t.Fatalf("state should be gone: %+v", o)
+		}
+		if res := s.Call(t, "execute_python", map[string]any{"code": "6*7"}, nil); res.IsError {
+			t.Fatalf("stateless run after a session OOM: %s", testenv.Text(res))
+		}
+	})
+	t.Run("restart and destroy", func(t *testing.T) {
+		call("r = 1", "b", 0)
+		if res := s.Call(t, "restart_session", map[string]any{"session_id": "b"}, nil); res.IsError {
+			t.Fatal(testenv.Text(res))
+		}
+		if o, _ := call("'r' in dir()", "b", 0); o.ResultRepr != "False" {
+			t.Fatalf("namespace not cleared: %+v", o)
+		}
+		if res := s.Call(t, "destroy_session", map[string]any{"session_id": "b"}, nil); res.IsError {
+			t.Fatal(testenv.Text(res))
+		}
+		if c := sessionContainers(t, "b"); len(c) != 0 {
+			t.Fatalf("container left: %v", c)
+		}
+		if res := s.Call(t, "destroy_session", map[string]any{"session_id": "b"}, nil); !res.IsError {
+			t.Fatal("destroying twice should fail")
+		}
+	})
+	t.Run("bad session id", func(t *testing.T) {
+		_, res := call("1", "../etc", 0)
+		if !res.IsError || !strings.Contains(testenv.Text(res), "session_id") {
+			t.Fatal(testenv.Text(res))
+		}
+	})
+}
+
+func TestIdleReaper(t *testing.T) {
+	s := testenv.StartServer(t, "[sessions]\nidle_timeout = 2\ncleanup_interval = 1\n")
+	if res := s.Call(t, "execute_python", map[string]any{"code": "x = 1", "session_id": "idle1"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if len(sessionContainers(t, "idle1")) != 1 {
+		t.Fatal("no session container")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(sessionContainers(t, "idle1")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle session container was not removed")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var l struct{ Sessions []any }
+	s.Call(t, "list_sessions", map[string]any{}, &l)
+	if len(l.Sessions) != 0 {
+		t.Fatalf("sessions left: %+v", l)
+	}
+}
+
+func TestMaxConcurrentSessions(t *testing.T) {
+	s := testenv.StartServer(t, "[sessions]\nmax_concurrent = 1\n")
+	if res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "one"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "two"}, nil)
+	if !res.IsError || !strings.Contains(testenv.Text(res), "sessions.max_concurrent") {
+		t.Fatal(testenv.Text(res))
+	}
+}
+
+// Sessions belong to the MCP connection that created them.
+func TestSessionOwnership(t *testing.T) {
+	p := testenv.NewInProcess(t, nil)
+	alice, bob := p.Connect(t), p.Connect(t)
+	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "secret = 's3'", "session_id": "mine"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if res := testenv.Call(t, bob, "execute_python", map[string]any{"code": "secret", "session_id": "mine"}, nil); !res.IsError || strings.Contains(testenv.Text(res), "s3") {
+		t.Fatalf("another connection ran in the session: %s", testenv.Text(res))
+	}
+	var st engine.SessionView
+	if err := readJSON(t, bob, "mcp://forge/sessions/mine/state", &st); err == nil {
+		t.Fatalf("another connection read the session: %+v", st)
+	}
+	if res := testenv.Call(t, bob, "destroy_session", map[string]any{"session_id": "mine"}, nil); !res.IsError {
+		t.Fatal("another connection destroyed the session")
+	}
+	var o out
+	testenv.Call(t, alice, "execute_python", map[string]any{"code": "secret", "session_id": "mine"}, &o)
+	if o.ResultRepr != "'s3'" {
+		t.Fatalf("owner lost the session: %+v", o)
+	}
+}
+
+// A server killed without cleanup leaves its session container; the next
+// server on the same base path removes it at start.
+func TestNoOrphansAfterRestart(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	if res := s.Call(t, "execute_python", map[string]any{"code": "x = 1", "session_id": "orphan"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if len(sessionContainers(t, "orphan")) != 1 {
+		t.Fatal("no session container")
+	}
+	s.Cmd.Process.Signal(syscall.SIGKILL)
+	s.Cmd.Wait()
+	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if len(sessionContainers(t, "orphan")) != 1 {
+		t.Fatal("the killed server's container should still exist before the restart")
+	}
+	p := testenv.NewInProcess(t, func(c *config.Config) { c.Volumes.BasePath = s.Base })
+	_ = p
+	if c := sessionContainers(t, "orphan"); len(c) != 0 {
+		t.Fatalf("orphan containers left after restart: %v", c)
+	}
+}

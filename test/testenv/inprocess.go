@@ -1,0 +1,59 @@
+package testenv
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/forge"
+)
+
+// InProcess is a core built in the test process (real Podman, real plugin
+// binaries from bin/) that several MCP clients can connect to at once.
+type InProcess struct {
+	Forge *forge.Forge
+}
+
+// NewInProcess builds the core; mutate adjusts the configuration.
+func NewInProcess(t testing.TB, mutate func(*config.Config)) *InProcess {
+	t.Helper()
+	Require(t)
+	Binary(t)
+	base := BaseDir(t)
+	cfg := config.Default()
+	cfg.Volumes.BasePath = base
+	cfg.Security.AuditLog = filepath.Join(base, "audit.log")
+	cfg.Server.PluginDir = filepath.Join(RepoRoot(), "bin")
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := forge.New(ctx, cfg, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return &InProcess{Forge: f}
+}
+
+// Connect attaches a new MCP client over in-memory transports.
+func (p *InProcess) Connect(t testing.TB) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	if _, err := p.Forge.MCP.MCP().Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "inproc", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
