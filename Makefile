@@ -49,7 +49,9 @@ test-e2e: setup build
 
 ## bench: benchmarks against baselines measured in the same run
 bench: setup build
-	FORGE_E2E=1 go test -run '^$$' -bench . -benchtime 20x -timeout 30m ./test/bench/
+	FORGE_E2E=1 go test -run '^$$' -bench Stateless -benchtime 20x -timeout 30m ./test/bench/
+	FORGE_E2E=1 go test -run '^$$' -bench Session -benchtime 100x -timeout 30m ./test/bench/
+	FORGE_E2E=1 go test -run '^$$' -bench RoundTrip -benchtime 200x ./sdk/jupyter/
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +125,7 @@ func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error
 			return nil, false, badRequest("session_id %q is in use by another MCP connection; choose another id", req.SessionID)
 		}
 		if s.Language != req.Language {
-			return nil, false, badRequest("session %q is a %s session: run %s code in it with execute_%s, or use another session_id for %s", req.SessionID, s.Language, s.Language, s.Language, req.Language)
+			return nil, false, badRequest("session %q is %s session: run %s code in it with execute_%s, or use another session_id for %s code", req.SessionID, article(LanguageName(s.Language)), LanguageName(s.Language), s.Language, LanguageName(req.Language))
 		}
 		return s, false, nil
 	}
@@ -434,4 +435,22 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// LanguageName is how a language is written in messages.
+func LanguageName(lang string) string {
+	switch lang {
+	case "python":
+		return "Python"
+	case "r":
+		return "R"
+	}
+	return lang
+}
+
+func article(name string) string {
+	if strings.ContainsRune("AEIOUR", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }

@@ -25,12 +25,15 @@ import (
 // EnvironmentURI is the resource describing images, limits and plugins.
 const EnvironmentURI = "mcp://forge/environment/info"
 
-const instructions = `MCP-Forge runs Python in sandboxed Podman containers: no network, read-only
-filesystem except /tmp and the working directory, resource limits and a timeout.
-Use execute_python with code; the value of the last expression is returned as
-"result". Image files (png, jpeg, svg) written to the working directory, and
-open matplotlib figures, come back as images. Read ` + EnvironmentURI + ` for
-the images, limits and installed backends.`
+const instructions = `MCP-Forge runs Python and R in sandboxed Podman containers: no network,
+read-only filesystem except /tmp and the working directory, resource limits
+and a timeout. Use execute_python or execute_r with code; the value of the last
+expression is returned as "result". Pass a session_id to keep state across
+calls (one kernel per session); document_state attaches notes to a session's
+variables, readable at mcp://forge/sessions/{id}/state. Image files (png, jpeg,
+svg) written to the working directory, open matplotlib figures and R plots
+come back as images. Read ` + EnvironmentURI + ` for the images, limits,
+backends and sessions.`
 
 // Server holds the MCP server and what its handlers need.
 type Server struct {
@@ -53,6 +56,16 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 		OutputSchema: outputSchema(),
 		Description:  "Run Python 3.11 code in a fresh sandboxed container (numpy, pandas, matplotlib available; no network). All statements run; the value of a final expression is returned as result. stdout and stderr are returned separately. Errors report the line of your code.",
 	}, s.executePython)
+	mcp.AddTool(s.mcp, &mcp.Tool{
+		Name:         "execute_r",
+		Title:        "Run R in a sandbox",
+		OutputSchema: outputSchema(),
+		Description: "Run R 4.2 code in a fresh sandboxed container (jsonlite available; no network), or in a stateful R session with session_id. " +
+			"Top-level expressions run like Rscript; the value of the last one is returned as result (text, and JSON for simple vectors and lists). " +
+			"Errors report the R message and the line. Plots come back as PNG images.",
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
+		return s.execute(ctx, req, "r", in)
+	})
 	s.addSessionTools()
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
@@ -224,7 +237,7 @@ func (s *Server) summary(language string, r backend.ExecuteResult, out ExecuteOu
 	if r.ResultRepr != "" {
 		fmt.Fprintf(&b, "\n--- result ---\n%s\n", r.ResultRepr)
 	}
-	if e := r.Error; e != nil && len(e.Traceback) > 0 && !strings.Contains(r.Stderr, e.Name) {
+	if e := r.Error; e != nil && len(e.Traceback) > 0 && !strings.Contains(r.Stderr, strings.TrimSpace(e.Traceback[len(e.Traceback)-1])) {
 		fmt.Fprintf(&b, "\n--- traceback ---\n%s", strings.Join(e.Traceback, ""))
 	}
 	for _, n := range r.Notices {

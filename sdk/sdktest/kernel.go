@@ -56,3 +56,8 @@ func StartKernel(t testing.TB, image string, command func(connFile string) []str
 func IPyKernel(conn string) []string {
 	return []string{"python3", "-m", "ipykernel_launcher", "-f", conn}
 }
+
+// IRKernel is the command line of IRkernel in the forge R image.
+func IRKernel(conn string) []string {
+	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
+}

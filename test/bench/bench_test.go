@@ -14,6 +14,11 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
+// benchConfig lifts the default CPU quota (half a core) to the machine's two
+// cores, so that ratios against an unlimited bare `podman run` or raw kernel
+// measure MCP-Forge's overhead rather than the quota.
+const benchConfig = "[execution]\ndefault_cpu_quota = 200000\nmax_cpu_quota = 200000\n"
+
 // stats returns the median and 90th percentile in milliseconds.
 func stats(d []time.Duration) (median, p90 float64) {
 	s := append([]time.Duration(nil), d...)
@@ -34,33 +39,33 @@ func measure(n int, f func() error) ([]time.Duration, error) {
 	return out, nil
 }
 
-// BenchmarkStatelessPython: execute_python of print(1) through MCP against
-// a bare `podman run --rm` of the same image and command, in the same run.
-func BenchmarkStatelessPython(b *testing.B) {
-	s := testenv.StartServer(b, "")
-	n := max(b.N, 20)
+// statelessBench compares a tool call through MCP with a bare `podman run
+// --rm` of the same image and command, measured in the same run.
+func statelessBench(b *testing.B, tool, code string, bare []string) {
+	s := testenv.StartServer(b, benchConfig)
+	n := b.N
 	call := func() error {
-		res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"code": "print(1)"}})
+		res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": code}})
 		if err == nil && res.IsError {
-			b.Fatalf("execute_python failed: %s", testenv.Text(res))
+			b.Fatalf("%s failed: %s", tool, testenv.Text(res))
 		}
 		return err
 	}
-	call() // plugin start and first connection are not part of the steady state
-	bare := func() error {
-		out, err := exec.Command("podman", "run", "--rm", "--network", "none", "mcp-forge/python:3.11", "python3", "-c", "print(1)").CombinedOutput()
+	run := func() error {
+		out, err := exec.Command("podman", append([]string{"run", "--rm", "--network", "none"}, bare...)...).CombinedOutput()
 		if err != nil {
 			b.Fatalf("podman run: %v\n%s", err, out)
 		}
 		return nil
 	}
-	bare()
+	call() // plugin start and first connection are not the steady state
+	run()
 	b.ResetTimer()
 	forge, err := measure(n, call)
 	if err != nil {
 		b.Fatal(err)
 	}
-	base, err := measure(n, bare)
+	base, err := measure(n, run)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,6 +77,15 @@ func BenchmarkStatelessPython(b *testing.B) {
 	b.ReportMetric(bm, "podman-run-median-ms")
 	b.ReportMetric(bp, "podman-run-p90-ms")
 	b.ReportMetric(fm/bm, "ratio-median")
-	b.ReportMetric(float64(n), "runs")
-	b.Logf("stateless print(1), %d runs each: forge median %.0f ms p90 %.0f ms; bare podman run median %.0f ms p90 %.0f ms; ratio %.2f", n, fm, fp, bm, bp, fm/bm)
+	b.Logf("%s %q, %d runs each: forge median %.0f ms p90 %.0f ms; bare podman run median %.0f ms p90 %.0f ms; ratio %.2f", tool, code, n, fm, fp, bm, bp, fm/bm)
+}
+
+// BenchmarkStatelessPython: execute_python of print(1) vs podman run python3 -c.
+func BenchmarkStatelessPython(b *testing.B) {
+	statelessBench(b, "execute_python", "print(1)", []string{"mcp-forge/python:3.11", "python3", "-c", "print(1)"})
+}
+
+// BenchmarkStatelessR: execute_r of print(1) vs podman run Rscript -e.
+func BenchmarkStatelessR(b *testing.B) {
+	statelessBench(b, "execute_r", "print(1)", []string{"mcp-forge/r:4.2", "Rscript", "-e", "print(1)"})
 }

@@ -12,40 +12,44 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-func sessionCall(b *testing.B, s *testenv.Server, sid, code string) error {
-	res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"code": code, "session_id": sid}})
+func sessionCall(b *testing.B, s *testenv.Server, tool, sid, code string) error {
+	res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": code, "session_id": sid}})
 	if err == nil && res.IsError {
 		b.Fatalf("session execute failed: %s", testenv.Text(res))
 	}
 	return err
 }
 
-// BenchmarkSessionPython: a session execute of `y = 1` through MCP against
-// the raw kernel round trip of sdk/jupyter (no MCP, no plugin, no core),
-// both measured in this run; and session start (the first execute).
-func BenchmarkSessionPython(b *testing.B) {
-	s := testenv.StartServer(b, "")
-	n := max(b.N, 100)
-	starts := 5
-	sessionCall(b, s, "warm", "1") // plugin and image warm
+// sessionBench: a session execute of code through MCP against the raw kernel
+// round trip of sdk/jupyter (no MCP, no plugin, no core), both measured in
+// this run; and session start (the first execute).
+func sessionBench(b *testing.B, tool, image string, kernelCmd func(string) []string, code string) {
+	s := testenv.StartServer(b, benchConfig)
+	n := b.N
+	const starts = 5
+	sessionCall(b, s, tool, "warm", "1") // plugin and image warm
 	b.ResetTimer()
+	i := 0
 	start, err := measure(starts, func() error {
-		return sessionCall(b, s, fmt.Sprintf("start%d", len(fmt.Sprint(b.N))+int(nextID())), "1")
+		i++
+		err := sessionCall(b, s, tool, fmt.Sprintf("start%d", i), "1")
+		s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "destroy_session", Arguments: map[string]any{"session_id": fmt.Sprintf("start%d", i)}})
+		return err
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	forge, err := measure(n, func() error { return sessionCall(b, s, "warm", "y = 1") })
+	forge, err := measure(n, func() error { return sessionCall(b, s, tool, "warm", code) })
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	kernel := sdktest.StartKernel(b, "mcp-forge/python:3.11", sdktest.IPyKernel)
+	kernel := sdktest.StartKernel(b, image, kernelCmd)
 	ctx := context.Background()
 	kernel.Run(ctx, "1", jupyter.ExecuteOptions{})
 	b.StartTimer()
 	raw, err := measure(n, func() error {
-		_, _, err := kernel.Run(ctx, "y = 1", jupyter.ExecuteOptions{})
+		_, _, err := kernel.Run(ctx, code, jupyter.ExecuteOptions{})
 		return err
 	})
 	if err != nil {
@@ -61,10 +65,16 @@ func BenchmarkSessionPython(b *testing.B) {
 	b.ReportMetric(rp, "kernel-p90-ms")
 	b.ReportMetric(fm/rm, "ratio-median")
 	b.ReportMetric(sm, "session-start-median-ms")
-	b.Logf("session execute y = 1, %d runs: forge median %.2f ms p90 %.2f ms; raw kernel round trip median %.2f ms p90 %.2f ms; ratio %.2f; session start median %.0f ms over %d",
-		n, fm, fp, rm, rp, fm/rm, sm, starts)
+	b.Logf("%s session %q, %d runs: forge median %.2f ms p90 %.2f ms; raw kernel round trip median %.2f ms p90 %.2f ms; ratio %.2f; session start median %.0f ms over %d",
+		tool, code, n, fm, fp, rm, rp, fm/rm, sm, starts)
 }
 
-var idCounter int64
+// BenchmarkSessionPython: `y = 1` in a Python session vs the raw ipykernel round trip.
+func BenchmarkSessionPython(b *testing.B) {
+	sessionBench(b, "execute_python", "mcp-forge/python:3.11", sdktest.IPyKernel, "y = 1")
+}
 
-func nextID() int64 { idCounter++; return idCounter }
+// BenchmarkSessionR: `y <- 1` in an R session vs the raw IRkernel round trip.
+func BenchmarkSessionR(b *testing.B) {
+	sessionBench(b, "execute_r", "mcp-forge/r:4.2", sdktest.IRKernel, "y <- 1")
+}

@@ -47,6 +47,20 @@ var _ runtime.Runtime = (*Client)(nil)
 // New returns a client that connects on first use; socket may be empty.
 func New(socket string) *Client { return &Client{configured: socket, getenv: os.Getenv} }
 
+// opTimeout bounds every API call that should return promptly, so that a
+// wedged Podman service surfaces as an error instead of a hung server.
+const opTimeout = 90 * time.Second
+
+// op is ctx for a call expected to return promptly.
+func (c *Client) op(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	cx, err := c.ctx(ctx)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	tctx, cancel := context.WithTimeout(cx, opTimeout)
+	return tctx, cancel, nil
+}
+
 func (c *Client) ctx(ctx context.Context) (context.Context, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -85,7 +99,8 @@ func (v valueCtx) Value(key any) any {
 
 // Info pings the service and reports what doctor needs.
 func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return runtime.Info{}, err
 	}
@@ -188,7 +203,8 @@ func toSpecgen(s policy.Spec) *specgen.SpecGenerator {
 
 // Create makes the container; it does not start it.
 func (c *Client) Create(ctx context.Context, s policy.Spec) (string, error) {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return "", err
 	}
@@ -216,7 +232,8 @@ func hint(err error) error {
 
 // Start starts a created container.
 func (c *Client) Start(ctx context.Context, id string) error {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return err
 	}
@@ -243,6 +260,9 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (in
 		c.kill(id)
 		return -1, ctx.Err()
 	}
+	if errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil {
+		return -1, fmt.Errorf("podman wait: the Podman service did not answer in time (%w); check it with `podman ps`", err)
+	}
 	if wctx.Err() != nil {
 		c.kill(id)
 		return -1, runtime.ErrTimeout
@@ -263,7 +283,8 @@ func (c *Client) kill(id string) {
 
 // State inspects the container without waiting.
 func (c *Client) State(ctx context.Context, id string) (bool, int, error) {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return false, 0, err
 	}
@@ -358,7 +379,8 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, max int64) (
 
 // Signal sends a signal ("INT", "TERM", "KILL") to the container's init.
 func (c *Client) Signal(ctx context.Context, id, sig string) error {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return err
 	}
@@ -370,7 +392,8 @@ func (c *Client) Signal(ctx context.Context, id, sig string) error {
 
 // Stop stops the container, killing it after grace.
 func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return err
 	}
@@ -382,7 +405,8 @@ func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error
 
 // Remove force-removes the container and its anonymous volumes.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return err
 	}
@@ -400,7 +424,8 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 
 // List returns containers carrying all the given labels, running or not.
 func (c *Client) List(ctx context.Context, labels map[string]string) ([]runtime.Container, error) {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +450,8 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]runtime.
 
 // Image inspects a local image; ok is false when it does not exist.
 func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
-	cx, err := c.ctx(ctx)
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
 	if err != nil {
 		return runtime.ImageInfo{}, false, err
 	}

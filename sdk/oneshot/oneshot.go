@@ -1,9 +1,12 @@
-package main
+// Package oneshot implements a stateless backend: a fresh sandbox container
+// for every run, the code and a language runner passed in through a
+// read-only mount, a JSON envelope and image files read back. The python and
+// r plugins are specs of it.
+package oneshot
 
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -14,41 +17,54 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
-//go:embed runner.py
-var runner []byte
+// Spec describes a language whose programs run in one-shot containers
+// through a runner script. The runner reads <in>/<CodeFile>, runs it with
+// stdout and stderr as its own, writes image files to the working directory
+// <out>, and writes a JSON envelope to <meta>/result.json:
+//
+//	{"json": "...", "repr": "...", "is_repr": false, "stdout_bytes": 0, "stderr_bytes": 0, "exit_code": 0,
+//	 "error": {"name": "...", "message": "...", "traceback": ["..."], "line": 0, "column": 0}}
+type Spec struct {
+	Language     string
+	DefaultImage string
+	// Command runs the runner at the given in-container path.
+	Command  func(runner string) []string
+	Runner   []byte
+	RunnerAs string // file name of the runner, e.g. "runner.py"
+	CodeAs   string // file name of the user's code, e.g. "code.py"
+	Env      map[string]string
+}
 
-// Info identifies this plugin; its version moves independently of the core.
-var Info = plugin.Info{Name: "python", Version: "0.1.0", Description: "stateless Python: a fresh container per run"}
-
-// Config is [plugins.python.config] merged over what the core provides.
+// Config is [plugins.NAME.config] merged over what the core provides.
 type Config struct {
 	Image          string `json:"image"`
 	MaxOutputBytes int64  `json:"max_output_bytes"`
 	MaxImageBytes  int64  `json:"max_image_bytes"`
 }
 
-// Backend runs Python in one-shot containers through the host's Sandbox.
+// Backend runs programs in one-shot containers through the host's Sandbox.
 type Backend struct {
-	sb    host.Sandbox
-	audit host.Audit
-	cfg   Config
+	spec Spec
+	sb   host.Sandbox
+	cfg  Config
 }
 
-// New is the plugin factory.
-func New(h host.Host, raw backend.Config) (backend.Backend, error) {
-	cfg := Config{Image: "mcp-forge/python:3.11", MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
-	if err := raw.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+// New returns the plugin factory for spec.
+func New(spec Spec) backend.Factory {
+	return func(h host.Host, raw backend.Config) (backend.Backend, error) {
+		cfg := Config{Image: spec.DefaultImage, MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
+		if err := raw.Decode(&cfg); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg}, nil
 	}
-	return &Backend{sb: h.Sandbox(), audit: h.Audit(), cfg: cfg}, nil
 }
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	return backend.Capabilities{Languages: []string{"python"}, RichOutput: true}, nil
+	return backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true}, nil
 }
 
 // Container paths of the per-run directories.
@@ -82,8 +98,10 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	sum := sha256.Sum256([]byte(req.Code))
 	env := map[string]string{
 		"FORGE_IN": inDir, "FORGE_META": metaDir, "FORGE_OUT": outDir,
-		"FORGE_MAX_OUTPUT": strconv.FormatInt(maxOut, 10),
-		"MPLBACKEND":       "Agg", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1",
+		"FORGE_MAX_OUTPUT": strconv.FormatInt(maxOut, 10), "HOME": "/tmp",
+	}
+	for k, v := range b.spec.Env {
+		env[k] = v
 	}
 	for k, v := range req.Env {
 		if strings.HasPrefix(k, "FORGE_") {
@@ -93,7 +111,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	}
 	ctr, err := b.sb.Create(ctx, host.Intent{
 		Image:   image,
-		Command: []string{"python3", "-u", inDir + "/runner.py"},
+		Command: b.spec.Command(inDir + "/" + b.spec.RunnerAs),
 		Env:     env,
 		WorkDir: outDir,
 		Timeout: req.Timeout,
@@ -103,7 +121,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 			{Subdir: "meta", Target: metaDir},
 			{Subdir: "out", Target: outDir},
 		},
-		Files:    map[string][]byte{"in/runner.py": runner, "in/code.py": []byte(req.Code)},
+		Files:    map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)},
 		CodeHash: hex.EncodeToString(sum[:]),
 		Labels:   map[string]string{"run": req.RunID},
 	})
@@ -143,7 +161,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		res.StdoutBytes = max(res.StdoutBytes, env2.StdoutBytes)
 		res.StderrBytes = max(res.StderrBytes, env2.StderrBytes)
 	case w.ExitCode != 0:
-		res.Error = &backend.ExecError{Name: "ProcessExit", Message: fmt.Sprintf("the Python process ended with exit code %d before reporting a result", w.ExitCode)}
+		res.Error = &backend.ExecError{Name: "ProcessExit", Message: fmt.Sprintf("the %s process ended with exit code %d before reporting a result", b.spec.Language, w.ExitCode)}
 	}
 	res.Success = res.Error == nil && w.ExitCode == 0
 	if res.Error == nil && w.ExitCode != 0 {
