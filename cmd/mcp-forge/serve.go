@@ -118,17 +118,13 @@ func cmdPlugins(ctx context.Context, args []string) int {
 	code := 0
 	fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n", "NAME", "TYPE", "VERSION", "API", "CHECKSUM", "PATH")
 	for _, e := range entries {
-		d, api, err := plugins.Probe(ctx, e)
-		sum, verr := e.Verify()
-		if verr != nil {
-			err = verr
-		}
+		p, err := plugins.Probe(ctx, e)
 		if err != nil {
-			fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n      error: %v\n", e.Name, "?", "?", "?", sum, e.Path, err)
+			fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n      error: %v\n", e.Name, "?", "?", "?", p.Checksum, e.Path, err)
 			code = 1
 			continue
 		}
-		fmt.Printf("%-10s %-8s %-8s %-4d %-14s %s\n", e.Name, d.Type, d.Version, api, sum, e.Path)
+		fmt.Printf("%-10s %-8s %-8s %-4d %-14s %s\n", e.Name, p.Type, p.Version, p.APIVersion, p.Checksum, e.Path)
 	}
 	return code
 }
@@ -142,16 +138,12 @@ func pluginCheck(cfg config.Config) doctor.Check {
 		}
 		var out []doctor.Result
 		for _, e := range entries {
-			d, api, err := plugins.Probe(ctx, e)
-			sum, verr := e.Verify()
-			if verr != nil {
-				err = verr
-			}
+			p, err := plugins.Probe(ctx, e)
 			if err != nil {
 				out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.Fail, Detail: err.Error(), Fix: "rebuild with `make build`"})
 				continue
 			}
-			out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.OK, Detail: fmt.Sprintf("%s %s, API v%d, checksum %s", d.Type, d.Version, api, sum)})
+			out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.OK, Detail: fmt.Sprintf("%s %s, API v%d, checksum %s", p.Type, p.Version, p.APIVersion, p.Checksum)})
 		}
 		return out
 	}

@@ -29,18 +29,20 @@ type Server struct {
 
 // Execution holds the per-run limits: defaults and the maxima a request may ask for.
 type Execution struct {
-	DefaultBackend  string `toml:"default_backend"`
-	DefaultTimeout  int    `toml:"default_timeout"` // seconds
-	MaxTimeout      int    `toml:"max_timeout"`
-	DefaultMemory   string `toml:"default_memory"`
-	MaxMemory       string `toml:"max_memory"`
-	DefaultCPUQuota int    `toml:"default_cpu_quota"` // µs per 100 ms period
-	MaxCPUQuota     int    `toml:"max_cpu_quota"`
-	DefaultPids     int    `toml:"default_pids"`
-	MaxPids         int    `toml:"max_pids"`
-	NoFile          int    `toml:"nofile"`
-	MaxOutput       string `toml:"max_output"`     // stdout/stderr cap per stream
-	MaxImageSize    string `toml:"max_image_size"` // per returned image file
+	DefaultBackend    string `toml:"default_backend"`
+	DefaultTimeout    int    `toml:"default_timeout"` // seconds
+	MaxTimeout        int    `toml:"max_timeout"`
+	DefaultMemory     string `toml:"default_memory"`
+	MaxMemory         string `toml:"max_memory"`
+	DefaultCPUQuota   int    `toml:"default_cpu_quota"` // µs per 100 ms period
+	MaxCPUQuota       int    `toml:"max_cpu_quota"`
+	DefaultPids       int    `toml:"default_pids"`
+	MaxPids           int    `toml:"max_pids"`
+	NoFile            int    `toml:"nofile"`
+	MaxConcurrentRuns int    `toml:"max_concurrent_runs"`
+	MaxCodeSize       string `toml:"max_code_size"`
+	MaxOutput         string `toml:"max_output"`     // stdout/stderr cap per stream
+	MaxImageSize      string `toml:"max_image_size"` // per returned image file
 }
 
 // Images names the sandbox images and which images containers may use.
@@ -74,6 +76,7 @@ type Security struct {
 	SandboxUser           string `toml:"sandbox_user"`
 	OCIRuntime            string `toml:"oci_runtime"`
 	UserNS                string `toml:"userns"`
+	UserNSStart           int    `toml:"userns_start"`
 	TmpfsSize             string `toml:"tmpfs_size"`
 }
 
@@ -142,18 +145,20 @@ func Default() Config {
 			PluginDir: "",
 		},
 		Execution: Execution{
-			DefaultBackend:  "python",
-			DefaultTimeout:  300,
-			MaxTimeout:      1800,
-			DefaultMemory:   "512m",
-			MaxMemory:       "2g",
-			DefaultCPUQuota: 50000,
-			MaxCPUQuota:     100000,
-			DefaultPids:     128,
-			MaxPids:         1024,
-			NoFile:          1024,
-			MaxOutput:       "1m",
-			MaxImageSize:    "5m",
+			DefaultBackend:    "python",
+			DefaultTimeout:    300,
+			MaxTimeout:        1800,
+			DefaultMemory:     "512m",
+			MaxMemory:         "2g",
+			DefaultCPUQuota:   50000,
+			MaxCPUQuota:       100000,
+			DefaultPids:       128,
+			MaxPids:           1024,
+			NoFile:            1024,
+			MaxConcurrentRuns: 8,
+			MaxCodeSize:       "4m",
+			MaxOutput:         "1m",
+			MaxImageSize:      "5m",
 		},
 		Images: Images{
 			Python:  "mcp-forge/python:3.11",
@@ -174,7 +179,8 @@ func Default() Config {
 			AllowNetwork:          false,
 			SandboxUser:           "1000:1000",
 			OCIRuntime:            "runc",
-			UserNS:                "auto",
+			UserNS:                "private",
+			UserNSStart:           2147483647,
 			TmpfsSize:             "64m",
 		},
 		EnvironmentBuilder: EnvironmentBuilder{

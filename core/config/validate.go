@@ -38,6 +38,8 @@ func Validate(c Config) Errors {
 	v.positive("execution.max_pids", e.MaxPids)
 	v.atLeast("execution.max_pids", e.MaxPids, "execution.default_pids", e.DefaultPids)
 	v.positive("execution.nofile", e.NoFile)
+	v.positive("execution.max_concurrent_runs", e.MaxConcurrentRuns)
+	v.size("execution.max_code_size", e.MaxCodeSize)
 	v.size("execution.max_output", e.MaxOutput)
 	v.size("execution.max_image_size", e.MaxImageSize)
 
@@ -67,7 +69,10 @@ func Validate(c Config) Errors {
 	}
 	v.user("security.sandbox_user", s.SandboxUser)
 	v.nonEmpty("security.oci_runtime", s.OCIRuntime)
-	v.oneOf("security.userns", s.UserNS, "auto", "host")
+	v.oneOf("security.userns", s.UserNS, "private", "auto", "host")
+	if s.UserNS == "private" && (s.UserNSStart < 100_000 || int64(s.UserNSStart)+65536 > 1<<32-1) {
+		v.add("security.userns_start", fmt.Sprintf("must be between 100000 and %d so that sandbox users are never host accounts (got %d)", int64(1<<32-1)-65536, s.UserNSStart))
+	}
 	v.size("security.tmpfs_size", s.TmpfsSize)
 
 	b := c.EnvironmentBuilder

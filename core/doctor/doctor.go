@@ -89,8 +89,16 @@ func Podman(rt runtime.Runtime, cfg config.Config) Check {
 		default:
 			out = append(out, Result{"limits", OK, "memory, CPU and pids limits are enforced", ""})
 		}
-		if !info.Rootless && cfg.Security.UserNS == "auto" {
+		switch {
+		case !info.Rootless && cfg.Security.UserNS == "auto":
 			out = append(out, subidCheck())
+			if versionBelow(info.Version, "4.4") {
+				out = append(out, Result{"userns", Warn, "userns = \"auto\" with Podman " + info.Version + " deadlocks under concurrent container starts (podman issue 16062)", "use security.userns = \"private\" (the default) or upgrade Podman"})
+			}
+		case cfg.Security.UserNS == "private":
+			out = append(out, Result{"userns", OK, fmt.Sprintf("each sandbox in its own user namespace; container ids map to host %d.. (never host accounts)", cfg.Security.UserNSStart), ""})
+		case cfg.Security.UserNS == "host":
+			out = append(out, Result{"userns", Warn, "sandboxes share the host user namespace: container uid 1000 is host uid 1000", "set security.userns = \"private\""})
 		}
 		for _, img := range []string{cfg.Images.Python, cfg.Images.R} {
 			ii, ok, err := rt.Image(ctx, img)
@@ -138,4 +146,11 @@ func Paths(cfg config.Config) Check {
 		}
 		return out
 	}
+}
+
+func versionBelow(v, min string) bool {
+	var a1, a2, b1, b2 int
+	fmt.Sscanf(v, "%d.%d", &a1, &a2)
+	fmt.Sscanf(min, "%d.%d", &b1, &b2)
+	return a1 < b1 || (a1 == b1 && a2 < b2)
 }

@@ -58,11 +58,13 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	slots    chan struct{} // execution.max_concurrent_runs
 }
 
 // New returns an engine.
 func New(cfg config.Config, pol *policy.Policy, pm *plugins.Manager, rec audit.Recorder, log hclog.Logger) *Engine {
-	return &Engine{cfg: cfg, pol: pol, plugins: pm, rec: rec, log: log, sessions: map[string]*Session{}}
+	return &Engine{cfg: cfg, pol: pol, plugins: pm, rec: rec, log: log, sessions: map[string]*Session{},
+		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns)}
 }
 
 // Plugins is the plugin manager (for resources and diagnostics).
@@ -129,6 +131,9 @@ func (e *Engine) validate(req Request) error {
 	if strings.TrimSpace(req.Code) == "" {
 		return badRequest("code is empty: pass the %s source to run in the code argument", req.Language)
 	}
+	if max, _ := units.ParseSize(e.cfg.Execution.MaxCodeSize); int64(len(req.Code)) > max {
+		return badRequest("code is %d bytes, over the %s limit (execution.max_code_size); send less code, or load data from files", len(req.Code), e.cfg.Execution.MaxCodeSize)
+	}
 	if len(req.MCPTools) > 0 {
 		return badRequest("mcp_tools %v: calling MCP tools from the sandbox needs the mcpbridge plugin, which is not loaded", req.MCPTools)
 	}
@@ -180,6 +185,14 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
 		Env: req.Environment, MaxOutputBytes: maxOut, MaxImageBytes: maxImg, SessionID: req.SessionID, RunID: runID,
+	}
+	// Wait for a slot: a burst of calls must not start unbounded containers.
+	select {
+	case e.slots <- struct{}{}:
+		defer func() { <-e.slots }()
+	case <-ctx.Done():
+		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
+		return backend.ExecuteResult{}, ctx.Err()
 	}
 	var res backend.ExecuteResult
 	if req.SessionID != "" {

@@ -97,7 +97,8 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 
 	entries := plugins.Discover(cfg, PluginDir(cfg))
-	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al) },
+	quota := mustSize(cfg.Volumes.SessionQuota)
+	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al, quota) },
 		PluginSettings(cfg), al, log.Named("plugin"))
 	for _, err := range f.Plugins.LoadAll(ctx) {
 		log.Error("plugin not loaded", "error", err)

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/units"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
@@ -29,19 +31,23 @@ type Host struct {
 	m     *sandbox.Manager
 	rec   audit.Recorder
 	base  string
+	quota int64 // bytes a workspace may hold (volumes.session_quota)
 
 	mu         sync.Mutex
-	workspaces map[string]workspace // container id → its workspace
+	workspaces map[string]*workspace // container id → its workspace
 }
 
 type workspace struct {
 	path      string
 	ephemeral bool
+	stop      context.CancelFunc // ends the quota watch
+	exceeded  string             // why the container was killed, if it was
 }
 
-// New returns the host services for plugin owner.
-func New(owner string, m *sandbox.Manager, rec audit.Recorder) *Host {
-	return &Host{owner: owner, m: m, rec: rec, base: m.Policy().Settings().BasePath, workspaces: map[string]workspace{}}
+// New returns the host services for plugin owner; quota caps the bytes each
+// container's workspace may hold (0: no cap).
+func New(owner string, m *sandbox.Manager, rec audit.Recorder, quota int64) *Host {
+	return &Host{owner: owner, m: m, rec: rec, base: m.Policy().Settings().BasePath, quota: quota, workspaces: map[string]*workspace{}}
 }
 
 // Sandbox implements host.Host.
@@ -136,9 +142,14 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		cleanup()
 		return host.Container{}, asHostErr(err)
 	}
+	wctx, stop := context.WithCancel(context.Background())
+	w := &workspace{path: ws, ephemeral: ephemeral, stop: stop}
 	h.mu.Lock()
-	h.workspaces[id] = workspace{path: ws, ephemeral: ephemeral}
+	h.workspaces[id] = w
 	h.mu.Unlock()
+	if h.quota > 0 {
+		go h.watchQuota(wctx, id, w)
+	}
 	return host.Container{ID: id, Workspace: ws}, nil
 }
 
@@ -176,6 +187,9 @@ func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host
 	code, err := h.m.Wait(ctx, h.owner, id, timeout)
 	var te *sandbox.TimeoutError
 	var oom *sandbox.OOMError
+	if why := h.exceeded(id); why != "" {
+		return host.WaitResult{ExitCode: code, Message: why}, nil
+	}
 	switch {
 	case errors.As(err, &te):
 		return host.WaitResult{ExitCode: code, TimedOut: true, Message: err.Error()}, nil
@@ -195,6 +209,9 @@ func (h *Host) State(ctx context.Context, id string) (host.State, error) {
 	}
 	if running {
 		return host.State{Running: true}, nil
+	}
+	if q := h.exceeded(id); q != "" {
+		return host.State{ExitCode: code, Message: q}, nil
 	}
 	why := h.m.ExitError(id, code)
 	var oom *sandbox.OOMError
@@ -246,8 +263,11 @@ func (h *Host) Remove(ctx context.Context, id string) error {
 	ws, ok := h.workspaces[id]
 	delete(h.workspaces, id)
 	h.mu.Unlock()
-	if ok && ws.ephemeral {
-		os.RemoveAll(ws.path)
+	if ok {
+		ws.stop()
+		if ws.ephemeral {
+			os.RemoveAll(ws.path)
+		}
 	}
 	return nil
 }
@@ -305,3 +325,66 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 
 // Describe is a short text for logs.
 func (h *Host) Describe() string { return fmt.Sprintf("host services for plugin %s", h.owner) }
+
+func (h *Host) exceeded(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w := h.workspaces[id]; w != nil {
+		return w.exceeded
+	}
+	return ""
+}
+
+// maxWorkspaceFiles bounds how many files a workspace may hold, so that the
+// quota walk itself stays cheap.
+const maxWorkspaceFiles = 100_000
+
+// watchQuota kills the container when its workspace (a host directory,
+// which no cgroup limits) grows past the quota.
+func (h *Host) watchQuota(ctx context.Context, id string, w *workspace) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		size, files := dirUsage(w.path, h.quota, maxWorkspaceFiles)
+		if size <= h.quota && files <= maxWorkspaceFiles {
+			continue
+		}
+		why := fmt.Sprintf("the container was stopped: its files grew past the workspace quota of %s (volumes.session_quota) or %d files; write less to the working directory", units.FormatSize(h.quota), maxWorkspaceFiles)
+		h.mu.Lock()
+		w.exceeded = why
+		h.mu.Unlock()
+		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, Success: false, Error: why,
+			Details: map[string]any{"rule": "workspace-quota", "container_id": id, "owner": h.owner, "bytes": size, "files": files}})
+		_ = h.m.Signal(context.Background(), "", id, "KILL")
+		return
+	}
+}
+
+// dirUsage adds up regular file sizes under dir without following links,
+// stopping early once past maxBytes or maxFiles.
+func dirUsage(dir string, maxBytes int64, maxFiles int) (int64, int) {
+	var size int64
+	files := 0
+	stop := errors.New("stop")
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		files++
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				size += info.Size()
+			}
+		}
+		if size > maxBytes || files > maxFiles {
+			return stop
+		}
+		return nil
+	})
+	return size, files
+}

@@ -332,18 +332,27 @@ func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (b
 	return r, s.crashed(err)
 }
 
-// Probe starts a plugin only to ask who it is, then stops it.
-func Probe(ctx context.Context, e Entry) (plugin.Described, int, error) {
-	if _, err := e.Verify(); err != nil {
-		return plugin.Described{}, 0, err
+// Probed is what Probe learns of a plugin.
+type Probed struct {
+	plugin.Described
+	APIVersion int
+	Checksum   string
+}
+
+// Probe verifies a plugin's checksum, starts it only to ask who it is, then
+// stops it. Checksum is set even when the error is not nil.
+func Probe(ctx context.Context, e Entry) (Probed, error) {
+	sum, err := e.Verify()
+	if err != nil {
+		return Probed{Checksum: sum}, err
 	}
 	c, err := plugin.Launch(e.Path, hclog.NewNullLogger())
 	if err != nil {
-		return plugin.Described{}, 0, err
+		return Probed{Checksum: sum}, err
 	}
 	defer c.Kill()
 	d, err := c.Describe(ctx)
-	return d, c.APIVersion(), err
+	return Probed{Described: d, APIVersion: c.APIVersion(), Checksum: sum}, err
 }
 
 func (s *supervised) sessions() (backend.SessionBackend, error) {

@@ -40,8 +40,8 @@ func (p *Policy) Harden(in Intent) (Spec, error) {
 		labels[LabelSession] = in.SessionID
 	}
 	network := "none"
-	userns := "auto"
-	if p.s.UserNS == "host" {
+	userns := p.s.UserNS
+	if userns == "host" {
 		userns = ""
 	}
 	s := Spec{
@@ -58,6 +58,7 @@ func (p *Policy) Harden(in Intent) (Spec, error) {
 		NoNewPrivileges: true,
 		CapDrop:         []string{"ALL"},
 		UserNS:          userns,
+		UserNSStart:     p.s.UserNSStart,
 		Mounts:          in.Mounts,
 		Init:            true,
 		Limits:          in.Limits,

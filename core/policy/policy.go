@@ -25,12 +25,20 @@ func violation(rule, format string, args ...any) *Violation {
 	return &Violation{Rule: rule, Detail: fmt.Sprintf(format, args...)}
 }
 
+// MinUserNSStart keeps the private user namespace map clear of ordinary
+// host accounts.
+const MinUserNSStart = 100_000
+
+// UserNSSize is how many ids the private map covers.
+const UserNSSize = 65536
+
 // Settings are the operator's choices the rules depend on.
 type Settings struct {
 	AllowedImages []string
 	AllowNetwork  bool
 	User          string // required sandbox user "uid:gid"
-	UserNS        string // "auto" or "host"
+	UserNS        string // "private", "auto" or "host"
+	UserNSStart   int64  // first host id of the "private" map
 	BasePath      string // volumes.base_path
 	TmpfsMax      int64
 	Defaults      Limits
@@ -119,8 +127,11 @@ func (p *Policy) CheckCreate(s Spec) error {
 	if err := checkUser(s.User); err != nil {
 		return err
 	}
-	if p.s.UserNS == "auto" && s.UserNS != "auto" {
-		return violation("userns", "each sandbox must get its own user namespace (userns=auto), got %q", s.UserNS)
+	if p.s.UserNS != "host" && s.UserNS != p.s.UserNS {
+		return violation("userns", "each sandbox must get its own user namespace (security.userns = %q), got %q", p.s.UserNS, s.UserNS)
+	}
+	if s.UserNS == "private" && s.UserNSStart < MinUserNSStart {
+		return violation("userns", "the user namespace map must start at host id %d or above so that no sandbox user is a host account, got %d", MinUserNSStart, s.UserNSStart)
 	}
 	if err := p.checkLimits(s.Limits); err != nil {
 		return err

@@ -13,7 +13,8 @@ func testSettings(base string) Settings {
 	return Settings{
 		AllowedImages: []string{"mcp-forge/python:*", "mcp-forge/custom:*"},
 		User:          "1000:1000",
-		UserNS:        "auto",
+		UserNS:        "private",
+		UserNSStart:   2147483647,
 		BasePath:      base,
 		TmpfsMax:      64 << 20,
 		Defaults:      Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
@@ -49,6 +50,8 @@ func TestCheckCreateRules(t *testing.T) {
 		{"network", func(s *Spec) { s.Network = "bridge" }},
 		{"host-userns", func(s *Spec) { s.UserNS = "host" }},
 		{"userns", func(s *Spec) { s.UserNS = "" }},
+		{"userns", func(s *Spec) { s.UserNS = "auto" }},
+		{"userns", func(s *Spec) { s.UserNSStart = 1000 }},
 		{"image-not-allowed", func(s *Spec) { s.Image = "docker.io/library/alpine" }},
 		{"image-not-allowed", func(s *Spec) { s.Image = "mcp-forge/r:4.2" }},
 		{"", func(s *Spec) { s.Image = "mcp-forge/custom:anything" }},

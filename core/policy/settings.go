@@ -18,6 +18,7 @@ func FromConfig(c config.Config) Settings {
 		AllowNetwork:  c.Security.AllowNetwork,
 		User:          c.Security.SandboxUser,
 		UserNS:        c.Security.UserNS,
+		UserNSStart:   int64(c.Security.UserNSStart),
 		BasePath:      c.Volumes.BasePath,
 		TmpfsMax:      size(c.Security.TmpfsSize),
 		Defaults: Limits{

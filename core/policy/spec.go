@@ -51,7 +51,8 @@ type Spec struct {
 	Devices         []string
 	PidNS           string // "" (private) or "host" (forbidden)
 	IPCNS           string
-	UserNS          string // "auto" in rootful mode
+	UserNS          string // "private" (fixed map at UserNSStart), "auto" (Podman picks a range), "" (host)
+	UserNSStart     int64  // host uid/gid of container id 0 for "private"
 	Mounts          []Mount
 	Init            bool
 	Limits          Limits

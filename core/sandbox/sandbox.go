@@ -326,6 +326,7 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	removed := 0
+	var errs []error
 	for _, c := range list {
 		srv := c.Labels[LabelServer]
 		if srv == m.server || serverAlive(srv) {
@@ -338,9 +339,10 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 			removed++
 		} else {
 			m.log.Warn("could not remove orphan container", "id", c.ID, "error", err)
+			errs = append(errs, fmt.Errorf("remove orphan %s: %w", c.ID[:12], err))
 		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 // RemoveOlderThan removes this server's containers created more than age ago.

@@ -62,6 +62,9 @@ const (
 	workDir   = "/forge/work"
 )
 
+// maxSocketPath is the longest unix socket path the kernel can bind.
+const maxSocketPath = 107
+
 // Backend runs kernels in containers.
 type Backend struct {
 	spec Spec
@@ -134,6 +137,12 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*session, error) {
 	conn := jupyter.NewConnection(kernelDir + "/k")
 	connJSON, err := json.Marshal(conn)
+	// A fresh socket directory for every kernel start: files the previous
+	// kernel's code left in the workspace (a symlink where a socket should
+	// be) are never dialled.
+	rnd := make([]byte, 3)
+	rand.Read(rnd)
+	sockDir := "k" + hex.EncodeToString(rnd)
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +164,8 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		WorkDir:   workDir,
 		Memory:    req.Memory,
 		SessionID: req.SessionID,
-		Mounts:    []host.Mount{{Subdir: "k", Target: kernelDir}, {Subdir: "work", Target: workDir}},
-		Files:     map[string][]byte{"k/kernel.json": connJSON},
+		Mounts:    []host.Mount{{Subdir: sockDir, Target: kernelDir}, {Subdir: "work", Target: workDir}},
+		Files:     map[string][]byte{sockDir + "/kernel.json": connJSON},
 		Labels:    map[string]string{"kind": "session"},
 	})
 	if err != nil {
@@ -170,6 +179,10 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		}
 		return nil, err
 	}
+	hostPrefix := filepath.Join(ctr.Workspace, sockDir, "k")
+	if len(hostPrefix)+len("-5") > maxSocketPath {
+		return fail(fmt.Errorf("the kernel's socket path %s-N is longer than the %d bytes unix sockets allow: shorten volumes.base_path or the session id", hostPrefix, maxSocketPath))
+	}
 	if err := b.sb.Start(ctx, ctr.ID); err != nil {
 		return fail(err)
 	}
@@ -181,7 +194,7 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 	}
 	ch := make(chan dialed, 1)
 	go func() {
-		c, err := jupyter.Dial(dctx, conn, filepath.Join(ctr.Workspace, "k", "k"))
+		c, err := jupyter.Dial(dctx, conn, hostPrefix)
 		ch <- dialed{c, err}
 	}()
 	// Notice a kernel that dies while starting instead of waiting out the dial.

@@ -160,6 +160,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		// The runner counted what the program printed, including what it cut.
 		res.StdoutBytes = max(res.StdoutBytes, env2.StdoutBytes)
 		res.StderrBytes = max(res.StderrBytes, env2.StderrBytes)
+	case w.Message != "":
+		res.Error = &backend.ExecError{Name: "Killed", Message: w.Message}
 	case w.ExitCode != 0:
 		res.Error = &backend.ExecError{Name: "ProcessExit", Message: fmt.Sprintf("the %s process ended with exit code %d before reporting a result", b.spec.Language, w.ExitCode)}
 	}

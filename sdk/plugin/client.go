@@ -44,7 +44,7 @@ func Launch(path string, logger hclog.Logger) (*Client, error) {
 	rpc, err := gp.Client()
 	if err != nil {
 		gp.Kill()
-		if strings.Contains(err.Error(), "Incompatible API version") {
+		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
 			return nil, fmt.Errorf("plugin %s is incompatible: %v; this core speaks plugin API versions %v (upgrade whichever side is older)", path, err, APIVersions)
 		}
 		return nil, fmt.Errorf("start plugin %s: %w", path, err)

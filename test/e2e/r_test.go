@@ -95,14 +95,7 @@ func TestExecuteRStateless(t *testing.T) {
 
 func TestRSessions(t *testing.T) {
 	s := testenv.StartServer(t, "")
-	call := func(code, sid string, timeout int) (out, *mcp.CallToolResult) {
-		args := map[string]any{"code": code, "session_id": sid}
-		if timeout > 0 {
-			args["timeout"] = timeout
-		}
-		var o out
-		return o, s.Call(t, "execute_r", args, &o)
-	}
+	call := sessionCaller(t, s, "execute_r")
 	t.Run("state persists", func(t *testing.T) {
 		if _, res := call("x <- 41", "ra", 0); res.IsError {
 			t.Fatal(testenv.Text(res))

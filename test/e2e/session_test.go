@@ -34,17 +34,22 @@ func readJSON(t *testing.T, cs *mcp.ClientSession, uri string, v any) error {
 	return json.Unmarshal([]byte(res.Contents[0].Text), v)
 }
 
-func TestPythonSessions(t *testing.T) {
-	s := testenv.StartServer(t, "")
-	call := func(code, sid string, timeout int) (out, *mcp.CallToolResult) {
+// sessionCaller runs code in a session through tool and decodes the result.
+func sessionCaller(t *testing.T, s *testenv.Server, tool string) func(code, sid string, timeout int) (out, *mcp.CallToolResult) {
+	return func(code, sid string, timeout int) (out, *mcp.CallToolResult) {
 		args := map[string]any{"code": code, "session_id": sid}
 		if timeout > 0 {
 			args["timeout"] = timeout
 		}
 		var o out
-		res := s.Call(t, "execute_python", args, &o)
+		res := s.Call(t, tool, args, &o)
 		return o, res
 	}
+}
+
+func TestPythonSessions(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	call := sessionCaller(t, s, "execute_python")
 
 	t.Run("state persists", func(t *testing.T) {
 		if o, res := call("x = 41", "a", 0); res.IsError {

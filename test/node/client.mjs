@@ -11,7 +11,7 @@ await client.connect(transport);
 const fail = (msg) => { console.error("FAIL:", msg); process.exit(1); };
 const tools = await client.listTools();
 const names = tools.tools.map((t) => t.name);
-if (!names.includes("execute_python")) fail(`tools: ${names}`);
+for (const want of ["execute_python", "execute_r", "document_state"]) if (!names.includes(want)) fail(`tools: ${names}`);
 const schema = tools.tools.find((t) => t.name === "execute_python").inputSchema;
 if (!schema.required?.includes("code")) fail(`schema: ${JSON.stringify(schema)}`);
 

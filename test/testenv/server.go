@@ -48,11 +48,13 @@ func StartServer(t testing.TB, extra string) *Server {
 	bin := Binary(t)
 	base := BaseDir(t)
 	cfg := filepath.Join(base, "forge.toml")
-	text := fmt.Sprintf("[volumes]\nbase_path = %q\n[security]\naudit_log = %q\n%s", base, filepath.Join(base, "audit.log"), extra)
-	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--config", cfg, "serve")
+	// The test's own base path and audit log come from the environment, so
+	// extra may open any table.
+	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
 	logf, _ := os.Create(filepath.Join(base, "server.log"))
 	cmd.Stderr = logf
 	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e", Version: "1"}, nil)

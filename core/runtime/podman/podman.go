@@ -23,6 +23,7 @@ import (
 	"github.com/containers/podman/v5/pkg/specgen"
 	dockerContainer "github.com/docker/docker/api/types/container"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
+	"go.podman.io/storage/pkg/idtools"
 	storagetypes "go.podman.io/storage/types"
 
 	"github.com/mcp-forge/mcp-forge/core/policy"
@@ -163,10 +164,15 @@ func toSpecgen(s policy.Spec) *specgen.SpecGenerator {
 	} else {
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
 	}
-	if s.UserNS == "auto" {
+	switch s.UserNS {
+	case "auto":
 		// The service needs the mapping options too, as the CLI would send.
 		g.UserNS = specgen.Namespace{NSMode: specgen.Auto}
 		g.IDMappings = &storagetypes.IDMappingOptions{AutoUserNs: true}
+	case "private":
+		m := []idtools.IDMap{{ContainerID: 0, HostID: int(s.UserNSStart), Size: policy.UserNSSize}}
+		g.UserNS = specgen.Namespace{NSMode: specgen.Private}
+		g.IDMappings = &storagetypes.IDMappingOptions{UIDMap: m, GIDMap: m}
 	}
 	mem, cpu, period, pids := s.Limits.MemoryBytes, s.Limits.CPUQuota, uint64(100000), s.Limits.Pids
 	swap := mem // memory+swap equal to memory: no swap
@@ -191,7 +197,7 @@ func toSpecgen(s policy.Spec) *specgen.SpecGenerator {
 		} else {
 			opts = append(opts, "rw")
 		}
-		if s.UserNS == "auto" {
+		if s.UserNS != "" {
 			opts = append(opts, "U") // chown to the container's mapped user
 		}
 		g.Mounts = append(g.Mounts, spec.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: opts})
@@ -403,8 +409,19 @@ func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error
 	return nil
 }
 
-// Remove force-removes the container and its anonymous volumes.
+// Remove force-removes the container and its anonymous volumes. A container
+// that is already gone counts as removed; a transient failure (the container
+// changing state under load) is retried once.
 func (c *Client) Remove(ctx context.Context, id string) error {
+	err := c.remove(ctx, id)
+	if err != nil && ctx.Err() == nil {
+		time.Sleep(500 * time.Millisecond)
+		err = c.remove(ctx, id)
+	}
+	return err
+}
+
+func (c *Client) remove(ctx context.Context, id string) error {
 	cx, cancel, err := c.op(ctx)
 	defer cancel()
 	if err != nil {
@@ -412,10 +429,13 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	}
 	reports, err := containers.Remove(cx, id, new(containers.RemoveOptions).WithForce(true).WithVolumes(true).WithTimeout(0))
 	if err != nil {
+		if strings.Contains(err.Error(), "no such container") {
+			return nil
+		}
 		return fmt.Errorf("podman rm: %w", err)
 	}
 	for _, r := range reports {
-		if r.Err != nil {
+		if r.Err != nil && !strings.Contains(r.Err.Error(), "no such container") {
 			return fmt.Errorf("podman rm %s: %w", r.Id, r.Err)
 		}
 	}

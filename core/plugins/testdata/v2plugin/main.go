@@ -1,0 +1,18 @@
+// A plugin that speaks only plugin API version 2, which this core does not:
+// the core must refuse it with both sides' versions in the message.
+package main
+
+import (
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+)
+
+func main() {
+	set := plugin.BackendPluginSet(plugin.Info{Name: "future", Version: "9.0.0"}, nil)
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig:  plugin.Handshake,
+		VersionedPlugins: map[int]goplugin.PluginSet{2: set[plugin.APIVersion]},
+		GRPCServer:       goplugin.DefaultGRPCServer,
+	})
+}
