@@ -1,0 +1,41 @@
+package hostsvc
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWithin(t *testing.T) {
+	cases := []struct {
+		rel string
+		ok  bool
+	}{
+		{"", true}, {"in/code.py", true}, {"a/../b", true},
+		{"../x", false}, {"in/../../x", false}, {"/etc/passwd", false}, {"..", false}, {"a\x00b", false},
+	}
+	for _, c := range cases {
+		p, err := within("/ws", c.rel)
+		if (err == nil) != c.ok {
+			t.Errorf("within(%q) = %q, %v", c.rel, p, err)
+		}
+		if err == nil && p != "/ws" && filepath.Dir(p) == "/" {
+			t.Errorf("within(%q) left the workspace: %q", c.rel, p)
+		}
+	}
+}
+
+func TestDirUsageStopsEarly(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 20; i++ {
+		os.WriteFile(filepath.Join(dir, string(rune('a'+i))), make([]byte, 1000), 0o644)
+	}
+	os.Symlink("/usr", filepath.Join(dir, "link")) // not followed
+	size, files := dirUsage(dir, 1<<30, 1000)
+	if size != 20000 || files != 22 {
+		t.Fatalf("size %d files %d", size, files)
+	}
+	if size, _ := dirUsage(dir, 5000, 1000); size <= 5000 || size > 7000 {
+		t.Fatalf("did not stop just past the limit: %d", size)
+	}
+}
