@@ -67,5 +67,12 @@ fi
 if [ "${FORGE_SKIP_IMAGES:-0}" != 1 ]; then
   [ "$(id -u)" = 0 ] || die "building images needs root; run: sudo make images"
   images/build.sh
+  # Sandboxes run in a user namespace mapped at 2147483647 (security.userns =
+  # "private"); Podman prepares an id-mapped copy of each image on first use.
+  # Do it now rather than inside the first user's timeout.
+  for img in mcp-forge/python:3.11 mcp-forge/r:4.2; do
+    podman run --rm --network none --uidmap 0:2147483647:65536 --gidmap 0:2147483647:65536 "$img" true >/dev/null 2>&1 \
+      || log "warning: could not warm $img with the sandbox id mapping"
+  done
 fi
 log "ready"

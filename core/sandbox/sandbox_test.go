@@ -28,8 +28,10 @@ func (f *fakeRuntime) Create(context.Context, policy.Spec) (string, error) {
 	f.created++
 	return "c" + strings.Repeat("0", 11), nil
 }
-func (f *fakeRuntime) Wait(context.Context, string, time.Duration) (int, error) { return f.exit, f.waitErr }
-func (f *fakeRuntime) Remove(context.Context, string) error                   { return nil }
+func (f *fakeRuntime) Wait(context.Context, string, time.Duration) (int, error) {
+	return f.exit, f.waitErr
+}
+func (f *fakeRuntime) Remove(context.Context, string) error { return nil }
 
 type recorder struct{ entries []audit.Entry }
 

@@ -168,6 +168,30 @@ func TestPythonSessions(t *testing.T) {
 			t.Fatalf("stateless run after a session OOM: %s", testenv.Text(res))
 		}
 	})
+	t.Run("os._exit is detected", func(t *testing.T) {
+		call("v = 1", "c", 0)
+		o, res := call("import os\nos._exit(3)", "c", 0)
+		if !res.IsError || o.Error == nil || o.Error.Type != "KernelDied" || !strings.Contains(o.Error.Message, "code 3") {
+			t.Fatalf("%+v", o.Error)
+		}
+		if o, _ := call("'v' in dir()", "c", 0); o.ResultRepr != "False" || len(o.Notices) == 0 {
+			t.Fatalf("after the kernel died: %+v", o)
+		}
+	})
+	t.Run("code that swallows the interrupt is stopped", func(t *testing.T) {
+		code := "import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except KeyboardInterrupt:\n        pass"
+		start := time.Now()
+		o, res := call(code, "c", 2)
+		if !res.IsError || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "state is lost") {
+			t.Fatalf("%+v", o.Error)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("took %s", d)
+		}
+		if o, res := call("1 + 1", "c", 0); res.IsError || o.Result != float64(2) {
+			t.Fatalf("session not usable after the kill: %s", testenv.Text(res))
+		}
+	})
 	t.Run("restart and destroy", func(t *testing.T) {
 		call("r = 1", "b", 0)
 		if res := s.Call(t, "restart_session", map[string]any{"session_id": "b"}, nil); res.IsError {
