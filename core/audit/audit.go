@@ -219,6 +219,14 @@ func redactValue(v any) any {
 	return v
 }
 
+// ErrText is err's message, or "" for nil: the Entry.Error of an outcome.
+func ErrText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // Discard is a Recorder that drops everything, for tests of other packages.
 type Discard struct{}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
+	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -152,7 +153,7 @@ func (e *Engine) open(ctx context.Context, s *Session, req Request) error {
 	}
 	start := time.Now()
 	_, err = sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: s.ID, Image: req.CustomImage, Env: req.Environment})
-	e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: errString(err),
+	e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err),
 		Details: map[string]any{"backend": s.Backend, "language": s.Language, "image": req.CustomImage, "start_ms": time.Since(start).Milliseconds()}})
 	return err
 }
@@ -349,7 +350,7 @@ func (e *Engine) destroy(ctx context.Context, s *Session, why string) error {
 	}
 	e.drop(s.ID)
 	e.removeWorkspace(s.ID)
-	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: errString(err),
+	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err),
 		Details: map[string]any{"reason": why, "executions": s.Executions}})
 	return err
 }
@@ -394,16 +395,10 @@ func (e *Engine) ReapIdle(ctx context.Context) int {
 
 // Reaper runs ReapIdle every sessions.cleanup_interval until ctx ends.
 func (e *Engine) Reaper(ctx context.Context) {
-	t := time.NewTicker(time.Duration(e.cfg.Sessions.CleanupInterval) * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			e.ReapIdle(ctx)
-		}
-	}
+	periodic.Every(ctx, time.Duration(e.cfg.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
+		e.ReapIdle(ctx)
+		return true
+	})
 }
 
 // MarkBackendDead marks every session of a crashed plugin dead.
@@ -428,13 +423,6 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	for _, s := range all {
 		_ = e.destroy(ctx, s, "server shutdown")
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // LanguageName is how a language is written in messages.

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
@@ -124,19 +125,13 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 // sweep removes this server's containers that outlived any possible run,
 // e.g. after a plugin crashed mid-call.
 func (f *Forge) sweep(ctx context.Context) {
-	t := time.NewTicker(time.Duration(f.Config.Sessions.CleanupInterval) * time.Second)
-	defer t.Stop()
 	maxAge := time.Duration(f.Config.Execution.MaxTimeout)*time.Second + 5*time.Minute
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := f.Sandbox.RemoveOlderThan(ctx, maxAge); err == nil && n > 0 {
-				f.Log.Info("removed stale containers", "count", n)
-			}
+	periodic.Every(ctx, time.Duration(f.Config.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
+		if n, err := f.Sandbox.RemoveOlderThan(ctx, maxAge); err == nil && n > 0 {
+			f.Log.Info("removed stale containers", "count", n)
 		}
-	}
+		return true
+	})
 }
 
 // Close stops plugins, removes this server's containers and closes the log.

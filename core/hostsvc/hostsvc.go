@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/units"
@@ -342,17 +343,10 @@ const maxWorkspaceFiles = 100_000
 // watchQuota kills the container when its workspace (a host directory,
 // which no cgroup limits) grows past the quota.
 func (h *Host) watchQuota(ctx context.Context, id string, w *workspace) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, time.Second, func(context.Context) bool {
 		size, files := dirUsage(w.path, h.quota, maxWorkspaceFiles)
 		if size <= h.quota && files <= maxWorkspaceFiles {
-			continue
+			return true
 		}
 		why := fmt.Sprintf("the container was stopped: its files grew past the workspace quota of %s (volumes.session_quota) or %d files; write less to the working directory", units.FormatSize(h.quota), maxWorkspaceFiles)
 		h.mu.Lock()
@@ -361,8 +355,8 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *workspace) {
 		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, Success: false, Error: why,
 			Details: map[string]any{"rule": "workspace-quota", "container_id": id, "owner": h.owner, "bytes": size, "files": files}})
 		_ = h.m.Signal(context.Background(), "", id, "KILL")
-		return
-	}
+		return false
+	})
 }
 
 // dirUsage adds up regular file sizes under dir without following links,

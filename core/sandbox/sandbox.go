@@ -334,7 +334,7 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 		}
 		err := m.rt.Remove(ctx, c.ID)
 		m.audit.Record(audit.Entry{Event: audit.ContainerReap, SessionID: c.Labels[policy.LabelSession], Success: err == nil,
-			Details: map[string]any{"container_id": c.ID, "image": c.Image, "left_by": srv}, Error: errString(err)})
+			Details: map[string]any{"container_id": c.ID, "image": c.Image, "left_by": srv}, Error: audit.ErrText(err)})
 		if err == nil {
 			removed++
 		} else {
@@ -379,11 +379,4 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	for _, id := range m.tracked.IDs() {
 		_ = m.Remove(ctx, "", id)
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
