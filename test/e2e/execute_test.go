@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"strings"
@@ -233,5 +235,48 @@ func TestWorkspaceQuota(t *testing.T) {
 	res = s.Call(t, "execute_python", map[string]any{"code": strings.Repeat("x = 1\n", 400)}, nil)
 	if !res.IsError || !strings.Contains(testenv.Text(res), "execution.max_code_size") {
 		t.Fatal(testenv.Text(res))
+	}
+}
+
+// Every execution is audited with the code's hash, the limits and the
+// outcome, and the code itself never reaches the log.
+func TestExecutionAudited(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	code := "planted = 'PLANTED-CODE-4411'\nprint(len(planted))"
+	if res := s.Call(t, "execute_python", map[string]any{"code": code, "environment": map[string]string{"API_TOKEN": "PLANTED-TOKEN-9"}}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	raw, err := os.ReadFile(s.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "PLANTED-CODE") || strings.Contains(string(raw), "PLANTED-TOKEN") {
+		t.Fatalf("audit log holds code or a secret:\n%s", raw)
+	}
+	sum := sha256.Sum256([]byte(code))
+	want := hex.EncodeToString(sum[:])
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e struct {
+			Event   string         `json:"event"`
+			Success bool           `json:"success"`
+			Details map[string]any `json:"details"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		switch e.Event {
+		case "execution.request":
+			seen[e.Event] = e.Details["code_sha256"] == want && e.Details["timeout_s"] != nil
+		case "container.create":
+			seen[e.Event] = e.Details["code_sha256"] == want && e.Details["memory"] != nil && e.Details["network"] == "none"
+		case "execution.complete", "container.start", "container.remove":
+			seen[e.Event] = e.Success
+		}
+	}
+	for _, ev := range []string{"execution.request", "container.create", "container.start", "container.remove", "execution.complete"} {
+		if !seen[ev] {
+			t.Errorf("no satisfactory %s record in:\n%s", ev, raw)
+		}
 	}
 }
