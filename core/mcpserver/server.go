@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
 		return s.execute(ctx, req, "r", in)
 	})
+	s.addLanguageTools()
 	s.addSessionTools()
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
@@ -208,7 +210,7 @@ func toOutput(r backend.ExecuteResult) ExecuteOutput {
 // summary is the text an agent reads first.
 func (s *Server) summary(language string, r backend.ExecuteResult, out ExecuteOutput) string {
 	var b strings.Builder
-	lang := strings.ToUpper(language[:1]) + language[1:]
+	lang := engine.LanguageName(language)
 	if r.Success {
 		fmt.Fprintf(&b, "%s ran successfully in %.2f s.\n", lang, r.Duration.Seconds())
 	} else if e := r.Error; e != nil {
@@ -302,5 +304,30 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.Stream
 	return func(ev backend.StreamEvent) {
 		n++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: ev.Name + ": " + ev.Text})
+	}
+}
+
+var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+
+// addLanguageTools gives every other language a loaded backend runs its own
+// execute_<language> tool, so a third-party backend plugin is reachable
+// without any change to the core.
+func (s *Server) addLanguageTools() {
+	seen := map[string]bool{"python": true, "r": true}
+	for _, p := range s.eng.Plugins().Statuses() {
+		for _, lang := range p.Capabilities.Languages {
+			if seen[lang] || !toolName.MatchString(lang) {
+				continue
+			}
+			seen[lang] = true
+			mcp.AddTool(s.mcp, &mcp.Tool{
+				Name:         "execute_" + lang,
+				Title:        "Run " + lang + " in a sandbox",
+				OutputSchema: outputSchema(),
+				Description:  fmt.Sprintf("Run %s code in a sandboxed container through the %s plugin (%s); session_id keeps state if the backend is stateful.", lang, p.Name, p.Version),
+			}, func(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
+				return s.execute(ctx, req, lang, in)
+			})
+		}
 	}
 }

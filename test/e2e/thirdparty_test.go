@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// A backend plugin written only against the SDK, declared in forge.toml with
+// its sha256, adds a language (and its execute_ tool) without any change to
+// the core.
+func TestThirdPartyBackend(t *testing.T) {
+	testenv.Require(t)
+	bin := filepath.Join(t.TempDir(), "shout-plugin")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/shoutplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	sum, err := plugins.Checksum(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.StartServer(t, "[plugins.shout]\npath = \""+bin+"\"\nsha256 = \""+sum+"\"\n")
+	tools, err := s.Session.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	if !slices.Contains(names, "execute_shout") {
+		t.Fatalf("tools %v", names)
+	}
+	var o out
+	res := s.Call(t, "execute_shout", map[string]any{"code": "hello forge"}, &o)
+	if res.IsError || o.Stdout != "HELLO FORGE\n" || o.Result != float64(11) {
+		t.Fatalf("%+v %s", o, testenv.Text(res))
+	}
+
+	// The same plugin with a wrong pinned digest is refused.
+	bad := testenv.StartServer(t, "[plugins.shout]\npath = \""+bin+"\"\nsha256 = \""+strings.Repeat("0", 64)+"\"\n")
+	tools, _ = bad.Session.ListTools(t.Context(), nil)
+	for _, tl := range tools.Tools {
+		if tl.Name == "execute_shout" {
+			t.Fatal("a plugin with a mismatched checksum was loaded")
+		}
+	}
+}
