@@ -59,6 +59,9 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	slots    chan struct{} // execution.max_concurrent_runs
+
+	// WorkspaceDir is where a session's files live, removed with the session.
+	WorkspaceDir func(sessionID string) string
 }
 
 // New returns an engine.

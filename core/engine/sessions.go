@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -61,8 +60,6 @@ type SessionView struct {
 	Undocumented         []string           `json:"undocumented,omitempty"`
 }
 
-var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
-
 // ErrNoSession is an unknown session id (or one of another connection).
 var ErrNoSession = errors.New("no such session")
 
@@ -116,8 +113,8 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 
 // acquire finds or creates the session for an execute, reserving a slot.
 func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
-	if !sessionID.MatchString(req.SessionID) {
-		return nil, false, badRequest("session_id %q is invalid: use 1-63 letters, digits, '-' or '_', starting with a letter or digit", req.SessionID)
+	if !hostsvc.SessionIDPattern.MatchString(req.SessionID) {
+		return nil, false, badRequest("session_id %q is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", req.SessionID)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -356,7 +353,9 @@ func (e *Engine) destroy(ctx context.Context, s *Session, why string) error {
 }
 
 func (e *Engine) removeWorkspace(id string) {
-	_ = os.RemoveAll(hostsvc.WorkspacePath(e.cfg.Volumes.BasePath, id))
+	if e.WorkspaceDir != nil {
+		_ = os.RemoveAll(e.WorkspaceDir(id))
+	}
 }
 
 // Sessions lists the sessions of one connection ("" lists all, for the server).

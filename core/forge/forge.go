@@ -108,6 +108,9 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
 	}
 	f.Engine = engine.New(cfg, pol, f.Plugins, al, log.Named("engine"))
+	f.Engine.WorkspaceDir = func(id string) string {
+		return hostsvc.WorkspacePath(cfg.Volumes.BasePath, hostsvc.WorkspaceName(id, sb.ServerTag()))
+	}
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)

@@ -57,10 +57,16 @@ func (h *Host) Sandbox() host.Sandbox { return h }
 // Audit implements host.Host.
 func (h *Host) Audit() host.Audit { return auditSvc{h} }
 
-var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+// SessionIDPattern is what a session id may look like. The 48-character cap
+// keeps kernel socket paths under the 107-byte unix limit.
+var SessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
 
-// WorkspacePath is where a session's or run's files live on the host.
-func WorkspacePath(base, id string) string { return filepath.Join(base, "sessions", id) }
+// WorkspaceName is a session's directory name: the id plus the server's tag,
+// so that two servers sharing a base path never share a session's files.
+func WorkspaceName(sessionID, serverTag string) string { return sessionID + "." + serverTag }
+
+// WorkspacePath is where a workspace's files live on the host.
+func WorkspacePath(base, name string) string { return filepath.Join(base, "sessions", name) }
 
 func newRunID() string {
 	b := make([]byte, 8)
@@ -90,12 +96,16 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		return host.Container{}, host.Errorf(host.KindInvalid, "%v", err)
 	}
 	sid, ephemeral := in.SessionID, in.SessionID == ""
+	name := ""
 	if ephemeral {
 		sid = newRunID()
-	} else if !sessionIDRe.MatchString(sid) {
-		return host.Container{}, host.Errorf(host.KindInvalid, "session id %q: use 1-63 letters, digits, '-' or '_'", sid)
+		name = sid
+	} else if !SessionIDPattern.MatchString(sid) {
+		return host.Container{}, host.Errorf(host.KindInvalid, "session id %q: use 1-48 letters, digits, '-' or '_'", sid)
+	} else {
+		name = WorkspaceName(sid, h.m.ServerTag())
 	}
-	ws := WorkspacePath(h.base, sid)
+	ws := WorkspacePath(h.base, name)
 	if err := os.MkdirAll(ws, 0o711); err != nil {
 		return host.Container{}, host.Errorf(host.KindInternal, "create workspace: %v", err)
 	}
@@ -137,7 +147,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	}
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
-		Mounts: mounts, Limits: lim, SessionID: sid, Owner: h.owner,
+		Mounts: mounts, Limits: lim, SessionID: sid, Workspace: name, Owner: h.owner,
 	})
 	if err != nil {
 		cleanup()

@@ -19,6 +19,7 @@ type Intent struct {
 	Mounts    []Mount           // host sources inside volumes.base_path
 	Limits    Limits            // already resolved by ResolveLimits
 	SessionID string
+	Workspace string // the workspace directory's name; SessionID if empty
 	Owner     string
 	Instance  string
 }
@@ -63,6 +64,7 @@ func (p *Policy) Harden(in Intent) (Spec, error) {
 		Init:            true,
 		Limits:          in.Limits,
 		SessionID:       in.SessionID,
+		Workspace:       in.Workspace,
 		Owner:           in.Owner,
 	}
 	return s, p.CheckCreate(s)

@@ -139,8 +139,12 @@ func (p *Policy) CheckCreate(s Spec) error {
 	if s.Labels[LabelManaged] != "true" {
 		return violation("labels", "container must carry the %s=true label", LabelManaged)
 	}
+	ws := s.Workspace
+	if ws == "" {
+		ws = s.SessionID
+	}
 	for _, m := range s.Mounts {
-		if err := p.CheckMount(m, s.SessionID); err != nil {
+		if err := p.CheckMount(m, ws); err != nil {
 			return err
 		}
 	}

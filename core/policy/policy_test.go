@@ -86,6 +86,14 @@ func TestCheckCreateRules(t *testing.T) {
 		{"mount", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1", Target: "/proc"}} }},
 		{"mount", func(s *Spec) { s.Mounts = []Mount{{Source: "relative", Target: "/x"}} }},
 		{"", func(s *Spec) {
+			s.Workspace = "s1.ab12"
+			s.Mounts = []Mount{{Source: base + "/sessions/s1.ab12/k", Target: "/k"}}
+		}},
+		{"mount-other-session", func(s *Spec) {
+			s.Workspace = "s1.ab12"
+			s.Mounts = []Mount{{Source: base + "/sessions/s1.cd34/k", Target: "/k"}}
+		}},
+		{"", func(s *Spec) {
 			s.Mounts = []Mount{{Source: base + "/sessions/s1/in", Target: "/in", ReadOnly: true},
 				{Source: base + "/sessions/s1", Target: "/work"}, {Source: base + "/uploads/s1/f", Target: "/up"},
 				{Source: base + "/shared/readonly/ds", Target: "/data", ReadOnly: true}}

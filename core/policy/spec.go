@@ -57,5 +57,6 @@ type Spec struct {
 	Init            bool
 	Limits          Limits
 	SessionID       string
+	Workspace       string // directory under <base>/sessions and <base>/uploads; SessionID if empty
 	Owner           string // plugin that asked for it
 }

@@ -5,6 +5,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -74,6 +76,13 @@ func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.L
 		m.server = ServerID(os.Getpid())
 	}
 	return m
+}
+
+// ServerTag is a short stable name of this server process, used to keep the
+// workspaces of servers sharing a base path apart.
+func (m *Manager) ServerTag() string {
+	sum := sha256.Sum256([]byte(m.server))
+	return hex.EncodeToString(sum[:4])
 }
 
 // Policy is the policy the manager applies.

@@ -299,3 +299,24 @@ func TestNoOrphansAfterRestart(t *testing.T) {
 		t.Fatalf("orphan containers left after restart: %v", c)
 	}
 }
+
+// Two servers on one base path (two MCP hosts on one machine) that both
+// use session id "main" never share its files, and one destroying its
+// session leaves the other's alone.
+func TestServersShareBasePathSafely(t *testing.T) {
+	a := testenv.StartServer(t, "")
+	b := testenv.StartServerAt(t, a.Base, "")
+	ca, cb := sessionCaller(t, a, "execute_python"), sessionCaller(t, b, "execute_python")
+	if _, res := ca("open('mine.txt', 'w').write('from a')", "main", 0); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if o, res := cb("import os\nsorted(os.listdir('.'))", "main", 0); res.IsError || strings.Contains(o.ResultRepr, "mine.txt") {
+		t.Fatalf("server b sees server a's session files: %+v %s", o, testenv.Text(res))
+	}
+	if res := b.Call(t, "destroy_session", map[string]any{"session_id": "main"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if o, res := ca("open('mine.txt').read()", "main", 0); res.IsError || o.ResultRepr != "'from a'" {
+		t.Fatalf("server a lost its session files: %+v %s", o, testenv.Text(res))
+	}
+}

@@ -45,32 +45,42 @@ type Server struct {
 func StartServer(t testing.TB, extra string) *Server {
 	t.Helper()
 	Require(t)
+	return StartServerAt(t, BaseDir(t), extra)
+}
+
+// StartServerAt starts a server on a given base path (servers may share one).
+func StartServerAt(t testing.TB, base, extra string) *Server {
+	t.Helper()
 	bin := Binary(t)
-	base := BaseDir(t)
-	cfg := filepath.Join(base, "forge.toml")
-	if err := os.WriteFile(cfg, []byte(extra), 0o600); err != nil {
+	cfg, err := os.CreateTemp(base, "forge-*.toml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config", cfg, "serve")
+	cfg.Close()
+	if err := os.WriteFile(cfg.Name(), []byte(extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfg.Name(), "serve")
 	// The test's own base path and audit log come from the environment, so
 	// extra may open any table.
 	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
-	logf, _ := os.Create(filepath.Join(base, "server.log"))
+	logName := strings.TrimSuffix(cfg.Name(), ".toml") + ".log"
+	logf, _ := os.Create(logName)
 	cmd.Stderr = logf
 	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		log, _ := os.ReadFile(filepath.Join(base, "server.log"))
+		log, _ := os.ReadFile(logName)
 		t.Fatalf("connect to mcp-forge serve: %v\nserver log:\n%s", err, log)
 	}
-	s := &Server{Session: sess, Cmd: cmd, Base: base, AuditLog: filepath.Join(base, "audit.log"), Config: cfg}
+	s := &Server{Session: sess, Cmd: cmd, Base: base, AuditLog: filepath.Join(base, "audit.log"), Config: cfg.Name()}
 	t.Cleanup(func() {
 		sess.Close()
 		logf.Close()
 		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(base, "server.log"))
+			log, _ := os.ReadFile(logName)
 			t.Logf("server log:\n%s", log)
 		}
 	})
