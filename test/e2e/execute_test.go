@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -164,6 +166,11 @@ func TestEightConcurrentCalls(t *testing.T) {
 		if want := float64(n * (n - 1) / 2); r.Result != want || !r.Success {
 			t.Errorf("call %d: %+v", i, r)
 		}
+	}
+	// Every one-shot container is gone once its call returned.
+	left, err := exec.Command("podman", "ps", "-aq", "--filter", "label=io.mcp-forge.instance="+forge.Instance(s.Base)).Output()
+	if err != nil || strings.TrimSpace(string(left)) != "" {
+		t.Fatalf("containers left after the calls: %q %v", left, err)
 	}
 }
 

@@ -410,15 +410,19 @@ func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error
 }
 
 // Remove force-removes the container and its anonymous volumes. A container
-// that is already gone counts as removed; a transient failure (the container
-// changing state under load) is retried once.
+// that is already gone counts as removed. Right after a container exits,
+// Podman's own cleanup may still hold its /dev/shm mount ("device or
+// resource busy"); that is retried with a short backoff.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	err := c.remove(ctx, id)
-	if err != nil && ctx.Err() == nil {
-		time.Sleep(500 * time.Millisecond)
-		err = c.remove(ctx, id)
+	delay := 25 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := c.remove(ctx, id)
+		if err == nil || attempt == 6 || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(delay)
+		delay *= 2
 	}
-	return err
 }
 
 func (c *Client) remove(ctx context.Context, id string) error {
