@@ -145,6 +145,9 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if in.CodeHash != "" {
 		labels[policy.LabelCodeHash] = in.CodeHash
 	}
+	if ephemeral {
+		labels[policy.LabelOneShot] = "true"
+	}
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
 		Mounts: mounts, Limits: lim, SessionID: sid, Workspace: name, Owner: h.owner,

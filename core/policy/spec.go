@@ -12,6 +12,9 @@ const (
 	LabelSession  = "io.mcp-forge.session"
 	LabelOwner    = "io.mcp-forge.owner"
 	LabelCodeHash = "io.mcp-forge.code-sha256"
+	// LabelOneShot marks a container that lives for one run only; sessions'
+	// containers lack it and are removed by the idle reaper instead.
+	LabelOneShot = "io.mcp-forge.one-shot"
 )
 
 // Mount is a bind mount of a host directory into the container.

@@ -354,7 +354,9 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 	return removed, errors.Join(errs...)
 }
 
-// RemoveOlderThan removes this server's containers created more than age ago.
+// RemoveOlderThan removes this server's one-shot containers created more
+// than age ago (left by a plugin that died mid-run). Session containers live
+// as long as their session and are left to the idle reaper.
 func (m *Manager) RemoveOlderThan(ctx context.Context, age time.Duration) (int, error) {
 	list, err := m.Ours(ctx)
 	if err != nil {
@@ -362,7 +364,7 @@ func (m *Manager) RemoveOlderThan(ctx context.Context, age time.Duration) (int, 
 	}
 	n := 0
 	for _, c := range list {
-		if c.Labels[LabelServer] != m.server || time.Since(c.Created) < age {
+		if c.Labels[LabelServer] != m.server || c.Labels[policy.LabelOneShot] != "true" || time.Since(c.Created) < age {
 			continue
 		}
 		if err := m.Remove(ctx, "", c.ID); err == nil {

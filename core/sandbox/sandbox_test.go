@@ -102,3 +102,36 @@ func TestOwnershipAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type listingRuntime struct {
+	fakeRuntime
+	list    []runtime.Container
+	removed []string
+}
+
+func (l *listingRuntime) List(context.Context, map[string]string) ([]runtime.Container, error) {
+	return l.list, nil
+}
+func (l *listingRuntime) Remove(_ context.Context, id string) error {
+	l.removed = append(l.removed, id)
+	return nil
+}
+
+// The stale-container sweep never touches a long-lived session's container.
+func TestSweepSparesSessions(t *testing.T) {
+	rt := &listingRuntime{}
+	m, _ := newTestManager(rt, true)
+	old := time.Now().Add(-time.Hour)
+	rt.list = []runtime.Container{
+		{ID: "oneshot", Created: old, Labels: map[string]string{LabelServer: m.server, policy.LabelOneShot: "true"}},
+		{ID: "session", Created: old, Labels: map[string]string{LabelServer: m.server}},
+		{ID: "young", Created: time.Now(), Labels: map[string]string{LabelServer: m.server, policy.LabelOneShot: "true"}},
+		{ID: "other-server", Created: old, Labels: map[string]string{LabelServer: "1-1", policy.LabelOneShot: "true"}},
+	}
+	for _, c := range rt.list {
+		m.tracked.Add(c.ID, "p")
+	}
+	if n, err := m.RemoveOlderThan(context.Background(), 10*time.Minute); err != nil || n != 1 || len(rt.removed) != 1 || rt.removed[0] != "oneshot" {
+		t.Fatalf("removed %v (%d, %v)", rt.removed, n, err)
+	}
+}
