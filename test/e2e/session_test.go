@@ -13,12 +13,16 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-func sessionContainers(t *testing.T, id string) []string {
+// sessionContainers lists a session's containers among those of servers on
+// base (other servers' sessions may share the id).
+func sessionContainers(t *testing.T, base, id string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "-a", "-q", "--filter", "label=io.mcp-forge.session="+id).Output()
+	out, err := exec.Command("podman", "ps", "-a", "-q", "--filter", "label=io.mcp-forge.session="+id,
+		"--filter", "label=io.mcp-forge.instance="+forge.Instance(base)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +71,7 @@ func TestPythonSessions(t *testing.T) {
 		if o, _ := call("x", "b", 0); o.ResultRepr != "'other'" {
 			t.Fatalf("session b sees %q", o.ResultRepr)
 		}
-		ca, cb := sessionContainers(t, "a"), sessionContainers(t, "b")
+		ca, cb := sessionContainers(t, s.Base, "a"), sessionContainers(t, s.Base, "b")
 		if len(ca) != 1 || len(cb) != 1 || ca[0] == cb[0] {
 			t.Fatalf("containers a=%v b=%v", ca, cb)
 		}
@@ -203,7 +207,7 @@ func TestPythonSessions(t *testing.T) {
 		if res := s.Call(t, "destroy_session", map[string]any{"session_id": "b"}, nil); res.IsError {
 			t.Fatal(testenv.Text(res))
 		}
-		if c := sessionContainers(t, "b"); len(c) != 0 {
+		if c := sessionContainers(t, s.Base, "b"); len(c) != 0 {
 			t.Fatalf("container left: %v", c)
 		}
 		if res := s.Call(t, "destroy_session", map[string]any{"session_id": "b"}, nil); !res.IsError {
@@ -223,18 +227,18 @@ func TestIdleReaper(t *testing.T) {
 	if res := s.Call(t, "execute_python", map[string]any{"code": "x = 1", "session_id": "idle1"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	if len(sessionContainers(t, "idle1")) != 1 {
+	if len(sessionContainers(t, s.Base, "idle1")) != 1 {
 		t.Fatal("no session container")
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var l struct{ Sessions []any }
 		s.Call(t, "list_sessions", map[string]any{}, &l)
-		if len(sessionContainers(t, "idle1")) == 0 && len(l.Sessions) == 0 {
+		if len(sessionContainers(t, s.Base, "idle1")) == 0 && len(l.Sessions) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("idle session not removed: containers %v, sessions %+v", sessionContainers(t, "idle1"), l.Sessions)
+			t.Fatalf("idle session not removed: containers %v, sessions %+v", sessionContainers(t, s.Base, "idle1"), l.Sessions)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -282,7 +286,7 @@ func TestNoOrphansAfterRestart(t *testing.T) {
 	if res := s.Call(t, "execute_python", map[string]any{"code": "x = 1", "session_id": "orphan"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	if len(sessionContainers(t, "orphan")) != 1 {
+	if len(sessionContainers(t, s.Base, "orphan")) != 1 {
 		t.Fatal("no session container")
 	}
 	s.Cmd.Process.Signal(syscall.SIGKILL)
@@ -290,12 +294,12 @@ func TestNoOrphansAfterRestart(t *testing.T) {
 	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if len(sessionContainers(t, "orphan")) != 1 {
+	if len(sessionContainers(t, s.Base, "orphan")) != 1 {
 		t.Fatal("the killed server's container should still exist before the restart")
 	}
 	p := testenv.NewInProcess(t, func(c *config.Config) { c.Volumes.BasePath = s.Base })
 	_ = p
-	if c := sessionContainers(t, "orphan"); len(c) != 0 {
+	if c := sessionContainers(t, s.Base, "orphan"); len(c) != 0 {
 		t.Fatalf("orphan containers left after restart: %v", c)
 	}
 }
