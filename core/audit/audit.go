@@ -171,9 +171,12 @@ func HashCode(code string) string {
 }
 
 var (
-	secretKey  = regexp.MustCompile(`(?i)(token|secret|passw|api_?key|private_?key|credential|authorization|cookie|^key$|_key$)`)
+	secretKey  = regexp.MustCompile(`(?i)(token|secret|passw|api_?key|private_?key|credential|auth|cookie|^key$|_key$)`)
 	contentKey = regexp.MustCompile(`(?i)^(code|source|script|content|contents|file_content|stdin|body)$`)
 )
+
+// IsSecretKey reports whether a key's value must never be logged or printed.
+func IsSecretKey(k string) bool { return secretKey.MatchString(k) }
 
 // Redact returns a copy of details with secret-looking keys masked and code
 // or file contents replaced by their sha256, at any depth.

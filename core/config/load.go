@@ -59,32 +59,19 @@ func LoadWith(path string, env Lookup) (Config, error) {
 		}
 		errs = unknown
 	}
-	return finish(cfg, errs, env, true)
+	return finish(cfg, errs, env)
 }
 
 // finish substitutes variables, applies overrides and validates, returning
 // every error found alongside those already collected.
-func finish(cfg Config, errs Errors, env Lookup, overrides bool) (Config, error) {
+func finish(cfg Config, errs Errors, env Lookup) (Config, error) {
 	errs = append(errs, substitute(reflect.ValueOf(&cfg).Elem(), "", env)...)
-	if overrides {
-		errs = append(errs, applyEnv(reflect.ValueOf(&cfg).Elem(), "", env)...)
-	}
+	errs = append(errs, applyEnv(reflect.ValueOf(&cfg).Elem(), "", env)...)
 	errs = append(errs, Validate(cfg)...)
 	if len(errs) > 0 {
 		return cfg, errs
 	}
 	return cfg, nil
-}
-
-// LoadString decodes TOML text over the defaults with no environment
-// overrides, for tests and `config check` of piped input.
-func LoadString(text string, env Lookup) (Config, error) {
-	cfg := Default()
-	unknown, err := decode(text, &cfg)
-	if err != nil {
-		return cfg, err
-	}
-	return finish(cfg, unknown, env, false)
 }
 
 // decode returns unknown keys as field errors and syntax or type errors as

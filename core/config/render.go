@@ -2,13 +2,11 @@ package config
 
 import (
 	"bytes"
-	"regexp"
 
 	"github.com/BurntSushi/toml"
-)
 
-// SecretKey matches names whose values are never printed or logged.
-var SecretKey = regexp.MustCompile(`(?i)(token|secret|passw|api_?key|private_?key|credential|auth)`)
+	"github.com/mcp-forge/mcp-forge/core/audit"
+)
 
 // Render prints the effective configuration as TOML with secret-looking
 // values of mcp_tools env tables and plugin config replaced by "***".
@@ -18,7 +16,7 @@ func Render(c Config) (string, error) {
 	for name, t := range c.MCPTools {
 		env := make(map[string]string, len(t.Env))
 		for k, v := range t.Env {
-			if SecretKey.MatchString(k) {
+			if audit.IsSecretKey(k) {
 				v = "***"
 			}
 			env[k] = v
@@ -48,7 +46,7 @@ func maskMap(m map[string]any) map[string]any {
 		case map[string]any:
 			out[k] = maskMap(x)
 		default:
-			if SecretKey.MatchString(k) {
+			if audit.IsSecretKey(k) {
 				v = "***"
 			}
 			out[k] = v

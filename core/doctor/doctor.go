@@ -92,7 +92,7 @@ func Podman(rt runtime.Runtime, cfg config.Config) Check {
 		switch {
 		case !info.Rootless && cfg.Security.UserNS == "auto":
 			out = append(out, subidCheck())
-			if versionBelow(info.Version, "4.4") {
+			if runtime.VersionBelow(info.Version, "4.4") {
 				out = append(out, Result{"userns", Warn, "userns = \"auto\" with Podman " + info.Version + " deadlocks under concurrent container starts (podman issue 16062)", "use security.userns = \"private\" (the default) or upgrade Podman"})
 			}
 		case cfg.Security.UserNS == "private":
@@ -146,11 +146,4 @@ func Paths(cfg config.Config) Check {
 		}
 		return out
 	}
-}
-
-func versionBelow(v, min string) bool {
-	var a1, a2, b1, b2 int
-	fmt.Sscanf(v, "%d.%d", &a1, &a2)
-	fmt.Sscanf(min, "%d.%d", &b1, &b2)
-	return a1 < b1 || (a1 == b1 && a2 < b2)
 }

@@ -337,9 +337,6 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 	return nil
 }
 
-// Describe is a short text for logs.
-func (h *Host) Describe() string { return fmt.Sprintf("host services for plugin %s", h.owner) }
-
 func (h *Host) exceeded(id string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -162,14 +162,11 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 	}, progress(ctx, req))
 	if err != nil {
 		var re *engine.RequestError
-		msg := err.Error()
+		msg, kind := err.Error(), "RequestError"
 		if !errors.As(err, &re) {
-			msg = "MCP-Forge could not run the code: " + msg
+			msg, kind = "MCP-Forge could not run the code: "+msg, "ServerError"
 		}
-		out := ExecuteOutput{Error: &ErrorInfo{Type: "RequestError", Message: msg}}
-		if !errors.As(err, &re) {
-			out.Error.Type = "ServerError"
-		}
+		out := ExecuteOutput{Error: &ErrorInfo{Type: kind, Message: msg}}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, out, nil
 	}
 	out := toOutput(res)

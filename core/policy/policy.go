@@ -2,12 +2,12 @@ package policy
 
 import (
 	"fmt"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/units"
 )
 
@@ -68,12 +68,7 @@ func (p *Policy) Settings() Settings { return p.s }
 
 // ImageAllowed reports whether the image matches the allowlist.
 func (p *Policy) ImageAllowed(image string) bool {
-	for _, pat := range p.s.AllowedImages {
-		if ok, _ := path.Match(pat, image); ok {
-			return true
-		}
-	}
-	return false
+	return config.ImageAllowed(p.s.AllowedImages, image)
 }
 
 // CheckImage refuses an image outside the allowlist.

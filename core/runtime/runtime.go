@@ -5,6 +5,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/policy"
@@ -72,4 +74,23 @@ type Runtime interface {
 	Remove(ctx context.Context, id string) error
 	List(ctx context.Context, labels map[string]string) ([]Container, error)
 	Image(ctx context.Context, name string) (ImageInfo, bool, error)
+}
+
+// VersionBelow compares dotted versions ("4.3.1" < "4.4"); suffixes such as
+// "-dev" are ignored and missing parts count as zero.
+func VersionBelow(v, min string) bool {
+	pa, pb := strings.Split(v, "."), strings.Split(min, ".")
+	num := func(parts []string, i int) int {
+		if i >= len(parts) {
+			return 0
+		}
+		n, _ := strconv.Atoi(strings.TrimFunc(parts[i], func(r rune) bool { return r < '0' || r > '9' }))
+		return n
+	}
+	for i := 0; i < 3; i++ {
+		if x, y := num(pa, i), num(pb, i); x != y {
+			return x < y
+		}
+	}
+	return false
 }

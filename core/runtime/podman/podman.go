@@ -118,27 +118,10 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 		Rootless:    info.Host.Security.Rootless,
 		CgroupsMode: info.Host.CgroupsVersion,
 	}
-	if versionLess(out.Version, MinAPIVersion) {
+	if runtime.VersionBelow(out.Version, MinAPIVersion) {
 		return out, fmt.Errorf("Podman %s is older than the supported %s; upgrade podman", out.Version, MinAPIVersion)
 	}
 	return out, nil
-}
-
-func versionLess(a, b string) bool {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < 3; i++ {
-		var x, y int
-		if i < len(pa) {
-			x, _ = strconv.Atoi(strings.TrimFunc(pa[i], func(r rune) bool { return r < '0' || r > '9' }))
-		}
-		if i < len(pb) {
-			y, _ = strconv.Atoi(pb[i])
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
 }
 
 // toSpecgen translates a policy-checked spec.
