@@ -59,7 +59,9 @@ if ! ping_podman; then
   [ "$(id -u)" = 0 ] || die "no Podman service at $sock; start one with: podman system service --time=0 unix://$sock &"
   log "starting the Podman API service on $sock"
   mkdir -p "$(dirname "$sock")" /var/log/mcp-forge
-  nohup podman --runtime runc system service --time=0 "unix://$sock" >/var/log/mcp-forge/podman-service.log 2>&1 &
+  # Started from / so that it never depends on this checkout: a service whose
+  # working directory was deleted fails every container start.
+  (cd / && nohup podman --runtime runc system service --time=0 "unix://$sock" >/var/log/mcp-forge/podman-service.log 2>&1 &)
   for _ in $(seq 1 50); do ping_podman && break; sleep 0.2; done
   ping_podman || die "the Podman service did not answer on $sock; see /var/log/mcp-forge/podman-service.log"
 fi
