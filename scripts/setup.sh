@@ -61,7 +61,7 @@ if ! ping_podman; then
   mkdir -p "$(dirname "$sock")" /var/log/mcp-forge
   # Started from / so that it never depends on this checkout: a service whose
   # working directory was deleted fails every container start.
-  (cd / && nohup podman --runtime runc system service --time=0 "unix://$sock" >/var/log/mcp-forge/podman-service.log 2>&1 &)
+  (cd / && exec nohup podman --runtime runc system service --time=0 "unix://$sock" </dev/null >/var/log/mcp-forge/podman-service.log 2>&1) &
   for _ in $(seq 1 50); do ping_podman && break; sleep 0.2; done
   ping_podman || die "the Podman service did not answer on $sock; see /var/log/mcp-forge/podman-service.log"
 fi
