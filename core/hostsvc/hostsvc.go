@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/units"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -114,7 +115,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			os.RemoveAll(ws)
 		}
 	}
-	var mounts []policy.Mount
+	var mounts []runtime.Mount
 	for _, m := range in.Mounts {
 		src, err := within(ws, m.Subdir)
 		if err == nil {
@@ -124,7 +125,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			cleanup()
 			return host.Container{}, asHostErr(err)
 		}
-		mounts = append(mounts, policy.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
+		mounts = append(mounts, runtime.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	for name, data := range in.Files {
 		p, err := within(ws, name)
@@ -143,10 +144,10 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		labels["io.mcp-forge.x-"+k] = v
 	}
 	if in.CodeHash != "" {
-		labels[policy.LabelCodeHash] = in.CodeHash
+		labels[runtime.LabelCodeHash] = in.CodeHash
 	}
 	if ephemeral {
-		labels[policy.LabelOneShot] = "true"
+		labels[runtime.LabelOneShot] = "true"
 	}
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,

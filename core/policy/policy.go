@@ -1,7 +1,11 @@
+// Package policy holds the security rules every sandbox container must obey,
+// applied in the core to every container whoever asks for it. It is pure
+// rules: no Podman, and file-system access only through an injected resolver.
 package policy
 
 import (
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,9 +33,6 @@ func violation(rule, format string, args ...any) *Violation {
 // host accounts.
 const MinUserNSStart = 100_000
 
-// UserNSSize is how many ids the private map covers.
-const UserNSSize = 65536
-
 // Settings are the operator's choices the rules depend on.
 type Settings struct {
 	AllowedImages []string
@@ -41,8 +42,8 @@ type Settings struct {
 	UserNSStart   int64  // first host id of the "private" map
 	BasePath      string // volumes.base_path
 	TmpfsMax      int64
-	Defaults      Limits
-	Max           Limits
+	Defaults      runtime.Limits
+	Max           runtime.Limits
 }
 
 // Resolver turns a host path into its real path (symlinks and ".." resolved).
@@ -81,7 +82,7 @@ func (p *Policy) CheckImage(image string) error {
 
 // CheckCreate refuses any spec that breaks a rule. It returns the first
 // violation; rules are checked most-dangerous first.
-func (p *Policy) CheckCreate(s Spec) error {
+func (p *Policy) CheckCreate(s runtime.Spec) error {
 	switch {
 	case s.Privileged:
 		return violation("privileged", "privileged containers are never allowed")
@@ -131,8 +132,8 @@ func (p *Policy) CheckCreate(s Spec) error {
 	if err := p.checkLimits(s.Limits); err != nil {
 		return err
 	}
-	if s.Labels[LabelManaged] != "true" {
-		return violation("labels", "container must carry the %s=true label", LabelManaged)
+	if s.Labels[runtime.LabelManaged] != "true" {
+		return violation("labels", "container must carry the %s=true label", runtime.LabelManaged)
 	}
 	ws := s.Workspace
 	if ws == "" {
@@ -159,7 +160,7 @@ func checkUser(u string) error {
 	return nil
 }
 
-func (p *Policy) checkLimits(l Limits) error {
+func (p *Policy) checkLimits(l runtime.Limits) error {
 	type lim struct {
 		name     string
 		val, max int64
@@ -207,7 +208,7 @@ func forbiddenMount(p string) string {
 //	<base>/sessions/<session>/…   read-write, only this container's session
 //	<base>/uploads/<session>/…    read-write, only this container's session
 //	<base>/shared/readonly/…      read-only
-func (p *Policy) CheckMount(m Mount, sessionID string) error {
+func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 		return violation("mount", "mount paths must be absolute (source %q, target %q)", m.Source, m.Target)
 	}
@@ -275,7 +276,7 @@ type LimitError struct {
 func (e *LimitError) Error() string { return e.Field + ": " + e.Msg }
 
 // ResolveLimits fills defaults and refuses values above the maxima, naming them.
-func (p *Policy) ResolveLimits(r LimitRequest) (Limits, error) {
+func (p *Policy) ResolveLimits(r LimitRequest) (runtime.Limits, error) {
 	l := p.s.Defaults
 	if r.Memory != "" {
 		b, err := units.ParseSize(r.Memory)

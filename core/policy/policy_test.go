@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +18,12 @@ func testSettings(base string) Settings {
 		UserNSStart:   2147483647,
 		BasePath:      base,
 		TmpfsMax:      64 << 20,
-		Defaults:      Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
-		Max:           Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
+		Defaults:      runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
+		Max:           runtime.Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
 	}
 }
 
-func goodSpec(t *testing.T, p *Policy) Spec {
+func goodSpec(t *testing.T, p *Policy) runtime.Spec {
 	t.Helper()
 	s, err := p.Harden(Intent{Image: "mcp-forge/python:3.11", Command: []string{"python3"},
 		Limits: p.Settings().Defaults, SessionID: "s1", Owner: "python", Instance: "i"})
@@ -37,64 +38,70 @@ func TestCheckCreateRules(t *testing.T) {
 	p := New(testSettings(base), nil)
 	cases := []struct {
 		rule   string
-		mutate func(*Spec)
+		mutate func(*runtime.Spec)
 	}{
-		{"", func(*Spec) {}},
-		{"privileged", func(s *Spec) { s.Privileged = true }},
-		{"cap-add", func(s *Spec) { s.CapAdd = []string{"SYS_ADMIN"} }},
-		{"cap-drop", func(s *Spec) { s.CapDrop = nil }},
-		{"devices", func(s *Spec) { s.Devices = []string{"/dev/kvm"} }},
-		{"host-pid", func(s *Spec) { s.PidNS = "host" }},
-		{"host-ipc", func(s *Spec) { s.IPCNS = "host" }},
-		{"host-network", func(s *Spec) { s.Network = "host" }},
-		{"network", func(s *Spec) { s.Network = "bridge" }},
-		{"host-userns", func(s *Spec) { s.UserNS = "host" }},
-		{"userns", func(s *Spec) { s.UserNS = "" }},
-		{"userns", func(s *Spec) { s.UserNS = "auto" }},
-		{"userns", func(s *Spec) { s.UserNSStart = 1000 }},
-		{"image-not-allowed", func(s *Spec) { s.Image = "docker.io/library/alpine" }},
-		{"image-not-allowed", func(s *Spec) { s.Image = "mcp-forge/r:4.2" }},
-		{"", func(s *Spec) { s.Image = "mcp-forge/custom:anything" }},
-		{"read-only-root", func(s *Spec) { s.ReadOnlyRoot = false }},
-		{"tmpfs", func(s *Spec) { s.TmpfsSize = 0 }},
-		{"tmpfs", func(s *Spec) { s.TmpfsSize = 1 << 40 }},
-		{"no-new-privileges", func(s *Spec) { s.NoNewPrivileges = false }},
-		{"init", func(s *Spec) { s.Init = false }},
-		{"root-user", func(s *Spec) { s.User = "0:0" }},
-		{"root-user", func(s *Spec) { s.User = "1000:0" }},
-		{"user", func(s *Spec) { s.User = "root" }},
-		{"limits", func(s *Spec) { s.Limits.MemoryBytes = 0 }},
-		{"limits", func(s *Spec) { s.Limits.MemoryBytes = 3 << 30 }},
-		{"limits", func(s *Spec) { s.Limits.Pids = 0 }},
-		{"limits", func(s *Spec) { s.Limits.CPUQuota = 0 }},
-		{"limits", func(s *Spec) { s.Limits.NoFile = 0 }},
-		{"limits", func(s *Spec) { s.Limits.Timeout = 0 }},
-		{"labels", func(s *Spec) { delete(s.Labels, LabelManaged) }},
-		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/", Target: "/host"}} }},
-		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/etc", Target: "/x"}} }},
-		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/proc/1", Target: "/x"}} }},
-		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/run/podman/podman.sock", Target: "/x"}} }},
-		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: "/var/run/docker.sock", Target: "/x"}} }},
-		{"forbidden-mount", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1/../../../../../etc", Target: "/x"}} }},
-		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: "/srv/data", Target: "/x"}} }},
-		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1/../../secrets", Target: "/x"}} }},
-		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: base, Target: "/x"}} }},
-		{"mount-outside-base", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions", Target: "/x"}} }},
-		{"mount-other-session", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s2/work", Target: "/x"}} }},
-		{"mount-other-session", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/uploads/s2", Target: "/x"}} }},
-		{"mount-readonly", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/shared/readonly/data", Target: "/x"}} }},
-		{"mount", func(s *Spec) { s.Mounts = []Mount{{Source: base + "/sessions/s1", Target: "/proc"}} }},
-		{"mount", func(s *Spec) { s.Mounts = []Mount{{Source: "relative", Target: "/x"}} }},
-		{"", func(s *Spec) {
-			s.Workspace = "s1.ab12"
-			s.Mounts = []Mount{{Source: base + "/sessions/s1.ab12/k", Target: "/k"}}
+		{"", func(*runtime.Spec) {}},
+		{"privileged", func(s *runtime.Spec) { s.Privileged = true }},
+		{"cap-add", func(s *runtime.Spec) { s.CapAdd = []string{"SYS_ADMIN"} }},
+		{"cap-drop", func(s *runtime.Spec) { s.CapDrop = nil }},
+		{"devices", func(s *runtime.Spec) { s.Devices = []string{"/dev/kvm"} }},
+		{"host-pid", func(s *runtime.Spec) { s.PidNS = "host" }},
+		{"host-ipc", func(s *runtime.Spec) { s.IPCNS = "host" }},
+		{"host-network", func(s *runtime.Spec) { s.Network = "host" }},
+		{"network", func(s *runtime.Spec) { s.Network = "bridge" }},
+		{"host-userns", func(s *runtime.Spec) { s.UserNS = "host" }},
+		{"userns", func(s *runtime.Spec) { s.UserNS = "" }},
+		{"userns", func(s *runtime.Spec) { s.UserNS = "auto" }},
+		{"userns", func(s *runtime.Spec) { s.UserNSStart = 1000 }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "docker.io/library/alpine" }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "mcp-forge/r:4.2" }},
+		{"", func(s *runtime.Spec) { s.Image = "mcp-forge/custom:anything" }},
+		{"read-only-root", func(s *runtime.Spec) { s.ReadOnlyRoot = false }},
+		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 0 }},
+		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 1 << 40 }},
+		{"no-new-privileges", func(s *runtime.Spec) { s.NoNewPrivileges = false }},
+		{"init", func(s *runtime.Spec) { s.Init = false }},
+		{"root-user", func(s *runtime.Spec) { s.User = "0:0" }},
+		{"root-user", func(s *runtime.Spec) { s.User = "1000:0" }},
+		{"user", func(s *runtime.Spec) { s.User = "root" }},
+		{"limits", func(s *runtime.Spec) { s.Limits.MemoryBytes = 0 }},
+		{"limits", func(s *runtime.Spec) { s.Limits.MemoryBytes = 3 << 30 }},
+		{"limits", func(s *runtime.Spec) { s.Limits.Pids = 0 }},
+		{"limits", func(s *runtime.Spec) { s.Limits.CPUQuota = 0 }},
+		{"limits", func(s *runtime.Spec) { s.Limits.NoFile = 0 }},
+		{"limits", func(s *runtime.Spec) { s.Limits.Timeout = 0 }},
+		{"labels", func(s *runtime.Spec) { delete(s.Labels, runtime.LabelManaged) }},
+		{"forbidden-mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/", Target: "/host"}} }},
+		{"forbidden-mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/etc", Target: "/x"}} }},
+		{"forbidden-mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/proc/1", Target: "/x"}} }},
+		{"forbidden-mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}} }},
+		{"forbidden-mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/var/run/docker.sock", Target: "/x"}} }},
+		{"forbidden-mount", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1/../../../../../etc", Target: "/x"}}
 		}},
-		{"mount-other-session", func(s *Spec) {
-			s.Workspace = "s1.ab12"
-			s.Mounts = []Mount{{Source: base + "/sessions/s1.cd34/k", Target: "/k"}}
+		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/srv/data", Target: "/x"}} }},
+		{"mount-outside-base", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1/../../secrets", Target: "/x"}}
 		}},
-		{"", func(s *Spec) {
-			s.Mounts = []Mount{{Source: base + "/sessions/s1/in", Target: "/in", ReadOnly: true},
+		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base, Target: "/x"}} }},
+		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/sessions", Target: "/x"}} }},
+		{"mount-other-session", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/sessions/s2/work", Target: "/x"}} }},
+		{"mount-other-session", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/uploads/s2", Target: "/x"}} }},
+		{"mount-readonly", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/shared/readonly/data", Target: "/x"}}
+		}},
+		{"mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1", Target: "/proc"}} }},
+		{"mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "relative", Target: "/x"}} }},
+		{"", func(s *runtime.Spec) {
+			s.Workspace = "s1.ab12"
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1.ab12/k", Target: "/k"}}
+		}},
+		{"mount-other-session", func(s *runtime.Spec) {
+			s.Workspace = "s1.ab12"
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1.cd34/k", Target: "/k"}}
+		}},
+		{"", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1/in", Target: "/in", ReadOnly: true},
 				{Source: base + "/sessions/s1", Target: "/work"}, {Source: base + "/uploads/s1/f", Target: "/up"},
 				{Source: base + "/shared/readonly/ds", Target: "/data", ReadOnly: true}}
 		}},
@@ -153,13 +160,13 @@ func TestSymlinkEscape(t *testing.T) {
 	os.Symlink(outside, filepath.Join(sess, "out"))
 	p := New(testSettings(base), filepath.EvalSymlinks)
 	for link, rule := range map[string]string{"etc-link": "forbidden-mount", "other": "mount-other-session", "out": "mount-outside-base"} {
-		err := p.CheckMount(Mount{Source: filepath.Join(sess, link), Target: "/x"}, "s1")
+		err := p.CheckMount(runtime.Mount{Source: filepath.Join(sess, link), Target: "/x"}, "s1")
 		var v *Violation
 		if !errors.As(err, &v) || v.Rule != rule {
 			t.Errorf("%s: want %s, got %v", link, rule, err)
 		}
 	}
-	if err := p.CheckMount(Mount{Source: sess, Target: "/x"}, "s1"); err != nil {
+	if err := p.CheckMount(runtime.Mount{Source: sess, Target: "/x"}, "s1"); err != nil {
 		t.Errorf("own session dir refused: %v", err)
 	}
 }
@@ -169,10 +176,10 @@ func TestResolveLimits(t *testing.T) {
 	cases := []struct {
 		req     LimitRequest
 		wantErr string
-		check   func(Limits) bool
+		check   func(runtime.Limits) bool
 	}{
-		{LimitRequest{}, "", func(l Limits) bool { return l.MemoryBytes == 512<<20 && l.Timeout == 300*time.Second }},
-		{LimitRequest{Memory: "1G", Timeout: 10, CPUQuota: 100000, Pids: 50}, "", func(l Limits) bool {
+		{LimitRequest{}, "", func(l runtime.Limits) bool { return l.MemoryBytes == 512<<20 && l.Timeout == 300*time.Second }},
+		{LimitRequest{Memory: "1G", Timeout: 10, CPUQuota: 100000, Pids: 50}, "", func(l runtime.Limits) bool {
 			return l.MemoryBytes == 1<<30 && l.Timeout == 10*time.Second && l.CPUQuota == 100000 && l.Pids == 50
 		}},
 		{LimitRequest{Memory: "4g"}, "exceeds the maximum 2g", nil},
@@ -196,27 +203,5 @@ func TestResolveLimits(t *testing.T) {
 		if err != nil || !tc.check(l) {
 			t.Errorf("%+v: got %+v, %v", tc.req, l, err)
 		}
-	}
-}
-
-func TestTracker(t *testing.T) {
-	tr := NewTracker()
-	tr.Add("abc", "python")
-	if err := tr.Check("abc", "python", "stop"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Check("abc", "", "stop"); err != nil {
-		t.Fatal("the core may act on any tracked container")
-	}
-	var v *Violation
-	if err := tr.Check("abc", "jupyter", "stop"); !errors.As(err, &v) || v.Rule != "not-owner" {
-		t.Fatalf("other plugin: %v", err)
-	}
-	if err := tr.Check("zzz", "python", "remove"); !errors.As(err, &v) || v.Rule != "not-our-container" {
-		t.Fatalf("untracked: %v", err)
-	}
-	tr.Remove("abc")
-	if err := tr.Check("abc", "python", "stop"); err == nil {
-		t.Fatal("removed container still tracked")
 	}
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -21,11 +22,11 @@ func FromConfig(c config.Config) Settings {
 		UserNSStart:   int64(c.Security.UserNSStart),
 		BasePath:      c.Volumes.BasePath,
 		TmpfsMax:      size(c.Security.TmpfsSize),
-		Defaults: Limits{
+		Defaults: runtime.Limits{
 			MemoryBytes: size(e.DefaultMemory), CPUQuota: int64(e.DefaultCPUQuota),
 			Pids: int64(e.DefaultPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.DefaultTimeout)),
 		},
-		Max: Limits{
+		Max: runtime.Limits{
 			MemoryBytes: size(e.MaxMemory), CPUQuota: int64(e.MaxCPUQuota),
 			Pids: int64(e.MaxPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.MaxTimeout)),
 		},

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/mcp-forge/mcp-forge/core/policy"
 )
 
 // ErrTimeout is returned by Wait when the container outlived its deadline and
@@ -60,7 +58,7 @@ type ImageInfo struct {
 // have passed the policy; the runtime only translates them.
 type Runtime interface {
 	Info(ctx context.Context) (Info, error)
-	Create(ctx context.Context, spec policy.Spec) (string, error)
+	Create(ctx context.Context, spec Spec) (string, error)
 	Start(ctx context.Context, id string) error
 	// Wait blocks until the container exits and returns its exit code. Past
 	// timeout the container is killed and ErrTimeout returned.

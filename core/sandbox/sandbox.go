@@ -45,7 +45,7 @@ func (e *OOMError) Error() string {
 type Manager struct {
 	rt       runtime.Runtime
 	pol      *policy.Policy
-	tracked  *policy.Tracker
+	tracked  *Tracker
 	audit    audit.Recorder
 	log      hclog.Logger
 	instance string
@@ -53,7 +53,7 @@ type Manager struct {
 	enforce  bool
 
 	mu      sync.Mutex
-	limits  map[string]policy.Limits // container id → limits, for OOM messages
+	limits  map[string]runtime.Limits // container id → limits, for OOM messages
 	checked bool
 	infoErr error
 }
@@ -68,9 +68,9 @@ type Options struct {
 // New returns a manager over rt.
 func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
-		rt: rt, pol: pol, tracked: policy.NewTracker(), audit: rec, log: log,
+		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
 		instance: o.Instance, server: o.ServerID, enforce: o.EnforceResourceLimits,
-		limits: map[string]policy.Limits{},
+		limits: map[string]runtime.Limits{},
 	}
 	if m.server == "" {
 		m.server = ServerID(os.Getpid())
@@ -166,7 +166,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	details := map[string]any{"image": spec.Image, "owner": in.Owner, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
 		"network": spec.Network, "mounts": len(spec.Mounts)}
-	if h := in.Labels[policy.LabelCodeHash]; h != "" {
+	if h := in.Labels[runtime.LabelCodeHash]; h != "" {
 		details["code_sha256"] = h
 	}
 	id, err := m.rt.Create(ctx, spec)
@@ -185,7 +185,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 
 // CheckSpec applies the policy to a complete spec and audits a refusal; for
 // callers that hold a full spec rather than an intent.
-func (m *Manager) CheckSpec(s policy.Spec) error {
+func (m *Manager) CheckSpec(s runtime.Spec) error {
 	err := m.pol.CheckCreate(s)
 	if err != nil {
 		m.violation("container.create", s.Owner, s.SessionID, err)
@@ -323,7 +323,7 @@ func (m *Manager) Remove(ctx context.Context, owner, id string) error {
 
 // Ours lists containers of this instance (any server process).
 func (m *Manager) Ours(ctx context.Context) ([]runtime.Container, error) {
-	return m.rt.List(ctx, map[string]string{policy.LabelManaged: "true", policy.LabelInstance: m.instance})
+	return m.rt.List(ctx, map[string]string{runtime.LabelManaged: "true", runtime.LabelInstance: m.instance})
 }
 
 // Reconcile removes containers of this instance left by servers that are no
@@ -342,7 +342,7 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 			continue
 		}
 		err := m.rt.Remove(ctx, c.ID)
-		m.audit.Record(audit.Entry{Event: audit.ContainerReap, SessionID: c.Labels[policy.LabelSession], Success: err == nil,
+		m.audit.Record(audit.Entry{Event: audit.ContainerReap, SessionID: c.Labels[runtime.LabelSession], Success: err == nil,
 			Details: map[string]any{"container_id": c.ID, "image": c.Image, "left_by": srv}, Error: audit.ErrText(err)})
 		if err == nil {
 			removed++
@@ -364,7 +364,7 @@ func (m *Manager) RemoveOlderThan(ctx context.Context, age time.Duration) (int, 
 	}
 	n := 0
 	for _, c := range list {
-		if c.Labels[LabelServer] != m.server || c.Labels[policy.LabelOneShot] != "true" || time.Since(c.Created) < age {
+		if c.Labels[LabelServer] != m.server || c.Labels[runtime.LabelOneShot] != "true" || time.Since(c.Created) < age {
 			continue
 		}
 		if err := m.Remove(ctx, "", c.ID); err == nil {

@@ -24,7 +24,7 @@ type fakeRuntime struct {
 }
 
 func (f *fakeRuntime) Info(context.Context) (runtime.Info, error) { return f.info, nil }
-func (f *fakeRuntime) Create(context.Context, policy.Spec) (string, error) {
+func (f *fakeRuntime) Create(context.Context, runtime.Spec) (string, error) {
 	f.created++
 	return "c" + strings.Repeat("0", 11), nil
 }
@@ -41,8 +41,8 @@ func newTestManager(rt runtime.Runtime, enforce bool) (*Manager, *recorder) {
 	pol := policy.New(policy.Settings{
 		AllowedImages: []string{"mcp-forge/python:*"}, User: "1000:1000", UserNS: "private", UserNSStart: 2147483647,
 		BasePath: "/b", TmpfsMax: 1 << 20,
-		Defaults: policy.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Second},
-		Max:      policy.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Minute},
+		Defaults: runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Second},
+		Max:      runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Minute},
 	}, nil)
 	rec := &recorder{}
 	return New(rt, pol, rec, hclog.NewNullLogger(), Options{Instance: "t", EnforceResourceLimits: enforce}), rec
@@ -123,10 +123,10 @@ func TestSweepSparesSessions(t *testing.T) {
 	m, _ := newTestManager(rt, true)
 	old := time.Now().Add(-time.Hour)
 	rt.list = []runtime.Container{
-		{ID: "oneshot", Created: old, Labels: map[string]string{LabelServer: m.server, policy.LabelOneShot: "true"}},
+		{ID: "oneshot", Created: old, Labels: map[string]string{LabelServer: m.server, runtime.LabelOneShot: "true"}},
 		{ID: "session", Created: old, Labels: map[string]string{LabelServer: m.server}},
-		{ID: "young", Created: time.Now(), Labels: map[string]string{LabelServer: m.server, policy.LabelOneShot: "true"}},
-		{ID: "other-server", Created: old, Labels: map[string]string{LabelServer: "1-1", policy.LabelOneShot: "true"}},
+		{ID: "young", Created: time.Now(), Labels: map[string]string{LabelServer: m.server, runtime.LabelOneShot: "true"}},
+		{ID: "other-server", Created: old, Labels: map[string]string{LabelServer: "1-1", runtime.LabelOneShot: "true"}},
 	}
 	for _, c := range rt.list {
 		m.tracked.Add(c.ID, "p")

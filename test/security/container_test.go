@@ -13,12 +13,13 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
 // run executes a Python snippet in a sandbox with the given limits.
-func run(t *testing.T, c *testenv.Core, code string, lim func(*policy.Limits)) (sandbox.RunResult, error) {
+func run(t *testing.T, c *testenv.Core, code string, lim func(*runtime.Limits)) (sandbox.RunResult, error) {
 	t.Helper()
 	l := c.Manager.Policy().Settings().Defaults
 	l.Timeout = 60 * time.Second
@@ -29,7 +30,7 @@ func run(t *testing.T, c *testenv.Core, code string, lim func(*policy.Limits)) (
 	defer cancel()
 	return c.Manager.Run(ctx, policy.Intent{
 		Image: c.Config.Images.Python, Command: []string{"python3", "-c", code},
-		Limits: l, Owner: "test", Labels: map[string]string{policy.LabelCodeHash: audit.HashCode(code)},
+		Limits: l, Owner: "test", Labels: map[string]string{runtime.LabelCodeHash: audit.HashCode(code)},
 	}, 1<<20)
 }
 
@@ -103,7 +104,7 @@ print(json.dumps(out))
 func TestMemoryHogIsOOM(t *testing.T) {
 	c := testenv.NewCore(t, nil)
 	_, err := run(t, c, "x = bytearray(400 * 1024 * 1024); x[::4096] = b'x' * len(x[::4096]); print('survived')",
-		func(l *policy.Limits) { l.MemoryBytes = 64 << 20 })
+		func(l *runtime.Limits) { l.MemoryBytes = 64 << 20 })
 	var oom *sandbox.OOMError
 	if !errors.As(err, &oom) {
 		t.Fatalf("want OOM error, got %v", err)
@@ -126,7 +127,7 @@ for _ in range(10000):
     except OSError as e:
         print("fork refused after", n, e); break
 `
-	res, err := run(t, c, bomb, func(l *policy.Limits) { l.Pids = 32; l.Timeout = 20 * time.Second })
+	res, err := run(t, c, bomb, func(l *runtime.Limits) { l.Pids = 32; l.Timeout = 20 * time.Second })
 	if err != nil && !errors.As(err, new(*sandbox.TimeoutError)) {
 		t.Fatalf("fork bomb run: %v", err)
 	}
@@ -143,7 +144,7 @@ for _ in range(10000):
 func TestTimeoutKills(t *testing.T) {
 	c := testenv.NewCore(t, nil)
 	start := time.Now()
-	_, err := run(t, c, "import time; time.sleep(60)", func(l *policy.Limits) { l.Timeout = 2 * time.Second })
+	_, err := run(t, c, "import time; time.sleep(60)", func(l *runtime.Limits) { l.Timeout = 2 * time.Second })
 	var te *sandbox.TimeoutError
 	if !errors.As(err, &te) || te.Limit != 2*time.Second {
 		t.Fatalf("want timeout error, got %v", err)
@@ -168,10 +169,10 @@ func TestRefusedBeforePodman(t *testing.T) {
 	defaults := c.Manager.Policy().Settings().Defaults
 	intents := map[string]policy.Intent{
 		"disallowed image": {Image: "docker.io/library/alpine:latest", Command: []string{"true"}},
-		"dotdot mount":     {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: sess + "/../../../../etc", Target: "/x"}}},
-		"symlink mount":    {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: filepath.Join(sess, "escape"), Target: "/x"}}},
-		"other session":    {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: filepath.Join(c.Base, "sessions", "s2"), Target: "/x"}}},
-		"podman socket":    {Image: c.Config.Images.Python, Mounts: []policy.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}}},
+		"dotdot mount":     {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: sess + "/../../../../etc", Target: "/x"}}},
+		"symlink mount":    {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: filepath.Join(sess, "escape"), Target: "/x"}}},
+		"other session":    {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: filepath.Join(c.Base, "sessions", "s2"), Target: "/x"}}},
+		"podman socket":    {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}}},
 	}
 	for name, in := range intents {
 		in.Owner, in.SessionID, in.Limits = "test", "s1", defaults

@@ -26,7 +26,6 @@ import (
 	"go.podman.io/storage/pkg/idtools"
 	storagetypes "go.podman.io/storage/types"
 
-	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -125,7 +124,7 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 }
 
 // toSpecgen translates a policy-checked spec.
-func toSpecgen(s policy.Spec) *specgen.SpecGenerator {
+func toSpecgen(s runtime.Spec) *specgen.SpecGenerator {
 	t, f := true, false
 	g := specgen.NewSpecGenerator(s.Image, false)
 	g.Name = s.Name
@@ -153,7 +152,7 @@ func toSpecgen(s policy.Spec) *specgen.SpecGenerator {
 		g.UserNS = specgen.Namespace{NSMode: specgen.Auto}
 		g.IDMappings = &storagetypes.IDMappingOptions{AutoUserNs: true}
 	case "private":
-		m := []idtools.IDMap{{ContainerID: 0, HostID: int(s.UserNSStart), Size: policy.UserNSSize}}
+		m := []idtools.IDMap{{ContainerID: 0, HostID: int(s.UserNSStart), Size: runtime.UserNSSize}}
 		g.UserNS = specgen.Namespace{NSMode: specgen.Private}
 		g.IDMappings = &storagetypes.IDMappingOptions{UIDMap: m, GIDMap: m}
 	}
@@ -191,7 +190,7 @@ func toSpecgen(s policy.Spec) *specgen.SpecGenerator {
 }
 
 // Create makes the container; it does not start it.
-func (c *Client) Create(ctx context.Context, s policy.Spec) (string, error) {
+func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	cx, cancel, err := c.op(ctx)
 	defer cancel()
 	if err != nil {

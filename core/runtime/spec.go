@@ -1,7 +1,4 @@
-// Package policy holds the security rules every sandbox container must obey,
-// applied in the core to every container whoever asks for it. It is pure
-// rules: no Podman, and file-system access only through an injected resolver.
-package policy
+package runtime
 
 import "time"
 
@@ -63,3 +60,6 @@ type Spec struct {
 	Workspace       string // directory under <base>/sessions and <base>/uploads; SessionID if empty
 	Owner           string // plugin that asked for it
 }
+
+// UserNSSize is how many ids a private user namespace map covers.
+const UserNSSize = 65536
