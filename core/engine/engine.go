@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/units"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
@@ -59,14 +60,12 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	slots    chan struct{} // execution.max_concurrent_runs
-
-	// WorkspaceDir is where a session's files live, removed with the session.
-	WorkspaceDir func(sessionID string) string
+	ws       *workspace.Manager
 }
 
 // New returns an engine.
-func New(cfg config.Config, pol *policy.Policy, pm *plugins.Manager, rec audit.Recorder, log hclog.Logger) *Engine {
-	return &Engine{cfg: cfg, pol: pol, plugins: pm, rec: rec, log: log, sessions: map[string]*Session{},
+func New(cfg config.Config, pol *policy.Policy, pm *plugins.Manager, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) *Engine {
+	return &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[string]*Session{},
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns)}
 }
 

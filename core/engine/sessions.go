@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
@@ -113,7 +112,7 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 
 // acquire finds or creates the session for an execute, reserving a slot.
 func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
-	if !hostsvc.SessionIDPattern.MatchString(req.SessionID) {
+	if workspace.CheckSessionID(req.SessionID) != nil {
 		return nil, false, badRequest("session_id %q is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", req.SessionID)
 	}
 	e.mu.Lock()
@@ -353,8 +352,8 @@ func (e *Engine) destroy(ctx context.Context, s *Session, why string) error {
 }
 
 func (e *Engine) removeWorkspace(id string) {
-	if e.WorkspaceDir != nil {
-		_ = os.RemoveAll(e.WorkspaceDir(id))
+	if err := e.ws.RemoveSession(id); err != nil {
+		e.log.Warn("could not remove a session's files", "session", id, "error", err)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/units"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
@@ -98,8 +99,8 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 
 	entries := plugins.Discover(cfg, PluginDir(cfg))
-	quota := mustSize(cfg.Volumes.SessionQuota)
-	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al, quota) },
+	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota))
+	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al, ws) },
 		PluginSettings(cfg), al, log.Named("plugin"))
 	for _, err := range f.Plugins.LoadAll(ctx) {
 		log.Error("plugin not loaded", "error", err)
@@ -107,10 +108,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	if len(entries) == 0 {
 		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
 	}
-	f.Engine = engine.New(cfg, pol, f.Plugins, al, log.Named("engine"))
-	f.Engine.WorkspaceDir = func(id string) string {
-		return hostsvc.WorkspacePath(cfg.Volumes.BasePath, hostsvc.WorkspaceName(id, sb.ServerTag()))
-	}
+	f.Engine = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine"))
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)

@@ -6,14 +6,8 @@ package hostsvc
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/units"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
@@ -32,24 +27,21 @@ type Host struct {
 	owner string
 	m     *sandbox.Manager
 	rec   audit.Recorder
-	base  string
-	quota int64 // bytes a workspace may hold (volumes.session_quota)
+	ws    *workspace.Manager
 
 	mu         sync.Mutex
-	workspaces map[string]*workspace // container id → its workspace
+	workspaces map[string]*tracked // container id → its workspace
 }
 
-type workspace struct {
-	path      string
-	ephemeral bool
-	stop      context.CancelFunc // ends the quota watch
-	exceeded  string             // why the container was killed, if it was
+type tracked struct {
+	*workspace.Workspace
+	stop     context.CancelFunc // ends the quota watch
+	exceeded string             // why the container was killed, if it was
 }
 
-// New returns the host services for plugin owner; quota caps the bytes each
-// container's workspace may hold (0: no cap).
-func New(owner string, m *sandbox.Manager, rec audit.Recorder, quota int64) *Host {
-	return &Host{owner: owner, m: m, rec: rec, base: m.Policy().Settings().BasePath, quota: quota, workspaces: map[string]*workspace{}}
+// New returns the host services for plugin owner.
+func New(owner string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
+	return &Host{owner: owner, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}}
 }
 
 // Sandbox implements host.Host.
@@ -58,69 +50,27 @@ func (h *Host) Sandbox() host.Sandbox { return h }
 // Audit implements host.Host.
 func (h *Host) Audit() host.Audit { return auditSvc{h} }
 
-// SessionIDPattern is what a session id may look like. The 48-character cap
-// keeps kernel socket paths under the 107-byte unix limit.
-var SessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
-
-// WorkspaceName is a session's directory name: the id plus the server's tag,
-// so that two servers sharing a base path never share a session's files.
-func WorkspaceName(sessionID, serverTag string) string { return sessionID + "." + serverTag }
-
-// WorkspacePath is where a workspace's files live on the host.
-func WorkspacePath(base, name string) string { return filepath.Join(base, "sessions", name) }
-
-func newRunID() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return "r" + hex.EncodeToString(b)
-}
-
-// within joins rel under dir, refusing absolute paths and "..".
-func within(dir, rel string) (string, error) {
-	if rel == "" {
-		return dir, nil
-	}
-	if filepath.IsAbs(rel) || strings.Contains(rel, "\x00") {
-		return "", host.Errorf(host.KindInvalid, "path %q must be relative to the workspace", rel)
-	}
-	clean := filepath.Clean(rel)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", host.Errorf(host.KindInvalid, "path %q leaves the workspace", rel)
-	}
-	return filepath.Join(dir, clean), nil
-}
-
 // Create implements host.Sandbox.
 func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, error) {
 	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
 	if err != nil {
 		return host.Container{}, host.Errorf(host.KindInvalid, "%v", err)
 	}
-	sid, ephemeral := in.SessionID, in.SessionID == ""
-	name := ""
-	if ephemeral {
-		sid = newRunID()
-		name = sid
-	} else if !SessionIDPattern.MatchString(sid) {
-		return host.Container{}, host.Errorf(host.KindInvalid, "session id %q: use 1-48 letters, digits, '-' or '_'", sid)
-	} else {
-		name = WorkspaceName(sid, h.m.ServerTag())
-	}
-	ws := WorkspacePath(h.base, name)
-	if err := os.MkdirAll(ws, 0o711); err != nil {
-		return host.Container{}, host.Errorf(host.KindInternal, "create workspace: %v", err)
+	w, err := h.ws.Create(in.SessionID)
+	if err != nil {
+		if errors.Is(err, workspace.ErrBadSessionID) {
+			return host.Container{}, host.Errorf(host.KindInvalid, "%v", err)
+		}
+		return host.Container{}, host.Errorf(host.KindInternal, "%v", err)
 	}
 	cleanup := func() {
-		if ephemeral {
-			os.RemoveAll(ws)
+		if w.Ephemeral {
+			h.ws.Remove(w)
 		}
 	}
 	var mounts []runtime.Mount
 	for _, m := range in.Mounts {
-		src, err := within(ws, m.Subdir)
-		if err == nil {
-			err = os.MkdirAll(src, 0o755)
-		}
+		src, err := w.Dir(m.Subdir)
 		if err != nil {
 			cleanup()
 			return host.Container{}, asHostErr(err)
@@ -128,13 +78,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		mounts = append(mounts, runtime.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	for name, data := range in.Files {
-		p, err := within(ws, name)
-		if err == nil {
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.WriteFile(p, data, 0o644)
-			}
-		}
-		if err != nil {
+		if err := w.WriteFile(name, data); err != nil {
 			cleanup()
 			return host.Container{}, asHostErr(err)
 		}
@@ -146,26 +90,26 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if in.CodeHash != "" {
 		labels[runtime.LabelCodeHash] = in.CodeHash
 	}
-	if ephemeral {
+	if w.Ephemeral {
 		labels[runtime.LabelOneShot] = "true"
 	}
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
-		Mounts: mounts, Limits: lim, SessionID: sid, Workspace: name, Owner: h.owner,
+		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, Owner: h.owner,
 	})
 	if err != nil {
 		cleanup()
 		return host.Container{}, asHostErr(err)
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w := &workspace{path: ws, ephemeral: ephemeral, stop: stop}
+	t := &tracked{Workspace: w, stop: stop}
 	h.mu.Lock()
-	h.workspaces[id] = w
+	h.workspaces[id] = t
 	h.mu.Unlock()
-	if h.quota > 0 {
-		go h.watchQuota(wctx, id, w)
+	if h.ws.Quota() > 0 {
+		go h.watchQuota(wctx, id, t)
 	}
-	return host.Container{ID: id, Workspace: ws}, nil
+	return host.Container{ID: id, Workspace: w.Path}, nil
 }
 
 func asHostErr(err error) error {
@@ -280,8 +224,8 @@ func (h *Host) Remove(ctx context.Context, id string) error {
 	h.mu.Unlock()
 	if ok {
 		ws.stop()
-		if ws.ephemeral {
-			os.RemoveAll(ws.path)
+		if ws.Ephemeral {
+			h.ws.Remove(ws.Workspace)
 		}
 	}
 	return nil
@@ -296,22 +240,7 @@ func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal
 	if !ok {
 		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", id, h.owner)
 	}
-	dir, err := within(ws.path, subdir)
-	if err != nil {
-		return nil, err
-	}
-	// The directory itself may have been replaced by a symlink from inside.
-	if real, err := filepath.EvalSymlinks(dir); err != nil || real != dir {
-		if os.IsNotExist(err) {
-			return nil, nil
-		}
-		return nil, host.Errorf(host.KindPolicy, "workspace directory %s is not a plain directory", subdir)
-	}
-	files, err := host.ReadDir(dir, maxFile, maxTotal)
-	if err != nil {
-		return nil, host.Errorf(host.KindInternal, "read files: %v", err)
-	}
-	return files, nil
+	return ws.ReadFiles(subdir, maxFile, maxTotal)
 }
 
 type auditSvc struct{ h *Host }
@@ -347,19 +276,16 @@ func (h *Host) exceeded(id string) string {
 	return ""
 }
 
-// maxWorkspaceFiles bounds how many files a workspace may hold, so that the
-// quota walk itself stays cheap.
-const maxWorkspaceFiles = 100_000
-
 // watchQuota kills the container when its workspace (a host directory,
 // which no cgroup limits) grows past the quota.
-func (h *Host) watchQuota(ctx context.Context, id string, w *workspace) {
+func (h *Host) watchQuota(ctx context.Context, id string, w *tracked) {
+	quota := h.ws.Quota()
 	periodic.Every(ctx, time.Second, func(context.Context) bool {
-		size, files := dirUsage(w.path, h.quota, maxWorkspaceFiles)
-		if size <= h.quota && files <= maxWorkspaceFiles {
+		size, files := w.Usage(quota)
+		if size <= quota && files <= workspace.MaxFiles {
 			return true
 		}
-		why := fmt.Sprintf("the container was stopped: its files grew past the workspace quota of %s (volumes.session_quota) or %d files; write less to the working directory", units.FormatSize(h.quota), maxWorkspaceFiles)
+		why := fmt.Sprintf("the container was stopped: its files grew past the workspace quota of %s (volumes.session_quota) or %d files; write less to the working directory", units.FormatSize(quota), workspace.MaxFiles)
 		h.mu.Lock()
 		w.exceeded = why
 		h.mu.Unlock()
@@ -368,28 +294,4 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *workspace) {
 		_ = h.m.Signal(context.Background(), "", id, "KILL")
 		return false
 	})
-}
-
-// dirUsage adds up regular file sizes under dir without following links,
-// stopping early once past maxBytes or maxFiles.
-func dirUsage(dir string, maxBytes int64, maxFiles int) (int64, int) {
-	var size int64
-	files := 0
-	stop := errors.New("stop")
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		files++
-		if d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				size += info.Size()
-			}
-		}
-		if size > maxBytes || files > maxFiles {
-			return stop
-		}
-		return nil
-	})
-	return size, files
 }

@@ -1,4 +1,4 @@
-package hostsvc
+package workspace
 
 import (
 	"os"

@@ -1,0 +1,199 @@
+// Package workspace owns the host directories that sandboxes see as their
+// working directories: naming, creation, the quota, reading files back
+// without following links, and removal. Host services (for plugins) and the
+// engine (for sessions) both go through it, so a session's files have one
+// owner.
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
+
+// SessionIDPattern is what a session id may look like. The 48-character cap
+// keeps kernel socket paths under the 107-byte unix limit.
+var SessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+
+// ErrBadSessionID is a session id that does not match SessionIDPattern.
+var ErrBadSessionID = errors.New("invalid session id: use 1-48 letters, digits, '-' or '_', starting with a letter or digit")
+
+// CheckSessionID refuses an id that could not name a workspace.
+func CheckSessionID(id string) error {
+	if !SessionIDPattern.MatchString(id) {
+		return fmt.Errorf("session id %q: %w", id, ErrBadSessionID)
+	}
+	return nil
+}
+
+// Manager creates and removes the workspaces of one server process under
+// <base>/sessions. Two servers sharing a base path have different tags, so
+// they never share or delete each other's files.
+type Manager struct {
+	base  string
+	tag   string
+	quota int64
+}
+
+// New returns a manager; quota is the byte cap of one workspace (0: none).
+func New(base, serverTag string, quota int64) *Manager {
+	return &Manager{base: base, tag: serverTag, quota: quota}
+}
+
+// Root is the directory holding every workspace.
+func (m *Manager) Root() string { return filepath.Join(m.base, "sessions") }
+
+// Quota is the byte cap of one workspace (0: none).
+func (m *Manager) Quota() int64 { return m.quota }
+
+// Workspace is one sandbox's directory on the host.
+type Workspace struct {
+	Name      string // directory name under Root: what the policy matches mounts against
+	Path      string
+	SessionID string // the session, or a fresh run id for an ephemeral workspace
+	Ephemeral bool   // lives for one run; removed with its container
+}
+
+// name is a session's directory name: the id plus the server's tag.
+func (m *Manager) name(sessionID string) string { return sessionID + "." + m.tag }
+
+// SessionPath is where a session's files live (whether or not they exist).
+func (m *Manager) SessionPath(sessionID string) string {
+	return filepath.Join(m.Root(), m.name(sessionID))
+}
+
+// Create makes the workspace of a session, or with sessionID "" a fresh
+// ephemeral one for a single run.
+func (m *Manager) Create(sessionID string) (*Workspace, error) {
+	w := &Workspace{SessionID: sessionID}
+	if sessionID == "" {
+		w.SessionID, w.Ephemeral = newRunID(), true
+		w.Name = w.SessionID
+	} else {
+		if err := CheckSessionID(sessionID); err != nil {
+			return nil, err
+		}
+		w.Name = m.name(sessionID)
+	}
+	w.Path = filepath.Join(m.Root(), w.Name)
+	if err := os.MkdirAll(w.Path, 0o711); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	return w, nil
+}
+
+// Remove deletes a workspace and everything in it.
+func (m *Manager) Remove(w *Workspace) error { return os.RemoveAll(w.Path) }
+
+// RemoveSession deletes a session's workspace.
+func (m *Manager) RemoveSession(sessionID string) error {
+	if CheckSessionID(sessionID) != nil {
+		return nil // no such workspace can exist
+	}
+	return os.RemoveAll(m.SessionPath(sessionID))
+}
+
+func newRunID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "r" + hex.EncodeToString(b)
+}
+
+// Within joins rel under the workspace, refusing absolute paths and "..".
+func (w *Workspace) Within(rel string) (string, error) { return within(w.Path, rel) }
+
+func within(dir, rel string) (string, error) {
+	if rel == "" {
+		return dir, nil
+	}
+	if filepath.IsAbs(rel) || strings.Contains(rel, "\x00") {
+		return "", host.Errorf(host.KindInvalid, "path %q must be relative to the workspace", rel)
+	}
+	clean := filepath.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", host.Errorf(host.KindInvalid, "path %q leaves the workspace", rel)
+	}
+	return filepath.Join(dir, clean), nil
+}
+
+// Dir creates (if needed) and returns a subdirectory for a mount.
+func (w *Workspace) Dir(rel string) (string, error) {
+	p, err := w.Within(rel)
+	if err != nil {
+		return "", err
+	}
+	return p, os.MkdirAll(p, 0o755)
+}
+
+// WriteFile writes a file the sandbox will read.
+func (w *Workspace) WriteFile(rel string, data []byte) error {
+	p, err := w.Within(rel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
+}
+
+// ReadFiles returns the regular files of one workspace directory, never
+// following symlinks the sandboxed code may have planted.
+func (w *Workspace) ReadFiles(subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	dir, err := w.Within(subdir)
+	if err != nil {
+		return nil, err
+	}
+	// The directory itself may have been replaced by a symlink from inside.
+	if real, err := filepath.EvalSymlinks(dir); err != nil || real != dir {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, host.Errorf(host.KindPolicy, "workspace directory %s is not a plain directory", subdir)
+	}
+	files, err := host.ReadDir(dir, maxFile, maxTotal)
+	if err != nil {
+		return nil, host.Errorf(host.KindInternal, "read files: %v", err)
+	}
+	return files, nil
+}
+
+// MaxFiles bounds how many files a workspace may hold, so that the usage
+// walk itself stays cheap.
+const MaxFiles = 100_000
+
+// Usage adds up regular file sizes under the workspace without following
+// links, stopping early once past maxBytes or MaxFiles.
+func (w *Workspace) Usage(maxBytes int64) (size int64, files int) {
+	return dirUsage(w.Path, maxBytes, MaxFiles)
+}
+
+func dirUsage(dir string, maxBytes int64, maxFiles int) (int64, int) {
+	var size int64
+	files := 0
+	stop := errors.New("stop")
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		files++
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				size += info.Size()
+			}
+		}
+		if size > maxBytes || files > maxFiles {
+			return stop
+		}
+		return nil
+	})
+	return size, files
+}
