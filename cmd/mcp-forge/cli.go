@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,11 +14,14 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/version"
 )
 
 type command struct {
+	usage   string // arguments after the command name
+	maxArgs int    // positional arguments it takes
 	summary string
 	run     func(ctx context.Context, args []string) int
 }
@@ -26,18 +30,18 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":   {"run the MCP server on stdio (what an MCP host starts)", cmdServe},
-		"doctor":  {"check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
-		"config":  {"check FILE | print | mcp-json: validate, show or export configuration", cmdConfig},
-		"plugins": {"list: show plugins with versions and checksum status", cmdPlugins},
-		"images":  {"list the sandbox images and whether they are built", cmdImages},
-		"version": {"print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
+		"serve":   {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe},
+		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
+		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig},
+		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
+		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages},
+		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
 	}
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", version.Version)
-	fmt.Fprintln(w, "Usage: mcp-forge [--config FILE] <command> [args]")
+	fmt.Fprintln(w, "Usage: mcp-forge <command> [args] [--config FILE]   (flags may stand anywhere)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
@@ -45,7 +49,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-40s %s\n", commands[n].usage, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nThe configuration is read from --config, else $FORGE_CONFIG, else built-in defaults.")
 	fmt.Fprintln(w, "See forge.toml.example for every option.")
@@ -53,37 +57,73 @@ func usage(w io.Writer) {
 
 var configPath string
 
-func run(args []string) int {
+// parseArgs reads the global flags wherever they stand (`mcp-forge --config F
+// serve` and `mcp-forge serve --config F` are the same) and returns the
+// command and its positional arguments. An unknown flag is an error; "--"
+// ends flag parsing.
+func parseArgs(args []string) (cmd string, rest []string, err error) {
 	fs := flag.NewFlagSet("mcp-forge", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&configPath, "config", os.Getenv("FORGE_CONFIG"), "configuration file (TOML)")
-	fs.Usage = func() { usage(os.Stderr) }
-	if err := fs.Parse(args); err != nil {
-		return 2
+	var positional []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return "", nil, err
+		}
+		// Parse stops at the first non-flag argument, or just after "--".
+		if consumed := len(args) - fs.NArg(); consumed > 0 && args[consumed-1] == "--" {
+			positional = append(positional, fs.Args()...)
+			break
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			positional = append(positional, args[0])
+			args = args[1:]
+		}
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		usage(os.Stderr)
-		return 2
+	if len(positional) == 0 {
+		return "", nil, nil
 	}
-	if rest[0] == "help" || rest[0] == "-h" {
+	return positional[0], positional[1:], nil
+}
+
+func run(args []string) int {
+	name, rest, err := parseArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
 		usage(os.Stdout)
 		return 0
 	}
-	cmd, ok := commands[rest[0]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "mcp-forge: unknown command %q\n\n", rest[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcp-forge: %v\n\n", err)
 		usage(os.Stderr)
+		return 2
+	}
+	if name == "" {
+		usage(os.Stderr)
+		return 2
+	}
+	if name == "help" || name == "-h" {
+		usage(os.Stdout)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "mcp-forge: unknown command %q\n\n", name)
+		usage(os.Stderr)
+		return 2
+	}
+	if cmd.maxArgs >= 0 && len(rest) > cmd.maxArgs {
+		fmt.Fprintf(os.Stderr, "mcp-forge %s: unexpected argument %q (usage: mcp-forge %s)\n", name, rest[cmd.maxArgs], cmd.usage)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return cmd.run(ctx, rest[1:])
+	return cmd.run(ctx, rest)
 }
 
 // loadConfig loads the configuration or prints every error and returns false.
 func loadConfig() (config.Config, bool) {
-	cfg, err := config.Load(configPath)
+	cfg, err := forge.LoadConfig(configPath)
 	if err != nil {
 		src := configPath
 		if src == "" {
@@ -108,7 +148,7 @@ func cmdConfig(_ context.Context, args []string) int {
 		if len(args) > 1 {
 			path = args[1]
 		}
-		if _, err := config.Load(path); err != nil {
+		if _, err := forge.LoadConfig(path); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: invalid:\n%s\n", orDefaults(path), indent(err.Error()))
 			return 1
 		}

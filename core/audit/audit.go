@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -170,13 +171,7 @@ func HashCode(code string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-var (
-	secretKey  = regexp.MustCompile(`(?i)(token|secret|passw|api_?key|private_?key|credential|auth|cookie|^key$|_key$)`)
-	contentKey = regexp.MustCompile(`(?i)^(code|source|script|content|contents|file_content|stdin|body)$`)
-)
-
-// IsSecretKey reports whether a key's value must never be logged or printed.
-func IsSecretKey(k string) bool { return secretKey.MatchString(k) }
+var contentKey = regexp.MustCompile(`(?i)^(code|source|script|content|contents|file_content|stdin|body)$`)
 
 // Redact returns a copy of details with secret-looking keys masked and code
 // or file contents replaced by their sha256, at any depth.
@@ -187,7 +182,7 @@ func Redact(d map[string]any) map[string]any {
 	out := make(map[string]any, len(d))
 	for k, v := range d {
 		switch {
-		case secretKey.MatchString(k):
+		case config.IsSecretKey(k):
 			out[k] = "[redacted]"
 		case contentKey.MatchString(k):
 			if s, ok := v.(string); ok {

@@ -94,7 +94,6 @@ func TestLoadErrors(t *testing.T) {
 		{"root user", "[security]\nsandbox_user = \"0:0\"\n", nil, []string{"security.sandbox_user: must not be root"}},
 		{"bad user", "[security]\nsandbox_user = \"nobody\"\n", nil, []string{"security.sandbox_user: must be numeric"}},
 		{"relative path", "[volumes]\nbase_path = \"data\"\n", nil, []string{"volumes.base_path: must be an absolute path"}},
-		{"image not allowed", "[images]\npython = \"docker.io/python:3\"\n", nil, []string{`images.python: "docker.io/python:3" is not matched by images.allowed`}},
 		{"empty tool command", "[mcp_tools.gh]\nargs = []\n", nil, []string{"mcp_tools.gh.command: must not be empty"}},
 		{"bad sha", "[plugins.x]\npath = \"/x\"\nsha256 = \"abc\"\n", nil, []string{"plugins.x.sha256: must be 64 hexadecimal"}},
 		{"plugin no path", "[plugins.x]\n", nil, []string{"plugins.x.path: must not be empty"}},

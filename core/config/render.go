@@ -4,8 +4,6 @@ import (
 	"bytes"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/mcp-forge/mcp-forge/core/audit"
 )
 
 // Render prints the effective configuration as TOML with secret-looking
@@ -16,7 +14,7 @@ func Render(c Config) (string, error) {
 	for name, t := range c.MCPTools {
 		env := make(map[string]string, len(t.Env))
 		for k, v := range t.Env {
-			if audit.IsSecretKey(k) {
+			if IsSecretKey(k) {
 				v = "***"
 			}
 			env[k] = v
@@ -46,7 +44,7 @@ func maskMap(m map[string]any) map[string]any {
 		case map[string]any:
 			out[k] = maskMap(x)
 		default:
-			if audit.IsSecretKey(k) {
+			if IsSecretKey(k) {
 				v = "***"
 			}
 			out[k] = v

@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/mcp-forge/mcp-forge/core/units"
 )
 
 // MaxCPUQuota is ten cores worth of CPU time per 100 ms period.
@@ -47,11 +45,6 @@ func Validate(c Config) Errors {
 	v.nonEmpty("images.r", c.Images.R)
 	if len(c.Images.Allowed) == 0 {
 		v.add("images.allowed", "must list at least one image pattern")
-	}
-	for name, img := range map[string]string{"images.python": c.Images.Python, "images.r": c.Images.R} {
-		if img != "" && len(c.Images.Allowed) > 0 && !ImageAllowed(c.Images.Allowed, img) {
-			v.add(name, fmt.Sprintf("%q is not matched by images.allowed %v; add it there", img, c.Images.Allowed))
-		}
 	}
 
 	v.positive("sessions.idle_timeout", c.Sessions.IdleTimeout)
@@ -117,16 +110,6 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 )
 
-// ImageAllowed reports whether image matches one of the glob patterns.
-func ImageAllowed(patterns []string, image string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, image); ok {
-			return true
-		}
-	}
-	return false
-}
-
 type validator struct{ errs Errors }
 
 func (v *validator) add(p, msg string) { v.errs = append(v.errs, FieldError{Path: p, Msg: msg}) }
@@ -189,7 +172,7 @@ func (v *validator) absOrEmpty(p, s string) {
 }
 
 func (v *validator) size(p, s string) (int64, bool) {
-	n, err := units.ParseSize(s)
+	n, err := ParseSize(s)
 	if err != nil {
 		v.add(p, err.Error())
 		return 0, false

@@ -21,7 +21,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
-	"github.com/mcp-forge/mcp-forge/core/units"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -133,7 +132,7 @@ func (e *Engine) validate(req Request) error {
 	if strings.TrimSpace(req.Code) == "" {
 		return badRequest("code is empty: pass the %s source to run in the code argument", req.Language)
 	}
-	if max, _ := units.ParseSize(e.cfg.Execution.MaxCodeSize); int64(len(req.Code)) > max {
+	if max, _ := config.ParseSize(e.cfg.Execution.MaxCodeSize); int64(len(req.Code)) > max {
 		return badRequest("code is %d bytes, over the %s limit (execution.max_code_size); send less code, or load data from files", len(req.Code), e.cfg.Execution.MaxCodeSize)
 	}
 	if len(req.MCPTools) > 0 {
@@ -182,8 +181,8 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": codeHash, "code_bytes": len(req.Code),
 		"timeout_s": timeout, "image": req.CustomImage, "env_names": keys(req.Environment),
 	}})
-	maxOut, _ := units.ParseSize(e.cfg.Execution.MaxOutput)
-	maxImg, _ := units.ParseSize(e.cfg.Execution.MaxImageSize)
+	maxOut, _ := config.ParseSize(e.cfg.Execution.MaxOutput)
+	maxImg, _ := config.ParseSize(e.cfg.Execution.MaxImageSize)
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
 		Env: req.Environment, MaxOutputBytes: maxOut, MaxImageBytes: maxImg, SessionID: req.SessionID, RunID: runID,

@@ -23,7 +23,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
-	"github.com/mcp-forge/mcp-forge/core/units"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -46,6 +45,20 @@ func Instance(base string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
+// LoadConfig loads and validates a configuration, including the policy's
+// checks of it (configured images against the allowlist). path "" means the
+// built-in defaults.
+func LoadConfig(path string) (config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return cfg, err
+	}
+	if errs := policy.CheckConfig(cfg); len(errs) > 0 {
+		return cfg, errs
+	}
+	return cfg, nil
+}
+
 // PluginDir is where default plugins are looked for.
 func PluginDir(cfg config.Config) string {
 	if cfg.Server.PluginDir != "" {
@@ -63,8 +76,8 @@ func PluginDir(cfg config.Config) string {
 
 // PluginSettings is what the core tells each plugin about images and limits.
 func PluginSettings(cfg config.Config) func(string) map[string]any {
-	maxOut, _ := units.ParseSize(cfg.Execution.MaxOutput)
-	maxImg, _ := units.ParseSize(cfg.Execution.MaxImageSize)
+	maxOut, _ := config.ParseSize(cfg.Execution.MaxOutput)
+	maxImg, _ := config.ParseSize(cfg.Execution.MaxImageSize)
 	return func(name string) map[string]any {
 		image := cfg.Images.Python
 		if name == "r" || name == "irkernel" {
@@ -147,6 +160,6 @@ func (f *Forge) Close() {
 }
 
 func mustSize(s string) int64 {
-	n, _ := units.ParseSize(s)
+	n, _ := config.ParseSize(s)
 	return n
 }

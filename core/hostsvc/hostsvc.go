@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
-	"github.com/mcp-forge/mcp-forge/core/units"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -285,7 +285,7 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *tracked) {
 		if size <= quota && files <= workspace.MaxFiles {
 			return true
 		}
-		why := fmt.Sprintf("the container was stopped: its files grew past the workspace quota of %s (volumes.session_quota) or %d files; write less to the working directory", units.FormatSize(quota), workspace.MaxFiles)
+		why := fmt.Sprintf("the container was stopped: its files grew past the workspace quota of %s (volumes.session_quota) or %d files; write less to the working directory", config.FormatSize(quota), workspace.MaxFiles)
 		h.mu.Lock()
 		w.exceeded = why
 		h.mu.Unlock()

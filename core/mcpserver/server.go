@@ -18,7 +18,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
-	"github.com/mcp-forge/mcp-forge/core/units"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -228,7 +227,7 @@ func (s *Server) summary(language string, r backend.ExecuteResult, out ExecuteOu
 			b.WriteByte('\n')
 		}
 		if total > int64(len(text)) {
-			fmt.Fprintf(&b, "[%s cut at %s: the program wrote %d bytes in all]\n", name, units.FormatSize(int64(len(text))), total)
+			fmt.Fprintf(&b, "[%s cut at %s: the program wrote %d bytes in all]\n", name, config.FormatSize(int64(len(text))), total)
 		}
 	}
 	section("stdout", r.Stdout, r.StdoutBytes)

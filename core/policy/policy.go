@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/units"
 )
 
 // Violation is a refused container operation; Rule names the rule broken.
@@ -69,7 +68,7 @@ func (p *Policy) Settings() Settings { return p.s }
 
 // ImageAllowed reports whether the image matches the allowlist.
 func (p *Policy) ImageAllowed(image string) bool {
-	return config.ImageAllowed(p.s.AllowedImages, image)
+	return imageAllowed(p.s.AllowedImages, image)
 }
 
 // CheckImage refuses an image outside the allowlist.
@@ -112,7 +111,7 @@ func (p *Policy) CheckCreate(s runtime.Spec) error {
 		return violation("read-only-root", "the root filesystem must be read-only")
 	}
 	if s.TmpfsSize <= 0 || (p.s.TmpfsMax > 0 && s.TmpfsSize > p.s.TmpfsMax) {
-		return violation("tmpfs", "/tmp must be a size-limited tmpfs of at most %s", units.FormatSize(p.s.TmpfsMax))
+		return violation("tmpfs", "/tmp must be a size-limited tmpfs of at most %s", config.FormatSize(p.s.TmpfsMax))
 	}
 	if !s.NoNewPrivileges {
 		return violation("no-new-privileges", "no-new-privileges must be set")
@@ -279,12 +278,12 @@ func (e *LimitError) Error() string { return e.Field + ": " + e.Msg }
 func (p *Policy) ResolveLimits(r LimitRequest) (runtime.Limits, error) {
 	l := p.s.Defaults
 	if r.Memory != "" {
-		b, err := units.ParseSize(r.Memory)
+		b, err := config.ParseSize(r.Memory)
 		if err != nil {
 			return l, &LimitError{"memory", err.Error()}
 		}
 		if b > p.s.Max.MemoryBytes {
-			return l, &LimitError{"memory", fmt.Sprintf("%s exceeds the maximum %s (execution.max_memory)", r.Memory, units.FormatSize(p.s.Max.MemoryBytes))}
+			return l, &LimitError{"memory", fmt.Sprintf("%s exceeds the maximum %s (execution.max_memory)", r.Memory, config.FormatSize(p.s.Max.MemoryBytes))}
 		}
 		if b < 4<<20 {
 			return l, &LimitError{"memory", fmt.Sprintf("%s is below the 4m minimum a container needs", r.Memory)}

@@ -5,14 +5,13 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/units"
 )
 
 func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
 
 // FromConfig derives the rule parameters from a validated configuration.
 func FromConfig(c config.Config) Settings {
-	size := func(s string) int64 { n, _ := units.ParseSize(s); return n }
+	size := func(s string) int64 { n, _ := config.ParseSize(s); return n }
 	e := c.Execution
 	return Settings{
 		AllowedImages: c.Images.Allowed,

@@ -18,9 +18,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
-	"github.com/mcp-forge/mcp-forge/core/units"
 )
 
 // LabelServer identifies the live server process that owns a container, so
@@ -38,7 +38,7 @@ func (e *TimeoutError) Error() string {
 type OOMError struct{ Limit int64 }
 
 func (e *OOMError) Error() string {
-	return fmt.Sprintf("out of memory: the process was killed at the %s memory limit (exit 137); use less memory or ask for a larger limit", units.FormatSize(e.Limit))
+	return fmt.Sprintf("out of memory: the process was killed at the %s memory limit (exit 137); use less memory or ask for a larger limit", config.FormatSize(e.Limit))
 }
 
 // Manager creates and operates sandbox containers on behalf of an owner.

@@ -1,4 +1,4 @@
-package units
+package config
 
 import "testing"
 
@@ -10,7 +10,7 @@ func TestParseSize(t *testing.T) {
 	}{
 		{"512m", 536870912, false}, {"2g", 2147483648, false}, {"1024k", 1048576, false},
 		{"2G", 2147483648, false}, {"100", 100, false}, {" 1K ", 1024, false},
-		{"0m", 0, true}, {"-1g", 0, true}, {"", 0, true}, {"m", 0, true}, {"1.5g", 0, true},
+		{"0m", 0, true}, {"-1g", 0, true}, {"", 0, true}, {"m", 0, true}, {"1.5g", 1610612736, false},
 		{"12x", 0, true}, {"99999999999999999g", 0, true},
 	}
 	for _, c := range cases {
@@ -18,16 +18,16 @@ func TestParseSize(t *testing.T) {
 		if (err != nil) != c.err || got != c.want {
 			t.Errorf("ParseSize(%q) = %d, %v", c.in, got, err)
 		}
-		if err != nil && !contains(err.Error(), c.in) {
+		if err != nil && !containsStr(err.Error(), c.in) {
 			t.Errorf("error %q does not quote the value", err)
 		}
 	}
-	if FormatSize(2<<30) != "2g" || FormatSize(512<<20) != "512m" || FormatSize(3) != "3 bytes" {
+	if FormatSize(2<<30) != "2g" || FormatSize(512<<20) != "512m" || FormatSize(3) != "3B" {
 		t.Error("FormatSize")
 	}
 }
 
-func contains(s, sub string) bool {
+func containsStr(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
 		if s[i:i+len(sub)] == sub {
 			return true
