@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -116,15 +117,22 @@ func cmdPlugins(ctx context.Context, args []string) int {
 		return 1
 	}
 	code := 0
-	fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n", "NAME", "TYPE", "VERSION", "API", "CHECKSUM", "PATH")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTYPE\tVERSION\tAPI\tCHECKSUM\tPATH")
+	var problems []string
 	for _, e := range entries {
 		p, err := plugins.Probe(ctx, e)
 		if err != nil {
-			fmt.Printf("%-10s %-8s %-8s %-4s %-14s %s\n      error: %v\n", e.Name, "?", "?", "?", p.Checksum, e.Path, err)
+			fmt.Fprintf(tw, "%s\t?\t?\t?\t%s\t%s\n", e.Name, p.Checksum, e.Path)
+			problems = append(problems, fmt.Sprintf("%s: %v", e.Name, err))
 			code = 1
 			continue
 		}
-		fmt.Printf("%-10s %-8s %-8s %-4d %-14s %s\n", e.Name, p.Type, p.Version, p.APIVersion, p.Checksum, e.Path)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, p.Type, p.Version, p.APIVersion, p.Checksum, e.Path)
+	}
+	tw.Flush()
+	for _, p := range problems {
+		fmt.Println("error:", p)
 	}
 	return code
 }

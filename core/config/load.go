@@ -140,15 +140,18 @@ func substitute(v reflect.Value, path string, env Lookup) Errors {
 	return errs
 }
 
+// expand substitutes ${VAR} references. Only the braced form is a
+// reference ($VAR and $$ are left as written: passwords contain dollars).
 func expand(s string, env Lookup) (string, error) {
 	var missing []string
 	out := varRef.ReplaceAllStringFunc(s, func(m string) string {
-		name := varRef.FindStringSubmatch(m)[1]
-		val, ok := env(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return val
+		return os.Expand(m, func(name string) string {
+			val, ok := env(name)
+			if !ok {
+				missing = append(missing, name)
+			}
+			return val
+		})
 	})
 	if len(missing) > 0 {
 		return s, fmt.Errorf("environment variable %s is not set (referenced as ${%s}); set it or remove the reference", missing[0], missing[0])

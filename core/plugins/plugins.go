@@ -93,14 +93,20 @@ func (e Entry) Verify() (status string, err error) {
 	return "verified", nil
 }
 
+// Identity is who a plugin is: what it reports about itself once launched,
+// where its binary is, and how its checksum compared with the pin.
+type Identity struct {
+	Name       string
+	Type       string
+	Version    string
+	APIVersion int // negotiated
+	Path       string
+	Checksum   string // "verified", "not pinned (sha256 …)", "MISMATCH", "unreadable"
+}
+
 // Status is what `plugins list` and the environment resource show.
 type Status struct {
-	Name         string
-	Type         string
-	Version      string
-	APIVersion   int
-	Path         string
-	Checksum     string
+	Identity
 	Capabilities backend.Capabilities
 	Error        string
 	Restarts     int
@@ -120,10 +126,11 @@ type Manager struct {
 	// mid-call, so that its containers and sessions can be cleaned up.
 	OnCrash func(name string)
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the maps and statuses; never held while a plugin starts
 	entries map[string]Entry
 	running map[string]*running
 	status  map[string]*Status
+	starts  map[string]*sync.Mutex // one start at a time per plugin
 }
 
 type running struct {
@@ -135,10 +142,11 @@ type running struct {
 // configuration for a plugin, under which [plugins.NAME.config] is merged.
 func NewManager(entries []Entry, hostFor HostFactory, settings func(string) map[string]any, rec audit.Recorder, log hclog.Logger) *Manager {
 	m := &Manager{log: log, rec: rec, hostFor: hostFor, settings: settings,
-		entries: map[string]Entry{}, running: map[string]*running{}, status: map[string]*Status{}}
+		entries: map[string]Entry{}, running: map[string]*running{}, status: map[string]*Status{}, starts: map[string]*sync.Mutex{}}
 	for _, e := range entries {
 		m.entries[e.Name] = e
-		m.status[e.Name] = &Status{Name: e.Name, Path: e.Path}
+		m.status[e.Name] = &Status{Identity: Identity{Name: e.Name, Path: e.Path}}
+		m.starts[e.Name] = &sync.Mutex{}
 	}
 	return m
 }
@@ -168,29 +176,41 @@ func (m *Manager) LoadAll(ctx context.Context) []error {
 }
 
 // Backend returns the named backend, starting (or restarting) its process.
+// Only callers of the same plugin wait for its start: routing to other
+// plugins and status reads go on meanwhile.
 func (m *Manager) Backend(ctx context.Context, name string) (backend.Backend, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	e, ok := m.entries[name]
+	start := m.starts[name]
+	m.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("no plugin named %q is loaded (loaded: %s)", name, strings.Join(m.namesLocked(), ", "))
+		return nil, fmt.Errorf("no plugin named %q is loaded (loaded: %s)", name, strings.Join(m.Names(), ", "))
 	}
+	start.Lock()
+	defer start.Unlock()
+	m.mu.Lock()
 	if r := m.running[name]; r != nil {
 		if !r.client.Exited() {
+			m.mu.Unlock()
 			return r.b, nil
 		}
 		m.log.Warn("plugin exited; restarting", "plugin", name)
 		delete(m.running, name)
 		m.status[name].Restarts++
 	}
-	r, err := m.launch(ctx, e)
+	m.mu.Unlock()
+
+	r, id, caps, err := m.launch(ctx, e)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	st := m.status[name]
+	st.Checksum = id.Checksum
 	if err != nil {
 		st.Error = err.Error()
 		m.rec.Record(audit.Entry{Event: audit.PluginLoad, Severity: audit.Error, Details: map[string]any{"plugin": name, "path": e.Path}, Error: err.Error()})
 		return nil, err
 	}
-	st.Error = ""
+	st.Identity, st.Capabilities, st.Error = id, caps, ""
 	m.running[name] = r
 	return r.b, nil
 }
@@ -204,27 +224,33 @@ func (m *Manager) namesLocked() []string {
 	return out
 }
 
-func (m *Manager) launch(ctx context.Context, e Entry) (*running, error) {
-	st := m.status[e.Name]
+// launch verifies, starts, describes and configures one plugin. It runs
+// without the manager's lock.
+func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, backend.Capabilities, error) {
+	var caps backend.Capabilities
+	id := Identity{Name: e.Name, Path: e.Path}
 	sum, err := e.Verify()
-	st.Checksum = sum
+	id.Checksum = sum
 	if err != nil {
-		return nil, err
+		return nil, id, caps, err
 	}
 	start := time.Now()
 	c, err := plugin.Launch(e.Path, m.log.Named(e.Name))
 	if err != nil {
-		return nil, err
+		return nil, id, caps, err
+	}
+	fail := func(err error) (*running, Identity, backend.Capabilities, error) {
+		c.Kill()
+		return nil, id, caps, err
 	}
 	d, err := c.Describe(ctx)
 	if err != nil {
-		c.Kill()
-		return nil, fmt.Errorf("plugin %s: describe: %w", e.Name, err)
+		return fail(fmt.Errorf("plugin %s: describe: %w", e.Name, err))
 	}
 	if d.Type != plugin.TypeBackend {
-		c.Kill()
-		return nil, fmt.Errorf("plugin %s reports type %q; only %q plugins are supported by this core", e.Name, d.Type, plugin.TypeBackend)
+		return fail(fmt.Errorf("plugin %s reports type %q; only %q plugins are supported by this core", e.Name, d.Type, plugin.TypeBackend))
 	}
+	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
 	cfg := map[string]any{}
 	for k, v := range m.settings(e.Name) {
 		cfg[k] = v
@@ -234,23 +260,18 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, error) {
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
-		c.Kill()
-		return nil, fmt.Errorf("plugin %s: config: %w", e.Name, err)
+		return fail(fmt.Errorf("plugin %s: config: %w", e.Name, err))
 	}
 	if err := c.Configure(ctx, m.hostFor(e.Name), raw); err != nil {
-		c.Kill()
-		return nil, fmt.Errorf("plugin %s rejected its configuration: %w", e.Name, err)
+		return fail(fmt.Errorf("plugin %s rejected its configuration: %w", e.Name, err))
 	}
-	caps, err := c.Backend().Capabilities(ctx)
-	if err != nil {
-		c.Kill()
-		return nil, fmt.Errorf("plugin %s: capabilities: %w", e.Name, err)
+	if caps, err = c.Backend().Capabilities(ctx); err != nil {
+		return fail(fmt.Errorf("plugin %s: capabilities: %w", e.Name, err))
 	}
-	st.Type, st.Version, st.APIVersion, st.Capabilities = d.Type, d.Version, c.APIVersion(), caps
-	m.log.Info("plugin loaded", "plugin", e.Name, "version", d.Version, "api", c.APIVersion(), "checksum", sum, "took", time.Since(start))
+	m.log.Info("plugin loaded", "plugin", e.Name, "version", d.Version, "api", id.APIVersion, "checksum", sum, "took", time.Since(start))
 	m.rec.Record(audit.Entry{Event: audit.PluginLoad, Success: true, Details: map[string]any{
-		"plugin": e.Name, "version": d.Version, "api_version": c.APIVersion(), "path": e.Path, "checksum": sum}})
-	return &running{client: c, b: &supervised{name: e.Name, c: c, b: c.Backend(), m: m}}, nil
+		"plugin": e.Name, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": sum}})
+	return &running{client: c, b: &supervised{name: e.Name, c: c, b: c.Backend(), m: m}}, id, caps, nil
 }
 
 // Statuses reports every plugin.
@@ -262,16 +283,6 @@ func (m *Manager) Statuses() []Status {
 		out = append(out, *m.status[n])
 	}
 	return out
-}
-
-// Pid of a running plugin, for tests that kill it.
-func (m *Manager) Pid(name string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r := m.running[name]; r != nil {
-		return r.client.Pid()
-	}
-	return 0
 }
 
 // Close ends every plugin process.
@@ -332,27 +343,23 @@ func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (b
 	return r, s.crashed(err)
 }
 
-// Probed is what Probe learns of a plugin.
-type Probed struct {
-	plugin.Described
-	APIVersion int
-	Checksum   string
-}
-
 // Probe verifies a plugin's checksum, starts it only to ask who it is, then
-// stops it. Checksum is set even when the error is not nil.
-func Probe(ctx context.Context, e Entry) (Probed, error) {
+// stops it. Path and Checksum are set even when the error is not nil.
+func Probe(ctx context.Context, e Entry) (Identity, error) {
+	id := Identity{Name: e.Name, Path: e.Path}
 	sum, err := e.Verify()
+	id.Checksum = sum
 	if err != nil {
-		return Probed{Checksum: sum}, err
+		return id, err
 	}
 	c, err := plugin.Launch(e.Path, hclog.NewNullLogger())
 	if err != nil {
-		return Probed{Checksum: sum}, err
+		return id, err
 	}
 	defer c.Kill()
 	d, err := c.Describe(ctx)
-	return Probed{Described: d, APIVersion: c.APIVersion(), Checksum: sum}, err
+	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
+	return id, err
 }
 
 func (s *supervised) sessions() (backend.SessionBackend, error) {

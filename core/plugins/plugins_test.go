@@ -1,15 +1,20 @@
 package plugins
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
@@ -58,4 +63,62 @@ func TestIncompatibleAPIVersion(t *testing.T) {
 	if !strings.Contains(msg, "incompatible") || !strings.Contains(msg, "2") || !strings.Contains(msg, "this core speaks plugin API versions [1]") {
 		t.Fatalf("message does not name both versions: %s", msg)
 	}
+}
+
+// A plugin that is slow to start must not stall status reads or other
+// plugins: the manager's lock is not held while a plugin starts.
+func TestSlowStartDoesNotBlockManager(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mcp-forge-plugin-gate")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/gateplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build test plugin: %v\n%s", err, out)
+	}
+	gate := filepath.Join(dir, "open")
+	m := NewManager([]Entry{{Name: "gate", Path: bin}, {Name: "other", Path: filepath.Join(dir, "missing")}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return map[string]any{"gate": gate} },
+		audit.Discard{}, hclog.NewNullLogger())
+	defer m.Close()
+	done := make(chan error, 1)
+	go func() { _, err := m.Backend(context.Background(), "gate"); done <- err }()
+	// While "gate" waits for its gate, the rest of the manager answers.
+	waitFor(t, func() bool { return pluginStarted(bin) })
+	if st := m.Statuses(); len(st) != 2 {
+		t.Fatalf("statuses: %+v", st)
+	}
+	if _, err := m.Backend(context.Background(), "other"); err == nil {
+		t.Fatal("a missing plugin started")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("gate plugin finished before its gate opened: %v", err)
+	default:
+	}
+	os.WriteFile(gate, nil, 0o644)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Statuses(); st[0].Version != "0.0.1" || st[0].Error != "" {
+		t.Fatalf("after start: %+v", st[0])
+	}
+}
+
+// pluginStarted reports whether a process runs the binary at bin.
+func pluginStarted(bin string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, p := range procs {
+		if target, err := os.Readlink(p); err == nil && target == bin {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not reached in 30 s")
 }

@@ -5,9 +5,9 @@ package runtime
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/blang/semver/v4"
 )
 
 // ErrTimeout is returned by Wait when the container outlived its deadline and
@@ -74,21 +74,19 @@ type Runtime interface {
 	Image(ctx context.Context, name string) (ImageInfo, bool, error)
 }
 
-// VersionBelow compares dotted versions ("4.3.1" < "4.4"); suffixes such as
-// "-dev" are ignored and missing parts count as zero.
+// VersionBelow reports whether an engine version is older than min
+// ("4.3.1" < "4.4"); tolerant parsing accepts missing parts and "-dev"
+// suffixes, and an unparsable version counts as old.
 func VersionBelow(v, min string) bool {
-	pa, pb := strings.Split(v, "."), strings.Split(min, ".")
-	num := func(parts []string, i int) int {
-		if i >= len(parts) {
-			return 0
-		}
-		n, _ := strconv.Atoi(strings.TrimFunc(parts[i], func(r rune) bool { return r < '0' || r > '9' }))
-		return n
+	have, err := semver.ParseTolerant(v)
+	if err != nil {
+		return true
 	}
-	for i := 0; i < 3; i++ {
-		if x, y := num(pa, i), num(pb, i); x != y {
-			return x < y
-		}
+	want, err := semver.ParseTolerant(min)
+	if err != nil {
+		return false
 	}
-	return false
+	// Pre-release tags ("4.4.0-dev") are builds of that release, not older.
+	have.Pre, want.Pre = nil, nil
+	return have.LT(want)
 }
