@@ -2,6 +2,7 @@ package jupyter_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,11 +38,19 @@ func TestRealIPyKernel(t *testing.T) {
 	}
 
 	// Interrupt a long execution: state survives.
-	x, err := c.Execute("import time\ntime.sleep(30)", jupyter.ExecuteOptions{})
+	x, err := c.Execute("import time\nprint('started', flush=True)\ntime.sleep(30)", jupyter.ExecuteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Interrupt only once the code runs, not while the request is queued.
+	for started := false; !started; {
+		select {
+		case ev := <-x.Events:
+			started = ev.Kind == "stream" && strings.Contains(ev.Text, "started")
+		case <-ctx.Done():
+			t.Fatal("the execution never started")
+		}
+	}
 	start := time.Now()
 	if err := c.Interrupt(ctx); err != nil {
 		t.Fatal(err)

@@ -202,7 +202,9 @@ func TestPluginCrashRecovery(t *testing.T) {
 	go func() {
 		done <- s.Call(t, "execute_python", map[string]any{"code": "import time\ntime.sleep(60)"}, nil)
 	}()
-	time.Sleep(2 * time.Second)
+	testenv.WaitFor(t, "the run's container to start", time.Minute, func() bool {
+		return len(testenv.Containers(t, s.Base, true, "io.mcp-forge.one-shot=true")) > 0
+	})
 	killed := 0
 	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
 		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
-	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -21,12 +19,7 @@ import (
 // base (other servers' sessions may share the id).
 func sessionContainers(t *testing.T, base, id string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "-a", "-q", "--filter", "label=io.mcp-forge.session="+id,
-		"--filter", "label=io.mcp-forge.instance="+forge.Instance(base)).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Fields(string(out))
+	return testenv.Containers(t, base, false, "io.mcp-forge.session="+id)
 }
 
 func readJSON(t *testing.T, cs *mcp.ClientSession, uri string, v any) error {
@@ -230,18 +223,11 @@ func TestIdleReaper(t *testing.T) {
 	if len(sessionContainers(t, s.Base, "idle1")) != 1 {
 		t.Fatal("no session container")
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.WaitFor(t, "the idle session to be reaped", 20*time.Second, func() bool {
 		var l struct{ Sessions []any }
 		s.Call(t, "list_sessions", map[string]any{}, &l)
-		if len(sessionContainers(t, s.Base, "idle1")) == 0 && len(l.Sessions) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idle session not removed: containers %v, sessions %+v", sessionContainers(t, s.Base, "idle1"), l.Sessions)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(sessionContainers(t, s.Base, "idle1")) == 0 && len(l.Sessions) == 0
+	})
 }
 
 func TestMaxConcurrentSessions(t *testing.T) {
