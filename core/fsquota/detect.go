@@ -28,9 +28,13 @@ func Detect(base string) Mechanism {
 }
 
 func detect(base, owner string) (Mechanism, string) {
-	bin, err := loopUsable(base, owner)
+	bin, fence, err := loopUsable(base, owner)
 	if err == nil {
-		return Mechanism{Kind: KindLoop, Detail: "an ext4 image per workspace, loop-mounted; " + bin}, bin
+		m := Mechanism{Kind: KindLoop, Detail: "an ext4 image per workspace, loop-mounted; " + bin}
+		if fence != nil {
+			m.Notes = append(m.Notes, fmt.Sprintf("fence: the directory under each workspace mount cannot be made immutable (%v), so a Podman service that did not see the mount would write to the host disk unbounded", fence))
+		}
+		return m, bin
 	}
 	notes := []string{"loop: " + err.Error()}
 	if n := projectQuotaNote(base); n != "" {
@@ -40,53 +44,65 @@ func detect(base, owner string) (Mechanism, string) {
 }
 
 // loopUsable checks what the loop mechanism needs, then provisions and
-// releases a small workspace to be sure.
-func loopUsable(base, owner string) (string, error) {
+// releases a small workspace to be sure. fence says why mount points cannot
+// be made immutable (nil: they can).
+func loopUsable(base, owner string) (bin string, fence, err error) {
 	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return "", errors.New("/dev/loop-control is missing (load the loop module: modprobe loop; in a container, pass the loop devices in)")
+		return "", nil, errors.New("/dev/loop-control is missing (load the loop module: modprobe loop; in a container, pass the loop devices in)")
 	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-		return "", errors.New("needs root (CAP_SYS_ADMIN) and /dev/loop-control; rootless servers get no kernel-enforced workspace quota")
+		return "", nil, errors.New("needs root (CAP_SYS_ADMIN) and /dev/loop-control; rootless servers get no kernel-enforced workspace quota")
 	case err != nil:
-		return "", fmt.Errorf("open /dev/loop-control: %w", err)
+		return "", nil, fmt.Errorf("open /dev/loop-control: %w", err)
 	}
 	unix.Close(fd)
-	bin, err := findMkfs()
+	bin, err = findMkfs()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	// Podman must see the workspace filesystems: a server in a mount
 	// namespace of its own (systemd PrivateTmp, ProtectSystem, ...) mounts
-	// where the Podman service cannot see.
+	// where the Podman service cannot see. (Where init's namespace cannot be
+	// read, as in some containers, the immutable fence is what remains.)
 	self, err1 := os.Readlink("/proc/self/ns/mnt")
 	pid1, err2 := os.Readlink("/proc/1/ns/mnt")
 	if err1 == nil && err2 == nil && self != pid1 {
-		return "", fmt.Errorf("this server runs in a mount namespace of its own (%s, init has %s), so the Podman service would not see workspace filesystems; run it in the host's mount namespace (no PrivateTmp/ProtectSystem/PrivateMounts in its systemd unit)", self, pid1)
+		return "", nil, fmt.Errorf("this server runs in a mount namespace of its own (%s, init has %s), so the Podman service would not see workspace filesystems; run it in the host's mount namespace (no PrivateTmp/ProtectSystem/PrivateMounts in its systemd unit)", self, pid1)
 	}
-	if err := probe(base, owner, bin); err != nil {
-		return "", fmt.Errorf("probe under %s failed: %w", base, err)
+	fence, err = probe(base, owner, bin)
+	if err != nil {
+		return "", nil, fmt.Errorf("probe under %s failed: %w", base, err)
 	}
-	return bin, nil
+	return bin, fence, nil
 }
 
-func probe(base, owner, bin string) error {
+func probe(base, owner, bin string) (fence, err error) {
 	dir := filepath.Join(base, stateDir, owner)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
 	mnt := filepath.Join(dir, "probe-"+hex.EncodeToString(b))
 	img := filepath.Join(dir, imageName(mnt))
-	err := provisionLoop(bin, img, mnt, MinSize, -1, -1)
+	if err := os.Mkdir(mnt, 0o711); err != nil {
+		return nil, err
+	}
+	if fd, err := unix.Open(mnt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		if fence = setImmutableAt(fd, true); fence == nil {
+			fence = setImmutableAt(fd, false)
+		}
+		unix.Close(fd)
+	}
+	err = provisionLoop(bin, img, mnt, MinSize, -1, -1)
 	if err == nil {
 		_, err = releaseLoop(img, mnt)
 	}
 	if rerr := os.Remove(mnt); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
 		err = rerr
 	}
-	return err
+	return fence, err
 }
 
 // projectQuotaNote says whether the base path's filesystem has project

@@ -39,10 +39,22 @@ except OSError as e:
 print('RESULT', err, n, os.getuid(), flush=True)
 sys.stdin.read()  # keep the unlinked file open until the host has looked
 `
-	ctx := t.Context()
-	cmd := exec.CommandContext(ctx, "podman", "run", "--rm", "-i", "--network", "none",
+	// Through the API service, as the server does: it resolves the bind
+	// source in its own mount namespace, so it must see the mount.
+	args := []string{}
+	sock := os.Getenv("FORGE_PODMAN_SOCKET")
+	if sock == "" {
+		sock = "/run/podman/podman.sock"
+	}
+	if _, err := os.Stat(sock); err == nil {
+		args = append(args, "--remote", "--url", "unix://"+sock)
+	} else {
+		t.Logf("no Podman service at %s: using podman without it", sock)
+	}
+	args = append(args, "run", "--rm", "-i", "--network", "none",
 		"--uidmap", "0:"+strconv.Itoa(userNSStart)+":65536", "--gidmap", "0:"+strconv.Itoa(userNSStart)+":65536",
 		"-v", ws+":/work:U", "mcp-forge/python:3.11", "python3", "-c", script)
+	cmd := exec.CommandContext(t.Context(), "podman", args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,11 @@
 // <owner> names the server process that provisioned the workspace, so that
 // Sweep releases only what dead servers left behind, never the workspaces of
 // another live server sharing the base path.
+//
+// Use: New once at start (it probes the host), Sweep after the orphan
+// containers of dead servers are removed, Provision before anything is
+// written into a new workspace and before its container is created, and
+// Release after the container is removed, then remove the directory.
 package fsquota
 
 import (
