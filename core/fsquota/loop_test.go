@@ -500,7 +500,8 @@ func TestDirectoryUnderTheMountFailsClosed(t *testing.T) {
 	}
 }
 
-// Provision and Release times of a 1 GiB workspace, the default quota.
+// Provision and Release times by quota: 1 GiB is the default
+// (volumes.session_quota), 10 GiB the default ceiling.
 func BenchmarkProvisionRelease(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
@@ -510,21 +511,27 @@ func BenchmarkProvisionRelease(b *testing.B) {
 	if err != nil || !q.Mechanism().Enforced() {
 		b.Skipf("no loop support: %v %v", err, q.Mechanism())
 	}
-	os.MkdirAll(filepath.Join(base, "sessions"), 0o711)
-	var prov, rel time.Duration
-	for i := range b.N {
-		ws := filepath.Join(base, "sessions", fmt.Sprintf("b%d", i))
-		t0 := time.Now()
-		if err := q.Provision(ws, 1<<30, 2147484647, 2147484647); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if err := q.Release(ws); err != nil {
-			b.Fatal(err)
-		}
-		rel += time.Since(t1)
-		prov += t1.Sub(t0)
+	if err := os.MkdirAll(filepath.Join(base, "sessions"), 0o711); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(prov.Microseconds())/float64(b.N)/1000, "provision-ms")
-	b.ReportMetric(float64(rel.Microseconds())/float64(b.N)/1000, "release-ms")
+	for _, size := range []int64{16 << 20, 1 << 30, 10 << 30} {
+		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
+			var prov, rel time.Duration
+			for i := range b.N {
+				ws := filepath.Join(base, "sessions", fmt.Sprintf("b%d-%d", size, i))
+				t0 := time.Now()
+				if err := q.Provision(ws, size, 2147484647, 2147484647); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := q.Release(ws); err != nil {
+					b.Fatal(err)
+				}
+				rel += time.Since(t1)
+				prov += t1.Sub(t0)
+			}
+			b.ReportMetric(float64(prov.Microseconds())/float64(b.N)/1000, "provision-ms")
+			b.ReportMetric(float64(rel.Microseconds())/float64(b.N)/1000, "release-ms")
+		})
+	}
 }
