@@ -1,0 +1,204 @@
+package fsquota
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+func TestParseMountinfo(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []mountEntry
+		wantErr string
+	}{
+		{"plain", "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n",
+			[]mountEntry{{Major: 254, Minor: 0, MountPoint: "/", FSType: "ext4", Source: "/dev/vda", SuperOptions: "rw,discard"}}, ""},
+		{"optional fields and escapes", `90 27 7:3 / /var/lib/x/sessions/a\040b\012c\134d rw,nosuid shared:5 master:1 - ext4 /dev/loop3 rw,prjquota` + "\n",
+			[]mountEntry{{Major: 7, Minor: 3, MountPoint: "/var/lib/x/sessions/a b\nc\\d", FSType: "ext4", Source: "/dev/loop3", SuperOptions: "rw,prjquota"}}, ""},
+		{"no super options", "1 0 0:5 / /proc rw - proc proc\n",
+			[]mountEntry{{Major: 0, Minor: 5, MountPoint: "/proc", FSType: "proc", Source: "proc"}}, ""},
+		{"no separator", "1 0 0:5 / /proc rw proc proc rw\n", nil, "malformed"},
+		{"bad device", "1 0 x:5 / /proc rw - proc proc rw\n", nil, "bad device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseMountinfo(strings.NewReader(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d entries, want %d: %+v", len(got), len(tt.want), got)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("entry %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParseMountinfoOfThisProcess(t *testing.T) {
+	ms, err := readMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.MountPoint == "/" {
+			return
+		}
+	}
+	t.Fatalf("no root mount among %d entries", len(ms))
+}
+
+func TestImageName(t *testing.T) {
+	long := "/b/sessions/" + strings.Repeat("x", 300)
+	tests := []struct{ path, prefix string }{
+		{"/b/sessions/s1.abcd1234", "s1.abcd1234-"},
+		{"/b/sessions/a b\nc", "a_b_c-"},
+		{"/b/sessions/ünï", "_n_-"},
+		{"/b/sessions/-rf *", "-rf__-"},
+		{long, strings.Repeat("x", 64) + "-"},
+	}
+	seen := map[string]string{}
+	for _, tt := range tests {
+		n := imageName(tt.path)
+		if !strings.HasPrefix(n, tt.prefix) || !strings.HasSuffix(n, ".img") {
+			t.Errorf("imageName(%q) = %q, want prefix %q and suffix .img", tt.path, n, tt.prefix)
+		}
+		if unsafeChars.MatchString(strings.TrimSuffix(n, ".img")) {
+			t.Errorf("imageName(%q) = %q has unsafe characters", tt.path, n)
+		}
+		if p, dup := seen[n]; dup {
+			t.Errorf("imageName(%q) = imageName(%q) = %q", tt.path, p, n)
+		}
+		seen[n] = tt.path
+	}
+	// Paths that sanitise alike still get their own images.
+	if imageName("/b/sessions/a b") == imageName("/b/sessions/a_b") {
+		t.Error(`"a b" and "a_b" share an image`)
+	}
+}
+
+func TestProcessAlive(t *testing.T) {
+	tests := []struct {
+		owner string
+		want  bool
+	}{
+		{ProcessID(os.Getpid()), true},
+		{ProcessID(os.Getpid()) + "1", false}, // same pid, another start time
+		{"dead-1", false},
+		{"0-0", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := ProcessAlive(tt.owner); got != tt.want {
+			t.Errorf("ProcessAlive(%q) = %v, want %v", tt.owner, got, tt.want)
+		}
+	}
+}
+
+// noMechanism is a Quota on a host where nothing enforces quotas, whatever
+// this host offers.
+func noMechanism(t *testing.T, required bool) *Quota {
+	t.Helper()
+	return &Quota{base: t.TempDir(), owner: "t", required: required, alive: ProcessAlive, log: hclog.NewNullLogger(),
+		busy: map[string]bool{}, mech: Mechanism{Kind: KindNone, Notes: []string{"loop: needs root (CAP_SYS_ADMIN) and /dev/loop-control"}}}
+}
+
+func TestRequiredRefusesWithoutMechanism(t *testing.T) {
+	q := noMechanism(t, true)
+	ws := filepath.Join(q.base, "ws")
+	err := q.Provision(ws, 16<<20, -1, -1)
+	if !errors.Is(err, ErrUnenforced) {
+		t.Fatalf("Provision = %v, want ErrUnenforced", err)
+	}
+	if !strings.Contains(err.Error(), "needs root") {
+		t.Errorf("error %q does not say why", err)
+	}
+	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused workspace was created anyway (stat: %v)", err)
+	}
+}
+
+func TestNotRequiredMakesPlainDirectory(t *testing.T) {
+	q := noMechanism(t, false)
+	ws := filepath.Join(q.base, "ws")
+	if err := q.Provision(ws, 16<<20, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		t.Fatalf("workspace not created: %v", err)
+	}
+	if err := q.Release(ws); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProvisionRejectsBadInput(t *testing.T) {
+	q := noMechanism(t, false)
+	tests := []struct {
+		name string
+		path string
+		size int64
+		want string
+	}{
+		{"relative", "sessions/x", 16 << 20, "must be absolute"},
+		{"too small", filepath.Join(q.base, "x"), MinSize - 1, "below the minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := q.Provision(tt.path, tt.size, -1, -1)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Provision = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewRejectsBadOwner(t *testing.T) {
+	for _, o := range []string{"../x", "a/b", "..", strings.Repeat("x", 65)} {
+		if _, err := New(t.TempDir(), nil, Options{Owner: o}); err == nil {
+			t.Errorf("owner %q accepted", o)
+		}
+	}
+}
+
+func TestDetectWithoutMkfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: without it the loop check stops before looking for mkfs.ext4")
+	}
+	t.Setenv("PATH", "")
+	old := mkfsFallbacks
+	mkfsFallbacks = []string{"/nonexistent/mkfs.ext4"}
+	t.Cleanup(func() { mkfsFallbacks = old })
+	m := Detect(t.TempDir())
+	if m.Enforced() {
+		t.Fatalf("Detect = %v without mkfs.ext4, want none", m)
+	}
+	if !strings.Contains(m.String(), "install e2fsprogs") {
+		t.Errorf("Detect = %q, want it to say to install e2fsprogs", m)
+	}
+}
+
+func TestDetectRootless(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("needs a user without root (this runs as root)")
+	}
+	m := Detect(t.TempDir())
+	if m.Enforced() || !strings.Contains(m.String(), "loop: ") {
+		t.Fatalf("Detect = %v as a user, want none with a loop note", m)
+	}
+}
