@@ -64,6 +64,9 @@ type Volumes struct {
 	BasePath        string `toml:"base_path"`
 	SessionQuota    string `toml:"session_quota"`
 	MaxSessionQuota string `toml:"max_session_quota"`
+	// EnforceQuota refuses workspaces when the kernel cannot bound their
+	// size (no filesystem per workspace: rootless, no loop devices).
+	EnforceQuota bool `toml:"enforce_quota"`
 }
 
 // Security holds the sandbox hardening switches and the audit log.
@@ -170,6 +173,7 @@ func Default() Config {
 			BasePath:        "/var/lib/mcp-forge",
 			SessionQuota:    "1g",
 			MaxSessionQuota: "10g",
+			EnforceQuota:    true,
 		},
 		Security: Security{
 			AuditLog:              "/var/log/mcp-forge/audit.log",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -143,6 +144,14 @@ func Paths(cfg config.Config) Check {
 			out = append(out, Result{"volumes", Fail, err.Error(), "set volumes.base_path to a writable directory"})
 		} else {
 			out = append(out, Result{"volumes", OK, cfg.Volumes.BasePath + " is writable", ""})
+		}
+		switch m := fsquota.Detect(cfg.Volumes.BasePath); {
+		case m.Enforced():
+			out = append(out, Result{"workspace quota", OK, m.String(), ""})
+		case cfg.Volumes.EnforceQuota:
+			out = append(out, Result{"workspace quota", Fail, m.String() + "; sessions and runs are refused", "run as root with loop devices and e2fsprogs (make setup), or set volumes.enforce_quota = false to bound workspaces only by a periodic walk"})
+		default:
+			out = append(out, Result{"workspace quota", Warn, m.String() + "; only a periodic walk bounds workspaces (volumes.enforce_quota = false)", ""})
 		}
 		return out
 	}

@@ -204,6 +204,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 			res, err = b.Execute(ctx, breq)
 		}
 	}
+	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
+		res.Notices = append(res.Notices, fmt.Sprintf("the working directory is limited to %s (volumes.session_quota); write less, or to /tmp (limited by security.tmpfs_size)", e.cfg.Volumes.SessionQuota))
+	}
 	e.complete(req, runID, name, res, err)
 	return res, err
 }

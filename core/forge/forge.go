@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
@@ -33,10 +34,12 @@ type Forge struct {
 	Log     hclog.Logger
 	Audit   *audit.Logger
 	Sandbox *sandbox.Manager
-	Plugins *plugins.Manager
-	Engine  *engine.Engine
-	MCP     *mcpserver.Server
-	stop    context.CancelFunc
+	// Workspaces owns the sessions' and runs' directories on the host.
+	Workspaces *workspace.Manager
+	Plugins    *plugins.Manager
+	Engine     *engine.Engine
+	MCP        *mcpserver.Server
+	stop       context.CancelFunc
 }
 
 // Instance names the containers of every server sharing a base path.
@@ -112,7 +115,18 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 
 	entries := plugins.Discover(cfg, PluginDir(cfg))
-	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota))
+	fsq, err := fsquota.New(cfg.Volumes.BasePath, log.Named("quota"), fsquota.Options{Required: cfg.Volumes.EnforceQuota})
+	if err != nil {
+		al.Close()
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
+	if n, err := fsq.Sweep(); err != nil {
+		log.Warn("could not release workspaces left by a previous run", "error", err)
+	} else if n > 0 {
+		log.Info("released workspaces left by a previous run", "count", n)
+	}
+	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
+	f.Workspaces = ws
 	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al, ws) },
 		PluginSettings(cfg), al, log.Named("plugin"))
 	for _, err := range f.Plugins.LoadAll(ctx) {
@@ -156,6 +170,9 @@ func (f *Forge) Close() {
 	f.Engine.CloseAll(ctx)
 	f.Plugins.Close()
 	f.Sandbox.Shutdown(ctx)
+	if err := f.Workspaces.Close(); err != nil {
+		f.Log.Warn("could not remove every workspace", "error", err)
+	}
 	f.Audit.Close()
 }
 

@@ -160,6 +160,9 @@ const stateDir = ".quota"
 // Mechanism is what New detected.
 func (q *Quota) Mechanism() Mechanism { return q.mech }
 
+// Enforced reports whether Provision gives workspaces a kernel-enforced size.
+func (q *Quota) Enforced() bool { return q.mech.Enforced() }
+
 // Owner is the owner this Quota records on its images.
 func (q *Quota) Owner() string { return q.owner }
 

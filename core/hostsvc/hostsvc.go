@@ -106,7 +106,9 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	h.mu.Lock()
 	h.workspaces[id] = t
 	h.mu.Unlock()
-	if h.ws.Quota() > 0 {
+	if h.ws.Quota() > 0 && !h.ws.Enforced() {
+		// Without a filesystem per workspace, a walk of visible files is
+		// the only (weaker) bound.
 		go h.watchQuota(wctx, id, t)
 	}
 	return host.Container{ID: id, Workspace: w.Path}, nil

@@ -14,8 +14,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 )
 
 func TestChecksumMismatchRefuses(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -41,12 +42,29 @@ type Manager struct {
 	base  string
 	tag   string
 	quota int64
+	fs    Provisioner
+
+	mu          sync.Mutex
+	provisioned map[string]bool // workspace paths with a live filesystem
+}
+
+// Provisioner gives each workspace its own size-limited filesystem, so the
+// kernel enforces the quota (fsquota.Quota). Release undoes Provision.
+type Provisioner interface {
+	Provision(path string, size int64, uid, gid int) error
+	Release(path string) error
+	Enforced() bool
 }
 
 // New returns a manager; quota is the byte cap of one workspace (0: none).
-func New(base, serverTag string, quota int64) *Manager {
-	return &Manager{base: base, tag: serverTag, quota: quota}
+// With a nil provisioner workspaces are plain directories.
+func New(base, serverTag string, quota int64, fs Provisioner) *Manager {
+	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}}
 }
+
+// Enforced reports whether the kernel enforces the quota (a filesystem per
+// workspace); if not, only a periodic walk of visible files bounds it.
+func (m *Manager) Enforced() bool { return m.fs != nil && m.fs.Enforced() }
 
 // Root is the directory holding every workspace.
 func (m *Manager) Root() string { return filepath.Join(m.base, "sessions") }
@@ -84,21 +102,69 @@ func (m *Manager) Create(sessionID string) (*Workspace, error) {
 		w.Name = m.name(sessionID)
 	}
 	w.Path = filepath.Join(m.Root(), w.Name)
-	if err := os.MkdirAll(w.Path, 0o711); err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
+	if err := m.provision(w.Path); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
 
+// provision creates the workspace directory once; a session's later
+// containers (a restarted kernel) reuse it.
+func (m *Manager) provision(path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.provisioned[path] {
+		return nil
+	}
+	if m.fs == nil || m.quota <= 0 {
+		if err := os.MkdirAll(path, 0o711); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+	} else if err := m.fs.Provision(path, m.quota, -1, -1); err != nil {
+		// -1: Podman's U bind option gives the mounted directories to the
+		// sandbox user, whatever user namespace it runs in.
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	m.provisioned[path] = true
+	return nil
+}
+
 // Remove deletes a workspace and everything in it.
-func (m *Manager) Remove(w *Workspace) error { return os.RemoveAll(w.Path) }
+func (m *Manager) Remove(w *Workspace) error { return m.remove(w.Path) }
 
 // RemoveSession deletes a session's workspace.
 func (m *Manager) RemoveSession(sessionID string) error {
 	if CheckSessionID(sessionID) != nil {
 		return nil // no such workspace can exist
 	}
-	return os.RemoveAll(m.SessionPath(sessionID))
+	return m.remove(m.SessionPath(sessionID))
+}
+
+func (m *Manager) remove(path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.provisioned[path] && m.fs != nil && m.quota > 0 {
+		if err := m.fs.Release(path); err != nil {
+			return fmt.Errorf("remove workspace: %w", err)
+		}
+	}
+	delete(m.provisioned, path)
+	return os.RemoveAll(path)
+}
+
+// Close removes every workspace this manager still holds (server shutdown).
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	paths := make([]string, 0, len(m.provisioned))
+	for p := range m.provisioned {
+		paths = append(paths, p)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range paths {
+		errs = append(errs, m.remove(p))
+	}
+	return errors.Join(errs...)
 }
 
 func newRunID() string {

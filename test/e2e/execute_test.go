@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -232,16 +233,40 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// The working directory is a host directory no cgroup limits: filling it past
-// volumes.session_quota stops the container with a clear error.
+// Each workspace is its own size-limited filesystem: a write past
+// volumes.session_quota fails with ENOSPC inside the sandbox, including a
+// file unlinked while open (invisible to any walk of the directory), and the
+// error says which limit was hit.
 func TestWorkspaceQuota(t *testing.T) {
 	s := testenv.StartServer(t, "[volumes]\nsession_quota = \"20m\"\n[execution]\nmax_code_size = \"1k\"\n")
-	var o out
-	res := s.Call(t, "execute_python", map[string]any{"code": "import time\nwith open('big.bin', 'wb') as f:\n    for i in range(400):\n        f.write(b'0' * (1 << 20))\n        f.flush()\n        time.sleep(0.02)"}, &o)
-	if !res.IsError || o.Error == nil || !strings.Contains(o.Error.Message, "workspace quota of 20m") {
-		t.Fatalf("%+v %s", o.Error, testenv.Text(res))
+	fill := "import os\nf = open('big.bin', 'wb')\n%sfor i in range(64):\n    f.write(b'0' * (1 << 20))\n    f.flush()\n"
+	for _, c := range []struct{ name, code, session string }{
+		{"stateless write", fmt.Sprintf(fill, ""), ""},
+		{"session write of an unlinked file", fmt.Sprintf(fill, "os.unlink('big.bin')\n"), "q1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var o out
+			args := map[string]any{"code": c.code}
+			if c.session != "" {
+				args["session_id"] = c.session
+			}
+			res := s.Call(t, "execute_python", args, &o)
+			if !res.IsError || o.Error == nil || !strings.Contains(o.Error.Message, "No space left on device") {
+				t.Fatalf("%+v %s", o.Error, testenv.Text(res))
+			}
+			if !strings.Contains(testenv.Text(res), "volumes.session_quota") {
+				t.Fatalf("no hint at the quota: %s", testenv.Text(res))
+			}
+		})
 	}
-	res = s.Call(t, "execute_python", map[string]any{"code": strings.Repeat("x = 1\n", 400)}, nil)
+	// The session survived its full disk and its files are still bounded.
+	var o out
+	if res := s.Call(t, "execute_python", map[string]any{"code": "f.close()\nimport shutil\nshutil.disk_usage('.').total", "session_id": "q1"}, &o); res.IsError {
+		t.Fatal(testenv.Text(res))
+	} else if total, _ := o.Result.(float64); total <= 0 || total > 20<<20 {
+		t.Fatalf("workspace filesystem size %v, want at most 20m", o.Result)
+	}
+	res := s.Call(t, "execute_python", map[string]any{"code": strings.Repeat("x = 1\n", 400)}, nil)
 	if !res.IsError || !strings.Contains(testenv.Text(res), "execution.max_code_size") {
 		t.Fatal(testenv.Text(res))
 	}

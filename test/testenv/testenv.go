@@ -25,7 +25,8 @@ func Require(t testing.TB) {
 	if os.Getenv("FORGE_E2E") != "1" {
 		t.Skip("end-to-end test: set FORGE_E2E=1 (make test does)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Generous: a busy 2-core machine can take seconds to answer.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := podman.New("").Info(ctx); err != nil {
 		t.Fatalf("Podman is required for end-to-end tests: %v", err)
