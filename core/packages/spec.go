@@ -168,7 +168,7 @@ func ParseSpec(lang Language, raw string) (Spec, error) {
 		return fail(fmt.Sprintf("has a %d-character name, more than %d", len(name), MaxNameLen), hint)
 	}
 	if lang == R {
-		return parseR(raw, name, p.rest(), fail)
+		return parseR(name, p.rest(), fail)
 	}
 	spec := Spec{Language: Python, Name: NormalizeName(name), Key: NormalizeName(name)}
 
@@ -203,7 +203,7 @@ func ParseSpec(lang Language, raw string) (Spec, error) {
 	return spec, nil
 }
 
-func parseR(raw, name, rest string, fail func(string, string) (Spec, error)) (Spec, error) {
+func parseR(name, rest string, fail func(string, string) (Spec, error)) (Spec, error) {
 	if rest != "" {
 		return fail(fmt.Sprintf("has %q after the name: R packages are installed at the version their Debian release ships, without extras or constraints", rest), hintR)
 	}
