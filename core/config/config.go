@@ -109,6 +109,10 @@ type PackageValidation struct {
 	AllowlistPath           string   `toml:"allowlist_path"`
 	BlocklistPath           string   `toml:"blocklist_path"`
 	RequireApprovalPatterns []string `toml:"require_approval_patterns"`
+	// ApprovedPackages are packages an operator approved in advance:
+	// "name", "python:name" or "r:name". They pass the approval patterns and
+	// the allowlist, never the blocklist.
+	ApprovedPackages []string `toml:"approved_packages"`
 }
 
 // AutoCleanup removes old custom images.
@@ -198,6 +202,7 @@ func Default() Config {
 			PackageValidation: PackageValidation{
 				UseAllowlist:            true,
 				RequireApprovalPatterns: []string{"*-dev", "*-nightly"},
+				ApprovedPackages:        []string{},
 			},
 			AutoCleanup: AutoCleanup{Enabled: true, MaxAgeDays: 30, MaxImages: 20},
 			Templates:   map[string]Template{},

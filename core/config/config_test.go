@@ -103,6 +103,12 @@ func TestLoadErrors(t *testing.T) {
 		{"all errors at once", "[execution]\nmax_timeout = 1\nmax_pids = 0\ntypo = 1\n[sessions]\nmax_concurrent = 0\n", nil,
 			[]string{"execution.max_timeout", "execution.max_pids", "sessions.max_concurrent", "execution.typo: unknown key"}},
 		{"template empty", "[environment_builder.templates.ds]\ndescription = \"x\"\n", nil, []string{"environment_builder.templates.ds.packages"}},
+		{"approved wildcard", "[environment_builder.package_validation]\napproved_packages = [\"numpy\", \"*-dev\"]\n", nil,
+			[]string{`environment_builder.package_validation.approved_packages[1]: "*-dev" is not a package name`}},
+		{"approved version", "", map[string]string{"FORGE_ENVIRONMENT_BUILDER_PACKAGE_VALIDATION_APPROVED_PACKAGES": "r:ggplot2, numpy>=1"},
+			[]string{`environment_builder.package_validation.approved_packages[1]: "numpy>=1"`}},
+		{"approved language", "[environment_builder.package_validation]\napproved_packages = [\"julia:x\"]\n", nil,
+			[]string{"environment_builder.package_validation.approved_packages[0]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,6 +84,12 @@ func Validate(c Config) Errors {
 			v.add(fmt.Sprintf("environment_builder.package_validation.require_approval_patterns[%d]", i), fmt.Sprintf("%q is not a valid glob pattern", p))
 		}
 	}
+	for i, p := range b.PackageValidation.ApprovedPackages {
+		if !approvedRe.MatchString(p) {
+			v.add(fmt.Sprintf("environment_builder.package_validation.approved_packages[%d]", i),
+				fmt.Sprintf("%q is not a package name (optionally prefixed python: or r:; no wildcards, no versions)", p))
+		}
+	}
 	for _, name := range sortedKeys(b.Templates) {
 		if len(b.Templates[name].Packages) == 0 {
 			v.add("environment_builder.templates."+name+".packages", "must list at least one package")
@@ -108,6 +114,9 @@ func Validate(c Config) Errors {
 var (
 	sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 	nameRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	// approvedRe is a PEP 508 name (R names are a subset), optionally
+	// prefixed with its language; core/packages parses it fully.
+	approvedRe = regexp.MustCompile(`^((python|r):)?[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$`)
 )
 
 type validator struct{ errs Errors }
