@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/core/packages"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
@@ -58,6 +59,11 @@ func LoadConfig(path string) (config.Config, error) {
 	}
 	if errs := policy.CheckConfig(cfg); len(errs) > 0 {
 		return cfg, errs
+	}
+	// The package lists and patterns are read now, so `config check`
+	// reports a bad file or pattern rather than the first build.
+	if _, err := packages.New(cfg.EnvironmentBuilder); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
