@@ -120,6 +120,11 @@ type Manager struct {
 	// mid-call, so that its containers and sessions can be cleaned up.
 	OnCrash func(name string)
 
+	// MaxMessage is the gRPC message limit of plugin connections, both
+	// sides (plugin.MessageLimit of the execution limits); 0: the SDK's
+	// default. Set it before the first plugin starts.
+	MaxMessage int
+
 	mu      sync.Mutex
 	entries map[string]Entry
 	running map[string]*running
@@ -212,7 +217,7 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, error) {
 		return nil, err
 	}
 	start := time.Now()
-	c, err := plugin.Launch(e.Path, m.log.Named(e.Name))
+	c, err := plugin.Launch(e.Path, m.log.Named(e.Name), plugin.WithMaxMessage(m.MaxMessage))
 	if err != nil {
 		return nil, err
 	}
