@@ -75,14 +75,14 @@ func TestInvalidUTF8Output(t *testing.T) {
 				t.Errorf("%q %+v", o.Stdout, o.Notices)
 			}
 		}},
-		{"python session error message", "execute_python", "u8", "raise ValueError('bad \\udcff')", func(t *testing.T, o out) {
-			if o.Error == nil || o.Error.Type != "ValueError" || !strings.Contains(o.Error.Message, "\uFFFD") || !hasNotice(o, "U+FFFD") {
+		{"python session still alive", "execute_python", "u8", "6 * 7", func(t *testing.T, o out) {
+			if o.Result != float64(42) || len(o.Notices) != 0 {
 				t.Errorf("%+v %+v", o, o.Error)
 			}
 		}},
-		{"python session still alive", "execute_python", "u8", "6 * 7", func(t *testing.T, o out) {
-			if o.Result != float64(42) || len(o.Notices) != 0 {
-				t.Errorf("%+v", o)
+		{"python session error message", "execute_python", "u8", "raise ValueError('bad \\udcff')", func(t *testing.T, o out) {
+			if o.Error == nil || o.Error.Type != "ValueError" || !strings.Contains(o.Error.Message, "\uFFFD") || !hasNotice(o, "U+FFFD") {
+				t.Errorf("%+v %+v", o, o.Error)
 			}
 		}},
 	}
