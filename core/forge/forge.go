@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Forge is a running core.
@@ -96,6 +97,13 @@ func PluginSettings(cfg config.Config) func(string) map[string]any {
 	}
 }
 
+// MessageLimit is the gRPC message size plugin connections need to carry
+// code up to execution.max_code_size, output up to execution.max_output and
+// images up to execution.max_image_size.
+func MessageLimit(cfg config.Config) int {
+	return plugin.MessageLimit(mustSize(cfg.Execution.MaxCodeSize), mustSize(cfg.Execution.MaxOutput), mustSize(cfg.Execution.MaxImageSize))
+}
+
 // New builds the core, reconciles containers left by dead servers and starts
 // the plugins. Close releases everything.
 func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, error) {
@@ -135,6 +143,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	f.Workspaces = ws
 	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al, ws) },
 		PluginSettings(cfg), al, log.Named("plugin"))
+	f.Plugins.MaxMessage = MessageLimit(cfg)
 	for _, err := range f.Plugins.LoadAll(ctx) {
 		log.Error("plugin not loaded", "error", err)
 	}

@@ -126,6 +126,11 @@ type Manager struct {
 	// mid-call, so that its containers and sessions can be cleaned up.
 	OnCrash func(name string)
 
+	// MaxMessage is the gRPC message limit of plugin connections, both
+	// sides (plugin.MessageLimit of the execution limits); 0: the SDK's
+	// default. Set it before the first plugin starts.
+	MaxMessage int
+
 	mu      sync.Mutex // guards the maps and statuses; never held while a plugin starts
 	entries map[string]Entry
 	running map[string]*running
@@ -235,7 +240,7 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 		return nil, id, caps, err
 	}
 	start := time.Now()
-	c, err := plugin.Launch(e.Path, m.log.Named(e.Name))
+	c, err := plugin.Launch(e.Path, m.log.Named(e.Name), plugin.WithMaxMessage(m.MaxMessage))
 	if err != nil {
 		return nil, id, caps, err
 	}

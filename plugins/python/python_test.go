@@ -68,6 +68,27 @@ func TestRunnerDetails(t *testing.T) {
 		}},
 		{"keyboard interrupt", "raise KeyboardInterrupt", func(r backend.ExecuteResult) bool { return r.Error != nil && r.Error.Name == "KeyboardInterrupt" }},
 		{"unicode", "print('héllo ✓')\n'✓'", func(r backend.ExecuteResult) bool { return r.Stdout == "héllo ✓\n" && r.ResultJSON == `"\u2713"` }},
+		{"bytes to stdout.buffer", "import sys\nprint('a')\nsys.stdout.buffer.write(b'b\\n')\nprint('c')", func(r backend.ExecuteResult) bool {
+			return r.Success && r.Stdout == "a\nb\nc\n" && r.StdoutBytes == 6
+		}},
+		{"stdout.buffer is capped and counted", "import sys\nsys.stdout.buffer.write(b'x' * 5000)\nsys.stderr.buffer.write(b'y' * 3000)", func(r backend.ExecuteResult) bool {
+			return r.Success && r.Stdout == strings.Repeat("x", 1000) && r.StdoutBytes == 5000 && r.Stderr == strings.Repeat("y", 1000) && r.StderrBytes == 3000
+		}},
+		{"the cap counts text and bytes together", "import sys\nprint('é' * 400)\nsys.stdout.buffer.write(b'z' * 400)\nprint('w' * 10)", func(r backend.ExecuteResult) bool {
+			return r.Stdout == strings.Repeat("é", 400)+"\n"+strings.Repeat("z", 199) && r.StdoutBytes == 801+400+11 && len(r.Notices) == 0
+		}},
+		{"a cap inside a character is a cut, not invalid output", "print('a' + 'é' * 600)", func(r backend.ExecuteResult) bool {
+			return r.Stdout == "a"+strings.Repeat("é", 499) && r.StdoutBytes == 1202 && len(r.Notices) == 0
+		}},
+		{"a real text stream", "import sys\nprint(sys.stdout.fileno(), sys.stdout.isatty(), sys.stdout.encoding, sys.stderr.fileno(), sys.stdout.buffer.fileno())\nsys.stdout.writelines(['a', 'b\\n'])\nsys.stdout.flush()\nprint('e', file=sys.stderr)", func(r backend.ExecuteResult) bool {
+			return r.Success && r.Stdout == "1 False utf-8 2 1\nab\n" && r.Stderr == "e\n"
+		}},
+		{"invalid UTF-8 bytes", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe ok\\n')\n'still here'", func(r backend.ExecuteResult) bool {
+			return r.Success && r.Stdout == "\uFFFD ok\n" && r.StdoutBytes == 6 && r.ResultRepr == "'still here'" && strings.Contains(strings.Join(r.Notices, ""), "stdout")
+		}},
+		{"surrogate escapes", "import sys\nsys.stdout.reconfigure(errors='surrogateescape')\nprint('\\udcff')\n1", func(r backend.ExecuteResult) bool {
+			return r.Success && r.Stdout == "\uFFFD\n" && r.ResultJSON == "1" && strings.Contains(strings.Join(r.Notices, ""), "U+FFFD")
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

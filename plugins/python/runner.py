@@ -19,41 +19,43 @@ FILENAME = "<code>"
 RUNNER = os.path.abspath(__file__)
 
 
-class Capped(io.TextIOBase):
-    """Passes text through up to CAP bytes, then only counts."""
+class Capped(io.RawIOBase):
+    """The program's stdout or stderr as bytes: they pass through to the
+    real file descriptor up to CAP, then are only counted. sys.stdout is a
+    text stream over it, as Python's own is over its file (with -u), so
+    .buffer, fileno(), isatty(), encoding, reconfigure() and writelines()
+    all work, and bytes written to .buffer are capped and counted too."""
 
-    def __init__(self, inner):
-        self.inner = inner
+    def __init__(self, fd):
+        self.fd = fd
         self.total = 0
         self.written = 0
 
     def writable(self):
         return True
 
-    def write(self, s):
-        b = len(s.encode("utf-8", "replace"))
-        self.total += b
-        if self.written < CAP:
-            room = CAP - self.written
-            if b > room:
-                s = s.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
-                b = room
-            self.inner.write(s)
-            self.written += b
-        return len(s)
-
-    def flush(self):
-        self.inner.flush()
-
     def fileno(self):
-        return self.inner.fileno()
+        return self.fd
 
     def isatty(self):
         return False
 
-    @property
-    def encoding(self):
-        return "utf-8"
+    def write(self, b):
+        b = memoryview(b).cast("B")
+        n = len(b)
+        self.total += n
+        room = CAP - self.written
+        if room > 0:
+            chunk = b[:room]
+            self.written += len(chunk)
+            while chunk:
+                chunk = chunk[os.write(self.fd, chunk):]
+        return n
+
+
+def text_stream(raw, like):
+    """A text stream over raw that encodes as the interpreter's own does."""
+    return io.TextIOWrapper(raw, encoding="utf-8", errors=getattr(like, "errors", None) or "strict", write_through=True)
 
 
 def user_frames(tb):
@@ -98,7 +100,10 @@ def save_figures():
 
 
 def main():
-    out, err = Capped(sys.stdout), Capped(sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    out_raw, err_raw = Capped(sys.__stdout__.fileno()), Capped(sys.__stderr__.fileno())
+    out, err = text_stream(out_raw, sys.__stdout__), text_stream(err_raw, sys.__stderr__)
     sys.stdout, sys.stderr = out, err
     env = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": FILENAME}
     result = {}
@@ -149,8 +154,8 @@ def main():
         err.flush()
     except Exception:
         pass
-    result["stdout_bytes"] = out.total
-    result["stderr_bytes"] = err.total
+    result["stdout_bytes"] = out_raw.total
+    result["stderr_bytes"] = err_raw.total
     result["exit_code"] = code
     with open(os.path.join(META, "result.json"), "w") as f:
         json.dump(result, f)

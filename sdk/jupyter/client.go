@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -21,6 +22,10 @@ type Event struct {
 	Data map[string]any    // mime bundle for display_data and execute_result
 	Err  *ErrorContent     // for "error"
 	Meta map[string]string // extra, e.g. execution_state for "status"
+	// InvalidUTF8: the kernel sent bytes that are not UTF-8 (Python's
+	// surrogate escapes, R's raw strings); decoding replaced them with
+	// U+FFFD.
+	InvalidUTF8 bool
 }
 
 // ErrorContent is an error reply or error message.
@@ -35,6 +40,7 @@ type Reply struct {
 	Status         string `json:"status"` // "ok", "error", "aborted" (IRkernel: "abort")
 	ExecutionCount int    `json:"execution_count"`
 	ErrorContent
+	InvalidUTF8 bool `json:"-"` // as for Event
 }
 
 // Client talks to one kernel.
@@ -173,7 +179,8 @@ func (c *Client) readLoop(s zmq4.Socket, isReply bool) {
 	}
 }
 
-func toEvent(m Message) (Event, bool) {
+func toEvent(m Message) (ev Event, ok bool) {
+	defer func() { ev.InvalidUTF8 = ok && !utf8.Valid(m.Content) }()
 	switch m.Header.MsgType {
 	case "stream":
 		var s struct{ Name, Text string }
@@ -295,6 +302,7 @@ func (e *Execution) Wait(ctx context.Context) (Reply, error) {
 		select {
 		case m := <-e.w.reply:
 			json.Unmarshal(m.Content, &r)
+			r.InvalidUTF8 = !utf8.Valid(m.Content)
 			got = true
 		case <-ctx.Done():
 			return r, ctx.Err()

@@ -33,3 +33,18 @@ func TestConnectionEndpoints(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// A kernel that sends bytes that are not UTF-8 (ipykernel encodes Python's
+// surrogate escapes as raw bytes) is decoded with U+FFFD, and the event
+// says so, so that the result can carry a notice.
+func TestEventFlagsInvalidUTF8(t *testing.T) {
+	m := Message{Header: Header{MsgType: "stream"}, Content: []byte("{\"name\": \"stdout\", \"text\": \"a\xffb\"}")}
+	ev, ok := toEvent(m)
+	if !ok || ev.Text != "a\uFFFDb" || !ev.InvalidUTF8 {
+		t.Fatalf("%+v", ev)
+	}
+	m.Content = []byte(`{"name": "stdout", "text": "ok ✓"}`)
+	if ev, _ := toEvent(m); ev.InvalidUTF8 || ev.Text != "ok ✓" {
+		t.Fatalf("%+v", ev)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/jupyter"
@@ -42,5 +44,43 @@ func TestCollector(t *testing.T) {
 func TestStripANSI(t *testing.T) {
 	if got := StripANSI("\x1b[0;31mZeroDivisionError\x1b[0m: x"); got != "ZeroDivisionError: x" {
 		t.Fatal(got)
+	}
+}
+
+// The output cap never splits a character: a split one is invalid UTF-8,
+// which would make the whole result unsendable.
+func TestCollectorCutsOnCharacters(t *testing.T) {
+	c := &collector{b: &Backend{}, maxOut: 6, maxImg: 100}
+	c.event(jupyter.Event{Kind: "stream", Name: "stdout", Text: "ab✓✓"}) // 2 + 3 + 3 bytes
+	c.event(jupyter.Event{Kind: "stream", Name: "stdout", Text: "c"})
+	if c.res.Stdout != "ab✓c" || c.res.StdoutBytes != 9 || !utf8.ValidString(c.res.Stdout) {
+		t.Fatalf("stdout %q (%d bytes produced)", c.res.Stdout, c.res.StdoutBytes)
+	}
+}
+
+// Invalid UTF-8 that the kernel sent (and decoding replaced) is noted.
+func TestCollectorNotesReplacedText(t *testing.T) {
+	c := &collector{b: &Backend{}, maxOut: 100, maxImg: 100}
+	c.event(jupyter.Event{Kind: "stream", Name: "stdout", Text: "\uFFFD", InvalidUTF8: true})
+	res := c.b.finish(c, jupyter.Reply{Status: "ok"}, false, time.Second, time.Now())
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "U+FFFD") {
+		t.Fatalf("notices %q", res.Notices)
+	}
+	c = &collector{b: &Backend{}, maxOut: 100, maxImg: 100}
+	if res := c.b.finish(c, jupyter.Reply{Status: "ok"}, false, time.Second, time.Now()); len(res.Notices) != 0 {
+		t.Fatalf("notices %q", res.Notices)
+	}
+}
+
+// A session's images are bounded in total as a stateless run's are, so a
+// loop of plots cannot make a result no message can carry.
+func TestCollectorImageBudget(t *testing.T) {
+	png := "\x89PNG\r\n\x1a\n" + strings.Repeat("x", 90)
+	c := &collector{b: &Backend{}, maxOut: 100, maxImg: 100}
+	for range 6 {
+		c.event(jupyter.Event{Kind: "display_data", Data: map[string]any{"image/png": base64.StdEncoding.EncodeToString([]byte(png))}})
+	}
+	if len(c.res.Images) != 4 || len(c.res.Notices) != 2 || !strings.Contains(c.res.Notices[0], "4 × execution.max_image_size") {
+		t.Fatalf("%d images, notices %q", len(c.res.Images), c.res.Notices)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/jupyter"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Spec describes a kernel.
@@ -237,8 +238,10 @@ type collector struct {
 	res      backend.ExecuteResult
 	maxOut   int64
 	maxImg   int64
+	imgTotal int64 // bytes of images kept; at most 4×maxImg, as for stateless runs
 	emit     func(backend.StreamEvent)
 	lastText string
+	replaced bool // the kernel sent invalid UTF-8
 }
 
 func (c *collector) stream(name, text string) {
@@ -248,11 +251,8 @@ func (c *collector) stream(name, text string) {
 	}
 	*total += int64(len(text))
 	if room := c.maxOut - int64(len(*dst)); room > 0 {
-		if int64(len(text)) > room {
-			*dst += text[:room]
-		} else {
-			*dst += text
-		}
+		// Never inside a character: a cut must leave valid text.
+		*dst += sanitize.Cut(text, int(min(room, int64(len(text)))))
 	}
 	if c.emit != nil {
 		c.emit(backend.StreamEvent{Name: name, Text: text})
@@ -279,6 +279,11 @@ func (c *collector) bundle(data map[string]any, isResult bool) {
 			c.res.Notices = append(c.res.Notices, fmt.Sprintf("a %s image of %d bytes was not returned: over the %d-byte image limit (execution.max_image_size)", mime, len(raw), c.maxImg))
 			continue
 		}
+		if c.imgTotal+int64(len(raw)) > 4*c.maxImg {
+			c.res.Notices = append(c.res.Notices, fmt.Sprintf("a %s image of %d bytes was not returned: the run's images already total %d bytes, and at most %d are returned (4 × execution.max_image_size)", mime, len(raw), c.imgTotal, 4*c.maxImg))
+			continue
+		}
+		c.imgTotal += int64(len(raw))
 		ext := map[string]string{"image/png": "png", "image/jpeg": "jpeg", "image/svg+xml": "svg"}[mime]
 		c.res.Images = append(c.res.Images, backend.Image{Name: fmt.Sprintf("output_%d.%s", len(c.res.Images)+1, ext), MIMEType: mime, Data: raw})
 		break
@@ -360,6 +365,7 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 			c.res.Error = &backend.ExecError{Name: "Timeout", Message: s.dead}
 			c.res.SessionDead = true
 			c.res.Duration = time.Since(start)
+			c.noteReplaced(&c.res)
 			return c.res, nil
 		case <-poll.C:
 			st, err := b.sb.State(ctx, s.ctr)
@@ -372,6 +378,7 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 				}
 				c.res.SessionDead = true
 				c.res.Duration = time.Since(start)
+				c.noteReplaced(&c.res)
 				return c.res, nil
 			}
 		case <-ctx.Done():
@@ -381,7 +388,16 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 	}
 }
 
+// noteReplaced tells the user that invalid UTF-8 from the kernel was
+// replaced (the JSON decoder replaces it silently).
+func (c *collector) noteReplaced(res *backend.ExecuteResult) {
+	if c.replaced {
+		res.Notices = append(res.Notices, sanitize.InvalidUTF8Notice([]string{"the kernel's output"}))
+	}
+}
+
 func (c *collector) event(ev jupyter.Event) {
+	c.replaced = c.replaced || ev.InvalidUTF8
 	switch ev.Kind {
 	case "stream":
 		c.stream(ev.Name, ev.Text)
@@ -406,6 +422,8 @@ func (c *collector) drain(x *jupyter.Execution) {
 func (b *Backend) finish(c *collector, r jupyter.Reply, interrupted bool, timeout time.Duration, start time.Time) backend.ExecuteResult {
 	res := c.res
 	res.Duration = time.Since(start)
+	c.replaced = c.replaced || r.InvalidUTF8
+	c.noteReplaced(&res)
 	switch {
 	case interrupted:
 		res.Error = &backend.ExecError{Name: "Timeout", Message: fmt.Sprintf("execution was interrupted at the %s timeout; the session's state is kept (variables set before the interrupt remain)", timeout)}

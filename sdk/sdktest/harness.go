@@ -1,42 +1,67 @@
-// Package sdktest runs a backend plugin in-process over real gRPC (go-plugin's
-// test connection) against a host of your choosing, and holds the conformance
-// suite every backend — ours or a third party's — is expected to pass.
+// Package sdktest runs a backend plugin in-process over real gRPC against a
+// host of your choosing, and holds the conformance suite every backend —
+// ours or a third party's — is expected to pass.
 package sdktest
 
 import (
 	"context"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Serve starts the backend built by factory in-process, configures it with h
-// and cfg through the same gRPC shims and broker as a real plugin, and
-// returns the core-side client.
+// and cfg through the same gRPC shims, broker and limits as a real plugin,
+// and returns the core-side client.
 func Serve(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host, cfg []byte) backend.Backend {
 	t.Helper()
-	set := plugin.BackendPluginSet(info, factory)[plugin.APIVersion]
-	client, _ := goplugin.TestPluginGRPCConn(t, false, set)
-	t.Cleanup(func() { client.Close() })
-	raw, err := client.Dispense(plugin.TypeBackend)
-	if err != nil {
-		t.Fatalf("dispense: %v", err)
+	return ServeLimited(t, info, factory, h, cfg, plugin.DefaultMaxMessage)
+}
+
+// ServeLimited is Serve with a gRPC message limit (see plugin.MessageLimit)
+// on both sides, as the core sets it for real plugins.
+func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host, cfg []byte, maxMessage int) backend.Backend {
+	t.Helper()
+	// go-plugin's test mode: plugin.ServeConfig served in this process,
+	// and the core's plugin.ClientConfig attached to it.
+	ctx, cancel := context.WithCancel(context.Background())
+	reattach := make(chan *goplugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	sc := plugin.ServeConfig(info, factory, maxMessage)
+	sc.Logger = hclog.NewNullLogger()
+	sc.Test = &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
+	go goplugin.Serve(sc)
+	var rc *goplugin.ReattachConfig
+	select {
+	case rc = <-reattach:
+	case <-closed:
+		cancel()
+		t.Fatal("the plugin server stopped before it served")
 	}
-	bc := raw.(*shim.BackendClient)
-	got, err := bc.Info(context.Background())
+	c, err := plugin.Attach(rc, maxMessage, hclog.NewNullLogger())
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Kill()
+		cancel()
+		<-closed
+	})
+	got, err := c.Describe(context.Background())
 	if err != nil {
 		t.Fatalf("info: %v", err)
 	}
 	if got.Name != info.Name || got.Version != info.Version || got.Type != plugin.TypeBackend {
 		t.Fatalf("info round trip: got %+v, want %+v", got, info)
 	}
-	if err := bc.Configure(context.Background(), h, cfg, plugin.APIVersion); err != nil {
+	if err := c.Configure(context.Background(), h, cfg); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
-	return bc
+	return c.Backend()
 }

@@ -3,6 +3,8 @@ package shim
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,11 +30,21 @@ type BackendPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Info    Info
 	Factory backend.Factory
+	// MaxMessage bounds every gRPC message between the core and the
+	// plugin, host services included; 0 means DefaultMaxMessage.
+	MaxMessage int
+}
+
+func (p *BackendPlugin) maxMessage() int {
+	if p.MaxMessage > 0 {
+		return p.MaxMessage
+	}
+	return DefaultMaxMessage
 }
 
 // GRPCServer registers the Plugin and Backend services (plugin side).
 func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	srv := &backendServer{info: p.Info, factory: p.Factory, broker: broker}
+	srv := &backendServer{info: p.Info, factory: p.Factory, broker: broker, maxMessage: p.maxMessage()}
 	pb.RegisterPluginServer(s, srv)
 	pb.RegisterBackendServer(s, srv)
 	return nil
@@ -40,15 +52,16 @@ func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) er
 
 // GRPCClient returns a *BackendClient (core side).
 func (p *BackendPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BackendClient{broker: broker, plugin: pb.NewPluginClient(conn), backend: pb.NewBackendClient(conn)}, nil
+	return &BackendClient{broker: broker, plugin: pb.NewPluginClient(conn), backend: pb.NewBackendClient(conn), maxMessage: p.maxMessage()}, nil
 }
 
 type backendServer struct {
 	pb.UnimplementedPluginServer
 	pb.UnimplementedBackendServer
-	info    Info
-	factory backend.Factory
-	broker  *plugin.GRPCBroker
+	info       Info
+	factory    backend.Factory
+	broker     *plugin.GRPCBroker
+	maxMessage int
 
 	mu   sync.Mutex
 	impl backend.Backend
@@ -67,7 +80,7 @@ func infoToPB(i Info) *pb.Info {
 }
 
 func (s *backendServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
-	conn, err := s.broker.Dial(r.HostBrokerId)
+	conn, err := s.broker.DialWithOptions(r.HostBrokerId, DialOptions(s.maxMessage)...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
 	}
@@ -111,7 +124,9 @@ func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return resultToPB(res), nil
+	out := resultToPB(res)
+	prepareResult(out, s.maxMessage, nil)
+	return out, nil
 }
 
 func requestFromPB(r *pb.ExecuteRequest) backend.ExecuteRequest {
@@ -131,13 +146,15 @@ func requestToPB(req backend.ExecuteRequest) *pb.ExecuteRequest {
 }
 
 func resultToPB(r backend.ExecuteResult) *pb.ExecuteResult {
+	// Copies: the message is made safe to send in place, and the backend's
+	// own slices and maps are not ours to change.
 	out := &pb.ExecuteResult{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		ResultJson: r.ResultJSON, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int32(r.ExitCode),
-		DurationMs: r.Duration.Milliseconds(), Notices: r.Notices, Rich: r.Rich, SessionDead: r.SessionDead,
+		DurationMs: r.Duration.Milliseconds(), Notices: slices.Clone(r.Notices), Rich: maps.Clone(r.Rich), SessionDead: r.SessionDead,
 	}
 	if e := r.Error; e != nil {
-		out.Error = &pb.ExecError{Name: e.Name, Message: e.Message, Traceback: e.Traceback, Line: int32(e.Line), Column: int32(e.Column)}
+		out.Error = &pb.ExecError{Name: e.Name, Message: e.Message, Traceback: slices.Clone(e.Traceback), Line: int32(e.Line), Column: int32(e.Column)}
 	}
 	for _, im := range r.Images {
 		out.Images = append(out.Images, &pb.Image{Name: im.Name, MimeType: im.MIMEType, Data: im.Data})
@@ -157,14 +174,16 @@ func resultFromPB(r *pb.ExecuteResult) backend.ExecuteResult {
 	for _, im := range r.Images {
 		out.Images = append(out.Images, backend.Image{Name: im.Name, MIMEType: im.MimeType, Data: im.Data})
 	}
+	checkImages(&out)
 	return out
 }
 
 // BackendClient is the core's handle on a backend plugin.
 type BackendClient struct {
-	broker  *plugin.GRPCBroker
-	plugin  pb.PluginClient
-	backend pb.BackendClient
+	broker     *plugin.GRPCBroker
+	plugin     pb.PluginClient
+	backend    pb.BackendClient
+	maxMessage int
 }
 
 // Info asks the plugin who it is.
@@ -184,7 +203,7 @@ func (c *BackendClient) Info(ctx context.Context) (Info, error) {
 func (c *BackendClient) Configure(ctx context.Context, h host.Host, cfg []byte, apiVersion int) error {
 	id := c.broker.NextId()
 	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(opts...)
+		s := grpc.NewServer(append(opts, ServerOptions(c.maxMessage)...)...)
 		RegisterHost(s, h)
 		return s
 	})

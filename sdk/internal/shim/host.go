@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 var kindCode = map[host.Kind]codes.Code{
@@ -30,11 +31,14 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
+	// A message may quote what a container printed.
 	var he *host.Error
 	if errors.As(err, &he) {
-		return status.Error(kindCode[he.Kind], he.Message)
+		msg, _ := sanitize.UTF8(he.Message)
+		return status.Error(kindCode[he.Kind], msg)
 	}
-	return status.Error(codes.Internal, err.Error())
+	msg, _ := sanitize.UTF8(err.Error())
+	return status.Error(codes.Internal, msg)
 }
 
 // fromStatus turns a gRPC error back into a host.Error.

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 func (s *backendServer) sessions() (backend.SessionBackend, error) {
@@ -42,13 +44,25 @@ func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_E
 	if err != nil {
 		return err
 	}
+	var mu sync.Mutex // a backend may emit from several goroutines; a stream sends from one
+	var replaced []string
 	res, err := sb.ExecuteInSession(stream.Context(), requestFromPB(r), func(ev backend.StreamEvent) {
-		_ = stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Stream{Stream: &pb.StreamEvent{Name: ev.Name, Text: ev.Text}}})
+		mu.Lock()
+		defer mu.Unlock()
+		text, bad := sanitize.UTF8(ev.Text)
+		if bad {
+			replaced = append(replaced, ev.Name)
+		}
+		_ = stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Stream{Stream: &pb.StreamEvent{Name: ev.Name, Text: fitEvent(text, s.maxMessage)}}})
 	})
 	if err != nil {
 		return toStatus(err)
 	}
-	return stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Result{Result: resultToPB(res)}})
+	mu.Lock()
+	defer mu.Unlock()
+	out := resultToPB(res)
+	prepareResult(out, s.maxMessage, replaced)
+	return stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Result{Result: out}})
 }
 
 func (s *backendServer) Interrupt(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
