@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcp-forge/mcp-forge/core/imageref"
 	"github.com/mcp-forge/mcp-forge/core/units"
 )
 
@@ -47,6 +48,11 @@ func Validate(c Config) Errors {
 	v.nonEmpty("images.r", c.Images.R)
 	if len(c.Images.Allowed) == 0 {
 		v.add("images.allowed", "must list at least one image pattern")
+	}
+	for i, p := range c.Images.Allowed {
+		if _, err := imageref.ParsePattern(p); err != nil {
+			v.add(fmt.Sprintf("images.allowed[%d]", i), fmt.Sprintf("%q: %v", p, err))
+		}
 	}
 	for name, img := range map[string]string{"images.python": c.Images.Python, "images.r": c.Images.R} {
 		if img != "" && len(c.Images.Allowed) > 0 && !ImageAllowed(c.Images.Allowed, img) {
@@ -117,14 +123,10 @@ var (
 	nameRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 )
 
-// ImageAllowed reports whether image matches one of the glob patterns.
+// ImageAllowed reports whether image is admitted by the allowlist patterns
+// (parsed and normalised references, see core/imageref).
 func ImageAllowed(patterns []string, image string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, image); ok {
-			return true
-		}
-	}
-	return false
+	return imageref.Allowed(patterns, image)
 }
 
 type validator struct{ errs Errors }
