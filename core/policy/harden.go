@@ -57,6 +57,7 @@ func (p *Policy) Harden(in Intent) (Spec, error) {
 		ReadOnlyRoot:    true,
 		TmpfsSize:       p.s.TmpfsMax,
 		NoNewPrivileges: true,
+		SeccompProfile:  p.s.Seccomp,
 		CapDrop:         []string{"ALL"},
 		UserNS:          userns,
 		UserNSStart:     p.s.UserNSStart,
