@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/version"
 )
@@ -146,7 +147,8 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 		return 1
 	}
 	fmt.Printf("ok    %-16s %s\n", "config", orDefaults(configPath))
-	checks := []doctor.Check{doctor.Podman(podman.New(cfg.Server.PodmanSocket), cfg), doctor.Paths(cfg), pluginCheck(cfg)}
+	rt := podman.New(cfg.Server.PodmanSocket)
+	checks := []doctor.Check{doctor.Podman(rt, cfg), doctor.Paths(cfg), doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath)), pluginCheck(cfg)}
 	if !doctor.Run(ctx, os.Stdout, checks...) {
 		return 1
 	}
