@@ -140,7 +140,7 @@ func (e *Engine) validate(req Request) error {
 	}
 	if req.CustomImage != "" {
 		if err := e.pol.CheckImage(req.CustomImage); err != nil {
-			return badRequest("custom_image %q is not allowed: it must match images.allowed %v", req.CustomImage, e.pol.Settings().AllowedImages)
+			return e.refuseImage(req, err)
 		}
 	}
 	for k := range req.Environment {

@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/seccomp"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -113,6 +114,10 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 	al.OnError(func(err error) { log.Error("audit log write failed", "error", err) })
 	if err := os.MkdirAll(filepath.Join(cfg.Volumes.BasePath, "sessions"), 0o711); err != nil {
+		al.Close()
+		return nil, fmt.Errorf("volumes.base_path: %w", err)
+	}
+	if _, err := seccomp.Install(cfg.Volumes.BasePath); err != nil {
 		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
 	}

@@ -58,6 +58,7 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		ReadOnlyRoot:    true,
 		TmpfsSize:       p.s.TmpfsMax,
 		NoNewPrivileges: true,
+		SeccompProfile:  p.s.Seccomp,
 		CapDrop:         []string{"ALL"},
 		UserNS:          userns,
 		UserNSStart:     p.s.UserNSStart,

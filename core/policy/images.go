@@ -2,30 +2,28 @@ package policy
 
 import (
 	"fmt"
-	"path"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/imageref"
 )
 
-// imageAllowed reports whether image matches one of the glob patterns.
-func imageAllowed(patterns []string, image string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, image); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// CheckConfig applies the image rules to the configured images, so that
-// `config check` reports a default image the allowlist would refuse.
+// CheckConfig applies the image rules to the configuration: every
+// images.allowed entry must be a valid pattern and the configured default
+// images must be admitted, so that `config check` reports what the policy
+// would refuse at run time. (config cannot do this itself: it imports
+// nothing of the core.)
 func CheckConfig(c config.Config) config.Errors {
 	var errs config.Errors
-	if len(c.Images.Allowed) == 0 {
-		return nil // config.Validate reports the empty list
+	for i, p := range c.Images.Allowed {
+		if _, err := imageref.ParsePattern(p); err != nil {
+			errs = append(errs, config.FieldError{Path: fmt.Sprintf("images.allowed[%d]", i), Msg: fmt.Sprintf("%q: %v", p, err)})
+		}
+	}
+	if len(c.Images.Allowed) == 0 || len(errs) > 0 {
+		return errs // config.Validate reports the empty list
 	}
 	for _, f := range []struct{ path, image string }{{"images.python", c.Images.Python}, {"images.r", c.Images.R}} {
-		if f.image != "" && !imageAllowed(c.Images.Allowed, f.image) {
+		if f.image != "" && !imageref.Allowed(c.Images.Allowed, f.image) {
 			errs = append(errs, config.FieldError{Path: f.path, Msg: fmt.Sprintf("%q is not matched by images.allowed %v; add it there", f.image, c.Images.Allowed)})
 		}
 	}

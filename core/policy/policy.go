@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/imageref"
 )
 
 // Violation is a refused container operation; Rule names the rule broken.
@@ -41,6 +42,7 @@ type Settings struct {
 	UserNSStart   int64  // first host id of the "private" map
 	BasePath      string // volumes.base_path
 	TmpfsMax      int64
+	Seccomp       string // host path of MCP-Forge's seccomp profile, required on every spec
 	Defaults      runtime.Limits
 	Max           runtime.Limits
 }
@@ -66,15 +68,10 @@ func New(s Settings, resolve Resolver) *Policy {
 // Settings returns the rules' parameters (for diagnostics and resources).
 func (p *Policy) Settings() Settings { return p.s }
 
-// ImageAllowed reports whether the image matches the allowlist.
-func (p *Policy) ImageAllowed(image string) bool {
-	return imageAllowed(p.s.AllowedImages, image)
-}
-
-// CheckImage refuses an image outside the allowlist.
+// CheckImage refuses an image outside the allowlist, saying why.
 func (p *Policy) CheckImage(image string) error {
-	if !p.ImageAllowed(image) {
-		return violation("image-not-allowed", "image %q is not in images.allowed %v", image, p.s.AllowedImages)
+	if _, err := imageref.Check(p.s.AllowedImages, image); err != nil {
+		return violation("image-not-allowed", "%v; images.allowed is %v", err, p.s.AllowedImages)
 	}
 	return nil
 }
@@ -97,6 +94,9 @@ func (p *Policy) CheckCreate(s runtime.Spec) error {
 		return violation("host-network", "the host network namespace may not be shared")
 	case s.UserNS == "host" && p.s.UserNS != "host":
 		return violation("host-userns", "sandboxes run in their own user namespace (security.userns = %q)", p.s.UserNS)
+	}
+	if err := p.checkSeccomp(s); err != nil {
+		return err
 	}
 	if err := p.CheckImage(s.Image); err != nil {
 		return err

@@ -18,6 +18,7 @@ func testSettings(base string) Settings {
 		UserNSStart:   2147483647,
 		BasePath:      base,
 		TmpfsMax:      64 << 20,
+		Seccomp:       base + "/mcp-forge-seccomp-test.json",
 		Defaults:      runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
 		Max:           runtime.Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
 	}
@@ -56,6 +57,17 @@ func TestCheckCreateRules(t *testing.T) {
 		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "docker.io/library/alpine" }},
 		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "mcp-forge/r:4.2" }},
 		{"", func(s *runtime.Spec) { s.Image = "mcp-forge/custom:anything" }},
+		{"", func(s *runtime.Spec) { s.Image = "localhost/mcp-forge/python:3.11" }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "mcp-forge/python:3.11@sha256:" + strings.Repeat("0", 64) }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "mcp-forge/python@sha256:" + strings.Repeat("0", 64) }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "docker.io/mcp-forge/python:3.11" }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "evil.com/mcp-forge/python:3.11" }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "mcp-forge/python:3.11/../../r:4.2" }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = "MCP-Forge/python:3.11" }},
+		{"image-not-allowed", func(s *runtime.Spec) { s.Image = " mcp-forge/python:3.11" }},
+		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "" }},
+		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "unconfined" }},
+		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "/usr/share/containers/seccomp.json" }},
 		{"read-only-root", func(s *runtime.Spec) { s.ReadOnlyRoot = false }},
 		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 0 }},
 		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 1 << 40 }},
@@ -78,6 +90,23 @@ func TestCheckCreateRules(t *testing.T) {
 		{"forbidden-mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/var/run/docker.sock", Target: "/x"}} }},
 		{"forbidden-mount", func(s *runtime.Spec) {
 			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1/../../../../../etc", Target: "/x"}}
+		}},
+		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/srv/data", Target: "/x"}} }},
+		{"mount-outside-base", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1/../../secrets", Target: "/x"}}
+		}},
+		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base, Target: "/x"}} }},
+		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/sessions", Target: "/x"}} }},
+		{"mount-other-session", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/sessions/s2/work", Target: "/x"}} }},
+		{"mount-other-session", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/uploads/s2", Target: "/x"}} }},
+		{"mount-readonly", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/shared/readonly/data", Target: "/x"}}
+		}},
+		{"mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1", Target: "/proc"}} }},
+		{"mount", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "relative", Target: "/x"}} }},
+		{"", func(s *runtime.Spec) {
+			s.Workspace = "s1.ab12"
+			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1.ab12/k", Target: "/k"}}
 		}},
 		{"mount-outside-base", func(s *runtime.Spec) { s.Mounts = []runtime.Mount{{Source: "/srv/data", Target: "/x"}} }},
 		{"mount-outside-base", func(s *runtime.Spec) {

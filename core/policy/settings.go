@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/seccomp"
 )
 
 func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
@@ -21,6 +22,7 @@ func FromConfig(c config.Config) Settings {
 		UserNSStart:   int64(c.Security.UserNSStart),
 		BasePath:      c.Volumes.BasePath,
 		TmpfsMax:      size(c.Security.TmpfsSize),
+		Seccomp:       seccomp.Path(c.Volumes.BasePath),
 		Defaults: runtime.Limits{
 			MemoryBytes: size(e.DefaultMemory), CPUQuota: int64(e.DefaultCPUQuota),
 			Pids: int64(e.DefaultPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.DefaultTimeout)),

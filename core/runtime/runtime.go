@@ -49,9 +49,11 @@ type ExecResult struct {
 
 // ImageInfo describes a local image.
 type ImageInfo struct {
-	ID     string
-	Size   int64
-	Labels map[string]string
+	ID      string
+	Size    int64
+	Labels  map[string]string
+	Names   []string // repository tags, fully qualified: "localhost/mcp-forge/python:3.11"
+	Digests []string // manifest digests ("sha256:…") and repository digests ("name@sha256:…")
 }
 
 // Runtime is the container engine as the core uses it. Specs reaching Create

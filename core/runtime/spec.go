@@ -35,7 +35,8 @@ type Limits struct {
 // so that a spec that somehow carries them is refused, not silently fixed.
 type Spec struct {
 	Name            string
-	Image           string
+	Image           string // as requested; checked against images.allowed
+	ImageID         string // what Image resolved to when checked; the container is created from this ID
 	Command         []string
 	Env             map[string]string
 	WorkDir         string
@@ -45,6 +46,7 @@ type Spec struct {
 	ReadOnlyRoot    bool
 	TmpfsSize       int64 // size of the writable /tmp
 	NoNewPrivileges bool
+	SeccompProfile  string // host path of MCP-Forge's seccomp profile (required)
 	CapDrop         []string
 	CapAdd          []string
 	Privileged      bool

@@ -163,7 +163,10 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Error: err.Error()})
 		return "", err
 	}
-	details := map[string]any{"image": spec.Image, "owner": in.Owner, "memory": spec.Limits.MemoryBytes,
+	if err := m.confine(ctx, &spec); err != nil {
+		return "", err
+	}
+	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "owner": in.Owner, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
 		"network": spec.Network, "mounts": len(spec.Mounts)}
 	if h := in.Labels[runtime.LabelCodeHash]; h != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/seccomp"
 )
 
 // Require skips outside FORGE_E2E=1 and fails when Podman is unreachable.
@@ -74,6 +75,9 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { al.Close() })
+	if _, err := seccomp.Install(cfg.Volumes.BasePath); err != nil {
+		t.Fatal(err)
+	}
 	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
 	o := sandbox.Options{Instance: "test-" + filepath.Base(base), EnforceResourceLimits: true}
 	for _, f := range opts {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/bindings/system"
+	"github.com/containers/podman/v5/pkg/errorhandling"
 	"github.com/containers/podman/v5/pkg/specgen"
 	dockerContainer "github.com/docker/docker/api/types/container"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
@@ -126,7 +128,12 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 // toSpecgen translates a policy-checked spec.
 func toSpecgen(s runtime.Spec) *specgen.SpecGenerator {
 	t, f := true, false
-	g := specgen.NewSpecGenerator(s.Image, false)
+	// From the ID the policy approved, not the name: a tag moved after the
+	// check cannot change what runs. RawImageName keeps the name for `podman ps`.
+	g := specgen.NewSpecGenerator(s.ImageID, false)
+	g.RawImageName = s.Image
+	g.SeccompProfilePath = s.SeccompProfile
+	g.Annotations = map[string]string{define.InspectAnnotationSeccomp: s.SeccompProfile} // shown by podman inspect, as the CLI does
 	g.Name = s.Name
 	g.Command = s.Command
 	g.Env = s.Env
@@ -195,6 +202,9 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	defer cancel()
 	if err != nil {
 		return "", err
+	}
+	if s.ImageID == "" || s.SeccompProfile == "" {
+		return "", fmt.Errorf("podman create from %s: the spec lacks a resolved image ID or a seccomp profile; refusing to fall back to Podman's defaults", s.Image)
 	}
 	resp, err := containers.CreateWithSpec(cx, toSpecgen(s), nil)
 	if err != nil {
@@ -461,16 +471,18 @@ func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, boo
 	if err != nil {
 		return runtime.ImageInfo{}, false, err
 	}
-	exists, err := images.Exists(cx, name, nil)
-	if err != nil {
-		return runtime.ImageInfo{}, false, fmt.Errorf("podman image exists: %w", err)
-	}
-	if !exists {
+	// One call, not exists-then-inspect: every container create resolves its image.
+	data, err := images.GetImage(cx, name, nil)
+	var em *errorhandling.ErrorModel
+	if errors.As(err, &em) && em.ResponseCode == http.StatusNotFound {
 		return runtime.ImageInfo{}, false, nil
 	}
-	data, err := images.GetImage(cx, name, nil)
 	if err != nil {
 		return runtime.ImageInfo{}, false, fmt.Errorf("podman image inspect: %w", err)
 	}
-	return runtime.ImageInfo{ID: data.ID, Size: data.Size, Labels: data.Labels}, true, nil
+	digests := append([]string{}, data.RepoDigests...)
+	if data.Digest != "" {
+		digests = append(digests, data.Digest.String())
+	}
+	return runtime.ImageInfo{ID: data.ID, Size: data.Size, Labels: data.Labels, Names: data.RepoTags, Digests: digests}, true, nil
 }
