@@ -103,6 +103,14 @@ func TestLoadErrors(t *testing.T) {
 		{"all errors at once", "[execution]\nmax_timeout = 1\nmax_pids = 0\ntypo = 1\n[sessions]\nmax_concurrent = 0\n", nil,
 			[]string{"execution.max_timeout", "execution.max_pids", "sessions.max_concurrent", "execution.typo: unknown key"}},
 		{"template empty", "[environment_builder.templates.ds]\ndescription = \"x\"\n", nil, []string{"environment_builder.templates.ds.packages"}},
+		{"default backend language", "[execution.default_backend]\nPython = \"python\"\n", nil, []string{`execution.default_backend.Python: "Python" is not a language id`}},
+		{"default backend plugin", "[sessions.default_backend]\npython = \"Jupyter!\"\n", nil, []string{"sessions.default_backend.python: name must be lower-case"}},
+		{"default backend is a table", "[execution]\ndefault_backend = \"python\"\n", nil, []string{"default_backend"}},
+		{"plugin languages", "[plugins.x]\npath = \"/x\"\nlanguages = [\"c++\"]\n", nil, []string{`plugins.x.languages[0]: "c++" is not a language id`}},
+		{"env value over the kernel's limit", "[execution]\nmax_env_value = \"1m\"\nmax_env_total = \"1m\"\n", nil, []string{"execution.max_env_value: must be at most 128k"}},
+		{"env total over the limit", "[execution]\nmax_env_total = \"2m\"\n", nil, []string{"execution.max_env_total: must be at most 1m"}},
+		{"env total below value", "[execution]\nmax_env_value = \"64k\"\nmax_env_total = \"32k\"\n", nil, []string{"execution.max_env_total: must be >= execution.max_env_value"}},
+		{"removed image keys", "[images]\npython = \"mcp-forge/python:3.11\"\n", nil, []string{"images.python: unknown key"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
