@@ -10,7 +10,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -200,7 +202,7 @@ func (e *Engine) validate(req Request) error {
 // exceed the limits. A refusal names the variable, never its value.
 func (e *Engine) checkEnv(env map[string]string) error {
 	total := 0
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
 		switch {
 		case !envName.MatchString(k):
@@ -248,7 +250,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	runID := newID()
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: req.SessionID, UserID: req.Client, Success: true, Details: map[string]any{
 		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": audit.HashCode(req.Code), "code_bytes": len(req.Code),
-		"timeout_s": timeout, "image": req.CustomImage, "env_names": sortedKeys(req.Environment),
+		"timeout_s": timeout, "image": req.CustomImage, "env_names": slices.Sorted(maps.Keys(req.Environment)),
 	}})
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,

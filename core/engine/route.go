@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -160,7 +161,7 @@ func (e *Engine) check(sts []plugins.Status) error {
 	var errs []error
 	for _, m := range []Mode{ModeStateless, ModeSession} {
 		path, choice := e.table(m)
-		for _, language := range sortedKeys(choice) {
+		for _, language := range slices.Sorted(maps.Keys(choice)) {
 			name := choice[language]
 			st, ok := status(sts, name)
 			switch {
@@ -319,13 +320,4 @@ func names(sts []plugins.Status) string {
 		out[i] = st.Name
 	}
 	return strings.Join(out, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

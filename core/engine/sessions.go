@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -311,7 +313,7 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 	if err != nil {
 		return SessionView{}, err
 	}
-	for _, name := range sortedKeys(vars) {
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		if name == "" || len(name) > 200 {
 			return SessionView{}, e.refuse(client, id, tool, refusal(RuleVariableName, "variable name %s: must be 1-200 characters", quoted(name)), nil)
 		}

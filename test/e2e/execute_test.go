@@ -106,7 +106,7 @@ func TestExecutePython(t *testing.T) {
 			}
 		}},
 		{"mcp tools without bridge", map[string]any{"code": "1", "mcp_tools": []string{"memory"}}, true, func(t *testing.T, o out, text string) {
-			if !strings.Contains(text, "mcpbridge") {
+			if !strings.Contains(text, "needs a bridge plugin") {
 				t.Errorf("%q", text)
 			}
 		}},

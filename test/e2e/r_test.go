@@ -164,7 +164,7 @@ func TestRSessions(t *testing.T) {
 	})
 	t.Run("language of a session", func(t *testing.T) {
 		res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "ra"}, nil)
-		if !res.IsError || !strings.Contains(testenv.Text(res), "is an R session") {
+		if !res.IsError || !strings.Contains(testenv.Text(res), `session "ra" runs R: run R code in it with execute_r`) {
 			t.Fatal(testenv.Text(res))
 		}
 	})

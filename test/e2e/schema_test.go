@@ -16,16 +16,9 @@ import (
 // tools/list is the reviewed snapshot core/mcpserver/testdata/tools.golden.json
 // (which the unit test builds from fakes reporting what the plugins report).
 func TestToolSchemasStrictAndGolden(t *testing.T) {
-	testenv.Require(t)
-	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
-	inspector := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
-	if _, err := os.Stat(inspector); err != nil {
-		t.Fatalf("the MCP Inspector is not installed: run `npm ci` in test/node (make test does)")
-	}
-	base := testenv.BaseDir(t)
-	cfg := filepath.Join(base, "forge.toml")
-	os.WriteFile(cfg, []byte("[volumes]\nbase_path = \""+base+"\"\n[security]\naudit_log = \""+base+"/audit.log\"\n"), 0o600)
-	cmd := exec.Command(inspector, "--cli", "-e", "FORGE_CONFIG="+cfg, "--method", "tools/list", "--strict", "--format", "json", "--", testenv.Binary(t), "serve")
+	dir, cfg := nodeSetup(t, "inspector")
+	base := filepath.Dir(cfg)
+	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", "mcp-inspector"), "--cli", "-e", "FORGE_CONFIG="+cfg, "--method", "tools/list", "--strict", "--format", "json", "--", testenv.Binary(t), "serve")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MCP_CATALOG_PATH="+filepath.Join(base, "inspector-catalog.json"))
 	var stdout, stderr bytes.Buffer
