@@ -12,8 +12,8 @@ make -s lint
 echo "== generated protobuf code is up to date"
 make -s proto-check
 
-echo "== real MCP client from npm (TypeScript SDK)"
-if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ]; then
+echo "== real MCP clients from npm (TypeScript SDK, Inspector)"
+if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ] || [ ! -d test/node/node_modules/@modelcontextprotocol/inspector ]; then
   (cd test/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 

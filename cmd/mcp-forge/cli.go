@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -186,32 +188,49 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 		return 1
 	}
 	fmt.Printf("ok    %-16s %s\n", "config", orDefaults(configPath))
+	sts := forge.Inspect(ctx, cfg)
+	images := slices.Sorted(maps.Keys(forge.Images(sts)))
 	rt := podman.New(cfg.Server.PodmanSocket)
-	checks := []doctor.Check{doctor.Podman(rt, cfg), doctor.Paths(cfg), doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath)), pluginCheck(cfg)}
+	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Paths(cfg), doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts)}
 	if !doctor.Run(ctx, os.Stdout, checks...) {
 		return 1
 	}
 	return 0
 }
 
+// cmdImages lists the images the backends run (each plugin's configured
+// image, by default the one it declares) and whether they are built.
 func cmdImages(ctx context.Context, _ []string) int {
 	cfg, ok := loadConfig()
 	if !ok {
 		return 1
 	}
+	sts := forge.Inspect(ctx, cfg)
+	if len(sts) == 0 {
+		fmt.Printf("no plugins found in %s; run `make build`\n", forge.PluginDir(cfg))
+		return 1
+	}
 	rt := podman.New(cfg.Server.PodmanSocket)
 	code := 0
-	for _, img := range []string{cfg.Images.Python, cfg.Images.R} {
+	byImage := forge.Images(sts)
+	for _, img := range slices.Sorted(maps.Keys(byImage)) {
+		users := "used by " + strings.Join(byImage[img], ", ")
 		ii, ok, err := rt.Image(ctx, img)
 		switch {
 		case err != nil:
-			fmt.Printf("%-28s error: %v\n", img, err)
+			fmt.Printf("%-28s error: %v (%s)\n", img, err, users)
 			code = 1
 		case !ok:
-			fmt.Printf("%-28s missing (run `make images`)\n", img)
+			fmt.Printf("%-28s missing: run `make images` (%s)\n", img, users)
 			code = 1
 		default:
-			fmt.Printf("%-28s %4d MB  recipe %s  packages %s\n", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"], ii.Labels["io.mcp-forge.packages"])
+			fmt.Printf("%-28s %4d MB  recipe %s  packages %s  (%s)\n", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"], ii.Labels["io.mcp-forge.packages"], users)
+		}
+	}
+	for _, st := range sts {
+		if st.Error != "" {
+			fmt.Printf("plugin %s is not loaded, so its image is unknown: %s\n", st.Name, st.Error)
+			code = 1
 		}
 	}
 	return code

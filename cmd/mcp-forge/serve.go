@@ -14,8 +14,10 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/version"
 )
 
@@ -137,22 +139,43 @@ func cmdPlugins(ctx context.Context, args []string) int {
 	return code
 }
 
-func pluginCheck(cfg config.Config) doctor.Check {
+// pluginCheck reports each plugin as the core would load it (checksum,
+// launch, configuration, capabilities).
+func pluginCheck(cfg config.Config, sts []plugins.Status) doctor.Check {
 	return func(ctx context.Context) []doctor.Result {
-		dir := forge.PluginDir(cfg)
-		entries := plugins.Discover(cfg, dir)
-		if len(entries) == 0 {
+		if len(sts) == 0 {
+			dir := forge.PluginDir(cfg)
 			return []doctor.Result{{Name: "plugins", Status: doctor.Fail, Detail: "no plugins in " + dir, Fix: "run `make build` (plugins go next to the mcp-forge binary) or set server.plugin_dir"}}
 		}
 		var out []doctor.Result
-		for _, e := range entries {
-			p, err := plugins.Probe(ctx, e)
-			if err != nil {
-				out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.Fail, Detail: err.Error(), Fix: "rebuild with `make build`"})
+		for _, st := range sts {
+			if st.Error != "" {
+				out = append(out, doctor.Result{Name: "plugin " + st.Name, Status: doctor.Fail, Detail: st.Error, Fix: "rebuild with `make build`, or fix [plugins." + st.Name + "]"})
 				continue
 			}
-			out = append(out, doctor.Result{Name: "plugin " + e.Name, Status: doctor.OK, Detail: fmt.Sprintf("%s %s, API v%d, checksum %s", p.Type, p.Version, p.APIVersion, p.Checksum)})
+			c := st.Capabilities
+			mode := "stateless"
+			if c.Stateful {
+				mode = "sessions"
+			}
+			out = append(out, doctor.Result{Name: "plugin " + st.Name, Status: doctor.OK, Detail: fmt.Sprintf("%s %s, API v%d, checksum %s: %s (%s), image %s",
+				st.Type, st.Version, st.APIVersion, st.Checksum, strings.Join(c.Languages, ", "), mode, c.Image)})
+		}
+		langs, err := engine.Check(cfg, policy.New(policy.FromConfig(cfg), nil), sts)
+		if err != nil {
+			return append(out, doctor.Result{Name: "routing", Status: doctor.Fail, Detail: strings.ReplaceAll(err.Error(), "\n", "; "),
+				Fix: "set [execution.default_backend] / [sessions.default_backend] or fix [plugins.*] (the server does not start like this)"})
+		}
+		for _, l := range langs {
+			out = append(out, doctor.Result{Name: "execute_" + l.ID, Status: doctor.OK, Detail: fmt.Sprintf("stateless: %s; sessions: %s", offer(l.Stateless), offer(l.Session))})
 		}
 		return out
 	}
+}
+
+func offer(o engine.Offer) string {
+	if o.Backend == "" {
+		return "none (" + o.Unavailable + ")"
+	}
+	return o.Backend
 }

@@ -29,26 +29,31 @@ type Server struct {
 
 // Execution holds the per-run limits: defaults and the maxima a request may ask for.
 type Execution struct {
-	DefaultBackend    string `toml:"default_backend"`
-	DefaultTimeout    int    `toml:"default_timeout"` // seconds
-	MaxTimeout        int    `toml:"max_timeout"`
-	DefaultMemory     string `toml:"default_memory"`
-	MaxMemory         string `toml:"max_memory"`
-	DefaultCPUQuota   int    `toml:"default_cpu_quota"` // µs per 100 ms period
-	MaxCPUQuota       int    `toml:"max_cpu_quota"`
-	DefaultPids       int    `toml:"default_pids"`
-	MaxPids           int    `toml:"max_pids"`
-	NoFile            int    `toml:"nofile"`
-	MaxConcurrentRuns int    `toml:"max_concurrent_runs"`
-	MaxCodeSize       string `toml:"max_code_size"`
-	MaxOutput         string `toml:"max_output"`     // stdout/stderr cap per stream
-	MaxImageSize      string `toml:"max_image_size"` // per returned image file
+	// DefaultBackend names, per language, the plugin that runs code without
+	// a session when a call names none. A language missing here goes to the
+	// one loaded stateless backend that serves it.
+	DefaultBackend    map[string]string `toml:"default_backend"`
+	DefaultTimeout    int               `toml:"default_timeout"` // seconds
+	MaxTimeout        int               `toml:"max_timeout"`
+	DefaultMemory     string            `toml:"default_memory"`
+	MaxMemory         string            `toml:"max_memory"`
+	DefaultCPUQuota   int               `toml:"default_cpu_quota"` // µs per 100 ms period
+	MaxCPUQuota       int               `toml:"max_cpu_quota"`
+	DefaultPids       int               `toml:"default_pids"`
+	MaxPids           int               `toml:"max_pids"`
+	NoFile            int               `toml:"nofile"`
+	MaxConcurrentRuns int               `toml:"max_concurrent_runs"`
+	MaxCodeSize       string            `toml:"max_code_size"`
+	MaxOutput         string            `toml:"max_output"`     // stdout/stderr cap per stream
+	MaxImageSize      string            `toml:"max_image_size"` // per returned image file
+	MaxEnvValue       string            `toml:"max_env_value"`  // per environment variable of a call
+	MaxEnvTotal       string            `toml:"max_env_total"`  // all environment variables of a call, names and values
 }
 
-// Images names the sandbox images and which images containers may use.
+// Images says which images containers may use. Which image a backend runs
+// is its plugin's setting: [plugins.NAME.config] image, by default the one
+// the plugin declares.
 type Images struct {
-	Python  string   `toml:"python"`
-	R       string   `toml:"r"`
 	Allowed []string `toml:"allowed"`
 }
 
@@ -57,6 +62,10 @@ type Sessions struct {
 	IdleTimeout     int `toml:"idle_timeout"`
 	MaxConcurrent   int `toml:"max_concurrent"`
 	CleanupInterval int `toml:"cleanup_interval"`
+	// DefaultBackend names, per language, the stateful plugin that keeps
+	// sessions. A language missing here goes to the one loaded stateful
+	// backend that serves it.
+	DefaultBackend map[string]string `toml:"default_backend"`
 }
 
 // Volumes is where per-session and per-run directories live on the host.
@@ -137,9 +146,14 @@ type MCPTool struct {
 
 // PluginSpec declares a plugin binary.
 type PluginSpec struct {
-	Path   string         `toml:"path"`
-	SHA256 string         `toml:"sha256"`
-	Config map[string]any `toml:"config"`
+	Path   string `toml:"path"`
+	SHA256 string `toml:"sha256"`
+	// Languages the plugin serves, as it reports them. Optional; with them a
+	// plugin that is refused (say, for a checksum mismatch) keeps its
+	// execute_<language> tools, which answer why, instead of another plugin
+	// taking its place.
+	Languages []string       `toml:"languages"`
+	Config    map[string]any `toml:"config"`
 }
 
 // Default returns the built-in configuration: what runs with no forge.toml.
@@ -152,7 +166,7 @@ func Default() Config {
 			PluginDir: "",
 		},
 		Execution: Execution{
-			DefaultBackend:    "python",
+			DefaultBackend:    map[string]string{},
 			DefaultTimeout:    300,
 			MaxTimeout:        1800,
 			DefaultMemory:     "512m",
@@ -166,13 +180,13 @@ func Default() Config {
 			MaxCodeSize:       "4m",
 			MaxOutput:         "1m",
 			MaxImageSize:      "5m",
+			MaxEnvValue:       "32k",
+			MaxEnvTotal:       "256k",
 		},
 		Images: Images{
-			Python:  "mcp-forge/python:3.11",
-			R:       "mcp-forge/r:4.2",
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
-		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300},
+		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{}},
 		Volumes: Volumes{
 			BasePath:        "/var/lib/mcp-forge",
 			SessionQuota:    "1g",

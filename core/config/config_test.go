@@ -96,7 +96,6 @@ func TestLoadErrors(t *testing.T) {
 		{"relative path", "[volumes]\nbase_path = \"data\"\n", nil, []string{"volumes.base_path: must be an absolute path"}},
 		{"empty tool command", "[mcp_tools.gh]\nargs = []\n", nil, []string{"mcp_tools.gh.command: must not be empty"}},
 		{"bad sha", "[plugins.x]\npath = \"/x\"\nsha256 = \"abc\"\n", nil, []string{"plugins.x.sha256: must be 64 hexadecimal"}},
-		{"plugin no path", "[plugins.x]\n", nil, []string{"plugins.x.path: must not be empty"}},
 		{"env not int", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "soon"}, []string{`execution.max_timeout: from FORGE_EXECUTION_MAX_TIMEOUT: "soon" is not an integer`}},
 		{"env not bool", "", map[string]string{"FORGE_SECURITY_ALLOW_NETWORK": "maybe"}, []string{"security.allow_network"}},
 		{"env breaks cross rule", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "5"}, []string{"execution.max_timeout: must be >= execution.default_timeout (300), got 5"}},
@@ -109,6 +108,14 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`environment_builder.package_validation.approved_packages[1]: "numpy>=1"`}},
 		{"approved language", "[environment_builder.package_validation]\napproved_packages = [\"julia:x\"]\n", nil,
 			[]string{"environment_builder.package_validation.approved_packages[0]"}},
+		{"default backend language", "[execution.default_backend]\nPython = \"python\"\n", nil, []string{`execution.default_backend.Python: "Python" is not a language id`}},
+		{"default backend plugin", "[sessions.default_backend]\npython = \"Jupyter!\"\n", nil, []string{"sessions.default_backend.python: name must be lower-case"}},
+		{"default backend is a table", "[execution]\ndefault_backend = \"python\"\n", nil, []string{"default_backend"}},
+		{"plugin languages", "[plugins.x]\npath = \"/x\"\nlanguages = [\"c++\"]\n", nil, []string{`plugins.x.languages[0]: "c++" is not a language id`}},
+		{"env value over the kernel's limit", "[execution]\nmax_env_value = \"1m\"\nmax_env_total = \"1m\"\n", nil, []string{"execution.max_env_value: must be at most 128k"}},
+		{"env total over the limit", "[execution]\nmax_env_total = \"2m\"\n", nil, []string{"execution.max_env_total: must be at most 1m"}},
+		{"env total below value", "[execution]\nmax_env_value = \"64k\"\nmax_env_total = \"32k\"\n", nil, []string{"execution.max_env_total: must be >= execution.max_env_value"}},
+		{"removed image keys", "[images]\npython = \"mcp-forge/python:3.11\"\n", nil, []string{"images.python: unknown key"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

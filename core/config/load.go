@@ -86,6 +86,13 @@ func decode(text string, cfg *Config) (Errors, error) {
 		return nil, err
 	}
 	var errs Errors
+	// The decoder silently drops a value that is not a table where the
+	// configuration has a map (e.g. the pre-table default_backend = "python").
+	for _, k := range md.Keys() {
+		if isMap(reflect.TypeOf(*cfg), k) && md.Type(k...) != "Hash" {
+			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("must be a table ([%s] with one key per entry), not a %s", k.String(), strings.ToLower(md.Type(k...)))})
+		}
+	}
 	for _, k := range md.Undecoded() {
 		// Plugin config tables are free-form: the plugin validates them.
 		if len(k) >= 3 && k[0] == "plugins" && k[2] == "config" {
@@ -94,6 +101,37 @@ func decode(text string, cfg *Config) (Errors, error) {
 		errs = append(errs, FieldError{Path: k.String(), Msg: "unknown key (check the spelling against forge.toml.example)"})
 	}
 	return errs, nil
+}
+
+// isMap reports whether the field at path is a map.
+func isMap(t reflect.Type, path []string) bool {
+	for i, name := range path {
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTOML(t, name)
+			if !ok {
+				return false
+			}
+			t = f.Type
+		case reflect.Map:
+			t = t.Elem()
+		default:
+			return false
+		}
+		if i == len(path)-1 {
+			return t.Kind() == reflect.Map
+		}
+	}
+	return false
+}
+
+func fieldByTOML(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if tomlName(t.Field(i)) == name {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

@@ -24,7 +24,7 @@ func Validate(c Config) Errors {
 	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)
 
 	e := c.Execution
-	v.nonEmpty("execution.default_backend", e.DefaultBackend)
+	v.backends("execution.default_backend", e.DefaultBackend)
 	v.positive("execution.default_timeout", e.DefaultTimeout)
 	v.positive("execution.max_timeout", e.MaxTimeout)
 	v.atLeast("execution.max_timeout", e.MaxTimeout, "execution.default_timeout", e.DefaultTimeout)
@@ -40,9 +40,14 @@ func Validate(c Config) Errors {
 	v.size("execution.max_code_size", e.MaxCodeSize)
 	v.size("execution.max_output", e.MaxOutput)
 	v.size("execution.max_image_size", e.MaxImageSize)
+	if n, ok := v.size("execution.max_env_value", e.MaxEnvValue); ok && n > MaxEnvValue {
+		v.add("execution.max_env_value", fmt.Sprintf("must be at most %s: the kernel refuses a longer environment variable (got %s)", FormatSize(MaxEnvValue), e.MaxEnvValue))
+	}
+	if n, ok := v.size("execution.max_env_total", e.MaxEnvTotal); ok && n > MaxEnvTotal {
+		v.add("execution.max_env_total", fmt.Sprintf("must be at most %s: environment and arguments share the kernel's exec limit (got %s)", FormatSize(MaxEnvTotal), e.MaxEnvTotal))
+	}
+	v.sizeAtLeast("execution.max_env_total", e.MaxEnvTotal, "execution.max_env_value", e.MaxEnvValue)
 
-	v.nonEmpty("images.python", c.Images.Python)
-	v.nonEmpty("images.r", c.Images.R)
 	if len(c.Images.Allowed) == 0 {
 		v.add("images.allowed", "must list at least one image pattern")
 	}
@@ -50,6 +55,7 @@ func Validate(c Config) Errors {
 	v.positive("sessions.idle_timeout", c.Sessions.IdleTimeout)
 	v.positive("sessions.max_concurrent", c.Sessions.MaxConcurrent)
 	v.positive("sessions.cleanup_interval", c.Sessions.CleanupInterval)
+	v.backends("sessions.default_backend", c.Sessions.DefaultBackend)
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
 	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
@@ -103,9 +109,11 @@ func Validate(c Config) Errors {
 	for _, name := range sortedKeys(c.Plugins) {
 		p := c.Plugins[name]
 		v.name("plugins."+name, name)
-		v.nonEmpty("plugins."+name+".path", p.Path)
 		if p.SHA256 != "" && !sha256Hex.MatchString(p.SHA256) {
 			v.add("plugins."+name+".sha256", "must be 64 hexadecimal digits (the output of sha256sum)")
+		}
+		for i, lang := range p.Languages {
+			v.language(fmt.Sprintf("plugins.%s.languages[%d]", name, i), lang)
 		}
 	}
 	return v.errs
@@ -117,7 +125,19 @@ var (
 	// approvedRe is a PEP 508 name (R names are a subset), optionally
 	// prefixed with its language; core/packages parses it fully.
 	approvedRe = regexp.MustCompile(`^((python|r):)?[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$`)
+	langRe     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
 )
+
+// Limits the kernel sets on a process's environment (MAX_ARG_STRLEN, and a
+// safe share of ARG_MAX).
+const (
+	MaxEnvValue = 128 << 10
+	MaxEnvTotal = 1 << 20
+)
+
+// ValidLanguage reports whether s can be a language id: lower-case letters,
+// digits and '_', starting with a letter, so that execute_<id> is a tool name.
+func ValidLanguage(s string) bool { return langRe.MatchString(s) }
 
 type validator struct{ errs Errors }
 
@@ -156,6 +176,20 @@ func (v *validator) nonEmpty(p, s string) {
 func (v *validator) name(p, s string) {
 	if !nameRe.MatchString(s) {
 		v.add(p, "name must be lower-case letters, digits, '-' or '_', starting with a letter")
+	}
+}
+
+func (v *validator) language(p, s string) {
+	if !ValidLanguage(s) {
+		v.add(p, fmt.Sprintf("%q is not a language id: use lower-case letters, digits and '_', starting with a letter (as in execute_<language>)", s))
+	}
+}
+
+// backends checks a language → plugin table.
+func (v *validator) backends(p string, m map[string]string) {
+	for _, lang := range sortedKeys(m) {
+		v.language(p+"."+lang, lang)
+		v.name(p+"."+lang, m[lang])
 	}
 }
 

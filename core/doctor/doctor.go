@@ -56,8 +56,9 @@ func Run(ctx context.Context, w io.Writer, checks ...Check) bool {
 }
 
 // Podman checks the engine: reachable, version, OCI runtime, cgroups,
-// rootless and whether limits can be enforced.
-func Podman(rt runtime.Runtime, cfg config.Config) Check {
+// rootless, whether limits can be enforced, and that images (those the
+// backends run) are built.
+func Podman(rt runtime.Runtime, cfg config.Config, images []string) Check {
 	return func(ctx context.Context) []Result {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -101,7 +102,7 @@ func Podman(rt runtime.Runtime, cfg config.Config) Check {
 		case cfg.Security.UserNS == "host":
 			out = append(out, Result{"userns", Warn, "sandboxes share the host user namespace: container uid 1000 is host uid 1000", "set security.userns = \"private\""})
 		}
-		for _, img := range []string{cfg.Images.Python, cfg.Images.R} {
+		for _, img := range images {
 			ii, ok, err := rt.Image(ctx, img)
 			switch {
 			case err != nil:

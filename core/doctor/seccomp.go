@@ -41,7 +41,9 @@ print(json.dumps({"mode": mode, "unshare(CLONE_NEWUSER)": call(%d, 0x10000000),
 // sandbox like any run, must see seccomp mode 2 and get EPERM for
 // unshare(CLONE_NEWUSER), ptrace and keyctl, all of which Podman's default
 // profile allows.
-func Seccomp(rt runtime.Runtime, cfg config.Config, instance string) Check {
+// The probe is Python code: it runs in the first of images that has python3
+// (the sandbox images of the loaded plugins).
+func Seccomp(rt runtime.Runtime, cfg config.Config, instance string, images []string) Check {
 	return func(ctx context.Context) []Result {
 		path, err := seccomp.Install(cfg.Volumes.BasePath)
 		if err != nil {
@@ -50,17 +52,25 @@ func Seccomp(rt runtime.Runtime, cfg config.Config, instance string) Check {
 		s := seccomp.Summarize()
 		out := []Result{{"seccomp", OK, fmt.Sprintf("%s: %d syscalls allowed, %d allowed by argument (clone without namespace flags, personality), %d refused with EPERM, %d with ENOSYS, every other call ENOSYS",
 			path, s.Allowed, s.Filtered, s.DeniedEPERM, s.DeniedNoSys), ""}}
-		return append(out, probeSeccomp(ctx, rt, cfg, instance))
+		last := Result{"seccomp applied", Warn, "not verified: no plugin image is known", "build the plugins (make build) and run doctor again"}
+		for _, image := range images {
+			var ran bool
+			if last, ran = probeSeccomp(ctx, rt, cfg, instance, image); ran {
+				break
+			}
+		}
+		return append(out, last)
 	}
 }
 
-func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, instance string) Result {
-	fail := func(detail string) Result {
-		return Result{"seccomp applied", Fail, detail, "the Podman service must read the profile from this host's filesystem; check `podman info` and the server log"}
+// probeSeccomp reports ran false when image has no python3 to run the probe.
+func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, instance, image string) (_ Result, ran bool) {
+	fail := func(detail string) (Result, bool) {
+		return Result{"seccomp applied", Fail, detail, "the Podman service must read the profile from this host's filesystem; check `podman info` and the server log"}, true
 	}
 	al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
 	if err != nil {
-		return Result{"seccomp applied", Warn, "not verified: " + err.Error(), "set security.audit_log to a writable path"}
+		return Result{"seccomp applied", Warn, "not verified: " + err.Error(), "set security.audit_log to a writable path"}, true
 	}
 	defer al.Close()
 	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
@@ -70,10 +80,13 @@ func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, in
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	code := fmt.Sprintf(seccompProbe, syscall.SYS_UNSHARE, syscall.SYS_PTRACE, syscall.SYS_KEYCTL)
-	res, err := m.Run(ctx, policy.Intent{Image: cfg.Images.Python, Command: []string{"python3", "-c", code}, Limits: lim, Owner: "doctor",
+	res, err := m.Run(ctx, policy.Intent{Image: image, Command: []string{"python3", "-c", code}, Limits: lim, Owner: "doctor",
 		Labels: map[string]string{runtime.LabelOneShot: "true", runtime.LabelCodeHash: audit.HashCode(code)}}, 1<<16)
 	if err != nil {
-		return Result{"seccomp applied", Warn, "not verified: the probe container did not run: " + err.Error(), "fix the checks above (Podman, images), then run doctor again"}
+		return Result{"seccomp applied", Warn, "not verified: the probe container did not run: " + err.Error(), "fix the checks above (Podman, images), then run doctor again"}, true
+	}
+	if res.ExitCode == 127 {
+		return Result{"seccomp applied", Warn, "not verified: no plugin image has python3 to run the probe in", ""}, false
 	}
 	var got map[string]any
 	if err := json.Unmarshal(res.Stdout, &got); err != nil {
@@ -91,7 +104,7 @@ func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, in
 	if len(bad) > 0 {
 		return fail("the probe container is not under MCP-Forge's profile: " + strings.Join(bad, ", ") + " (want EPERM)")
 	}
-	return Result{"seccomp applied", OK, "a probe container runs under it: unshare(CLONE_NEWUSER), ptrace and keyctl are refused with EPERM", ""}
+	return Result{"seccomp applied", OK, "a probe container runs under it: unshare(CLONE_NEWUSER), ptrace and keyctl are refused with EPERM", ""}, true
 }
 
 func mustSize(s string) int64 {

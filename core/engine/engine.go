@@ -1,6 +1,7 @@
 // Package engine routes execution requests to backend plugins: it picks the
-// backend for a language, checks that the requested features are served,
-// applies limits and audits every request.
+// backend for a language by capability and configuration, checks that the
+// requested features are served, applies limits, keeps sessions and audits
+// every request and every refusal. It names no plugin and no language.
 package engine
 
 import (
@@ -9,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -38,166 +40,251 @@ type Request struct {
 	Client      string // the MCP connection that asked
 }
 
-// RequestError is a bad request: the caller can fix it. The MCP layer shows
-// it as a tool error.
-type RequestError struct{ Msg string }
+// Result is a backend's result and the backend that produced it.
+type Result struct {
+	backend.ExecuteResult
+	Backend string
+}
 
-func (e *RequestError) Error() string { return e.Msg }
-
-func badRequest(format string, args ...any) error {
-	return &RequestError{Msg: fmt.Sprintf(format, args...)}
+// Plugins is what the engine needs of the plugin manager: what each plugin
+// is and reports, and a running backend by name (*plugins.Manager).
+type Plugins interface {
+	Statuses() []plugins.Status
+	Backend(ctx context.Context, name string) (backend.Backend, error)
 }
 
 // Engine executes requests through plugins.
 type Engine struct {
 	cfg     config.Config
 	pol     *policy.Policy
-	plugins *plugins.Manager
+	plugins Plugins
 	rec     audit.Recorder
 	log     hclog.Logger
+	ws      *workspace.Manager
+	limits  limits
 
 	mu       sync.Mutex
 	sessions map[string]*Session
 	slots    chan struct{} // execution.max_concurrent_runs
-	ws       *workspace.Manager
 }
 
-// New returns an engine.
-func New(cfg config.Config, pol *policy.Policy, pm *plugins.Manager, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) *Engine {
-	return &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[string]*Session{},
-		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns)}
+// limits are the configured sizes, parsed once.
+type limits struct {
+	code, output, image, envValue, envTotal int64
 }
 
-// Plugins is the plugin manager (for resources and diagnostics).
-func (e *Engine) Plugins() *plugins.Manager { return e.plugins }
+// New returns an engine after checking the routing configuration against
+// the loaded plugins (see check): an error there is a configuration the
+// server must not start with.
+func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
+	size := func(s string) int64 { n, _ := config.ParseSize(s); return n } // validated with the configuration
+	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[string]*Session{},
+		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
+		limits: limits{code: size(cfg.Execution.MaxCodeSize), output: size(cfg.Execution.MaxOutput), image: size(cfg.Execution.MaxImageSize),
+			envValue: size(cfg.Execution.MaxEnvValue), envTotal: size(cfg.Execution.MaxEnvTotal)}}
+	if err := e.check(pm.Statuses()); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// PluginStatuses reports every plugin (for resources and diagnostics).
+func (e *Engine) PluginStatuses() []plugins.Status { return e.plugins.Statuses() }
+
+// Rules a request can break. Each refusal is audited with its rule.
+const (
+	RuleCodeEmpty          = "code-empty"
+	RuleCodeSize           = "code-size"
+	RuleTimeout            = "timeout"
+	RuleTimeoutMax         = "timeout-max"
+	RuleMCPTools           = "mcp-tools-unavailable"
+	RuleImage              = "image-not-allowed"
+	RuleEnvName            = "env-name"
+	RuleEnvReserved        = "env-reserved"
+	RuleEnvNUL             = "env-nul"
+	RuleEnvValueSize       = "env-value-size"
+	RuleEnvTotalSize       = "env-total-size"
+	RuleBackendUnknown     = "backend-unknown"
+	RuleBackendUnavailable = "backend-unavailable"
+	RuleBackendAmbiguous   = "backend-ambiguous"
+	RuleBackendLanguage    = "backend-language"
+	RuleBackendStateless   = "backend-stateless"
+	RuleNoBackend          = "no-backend"
+	RuleSessionID          = "session-id"
+	RuleSessionNotFound    = "session-not-found"
+	RuleSessionOwner       = "session-owner"
+	RuleSessionLanguage    = "session-language"
+	RuleSessionsMax        = "sessions-max"
+	RuleVariableName       = "variable-name"
+)
+
+// EventRefused is the audit event of a refused request.
+const EventRefused = "request.refused"
+
+// RequestError is a refused request: the caller can fix it. The MCP layer
+// shows it as a tool error; Rule names the rule for the audit log.
+type RequestError struct {
+	Rule string
+	Msg  string
+	Err  error // a sentinel callers test with errors.Is (ErrNoSession), or nil
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+
+func (e *RequestError) Unwrap() error { return e.Err }
+
+func refusal(rule, format string, args ...any) error {
+	return &RequestError{Rule: rule, Msg: fmt.Sprintf(format, args...)}
+}
+
+// refuse audits a refusal (a *RequestError) with its rule before the answer
+// goes back, and returns err unchanged. Other errors pass through.
+func (e *Engine) refuse(client, sessionID, tool string, err error, details map[string]any) error {
+	var re *RequestError
+	if !errors.As(err, &re) {
+		return err
+	}
+	d := map[string]any{"rule": re.Rule, "tool": tool}
+	for k, v := range details {
+		d[k] = v
+	}
+	event, severity := EventRefused, audit.Warning
+	if re.Rule == RuleImage {
+		// The image allowlist is a container-policy rule: refused here or in
+		// the sandbox, it is the same critical violation.
+		event, severity = audit.SecurityViolation, audit.Critical
+	}
+	e.rec.Record(audit.Entry{Event: event, Severity: severity, SessionID: auditID(sessionID), UserID: client, Success: false, Error: re.Msg, Details: d})
+	return err
+}
+
+// auditID keeps an invalid session id (which may be hostile: a path, a
+// megabyte) out of the audit log's session field.
+func auditID(id string) string {
+	if workspace.CheckSessionID(id) != nil {
+		return ""
+	}
+	return id
+}
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
-// capable reports the loaded backends that serve language (and sessions if
-// stateful).
-func (e *Engine) capable(language string, stateful bool) []string {
-	var out []string
-	for _, s := range e.plugins.Statuses() {
-		if s.Error == "" && slices.Contains(s.Capabilities.Languages, language) && (!stateful || s.Capabilities.Stateful) {
-			out = append(out, s.Name)
-		}
+// quoted shows a name the caller sent, cut so that a refusal stays short.
+func quoted(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q… (%d bytes)", s[:64], len(s))
 	}
-	return out
-}
-
-func (e *Engine) pick(req Request) (string, error) {
-	if req.Backend != "" {
-		for _, s := range e.plugins.Statuses() {
-			if s.Name != req.Backend {
-				continue
-			}
-			if s.Type != "" && !slices.Contains(s.Capabilities.Languages, req.Language) {
-				return "", badRequest("backend %q does not run %s (it runs %v)", req.Backend, req.Language, s.Capabilities.Languages)
-			}
-			if req.SessionID != "" && s.Type != "" && !s.Capabilities.Stateful {
-				return "", badRequest("backend %q is stateless: it cannot keep session %q; omit session_id or use a stateful backend%s", req.Backend, req.SessionID, suggest(e.capable(req.Language, true)))
-			}
-			return req.Backend, nil
-		}
-		return "", badRequest("unknown backend %q; loaded backends: %s", req.Backend, strings.Join(e.plugins.Names(), ", "))
-	}
-	if req.SessionID != "" {
-		c := e.capable(req.Language, true)
-		if len(c) == 0 {
-			return "", badRequest("session_id needs a stateful %s backend (jupyter), and none is loaded; omit session_id to run statelessly", req.Language)
-		}
-		return c[0], nil
-	}
-	def := e.cfg.Execution.DefaultBackend
-	if req.Language != "python" {
-		def = req.Language
-	}
-	if slices.Contains(e.capable(req.Language, false), def) {
-		return def, nil
-	}
-	if c := e.capable(req.Language, false); len(c) > 0 {
-		return c[0], nil
-	}
-	return "", badRequest("no loaded backend runs %s (loaded plugins: %s); run `mcp-forge doctor`", req.Language, strings.Join(e.plugins.Names(), ", "))
-}
-
-func suggest(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(names, ", ") + ")"
+	return fmt.Sprintf("%q", s)
 }
 
 func (e *Engine) validate(req Request) error {
 	if strings.TrimSpace(req.Code) == "" {
-		return badRequest("code is empty: pass the %s source to run in the code argument", req.Language)
+		return refusal(RuleCodeEmpty, "code is empty: pass the %s source to run in the code argument", e.LanguageName(req.Language))
 	}
-	if max, _ := config.ParseSize(e.cfg.Execution.MaxCodeSize); int64(len(req.Code)) > max {
-		return badRequest("code is %d bytes, over the %s limit (execution.max_code_size); send less code, or load data from files", len(req.Code), e.cfg.Execution.MaxCodeSize)
+	if int64(len(req.Code)) > e.limits.code {
+		return refusal(RuleCodeSize, "code is %d bytes, over the %s limit (execution.max_code_size); send less code, or load data from files", len(req.Code), e.cfg.Execution.MaxCodeSize)
+	}
+	if req.SessionID != "" && workspace.CheckSessionID(req.SessionID) != nil {
+		return refusal(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", quoted(req.SessionID))
+	}
+	if req.Timeout < 0 {
+		return refusal(RuleTimeout, "timeout %d: must be a positive number of seconds", req.Timeout)
+	}
+	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max {
+		return refusal(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s (execution.max_timeout)", req.Timeout, max)
 	}
 	if len(req.MCPTools) > 0 {
-		return badRequest("mcp_tools %v: calling MCP tools from the sandbox needs the mcpbridge plugin, which is not loaded", req.MCPTools)
+		return refusal(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and none is loaded", req.MCPTools)
 	}
 	if req.CustomImage != "" {
 		if err := e.pol.CheckImage(req.CustomImage); err != nil {
-			return e.refuseImage(req, err)
+			detail := err.Error()
+			var v *policy.Violation
+			if errors.As(err, &v) {
+				detail = v.Detail
+			}
+			return refusal(RuleImage, "custom_image %s is not allowed: %s", quoted(req.CustomImage), detail)
 		}
 	}
-	for k := range req.Environment {
-		if !envName.MatchString(k) {
-			return badRequest("environment variable name %q is invalid: use letters, digits and '_', not starting with a digit", k)
+	return e.checkEnv(req.Environment)
+}
+
+// checkEnv refuses environment variables a process could not hold or that
+// exceed the limits. A refusal names the variable, never its value.
+func (e *Engine) checkEnv(env map[string]string) error {
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		switch {
+		case !envName.MatchString(k):
+			return refusal(RuleEnvName, "environment variable name %s is invalid: use letters, digits and '_', not starting with a digit (at most 128)", quoted(k))
+		case strings.HasPrefix(k, "FORGE_"):
+			return refusal(RuleEnvReserved, "environment variable %s: the FORGE_ prefix is reserved for MCP-Forge", k)
+		case strings.IndexByte(v, 0) >= 0:
+			return refusal(RuleEnvNUL, "environment variable %s: its value contains a NUL byte, which no process environment can hold", k)
+		case int64(len(v)) > e.limits.envValue:
+			return refusal(RuleEnvValueSize, "environment variable %s: its value is %d bytes, over the %s limit (execution.max_env_value); pass large data as a file or in the code", k, len(v), e.cfg.Execution.MaxEnvValue)
 		}
-		if strings.HasPrefix(k, "FORGE_") {
-			return badRequest("environment variable %q: the FORGE_ prefix is reserved", k)
-		}
+		total += len(k) + len(v) + 2 // "=" and the terminating NUL
 	}
-	if req.Timeout < 0 {
-		return badRequest("timeout %d: must be a positive number of seconds", req.Timeout)
-	}
-	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max {
-		return badRequest("timeout %d s exceeds the maximum %d s (execution.max_timeout)", req.Timeout, max)
+	if int64(total) > e.limits.envTotal {
+		return refusal(RuleEnvTotalSize, "environment: %d variables take %d bytes, over the %s limit (execution.max_env_total)", len(env), total, e.cfg.Execution.MaxEnvTotal)
 	}
 	return nil
 }
 
 // Execute runs a request and returns the backend's result. User-code
-// failures are in the result; errors are bad requests (*RequestError) or
-// failures of the server, the plugin or the engine.
-func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-	if err := e.validate(req); err != nil {
-		return backend.ExecuteResult{}, err
+// failures are in the result; errors are refusals (*RequestError, audited
+// with their rule) or failures of the server, the plugin or the engine.
+func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.StreamEvent)) (Result, error) {
+	tool := "execute_" + req.Language
+	err := e.validate(req)
+	var name string
+	if err == nil {
+		name, err = e.pick(req)
 	}
-	name, err := e.pick(req)
+	var s *Session
+	var created bool
+	if err == nil && req.SessionID != "" {
+		s, created, err = e.acquire(req, name)
+	}
 	if err != nil {
-		return backend.ExecuteResult{}, err
+		d := map[string]any{"language": req.Language, "backend": req.Backend}
+		if req.CustomImage != "" {
+			d["image"] = req.CustomImage
+		}
+		return Result{}, e.refuse(req.Client, req.SessionID, tool, err, d)
+	}
+	if s != nil {
+		name = s.Backend // an existing session keeps its backend
 	}
 	timeout := e.cfg.Execution.DefaultTimeout
 	if req.Timeout > 0 {
 		timeout = req.Timeout
 	}
 	runID := newID()
-	codeHash := audit.HashCode(req.Code)
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: req.SessionID, UserID: req.Client, Success: true, Details: map[string]any{
-		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": codeHash, "code_bytes": len(req.Code),
-		"timeout_s": timeout, "image": req.CustomImage, "env_names": keys(req.Environment),
+		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": audit.HashCode(req.Code), "code_bytes": len(req.Code),
+		"timeout_s": timeout, "image": req.CustomImage, "env_names": slices.Sorted(maps.Keys(req.Environment)),
 	}})
-	maxOut, _ := config.ParseSize(e.cfg.Execution.MaxOutput)
-	maxImg, _ := config.ParseSize(e.cfg.Execution.MaxImageSize)
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
-		Env: req.Environment, MaxOutputBytes: maxOut, MaxImageBytes: maxImg, SessionID: req.SessionID, RunID: runID,
+		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: req.SessionID, RunID: runID,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
 	case <-ctx.Done():
+		if created {
+			e.drop(s)
+		}
 		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
-		return backend.ExecuteResult{}, ctx.Err()
+		return Result{Backend: name}, ctx.Err()
 	}
 	var res backend.ExecuteResult
-	if req.SessionID != "" {
-		res, err = e.executeSession(ctx, req, name, breq, emit)
+	if s != nil {
+		res, err = e.executeSession(ctx, s, created, breq, emit)
 	} else {
 		var b backend.Backend
 		if b, err = e.plugins.Backend(ctx, name); err == nil {
@@ -208,7 +295,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		res.Notices = append(res.Notices, fmt.Sprintf("the working directory is limited to %s (volumes.session_quota); write less, or to /tmp (limited by security.tmpfs_size)", e.cfg.Volumes.SessionQuota))
 	}
 	e.complete(req, runID, name, res, err)
-	return res, err
+	return Result{ExecuteResult: res, Backend: name}, err
 }
 
 func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteResult, err error) {
@@ -219,21 +306,8 @@ func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteRe
 	}
 	if err != nil {
 		entry.Severity, entry.Error = audit.Error, err.Error()
-		var re *RequestError
-		if errors.As(err, &re) {
-			entry.Severity = audit.Warning
-		}
 	}
 	e.rec.Record(entry)
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func newID() string {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,18 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+)
+
+// Session states. A session is "starting" until its kernel is up, "busy"
+// while a call runs in it, "idle" between calls and "dead" once its kernel
+// is gone (the next call or restart_session starts a new one). A destroyed
+// session is "gone": out of the table, kept only by calls that held it.
+const (
+	StateStarting = "starting"
+	StateIdle     = "idle"
+	StateBusy     = "busy"
+	StateDead     = "dead"
+	stateGone     = "gone"
 )
 
 // Session is a stateful session as the engine tracks it. Fields are read
@@ -25,38 +38,40 @@ type Session struct {
 	Owner      string // the MCP connection that created it
 	Created    time.Time
 	LastActive time.Time
-	State      string // "idle", "busy", "dead"
+	State      string
 	LostReason string
 	Executions int
 
-	Docs         map[string]string
-	Note         string
-	DocsUpdated  time.Time
-	Variables    []backend.Variable
-	VarsUpdated  time.Time
-	VarsError    string
-	restartNotes []string
+	Docs        map[string]string
+	Note        string
+	DocsUpdated time.Time
+	Variables   []backend.Variable
+	VarsUpdated time.Time
+	VarsError   string
 
-	op sync.Mutex
+	start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
+	op    sync.Mutex
 }
 
-// SessionView is what tools and resources show of a session.
+// SessionView is what tools and resources show of a session. Only the id is
+// always present: the rest is omitted when empty, so that an error result
+// (which knows only the id) has the same shape.
 type SessionView struct {
-	ID                   string             `json:"session_id"`
-	Language             string             `json:"language"`
-	Backend              string             `json:"backend"`
-	State                string             `json:"state"`
-	Created              time.Time          `json:"created"`
-	LastActivity         time.Time          `json:"last_activity"`
-	Executions           int                `json:"executions"`
-	LostReason           string             `json:"lost_reason,omitempty"`
+	ID                   string             `json:"session_id" jsonschema:"the session id"`
+	Language             string             `json:"language,omitempty" jsonschema:"the language the session runs"`
+	Backend              string             `json:"backend,omitempty" jsonschema:"the backend plugin that keeps the session"`
+	State                string             `json:"state,omitempty" jsonschema:"starting, idle, busy or dead (a dead session is restarted by the next call)"`
+	Created              time.Time          `json:"created,omitzero"`
+	LastActivity         time.Time          `json:"last_activity,omitzero"`
+	Executions           int                `json:"executions,omitempty"`
+	LostReason           string             `json:"lost_reason,omitempty" jsonschema:"why the kernel died, for a dead session"`
 	Note                 string             `json:"note,omitempty"`
-	Documented           map[string]string  `json:"documented_variables"`
-	DocumentationUpdated *time.Time         `json:"documentation_updated,omitempty"`
-	Variables            []backend.Variable `json:"variables"`
-	IntrospectedAt       *time.Time         `json:"introspected_at,omitempty"`
+	Documented           map[string]string  `json:"documented_variables,omitempty" jsonschema:"variable name → its documentation"`
+	DocumentationUpdated time.Time          `json:"documentation_updated,omitzero"`
+	Variables            []backend.Variable `json:"variables,omitempty" jsonschema:"the session's variables at the last introspection"`
+	IntrospectedAt       time.Time          `json:"introspected_at,omitzero"`
 	IntrospectionError   string             `json:"introspection_error,omitempty"`
-	Undocumented         []string           `json:"undocumented,omitempty"`
+	Undocumented         []string           `json:"undocumented,omitempty" jsonschema:"variables without documentation"`
 }
 
 // ErrNoSession is an unknown session id (or one of another connection).
@@ -64,20 +79,13 @@ var ErrNoSession = errors.New("no such session")
 
 func (s *Session) view() SessionView {
 	v := SessionView{ID: s.ID, Language: s.Language, Backend: s.Backend, State: s.State, Created: s.Created, LastActivity: s.LastActive,
-		Executions: s.Executions, LostReason: s.LostReason, Note: s.Note, Documented: map[string]string{}, Variables: s.Variables, IntrospectionError: s.VarsError}
-	for k, d := range s.Docs {
-		v.Documented[k] = d
-	}
-	if !s.DocsUpdated.IsZero() {
-		t := s.DocsUpdated
-		v.DocumentationUpdated = &t
-	}
-	if !s.VarsUpdated.IsZero() {
-		t := s.VarsUpdated
-		v.IntrospectedAt = &t
-	}
-	if v.Variables == nil {
-		v.Variables = []backend.Variable{}
+		Executions: s.Executions, LostReason: s.LostReason, Note: s.Note, DocumentationUpdated: s.DocsUpdated,
+		Variables: s.Variables, IntrospectedAt: s.VarsUpdated, IntrospectionError: s.VarsError}
+	if len(s.Docs) > 0 {
+		v.Documented = make(map[string]string, len(s.Docs))
+		for k, d := range s.Docs {
+			v.Documented[k] = d
+		}
 	}
 	for _, x := range s.Variables {
 		if _, ok := s.Docs[x.Name]; !ok {
@@ -87,13 +95,23 @@ func (s *Session) view() SessionView {
 	return v
 }
 
-// lookup returns the session if it exists and belongs to client.
-func (e *Engine) lookup(client, id string) (*Session, error) {
+// lookup returns the session if it exists and belongs to client. The
+// caller sees the same answer for an unknown id and another connection's
+// session; the audit log tells them apart.
+func (e *Engine) lookup(client, id, tool string) (*Session, error) {
+	if workspace.CheckSessionID(id) != nil {
+		return nil, e.refuse(client, id, tool, refusal(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", quoted(id)), nil)
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	s := e.sessions[id]
-	if s == nil || s.Owner != client {
-		return nil, fmt.Errorf("%w %q for this connection (sessions are created by execute_python with a session_id)", ErrNoSession, id)
+	e.mu.Unlock()
+	rule := RuleSessionNotFound
+	if s != nil && s.Owner != client {
+		rule, s = RuleSessionOwner, nil
+	}
+	if s == nil {
+		return nil, e.refuse(client, id, tool, &RequestError{Rule: rule, Err: ErrNoSession,
+			Msg: fmt.Sprintf("%v %q for this connection (sessions are created by an execute_<language> call with a session_id; list_sessions shows yours)", ErrNoSession, id)}, nil)
 	}
 	return s, nil
 }
@@ -110,108 +128,134 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 	return sb, nil
 }
 
-// acquire finds or creates the session for an execute, reserving a slot.
+// acquire finds or creates (as "starting") the session for an execute.
 func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
-	if workspace.CheckSessionID(req.SessionID) != nil {
-		return nil, false, badRequest("session_id %q is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", req.SessionID)
-	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s := e.sessions[req.SessionID]; s != nil {
-		if s.Owner != req.Client {
-			return nil, false, badRequest("session_id %q is in use by another MCP connection; choose another id", req.SessionID)
-		}
-		if s.Language != req.Language {
-			return nil, false, badRequest("session %q is %s session: run %s code in it with execute_%s, or use another session_id for %s code", req.SessionID, article(LanguageName(s.Language)), LanguageName(s.Language), s.Language, LanguageName(req.Language))
-		}
-		return s, false, nil
+	s, n := e.sessions[req.SessionID], len(e.sessions)
+	if s == nil && n < e.cfg.Sessions.MaxConcurrent {
+		now := time.Now()
+		s = &Session{ID: req.SessionID, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: StateStarting,
+			Docs: map[string]string{}, start: backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.CustomImage, Env: req.Environment}}
+		e.sessions[req.SessionID] = s
+		e.mu.Unlock()
+		return s, true, nil
 	}
-	if n := len(e.sessions); n >= e.cfg.Sessions.MaxConcurrent {
-		return nil, false, badRequest("cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
+	e.mu.Unlock()
+	// Owner and Language never change: no lock needed to read them.
+	switch {
+	case s == nil:
+		return nil, false, refusal(RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
 			req.SessionID, n, e.cfg.Sessions.MaxConcurrent, e.cfg.Sessions.IdleTimeout)
+	case s.Owner != req.Client:
+		return nil, false, refusal(RuleSessionOwner, "session_id %q is in use by another MCP connection; choose another id", req.SessionID)
+	case s.Language != req.Language:
+		have := e.LanguageName(s.Language)
+		return nil, false, refusal(RuleSessionLanguage, "session %q runs %s: run %s code in it with execute_%s, or use another session_id for %s code",
+			req.SessionID, have, have, s.Language, e.LanguageName(req.Language))
 	}
-	now := time.Now()
-	s := &Session{ID: req.SessionID, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: "starting", Docs: map[string]string{}}
-	e.sessions[req.SessionID] = s
-	return s, true, nil
+	return s, false, nil
 }
 
-func (e *Engine) drop(id string) {
+// drop takes a session out of the table.
+func (e *Engine) drop(s *Session) {
 	e.mu.Lock()
-	delete(e.sessions, id)
+	if e.sessions[s.ID] == s {
+		delete(e.sessions, s.ID)
+	}
+	s.State = stateGone
 	e.mu.Unlock()
 }
 
-func (e *Engine) open(ctx context.Context, s *Session, req Request) error {
+// open starts the session's kernel (caller holds s.op).
+func (e *Engine) open(ctx context.Context, s *Session) error {
 	sb, err := e.sessionBackend(ctx, s.Backend)
-	if err != nil {
-		return err
+	if err == nil {
+		start := time.Now()
+		_, err = sb.OpenSession(ctx, s.start)
+		e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+			Details: map[string]any{"backend": s.Backend, "language": s.Language, "image": s.start.Image, "start_ms": time.Since(start).Milliseconds()}})
 	}
-	start := time.Now()
-	_, err = sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: s.ID, Image: req.CustomImage, Env: req.Environment})
-	e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err),
-		Details: map[string]any{"backend": s.Backend, "language": s.Language, "image": req.CustomImage, "start_ms": time.Since(start).Milliseconds()}})
 	return err
 }
 
-// executeSession runs a request in its session, creating the session on
-// first use and restarting a dead one with a notice that state was lost.
-func (e *Engine) executeSession(ctx context.Context, req Request, name string, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-	s, created, err := e.acquire(req, name)
+func severity(err error) string {
 	if err != nil {
-		return backend.ExecuteResult{}, err
+		return audit.Error
 	}
+	return audit.Info
+}
+
+// executeSession runs a request in its session, starting the kernel on
+// first use and restarting a dead one with a notice that state was lost.
+func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
 	var notices []string
-	if created {
-		if err := e.open(ctx, s, req); err != nil {
-			e.drop(s.ID)
+	switch state := e.stateOf(s); {
+	case state == stateGone:
+		return backend.ExecuteResult{}, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
+	case created:
+		if err := e.open(ctx, s); err != nil {
+			e.drop(s)
 			e.removeWorkspace(s.ID)
 			return backend.ExecuteResult{}, err
 		}
-	} else if e.stateOf(s) == "dead" {
+	case state == StateDead:
 		reason := s.LostReason
-		sb, err := e.sessionBackend(ctx, s.Backend)
-		if err == nil {
-			_ = sb.CloseSession(ctx, s.ID)
-		}
-		if err := e.open(ctx, s, req); err != nil {
+		if err := e.reopen(ctx, s); err != nil {
 			return backend.ExecuteResult{}, fmt.Errorf("session %q could not be restarted after its kernel died: %w", s.ID, err)
 		}
 		notices = append(notices, fmt.Sprintf("session %q was restarted before this run: %s. Variables and imports from before are gone.", s.ID, reason))
-	} else if len(req.Environment) > 0 {
-		notices = append(notices, "environment applies when a session starts; it was ignored for this existing session")
+	default:
+		if len(breq.Env) > 0 {
+			notices = append(notices, "environment applies when a session starts; it was ignored for this existing session")
+		}
+		if breq.Image != "" && breq.Image != s.start.Image {
+			notices = append(notices, "custom_image applies when a session starts; this session keeps its image")
+		}
 	}
-	e.setState(s, "busy")
+	breq.Image, breq.Env = s.start.Image, s.start.Env
+	e.setState(s, StateBusy)
 	sb, err := e.sessionBackend(ctx, s.Backend)
-	if err != nil {
-		e.setState(s, "dead")
-		return backend.ExecuteResult{}, err
+	var res backend.ExecuteResult
+	if err == nil {
+		res, err = sb.ExecuteInSession(ctx, breq, emit)
 	}
-	res, err := sb.ExecuteInSession(ctx, breq, emit)
 	e.mu.Lock()
 	s.LastActive = time.Now()
 	s.Executions++
+	var ce *plugins.CrashError
 	switch {
-	case err != nil:
-		var ce *plugins.CrashError
-		if errors.As(err, &ce) {
-			s.State, s.LostReason = "dead", "the "+ce.Plugin+" plugin crashed"
-		} else {
-			s.State = "idle"
-		}
+	case errors.As(err, &ce):
+		s.State, s.LostReason = StateDead, "the "+ce.Plugin+" plugin crashed"
+	case err != nil && s.State == StateBusy:
+		s.State = StateIdle
 	case res.SessionDead:
-		s.State = "dead"
+		s.State, s.LostReason = StateDead, "the kernel died"
 		if res.Error != nil {
 			s.LostReason = res.Error.Message
 		}
-	default:
-		s.State = "idle"
+	case s.State == StateBusy: // a crash elsewhere may have marked it dead meanwhile
+		s.State = StateIdle
 	}
 	e.mu.Unlock()
 	res.Notices = append(notices, res.Notices...)
 	return res, err
+}
+
+// reopen replaces a dead kernel with a new one started like the first
+// (caller holds s.op).
+func (e *Engine) reopen(ctx context.Context, s *Session) error {
+	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
+		_ = sb.CloseSession(ctx, s.ID) // what is left of the old one
+	}
+	if err := e.open(ctx, s); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	s.State, s.LostReason = StateIdle, ""
+	e.mu.Unlock()
+	return nil
 }
 
 func (e *Engine) stateOf(s *Session) string {
@@ -228,7 +272,7 @@ func (e *Engine) setState(s *Session, st string) {
 
 // introspect refreshes a session's variables (caller holds s.op).
 func (e *Engine) introspect(ctx context.Context, s *Session) {
-	if e.stateOf(s) == "dead" {
+	if e.stateOf(s) == StateDead {
 		return
 	}
 	sb, err := e.sessionBackend(ctx, s.Backend)
@@ -247,7 +291,7 @@ func (e *Engine) introspect(ctx context.Context, s *Session) {
 
 // View returns a session's state, refreshing the variables when asked.
 func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (SessionView, error) {
-	s, err := e.lookup(client, id)
+	s, err := e.lookup(client, id, "resources/read")
 	if err != nil {
 		return SessionView{}, err
 	}
@@ -264,13 +308,14 @@ func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (Ses
 // DocumentState records descriptions of variables and a note, then
 // refreshes the introspection.
 func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[string]string, note *string, clear bool) (SessionView, error) {
-	s, err := e.lookup(client, id)
+	const tool = "document_state"
+	s, err := e.lookup(client, id, tool)
 	if err != nil {
 		return SessionView{}, err
 	}
-	for name := range vars {
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		if name == "" || len(name) > 200 {
-			return SessionView{}, badRequest("variable name %q: must be 1-200 characters", name)
+			return SessionView{}, e.refuse(client, id, tool, refusal(RuleVariableName, "variable name %s: must be 1-200 characters", quoted(name)), nil)
 		}
 	}
 	s.op.Lock()
@@ -298,55 +343,59 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 	return s.view(), nil
 }
 
-// RestartSession clears a session's namespace, keeping its container.
+// RestartSession clears a session's namespace, keeping its container; a
+// dead session gets a new kernel.
 func (e *Engine) RestartSession(ctx context.Context, client, id string) (SessionView, error) {
-	s, err := e.lookup(client, id)
+	s, err := e.lookup(client, id, "restart_session")
 	if err != nil {
 		return SessionView{}, err
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
-	sb, err := e.sessionBackend(ctx, s.Backend)
-	if err != nil {
-		return SessionView{}, err
+	switch e.stateOf(s) {
+	case stateGone:
+		return SessionView{}, fmt.Errorf("restart session %q: it was destroyed meanwhile", id)
+	case StateDead:
+		err = e.reopen(ctx, s)
+	default:
+		var sb backend.SessionBackend
+		if sb, err = e.sessionBackend(ctx, s.Backend); err == nil {
+			err = sb.RestartSession(ctx, s.ID)
+		}
 	}
-	if e.stateOf(s) == "dead" {
-		_ = sb.CloseSession(ctx, s.ID)
-		err = e.open(ctx, s, Request{})
-	} else {
-		err = sb.RestartSession(ctx, s.ID)
-	}
+	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: id, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err)})
 	if err != nil {
 		return SessionView{}, fmt.Errorf("restart session %q: %w", id, err)
 	}
 	e.mu.Lock()
-	s.State, s.LastActive, s.Variables, s.VarsUpdated = "idle", time.Now(), nil, time.Time{}
-	e.mu.Unlock()
-	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: id, UserID: client, Success: true})
-	e.mu.Lock()
 	defer e.mu.Unlock()
+	s.State, s.LastActive, s.Variables, s.VarsUpdated = StateIdle, time.Now(), nil, time.Time{}
 	return s.view(), nil
 }
 
 // DestroySession removes a session's container and directory.
 func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
-	s, err := e.lookup(client, id)
+	s, err := e.lookup(client, id, "destroy_session")
 	if err != nil {
 		return err
 	}
-	return e.destroy(ctx, s, "destroyed by the client")
-}
-
-func (e *Engine) destroy(ctx context.Context, s *Session, why string) error {
 	s.op.Lock()
 	defer s.op.Unlock()
+	return e.destroyLocked(ctx, s, "destroyed by the client")
+}
+
+// destroyLocked closes the kernel and removes the session (caller holds s.op).
+func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string) error {
+	if e.stateOf(s) == stateGone {
+		return nil
+	}
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err == nil {
 		err = sb.CloseSession(ctx, s.ID)
 	}
-	e.drop(s.ID)
+	e.drop(s)
 	e.removeWorkspace(s.ID)
-	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err),
+	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
 		Details: map[string]any{"reason": why, "executions": s.Executions}})
 	return err
 }
@@ -357,11 +406,12 @@ func (e *Engine) removeWorkspace(id string) {
 	}
 }
 
-// Sessions lists the sessions of one connection ("" lists all, for the server).
+// Sessions lists the sessions of one connection, or with all every one.
+// Variables are left out (the state resource has them).
 func (e *Engine) Sessions(client string, all bool) []SessionView {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []SessionView
+	out := []SessionView{}
 	for _, s := range e.sessions {
 		if all || s.Owner == client {
 			v := s.view()
@@ -373,22 +423,37 @@ func (e *Engine) Sessions(client string, all bool) []SessionView {
 	return out
 }
 
+// idle reports whether a session has waited longer than limit for a call.
+func idle(s *Session, limit time.Duration) bool {
+	return s.State != StateBusy && s.State != StateStarting && s.State != stateGone && time.Since(s.LastActive) > limit
+}
+
 // ReapIdle destroys sessions idle longer than sessions.idle_timeout.
 func (e *Engine) ReapIdle(ctx context.Context) int {
 	limit := time.Duration(e.cfg.Sessions.IdleTimeout) * time.Second
 	e.mu.Lock()
-	var idle []*Session
+	var candidates []*Session
 	for _, s := range e.sessions {
-		if s.State != "busy" && s.State != "starting" && time.Since(s.LastActive) > limit {
-			idle = append(idle, s)
+		if idle(s, limit) {
+			candidates = append(candidates, s)
 		}
 	}
 	e.mu.Unlock()
-	for _, s := range idle {
-		e.log.Info("removing idle session", "session", s.ID, "idle", time.Since(s.LastActive).Round(time.Second))
-		_ = e.destroy(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout))
+	n := 0
+	for _, s := range candidates {
+		s.op.Lock()
+		// A call may have used it since the scan.
+		e.mu.Lock()
+		still := idle(s, limit)
+		e.mu.Unlock()
+		if still {
+			e.log.Info("removing idle session", "session", s.ID, "idle", time.Since(s.LastActive).Round(time.Second))
+			_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout))
+			n++
+		}
+		s.op.Unlock()
 	}
-	return len(idle)
+	return n
 }
 
 // Reaper runs ReapIdle every sessions.cleanup_interval until ctx ends.
@@ -405,7 +470,7 @@ func (e *Engine) MarkBackendDead(name string) {
 	defer e.mu.Unlock()
 	for _, s := range e.sessions {
 		if s.Backend == name {
-			s.State, s.LostReason = "dead", "the "+name+" plugin crashed"
+			s.State, s.LostReason = StateDead, "the "+name+" plugin crashed"
 		}
 	}
 }
@@ -419,24 +484,8 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	}
 	e.mu.Unlock()
 	for _, s := range all {
-		_ = e.destroy(ctx, s, "server shutdown")
+		s.op.Lock()
+		_ = e.destroyLocked(ctx, s, "server shutdown")
+		s.op.Unlock()
 	}
-}
-
-// LanguageName is how a language is written in messages.
-func LanguageName(lang string) string {
-	switch lang {
-	case "python":
-		return "Python"
-	case "r":
-		return "R"
-	}
-	return lang
-}
-
-func article(name string) string {
-	if strings.ContainsRune("AEIOUR", rune(name[0])) {
-		return "an " + name
-	}
-	return "a " + name
 }

@@ -85,16 +85,15 @@ func PluginDir(cfg config.Config) string {
 	return filepath.Dir(exe)
 }
 
-// PluginSettings is what the core tells each plugin about images and limits.
+// PluginSettings is what the core tells every plugin: the output limits.
+// Nothing here depends on which plugin it is: a backend's image is its own
+// setting ([plugins.NAME.config] image, merged over these by the plugin
+// manager), by default the image the plugin declares.
 func PluginSettings(cfg config.Config) func(string) map[string]any {
 	maxOut, _ := config.ParseSize(cfg.Execution.MaxOutput)
 	maxImg, _ := config.ParseSize(cfg.Execution.MaxImageSize)
-	return func(name string) map[string]any {
-		image := cfg.Images.Python
-		if name == "r" || name == "irkernel" {
-			image = cfg.Images.R
-		}
-		return map[string]any{"image": image, "max_output_bytes": maxOut, "max_image_bytes": maxImg}
+	return func(string) map[string]any {
+		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg}
 	}
 }
 
@@ -155,7 +154,12 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	if len(entries) == 0 {
 		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
 	}
-	f.Engine = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine"))
+	if f.Engine, err = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine")); err != nil {
+		f.Plugins.Close()
+		sb.Shutdown(ctx)
+		al.Close()
+		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
+	}
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)

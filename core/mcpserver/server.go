@@ -1,6 +1,7 @@
 // Package mcpserver is the MCP face of MCP-Forge: typed tools and resources
 // over the modelcontextprotocol/go-sdk. It talks to the engine, never to the
-// runtime.
+// runtime, and knows no language: every execute_<language> tool comes from
+// what the loaded backends report.
 package mcpserver
 
 import (
@@ -8,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,16 +25,6 @@ import (
 // EnvironmentURI is the resource describing images, limits and plugins.
 const EnvironmentURI = "mcp://forge/environment/info"
 
-const instructions = `MCP-Forge runs Python and R in sandboxed Podman containers: no network,
-read-only filesystem except /tmp and the working directory, resource limits
-and a timeout. Use execute_python or execute_r with code; the value of the last
-expression is returned as "result". Pass a session_id to keep state across
-calls (one kernel per session); document_state attaches notes to a session's
-variables, readable at mcp://forge/sessions/{id}/state. Image files (png, jpeg,
-svg) written to the working directory, open matplotlib figures and R plots
-come back as images. Read ` + EnvironmentURI + ` for the images, limits,
-backends and sessions.`
-
 // Server holds the MCP server and what its handlers need.
 type Server struct {
 	mcp *mcp.Server
@@ -45,32 +35,29 @@ type Server struct {
 	next  atomic.Int64
 }
 
-// New builds the MCP server with every tool and resource.
+// New builds the MCP server: an execute_<language> tool for every language
+// the engine offers, the session tools and the resources.
 func New(eng *engine.Engine, cfg config.Config) *Server {
 	s := &Server{eng: eng, cfg: cfg}
+	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
-		&mcp.ServerOptions{Instructions: instructions})
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:         "execute_python",
-		Title:        "Run Python in a sandbox",
-		OutputSchema: outputSchema(),
-		Description:  "Run Python 3.11 code in a fresh sandboxed container (numpy, pandas, matplotlib available; no network). All statements run; the value of a final expression is returned as result. stdout and stderr are returned separately. Errors report the line of your code.",
-	}, s.executePython)
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:         "execute_r",
-		Title:        "Run R in a sandbox",
-		OutputSchema: outputSchema(),
-		Description: "Run R 4.2 code in a fresh sandboxed container (jsonlite available; no network), or in a stateful R session with session_id. " +
-			"Top-level expressions run like Rscript; the value of the last one is returned as result (text, and JSON for simple vectors and lists). " +
-			"Errors report the R message and the line. Plots come back as PNG images.",
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-		return s.execute(ctx, req, "r", in)
-	})
-	s.addLanguageTools()
+		&mcp.ServerOptions{Instructions: instructions(langs, cfg)})
+	in, out := s.executeInputSchema(), schemaFor[ExecuteOutput]()
+	for _, l := range langs {
+		mcp.AddTool(s.mcp, &mcp.Tool{
+			Name:         "execute_" + l.ID,
+			Title:        "Run " + l.Name + " in a sandbox",
+			Description:  describe(l, cfg),
+			InputSchema:  in,
+			OutputSchema: out,
+		}, func(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
+			return s.execute(ctx, req, l.ID, in)
+		})
+	}
 	s.addSessionTools()
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
-		Description: "Images, resource limits and loaded plugins with their versions", MIMEType: "application/json",
+		Description: "Languages and their backends, images, resource limits, loaded plugins with their versions, and this connection's sessions", MIMEType: "application/json",
 	}, s.environment)
 	return s
 }
@@ -81,55 +68,138 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // Run serves on the transport until the client disconnects or ctx ends.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
 
-// outputSchema is the inferred schema of ExecuteOutput with "result" as an
-// empty (any-value) object schema: inference renders `any` as the boolean
-// schema true, which some clients (the TypeScript SDK) reject.
-func outputSchema() *jsonschema.Schema {
-	sch, err := jsonschema.For[ExecuteOutput](nil)
-	if err != nil {
-		panic(err)
+// instructions tell an agent what the server offers, from what is loaded.
+func instructions(langs []engine.Language, cfg config.Config) string {
+	var tools []string
+	sessions := false
+	for _, l := range langs {
+		tools = append(tools, fmt.Sprintf("execute_%s (%s)", l.ID, nameVersion(l)))
+		sessions = sessions || l.Session.Backend != ""
 	}
-	sch.Properties["result"] = &jsonschema.Schema{Description: "the value of the final expression: JSON when it has a JSON form, otherwise its text representation"}
+	var b strings.Builder
+	fmt.Fprintf(&b, "MCP-Forge runs code in sandboxed Podman containers: %s, a read-only filesystem except /tmp and the working directory, resource limits and a timeout.\n", network(cfg))
+	if len(tools) == 0 {
+		b.WriteString("No backend plugin is loaded, so no language can run; the operator should run `mcp-forge doctor`.\n")
+	} else {
+		fmt.Fprintf(&b, "Tools: %s. Pass code; stdout and stderr come back separately, and the value of the last expression as result (JSON text) and result_repr (its printed form). Images the code produces come back as image content.\n", strings.Join(tools, ", "))
+	}
+	if sessions {
+		fmt.Fprintf(&b, "Pass a session_id to keep state across calls (one kernel per session); document_state attaches notes to a session's variables, readable at %s.\n", StateTemplate)
+	}
+	fmt.Fprintf(&b, "Read %s for the backends, images, limits and your sessions.", EnvironmentURI)
+	return b.String()
+}
+
+func network(cfg config.Config) string {
+	if cfg.Security.AllowNetwork {
+		return "network access as the operator allowed"
+	}
+	return "no network"
+}
+
+// nameVersion is "Python 3.11.2" when the backend reports a version.
+func nameVersion(l engine.Language) string {
+	for _, o := range []engine.Offer{l.Stateless, l.Session} {
+		if v := o.Capabilities.LanguageVersion; v != "" {
+			return l.Name + " " + v
+		}
+	}
+	return l.Name
+}
+
+// describe writes an execute tool's description from what its backends
+// report, so that it holds for the images in use.
+func describe(l engine.Language, cfg config.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run %s code in a sandboxed container (%s; memory, CPU and a %d s default time limit).", l.Name, network(cfg), cfg.Execution.DefaultTimeout)
+	offer := func(label string, o engine.Offer) {
+		if o.Backend == "" {
+			fmt.Fprintf(&b, "\n\n%s: unavailable: %s", label, o.Unavailable)
+			return
+		}
+		c := o.Capabilities
+		fmt.Fprintf(&b, "\n\n%s: the %s backend runs %s", label, o.Backend, l.Name)
+		if c.LanguageVersion != "" {
+			fmt.Fprintf(&b, " %s", c.LanguageVersion)
+		}
+		if c.Image != "" {
+			fmt.Fprintf(&b, " in image %s", c.Image)
+		}
+		if len(c.Packages) > 0 {
+			fmt.Fprintf(&b, " with %s", strings.Join(c.Packages, ", "))
+		}
+		b.WriteString(".")
+		if c.Description != "" {
+			b.WriteString(" " + c.Description)
+		}
+	}
+	offer("Without session_id", l.Stateless)
+	offer("With session_id (state kept across calls)", l.Session)
+	b.WriteString("\n\nStructured result: success, stdout, stderr (each cut at execution.max_output; *_bytes give the full size), " +
+		"result (the final expression's value as JSON text, when it has a JSON form), result_repr (its printed form), " +
+		"error {type, message, line, traceback}, execution_time (s), exit_code, images, notices, backend.")
+	return b.String()
+}
+
+// ExecuteInput is the input of every execute_<language> tool.
+type ExecuteInput struct {
+	Code        string            `json:"code" jsonschema:"source to run. The value of the last expression is returned as result."`
+	SessionID   string            `json:"session_id,omitempty"`
+	Backend     string            `json:"backend,omitempty"`
+	Timeout     int               `json:"timeout,omitempty"`
+	CustomImage string            `json:"custom_image,omitempty"`
+	Environment map[string]string `json:"environment,omitempty"`
+	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"names of configured MCP servers whose tools the code may call (needs a bridge plugin)"`
+}
+
+// executeInputSchema is ExecuteInput's schema with the limits of this
+// configuration in its descriptions.
+func (s *Server) executeInputSchema() *jsonschema.Schema {
+	sch := schemaFor[ExecuteInput]()
+	e := s.cfg.Execution
+	desc := map[string]string{
+		"session_id": fmt.Sprintf("run in this stateful session, created on first use and kept across calls (removed after %d s idle); "+
+			"1-48 letters, digits, '-' or '_'. Omit for a fresh container per call.", s.cfg.Sessions.IdleTimeout),
+		"backend":      "the backend plugin to use (see " + EnvironmentURI + "); default: the configured or only backend for the language and mode",
+		"timeout":      fmt.Sprintf("wall-clock limit in seconds; default %d, at most %d", e.DefaultTimeout, e.MaxTimeout),
+		"custom_image": fmt.Sprintf("run in this image instead of the backend's (it must match one of %s)", strings.Join(s.cfg.Images.Allowed, ", ")),
+		"environment": fmt.Sprintf("environment variables for the code: names of letters, digits and '_' (not FORGE_*), values without NUL bytes, "+
+			"each at most %s, all together at most %s; a session takes them when it starts", e.MaxEnvValue, e.MaxEnvTotal),
+	}
+	for k, d := range desc {
+		sch.Properties[k].Description = d
+	}
 	return sch
 }
 
-// ExecuteInput is execute_python's input.
-type ExecuteInput struct {
-	Code        string            `json:"code" jsonschema:"source to run. The value of the last expression is returned as result."`
-	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"names of configured MCP servers whose tools the code may call (needs the mcpbridge plugin)"`
-	SessionID   string            `json:"session_id,omitempty" jsonschema:"run in this stateful session (kept across calls; needs a stateful backend such as jupyter)"`
-	Backend     string            `json:"backend,omitempty" jsonschema:"backend plugin to use; default: execution.default_backend"`
-	Timeout     int               `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds; default execution.default_timeout, at most execution.max_timeout"`
-	CustomImage string            `json:"custom_image,omitempty" jsonschema:"run in this image instead of the default (must match images.allowed, e.g. mcp-forge/custom:NAME)"`
-	Environment map[string]string `json:"environment,omitempty" jsonschema:"environment variables for the code"`
-}
-
-// ErrorInfo is a failure of the user's code.
+// ErrorInfo is a failure: of the user's code (type is the language's error
+// name), or of the request (RequestError: fix the call) or of MCP-Forge
+// itself (ServerError).
 type ErrorInfo struct {
 	Type      string   `json:"type"`
 	Message   string   `json:"message"`
-	Line      int      `json:"line,omitempty"`
+	Line      int      `json:"line,omitempty" jsonschema:"1-based line in your code"`
 	Column    int      `json:"column,omitempty"`
 	Traceback []string `json:"traceback,omitempty"`
 }
 
-// ExecuteOutput is execute_python's structured result.
+// ExecuteOutput is the structured result of every execute_<language> tool.
 type ExecuteOutput struct {
-	Success       bool              `json:"success"`
+	Success       bool              `json:"success" jsonschema:"the code ran to its end without an error"`
 	Stdout        string            `json:"stdout"`
 	Stderr        string            `json:"stderr"`
-	Result        any               `json:"result"`
-	ResultRepr    string            `json:"result_repr,omitempty"`
-	Error         *ErrorInfo        `json:"error"`
-	ExecutionTime float64           `json:"execution_time"`
+	Result        string            `json:"result,omitempty" jsonschema:"the value of the final expression as JSON text (parse it), present when the value has a JSON form"`
+	ResultRepr    string            `json:"result_repr,omitempty" jsonschema:"the value of the final expression as the language prints it"`
+	Error         *ErrorInfo        `json:"error,omitempty"`
+	ExecutionTime float64           `json:"execution_time" jsonschema:"seconds"`
 	ExitCode      int               `json:"exit_code"`
-	StdoutBytes   int64             `json:"stdout_bytes"`
-	StderrBytes   int64             `json:"stderr_bytes"`
-	Truncated     bool              `json:"truncated"`
-	Images        []string          `json:"images,omitempty"`
+	StdoutBytes   int64             `json:"stdout_bytes" jsonschema:"bytes written to stdout, including any cut from the returned text"`
+	StderrBytes   int64             `json:"stderr_bytes" jsonschema:"bytes written to stderr, including any cut from the returned text"`
+	Truncated     bool              `json:"truncated" jsonschema:"stdout or stderr was cut"`
+	Images        []string          `json:"images,omitempty" jsonschema:"names of the images attached as image content"`
 	Notices       []string          `json:"notices,omitempty"`
-	Rich          map[string]string `json:"rich,omitempty"`
-	Backend       string            `json:"backend,omitempty"`
+	Rich          map[string]string `json:"rich,omitempty" jsonschema:"other output by MIME type, e.g. text/html"`
+	Backend       string            `json:"backend,omitempty" jsonschema:"the backend plugin that ran the code"`
 }
 
 // conn names an MCP connection. Sessions belong to the connection that
@@ -150,8 +220,15 @@ func (s *Server) conn(ss *mcp.ServerSession) string {
 	return v.(string)
 }
 
-func (s *Server) executePython(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-	return s.execute(ctx, req, "python", in)
+// failure is a tool result for an error the engine returned: a refusal the
+// caller can fix, or a failure of the server.
+func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
+	var re *engine.RequestError
+	info := &ErrorInfo{Type: "RequestError", Message: err.Error()}
+	if !errors.As(err, &re) {
+		info.Type, info.Message = "ServerError", "MCP-Forge could not do it: "+err.Error()
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: info.Message}}}, info
 }
 
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language string, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
@@ -160,13 +237,8 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
 	}, progress(ctx, req))
 	if err != nil {
-		var re *engine.RequestError
-		msg, kind := err.Error(), "RequestError"
-		if !errors.As(err, &re) {
-			msg, kind = "MCP-Forge could not run the code: "+msg, "ServerError"
-		}
-		out := ExecuteOutput{Error: &ErrorInfo{Type: kind, Message: msg}}
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, out, nil
+		result, info := failure(err)
+		return result, ExecuteOutput{Error: info, Backend: res.Backend}, nil
 	}
 	out := toOutput(res)
 	result := &mcp.CallToolResult{IsError: !res.Success, Content: []mcp.Content{&mcp.TextContent{Text: s.summary(language, res, out)}}}
@@ -176,23 +248,15 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 	return result, out, nil
 }
 
-func toOutput(r backend.ExecuteResult) ExecuteOutput {
+func toOutput(r engine.Result) ExecuteOutput {
 	out := ExecuteOutput{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		ExecutionTime: r.Duration.Seconds(), StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
-		Notices: r.Notices, Rich: r.Rich, ResultRepr: r.ResultRepr,
+		Notices: r.Notices, Rich: r.Rich, ResultRepr: r.ResultRepr, Backend: r.Backend,
 		Truncated: r.StdoutBytes > int64(len(r.Stdout)) || r.StderrBytes > int64(len(r.Stderr)),
 	}
-	switch {
-	case r.ResultJSON != "":
-		var v any
-		if json.Unmarshal([]byte(r.ResultJSON), &v) == nil {
-			out.Result = v
-		} else {
-			out.Result = r.ResultRepr
-		}
-	case r.ResultRepr != "":
-		out.Result = r.ResultRepr
+	if r.ResultJSON != "" && json.Valid([]byte(r.ResultJSON)) {
+		out.Result = r.ResultJSON
 	}
 	if e := r.Error; e != nil {
 		out.Error = &ErrorInfo{Type: e.Name, Message: e.Message, Line: e.Line, Column: e.Column, Traceback: e.Traceback}
@@ -204,9 +268,9 @@ func toOutput(r backend.ExecuteResult) ExecuteOutput {
 }
 
 // summary is the text an agent reads first.
-func (s *Server) summary(language string, r backend.ExecuteResult, out ExecuteOutput) string {
+func (s *Server) summary(language string, r engine.Result, out ExecuteOutput) string {
 	var b strings.Builder
-	lang := engine.LanguageName(language)
+	lang := s.eng.LanguageName(language)
 	if r.Success {
 		fmt.Fprintf(&b, "%s ran successfully in %.2f s.\n", lang, r.Duration.Seconds())
 	} else if e := r.Error; e != nil {
@@ -249,35 +313,56 @@ func (s *Server) summary(language string, r backend.ExecuteResult, out ExecuteOu
 
 func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	type pluginInfo struct {
-		Name       string   `json:"name"`
-		Type       string   `json:"type"`
-		Version    string   `json:"version"`
-		APIVersion int      `json:"api_version"`
-		Languages  []string `json:"languages"`
-		Stateful   bool     `json:"stateful"`
-		Checksum   string   `json:"checksum"`
-		Error      string   `json:"error,omitempty"`
-		Restarts   int      `json:"restarts,omitempty"`
+		Name            string   `json:"name"`
+		Type            string   `json:"type"`
+		Version         string   `json:"version"`
+		APIVersion      int      `json:"api_version"`
+		Languages       []string `json:"languages"`
+		Stateful        bool     `json:"stateful"`
+		Image           string   `json:"image,omitempty"`
+		DefaultImage    string   `json:"default_image,omitempty"`
+		LanguageVersion string   `json:"language_version,omitempty"`
+		Packages        []string `json:"packages,omitempty"`
+		Checksum        string   `json:"checksum"`
+		Error           string   `json:"error,omitempty"`
+		Restarts        int      `json:"restarts,omitempty"`
 	}
-	var plugins []pluginInfo
-	for _, p := range s.eng.Plugins().Statuses() {
+	plugins := []pluginInfo{}
+	images := map[string][]string{} // image → backends that run it
+	for _, p := range s.eng.PluginStatuses() {
+		c := p.Capabilities
 		plugins = append(plugins, pluginInfo{Name: p.Name, Type: p.Type, Version: p.Version, APIVersion: p.APIVersion,
-			Languages: p.Capabilities.Languages, Stateful: p.Capabilities.Stateful, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
+			Languages: c.Languages, Stateful: c.Stateful, Image: c.Image, DefaultImage: c.DefaultImage, LanguageVersion: c.LanguageVersion,
+			Packages: c.Packages, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
+		if c.Image != "" {
+			images[c.Image] = append(images[c.Image], p.Name)
+		}
+	}
+	type offer struct {
+		Backend     string `json:"backend,omitempty"`
+		Unavailable string `json:"unavailable,omitempty"`
+	}
+	languages := map[string]any{}
+	for _, l := range s.eng.Languages() {
+		languages[l.ID] = map[string]any{"name": l.Name,
+			"stateless": offer{l.Stateless.Backend, l.Stateless.Unavailable}, "session": offer{l.Session.Backend, l.Session.Unavailable}}
 	}
 	e := s.cfg.Execution
 	info := map[string]any{
-		"server": map[string]any{"name": "mcp-forge", "version": version.Version},
-		"images": map[string]any{"python": s.cfg.Images.Python, "r": s.cfg.Images.R, "allowed": s.cfg.Images.Allowed},
+		"server":    map[string]any{"name": "mcp-forge", "version": version.Version},
+		"languages": languages,
+		"images":    map[string]any{"in_use": images, "allowed": s.cfg.Images.Allowed},
 		"limits": map[string]any{
 			"default_timeout_s": e.DefaultTimeout, "max_timeout_s": e.MaxTimeout,
 			"default_memory": e.DefaultMemory, "max_memory": e.MaxMemory,
 			"default_cpu_quota": e.DefaultCPUQuota, "max_cpu_quota": e.MaxCPUQuota,
 			"default_pids": e.DefaultPids, "max_output": e.MaxOutput, "max_image_size": e.MaxImageSize,
+			"max_code_size": e.MaxCodeSize, "max_env_value": e.MaxEnvValue, "max_env_total": e.MaxEnvTotal,
+			"max_sessions": s.cfg.Sessions.MaxConcurrent, "session_idle_timeout_s": s.cfg.Sessions.IdleTimeout,
 		},
-		"security":        map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
-		"plugins":         plugins,
-		"sessions":        s.eng.Sessions(s.conn(req.Session), false),
-		"default_backend": e.DefaultBackend,
+		"security": map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
+		"plugins":  plugins,
+		"sessions": s.eng.Sessions(s.conn(req.Session), false),
 	}
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
@@ -300,30 +385,5 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.Stream
 	return func(ev backend.StreamEvent) {
 		n++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: ev.Name + ": " + ev.Text})
-	}
-}
-
-var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
-
-// addLanguageTools gives every other language a loaded backend runs its own
-// execute_<language> tool, so a third-party backend plugin is reachable
-// without any change to the core.
-func (s *Server) addLanguageTools() {
-	seen := map[string]bool{"python": true, "r": true}
-	for _, p := range s.eng.Plugins().Statuses() {
-		for _, lang := range p.Capabilities.Languages {
-			if seen[lang] || !toolName.MatchString(lang) {
-				continue
-			}
-			seen[lang] = true
-			mcp.AddTool(s.mcp, &mcp.Tool{
-				Name:         "execute_" + lang,
-				Title:        "Run " + lang + " in a sandbox",
-				OutputSchema: outputSchema(),
-				Description:  fmt.Sprintf("Run %s code in a sandboxed container through the %s plugin (%s); session_id keeps state if the backend is stateful.", lang, p.Name, p.Version),
-			}, func(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-				return s.execute(ctx, req, lang, in)
-			})
-		}
 	}
 }

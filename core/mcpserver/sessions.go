@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
 // Session resource templates.
@@ -21,15 +23,21 @@ const (
 
 // SessionInput names a session.
 type SessionInput struct {
-	SessionID string `json:"session_id" jsonschema:"the session id given to execute_python"`
+	SessionID string `json:"session_id" jsonschema:"the session_id given to an execute_<language> tool"`
 }
 
 // DocumentInput is document_state's input.
 type DocumentInput struct {
 	SessionID string            `json:"session_id" jsonschema:"the session to document"`
 	Variables map[string]string `json:"variables,omitempty" jsonschema:"variable name → what it holds and why; an empty description removes one"`
-	Note      *string           `json:"note,omitempty" jsonschema:"a free-form note about the session as a whole (replaces the previous note)"`
+	Note      *string           `json:"note,omitempty" jsonschema:"a free-form note about the session as a whole (replaces the previous note; \"\" removes it)"`
 	Clear     bool              `json:"clear,omitempty" jsonschema:"forget all earlier documentation first"`
+}
+
+// SessionOutput is a session's state, or on error its id and the error.
+type SessionOutput struct {
+	engine.SessionView
+	Error *ErrorInfo `json:"error,omitempty"`
 }
 
 // SessionsOutput lists sessions.
@@ -37,14 +45,11 @@ type SessionsOutput struct {
 	Sessions []engine.SessionView `json:"sessions"`
 }
 
-// DestroyOutput confirms a destroy.
+// DestroyOutput confirms a destroy, or gives the error.
 type DestroyOutput struct {
-	SessionID string `json:"session_id"`
-	Destroyed bool   `json:"destroyed"`
-}
-
-func toolError(err error) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+	SessionID string     `json:"session_id"`
+	Destroyed bool       `json:"destroyed"`
+	Error     *ErrorInfo `json:"error,omitempty"`
 }
 
 func viewText(v engine.SessionView) string {
@@ -52,46 +57,60 @@ func viewText(v engine.SessionView) string {
 	return string(b)
 }
 
+// sessionResult turns an engine answer about a session into a tool result:
+// on error the structured content is the id and the error, so that it
+// still matches the output schema.
+func sessionResult(id string, v engine.SessionView, err error, text func(engine.SessionView) string) (*mcp.CallToolResult, SessionOutput, error) {
+	if err != nil {
+		res, info := failure(err)
+		return res, SessionOutput{SessionView: engine.SessionView{ID: id}, Error: info}, nil
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text(v)}}}, SessionOutput{SessionView: v}, nil
+}
+
 func (s *Server) addSessionTools() {
+	sessionOut, destroyOut, listOut := schemaFor[SessionOutput](), schemaFor[DestroyOutput](), schemaFor[SessionsOutput]()
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:  "document_state",
 		Title: "Document a session's variables",
 		Description: "Attach descriptions to a session's variables and a note about the session, then refresh its introspection " +
-			"(type, size, shape, preview of every variable). Read the result later at " + StateTemplate + ".",
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in DocumentInput) (*mcp.CallToolResult, engine.SessionView, error) {
+			"(type, size, shape, preview of every variable). Read the result later at " + StateTemplate + ". " +
+			"On error the result has session_id and error {type, message}.",
+		InputSchema: schemaFor[DocumentInput](), OutputSchema: sessionOut,
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in DocumentInput) (*mcp.CallToolResult, SessionOutput, error) {
 		v, err := s.eng.DocumentState(ctx, s.conn(req.Session), in.SessionID, in.Variables, in.Note, in.Clear)
-		if err != nil {
-			return toolError(err), engine.SessionView{}, nil
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Documented session %s (%d variables, %d documented).\n%s", v.ID, len(v.Variables), len(v.Documented), viewText(v))}}}, v, nil
+		return sessionResult(in.SessionID, v, err, func(v engine.SessionView) string {
+			return fmt.Sprintf("Documented session %s (%d variables, %d documented).\n%s", v.ID, len(v.Variables), len(v.Documented), viewText(v))
+		})
 	})
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "restart_session", Title: "Restart a session",
-		Description: "Clear a session's namespace (all variables and imports), keeping its container; a dead session gets a new kernel.",
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, engine.SessionView, error) {
+		Description: "Clear a session's namespace (all variables and imports), keeping its container; a dead session gets a new kernel. " +
+			"On error the result has session_id and error {type, message}.",
+		InputSchema: schemaFor[SessionInput](), OutputSchema: sessionOut,
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionOutput, error) {
 		v, err := s.eng.RestartSession(ctx, s.conn(req.Session), in.SessionID)
-		if err != nil {
-			return toolError(err), engine.SessionView{}, nil
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Session " + v.ID + " restarted: its namespace is empty."}}}, v, nil
+		return sessionResult(in.SessionID, v, err, func(v engine.SessionView) string {
+			return "Session " + v.ID + " restarted: its namespace is empty."
+		})
 	})
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "destroy_session", Title: "Destroy a session",
 		Description: "Stop a session's kernel and remove its container and files.",
+		InputSchema: schemaFor[SessionInput](), OutputSchema: destroyOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, DestroyOutput, error) {
 		if err := s.eng.DestroySession(ctx, s.conn(req.Session), in.SessionID); err != nil {
-			return toolError(err), DestroyOutput{SessionID: in.SessionID}, nil
+			res, info := failure(err)
+			return res, DestroyOutput{SessionID: in.SessionID, Error: info}, nil
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Session " + in.SessionID + " destroyed."}}}, DestroyOutput{SessionID: in.SessionID, Destroyed: true}, nil
 	})
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "list_sessions", Title: "List sessions",
-		Description: "The stateful sessions of this connection with their language, state and last activity.",
+		Description: "The stateful sessions of this connection with their language, backend, state and last activity.",
+		InputSchema: schemaFor[struct{}](), OutputSchema: listOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, SessionsOutput, error) {
 		list := s.eng.Sessions(s.conn(req.Session), false)
-		if list == nil {
-			list = []engine.SessionView{}
-		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "%d session(s).\n", len(list))
 		for _, v := range list {
@@ -134,7 +153,8 @@ func (s *Server) sessionResource(variables bool) mcp.ResourceHandler {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		v, err := s.eng.View(ctx, s.conn(req.Session), id, variables)
-		if errors.Is(err, engine.ErrNoSession) {
+		var re *engine.RequestError
+		if errors.As(err, &re) { // unknown, another connection's, or an invalid id
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		if err != nil {
@@ -142,7 +162,16 @@ func (s *Server) sessionResource(variables bool) mcp.ResourceHandler {
 		}
 		var body any = v
 		if variables {
-			body = map[string]any{"session_id": v.ID, "variables": v.Variables, "introspected_at": v.IntrospectedAt, "introspection_error": v.IntrospectionError}
+			vars := v.Variables
+			if vars == nil {
+				vars = []backend.Variable{}
+			}
+			body = struct {
+				ID                 string             `json:"session_id"`
+				Variables          []backend.Variable `json:"variables"`
+				IntrospectedAt     time.Time          `json:"introspected_at,omitzero"`
+				IntrospectionError string             `json:"introspection_error,omitempty"`
+			}{v.ID, vars, v.IntrospectedAt, v.IntrospectionError}
 		}
 		data, err := json.MarshalIndent(body, "", "  ")
 		if err != nil {

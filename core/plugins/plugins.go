@@ -51,6 +51,10 @@ func Discover(cfg config.Config, dir string) []Entry {
 	}
 	for name, p := range cfg.Plugins {
 		e := Entry{Name: name, Path: p.Path, SHA256: strings.ToLower(p.SHA256), Config: p.Config}
+		if e.Path == "" {
+			// Only configuration (or a pin) for a plugin of the directory.
+			e.Path = plugin.BinaryPrefix + name
+		}
 		if !filepath.IsAbs(e.Path) && dir != "" {
 			e.Path = filepath.Join(dir, e.Path)
 		}

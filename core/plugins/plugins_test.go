@@ -122,3 +122,16 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not reached in 30 s")
 }
+
+// A [plugins.NAME] entry without a path configures the plugin of that name
+// in the plugin directory.
+func TestDiscoverConfigOnly(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "mcp-forge-plugin-r"), []byte("x"), 0o755)
+	cfg := config.Default()
+	cfg.Plugins["r"] = config.PluginSpec{Config: map[string]any{"image": "mcp-forge/custom:stats"}}
+	got := Discover(cfg, dir)
+	if len(got) != 1 || got[0].Path != filepath.Join(dir, "mcp-forge-plugin-r") || got[0].Config["image"] != "mcp-forge/custom:stats" {
+		t.Fatalf("%+v", got)
+	}
+}

@@ -2,16 +2,19 @@ package policy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/imageref"
 )
 
 // CheckConfig applies the image rules to the configuration: every
-// images.allowed entry must be a valid pattern and the configured default
-// images must be admitted, so that `config check` reports what the policy
-// would refuse at run time. (config cannot do this itself: it imports
-// nothing of the core.)
+// images.allowed entry must be a valid pattern, and the images plugins are
+// configured with ([plugins.NAME.config] image) must be admitted, so that
+// `config check` reports what the policy would refuse at run time. (An image
+// a plugin declares is checked when the plugin is loaded; config cannot do
+// this itself: it imports nothing of the core.)
 func CheckConfig(c config.Config) config.Errors {
 	var errs config.Errors
 	for i, p := range c.Images.Allowed {
@@ -22,9 +25,9 @@ func CheckConfig(c config.Config) config.Errors {
 	if len(c.Images.Allowed) == 0 || len(errs) > 0 {
 		return errs // config.Validate reports the empty list
 	}
-	for _, f := range []struct{ path, image string }{{"images.python", c.Images.Python}, {"images.r", c.Images.R}} {
-		if f.image != "" && !imageref.Allowed(c.Images.Allowed, f.image) {
-			errs = append(errs, config.FieldError{Path: f.path, Msg: fmt.Sprintf("%q is not matched by images.allowed %v; add it there", f.image, c.Images.Allowed)})
+	for _, name := range slices.Sorted(maps.Keys(c.Plugins)) {
+		if image, _ := c.Plugins[name].Config["image"].(string); image != "" && !imageref.Allowed(c.Images.Allowed, image) {
+			errs = append(errs, config.FieldError{Path: "plugins." + name + ".config.image", Msg: fmt.Sprintf("%q is not matched by images.allowed %v; add it there", image, c.Images.Allowed)})
 		}
 	}
 	return errs

@@ -15,8 +15,8 @@ func TestCheckConfigImages(t *testing.T) {
 		want       []string
 	}{
 		{"defaults", "", nil},
-		{"image not allowed", "[images]\npython = \"docker.io/python:3\"\n", []string{`images.python: "docker.io/python:3" is not matched by images.allowed`}},
-		{"digest not pinned", "[images]\npython = \"mcp-forge/python:3.11@sha256:" + strings.Repeat("a", 64) + "\"\n", []string{`images.python: "mcp-forge/python:3.11@sha256:aaaa`, "is not matched by images.allowed"}},
+		{"image not allowed", "[plugins.python]\npath = \"/x\"\nconfig = { image = \"docker.io/python:3\" }\n", []string{`plugins.python.config.image: "docker.io/python:3" is not matched by images.allowed`}},
+		{"digest not pinned", "[plugins.python]\npath = \"/x\"\nconfig = { image = \"mcp-forge/python:3.11@sha256:" + strings.Repeat("a", 64) + "\" }\n", []string{`plugins.python.config.image: "mcp-forge/python:3.11@sha256:aaaa`, "is not matched by images.allowed"}},
 		{"pattern without tag", "[images]\nallowed = [\"mcp-forge/python:*\", \"mcp-forge/r:*\", \"mcp-forge/*\"]\n", []string{`images.allowed[2]: "mcp-forge/*": it has no tag`}},
 		{"pattern bad digest", "[images]\nallowed = [\"mcp-forge/python:*\", \"mcp-forge/r@sha256:xyz\"]\n", []string{`images.allowed[1]: "mcp-forge/r@sha256:xyz"`, "not a digest"}},
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/kernel"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
@@ -23,6 +24,13 @@ var inspectCode string
 var Spec = kernel.Spec{
 	Language:     "r",
 	DefaultImage: "mcp-forge/r:4.2",
+	Runtime: backend.Runtime{
+		LanguageName:    "R",
+		LanguageVersion: "4.2.2",
+		Packages:        []string{"jsonlite 1.8.4", "IRkernel 1.3.2"},
+		Description: "One R kernel (IRkernel) per session keeps the workspace across calls; the value of the last expression is the result " +
+			"and plots come back as PNG images. A timeout interrupts R and keeps its state.",
+	},
 	Command: func(conn string) []string {
 		return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
 	},

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/kernel"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
@@ -19,6 +20,13 @@ var inspectCode string
 var Spec = kernel.Spec{
 	Language:     "python",
 	DefaultImage: "mcp-forge/python:3.11",
+	Runtime: backend.Runtime{
+		LanguageName:    "Python",
+		LanguageVersion: "3.11.2",
+		Packages:        []string{"numpy 1.24.2", "pandas 1.5.3", "matplotlib 3.6.3", "ipykernel 6.17.0"},
+		Description: "One IPython kernel per session keeps variables and imports across calls; the value of a final expression is the result " +
+			"and matplotlib figures come back as images. A timeout interrupts the kernel and keeps its state.",
+	},
 	Command: func(conn string) []string {
 		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
 	},

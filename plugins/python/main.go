@@ -5,6 +5,7 @@ package main
 import (
 	_ "embed"
 
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/oneshot"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
@@ -19,11 +20,18 @@ var Info = plugin.Info{Name: "python", Version: "0.1.0", Description: "stateless
 var Spec = oneshot.Spec{
 	Language:     "python",
 	DefaultImage: "mcp-forge/python:3.11",
-	Command:      func(runner string) []string { return []string{"python3", "-u", runner} },
-	Runner:       runner,
-	RunnerAs:     "runner.py",
-	CodeAs:       "code.py",
-	Env:          map[string]string{"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"},
+	Runtime: backend.Runtime{
+		LanguageName:    "Python",
+		LanguageVersion: "3.11.2",
+		Packages:        []string{"numpy 1.24.2", "pandas 1.5.3", "matplotlib 3.6.3"},
+		Description: "Each call runs in a fresh container: every statement runs and the value of a final expression is the result. " +
+			"Image files (png, jpeg, svg, gif) written to the working directory and open matplotlib figures come back as images. Errors give the line of your code.",
+	},
+	Command:  func(runner string) []string { return []string{"python3", "-u", runner} },
+	Runner:   runner,
+	RunnerAs: "runner.py",
+	CodeAs:   "code.py",
+	Env:      map[string]string{"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"},
 }
 
 // New is the plugin factory.

@@ -98,3 +98,31 @@ func TestRunnerDetails(t *testing.T) {
 		})
 	}
 }
+
+// What the plugin declares about its image crosses the gRPC shims, and only
+// holds for the image in use: with another image configured, the declared
+// version and packages are not claimed, unless the operator states them.
+func TestCapabilitiesDescribeTheImageInUse(t *testing.T) {
+	ctx := context.Background()
+	h := sdktest.NewLocalHost(t.TempDir())
+	caps := func(cfg string) backend.Capabilities {
+		c, err := sdktest.Serve(t, Info, New, h, []byte(cfg)).Capabilities(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := caps(`{}`)
+	if c.Image != Spec.DefaultImage || c.DefaultImage != Spec.DefaultImage || c.LanguageName != "Python" ||
+		c.LanguageVersion != Spec.Runtime.LanguageVersion || len(c.Packages) == 0 || c.Description == "" || c.Stateful {
+		t.Fatalf("default: %+v", c)
+	}
+	c = caps(`{"image": "mcp-forge/custom:x"}`)
+	if c.Image != "mcp-forge/custom:x" || c.DefaultImage != Spec.DefaultImage || c.LanguageVersion != "" || len(c.Packages) != 0 {
+		t.Fatalf("custom image: %+v", c)
+	}
+	c = caps(`{"image": "mcp-forge/custom:x", "language_version": "3.12", "packages": ["scipy 1.11"]}`)
+	if c.LanguageVersion != "3.12" || len(c.Packages) != 1 || c.Packages[0] != "scipy 1.11" {
+		t.Fatalf("stated by the operator: %+v", c)
+	}
+}

@@ -12,13 +12,27 @@ import (
 )
 
 // Capabilities say what a backend can do; the core refuses requests for
-// features no loaded backend serves.
+// features no loaded backend serves. A backend that is not Stateful serves
+// stateless runs; a Stateful one serves sessions (and stateless runs only
+// when the operator or the request names it).
+//
+// The descriptive fields are what the core knows of a language: it builds
+// the execute_<language> tool's description, `mcp-forge images` and the
+// environment resource from them, so they must hold for Image, the image in
+// use — report LanguageVersion and Packages only when they describe it.
 type Capabilities struct {
 	Languages  []string
 	Stateful   bool
 	Interrupt  bool
 	RichOutput bool
 	MCPTools   bool
+
+	LanguageName    string   // how the language is written in messages, e.g. "Python"; "" means the language id
+	LanguageVersion string   // the language's version in Image, e.g. "3.11"; "" if unknown
+	Image           string   // the image a run uses when the request names none (after the plugin's configuration)
+	DefaultImage    string   // the image the plugin declares as its default
+	Packages        []string // notable packages in Image, e.g. "numpy 1.24"
+	Description     string   // a sentence or two for users: how code runs and what comes back
 }
 
 // ExecuteRequest is one run of user code.
@@ -92,3 +106,42 @@ func (c Config) Decode(v any) error {
 
 // Factory builds a backend once the host services are connected.
 type Factory func(h host.Host, cfg Config) (Backend, error)
+
+// Runtime is what a plugin declares about the language it runs in its
+// default image (oneshot.Spec and kernel.Spec carry one).
+type Runtime struct {
+	LanguageName    string   // e.g. "Python"
+	LanguageVersion string   // in the default image, e.g. "3.11"
+	Packages        []string // notable packages in the default image, e.g. "numpy 1.24"
+	Description     string   // how code runs and what comes back
+}
+
+// ImageConfig is the part of a plugin's configuration ([plugins.NAME.config])
+// that chooses the image, with what the operator states about that image.
+type ImageConfig struct {
+	Image           string   `json:"image"`
+	LanguageVersion string   `json:"language_version"`
+	Packages        []string `json:"packages"`
+}
+
+// Describe fills c's descriptive fields for a backend that declares rt for
+// defaultImage and is configured with ic. The declared version and packages
+// hold only for defaultImage: for another image only what the operator
+// configured is reported, so that no description claims what the image in
+// use may not hold.
+func (rt Runtime) Describe(c *Capabilities, defaultImage string, ic ImageConfig) {
+	c.LanguageName, c.Description = rt.LanguageName, rt.Description
+	c.Image, c.DefaultImage = ic.Image, defaultImage
+	if c.Image == "" {
+		c.Image = defaultImage
+	}
+	if c.Image == defaultImage {
+		c.LanguageVersion, c.Packages = rt.LanguageVersion, rt.Packages
+	}
+	if ic.LanguageVersion != "" {
+		c.LanguageVersion = ic.LanguageVersion
+	}
+	if len(ic.Packages) > 0 {
+		c.Packages = ic.Packages
+	}
+}

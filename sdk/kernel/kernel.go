@@ -29,6 +29,8 @@ import (
 type Spec struct {
 	Language     string
 	DefaultImage string
+	// Runtime describes the language in DefaultImage for tool descriptions.
+	Runtime backend.Runtime
 	// Command starts the kernel with the connection file at connFile.
 	Command func(connFile string) []string
 	Env     map[string]string
@@ -52,9 +54,9 @@ const InspectMarker = "__FORGE_VARS__"
 
 // Config is [plugins.NAME.config] merged over the core's settings.
 type Config struct {
-	Image          string `json:"image"`
-	MaxOutputBytes int64  `json:"max_output_bytes"`
-	MaxImageBytes  int64  `json:"max_image_bytes"`
+	backend.ImageConfig
+	MaxOutputBytes int64 `json:"max_output_bytes"`
+	MaxImageBytes  int64 `json:"max_image_bytes"`
 }
 
 // Container paths.
@@ -87,9 +89,12 @@ type session struct {
 // New returns a factory for spec.
 func New(spec Spec) backend.Factory {
 	return func(h host.Host, raw backend.Config) (backend.Backend, error) {
-		cfg := Config{Image: spec.DefaultImage, MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
+		cfg := Config{ImageConfig: backend.ImageConfig{Image: spec.DefaultImage}, MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
 		if err := raw.Decode(&cfg); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
+		}
+		if cfg.Image == "" {
+			cfg.Image = spec.DefaultImage
 		}
 		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg, sessions: map[string]*session{}}, nil
 	}
@@ -97,7 +102,9 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	return backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true}, nil
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true}
+	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
+	return c, nil
 }
 
 // Execute runs code in a throw-away session.

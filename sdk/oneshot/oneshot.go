@@ -29,6 +29,8 @@ import (
 type Spec struct {
 	Language     string
 	DefaultImage string
+	// Runtime describes the language in DefaultImage for tool descriptions.
+	Runtime backend.Runtime
 	// Command runs the runner at the given in-container path.
 	Command  func(runner string) []string
 	Runner   []byte
@@ -39,9 +41,9 @@ type Spec struct {
 
 // Config is [plugins.NAME.config] merged over what the core provides.
 type Config struct {
-	Image          string `json:"image"`
-	MaxOutputBytes int64  `json:"max_output_bytes"`
-	MaxImageBytes  int64  `json:"max_image_bytes"`
+	backend.ImageConfig
+	MaxOutputBytes int64 `json:"max_output_bytes"`
+	MaxImageBytes  int64 `json:"max_image_bytes"`
 }
 
 // Backend runs programs in one-shot containers through the host's Sandbox.
@@ -54,9 +56,12 @@ type Backend struct {
 // New returns the plugin factory for spec.
 func New(spec Spec) backend.Factory {
 	return func(h host.Host, raw backend.Config) (backend.Backend, error) {
-		cfg := Config{Image: spec.DefaultImage, MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
+		cfg := Config{ImageConfig: backend.ImageConfig{Image: spec.DefaultImage}, MaxOutputBytes: 1 << 20, MaxImageBytes: 5 << 20}
 		if err := raw.Decode(&cfg); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
+		}
+		if cfg.Image == "" {
+			cfg.Image = spec.DefaultImage
 		}
 		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg}, nil
 	}
@@ -64,7 +69,9 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	return backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true}, nil
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true}
+	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
+	return c, nil
 }
 
 // Container paths of the per-run directories.

@@ -46,7 +46,7 @@ func TestInvalidUTF8Output(t *testing.T) {
 		check                     func(t *testing.T, o out)
 	}{
 		{"python bytes", "execute_python", "", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe ok\\n')\nsys.stderr.buffer.write(b'err \\xc3\\n')\n6 * 7", func(t *testing.T, o out) {
-			if o.Stdout != "\uFFFD ok\n" || o.Stderr != "err \uFFFD\n" || o.Result != float64(42) || !hasNotice(o, "in stderr, stdout were replaced") {
+			if o.Stdout != "\uFFFD ok\n" || o.Stderr != "err \uFFFD\n" || o.Result != "42" || !hasNotice(o, "in stderr, stdout were replaced") {
 				t.Errorf("%+v", o)
 			}
 		}},
@@ -61,12 +61,12 @@ func TestInvalidUTF8Output(t *testing.T) {
 			}
 		}},
 		{"r raw byte", "execute_r", "", "cat(rawToChar(as.raw(c(104, 105, 255, 10))))\n21 * 2", func(t *testing.T, o out) {
-			if o.Stdout != "hi\uFFFD\n" || o.Result == nil || !hasNotice(o, "stdout") {
+			if o.Stdout != "hi\uFFFD\n" || o.Result == "" || !hasNotice(o, "stdout") {
 				t.Errorf("%+v", o)
 			}
 		}},
 		{"python session surrogate", "execute_python", "u8", "print('\\udcff ok')\n6 * 7", func(t *testing.T, o out) {
-			if !strings.Contains(o.Stdout, "\uFFFD ok") || o.Result != float64(42) || !hasNotice(o, "U+FFFD") {
+			if !strings.Contains(o.Stdout, "\uFFFD ok") || o.Result != "42" || !hasNotice(o, "U+FFFD") {
 				t.Errorf("%+v", o)
 			}
 		}},
@@ -76,7 +76,7 @@ func TestInvalidUTF8Output(t *testing.T) {
 			}
 		}},
 		{"python session still alive", "execute_python", "u8", "6 * 7", func(t *testing.T, o out) {
-			if o.Result != float64(42) || len(o.Notices) != 0 {
+			if o.Result != "42" || len(o.Notices) != 0 {
 				t.Errorf("%+v %+v", o, o.Error)
 			}
 		}},
@@ -127,7 +127,7 @@ len(sys.stdout.buffer.write(b'x' * 3000).to_bytes(2, 'big'))`
 	if !strings.HasPrefix(o.Stderr, "to stderr\neee") || len(o.Stderr) != 1024 || o.StderrBytes != 10+5000 || !o.Truncated {
 		t.Errorf("stderr %q (%d bytes reported)", o.Stderr, o.StderrBytes)
 	}
-	if o.Result != float64(2) {
+	if o.Result != "2" {
 		t.Errorf("result %v", o.Result)
 	}
 }
@@ -145,7 +145,7 @@ func TestCodeAndOutputAtTheLimits(t *testing.T) {
 	}
 	var o out
 	res := s.Call(t, "execute_python", map[string]any{"code": code}, &o)
-	if res.IsError || o.Stdout != "ran\n" || o.Result != float64(maxCode) {
+	if res.IsError || o.Stdout != "ran\n" || o.Result != strconv.Itoa(maxCode) {
 		t.Fatalf("code of max_code_size: %.500s (result %v)", testenv.Text(res), o.Result)
 	}
 	o = out{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,12 +40,12 @@ func TestExecutePython(t *testing.T) {
 			}
 		}},
 		{"last expression", map[string]any{"code": "x = 41\nx + 1"}, false, func(t *testing.T, o out, _ string) {
-			if o.Result != float64(42) {
+			if o.Result != "42" {
 				t.Errorf("result %#v", o.Result)
 			}
 		}},
 		{"dataframe repr", map[string]any{"code": "import pandas as pd\npd.DataFrame({'a': [1, 2]})"}, false, func(t *testing.T, o out, _ string) {
-			if s, ok := o.Result.(string); !ok || !strings.Contains(s, "a") || !strings.Contains(o.ResultRepr, "0  1") {
+			if !strings.Contains(o.ResultRepr, "0  1") {
 				t.Errorf("result %#v repr %q", o.Result, o.ResultRepr)
 			}
 		}},
@@ -107,7 +108,7 @@ func TestExecutePython(t *testing.T) {
 			}
 		}},
 		{"mcp tools without bridge", map[string]any{"code": "1", "mcp_tools": []string{"memory"}}, true, func(t *testing.T, o out, text string) {
-			if !strings.Contains(text, "mcpbridge") {
+			if !strings.Contains(text, "needs a bridge plugin") {
 				t.Errorf("%q", text)
 			}
 		}},
@@ -117,7 +118,7 @@ func TestExecutePython(t *testing.T) {
 			}
 		}},
 		{"environment", map[string]any{"code": "import os\nos.environ['GREETING']", "environment": map[string]string{"GREETING": "hi"}}, false, func(t *testing.T, o out, _ string) {
-			if o.Result != "hi" {
+			if o.Result != `"hi"` {
 				t.Errorf("%#v", o.Result)
 			}
 		}},
@@ -164,7 +165,7 @@ func TestEightConcurrentCalls(t *testing.T) {
 	wg.Wait()
 	for i, r := range results {
 		n := i + 1
-		if want := float64(n * (n - 1) / 2); r.Result != want || !r.Success {
+		if want := itoa(n * (n - 1) / 2); r.Result != want || !r.Success {
 			t.Errorf("call %d: %+v", i, r)
 		}
 	}
@@ -182,14 +183,23 @@ func TestEnvironmentResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info struct {
-		Images  map[string]any `json:"images"`
+		Images struct {
+			InUse map[string][]string `json:"in_use"`
+		} `json:"images"`
+		Languages map[string]struct {
+			Name      string
+			Stateless struct{ Backend string }
+			Session   struct{ Backend string }
+		} `json:"languages"`
 		Plugins []struct {
 			Name, Version string
 			APIVersion    int `json:"api_version"`
 		} `json:"plugins"`
 	}
 	json.Unmarshal([]byte(res.Contents[0].Text), &info)
-	if info.Images["python"] != "mcp-forge/python:3.11" || len(info.Plugins) == 0 || info.Plugins[0].APIVersion != 1 {
+	py := info.Languages["python"]
+	if len(info.Images.InUse["mcp-forge/python:3.11"]) != 2 || py.Name != "Python" || py.Stateless.Backend != "python" || py.Session.Backend != "jupyter" ||
+		len(info.Plugins) == 0 || info.Plugins[0].APIVersion != 1 {
 		t.Fatalf("%s", res.Contents[0].Text)
 	}
 }
@@ -223,7 +233,7 @@ func TestPluginCrashRecovery(t *testing.T) {
 	}
 	var o out
 	res = s.Call(t, "execute_python", map[string]any{"code": "6 * 7"}, &o)
-	if res.IsError || o.Result != float64(42) {
+	if res.IsError || o.Result != "42" {
 		t.Fatalf("after restart: %s", testenv.Text(res))
 	}
 }
@@ -263,7 +273,7 @@ func TestWorkspaceQuota(t *testing.T) {
 	var o out
 	if res := s.Call(t, "execute_python", map[string]any{"code": "f.close()\nimport shutil\nshutil.disk_usage('.').total", "session_id": "q1"}, &o); res.IsError {
 		t.Fatal(testenv.Text(res))
-	} else if total, _ := o.Result.(float64); total <= 0 || total > 20<<20 {
+	} else if total, _ := strconv.ParseFloat(o.Result, 64); total <= 0 || total > 20<<20 {
 		t.Fatalf("workspace filesystem size %v, want at most 20m", o.Result)
 	}
 	res := s.Call(t, "execute_python", map[string]any{"code": strings.Repeat("x = 1\n", 400)}, nil)
@@ -312,5 +322,43 @@ func TestExecutionAudited(t *testing.T) {
 		if !seen[ev] {
 			t.Errorf("no satisfactory %s record in:\n%s", ev, raw)
 		}
+	}
+}
+
+// A refused call is audited with the rule's name before the answer comes
+// back, never as an execution, and without the values it carried.
+func TestRefusalsAudited(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	cases := []struct {
+		args map[string]any
+		rule string
+	}{
+		{map[string]any{"code": "1", "custom_image": "docker.io/library/python:3"}, "image-not-allowed"},
+		{map[string]any{"code": "1", "environment": map[string]string{"1BAD": "PLANTED-ENV-7"}}, "env-name"},
+		{map[string]any{"code": "1", "environment": map[string]string{"TOKEN": "PLANTED-ENV-8\x00"}}, "env-nul"},
+		{map[string]any{"code": "1", "session_id": "../../etc"}, "session-id"},
+	}
+	for _, tc := range cases {
+		res := s.Call(t, "execute_python", tc.args, nil)
+		if !res.IsError {
+			t.Fatalf("%v: not refused", tc.args)
+		}
+		raw, _ := os.ReadFile(s.AuditLog)
+		found := false
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var e struct {
+				Event, Severity string
+				Details         map[string]any
+			}
+			json.Unmarshal([]byte(line), &e)
+			found = found || e.Event == "request.refused" && e.Severity == "warning" && e.Details["rule"] == tc.rule && e.Details["tool"] == "execute_python"
+		}
+		if !found {
+			t.Fatalf("no request.refused line with rule %s:\n%s", tc.rule, raw)
+		}
+	}
+	raw, _ := os.ReadFile(s.AuditLog)
+	if strings.Contains(string(raw), "PLANTED-ENV") || strings.Contains(string(raw), "execution.request") {
+		t.Fatalf("the audit log holds a value, or a refused call as an execution:\n%s", raw)
 	}
 }

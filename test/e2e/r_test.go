@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -40,19 +41,22 @@ func TestExecuteRStateless(t *testing.T) {
 			}
 		}},
 		{"last value as JSON", map[string]any{"code": "x <- 41\nx + 1"}, false, func(t *testing.T, o out, _ *mcp.CallToolResult) {
-			if o.Result != float64(42) || o.ResultRepr != "[1] 42" {
+			if o.Result != "42" || o.ResultRepr != "[1] 42" {
 				t.Errorf("result %#v repr %q", o.Result, o.ResultRepr)
 			}
 		}},
 		{"list as JSON", map[string]any{"code": "list(a = 1, b = c('x', 'y'))"}, false, func(t *testing.T, o out, _ *mcp.CallToolResult) {
-			m, ok := o.Result.(map[string]any)
-			if !ok || m["a"] != float64(1) || len(m["b"].([]any)) != 2 {
+			var m struct {
+				A float64
+				B []string
+			}
+			if err := json.Unmarshal([]byte(o.Result), &m); err != nil || m.A != 1 || len(m.B) != 2 {
 				t.Errorf("%#v", o.Result)
 			}
 		}},
 		{"data.frame as text", map[string]any{"code": "data.frame(a = 1:2)"}, false, func(t *testing.T, o out, _ *mcp.CallToolResult) {
-			if s, ok := o.Result.(string); !ok || !strings.Contains(s, "a") {
-				t.Errorf("%#v", o.Result)
+			if o.Result != "" || !strings.Contains(o.ResultRepr, "a") {
+				t.Errorf("result %#v repr %q", o.Result, o.ResultRepr)
 			}
 		}},
 		{"error with line", map[string]any{"code": "f <- function(v) {\n  stop('bad input: ', v)\n}\ny <- 1\nf(y)"}, true, func(t *testing.T, o out, _ *mcp.CallToolResult) {
@@ -160,7 +164,7 @@ func TestRSessions(t *testing.T) {
 	})
 	t.Run("language of a session", func(t *testing.T) {
 		res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "ra"}, nil)
-		if !res.IsError || !strings.Contains(testenv.Text(res), "is an R session") {
+		if !res.IsError || !strings.Contains(testenv.Text(res), `session "ra" runs R: run R code in it with execute_r`) {
 			t.Fatal(testenv.Text(res))
 		}
 	})

@@ -38,13 +38,32 @@ func TestThirdPartyBackend(t *testing.T) {
 	}
 	var o out
 	res := s.Call(t, "execute_shout", map[string]any{"code": "hello forge"}, &o)
-	if res.IsError || o.Stdout != "HELLO FORGE\n" || o.Result != float64(11) {
+	if res.IsError || o.Stdout != "HELLO FORGE\n" || o.Result != "11" {
 		t.Fatalf("%+v %s", o, testenv.Text(res))
 	}
 
-	// The same plugin with a wrong pinned digest is refused.
-	bad := testenv.StartServer(t, "[plugins.shout]\npath = \""+bin+"\"\nsha256 = \""+strings.Repeat("0", 64)+"\"\n")
-	tools, _ = bad.Session.ListTools(t.Context(), nil)
+	// The same plugin with a wrong pinned digest is refused. Declared with its
+	// language, its tool stays and says why; nothing takes its place.
+	bad := testenv.StartServer(t, "[plugins.shout]\npath = \""+bin+"\"\nsha256 = \""+strings.Repeat("0", 64)+"\"\nlanguages = [\"shout\"]\n")
+	tools, err = bad.Session.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := false
+	for _, tl := range tools.Tools {
+		listed = listed || tl.Name == "execute_shout" && strings.Contains(tl.Description, "checksum mismatch")
+	}
+	if !listed {
+		t.Fatalf("the refused plugin's tool is not listed with its reason: %v", tools.Tools)
+	}
+	o = out{}
+	res = bad.Call(t, "execute_shout", map[string]any{"code": "hello"}, &o)
+	if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, "checksum mismatch") || o.Stdout != "" {
+		t.Fatalf("%+v %s", o, testenv.Text(res))
+	}
+	// Undeclared, its language is unknown: no tool.
+	undeclared := testenv.StartServer(t, "[plugins.shout]\npath = \""+bin+"\"\nsha256 = \""+strings.Repeat("0", 64)+"\"\n")
+	tools, _ = undeclared.Session.ListTools(t.Context(), nil)
 	for _, tl := range tools.Tools {
 		if tl.Name == "execute_shout" {
 			t.Fatal("a plugin with a mismatched checksum was loaded")

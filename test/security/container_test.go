@@ -18,6 +18,10 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
+// pythonImage is the image the python plugin declares (config no longer
+// names images: each plugin does).
+const pythonImage = "mcp-forge/python:3.11"
+
 // run executes a Python snippet in a sandbox with the given limits.
 func run(t *testing.T, c *testenv.Core, code string, lim func(*runtime.Limits)) (sandbox.RunResult, error) {
 	t.Helper()
@@ -29,7 +33,7 @@ func run(t *testing.T, c *testenv.Core, code string, lim func(*runtime.Limits)) 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return c.Manager.Run(ctx, policy.Intent{
-		Image: c.Config.Images.Python, Command: []string{"python3", "-c", code},
+		Image: pythonImage, Command: []string{"python3", "-c", code},
 		Limits: l, Owner: "test", Labels: map[string]string{runtime.LabelCodeHash: audit.HashCode(code)},
 	}, 1<<20)
 }
@@ -169,10 +173,10 @@ func TestRefusedBeforePodman(t *testing.T) {
 	defaults := c.Manager.Policy().Settings().Defaults
 	intents := map[string]policy.Intent{
 		"disallowed image": {Image: "docker.io/library/alpine:latest", Command: []string{"true"}},
-		"dotdot mount":     {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: sess + "/../../../../etc", Target: "/x"}}},
-		"symlink mount":    {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: filepath.Join(sess, "escape"), Target: "/x"}}},
-		"other session":    {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: filepath.Join(c.Base, "sessions", "s2"), Target: "/x"}}},
-		"podman socket":    {Image: c.Config.Images.Python, Mounts: []runtime.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}}},
+		"dotdot mount":     {Image: pythonImage, Mounts: []runtime.Mount{{Source: sess + "/../../../../etc", Target: "/x"}}},
+		"symlink mount":    {Image: pythonImage, Mounts: []runtime.Mount{{Source: filepath.Join(sess, "escape"), Target: "/x"}}},
+		"other session":    {Image: pythonImage, Mounts: []runtime.Mount{{Source: filepath.Join(c.Base, "sessions", "s2"), Target: "/x"}}},
+		"podman socket":    {Image: pythonImage, Mounts: []runtime.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}}},
 	}
 	for name, in := range intents {
 		in.Owner, in.SessionID, in.Limits = "test", "s1", defaults
@@ -183,7 +187,7 @@ func TestRefusedBeforePodman(t *testing.T) {
 		}
 	}
 	// A full spec asking for privileges is refused the same way.
-	spec, _ := c.Manager.Policy().Harden(policy.Intent{Image: c.Config.Images.Python, Limits: defaults, Owner: "test"})
+	spec, _ := c.Manager.Policy().Harden(policy.Intent{Image: pythonImage, Limits: defaults, Owner: "test"})
 	spec.Privileged = true
 	if err := c.Manager.CheckSpec(spec); err == nil {
 		t.Error("privileged spec accepted")
@@ -211,7 +215,7 @@ func TestReconcileRemovesOrphans(t *testing.T) {
 	var base string
 	dead := testenv.NewCore(t, func(c *config.Config) { base = c.Volumes.BasePath },
 		func(o *sandbox.Options) { o.ServerID = "999999999-1" })
-	in := policy.Intent{Image: dead.Config.Images.Python, Command: []string{"sleep", "300"},
+	in := policy.Intent{Image: pythonImage, Command: []string{"sleep", "300"},
 		Limits: dead.Manager.Policy().Settings().Defaults, Owner: "test"}
 	id, err := dead.Manager.Create(context.Background(), in)
 	if err != nil {

@@ -68,7 +68,7 @@ func auditEntries(t *testing.T, path string) []audit.Entry {
 func TestImageDigestTrickRefused(t *testing.T) {
 	// The R image is a real local image outside this allowlist.
 	other := manifestDigest(t, localImage(t, "mcp-forge/r:4.2"))
-	s := testenv.StartServer(t, "[images]\nr = \"mcp-forge/python:3.11\"\nallowed = [\"mcp-forge/python:*\"]\n")
+	s := testenv.StartServer(t, "[images]\nallowed = [\"mcp-forge/python:*\"]\n[plugins.r]\nconfig = { image = \"mcp-forge/python:3.11\" }\n[plugins.irkernel]\nconfig = { image = \"mcp-forge/python:3.11\" }\n")
 	tricks := []string{
 		"mcp-forge/python:3.11@" + other,
 		"mcp-forge/python@" + other,
@@ -114,7 +114,7 @@ func TestPinnedDigestRuns(t *testing.T) {
 	img := "mcp-forge/python@" + d
 	var o execOut
 	res := s.Call(t, "execute_python", map[string]any{"code": "6 * 7", "custom_image": img}, &o)
-	if res.IsError || o.Result != float64(42) {
+	if res.IsError || o.Result != "42" {
 		t.Fatalf("pinned digest: %s", testenv.Text(res))
 	}
 	found := false

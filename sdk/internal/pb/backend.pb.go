@@ -22,14 +22,21 @@ const (
 )
 
 type BackendCapabilities struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Languages     []string               `protobuf:"bytes,1,rep,name=languages,proto3" json:"languages,omitempty"`
-	Stateful      bool                   `protobuf:"varint,2,opt,name=stateful,proto3" json:"stateful,omitempty"`
-	Interrupt     bool                   `protobuf:"varint,3,opt,name=interrupt,proto3" json:"interrupt,omitempty"`
-	RichOutput    bool                   `protobuf:"varint,4,opt,name=rich_output,json=richOutput,proto3" json:"rich_output,omitempty"`
-	McpTools      bool                   `protobuf:"varint,5,opt,name=mcp_tools,json=mcpTools,proto3" json:"mcp_tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Languages  []string               `protobuf:"bytes,1,rep,name=languages,proto3" json:"languages,omitempty"`
+	Stateful   bool                   `protobuf:"varint,2,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	Interrupt  bool                   `protobuf:"varint,3,opt,name=interrupt,proto3" json:"interrupt,omitempty"`
+	RichOutput bool                   `protobuf:"varint,4,opt,name=rich_output,json=richOutput,proto3" json:"rich_output,omitempty"`
+	McpTools   bool                   `protobuf:"varint,5,opt,name=mcp_tools,json=mcpTools,proto3" json:"mcp_tools,omitempty"`
+	// What the backend runs, for tool descriptions (see backend.Capabilities).
+	LanguageName    string   `protobuf:"bytes,6,opt,name=language_name,json=languageName,proto3" json:"language_name,omitempty"`          // display name, e.g. "Python"
+	LanguageVersion string   `protobuf:"bytes,7,opt,name=language_version,json=languageVersion,proto3" json:"language_version,omitempty"` // in image, e.g. "3.11"; empty if unknown
+	Image           string   `protobuf:"bytes,8,opt,name=image,proto3" json:"image,omitempty"`                                            // used when a request names none
+	DefaultImage    string   `protobuf:"bytes,9,opt,name=default_image,json=defaultImage,proto3" json:"default_image,omitempty"`          // what the plugin declares
+	Packages        []string `protobuf:"bytes,10,rep,name=packages,proto3" json:"packages,omitempty"`                                     // notable packages in image
+	Description     string   `protobuf:"bytes,11,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BackendCapabilities) Reset() {
@@ -95,6 +102,48 @@ func (x *BackendCapabilities) GetMcpTools() bool {
 		return x.McpTools
 	}
 	return false
+}
+
+func (x *BackendCapabilities) GetLanguageName() string {
+	if x != nil {
+		return x.LanguageName
+	}
+	return ""
+}
+
+func (x *BackendCapabilities) GetLanguageVersion() string {
+	if x != nil {
+		return x.LanguageVersion
+	}
+	return ""
+}
+
+func (x *BackendCapabilities) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *BackendCapabilities) GetDefaultImage() string {
+	if x != nil {
+		return x.DefaultImage
+	}
+	return ""
+}
+
+func (x *BackendCapabilities) GetPackages() []string {
+	if x != nil {
+		return x.Packages
+	}
+	return nil
+}
+
+func (x *BackendCapabilities) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
 }
 
 type ExecuteRequest struct {
@@ -973,14 +1022,21 @@ var File_forge_plugin_v1_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xab\x01\n" +
+	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xf4\x02\n" +
 	"\x13BackendCapabilities\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
 	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\x12\x1f\n" +
 	"\vrich_output\x18\x04 \x01(\bR\n" +
 	"richOutput\x12\x1b\n" +
-	"\tmcp_tools\x18\x05 \x01(\bR\bmcpTools\"\x93\x03\n" +
+	"\tmcp_tools\x18\x05 \x01(\bR\bmcpTools\x12#\n" +
+	"\rlanguage_name\x18\x06 \x01(\tR\flanguageName\x12)\n" +
+	"\x10language_version\x18\a \x01(\tR\x0flanguageVersion\x12\x14\n" +
+	"\x05image\x18\b \x01(\tR\x05image\x12#\n" +
+	"\rdefault_image\x18\t \x01(\tR\fdefaultImage\x12\x1a\n" +
+	"\bpackages\x18\n" +
+	" \x03(\tR\bpackages\x12 \n" +
+	"\vdescription\x18\v \x01(\tR\vdescription\"\x93\x03\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +

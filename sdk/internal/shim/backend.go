@@ -112,7 +112,8 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools}, nil
+	return &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
+		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description}, nil
 }
 
 func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResult, error) {
@@ -217,7 +218,8 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 	if err != nil {
 		return backend.Capabilities{}, fromStatus(err)
 	}
-	return backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools}, nil
+	return backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
+		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description}, nil
 }
 
 // Execute implements backend.Backend.

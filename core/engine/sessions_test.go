@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+)
+
+// state returns a session's state as list_sessions shows it.
+func (r *rig) state(t *testing.T, client, id string) string {
+	t.Helper()
+	for _, v := range r.e.Sessions(client, false) {
+		if v.ID == id {
+			return v.State
+		}
+	}
+	return "absent"
+}
+
+// waitState polls until the session reaches want (bounded).
+func (r *rig) waitState(t *testing.T, client, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.state(t, client, id) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s is %s, want %s", id, r.state(t, client, id), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	r := newRig(t, nil, nil)
+	ctx := context.Background()
+
+	// create: the first call opens the kernel with the call's image and environment
+	res, err := r.exec(t, Request{Language: "python", SessionID: "s1", CustomImage: "mcp-forge/custom:x", Environment: map[string]string{"K": "v"}})
+	if err != nil || res.Backend != "kernel" {
+		t.Fatal(res.Backend, err)
+	}
+	if open, ok := r.kernel.Opened("s1"); !ok || open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
+		t.Fatalf("%+v", open)
+	}
+	if st := r.state(t, "c1", "s1"); st != StateIdle {
+		t.Fatal(st)
+	}
+	if _, err := os.Stat(r.ws.SessionPath("s1")); err != nil {
+		os.MkdirAll(r.ws.SessionPath("s1"), 0o700) // what a backend would have made
+	}
+
+	// later calls: the environment and image of the first call stay
+	res, err = r.exec(t, Request{Language: "python", SessionID: "s1", Environment: map[string]string{"K": "w"}, CustomImage: "mcp-forge/custom:y"})
+	if err != nil || len(res.Notices) != 2 || !strings.Contains(res.Notices[0], "environment applies when a session starts") || !strings.Contains(res.Notices[1], "custom_image") {
+		t.Fatalf("%+v %v", res.Notices, err)
+	}
+
+	// busy while a call runs; a second call waits for the first
+	release, started := make(chan struct{}), make(chan struct{}, 2)
+	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		started <- struct{}{}
+		<-release
+		return backend.ExecuteResult{Success: true, Stdout: req.Code}, nil
+	}
+	results := make(chan Result, 2)
+	for _, code := range []string{"first", "second"} {
+		go func() { res, _ := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code}); results <- res }()
+	}
+	<-started
+	r.waitState(t, "c1", "s1", StateBusy)
+	if r.e.ReapIdle(ctx) != 0 {
+		t.Fatal("a busy session was reaped")
+	}
+	select {
+	case <-started:
+		t.Fatal("two calls ran in one session at once")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release <- struct{}{}
+	<-started
+	release <- struct{}{}
+	if a, b := <-results, <-results; !a.Success || !b.Success {
+		t.Fatalf("%+v %+v", a, b)
+	}
+	r.waitState(t, "c1", "s1", StateIdle)
+
+	// dead: the kernel dies during a call; the next call restarts it with a notice
+	r.kernel.Run = func(context.Context, backend.ExecuteRequest, func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		return backend.ExecuteResult{SessionDead: true, Error: &backend.ExecError{Name: "OutOfMemory", Message: "the kernel was killed: out of memory (512m)"}}, nil
+	}
+	if res, err := r.exec(t, Request{Language: "python", SessionID: "s1"}); err != nil || !res.SessionDead {
+		t.Fatal(err)
+	}
+	v, _ := r.e.View(ctx, "c1", "s1", false)
+	if v.State != StateDead || !strings.Contains(v.LostReason, "out of memory") {
+		t.Fatalf("%+v", v)
+	}
+	r.kernel.Run = nil
+	res, err = r.exec(t, Request{Language: "python", SessionID: "s1"})
+	if err != nil || len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "was restarted before this run: the kernel was killed: out of memory") {
+		t.Fatalf("%+v %v", res.Notices, err)
+	}
+	if open, _ := r.kernel.Opened("s1"); open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
+		t.Fatalf("a restarted kernel must start like the first: %+v", open)
+	}
+	if v, _ := r.e.View(ctx, "c1", "s1", false); v.State != StateIdle || v.LostReason != "" || v.Executions != 6 {
+		t.Fatalf("%+v", v)
+	}
+
+	// restart_session clears the namespace; a dead session gets a new kernel
+	if _, err := r.e.RestartSession(ctx, "c1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	r.e.MarkBackendDead("kernel")
+	if v, err := r.e.RestartSession(ctx, "c1", "s1"); err != nil || v.State != StateIdle {
+		t.Fatalf("%+v %v", v, err)
+	}
+	log := r.kernel.Log()
+	if i := slices.Index(log, "restart s1"); i < 0 || !slices.Equal(log[len(log)-2:], []string{"close s1", "open s1"}) {
+		t.Fatalf("%v", log)
+	}
+
+	// reap: idle longer than sessions.idle_timeout
+	r.e.mu.Lock()
+	r.e.sessions["s1"].LastActive = time.Now().Add(-2 * time.Hour)
+	r.e.mu.Unlock()
+	if n := r.e.ReapIdle(ctx); n != 1 || r.state(t, "c1", "s1") != "absent" {
+		t.Fatalf("reaped %d", n)
+	}
+	if _, err := os.Stat(r.ws.SessionPath("s1")); !os.IsNotExist(err) {
+		t.Fatalf("the session's files are left: %v", err)
+	}
+
+	// destroy
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.DestroySession(ctx, "c1", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.e.View(ctx, "c1", "s2", false); !errors.Is(err, ErrNoSession) {
+		t.Fatal(err)
+	}
+	if log := r.kernel.Log(); log[len(log)-1] != "close s2" {
+		t.Fatalf("%v", log)
+	}
+
+	// the audit log has the whole life
+	var events []string
+	for _, e := range r.audit() {
+		if strings.HasPrefix(e.Event, "session.") {
+			events = append(events, e.Event+" "+e.SessionID)
+		}
+	}
+	want := []string{"session.create s1", "session.create s1", "session.restart s1", "session.create s1", "session.restart s1", "session.destroy s1", "session.create s2", "session.destroy s2"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("%v\nwant %v", events, want)
+	}
+}
+
+func TestSessionFailures(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the kernel does not start", func(t *testing.T) {
+		r := newRig(t, nil, func(r *rig) { r.kernel.OpenErr = errors.New("image missing") })
+		if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err == nil || !strings.Contains(err.Error(), "image missing") {
+			t.Fatal(err)
+		}
+		if r.state(t, "c1", "s") != "absent" {
+			t.Fatal("a session that never started is listed")
+		}
+		es := r.audit()
+		if e := es[1]; e.Event != audit.SessionCreate || e.Severity != audit.Error || e.Success {
+			t.Fatalf("%+v", es)
+		}
+	})
+	t.Run("the plugin crashes", func(t *testing.T) {
+		r := newRig(t, nil, nil)
+		r.exec(t, Request{Language: "python", SessionID: "s"})
+		r.kernel.Run = func(context.Context, backend.ExecuteRequest, func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+			return backend.ExecuteResult{}, &plugins.CrashError{Plugin: "kernel", Err: errors.New("EOF")}
+		}
+		if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err == nil {
+			t.Fatal("no error")
+		}
+		if v, _ := r.e.View(ctx, "c1", "s", false); v.State != StateDead || v.LostReason != "the kernel plugin crashed" {
+			t.Fatalf("%+v", v)
+		}
+	})
+	t.Run("too many sessions", func(t *testing.T) {
+		r := newRig(t, func(c *config.Config) { c.Sessions.MaxConcurrent = 1 }, nil)
+		r.exec(t, Request{Language: "python", SessionID: "a"})
+		_, err := r.exec(t, Request{Language: "python", SessionID: "b"})
+		if refusedBy(t, err) != RuleSessionsMax || !strings.Contains(err.Error(), "sessions.max_concurrent = 1") {
+			t.Fatal(err)
+		}
+	})
+	t.Run("another language", func(t *testing.T) {
+		r := newRig(t, nil, func(r *rig) { r.pm.Add("rk", enginetest.Stateful("r")) })
+		r.exec(t, Request{Language: "python", SessionID: "a"})
+		_, err := r.exec(t, Request{Language: "r", SessionID: "a"})
+		if refusedBy(t, err) != RuleSessionLanguage || !strings.Contains(err.Error(), `session "a" runs Python: run Python code in it with execute_python, or use another session_id for R code`) {
+			t.Fatal(err)
+		}
+	})
+	t.Run("document_state", func(t *testing.T) {
+		r := newRig(t, nil, nil)
+		r.exec(t, Request{Language: "python", SessionID: "a"})
+		note := "n"
+		v, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"x": "one"}, &note, false)
+		if err != nil || v.Documented["x"] != "one" || v.Note != "n" || len(v.Variables) != 1 || v.IntrospectedAt.IsZero() || len(v.Undocumented) != 0 {
+			t.Fatalf("%+v %v", v, err)
+		}
+		_, err = r.e.DocumentState(ctx, "c1", "a", map[string]string{"": "x"}, nil, false)
+		if refusedBy(t, err) != RuleVariableName {
+			t.Fatal(err)
+		}
+		if v, _ := r.e.DocumentState(ctx, "c1", "a", nil, nil, true); len(v.Documented) != 0 || v.Note != "" || len(v.Undocumented) != 1 {
+			t.Fatalf("clear: %+v", v)
+		}
+	})
+}
+
+// Sessions belong to the connection that made them. Another connection
+// learns nothing of them; the audit log tells the two refusals apart.
+func TestSessionOwnership(t *testing.T) {
+	r := newRig(t, nil, nil)
+	ctx := context.Background()
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "mine", Client: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.exec(t, Request{Language: "python", SessionID: "mine", Client: "b"})
+	if refusedBy(t, err) != RuleSessionOwner {
+		t.Fatal(err)
+	}
+	ops := map[string]func(client, id string) error{
+		"view":     func(c, id string) error { _, err := r.e.View(ctx, c, id, true); return err },
+		"document": func(c, id string) error { _, err := r.e.DocumentState(ctx, c, id, nil, nil, false); return err },
+		"restart":  func(c, id string) error { _, err := r.e.RestartSession(ctx, c, id); return err },
+		"destroy":  func(c, id string) error { return r.e.DestroySession(ctx, c, id) },
+	}
+	for name, op := range ops {
+		other, unknown := op("b", "mine"), op("b", "nobody")
+		if !errors.Is(other, ErrNoSession) || other.Error() != strings.Replace(unknown.Error(), "nobody", "mine", 1) {
+			t.Errorf("%s: %v / %v", name, other, unknown)
+		}
+		if bad := op("b", "../x"); refusedBy(t, bad) != RuleSessionID {
+			t.Errorf("%s: %v", name, bad)
+		}
+	}
+	if len(r.e.Sessions("b", false)) != 0 || len(r.e.Sessions("a", false)) != 1 || len(r.e.Sessions("", true)) != 1 {
+		t.Fatal("listing")
+	}
+	if r.state(t, "a", "mine") != StateIdle {
+		t.Fatal("another connection changed the session")
+	}
+	rules := map[string]int{}
+	for _, e := range r.audit() {
+		if e.Event == EventRefused {
+			rules[e.Details["rule"].(string)]++
+		}
+	}
+	if rules[RuleSessionOwner] != 5 || rules[RuleSessionNotFound] != 4 || rules[RuleSessionID] != 4 {
+		t.Fatalf("%v", rules)
+	}
+}
+
+func TestCloseAll(t *testing.T) {
+	r := newRig(t, nil, nil)
+	for _, id := range []string{"a", "b"} {
+		r.exec(t, Request{Language: "python", SessionID: id})
+	}
+	r.e.CloseAll(context.Background())
+	if n := len(r.e.Sessions("", true)); n != 0 {
+		t.Fatal(n)
+	}
+	if _, ok := r.kernel.Opened("a"); ok {
+		t.Fatal("kernel a left open")
+	}
+}
