@@ -232,8 +232,17 @@ func toSpecgen(s runtime.Spec) *specgen.SpecGenerator {
 	}
 	// Keep a bounded log on disk whatever the program prints.
 	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: 8 << 20}
+	// A run's container is killed by conmon past its timeout even if the
+	// server and its watchdog are both gone.
+	if s.Labels[runtime.LabelOneShot] == "true" && s.Limits.Timeout > 0 {
+		g.Timeout = uint((s.Limits.Timeout + LifetimeGrace).Seconds())
+	}
 	return g
 }
+
+// LifetimeGrace is how long a one-shot container may outlive its timeout
+// (the server kills it at the timeout; conmon after this grace).
+const LifetimeGrace = time.Minute
 
 // Create makes the container; it does not start it.
 func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
