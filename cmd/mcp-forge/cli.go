@@ -24,18 +24,20 @@ type command struct {
 	maxArgs int    // positional arguments it takes
 	summary string
 	run     func(ctx context.Context, args []string) int
+	hidden  bool // internal: not listed in the usage
 }
 
 var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":   {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe},
-		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
-		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig},
-		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
-		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages},
-		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
+		"serve":   {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe, false},
+		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor, false},
+		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig, false},
+		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins, false},
+		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages, false},
+		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }, false},
+		"watchdog": {"watchdog SERVER-ID", 1, "removes a dead server's containers (started by serve)", cmdWatchdog, true},
 	}
 }
 
@@ -44,8 +46,10 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: mcp-forge <command> [args] [--config FILE]   (flags may stand anywhere)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+	for n, c := range commands {
+		if !c.hidden {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

@@ -56,7 +56,9 @@ func NewScrubber(env map[string]string, names bool) *Scrubber {
 	for s := range seen {
 		list = append(list, s)
 	}
-	sort.Slice(list, func(i, j int) bool { return len(list[i]) > len(list[j]) || len(list[i]) == len(list[j]) && list[i] < list[j] })
+	sort.Slice(list, func(i, j int) bool {
+		return len(list[i]) > len(list[j]) || len(list[i]) == len(list[j]) && list[i] < list[j]
+	})
 	pairs := make([]string, 0, 2*len(list))
 	for _, s := range list {
 		pairs = append(pairs, s, Redacted)
