@@ -31,12 +31,12 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":   {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe, false},
-		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor, false},
-		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig, false},
-		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins, false},
-		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages, false},
-		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }, false},
+		"serve":    {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe, false},
+		"doctor":   {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor, false},
+		"config":   {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig, false},
+		"plugins":  {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins, false},
+		"images":   {"images", 0, "list the sandbox images and whether they are built", cmdImages, false},
+		"version":  {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }, false},
 		"watchdog": {"watchdog SERVER-ID", 1, "removes a dead server's containers (started by serve)", cmdWatchdog, true},
 	}
 }
