@@ -24,30 +24,33 @@ type command struct {
 	maxArgs int    // positional arguments it takes
 	summary string
 	run     func(ctx context.Context, args []string) int
-	hidden  bool // internal: not listed in the usage
 }
 
 var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":    {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe, false},
-		"doctor":   {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor, false},
-		"config":   {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig, false},
-		"plugins":  {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins, false},
-		"images":   {"images", 0, "list the sandbox images and whether they are built", cmdImages, false},
-		"version":  {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }, false},
-		"watchdog": {"watchdog SERVER-ID", 1, "removes a dead server's containers (started by serve)", cmdWatchdog, true},
+		"serve":   {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe},
+		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
+		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig},
+		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
+		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages},
+		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
 	}
+	// Internal, not listed: serve starts it.
+	commands["watchdog"] = command{"watchdog SERVER-ID", 1, "removes a dead server's containers", cmdWatchdog}
+	hidden["watchdog"] = true
 }
+
+var hidden = map[string]bool{}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", version.Version)
 	fmt.Fprintln(w, "Usage: mcp-forge <command> [args] [--config FILE]   (flags may stand anywhere)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
-	for n, c := range commands {
-		if !c.hidden {
+	for n := range commands {
+		if !hidden[n] {
 			names = append(names, n)
 		}
 	}
