@@ -253,7 +253,8 @@ func (m *Manager) unaudited(owner, id string, err error) {
 func checkEnv(env map[string]string) error {
 	for k, v := range env {
 		if strings.ContainsRune(v, 0) {
-			return &policy.LimitError{Field: "environment", Msg: fmt.Sprintf("the value of %s contains a NUL byte (\\x00), which no process environment can hold; remove it", k)}
+			// Not named: the engine audits this error, and a name may be a secret.
+			return &policy.LimitError{Field: "environment", Msg: fmt.Sprintf("the value of one of the %d variables contains a NUL byte (\\x00), which no process environment can hold; remove it", len(env))}
 		}
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return &policy.LimitError{Field: "environment", Msg: "a variable name is empty or contains '=' or a NUL byte; use letters, digits and '_'"}

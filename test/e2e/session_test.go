@@ -279,8 +279,9 @@ func TestSessionOwnership(t *testing.T) {
 	}
 }
 
-// A server killed without cleanup leaves its session container; the next
-// server on the same base path removes it at start.
+// A server killed without cleanup, whose watchdog died with it, leaves its
+// session container; the next server on the same base path removes it at
+// start.
 func TestNoOrphansAfterRestart(t *testing.T) {
 	s := testenv.StartServer(t, "")
 	if res := s.Call(t, "execute_python", map[string]any{"code": "x = 1", "session_id": "orphan"}, nil); res.IsError {
@@ -288,6 +289,9 @@ func TestNoOrphansAfterRestart(t *testing.T) {
 	}
 	if len(sessionContainers(t, s.Base, "orphan")) != 1 {
 		t.Fatal("no session container")
+	}
+	for _, pid := range childrenMatching(s.Cmd.Process.Pid, "watchdog") {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	s.Cmd.Process.Signal(syscall.SIGKILL)
 	s.Cmd.Wait()

@@ -252,7 +252,8 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", err
 	}
 	resp, err := containers.CreateWithSpec(cx, toSpecgen(s), nil)
-	sc := runtime.NewScrubber(s.Env, false)
+	// Names too: errors reach the audit log, where a name may be a secret.
+	sc := runtime.NewScrubber(s.Env, true)
 	if err != nil {
 		return "", sc.Error(c.fail("", "podman create from "+s.Image, hint(err)))
 	}
