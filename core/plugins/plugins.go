@@ -317,7 +317,7 @@ type supervised struct {
 // crashWait bounds how long a call that lost its transport waits for the
 // plugin's exit event before its error is taken as a transport error of a
 // live plugin.
-const crashWait = 2 * time.Second
+const crashWait = 500 * time.Millisecond
 
 func (s *supervised) crashed(err error) error {
 	if err == nil {

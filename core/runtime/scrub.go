@@ -12,9 +12,10 @@ import (
 // Redacted replaces a scrubbed secret.
 const Redacted = "[redacted]"
 
-// minSecret is the shortest run of text that is scrubbed: shorter pieces
-// carry no secret and would mangle every message they occur in.
-const minSecret = 4
+// minSecret is the shortest text that is scrubbed: shorter values (a
+// backend's "/tmp", "Agg", "C.UTF-8") are no secrets and would mangle every
+// message they occur in, paths above all.
+const minSecret = 8
 
 // Scrubber removes a container's environment from text: engines echo it in
 // errors (runc prints "NAME=value" for a value holding a NUL byte), and
@@ -23,8 +24,8 @@ type Scrubber struct {
 	r *strings.Replacer
 }
 
-// NewScrubber scrubs the values of env, as they are and as Go, JSON or
-// shell quoting prints them, and each printable run inside a value; with
+// NewScrubber scrubs the values of env, as they are and as Go or JSON
+// quoting prints them, and each printable run inside a value; with
 // names set it scrubs the names too (for the audit log, where a name may
 // itself be a secret).
 func NewScrubber(env map[string]string, names bool) *Scrubber {

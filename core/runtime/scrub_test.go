@@ -8,21 +8,21 @@ import (
 )
 
 func TestScrubber(t *testing.T) {
-	env := map[string]string{"MYVAR": "PLANTEDSECRET\x00tail-part", "SHORT": "1", "TOKEN_NAME_X": "quote\"d\\value"}
+	env := map[string]string{"MYVARIABLE": "PLANTEDSECRET\x00tail-part", "SHORT": "1", "HOME": "/tmp", "TOKEN_NAME_X": "quote\"d\\value"}
 	cases := []struct {
 		name, in string
 		names    bool
 		absent   []string
 		present  []string
 	}{
-		{"runc NUL error", `runc create failed: environment variable value can't contain null(\x00): "MYVAR=PLANTEDSECRET\x00tail-part": OCI runtime error`, false,
-			[]string{"PLANTEDSECRET", "tail-part"}, []string{"MYVAR=" + Redacted, "OCI runtime error"}},
+		{"runc NUL error", `runc create failed: environment variable value can't contain null(\x00): "MYVARIABLE=PLANTEDSECRET\x00tail-part": OCI runtime error`, false,
+			[]string{"PLANTEDSECRET", "tail-part"}, []string{"MYVARIABLE=" + Redacted, "OCI runtime error"}},
 		{"raw value", "value PLANTEDSECRET\x00tail-part here", false, []string{"PLANTEDSECRET"}, []string{"value " + Redacted + " here"}},
 		{"JSON form", `{"MYVAR":"PLANTEDSECRET\u0000tail-part"}`, false, []string{"PLANTEDSECRET", "tail-part"}, nil},
 		{"quoted value", `x="quote\"d\\value"`, false, []string{`quote\"d`, "value"}, nil},
-		{"short values stay", "exit code 1", false, nil, []string{"exit code 1"}},
-		{"names only when asked", "MYVAR TOKEN_NAME_X", false, nil, []string{"MYVAR", "TOKEN_NAME_X"}},
-		{"names for the audit log", "MYVAR TOKEN_NAME_X", true, []string{"MYVAR", "TOKEN_NAME_X"}, nil},
+		{"short values stay", "exit code 1 in /tmp/x", true, nil, []string{"exit code 1 in /tmp/x"}},
+		{"names only when asked", "MYVARIABLE TOKEN_NAME_X", false, nil, []string{"MYVARIABLE", "TOKEN_NAME_X"}},
+		{"names for the audit log", "MYVARIABLE TOKEN_NAME_X", true, []string{"MYVARIABLE", "TOKEN_NAME_X"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
