@@ -63,6 +63,18 @@ func childrenMatching(pid int, s string) []int {
 	return out
 }
 
+// killPluginsAtEnd kills, when the test ends, the plugin processes of a
+// server the test is about to kill: they outlive it (making them exit with
+// it is another change's business).
+func killPluginsAtEnd(t *testing.T, serverPid int) {
+	plugins := childrenMatching(serverPid, "mcp-forge-plugin-")
+	t.Cleanup(func() {
+		for _, p := range plugins {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+}
+
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
 	if err != nil {
@@ -94,15 +106,10 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 	pid := s.Cmd.Process.Pid
 	id := sandbox.ServerID(pid)
 	watchdogs := childrenMatching(pid, "watchdog")
-	plugins := childrenMatching(pid, "mcp-forge-plugin-")
+	killPluginsAtEnd(t, pid)
 	if len(watchdogs) != 1 {
 		t.Fatalf("want one watchdog child of the server, found %v", watchdogs)
 	}
-	t.Cleanup(func() {
-		for _, p := range plugins { // their own exit is another change's business
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-	})
 	if pg, _ := syscall.Getpgid(watchdogs[0]); pg != watchdogs[0] {
 		t.Errorf("the watchdog is in process group %d, not its own", pg)
 	}

@@ -293,6 +293,7 @@ func TestNoOrphansAfterRestart(t *testing.T) {
 	for _, pid := range childrenMatching(s.Cmd.Process.Pid, "watchdog") {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	killPluginsAtEnd(t, s.Cmd.Process.Pid)
 	s.Cmd.Process.Signal(syscall.SIGKILL)
 	s.Cmd.Wait()
 	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
