@@ -279,7 +279,7 @@ func (l *Logger) write(line []byte) error {
 				l.partial = true
 			}
 		}
-		return fmt.Errorf("audit log %s: write: %w", l.path, err)
+		return fmt.Errorf("write audit log: %w", err)
 	}
 	l.partial = false
 	// lumberjack may have rotated: its new file was opened without O_APPEND,
