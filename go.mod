@@ -4,9 +4,16 @@ go 1.26.8
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/containers/podman/v5 v5.8.6
 	github.com/docker/docker v28.5.1+incompatible
 	github.com/opencontainers/runtime-spec v1.2.1
+	gopkg.in/natefinch/lumberjack.v2 v2.2.1
+)
+
+require (
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/go-zeromq/zmq4 v0.17.0 // indirect
 )
 
 require (

@@ -39,7 +39,12 @@ func init() {
 		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages},
 		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
 	}
+	// Internal, not listed: serve starts it.
+	commands["watchdog"] = command{"watchdog SERVER-ID", 1, "removes a dead server's containers", cmdWatchdog}
+	hidden["watchdog"] = true
 }
+
+var hidden = map[string]bool{}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", version.Version)
@@ -47,7 +52,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
-		names = append(names, n)
+		if !hidden[n] {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

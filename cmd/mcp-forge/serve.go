@@ -8,17 +8,22 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/version"
+	"github.com/mcp-forge/mcp-forge/core/watchdog"
 )
 
 func newLogger(cfg config.Config) (hclog.Logger, func(), error) {
@@ -62,6 +67,19 @@ Or try it with the Inspector: npx @modelcontextprotocol/inspector %s serve
 Waiting for a client on stdin (Ctrl-C to quit).
 `, version.Version, mcpJSON(), selfPath())
 	}
+	// The watchdog comes first: no container may exist that it would not
+	// remove if this process were killed.
+	wd, err := startWatchdog(log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		fmt.Fprintln(os.Stderr, "mcp-forge:", err)
+		return 1
+	}
+	defer func() {
+		if err := wd.Stop(10 * time.Second); err != nil {
+			log.Warn("watchdog", "error", err)
+		}
+	}()
 	f, err := forge.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
@@ -75,6 +93,74 @@ Waiting for a client on stdin (Ctrl-C to quit).
 		return 1
 	}
 	return 0
+}
+
+// startWatchdog starts `mcp-forge watchdog <this server's id>` (see
+// core/watchdog): it removes this server's containers if it dies.
+func startWatchdog(log hclog.Logger) (*watchdog.Handle, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot start the watchdog that removes this server's containers if it is killed: %w", err)
+	}
+	var args []string
+	if configPath != "" {
+		abs, _ := filepath.Abs(configPath)
+		args = append(args, "--config", abs)
+	}
+	id := sandbox.ServerID(os.Getpid())
+	wd, err := watchdog.Start(exe, append(args, "watchdog", id), os.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start the watchdog that removes this server's containers if it is killed: %w", err)
+	}
+	log.Debug("watchdog started", "pid", wd.Pid(), "server", id)
+	return wd, nil
+}
+
+// cmdWatchdog is the watchdog process: it waits for its server's end on the
+// inherited pipe, then removes the server's containers.
+func cmdWatchdog(_ context.Context, args []string) int {
+	pipe := watchdog.Pipe()
+	if len(args) != 1 || watchdog.CheckPipe(pipe) != nil {
+		fmt.Fprintln(os.Stderr, "mcp-forge watchdog:", watchdog.ErrNoPipe)
+		return 2
+	}
+	cfg, ok := loadConfig()
+	if !ok {
+		return 1
+	}
+	log, closeLog, err := newLogger(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-forge watchdog:", err)
+		return 1
+	}
+	defer closeLog()
+	log = log.Named("watchdog")
+	n, err := watchdog.Run(pipe, watchdog.Options{
+		ServerID: args[0],
+		Runtime:  podman.New(cfg.Server.PodmanSocket),
+		Log:      log,
+		Audit: func() (audit.Recorder, func(), error) {
+			al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+			if err != nil {
+				return nil, nil, err
+			}
+			al.OnError(func(err error) { log.Error("audit log write failed", "error", err) })
+			return al, func() { al.Close() }, nil
+		},
+	})
+	if n > 0 {
+		log.Warn("removed the containers of a server that ended without stopping them", "server", args[0], "count", n)
+	}
+	if err != nil {
+		log.Error("sweep incomplete", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func mustSize(s string) int64 {
+	n, _ := config.ParseSize(s)
+	return n
 }
 
 func selfPath() string {

@@ -1,19 +1,27 @@
 // Package audit writes the JSON-lines audit log: every container operation and
-// every policy decision. It never records code (only its sha256), secrets or
-// file contents.
+// every policy decision. It never records code (only its sha256), environment
+// names or values, secrets or file contents. A log that cannot be written is
+// reported (Write, Check) so that the core can refuse to run code unaudited.
 package audit
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/mcp-forge/mcp-forge/core/config"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
 // Event names.
@@ -34,6 +42,7 @@ const (
 	SessionDestroy    = "session.destroy"
 	PluginLoad        = "plugin.load"
 	PluginEvent       = "plugin.event"
+	WatchdogEvent     = "watchdog.cleanup"
 )
 
 // Severity levels.
@@ -61,25 +70,82 @@ type Recorder interface {
 	Record(e Entry)
 }
 
-// Logger appends entries to a file, rotating it by size.
+// Writer is a Recorder that can say whether an entry reached the log, for
+// callers that must not act unaudited.
+type Writer interface {
+	Recorder
+	// Write records e and returns why it could not be written.
+	Write(e Entry) error
+	// Check reports whether the log can be written now, without writing.
+	Check() error
+}
+
+// Must records e and returns an error if rec knows it was not written.
+func Must(rec Recorder, e Entry) error {
+	if w, ok := rec.(Writer); ok {
+		return w.Write(e)
+	}
+	rec.Record(e)
+	return nil
+}
+
+// Check reports whether rec can be written, if rec can tell.
+func Check(rec Recorder) error {
+	if w, ok := rec.(Writer); ok {
+		return w.Check()
+	}
+	return nil
+}
+
+// Modes of the log and its directory: the log names sessions, images and
+// outcomes, which other local users have no business reading.
+const (
+	FileMode os.FileMode = 0o600
+	DirMode  os.FileMode = 0o700
+)
+
+// Logger appends entries to a file, rotated by size with lumberjack.
+//
+// Around each write it checks that the path still names the file it writes:
+// a log that was deleted, moved or replaced is reopened (so that no line goes
+// into an unlinked file), and a path that is no longer a regular file is an
+// error rather than something to move aside.
 type Logger struct {
 	mu      sync.Mutex
 	path    string
-	maxSize int64
 	keep    int
-	f       *os.File
-	size    int64
+	lj      *lumberjack.Logger
+	ino     uint64 // inode the path named after the last write
+	partial bool   // the last write was cut short: start the next on a new line
+	err     error  // the last write's failure, nil once a write succeeds
+	closed  bool
 	now     func() time.Time
 	onError func(error)
 }
 
-// Open creates the directory (0700) and file (0600) if needed.
+// Open creates the directory (0700) and file (0600) if needed, tightens an
+// existing file's mode to 0600, and checks that the file can be appended to.
+// maxSize is in bytes, rounded up to whole megabytes (0: never rotate); keep
+// is how many rotated files are kept.
 func Open(path string, maxSize int64, keep int) (*Logger, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), DirMode); err != nil {
 		return nil, fmt.Errorf("audit log directory: %w", err)
 	}
-	l := &Logger{path: path, maxSize: maxSize, keep: keep, now: time.Now, onError: func(error) {}}
-	if err := l.open(); err != nil {
+	const mb = 1 << 20
+	size := int((maxSize + mb - 1) / mb)
+	if maxSize <= 0 {
+		size = 1 << 30 // a petabyte: never
+	}
+	backups := keep
+	if keep <= 0 {
+		backups = 1 // lumberjack keeps every file for 0; we delete the one kept
+	}
+	l := &Logger{path: path, keep: keep, now: time.Now, onError: func(error) {},
+		lj: &lumberjack.Logger{Filename: path, MaxSize: size, MaxBackups: backups}}
+	if _, err := l.prepare(); err != nil {
+		return nil, err
+	}
+	if err := probe(path); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -88,25 +154,87 @@ func Open(path string, maxSize int64, keep int) (*Logger, error) {
 // OnError sets where write failures are reported (the core's logger).
 func (l *Logger) OnError(fn func(error)) { l.onError = fn }
 
-func (l *Logger) open() error {
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("open audit log: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("stat audit log: %w", err)
-	}
-	l.f, l.size = f, st.Size()
-	return nil
-}
-
 // Path is the current log file.
 func (l *Logger) Path() string { return l.path }
 
-// Record writes one entry, filling the timestamp and redacting details.
-func (l *Logger) Record(e Entry) {
+// prepare makes sure the path names a regular file, creating it (0600) and
+// its directory (0700) when missing, and drops lumberjack's handle when the
+// file it holds is no longer the one at the path. It returns the file's size.
+// Called with mu held (or before the Logger is shared).
+func (l *Logger) prepare() (int64, error) {
+	st, err := os.Lstat(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(l.path), DirMode); err != nil {
+			return 0, fmt.Errorf("audit log directory: %w", err)
+		}
+		// Created here rather than by lumberjack, which would open a new file
+		// without O_APPEND and let two servers sharing the log overwrite
+		// each other's lines.
+		f, cerr := os.OpenFile(l.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, FileMode)
+		if cerr != nil && !errors.Is(cerr, os.ErrExist) {
+			return 0, fmt.Errorf("create audit log: %w", cerr)
+		}
+		if f != nil {
+			f.Close()
+		}
+		st, err = os.Lstat(l.path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("audit log: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("audit log %s is not a regular file (%s)", l.path, kind(st.Mode()))
+	}
+	if st.Mode().Perm()&^FileMode != 0 {
+		if err := os.Chmod(l.path, FileMode); err != nil {
+			return 0, fmt.Errorf("audit log %s has mode %v and cannot be made 0600: %w", l.path, st.Mode().Perm(), err)
+		}
+	}
+	if ino := inode(st); ino != l.ino {
+		_ = l.lj.Close() // reopened, with O_APPEND, on the next write
+		l.ino = ino
+	}
+	return st.Size(), nil
+}
+
+func kind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+func inode(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Ino
+	}
+	return 0
+}
+
+// probe opens the file for appending and closes it.
+func probe(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("audit log cannot be written: %w", err)
+	}
+	return f.Close()
+}
+
+// Record writes one entry, filling the timestamp and redacting details. A
+// failure goes to the OnError function and is kept for Err.
+func (l *Logger) Record(e Entry) { _ = l.Write(e) }
+
+// Write writes one entry and returns why it could not be written.
+func (l *Logger) Write(e Entry) error {
 	e.Timestamp = l.now().UTC().Format(time.RFC3339Nano)
 	if e.Severity == "" {
 		e.Severity = Info
@@ -114,55 +242,112 @@ func (l *Logger) Record(e Entry) {
 	e.Details = Redact(e.Details)
 	line, err := json.Marshal(e)
 	if err != nil {
-		l.onError(fmt.Errorf("audit: encode %s: %w", e.Event, err))
-		return
+		err = fmt.Errorf("audit: encode %s: %w", e.Event, err)
+		l.onError(err)
+		return err
 	}
 	line = append(line, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
-		return
+	if err := l.write(line); err != nil {
+		l.err = err
+		l.onError(err)
+		return err
 	}
-	if l.maxSize > 0 && l.size+int64(len(line)) > l.maxSize && l.size > 0 {
-		if err := l.rotate(); err != nil {
-			l.onError(err)
-		}
+	l.err = nil
+	return nil
+}
+
+func (l *Logger) write(line []byte) error {
+	if l.closed {
+		return errors.New("audit log is closed")
 	}
-	n, err := l.f.Write(line)
-	l.size += int64(n)
+	size, err := l.prepare()
 	if err != nil {
-		l.onError(fmt.Errorf("audit: write: %w", err))
+		return err
+	}
+	if l.partial {
+		line = append([]byte{'\n'}, line...)
+	}
+	n, err := l.lj.Write(line)
+	if err != nil {
+		if n > 0 {
+			// Cut the fragment off (a full disk) so that the file stays whole
+			// JSON lines; failing that, start the next line on a new one.
+			_ = l.lj.Close()
+			if os.Truncate(l.path, size) != nil {
+				l.partial = true
+			}
+		}
+		return fmt.Errorf("write audit log: %w", err)
+	}
+	l.partial = false
+	// lumberjack may have rotated: its new file was opened without O_APPEND,
+	// so let it reopen the file in append mode, and apply audit_keep = 0.
+	if st, err := os.Lstat(l.path); err == nil && inode(st) != l.ino {
+		_ = l.lj.Close()
+		l.ino = inode(st)
+		if l.keep <= 0 {
+			l.removeBackups()
+		}
+	}
+	return nil
+}
+
+// removeBackups deletes every rotated file (audit_keep = 0).
+func (l *Logger) removeBackups() {
+	for _, p := range l.Backups() {
+		os.Remove(p)
 	}
 }
 
-// rotate shifts audit.log → audit.log.1 → … → audit.log.<keep>.
-func (l *Logger) rotate() error {
-	l.f.Close()
-	l.f = nil
-	if l.keep <= 0 {
-		os.Remove(l.path)
-	} else {
-		os.Remove(fmt.Sprintf("%s.%d", l.path, l.keep))
-		for i := l.keep - 1; i >= 1; i-- {
-			os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
-		}
-		if err := os.Rename(l.path, l.path+".1"); err != nil {
-			return fmt.Errorf("audit: rotate: %w", err)
-		}
-	}
-	return l.open()
+// Backups lists rotated files, oldest first (lumberjack names them
+// <name>-<UTC time><ext>).
+func (l *Logger) Backups() []string {
+	dir, base := filepath.Split(l.path)
+	ext := filepath.Ext(base)
+	prefix := strings.TrimSuffix(base, ext) + "-"
+	matches, _ := filepath.Glob(filepath.Join(dir, glob(prefix)+"*"+glob(ext)))
+	sort.Strings(matches)
+	return matches
 }
 
-// Close flushes and closes the file.
+func glob(s string) string {
+	r := strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `\`, `\\`)
+	return r.Replace(s)
+}
+
+// Err is the last write's failure, or nil if it succeeded.
+func (l *Logger) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Check reports whether a line could be written now: the path is (or can be
+// made) a regular file that opens for appending. A full filesystem shows only
+// on a write.
+func (l *Logger) Check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("audit log is closed")
+	}
+	if _, err := l.prepare(); err != nil {
+		return err
+	}
+	return probe(l.path)
+}
+
+// Close closes the file; later writes fail.
 func (l *Logger) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.closed {
 		return nil
 	}
-	err := l.f.Close()
-	l.f = nil
-	return err
+	l.closed = true
+	return l.lj.Close()
 }
 
 // HashCode is how code appears in the log.
@@ -171,10 +356,16 @@ func HashCode(code string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-var contentKey = regexp.MustCompile(`(?i)^(code|source|script|content|contents|file_content|stdin|body)$`)
+var (
+	contentKey = regexp.MustCompile(`(?i)^(code|source|script|content|contents|file_content|stdin|body)$`)
+	// Environment names can carry secrets as well as values (a token pasted
+	// as a name), so only how many there were is kept.
+	envKey = regexp.MustCompile(`(?i)^(env|envs|environ|environment|env_names|env_vars|environment_names|environment_variables)$`)
+)
 
-// Redact returns a copy of details with secret-looking keys masked and code
-// or file contents replaced by their sha256, at any depth.
+// Redact returns a copy of details with secret-looking keys masked, code or
+// file contents replaced by their sha256 and environments by their size, at
+// any depth.
 func Redact(d map[string]any) map[string]any {
 	if d == nil {
 		return nil
@@ -182,6 +373,8 @@ func Redact(d map[string]any) map[string]any {
 	out := make(map[string]any, len(d))
 	for k, v := range d {
 		switch {
+		case envKey.MatchString(k):
+			out["env_count"] = count(v)
 		case config.IsSecretKey(k):
 			out[k] = "[redacted]"
 		case contentKey.MatchString(k):
@@ -195,6 +388,22 @@ func Redact(d map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+func count(v any) int {
+	switch x := v.(type) {
+	case map[string]string:
+		return len(x)
+	case map[string]any:
+		return len(x)
+	case []string:
+		return len(x)
+	case []any:
+		return len(x)
+	case nil:
+		return 0
+	}
+	return 1
 }
 
 func redactValue(v any) any {

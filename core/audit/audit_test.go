@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -82,33 +83,199 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
+// Rotation is lumberjack's, by whole megabytes; audit_keep rotated files are
+// kept, every file holds whole JSON lines and keeps mode 0600.
 func TestRotation(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, _ := Open(path, 2000, 2)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	l, err := Open(path, 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 1000)
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 50; i++ {
-				l.Record(Entry{Event: ExecutionRequest, Details: map[string]any{"i": i}})
+			for i := 0; i < 1200; i++ { // 4 × 1200 × ~1.1 kB ≈ 5 MB: four rotations
+				l.Record(Entry{Event: ExecutionRequest, Details: map[string]any{"i": i, "pad": pad}})
 			}
 		}()
 	}
 	wg.Wait()
 	l.Close()
-	for _, p := range []string{path, path + ".1", path + ".2"} {
+	// lumberjack removes surplus backups in the background.
+	var backups []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		backups = l.Backups()
+		if len(backups) <= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(backups) != 2 {
+		t.Fatalf("want 2 rotated files (audit_keep), got %v", backups)
+	}
+	for _, p := range append(backups, path) {
 		st, err := os.Stat(p)
 		if err != nil {
-			t.Fatalf("%s missing: %v", p, err)
+			t.Fatal(err)
 		}
-		if st.Size() > 2000 {
-			t.Errorf("%s is %d bytes, over the 2000 limit", p, st.Size())
+		if st.Size() > 1<<20 {
+			t.Errorf("%s is %d bytes, over the 1 MB limit", p, st.Size())
 		}
-		readEntries(t, p) // every file holds whole JSON lines
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", p, st.Mode().Perm())
+		}
+		readEntries(t, p) // whole JSON lines only
 	}
-	if _, err := os.Stat(path + ".3"); err == nil {
-		t.Error("more rotated files kept than audit_keep")
+}
+
+// audit_keep = 0 keeps no rotated file.
+func TestRotationKeepNone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, _ := Open(path, 1<<20, 0)
+	pad := strings.Repeat("x", 1000)
+	for i := 0; i < 2500; i++ {
+		l.Record(Entry{Event: ExecutionRequest, Details: map[string]any{"pad": pad}})
+	}
+	l.Close()
+	if b := l.Backups(); len(b) != 0 {
+		t.Fatalf("audit_keep = 0 but rotated files remain: %v", b)
+	}
+	if len(readEntries(t, path)) == 0 {
+		t.Fatal("current log is empty")
+	}
+}
+
+// The directory is 0700 and the file 0600, also when they existed with a
+// looser mode (the file) or were removed mid-run.
+func TestModesKept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	path := filepath.Join(dir, "audit.log")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(path, nil, 0o644)
+	l, err := Open(path, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("existing 0644 log not tightened: %v", st.Mode().Perm())
+	}
+	os.RemoveAll(dir)
+	if err := l.Write(Entry{Event: ContainerCreate}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v mode %v, want %v", p, err, st.Mode().Perm(), want)
+		}
+	}
+}
+
+// A log deleted or moved away mid-run is recreated: no line goes into a file
+// nobody can see.
+func TestNoLineLostWhenLogReplaced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	l, _ := Open(path, 0, 0)
+	defer l.Close()
+	l.Record(Entry{Event: "one"})
+	os.Rename(path, path+".moved")
+	l.Record(Entry{Event: "two"})
+	os.Remove(path)
+	l.Record(Entry{Event: "three"})
+	if es := readEntries(t, path); len(es) != 1 || es[0].Event != "three" {
+		t.Fatalf("current log: %+v", es)
+	}
+	if es := readEntries(t, path+".moved"); len(es) != 1 || es[0].Event != "one" {
+		t.Fatalf("moved log: %+v", es)
+	}
+}
+
+// A log that cannot be written is reported by Write, Check and Err, and
+// writing resumes once the path is a file again.
+func TestUnwritableLogIsReported(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	l, _ := Open(path, 0, 0)
+	defer l.Close()
+	var reported []error
+	l.OnError(func(err error) { reported = append(reported, err) })
+	if err := l.Write(Entry{Event: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	os.Mkdir(path, 0o700)
+	if err := l.Check(); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Check: %v", err)
+	}
+	if err := l.Write(Entry{Event: "lost"}); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("Write into a directory: %v", err)
+	}
+	if l.Err() == nil || len(reported) != 1 {
+		t.Errorf("Err %v, reported %v", l.Err(), reported)
+	}
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		t.Errorf("the directory in the way was moved or removed: %v", err)
+	}
+	os.Remove(path)
+	if err := l.Check(); err != nil {
+		t.Errorf("Check after repair: %v", err)
+	}
+	if err := l.Write(Entry{Event: "after"}); err != nil || l.Err() != nil {
+		t.Fatalf("after repair: %v / %v", err, l.Err())
+	}
+	if es := readEntries(t, path); len(es) != 1 || es[0].Event != "after" {
+		t.Fatalf("%+v", es)
+	}
+}
+
+// Open refuses a path that cannot be a log.
+func TestOpenRefusesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, 0, 0); err == nil {
+		t.Fatal("opened a directory as the audit log")
+	}
+}
+
+// A full filesystem fails the write; a line cut short is not glued to the
+// next one. Needs root for a small tmpfs.
+func TestFullFilesystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	path := filepath.Join(dir, "audit.log")
+	l, err := Open(path, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fill, _ := os.Create(filepath.Join(dir, "fill"))
+	fill.Write(make([]byte, 60<<10))
+	fill.Close()
+	var werr error
+	for i := 0; i < 100 && werr == nil; i++ {
+		werr = l.Write(Entry{Event: ExecutionRequest, Details: map[string]any{"pad": strings.Repeat("y", 500)}})
+	}
+	if werr == nil || !strings.Contains(werr.Error(), "no space") || l.Err() == nil {
+		t.Fatalf("want a no-space error, got %v", werr)
+	}
+	os.Remove(filepath.Join(dir, "fill"))
+	if err := l.Write(Entry{Event: "after"}); err != nil || l.Err() != nil {
+		t.Fatalf("after freeing space: %v", err)
+	}
+	es := readEntries(t, path) // fails on a glued line
+	if es[len(es)-1].Event != "after" {
+		t.Fatalf("last entry %+v", es[len(es)-1])
 	}
 }
 
@@ -118,7 +285,7 @@ func TestRedaction(t *testing.T) {
 	code := "import os; print('PLANTED-CODE-7731')"
 	l.Record(Entry{Event: ExecutionRequest, Details: map[string]any{
 		"code": code,
-		"env":  map[string]string{"GITHUB_TOKEN": "PLANTED-SECRET-1", "MODE": "fast"},
+		"env":  map[string]string{"GITHUB_TOKEN": "PLANTED-SECRET-1", "MODE": "fast", "PLANTED_NAME_5": "x"},
 		"nested": map[string]any{"password": "PLANTED-SECRET-2", "api_key": "PLANTED-SECRET-3",
 			"list": []any{map[string]any{"secret": "PLANTED-SECRET-4"}}},
 		"file_content": "PLANTED-FILE-CONTENT",
@@ -131,7 +298,10 @@ func TestRedaction(t *testing.T) {
 			t.Errorf("log contains %s:\n%s", planted, raw)
 		}
 	}
-	for _, want := range []string{HashCode(code), `"MODE":"fast"`, "mcp-forge/python:3.11"} {
+	if strings.Contains(string(raw), "fast") || strings.Contains(string(raw), "GITHUB_TOKEN") || strings.Contains(string(raw), "PLANTED_NAME") {
+		t.Errorf("log contains an environment name or value:\n%s", raw)
+	}
+	for _, want := range []string{HashCode(code), `"env_count":3`, "mcp-forge/python:3.11"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("log lacks %s:\n%s", want, raw)
 		}
@@ -141,4 +311,16 @@ func TestRedaction(t *testing.T) {
 func ExampleHashCode() {
 	fmt.Println(HashCode("print(1)")[:16])
 	// Output: d287bb7f9d15abdc
+}
+
+// BenchmarkWrite measures a line with its path checks (two lstat calls).
+func BenchmarkWrite(b *testing.B) {
+	l, _ := Open(filepath.Join(b.TempDir(), "audit.log"), 100<<20, 1)
+	defer l.Close()
+	e := Entry{Event: ContainerStart, Success: true, Details: map[string]any{"container_id": strings.Repeat("a", 64), "owner": "python"}}
+	for i := 0; i < b.N; i++ {
+		if err := l.Write(e); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

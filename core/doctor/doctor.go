@@ -4,11 +4,13 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -131,15 +133,7 @@ func subidCheck() Result {
 // Paths checks that the audit log and the base path are writable.
 func Paths(cfg config.Config) Check {
 	return func(context.Context) []Result {
-		var out []Result
-		if err := os.MkdirAll(filepath.Dir(cfg.Security.AuditLog), 0o700); err != nil {
-			out = append(out, Result{"audit log", Fail, err.Error(), "set security.audit_log to a writable path"})
-		} else if f, err := os.OpenFile(cfg.Security.AuditLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err != nil {
-			out = append(out, Result{"audit log", Fail, err.Error(), "set security.audit_log to a writable path"})
-		} else {
-			f.Close()
-			out = append(out, Result{"audit log", OK, cfg.Security.AuditLog + " is writable", ""})
-		}
+		out := AuditLog(cfg.Security.AuditLog)
 		probe := filepath.Join(cfg.Volumes.BasePath, "sessions")
 		if err := os.MkdirAll(probe, 0o711); err != nil {
 			out = append(out, Result{"volumes", Fail, err.Error(), "set volumes.base_path to a writable directory"})
@@ -156,4 +150,53 @@ func Paths(cfg config.Config) Check {
 		}
 		return out
 	}
+}
+
+// minAuditSpace is the free space below which the audit log is reported as
+// unwritable: a line is a few hundred bytes, a run writes about ten.
+const minAuditSpace = 1 << 20
+
+// AuditLog checks that the audit log can be written: the server refuses
+// every execution while it cannot.
+func AuditLog(path string) []Result {
+	const refused = "; the server refuses every execution while its audit log cannot be written"
+	fail := func(detail, fix string) []Result { return []Result{{"audit log", Fail, detail + refused, fix}} }
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(err.Error(), "set security.audit_log to a writable path")
+	}
+	st, err := os.Lstat(path)
+	switch {
+	case err == nil && st.IsDir():
+		return fail(path+" is a directory, not a file", "remove or move the directory, or set security.audit_log to another path")
+	case err == nil && !st.Mode().IsRegular():
+		return fail(path+" is not a regular file ("+st.Mode().Type().String()+")", "replace it with a regular file or set security.audit_log to another path")
+	case err != nil && !os.IsNotExist(err):
+		return fail(err.Error(), "set security.audit_log to a readable, writable path")
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fix := "set security.audit_log to a writable path"
+		if errors.Is(err, syscall.EPERM) {
+			fix = "the file may be immutable or append-only (`lsattr " + path + "`; `chattr -i " + path + "`), or on a read-only mount"
+		} else if errors.Is(err, syscall.EROFS) {
+			fix = "the file is on a read-only filesystem; set security.audit_log to a writable path"
+		}
+		return fail(err.Error(), fix)
+	}
+	f.Close()
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err == nil {
+		if free := int64(fs.Bavail) * int64(fs.Bsize); free < minAuditSpace {
+			return fail(fmt.Sprintf("the filesystem of %s has %d bytes free", dir, free), "free space there, or set security.audit_log to a path on another filesystem")
+		}
+	}
+	var out []Result
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&^0o600 != 0 {
+		out = append(out, Result{"audit log", Warn, fmt.Sprintf("%s has mode %v; the server tightens it to 0600 at start", path, st.Mode().Perm()), "chmod 600 " + path})
+	}
+	if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o077 != 0 && st.Mode()&os.ModeSticky == 0 {
+		out = append(out, Result{"audit log", Warn, fmt.Sprintf("its directory %s has mode %v: other users can list it", dir, st.Mode().Perm()), "chmod 700 " + dir + " (if only the log lives there)"})
+	}
+	return append(out, Result{"audit log", OK, path + " is writable", ""})
 }

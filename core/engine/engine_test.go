@@ -350,8 +350,9 @@ func TestExecutionIsAudited(t *testing.T) {
 	if req.Event != audit.ExecutionRequest || req.Severity != audit.Info || req.Details["code_sha256"] != audit.HashCode("1/0") || req.Details["backend"] != "snake" {
 		t.Fatalf("request: %+v", req)
 	}
-	if names, _ := req.Details["env_names"].([]any); len(names) != 1 || names[0] != "TOKEN" {
-		t.Fatalf("env names: %+v", req.Details)
+	// Names too may hold secrets: only their count is recorded.
+	if n, _ := req.Details["env_count"].(float64); n != 1 || req.Details["env_names"] != nil {
+		t.Fatalf("env count: %+v", req.Details)
 	}
 	// A failure of the user's code is an ordinary outcome; a failure of the
 	// server is an error.

@@ -156,6 +156,8 @@ func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host
 		return host.WaitResult{ExitCode: code, TimedOut: true, Message: err.Error()}, nil
 	case errors.As(err, &oom):
 		return host.WaitResult{ExitCode: code, OOMKilled: true, Message: err.Error()}, nil
+	case errors.As(err, new(*sandbox.KilledError)):
+		return host.WaitResult{ExitCode: code, Message: err.Error()}, nil
 	case err != nil:
 		return host.WaitResult{}, asHostErr(err)
 	}

@@ -143,8 +143,24 @@ type Manager struct {
 }
 
 type running struct {
-	client *plugin.Client
-	b      backend.Backend
+	client  *plugin.Client
+	b       backend.Backend
+	exited  <-chan struct{} // closed when the process ends
+	unwatch func()
+}
+
+// gone reports whether the plugin process has ended, by go-plugin's account
+// or by the exit event (which go-plugin may not have processed yet).
+func (r *running) gone() bool {
+	if r.client.Exited() {
+		return true
+	}
+	select {
+	case <-r.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewManager returns a manager over entries. settings returns core-provided
@@ -199,11 +215,13 @@ func (m *Manager) Backend(ctx context.Context, name string) (backend.Backend, er
 	defer start.Unlock()
 	m.mu.Lock()
 	if r := m.running[name]; r != nil {
-		if !r.client.Exited() {
+		if !r.gone() {
 			m.mu.Unlock()
 			return r.b, nil
 		}
 		m.log.Warn("plugin exited; restarting", "plugin", name)
+		r.unwatch()
+		r.client.Kill() // releases go-plugin's side
 		delete(m.running, name)
 		m.status[name].Restarts++
 	}
@@ -280,7 +298,9 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 	m.log.Info("plugin loaded", "plugin", e.Name, "version", d.Version, "api", id.APIVersion, "checksum", sum, "took", time.Since(start))
 	m.rec.Record(audit.Entry{Event: audit.PluginLoad, Success: true, Details: map[string]any{
 		"plugin": e.Name, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": sum}})
-	return &running{client: c, b: &supervised{name: e.Name, c: c, b: c.Backend(), m: m}}, id, caps, nil
+	exited, unwatch := exitEvent(c.Pid())
+	return &running{client: c, exited: exited, unwatch: unwatch,
+		b: &supervised{name: e.Name, c: c, b: c.Backend(), m: m, exited: exited}}, id, caps, nil
 }
 
 // Statuses reports every plugin.
@@ -300,27 +320,40 @@ func (m *Manager) Close() {
 	defer m.mu.Unlock()
 	for n, r := range m.running {
 		r.client.Kill()
+		r.unwatch()
 		delete(m.running, n)
 	}
 }
 
 // supervised turns a dead plugin's transport error into a clear one.
 type supervised struct {
-	name string
-	c    *plugin.Client
-	b    backend.Backend
-	m    *Manager
+	name   string
+	c      *plugin.Client
+	b      backend.Backend
+	m      *Manager
+	exited <-chan struct{} // closed when the process ends
 }
+
+// crashWait bounds how long a call that lost its transport waits for the
+// plugin's exit event before its error is taken as a transport error of a
+// live plugin.
+const crashWait = 500 * time.Millisecond
 
 func (s *supervised) crashed(err error) error {
 	if err == nil {
 		return nil
 	}
-	// go-plugin notices the exit asynchronously; give it a moment.
-	for i := 0; i < 20 && !s.c.Exited() && plugin.IsUnavailable(err); i++ {
-		time.Sleep(10 * time.Millisecond)
+	dead := s.c.Exited()
+	if !dead && plugin.IsUnavailable(err) {
+		// The transport can fail a moment before the process is reaped.
+		select {
+		case <-s.exited:
+			dead = true
+		case <-time.After(crashWait):
+			dead = s.c.Exited()
+		}
 	}
-	if s.c.Exited() {
+	if dead {
 		s.m.rec.Record(audit.Entry{Event: audit.PluginEvent, Severity: audit.Error, Details: map[string]any{"plugin": s.name, "what": "crashed"}, Error: err.Error()})
 		if s.m.OnCrash != nil {
 			s.m.OnCrash(s.name)

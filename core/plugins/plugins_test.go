@@ -135,3 +135,39 @@ func TestDiscoverConfigOnly(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+// The exit event fires when the process ends, not before, and within a
+// bound of its death.
+func TestExitEvent(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited, unwatch := exitEvent(cmd.Process.Pid)
+	defer unwatch()
+	if exited == nil {
+		t.Fatal("cannot watch a child process (pidfd_open failed)")
+	}
+	select {
+	case <-exited:
+		t.Fatal("exit event before the process ended")
+	case <-time.After(100 * time.Millisecond):
+	}
+	start := time.Now()
+	cmd.Process.Kill()
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no exit event 2 s after SIGKILL")
+	}
+	t.Logf("exit event %v after the kill", time.Since(start))
+	cmd.Wait()
+	// A process that is already gone is reported at once.
+	gone, unwatch2 := exitEvent(cmd.Process.Pid)
+	defer unwatch2()
+	select {
+	case <-gone:
+	case <-time.After(time.Second):
+		t.Fatal("an exited process is not reported as exited")
+	}
+}

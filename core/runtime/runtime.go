@@ -56,6 +56,26 @@ type ImageInfo struct {
 	Digests []string // manifest digests ("sha256:…") and repository digests ("name@sha256:…")
 }
 
+// OOMVerdict is what the engine can tell about an OOM kill.
+type OOMVerdict int
+
+// OOM verdicts.
+const (
+	OOMUnknown OOMVerdict = iota // no signal available (remote engine, unreadable kernel log)
+	OOMKill                      // the kernel reported an OOM kill in the container's cgroup
+	NoOOMKill                    // the kernel log was read and reports none
+)
+
+func (v OOMVerdict) String() string {
+	switch v {
+	case OOMKill:
+		return "oom-killed"
+	case NoOOMKill:
+		return "not oom-killed"
+	}
+	return "unknown"
+}
+
 // Runtime is the container engine as the core uses it. Specs reaching Create
 // have passed the policy; the runtime only translates them.
 type Runtime interface {
@@ -67,6 +87,9 @@ type Runtime interface {
 	Wait(ctx context.Context, id string, timeout time.Duration) (int, error)
 	// State inspects the container: running, or its exit code.
 	State(ctx context.Context, id string) (running bool, exitCode int, err error)
+	// OOMKilled says whether the kernel's OOM killer killed a process of an
+	// exited container (an exit code of 137 is also what any SIGKILL gives).
+	OOMKilled(ctx context.Context, id string) (OOMVerdict, error)
 	Logs(ctx context.Context, id string, max int64) (Output, error)
 	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
 	Signal(ctx context.Context, id, signal string) error

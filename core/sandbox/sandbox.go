@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -34,12 +35,39 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("execution timed out after %s (the timeout limit) and the container was killed; ask for a longer timeout or make the code faster", e.Limit)
 }
 
-// OOMError is a container killed for exceeding its memory limit.
+// OOMError is a container killed for exceeding its memory limit, as the
+// kernel reported it.
 type OOMError struct{ Limit int64 }
 
 func (e *OOMError) Error() string {
 	return fmt.Sprintf("out of memory: the process was killed at the %s memory limit (exit 137); use less memory or ask for a larger limit", config.FormatSize(e.Limit))
 }
+
+// KilledError is a container whose process died of SIGKILL (exit 137) that
+// the kernel did not report as an OOM kill. When the runtime cannot tell
+// (Unknown), the memory limit is named as a possible cause.
+type KilledError struct {
+	Limit   int64 // memory limit, for the hint
+	Unknown bool  // no OOM signal was available
+}
+
+func (e *KilledError) Error() string {
+	msg := "the process was killed by signal 9 (SIGKILL)"
+	if e.Unknown && e.Limit > 0 {
+		msg += fmt.Sprintf("; if the code uses a lot of memory this may have been the %s memory limit", config.FormatSize(e.Limit))
+	}
+	return msg
+}
+
+// AuditError is a refusal because the audit log cannot be written: nothing
+// runs unaudited.
+type AuditError struct{ Err error }
+
+func (e *AuditError) Error() string {
+	return fmt.Sprintf("execution refused: the audit log cannot be written (%v), and nothing runs unaudited; fix the log's path, permissions or disk space (`mcp-forge doctor` says what is wrong)", e.Err)
+}
+
+func (e *AuditError) Unwrap() error { return e.Err }
 
 // Manager creates and operates sandbox containers on behalf of an owner.
 type Manager struct {
@@ -52,10 +80,16 @@ type Manager struct {
 	server   string
 	enforce  bool
 
-	mu      sync.Mutex
-	limits  map[string]runtime.Limits // container id → limits, for OOM messages
-	checked bool
-	infoErr error
+	mu       sync.Mutex
+	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
+	verdicts map[string]runtime.OOMVerdict // container id → how its exit 137 came about
+	scrub    map[string]*runtime.Scrubber  // container id → its environment, kept out of the audit log
+	pending  map[string]string             // container id → owner, whose removal failed and is retried
+	kick     chan struct{}                 // wakes the removal retrier
+	stop     chan struct{}                 // ends it
+	stopOnce sync.Once
+	checked  bool
+	infoErr  error
 }
 
 // Options configure a Manager.
@@ -70,13 +104,20 @@ func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.L
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
 		instance: o.Instance, server: o.ServerID, enforce: o.EnforceResourceLimits,
-		limits: map[string]runtime.Limits{},
+		limits: map[string]runtime.Limits{}, verdicts: map[string]runtime.OOMVerdict{},
+		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	if m.server == "" {
 		m.server = ServerID(os.Getpid())
 	}
+	go m.retryRemovals()
 	return m
 }
+
+// ID is the server id containers of this manager are labelled with
+// (LabelServer).
+func (m *Manager) ID() string { return m.server }
 
 // ServerTag is a short stable name of this server process, used to keep the
 // workspaces of servers sharing a base path apart.
@@ -147,20 +188,32 @@ func (m *Manager) violation(op, owner, session string, err error) {
 	}
 }
 
-// Create hardens and checks the intent, then creates the container.
+// Create hardens and checks the intent, then creates the container. The
+// creation is audited before the container can be started; if that record
+// cannot be written the container is removed and the request refused.
 func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) {
 	in.Instance = m.instance
 	if in.Labels == nil {
 		in.Labels = map[string]string{}
 	}
 	in.Labels[LabelServer] = m.server
+	secrets := runtime.NewScrubber(in.Env, true)
+	if err := checkEnv(in.Env); err != nil {
+		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID,
+			Details: map[string]any{"owner": in.Owner}, Error: secrets.String(err.Error())})
+		return "", err
+	}
 	spec, err := m.pol.Harden(in)
 	if err != nil {
 		m.violation("container.create", in.Owner, in.SessionID, err)
 		return "", err
 	}
+	if err := audit.Check(m.audit); err != nil {
+		m.log.Error("refusing to create a container: the audit log cannot be written", "error", err)
+		return "", &AuditError{Err: err}
+	}
 	if err := m.checkEnforceable(ctx); err != nil {
-		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Error: err.Error()})
+		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Error: secrets.String(err.Error())})
 		return "", err
 	}
 	if err := m.confine(ctx, &spec); err != nil {
@@ -174,16 +227,43 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	id, err := m.rt.Create(ctx, spec)
 	if err != nil {
-		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Details: details, Error: err.Error()})
+		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Details: details, Error: secrets.String(err.Error())})
 		return "", err
 	}
 	details["container_id"] = id
 	m.tracked.Add(id, in.Owner)
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
+	m.scrub[id] = secrets
 	m.mu.Unlock()
-	m.audit.Record(audit.Entry{Event: audit.ContainerCreate, SessionID: in.SessionID, Success: true, Details: details})
+	if err := audit.Must(m.audit, audit.Entry{Event: audit.ContainerCreate, SessionID: in.SessionID, Success: true, Details: details}); err != nil {
+		m.unaudited(in.Owner, id, err)
+		return "", &AuditError{Err: err}
+	}
 	return id, nil
+}
+
+// unaudited removes a container whose operation could not be audited.
+func (m *Manager) unaudited(owner, id string, err error) {
+	m.log.Error("removing a container whose operation could not be audited", "id", short(id), "error", err)
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = m.Remove(rctx, owner, id)
+}
+
+// checkEnv refuses environment values no process can hold, before the OCI
+// runtime echoes them in an error. The name is given; the value never is.
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		if strings.ContainsRune(v, 0) {
+			// Not named: the engine audits this error, and a name may be a secret.
+			return &policy.LimitError{Field: "environment", Msg: fmt.Sprintf("the value of one of the %d variables contains a NUL byte (\\x00), which no process environment can hold; remove it", len(env))}
+		}
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return &policy.LimitError{Field: "environment", Msg: "a variable name is empty or contains '=' or a NUL byte; use letters, digits and '_'"}
+		}
+	}
+	return nil
 }
 
 // CheckSpec applies the policy to a complete spec and audits a refusal; for
@@ -204,24 +284,35 @@ func (m *Manager) check(owner, id, op string) error {
 	return nil
 }
 
-func (m *Manager) record(event, owner, id string, err error, extra map[string]any) {
+func (m *Manager) entry(event, owner, id string, err error, extra map[string]any) audit.Entry {
 	e := audit.Entry{Event: event, Success: err == nil, Details: map[string]any{"container_id": id, "owner": owner}}
 	for k, v := range extra {
 		e.Details[k] = v
 	}
 	if err != nil {
-		e.Severity, e.Error = audit.Error, err.Error()
+		m.mu.Lock()
+		sc := m.scrub[id]
+		m.mu.Unlock()
+		e.Severity, e.Error = audit.Error, sc.String(err.Error())
 	}
-	m.audit.Record(e)
+	return e
 }
 
-// Start starts a container owner created.
+func (m *Manager) record(event, owner, id string, err error, extra map[string]any) {
+	m.audit.Record(m.entry(event, owner, id, err, extra))
+}
+
+// Start starts a container owner created. A start that cannot be audited is
+// undone: the container is removed and the request refused.
 func (m *Manager) Start(ctx context.Context, owner, id string) error {
 	if err := m.check(owner, id, "start"); err != nil {
 		return err
 	}
 	err := m.rt.Start(ctx, id)
-	m.record(audit.ContainerStart, owner, id, err, nil)
+	if aerr := audit.Must(m.audit, m.entry(audit.ContainerStart, owner, id, err, nil)); aerr != nil {
+		m.unaudited(owner, id, aerr)
+		return &AuditError{Err: aerr}
+	}
 	return err
 }
 
@@ -241,8 +332,9 @@ func (m *Manager) Wait(ctx context.Context, owner, id string, timeout time.Durat
 	switch {
 	case errors.Is(err, runtime.ErrTimeout):
 		err = &TimeoutError{Limit: timeout}
-	case err == nil && code == 137 && lim.MemoryBytes > 0:
-		err = &OOMError{Limit: lim.MemoryBytes}
+	case err == nil && code == 137:
+		m.learnExit(ctx, id)
+		err = m.ExitError(id, code)
 	}
 	if err != nil {
 		m.record(audit.ContainerStop, owner, id, err, map[string]any{"exit_code": code})
@@ -250,24 +342,57 @@ func (m *Manager) Wait(ctx context.Context, owner, id string, timeout time.Durat
 	return code, err
 }
 
+// learnExit asks the runtime, once, whether the kernel OOM-killed a process
+// of a container that exited with 137.
+func (m *Manager) learnExit(ctx context.Context, id string) {
+	m.mu.Lock()
+	_, known := m.verdicts[id]
+	m.mu.Unlock()
+	if known {
+		return
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	v, err := m.rt.OOMKilled(qctx, id)
+	if err != nil {
+		m.log.Warn("could not tell whether the container was OOM-killed", "id", short(id), "error", err)
+		return // not remembered: asked again next time
+	}
+	m.mu.Lock()
+	m.verdicts[id] = v
+	m.mu.Unlock()
+}
+
 // State reports whether a container of owner's runs, and if not how it ended
-// (an OOM kill is recognised by exit 137 under a memory limit).
+// (ExitError then explains it).
 func (m *Manager) State(ctx context.Context, owner, id string) (running bool, code int, err error) {
 	if err := m.check(owner, id, "inspect"); err != nil {
 		return false, 0, err
 	}
-	return m.rt.State(ctx, id)
+	running, code, err = m.rt.State(ctx, id)
+	if err == nil && !running && code == 137 {
+		m.learnExit(ctx, id)
+	}
+	return running, code, err
 }
 
-// ExitError explains how a container ended: an OOM kill or an exit code.
+// ExitError explains how a container ended: an OOM kill the kernel reported
+// (*OOMError), a SIGKILL that was not one, or might have been when no signal
+// was available (*KilledError), or an exit code.
 func (m *Manager) ExitError(id string, code int) error {
 	m.mu.Lock()
-	lim := m.limits[id]
+	lim, verdict := m.limits[id], m.verdicts[id]
 	m.mu.Unlock()
-	if code == 137 && lim.MemoryBytes > 0 {
-		return &OOMError{Limit: lim.MemoryBytes}
+	if code != 137 {
+		return fmt.Errorf("the process exited with code %d", code)
 	}
-	return fmt.Errorf("the process exited with code %d", code)
+	switch {
+	case verdict == runtime.OOMKill:
+		return &OOMError{Limit: lim.MemoryBytes}
+	case verdict == runtime.NoOOMKill:
+		return &KilledError{Limit: lim.MemoryBytes}
+	}
+	return &KilledError{Limit: lim.MemoryBytes, Unknown: true}
 }
 
 // Logs returns the container's stdout and stderr, each capped at max bytes.
@@ -308,20 +433,107 @@ func (m *Manager) Stop(ctx context.Context, owner, id string, grace time.Duratio
 	return err
 }
 
-// Remove force-removes a container of owner's and forgets it.
+// Remove force-removes a container of owner's and forgets it. Removing one
+// that is already gone is a success (audited at info, not as a violation).
+// A removal the runtime could not do (the service is down) is retried in
+// the background until it succeeds; the error is still returned.
 func (m *Manager) Remove(ctx context.Context, owner, id string) error {
-	if err := m.check(owner, id, "remove"); err != nil {
+	if err := m.tracked.Check(id, owner, "remove"); err != nil {
+		var gone *RemovedError
+		if errors.As(err, &gone) {
+			m.audit.Record(audit.Entry{Event: audit.ContainerRemove, Success: true,
+				Details: map[string]any{"container_id": id, "owner": owner, "already_removed": true}})
+			return nil
+		}
+		m.violation("container.remove", owner, "", err)
 		return err
 	}
 	err := m.rt.Remove(ctx, id)
-	if err == nil {
-		m.tracked.Remove(id)
-		m.mu.Lock()
-		delete(m.limits, id)
-		m.mu.Unlock()
-	}
 	m.record(audit.ContainerRemove, owner, id, err, nil)
-	return err
+	if err != nil {
+		m.retryLater(owner, id)
+		return err
+	}
+	m.forget(id)
+	return nil
+}
+
+func (m *Manager) forget(id string) {
+	m.tracked.Remove(id)
+	m.mu.Lock()
+	delete(m.limits, id)
+	delete(m.verdicts, id)
+	delete(m.scrub, id)
+	delete(m.pending, id)
+	m.mu.Unlock()
+}
+
+// retryLater queues a failed removal for the retrier.
+func (m *Manager) retryLater(owner, id string) {
+	m.mu.Lock()
+	m.pending[id] = owner
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Pending lists containers whose removal failed and is being retried.
+func (m *Manager) Pending() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.pending))
+	for id := range m.pending {
+		out = append(out, id)
+	}
+	return out
+}
+
+// retryRemovals retries failed removals with a backoff (0.5 s growing to
+// 10 s) until each succeeds, so that a container whose removal met a stopped
+// Podman service goes as soon as the service is back. Each success is
+// audited like any removal.
+func (m *Manager) retryRemovals() {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 10*time.Second, 0
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+			if timer == nil {
+				b.Reset()
+				timer = time.After(b.NextBackOff())
+			}
+			continue
+		case <-timer:
+		}
+		timer = nil
+		for id, owner := range m.pendingCopy() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := m.rt.Remove(ctx, id)
+			cancel()
+			if err == nil {
+				m.record(audit.ContainerRemove, owner, id, nil, map[string]any{"retried": true})
+				m.forget(id)
+			}
+		}
+		if len(m.Pending()) > 0 {
+			timer = time.After(b.NextBackOff())
+		}
+	}
+}
+
+func (m *Manager) pendingCopy() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]string, len(m.pending))
+	for id, o := range m.pending {
+		out[id] = o
+	}
+	return out
 }
 
 // Ours lists containers of this instance (any server process).
@@ -388,8 +600,11 @@ func (m *Manager) RemoveOwnedBy(ctx context.Context, owner string) int {
 	return n
 }
 
-// Shutdown removes every container this server still tracks.
+// Shutdown removes every container this server still tracks and ends the
+// removal retrier. What cannot be removed now is left to the watchdog or to
+// the next server's reconciliation.
 func (m *Manager) Shutdown(ctx context.Context) {
+	m.stopOnce.Do(func() { close(m.stop) })
 	for _, id := range m.tracked.IDs() {
 		_ = m.Remove(ctx, "", id)
 	}

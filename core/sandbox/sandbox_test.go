@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,16 +20,24 @@ import (
 // fakeRuntime records calls; it stands in for Podman in logic tests only.
 type fakeRuntime struct {
 	runtime.Runtime
-	info    runtime.Info
-	created int
-	exit    int
-	waitErr error
-	image   *runtime.ImageInfo // what every name resolves to; default: the name itself, ID "img1"
-	spec    runtime.Spec       // the last spec created
+	info      runtime.Info
+	created   int
+	exit      int
+	waitErr   error
+	image     *runtime.ImageInfo // what every name resolves to; default: the name itself, ID "img1"
+	spec      runtime.Spec       // the last spec created
+	verdict   runtime.OOMVerdict
+	createErr error
+	removeErr error
+	removes   int
+	mu        sync.Mutex
 }
 
 func (f *fakeRuntime) Info(context.Context) (runtime.Info, error) { return f.info, nil }
 func (f *fakeRuntime) Create(_ context.Context, s runtime.Spec) (string, error) {
+	if f.createErr != nil {
+		return "", f.createErr
+	}
 	f.created++
 	f.spec = s
 	return "c" + strings.Repeat("0", 11), nil
@@ -38,14 +48,38 @@ func (f *fakeRuntime) Image(_ context.Context, name string) (runtime.ImageInfo, 
 	}
 	return runtime.ImageInfo{ID: "img1", Names: []string{"localhost/" + name}}, true, nil
 }
+func (f *fakeRuntime) Start(context.Context, string) error { return nil }
+func (f *fakeRuntime) OOMKilled(context.Context, string) (runtime.OOMVerdict, error) {
+	return f.verdict, nil
+}
 func (f *fakeRuntime) Wait(context.Context, string, time.Duration) (int, error) {
 	return f.exit, f.waitErr
 }
-func (f *fakeRuntime) Remove(context.Context, string) error { return nil }
+func (f *fakeRuntime) Remove(context.Context, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removes++
+	return f.removeErr
+}
 
-type recorder struct{ entries []audit.Entry }
+func (f *fakeRuntime) setRemoveErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removeErr = err
+}
 
-func (r *recorder) Record(e audit.Entry) { r.entries = append(r.entries, e) }
+type recorder struct {
+	entries []audit.Entry
+	mu      *sync.Mutex // set by tests that record from the retrier
+}
+
+func (r *recorder) Record(e audit.Entry) {
+	if r.mu != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+	}
+	r.entries = append(r.entries, e)
+}
 
 func newTestManager(t *testing.T, rt runtime.Runtime, enforce bool) (*Manager, *recorder) {
 	profile, err := seccomp.Install(t.TempDir())
@@ -87,7 +121,7 @@ func TestUnenforceableLimitsFailClosed(t *testing.T) {
 }
 
 func TestWaitMapsOOMAndTimeout(t *testing.T) {
-	rt := &fakeRuntime{exit: 137}
+	rt := &fakeRuntime{exit: 137, verdict: runtime.OOMKill}
 	m, _ := newTestManager(t, rt, true)
 	id, _ := m.Create(context.Background(), intent(m))
 	var oom *OOMError
@@ -147,5 +181,179 @@ func TestSweepSparesSessions(t *testing.T) {
 	}
 	if n, err := m.RemoveOlderThan(context.Background(), 10*time.Minute); err != nil || n != 1 || len(rt.removed) != 1 || rt.removed[0] != "oneshot" {
 		t.Fatalf("removed %v (%d, %v)", rt.removed, n, err)
+	}
+}
+
+// Exit 137 is OOM only when the runtime says the kernel OOM-killed; a plain
+// SIGKILL is named as such, with the memory limit as a possible cause only
+// when the runtime cannot tell.
+func TestExit137IsOOMOnlyWhenTheKernelSaysSo(t *testing.T) {
+	for _, c := range []struct {
+		verdict runtime.OOMVerdict
+		oom     bool
+		want    string
+		absent  string
+	}{
+		{runtime.OOMKill, true, "out of memory", "signal 9"},
+		{runtime.NoOOMKill, false, "killed by signal 9 (SIGKILL)", "memory"},
+		{runtime.OOMUnknown, false, "killed by signal 9 (SIGKILL); if the code uses a lot of memory this may have been the 64m memory limit", "out of memory"},
+	} {
+		t.Run(c.verdict.String(), func(t *testing.T) {
+			rt := &fakeRuntime{exit: 137, verdict: c.verdict}
+			m, _ := newTestManager(t, rt, true)
+			id, _ := m.Create(context.Background(), intent(m))
+			_, err := m.Wait(context.Background(), "p", id, 0)
+			var oom *OOMError
+			var killed *KilledError
+			if errors.As(err, &oom) != c.oom || !c.oom && !errors.As(err, &killed) {
+				t.Fatalf("verdict %v: got %T %v", c.verdict, err, err)
+			}
+			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.absent) {
+				t.Errorf("message %q", err)
+			}
+			if got := m.ExitError(id, 137).Error(); got != err.Error() {
+				t.Errorf("ExitError %q differs from Wait's %q", got, err)
+			}
+			if got := m.ExitError(id, 3).Error(); !strings.Contains(got, "code 3") {
+				t.Errorf("exit 3: %q", got)
+			}
+		})
+	}
+}
+
+// A kernel backend removes a dead kernel's container, then closes the
+// session and asks again: that is not a violation.
+func TestRemovingAnAlreadyRemovedContainerIsNoViolation(t *testing.T) {
+	rt := &fakeRuntime{}
+	m, rec := newTestManager(t, rt, true)
+	id, _ := m.Create(context.Background(), intent(m))
+	if err := m.Remove(context.Background(), "p", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(context.Background(), "p", id); err != nil {
+		t.Fatalf("second remove by the owner: %v", err)
+	}
+	if err := m.Remove(context.Background(), "", id); err != nil {
+		t.Fatalf("second remove by the core: %v", err)
+	}
+	for _, e := range rec.entries {
+		if e.Event == audit.SecurityViolation {
+			t.Fatalf("false alarm: %+v", e)
+		}
+	}
+	var gone *RemovedError
+	if err := m.Signal(context.Background(), "p", id, "KILL"); !errors.As(err, &gone) {
+		t.Errorf("signal to a removed container: %v", err)
+	}
+	// Another plugin is still refused, and that is still a violation.
+	if err := m.Remove(context.Background(), "other", id); err == nil {
+		t.Fatal("another plugin removed a removed container of p's")
+	}
+	if last := rec.entries[len(rec.entries)-1]; last.Event != audit.SecurityViolation || last.Severity != audit.Critical {
+		t.Fatalf("not audited as a violation: %+v", last)
+	}
+	if rt.removes != 1 {
+		t.Errorf("runtime asked to remove %d times", rt.removes)
+	}
+}
+
+// A removal that fails (Podman down) is retried until it succeeds, and the
+// success is audited.
+func TestFailedRemovalIsRetried(t *testing.T) {
+	rt := &fakeRuntime{removeErr: errors.New("cannot connect to Podman")}
+	m, rec := newTestManager(t, rt, true)
+	defer m.Shutdown(context.Background())
+	var mu sync.Mutex
+	rec.mu = &mu
+	id, _ := m.Create(context.Background(), intent(m))
+	if err := m.Remove(context.Background(), "p", id); err == nil {
+		t.Fatal("want the runtime's error")
+	}
+	if p := m.Pending(); len(p) != 1 {
+		t.Fatalf("pending %v", p)
+	}
+	rt.setRemoveErr(nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(m.Pending()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := m.Pending(); len(p) != 0 {
+		t.Fatalf("still pending after 5 s: %v", p)
+	}
+	mu.Lock()
+	last := rec.entries[len(rec.entries)-1]
+	mu.Unlock()
+	if last.Event != audit.ContainerRemove || !last.Success || last.Details["retried"] != true {
+		t.Fatalf("retried removal not audited: %+v", last)
+	}
+	if err := m.Remove(context.Background(), "p", id); err != nil {
+		t.Fatalf("owner's later remove: %v", err)
+	}
+}
+
+type failingLog struct {
+	recorder
+	err error
+}
+
+func (f *failingLog) Write(e audit.Entry) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.Record(e)
+	return nil
+}
+func (f *failingLog) Check() error { return nil } // a full disk shows only on a write
+
+// If the audit log cannot be written, nothing is created or started: the
+// container whose record failed is removed again.
+func TestUnauditedExecutionRefused(t *testing.T) {
+	rt := &fakeRuntime{}
+	m, _ := newTestManager(t, rt, true)
+	log := &failingLog{err: errors.New("no space left on device")}
+	m.audit = log
+	_, err := m.Create(context.Background(), intent(m))
+	var ae *AuditError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "audit log cannot be written") || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("want an audit refusal, got %v", err)
+	}
+	if rt.created != 1 || rt.removes != 1 || len(m.tracked.IDs()) != 0 {
+		t.Fatalf("created %d, removed %d, tracked %v", rt.created, rt.removes, m.tracked.IDs())
+	}
+	log.err = nil
+	id, err := m.Create(context.Background(), intent(m))
+	if err != nil {
+		t.Fatalf("after the log recovered: %v", err)
+	}
+	log.err = errors.New("read-only file system")
+	if err := m.Start(context.Background(), "p", id); !errors.As(err, &ae) || rt.removes != 2 {
+		t.Fatalf("unaudited start: %v (removes %d)", err, rt.removes)
+	}
+}
+
+// Environment names and values never reach the audit log, even when the
+// runtime echoes them in an error; a NUL in a value is refused up front.
+func TestEnvironmentNeverAudited(t *testing.T) {
+	rt := &fakeRuntime{createErr: errors.New(`runc: "PLANTED_NAME_1=PLANTED-VALUE-1": OCI runtime error`)}
+	m, rec := newTestManager(t, rt, true)
+	in := intent(m)
+	in.Env = map[string]string{"PLANTED_NAME_1": "PLANTED-VALUE-1"}
+	if _, err := m.Create(context.Background(), in); err == nil {
+		t.Fatal("want the runtime's error")
+	}
+	in.Env = map[string]string{"PLANTED_NAME_2": "PLANTED-VALUE-2\x00tail"}
+	_, err := m.Create(context.Background(), in)
+	var le *policy.LimitError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "NUL") || strings.Contains(err.Error(), "PLANTED-VALUE") {
+		t.Fatalf("NUL value: %v", err)
+	}
+	for _, e := range rec.entries {
+		b, _ := json.Marshal(e)
+		if strings.Contains(string(b), "PLANTED") {
+			t.Errorf("audit entry holds an environment name or value: %s", b)
+		}
+	}
+	if rt.created != 0 {
+		t.Errorf("created %d", rt.created)
 	}
 }

@@ -7,16 +7,26 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 )
 
+// recentMax bounds how many removed containers the tracker remembers.
+const recentMax = 4096
+
 // Tracker is the set of containers this forge instance created, with the
 // plugin that owns each. Only tracked containers may be touched, and only by
-// their owner.
+// their owner. It also remembers recently removed containers, so that an
+// owner that asks again for one of its own (a kernel backend removes a dead
+// kernel's container, then closes the session) is told it is gone rather
+// than being reported as touching a container that is not ours.
 type Tracker struct {
 	mu     sync.Mutex
 	owners map[string]string
+	recent map[string]string // removed id → its owner
+	order  []string          // removal order, oldest first
 }
 
 // NewTracker returns an empty tracker.
-func NewTracker() *Tracker { return &Tracker{owners: map[string]string{}} }
+func NewTracker() *Tracker {
+	return &Tracker{owners: map[string]string{}, recent: map[string]string{}}
+}
 
 // Add records a container created for owner.
 func (t *Tracker) Add(id, owner string) {
@@ -25,20 +35,50 @@ func (t *Tracker) Add(id, owner string) {
 	t.owners[id] = owner
 }
 
-// Remove forgets a container.
+// Remove forgets a container, remembering that it was removed.
 func (t *Tracker) Remove(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	owner, ok := t.owners[id]
+	if !ok {
+		return
+	}
 	delete(t.owners, id)
+	if _, seen := t.recent[id]; !seen {
+		t.order = append(t.order, id)
+	}
+	t.recent[id] = owner
+	for len(t.order) > recentMax {
+		delete(t.recent, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+// RemovedError is an operation on a container of the caller's own that was
+// already removed: a race between owner and core, not a violation.
+type RemovedError struct {
+	ID, Op string
+}
+
+func (e *RemovedError) Error() string {
+	return fmt.Sprintf("cannot %s container %s: it was already removed", e.Op, short(e.ID))
 }
 
 // Check refuses an operation on a container that is not ours or not owner's.
-// The core itself passes owner "" to act on any container it created.
+// The core itself passes owner "" to act on any container it created. A
+// container of owner's that was removed gives *RemovedError.
 func (t *Tracker) Check(id, owner, op string) error {
 	t.mu.Lock()
 	o, ok := t.owners[id]
+	gone, removed := t.recent[id]
 	t.mu.Unlock()
 	if !ok {
+		if removed && (owner == "" || gone == owner) {
+			return &RemovedError{ID: id, Op: op}
+		}
+		if removed {
+			return &policy.Violation{Rule: "not-owner", Detail: fmt.Sprintf("cannot %s container %q: it belonged to plugin %q, not %q", op, short(id), gone, owner)}
+		}
 		return &policy.Violation{Rule: "not-our-container", Detail: fmt.Sprintf("cannot %s container %q: it was not created by this forge instance", op, short(id))}
 	}
 	if owner != "" && o != owner {

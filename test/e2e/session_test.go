@@ -265,8 +265,9 @@ func TestSessionOwnership(t *testing.T) {
 	}
 }
 
-// A server killed without cleanup leaves its session container; the next
-// server on the same base path removes it at start.
+// A server killed without cleanup, whose watchdog died with it, leaves its
+// session container; the next server on the same base path removes it at
+// start.
 func TestNoOrphansAfterRestart(t *testing.T) {
 	s := testenv.StartServer(t, "")
 	if res := s.Call(t, "execute_python", map[string]any{"code": "x = 1", "session_id": "orphan"}, nil); res.IsError {
@@ -275,6 +276,10 @@ func TestNoOrphansAfterRestart(t *testing.T) {
 	if len(sessionContainers(t, s.Base, "orphan")) != 1 {
 		t.Fatal("no session container")
 	}
+	for _, pid := range childrenMatching(s.Cmd.Process.Pid, "watchdog") {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	killPluginsAtEnd(t, s.Cmd.Process.Pid)
 	s.Cmd.Process.Signal(syscall.SIGKILL)
 	s.Cmd.Wait()
 	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {

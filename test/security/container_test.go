@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -237,4 +238,45 @@ func TestReconcileRemovesOrphans(t *testing.T) {
 			t.Fatal("orphan still present")
 		}
 	}
+}
+
+// A SIGKILL under a memory limit is not an OOM kill: the kernel's own record
+// decides (Podman's OOMKilled is always false on cgroups v1).
+func TestSIGKILLIsNotOOM(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	_, err := run(t, c, "import os; os.kill(os.getpid(), 9)", func(l *runtime.Limits) { l.MemoryBytes = 64 << 20 })
+	var killed *sandbox.KilledError
+	if !errors.As(err, &killed) || killed.Unknown {
+		t.Fatalf("want a SIGKILL the kernel log clears of OOM, got %T %v", err, err)
+	}
+	if strings.Contains(err.Error(), "memory") || !strings.Contains(err.Error(), "signal 9") {
+		t.Errorf("message %q", err)
+	}
+}
+
+// The OCI runtime echoes NAME=value for a value holding a NUL byte; the
+// runtime client strips the container's environment from every error.
+func TestRuntimeErrorsHoldNoEnvironment(t *testing.T) {
+	c := testenv.NewCore(t, nil)
+	spec, err := c.Manager.Policy().Harden(policy.Intent{Image: pythonImage, Command: []string{"true"},
+		Env:    map[string]string{"PLANTEDNAME_Z": "PLANTEDVALUE-1\x00PLANTEDVALUE-2"},
+		Limits: c.Manager.Policy().Settings().Defaults, Owner: "test", Instance: "test-" + filepath.Base(c.Base)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := podman.New(c.Config.Server.PodmanSocket)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := rt.Create(ctx, spec)
+	if err == nil {
+		defer rt.Remove(context.Background(), id)
+		err = rt.Start(ctx, id)
+	}
+	if err == nil {
+		t.Fatal("a NUL in an environment value was accepted")
+	}
+	if strings.Contains(err.Error(), "PLANTED") {
+		t.Fatalf("the runtime's error holds the environment: %v", err)
+	}
+	t.Logf("scrubbed: %v", err)
 }

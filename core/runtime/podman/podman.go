@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/containers/podman/v5/libpod/define"
 	"github.com/containers/podman/v5/pkg/api/handlers"
 	"github.com/containers/podman/v5/pkg/bindings"
@@ -34,20 +36,26 @@ import (
 // MinAPIVersion is the oldest Podman service we have tested against.
 const MinAPIVersion = "4.3.0"
 
-// Client is a lazily connected Podman API client.
+// Client is a lazily connected Podman API client. A service that stops
+// answering is reconnected to on the next call.
 type Client struct {
 	configured string
 	getenv     func(string) string
+	kmsg       func() ([]kmsgRecord, error) // the kernel log, for OOM kills
 
 	mu     sync.Mutex
 	conn   context.Context
 	socket string
+	envs   map[string]*runtime.Scrubber // container id → its environment, kept out of errors
 }
 
 var _ runtime.Runtime = (*Client)(nil)
 
 // New returns a client that connects on first use; socket may be empty.
-func New(socket string) *Client { return &Client{configured: socket, getenv: os.Getenv} }
+func New(socket string) *Client {
+	return &Client{configured: socket, getenv: os.Getenv, envs: map[string]*runtime.Scrubber{},
+		kmsg: func() ([]kmsgRecord, error) { return readKmsg("/dev/kmsg") }}
+}
 
 // opTimeout bounds every API call that should return promptly, so that a
 // wedged Podman service surfaces as an error instead of a hung server.
@@ -82,6 +90,44 @@ func (c *Client) ctx(ctx context.Context) (context.Context, error) {
 	return mergeCtx(ctx, c.conn), nil
 }
 
+// fail turns an error of an operation on container id into what callers
+// see: the container's environment scrubbed out, and a service that does not
+// answer named as such (and reconnected to next time).
+func (c *Client) fail(id, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if unavailable(err) {
+		c.mu.Lock()
+		sock := c.socket
+		c.conn = nil // a restarted service gets a fresh connection
+		c.mu.Unlock()
+		err = fmt.Errorf("%s: cannot connect to Podman at %s: the service is not answering (%w); start it again (`make setup` does), `mcp-forge doctor` checks it", op, strings.TrimPrefix(sock, "unix://"), err)
+	} else {
+		err = fmt.Errorf("%s: %w", op, err)
+	}
+	c.mu.Lock()
+	sc := c.envs[id]
+	c.mu.Unlock()
+	return sc.Error(err)
+}
+
+// unavailable reports an error that means the service is gone, not that it
+// refused the request.
+func unavailable(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "connection reset", "broken pipe", "dial unix", "unexpected EOF", ": EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // mergeCtx carries conn's values with ctx's deadline and cancellation.
 func mergeCtx(ctx, conn context.Context) context.Context {
 	return valueCtx{Context: ctx, values: conn}
@@ -108,7 +154,7 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 	}
 	info, err := system.Info(cx, nil)
 	if err != nil {
-		return runtime.Info{}, fmt.Errorf("podman info: %w", err)
+		return runtime.Info{}, c.fail("", "podman info", err)
 	}
 	out := runtime.Info{
 		Socket:      c.socket,
@@ -193,8 +239,17 @@ func toSpecgen(s runtime.Spec) *specgen.SpecGenerator {
 	}
 	// Keep a bounded log on disk whatever the program prints.
 	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: 8 << 20}
+	// A run's container is killed by conmon past its timeout even if the
+	// server and its watchdog are both gone.
+	if s.Labels[runtime.LabelOneShot] == "true" && s.Limits.Timeout > 0 {
+		g.Timeout = uint((s.Limits.Timeout + LifetimeGrace).Seconds())
+	}
 	return g
 }
+
+// LifetimeGrace is how long a one-shot container may outlive its timeout
+// (the server kills it at the timeout; conmon after this grace).
+const LifetimeGrace = time.Minute
 
 // Create makes the container; it does not start it.
 func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
@@ -207,10 +262,24 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", fmt.Errorf("podman create from %s: the spec lacks a resolved image ID or a seccomp profile; refusing to fall back to Podman's defaults", s.Image)
 	}
 	resp, err := containers.CreateWithSpec(cx, toSpecgen(s), nil)
+	// Names too: errors reach the audit log, where a name may be a secret.
+	sc := runtime.NewScrubber(s.Env, true)
 	if err != nil {
-		return "", fmt.Errorf("podman create from %s: %w", s.Image, hint(err))
+		return "", sc.Error(c.fail("", "podman create from "+s.Image, hint(err)))
+	}
+	if len(s.Env) > 0 {
+		c.mu.Lock()
+		c.envs[resp.ID] = sc
+		c.mu.Unlock()
 	}
 	return resp.ID, nil
+}
+
+func hintErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return hint(err)
 }
 
 func hint(err error) error {
@@ -235,10 +304,7 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := containers.Start(cx, id, nil); err != nil {
-		return fmt.Errorf("podman start: %w", hint(err))
-	}
-	return nil
+	return c.fail(id, "podman start", hintErr(containers.Start(cx, id, nil)))
 }
 
 // Wait polls every 10 ms (the default 250 ms adds a quarter second to every run).
@@ -259,13 +325,13 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (in
 		return -1, ctx.Err()
 	}
 	if errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil {
-		return -1, fmt.Errorf("podman wait: the Podman service did not answer in time (%w); check it with `podman ps`", err)
+		return -1, c.fail(id, "podman wait", fmt.Errorf("the Podman service did not answer in time (%w); check it with `podman ps`", err))
 	}
 	if wctx.Err() != nil {
 		c.kill(id)
 		return -1, runtime.ErrTimeout
 	}
-	return -1, fmt.Errorf("podman wait: %w", err)
+	return -1, c.fail(id, "podman wait", err)
 }
 
 func (c *Client) kill(id string) {
@@ -288,12 +354,44 @@ func (c *Client) State(ctx context.Context, id string) (bool, int, error) {
 	}
 	data, err := containers.Inspect(cx, id, nil)
 	if err != nil {
-		return false, 0, fmt.Errorf("podman inspect: %w", err)
+		return false, 0, c.fail(id, "podman inspect", err)
 	}
 	if data.State == nil {
 		return false, 0, fmt.Errorf("podman inspect %s: no state", id)
 	}
 	return data.State.Running || data.State.Status == "created" || data.State.Status == "initialized", int(data.State.ExitCode), nil
+}
+
+// OOMKilled asks Podman, then the kernel log, whether the kernel's OOM
+// killer killed a process of the exited container shortly before it ended.
+// The kernel log is only meaningful for a local engine.
+func (c *Client) OOMKilled(ctx context.Context, id string) (runtime.OOMVerdict, error) {
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
+	if err != nil {
+		return runtime.OOMUnknown, err
+	}
+	data, err := containers.Inspect(cx, id, nil)
+	if err != nil {
+		return runtime.OOMUnknown, c.fail(id, "podman inspect", err)
+	}
+	if data.State == nil {
+		return runtime.OOMUnknown, fmt.Errorf("podman inspect %s: no state", id)
+	}
+	if data.State.OOMKilled {
+		return runtime.OOMKill, nil
+	}
+	c.mu.Lock()
+	local := strings.HasPrefix(c.socket, "unix://")
+	c.mu.Unlock()
+	if !local || c.kmsg == nil {
+		return runtime.OOMUnknown, nil
+	}
+	records, err := c.kmsg()
+	if err != nil {
+		return runtime.OOMUnknown, nil // not root, or no /dev/kmsg: no signal
+	}
+	return oomVerdict(records, data.ID, sinceBoot(data.State.FinishedAt)), nil
 }
 
 // capped keeps the first max bytes written and counts the rest.
@@ -341,7 +439,7 @@ func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output
 	close(se)
 	wg.Wait()
 	if err != nil && !errors.Is(err, io.EOF) {
-		return runtime.Output{}, fmt.Errorf("podman logs: %w", err)
+		return runtime.Output{}, c.fail(id, "podman logs", err)
 	}
 	return runtime.Output{Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}, nil
 }
@@ -356,7 +454,7 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, max int64) (
 		Cmd: cmd, AttachStdout: true, AttachStderr: true,
 	}})
 	if err != nil {
-		return runtime.ExecResult{}, fmt.Errorf("podman exec create: %w", err)
+		return runtime.ExecResult{}, c.fail(id, "podman exec create", err)
 	}
 	defer containers.ExecRemove(cx, sid, nil)
 	out, errw := &capped{max: max}, &capped{max: max}
@@ -365,11 +463,11 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, max int64) (
 	if err := containers.ExecStartAndAttach(cx, sid, &containers.ExecStartAndAttachOptions{
 		OutputStream: &ow, ErrorStream: &ew, AttachOutput: &t, AttachError: &t,
 	}); err != nil {
-		return runtime.ExecResult{}, fmt.Errorf("podman exec: %w", err)
+		return runtime.ExecResult{}, c.fail(id, "podman exec", err)
 	}
 	insp, err := containers.ExecInspect(cx, sid, nil)
 	if err != nil {
-		return runtime.ExecResult{}, fmt.Errorf("podman exec inspect: %w", err)
+		return runtime.ExecResult{}, c.fail(id, "podman exec inspect", err)
 	}
 	return runtime.ExecResult{ExitCode: insp.ExitCode, Output: runtime.Output{
 		Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}}, nil
@@ -382,10 +480,7 @@ func (c *Client) Signal(ctx context.Context, id, sig string) error {
 	if err != nil {
 		return err
 	}
-	if err := containers.Kill(cx, id, new(containers.KillOptions).WithSignal(sig)); err != nil {
-		return fmt.Errorf("podman kill -s %s: %w", sig, err)
-	}
-	return nil
+	return c.fail(id, "podman kill -s "+sig, containers.Kill(cx, id, new(containers.KillOptions).WithSignal(sig)))
 }
 
 // Stop stops the container, killing it after grace.
@@ -395,26 +490,36 @@ func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error
 	if err != nil {
 		return err
 	}
-	if err := containers.Stop(cx, id, new(containers.StopOptions).WithTimeout(uint(grace.Seconds()))); err != nil {
-		return fmt.Errorf("podman stop: %w", err)
-	}
-	return nil
+	return c.fail(id, "podman stop", containers.Stop(cx, id, new(containers.StopOptions).WithTimeout(uint(grace.Seconds()))))
 }
 
 // Remove force-removes the container and its anonymous volumes. A container
 // that is already gone counts as removed. Right after a container exits,
 // Podman's own cleanup may still hold its /dev/shm mount ("device or
-// resource busy"); that is retried with a short backoff.
+// resource busy"); that is retried with a short exponential backoff (about
+// 1.5 s in all, less if ctx ends first). A service that does not answer is
+// not retried here: the caller decides when to try again.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	delay := 25 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := c.remove(ctx, id)
-		if err == nil || attempt == 6 || ctx.Err() != nil {
-			return err
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.Multiplier, b.RandomizationFactor, b.MaxInterval = 25*time.Millisecond, 2, 0.2, time.Second
+	var last error
+	err := backoff.Retry(func() error {
+		last = c.remove(ctx, id)
+		if last != nil && unavailable(last) {
+			return backoff.Permanent(last)
 		}
-		time.Sleep(delay)
-		delay *= 2
+		return last
+	}, backoff.WithContext(backoff.WithMaxRetries(b, 6), ctx))
+	if err != nil && last != nil {
+		err = last // the cause, rather than the context's end
 	}
+	if err != nil {
+		return c.fail(id, "podman rm", err)
+	}
+	c.mu.Lock()
+	delete(c.envs, id)
+	c.mu.Unlock()
+	return nil
 }
 
 func (c *Client) remove(ctx context.Context, id string) error {
@@ -428,11 +533,11 @@ func (c *Client) remove(ctx context.Context, id string) error {
 		if strings.Contains(err.Error(), "no such container") {
 			return nil
 		}
-		return fmt.Errorf("podman rm: %w", err)
+		return err
 	}
 	for _, r := range reports {
 		if r.Err != nil && !strings.Contains(r.Err.Error(), "no such container") {
-			return fmt.Errorf("podman rm %s: %w", r.Id, r.Err)
+			return fmt.Errorf("%s: %w", r.Id, r.Err)
 		}
 	}
 	return nil
@@ -451,7 +556,7 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]runtime.
 	}
 	list, err := containers.List(cx, new(containers.ListOptions).WithAll(true).WithFilters(map[string][]string{"label": filt}))
 	if err != nil {
-		return nil, fmt.Errorf("podman ps: %w", err)
+		return nil, c.fail("", "podman ps", err)
 	}
 	out := make([]runtime.Container, 0, len(list))
 	for _, l := range list {
@@ -478,7 +583,7 @@ func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, boo
 		return runtime.ImageInfo{}, false, nil
 	}
 	if err != nil {
-		return runtime.ImageInfo{}, false, fmt.Errorf("podman image inspect: %w", err)
+		return runtime.ImageInfo{}, false, c.fail("", "podman image inspect", err)
 	}
 	digests := append([]string{}, data.RepoDigests...)
 	if data.Digest != "" {
