@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,17 @@ type ExecResult struct {
 	Output
 }
 
+// ExecRequest is a command run in a running container.
+type ExecRequest struct {
+	Command []string
+	Stdin   []byte // nil: no stdin
+	Env     map[string]string
+	WorkDir string
+	Max     int64 // cap of each stream kept in the result
+	// Stdout and Stderr, if set, also receive the output as it is produced.
+	Stdout, Stderr io.Writer
+}
+
 // ImageInfo describes a local image.
 type ImageInfo struct {
 	ID     string
@@ -66,7 +78,7 @@ type Runtime interface {
 	// State inspects the container: running, or its exit code.
 	State(ctx context.Context, id string) (running bool, exitCode int, err error)
 	Logs(ctx context.Context, id string, max int64) (Output, error)
-	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
+	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
 	Signal(ctx context.Context, id, signal string) error
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	Remove(ctx context.Context, id string) error

@@ -107,7 +107,14 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if _, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env}); err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	defer b.CloseSession(context.WithoutCancel(ctx), req.SessionID)
+	defer func() {
+		// The throw-away session is this backend's own, so is its workspace:
+		// nothing of the run may stay on the host.
+		cctx := context.WithoutCancel(ctx)
+		if b.CloseSession(cctx, req.SessionID) == nil {
+			_ = b.sb.RemoveWorkspace(cctx, req.SessionID)
+		}
+	}()
 	return b.ExecuteInSession(ctx, req, nil)
 }
 
@@ -438,7 +445,7 @@ func (b *Backend) interrupt(ctx context.Context, s *session) {
 			return
 		}
 	}
-	_ = b.sb.Signal(ctx, s.ctr, "INT")
+	_ = b.sb.Signal(ctx, s.ctr, "INT", host.SignalInit)
 }
 
 // kill removes a session's container and marks it dead.
