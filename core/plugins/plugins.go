@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Entry is a plugin the configuration or the plugin directory names.
@@ -127,7 +128,7 @@ type Manager struct {
 }
 
 type running struct {
-	client *plugin.Client
+	client *pluginhost.Client
 	b      backend.Backend
 }
 
@@ -212,7 +213,7 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, error) {
 		return nil, err
 	}
 	start := time.Now()
-	c, err := plugin.Launch(e.Path, m.log.Named(e.Name))
+	c, err := pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256})
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +288,7 @@ func (m *Manager) Close() {
 // supervised turns a dead plugin's transport error into a clear one.
 type supervised struct {
 	name string
-	c    *plugin.Client
+	c    *pluginhost.Client
 	b    backend.Backend
 	m    *Manager
 }
@@ -297,7 +298,7 @@ func (s *supervised) crashed(err error) error {
 		return nil
 	}
 	// go-plugin notices the exit asynchronously; give it a moment.
-	for i := 0; i < 20 && !s.c.Exited() && plugin.IsUnavailable(err); i++ {
+	for i := 0; i < 20 && !s.c.Exited() && pluginhost.IsUnavailable(err); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if s.c.Exited() {
@@ -334,7 +335,7 @@ func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (b
 
 // Probed is what Probe learns of a plugin.
 type Probed struct {
-	plugin.Described
+	pluginhost.Described
 	APIVersion int
 	Checksum   string
 }
@@ -346,7 +347,7 @@ func Probe(ctx context.Context, e Entry) (Probed, error) {
 	if err != nil {
 		return Probed{Checksum: sum}, err
 	}
-	c, err := plugin.Launch(e.Path, hclog.NewNullLogger())
+	c, err := pluginhost.Launch(e.Path, hclog.NewNullLogger(), pluginhost.Options{SHA256: e.SHA256})
 	if err != nil {
 		return Probed{Checksum: sum}, err
 	}

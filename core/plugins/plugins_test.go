@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 func TestChecksumMismatchRefuses(t *testing.T) {
@@ -49,7 +49,7 @@ func TestIncompatibleAPIVersion(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build test plugin: %v\n%s", err, out)
 	}
-	_, err := plugin.Launch(bin, hclog.NewNullLogger())
+	_, err := pluginhost.Launch(bin, hclog.NewNullLogger(), pluginhost.Options{})
 	if err == nil {
 		t.Fatal("incompatible plugin launched")
 	}

@@ -562,3 +562,5 @@ func firstPositive(a, b int64) int64 {
 	}
 	return b
 }
+
+var _ backend.SessionBackend = (*Backend)(nil)

@@ -191,3 +191,5 @@ func firstPositive(a, b int64) int64 {
 	}
 	return b
 }
+
+var _ backend.Backend = (*Backend)(nil)

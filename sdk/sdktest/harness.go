@@ -5,14 +5,18 @@ package sdktest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Serve starts the backend built by factory in-process, configures it with h
@@ -20,7 +24,7 @@ import (
 // returns the core-side client.
 func Serve(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host, cfg []byte) backend.Backend {
 	t.Helper()
-	set := plugin.BackendPluginSet(info, factory)[plugin.APIVersion]
+	set := pluginhost.BackendPluginSet(info, factory)[plugin.APIVersion]
 	client, _ := goplugin.TestPluginGRPCConn(t, false, set)
 	t.Cleanup(func() { client.Close() })
 	raw, err := client.Dispense(plugin.TypeBackend)
@@ -39,4 +43,27 @@ func Serve(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host,
 		t.Fatalf("configure: %v", err)
 	}
 	return bc
+}
+
+// Launch runs a plugin binary the way the core does (sdk/pluginhost: a
+// child process over go-plugin with AutoMTLS and no host environment, the
+// API version negotiated, the reported version checked) and configures it
+// with h and cfg. It is the suite's real mode: a test in a module that can
+// build the real core passes that core's host services for h (sdktest
+// itself imports nothing of the core), so the same conformance suite runs
+// the real binary against real Podman and the real policy.
+func Launch(t testing.TB, path string, h host.Host, cfg []byte) backend.Backend {
+	t.Helper()
+	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{})
+	if err != nil {
+		t.Fatalf("launch %s: %v", path, err)
+	}
+	t.Cleanup(c.Kill)
+	if _, err := c.Describe(context.Background()); err != nil {
+		t.Fatalf("describe %s: %v", path, err)
+	}
+	if err := c.Configure(context.Background(), h, cfg); err != nil {
+		t.Fatalf("configure %s: %v", path, err)
+	}
+	return c.Backend()
 }

@@ -488,3 +488,9 @@ func (h *LocalHost) Containers() []string {
 	}
 	return ids
 }
+
+var (
+	_ host.Host    = (*LocalHost)(nil)
+	_ host.Sandbox = (*LocalHost)(nil)
+	_ host.Host    = (*Tracker)(nil)
+)
