@@ -338,10 +338,10 @@ func (m *Manager) SignalAll(ctx context.Context, owner, id, sig string) error {
 	if strings.Trim(sig, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" || sig == "" {
 		return fmt.Errorf("signal %q is not a signal name", sig)
 	}
-	res, err := m.rt.Exec(ctx, id, runtime.ExecRequest{Command: []string{"/bin/sh", "-c", "kill -s " + sig + " -1"}, Max: 4096})
+	res, err := m.rt.Exec(ctx, id, runtime.ExecRequest{Command: []string{"/bin/sh", "-c", "kill -s " + sig + " -- -1"}, Max: 4096})
 	// No process left to signal (the command already ended) is not a failure.
 	if err == nil && res.ExitCode != 0 && !strings.Contains(strings.ToLower(string(res.Stderr)), "no such process") {
-		err = fmt.Errorf("kill -s %s -1 in the container exited %d: %s", sig, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		err = fmt.Errorf("kill -s %s -- -1 in the container exited %d: %s", sig, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	m.record(audit.ContainerSignal, owner, id, err, map[string]any{"signal": sig, "scope": "all"})
 	return err
