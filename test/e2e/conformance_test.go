@@ -57,7 +57,6 @@ var bashSnippets = sdktest.Snippets{
 	Print:         "echo hello",
 	Stderr:        "echo oops >&2",
 	SyntaxError:   "echo a\nif then fi",
-	SyntaxLine:    2,
 	RuntimeError:  "echo start\nfalse",
 	Sleep:         "sleep 60",
 	SetState:      "export X=41",
