@@ -12,6 +12,9 @@ make -s lint
 echo "== generated protobuf code is up to date"
 make -s proto-check
 
+echo "== plugin API: buf lint, and no breaking change to API v1"
+make -s proto-lint
+
 echo "== real MCP client from npm (TypeScript SDK)"
 if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ]; then
   (cd test/node && npm ci --no-audit --no-fund --loglevel=error)

@@ -79,6 +79,7 @@ func conformanceCases() []conformanceCase {
 	irk := rSnippets
 	irk.ExprJSON = "" // IRkernel sends values as display text ("[1] 42"), not JSON
 	irk.SyntaxLine, irk.RuntimeLine = 0, 0
+	irk.Exit = "tools::pskill(Sys.getpid(), tools::SIGKILL)" // IRkernel survives quit()
 	return []conformanceCase{
 		{"python", "../../plugins/python", pythonSnippets, false, "python3"},
 		{"r", "../../plugins/r", rSnippets, false, "Rscript"},
