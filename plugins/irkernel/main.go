@@ -21,11 +21,9 @@ var inspectCode string
 // (SIGINT it instead), sends values as display_data, and its heartbeat is
 // silent while R is busy (liveness comes from the container's state).
 var Spec = kernel.Spec{
-	Language:     "r",
-	DefaultImage: "mcp-forge/r:4.2",
-	Command: func(conn string) []string {
-		return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
-	},
+	Language:          "r",
+	DefaultImage:      "mcp-forge/r:4.2",
+	Command:           kernel.IRKernelCommand,
 	Env:               map[string]string{"HOME": "/tmp", "R_LIBS_USER": "/tmp/Rlib"},
 	InterruptBySignal: true,
 	ValuesAsDisplay:   true,

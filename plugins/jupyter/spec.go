@@ -19,9 +19,7 @@ var inspectCode string
 var Spec = kernel.Spec{
 	Language:     "python",
 	DefaultImage: "mcp-forge/python:3.11",
-	Command: func(conn string) []string {
-		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
-	},
+	Command:      kernel.IPyKernelCommand,
 	// The inline backend is chosen lazily (on import of pyplot), so a session
 	// that never plots does not pay for loading matplotlib at start.
 	Env: map[string]string{"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/mpl",

@@ -46,6 +46,18 @@ type Spec struct {
 	ErrorLine func(ename, evalue string, traceback []string) int
 }
 
+// IPyKernelCommand starts ipykernel (in the forge Python image) with the
+// connection file conn; history is off, so nothing is written to $HOME.
+func IPyKernelCommand(conn string) []string {
+	return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
+}
+
+// IRKernelCommand starts IRkernel (in the forge R image) with the
+// connection file conn.
+func IRKernelCommand(conn string) []string {
+	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
+}
+
 // InspectMarker prefixes the introspection line.
 const InspectMarker = "__FORGE_VARS__"
 
