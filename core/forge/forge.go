@@ -79,11 +79,17 @@ func PluginSettings(cfg config.Config) func(string) map[string]any {
 	maxOut, _ := config.ParseSize(cfg.Execution.MaxOutput)
 	maxImg, _ := config.ParseSize(cfg.Execution.MaxImageSize)
 	return func(name string) map[string]any {
-		image := cfg.Images.Python
-		if name == "r" || name == "irkernel" {
-			image = cfg.Images.R
+		out := map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg}
+		// The configured images are those of the built-in plugins; any other
+		// plugin keeps its own default image unless [plugins.NAME.config]
+		// names one.
+		switch name {
+		case "python", "jupyter":
+			out["image"] = cfg.Images.Python
+		case "r", "irkernel":
+			out["image"] = cfg.Images.R
 		}
-		return map[string]any{"image": image, "max_output_bytes": maxOut, "max_image_bytes": maxImg}
+		return out
 	}
 }
 
