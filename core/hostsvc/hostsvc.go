@@ -30,8 +30,7 @@ type Host struct {
 	ws    *workspace.Manager
 
 	mu         sync.Mutex
-	workspaces map[string]*tracked             // container id → its workspace
-	sessions   map[string]*workspace.Workspace // session workspaces this plugin made
+	workspaces map[string]*tracked // container id → its workspace
 }
 
 type tracked struct {
@@ -42,7 +41,7 @@ type tracked struct {
 
 // New returns the host services for plugin owner.
 func New(owner string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
-	return &Host{owner: owner, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, sessions: map[string]*workspace.Workspace{}}
+	return &Host{owner: owner, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}}
 }
 
 // Sandbox implements host.Host.
@@ -106,10 +105,8 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	t := &tracked{Workspace: w, stop: stop}
 	h.mu.Lock()
 	h.workspaces[id] = t
-	if !w.Ephemeral {
-		h.sessions[w.SessionID] = w
-	}
 	h.mu.Unlock()
+	h.ws.Claim(w, h.owner)
 	if h.ws.Quota() > 0 {
 		go h.watchQuota(wctx, id, t)
 	}
@@ -309,25 +306,23 @@ func (h *Host) GetFile(_ context.Context, id, path string, max int64) ([]byte, e
 }
 
 // RemoveWorkspace implements host.Sandbox: only a session workspace this
-// plugin created, and only once none of its containers is left.
+// plugin created (its current incarnation), and only once none of this
+// plugin's containers uses it.
 func (h *Host) RemoveWorkspace(_ context.Context, sessionID string) error {
 	h.mu.Lock()
-	w, ok := h.sessions[sessionID]
-	if ok {
-		for cid, t := range h.workspaces {
-			if t.Workspace.Path == w.Path {
-				h.mu.Unlock()
-				return host.Errorf(host.KindInvalid, "workspace of session %s is still used by container %s: remove the container first", sessionID, cid)
-			}
+	for cid, t := range h.workspaces {
+		if !t.Ephemeral && t.SessionID == sessionID {
+			h.mu.Unlock()
+			return host.Errorf(host.KindInvalid, "workspace of session %s is still used by container %s: remove the container first", sessionID, cid)
 		}
-		delete(h.sessions, sessionID)
 	}
 	h.mu.Unlock()
-	if !ok {
-		return host.Errorf(host.KindNotFound, "plugin %s created no workspace for session %q", h.owner, sessionID)
-	}
-	if err := h.ws.Remove(w); err != nil {
+	ok, err := h.ws.RemoveClaimed(sessionID, h.owner)
+	if err != nil {
 		return host.Errorf(host.KindInternal, "remove workspace of session %s: %v", sessionID, err)
+	}
+	if !ok {
+		return host.Errorf(host.KindNotFound, "plugin %s has no workspace for session %q to remove", h.owner, sessionID)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -41,11 +42,14 @@ type Manager struct {
 	base  string
 	tag   string
 	quota int64
+
+	mu      sync.Mutex
+	claimed map[string]string // session workspace name → the plugin that made it
 }
 
 // New returns a manager; quota is the byte cap of one workspace (0: none).
 func New(base, serverTag string, quota int64) *Manager {
-	return &Manager{base: base, tag: serverTag, quota: quota}
+	return &Manager{base: base, tag: serverTag, quota: quota, claimed: map[string]string{}}
 }
 
 // Root is the directory holding every workspace.
@@ -98,7 +102,41 @@ func (m *Manager) RemoveSession(sessionID string) error {
 	if CheckSessionID(sessionID) != nil {
 		return nil // no such workspace can exist
 	}
+	m.mu.Lock()
+	delete(m.claimed, m.name(sessionID))
+	m.mu.Unlock()
 	return os.RemoveAll(m.SessionPath(sessionID))
+}
+
+// Claim records that owner made (or reused) a session workspace, so that it
+// may remove it later with RemoveClaimed.
+func (m *Manager) Claim(w *Workspace, owner string) {
+	if w.Ephemeral {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.claimed[w.Name] = owner
+}
+
+// RemoveClaimed deletes a session workspace if owner made its current
+// incarnation: a plugin can remove what it created, never a workspace the
+// same session id got later from another plugin. It reports whether it did.
+func (m *Manager) RemoveClaimed(sessionID, owner string) (bool, error) {
+	if CheckSessionID(sessionID) != nil {
+		return false, nil
+	}
+	name := m.name(sessionID)
+	m.mu.Lock()
+	mine := m.claimed[name] == owner
+	if mine {
+		delete(m.claimed, name)
+	}
+	m.mu.Unlock()
+	if !mine {
+		return false, nil
+	}
+	return true, os.RemoveAll(m.SessionPath(sessionID))
 }
 
 func newRunID() string {
