@@ -195,6 +195,12 @@ func (h *Host) Exec(ctx context.Context, id string, req host.ExecRequest) (host.
 	if req.Timeout < 0 {
 		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec timeout %s is negative", req.Timeout)
 	}
+	if len(req.Stdin) > host.MaxFileBytes {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec stdin of %d bytes is over the %d-byte limit; put a file with PutFile in parts instead", len(req.Stdin), host.MaxFileBytes)
+	}
+	if req.MaxBytes <= 0 || req.MaxBytes > host.MaxExecOutputBytes {
+		req.MaxBytes = host.MaxExecOutputBytes
+	}
 	rreq := sandbox.ExecRequest{Timeout: req.Timeout, ExecRequest: runtime.ExecRequest{
 		Command: req.Command, Stdin: req.Stdin, Env: req.Env, WorkDir: req.WorkDir, Max: req.MaxBytes}}
 	if req.Output != nil {

@@ -73,14 +73,16 @@ type Output struct {
 // user, in its namespaces and under its limits.
 type ExecRequest struct {
 	Command []string
-	Stdin   []byte            // fed to the command, then closed; nil: no stdin
+	Stdin   []byte            // fed to the command, then closed; nil: no stdin; at most MaxFileBytes
 	Env     map[string]string // added to the container's environment
 	WorkDir string            // "": the container's working directory
 	// Timeout bounds the command: past it the command's process group gets
 	// SIGTERM, then SIGKILL 2 s later, and the result has TimedOut set. The
 	// image needs coreutils' timeout for this. 0: no bound but the context.
-	Timeout  time.Duration
-	MaxBytes int64 // cap of each stream kept in the result
+	Timeout time.Duration
+	// MaxBytes caps each stream kept in the result (0 or more than
+	// MaxExecOutputBytes: MaxExecOutputBytes); Output still sees everything.
+	MaxBytes int64
 	// Output, if set, receives stdout ("stdout") and stderr ("stderr") as
 	// the command produces them, uncapped, before Exec returns. It is called
 	// from one goroutine at a time.
@@ -109,8 +111,12 @@ const (
 	SignalAll
 )
 
-// MaxFileBytes caps one file moved by PutFile or GetFile.
-const MaxFileBytes = 16 << 20
+// Size caps of what crosses the plugin connection in one message (gRPC's
+// default message limit is 4 MiB).
+const (
+	MaxFileBytes       = 3 << 20 // one file of PutFile or GetFile, or Exec's stdin
+	MaxExecOutputBytes = 1 << 20 // each of stdout and stderr kept in an ExecResult
+)
 
 // File is a file read back from a container's workspace.
 type File struct {

@@ -297,6 +297,9 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 		return host.ExecResult{}, host.Errorf(host.KindInvalid, "container %s is not running", id)
 	default:
 	}
+	if req.MaxBytes <= 0 || req.MaxBytes > host.MaxExecOutputBytes {
+		req.MaxBytes = host.MaxExecOutputBytes
+	}
 	xctx := ctx
 	if req.Timeout > 0 {
 		var cancel context.CancelFunc

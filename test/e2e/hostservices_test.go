@@ -142,6 +142,9 @@ func TestHostFiles(t *testing.T) {
 	if _, err := sb.GetFile(ctx, c.ID, "out.txt", 2); err == nil {
 		t.Error("a file over the cap was returned")
 	}
+	if err := sb.PutFile(ctx, c.ID, "big", make([]byte, host.MaxFileBytes+1)); !errors.As(err, &he) || he.Kind != host.KindInvalid {
+		t.Errorf("a file over MaxFileBytes: want an invalid-request error, got %v", err)
+	}
 	if err := sb.RemoveWorkspace(ctx, "files1"); err == nil {
 		t.Fatal("a workspace in use was removed")
 	}
