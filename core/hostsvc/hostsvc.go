@@ -385,3 +385,9 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *tracked) {
 		return false
 	})
 }
+
+var (
+	_ host.Host    = (*Host)(nil)
+	_ host.Sandbox = (*Host)(nil)
+	_ host.Audit   = auditSvc{}
+)
