@@ -10,7 +10,7 @@ PLUGINS   := $(notdir $(wildcard plugins/*))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
-.PHONY: all setup build plugins images run test test-unit test-e2e bench fuzz lint proto proto-check clean doctor
+.PHONY: all setup build plugins images run test test-unit test-e2e bench fuzz lint proto proto-check proto-lint proto-baseline clean doctor
 
 all: build
 
@@ -77,3 +77,14 @@ proto:
 ## proto-check: fail if the committed generated code is stale
 proto-check: proto
 	@git diff --exit-code -- sdk/internal/pb || { echo "generated code is stale: run make proto and commit"; exit 1; }
+
+## proto-lint: buf lint, and buf breaking against the committed API v1 descriptor set
+BUF_VERSION := 1.75.0
+BUF := $(HOME)/go/bin/buf
+proto-lint:
+	@$(BUF) --version 2>/dev/null | grep -qx '$(BUF_VERSION)' || GOFLAGS= CGO_ENABLED=0 go install github.com/bufbuild/buf/cmd/buf@v$(BUF_VERSION)
+	cd sdk/proto && $(BUF) lint && $(BUF) breaking --against api-v1.json
+
+## proto-baseline: rewrite the API v1 descriptor set (only for additive changes that passed proto-lint)
+proto-baseline: proto-lint
+	cd sdk/proto && $(BUF) build --exclude-source-info -o api-v1.json && python3 -c "import json; d = json.load(open('api-v1.json')); f = open('api-v1.json', 'w'); json.dump(d, f, indent=1); f.write('\\n')"

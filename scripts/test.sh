@@ -12,6 +12,9 @@ make -s lint
 echo "== generated protobuf code is up to date"
 make -s proto-check
 
+echo "== plugin API: buf lint, and no breaking change to API v1"
+make -s proto-lint
+
 echo "== real MCP clients from npm (TypeScript SDK, Inspector)"
 if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ] || [ ! -d test/node/node_modules/@modelcontextprotocol/inspector ]; then
   # npm ci refuses the lock because vite (a dependency of the Inspector's web

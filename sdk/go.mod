@@ -3,6 +3,7 @@ module github.com/mcp-forge/mcp-forge/sdk
 go 1.26.8
 
 require (
+	github.com/blang/semver/v4 v4.0.0
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0

@@ -32,6 +32,7 @@ const (
 	ContainerRemove   = "container.remove"
 	ContainerExec     = "container.exec"
 	ContainerSignal   = "container.signal"
+	WorkspaceWrite    = "workspace.write"
 	ContainerReap     = "container.reconcile"
 	ExecutionRequest  = "execution.request"
 	ExecutionComplete = "execution.complete"

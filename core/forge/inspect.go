@@ -59,12 +59,19 @@ func (noSandbox) State(context.Context, string) (host.State, error) { return hos
 func (noSandbox) Logs(context.Context, string, int64) (host.Output, error) {
 	return host.Output{}, refused()
 }
-func (noSandbox) Exec(context.Context, string, []string, int64) (host.ExecResult, error) {
+func (noSandbox) Exec(context.Context, string, host.ExecRequest) (host.ExecResult, error) {
 	return host.ExecResult{}, refused()
 }
-func (noSandbox) Signal(context.Context, string, string) error      { return refused() }
-func (noSandbox) Stop(context.Context, string, time.Duration) error { return refused() }
-func (noSandbox) Remove(context.Context, string) error              { return refused() }
+func (noSandbox) Signal(context.Context, string, string, host.SignalScope) error { return refused() }
+func (noSandbox) Stop(context.Context, string, time.Duration) error              { return refused() }
+func (noSandbox) Remove(context.Context, string) error                           { return refused() }
 func (noSandbox) ReadFiles(context.Context, string, string, int64, int64) ([]host.File, error) {
 	return nil, refused()
 }
+func (noSandbox) PutFile(context.Context, string, string, []byte) error { return refused() }
+func (noSandbox) GetFile(context.Context, string, string, int64) ([]byte, error) {
+	return nil, refused()
+}
+func (noSandbox) RemoveWorkspace(context.Context, string) error { return refused() }
+
+var _ host.Sandbox = noSandbox{}

@@ -106,6 +106,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	h.mu.Lock()
 	h.workspaces[id] = t
 	h.mu.Unlock()
+	h.ws.Claim(w, h.owner)
 	if h.ws.Quota() > 0 && !h.ws.Enforced() {
 		// Without a filesystem per workspace, a walk of visible files is
 		// the only (weaker) bound.
@@ -191,25 +192,63 @@ func (h *Host) Logs(ctx context.Context, id string, max int64) (host.Output, err
 }
 
 // Exec implements host.Sandbox.
-func (h *Host) Exec(ctx context.Context, id string, cmd []string, max int64) (host.ExecResult, error) {
-	if len(cmd) == 0 {
+func (h *Host) Exec(ctx context.Context, id string, req host.ExecRequest) (host.ExecResult, error) {
+	if len(req.Command) == 0 {
 		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec needs a command")
 	}
-	r, err := h.m.Exec(ctx, h.owner, id, cmd, max)
+	if req.Timeout < 0 {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec timeout %s is negative", req.Timeout)
+	}
+	if len(req.Stdin) > host.MaxFileBytes {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec stdin of %d bytes is over the %d-byte limit; put a file with PutFile in parts instead", len(req.Stdin), host.MaxFileBytes)
+	}
+	if req.MaxBytes <= 0 || req.MaxBytes > host.MaxExecOutputBytes {
+		req.MaxBytes = host.MaxExecOutputBytes
+	}
+	rreq := sandbox.ExecRequest{Timeout: req.Timeout, ExecRequest: runtime.ExecRequest{
+		Command: req.Command, Stdin: req.Stdin, Env: req.Env, WorkDir: req.WorkDir, Max: req.MaxBytes}}
+	if req.Output != nil {
+		// Podman writes stdout and stderr from separate goroutines; the
+		// callback is promised one call at a time.
+		var mu sync.Mutex
+		rreq.Stdout = chunkWriter(&mu, "stdout", req.Output)
+		rreq.Stderr = chunkWriter(&mu, "stderr", req.Output)
+	}
+	r, timedOut, err := h.m.Exec(ctx, h.owner, id, rreq)
 	if err != nil {
 		return host.ExecResult{}, asHostErr(err)
 	}
-	return host.ExecResult{ExitCode: r.ExitCode, Output: host.Output{Stdout: r.Stdout, Stderr: r.Stderr, StdoutTotal: r.StdoutTotal, StderrTotal: r.StderrTotal}}, nil
+	return host.ExecResult{ExitCode: r.ExitCode, TimedOut: timedOut, Output: host.Output{Stdout: r.Stdout, Stderr: r.Stderr, StdoutTotal: r.StdoutTotal, StderrTotal: r.StderrTotal}}, nil
+}
+
+type chunkFunc func(p []byte) (int, error)
+
+func (f chunkFunc) Write(p []byte) (int, error) { return f(p) }
+
+func chunkWriter(mu *sync.Mutex, name string, out func(string, []byte)) chunkFunc {
+	return func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		out(name, append([]byte(nil), p...))
+		return len(p), nil
+	}
 }
 
 // Signal implements host.Sandbox.
-func (h *Host) Signal(ctx context.Context, id, sig string) error {
-	switch strings.TrimPrefix(strings.ToUpper(sig), "SIG") {
+func (h *Host) Signal(ctx context.Context, id, sig string, scope host.SignalScope) error {
+	name := strings.TrimPrefix(strings.ToUpper(sig), "SIG")
+	switch name {
 	case "INT", "TERM", "KILL", "HUP", "USR1", "USR2", "QUIT":
 	default:
 		return host.Errorf(host.KindInvalid, "signal %q is not allowed (INT, TERM, KILL, HUP, QUIT, USR1, USR2)", sig)
 	}
-	return wrap(h.m.Signal(ctx, h.owner, id, strings.TrimPrefix(strings.ToUpper(sig), "SIG")))
+	switch scope {
+	case host.SignalInit:
+		return wrap(h.m.Signal(ctx, h.owner, id, name))
+	case host.SignalAll:
+		return wrap(h.m.SignalAll(ctx, h.owner, id, name))
+	}
+	return host.Errorf(host.KindInvalid, "unknown signal scope %d", scope)
 }
 
 // Stop implements host.Sandbox.
@@ -238,13 +277,64 @@ func (h *Host) Remove(ctx context.Context, id string) error {
 // ReadFiles implements host.Sandbox: regular files of one workspace
 // directory, never following symlinks the sandboxed code may have planted.
 func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	ws, err := h.workspaceOf(id)
+	if err != nil {
+		return nil, err
+	}
+	return ws.ReadFiles(subdir, maxFile, maxTotal)
+}
+
+func (h *Host) workspaceOf(id string) (*tracked, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	ws, ok := h.workspaces[id]
-	h.mu.Unlock()
 	if !ok {
 		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", id, h.owner)
 	}
-	return ws.ReadFiles(subdir, maxFile, maxTotal)
+	return ws, nil
+}
+
+// PutFile implements host.Sandbox.
+func (h *Host) PutFile(_ context.Context, id, path string, data []byte) error {
+	ws, err := h.workspaceOf(id)
+	if err != nil {
+		return err
+	}
+	err = ws.PutFile(path, data)
+	h.rec.Record(audit.Entry{Event: audit.WorkspaceWrite, SessionID: ws.SessionID, Success: err == nil, Error: audit.ErrText(err),
+		Details: map[string]any{"container_id": id, "owner": h.owner, "path": path, "bytes": len(data)}})
+	return err
+}
+
+// GetFile implements host.Sandbox.
+func (h *Host) GetFile(_ context.Context, id, path string, max int64) ([]byte, error) {
+	ws, err := h.workspaceOf(id)
+	if err != nil {
+		return nil, err
+	}
+	return ws.GetFile(path, max)
+}
+
+// RemoveWorkspace implements host.Sandbox: only a session workspace this
+// plugin created (its current incarnation), and only once none of this
+// plugin's containers uses it.
+func (h *Host) RemoveWorkspace(_ context.Context, sessionID string) error {
+	h.mu.Lock()
+	for cid, t := range h.workspaces {
+		if !t.Ephemeral && t.SessionID == sessionID {
+			h.mu.Unlock()
+			return host.Errorf(host.KindInvalid, "workspace of session %s is still used by container %s: remove the container first", sessionID, cid)
+		}
+	}
+	h.mu.Unlock()
+	ok, err := h.ws.RemoveClaimed(sessionID, h.owner)
+	if err != nil {
+		return host.Errorf(host.KindInternal, "remove workspace of session %s: %v", sessionID, err)
+	}
+	if !ok {
+		return host.Errorf(host.KindNotFound, "plugin %s has no workspace for session %q to remove", h.owner, sessionID)
+	}
+	return nil
 }
 
 type auditSvc struct{ h *Host }
@@ -299,3 +389,9 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *tracked) {
 		return false
 	})
 }
+
+var (
+	_ host.Host    = (*Host)(nil)
+	_ host.Sandbox = (*Host)(nil)
+	_ host.Audit   = auditSvc{}
+)

@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Entry is a plugin the configuration or the plugin directory names.
@@ -143,7 +144,7 @@ type Manager struct {
 }
 
 type running struct {
-	client  *plugin.Client
+	client  *pluginhost.Client
 	b       backend.Backend
 	exited  <-chan struct{} // closed when the process ends
 	unwatch func()
@@ -262,7 +263,7 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 		return nil, id, caps, err
 	}
 	start := time.Now()
-	c, err := plugin.Launch(e.Path, m.log.Named(e.Name), plugin.WithMaxMessage(m.MaxMessage))
+	c, err := pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage})
 	if err != nil {
 		return nil, id, caps, err
 	}
@@ -328,7 +329,7 @@ func (m *Manager) Close() {
 // supervised turns a dead plugin's transport error into a clear one.
 type supervised struct {
 	name   string
-	c      *plugin.Client
+	c      *pluginhost.Client
 	b      backend.Backend
 	m      *Manager
 	exited <-chan struct{} // closed when the process ends
@@ -344,7 +345,7 @@ func (s *supervised) crashed(err error) error {
 		return nil
 	}
 	dead := s.c.Exited()
-	if !dead && plugin.IsUnavailable(err) {
+	if !dead && pluginhost.IsUnavailable(err) {
 		// The transport can fail a moment before the process is reaped.
 		select {
 		case <-s.exited:
@@ -394,7 +395,7 @@ func Probe(ctx context.Context, e Entry) (Identity, error) {
 	if err != nil {
 		return id, err
 	}
-	c, err := plugin.Launch(e.Path, hclog.NewNullLogger())
+	c, err := pluginhost.Launch(e.Path, hclog.NewNullLogger(), pluginhost.Options{SHA256: e.SHA256})
 	if err != nil {
 		return id, err
 	}

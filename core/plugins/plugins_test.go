@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 )
 
@@ -54,7 +54,7 @@ func TestIncompatibleAPIVersion(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build test plugin: %v\n%s", err, out)
 	}
-	_, err := plugin.Launch(bin, hclog.NewNullLogger())
+	_, err := pluginhost.Launch(bin, hclog.NewNullLogger(), pluginhost.Options{})
 	if err == nil {
 		t.Fatal("incompatible plugin launched")
 	}

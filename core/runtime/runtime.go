@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/blang/semver/v4"
@@ -45,6 +46,17 @@ type Output struct {
 type ExecResult struct {
 	ExitCode int
 	Output
+}
+
+// ExecRequest is a command run in a running container.
+type ExecRequest struct {
+	Command []string
+	Stdin   []byte // nil: no stdin
+	Env     map[string]string
+	WorkDir string
+	Max     int64 // cap of each stream kept in the result
+	// Stdout and Stderr, if set, also receive the output as it is produced.
+	Stdout, Stderr io.Writer
 }
 
 // ImageInfo describes a local image.
@@ -91,7 +103,7 @@ type Runtime interface {
 	// exited container (an exit code of 137 is also what any SIGKILL gives).
 	OOMKilled(ctx context.Context, id string) (OOMVerdict, error)
 	Logs(ctx context.Context, id string, max int64) (Output, error)
-	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
+	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
 	Signal(ctx context.Context, id, signal string) error
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	Remove(ctx context.Context, id string) error

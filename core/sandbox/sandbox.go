@@ -403,23 +403,75 @@ func (m *Manager) Logs(ctx context.Context, owner, id string, max int64) (runtim
 	return m.rt.Logs(ctx, id, max)
 }
 
-// Exec runs a command inside a running container of owner's.
-func (m *Manager) Exec(ctx context.Context, owner, id string, cmd []string, max int64) (runtime.ExecResult, error) {
-	if err := m.check(owner, id, "exec in"); err != nil {
-		return runtime.ExecResult{}, err
-	}
-	res, err := m.rt.Exec(ctx, id, cmd, max)
-	m.record(audit.ContainerExec, owner, id, err, map[string]any{"command": cmd[0], "exit_code": res.ExitCode})
-	return res, err
+// ExecRequest is a command to run in a running container.
+type ExecRequest struct {
+	runtime.ExecRequest
+	// Timeout bounds the command with coreutils' timeout inside the
+	// container: TERM to its process group, KILL 2 s later.
+	Timeout time.Duration
 }
 
-// Signal sends a signal to the container's processes.
+// Exec runs a command inside a running container of owner's. TimedOut
+// reports a command ended by its timeout.
+func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest) (res runtime.ExecResult, timedOut bool, err error) {
+	if err := m.check(owner, id, "exec in"); err != nil {
+		return runtime.ExecResult{}, false, err
+	}
+	if len(req.Command) == 0 {
+		return runtime.ExecResult{}, false, errors.New("exec needs a command")
+	}
+	rreq := req.ExecRequest
+	if req.Timeout > 0 {
+		// timeout(1) runs the command in a process group of its own and
+		// signals the whole group, so children of a shell die with it.
+		secs := strconv.FormatFloat(req.Timeout.Seconds(), 'f', 3, 64)
+		rreq.Command = append([]string{"timeout", "-k", "2", "-s", "TERM", secs}, req.Command...)
+		// Bound the attach too, in case the image's timeout misbehaves.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout+15*time.Second)
+		defer cancel()
+	}
+	start := time.Now()
+	res, err = m.rt.Exec(ctx, id, rreq)
+	if req.Timeout > 0 && err == nil {
+		switch {
+		case res.ExitCode == 127 && strings.Contains(string(res.Stderr), "timeout"):
+			err = fmt.Errorf("exec with a timeout needs coreutils' timeout in the image, and %s has none", id)
+		case (res.ExitCode == 124 || res.ExitCode == 137) && time.Since(start) >= req.Timeout:
+			timedOut = true
+		}
+	}
+	m.record(audit.ContainerExec, owner, id, err, map[string]any{"command": req.Command[0], "exit_code": res.ExitCode, "timed_out": timedOut})
+	return res, timedOut, err
+}
+
+// Signal sends a signal to the container's init process (catatonit, which
+// forwards it to the container's command).
 func (m *Manager) Signal(ctx context.Context, owner, id, sig string) error {
 	if err := m.check(owner, id, "signal"); err != nil {
 		return err
 	}
 	err := m.rt.Signal(ctx, id, sig)
 	m.record(audit.ContainerSignal, owner, id, err, map[string]any{"signal": sig})
+	return err
+}
+
+// SignalAll sends a signal to every process of the container's user but
+// init, by running kill -SIG -1 inside the container as that user: the
+// kernel then reaches a shell and whatever it waits for.
+func (m *Manager) SignalAll(ctx context.Context, owner, id, sig string) error {
+	if err := m.check(owner, id, "signal"); err != nil {
+		return err
+	}
+	if strings.Trim(sig, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" || sig == "" {
+		return fmt.Errorf("signal %q is not a signal name", sig)
+	}
+	res, err := m.rt.Exec(ctx, id, runtime.ExecRequest{Command: []string{"/bin/sh", "-c", "kill -s " + sig + " -- -1"}, Max: 4096})
+	// No process left to signal (the command already ended) is not a failure.
+	if err == nil && res.ExitCode != 0 && !strings.Contains(strings.ToLower(string(res.Stderr)), "no such process") {
+		err = fmt.Errorf("kill -s %s -- -1 in the container exited %d: %s", sig, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	m.record(audit.ContainerSignal, owner, id, err, map[string]any{"signal": sig, "scope": "all"})
 	return err
 }
 

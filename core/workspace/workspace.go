@@ -45,7 +45,8 @@ type Manager struct {
 	fs    Provisioner
 
 	mu          sync.Mutex
-	provisioned map[string]bool // workspace paths with a live filesystem
+	provisioned map[string]bool   // workspace paths with a live filesystem
+	claimed     map[string]string // session workspace name → the plugin that made it
 }
 
 // Provisioner gives each workspace its own size-limited filesystem, so the
@@ -59,7 +60,7 @@ type Provisioner interface {
 // New returns a manager; quota is the byte cap of one workspace (0: none).
 // With a nil provisioner workspaces are plain directories.
 func New(base, serverTag string, quota int64, fs Provisioner) *Manager {
-	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}}
+	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}, claimed: map[string]string{}}
 }
 
 // Enforced reports whether the kernel enforces the quota (a filesystem per
@@ -137,6 +138,9 @@ func (m *Manager) RemoveSession(sessionID string) error {
 	if CheckSessionID(sessionID) != nil {
 		return nil // no such workspace can exist
 	}
+	m.mu.Lock()
+	delete(m.claimed, m.name(sessionID))
+	m.mu.Unlock()
 	return m.remove(m.SessionPath(sessionID))
 }
 
@@ -165,6 +169,37 @@ func (m *Manager) Close() error {
 		errs = append(errs, m.remove(p))
 	}
 	return errors.Join(errs...)
+}
+
+// Claim records that owner made (or reused) a session workspace, so that it
+// may remove it later with RemoveClaimed.
+func (m *Manager) Claim(w *Workspace, owner string) {
+	if w.Ephemeral {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.claimed[w.Name] = owner
+}
+
+// RemoveClaimed deletes a session workspace if owner made its current
+// incarnation: a plugin can remove what it created, never a workspace the
+// same session id got later from another plugin. It reports whether it did.
+func (m *Manager) RemoveClaimed(sessionID, owner string) (bool, error) {
+	if CheckSessionID(sessionID) != nil {
+		return false, nil
+	}
+	name := m.name(sessionID)
+	m.mu.Lock()
+	mine := m.claimed[name] == owner
+	if mine {
+		delete(m.claimed, name)
+	}
+	m.mu.Unlock()
+	if !mine {
+		return false, nil
+	}
+	return true, m.remove(m.SessionPath(sessionID))
 }
 
 func newRunID() string {

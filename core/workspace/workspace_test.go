@@ -39,3 +39,30 @@ func TestDirUsageStopsEarly(t *testing.T) {
 		t.Fatalf("did not stop just past the limit: %d", size)
 	}
 }
+
+// A plugin removes only the session workspace it made; once the core has
+// destroyed the session and another plugin made a workspace for the same
+// id, the first one's claim is gone.
+func TestRemoveClaimed(t *testing.T) {
+	m := New(t.TempDir(), "tag", 0, nil)
+	w, err := m.Create("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Claim(w, "a")
+	if ok, _ := m.RemoveClaimed("s1", "b"); ok {
+		t.Fatal("plugin b removed plugin a's workspace")
+	}
+	m.RemoveSession("s1") // the core destroys the session
+	w, _ = m.Create("s1")
+	m.Claim(w, "b")
+	if ok, _ := m.RemoveClaimed("s1", "a"); ok {
+		t.Fatal("plugin a removed the workspace plugin b made later for the same id")
+	}
+	if ok, err := m.RemoveClaimed("s1", "b"); !ok || err != nil {
+		t.Fatalf("owner could not remove: %v %v", ok, err)
+	}
+	if _, err := os.Stat(w.Path); !os.IsNotExist(err) {
+		t.Fatalf("still there: %v", err)
+	}
+}

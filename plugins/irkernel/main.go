@@ -31,9 +31,7 @@ var Spec = kernel.Spec{
 		Description: "One R kernel (IRkernel) per session keeps the workspace across calls; the value of the last expression is the result " +
 			"and plots come back as PNG images. A timeout interrupts R and keeps its state.",
 	},
-	Command: func(conn string) []string {
-		return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
-	},
+	Command:           kernel.IRKernelCommand,
 	Env:               map[string]string{"HOME": "/tmp", "R_LIBS_USER": "/tmp/Rlib"},
 	InterruptBySignal: true,
 	ValuesAsDisplay:   true,

@@ -27,9 +27,7 @@ var Spec = kernel.Spec{
 		Description: "One IPython kernel per session keeps variables and imports across calls; the value of a final expression is the result " +
 			"and matplotlib figures come back as images. A timeout interrupts the kernel and keeps its state.",
 	},
-	Command: func(conn string) []string {
-		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
-	},
+	Command: kernel.IPyKernelCommand,
 	// The inline backend is chosen lazily (on import of pyplot), so a session
 	// that never plots does not pay for loading matplotlib at start.
 	Env: map[string]string{"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/mpl",

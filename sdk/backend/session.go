@@ -19,7 +19,7 @@ type SessionInfo struct {
 
 // StreamEvent is output produced while a session execute runs.
 type StreamEvent struct {
-	Name string // "stdout" or "stderr"
+	Name string // "stdout" or "stderr"; nothing else
 	Text string
 }
 
@@ -32,16 +32,69 @@ type Variable struct {
 	Details map[string]any `json:"details,omitempty"` // shape, dtype, rows, columns, length, class, dim, ...
 }
 
-// SessionBackend is a Backend that keeps state across executes (one kernel
-// in one container per session). ExecuteInSession reports output through
-// emit as it happens and returns the whole result; a result with
-// SessionDead set means the kernel died and its state is gone.
+// SessionBackend is a Backend that keeps state across executes: typically
+// one long-lived process (a kernel, a shell) in one container per session.
+// The core owns the session's identity and lifetime; the backend owns its
+// containers. sdktest.RunSessionBackend checks every rule below.
+//
+// Errors. A failure of the user's code (an exception, a non-zero status, a
+// timeout, the session's process dying) is an ExecuteResult with Success
+// false and Error set, never a Go error. Go errors are for the request or
+// the machinery: an unknown session id (a *host.Error of kind
+// host.KindNotFound), a host service that refused or failed, a cancelled
+// context. The core shows Go errors to the agent as tool errors.
+//
+// Concurrency. Methods may be called concurrently for different sessions.
+// The core serialises executes of one session, but a backend must still
+// not corrupt a session if two calls overlap (lock per session).
 type SessionBackend interface {
 	Backend
+
+	// OpenSession starts the session's process and returns once it accepts
+	// code. The workspace of req.SessionID is the core's: it may already
+	// hold files of an earlier incarnation of the session (after a death
+	// or a restart) and the core removes it when the session is destroyed.
+	// The core opens an id only while it is not open (it closes a dead
+	// session before opening it again). A backend that opens
+	// sessions of its own (a throw-away session for Execute) must close
+	// them and call host.Sandbox.RemoveWorkspace, so that nothing of a
+	// stateless run remains on the host.
 	OpenSession(ctx context.Context, req OpenSessionRequest) (SessionInfo, error)
+
+	// ExecuteInSession runs code in the session's namespace and returns the
+	// whole result. emit, which may be nil, receives output while the code
+	// runs: only events named "stdout" or "stderr", carrying text in the
+	// order produced, at most what the result will hold; it is progress for
+	// the agent, and the result stays the authority (emit may be called
+	// with nothing at all). A timeout (req.Timeout) interrupts the code, as
+	// Interrupt does, and returns a result with Error.Name "Timeout": the
+	// session and its state stay alive. If the process does not stop, or
+	// ends for any reason (OOM, exit, crash), the session is dead: the
+	// result has SessionDead set and Error says why, and every later
+	// ExecuteInSession returns such a result too, until the core closes
+	// the session and opens it again under the same id (which it does on
+	// the next request, telling the agent that state was lost).
 	ExecuteInSession(ctx context.Context, req ExecuteRequest, emit func(StreamEvent)) (ExecuteResult, error)
+
+	// Interrupt stops the code running in the session, if any, as SIGINT
+	// stops a terminal program (host.SignalAll reaches a shell's children
+	// as well); the session and its state survive, and the running
+	// ExecuteInSession returns. Interrupting an idle session is harmless.
 	Interrupt(ctx context.Context, sessionID string) error
+
+	// Inspect lists the session's user variables without changing them. A
+	// backend with no notion of variables returns an empty list.
 	Inspect(ctx context.Context, sessionID string) ([]Variable, error)
+
+	// RestartSession clears the session's state (variables, imports,
+	// environment changes) and leaves a live session under the same id.
+	// It may keep the container (a namespace reset) or replace it; the
+	// session's files in the workspace are kept either way.
 	RestartSession(ctx context.Context, sessionID string) error
+
+	// CloseSession ends the session's process and removes its containers;
+	// the workspace is left to the core. Closing an unknown or already
+	// dead session is not an error, so the core can always close before
+	// reopening.
 	CloseSession(ctx context.Context, sessionID string) error
 }

@@ -69,11 +69,54 @@ type Output struct {
 	StdoutTotal, StderrTotal int64
 }
 
+// ExecRequest is a command run in a running container, as the container's
+// user, in its namespaces and under its limits.
+type ExecRequest struct {
+	Command []string
+	Stdin   []byte            // fed to the command, then closed; nil: no stdin; at most MaxFileBytes
+	Env     map[string]string // added to the container's environment
+	WorkDir string            // "": the container's working directory
+	// Timeout bounds the command: past it the command's process group gets
+	// SIGTERM, then SIGKILL 2 s later, and the result has TimedOut set. The
+	// image needs coreutils' timeout for this. 0: no bound but the context.
+	Timeout time.Duration
+	// MaxBytes caps each stream kept in the result (0 or more than
+	// MaxExecOutputBytes: MaxExecOutputBytes); Output still sees everything.
+	MaxBytes int64
+	// Output, if set, receives stdout ("stdout") and stderr ("stderr") as
+	// the command produces them, uncapped, before Exec returns. It is called
+	// from one goroutine at a time.
+	Output func(stream string, data []byte)
+}
+
 // ExecResult is the outcome of a command run in a running container.
 type ExecResult struct {
 	ExitCode int
+	TimedOut bool
 	Output
 }
+
+// SignalScope says which processes of a container a signal reaches.
+type SignalScope int
+
+// Signal scopes.
+const (
+	// SignalInit reaches the container's init process only (catatonit, which
+	// forwards it to its child, the container's command). Processes that
+	// command started are not signalled unless it passes the signal on.
+	SignalInit SignalScope = iota
+	// SignalAll reaches every process of the container's user (kill -SIG -1
+	// run inside the container as that user), except init: a shell and the
+	// program it waits for are both interrupted.
+	SignalAll
+)
+
+// Size caps of what crosses the plugin connection in one message (gRPC's
+// default message limit is 4 MiB).
+const (
+	MaxFileBytes       = 3 << 20 // one file of PutFile or GetFile, or Exec's stdin
+	MaxExecOutputBytes = 1 << 20 // each of stdout and stderr kept in an ExecResult
+)
 
 // File is a file read back from a container's workspace.
 type File struct {
@@ -92,11 +135,30 @@ type Sandbox interface {
 	// ended, without waiting or killing.
 	State(ctx context.Context, id string) (State, error)
 	Logs(ctx context.Context, id string, max int64) (Output, error)
-	Exec(ctx context.Context, id string, cmd []string, max int64) (ExecResult, error)
-	Signal(ctx context.Context, id, signal string) error
+	// Exec runs a command in a running container. A non-zero exit or a
+	// timeout is a result, not an error.
+	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
+	// Signal sends signal (INT, TERM, KILL, HUP, QUIT, USR1, USR2) to the
+	// processes scope names.
+	Signal(ctx context.Context, id, signal string, scope SignalScope) error
 	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove removes the container; an ephemeral workspace goes with it, a
+	// session's stays until RemoveWorkspace.
 	Remove(ctx context.Context, id string) error
 	ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]File, error)
+	// PutFile writes a file into the container's workspace (path relative
+	// to it, at most MaxFileBytes), owned by the workspace's owner so the
+	// container can change it. No link on the path is followed.
+	PutFile(ctx context.Context, id, path string, data []byte) error
+	// GetFile reads a regular file of the container's workspace, at most max
+	// bytes (a larger file is an invalid-request error). No link on the path
+	// is followed.
+	GetFile(ctx context.Context, id, path string, max int64) ([]byte, error)
+	// RemoveWorkspace deletes a session workspace this plugin created, once
+	// none of its containers remains. A backend that opens sessions of its
+	// own (a throw-away session for a stateless run) must call it, or the
+	// workspace stays on the host until the server ends.
+	RemoveWorkspace(ctx context.Context, sessionID string) error
 }
 
 // Event is an audit record a plugin adds to the core's log.

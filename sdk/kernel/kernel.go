@@ -49,6 +49,18 @@ type Spec struct {
 	ErrorLine func(ename, evalue string, traceback []string) int
 }
 
+// IPyKernelCommand starts ipykernel (in the forge Python image) with the
+// connection file conn; history is off, so nothing is written to $HOME.
+func IPyKernelCommand(conn string) []string {
+	return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
+}
+
+// IRKernelCommand starts IRkernel (in the forge R image) with the
+// connection file conn.
+func IRKernelCommand(conn string) []string {
+	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
+}
+
 // InspectMarker prefixes the introspection line.
 const InspectMarker = "__FORGE_VARS__"
 
@@ -115,7 +127,14 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if _, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env}); err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	defer b.CloseSession(context.WithoutCancel(ctx), req.SessionID)
+	defer func() {
+		// The throw-away session is this backend's own, so is its workspace:
+		// nothing of the run may stay on the host.
+		cctx := context.WithoutCancel(ctx)
+		if b.CloseSession(cctx, req.SessionID) == nil {
+			_ = b.sb.RemoveWorkspace(cctx, req.SessionID)
+		}
+	}()
 	return b.ExecuteInSession(ctx, req, nil)
 }
 
@@ -463,7 +482,7 @@ func (b *Backend) interrupt(ctx context.Context, s *session) {
 			return
 		}
 	}
-	_ = b.sb.Signal(ctx, s.ctr, "INT")
+	_ = b.sb.Signal(ctx, s.ctr, "INT", host.SignalInit)
 }
 
 // kill removes a session's container and marks it dead.
@@ -580,3 +599,5 @@ func firstPositive(a, b int64) int64 {
 	}
 	return b
 }
+
+var _ backend.SessionBackend = (*Backend)(nil)

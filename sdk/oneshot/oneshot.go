@@ -2,6 +2,49 @@
 // for every run, the code and a language runner passed in through a
 // read-only mount, a JSON envelope and image files read back. The python and
 // r plugins are specs of it.
+//
+// # The runner contract
+//
+// The container runs Spec.Command(<in>/<RunnerAs>) with the working
+// directory <out> and these environment variables:
+//
+//	FORGE_IN          read-only directory with the runner and the code (<in>/<CodeAs>)
+//	FORGE_META        where the runner writes result.json, the envelope
+//	FORGE_OUT         the working directory; image files (.png .jpg .jpeg .svg .gif) left here come back
+//	FORGE_MAX_OUTPUT  the byte cap of stdout and of stderr (the backend cuts; the runner may too)
+//
+// The program's stdout and stderr are the container's own. The envelope,
+// every field optional:
+//
+//	{
+//	  "json": "42",            // the value of the program's last expression as JSON text, "" for none
+//	  "repr": "42",            // its display form
+//	  "is_repr": false,        // true when the value has no JSON form (repr only)
+//	  "stdout_bytes": 0,       // bytes the program wrote, if the runner cut them itself
+//	  "stderr_bytes": 0,
+//	  "exit_code": 0,          // the program's exit status; it wins over the runner process's own
+//	  "error": {"name": "ZeroDivisionError", "message": "division by zero",
+//	            "traceback": ["..."], "line": 3, "column": 0}   // line: 1-based, in the user's code
+//	}
+//
+// A run whose envelope has an error, or a non-zero exit_code, fails; no
+// envelope and a non-zero exit fails with ProcessExit; a timeout or an OOM
+// kill is reported by the host whatever the envelope says. The python and
+// r plugins' runners (runner.py, runner.R) are complete examples. A runner
+// in any language that the image has will do; in POSIX sh, for a
+// "shell" language whose result is the last line of output:
+//
+//	#!/bin/sh
+//	out=$(sh "$FORGE_IN/code.sh" 2>"$FORGE_META/err"); status=$?
+//	printf '%s\n' "$out"; cat "$FORGE_META/err" >&2
+//	last=$(printf '%s\n' "$out" | tail -n 1 | sed 's/\\/\\\\/g; s/"/\\"/g')
+//	printf '{"repr": "%s", "exit_code": %d}' "$last" "$status" >"$FORGE_META/result.json"
+//
+// with Spec{Language: "shell", DefaultImage: "mcp-forge/python:3.11",
+// Command: func(r string) []string { return []string{"sh", r} },
+// Runner: runnerSh, RunnerAs: "runner.sh", CodeAs: "code.sh"}.
+// Spec.Finish lets Go code post-process every result (parse a language's
+// own error format, add notices) without touching the runner.
 package oneshot
 
 import (
@@ -37,6 +80,9 @@ type Spec struct {
 	RunnerAs string // file name of the runner, e.g. "runner.py"
 	CodeAs   string // file name of the user's code, e.g. "code.py"
 	Env      map[string]string
+	// Finish, if set, post-processes every result before it is returned
+	// (after timeouts, errors and images are filled in).
+	Finish func(req backend.ExecuteRequest, res *backend.ExecuteResult)
 }
 
 // Config is [plugins.NAME.config] merged over what the core provides.
@@ -163,6 +209,11 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		res.Error = &backend.ExecError{Name: "OutOfMemory", Message: w.Message}
 	case gotEnvelope:
 		res.Error = env2.Error
+		// The envelope's exit_code is the program's (a runner may not be
+		// able to exit with it); a runner that leaves it 0 keeps its own.
+		if env2.ExitCode != 0 {
+			res.ExitCode = env2.ExitCode
+		}
 		res.ResultJSON, res.ResultRepr, res.ResultIsRepr = env2.JSON, env2.Repr, env2.IsRepr
 		// The runner counted what the program printed, including what it cut.
 		res.StdoutBytes = max(res.StdoutBytes, env2.StdoutBytes)
@@ -172,9 +223,9 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	case w.ExitCode != 0:
 		res.Error = &backend.ExecError{Name: "ProcessExit", Message: fmt.Sprintf("the %s process ended with exit code %d before reporting a result", b.spec.Language, w.ExitCode)}
 	}
-	res.Success = res.Error == nil && w.ExitCode == 0
-	if res.Error == nil && w.ExitCode != 0 {
-		res.Error = &backend.ExecError{Name: "SystemExit", Message: fmt.Sprintf("exit code %d", w.ExitCode)}
+	res.Success = res.Error == nil && res.ExitCode == 0
+	if res.Error == nil && res.ExitCode != 0 {
+		res.Error = &backend.ExecError{Name: "SystemExit", Message: fmt.Sprintf("exit code %d", res.ExitCode)}
 	}
 	files, _ := b.sb.ReadFiles(ctx, ctr.ID, "out", maxImg, 4*maxImg)
 	for _, f := range files {
@@ -189,6 +240,9 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		res.Images = append(res.Images, backend.Image{Name: f.Name, MIMEType: mime, Data: f.Data})
 	}
 	res.Duration = time.Since(start)
+	if b.spec.Finish != nil {
+		b.spec.Finish(req, &res)
+	}
 	return res, nil
 }
 
@@ -198,3 +252,5 @@ func firstPositive(a, b int64) int64 {
 	}
 	return b
 }
+
+var _ backend.Backend = (*Backend)(nil)

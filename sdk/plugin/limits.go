@@ -37,13 +37,6 @@ func MessageLimit(maxCode, maxOutput, maxImage int64) int {
 	return max(int(n), 4<<20)
 }
 
-func maxMessageOr(n int) int {
-	if n > 0 {
-		return n
-	}
-	return DefaultMaxMessage
-}
-
 // maxMessageFromEnv reads the limit the core set, or the default.
 func maxMessageFromEnv(log hclog.Logger) int {
 	v := os.Getenv(MaxMessageEnv)

@@ -1,16 +1,19 @@
-// Package plugin connects plugins and the MCP-Forge core with
-// hashicorp/go-plugin over gRPC. A plugin's main is one call:
+// Package plugin is what a plugin author imports to serve a backend to the
+// MCP-Forge core; a plugin's main is one call:
 //
 //	func main() { plugin.ServeBackend(info, mybackend.New) }
+//
+// The transport (hashicorp/go-plugin over gRPC) stays out of this package's
+// API. The core's side, launching plugins, is sdk/pluginhost.
 package plugin
 
 import (
 	"fmt"
 	"os"
 
+	"github.com/blang/semver/v4"
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
@@ -23,79 +26,59 @@ const (
 	TypeBridge  = "bridge"
 )
 
-// APIVersion is the newest plugin API this SDK speaks; APIVersions all of them.
+// APIVersion is the newest plugin API this SDK speaks.
 const APIVersion = 1
 
 // APIVersions lists every plugin API version this SDK can serve or consume.
-var APIVersions = []int{1}
+var APIVersions = append([]int(nil), shim.APIVersions...)
 
-// Handshake keeps a plugin binary from being run by mistake and rejects
-// non-forge plugins.
-var Handshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  APIVersion,
-	MagicCookieKey:   "MCP_FORGE_PLUGIN",
-	MagicCookieValue: "5f0c9a0e-forge-plugin-v1",
-}
-
-// Info describes a plugin. Version is the plugin's own semver, independent
-// of the core's.
+// Info describes a plugin. Version is the plugin's own semver (MAJOR.MINOR.PATCH,
+// optionally -pre and +build), independent of the core's; the core refuses
+// to load a plugin whose version is not semver.
 type Info struct {
 	Name        string
 	Version     string
 	Description string
 }
 
+// Validate checks what the core checks at load.
+func (i Info) Validate() error {
+	if i.Name == "" {
+		return fmt.Errorf("plugin info: Name is empty")
+	}
+	if _, err := semver.Parse(i.Version); err != nil {
+		return fmt.Errorf("plugin %s: version %q is not semver (MAJOR.MINOR.PATCH, e.g. 0.1.0): %v", i.Name, i.Version, err)
+	}
+	return nil
+}
+
 // BinaryPrefix is how plugin executables are named: mcp-forge-plugin-<name>.
 const BinaryPrefix = "mcp-forge-plugin-"
+
+func (i Info) shim() shim.Info {
+	return shim.Info{Type: TypeBackend, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions}
+}
 
 // ServeBackend serves a backend plugin; it returns only when the core ends
 // the plugin, and the plugin exits when the core process dies. Logs go to
 // stderr as JSON for the core to re-emit.
 func ServeBackend(info Info, factory backend.Factory) {
-	if os.Getenv(Handshake.MagicCookieKey) == "" {
+	if os.Getenv(shim.Handshake.MagicCookieKey) == "" {
 		fmt.Fprintf(os.Stderr, "%s %s is an MCP-Forge plugin: the mcp-forge server starts it; it is not run by hand.\n", info.Name, info.Version)
+		os.Exit(2)
+	}
+	if err := info.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	log := Logger(info.Name)
 	watchParent(log, func() { os.Exit(3) })
-	cfg := ServeConfig(info, factory, maxMessageFromEnv(log))
+	cfg := shim.ServeConfig(info.shim(), factory, maxMessageFromEnv(log))
 	cfg.Logger = log
 	goplugin.Serve(cfg)
-}
-
-// ServeConfig is how ServeBackend serves a backend (sdktest serves the same
-// configuration in-process): gRPC only, every message within maxMessage
-// bytes, every string valid UTF-8.
-func ServeConfig(info Info, factory backend.Factory, maxMessage int) *goplugin.ServeConfig {
-	opts := shim.ServerOptions(maxMessageOr(maxMessage))
-	return &goplugin.ServeConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: backendPluginSet(info, factory, maxMessage),
-		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(o, opts...)...)
-		},
-	}
 }
 
 // Logger is a plugin's logger: JSON on stderr, which the core re-emits.
 func Logger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Trace, Output: os.Stderr, JSONFormat: true})
-}
-
-// BackendPluginSet is the versioned plugin set for a backend. With a nil
-// factory it is the core's (client) side.
-func BackendPluginSet(info Info, factory backend.Factory) map[int]goplugin.PluginSet {
-	return backendPluginSet(info, factory, 0)
-}
-
-func backendPluginSet(info Info, factory backend.Factory, maxMessage int) map[int]goplugin.PluginSet {
-	out := map[int]goplugin.PluginSet{}
-	for _, v := range APIVersions {
-		out[v] = goplugin.PluginSet{TypeBackend: &shim.BackendPlugin{
-			Info:       shim.Info{Type: TypeBackend, Name: info.Name, Version: info.Version, Description: info.Description, APIVersions: APIVersions},
-			Factory:    factory,
-			MaxMessage: maxMessageOr(maxMessage),
-		}}
-	}
-	return out
 }

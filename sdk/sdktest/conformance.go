@@ -2,31 +2,88 @@ package sdktest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // Snippets are the programs the conformance suite runs, in the backend's
-// language.
+// language, with the values they are expected to produce. The suite knows
+// no language: a snippet left empty skips its check (say why in your test).
 type Snippets struct {
-	Language     string
-	Print        string // prints exactly "hello" and a newline
-	Expr         string // a program whose final expression is 41 + 1
-	SyntaxError  string // fails to parse on SyntaxLine
-	SyntaxLine   int
-	RuntimeError string // fails at run time on RuntimeLine
-	RuntimeLine  int
-	Sleep        string // runs for at least 30 seconds
-	Stderr       string // writes "oops" to stderr and succeeds
+	Language string
+	Print    string // prints exactly "hello" and a newline to stdout
+	Stderr   string // writes "oops" to stderr and succeeds
+	// Expr is a program whose value is reported as a result: ResultJSON must
+	// equal ExprJSON and ResultRepr contain ExprRepr.
+	Expr, ExprJSON, ExprRepr string
+	SyntaxError              string // fails to parse; SyntaxLine (if > 0) is the line reported
+	SyntaxLine               int
+	RuntimeError             string // fails at run time; RuntimeLine (if > 0) is the line reported
+	RuntimeLine              int
+	// OwnFrames are strings that must not appear in a traceback: the
+	// backend's own runner ("runner" for a Python runner script).
+	OwnFrames []string
+	Sleep     string // runs for at least 30 seconds
+
+	// For RunSessionBackend.
+	SetState string // stores state in the session
+	GetState string // prints the stored state to stdout
+	StateOut string // what GetState prints (trimmed) after SetState
+	// SleepAfterSet changes the state, then runs for at least 30 seconds;
+	// after it is interrupted GetState prints SleptOut.
+	SleepAfterSet string
+	SleptOut      string
+	Exit          string // ends the session's process (its state is lost)
+}
+
+// Option adjusts a conformance run.
+type Option func(*options)
+
+type options struct {
+	tracker *Tracker
+	root    string
+}
+
+// WithTracker checks, through a Tracker wrapped around the host the backend
+// was configured with, that no container and no workspace of the backend's
+// own survives a run or a closed session.
+func WithTracker(tr *Tracker) Option { return func(o *options) { o.tracker = tr } }
+
+// WithWorkspaceRoot checks that the directory holding the host's workspaces
+// (LocalHost.Base, or <base>/sessions of the real core) is empty at the end,
+// once the suite has removed the workspaces of the sessions it opened (as
+// the core does when a session is destroyed). Needs WithTracker.
+func WithWorkspaceRoot(dir string) Option { return func(o *options) { o.root = dir } }
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+func need(t *testing.T, snippets ...string) {
+	t.Helper()
+	for _, s := range snippets {
+		if s == "" {
+			t.Skip("the snippets leave this check out")
+		}
+	}
 }
 
 // RunBackend is the conformance suite for stateless execution. Every
 // backend plugin, ours or a third party's, is expected to pass it.
-func RunBackend(t *testing.T, b backend.Backend, s Snippets) {
+func RunBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Option) {
+	o := collect(opts)
 	ctx := context.Background()
 	exec := func(t *testing.T, code string, timeout time.Duration) backend.ExecuteResult {
 		t.Helper()
@@ -50,41 +107,43 @@ func RunBackend(t *testing.T, b backend.Backend, s Snippets) {
 		}
 	})
 	t.Run("print", func(t *testing.T) {
+		need(t, s.Print)
 		r := exec(t, s.Print, time.Minute)
 		if !r.Success || strings.TrimRight(r.Stdout, "\n") != "hello" || r.Error != nil {
 			t.Fatalf("print: %+v", r)
 		}
 	})
 	t.Run("stderr separate", func(t *testing.T) {
+		need(t, s.Stderr)
 		r := exec(t, s.Stderr, time.Minute)
 		if !r.Success || !strings.Contains(r.Stderr, "oops") || strings.Contains(r.Stdout, "oops") {
 			t.Fatalf("stderr: %+v", r)
 		}
 	})
-	t.Run("last expression", func(t *testing.T) {
+	t.Run("result value", func(t *testing.T) {
+		need(t, s.Expr)
 		r := exec(t, s.Expr, time.Minute)
-		if !r.Success || r.ResultJSON != "42" || !strings.Contains(r.ResultRepr, "42") {
-			t.Fatalf("expression: %+v", r)
+		if !r.Success || r.ResultJSON != s.ExprJSON || !strings.Contains(r.ResultRepr, s.ExprRepr) {
+			t.Fatalf("expression: want json %q and repr containing %q, got %+v", s.ExprJSON, s.ExprRepr, r)
 		}
 	})
 	t.Run("syntax error", func(t *testing.T) {
+		need(t, s.SyntaxError)
 		r := exec(t, s.SyntaxError, time.Minute)
-		if r.Success || r.Error == nil || r.Error.Line != s.SyntaxLine {
+		if r.Success || r.Error == nil || (s.SyntaxLine > 0 && r.Error.Line != s.SyntaxLine) {
 			t.Fatalf("syntax error: want failure on line %d, got %+v", s.SyntaxLine, r.Error)
 		}
 	})
 	t.Run("runtime error", func(t *testing.T) {
+		need(t, s.RuntimeError)
 		r := exec(t, s.RuntimeError, time.Minute)
-		if r.Success || r.Error == nil || r.Error.Line != s.RuntimeLine {
+		if r.Success || r.Error == nil || (s.RuntimeLine > 0 && r.Error.Line != s.RuntimeLine) {
 			t.Fatalf("runtime error: want failure on line %d, got %+v", s.RuntimeLine, r.Error)
 		}
-		for _, l := range r.Error.Traceback {
-			if strings.Contains(l, "runner") {
-				t.Errorf("traceback shows the backend's own frames: %q", l)
-			}
-		}
+		checkFrames(t, r.Error, s.OwnFrames)
 	})
 	t.Run("timeout", func(t *testing.T) {
+		need(t, s.Sleep)
 		start := time.Now()
 		r := exec(t, s.Sleep, 2*time.Second)
 		if r.Success || r.Error == nil || r.Error.Name != "Timeout" {
@@ -95,15 +154,19 @@ func RunBackend(t *testing.T, b backend.Backend, s Snippets) {
 		}
 	})
 	t.Run("concurrent", func(t *testing.T) {
+		need(t, s.Print)
 		var wg sync.WaitGroup
 		errs := make(chan string, 4)
 		for i := 0; i < 4; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := b.Execute(ctx, backend.ExecuteRequest{Code: s.Expr, Language: s.Language, Timeout: time.Minute})
-				if err != nil || r.ResultJSON != "42" {
+				r, err := b.Execute(ctx, backend.ExecuteRequest{Code: s.Print, Language: s.Language, Timeout: time.Minute})
+				switch {
+				case err != nil:
 					errs <- err.Error()
+				case !r.Success || strings.TrimRight(r.Stdout, "\n") != "hello":
+					errs <- fmt.Sprintf("concurrent run: want stdout \"hello\", got %+v", r)
 				}
 			}()
 		}
@@ -112,5 +175,223 @@ func RunBackend(t *testing.T, b backend.Backend, s Snippets) {
 		for e := range errs {
 			t.Error(e)
 		}
+	})
+	t.Run("nothing left", func(t *testing.T) { o.checkLeftovers(t) })
+}
+
+func checkFrames(t *testing.T, e *backend.ExecError, own []string) {
+	t.Helper()
+	if e == nil {
+		return
+	}
+	for _, l := range e.Traceback {
+		for _, w := range own {
+			if strings.Contains(l, w) {
+				t.Errorf("traceback shows the backend's own frames (%q): %q", w, l)
+			}
+		}
+	}
+}
+
+func (o options) checkLeftovers(t *testing.T) {
+	t.Helper()
+	if o.tracker == nil {
+		t.Skip("no tracker: use sdktest.WithTracker")
+	}
+	if c := o.tracker.Containers(); len(c) > 0 {
+		t.Errorf("containers left behind: %v", c)
+	}
+	for _, id := range o.tracker.Workspaces() {
+		// Sessions opened by the suite are the core's to clean, as it does
+		// on destroy; any other workspace is the backend's own leftover.
+		if !o.tracker.openedBySuite(id) {
+			t.Errorf("the backend left the workspace of its own session %q behind: call Sandbox.RemoveWorkspace", id)
+			continue
+		}
+		if err := o.tracker.Sandbox().RemoveWorkspace(context.Background(), id); err != nil {
+			t.Errorf("remove workspace of session %s: %v", id, err)
+		}
+	}
+	if o.root != "" {
+		entries, err := os.ReadDir(o.root)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if len(names) > 0 {
+			t.Errorf("left under %s: %v", o.root, names)
+		}
+	}
+}
+
+// RunSessionBackend is the conformance suite for stateful backends (it runs
+// RunBackend first): state persists between executes of one session and is
+// invisible to another; a timeout interrupts and keeps the state; restart
+// clears it; a session whose process ended is reported dead, as a result,
+// and can be closed and opened again; closing leaves nothing behind.
+func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Option) {
+	o := collect(opts)
+	sb, ok := b.(backend.SessionBackend)
+	if !ok {
+		t.Fatalf("%T is not a backend.SessionBackend", b)
+	}
+	ctx := context.Background()
+	t.Run("stateless", func(t *testing.T) { RunBackend(t, b, s, opts...) })
+	t.Run("capabilities", func(t *testing.T) {
+		c, err := b.Capabilities(ctx)
+		if err != nil || !c.Stateful {
+			t.Fatalf("a session backend must report Stateful: %+v %v", c, err)
+		}
+	})
+	prefix := fmt.Sprintf("conf%d", time.Now().UnixNano()%1_000_000)
+	open := func(t *testing.T, id string) string {
+		t.Helper()
+		id = prefix + id
+		if o.tracker != nil {
+			o.tracker.opened(id)
+		}
+		info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: id})
+		if err != nil {
+			t.Fatalf("open session %s: %v", id, err)
+		}
+		if info.SessionID != id || info.Language != s.Language {
+			t.Fatalf("open session: got %+v, want id %s language %s", info, id, s.Language)
+		}
+		t.Cleanup(func() { sb.CloseSession(ctx, id) })
+		return id
+	}
+	run := func(t *testing.T, id, code string, timeout time.Duration, emit func(backend.StreamEvent)) backend.ExecuteResult {
+		t.Helper()
+		r, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: code, Language: s.Language, SessionID: id, Timeout: timeout, MaxOutputBytes: 1 << 20}, emit)
+		if err != nil {
+			t.Fatalf("ExecuteInSession returned a Go error for user code (failures of user code must be results): %v", err)
+		}
+		return r
+	}
+	stateIs := func(t *testing.T, id, want string) {
+		t.Helper()
+		r := run(t, id, s.GetState, time.Minute, nil)
+		if got := strings.TrimSpace(r.Stdout); !r.Success || got != want {
+			t.Fatalf("state: want %q, got %q (%+v)", want, got, r.Error)
+		}
+	}
+	t.Run("persistence and isolation", func(t *testing.T) {
+		need(t, s.SetState, s.GetState, s.StateOut)
+		a, other := open(t, "a"), open(t, "b")
+		if r := run(t, a, s.SetState, time.Minute, nil); !r.Success {
+			t.Fatalf("set state: %+v", r.Error)
+		}
+		stateIs(t, a, s.StateOut)
+		if r := run(t, other, s.GetState, time.Minute, nil); r.Success && strings.TrimSpace(r.Stdout) == s.StateOut {
+			t.Fatalf("session %s sees the state of session %s", other, a)
+		}
+	})
+	t.Run("streamed output", func(t *testing.T) {
+		need(t, s.Print)
+		id := open(t, "s")
+		var mu sync.Mutex
+		var got strings.Builder
+		r := run(t, id, s.Print, time.Minute, func(ev backend.StreamEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			if ev.Name != "stdout" && ev.Name != "stderr" {
+				t.Errorf("stream event named %q: want stdout or stderr", ev.Name)
+			}
+			if ev.Name == "stdout" {
+				got.WriteString(ev.Text)
+			}
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if !r.Success || strings.TrimSpace(got.String()) != "hello" || strings.TrimSpace(r.Stdout) != "hello" {
+			t.Fatalf("emitted %q, result %+v", got.String(), r)
+		}
+	})
+	t.Run("user error is a result", func(t *testing.T) {
+		need(t, s.RuntimeError, s.Print)
+		id := open(t, "e")
+		r := run(t, id, s.RuntimeError, time.Minute, nil)
+		if r.Success || r.Error == nil || r.SessionDead {
+			t.Fatalf("runtime error: %+v", r)
+		}
+		checkFrames(t, r.Error, s.OwnFrames)
+		if r := run(t, id, s.Print, time.Minute, nil); !r.Success {
+			t.Fatalf("the session did not survive a user error: %+v", r.Error)
+		}
+	})
+	t.Run("timeout keeps state", func(t *testing.T) {
+		need(t, s.SetState, s.GetState, s.SleepAfterSet, s.SleptOut)
+		id := open(t, "t")
+		run(t, id, s.SetState, time.Minute, nil)
+		start := time.Now()
+		r := run(t, id, s.SleepAfterSet, 2*time.Second, nil)
+		if r.Success || r.Error == nil || r.Error.Name != "Timeout" || r.SessionDead {
+			t.Fatalf("timeout: want a Timeout error and a live session, got %+v (dead %v)", r.Error, r.SessionDead)
+		}
+		if d := time.Since(start); d > 25*time.Second {
+			t.Fatalf("the interrupt took %s", d)
+		}
+		stateIs(t, id, s.SleptOut)
+	})
+	t.Run("restart clears state", func(t *testing.T) {
+		need(t, s.SetState, s.GetState, s.StateOut)
+		id := open(t, "r")
+		run(t, id, s.SetState, time.Minute, nil)
+		if err := sb.RestartSession(ctx, id); err != nil {
+			t.Fatalf("restart: %v", err)
+		}
+		if r := run(t, id, s.GetState, time.Minute, nil); r.Success && strings.TrimSpace(r.Stdout) == s.StateOut {
+			t.Fatal("state survived a restart")
+		}
+		if r := run(t, id, s.SetState, time.Minute, nil); !r.Success {
+			t.Fatalf("the restarted session does not run code: %+v", r.Error)
+		}
+		stateIs(t, id, s.StateOut)
+	})
+	t.Run("dead session", func(t *testing.T) {
+		need(t, s.Exit, s.Print)
+		id := open(t, "d")
+		r := run(t, id, s.Exit, time.Minute, nil)
+		if !r.SessionDead {
+			// The death may be noticed only by the next execute.
+			r = run(t, id, s.Print, time.Minute, nil)
+		}
+		if !r.SessionDead || r.Success || r.Error == nil || r.Error.Message == "" {
+			t.Fatalf("want a dead-session result with a reason, got %+v", r)
+		}
+		if r := run(t, id, s.Print, time.Minute, nil); !r.SessionDead {
+			t.Fatalf("a dead session ran code again: %+v", r)
+		}
+		// Recovery, as the core does it: close and open under the same id.
+		if err := sb.CloseSession(ctx, id); err != nil {
+			t.Fatalf("close a dead session: %v", err)
+		}
+		if _, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: id}); err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		if r := run(t, id, s.Print, time.Minute, nil); !r.Success || strings.TrimSpace(r.Stdout) != "hello" {
+			t.Fatalf("reopened session: %+v", r)
+		}
+	})
+	t.Run("unknown session is an error", func(t *testing.T) {
+		_, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: s.Print, Language: s.Language, SessionID: prefix + "nosuch", Timeout: time.Minute}, nil)
+		var he *host.Error
+		if !errors.As(err, &he) || he.Kind != host.KindNotFound {
+			t.Fatalf("want a not-found host.Error, got %v", err)
+		}
+		if err := sb.CloseSession(ctx, prefix+"nosuch"); err != nil {
+			t.Fatalf("closing an unknown session must be a no-op, got %v", err)
+		}
+	})
+	t.Run("close leaves nothing", func(t *testing.T) {
+		for _, id := range []string{"a", "b", "s", "e", "t", "r", "d"} {
+			if err := sb.CloseSession(ctx, prefix+id); err != nil {
+				t.Errorf("close %s: %v", id, err)
+			}
+		}
+		o.checkLeftovers(t)
 	})
 }

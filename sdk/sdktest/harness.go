@@ -5,6 +5,8 @@ package sdktest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Serve starts the backend built by factory in-process, configures it with h
@@ -27,12 +30,12 @@ func Serve(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host,
 // on both sides, as the core sets it for real plugins.
 func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host, cfg []byte, maxMessage int) backend.Backend {
 	t.Helper()
-	// go-plugin's test mode: plugin.ServeConfig served in this process,
-	// and the core's plugin.ClientConfig attached to it.
+	// go-plugin's test mode: the plugin's serve configuration served in
+	// this process, and the core's client configuration attached to it.
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *goplugin.ReattachConfig, 1)
 	closed := make(chan struct{})
-	sc := plugin.ServeConfig(info, factory, maxMessage)
+	sc := pluginhost.ServeConfig(info, factory, maxMessage)
 	sc.Logger = hclog.NewNullLogger()
 	sc.Test = &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
 	go goplugin.Serve(sc)
@@ -43,7 +46,7 @@ func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h hos
 		cancel()
 		t.Fatal("the plugin server stopped before it served")
 	}
-	c, err := plugin.Attach(rc, maxMessage, hclog.NewNullLogger())
+	c, err := pluginhost.Attach(rc, maxMessage, hclog.NewNullLogger())
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -62,6 +65,29 @@ func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h hos
 	}
 	if err := c.Configure(context.Background(), h, cfg); err != nil {
 		t.Fatalf("configure: %v", err)
+	}
+	return c.Backend()
+}
+
+// Launch runs a plugin binary the way the core does (sdk/pluginhost: a
+// child process over go-plugin with AutoMTLS and no host environment, the
+// API version negotiated, the reported version checked) and configures it
+// with h and cfg. It is the suite's real mode: a test in a module that can
+// build the real core passes that core's host services for h (sdktest
+// itself imports nothing of the core), so the same conformance suite runs
+// the real binary against real Podman and the real policy.
+func Launch(t testing.TB, path string, h host.Host, cfg []byte) backend.Backend {
+	t.Helper()
+	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{})
+	if err != nil {
+		t.Fatalf("launch %s: %v", path, err)
+	}
+	t.Cleanup(c.Kill)
+	if _, err := c.Describe(context.Background()); err != nil {
+		t.Fatalf("describe %s: %v", path, err)
+	}
+	if err := c.Configure(context.Background(), h, cfg); err != nil {
+		t.Fatalf("configure %s: %v", path, err)
 	}
 	return c.Backend()
 }

@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -20,27 +23,57 @@ import (
 // as a local process, with mount targets rewritten to workspace directories.
 // It gives no isolation at all; it exists so that backend logic can be tested
 // quickly without Podman. Real confinement is tested against the real core.
+//
+// Where it can, it behaves like the sandbox: the host's environment is not
+// passed on (only a default PATH, HOME=/tmp and the intent's Env); the
+// container's Env and WorkDir apply to its command and to Exec; a timeout or
+// a kill ends the whole process group, not just the first process; and only
+// an argument or environment value that is, as a whole, a path under a mount
+// target is rewritten to the workspace (code passed as an argument is never
+// touched).
 type LocalHost struct {
 	Base string // workspaces live here
 
-	mu     sync.Mutex
-	ctrs   map[string]*localCtr
-	Events []host.Event
+	mu       sync.Mutex
+	ctrs     map[string]*localCtr
+	sessions map[string]string // session id → workspace made for it
+	Events   []host.Event
 }
 
 type localCtr struct {
 	in        host.Intent
 	workspace string
 	cmd       *exec.Cmd
-	stdout    bytes.Buffer
-	stderr    bytes.Buffer
+	env       []string
+	dir       string
+	stdout    lockedBuffer
+	stderr    lockedBuffer
 	done      chan struct{}
-	err       error
 }
 
-// NewLocalHost returns a fake host with workspaces under a temporary directory.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) snapshot() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.b.Bytes()...)
+}
+
+// DefaultPath is the PATH sandboxed commands get, as in a container image.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// NewLocalHost returns a fake host with workspaces under base.
 func NewLocalHost(base string) *LocalHost {
-	return &LocalHost{Base: base, ctrs: map[string]*localCtr{}}
+	return &LocalHost{Base: base, ctrs: map[string]*localCtr{}, sessions: map[string]string{}}
 }
 
 // Sandbox implements host.Host.
@@ -57,7 +90,11 @@ func (h *LocalHost) Record(_ context.Context, e host.Event) error {
 	return nil
 }
 
-func (h *LocalHost) rewrite(c *localCtr, s string) string {
+// rewrite maps a container path under a mount target to the workspace.
+func (c *localCtr) rewrite(s string) string {
+	if !strings.HasPrefix(s, "/") {
+		return s
+	}
 	for _, m := range c.in.Mounts {
 		if s == m.Target || strings.HasPrefix(s, m.Target+"/") {
 			return filepath.Join(c.workspace, m.Subdir) + strings.TrimPrefix(s, m.Target)
@@ -66,17 +103,44 @@ func (h *LocalHost) rewrite(c *localCtr, s string) string {
 	return s
 }
 
+func (c *localCtr) environ(extra map[string]string) []string {
+	env := append([]string(nil), c.env...)
+	for k, v := range extra {
+		env = append(env, k+"="+c.rewrite(v))
+	}
+	return env
+}
+
+func (c *localCtr) command(ctx context.Context, argv []string) *exec.Cmd {
+	args := make([]string, len(argv))
+	for i, a := range argv {
+		args[i] = c.rewrite(a)
+	}
+	x := exec.CommandContext(ctx, args[0], args[1:]...)
+	// A process group of its own, so a kill reaches whatever it started.
+	x.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	x.Cancel = func() error { return syscall.Kill(-x.Process.Pid, syscall.SIGKILL) }
+	x.WaitDelay = 2 * time.Second
+	return x
+}
+
 // Create implements host.Sandbox.
 func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, error) {
+	if len(in.Command) == 0 {
+		return host.Container{}, host.Errorf(host.KindInvalid, "no command")
+	}
 	b := make([]byte, 6)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	ws := filepath.Join(h.Base, id)
+	ws := filepath.Join(h.Base, "r"+id)
 	if in.SessionID != "" {
 		ws = filepath.Join(h.Base, in.SessionID)
 	}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return host.Container{}, err
+	}
 	for _, m := range in.Mounts {
-		if err := os.MkdirAll(filepath.Join(ws, m.Subdir), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(ws, filepath.Clean("/"+m.Subdir)), 0o755); err != nil {
 			return host.Container{}, err
 		}
 	}
@@ -88,24 +152,20 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 		}
 	}
 	c := &localCtr{in: in, workspace: ws, done: make(chan struct{})}
-	args := make([]string, len(in.Command))
-	for i, a := range in.Command {
-		args[i] = h.rewrite(c, a)
-	}
-	if len(args) == 0 {
-		return host.Container{}, host.Errorf(host.KindInvalid, "no command")
-	}
-	c.cmd = exec.Command(args[0], args[1:]...)
-	c.cmd.Env = os.Environ()
-	for k, v := range in.Env {
-		c.cmd.Env = append(c.cmd.Env, k+"="+h.rewrite(c, v))
-	}
-	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+	c.env = []string{"PATH=" + DefaultPath, "HOME=/tmp"}
+	c.env = c.environ(in.Env)
+	c.dir = ws
 	if in.WorkDir != "" {
-		c.cmd.Dir = h.rewrite(c, in.WorkDir)
+		c.dir = c.rewrite(in.WorkDir)
 	}
+	c.cmd = c.command(context.Background(), in.Command)
+	c.cmd.Env, c.cmd.Dir = c.env, c.dir
+	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
 	h.mu.Lock()
 	h.ctrs[id] = c
+	if in.SessionID != "" {
+		h.sessions[in.SessionID] = ws
+	}
 	h.mu.Unlock()
 	return host.Container{ID: id, Workspace: ws}, nil
 }
@@ -129,8 +189,14 @@ func (h *LocalHost) Start(_ context.Context, id string) error {
 	if err := c.cmd.Start(); err != nil {
 		return err
 	}
-	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	go func() { c.cmd.Wait(); close(c.done) }()
 	return nil
+}
+
+func (c *localCtr) killGroup(sig syscall.Signal) {
+	if c.cmd.Process != nil {
+		_ = syscall.Kill(-c.cmd.Process.Pid, sig)
+	}
 }
 
 // Wait implements host.Sandbox.
@@ -145,17 +211,26 @@ func (h *LocalHost) Wait(ctx context.Context, id string, timeout time.Duration) 
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-c.done:
-		return host.WaitResult{ExitCode: c.cmd.ProcessState.ExitCode()}, nil
-	case <-time.After(timeout):
-		c.cmd.Process.Kill()
+		return host.WaitResult{ExitCode: exitCode(c.cmd.ProcessState)}, nil
+	case <-t.C:
+		c.killGroup(syscall.SIGKILL)
 		<-c.done
 		return host.WaitResult{ExitCode: 137, TimedOut: true, Message: fmt.Sprintf("execution timed out after %s", timeout)}, nil
 	case <-ctx.Done():
-		c.cmd.Process.Kill()
+		c.killGroup(syscall.SIGKILL)
 		return host.WaitResult{}, ctx.Err()
 	}
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
 
 // State implements host.Sandbox.
@@ -166,11 +241,18 @@ func (h *LocalHost) State(_ context.Context, id string) (host.State, error) {
 	}
 	select {
 	case <-c.done:
-		code := c.cmd.ProcessState.ExitCode()
+		code := exitCode(c.cmd.ProcessState)
 		return host.State{ExitCode: code, Message: fmt.Sprintf("the process exited with code %d", code)}, nil
 	default:
 		return host.State{Running: c.cmd.Process != nil}, nil
 	}
+}
+
+func capBytes(b []byte, max int64) []byte {
+	if max >= 0 && int64(len(b)) > max {
+		return b[:max]
+	}
+	return b
 }
 
 // Logs implements host.Sandbox.
@@ -179,62 +261,119 @@ func (h *LocalHost) Logs(_ context.Context, id string, max int64) (host.Output, 
 	if err != nil {
 		return host.Output{}, err
 	}
-	cut := func(b []byte) []byte {
-		if int64(len(b)) > max {
-			return b[:max]
-		}
-		return b
-	}
-	return host.Output{Stdout: cut(c.stdout.Bytes()), Stderr: cut(c.stderr.Bytes()),
-		StdoutTotal: int64(c.stdout.Len()), StderrTotal: int64(c.stderr.Len())}, nil
+	so, se := c.stdout.snapshot(), c.stderr.snapshot()
+	return host.Output{Stdout: capBytes(so, max), Stderr: capBytes(se, max), StdoutTotal: int64(len(so)), StderrTotal: int64(len(se))}, nil
 }
 
-// Exec implements host.Sandbox.
-func (h *LocalHost) Exec(ctx context.Context, id string, cmd []string, max int64) (host.ExecResult, error) {
+type streamWriter struct {
+	buf  lockedBuffer
+	name string
+	mu   *sync.Mutex
+	out  func(string, []byte)
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if w.out != nil {
+		w.mu.Lock()
+		w.out(w.name, append([]byte(nil), p...))
+		w.mu.Unlock()
+	}
+	return w.buf.Write(p)
+}
+
+// Exec implements host.Sandbox: in the container's environment and working
+// directory, with the request's additions, its own process group, and a
+// timeout that kills that whole group.
+func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (host.ExecResult, error) {
 	c, err := h.get(id)
 	if err != nil {
 		return host.ExecResult{}, err
 	}
-	for i := range cmd {
-		cmd[i] = h.rewrite(c, cmd[i])
+	if len(req.Command) == 0 {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec needs a command")
 	}
-	var so, se bytes.Buffer
-	x := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
-	x.Stdout, x.Stderr = &so, &se
-	x.Run()
-	return host.ExecResult{ExitCode: x.ProcessState.ExitCode(), Output: host.Output{Stdout: so.Bytes(), Stderr: se.Bytes(),
-		StdoutTotal: int64(so.Len()), StderrTotal: int64(se.Len())}}, nil
+	select {
+	case <-c.done:
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "container %s is not running", id)
+	default:
+	}
+	if req.MaxBytes <= 0 || req.MaxBytes > host.MaxExecOutputBytes {
+		req.MaxBytes = host.MaxExecOutputBytes
+	}
+	xctx := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		xctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	x := c.command(xctx, req.Command)
+	x.Env, x.Dir = c.environ(req.Env), c.dir
+	if req.WorkDir != "" {
+		x.Dir = c.rewrite(req.WorkDir)
+	}
+	if req.Stdin != nil {
+		x.Stdin = bytes.NewReader(req.Stdin)
+	}
+	var mu sync.Mutex
+	so := &streamWriter{name: "stdout", mu: &mu, out: req.Output}
+	se := &streamWriter{name: "stderr", mu: &mu, out: req.Output}
+	x.Stdout, x.Stderr = so, se
+	err = x.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && x.ProcessState == nil {
+		return host.ExecResult{ExitCode: 127, Output: host.Output{Stderr: []byte(err.Error())}}, nil
+	}
+	timedOut := req.Timeout > 0 && errors.Is(xctx.Err(), context.DeadlineExceeded)
+	if ctx.Err() != nil {
+		return host.ExecResult{}, ctx.Err()
+	}
+	o, e := so.buf.snapshot(), se.buf.snapshot()
+	return host.ExecResult{ExitCode: exitCode(x.ProcessState), TimedOut: timedOut, Output: host.Output{
+		Stdout: capBytes(o, req.MaxBytes), Stderr: capBytes(e, req.MaxBytes), StdoutTotal: int64(len(o)), StderrTotal: int64(len(e))}}, nil
 }
 
-// Signal implements host.Sandbox.
-func (h *LocalHost) Signal(_ context.Context, id, sig string) error {
+var signals = map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL,
+	"HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2}
+
+// Signal implements host.Sandbox. There is no init process here: SignalInit
+// reaches the command itself, SignalAll its whole process group.
+func (h *LocalHost) Signal(_ context.Context, id, sig string, scope host.SignalScope) error {
 	c, err := h.get(id)
 	if err != nil {
 		return err
 	}
+	s, ok := signals[strings.TrimPrefix(strings.ToUpper(sig), "SIG")]
+	if !ok {
+		return host.Errorf(host.KindInvalid, "signal %q is not allowed", sig)
+	}
 	if c.cmd.Process == nil {
 		return nil
 	}
-	switch sig {
-	case "INT", "SIGINT":
-		return c.cmd.Process.Signal(os.Interrupt)
+	if scope == host.SignalAll {
+		c.killGroup(s)
+		return nil
 	}
-	return c.cmd.Process.Kill()
+	return c.cmd.Process.Signal(s)
 }
 
 // Stop implements host.Sandbox.
-func (h *LocalHost) Stop(ctx context.Context, id string, _ time.Duration) error {
-	return h.Signal(ctx, id, "KILL")
+func (h *LocalHost) Stop(_ context.Context, id string, _ time.Duration) error {
+	c, err := h.get(id)
+	if err != nil {
+		return err
+	}
+	c.killGroup(syscall.SIGKILL)
+	return nil
 }
 
-// Remove implements host.Sandbox.
+// Remove implements host.Sandbox; an ephemeral workspace goes with it.
 func (h *LocalHost) Remove(_ context.Context, id string) error {
 	c, err := h.get(id)
 	if err != nil {
 		return err
 	}
-	if c.cmd.Process != nil && c.cmd.ProcessState == nil {
-		c.cmd.Process.Kill()
+	if c.cmd.Process != nil {
+		c.killGroup(syscall.SIGKILL)
 		<-c.done
 	}
 	if c.in.SessionID == "" {
@@ -254,3 +393,107 @@ func (h *LocalHost) ReadFiles(_ context.Context, id, subdir string, maxFile, max
 	}
 	return host.ReadDir(filepath.Join(c.workspace, filepath.Clean("/"+subdir)), maxFile, maxTotal)
 }
+
+// relPath checks a workspace-relative path.
+func relPath(p string) (string, error) {
+	clean := filepath.Clean(p)
+	if p == "" || filepath.IsAbs(p) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", host.Errorf(host.KindInvalid, "path %q must be relative to the workspace and stay in it", p)
+	}
+	return clean, nil
+}
+
+// PutFile implements host.Sandbox (os.Root keeps links from leaving the
+// workspace; the real core follows none at all).
+func (h *LocalHost) PutFile(_ context.Context, id, path string, data []byte) error {
+	c, err := h.get(id)
+	if err != nil {
+		return err
+	}
+	rel, err := relPath(path)
+	if err != nil {
+		return err
+	}
+	if len(data) > host.MaxFileBytes {
+		return host.Errorf(host.KindInvalid, "file %q is over %d bytes", path, host.MaxFileBytes)
+	}
+	root, err := os.OpenRoot(c.workspace)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if d := filepath.Dir(rel); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return host.Errorf(host.KindPolicy, "path %q: %v", path, err)
+		}
+	}
+	return root.WriteFile(rel, data, 0o644)
+}
+
+// GetFile implements host.Sandbox.
+func (h *LocalHost) GetFile(_ context.Context, id, path string, max int64) ([]byte, error) {
+	c, err := h.get(id)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := relPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if max <= 0 || max > host.MaxFileBytes {
+		max = host.MaxFileBytes
+	}
+	root, err := os.OpenRoot(c.workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, host.Errorf(host.KindNotFound, "path %q does not exist in the workspace", path)
+		}
+		return nil, host.Errorf(host.KindPolicy, "path %q: %v", path, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, host.Errorf(host.KindPolicy, "path %q is not a regular file", path)
+	} else if st.Size() > max {
+		return nil, host.Errorf(host.KindInvalid, "file %q is %d bytes, over the %d-byte cap", path, st.Size(), max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// RemoveWorkspace implements host.Sandbox.
+func (h *LocalHost) RemoveWorkspace(_ context.Context, sessionID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws, ok := h.sessions[sessionID]
+	if !ok {
+		return host.Errorf(host.KindNotFound, "no workspace was made for session %q", sessionID)
+	}
+	for id, c := range h.ctrs {
+		if c.workspace == ws {
+			return host.Errorf(host.KindInvalid, "workspace of session %s is still used by container %s: remove the container first", sessionID, id)
+		}
+	}
+	delete(h.sessions, sessionID)
+	return os.RemoveAll(ws)
+}
+
+// Containers lists the ids of containers created and not yet removed.
+func (h *LocalHost) Containers() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for id := range h.ctrs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+var (
+	_ host.Host    = (*LocalHost)(nil)
+	_ host.Sandbox = (*LocalHost)(nil)
+	_ host.Host    = (*Tracker)(nil)
+)

@@ -3,6 +3,7 @@
 package podman
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -444,25 +445,39 @@ func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output
 	return runtime.Output{Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}, nil
 }
 
-// Exec runs cmd in a running container.
-func (c *Client) Exec(ctx context.Context, id string, cmd []string, max int64) (runtime.ExecResult, error) {
+// Exec runs a command in a running container, feeding it stdin and copying
+// its output to the request's writers as it comes.
+func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (runtime.ExecResult, error) {
 	cx, err := c.ctx(ctx)
 	if err != nil {
 		return runtime.ExecResult{}, err
 	}
+	env := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
 	sid, err := containers.ExecCreate(cx, id, &handlers.ExecCreateConfig{ExecOptions: dockerContainer.ExecOptions{
-		Cmd: cmd, AttachStdout: true, AttachStderr: true,
+		Cmd: req.Command, Env: env, WorkingDir: req.WorkDir, AttachStdin: req.Stdin != nil, AttachStdout: true, AttachStderr: true,
 	}})
 	if err != nil {
 		return runtime.ExecResult{}, c.fail(id, "podman exec create", err)
 	}
-	defer containers.ExecRemove(cx, sid, nil)
-	out, errw := &capped{max: max}, &capped{max: max}
+	defer containers.ExecRemove(context.WithoutCancel(cx), sid, nil)
+	out, errw := &capped{max: req.Max}, &capped{max: req.Max}
 	var ow, ew io.Writer = out, errw
+	if req.Stdout != nil {
+		ow = io.MultiWriter(out, req.Stdout)
+	}
+	if req.Stderr != nil {
+		ew = io.MultiWriter(errw, req.Stderr)
+	}
 	t := true
-	if err := containers.ExecStartAndAttach(cx, sid, &containers.ExecStartAndAttachOptions{
-		OutputStream: &ow, ErrorStream: &ew, AttachOutput: &t, AttachError: &t,
-	}); err != nil {
+	opts := &containers.ExecStartAndAttachOptions{OutputStream: &ow, ErrorStream: &ew, AttachOutput: &t, AttachError: &t}
+	if req.Stdin != nil {
+		opts.InputStream = bufio.NewReader(bytes.NewReader(req.Stdin))
+		opts.AttachInput = &t
+	}
+	if err := containers.ExecStartAndAttach(cx, sid, opts); err != nil {
 		return runtime.ExecResult{}, c.fail(id, "podman exec", err)
 	}
 	insp, err := containers.ExecInspect(cx, sid, nil)

@@ -21,6 +21,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SignalScope int32
+
+const (
+	SignalScope_SIGNAL_SCOPE_UNSPECIFIED SignalScope = 0 // the container's init process (as SIGNAL_SCOPE_INIT)
+	SignalScope_SIGNAL_SCOPE_INIT        SignalScope = 1 // init only; catatonit forwards it to its child
+	SignalScope_SIGNAL_SCOPE_ALL         SignalScope = 2 // every process of the container's user but init
+)
+
+// Enum value maps for SignalScope.
+var (
+	SignalScope_name = map[int32]string{
+		0: "SIGNAL_SCOPE_UNSPECIFIED",
+		1: "SIGNAL_SCOPE_INIT",
+		2: "SIGNAL_SCOPE_ALL",
+	}
+	SignalScope_value = map[string]int32{
+		"SIGNAL_SCOPE_UNSPECIFIED": 0,
+		"SIGNAL_SCOPE_INIT":        1,
+		"SIGNAL_SCOPE_ALL":         2,
+	}
+)
+
+func (x SignalScope) Enum() *SignalScope {
+	p := new(SignalScope)
+	*p = x
+	return p
+}
+
+func (x SignalScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SignalScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_forge_plugin_v1_host_proto_enumTypes[0].Descriptor()
+}
+
+func (SignalScope) Type() protoreflect.EnumType {
+	return &file_forge_plugin_v1_host_proto_enumTypes[0]
+}
+
+func (x SignalScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SignalScope.Descriptor instead.
+func (SignalScope) EnumDescriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{0}
+}
+
 // A mount of a directory of the container's workspace. There is no field for
 // a host path: the core places workspaces under its base path.
 type WorkspaceMount struct {
@@ -633,7 +682,11 @@ type ExecRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	Command       []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
-	MaxBytes      int64                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes      int64                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`                                                // cap of each stream kept in the response
+	Stdin         []byte                 `protobuf:"bytes,4,opt,name=stdin,proto3" json:"stdin,omitempty"`                                                                       // fed to the command, then closed
+	Env           map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the container's environment
+	Workdir       string                 `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"`                                                                   // "": the container's working directory
+	TimeoutMs     int64                  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`                                             // 0: none; past it the process group is killed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -689,10 +742,39 @@ func (x *ExecRequest) GetMaxBytes() int64 {
 	return 0
 }
 
+func (x *ExecRequest) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
 type ExecResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Output        *Output                `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`
+	TimedOut      bool                   `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,17 +823,161 @@ func (x *ExecResponse) GetOutput() *Output {
 	return nil
 }
 
+func (x *ExecResponse) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+// A piece of a running command's output, uncapped, in order per stream.
+type OutputChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"` // "stdout" or "stderr"
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputChunk) Reset() {
+	*x = OutputChunk{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputChunk) ProtoMessage() {}
+
+func (x *OutputChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
+func (*OutputChunk) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *OutputChunk) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *OutputChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// ExecStream sends chunks while the command runs, then one result.
+type ExecEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecEvent_Chunk
+	//	*ExecEvent_Result
+	Kind          isExecEvent_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecEvent) Reset() {
+	*x = ExecEvent{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecEvent) ProtoMessage() {}
+
+func (x *ExecEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecEvent.ProtoReflect.Descriptor instead.
+func (*ExecEvent) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExecEvent) GetKind() isExecEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecEvent) GetChunk() *OutputChunk {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecEvent_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *ExecEvent) GetResult() *ExecResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecEvent_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isExecEvent_Kind interface {
+	isExecEvent_Kind()
+}
+
+type ExecEvent_Chunk struct {
+	Chunk *OutputChunk `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
+}
+
+type ExecEvent_Result struct {
+	Result *ExecResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*ExecEvent_Chunk) isExecEvent_Kind() {}
+
+func (*ExecEvent_Result) isExecEvent_Kind() {}
+
 type SignalRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	Signal        string                 `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	Scope         SignalScope            `protobuf:"varint,3,opt,name=scope,proto3,enum=forge.plugin.v1.SignalScope" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +989,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1002,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SignalRequest) GetContainerId() string {
@@ -793,6 +1019,221 @@ func (x *SignalRequest) GetSignal() string {
 	return ""
 }
 
+func (x *SignalRequest) GetScope() SignalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return SignalScope_SIGNAL_SCOPE_UNSPECIFIED
+}
+
+type PutFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // relative to the workspace
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutFileRequest) Reset() {
+	*x = PutFileRequest{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutFileRequest) ProtoMessage() {}
+
+func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
+func (*PutFileRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PutFileRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *PutFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PutFileRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type GetFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // relative to the workspace
+	MaxBytes      int64                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFileRequest) Reset() {
+	*x = GetFileRequest{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFileRequest) ProtoMessage() {}
+
+func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
+func (*GetFileRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetFileRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *GetFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GetFileRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type GetFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFileResponse) Reset() {
+	*x = GetFileResponse{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFileResponse) ProtoMessage() {}
+
+func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
+func (*GetFileResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetFileResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type RemoveWorkspaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveWorkspaceRequest) Reset() {
+	*x = RemoveWorkspaceRequest{}
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveWorkspaceRequest) ProtoMessage() {}
+
+func (x *RemoveWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*RemoveWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RemoveWorkspaceRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 type StopRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -803,7 +1244,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1256,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1269,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopRequest) GetContainerId() string {
@@ -857,7 +1298,7 @@ type ReadFilesRequest struct {
 
 func (x *ReadFilesRequest) Reset() {
 	*x = ReadFilesRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1310,7 @@ func (x *ReadFilesRequest) String() string {
 func (*ReadFilesRequest) ProtoMessage() {}
 
 func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1323,7 @@ func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFilesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadFilesRequest) GetContainerId() string {
@@ -925,7 +1366,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1378,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1391,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *File) GetName() string {
@@ -990,7 +1431,7 @@ type ReadFilesResponse struct {
 
 func (x *ReadFilesResponse) Reset() {
 	*x = ReadFilesResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1443,7 @@ func (x *ReadFilesResponse) String() string {
 func (*ReadFilesResponse) ProtoMessage() {}
 
 func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1456,7 @@ func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFilesResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadFilesResponse) GetFiles() []*File {
@@ -1039,7 +1480,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1492,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
+	mi := &file_forge_plugin_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1505,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuditEvent) GetEvent() string {
@@ -1173,17 +1614,47 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12!\n" +
 	"\fstdout_bytes\x18\x03 \x01(\x03R\vstdoutBytes\x12!\n" +
-	"\fstderr_bytes\x18\x04 \x01(\x03R\vstderrBytes\"g\n" +
+	"\fstderr_bytes\x18\x04 \x01(\x03R\vstderrBytes\"\xa7\x02\n" +
 	"\vExecRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x1b\n" +
-	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\\\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x14\n" +
+	"\x05stdin\x18\x04 \x01(\fR\x05stdin\x127\n" +
+	"\x03env\x18\x05 \x03(\v2%.forge.plugin.v1.ExecRequest.EnvEntryR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x06 \x01(\tR\aworkdir\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
 	"\fExecResponse\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12/\n" +
-	"\x06output\x18\x02 \x01(\v2\x17.forge.plugin.v1.OutputR\x06output\"J\n" +
+	"\x06output\x18\x02 \x01(\v2\x17.forge.plugin.v1.OutputR\x06output\x12\x1b\n" +
+	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\"9\n" +
+	"\vOutputChunk\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x82\x01\n" +
+	"\tExecEvent\x124\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x1c.forge.plugin.v1.OutputChunkH\x00R\x05chunk\x127\n" +
+	"\x06result\x18\x02 \x01(\v2\x1d.forge.plugin.v1.ExecResponseH\x00R\x06resultB\x06\n" +
+	"\x04kind\"~\n" +
 	"\rSignalRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
-	"\x06signal\x18\x02 \x01(\tR\x06signal\"K\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\x122\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x1c.forge.plugin.v1.SignalScopeR\x05scope\"[\n" +
+	"\x0ePutFileRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"d\n" +
+	"\x0eGetFileRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"%\n" +
+	"\x0fGetFileResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
+	"\x16RemoveWorkspaceRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"K\n" +
 	"\vStopRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x19\n" +
 	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"\x9b\x01\n" +
@@ -1207,7 +1678,11 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12!\n" +
 	"\fdetails_json\x18\x05 \x01(\tR\vdetailsJson\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error2\xbd\x05\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error*X\n" +
+	"\vSignalScope\x12\x1c\n" +
+	"\x18SIGNAL_SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11SIGNAL_SCOPE_INIT\x10\x01\x12\x14\n" +
+	"\x10SIGNAL_SCOPE_ALL\x10\x022\xed\a\n" +
 	"\aSandbox\x12K\n" +
 	"\x06Create\x12 .forge.plugin.v1.ContainerIntent\x1a\x1f.forge.plugin.v1.CreateResponse\x12>\n" +
 	"\x05Start\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x16.forge.plugin.v1.Empty\x12C\n" +
@@ -1218,7 +1693,12 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x06Signal\x12\x1e.forge.plugin.v1.SignalRequest\x1a\x16.forge.plugin.v1.Empty\x12<\n" +
 	"\x04Stop\x12\x1c.forge.plugin.v1.StopRequest\x1a\x16.forge.plugin.v1.Empty\x12?\n" +
 	"\x06Remove\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x16.forge.plugin.v1.Empty\x12R\n" +
-	"\tReadFiles\x12!.forge.plugin.v1.ReadFilesRequest\x1a\".forge.plugin.v1.ReadFilesResponse2F\n" +
+	"\tReadFiles\x12!.forge.plugin.v1.ReadFilesRequest\x1a\".forge.plugin.v1.ReadFilesResponse\x12H\n" +
+	"\n" +
+	"ExecStream\x12\x1c.forge.plugin.v1.ExecRequest\x1a\x1a.forge.plugin.v1.ExecEvent0\x01\x12B\n" +
+	"\aPutFile\x12\x1f.forge.plugin.v1.PutFileRequest\x1a\x16.forge.plugin.v1.Empty\x12L\n" +
+	"\aGetFile\x12\x1f.forge.plugin.v1.GetFileRequest\x1a .forge.plugin.v1.GetFileResponse\x12R\n" +
+	"\x0fRemoveWorkspace\x12'.forge.plugin.v1.RemoveWorkspaceRequest\x1a\x16.forge.plugin.v1.Empty2F\n" +
 	"\x05Audit\x12=\n" +
 	"\x06Record\x12\x1b.forge.plugin.v1.AuditEvent\x1a\x16.forge.plugin.v1.EmptyB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
@@ -1234,64 +1714,85 @@ func file_forge_plugin_v1_host_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v1_host_proto_rawDescData
 }
 
-var file_forge_plugin_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_forge_plugin_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_forge_plugin_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_forge_plugin_v1_host_proto_goTypes = []any{
-	(*WorkspaceMount)(nil),    // 0: forge.plugin.v1.WorkspaceMount
-	(*ContainerIntent)(nil),   // 1: forge.plugin.v1.ContainerIntent
-	(*CreateResponse)(nil),    // 2: forge.plugin.v1.CreateResponse
-	(*ContainerRef)(nil),      // 3: forge.plugin.v1.ContainerRef
-	(*WaitRequest)(nil),       // 4: forge.plugin.v1.WaitRequest
-	(*WaitResponse)(nil),      // 5: forge.plugin.v1.WaitResponse
-	(*ContainerState)(nil),    // 6: forge.plugin.v1.ContainerState
-	(*LogsRequest)(nil),       // 7: forge.plugin.v1.LogsRequest
-	(*Output)(nil),            // 8: forge.plugin.v1.Output
-	(*ExecRequest)(nil),       // 9: forge.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),      // 10: forge.plugin.v1.ExecResponse
-	(*SignalRequest)(nil),     // 11: forge.plugin.v1.SignalRequest
-	(*StopRequest)(nil),       // 12: forge.plugin.v1.StopRequest
-	(*ReadFilesRequest)(nil),  // 13: forge.plugin.v1.ReadFilesRequest
-	(*File)(nil),              // 14: forge.plugin.v1.File
-	(*ReadFilesResponse)(nil), // 15: forge.plugin.v1.ReadFilesResponse
-	(*AuditEvent)(nil),        // 16: forge.plugin.v1.AuditEvent
-	nil,                       // 17: forge.plugin.v1.ContainerIntent.EnvEntry
-	nil,                       // 18: forge.plugin.v1.ContainerIntent.FilesEntry
-	nil,                       // 19: forge.plugin.v1.ContainerIntent.LabelsEntry
-	(*Empty)(nil),             // 20: forge.plugin.v1.Empty
+	(SignalScope)(0),               // 0: forge.plugin.v1.SignalScope
+	(*WorkspaceMount)(nil),         // 1: forge.plugin.v1.WorkspaceMount
+	(*ContainerIntent)(nil),        // 2: forge.plugin.v1.ContainerIntent
+	(*CreateResponse)(nil),         // 3: forge.plugin.v1.CreateResponse
+	(*ContainerRef)(nil),           // 4: forge.plugin.v1.ContainerRef
+	(*WaitRequest)(nil),            // 5: forge.plugin.v1.WaitRequest
+	(*WaitResponse)(nil),           // 6: forge.plugin.v1.WaitResponse
+	(*ContainerState)(nil),         // 7: forge.plugin.v1.ContainerState
+	(*LogsRequest)(nil),            // 8: forge.plugin.v1.LogsRequest
+	(*Output)(nil),                 // 9: forge.plugin.v1.Output
+	(*ExecRequest)(nil),            // 10: forge.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),           // 11: forge.plugin.v1.ExecResponse
+	(*OutputChunk)(nil),            // 12: forge.plugin.v1.OutputChunk
+	(*ExecEvent)(nil),              // 13: forge.plugin.v1.ExecEvent
+	(*SignalRequest)(nil),          // 14: forge.plugin.v1.SignalRequest
+	(*PutFileRequest)(nil),         // 15: forge.plugin.v1.PutFileRequest
+	(*GetFileRequest)(nil),         // 16: forge.plugin.v1.GetFileRequest
+	(*GetFileResponse)(nil),        // 17: forge.plugin.v1.GetFileResponse
+	(*RemoveWorkspaceRequest)(nil), // 18: forge.plugin.v1.RemoveWorkspaceRequest
+	(*StopRequest)(nil),            // 19: forge.plugin.v1.StopRequest
+	(*ReadFilesRequest)(nil),       // 20: forge.plugin.v1.ReadFilesRequest
+	(*File)(nil),                   // 21: forge.plugin.v1.File
+	(*ReadFilesResponse)(nil),      // 22: forge.plugin.v1.ReadFilesResponse
+	(*AuditEvent)(nil),             // 23: forge.plugin.v1.AuditEvent
+	nil,                            // 24: forge.plugin.v1.ContainerIntent.EnvEntry
+	nil,                            // 25: forge.plugin.v1.ContainerIntent.FilesEntry
+	nil,                            // 26: forge.plugin.v1.ContainerIntent.LabelsEntry
+	nil,                            // 27: forge.plugin.v1.ExecRequest.EnvEntry
+	(*Empty)(nil),                  // 28: forge.plugin.v1.Empty
 }
 var file_forge_plugin_v1_host_proto_depIdxs = []int32{
-	17, // 0: forge.plugin.v1.ContainerIntent.env:type_name -> forge.plugin.v1.ContainerIntent.EnvEntry
-	0,  // 1: forge.plugin.v1.ContainerIntent.mounts:type_name -> forge.plugin.v1.WorkspaceMount
-	18, // 2: forge.plugin.v1.ContainerIntent.files:type_name -> forge.plugin.v1.ContainerIntent.FilesEntry
-	19, // 3: forge.plugin.v1.ContainerIntent.labels:type_name -> forge.plugin.v1.ContainerIntent.LabelsEntry
-	8,  // 4: forge.plugin.v1.ExecResponse.output:type_name -> forge.plugin.v1.Output
-	14, // 5: forge.plugin.v1.ReadFilesResponse.files:type_name -> forge.plugin.v1.File
-	1,  // 6: forge.plugin.v1.Sandbox.Create:input_type -> forge.plugin.v1.ContainerIntent
-	3,  // 7: forge.plugin.v1.Sandbox.Start:input_type -> forge.plugin.v1.ContainerRef
-	4,  // 8: forge.plugin.v1.Sandbox.Wait:input_type -> forge.plugin.v1.WaitRequest
-	3,  // 9: forge.plugin.v1.Sandbox.State:input_type -> forge.plugin.v1.ContainerRef
-	7,  // 10: forge.plugin.v1.Sandbox.Logs:input_type -> forge.plugin.v1.LogsRequest
-	9,  // 11: forge.plugin.v1.Sandbox.Exec:input_type -> forge.plugin.v1.ExecRequest
-	11, // 12: forge.plugin.v1.Sandbox.Signal:input_type -> forge.plugin.v1.SignalRequest
-	12, // 13: forge.plugin.v1.Sandbox.Stop:input_type -> forge.plugin.v1.StopRequest
-	3,  // 14: forge.plugin.v1.Sandbox.Remove:input_type -> forge.plugin.v1.ContainerRef
-	13, // 15: forge.plugin.v1.Sandbox.ReadFiles:input_type -> forge.plugin.v1.ReadFilesRequest
-	16, // 16: forge.plugin.v1.Audit.Record:input_type -> forge.plugin.v1.AuditEvent
-	2,  // 17: forge.plugin.v1.Sandbox.Create:output_type -> forge.plugin.v1.CreateResponse
-	20, // 18: forge.plugin.v1.Sandbox.Start:output_type -> forge.plugin.v1.Empty
-	5,  // 19: forge.plugin.v1.Sandbox.Wait:output_type -> forge.plugin.v1.WaitResponse
-	6,  // 20: forge.plugin.v1.Sandbox.State:output_type -> forge.plugin.v1.ContainerState
-	8,  // 21: forge.plugin.v1.Sandbox.Logs:output_type -> forge.plugin.v1.Output
-	10, // 22: forge.plugin.v1.Sandbox.Exec:output_type -> forge.plugin.v1.ExecResponse
-	20, // 23: forge.plugin.v1.Sandbox.Signal:output_type -> forge.plugin.v1.Empty
-	20, // 24: forge.plugin.v1.Sandbox.Stop:output_type -> forge.plugin.v1.Empty
-	20, // 25: forge.plugin.v1.Sandbox.Remove:output_type -> forge.plugin.v1.Empty
-	15, // 26: forge.plugin.v1.Sandbox.ReadFiles:output_type -> forge.plugin.v1.ReadFilesResponse
-	20, // 27: forge.plugin.v1.Audit.Record:output_type -> forge.plugin.v1.Empty
-	17, // [17:28] is the sub-list for method output_type
-	6,  // [6:17] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	24, // 0: forge.plugin.v1.ContainerIntent.env:type_name -> forge.plugin.v1.ContainerIntent.EnvEntry
+	1,  // 1: forge.plugin.v1.ContainerIntent.mounts:type_name -> forge.plugin.v1.WorkspaceMount
+	25, // 2: forge.plugin.v1.ContainerIntent.files:type_name -> forge.plugin.v1.ContainerIntent.FilesEntry
+	26, // 3: forge.plugin.v1.ContainerIntent.labels:type_name -> forge.plugin.v1.ContainerIntent.LabelsEntry
+	27, // 4: forge.plugin.v1.ExecRequest.env:type_name -> forge.plugin.v1.ExecRequest.EnvEntry
+	9,  // 5: forge.plugin.v1.ExecResponse.output:type_name -> forge.plugin.v1.Output
+	12, // 6: forge.plugin.v1.ExecEvent.chunk:type_name -> forge.plugin.v1.OutputChunk
+	11, // 7: forge.plugin.v1.ExecEvent.result:type_name -> forge.plugin.v1.ExecResponse
+	0,  // 8: forge.plugin.v1.SignalRequest.scope:type_name -> forge.plugin.v1.SignalScope
+	21, // 9: forge.plugin.v1.ReadFilesResponse.files:type_name -> forge.plugin.v1.File
+	2,  // 10: forge.plugin.v1.Sandbox.Create:input_type -> forge.plugin.v1.ContainerIntent
+	4,  // 11: forge.plugin.v1.Sandbox.Start:input_type -> forge.plugin.v1.ContainerRef
+	5,  // 12: forge.plugin.v1.Sandbox.Wait:input_type -> forge.plugin.v1.WaitRequest
+	4,  // 13: forge.plugin.v1.Sandbox.State:input_type -> forge.plugin.v1.ContainerRef
+	8,  // 14: forge.plugin.v1.Sandbox.Logs:input_type -> forge.plugin.v1.LogsRequest
+	10, // 15: forge.plugin.v1.Sandbox.Exec:input_type -> forge.plugin.v1.ExecRequest
+	14, // 16: forge.plugin.v1.Sandbox.Signal:input_type -> forge.plugin.v1.SignalRequest
+	19, // 17: forge.plugin.v1.Sandbox.Stop:input_type -> forge.plugin.v1.StopRequest
+	4,  // 18: forge.plugin.v1.Sandbox.Remove:input_type -> forge.plugin.v1.ContainerRef
+	20, // 19: forge.plugin.v1.Sandbox.ReadFiles:input_type -> forge.plugin.v1.ReadFilesRequest
+	10, // 20: forge.plugin.v1.Sandbox.ExecStream:input_type -> forge.plugin.v1.ExecRequest
+	15, // 21: forge.plugin.v1.Sandbox.PutFile:input_type -> forge.plugin.v1.PutFileRequest
+	16, // 22: forge.plugin.v1.Sandbox.GetFile:input_type -> forge.plugin.v1.GetFileRequest
+	18, // 23: forge.plugin.v1.Sandbox.RemoveWorkspace:input_type -> forge.plugin.v1.RemoveWorkspaceRequest
+	23, // 24: forge.plugin.v1.Audit.Record:input_type -> forge.plugin.v1.AuditEvent
+	3,  // 25: forge.plugin.v1.Sandbox.Create:output_type -> forge.plugin.v1.CreateResponse
+	28, // 26: forge.plugin.v1.Sandbox.Start:output_type -> forge.plugin.v1.Empty
+	6,  // 27: forge.plugin.v1.Sandbox.Wait:output_type -> forge.plugin.v1.WaitResponse
+	7,  // 28: forge.plugin.v1.Sandbox.State:output_type -> forge.plugin.v1.ContainerState
+	9,  // 29: forge.plugin.v1.Sandbox.Logs:output_type -> forge.plugin.v1.Output
+	11, // 30: forge.plugin.v1.Sandbox.Exec:output_type -> forge.plugin.v1.ExecResponse
+	28, // 31: forge.plugin.v1.Sandbox.Signal:output_type -> forge.plugin.v1.Empty
+	28, // 32: forge.plugin.v1.Sandbox.Stop:output_type -> forge.plugin.v1.Empty
+	28, // 33: forge.plugin.v1.Sandbox.Remove:output_type -> forge.plugin.v1.Empty
+	22, // 34: forge.plugin.v1.Sandbox.ReadFiles:output_type -> forge.plugin.v1.ReadFilesResponse
+	13, // 35: forge.plugin.v1.Sandbox.ExecStream:output_type -> forge.plugin.v1.ExecEvent
+	28, // 36: forge.plugin.v1.Sandbox.PutFile:output_type -> forge.plugin.v1.Empty
+	17, // 37: forge.plugin.v1.Sandbox.GetFile:output_type -> forge.plugin.v1.GetFileResponse
+	28, // 38: forge.plugin.v1.Sandbox.RemoveWorkspace:output_type -> forge.plugin.v1.Empty
+	28, // 39: forge.plugin.v1.Audit.Record:output_type -> forge.plugin.v1.Empty
+	25, // [25:40] is the sub-list for method output_type
+	10, // [10:25] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v1_host_proto_init() }
@@ -1300,18 +1801,23 @@ func file_forge_plugin_v1_host_proto_init() {
 		return
 	}
 	file_forge_plugin_v1_plugin_proto_init()
+	file_forge_plugin_v1_host_proto_msgTypes[12].OneofWrappers = []any{
+		(*ExecEvent_Chunk)(nil),
+		(*ExecEvent_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_host_proto_rawDesc), len(file_forge_plugin_v1_host_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   20,
+			NumEnums:      1,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_forge_plugin_v1_host_proto_goTypes,
 		DependencyIndexes: file_forge_plugin_v1_host_proto_depIdxs,
+		EnumInfos:         file_forge_plugin_v1_host_proto_enumTypes,
 		MessageInfos:      file_forge_plugin_v1_host_proto_msgTypes,
 	}.Build()
 	File_forge_plugin_v1_host_proto = out.File

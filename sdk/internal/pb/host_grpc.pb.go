@@ -19,16 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sandbox_Create_FullMethodName    = "/forge.plugin.v1.Sandbox/Create"
-	Sandbox_Start_FullMethodName     = "/forge.plugin.v1.Sandbox/Start"
-	Sandbox_Wait_FullMethodName      = "/forge.plugin.v1.Sandbox/Wait"
-	Sandbox_State_FullMethodName     = "/forge.plugin.v1.Sandbox/State"
-	Sandbox_Logs_FullMethodName      = "/forge.plugin.v1.Sandbox/Logs"
-	Sandbox_Exec_FullMethodName      = "/forge.plugin.v1.Sandbox/Exec"
-	Sandbox_Signal_FullMethodName    = "/forge.plugin.v1.Sandbox/Signal"
-	Sandbox_Stop_FullMethodName      = "/forge.plugin.v1.Sandbox/Stop"
-	Sandbox_Remove_FullMethodName    = "/forge.plugin.v1.Sandbox/Remove"
-	Sandbox_ReadFiles_FullMethodName = "/forge.plugin.v1.Sandbox/ReadFiles"
+	Sandbox_Create_FullMethodName          = "/forge.plugin.v1.Sandbox/Create"
+	Sandbox_Start_FullMethodName           = "/forge.plugin.v1.Sandbox/Start"
+	Sandbox_Wait_FullMethodName            = "/forge.plugin.v1.Sandbox/Wait"
+	Sandbox_State_FullMethodName           = "/forge.plugin.v1.Sandbox/State"
+	Sandbox_Logs_FullMethodName            = "/forge.plugin.v1.Sandbox/Logs"
+	Sandbox_Exec_FullMethodName            = "/forge.plugin.v1.Sandbox/Exec"
+	Sandbox_Signal_FullMethodName          = "/forge.plugin.v1.Sandbox/Signal"
+	Sandbox_Stop_FullMethodName            = "/forge.plugin.v1.Sandbox/Stop"
+	Sandbox_Remove_FullMethodName          = "/forge.plugin.v1.Sandbox/Remove"
+	Sandbox_ReadFiles_FullMethodName       = "/forge.plugin.v1.Sandbox/ReadFiles"
+	Sandbox_ExecStream_FullMethodName      = "/forge.plugin.v1.Sandbox/ExecStream"
+	Sandbox_PutFile_FullMethodName         = "/forge.plugin.v1.Sandbox/PutFile"
+	Sandbox_GetFile_FullMethodName         = "/forge.plugin.v1.Sandbox/GetFile"
+	Sandbox_RemoveWorkspace_FullMethodName = "/forge.plugin.v1.Sandbox/RemoveWorkspace"
 )
 
 // SandboxClient is the client API for Sandbox service.
@@ -47,6 +51,10 @@ type SandboxClient interface {
 	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*Empty, error)
 	Remove(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*Empty, error)
 	ReadFiles(ctx context.Context, in *ReadFilesRequest, opts ...grpc.CallOption) (*ReadFilesResponse, error)
+	ExecStream(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error)
+	PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*Empty, error)
+	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error)
+	RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type sandboxClient struct {
@@ -157,6 +165,55 @@ func (c *sandboxClient) ReadFiles(ctx context.Context, in *ReadFilesRequest, opt
 	return out, nil
 }
 
+func (c *sandboxClient) ExecStream(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Sandbox_ServiceDesc.Streams[0], Sandbox_ExecStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecRequest, ExecEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sandbox_ExecStreamClient = grpc.ServerStreamingClient[ExecEvent]
+
+func (c *sandboxClient) PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Sandbox_PutFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxClient) GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFileResponse)
+	err := c.cc.Invoke(ctx, Sandbox_GetFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxClient) RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Sandbox_RemoveWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServer is the server API for Sandbox service.
 // All implementations must embed UnimplementedSandboxServer
 // for forward compatibility.
@@ -173,6 +230,10 @@ type SandboxServer interface {
 	Stop(context.Context, *StopRequest) (*Empty, error)
 	Remove(context.Context, *ContainerRef) (*Empty, error)
 	ReadFiles(context.Context, *ReadFilesRequest) (*ReadFilesResponse, error)
+	ExecStream(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error
+	PutFile(context.Context, *PutFileRequest) (*Empty, error)
+	GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error)
+	RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*Empty, error)
 	mustEmbedUnimplementedSandboxServer()
 }
 
@@ -212,6 +273,18 @@ func (UnimplementedSandboxServer) Remove(context.Context, *ContainerRef) (*Empty
 }
 func (UnimplementedSandboxServer) ReadFiles(context.Context, *ReadFilesRequest) (*ReadFilesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReadFiles not implemented")
+}
+func (UnimplementedSandboxServer) ExecStream(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method ExecStream not implemented")
+}
+func (UnimplementedSandboxServer) PutFile(context.Context, *PutFileRequest) (*Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PutFile not implemented")
+}
+func (UnimplementedSandboxServer) GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetFile not implemented")
+}
+func (UnimplementedSandboxServer) RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveWorkspace not implemented")
 }
 func (UnimplementedSandboxServer) mustEmbedUnimplementedSandboxServer() {}
 func (UnimplementedSandboxServer) testEmbeddedByValue()                 {}
@@ -414,6 +487,71 @@ func _Sandbox_ReadFiles_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sandbox_ExecStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SandboxServer).ExecStream(m, &grpc.GenericServerStream[ExecRequest, ExecEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sandbox_ExecStreamServer = grpc.ServerStreamingServer[ExecEvent]
+
+func _Sandbox_PutFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServer).PutFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandbox_PutFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServer).PutFile(ctx, req.(*PutFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sandbox_GetFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServer).GetFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandbox_GetFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServer).GetFile(ctx, req.(*GetFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sandbox_RemoveWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServer).RemoveWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandbox_RemoveWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServer).RemoveWorkspace(ctx, req.(*RemoveWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sandbox_ServiceDesc is the grpc.ServiceDesc for Sandbox service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -461,8 +599,26 @@ var Sandbox_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ReadFiles",
 			Handler:    _Sandbox_ReadFiles_Handler,
 		},
+		{
+			MethodName: "PutFile",
+			Handler:    _Sandbox_PutFile_Handler,
+		},
+		{
+			MethodName: "GetFile",
+			Handler:    _Sandbox_GetFile_Handler,
+		},
+		{
+			MethodName: "RemoveWorkspace",
+			Handler:    _Sandbox_RemoveWorkspace_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExecStream",
+			Handler:       _Sandbox_ExecStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "forge/plugin/v1/host.proto",
 }
 

@@ -80,6 +80,11 @@ func infoToPB(i Info) *pb.Info {
 }
 
 func (s *backendServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
+	// The core sends the version the handshake negotiated; serving another
+	// one would mean the two sides disagree about every message.
+	if !slices.Contains(s.info.APIVersions, int(r.ApiVersion)) {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s speaks plugin API versions %v, and the core asked for %d", s.info.Name, s.info.APIVersions, r.ApiVersion)
+	}
 	conn, err := s.broker.DialWithOptions(r.HostBrokerId, DialOptions(s.maxMessage)...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
@@ -230,6 +235,18 @@ func (c *BackendClient) Execute(ctx context.Context, req backend.ExecuteRequest)
 	}
 	return resultFromPB(r), nil
 }
+
+// Compile-time checks of both sides of the wire.
+var (
+	_ backend.SessionBackend = (*BackendClient)(nil)
+	_ pb.BackendServer       = (*backendServer)(nil)
+	_ pb.PluginServer        = (*backendServer)(nil)
+	_ host.Sandbox           = (*sandboxClient)(nil)
+	_ host.Audit             = (*auditClient)(nil)
+	_ pb.SandboxServer       = (*sandboxServer)(nil)
+	_ pb.AuditServer         = (*auditServer)(nil)
+	_ plugin.GRPCPlugin      = (*BackendPlugin)(nil)
+)
 
 // IsUnavailable reports a transport failure: the plugin process is gone.
 func IsUnavailable(err error) bool {

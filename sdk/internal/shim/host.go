@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -137,16 +138,64 @@ func (s *sandboxServer) Logs(ctx context.Context, r *pb.LogsRequest) (*pb.Output
 	return outputToPB(o), nil
 }
 
+func execFromPB(r *pb.ExecRequest) host.ExecRequest {
+	return host.ExecRequest{Command: r.Command, Stdin: r.Stdin, Env: r.Env, WorkDir: r.Workdir,
+		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, MaxBytes: r.MaxBytes}
+}
+
+func execResultToPB(res host.ExecResult) *pb.ExecResponse {
+	return &pb.ExecResponse{ExitCode: int32(res.ExitCode), Output: outputToPB(res.Output), TimedOut: res.TimedOut}
+}
+
+// Exec serves plugins built against an SDK that did not stream exec output.
 func (s *sandboxServer) Exec(ctx context.Context, r *pb.ExecRequest) (*pb.ExecResponse, error) {
-	res, err := s.impl.Exec(ctx, r.ContainerId, r.Command, r.MaxBytes)
+	res, err := s.impl.Exec(ctx, r.ContainerId, execFromPB(r))
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.ExecResponse{ExitCode: int32(res.ExitCode), Output: outputToPB(res.Output)}, nil
+	return execResultToPB(res), nil
+}
+
+func (s *sandboxServer) ExecStream(r *pb.ExecRequest, stream pb.Sandbox_ExecStreamServer) error {
+	req := execFromPB(r)
+	var sendErr error
+	req.Output = func(name string, data []byte) {
+		if sendErr == nil {
+			sendErr = stream.Send(&pb.ExecEvent{Kind: &pb.ExecEvent_Chunk{Chunk: &pb.OutputChunk{Stream: name, Data: data}}})
+		}
+	}
+	res, err := s.impl.Exec(stream.Context(), r.ContainerId, req)
+	if err != nil {
+		return toStatus(err)
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	return stream.Send(&pb.ExecEvent{Kind: &pb.ExecEvent_Result{Result: execResultToPB(res)}})
 }
 
 func (s *sandboxServer) Signal(ctx context.Context, r *pb.SignalRequest) (*pb.Empty, error) {
-	return &pb.Empty{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal))
+	scope := host.SignalInit
+	if r.Scope == pb.SignalScope_SIGNAL_SCOPE_ALL {
+		scope = host.SignalAll
+	}
+	return &pb.Empty{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal, scope))
+}
+
+func (s *sandboxServer) PutFile(ctx context.Context, r *pb.PutFileRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, toStatus(s.impl.PutFile(ctx, r.ContainerId, r.Path, r.Data))
+}
+
+func (s *sandboxServer) GetFile(ctx context.Context, r *pb.GetFileRequest) (*pb.GetFileResponse, error) {
+	data, err := s.impl.GetFile(ctx, r.ContainerId, r.Path, r.MaxBytes)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.GetFileResponse{Data: data}, nil
+}
+
+func (s *sandboxServer) RemoveWorkspace(ctx context.Context, r *pb.RemoveWorkspaceRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, toStatus(s.impl.RemoveWorkspace(ctx, r.SessionId))
 }
 
 func (s *sandboxServer) Stop(ctx context.Context, r *pb.StopRequest) (*pb.Empty, error) {
@@ -216,16 +265,55 @@ func (c *sandboxClient) Logs(ctx context.Context, id string, max int64) (host.Ou
 	return outputFromPB(r), nil
 }
 
-func (c *sandboxClient) Exec(ctx context.Context, id string, cmd []string, max int64) (host.ExecResult, error) {
-	r, err := c.c.Exec(ctx, &pb.ExecRequest{ContainerId: id, Command: cmd, MaxBytes: max})
+func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecRequest) (host.ExecResult, error) {
+	stream, err := c.c.ExecStream(ctx, &pb.ExecRequest{ContainerId: id, Command: req.Command, MaxBytes: req.MaxBytes,
+		Stdin: req.Stdin, Env: req.Env, Workdir: req.WorkDir, TimeoutMs: req.Timeout.Milliseconds()})
 	if err != nil {
 		return host.ExecResult{}, fromStatus(err)
 	}
-	return host.ExecResult{ExitCode: int(r.ExitCode), Output: outputFromPB(r.Output)}, nil
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return host.ExecResult{}, &host.Error{Kind: host.KindUnavailable, Message: "exec ended without a result"}
+		}
+		if err != nil {
+			return host.ExecResult{}, fromStatus(err)
+		}
+		switch k := ev.Kind.(type) {
+		case *pb.ExecEvent_Chunk:
+			if req.Output != nil {
+				req.Output(k.Chunk.Stream, k.Chunk.Data)
+			}
+		case *pb.ExecEvent_Result:
+			return host.ExecResult{ExitCode: int(k.Result.ExitCode), TimedOut: k.Result.TimedOut, Output: outputFromPB(k.Result.Output)}, nil
+		}
+	}
 }
 
-func (c *sandboxClient) Signal(ctx context.Context, id, sig string) error {
-	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: sig})
+func (c *sandboxClient) Signal(ctx context.Context, id, sig string, scope host.SignalScope) error {
+	ps := pb.SignalScope_SIGNAL_SCOPE_INIT
+	if scope == host.SignalAll {
+		ps = pb.SignalScope_SIGNAL_SCOPE_ALL
+	}
+	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: sig, Scope: ps})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) PutFile(ctx context.Context, id, path string, data []byte) error {
+	_, err := c.c.PutFile(ctx, &pb.PutFileRequest{ContainerId: id, Path: path, Data: data})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) GetFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
+	r, err := c.c.GetFile(ctx, &pb.GetFileRequest{ContainerId: id, Path: path, MaxBytes: max})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return r.Data, nil
+}
+
+func (c *sandboxClient) RemoveWorkspace(ctx context.Context, sessionID string) error {
+	_, err := c.c.RemoveWorkspace(ctx, &pb.RemoveWorkspaceRequest{SessionId: sessionID})
 	return fromStatus(err)
 }
 

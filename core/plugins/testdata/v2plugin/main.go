@@ -6,12 +6,13 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 func main() {
-	set := plugin.BackendPluginSet(plugin.Info{Name: "future", Version: "9.0.0"}, nil)
+	set := pluginhost.BackendPluginSet(plugin.Info{Name: "future", Version: "9.0.0"}, nil)
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig:  plugin.Handshake,
+		HandshakeConfig:  pluginhost.Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{2: set[plugin.APIVersion]},
 		GRPCServer:       goplugin.DefaultGRPCServer,
 	})

@@ -1,0 +1,204 @@
+// Package pluginhost is the core's side of the plugin contract: it launches
+// plugin binaries with hashicorp/go-plugin, negotiates the API version,
+// checks what a plugin reports, and hands it the host services. Plugin
+// authors import sdk/plugin instead; nothing of go-plugin leaks there.
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/blang/semver/v4"
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+)
+
+// Described is what a plugin reports about itself.
+type Described struct {
+	Type        string
+	Name        string
+	Version     string
+	Description string
+	APIVersions []int
+}
+
+// Client is the core's handle on one running plugin process.
+type Client struct {
+	gp       *goplugin.Client
+	api      int
+	backend  *shim.BackendClient
+	lifeline *os.File // held open while the plugin may live (see sdk/plugin's parent watch)
+}
+
+// Options adjust a launch.
+type Options struct {
+	// SHA256 pins the binary (hex). A plugin runs with the core's user and
+	// is handed host services; pinning makes a binary replaced on disk after
+	// it was configured (or verified) fail to start instead of inheriting
+	// that trust. go-plugin checks it just before exec. "": not pinned.
+	SHA256 string
+	// MaxMessage is the gRPC message limit of the plugin's connections, both
+	// sides (plugin.MessageLimit of the execution limits); 0: the default.
+	MaxMessage int
+}
+
+// Handshake is the go-plugin handshake every forge plugin answers.
+var Handshake = shim.Handshake
+
+// BackendPluginSet is the versioned go-plugin set of a backend (factory nil:
+// the core's client side). For tests that serve plugins by hand.
+func BackendPluginSet(info plugin.Info, factory backend.Factory) map[int]goplugin.PluginSet {
+	return shim.BackendPluginSet(shimInfo(info), factory, 0)
+}
+
+func shimInfo(info plugin.Info) shim.Info {
+	return shim.Info{Type: plugin.TypeBackend, Name: info.Name, Version: info.Version, Description: info.Description}
+}
+
+// ServeConfig is the configuration a plugin process serves with, for tests
+// that serve a backend in-process (go-plugin's test mode) and Attach to it.
+func ServeConfig(info plugin.Info, factory backend.Factory, maxMessage int) *goplugin.ServeConfig {
+	return shim.ServeConfig(shimInfo(info), factory, maxMessage)
+}
+
+// Launch starts the plugin binary at path, negotiates the API version and
+// returns a handle. The plugin's log lines are re-emitted on logger. The
+// plugin gets none of the core's environment (SkipHostEnv: no socket paths,
+// tokens or FORGE_* secrets leak into a semi-trusted process), and the
+// gRPC connection is mutually authenticated with per-launch certificates
+// (AutoMTLS), so another local process cannot talk to either side.
+func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
+	maxMessage := shim.MaxMessageOr(opts.MaxMessage)
+	// The plugin watches fd 3: when this process dies, the kernel closes our
+	// end and the plugin exits, so no plugin outlives a killed core.
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start plugin %s: lifeline pipe: %w", path, err)
+	}
+	cmd := exec.Command(path)
+	cmd.ExtraFiles = []*os.File{lifeR}
+	// SkipHostEnv: only these reach the plugin, never the core's environment.
+	cmd.Env = []string{plugin.ParentFDEnv + "=3", plugin.MaxMessageEnv + "=" + strconv.Itoa(maxMessage)}
+	cfg := shim.ClientConfig(maxMessage)
+	cfg.Cmd, cfg.Logger, cfg.SkipHostEnv, cfg.AutoMTLS = cmd, logger, true, true
+	if opts.SHA256 != "" {
+		sum, err := hex.DecodeString(opts.SHA256)
+		if err != nil || len(sum) != sha256.Size {
+			lifeR.Close()
+			lifeW.Close()
+			return nil, fmt.Errorf("plugin %s: pinned sha256 %q is not 64 hex digits", path, opts.SHA256)
+		}
+		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	gp := goplugin.NewClient(cfg)
+	rpc, err := gp.Client()
+	lifeR.Close() // the plugin has its copy
+	if err != nil {
+		lifeW.Close()
+		gp.Kill()
+		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
+			return nil, fmt.Errorf("plugin %s is incompatible: %v; this core speaks plugin API versions %v (upgrade whichever side is older)", path, err, plugin.APIVersions)
+		}
+		if strings.Contains(err.Error(), "checksums did not match") {
+			return nil, fmt.Errorf("plugin %s: its sha256 does not match the pinned one; refusing to run it (rebuild, or update sha256 in [plugins.NAME]): %w", path, err)
+		}
+		return nil, fmt.Errorf("start plugin %s: %w", path, err)
+	}
+	raw, err := rpc.Dispense(plugin.TypeBackend)
+	if err != nil {
+		lifeW.Close()
+		gp.Kill()
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
+	return &Client{gp: gp, api: gp.NegotiatedVersion(), backend: raw.(*shim.BackendClient), lifeline: lifeW}, nil
+}
+
+// Attach connects to a plugin served in this process (go-plugin's test
+// mode, with ServeConfig); it has no process or lifeline of its own.
+func Attach(rc *goplugin.ReattachConfig, maxMessage int, logger hclog.Logger) (*Client, error) {
+	cfg := shim.ClientConfig(maxMessage)
+	cfg.Reattach, cfg.Logger = rc, logger
+	// A reattached client negotiates nothing: it speaks the served version.
+	cfg.Plugins = cfg.VersionedPlugins[rc.ProtocolVersion]
+	gp := goplugin.NewClient(cfg)
+	rpc, err := gp.Client()
+	if err != nil {
+		gp.Kill()
+		return nil, fmt.Errorf("attach plugin: %w", err)
+	}
+	raw, err := rpc.Dispense(plugin.TypeBackend)
+	if err != nil {
+		gp.Kill()
+		return nil, fmt.Errorf("attach plugin: %w", err)
+	}
+	return &Client{gp: gp, api: gp.NegotiatedVersion(), backend: raw.(*shim.BackendClient)}, nil
+}
+
+// Describe asks the plugin who it is and checks the answer: a semver
+// version, and the negotiated API version among those it lists.
+func (c *Client) Describe(ctx context.Context) (Described, error) {
+	i, err := c.backend.Info(ctx)
+	if err != nil {
+		return Described{}, err
+	}
+	d := Described{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions}
+	return d, Check(d, c.api)
+}
+
+// Check validates what a plugin reported, given the negotiated API version.
+func Check(d Described, api int) error {
+	if _, err := semver.Parse(d.Version); err != nil {
+		return fmt.Errorf("plugin %s reports version %q, which is not semver (MAJOR.MINOR.PATCH): %v", d.Name, d.Version, err)
+	}
+	if !slices.Contains(d.APIVersions, api) {
+		return fmt.Errorf("plugin %s lists API versions %v but the handshake negotiated %d", d.Name, d.APIVersions, api)
+	}
+	return nil
+}
+
+// APIVersion is the negotiated plugin API version.
+func (c *Client) APIVersion() int { return c.api }
+
+// Configure gives the plugin its host services and configuration, and the
+// negotiated API version, which the plugin checks.
+func (c *Client) Configure(ctx context.Context, h host.Host, cfg []byte) error {
+	return c.backend.Configure(ctx, h, cfg, c.api)
+}
+
+// Backend is the plugin as a backend.Backend (a backend.SessionBackend when
+// the plugin is stateful: check Capabilities).
+func (c *Client) Backend() backend.Backend { return c.backend }
+
+// Exited reports whether the plugin process has ended.
+func (c *Client) Exited() bool { return c.gp.Exited() }
+
+// Pid is the plugin's process id (0 if unknown).
+func (c *Client) Pid() int {
+	if rc := c.gp.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Kill ends the plugin process.
+func (c *Client) Kill() {
+	c.gp.Kill()
+	if c.lifeline != nil {
+		c.lifeline.Close()
+	}
+}
+
+// IsUnavailable reports an error that means the plugin process is gone.
+func IsUnavailable(err error) bool { return shim.IsUnavailable(err) }

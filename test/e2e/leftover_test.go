@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// After stateless runs (through a stateless plugin and through the throw-
+// away sessions of session backends, ours and a third party's) only the
+// workspaces of live sessions exist under <base>/sessions, and after those
+// sessions are destroyed nothing does. The jupyter backend used to leave one
+// workspace per stateless run. The bash plugin, loaded by [plugins.bash]
+// with a pinned sha256, keeps `export X=1` for the next call.
+func TestNothingLeftUnderBase(t *testing.T) {
+	testenv.Require(t)
+	bin := testenv.BuildPlugin(t, "./testdata/bashplugin")
+	sum, err := plugins.Checksum(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.StartServer(t, "[plugins.bash]\npath = \""+bin+"\"\nsha256 = \""+sum+"\"\n")
+	call := func(tool string, args map[string]any) out {
+		t.Helper()
+		var o out
+		if res := s.Call(t, tool, args, &o); res.IsError || !o.Success {
+			t.Fatalf("%s %v: %s", tool, args, testenv.Text(res))
+		}
+		return o
+	}
+	call("execute_python", map[string]any{"code": "print(1)"})
+	call("execute_python", map[string]any{"code": "print(2)", "backend": "jupyter"})
+	call("execute_bash", map[string]any{"code": "echo 3"})
+	call("execute_python", map[string]any{"code": "x = 1", "session_id": "py1"})
+	call("execute_bash", map[string]any{"code": "export X=41", "session_id": "sh1"})
+	if o := call("execute_bash", map[string]any{"code": "echo $((X + 1))", "session_id": "sh1"}); o.Stdout != "42\n" {
+		t.Fatalf("bash session state: %+v", o)
+	}
+	dir := filepath.Join(s.Base, "sessions")
+	list := func() []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		return names
+	}
+	if got := list(); len(got) != 2 {
+		t.Fatalf("want only the two live sessions' workspaces under %s, got %v", dir, got)
+	}
+	for _, id := range []string{"py1", "sh1"} {
+		if res := s.Call(t, "destroy_session", map[string]any{"session_id": id}, nil); res.IsError {
+			t.Fatalf("destroy %s: %s", id, testenv.Text(res))
+		}
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("left under %s after destroy: %v", dir, got)
+	}
+}
