@@ -193,7 +193,7 @@ func TestHTTPTenantIsolation(t *testing.T) {
 		t.Errorf("bob's environment resource shows alice's session: %v", err)
 	}
 	// Alice's session is intact.
-	if res, out := call(t, alice, "execute_python", map[string]any{"code": "secret", "session_id": "shared-id"}); res.IsError || out.Result != "alice" {
+	if res, _ := call(t, alice, "execute_python", map[string]any{"code": "secret", "session_id": "shared-id"}); res.IsError || !strings.Contains(testenv.Text(res), "'alice'") {
 		t.Errorf("alice's session after bob's attempts: %s", testenv.Text(res))
 	}
 	testenv.Call(t, alice, "list_sessions", map[string]any{}, &list)
