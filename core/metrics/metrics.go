@@ -180,7 +180,10 @@ type sourceCollector struct {
 	src Source
 }
 
-func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sessionsDesc; ch <- restartsDesc }
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sessionsDesc
+	ch <- restartsDesc
+}
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Sessions != nil {
