@@ -33,7 +33,7 @@ func httpAddress(cfg config.Config) (string, bool) {
 
 func serveHTTP(ctx context.Context, cfg config.Config, addr string, log hclog.Logger) int {
 	// Refuse an unauthenticated public bind before starting anything.
-	if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated(), cfg.Server.AllowUnauthenticated); err != nil {
+	if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated() || cfg.Auth.JWT.JWKSFile != "", cfg.Server.AllowUnauthenticated); err != nil {
 		fmt.Fprintln(os.Stderr, "mcp-forge:", err)
 		return 1
 	}

@@ -19,6 +19,27 @@ type Config struct {
 	// overrides one.
 	Quotas  Quotas            `toml:"quotas"`
 	Tenants map[string]Tenant `toml:"tenants"`
+	Auth    Auth              `toml:"auth"`
+}
+
+// Auth is token verification beyond API keys.
+type Auth struct {
+	JWT JWT `toml:"jwt"`
+}
+
+// JWT verifies bearer JWTs signed by keys of a JWKS file; the tenant is a
+// claim naming a configured [tenants.NAME]. Off while JWKSFile is empty.
+type JWT struct {
+	JWKSFile       string   `toml:"jwks_file"`
+	Issuer         string   `toml:"issuer"`
+	Audience       string   `toml:"audience"`
+	TenantClaim    string   `toml:"tenant_claim"`
+	RequiredScopes []string `toml:"required_scopes"`
+	Leeway         int      `toml:"leeway"` // seconds of clock skew accepted
+	// ResourceURL is this server's public MCP URL; when set, the RFC 9728
+	// protected-resource metadata is served and announced in 401s.
+	ResourceURL          string   `toml:"resource_url"`
+	AuthorizationServers []string `toml:"authorization_servers"`
 }
 
 // Server is the MCP transport and the connection to Podman.
@@ -254,5 +275,7 @@ func Default() Config {
 		Plugins:  map[string]PluginSpec{},
 		Quotas:   Quotas{MaxConcurrentRuns: 4, MaxSessions: 5, ExecutionsPerMinute: 120, ExecutionBurst: 20},
 		Tenants:  map[string]Tenant{},
+		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30,
+			AuthorizationServers: []string{}}},
 	}
 }

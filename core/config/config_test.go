@@ -120,6 +120,9 @@ func TestLoadErrors(t *testing.T) {
 		{"tenant raw key", "[tenants.alice]\napi_key_sha256 = [\"hunter2\"]\n", nil, []string{"tenants.alice.api_key_sha256[0]: must be the sha256"}},
 		{"tenant shared key", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\n[tenants.bob]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\n", nil, []string{`tenants.bob.api_key_sha256[0]: the same key hash is also a key of tenant "alice"`}},
 		{"tenant name", "[tenants.Alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\n", nil, []string{"tenants.Alice: name must be"}},
+		{"jwt incomplete", "[tenants.alice]\n[auth.jwt]\njwks_file = \"/etc/jwks.json\"\n", nil, []string{"auth.jwt.issuer: must not be empty", "auth.jwt.audience: must not be empty"}},
+		{"jwt no tenants", "[auth.jwt]\njwks_file = \"/etc/jwks.json\"\nissuer = \"https://i\"\naudience = \"forge\"\n", nil, []string{"auth.jwt.jwks_file: JWTs name tenants"}},
+		{"metadata without jwt", "[auth.jwt]\nresource_url = \"https://forge.example/mcp\"\n", nil, []string{"auth.jwt.resource_url: needs auth.jwt.jwks_file"}},
 		{"tenant negative", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\nmax_concurrent_runs = -1\n", nil, []string{"tenants.alice.max_concurrent_runs: must be >= 0"}},
 	}
 	for _, tc := range cases {

@@ -135,11 +135,38 @@ func Validate(c Config) Errors {
 	v.positive("quotas.max_sessions", q.MaxSessions)
 	v.positive("quotas.executions_per_minute", q.ExecutionsPerMinute)
 	v.positive("quotas.execution_burst", q.ExecutionBurst)
+	j := c.Auth.JWT
+	jwt := j.JWKSFile != ""
+	if jwt {
+		v.abs("auth.jwt.jwks_file", j.JWKSFile)
+		v.nonEmpty("auth.jwt.issuer", j.Issuer)
+		v.nonEmpty("auth.jwt.audience", j.Audience)
+		if len(c.Tenants) == 0 {
+			v.add("auth.jwt.jwks_file", "JWTs name tenants by a claim: configure at least one [tenants.NAME]")
+		}
+	}
+	v.nonEmpty("auth.jwt.tenant_claim", j.TenantClaim)
+	if j.Leeway < 0 || j.Leeway > 300 {
+		v.add("auth.jwt.leeway", fmt.Sprintf("must be 0-300 seconds (got %d)", j.Leeway))
+	}
+	if j.ResourceURL != "" {
+		if u, err := url.Parse(j.ResourceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			v.add("auth.jwt.resource_url", fmt.Sprintf("%q is not an http(s) URL (the public URL of /mcp)", j.ResourceURL))
+		}
+		if !jwt {
+			v.add("auth.jwt.resource_url", "needs auth.jwt.jwks_file: metadata announces how to get a token this server verifies")
+		}
+	}
+	for i, a := range j.AuthorizationServers {
+		if u, err := url.Parse(a); err != nil || u.Scheme != "https" || u.Host == "" {
+			v.add(fmt.Sprintf("auth.jwt.authorization_servers[%d]", i), fmt.Sprintf("%q is not an https URL (an issuer identifier)", a))
+		}
+	}
 	keyOwner := map[string]string{}
 	for _, name := range sortedKeys(c.Tenants) {
 		t, p := c.Tenants[name], "tenants."+name
 		v.name(p, name)
-		if len(t.APIKeySHA256) == 0 {
+		if len(t.APIKeySHA256) == 0 && !jwt {
 			v.add(p+".api_key_sha256", "must list at least one key hash (make one with `mcp-forge tenant new-key`)")
 		}
 		for i, h := range t.APIKeySHA256 {

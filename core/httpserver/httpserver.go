@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -84,6 +86,13 @@ func IsLoopback(host string) bool {
 func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, error) {
 	cfg := f.Config
 	reg := tenant.New(cfg)
+	if cfg.Auth.JWT.JWKSFile != "" {
+		j, err := tenant.NewJWT(cfg.Auth.JWT)
+		if err != nil {
+			return nil, err
+		}
+		reg.UseJWT(j)
+	}
 	if err := CheckBind(addr, reg.Authenticated(), cfg.Server.AllowUnauthenticated); err != nil {
 		return nil, err
 	}
@@ -151,7 +160,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		// DNS-rebinding protection stays on (DisableLocalhostProtection false).
 	})
 	if s.Tenants.Authenticated() {
-		h = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, &auth.RequireBearerTokenOptions{})(h))
+		h = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, s.bearerOptions())(h))
 	}
 	cop := http.NewCrossOriginProtection()
 	for _, o := range s.cfg.Server.AllowedOrigins {
@@ -164,6 +173,28 @@ func (s *Server) Handler() (http.Handler, error) {
 	}))
 	h = cop.Handler(h)
 	return s.count(h), nil
+}
+
+const wellKnown = "/.well-known/oauth-protected-resource"
+
+func resourcePath(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil || u.Path == "/" {
+		return ""
+	}
+	return u.Path
+}
+
+// bearerOptions: the scopes a token must carry, the clock skew accepted,
+// and the metadata URL announced in 401s when there is one.
+func (s *Server) bearerOptions() *auth.RequireBearerTokenOptions {
+	j := s.cfg.Auth.JWT
+	o := &auth.RequireBearerTokenOptions{Scopes: j.RequiredScopes, ClockSkew: time.Duration(j.Leeway) * time.Second}
+	if j.ResourceURL != "" {
+		u, _ := url.Parse(j.ResourceURL)
+		o.ResourceMetadataURL = u.Scheme + "://" + u.Host + wellKnown + resourcePath(j.ResourceURL)
+	}
+	return o
 }
 
 // Mux is every route of the main listener (and of the admin routes when
@@ -187,9 +218,18 @@ func (s *Server) Mux() (*http.ServeMux, *http.ServeMux, error) {
 	var m http.Handler = s.Metrics.Handler()
 	if admin == main && s.Tenants.Authenticated() {
 		// On the public listener, metrics (tenant names, counts) need a key.
-		m = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, &auth.RequireBearerTokenOptions{})(m))
+		m = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, s.bearerOptions())(m))
 	}
 	admin.Handle("/metrics", m)
+	if j := s.cfg.Auth.JWT; j.ResourceURL != "" {
+		// RFC 9728: where a client learns which authorization server
+		// issues tokens for this resource.
+		meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource: j.ResourceURL, AuthorizationServers: j.AuthorizationServers, ScopesSupported: j.RequiredScopes,
+			BearerMethodsSupported: []string{"header"}, ResourceName: "MCP-Forge"})
+		main.Handle(wellKnown, meta)
+		main.Handle(wellKnown+resourcePath(j.ResourceURL), meta)
+	}
 	return main, admin, nil
 }
 

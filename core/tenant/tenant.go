@@ -98,6 +98,8 @@ type state struct {
 // Registry holds the tenants of one server.
 type Registry struct {
 	byHash  map[string]string // key hash → tenant
+	jwt     *JWT
+	scopes  []string // what an API key grants: every required scope
 	mu      sync.Mutex
 	tenants map[string]*state
 	now     func() time.Time
@@ -106,7 +108,7 @@ type Registry struct {
 // New builds the registry from the configuration. With no [tenants] there
 // is one tenant, Local, with the [quotas] limits.
 func New(cfg config.Config) *Registry {
-	r := &Registry{byHash: map[string]string{}, tenants: map[string]*state{}, now: time.Now}
+	r := &Registry{byHash: map[string]string{}, tenants: map[string]*state{}, now: time.Now, scopes: cfg.Auth.JWT.RequiredScopes}
 	add := func(name string, t config.Tenant) {
 		l := limitsFor(name, cfg.Quotas, t)
 		r.tenants[name] = &state{name: name, limits: l,
@@ -124,8 +126,11 @@ func New(cfg config.Config) *Registry {
 	return r
 }
 
-// Authenticated reports whether callers must present a key.
-func (r *Registry) Authenticated() bool { return len(r.byHash) > 0 }
+// UseJWT makes bearer JWTs verifiable as well as API keys.
+func (r *Registry) UseJWT(j *JWT) { r.jwt = j }
+
+// Authenticated reports whether callers must present a key or token.
+func (r *Registry) Authenticated() bool { return len(r.byHash) > 0 || r.jwt != nil }
 
 // Names lists the tenants (bounded by configuration: safe as metric labels).
 func (r *Registry) Names() []string {
@@ -150,12 +155,23 @@ func (r *Registry) Limits(name string) (Limits, bool) {
 // tenant. A key is compared only through its hash, so the configuration
 // never holds a usable key.
 func (r *Registry) Verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	if r.jwt != nil && LooksLikeJWT(token) {
+		name, scopes, exp, err := r.jwt.Verify(token)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := r.tenants[name]; !ok {
+			return nil, fmt.Errorf("%w: tenant %q (from the token's %s claim) is not configured as [tenants.%s]", auth.ErrInvalidToken, name, r.jwt.cfg.TenantClaim, name)
+		}
+		return &auth.TokenInfo{UserID: name, Scopes: scopes, Expiration: exp}, nil
+	}
 	name, ok := r.byHash[HashKey(token)]
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown API key (keys are configured as [tenants.NAME] api_key_sha256)", auth.ErrInvalidToken)
 	}
-	// API keys do not expire by themselves: revoking one is removing its hash.
-	return &auth.TokenInfo{UserID: name, Expiration: r.now().Add(24 * time.Hour)}, nil
+	// API keys do not expire by themselves (revoking one is removing its
+	// hash) and hold every scope the server requires.
+	return &auth.TokenInfo{UserID: name, Scopes: r.scopes, Expiration: r.now().Add(24 * time.Hour)}, nil
 }
 
 // QuotaError is a call refused by a tenant's quota.
