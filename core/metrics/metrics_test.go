@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +63,36 @@ mcp_forge_sessions_live{tenant="other"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(exp), "mcp_forge_sessions_live"); err != nil {
 		t.Error(err)
+	}
+}
+
+// docs/operations.md documents every metric the server exports.
+func TestMetricsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Source{Sessions: func() map[string]int { return nil }, PluginRestarts: func() map[string]int { return map[string]int{"p": 0} }}, []string{"a"}, nil, nil)
+	// Vectors appear once they have a child.
+	m.Audit(audit.Entry{Event: audit.ExecutionComplete, Success: true})
+	m.Audit(audit.Entry{Event: audit.SecurityViolation})
+	m.ToolCall("a", "t", "success", 0)
+	m.QuotaRefused("a", "q")
+	m.HTTPResponse(200)
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fams {
+		if name := f.GetName(); strings.HasPrefix(name, "mcp_forge_") {
+			n++
+			if !strings.Contains(string(doc), "`"+name+"`") {
+				t.Errorf("docs/operations.md does not document %s", name)
+			}
+		}
+	}
+	if n < 9 {
+		t.Fatalf("only %d mcp_forge_ families gathered", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,5 +180,44 @@ func TestAdmitRate(t *testing.T) {
 		t.Fatalf("rate consumed by a refused call: %v", err)
 	} else {
 		rel()
+	}
+}
+
+// Under contention the run quota is never exceeded and every slot comes back.
+func TestAdmitConcurrent(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 3, MaxSessions: 1, ExecutionsPerMinute: 1 << 20, ExecutionBurst: 1 << 20}
+	r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+	var mu sync.Mutex
+	inFlight, peak, refused := 0, 0, 0
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := r.Admit("alice", "", nil)
+			mu.Lock()
+			if err != nil {
+				refused++
+				mu.Unlock()
+				return
+			}
+			inFlight++
+			if inFlight > peak {
+				peak = inFlight
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // hold the slot while others try
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			release()
+		}()
+	}
+	wg.Wait()
+	if peak > 3 || refused == 0 {
+		t.Fatalf("peak %d (limit 3), refused %d", peak, refused)
+	}
+	if run, creating := r.Usage("alice"); run != 0 || creating != 0 {
+		t.Fatalf("slots not returned: %d running, %d creating", run, creating)
 	}
 }
