@@ -58,8 +58,6 @@ func (a *Attribution) Hook(e *audit.Entry) {
 	case audit.SessionDestroy:
 		delete(a.sessions, e.SessionID)
 	case audit.ExecutionComplete:
-		if e.SessionID == "" {
-			delete(a.runs, run)
-		}
+		delete(a.runs, run)
 	}
 }

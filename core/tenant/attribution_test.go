@@ -24,6 +24,8 @@ func TestAttribution(t *testing.T) {
 		{audit.Entry{Event: audit.ContainerCreate, SessionID: "s", Details: map[string]any{"container_id": "c2"}}, "bob"},
 		{audit.Entry{Event: audit.ContainerExec, Details: map[string]any{"container_id": "c2"}}, "bob"},
 		{audit.Entry{Event: audit.SecurityViolation, SessionID: "s"}, "bob"},
+		{audit.Entry{Event: audit.ExecutionRequest, UserID: "bob", SessionID: "s", Details: map[string]any{"run_id": "r2"}}, "bob"},
+		{audit.Entry{Event: audit.ExecutionComplete, UserID: "bob", SessionID: "s", Details: map[string]any{"run_id": "r2"}}, "bob"},
 		{audit.Entry{Event: audit.SessionDestroy, UserID: "bob", SessionID: "s"}, "bob"},
 		{audit.Entry{Event: audit.SecurityViolation, SessionID: "s"}, ""},
 	}
@@ -33,5 +35,9 @@ func TestAttribution(t *testing.T) {
 		if e.UserID != s.want {
 			t.Errorf("step %d (%s): tenant %q, want %q", i, e.Event, e.UserID, s.want)
 		}
+	}
+	// What ended is forgotten: the tables hold only what is live.
+	if len(a.runs)+len(a.sessions)+len(a.containers) != 1 { // c2 was never removed
+		t.Errorf("tables not emptied: runs %v sessions %v containers %v", a.runs, a.sessions, a.containers)
 	}
 }
