@@ -526,3 +526,38 @@ func TestHTTPTypeScriptSDKClient(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// A call still running when server.shutdown_timeout passes is cut, and the
+// server exits instead of waiting for it.
+func TestHTTPShutdownDeadline(t *testing.T) {
+	tenants, keys := testenv.TenantKeys(t, "alice")
+	s := testenv.StartHTTP(t, tenants+"[server]\nshutdown_timeout = 2\n")
+	cs := s.MustConnect(t, keys["alice"])
+	call(t, cs, "execute_python", map[string]any{"code": "1", "session_id": "g"})
+	finished := make(chan bool, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"code": "import time; time.sleep(60)", "session_id": "g"}})
+		finished <- err == nil && !res.IsError
+	}()
+	testenv.WaitFor(t, "the long run to start", time.Minute, func() bool {
+		b, _ := os.ReadFile(s.AuditLog)
+		return strings.Count(string(b), `"event":"execution.request"`) >= 2
+	})
+	start := time.Now()
+	s.Cmd.Process.Signal(os.Interrupt)
+	err, exited := s.Exited(45 * time.Second)
+	if !exited {
+		t.Fatalf("server still running %s after SIGTERM with shutdown_timeout = 2", time.Since(start))
+	}
+	if err != nil {
+		t.Errorf("exit: %v", err)
+	}
+	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	b, _ := os.ReadFile(s.LogFile)
+	if !strings.Contains(string(b), "shutdown deadline passed") {
+		t.Errorf("the log does not say calls were cut")
+	}
+	if <-finished {
+		t.Error("the 60 s call finished although the server exited")
+	}
+}
