@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/version"
 )
@@ -192,6 +193,9 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 	}
 	fmt.Printf("ok    %-16s %s\n", "config", orDefaults(configPath))
 	checks := []doctor.Check{doctor.Podman(podman.New(cfg.Server.PodmanSocket), cfg), doctor.Paths(cfg), pluginCheck(cfg)}
+	if addr, ok := httpAddress(cfg); ok {
+		checks = append(checks, httpserver.Doctor(cfg, addr))
+	}
 	if !doctor.Run(ctx, os.Stdout, checks...) {
 		return 1
 	}

@@ -1,10 +1,14 @@
 package httpserver
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
 )
 
 func TestCheckBind(t *testing.T) {
@@ -63,5 +67,27 @@ func TestStatusWriterFlushes(t *testing.T) {
 	sw.Flush()
 	if !rec.Flushed || sw.code != 418 {
 		t.Fatalf("flushed=%v code=%d", rec.Flushed, sw.code)
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	cfg := config.Default()
+	status := func(cfg config.Config, addr string) map[string]doctor.Status {
+		out := map[string]doctor.Status{}
+		for _, r := range Doctor(cfg, addr)(context.Background()) {
+			out[r.Name] = r.Status
+		}
+		return out
+	}
+	if s := status(cfg, "127.0.0.1:3000"); s["http"] != doctor.OK || len(s) != 1 {
+		t.Errorf("loopback, no tenants: %v", s)
+	}
+	if s := status(cfg, "0.0.0.0:3000"); s["http"] != doctor.Fail || s["tls"] != doctor.Warn {
+		t.Errorf("public, no tenants: %v", s)
+	}
+	cfg.Tenants["alice"] = config.Tenant{APIKeySHA256: []string{strings.Repeat("a", 64)}}
+	cfg.Server.TLSCert, cfg.Server.TLSKey = "/nonexistent/c.pem", "/nonexistent/k.pem"
+	if s := status(cfg, "0.0.0.0:3000"); s["http"] != doctor.OK || s["tls"] != doctor.Fail {
+		t.Errorf("public, tenants, missing cert: %v", s)
 	}
 }
