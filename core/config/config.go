@@ -74,6 +74,9 @@ type Quotas struct {
 	MaxSessions         int `toml:"max_sessions"`          // live stateful sessions
 	ExecutionsPerMinute int `toml:"executions_per_minute"` // sustained rate
 	ExecutionBurst      int `toml:"execution_burst"`       // calls allowed at once above the rate
+	// MaxRequestsInFlight bounds one tenant's open HTTP requests (any
+	// method), so slow or flooding clients hold bounded memory.
+	MaxRequestsInFlight int `toml:"max_requests_in_flight"`
 }
 
 // Tenant is one team member or agent over HTTP: its API keys (sha256 hex of
@@ -273,7 +276,7 @@ func Default() Config {
 		},
 		MCPTools: map[string]MCPTool{},
 		Plugins:  map[string]PluginSpec{},
-		Quotas:   Quotas{MaxConcurrentRuns: 4, MaxSessions: 5, ExecutionsPerMinute: 120, ExecutionBurst: 20},
+		Quotas:   Quotas{MaxConcurrentRuns: 4, MaxSessions: 5, ExecutionsPerMinute: 120, ExecutionBurst: 20, MaxRequestsInFlight: 32},
 		Tenants:  map[string]Tenant{},
 		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30,
 			AuthorizationServers: []string{}}},

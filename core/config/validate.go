@@ -135,6 +135,8 @@ func Validate(c Config) Errors {
 	v.positive("quotas.max_sessions", q.MaxSessions)
 	v.positive("quotas.executions_per_minute", q.ExecutionsPerMinute)
 	v.positive("quotas.execution_burst", q.ExecutionBurst)
+	v.positive("quotas.max_requests_in_flight", q.MaxRequestsInFlight)
+	v.atLeast("quotas.max_requests_in_flight", q.MaxRequestsInFlight, "quotas.max_concurrent_runs", q.MaxConcurrentRuns)
 	j := c.Auth.JWT
 	jwt := j.JWKSFile != ""
 	if jwt {

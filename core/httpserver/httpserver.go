@@ -159,6 +159,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		Logger:                       slog.New(slog.NewTextHandler(s.log.Named("mcp").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}), nil)),
 		// DNS-rebinding protection stays on (DisableLocalhostProtection false).
 	})
+	h = s.limitRequests(h)
 	if s.Tenants.Authenticated() {
 		h = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, s.bearerOptions())(h))
 	}
@@ -195,6 +196,34 @@ func (s *Server) bearerOptions() *auth.RequireBearerTokenOptions {
 		o.ResourceMetadataURL = u.Scheme + "://" + u.Host + wellKnown + resourcePath(j.ResourceURL)
 	}
 	return o
+}
+
+// limitRequests bounds each tenant's open requests (after authentication,
+// so the tenant is known and anonymous floods never get this far): a slow
+// or flooding client gets 429 instead of holding memory and goroutines.
+func (s *Server) limitRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := tenant.Local
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			name = ti.UserID
+		}
+		release, err := s.Tenants.EnterRequest(name)
+		if err != nil {
+			var qe *tenant.QuotaError
+			if errors.As(err, &qe) {
+				s.f.Audit.Record(audit.Entry{Event: tenant.QuotaRefused, Severity: audit.Warning, UserID: name, Error: qe.Msg,
+					Details: map[string]any{"rule": qe.Field, "quota": qe.Quota}})
+				s.Metrics.QuotaRefused(name, qe.Quota)
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, err.Error(), http.StatusTooManyRequests)
+				return
+			}
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		defer release()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Mux is every route of the main listener (and of the admin routes when

@@ -66,6 +66,7 @@ const (
 	QuotaRuns     = "max_concurrent_runs"
 	QuotaSessions = "max_sessions"
 	QuotaRate     = "executions_per_minute"
+	QuotaRequests = "max_requests_in_flight"
 )
 
 func limitsFor(name string, q config.Quotas, t config.Tenant) Limits {
@@ -93,11 +94,13 @@ type state struct {
 	limiter  *rate.Limiter
 	running  int // executions in flight
 	creating int // calls that may create a session, not yet visible in the engine
+	requests int // HTTP requests in flight
 }
 
 // Registry holds the tenants of one server.
 type Registry struct {
 	byHash  map[string]string // key hash → tenant
+	maxReq  int
 	jwt     *JWT
 	scopes  []string // what an API key grants: every required scope
 	mu      sync.Mutex
@@ -108,7 +111,7 @@ type Registry struct {
 // New builds the registry from the configuration. With no [tenants] there
 // is one tenant, Local, with the [quotas] limits.
 func New(cfg config.Config) *Registry {
-	r := &Registry{byHash: map[string]string{}, tenants: map[string]*state{}, now: time.Now, scopes: cfg.Auth.JWT.RequiredScopes}
+	r := &Registry{byHash: map[string]string{}, tenants: map[string]*state{}, now: time.Now, scopes: cfg.Auth.JWT.RequiredScopes, maxReq: cfg.Quotas.MaxRequestsInFlight}
 	add := func(name string, t config.Tenant) {
 		l := limitsFor(name, cfg.Quotas, t)
 		r.tenants[name] = &state{name: name, limits: l,
@@ -226,6 +229,31 @@ func (r *Registry) Admit(name, sessionID string, live []string) (release func(),
 			if creates {
 				s.creating--
 			}
+			r.mu.Unlock()
+		})
+	}, nil
+}
+
+// EnterRequest counts one open HTTP request of a tenant, refusing it over
+// quotas.max_requests_in_flight; release ends it.
+func (r *Registry) EnterRequest(name string) (release func(), err error) {
+	s, ok := r.tenants[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown tenant %q", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.requests >= r.maxReq {
+		return nil, &QuotaError{Tenant: name, Quota: QuotaRequests, Field: "quotas.max_requests_in_flight", Msg: fmt.Sprintf(
+			"quota %s exceeded: tenant %q has %d HTTP requests open, the limit (quotas.max_requests_in_flight = %d); wait for responses before sending more",
+			QuotaRequests, name, s.requests, r.maxReq)}
+	}
+	s.requests++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			s.requests--
 			r.mu.Unlock()
 		})
 	}, nil

@@ -17,6 +17,9 @@ import (
 func registry(t *testing.T, keys map[string]string, q config.Quotas, over map[string]config.Tenant) *Registry {
 	t.Helper()
 	cfg := config.Default()
+	if q.MaxRequestsInFlight == 0 {
+		q.MaxRequestsInFlight = 1000
+	}
 	cfg.Quotas = q
 	for name, key := range keys {
 		tc := over[name]
@@ -219,5 +222,33 @@ func TestAdmitConcurrent(t *testing.T) {
 	}
 	if run, creating := r.Usage("alice"); run != 0 || creating != 0 {
 		t.Fatalf("slots not returned: %d running, %d creating", run, creating)
+	}
+}
+
+func TestEnterRequest(t *testing.T) {
+	q := config.Default().Quotas
+	q.MaxRequestsInFlight, q.MaxConcurrentRuns = 2, 1
+	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, nil)
+	a1, _ := r.EnterRequest("alice")
+	a2, _ := r.EnterRequest("alice")
+	_, err := r.EnterRequest("alice")
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Field != "quotas.max_requests_in_flight" {
+		t.Fatalf("third request: %v", err)
+	}
+	if b, err := r.EnterRequest("bob"); err != nil {
+		t.Fatalf("bob is limited by alice's requests: %v", err)
+	} else {
+		b()
+	}
+	a1()
+	if a3, err := r.EnterRequest("alice"); err != nil {
+		t.Fatalf("after a release: %v", err)
+	} else {
+		a3()
+	}
+	a2()
+	if _, err := r.EnterRequest("nobody"); err == nil {
+		t.Fatal("unknown tenant admitted")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -379,7 +380,9 @@ func TestHTTPHostileRequests(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			res, err := mal.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"code": "1"}})
-			if err == nil && strings.Contains(testenv.Text(res), "quota") {
+			// Refused by a quota: as a tool error, or as HTTP 429 when more
+			// than quotas.max_requests_in_flight are open at once.
+			if (err == nil && strings.Contains(testenv.Text(res), "quota")) || (err != nil && strings.Contains(err.Error(), "max_requests_in_flight")) {
 				mu.Lock()
 				quota++
 				mu.Unlock()
@@ -391,7 +394,7 @@ func TestHTTPHostileRequests(t *testing.T) {
 	if res.IsError || out.Result != float64(42) {
 		t.Errorf("alice during mallory's flood: %s", testenv.Text(res))
 	}
-	if quota < 55-5 {
+	if quota < 50 {
 		t.Errorf("only %d of mallory's 60 calls were refused by a quota", quota)
 	}
 	t.Logf("flood: %d of 60 refused by mallory's quotas; alice served", quota)
@@ -559,5 +562,56 @@ func TestHTTPShutdownDeadline(t *testing.T) {
 	}
 	if <-finished {
 		t.Error("the 60 s call finished although the server exited")
+	}
+}
+
+// Slow clients: a tenant's open requests are bounded; past the bound it gets
+// 429 naming the quota, and another tenant is served meanwhile.
+func TestHTTPSlowClientsBounded(t *testing.T) {
+	tenants, keys := testenv.TenantKeys(t, "alice", "mallory")
+	s := testenv.StartHTTP(t, tenants+"[quotas]\nmax_concurrent_runs = 2\nmax_requests_in_flight = 4\n")
+	var writers []*io.PipeWriter
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		req, _ := http.NewRequest(http.MethodPost, s.URL, pr)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+keys["mallory"])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		// Enough leading whitespace (valid JSON) to push the client's
+		// buffered headers onto the wire, then never the rest.
+		go pw.Write(append(bytes.Repeat([]byte(" "), 16<<10), `{"jsonrpc":"2.0",`...))
+	}
+	var body string
+	var hdr http.Header
+	testenv.WaitFor(t, "mallory's fifth request to get 429", time.Minute, func() bool {
+		var code int
+		code, hdr, body = post(t, s.URL, keys["mallory"], "application/json", []byte(listTools))
+		return code == http.StatusTooManyRequests
+	})
+	if !strings.Contains(body, "quotas.max_requests_in_flight") || hdr.Get("Retry-After") == "" {
+		t.Errorf("429 without the quota or Retry-After: %q %v", body, hdr)
+	}
+	if code, _, body := post(t, s.URL, keys["alice"], "application/json", []byte(listTools)); code != http.StatusOK {
+		t.Errorf("alice while mallory holds her requests: %d %s", code, body)
+	}
+	for _, w := range writers {
+		w.Close() // the bodies end (malformed): the slots come back
+	}
+	wg.Wait()
+	if code, _, body := post(t, s.URL, keys["mallory"], "application/json", []byte(listTools)); code != http.StatusOK {
+		t.Errorf("mallory after her slow requests ended: %d %s", code, body)
+	}
+	b, _ := os.ReadFile(s.AuditLog)
+	if !strings.Contains(string(b), `"rule":"quotas.max_requests_in_flight"`) {
+		t.Error("the 429 is not audited with its rule")
 	}
 }
