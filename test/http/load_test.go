@@ -29,7 +29,7 @@ func TestHTTPLoad(t *testing.T) {
 		names[i] = "t" + strconv.Itoa(i)
 	}
 	tenants, keys := testenv.TenantKeys(t, names...)
-	s := testenv.StartHTTP(t, tenants+"[quotas]\nmax_concurrent_runs = 100\nexecutions_per_minute = 6000\nexecution_burst = 1000\n")
+	s := testenv.StartHTTP(t, tenants+"[quotas]\nmax_concurrent_runs = 100\nmax_requests_in_flight = 200\nexecutions_per_minute = 6000\nexecution_burst = 1000\n")
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs []string
