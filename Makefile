@@ -10,7 +10,7 @@ PLUGINS   := $(notdir $(wildcard plugins/*))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
-.PHONY: all setup build plugins images run test test-unit test-e2e bench fuzz lint proto proto-check proto-lint proto-baseline clean doctor
+.PHONY: all setup build plugins images run test test-unit test-e2e bench fuzz lint proto proto-check proto-lint proto-baseline clean doctor install
 
 all: build
 
@@ -63,6 +63,23 @@ lint:
 
 clean:
 	rm -rf $(BIN)
+
+## install: binary and plugins into $(PREFIX)/lib/mcp-forge (linked from $(PREFIX)/bin),
+## systemd units, docs, and /etc/mcp-forge/forge.toml when none exists (DESTDIR for staging)
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/lib/mcp-forge $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/mcp-forge \
+	  $(DESTDIR)/etc/systemd/system $(DESTDIR)/etc/systemd/user
+	install -d -m 0700 $(DESTDIR)/etc/mcp-forge
+	install -m 0755 $(BIN)/mcp-forge $(BIN)/mcp-forge-plugin-* $(DESTDIR)$(PREFIX)/lib/mcp-forge/
+	ln -sfn ../lib/mcp-forge/mcp-forge $(DESTDIR)$(PREFIX)/bin/mcp-forge
+	sed 's|@PREFIX@|$(PREFIX)|g' dist/systemd/mcp-forge.service > $(DESTDIR)/etc/systemd/system/mcp-forge.service
+	sed 's|@PREFIX@|$(PREFIX)|g' dist/systemd/mcp-forge-user.service > $(DESTDIR)/etc/systemd/user/mcp-forge.service
+	install -m 0644 forge.toml.example $(DESTDIR)/etc/mcp-forge/forge.toml.example
+	test -e $(DESTDIR)/etc/mcp-forge/forge.toml || install -m 0600 dist/forge.http.toml $(DESTDIR)/etc/mcp-forge/forge.toml
+	install -m 0644 README.md docs/operations.md docs/security.md $(DESTDIR)$(PREFIX)/share/doc/mcp-forge/
+	@echo "installed; next: edit /etc/mcp-forge/forge.toml, then systemctl daemon-reload && systemctl enable --now mcp-forge"
 
 ## proto: regenerate sdk/internal/pb from sdk/proto (Debian protoc + Go plugins)
 proto:

@@ -24,7 +24,7 @@ if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ] || [ ! -d test/node
 fi
 
 echo "== race detector on the concurrent core pieces"
-CGO_ENABLED=1 GOFLAGS= go test -count=1 -race ./core/audit/ ./core/policy/
+CGO_ENABLED=1 GOFLAGS= go test -count=1 -race ./core/audit/ ./core/policy/ ./core/tenant/ ./core/metrics/
 
 echo "== unit and end-to-end tests"
 go test -count=1 -timeout 40m ./... ./sdk/...

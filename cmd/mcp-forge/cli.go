@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/version"
 )
@@ -32,7 +33,8 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":   {"serve", 0, "run the MCP server on stdio (what an MCP host starts)", cmdServe},
+		"serve":   {"serve [--http ADDR]", 0, "run the MCP server on stdio (what an MCP host starts), or on streamable HTTP", cmdServe},
+		"tenant":  {"tenant new-key | hash-key", 1, "make an API key and the sha256 to put in [tenants.NAME]", cmdTenant},
 		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
 		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig},
 		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
@@ -48,7 +50,7 @@ var hidden = map[string]bool{}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", version.Version)
-	fmt.Fprintln(w, "Usage: mcp-forge <command> [args] [--config FILE]   (flags may stand anywhere)")
+	fmt.Fprintln(w, "Usage: mcp-forge <command> [args] [--config FILE] [--http ADDR]   (flags may stand anywhere)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
@@ -64,7 +66,10 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "See forge.toml.example for every option.")
 }
 
-var configPath string
+var (
+	configPath string
+	httpAddr   string // --http ADDR: serve streamable HTTP instead of stdio
+)
 
 // parseArgs reads the global flags wherever they stand (`mcp-forge --config F
 // serve` and `mcp-forge serve --config F` are the same) and returns the
@@ -74,6 +79,7 @@ func parseArgs(args []string) (cmd string, rest []string, err error) {
 	fs := flag.NewFlagSet("mcp-forge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&configPath, "config", os.Getenv("FORGE_CONFIG"), "configuration file (TOML)")
+	fs.StringVar(&httpAddr, "http", "", "serve MCP over streamable HTTP on this address (serve)")
 	var positional []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -199,6 +205,9 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 	images := slices.Sorted(maps.Keys(forge.Images(sts)))
 	rt := podman.New(cfg.Server.PodmanSocket)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Paths(cfg), doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts)}
+	if addr, ok := httpAddress(cfg); ok {
+		checks = append(checks, httpserver.Doctor(cfg, addr))
+	}
 	if !doctor.Run(ctx, os.Stdout, checks...) {
 		return 1
 	}

@@ -12,8 +12,12 @@ func TestParseArgsFlagsAnywhere(t *testing.T) {
 		cmd     string
 		rest    []string
 		config  string
+		http    string
 		wantErr bool
 	}{
+		{args: []string{"serve", "--http", "127.0.0.1:3000"}, cmd: "serve", http: "127.0.0.1:3000"},
+		{args: []string{"--http=:8080", "--config", "a.toml", "serve"}, cmd: "serve", config: "a.toml", http: ":8080"},
+		{args: []string{"serve", "--http"}, wantErr: true},
 		{args: []string{"--config", "a.toml", "serve"}, cmd: "serve", config: "a.toml"},
 		{args: []string{"serve", "--config", "a.toml"}, cmd: "serve", config: "a.toml"},
 		{args: []string{"serve", "--config=a.toml"}, cmd: "serve", config: "a.toml"},
@@ -26,7 +30,7 @@ func TestParseArgsFlagsAnywhere(t *testing.T) {
 		{args: nil},
 	}
 	for _, c := range cases {
-		configPath = ""
+		configPath, httpAddr = "", ""
 		cmd, rest, err := parseArgs(c.args)
 		if (err != nil) != c.wantErr {
 			t.Errorf("%q: error %v, want error %v", c.args, err, c.wantErr)
@@ -35,8 +39,8 @@ func TestParseArgsFlagsAnywhere(t *testing.T) {
 		if c.wantErr {
 			continue
 		}
-		if cmd != c.cmd || !slices.Equal(rest, c.rest) || configPath != c.config {
-			t.Errorf("%q: got cmd %q rest %q config %q; want %q %q %q", c.args, cmd, rest, configPath, c.cmd, c.rest, c.config)
+		if cmd != c.cmd || !slices.Equal(rest, c.rest) || configPath != c.config || httpAddr != c.http {
+			t.Errorf("%q: got cmd %q rest %q config %q http %q; want %q %q %q %q", c.args, cmd, rest, configPath, httpAddr, c.cmd, c.rest, c.config, c.http)
 		}
 	}
 }

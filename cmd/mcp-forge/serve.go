@@ -38,7 +38,8 @@ func newLogger(cfg config.Config) (hclog.Logger, func(), error) {
 		}
 		out, closeFn = f, func() { f.Close() }
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "mcp-forge", Level: hclog.LevelFromString(cfg.Server.LogLevel), Output: out}), closeFn, nil
+	return hclog.New(&hclog.LoggerOptions{Name: "mcp-forge", Level: hclog.LevelFromString(cfg.Server.LogLevel), Output: out,
+		JSONFormat: cfg.Server.LogFormat == "json"}), closeFn, nil
 }
 
 func isTerminal(f *os.File) bool {
@@ -57,6 +58,10 @@ func cmdServe(ctx context.Context, _ []string) int {
 		return 1
 	}
 	defer closeLog()
+	addr, useHTTP := httpAddress(cfg)
+	if useHTTP {
+		return serveHTTP(ctx, cfg, addr, log)
+	}
 	if isTerminal(os.Stdin) {
 		fmt.Fprintf(os.Stderr, `mcp-forge %s is an MCP server on stdio: an MCP host starts it and talks JSON-RPC on stdin/stdout.
 To connect a host, add this to its configuration (Claude Desktop: claude_desktop_config.json;

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -122,6 +123,26 @@ type Logger struct {
 	closed  bool
 	now     func() time.Time
 	onError func(error)
+	hooks   atomic.Pointer[[]func(*Entry)]
+}
+
+// AddHook runs fn on every entry before it is written, after redaction: it
+// may add what the caller's layer knows (the tenant of a container) and
+// observe the stream (metrics). Hooks run on the recording goroutine.
+//
+// HOOK(http): used by core/httpserver for tenant attribution and metrics.
+func (l *Logger) AddHook(fn func(*Entry)) {
+	for {
+		old := l.hooks.Load()
+		var next []func(*Entry)
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, fn)
+		if l.hooks.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // Open creates the directory (0700) and file (0600) if needed, tightens an
@@ -241,6 +262,11 @@ func (l *Logger) Write(e Entry) error {
 		e.Severity = Info
 	}
 	e.Details = Redact(e.Details)
+	if hs := l.hooks.Load(); hs != nil {
+		for _, h := range *hs {
+			h(&e)
+		}
+	}
 	line, err := json.Marshal(e)
 	if err != nil {
 		err = fmt.Errorf("audit: encode %s: %w", e.Event, err)

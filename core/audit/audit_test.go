@@ -324,3 +324,29 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// Hooks see every entry after redaction and may add the tenant.
+func TestHooks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var seen []Entry
+	l.AddHook(func(e *Entry) {
+		if e.UserID == "" {
+			e.UserID = "alice"
+		}
+	})
+	l.AddHook(func(e *Entry) { seen = append(seen, *e) })
+	l.Record(Entry{Event: ContainerStart, Details: map[string]any{"code": "print(1)"}})
+	l.Record(Entry{Event: ContainerStop, UserID: "bob"})
+	got := readEntries(t, path)
+	if len(got) != 2 || got[0].UserID != "alice" || got[1].UserID != "bob" {
+		t.Fatalf("written: %+v", got)
+	}
+	if len(seen) != 2 || seen[0].Details["code"] != nil || seen[0].Details["code_sha256"] == nil {
+		t.Fatalf("hook saw unredacted or missing entries: %+v", seen)
+	}
+}

@@ -15,16 +15,78 @@ type Config struct {
 	EnvironmentBuilder EnvironmentBuilder    `toml:"environment_builder"`
 	MCPTools           map[string]MCPTool    `toml:"mcp_tools"`
 	Plugins            map[string]PluginSpec `toml:"plugins"`
+	// Quotas are every tenant's limits unless its [tenants.NAME] table
+	// overrides one.
+	Quotas  Quotas            `toml:"quotas"`
+	Tenants map[string]Tenant `toml:"tenants"`
+	Auth    Auth              `toml:"auth"`
+}
+
+// Auth is token verification beyond API keys.
+type Auth struct {
+	JWT JWT `toml:"jwt"`
+}
+
+// JWT verifies bearer JWTs signed by keys of a JWKS file; the tenant is a
+// claim naming a configured [tenants.NAME]. Off while JWKSFile is empty.
+type JWT struct {
+	JWKSFile       string   `toml:"jwks_file"`
+	Issuer         string   `toml:"issuer"`
+	Audience       string   `toml:"audience"`
+	TenantClaim    string   `toml:"tenant_claim"`
+	RequiredScopes []string `toml:"required_scopes"`
+	Leeway         int      `toml:"leeway"` // seconds of clock skew accepted
+	// ResourceURL is this server's public MCP URL; when set, the RFC 9728
+	// protected-resource metadata is served and announced in 401s.
+	ResourceURL          string   `toml:"resource_url"`
+	AuthorizationServers []string `toml:"authorization_servers"`
 }
 
 // Server is the MCP transport and the connection to Podman.
 type Server struct {
+	// Transport is "stdio" (one MCP host that started the process) or
+	// "http" (streamable HTTP on Host:Port, many tenants).
+	Transport    string `toml:"transport"`
 	Host         string `toml:"host"`
 	Port         int    `toml:"port"`
 	PodmanSocket string `toml:"podman_socket"` // empty: discover
 	LogLevel     string `toml:"log_level"`
-	LogFile      string `toml:"log_file"` // empty: stderr
+	LogFormat    string `toml:"log_format"` // "text" or "json"
+	LogFile      string `toml:"log_file"`   // empty: stderr
 	PluginDir    string `toml:"plugin_dir"`
+	// TLSCert and TLSKey are PEM files; both or neither.
+	TLSCert        string   `toml:"tls_cert"`
+	TLSKey         string   `toml:"tls_key"`
+	MaxRequestBody string   `toml:"max_request_body"`
+	AllowedOrigins []string `toml:"allowed_origins"` // browser origins trusted for cross-origin POSTs
+	// AdminAddr serves /healthz, /readyz and /metrics on their own
+	// listener; empty serves them on the MCP listener.
+	AdminAddr       string `toml:"admin_addr"`
+	ShutdownTimeout int    `toml:"shutdown_timeout"` // seconds running calls get to finish
+	// AllowUnauthenticated lets the HTTP transport listen on a non-loopback
+	// address with no tenants configured. Off: such a server refuses to start.
+	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
+}
+
+// Quotas bound what one tenant may use at once and how fast.
+type Quotas struct {
+	MaxConcurrentRuns   int `toml:"max_concurrent_runs"`   // executions in flight
+	MaxSessions         int `toml:"max_sessions"`          // live stateful sessions
+	ExecutionsPerMinute int `toml:"executions_per_minute"` // sustained rate
+	ExecutionBurst      int `toml:"execution_burst"`       // calls allowed at once above the rate
+	// MaxRequestsInFlight bounds one tenant's open HTTP requests (any
+	// method), so slow or flooding clients hold bounded memory.
+	MaxRequestsInFlight int `toml:"max_requests_in_flight"`
+}
+
+// Tenant is one team member or agent over HTTP: its API keys (sha256 hex of
+// the key, never the key) and quota overrides (0: the [quotas] value).
+type Tenant struct {
+	APIKeySHA256        []string `toml:"api_key_sha256"`
+	MaxConcurrentRuns   int      `toml:"max_concurrent_runs"`
+	MaxSessions         int      `toml:"max_sessions"`
+	ExecutionsPerMinute int      `toml:"executions_per_minute"`
+	ExecutionBurst      int      `toml:"execution_burst"`
 }
 
 // Execution holds the per-run limits: defaults and the maxima a request may ask for.
@@ -160,10 +222,15 @@ type PluginSpec struct {
 func Default() Config {
 	return Config{
 		Server: Server{
-			Host:      "localhost",
-			Port:      3000,
-			LogLevel:  "info",
-			PluginDir: "",
+			Transport:       "stdio",
+			Host:            "localhost",
+			Port:            3000,
+			LogLevel:        "info",
+			LogFormat:       "text",
+			PluginDir:       "",
+			MaxRequestBody:  "8m",
+			AllowedOrigins:  []string{},
+			ShutdownTimeout: 60,
 		},
 		Execution: Execution{
 			DefaultBackend:    map[string]string{},
@@ -223,5 +290,9 @@ func Default() Config {
 		},
 		MCPTools: map[string]MCPTool{},
 		Plugins:  map[string]PluginSpec{},
+		Quotas:   Quotas{MaxConcurrentRuns: 4, MaxSessions: 5, ExecutionsPerMinute: 120, ExecutionBurst: 20, MaxRequestsInFlight: 32},
+		Tenants:  map[string]Tenant{},
+		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30,
+			AuthorizationServers: []string{}}},
 	}
 }

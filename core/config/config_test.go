@@ -116,6 +116,21 @@ func TestLoadErrors(t *testing.T) {
 		{"env total over the limit", "[execution]\nmax_env_total = \"2m\"\n", nil, []string{"execution.max_env_total: must be at most 1m"}},
 		{"env total below value", "[execution]\nmax_env_value = \"64k\"\nmax_env_total = \"32k\"\n", nil, []string{"execution.max_env_total: must be >= execution.max_env_value"}},
 		{"removed image keys", "[images]\npython = \"mcp-forge/python:3.11\"\n", nil, []string{"images.python: unknown key"}},
+		{"transport", "[server]\ntransport = \"grpc\"\n", nil, []string{"server.transport: must be one of stdio, http"}},
+		{"log format", "[server]\nlog_format = \"xml\"\n", nil, []string{"server.log_format: must be one of text, json"}},
+		{"tls half", "[server]\ntls_cert = \"/etc/c.pem\"\n", nil, []string{"server.tls_cert: tls_cert and tls_key go together"}},
+		{"body below code", "[server]\nmax_request_body = \"1m\"\n", nil, []string{"server.max_request_body: must be >= execution.max_code_size"}},
+		{"origin", "[server]\nallowed_origins = [\"example.com\"]\n", nil, []string{"server.allowed_origins[0]"}},
+		{"admin addr", "[server]\nadmin_addr = \"9090\"\n", nil, []string{"server.admin_addr"}},
+		{"quota zero", "[quotas]\nmax_sessions = 0\n", nil, []string{"quotas.max_sessions: must be > 0"}},
+		{"tenant no key", "[tenants.alice]\nmax_sessions = 2\n", nil, []string{"tenants.alice.api_key_sha256: must list at least one key hash"}},
+		{"tenant raw key", "[tenants.alice]\napi_key_sha256 = [\"hunter2\"]\n", nil, []string{"tenants.alice.api_key_sha256[0]: must be the sha256"}},
+		{"tenant shared key", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\n[tenants.bob]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\n", nil, []string{`tenants.bob.api_key_sha256[0]: the same key hash is also a key of tenant "alice"`}},
+		{"tenant name", "[tenants.Alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\n", nil, []string{"tenants.Alice: name must be"}},
+		{"jwt incomplete", "[tenants.alice]\n[auth.jwt]\njwks_file = \"/etc/jwks.json\"\n", nil, []string{"auth.jwt.issuer: must not be empty", "auth.jwt.audience: must not be empty"}},
+		{"jwt no tenants", "[auth.jwt]\njwks_file = \"/etc/jwks.json\"\nissuer = \"https://i\"\naudience = \"forge\"\n", nil, []string{"auth.jwt.jwks_file: JWTs name tenants"}},
+		{"metadata without jwt", "[auth.jwt]\nresource_url = \"https://forge.example/mcp\"\n", nil, []string{"auth.jwt.resource_url: needs auth.jwt.jwks_file"}},
+		{"tenant negative", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\nmax_concurrent_runs = -1\n", nil, []string{"tenants.alice.max_concurrent_runs: must be >= 0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -17,8 +19,28 @@ const MaxCPUQuota = 1_000_000
 func Validate(c Config) Errors {
 	var v validator
 
+	v.oneOf("server.transport", c.Server.Transport, "stdio", "http")
+	v.nonEmpty("server.host", c.Server.Host)
 	v.port("server.port", c.Server.Port)
 	v.oneOf("server.log_level", c.Server.LogLevel, "trace", "debug", "info", "warn", "error")
+	v.oneOf("server.log_format", c.Server.LogFormat, "text", "json")
+	v.absOrEmpty("server.tls_cert", c.Server.TLSCert)
+	v.absOrEmpty("server.tls_key", c.Server.TLSKey)
+	if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
+		v.add("server.tls_cert", "tls_cert and tls_key go together: set both (PEM files) or neither")
+	}
+	v.sizeAtLeast("server.max_request_body", c.Server.MaxRequestBody, "execution.max_code_size", c.Execution.MaxCodeSize)
+	for i, o := range c.Server.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			v.add(fmt.Sprintf("server.allowed_origins[%d]", i), fmt.Sprintf("%q is not an origin (scheme://host[:port], e.g. https://agents.example.com)", o))
+		}
+	}
+	if a := c.Server.AdminAddr; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			v.add("server.admin_addr", fmt.Sprintf("%q is not host:port (e.g. 127.0.0.1:9090)", a))
+		}
+	}
+	v.positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
 	v.absOrEmpty("server.podman_socket", c.Server.PodmanSocket)
 	v.absOrEmpty("server.log_file", c.Server.LogFile)
 	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)
@@ -114,6 +136,67 @@ func Validate(c Config) Errors {
 		}
 		for i, lang := range p.Languages {
 			v.language(fmt.Sprintf("plugins.%s.languages[%d]", name, i), lang)
+		}
+	}
+	q := c.Quotas
+	v.positive("quotas.max_concurrent_runs", q.MaxConcurrentRuns)
+	v.positive("quotas.max_sessions", q.MaxSessions)
+	v.positive("quotas.executions_per_minute", q.ExecutionsPerMinute)
+	v.positive("quotas.execution_burst", q.ExecutionBurst)
+	v.positive("quotas.max_requests_in_flight", q.MaxRequestsInFlight)
+	v.atLeast("quotas.max_requests_in_flight", q.MaxRequestsInFlight, "quotas.max_concurrent_runs", q.MaxConcurrentRuns)
+	j := c.Auth.JWT
+	jwt := j.JWKSFile != ""
+	if jwt {
+		v.abs("auth.jwt.jwks_file", j.JWKSFile)
+		v.nonEmpty("auth.jwt.issuer", j.Issuer)
+		v.nonEmpty("auth.jwt.audience", j.Audience)
+		if len(c.Tenants) == 0 {
+			v.add("auth.jwt.jwks_file", "JWTs name tenants by a claim: configure at least one [tenants.NAME]")
+		}
+	}
+	v.nonEmpty("auth.jwt.tenant_claim", j.TenantClaim)
+	if j.Leeway < 0 || j.Leeway > 300 {
+		v.add("auth.jwt.leeway", fmt.Sprintf("must be 0-300 seconds (got %d)", j.Leeway))
+	}
+	if j.ResourceURL != "" {
+		if u, err := url.Parse(j.ResourceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			v.add("auth.jwt.resource_url", fmt.Sprintf("%q is not an http(s) URL (the public URL of /mcp)", j.ResourceURL))
+		}
+		if !jwt {
+			v.add("auth.jwt.resource_url", "needs auth.jwt.jwks_file: metadata announces how to get a token this server verifies")
+		}
+	}
+	for i, a := range j.AuthorizationServers {
+		if u, err := url.Parse(a); err != nil || u.Scheme != "https" || u.Host == "" {
+			v.add(fmt.Sprintf("auth.jwt.authorization_servers[%d]", i), fmt.Sprintf("%q is not an https URL (an issuer identifier)", a))
+		}
+	}
+	keyOwner := map[string]string{}
+	for _, name := range sortedKeys(c.Tenants) {
+		t, p := c.Tenants[name], "tenants."+name
+		v.name(p, name)
+		if len(t.APIKeySHA256) == 0 && !jwt {
+			v.add(p+".api_key_sha256", "must list at least one key hash (make one with `mcp-forge tenant new-key`)")
+		}
+		for i, h := range t.APIKeySHA256 {
+			hp := fmt.Sprintf("%s.api_key_sha256[%d]", p, i)
+			if !sha256Hex.MatchString(h) {
+				v.add(hp, "must be the sha256 of the key as 64 hexadecimal digits (`mcp-forge tenant hash-key`), never the key itself")
+				continue
+			}
+			if other, dup := keyOwner[strings.ToLower(h)]; dup {
+				v.add(hp, fmt.Sprintf("the same key hash is also a key of tenant %q: one key names one tenant", other))
+			}
+			keyOwner[strings.ToLower(h)] = name
+		}
+		for _, f := range []struct {
+			k string
+			n int
+		}{{"max_concurrent_runs", t.MaxConcurrentRuns}, {"max_sessions", t.MaxSessions}, {"executions_per_minute", t.ExecutionsPerMinute}, {"execution_burst", t.ExecutionBurst}} {
+			if f.n < 0 {
+				v.add(p+"."+f.k, fmt.Sprintf("must be >= 0 (0: the [quotas] value), got %d", f.n))
+			}
 		}
 	}
 	return v.errs

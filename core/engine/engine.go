@@ -127,6 +127,9 @@ type RequestError struct {
 	Rule string
 	Msg  string
 	Err  error // a sentinel callers test with errors.Is (ErrNoSession), or nil
+	// Audit replaces Msg in the audit log when Msg names something that may
+	// be a secret (an environment variable's name).
+	Audit string
 }
 
 func (e *RequestError) Error() string { return e.Msg }
@@ -154,7 +157,11 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 		// the sandbox, it is the same critical violation.
 		event, severity = audit.SecurityViolation, audit.Critical
 	}
-	e.rec.Record(audit.Entry{Event: event, Severity: severity, SessionID: auditID(sessionID), UserID: client, Success: false, Error: re.Msg, Details: d})
+	msg := re.Msg
+	if re.Audit != "" {
+		msg = re.Audit
+	}
+	e.rec.Record(audit.Entry{Event: event, Severity: severity, SessionID: auditID(sessionID), UserID: client, Success: false, Error: msg, Details: d})
 	return err
 }
 
@@ -212,6 +219,12 @@ func (e *Engine) validate(req Request) error {
 // checkEnv refuses environment variables a process could not hold or that
 // exceed the limits. A refusal names the variable, never its value.
 func (e *Engine) checkEnv(env map[string]string) error {
+	// The caller is told which variable; the audit log is not (names too
+	// may be secrets).
+	refusal := func(rule, format string, args ...any) error {
+		return &RequestError{Rule: rule, Msg: fmt.Sprintf(format, args...),
+			Audit: fmt.Sprintf("environment refused by rule %s (%d variables; names and values are not recorded)", rule, len(env))}
+	}
 	total := 0
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]

@@ -225,6 +225,11 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	if h := in.Labels[runtime.LabelCodeHash]; h != "" {
 		details["code_sha256"] = h
 	}
+	// HOOK(http): the run a stateless container serves, so the audit log
+	// can name the tenant that asked for it.
+	if r := in.Labels["io.mcp-forge.x-run"]; r != "" {
+		details["run_id"] = r
+	}
 	id, err := m.rt.Create(ctx, spec)
 	if err != nil {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Details: details, Error: secrets.String(err.Error())})

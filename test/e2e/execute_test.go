@@ -351,7 +351,11 @@ func TestRefusalsAudited(t *testing.T) {
 				Details         map[string]any
 			}
 			json.Unmarshal([]byte(line), &e)
-			found = found || e.Event == "request.refused" && e.Severity == "warning" && e.Details["rule"] == tc.rule && e.Details["tool"] == "execute_python"
+			event, severity := "request.refused", "warning"
+			if tc.rule == "image-not-allowed" { // a container-policy rule
+				event, severity = "security.violation", "critical"
+			}
+			found = found || e.Event == event && e.Severity == severity && e.Details["rule"] == tc.rule && e.Details["tool"] == "execute_python"
 		}
 		if !found {
 			t.Fatalf("no request.refused line with rule %s:\n%s", tc.rule, raw)

@@ -184,12 +184,13 @@ echo = subprocess.run(["echo", "hi"], capture_output=True, text=True).stdout.str
 	}
 	want := map[string]any{"inv": true, "sums": map[string]any{"a": float64(4), "b": float64(6)}, "png": true,
 		"threads": float64(8), "pool": []any{float64(1), float64(2), float64(3)}, "procs": []any{float64(4), float64(5)}, "echo": "hi"}
-	if fmt.Sprint(o.Result) != fmt.Sprint(want) {
+	var got any // result is the value's JSON text
+	if err := json.Unmarshal([]byte(fmt.Sprint(o.Result)), &got); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("python workload: %v, want %v", o.Result, want)
 	}
 
 	res = s.Call(t, "execute_r", map[string]any{"code": "m <- matrix(rnorm(100), 10)\nx <- system('echo hi', intern = TRUE)\nc(dim(solve(m)), nchar(x))"}, &o)
-	if res.IsError || fmt.Sprint(o.Result) != "[10 10 2]" {
+	if res.IsError || fmt.Sprint(o.Result) != "[10,10,2]" {
 		t.Errorf("R run: %v %s", o.Result, testenv.Text(res))
 	}
 

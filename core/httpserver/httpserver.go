@@ -1,0 +1,414 @@
+// Package httpserver serves MCP-Forge over streamable HTTP: go-sdk's
+// handler in stateless mode (every protocol version, SSE responses so
+// progress flows), bearer-token authentication naming a tenant, per-tenant
+// quotas, a request body limit, cross-origin and DNS-rebinding protection,
+// TLS, /healthz, /readyz and Prometheus /metrics, and a graceful shutdown
+// that lets running calls finish within a deadline.
+package httpserver
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/metrics"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
+)
+
+// Path is where the MCP endpoint is served.
+const Path = "/mcp"
+
+// Server is the HTTP face of one core.
+type Server struct {
+	cfg     config.Config
+	addr    string
+	log     hclog.Logger
+	f       *forge.Forge
+	rt      Pinger
+	Tenants *tenant.Registry
+	Metrics *metrics.Metrics
+
+	main, admin *http.Server
+}
+
+// Pinger is what readiness asks of the container runtime.
+type Pinger interface {
+	Info(ctx context.Context) (runtime.Info, error)
+	Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error)
+}
+
+// CheckBind refuses an address that would expose an unauthenticated server
+// beyond this machine: fail closed unless the operator said otherwise.
+func CheckBind(addr string, authenticated, allowUnauthenticated bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w (use host:port, e.g. 127.0.0.1:3000)", addr, err)
+	}
+	if authenticated || allowUnauthenticated || IsLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve %s without authentication: anyone who reaches it could run code. "+
+		"Add a [tenants.NAME] table with api_key_sha256 (`mcp-forge tenant new-key`), bind to 127.0.0.1, "+
+		"or set server.allow_unauthenticated = true if something in front of it authenticates", addr)
+}
+
+// IsLoopback reports whether host (a name or an address) stays on this machine.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// New wires the HTTP server to a core. It installs the tenant identity and
+// quota middleware on the core's MCP server and the audit hooks, so build
+// it once per core, before serving.
+func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, error) {
+	cfg := f.Config
+	reg := tenant.New(cfg)
+	if cfg.Auth.JWT.JWKSFile != "" {
+		j, err := tenant.NewJWT(cfg.Auth.JWT)
+		if err != nil {
+			return nil, err
+		}
+		reg.UseJWT(j)
+	}
+	if err := CheckBind(addr, reg.Authenticated(), cfg.Server.AllowUnauthenticated); err != nil {
+		return nil, err
+	}
+	if a := cfg.Server.AdminAddr; a != "" {
+		// The admin listener has no authentication: it must stay local
+		// unless the operator allowed unauthenticated listeners.
+		if err := CheckBind(a, false, cfg.Server.AllowUnauthenticated); err != nil {
+			return nil, fmt.Errorf("server.admin_addr: %w", err)
+		}
+	}
+	s := &Server{cfg: cfg, addr: addr, log: log, f: f, rt: rt, Tenants: reg}
+
+	var languages, backends []string
+	for _, p := range f.Plugins.Statuses() {
+		backends = append(backends, p.Name)
+		languages = append(languages, p.Capabilities.Languages...)
+	}
+	s.Metrics = metrics.New(metrics.Source{
+		Sessions: func() map[string]int {
+			out := map[string]int{}
+			for _, t := range reg.Names() {
+				out[t] = len(f.Engine.Sessions(t, false))
+			}
+			return out
+		},
+		PluginRestarts: func() map[string]int {
+			out := map[string]int{}
+			for _, p := range f.Plugins.Statuses() {
+				out[p.Name] = p.Restarts
+			}
+			return out
+		},
+	}, reg.Names(), languages, backends)
+
+	attr := tenant.NewAttribution()
+	f.Audit.AddHook(attr.Hook)
+	f.Audit.AddHook(func(e *audit.Entry) { s.Metrics.Audit(*e) })
+
+	f.MCP.SetIdentity(reg.Identify)
+	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(func(t string) []string {
+		var ids []string
+		for _, v := range f.Engine.Sessions(t, false) {
+			ids = append(ids, v.ID)
+		}
+		return ids
+	}, f.Audit, s.Metrics))
+	return s, nil
+}
+
+// Handler is the MCP endpoint with every protection in front of it.
+func (s *Server) Handler() (http.Handler, error) {
+	maxBody, err := config.ParseSize(s.cfg.Server.MaxRequestBody)
+	if err != nil {
+		return nil, fmt.Errorf("server.max_request_body: %w", err)
+	}
+	srv := s.f.MCP.MCP()
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		// Stateless: the newest protocol version is sessionless and older
+		// clients work too; our sessions are keyed by tenant, not by the
+		// MCP session id (which stateless mode ignores).
+		Stateless:                    true,
+		MaxRequestBodyBytes:          maxBody,
+		PropagateRequestCancellation: true,
+		Logger:                       slog.New(slog.NewTextHandler(s.log.Named("mcp").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}), nil)),
+		// DNS-rebinding protection stays on (DisableLocalhostProtection false).
+	})
+	h = s.limitRequests(h)
+	if s.Tenants.Authenticated() {
+		h = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, s.bearerOptions())(h))
+	}
+	cop := http.NewCrossOriginProtection()
+	for _, o := range s.cfg.Server.AllowedOrigins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("server.allowed_origins: %w", err)
+		}
+	}
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Forbidden: cross-origin request from "+r.Header.Get("Origin")+" (allowed origins are server.allowed_origins)", http.StatusForbidden)
+	}))
+	h = cop.Handler(h)
+	return s.count(h), nil
+}
+
+const wellKnown = "/.well-known/oauth-protected-resource"
+
+func resourcePath(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil || u.Path == "/" {
+		return ""
+	}
+	return u.Path
+}
+
+// bearerOptions: the scopes a token must carry, the clock skew accepted,
+// and the metadata URL announced in 401s when there is one.
+func (s *Server) bearerOptions() *auth.RequireBearerTokenOptions {
+	j := s.cfg.Auth.JWT
+	o := &auth.RequireBearerTokenOptions{Scopes: j.RequiredScopes, ClockSkew: time.Duration(j.Leeway) * time.Second}
+	if j.ResourceURL != "" {
+		u, _ := url.Parse(j.ResourceURL)
+		o.ResourceMetadataURL = u.Scheme + "://" + u.Host + wellKnown + resourcePath(j.ResourceURL)
+	}
+	return o
+}
+
+// limitRequests bounds each tenant's open requests (after authentication,
+// so the tenant is known and anonymous floods never get this far): a slow
+// or flooding client gets 429 instead of holding memory and goroutines.
+func (s *Server) limitRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := tenant.Local
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			name = ti.UserID
+		}
+		release, err := s.Tenants.EnterRequest(name)
+		if err != nil {
+			var qe *tenant.QuotaError
+			if errors.As(err, &qe) {
+				s.f.Audit.Record(audit.Entry{Event: tenant.QuotaRefused, Severity: audit.Warning, UserID: name, Error: qe.Msg,
+					Details: map[string]any{"rule": qe.Field, "quota": qe.Quota}})
+				s.Metrics.QuotaRefused(name, qe.Quota)
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, err.Error(), http.StatusTooManyRequests)
+				return
+			}
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		defer release()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Mux is every route of the main listener (and of the admin routes when
+// server.admin_addr is empty).
+func (s *Server) Mux() (*http.ServeMux, *http.ServeMux, error) {
+	h, err := s.Handler()
+	if err != nil {
+		return nil, nil, err
+	}
+	main := http.NewServeMux()
+	main.Handle(Path, h)
+	admin := main
+	if s.cfg.Server.AdminAddr != "" {
+		admin = http.NewServeMux()
+	}
+	admin.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	admin.HandleFunc("/readyz", s.ready)
+	var m http.Handler = s.Metrics.Handler()
+	if admin == main && s.Tenants.Authenticated() {
+		// On the public listener, metrics (tenant names, counts) need a key.
+		m = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, s.bearerOptions())(m))
+	}
+	admin.Handle("/metrics", m)
+	if j := s.cfg.Auth.JWT; j.ResourceURL != "" {
+		// RFC 9728: where a client learns which authorization server
+		// issues tokens for this resource.
+		meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource: j.ResourceURL, AuthorizationServers: j.AuthorizationServers, ScopesSupported: j.RequiredScopes,
+			BearerMethodsSupported: []string{"header"}, ResourceName: "MCP-Forge"})
+		main.Handle(wellKnown, meta)
+		main.Handle(wellKnown+resourcePath(j.ResourceURL), meta)
+	}
+	return main, admin, nil
+}
+
+// Serve listens until ctx ends, then shuts down gracefully: no new
+// requests, running calls get server.shutdown_timeout seconds to finish.
+// ready, if not nil, receives the bound addresses once listening.
+func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr string)) error {
+	mainMux, adminMux, err := s.Mux()
+	if err != nil {
+		return err
+	}
+	var tlsCfg *tls.Config
+	if s.cfg.Server.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.Server.TLSCert, s.cfg.Server.TLSKey)
+		if err != nil {
+			return fmt.Errorf("server.tls_cert/tls_key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.addr, err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	s.main = &http.Server{Handler: mainMux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: hclogStd(s.log), BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	servers := []*http.Server{s.main}
+	listeners := []net.Listener{ln}
+	adminAddr := ln.Addr().String()
+	if s.cfg.Server.AdminAddr != "" {
+		aln, err := net.Listen("tcp", s.cfg.Server.AdminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on server.admin_addr %s: %w", s.cfg.Server.AdminAddr, err)
+		}
+		s.admin = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: hclogStd(s.log)}
+		servers, listeners = append(servers, s.admin), append(listeners, aln)
+		adminAddr = aln.Addr().String()
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	s.log.Info("serving MCP over streamable HTTP", "url", scheme+"://"+ln.Addr().String()+Path, "admin", adminAddr,
+		"authenticated", s.Tenants.Authenticated(), "tenants", strings.Join(s.Tenants.Names(), ","))
+	if ready != nil {
+		ready(ln.Addr().String(), adminAddr)
+	}
+	errc := make(chan error, len(servers))
+	for i := range servers {
+		go func(srv *http.Server, l net.Listener) {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}(servers[i], listeners[i])
+	}
+	select {
+	case err := <-errc:
+		for _, srv := range servers {
+			srv.Close()
+		}
+		return err
+	case <-ctx.Done():
+	}
+	grace := time.Duration(s.cfg.Server.ShutdownTimeout) * time.Second
+	s.log.Info("shutting down: no new requests; running calls may finish", "deadline", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	var cut bool
+	var mu sync.Mutex
+	for _, srv := range servers {
+		wg.Add(1)
+		go func(srv *http.Server) {
+			defer wg.Done()
+			if err := srv.Shutdown(sctx); err != nil {
+				mu.Lock()
+				cut = true
+				mu.Unlock()
+				srv.Close()
+			}
+		}(srv)
+	}
+	wg.Wait()
+	if cut {
+		s.log.Warn("shutdown deadline passed: calls still running were cut", "deadline", grace)
+	}
+	return nil
+}
+
+// check is one line of /readyz.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ready answers 200 when the server can run code now: Podman answers, a
+// backend plugin is loaded, the loaded backends' images exist; 503 with what is
+// missing otherwise.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	var checks []check
+	podmanOK := false
+	if info, err := s.rt.Info(ctx); err != nil {
+		checks = append(checks, check{Name: "podman", Detail: err.Error()})
+	} else {
+		podmanOK = true
+		checks = append(checks, check{Name: "podman", OK: true, Detail: "Podman " + info.Version + " at " + info.Socket})
+	}
+	var loaded, failed []string
+	for _, p := range s.f.Plugins.Statuses() {
+		if p.Error == "" {
+			loaded = append(loaded, p.Name)
+		} else {
+			failed = append(failed, p.Name+": "+p.Error)
+		}
+	}
+	sort.Strings(loaded)
+	pc := check{Name: "plugins", OK: len(loaded) > 0, Detail: "loaded: " + strings.Join(loaded, ", ")}
+	if len(failed) > 0 {
+		pc.Detail += "; failed: " + strings.Join(failed, "; ")
+	}
+	checks = append(checks, pc)
+	// The images of the loaded backends (as they report them).
+	for _, img := range slices.Sorted(maps.Keys(forge.Images(s.f.Plugins.Statuses()))) {
+		c := check{Name: "image " + img}
+		if !podmanOK {
+			c.Detail = "not checked: Podman unreachable"
+		} else if _, ok, err := s.rt.Image(ctx, img); err != nil {
+			c.Detail = err.Error()
+		} else if !ok {
+			c.Detail = "missing: run `make images`"
+		} else {
+			c.OK, c.Detail = true, "present"
+		}
+		checks = append(checks, c)
+	}
+	all := true
+	for _, c := range checks {
+		all = all && c.OK
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !all {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"ready": all, "checks": checks})
+}

@@ -1,0 +1,36 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SetIdentity makes fn name the caller of every request instead of the MCP
+// connection: over HTTP the caller is the tenant of the verified token, so
+// sessions belong to the tenant and not to an HTTP request (in stateless
+// mode each request is its own go-sdk session). A request fn cannot name
+// is refused. Call it before serving.
+//
+// HOOK(http): the only change core/mcpserver needs for tenants; conn()
+// returns what is stored here for the request's session.
+func (s *Server) SetIdentity(fn func(mcp.Request) (string, error)) {
+	s.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			ss, ok := req.GetSession().(*mcp.ServerSession)
+			if !ok || ss == nil {
+				return next(ctx, method, req)
+			}
+			id, err := fn(req)
+			if err != nil {
+				return nil, err
+			}
+			if _, loaded := s.conns.Swap(ss, id); !loaded {
+				// Forget the session when it ends (after each request in
+				// stateless mode), so the map does not grow with traffic.
+				go func() { _ = ss.Wait(); s.conns.Delete(ss) }()
+			}
+			return next(ctx, method, req)
+		}
+	})
+}

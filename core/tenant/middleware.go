@@ -1,0 +1,126 @@
+package tenant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+)
+
+// ErrNoTenant is a request without a verified token on a server that has
+// tenants: the HTTP layer should have refused it, so this fails closed.
+var ErrNoTenant = errors.New("no verified tenant on this request (bearer token required)")
+
+// QuotaRefused is the audit event of a call refused by a quota.
+const QuotaRefused = "quota.refused"
+
+// Identify names the tenant of an MCP request: the verified token's user
+// over HTTP, Local when the server has no tenants.
+func (r *Registry) Identify(req mcp.Request) (string, error) {
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
+		if _, ok := r.tenants[ex.TokenInfo.UserID]; ok {
+			return ex.TokenInfo.UserID, nil
+		}
+		return "", ErrNoTenant
+	}
+	if r.Authenticated() {
+		return "", ErrNoTenant
+	}
+	return Local, nil
+}
+
+// Observer is told the outcome of every tool call (metrics).
+type Observer interface {
+	ToolCall(tenant, tool, outcome string, d time.Duration)
+	QuotaRefused(tenant, quota string)
+}
+
+// Sessions lists a tenant's live session ids.
+type Sessions func(tenant string) []string
+
+// Middleware applies the quotas to execute_* tool calls and reports the
+// outcome of every tool call. A refusal is a tool error naming the quota (the caller can act
+// on it), audited with the quota as its rule.
+func (r *Registry) Middleware(sessions Sessions, rec audit.Recorder, obs Observer) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			call, ok := req.(*mcp.CallToolRequest)
+			if method != "tools/call" || !ok || call.Params == nil {
+				return next(ctx, method, req)
+			}
+			name, err := r.Identify(req)
+			if err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			observe := func(res mcp.Result, err error) (mcp.Result, error) {
+				if obs != nil && err == nil { // a protocol error (unknown tool) is not a call
+					obs.ToolCall(name, call.Params.Name, outcomeOf(res), time.Since(start))
+				}
+				return res, err
+			}
+			if !strings.HasPrefix(call.Params.Name, "execute_") {
+				return observe(next(ctx, method, req))
+			}
+			var args struct {
+				SessionID string `json:"session_id"`
+			}
+			_ = json.Unmarshal(call.Params.Arguments, &args) // the tool validates its input itself
+			var live []string
+			if sessions != nil {
+				live = sessions(name)
+			}
+			release, err := r.Admit(name, args.SessionID, live)
+			if err != nil {
+				var qe *QuotaError
+				if errors.As(err, &qe) {
+					rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: args.SessionID, Error: qe.Msg,
+						Details: map[string]any{"rule": qe.Field, "quota": qe.Quota, "tool": call.Params.Name}})
+					if obs != nil {
+						obs.QuotaRefused(name, qe.Quota)
+					}
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: qe.Msg}},
+						StructuredContent: map[string]any{"success": false, "error": map[string]any{"type": "QuotaExceeded", "message": qe.Msg, "quota": qe.Field}}}, nil
+				}
+				return nil, err
+			}
+			defer release()
+			return observe(next(ctx, method, req))
+		}
+	}
+}
+
+// outcomeOf reads the kind of outcome from a tool result: success, error
+// (the user's code failed), rejected (a bad request) or server_error.
+func outcomeOf(res mcp.Result) string {
+	tr, ok := res.(*mcp.CallToolResult)
+	if !ok || tr == nil {
+		return "server_error"
+	}
+	var out struct {
+		Error *struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if tr.StructuredContent != nil {
+		if b, err := json.Marshal(tr.StructuredContent); err == nil {
+			_ = json.Unmarshal(b, &out)
+		}
+	}
+	switch {
+	case !tr.IsError:
+		return "success"
+	case out.Error == nil:
+		return "rejected" // session tools report a bad request as text only
+	case out.Error.Type == "RequestError":
+		return "rejected"
+	case out.Error.Type == "ServerError":
+		return "server_error"
+	}
+	return "error"
+}

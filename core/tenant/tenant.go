@@ -1,0 +1,280 @@
+// Package tenant is who calls over HTTP and how much they may use: API keys
+// (kept as sha256 hashes) name tenants, and each tenant has quotas on
+// concurrent runs, live sessions and execution rate. Sessions belong to a
+// tenant, never to an HTTP connection: the tenant name is the engine's
+// client key.
+package tenant
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"golang.org/x/time/rate"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+)
+
+// Local is the one implicit tenant when no [tenants] are configured (stdio,
+// or HTTP on loopback without authentication).
+const Local = "local"
+
+// KeyPrefix starts every key `mcp-forge tenant new-key` makes, so a leaked
+// key is recognisable by secret scanners.
+const KeyPrefix = "mcpf_"
+
+// HashKey is how a key is stored in forge.toml: sha256, hex.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewKey returns a fresh random API key (256 bits) and its hash.
+func NewKey() (key, hash string, err error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", fmt.Errorf("random key: %w", err)
+	}
+	key = KeyPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return key, HashKey(key), nil
+}
+
+// Limits are one tenant's effective quotas, each with the configuration
+// field an operator changes to raise it.
+type Limits struct {
+	MaxConcurrentRuns   int
+	MaxSessions         int
+	ExecutionsPerMinute int
+	ExecutionBurst      int
+	field               map[string]string // quota → config path
+}
+
+// Field is the configuration path that sets quota q for this tenant.
+func (l Limits) Field(q string) string { return l.field[q] }
+
+// Quota names (the keys of Limits.Field).
+const (
+	QuotaRuns     = "max_concurrent_runs"
+	QuotaSessions = "max_sessions"
+	QuotaRate     = "executions_per_minute"
+	QuotaRequests = "max_requests_in_flight"
+)
+
+func limitsFor(name string, q config.Quotas, t config.Tenant) Limits {
+	l := Limits{MaxConcurrentRuns: q.MaxConcurrentRuns, MaxSessions: q.MaxSessions, ExecutionsPerMinute: q.ExecutionsPerMinute, ExecutionBurst: q.ExecutionBurst,
+		field: map[string]string{QuotaRuns: "quotas.max_concurrent_runs", QuotaSessions: "quotas.max_sessions", QuotaRate: "quotas.executions_per_minute"}}
+	over := func(q string, v int, dst *int) {
+		if v > 0 {
+			*dst = v
+			l.field[q] = "tenants." + name + "." + q
+		}
+	}
+	over(QuotaRuns, t.MaxConcurrentRuns, &l.MaxConcurrentRuns)
+	over(QuotaSessions, t.MaxSessions, &l.MaxSessions)
+	over(QuotaRate, t.ExecutionsPerMinute, &l.ExecutionsPerMinute)
+	if t.ExecutionBurst > 0 {
+		l.ExecutionBurst = t.ExecutionBurst
+	}
+	return l
+}
+
+// state is one tenant's live usage.
+type state struct {
+	name     string
+	limits   Limits
+	limiter  *rate.Limiter
+	running  int // executions in flight
+	creating int // calls that may create a session, not yet visible in the engine
+	requests int // HTTP requests in flight
+}
+
+// Registry holds the tenants of one server.
+type Registry struct {
+	byHash  map[string]string // key hash → tenant
+	maxReq  int
+	jwt     *JWT
+	scopes  []string // what an API key grants: every required scope
+	mu      sync.Mutex
+	tenants map[string]*state
+	now     func() time.Time
+}
+
+// New builds the registry from the configuration. With no [tenants] there
+// is one tenant, Local, with the [quotas] limits.
+func New(cfg config.Config) *Registry {
+	r := &Registry{byHash: map[string]string{}, tenants: map[string]*state{}, now: time.Now, scopes: cfg.Auth.JWT.RequiredScopes, maxReq: cfg.Quotas.MaxRequestsInFlight}
+	add := func(name string, t config.Tenant) {
+		l := limitsFor(name, cfg.Quotas, t)
+		r.tenants[name] = &state{name: name, limits: l,
+			limiter: rate.NewLimiter(rate.Limit(float64(l.ExecutionsPerMinute)/60), l.ExecutionBurst)}
+	}
+	for name, t := range cfg.Tenants {
+		add(name, t)
+		for _, h := range t.APIKeySHA256 {
+			r.byHash[strings.ToLower(h)] = name
+		}
+	}
+	if len(cfg.Tenants) == 0 {
+		add(Local, config.Tenant{})
+	}
+	return r
+}
+
+// UseJWT makes bearer JWTs verifiable as well as API keys.
+func (r *Registry) UseJWT(j *JWT) { r.jwt = j }
+
+// Authenticated reports whether callers must present a key or token.
+func (r *Registry) Authenticated() bool { return len(r.byHash) > 0 || r.jwt != nil }
+
+// Names lists the tenants (bounded by configuration: safe as metric labels).
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.tenants))
+	for n := range r.tenants {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Limits are a tenant's effective quotas.
+func (r *Registry) Limits(name string) (Limits, bool) {
+	s, ok := r.tenants[name]
+	if !ok {
+		return Limits{}, false
+	}
+	return s.limits, true
+}
+
+// Verify is the auth.TokenVerifier for API keys: the key's hash names the
+// tenant. A key is compared only through its hash, so the configuration
+// never holds a usable key.
+func (r *Registry) Verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	if r.jwt != nil && LooksLikeJWT(token) {
+		name, scopes, exp, err := r.jwt.Verify(token)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := r.tenants[name]; !ok {
+			return nil, fmt.Errorf("%w: tenant %q (from the token's %s claim) is not configured as [tenants.%s]", auth.ErrInvalidToken, name, r.jwt.cfg.TenantClaim, name)
+		}
+		return &auth.TokenInfo{UserID: name, Scopes: scopes, Expiration: exp}, nil
+	}
+	name, ok := r.byHash[HashKey(token)]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown API key (keys are configured as [tenants.NAME] api_key_sha256)", auth.ErrInvalidToken)
+	}
+	// API keys do not expire by themselves (revoking one is removing its
+	// hash) and hold every scope the server requires.
+	return &auth.TokenInfo{UserID: name, Scopes: r.scopes, Expiration: r.now().Add(24 * time.Hour)}, nil
+}
+
+// QuotaError is a call refused by a tenant's quota.
+type QuotaError struct {
+	Tenant string
+	Quota  string // QuotaRuns, QuotaSessions or QuotaRate
+	Field  string // the configuration field that sets it
+	Msg    string
+}
+
+func (e *QuotaError) Error() string { return e.Msg }
+
+// Admit reserves what an execution needs before it runs: a run slot, a
+// token of the rate, and, when it may create a session, room for one more
+// session. live lists the tenant's sessions as the engine holds them.
+// release gives the reservation back when the call ends.
+func (r *Registry) Admit(name, sessionID string, live []string) (release func(), err error) {
+	s, ok := r.tenants[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown tenant %q", name)
+	}
+	l := s.limits
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.running >= l.MaxConcurrentRuns {
+		return nil, &QuotaError{Tenant: name, Quota: QuotaRuns, Field: l.Field(QuotaRuns), Msg: fmt.Sprintf(
+			"quota %s exceeded: tenant %q already has %d execution(s) running, the limit (%s = %d); wait for one to finish",
+			QuotaRuns, name, s.running, l.Field(QuotaRuns), l.MaxConcurrentRuns)}
+	}
+	creates := sessionID != "" && !contains(live, sessionID)
+	if creates && len(live)+s.creating >= l.MaxSessions {
+		return nil, &QuotaError{Tenant: name, Quota: QuotaSessions, Field: l.Field(QuotaSessions), Msg: fmt.Sprintf(
+			"quota %s exceeded: tenant %q has %d live session(s) (or being created), the limit (%s = %d); destroy one with destroy_session, or reuse one of %v",
+			QuotaSessions, name, len(live)+s.creating, l.Field(QuotaSessions), l.MaxSessions, live)}
+	}
+	res := s.limiter.ReserveN(r.now(), 1)
+	if d := res.DelayFrom(r.now()); !res.OK() || d > 0 {
+		res.CancelAt(r.now())
+		return nil, &QuotaError{Tenant: name, Quota: QuotaRate, Field: l.Field(QuotaRate), Msg: fmt.Sprintf(
+			"quota %s exceeded: tenant %q may start %d executions per minute (%s, bursts of %d); retry in %.1f s",
+			QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())}
+	}
+	s.running++
+	if creates {
+		s.creating++
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			s.running--
+			if creates {
+				s.creating--
+			}
+			r.mu.Unlock()
+		})
+	}, nil
+}
+
+// EnterRequest counts one open HTTP request of a tenant, refusing it over
+// quotas.max_requests_in_flight; release ends it.
+func (r *Registry) EnterRequest(name string) (release func(), err error) {
+	s, ok := r.tenants[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown tenant %q", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.requests >= r.maxReq {
+		return nil, &QuotaError{Tenant: name, Quota: QuotaRequests, Field: "quotas.max_requests_in_flight", Msg: fmt.Sprintf(
+			"quota %s exceeded: tenant %q has %d HTTP requests open, the limit (quotas.max_requests_in_flight = %d); wait for responses before sending more",
+			QuotaRequests, name, s.requests, r.maxReq)}
+	}
+	s.requests++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			s.requests--
+			r.mu.Unlock()
+		})
+	}, nil
+}
+
+// Usage is a tenant's live counters (for tests and metrics).
+func (r *Registry) Usage(name string) (running, creating int) {
+	s, ok := r.tenants[name]
+	if !ok {
+		return 0, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.running, s.creating
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,254 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+)
+
+func registry(t *testing.T, keys map[string]string, q config.Quotas, over map[string]config.Tenant) *Registry {
+	t.Helper()
+	cfg := config.Default()
+	if q.MaxRequestsInFlight == 0 {
+		q.MaxRequestsInFlight = 1000
+	}
+	cfg.Quotas = q
+	for name, key := range keys {
+		tc := over[name]
+		tc.APIKeySHA256 = []string{HashKey(key)}
+		cfg.Tenants[name] = tc
+	}
+	if errs := config.Validate(cfg); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return New(cfg)
+}
+
+func TestNewKeyHashes(t *testing.T) {
+	k1, h1, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, _, _ := NewKey()
+	if k1 == k2 || !strings.HasPrefix(k1, KeyPrefix) || len(k1) < 40 {
+		t.Fatalf("keys %q %q", k1, k2)
+	}
+	if h1 != HashKey(k1) || len(h1) != 64 {
+		t.Fatalf("hash %q", h1)
+	}
+	// The value printed by `sha256sum` of the key without a newline.
+	if got := HashKey("abc"); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Fatalf("HashKey(abc) = %s", got)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, config.Default().Quotas, nil)
+	if !r.Authenticated() {
+		t.Fatal("tenants with keys must require authentication")
+	}
+	for key, want := range map[string]string{"ka": "alice", "kb": "bob"} {
+		ti, err := r.Verify(context.Background(), key, nil)
+		if err != nil || ti.UserID != want || ti.Expiration.Before(time.Now()) {
+			t.Errorf("%s: %+v %v", key, ti, err)
+		}
+	}
+	// Neither an unknown key nor a stored hash used as a key verifies.
+	for _, bad := range []string{"kc", "", HashKey("ka")} {
+		if _, err := r.Verify(context.Background(), bad, nil); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Errorf("%q: %v, want ErrInvalidToken", bad, err)
+		}
+	}
+}
+
+func TestIdentify(t *testing.T) {
+	r := registry(t, map[string]string{"alice": "ka"}, config.Default().Quotas, nil)
+	req := func(user string) mcp.Request {
+		ex := &mcp.RequestExtra{}
+		if user != "" {
+			ex.TokenInfo = &auth.TokenInfo{UserID: user}
+		}
+		return &mcp.CallToolRequest{Extra: ex}
+	}
+	if id, err := r.Identify(req("alice")); err != nil || id != "alice" {
+		t.Errorf("alice: %q %v", id, err)
+	}
+	// Fails closed: no token, or a token naming no configured tenant.
+	for _, u := range []string{"", "mallory"} {
+		if _, err := r.Identify(req(u)); !errors.Is(err, ErrNoTenant) {
+			t.Errorf("%q: %v, want ErrNoTenant", u, err)
+		}
+	}
+	open := New(config.Default())
+	if open.Authenticated() {
+		t.Fatal("no tenants: no authentication")
+	}
+	if id, err := open.Identify(req("")); err != nil || id != Local {
+		t.Errorf("implicit tenant: %q %v", id, err)
+	}
+}
+
+func TestAdmitQuotas(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 2, MaxSessions: 2, ExecutionsPerMinute: 60, ExecutionBurst: 100}
+	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, map[string]config.Tenant{"bob": {MaxConcurrentRuns: 1}})
+	quota := func(err error) string {
+		var qe *QuotaError
+		if !errors.As(err, &qe) {
+			t.Fatalf("not a quota error: %v", err)
+		}
+		return qe.Field
+	}
+
+	// Concurrent runs: the third of alice's is refused, naming the default;
+	// bob's override names his table. Releasing frees the slot.
+	r1, err := r.Admit("alice", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := r.Admit("alice", "", nil)
+	if _, err := r.Admit("alice", "", nil); quota(err) != "quotas.max_concurrent_runs" {
+		t.Fatal(err)
+	}
+	b1, _ := r.Admit("bob", "", nil)
+	if _, err := r.Admit("bob", "", nil); quota(err) != "tenants.bob.max_concurrent_runs" || !strings.Contains(err.Error(), "tenants.bob.max_concurrent_runs = 1") {
+		t.Fatal(err)
+	}
+	r1()
+	r1() // idempotent
+	if run, _ := r.Usage("alice"); run != 1 {
+		t.Fatalf("running after release: %d", run)
+	}
+	r2()
+	b1()
+
+	// Sessions: existing ones are reused freely; a new one counts those
+	// being created too.
+	live := []string{"s1"}
+	c1, err := r.Admit("alice", "s2", live) // creates: 1 live + 0 creating < 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Admit("alice", "s3", live); quota(err) != "quotas.max_sessions" { // 1 live + 1 creating
+		t.Fatal(err)
+	}
+	reuse, err := r.Admit("alice", "s1", live)
+	if err != nil {
+		t.Fatalf("reusing a live session: %v", err)
+	}
+	reuse()
+	c1()
+}
+
+func TestAdmitRate(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 100, MaxSessions: 1, ExecutionsPerMinute: 60, ExecutionBurst: 2}
+	r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	for i := 0; i < 2; i++ {
+		rel, err := r.Admit("alice", "", nil)
+		if err != nil {
+			t.Fatalf("burst call %d: %v", i, err)
+		}
+		rel()
+	}
+	_, err := r.Admit("alice", "", nil)
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != QuotaRate || !strings.Contains(err.Error(), "retry in 1.0 s") {
+		t.Fatalf("third call: %v", err)
+	}
+	// A refused call costs nothing: after one second exactly one more fits.
+	now = now.Add(time.Second)
+	if rel, err := r.Admit("alice", "", nil); err != nil {
+		t.Fatalf("after a second: %v", err)
+	} else {
+		rel()
+	}
+	if _, err := r.Admit("alice", "", nil); err == nil {
+		t.Fatal("a second call in the same second passed")
+	}
+	// A refusal by another quota does not consume the rate either.
+	now = now.Add(time.Second)
+	if _, err := r.Admit("alice", "new", []string{"s1"}); err == nil || !strings.Contains(err.Error(), QuotaSessions) {
+		t.Fatalf("session quota: %v", err)
+	}
+	if rel, err := r.Admit("alice", "", nil); err != nil {
+		t.Fatalf("rate consumed by a refused call: %v", err)
+	} else {
+		rel()
+	}
+}
+
+// Under contention the run quota is never exceeded and every slot comes back.
+func TestAdmitConcurrent(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 3, MaxSessions: 1, ExecutionsPerMinute: 1 << 20, ExecutionBurst: 1 << 20}
+	r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+	var mu sync.Mutex
+	inFlight, peak, refused := 0, 0, 0
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := r.Admit("alice", "", nil)
+			mu.Lock()
+			if err != nil {
+				refused++
+				mu.Unlock()
+				return
+			}
+			inFlight++
+			if inFlight > peak {
+				peak = inFlight
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // hold the slot while others try
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			release()
+		}()
+	}
+	wg.Wait()
+	if peak > 3 || refused == 0 {
+		t.Fatalf("peak %d (limit 3), refused %d", peak, refused)
+	}
+	if run, creating := r.Usage("alice"); run != 0 || creating != 0 {
+		t.Fatalf("slots not returned: %d running, %d creating", run, creating)
+	}
+}
+
+func TestEnterRequest(t *testing.T) {
+	q := config.Default().Quotas
+	q.MaxRequestsInFlight, q.MaxConcurrentRuns = 2, 1
+	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, nil)
+	a1, _ := r.EnterRequest("alice")
+	a2, _ := r.EnterRequest("alice")
+	_, err := r.EnterRequest("alice")
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Field != "quotas.max_requests_in_flight" {
+		t.Fatalf("third request: %v", err)
+	}
+	if b, err := r.EnterRequest("bob"); err != nil {
+		t.Fatalf("bob is limited by alice's requests: %v", err)
+	} else {
+		b()
+	}
+	a1()
+	if a3, err := r.EnterRequest("alice"); err != nil {
+		t.Fatalf("after a release: %v", err)
+	} else {
+		a3()
+	}
+	a2()
+	if _, err := r.EnterRequest("nobody"); err == nil {
+		t.Fatal("unknown tenant admitted")
+	}
+}
