@@ -10,10 +10,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -138,7 +140,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	}
 	res := backend.ExecuteResult{ExitCode: w.ExitCode}
 	if out, err := b.sb.Logs(ctx, ctr.ID, maxOut); err == nil {
-		res.Stdout, res.Stderr = string(out.Stdout), string(out.Stderr)
+		res.Stdout = validText(out.Stdout, out.StdoutTotal > int64(len(out.Stdout)))
+		res.Stderr = validText(out.Stderr, out.StderrTotal > int64(len(out.Stderr)))
 		res.StdoutBytes, res.StderrBytes = out.StdoutTotal, out.StderrTotal
 	}
 	var env2 envelope
@@ -156,6 +159,15 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		res.Error = &backend.ExecError{Name: "OutOfMemory", Message: w.Message}
 	case gotEnvelope:
 		res.Error = env2.Error
+		if e := res.Error; e != nil {
+			// Positions must fit the protocol's int32; 0 means unknown.
+			if e.Line < 0 || e.Line > math.MaxInt32 {
+				e.Line = 0
+			}
+			if e.Column < 0 || e.Column > math.MaxInt32 {
+				e.Column = 0
+			}
+		}
 		res.ResultJSON, res.ResultRepr, res.ResultIsRepr = env2.JSON, env2.Repr, env2.IsRepr
 		// The runner counted what the program printed, including what it cut.
 		res.StdoutBytes = max(res.StdoutBytes, env2.StdoutBytes)
@@ -183,6 +195,23 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// validText turns captured output into a string protobuf can carry: a
+// character cut by the output cap is dropped, other invalid UTF-8 (a program
+// may write any bytes) becomes U+FFFD.
+func validText(b []byte, capped bool) string {
+	if capped {
+		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				if !utf8.FullRune(b[i:]) {
+					b = b[:i]
+				}
+				break
+			}
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 func firstPositive(a, b int64) int64 {
