@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -246,10 +247,18 @@ func (c *collector) stream(name, text string) {
 	if name == "stderr" {
 		dst, total = &c.res.Stderr, &c.res.StderrBytes
 	}
+	// Room is counted from what was printed, not kept: once a cut dropped a
+	// character, nothing after it may follow, so the output stays a prefix.
+	room := c.maxOut - *total
 	*total += int64(len(text))
-	if room := c.maxOut - int64(len(*dst)); room > 0 {
+	if room > 0 {
 		if int64(len(text)) > room {
-			*dst += text[:room]
+			// Cut at a character boundary: protobuf refuses invalid UTF-8.
+			cut := int(room)
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			*dst += text[:cut]
 		} else {
 			*dst += text
 		}
