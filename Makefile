@@ -10,9 +10,14 @@ PLUGINS   := $(notdir $(wildcard plugins/*))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
-.PHONY: all setup build plugins images run test test-unit test-e2e bench fuzz lint proto proto-check proto-lint proto-baseline clean doctor install
+.PHONY: all help setup build plugins images run test test-unit test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint proto-baseline clean doctor install
 
+## all: the same as build
 all: build
+
+## help: list the targets and what they do
+help:
+	@grep -E '^## [a-z0-9-]+:' $(MAKEFILE_LIST) | sed -E 's/^## ([a-z0-9-]+): */\1\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 
 ## setup: install what is missing, configure Podman, start its service, build images
 setup:
@@ -22,6 +27,7 @@ setup:
 build: plugins
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/mcp-forge ./cmd/mcp-forge
 
+## plugins: every plugin into bin/mcp-forge-plugin-<name>
 plugins:
 	@mkdir -p $(BIN)
 	@for p in $(PLUGINS); do go build -ldflags '$(LDFLAGS)' -o $(BIN)/mcp-forge-plugin-$$p ./plugins/$$p || exit 1; done
@@ -34,6 +40,7 @@ images:
 run: setup build
 	@$(BIN)/mcp-forge serve
 
+## doctor: build, then check this host (Podman, runtime, cgroups, images, plugins)
 doctor: build
 	@$(BIN)/mcp-forge doctor
 
@@ -41,9 +48,11 @@ doctor: build
 test: setup build
 	@scripts/test.sh
 
+## test-unit: unit tests only (seed corpora of the fuzz targets included), no Podman needed
 test-unit:
 	go test ./... ./sdk/...
 
+## test-e2e: end-to-end tests against real Podman and real MCP clients
 test-e2e: setup build
 	FORGE_E2E=1 go test -count=1 -timeout 30m ./test/...
 
@@ -53,14 +62,58 @@ bench: setup build
 	FORGE_E2E=1 go test -run '^$$' -bench Session -benchtime 100x -timeout 30m ./test/bench/
 	FORGE_E2E=1 go test -run '^$$' -bench RoundTrip -benchtime 200x ./sdk/jupyter/
 
-## fuzz: fuzz the package-spec parser (FUZZTIME=1m by default)
-fuzz:
-	go test -run '^$$' -fuzz FuzzParseSpec -fuzztime $(or $(FUZZTIME),1m) ./core/packages/
-
+## lint: gofmt and go vet; with STATICCHECK=1 also staticcheck
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
 	go vet ./... ./sdk/...
+	@if [ "$(STATICCHECK)" = 1 ]; then $(MAKE) -s staticcheck; fi
 
+# Off by default until the tree is clean (make staticcheck lists the findings).
+STATICCHECK         ?= 0
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK_BIN     := $(HOME)/go/bin/staticcheck
+
+## staticcheck: staticcheck (pinned, installed from the Go module proxy) over both modules
+staticcheck:
+	@$(STATICCHECK_BIN) -version 2>/dev/null | grep -qF '($(patsubst v%,%,$(STATICCHECK_VERSION)))' || \
+	  GOFLAGS= GOBIN=$(dir $(STATICCHECK_BIN)) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(STATICCHECK_BIN) ./... ./sdk/...
+
+FUZZTIME         ?= 10s
+# Bounds the minimisation of each new input, so a short run mostly fuzzes.
+FUZZMINIMIZETIME ?= 200x
+# Only the targets whose name matches this (a regexp).
+FUZZ             ?= .
+
+## fuzz: run every fuzz target (func FuzzX in a _test.go) for FUZZTIME each; FUZZ=regexp picks some
+fuzz:
+	@git grep -n --untracked -E '^func Fuzz[A-Za-z0-9_]*\(' -- '*_test.go' | \
+	while IFS=: read -r file _ decl; do \
+	  name=$${decl#func }; name=$${name%%(*}; pkg=./$$(dirname "$$file"); \
+	  echo "$$name" | grep -qE '$(FUZZ)' || continue; \
+	  echo "== fuzz $$name in $$pkg for $(FUZZTIME)"; \
+	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$$pkg" || exit 1; \
+	done
+
+## hygiene: no binaries or big files tracked; both modules tidy and building without go.work
+hygiene:
+	@scripts/check-files.sh
+	go mod tidy -diff
+	cd sdk && go mod tidy -diff
+	GOWORK=off go build ./...
+	cd sdk && GOWORK=off go build ./...
+
+# Packages with real concurrency; the in-process end-to-end tests drive the
+# engine, host services, plugins and sandbox together (FORGE_E2E=1, Podman).
+RACE_PKGS := ./core/audit/ ./core/policy/ ./core/engine/ ./core/plugins/ ./core/hostsvc/ ./core/sandbox/ ./sdk/jupyter/ ./sdk/kernel/ ./core/tenant/ ./core/metrics/
+RACE_E2E   := TestSessionOwnership
+
+## race: the race detector on the concurrent packages (needs gcc; cgo on for this run only)
+race:
+	CGO_ENABLED=1 go test -count=1 -race $(RACE_PKGS)
+	@if [ -n "$$FORGE_E2E" ]; then CGO_ENABLED=1 go test -count=1 -race -run '^($(RACE_E2E))$$' ./test/e2e/; fi
+
+## clean: remove bin/
 clean:
 	rm -rf $(BIN)
 

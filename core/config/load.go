@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -81,7 +82,11 @@ func decode(text string, cfg *Config) (Errors, error) {
 	if err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
-			return nil, fmt.Errorf("line %d: %s", perr.Position.Line, perr.Message)
+			line := perr.Position.Line
+			if line < 1 { // toml says line 0 for a backslash at the end of the input
+				line = 1 + strings.Count(text[:min(perr.Position.Start, len(text))], "\n")
+			}
+			return nil, fmt.Errorf("line %d: %s", line, perr.Message)
 		}
 		return nil, err
 	}
@@ -181,18 +186,23 @@ func substitute(v reflect.Value, path string, env Lookup) Errors {
 // expand substitutes ${VAR} references. Only the braced form is a
 // reference ($VAR and $$ are left as written: passwords contain dollars).
 func expand(s string, env Lookup) (string, error) {
-	var missing []string
+	var missing, invalid []string
 	out := varRef.ReplaceAllStringFunc(s, func(m string) string {
 		return os.Expand(m, func(name string) string {
 			val, ok := env(name)
 			if !ok {
 				missing = append(missing, name)
+			} else if !utf8.ValidString(val) {
+				invalid = append(invalid, name)
 			}
 			return val
 		})
 	})
 	if len(missing) > 0 {
 		return s, fmt.Errorf("environment variable %s is not set (referenced as ${%s}); set it or remove the reference", missing[0], missing[0])
+	}
+	if len(invalid) > 0 {
+		return s, fmt.Errorf("environment variable %s (referenced as ${%s}) is not valid UTF-8", invalid[0], invalid[0])
 	}
 	return out, nil
 }
@@ -212,6 +222,11 @@ func applyEnv(v reflect.Value, path string, env Lookup) Errors {
 		name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(p, ".", "_"))
 		raw, ok := env(name)
 		if !ok {
+			continue
+		}
+		// A TOML file cannot hold invalid UTF-8; neither may an override.
+		if !utf8.ValidString(raw) {
+			errs = append(errs, FieldError{Path: p, Msg: fmt.Sprintf("from %s: the value is not valid UTF-8", name)})
 			continue
 		}
 		if err := setScalar(f, raw); err != nil {

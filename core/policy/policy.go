@@ -239,14 +239,25 @@ func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 		if sessionID == "" || parts[1] != sessionID {
 			return violation("mount-other-session", "%s belongs to session %q, not to this container's session %q", m.Source, parts[1], sessionID)
 		}
-		return nil
+		return checkNoDotDot(m.Source)
 	case parts[0] == "shared" && len(parts) >= 2 && parts[1] == "readonly":
 		if !m.ReadOnly {
 			return violation("mount-readonly", "%s is shared and must be mounted read-only", m.Source)
 		}
-		return nil
+		return checkNoDotDot(m.Source)
 	}
 	return violation("mount-outside-base", "%s is not in an allowed area (%s/sessions/<id>, %s/uploads/<id>, %s/shared/readonly)", real, base, base, base)
+}
+
+// checkNoDotDot refuses ".." in a mount source that passed the checks: they
+// take it lexically, the kernel after following symlinks, so "<ws>/link/../x"
+// passes as <ws>/x yet binds <link's target>/../x. Workspace paths never
+// contain "..".
+func checkNoDotDot(src string) error {
+	if slices.Contains(strings.Split(src, "/"), "..") {
+		return violation("mount-dotdot", "mount source %q must not contain \"..\" (a symlink before it could lead anywhere)", src)
+	}
+	return nil
 }
 
 func forbiddenTarget(t string) bool {

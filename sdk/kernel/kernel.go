@@ -275,8 +275,11 @@ func (c *collector) stream(name, text string) {
 	if name == "stderr" {
 		dst, total = &c.res.Stderr, &c.res.StderrBytes
 	}
+	// Room is counted from what was printed, not kept: once a cut dropped a
+	// character, nothing after it may follow, so the output stays a prefix.
+	room := c.maxOut - *total
 	*total += int64(len(text))
-	if room := c.maxOut - int64(len(*dst)); room > 0 {
+	if room > 0 {
 		// Never inside a character: a cut must leave valid text.
 		*dst += sanitize.Cut(text, int(min(room, int64(len(text)))))
 	}

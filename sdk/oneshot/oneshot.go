@@ -53,6 +53,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Spec describes a language whose programs run in one-shot containers
@@ -190,8 +192,9 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		return backend.ExecuteResult{}, err
 	}
 	res := backend.ExecuteResult{ExitCode: w.ExitCode}
+	var stdout, stderr []byte
 	if out, err := b.sb.Logs(ctx, ctr.ID, maxOut); err == nil {
-		res.Stdout, res.Stderr = string(out.Stdout), string(out.Stderr)
+		stdout, stderr = out.Stdout, out.Stderr
 		res.StdoutBytes, res.StderrBytes = out.StdoutTotal, out.StderrTotal
 	}
 	var env2 envelope
@@ -214,6 +217,15 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		if env2.ExitCode != 0 {
 			res.ExitCode = env2.ExitCode
 		}
+		if e := res.Error; e != nil {
+			// Positions must fit the protocol's int32; 0 means unknown.
+			if e.Line < 0 || e.Line > math.MaxInt32 {
+				e.Line = 0
+			}
+			if e.Column < 0 || e.Column > math.MaxInt32 {
+				e.Column = 0
+			}
+		}
 		res.ResultJSON, res.ResultRepr, res.ResultIsRepr = env2.JSON, env2.Repr, env2.IsRepr
 		// The runner counted what the program printed, including what it cut.
 		res.StdoutBytes = max(res.StdoutBytes, env2.StdoutBytes)
@@ -222,6 +234,13 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		res.Error = &backend.ExecError{Name: "Killed", Message: w.Message}
 	case w.ExitCode != 0:
 		res.Error = &backend.ExecError{Name: "ProcessExit", Message: fmt.Sprintf("the %s process ended with exit code %d before reporting a result", b.spec.Language, w.ExitCode)}
+	}
+	// Only now is it known whether the output was cut (the runner may cap it).
+	var replaced []string
+	res.Stdout = validText(stdout, res.StdoutBytes > int64(len(stdout)), "stdout", &replaced)
+	res.Stderr = validText(stderr, res.StderrBytes > int64(len(stderr)), "stderr", &replaced)
+	if len(replaced) > 0 {
+		res.Notices = append(res.Notices, sanitize.InvalidUTF8Notice(replaced))
 	}
 	res.Success = res.Error == nil && res.ExitCode == 0
 	if res.Error == nil && res.ExitCode != 0 {
@@ -244,6 +263,21 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		b.spec.Finish(req, &res)
 	}
 	return res, nil
+}
+
+// validText turns captured output into a string protobuf can carry: a
+// character cut by the output cap is dropped, other invalid UTF-8 (a program
+// may write any bytes) becomes U+FFFD and the field is named in replaced.
+func validText(b []byte, capped bool, field string, replaced *[]string) string {
+	s := string(b)
+	if capped {
+		s = sanitize.TrimCut(s)
+	}
+	s, bad := sanitize.UTF8(s)
+	if bad {
+		*replaced = append(*replaced, field)
+	}
+	return s
 }
 
 func firstPositive(a, b int64) int64 {
