@@ -60,6 +60,7 @@ type Engine struct {
 	sessions map[string]*Session
 	slots    chan struct{} // execution.max_concurrent_runs
 	ws       *workspace.Manager
+	notices  []func() string // notices.go: added to every result
 }
 
 // New returns an engine.
@@ -206,6 +207,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("the working directory is limited to %s (volumes.session_quota); write less, or to /tmp (limited by security.tmpfs_size)", e.cfg.Volumes.SessionQuota))
+	}
+	if err == nil {
+		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}
 	e.complete(req, runID, name, res, err)
 	return res, err

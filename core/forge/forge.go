@@ -108,6 +108,10 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
 	}
+	if err := privateBase(cfg.Volumes.BasePath); err != nil { // rootless.go
+		al.Close()
+		return nil, err
+	}
 	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
 	rt := podman.New(cfg.Server.PodmanSocket)
 	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{
@@ -142,6 +146,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
 	}
 	f.Engine = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine"))
+	f.Engine.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)

@@ -149,7 +149,7 @@ func (m *Manager) remove(path string) error {
 		}
 	}
 	delete(m.provisioned, path)
-	return os.RemoveAll(path)
+	return removeAll(path) // rootless.go
 }
 
 // Close removes every workspace this manager still holds (server shutdown).

@@ -40,6 +40,7 @@ type Client struct {
 	mu     sync.Mutex
 	conn   context.Context
 	socket string
+	rl     rootlessState // rootless.go
 }
 
 var _ runtime.Runtime = (*Client)(nil)
@@ -196,7 +197,14 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := containers.CreateWithSpec(cx, toSpecgen(s), nil)
+	g := toSpecgen(s)
+	// rootless.go: a rootless service reads ID maps in the user's namespace.
+	if rl, err := c.isRootless(cx); err != nil {
+		return "", err
+	} else if rl {
+		adaptRootless(g, s)
+	}
+	resp, err := containers.CreateWithSpec(cx, g, nil)
 	if err != nil {
 		return "", fmt.Errorf("podman create from %s: %w", s.Image, hint(err))
 	}
