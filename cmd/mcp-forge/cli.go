@@ -186,7 +186,8 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 		return 1
 	}
 	fmt.Printf("ok    %-16s %s\n", "config", orDefaults(configPath))
-	checks := []doctor.Check{doctor.Podman(podman.New(cfg.Server.PodmanSocket), cfg), doctor.Paths(cfg), pluginCheck(cfg)}
+	rt := podman.New(cfg.Server.PodmanSocket)
+	checks := []doctor.Check{doctor.Podman(rt, cfg), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg), pluginCheck(cfg)}
 	if !doctor.Run(ctx, os.Stdout, checks...) {
 		return 1
 	}
