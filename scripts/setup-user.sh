@@ -103,8 +103,14 @@ sock=$XDG_RUNTIME_DIR/podman/podman.sock
 pidfile=$XDG_RUNTIME_DIR/mcp-forge/podman.pid
 svclog=$state/podman-service.log
 ping() { curl -fsS --max-time 5 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
+# Polls the socket (20 s at most), giving up early if the process named by
+# $1 (a pid) has exited.
 wait_ping() {
-  for _ in $(seq 1 100); do ping && return 0; sleep 0.2; done
+  for _ in $(seq 1 100); do
+    ping && return 0
+    [ -z "${1:-}" ] || kill -0 "$1" 2>/dev/null || return 1
+    sleep 0.2
+  done
   return 1
 }
 if [ $user_systemd = 1 ]; then
@@ -122,9 +128,10 @@ else
     # No user systemd (a container, a minimal host): a background service,
     # detached from this shell, with its pid and log in the user's dirs.
     log "starting your Podman service on $sock (log: $svclog)"
+    mkdir -p "$(dirname "$sock")"
     (cd / && exec setsid nohup podman system service --time=0 "unix://$sock" </dev/null >>"$svclog" 2>&1) &
     echo $! >"$pidfile"
-    wait_ping || die "your Podman service did not answer on $sock; see $svclog"
+    wait_ping $! || die "your Podman service did not answer on $sock; see $svclog"
   fi
 fi
 

@@ -47,3 +47,12 @@ func unshareRemove(path string) error {
 	}
 	return nil
 }
+
+// quotaHint tells how to go on when the quota is required but the kernel
+// cannot enforce it (a non-root server cannot loop-mount).
+func quotaHint(p Provisioner) string {
+	if p == nil || p.Enforced() {
+		return ""
+	}
+	return " (volumes.enforce_quota = true refuses workspaces the kernel cannot bound; a non-root server cannot loop-mount one: run as root, or set volumes.enforce_quota = false to bound workspaces only by a periodic walk)"
+}

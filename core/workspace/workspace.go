@@ -123,7 +123,7 @@ func (m *Manager) provision(path string) error {
 	} else if err := m.fs.Provision(path, m.quota, -1, -1); err != nil {
 		// -1: Podman's U bind option gives the mounted directories to the
 		// sandbox user, whatever user namespace it runs in.
-		return fmt.Errorf("create workspace: %w", err)
+		return fmt.Errorf("create workspace: %w%s", err, quotaHint(m.fs)) // rootless.go
 	}
 	m.provisioned[path] = true
 	return nil
