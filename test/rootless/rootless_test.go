@@ -322,6 +322,8 @@ func freeSubRange(t *testing.T) int {
 }
 
 func (u *user) remove(t *testing.T) {
+	start := time.Now()
+	defer func() { t.Logf("timing: removing the user and its storage %v", time.Since(start).Round(time.Millisecond)) }()
 	// The user's own containers first (its storage is its own), then every
 	// process of the account and of its sub-ids, by pid.
 	u.try(2*time.Minute, "podman rm -af -t 0 >/dev/null 2>&1; true")
