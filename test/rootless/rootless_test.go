@@ -327,6 +327,7 @@ func (u *user) remove(t *testing.T) {
 	// The user's own containers first (its storage is its own), then every
 	// process of the account and of its sub-ids, by pid.
 	u.try(2*time.Minute, "podman rm -af -t 0 >/dev/null 2>&1; true")
+	t.Logf("timing: clean-up: podman rm as the user done at %v", time.Since(start).Round(time.Millisecond))
 	for round := 0; round < 50; round++ {
 		var left []proc
 		for _, p := range processes("") {
@@ -346,6 +347,7 @@ func (u *user) remove(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // bounded by the 50 rounds; polling a process table has nothing to wait on
 	}
+	t.Logf("timing: clean-up: processes ended at %v", time.Since(start).Round(time.Millisecond))
 	if out, err := exec.Command("userdel", "-r", "-f", u.name).CombinedOutput(); err != nil {
 		t.Errorf("userdel: %v: %s", err, out)
 	}
