@@ -10,7 +10,7 @@ PLUGINS   := $(notdir $(wildcard plugins/*))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
-.PHONY: all help setup build plugins images run test test-unit test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint proto-baseline clean doctor install
+.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint proto-baseline clean doctor install
 
 ## all: the same as build
 all: build
@@ -22,6 +22,16 @@ help:
 ## setup: install what is missing, configure Podman, start its service, build images
 setup:
 	@scripts/setup.sh
+
+## setup-user: rootless Podman for a non-root user (run as that user; see README)
+setup-user:
+	@scripts/setup-user.sh
+
+## images-archive: (root) save the built images for `make setup-user IMAGES_ARCHIVE=...`
+IMAGES_ARCHIVE ?= /var/tmp/mcp-forge-images.tar
+images-archive:
+	podman save -m -o $(IMAGES_ARCHIVE).tmp mcp-forge/python:3.11 mcp-forge/r:4.2
+	chmod 0644 $(IMAGES_ARCHIVE).tmp && mv -f $(IMAGES_ARCHIVE).tmp $(IMAGES_ARCHIVE)
 
 ## build: the server and every plugin into bin/
 build: plugins

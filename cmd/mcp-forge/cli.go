@@ -204,7 +204,8 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 	sts := forge.Inspect(ctx, cfg)
 	images := slices.Sorted(maps.Keys(forge.Images(sts)))
 	rt := podman.New(cfg.Server.PodmanSocket)
-	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Paths(cfg), doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts)}
+	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
+		doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts)}
 	if addr, ok := httpAddress(cfg); ok {
 		checks = append(checks, httpserver.Doctor(cfg, addr))
 	}

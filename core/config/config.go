@@ -2,6 +2,8 @@
 // FORGE_* environment overrides and validation with field paths.
 package config
 
+import "os"
+
 // Config is the whole effective configuration. Every field has a toml tag; the
 // dotted tag path (for example "execution.max_timeout") is the name used in
 // errors, in FORGE_* overrides and in forge.toml.example.
@@ -218,8 +220,13 @@ type PluginSpec struct {
 	Config    map[string]any `toml:"config"`
 }
 
-// Default returns the built-in configuration: what runs with no forge.toml.
-func Default() Config {
+// Default returns the built-in configuration of this process: what runs
+// with no forge.toml. Its paths depend on the effective uid (see DefaultFor).
+func Default() Config { return DefaultFor(os.Geteuid(), os.LookupEnv) }
+
+// systemDefault is the configuration of a server run as root: the paths are
+// system directories. forge.toml.example documents these values.
+func systemDefault() Config {
 	return Config{
 		Server: Server{
 			Transport:       "stdio",

@@ -22,7 +22,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(cfg, Default()) {
+	if !reflect.DeepEqual(cfg, DefaultFor(os.Geteuid(), envOf(nil))) {
 		t.Fatal("loading no file must give the defaults")
 	}
 }
@@ -34,8 +34,10 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(cfg, Default()) {
-		t.Fatalf("forge.toml.example values differ from Default():\n%+v\n%+v", cfg, Default())
+	// The example documents root's defaults (a non-root server's XDG paths
+	// are in its comments).
+	if !reflect.DeepEqual(cfg, DefaultFor(0, nil)) {
+		t.Fatalf("forge.toml.example values differ from DefaultFor(0):\n%+v\n%+v", cfg, DefaultFor(0, nil))
 	}
 	var sink Config
 	md, err := toml.DecodeFile(path, &sink)

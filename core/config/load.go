@@ -47,7 +47,7 @@ func Load(path string) (Config, error) { return LoadWith(path, os.LookupEnv) }
 
 // LoadWith is Load with an explicit environment, for tests.
 func LoadWith(path string, env Lookup) (Config, error) {
-	cfg := Default()
+	cfg := DefaultFor(os.Geteuid(), env)
 	var errs Errors
 	if path != "" {
 		data, err := os.ReadFile(path)

@@ -99,7 +99,7 @@ func Podman(rt runtime.Runtime, cfg config.Config, images []string) Check {
 			if runtime.VersionBelow(info.Version, "4.4") {
 				out = append(out, Result{"userns", Warn, "userns = \"auto\" with Podman " + info.Version + " deadlocks under concurrent container starts (podman issue 16062)", "use security.userns = \"private\" (the default) or upgrade Podman"})
 			}
-		case cfg.Security.UserNS == "private":
+		case cfg.Security.UserNS == "private" && !info.Rootless: // rootless.go reports the rootless map
 			out = append(out, Result{"userns", OK, fmt.Sprintf("each sandbox in its own user namespace; container ids map to host %d.. (never host accounts)", cfg.Security.UserNSStart), ""})
 		case cfg.Security.UserNS == "host":
 			out = append(out, Result{"userns", Warn, "sandboxes share the host user namespace: container uid 1000 is host uid 1000", "set security.userns = \"private\""})
@@ -110,7 +110,11 @@ func Podman(rt runtime.Runtime, cfg config.Config, images []string) Check {
 			case err != nil:
 				out = append(out, Result{"image", Fail, img + ": " + err.Error(), ""})
 			case !ok:
-				out = append(out, Result{"image", Fail, img + " is missing", "run `make images` (builds offline from Debian, about 4 minutes)"})
+				fix := "run `make images` (builds offline from Debian, about 4 minutes)"
+				if info.Rootless {
+					fix = "run `make setup-user` (copies the images into your storage; see README, rootless)"
+				}
+				out = append(out, Result{"image", Fail, img + " is missing from " + mode + " storage", fix})
 			default:
 				out = append(out, Result{"image", OK, fmt.Sprintf("%s (%d MB, recipe %s)", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"]), ""})
 			}

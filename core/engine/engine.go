@@ -65,7 +65,8 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	slots    chan struct{} // execution.max_concurrent_runs
+	slots    chan struct{}   // execution.max_concurrent_runs
+	notices  []func() string // notices.go: added to every result
 }
 
 // limits are the configured sizes, parsed once.
@@ -306,6 +307,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("the working directory is limited to %s (volumes.session_quota); write less, or to /tmp (limited by security.tmpfs_size)", e.cfg.Volumes.SessionQuota))
+	}
+	if err == nil {
+		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}
 	e.complete(req, runID, name, res, err)
 	return Result{ExecuteResult: res, Backend: name}, err

@@ -116,6 +116,10 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
 	}
+	if err := privateBase(cfg.Volumes.BasePath); err != nil { // rootless.go
+		al.Close()
+		return nil, err
+	}
 	if _, err := seccomp.Install(cfg.Volumes.BasePath); err != nil {
 		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
@@ -160,6 +164,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		al.Close()
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
+	f.Engine.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)

@@ -90,6 +90,8 @@ type Manager struct {
 	stopOnce sync.Once
 	checked  bool
 	infoErr  error
+	// unenforced: the runtime cannot enforce memory/CPU/pids (notice.go).
+	unenforced bool
 }
 
 // Options configure a Manager.
@@ -174,8 +176,9 @@ func (m *Manager) checkEnforceable(ctx context.Context) error {
 		return err // not cached: the service may come up later
 	}
 	m.checked = true
+	m.unenforced = info.Rootless && !info.CgroupsV2 // notice.go
 	if info.Rootless && !info.CgroupsV2 && m.enforce {
-		m.infoErr = errors.New("resource limits cannot be enforced: rootless Podman on cgroups v1 ignores memory, CPU and pids limits; run as root, move the host to cgroups v2, or set security.enforce_resource_limits = false to run unconfined by limits")
+		m.infoErr = ErrLimitsUnenforceable // notice.go
 	}
 	return m.infoErr
 }
@@ -213,7 +216,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 		return "", &AuditError{Err: err}
 	}
 	if err := m.checkEnforceable(ctx); err != nil {
-		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Error: secrets.String(err.Error())})
+		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Error: secrets.String(err.Error()), Details: refusalDetails(err)})
 		return "", err
 	}
 	if err := m.confine(ctx, &spec); err != nil {

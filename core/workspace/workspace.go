@@ -124,7 +124,7 @@ func (m *Manager) provision(path string) error {
 	} else if err := m.fs.Provision(path, m.quota, -1, -1); err != nil {
 		// -1: Podman's U bind option gives the mounted directories to the
 		// sandbox user, whatever user namespace it runs in.
-		return fmt.Errorf("create workspace: %w", err)
+		return fmt.Errorf("create workspace: %w%s", err, quotaHint(m.fs)) // rootless.go
 	}
 	m.provisioned[path] = true
 	return nil
@@ -153,7 +153,7 @@ func (m *Manager) remove(path string) error {
 		}
 	}
 	delete(m.provisioned, path)
-	return os.RemoveAll(path)
+	return removeAll(path) // rootless.go
 }
 
 // Close removes every workspace this manager still holds (server shutdown).

@@ -48,6 +48,7 @@ type Client struct {
 	conn   context.Context
 	socket string
 	envs   map[string]*runtime.Scrubber // container id → its environment, kept out of errors
+	rl     rootlessState                // rootless.go
 }
 
 var _ runtime.Runtime = (*Client)(nil)
@@ -262,7 +263,14 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	if s.ImageID == "" || s.SeccompProfile == "" {
 		return "", fmt.Errorf("podman create from %s: the spec lacks a resolved image ID or a seccomp profile; refusing to fall back to Podman's defaults", s.Image)
 	}
-	resp, err := containers.CreateWithSpec(cx, toSpecgen(s), nil)
+	g := toSpecgen(s)
+	// rootless.go: a rootless service reads ID maps in the user's namespace.
+	if rl, err := c.isRootless(cx); err != nil {
+		return "", err
+	} else if rl {
+		adaptRootless(g, s)
+	}
+	resp, err := containers.CreateWithSpec(cx, g, nil)
 	// Names too: errors reach the audit log, where a name may be a secret.
 	sc := runtime.NewScrubber(s.Env, true)
 	if err != nil {

@@ -59,6 +59,6 @@ func Discover(configured string, getenv func(string) string) (string, error) {
 		}
 		return c, nil
 	}
-	hint := "start it with `podman system service --time=0 unix:///run/podman/podman.sock &` (root) or `systemctl --user start podman.socket` (rootless), or run `make setup`"
+	hint := "start it with `podman system service --time=0 unix:///run/podman/podman.sock &` (root) or `make setup-user` (rootless: starts your own service on $XDG_RUNTIME_DIR/podman/podman.sock), or run `make setup`"
 	return "", fmt.Errorf("no Podman API socket found (tried %s); %s", strings.Join(problems, "; "), hint)
 }
