@@ -116,12 +116,10 @@ hygiene:
 # Packages with real concurrency; the in-process end-to-end tests drive the
 # engine, host services, plugins and sandbox together (FORGE_E2E=1, Podman).
 RACE_PKGS := ./core/audit/ ./core/policy/ ./core/engine/ ./core/plugins/ ./core/hostsvc/ ./core/sandbox/ ./sdk/jupyter/ ./sdk/kernel/ ./core/tenant/ ./core/metrics/
-RACE_E2E   := TestSessionOwnership
 
 ## race: the race detector on the concurrent packages (needs gcc; cgo on for this run only)
 race:
 	CGO_ENABLED=1 go test -count=1 -race $(RACE_PKGS)
-	@if [ -n "$$FORGE_E2E" ]; then CGO_ENABLED=1 go test -count=1 -race -run '^($(RACE_E2E))$$' ./test/e2e/; fi
 
 ## clean: remove bin/
 clean:
