@@ -113,8 +113,8 @@ hygiene:
 	GOWORK=off go build ./...
 	cd sdk && GOWORK=off go build ./...
 
-# Packages with real concurrency; the in-process end-to-end tests drive the
-# engine, host services, plugins and sandbox together (FORGE_E2E=1, Podman).
+# Packages with real concurrency (unit tests; a race build of the Podman
+# bindings for the end-to-end tests would cost CI minutes cold).
 RACE_PKGS := ./core/audit/ ./core/policy/ ./core/engine/ ./core/plugins/ ./core/hostsvc/ ./core/sandbox/ ./sdk/jupyter/ ./sdk/kernel/ ./core/tenant/ ./core/metrics/
 
 ## race: the race detector on the concurrent packages (needs gcc; cgo on for this run only)
