@@ -216,7 +216,7 @@ func CheckResolved(r Ref, names, digests []string) error {
 	if r.Digest == "" {
 		want := r.Name + ":" + r.Tag
 		if !slices.Contains(names, want) {
-			return fmt.Errorf("Podman resolved %s to an image named %v, not %s", r, names, want)
+			return fmt.Errorf("the engine resolved %s to an image named %v, not %s", r, names, want)
 		}
 		return nil
 	}
@@ -228,14 +228,14 @@ func CheckResolved(r Ref, names, digests []string) error {
 		return after == r.Digest
 	})
 	if !hasDigest {
-		return fmt.Errorf("Podman resolved %s to an image without that digest (digests %v)", r, digests)
+		return fmt.Errorf("the engine resolved %s to an image without that digest (digests %v)", r, digests)
 	}
 	inRepo := slices.ContainsFunc(names, func(n string) bool {
 		named, err := reference.ParseNormalizedNamed(n)
 		return err == nil && named.Name() == r.Name
 	})
 	if !inRepo {
-		return fmt.Errorf("Podman resolved %s to an image named %v, none in repository %s", r, names, r.Name)
+		return fmt.Errorf("the engine resolved %s to an image named %v, none in repository %s", r, names, r.Name)
 	}
 	return nil
 }

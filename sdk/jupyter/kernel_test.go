@@ -32,7 +32,7 @@ func TestRealIPyKernel(t *testing.T) {
 		t.Fatalf("stdout %q result %q (%+v)", stdout, result, ev)
 	}
 
-	r, ev, err = c.Run(ctx, "1/0", jupyter.ExecuteOptions{})
+	r, _, err = c.Run(ctx, "1/0", jupyter.ExecuteOptions{})
 	if err != nil || r.Status != "error" || r.EName != "ZeroDivisionError" {
 		t.Fatalf("error reply: %+v %v", r, err)
 	}

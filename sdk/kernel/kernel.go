@@ -266,7 +266,6 @@ type collector struct {
 	maxImg   int64
 	imgTotal int64 // bytes of images kept; at most 4×maxImg, as for stateless runs
 	emit     func(backend.StreamEvent)
-	lastText string
 	replaced bool // the kernel sent invalid UTF-8
 }
 

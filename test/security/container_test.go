@@ -162,8 +162,6 @@ func TestTimeoutKills(t *testing.T) {
 	}
 }
 
-type countingRuntime struct{ creates int }
-
 func TestRefusedBeforePodman(t *testing.T) {
 	c := testenv.NewCore(t, nil)
 	sess := filepath.Join(c.Base, "sessions", "s1")

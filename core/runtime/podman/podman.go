@@ -168,7 +168,7 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 		CgroupsMode: info.Host.CgroupsVersion,
 	}
 	if runtime.VersionBelow(out.Version, MinAPIVersion) {
-		return out, fmt.Errorf("Podman %s is older than the supported %s; upgrade podman", out.Version, MinAPIVersion)
+		return out, fmt.Errorf("podman %s is older than the supported %s; upgrade podman", out.Version, MinAPIVersion)
 	}
 	return out, nil
 }
