@@ -20,8 +20,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
-	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
 )
@@ -112,7 +112,7 @@ func startWatchdog(log hclog.Logger) (*watchdog.Handle, error) {
 		abs, _ := filepath.Abs(configPath)
 		args = append(args, "--config", abs)
 	}
-	id := sandbox.ServerID(os.Getpid())
+	id := procid.Self()
 	wd, err := watchdog.Start(exe, append(args, "watchdog", id), os.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start the watchdog that removes this server's containers if it is killed: %w", err)

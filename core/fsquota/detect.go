@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func Detect(base string) Mechanism {
 	if err != nil {
 		return Mechanism{Kind: KindNone, Notes: []string{fmt.Sprintf("base path %q: %v", base, err)}}
 	}
-	owner := ProcessID(os.Getpid())
+	owner := procid.Self()
 	m, _ := detect(abs, owner)
 	os.Remove(filepath.Join(abs, stateDir, owner)) // the probe's, if empty: a server may own it too
 	return m

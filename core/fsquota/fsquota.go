@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -130,13 +131,13 @@ func New(base string, log hclog.Logger, o Options) (*Quota, error) {
 		return nil, fmt.Errorf("quota base path %q: %w", base, err)
 	}
 	if o.Owner == "" {
-		o.Owner = ProcessID(os.Getpid())
+		o.Owner = procid.Self()
 	}
 	if !ownerPattern.MatchString(o.Owner) || o.Owner == "." || o.Owner == ".." {
 		return nil, fmt.Errorf("quota owner %q: use 1-64 letters, digits, '.', '_' or '-'", o.Owner)
 	}
 	if o.Alive == nil {
-		o.Alive = ProcessAlive
+		o.Alive = procid.Alive
 	}
 	q := &Quota{
 		base: abs, dir: filepath.Join(abs, stateDir, o.Owner), owner: o.Owner, required: o.Required,
@@ -296,36 +297,6 @@ func imageName(path string) string {
 // sidecar is the file beside an image that records its mount point, so that
 // Sweep finds the directory even after a reboot dropped the mount.
 func sidecar(img string) string { return strings.TrimSuffix(img, ".img") + ".path" }
-
-// ProcessID is "<pid>-<start time>" of a process: unique across pid reuse.
-func ProcessID(pid int) string {
-	return fmt.Sprintf("%d-%s", pid, procStart(pid))
-}
-
-// ProcessAlive reports whether owner names a running process ("<pid>-<start
-// time>", as ProcessID makes).
-func ProcessAlive(owner string) bool {
-	pidStr, _, ok := strings.Cut(owner, "-")
-	var pid int
-	if _, err := fmt.Sscanf(pidStr, "%d", &pid); !ok || err != nil || pid <= 0 {
-		return false
-	}
-	return ProcessID(pid) == owner
-}
-
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "0"
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		if f := strings.Fields(s[i+1:]); len(f) > 19 {
-			return f[19]
-		}
-	}
-	return "0"
-}
 
 // isNotSupported reports an error that means "this kernel or filesystem does
 // not offer the operation".

@@ -2,6 +2,7 @@ package fsquota
 
 import (
 	"errors"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,29 +93,11 @@ func TestImageName(t *testing.T) {
 	}
 }
 
-func TestProcessAlive(t *testing.T) {
-	tests := []struct {
-		owner string
-		want  bool
-	}{
-		{ProcessID(os.Getpid()), true},
-		{ProcessID(os.Getpid()) + "1", false}, // same pid, another start time
-		{"dead-1", false},
-		{"0-0", false},
-		{"", false},
-	}
-	for _, tt := range tests {
-		if got := ProcessAlive(tt.owner); got != tt.want {
-			t.Errorf("ProcessAlive(%q) = %v, want %v", tt.owner, got, tt.want)
-		}
-	}
-}
-
 // noMechanism is a Quota on a host where nothing enforces quotas, whatever
 // this host offers.
 func noMechanism(t *testing.T, required bool) *Quota {
 	t.Helper()
-	return &Quota{base: t.TempDir(), owner: "t", required: required, alive: ProcessAlive, log: hclog.NewNullLogger(),
+	return &Quota{base: t.TempDir(), owner: "t", required: required, alive: procid.Alive, log: hclog.NewNullLogger(),
 		busy: map[string]bool{}, mech: Mechanism{Kind: KindNone, Notes: []string{"loop: needs root (CAP_SYS_ADMIN) and /dev/loop-control"}}}
 }
 

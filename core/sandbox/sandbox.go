@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -111,7 +111,7 @@ func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.L
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	if m.server == "" {
-		m.server = ServerID(os.Getpid())
+		m.server = procid.Self()
 	}
 	go m.retryRemovals()
 	return m
@@ -133,35 +133,6 @@ func (m *Manager) Policy() *policy.Policy { return m.pol }
 
 // Runtime is the underlying engine (for doctor and image checks).
 func (m *Manager) Runtime() runtime.Runtime { return m.rt }
-
-// ServerID is "<pid>-<start time>" of a process: unique across pid reuse.
-func ServerID(pid int) string {
-	return fmt.Sprintf("%d-%s", pid, procStart(pid))
-}
-
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "0"
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		f := strings.Fields(s[i+1:])
-		if len(f) > 19 {
-			return f[19]
-		}
-	}
-	return "0"
-}
-
-func serverAlive(id string) bool {
-	pidStr, _, ok := strings.Cut(id, "-")
-	pid, err := strconv.Atoi(pidStr)
-	if !ok || err != nil || pid <= 0 {
-		return false
-	}
-	return ServerID(pid) == id
-}
 
 // checkEnforceable refuses to run when limits cannot be enforced (rootless
 // on cgroups v1) unless the operator turned enforcement off.
@@ -613,7 +584,7 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 	var errs []error
 	for _, c := range list {
 		srv := c.Labels[LabelServer]
-		if srv == m.server || serverAlive(srv) {
+		if srv == m.server || procid.Alive(srv) {
 			continue
 		}
 		err := m.rt.Remove(ctx, c.ID)

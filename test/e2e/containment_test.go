@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -104,7 +105,7 @@ func poll(bound time.Duration, cond func() bool) bool {
 func TestKilledServerLeavesNoContainers(t *testing.T) {
 	s := testenv.StartServer(t, "")
 	pid := s.Cmd.Process.Pid
-	id := sandbox.ServerID(pid)
+	id := procid.Of(pid)
 	watchdogs := childrenMatching(pid, "watchdog")
 	killPluginsAtEnd(t, pid)
 	if len(watchdogs) != 1 {
@@ -279,7 +280,7 @@ func TestAuditHoldsNoSecrets(t *testing.T) {
 func TestUnwritableAuditLogRefusesExecution(t *testing.T) {
 	t.Run("directory in the way", func(t *testing.T) {
 		s := testenv.StartServer(t, "")
-		id := sandbox.ServerID(s.Cmd.Process.Pid)
+		id := procid.Of(s.Cmd.Process.Pid)
 		if res := s.Call(t, "execute_python", map[string]any{"code": "1"}, nil); res.IsError {
 			t.Fatal(testenv.Text(res))
 		}
@@ -313,7 +314,7 @@ func TestUnwritableAuditLogRefusesExecution(t *testing.T) {
 		}
 		t.Cleanup(func() { syscall.Unmount(log, syscall.MNT_DETACH) })
 		s := testenv.StartServerAt(t, base, "")
-		id := sandbox.ServerID(s.Cmd.Process.Pid)
+		id := procid.Of(s.Cmd.Process.Pid)
 		if res := s.Call(t, "execute_python", map[string]any{"code": "1"}, nil); res.IsError {
 			t.Fatal(testenv.Text(res))
 		}

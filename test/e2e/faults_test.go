@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
@@ -76,7 +77,7 @@ func TestPodmanServiceRestart(t *testing.T) {
 	svc.start(t)
 	t.Cleanup(func() { svc.stop(t) })
 	s := testenv.StartServer(t, fmt.Sprintf("[server]\npodman_socket = %q\n", svc.sock))
-	id := sandbox.ServerID(s.Cmd.Process.Pid)
+	id := procid.Of(s.Cmd.Process.Pid)
 	call := sessionCaller(t, s, "execute_python")
 	if o, res := call("x = 41", "keep", 0); res.IsError {
 		t.Fatalf("session before the fault: %+v %s", o, testenv.Text(res))

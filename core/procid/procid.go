@@ -1,0 +1,44 @@
+// Package procid names a process so that the name survives pid reuse:
+// "<pid>-<start time>". Containers, workspaces and quota images carry the
+// name of the server that made them, so that a later server can tell a dead
+// owner's leftovers from a live neighbour's.
+package procid
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Of is the name of process pid: "<pid>-<start time in clock ticks>".
+func Of(pid int) string { return fmt.Sprintf("%d-%s", pid, start(pid)) }
+
+// Self is this process's name.
+func Self() string { return Of(os.Getpid()) }
+
+// Alive reports whether id names a running process (the same pid started at
+// the same time).
+func Alive(id string) bool {
+	pidStr, _, ok := strings.Cut(id, "-")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil || pid <= 0 {
+		return false
+	}
+	return Of(pid) == id
+}
+
+func start(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "0"
+	}
+	s := string(b)
+	// The command name may hold spaces and parentheses: fields follow the last ')'.
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		if f := strings.Fields(s[i+1:]); len(f) > 19 {
+			return f[19]
+		}
+	}
+	return "0"
+}
