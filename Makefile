@@ -97,13 +97,7 @@ FUZZ             ?= .
 
 ## fuzz: run every fuzz target (func FuzzX in a _test.go) for FUZZTIME each; FUZZ=regexp picks some
 fuzz:
-	@git grep -n --untracked -E '^func Fuzz[A-Za-z0-9_]*\(' -- '*_test.go' | \
-	while IFS=: read -r file _ decl; do \
-	  name=$${decl#func }; name=$${name%%(*}; pkg=./$$(dirname "$$file"); \
-	  echo "$$name" | grep -qE '$(FUZZ)' || continue; \
-	  echo "== fuzz $$name in $$pkg for $(FUZZTIME)"; \
-	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$$pkg" || exit 1; \
-	done
+	@FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) FUZZ='$(FUZZ)' scripts/fuzz.sh
 
 ## hygiene: no binaries or big files tracked; both modules tidy and building without go.work
 hygiene:

@@ -79,8 +79,11 @@ func checkCreated(t *testing.T, m *Manager, w *Workspace, want string) {
 	if err != nil || real != w.Path {
 		t.Fatalf("workspace %q resolves to %q (%v)", w.Path, real, err)
 	}
-	if err := os.Remove(w.Path); err != nil {
+	if err := m.Remove(w); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Lstat(w.Path); !os.IsNotExist(err) {
+		t.Fatalf("workspace %q left after Remove: %v", w.Path, err)
 	}
 }
 

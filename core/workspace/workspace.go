@@ -115,7 +115,10 @@ func (m *Manager) provision(path string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.provisioned[path] {
-		return nil
+		if _, err := os.Lstat(path); err == nil {
+			return nil
+		}
+		delete(m.provisioned, path) // removed behind our back: make it again
 	}
 	if m.fs == nil || m.quota <= 0 {
 		if err := os.MkdirAll(path, 0o711); err != nil {
