@@ -76,6 +76,12 @@ type Volumes struct {
 	// EnforceQuota refuses workspaces when the kernel cannot bound their
 	// size (no filesystem per workspace: rootless, no loop devices).
 	EnforceQuota bool `toml:"enforce_quota"`
+	// MaxFileSize caps one file uploaded to, downloaded from or read as a
+	// resource of a session's workspace.
+	MaxFileSize string `toml:"max_file_size"`
+	// InlineFileSize: an output file up to this size comes back inside the
+	// execute result; a larger one as a link to read with resources/read.
+	InlineFileSize string `toml:"inline_file_size"`
 }
 
 // Security holds the sandbox hardening switches and the audit log.
@@ -192,6 +198,8 @@ func Default() Config {
 			SessionQuota:    "1g",
 			MaxSessionQuota: "10g",
 			EnforceQuota:    true,
+			MaxFileSize:     "50m",
+			InlineFileSize:  "256k",
 		},
 		Security: Security{
 			AuditLog:              "/var/log/mcp-forge/audit.log",

@@ -59,6 +59,7 @@ func Validate(c Config) Errors {
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
 	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
+	v.sizeAtLeast("volumes.max_file_size", c.Volumes.MaxFileSize, "volumes.inline_file_size", c.Volumes.InlineFileSize)
 
 	s := c.Security
 	v.abs("security.audit_log", s.AuditLog)
