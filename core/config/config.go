@@ -77,7 +77,8 @@ type Volumes struct {
 	// size (no filesystem per workspace: rootless, no loop devices).
 	EnforceQuota bool `toml:"enforce_quota"`
 	// MaxFileSize caps one file uploaded to, downloaded from or read as a
-	// resource of a session's workspace.
+	// resource of a session's workspace. At most 12m: in base64 it must fit
+	// one MCP stdio frame, which the go-sdk caps at 16 MiB.
 	MaxFileSize string `toml:"max_file_size"`
 	// InlineFileSize: an output file up to this size comes back inside the
 	// execute result; a larger one as a link to read with resources/read.
@@ -198,7 +199,7 @@ func Default() Config {
 			SessionQuota:    "1g",
 			MaxSessionQuota: "10g",
 			EnforceQuota:    true,
-			MaxFileSize:     "50m",
+			MaxFileSize:     "10m",
 			InlineFileSize:  "256k",
 		},
 		Security: Security{

@@ -62,7 +62,7 @@ type FileInfo struct {
 func (e *Engine) maxFileSize() int64 {
 	n, _ := config.ParseSize(e.cfg.Volumes.MaxFileSize)
 	if n <= 0 {
-		n = 50 << 20
+		n = 10 << 20
 	}
 	return n
 }

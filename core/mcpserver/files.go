@@ -124,8 +124,8 @@ func (s *Server) addFileTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "download_file", Title: "Get a file from a session",
 		Description: fmt.Sprintf("Read a file from a session's working directory, byte for byte: content is text when the file is UTF-8, "+
-			"base64 otherwise (see encoding), also attached as an embedded resource. At most %s; symbolic links, directories, devices and pipes are refused. "+
-			"On error the result has session_id and error {type, message}.", size(s.eng.MaxFileSize())),
+			"base64 otherwise (see encoding); also attached as an embedded resource up to %s, above that as a resource link. At most %s; symbolic links, directories, devices and pipes are refused. "+
+			"On error the result has session_id and error {type, message}.", size(s.eng.InlineFileSize()), size(s.eng.MaxFileSize())),
 		InputSchema: schemaFor[FileInput](), OutputSchema: schemaFor[FileOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in FileInput) (*mcp.CallToolResult, FileOutput, error) {
 		fi, err := s.eng.ReadFile(s.conn(req.Session), in.SessionID, in.Path, "download_file")
@@ -141,10 +141,19 @@ func (s *Server) addFileTools() {
 		} else {
 			out.Encoding, out.Content = "text", rc.Text
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{
-			&mcp.TextContent{Text: fmt.Sprintf("%s (%d bytes, %s) from session %s.", fi.Path, fi.Size, fi.MIMEType, in.SessionID)},
-			&mcp.EmbeddedResource{Resource: rc},
-		}}, out, nil
+		// The content travels once in full (structured content): a second
+		// copy of a large file would double the message past the 16 MiB a
+		// stdio frame may hold, so above the inline size the content list
+		// carries a link to the same bytes.
+		result := &mcp.CallToolResult{Content: []mcp.Content{
+			&mcp.TextContent{Text: fmt.Sprintf("%s (%d bytes, %s) from session %s.", fi.Path, fi.Size, fi.MIMEType, in.SessionID)}}}
+		if fi.Size <= s.eng.InlineFileSize() {
+			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: rc})
+		} else {
+			size := fi.Size
+			result.Content = append(result.Content, &mcp.ResourceLink{URI: uri, Name: fi.Path, MIMEType: fi.MIMEType, Size: &size})
+		}
+		return result, out, nil
 	})
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "list_files", Title: "List a session's files",

@@ -251,3 +251,34 @@ func TestSessionFilesOwnership(t *testing.T) {
 	res := testenv.Call(t, alice, "upload_file", map[string]any{"session_id": "mine", "path": "big.bin", "content": big, "encoding": "base64"}, &o)
 	fileRefused(t, res, o, "volumes.max_file_size")
 }
+
+// Uploads count against the session's quota, which the kernel enforces
+// (each workspace is its own filesystem): what does not fit is refused
+// before anything is written, and the session's files stay intact.
+func TestSessionFilesQuota(t *testing.T) {
+	s := testenv.StartServer(t, "[volumes]\nsession_quota = \"20m\"\n")
+	if res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "q"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	chunk := base64.StdEncoding.EncodeToString(make([]byte, 9<<20))
+	var o fileOut
+	for _, name := range []string{"a.bin", "b.bin"} {
+		if res := s.Call(t, "upload_file", map[string]any{"session_id": "q", "path": name, "content": chunk, "encoding": "base64"}, &o); res.IsError {
+			t.Fatalf("9 MB into a 20 MB workspace: %s", testenv.Text(res))
+		}
+	}
+	o = fileOut{}
+	res := s.Call(t, "upload_file", map[string]any{"session_id": "q", "path": "c.bin", "content": chunk, "encoding": "base64"}, &o)
+	fileRefused(t, res, o, "volumes.session_quota")
+	var l mcpserver.ListOutput
+	s.Call(t, "list_files", map[string]any{"session_id": "q"}, &l)
+	for _, e := range l.Files {
+		if (e.Path != "a.bin" && e.Path != "b.bin") || e.Size != 9<<20 {
+			t.Errorf("after the refused upload: %+v", e)
+		}
+	}
+	audit, _ := os.ReadFile(s.AuditLog)
+	if !bytes.Contains(audit, []byte(`"rule":"file-quota"`)) {
+		t.Error("audit log lacks file-quota")
+	}
+}
