@@ -13,7 +13,8 @@ func TestFileRulesAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding} {
+	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding,
+		RuleCheckpointLanguage, RuleCheckpointNotFound, RuleCheckpointOwner, RuleCheckpointState} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}

@@ -384,6 +384,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
+	defer e.removeCheckpoint(id) // checkpoint.go: a checkpoint goes with its session
 	return e.destroyLocked(ctx, s, "destroyed by the client")
 }
 

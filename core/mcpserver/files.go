@@ -184,6 +184,7 @@ func (s *Server) addFileTools() {
 		Name: "session-file", Title: "Session file", URITemplate: FilesTemplate,
 		Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s", size(s.eng.MaxFileSize())),
 	}, s.fileResource)
+	s.addCheckpointTools() // checkpoint.go
 }
 
 // contents is a file as resource contents: text when it is UTF-8 without

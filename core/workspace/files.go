@@ -426,3 +426,78 @@ func (f *Files) Snapshot(rel string, max int) map[string]Stamp {
 	}
 	return out
 }
+
+// Remove deletes one regular file or link beneath the root (never a
+// directory, never through a link).
+func (f *Files) Remove(rel string) error {
+	clean, err := CleanPath(rel)
+	if err != nil {
+		return err
+	}
+	root, err := f.openRoot()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	dir, name := path.Split(clean)
+	parent := root
+	if dir = strings.TrimSuffix(dir, "/"); dir != "" {
+		if parent, err = openBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
+			return pathErr(rel, err)
+		}
+		defer unix.Close(parent)
+	}
+	if err := unix.Unlinkat(parent, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return pathErr(rel, err)
+	}
+	return nil
+}
+
+// CopyOut copies the regular files and directories beneath the root into
+// dst (a host directory of the core's), skipping names for which skip is
+// true; links, pipes and devices are left out and named in the answer.
+func (f *Files) CopyOut(dst string, maxFile int64, skip func(string) bool) (left []string, err error) {
+	entries, truncated, err := f.List(".", MaxFiles)
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		return nil, fmt.Errorf("more than %d files: too many to copy", MaxFiles)
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if skip != nil && skip(e.Path) {
+			continue
+		}
+		target := dst + "/" + e.Path
+		switch e.Type {
+		case "directory":
+			if err := os.MkdirAll(target, 0o700); err != nil {
+				return nil, err
+			}
+		case "file":
+			data, err := f.ReadFile(e.Path, maxFile)
+			if errors.Is(err, ErrLink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrNotFound) {
+				left = append(left, e.Path) // changed under us
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(target, data, 0o600); err != nil {
+				return nil, err
+			}
+		default:
+			left = append(left, e.Path+" ("+e.Type+")")
+		}
+	}
+	return left, nil
+}
+
+// CopyIn writes the regular files under src (a host directory of the
+// core's, as CopyOut made it) beneath the root.
+func (f *Files) CopyIn(src string) error {
+	return filepathWalkFiles(src, func(rel string, data []byte) error { return f.WriteFile(rel, data) })
+}
