@@ -32,7 +32,7 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	for _, c := range []struct {
 		lang, sid, setup, handle, check, want string
-		saved                                   []string
+		saved                                 []string
 	}{
 		{"python", "pyck", "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndef double(x):\n    return x * 2\nfh = open('notes.txt', 'w')\nfh.write('hi')",
 			"fh", "double(int(df.a.sum()))", "12", []string{"df", "double"}},
