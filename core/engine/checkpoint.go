@@ -282,6 +282,17 @@ func (e *Engine) removeCheckpoint(id string) {
 	}
 }
 
+// removeAllCheckpoints deletes this server's checkpoints (shutdown): their
+// names carry the server's tag, which the next server does not share, so
+// none could be restored and they would only fill the disk.
+func (e *Engine) removeAllCheckpoints() {
+	tag := strings.TrimPrefix(filepath.Base(e.ws.SessionPath("x")), "x")
+	dirs, _ := filepath.Glob(filepath.Join(e.cfg.Volumes.BasePath, "state", "checkpoints", "*"+tag))
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
+}
+
 // RestoreNotice is the sentence an agent reads after a restore.
 func RestoreNotice(info CheckpointInfo) string {
 	var b strings.Builder

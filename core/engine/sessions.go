@@ -492,4 +492,5 @@ func (e *Engine) CloseAll(ctx context.Context) {
 		_ = e.destroyLocked(ctx, s, "server shutdown")
 		s.op.Unlock()
 	}
+	e.removeAllCheckpoints() // checkpoint.go
 }
