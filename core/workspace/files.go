@@ -314,6 +314,7 @@ type Entry struct {
 	Type     string    `json:"type" jsonschema:"file, directory, symlink (never followed), fifo, socket, device or other"`
 	Size     int64     `json:"size" jsonschema:"bytes (files)"`
 	Modified time.Time `json:"modified"`
+	ino      uint64    // with Size and Modified: the file's version, for Snapshot
 }
 
 // List walks rel (a directory) without following links and returns up to
@@ -368,7 +369,7 @@ func walk(dirfd int, prefix string, max int, out *[]Entry, depth int) bool {
 		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			continue // removed meanwhile
 		}
-		e := Entry{Path: prefix + name, Type: kind(st.Mode), Modified: time.Unix(st.Mtim.Unix())}
+		e := Entry{Path: prefix + name, Type: kind(st.Mode), Modified: time.Unix(st.Mtim.Unix()), ino: st.Ino}
 		if e.Type == "file" {
 			e.Size = st.Size
 		}
@@ -396,33 +397,17 @@ type Stamp struct {
 }
 
 // Snapshot stamps the regular files under rel (missing: empty), up to max.
+// The stamps come from the walk's own fstatat: no file is opened.
 func (f *Files) Snapshot(rel string, max int) map[string]Stamp {
 	out := map[string]Stamp{}
 	entries, _, err := f.List(rel, max)
 	if err != nil {
 		return out
 	}
-	root, err := f.openRoot()
-	if err != nil {
-		return out
-	}
-	defer unix.Close(root)
 	for _, e := range entries {
-		if e.Type != "file" {
-			continue
+		if e.Type == "file" {
+			out[e.Path] = Stamp{Size: e.Size, MTime: e.Modified.UnixNano(), Ino: e.ino}
 		}
-		var st unix.Stat_t
-		// Fstatat on a clean relative path beneath root: List never
-		// descended through links, but a directory may have been swapped
-		// for one since; a stamp is only used to compare, never to read.
-		fd, err := openBeneath(root, e.Path, unix.O_PATH, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			out[e.Path] = Stamp{Size: st.Size, MTime: st.Mtim.Nano(), Ino: st.Ino}
-		}
-		unix.Close(fd)
 	}
 	return out
 }

@@ -185,3 +185,20 @@ func TestSnapshotSeesChanges(t *testing.T) {
 		t.Fatal("a rewritten file has the same stamp")
 	}
 }
+
+// The output directory is stamped before and after every session run.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{0, 100} {
+		dir := b.TempDir()
+		os.Mkdir(filepath.Join(dir, "output"), 0o755)
+		for i := 0; i < n; i++ {
+			os.WriteFile(filepath.Join(dir, "output", strings.Repeat("f", 1+i%50)+string(rune('a'+i%26))), []byte("x"), 0o644)
+		}
+		f := NewFiles(dir)
+		b.Run(strings.Repeat("n", 1)+"="+string(rune('0'+n/100)), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				f.Snapshot("output", 1000)
+			}
+		})
+	}
+}
