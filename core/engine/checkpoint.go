@@ -40,6 +40,9 @@ const ckptFile = ".forge-checkpoint"
 // checkpoint-language.
 type checkpointer struct {
 	save, load string
+	// missing is what the kernel says when the image lacks what save and
+	// load need, and hint what to do about it.
+	missing, hint string
 }
 
 var checkpointers = map[string]checkpointer{
@@ -77,6 +80,8 @@ del _forge_ckpt`,
     print('` + ckptMarker + `' + json.dumps({'saved': sorted(d)}))
 _forge_restore()
 del _forge_restore`,
+		missing: "No module named 'dill'",
+		hint:    "the session's image lacks python3-dill, which checkpoints need: rebuild the images (make setup; images/python/packages.txt lists it)",
 	},
 	// save() of every variable but connections: save.image without what
 	// cannot come back.
@@ -159,6 +164,9 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 	}
 	info := CheckpointInfo{SessionID: id, Language: s.Language, Backend: s.Backend, Owner: client, Created: time.Now()}
 	err = e.runInKernel(ctx, s, cp.save, &info)
+	if err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing) {
+		err = fmt.Errorf("%w: %s", err, cp.hint)
+	}
 	f, ferr := e.ws.SessionFiles(id)
 	if err == nil {
 		err = ferr
@@ -256,6 +264,9 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 		}
 		if err == nil {
 			err = e.runInKernel(ctx, s, cp.load, &info)
+			if err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing) {
+				err = fmt.Errorf("%w: %s", err, cp.hint)
+			}
 		}
 		if f != nil {
 			f.Remove(ckptFile)
