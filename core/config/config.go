@@ -140,6 +140,13 @@ type Volumes struct {
 	// EnforceQuota refuses workspaces when the kernel cannot bound their
 	// size (no filesystem per workspace: rootless, no loop devices).
 	EnforceQuota bool `toml:"enforce_quota"`
+	// MaxFileSize caps one file uploaded to, downloaded from or read as a
+	// resource of a session's workspace. At most 12m: in base64 it must fit
+	// one MCP stdio frame, which the go-sdk caps at 16 MiB.
+	MaxFileSize string `toml:"max_file_size"`
+	// InlineFileSize: an output file up to this size comes back inside the
+	// execute result; a larger one as a link to read with resources/read.
+	InlineFileSize string `toml:"inline_file_size"`
 }
 
 // Security holds the sandbox hardening switches and the audit log.
@@ -266,6 +273,8 @@ func systemDefault() Config {
 			SessionQuota:    "1g",
 			MaxSessionQuota: "10g",
 			EnforceQuota:    true,
+			MaxFileSize:     "10m",
+			InlineFileSize:  "256k",
 		},
 		Security: Security{
 			AuditLog:              "/var/log/mcp-forge/audit.log",

@@ -81,6 +81,10 @@ func Validate(c Config) Errors {
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
 	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
+	v.sizeAtLeast("volumes.max_file_size", c.Volumes.MaxFileSize, "volumes.inline_file_size", c.Volumes.InlineFileSize)
+	if n, err := ParseSize(c.Volumes.MaxFileSize); err == nil && n > MaxFileSizeLimit {
+		v.add("volumes.max_file_size", fmt.Sprintf("must be at most %s: a file travels base64-encoded in one MCP message, and stdio messages are limited to 16 MiB", FormatSize(MaxFileSizeLimit)))
+	}
 
 	s := c.Security
 	v.abs("security.audit_log", s.AuditLog)
@@ -335,3 +339,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// MaxFileSizeLimit is the largest volumes.max_file_size: 4/3 of it (base64)
+// plus the message around it stays under the go-sdk's 16 MiB stdio frame.
+const MaxFileSizeLimit = 12 << 20

@@ -44,6 +44,7 @@ type Request struct {
 type Result struct {
 	backend.ExecuteResult
 	Backend string
+	Files   []OutputFile // what a session run wrote to its output directory (files.go)
 }
 
 // Plugins is what the engine needs of the plugin manager: what each plugin
@@ -297,8 +298,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		return Result{Backend: name}, ctx.Err()
 	}
 	var res backend.ExecuteResult
+	var files []OutputFile
 	if s != nil {
-		res, err = e.executeSession(ctx, s, created, breq, emit)
+		res, files, err = e.executeSession(ctx, s, created, breq, emit)
 	} else {
 		var b backend.Backend
 		if b, err = e.plugins.Backend(ctx, name); err == nil {
@@ -312,7 +314,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}
 	e.complete(req, runID, name, res, err)
-	return Result{ExecuteResult: res, Backend: name}, err
+	return Result{ExecuteResult: res, Backend: name, Files: files}, err
 }
 
 func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteResult, err error) {

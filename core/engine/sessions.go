@@ -187,23 +187,24 @@ func severity(err error) string {
 
 // executeSession runs a request in its session, starting the kernel on
 // first use and restarting a dead one with a notice that state was lost.
-func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
+	before := e.outputSnapshot(s.ID) // under s.op: only this run's files come back
 	var notices []string
 	switch state := e.stateOf(s); {
 	case state == stateGone:
-		return backend.ExecuteResult{}, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
+		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
 		if err := e.open(ctx, s); err != nil {
 			e.drop(s)
 			e.removeWorkspace(s.ID)
-			return backend.ExecuteResult{}, err
+			return backend.ExecuteResult{}, nil, err
 		}
 	case state == StateDead:
 		reason := s.LostReason
 		if err := e.reopen(ctx, s); err != nil {
-			return backend.ExecuteResult{}, fmt.Errorf("session %q could not be restarted after its kernel died: %w", s.ID, err)
+			return backend.ExecuteResult{}, nil, fmt.Errorf("session %q could not be restarted after its kernel died: %w", s.ID, err)
 		}
 		notices = append(notices, fmt.Sprintf("session %q was restarted before this run: %s. Variables and imports from before are gone.", s.ID, reason))
 	default:
@@ -240,7 +241,9 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 	}
 	e.mu.Unlock()
 	res.Notices = append(notices, res.Notices...)
-	return res, err
+	files, more := e.outputFiles(s.ID, before)
+	res.Notices = append(res.Notices, more...)
+	return res, files, err
 }
 
 // reopen replaces a dead kernel with a new one started like the first
@@ -381,6 +384,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
+	defer e.removeCheckpoint(id) // checkpoint.go: a checkpoint goes with its session
 	return e.destroyLocked(ctx, s, "destroyed by the client")
 }
 
@@ -488,4 +492,5 @@ func (e *Engine) CloseAll(ctx context.Context) {
 		_ = e.destroyLocked(ctx, s, "server shutdown")
 		s.op.Unlock()
 	}
+	e.removeAllCheckpoints() // checkpoint.go
 }

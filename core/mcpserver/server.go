@@ -55,6 +55,7 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 		})
 	}
 	s.addSessionTools()
+	s.addFileTools() // files.go
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
 		Description: "Languages and their backends, images, resource limits, loaded plugins with their versions, and this connection's sessions", MIMEType: "application/json",
@@ -85,6 +86,7 @@ func instructions(langs []engine.Language, cfg config.Config) string {
 	}
 	if sessions {
 		fmt.Fprintf(&b, "Pass a session_id to keep state across calls (one kernel per session); document_state attaches notes to a session's variables, readable at %s.\n", StateTemplate)
+		b.WriteString(fileInstructions) // files.go
 	}
 	fmt.Fprintf(&b, "Read %s for the backends, images, limits and your sessions.", EnvironmentURI)
 	return b.String()
@@ -200,6 +202,7 @@ type ExecuteOutput struct {
 	Notices       []string          `json:"notices,omitempty"`
 	Rich          map[string]string `json:"rich,omitempty" jsonschema:"other output by MIME type, e.g. text/html"`
 	Backend       string            `json:"backend,omitempty" jsonschema:"the backend plugin that ran the code"`
+	Files         []OutputFileRef   `json:"files,omitempty" jsonschema:"files a session run wrote to output/ in its working directory: small ones attached as embedded resources, larger ones as resource links"`
 }
 
 // conn names an MCP connection. Sessions belong to the connection that
@@ -245,6 +248,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 	for _, im := range res.Images {
 		result.Content = append(result.Content, &mcp.ImageContent{Data: im.Data, MIMEType: im.MIMEType})
 	}
+	addOutputFiles(result, &out, in.SessionID, res.Files) // files.go
 	return result, out, nil
 }
 

@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+)
+
+// Rules a file request can break (see docs/audit.md).
+const (
+	RuleFilePath     = "file-path"
+	RuleFileLink     = "file-link"
+	RuleFileType     = "file-type"
+	RuleFileNotFound = "file-not-found"
+	RuleFileSize     = "file-size"
+	RuleFileQuota    = "file-quota"
+	RuleFileEncoding = "file-encoding"
+)
+
+// OutputDir is the directory, relative to a session's working directory,
+// whose new and changed files come back with the run that wrote them.
+const OutputDir = "output"
+
+// Output files: at most this many per run, and inline bytes per run at
+// most this many times the inline cap; the rest come back as links.
+const (
+	maxOutputFiles    = 50
+	maxOutputListing  = 1000
+	maxListEntries    = 1000
+	inlineTotalFactor = 4
+)
+
+// OutputFile is a file a run wrote to OutputDir.
+type OutputFile struct {
+	Path     string // relative to the working directory: output/result.csv
+	Size     int64
+	MIMEType string
+	Data     []byte // the content when it is small enough to inline; nil: a link
+}
+
+// FileInfo describes a file written or read.
+type FileInfo struct {
+	Path     string
+	Size     int64
+	MIMEType string
+	Data     []byte
+}
+
+func (e *Engine) maxFileSize() int64 {
+	n, _ := config.ParseSize(e.cfg.Volumes.MaxFileSize)
+	if n <= 0 {
+		n = 10 << 20
+	}
+	return n
+}
+
+func (e *Engine) inlineFileSize() int64 {
+	n, _ := config.ParseSize(e.cfg.Volumes.InlineFileSize)
+	if n <= 0 {
+		n = 256 << 10
+	}
+	return n
+}
+
+// MaxFileSize and InlineFileSize are the configured caps (for descriptions).
+func (e *Engine) MaxFileSize() int64    { return e.maxFileSize() }
+func (e *Engine) InlineFileSize() int64 { return e.inlineFileSize() }
+
+// sessionFiles finds a session of client and its working directory,
+// auditing a refusal.
+func (e *Engine) sessionFiles(client, id, tool string) (*Session, *workspace.Files, error) {
+	s, err := e.lookup(client, id, tool)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := e.ws.SessionFiles(id)
+	if err != nil {
+		return nil, nil, e.refuse(client, id, tool, &RequestError{Rule: RuleFileNotFound,
+			Msg: fmt.Sprintf("session %q has no files yet: its kernel has not started (run code in it first)", id)}, nil)
+	}
+	return s, f, nil
+}
+
+// fileRefusal turns a workspace error into an audited refusal; other
+// errors pass through.
+func (e *Engine) fileRefusal(client, id, tool, rel string, err error) error {
+	rule := ""
+	switch {
+	case errors.Is(err, workspace.ErrPath):
+		rule = RuleFilePath
+	case errors.Is(err, workspace.ErrLink):
+		rule = RuleFileLink
+	case errors.Is(err, workspace.ErrNotRegular):
+		rule = RuleFileType
+	case errors.Is(err, workspace.ErrNotFound):
+		rule = RuleFileNotFound
+	case errors.Is(err, workspace.ErrTooLarge):
+		rule = RuleFileSize
+	case errors.Is(err, workspace.ErrNoSpace):
+		rule = RuleFileQuota
+	default:
+		return err
+	}
+	msg := err.Error()
+	if rule == RuleFileQuota {
+		msg += fmt.Sprintf(": the session's files are limited to %s (volumes.session_quota); remove files or write less", e.cfg.Volumes.SessionQuota)
+	}
+	return e.refuse(client, id, tool, refusal(rule, "%s", msg), map[string]any{"path": auditPath(rel)})
+}
+
+// auditPath keeps a hostile path short in the audit log.
+func auditPath(p string) string {
+	if len(p) > 200 || !utf8.ValidString(p) {
+		return fmt.Sprintf("%q… (%d bytes)", p[:min(len(p), 64)], len(p))
+	}
+	return p
+}
+
+func (e *Engine) touch(s *Session) {
+	e.mu.Lock()
+	s.LastActive = time.Now()
+	e.mu.Unlock()
+}
+
+// UploadFile writes content (text, or base64 with encoding "base64") to rel
+// in a session's working directory, where its code finds it.
+func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo, error) {
+	const tool = "upload_file"
+	s, f, err := e.sessionFiles(client, id, tool)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	clean, err := workspace.CleanPath(rel)
+	if err != nil {
+		return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
+	}
+	var data []byte
+	switch encoding {
+	case "", "text":
+		data = []byte(content)
+	case "base64":
+		if data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(content)); err != nil {
+			return FileInfo{}, e.refuse(client, id, tool, refusal(RuleFileEncoding, "content of %s is not valid base64 (standard alphabet, with padding): %v", quoted(rel), err), map[string]any{"path": auditPath(rel)})
+		}
+	default:
+		return FileInfo{}, e.refuse(client, id, tool, refusal(RuleFileEncoding, "encoding %s: use \"text\" or \"base64\"", quoted(encoding)), nil)
+	}
+	if max := e.maxFileSize(); int64(len(data)) > max {
+		return FileInfo{}, e.refuse(client, id, tool, refusal(RuleFileSize, "%s is %d bytes, over the %s limit of one file (volumes.max_file_size)", quoted(rel), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(rel), "bytes": len(data)})
+	}
+	// Refuse what cannot fit before writing: a full workspace would
+	// otherwise also fail the session's own next write.
+	var st unix.Statfs_t
+	if unix.Statfs(f.Root(), &st) == nil {
+		if free := int64(st.Bavail) * st.Bsize; int64(len(data)) > free {
+			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session's workspace has %d bytes free", workspace.ErrNoSpace, quoted(rel), len(data), free))
+		}
+	}
+	if q := e.ws.Quota(); q > 0 && !e.ws.Enforced() {
+		if used, _ := (&workspace.Workspace{Path: e.ws.SessionPath(id)}).Usage(q); used+int64(len(data)) > q {
+			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), len(data), used))
+		}
+	}
+	if err := f.WriteFile(clean, data); err != nil {
+		return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
+	}
+	e.touch(s)
+	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: id, UserID: client, Success: true, Details: map[string]any{"path": clean, "bytes": len(data)}})
+	return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data)}, nil
+}
+
+// ReadFile reads rel from a session's working directory for download_file
+// (tool) or resources/read.
+func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
+	s, f, err := e.sessionFiles(client, id, tool)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	clean, err := workspace.CleanPath(rel)
+	if err == nil {
+		var data []byte
+		if data, err = f.ReadFile(clean, e.maxFileSize()); err == nil {
+			e.touch(s)
+			e.rec.Record(audit.Entry{Event: "file.download", SessionID: id, UserID: client, Success: true, Details: map[string]any{"path": clean, "bytes": len(data), "tool": tool}})
+			return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data), Data: data}, nil
+		}
+	}
+	if errors.Is(err, workspace.ErrTooLarge) {
+		err = fmt.Errorf("%w (volumes.max_file_size %s); have the code split or compress it", err, config.FormatSize(e.maxFileSize()))
+	}
+	return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
+}
+
+// ListFiles lists dir (default: the whole working directory) of a session
+// without following links.
+func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, error) {
+	const tool = "list_files"
+	s, f, err := e.sessionFiles(client, id, tool)
+	if err != nil {
+		return nil, false, err
+	}
+	if dir == "" {
+		dir = "."
+	}
+	entries, truncated, err := f.List(dir, maxListEntries)
+	if err != nil {
+		return nil, false, e.fileRefusal(client, id, tool, dir, err)
+	}
+	e.touch(s)
+	return entries, truncated, nil
+}
+
+// outputSnapshot stamps the files in a session's output directory before a
+// run, so that afterwards only what the run wrote comes back.
+func (e *Engine) outputSnapshot(id string) map[string]workspace.Stamp {
+	f, err := e.ws.SessionFiles(id)
+	if err != nil {
+		return nil // no working directory yet: everything after the run is new
+	}
+	return f.Snapshot(OutputDir, maxOutputListing)
+}
+
+// outputFiles returns the files of the output directory that are new or
+// changed since before: small ones with their content, within a total.
+func (e *Engine) outputFiles(id string, before map[string]workspace.Stamp) ([]OutputFile, []string) {
+	f, err := e.ws.SessionFiles(id)
+	if err != nil {
+		return nil, nil
+	}
+	after := f.Snapshot(OutputDir, maxOutputListing)
+	var changed []string
+	for p, st := range after {
+		if old, ok := before[p]; !ok || old != st {
+			changed = append(changed, p)
+		}
+	}
+	sort.Strings(changed)
+	var notices []string
+	if len(changed) > maxOutputFiles {
+		notices = append(notices, fmt.Sprintf("the run wrote %d files to %s/: the first %d are returned; list_files shows all", len(changed), OutputDir, maxOutputFiles))
+		changed = changed[:maxOutputFiles]
+	}
+	inline, budget := e.inlineFileSize(), inlineTotalFactor*e.inlineFileSize()
+	var out []OutputFile
+	for _, p := range changed {
+		of := OutputFile{Path: p, Size: after[p].Size, MIMEType: mimeType(p, nil)}
+		if of.Size <= inline && of.Size <= budget {
+			if data, err := f.ReadFile(p, inline); err == nil {
+				of.Data, of.Size = data, int64(len(data))
+				of.MIMEType = mimeType(p, data)
+				budget -= of.Size
+			}
+		}
+		out = append(out, of)
+	}
+	return out, notices
+}
+
+// Types Go's table lacks, for files analyses write.
+var extraTypes = map[string]string{
+	".csv": "text/csv", ".tsv": "text/tab-separated-values", ".txt": "text/plain", ".md": "text/markdown",
+	".json": "application/json", ".parquet": "application/vnd.apache.parquet", ".rds": "application/octet-stream",
+	".py": "text/x-python", ".r": "text/x-r", ".yaml": "application/yaml", ".yml": "application/yaml",
+	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml", ".pdf": "application/pdf",
+	".html": "text/html", ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+
+// mimeType guesses a file's type from its name, else from its content.
+func mimeType(name string, data []byte) string {
+	ext := strings.ToLower(path.Ext(name))
+	if t, ok := extraTypes[ext]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return strings.TrimSuffix(t, "; charset=utf-8")
+	}
+	if data != nil {
+		return strings.TrimSuffix(http.DetectContentType(data), "; charset=utf-8")
+	}
+	return "application/octet-stream"
+}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// docs/audit.md lists every rule a file request can break.
+func TestFileRulesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "audit.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding,
+		RuleCheckpointLanguage, RuleCheckpointNotFound, RuleCheckpointOwner, RuleCheckpointState} {
+		if !strings.Contains(string(doc), "| `"+rule+"` |") {
+			t.Errorf("docs/audit.md does not list rule %s", rule)
+		}
+	}
+}
+
+func TestMIMEType(t *testing.T) {
+	for name, want := range map[string]string{
+		"output/result.csv": "text/csv", "a.PNG": "image/png", "x.json": "application/json", "notes": "text/plain",
+		"blob": "application/octet-stream",
+	} {
+		var data []byte
+		switch name {
+		case "notes":
+			data = []byte("hello")
+		case "blob":
+			data = []byte{0, 1, 2, 0xff}
+		}
+		if got := mimeType(name, data); got != want {
+			t.Errorf("mimeType(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestRestoreRefusals(t *testing.T) {
+	r := newRig(t, nil, nil)
+	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "s"); refusedBy(t, err) != RuleCheckpointNotFound {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "../x"); refusedBy(t, err) != RuleSessionID {
+		t.Fatalf("a path as id: %v", err)
+	}
+	// Another connection's checkpoint answers like none, audited apart.
+	dir := r.e.checkpointDir("s")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"session_id":"s","language":"python","backend":"kernel","owner":"c2"}`), 0o600)
+	_, _, err := r.e.RestoreSession(context.Background(), "c1", "s")
+	if refusedBy(t, err) != RuleCheckpointOwner || strings.Contains(err.Error(), "c2") {
+		t.Fatalf("another's checkpoint: %v", err)
+	}
+	// Shutdown removes this server's checkpoints, not another server's.
+	other := filepath.Join(filepath.Dir(dir), "s.othertag")
+	os.MkdirAll(other, 0o700)
+	r.e.CloseAll(context.Background())
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Error("this server's checkpoint is left after shutdown")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Error("another server's checkpoint was removed")
+	}
+}

@@ -1,0 +1,69 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/engine"
+)
+
+// CheckpointOutput describes a checkpoint, or gives the error.
+type CheckpointOutput struct {
+	engine.CheckpointInfo
+	Notice string     `json:"notice,omitempty" jsonschema:"what was restored (restore_session)"`
+	Error  *ErrorInfo `json:"error,omitempty"`
+}
+
+func (s *Server) addCheckpointTools() {
+	out := schemaFor[CheckpointOutput]()
+	mcp.AddTool(s.mcp, &mcp.Tool{
+		Name: "checkpoint_session", Title: "Checkpoint a session",
+		Description: "Save a session's variables (Python with dill, R with save) and its working directory to the server's state directory, " +
+			"replacing its previous checkpoint. Variables that cannot be saved (open files, connections, some native objects) are listed in skipped with the reason. " +
+			"restore_session brings the checkpoint back in a new kernel. The checkpoint is removed with destroy_session. " +
+			"On error the result has session_id and error {type, message}.",
+		InputSchema: schemaFor[SessionInput](), OutputSchema: out,
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, CheckpointOutput, error) {
+		info, err := s.eng.CheckpointSession(ctx, s.conn(req.Session), in.SessionID)
+		if err != nil {
+			res, e := failure(err)
+			return res, CheckpointOutput{CheckpointInfo: engine.CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Checkpointed session %s: %d variable(s) saved (%s), %d bytes.", info.SessionID, len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
+		if len(info.Skipped) > 0 {
+			names := make([]string, 0, len(info.Skipped))
+			for k := range info.Skipped {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			b.WriteString("\nNot saved:")
+			for _, k := range names {
+				fmt.Fprintf(&b, "\n- %s: %s", k, info.Skipped[k])
+			}
+		}
+		if len(info.FilesLeft) > 0 {
+			fmt.Fprintf(&b, "\nFiles left out: %s", strings.Join(info.FilesLeft, ", "))
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, CheckpointOutput{CheckpointInfo: info}, nil
+	})
+	mcp.AddTool(s.mcp, &mcp.Tool{
+		Name: "restore_session", Title: "Restore a session from its checkpoint",
+		Description: "Bring back a session's checkpoint in a new kernel: its current kernel (if any) is replaced, the saved files are written back to its " +
+			"working directory and the saved variables loaded. Imports come back with the variables that need them; re-run other imports. " +
+			"On error the result has session_id and error {type, message}.",
+		InputSchema: schemaFor[SessionInput](), OutputSchema: out,
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, CheckpointOutput, error) {
+		info, _, err := s.eng.RestoreSession(ctx, s.conn(req.Session), in.SessionID)
+		if err != nil {
+			res, e := failure(err)
+			return res, CheckpointOutput{CheckpointInfo: engine.CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
+		}
+		notice := engine.RestoreNotice(info)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: notice}}}, CheckpointOutput{CheckpointInfo: info, Notice: notice}, nil
+	})
+}

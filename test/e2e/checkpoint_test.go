@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// A session's DataFrame and function survive checkpoint and restore into a
+// new kernel; an open file handle is reported as not saved; another
+// connection can neither checkpoint nor restore it; destroy removes it.
+func TestCheckpointRestore(t *testing.T) {
+	p := testenv.NewInProcess(t, nil)
+	alice, bob := p.Connect(t), p.Connect(t)
+	exec := func(cs *mcp.ClientSession, tool, sid, code string) out {
+		t.Helper()
+		var o out
+		if res := testenv.Call(t, cs, tool, map[string]any{"code": code, "session_id": sid}, &o); res.IsError {
+			t.Fatalf("%s\n%+v", testenv.Text(res), o)
+		}
+		return o
+	}
+	ckpt := func(cs *mcp.ClientSession, tool, sid string) (mcpserver.CheckpointOutput, *mcp.CallToolResult) {
+		t.Helper()
+		var o mcpserver.CheckpointOutput
+		res := testenv.Call(t, cs, tool, map[string]any{"session_id": sid}, &o)
+		return o, res
+	}
+	for _, c := range []struct {
+		lang, sid, setup, handle, check, want string
+		saved                                 []string
+	}{
+		{"python", "pyck", "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndef double(x):\n    return x * 2\nfh = open('notes.txt', 'w')\nfh.write('hi')",
+			"fh", "double(int(df.a.sum()))", "12", []string{"df", "double"}},
+		{"r", "rck", "d <- data.frame(x = 1:3)\nf <- function(v) v * 10\ncon <- file('c.txt', 'w')",
+			"con", "f(sum(d$x))", "[1] 60", []string{"d", "f"}},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			tool := "execute_" + c.lang
+			exec(alice, tool, c.sid, c.setup)
+			if _, res := ckpt(bob, "checkpoint_session", c.sid); !res.IsError {
+				t.Fatal("another connection checkpointed the session")
+			}
+			o, res := ckpt(alice, "checkpoint_session", c.sid)
+			if res.IsError {
+				t.Fatalf("checkpoint: %s", testenv.Text(res))
+			}
+			for _, v := range c.saved {
+				if !strings.Contains(strings.Join(o.Saved, ","), v) {
+					t.Errorf("%s not saved: %+v", v, o)
+				}
+			}
+			if why := o.Skipped[c.handle]; why == "" || !strings.Contains(testenv.Text(res), c.handle) {
+				t.Errorf("the open handle %s is not reported as not saved: %+v", c.handle, o)
+			}
+			// A fresh namespace, then the checkpoint back in a new kernel.
+			if res := testenv.Call(t, alice, "restart_session", map[string]any{"session_id": c.sid}, nil); res.IsError {
+				t.Fatal(testenv.Text(res))
+			}
+			if _, res := ckpt(bob, "restore_session", c.sid); !res.IsError {
+				t.Fatal("another connection restored the session")
+			}
+			r, res := ckpt(alice, "restore_session", c.sid)
+			if res.IsError || !strings.Contains(r.Notice, "new kernel") || !strings.Contains(r.Notice, c.handle) {
+				t.Fatalf("restore: %s %+v", testenv.Text(res), r)
+			}
+			if got := exec(alice, tool, c.sid, c.check); got.ResultRepr != c.want {
+				t.Fatalf("%s after restore: %q (%+v)", c.check, got.ResultRepr, got)
+			}
+			var d fileOut
+			testenv.Call(t, alice, "download_file", map[string]any{"session_id": c.sid, "path": ".forge-checkpoint"}, &d)
+			if d.Error == nil {
+				t.Error("the namespace file was left in the working directory")
+			}
+			if res := testenv.Call(t, alice, "destroy_session", map[string]any{"session_id": c.sid}, nil); res.IsError {
+				t.Fatal(testenv.Text(res))
+			}
+			if _, res := ckpt(alice, "restore_session", c.sid); !res.IsError {
+				t.Fatal("a destroyed session's checkpoint was restored")
+			}
+		})
+	}
+}

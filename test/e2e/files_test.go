@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+type fileOut = mcpserver.FileOutput
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// decoded is a download's content as bytes.
+func decoded(t *testing.T, o fileOut) []byte {
+	t.Helper()
+	if o.Encoding == "base64" {
+		b, err := base64.StdEncoding.DecodeString(o.Content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return []byte(o.Content)
+}
+
+// fileRefused checks that a file call was refused with a RequestError naming why.
+func fileRefused(t *testing.T, res *mcp.CallToolResult, o fileOut, want string) {
+	t.Helper()
+	if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, want) {
+		t.Errorf("want a refusal mentioning %q, got isError=%v %+v: %s", want, res.IsError, o.Error, testenv.Text(res))
+	}
+	if o.Content != "" {
+		t.Errorf("a refused call returned content")
+	}
+}
+
+// An agent uploads a CSV, works on it with pandas, gets the result back
+// byte-exact; links and '..' planted or asked for are refused.
+func TestSessionFiles(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	run := func(code string) (out, *mcp.CallToolResult) {
+		t.Helper()
+		var o out
+		res := s.Call(t, "execute_python", map[string]any{"code": code, "session_id": "f"}, &o)
+		if res.IsError {
+			t.Fatalf("%s\n%+v", testenv.Text(res), o)
+		}
+		return o, res
+	}
+	call := func(tool string, args map[string]any) (fileOut, *mcp.CallToolResult) {
+		t.Helper()
+		var o fileOut
+		res := s.Call(t, tool, args, &o)
+		return o, res
+	}
+	// Before the session exists there is nowhere to put a file.
+	if o, res := call("upload_file", map[string]any{"session_id": "f", "path": "x.csv", "content": "a"}); !res.IsError || o.Error == nil {
+		t.Fatalf("upload to a session that does not exist: %s", testenv.Text(res))
+	}
+	run("import os, hashlib, pandas as pd")
+
+	csv := "a,b\n1,2\n3,4\n10,-5\n"
+	t.Run("upload, pandas, download byte-exact", func(t *testing.T) {
+		o, res := call("upload_file", map[string]any{"session_id": "f", "path": "data/in.csv", "content": csv})
+		if res.IsError || o.Size != int64(len(csv)) || o.Path != "data/in.csv" || o.MIMEType != "text/csv" {
+			t.Fatalf("%s %+v", testenv.Text(res), o)
+		}
+		r, res := run("df = pd.read_csv('data/in.csv')\nos.makedirs('output', exist_ok=True)\n" +
+			"df.assign(total=df.a + df.b).to_csv('output/result.csv', index=False)\n" +
+			"open('data/in.csv', 'a').write('7,7\\n')\n" + // the code owns uploaded files: it may change them
+			"hashlib.sha256(open('output/result.csv', 'rb').read()).hexdigest()")
+		want := "a,b,total\n1,2,3\n3,4,7\n10,-5,5\n"
+		if r.ResultRepr != `'`+sha([]byte(want))+`'` {
+			t.Fatalf("the code saw another file: %s (%s)", r.ResultRepr, testenv.Text(res))
+		}
+		// The new output file came back with the run, inline.
+		var found bool
+		for _, c := range res.Content {
+			if er, ok := c.(*mcp.EmbeddedResource); ok && strings.HasSuffix(er.Resource.URI, "/files/output/result.csv") {
+				found = er.Resource.Text == want && er.Resource.MIMEType == "text/csv"
+			}
+		}
+		if !found || len(r.Files) != 1 || !r.Files[0].Inline || r.Files[0].URI != "mcp://forge/sessions/f/files/output/result.csv" {
+			t.Fatalf("output file not attached: %+v\n%s", r.Files, testenv.Text(res))
+		}
+		d, res := call("download_file", map[string]any{"session_id": "f", "path": "output/result.csv"})
+		if res.IsError || string(decoded(t, d)) != want || d.Encoding != "text" {
+			t.Fatalf("download: %s %+v", testenv.Text(res), d)
+		}
+		if d, _ := call("download_file", map[string]any{"session_id": "f", "path": "./data//in.csv"}); string(decoded(t, d)) != csv+"7,7\n" {
+			t.Fatalf("the code's change to the uploaded file: %q", d.Content)
+		}
+		// A later run that writes nothing to output/ returns no files.
+		if r, _ := run("1"); len(r.Files) != 0 {
+			t.Fatalf("an unchanged file came back again: %+v", r.Files)
+		}
+	})
+
+	t.Run("binary round trip", func(t *testing.T) {
+		data := make([]byte, 70000)
+		rand.Read(data)
+		data[0], data[1] = 0, 0xff
+		if o, res := call("upload_file", map[string]any{"session_id": "f", "path": "bin/blob.dat", "content": base64.StdEncoding.EncodeToString(data), "encoding": "base64"}); res.IsError {
+			t.Fatalf("%s %+v", testenv.Text(res), o)
+		}
+		if r, _ := run("hashlib.sha256(open('bin/blob.dat', 'rb').read()).hexdigest()"); r.ResultRepr != `'`+sha(data)+`'` {
+			t.Fatalf("the code read another file: %s", r.ResultRepr)
+		}
+		d, res := call("download_file", map[string]any{"session_id": "f", "path": "bin/blob.dat"})
+		if res.IsError || d.Encoding != "base64" || !bytes.Equal(decoded(t, d), data) {
+			t.Fatalf("binary download differs: %s", testenv.Text(res))
+		}
+		o, res := call("upload_file", map[string]any{"session_id": "f", "path": "bad.bin", "content": "not base64!", "encoding": "base64"})
+		fileRefused(t, res, o, "base64")
+	})
+
+	t.Run("links, '..', pipes refused", func(t *testing.T) {
+		run("os.symlink('/etc/passwd', 'passwd')\nos.symlink('/', 'root')\nos.symlink('data/in.csv', 'inner')\nos.mkfifo('pipe')")
+		for _, c := range []struct{ tool, path, want string }{
+			{"download_file", "passwd", "symbolic link"},
+			{"download_file", "root/etc/passwd", "symbolic link"},
+			{"download_file", "inner", "symbolic link"},
+			{"upload_file", "root/tmp/evil", "symbolic link"},
+			{"download_file", "pipe", "not a regular file"},
+			{"download_file", "data", "directory"},
+			{"download_file", "../k/kernel.json", "'..'"},
+			{"download_file", "data/../../x", "'..'"},
+			{"upload_file", "../escape", "'..'"},
+			{"download_file", "/etc/passwd", "absolute"},
+			{"upload_file", "/tmp/evil", "absolute"},
+			{"download_file", "missing.csv", "no such file"},
+		} {
+			args := map[string]any{"session_id": "f", "path": c.path}
+			if c.tool == "upload_file" {
+				args["content"] = "evil"
+			}
+			o, res := call(c.tool, args)
+			fileRefused(t, res, o, c.want)
+		}
+		// The planted link was replaced by an upload, never written through.
+		if o, res := call("upload_file", map[string]any{"session_id": "f", "path": "passwd", "content": "mine"}); res.IsError {
+			t.Fatalf("%s %+v", testenv.Text(res), o)
+		}
+		if b, _ := os.ReadFile("/etc/passwd"); bytes.Equal(b, []byte("mine")) {
+			t.Fatal("an upload wrote through a link")
+		}
+		if r, _ := run("os.path.islink('passwd'), open('passwd').read()"); r.ResultRepr != "(False, 'mine')" {
+			t.Fatalf("after the upload: %s", r.ResultRepr)
+		}
+		var l mcpserver.ListOutput
+		s.Call(t, "list_files", map[string]any{"session_id": "f"}, &l)
+		types := map[string]string{}
+		for _, e := range l.Files {
+			types[e.Path] = e.Type
+		}
+		if types["root"] != "symlink" || types["pipe"] != "fifo" || types["data/in.csv"] != "file" || types["data"] != "directory" {
+			t.Fatalf("listing: %+v", types)
+		}
+		for p := range types {
+			if strings.HasPrefix(p, "root/") {
+				t.Fatalf("listed through a link: %s", p)
+			}
+		}
+		audit, _ := os.ReadFile(s.AuditLog)
+		for _, rule := range []string{`"rule":"file-link"`, `"rule":"file-path"`, `"rule":"file-type"`, `"rule":"file-not-found"`, `"rule":"file-encoding"`} {
+			if !bytes.Contains(audit, []byte(rule)) {
+				t.Errorf("audit log lacks %s", rule)
+			}
+		}
+	})
+
+	t.Run("2 MB output file as a resource link", func(t *testing.T) {
+		r, res := run("big = os.urandom(2 << 20)\nopen('output/big.bin', 'wb').write(big)\nhashlib.sha256(big).hexdigest()")
+		var link *mcp.ResourceLink
+		for _, c := range res.Content {
+			if l, ok := c.(*mcp.ResourceLink); ok {
+				link = l
+			}
+			if er, ok := c.(*mcp.EmbeddedResource); ok && strings.Contains(er.Resource.URI, "big.bin") {
+				t.Fatal("a 2 MB file was inlined")
+			}
+		}
+		if link == nil || link.URI != "mcp://forge/sessions/f/files/output/big.bin" || link.Size == nil || *link.Size != 2<<20 {
+			t.Fatalf("no resource link: %+v %+v", link, r.Files)
+		}
+		rr, err := s.Session.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: link.URI})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rr.Contents[0].Blob; len(got) != 2<<20 || `'`+sha(got)+`'` != r.ResultRepr {
+			t.Fatalf("resource read back %d bytes, sha differs", len(got))
+		}
+		// Through a resource URI too, '..' and links are refused.
+		for _, uri := range []string{"mcp://forge/sessions/f/files/../k/kernel.json", "mcp://forge/sessions/f/files/root/etc/passwd", "mcp://forge/sessions/f/files/%2E%2E/x"} {
+			if rr, err := s.Session.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+				t.Errorf("%s read: %+v", uri, rr.Contents)
+			}
+		}
+	})
+}
+
+// Files belong to the session's owner: another connection can neither
+// read, list nor write them; sizes over the limit are refused.
+func TestSessionFilesOwnership(t *testing.T) {
+	p := testenv.NewInProcess(t, func(c *config.Config) { c.Volumes.MaxFileSize = "1m" })
+	alice, bob := p.Connect(t), p.Connect(t)
+	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "1", "session_id": "mine"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	var o fileOut
+	if res := testenv.Call(t, alice, "upload_file", map[string]any{"session_id": "mine", "path": "secret.txt", "content": "s3cret"}, &o); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"download_file", map[string]any{"session_id": "mine", "path": "secret.txt"}},
+		{"list_files", map[string]any{"session_id": "mine"}},
+		{"upload_file", map[string]any{"session_id": "mine", "path": "secret.txt", "content": "overwritten"}},
+	} {
+		res := testenv.Call(t, bob, c.tool, c.args, nil)
+		if !res.IsError || strings.Contains(testenv.Text(res), "s3cret") || strings.Contains(testenv.Text(res), "secret.txt (") {
+			t.Errorf("%s by another connection: %s", c.tool, testenv.Text(res))
+		}
+	}
+	if _, err := bob.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp://forge/sessions/mine/files/secret.txt"}); err == nil {
+		t.Error("another connection read the file as a resource")
+	}
+	testenv.Call(t, alice, "download_file", map[string]any{"session_id": "mine", "path": "secret.txt"}, &o)
+	if o.Content != "s3cret" {
+		t.Fatalf("the owner's file changed: %+v", o)
+	}
+	big := base64.StdEncoding.EncodeToString(make([]byte, 1<<20+1))
+	o = fileOut{}
+	res := testenv.Call(t, alice, "upload_file", map[string]any{"session_id": "mine", "path": "big.bin", "content": big, "encoding": "base64"}, &o)
+	fileRefused(t, res, o, "volumes.max_file_size")
+}
+
+// Uploads count against the session's quota, which the kernel enforces
+// (each workspace is its own filesystem): what does not fit is refused
+// before anything is written, and the session's files stay intact.
+func TestSessionFilesQuota(t *testing.T) {
+	s := testenv.StartServer(t, "[volumes]\nsession_quota = \"20m\"\n")
+	if res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "q"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	chunk := base64.StdEncoding.EncodeToString(make([]byte, 9<<20))
+	var o fileOut
+	for _, name := range []string{"a.bin", "b.bin"} {
+		if res := s.Call(t, "upload_file", map[string]any{"session_id": "q", "path": name, "content": chunk, "encoding": "base64"}, &o); res.IsError {
+			t.Fatalf("9 MB into a 20 MB workspace: %s", testenv.Text(res))
+		}
+	}
+	o = fileOut{}
+	res := s.Call(t, "upload_file", map[string]any{"session_id": "q", "path": "c.bin", "content": chunk, "encoding": "base64"}, &o)
+	fileRefused(t, res, o, "volumes.session_quota")
+	var l mcpserver.ListOutput
+	s.Call(t, "list_files", map[string]any{"session_id": "q"}, &l)
+	for _, e := range l.Files {
+		if (e.Path != "a.bin" && e.Path != "b.bin") || e.Size != 9<<20 {
+			t.Errorf("after the refused upload: %+v", e)
+		}
+	}
+	audit, _ := os.ReadFile(s.AuditLog)
+	if !bytes.Contains(audit, []byte(`"rule":"file-quota"`)) {
+		t.Error("audit log lacks file-quota")
+	}
+}
