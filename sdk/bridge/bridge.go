@@ -50,8 +50,12 @@ type GenerateRequest struct {
 	Tools    []string // granted tools, as "server.tool"
 }
 
-// Bridge bridges MCP tools into the sandbox. Generate returns files (path
-// relative to the wrapper directory → content) for the granted tools only.
+// Bridge bridges MCP tools into the sandbox.
+//
+// Generate returns files (path relative to the wrapper directory →
+// content) that call each granted tool by its ID ("server.tool", which
+// therefore appears in them) and mention no tool that was not granted; a
+// grant naming an unknown tool, or an unsupported language, is an error.
 type Bridge interface {
 	ListTools(ctx context.Context) ([]Tool, error)
 	CallTool(ctx context.Context, req CallRequest) (CallResult, error)

@@ -41,7 +41,9 @@ func InvalidSpecs(valid builder.PlanRequest) []builder.PlanRequest {
 		return r
 	}
 	pkg := func(name, version string) builder.PlanRequest {
-		return with(func(r *builder.PlanRequest) { r.Packages = append(r.Packages, builder.Package{Name: name, Version: version}) })
+		return with(func(r *builder.PlanRequest) {
+			r.Packages = append(r.Packages, builder.Package{Name: name, Version: version})
+		})
 	}
 	return []builder.PlanRequest{
 		pkg("numpy; rm -rf /", ""),

@@ -31,7 +31,9 @@ func (f fakeBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Pla
 		}
 	}
 	ps := slices.Clone(r.Packages)
-	slices.SortFunc(ps, func(a, b builder.Package) int { return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
+	slices.SortFunc(ps, func(a, b builder.Package) int {
+		return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name))
+	})
 	h := sha256.New()
 	fmt.Fprintf(h, "%q %q %q %q %v\n", r.Language, r.BaseImage, r.Index.URL, r.Index.ExtraURLs, r.Index.Offline)
 	switch f.broken {
