@@ -133,3 +133,23 @@ func TestBridgeSuiteFailsBrokenBridges(t *testing.T) {
 		})
 	}
 }
+
+type imageBridge struct{ fakeBridge }
+
+func (imageBridge) CallTool(context.Context, bridge.CallRequest) (bridge.CallResult, error) {
+	return bridge.CallResult{Text: "plot", Images: []backend.Image{{Name: "fake.png", MIMEType: "image/png", Data: []byte("<script>not a png</script>")}}}, nil
+}
+
+// An image from a bridge passes the same check as a backend's on the
+// core's side: one that is not what it claims never reaches a client.
+func TestBridgeImagesChecked(t *testing.T) {
+	br := ServeBridge(t, plugin.Info{Name: "imagebridge", Version: "0.1.0"},
+		func(host.Host, backend.Config) (bridge.Bridge, error) { return imageBridge{}, nil }, NewLocalHost(t.TempDir()), nil)
+	res, err := br.CallTool(context.Background(), bridge.CallRequest{Server: "calc", Tool: "add"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Images) != 0 || !strings.Contains(res.Text, "image fake.png was not returned") {
+		t.Fatalf("a fake PNG passed: %+v", res)
+	}
+}
