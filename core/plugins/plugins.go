@@ -275,8 +275,8 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 	if err != nil {
 		return fail(fmt.Errorf("plugin %s: describe: %w", e.Name, err))
 	}
-	if d.Type != plugin.TypeBackend {
-		return fail(fmt.Errorf("plugin %s reports type %q; only %q plugins are supported by this core", e.Name, d.Type, plugin.TypeBackend))
+	if err := pluginhost.ExpectType(d, plugin.TypeBackend); err != nil {
+		return fail(err)
 	}
 	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
 	cfg := map[string]any{}

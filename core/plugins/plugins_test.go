@@ -171,3 +171,22 @@ func TestExitEvent(t *testing.T) {
 		t.Fatal("an exited process is not reported as exited")
 	}
 }
+
+// A builder plugin found in plugin_dir is refused with a reason, not
+// served as a backend, and the manager goes on.
+func TestBuilderPluginRefused(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mcp-forge-plugin-builder")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/builderplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build test plugin: %v\n%s", err, out)
+	}
+	m := NewManager([]Entry{{Name: "builder", Path: bin}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return nil },
+		audit.Discard{}, hclog.NewNullLogger())
+	defer m.Close()
+	_, err := m.Backend(context.Background(), "builder")
+	if err == nil || !strings.Contains(err.Error(), `type "builder", which is not used by this core yet`) {
+		t.Fatalf("want a clear refusal of the builder plugin, got %v", err)
+	}
+	waitFor(t, func() bool { return !pluginStarted(bin) })
+}

@@ -1,7 +1,9 @@
-// Package plugin is what a plugin author imports to serve a backend to the
-// MCP-Forge core; a plugin's main is one call:
+// Package plugin is what a plugin author imports to serve a backend, a
+// builder or a bridge to the MCP-Forge core; a plugin's main is one call:
 //
 //	func main() { plugin.ServeBackend(info, mybackend.New) }
+//	func main() { plugin.ServeBuilder(info, mybuilder.New) }
+//	func main() { plugin.ServeBridge(info, mybridge.New) }
 //
 // The transport (hashicorp/go-plugin over gRPC) stays out of this package's
 // API. The core's side, launching plugins, is sdk/pluginhost.
@@ -16,6 +18,8 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
+	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 )
 
@@ -55,14 +59,34 @@ func (i Info) Validate() error {
 // BinaryPrefix is how plugin executables are named: mcp-forge-plugin-<name>.
 const BinaryPrefix = "mcp-forge-plugin-"
 
-func (i Info) shim() shim.Info {
-	return shim.Info{Type: TypeBackend, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions}
+func (i Info) shim() shim.Info { return i.shimAs(TypeBackend) }
+
+func (i Info) shimAs(typ string) shim.Info {
+	return shim.Info{Type: typ, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions}
 }
 
 // ServeBackend serves a backend plugin; it returns only when the core ends
 // the plugin, and the plugin exits when the core process dies. Logs go to
 // stderr as JSON for the core to re-emit.
 func ServeBackend(info Info, factory backend.Factory) {
+	serve(info, func(max int) *goplugin.ServeConfig { return shim.ServeConfig(info.shim(), factory, max) })
+}
+
+// ServeBuilder serves a builder plugin, as ServeBackend a backend.
+func ServeBuilder(info Info, factory builder.Factory) {
+	serve(info, func(max int) *goplugin.ServeConfig {
+		return shim.ServeBuilderConfig(info.shimAs(TypeBuilder), factory, max)
+	})
+}
+
+// ServeBridge serves a bridge plugin, as ServeBackend a backend.
+func ServeBridge(info Info, factory bridge.Factory) {
+	serve(info, func(max int) *goplugin.ServeConfig {
+		return shim.ServeBridgeConfig(info.shimAs(TypeBridge), factory, max)
+	})
+}
+
+func serve(info Info, config func(maxMessage int) *goplugin.ServeConfig) {
 	if os.Getenv(shim.Handshake.MagicCookieKey) == "" {
 		fmt.Fprintf(os.Stderr, "%s %s is an MCP-Forge plugin: the mcp-forge server starts it; it is not run by hand.\n", info.Name, info.Version)
 		os.Exit(2)
@@ -73,7 +97,7 @@ func ServeBackend(info Info, factory backend.Factory) {
 	}
 	log := Logger(info.Name)
 	watchParent(log, func() { os.Exit(3) })
-	cfg := shim.ServeConfig(info.shim(), factory, maxMessageFromEnv(log))
+	cfg := config(maxMessageFromEnv(log))
 	cfg.Logger = log
 	goplugin.Serve(cfg)
 }

@@ -20,6 +20,8 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
+	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -39,6 +41,8 @@ type Client struct {
 	gp       *goplugin.Client
 	api      int
 	backend  *shim.BackendClient
+	builder  *shim.BuilderClient
+	bridge   *shim.BridgeClient
 	lifeline *os.File // held open while the plugin may live (see sdk/plugin's parent watch)
 }
 
@@ -63,14 +67,26 @@ func BackendPluginSet(info plugin.Info, factory backend.Factory) map[int]goplugi
 	return shim.BackendPluginSet(shimInfo(info), factory, 0)
 }
 
-func shimInfo(info plugin.Info) shim.Info {
-	return shim.Info{Type: plugin.TypeBackend, Name: info.Name, Version: info.Version, Description: info.Description}
+func shimInfo(info plugin.Info) shim.Info { return shimInfoAs(info, plugin.TypeBackend) }
+
+func shimInfoAs(info plugin.Info, typ string) shim.Info {
+	return shim.Info{Type: typ, Name: info.Name, Version: info.Version, Description: info.Description}
 }
 
 // ServeConfig is the configuration a plugin process serves with, for tests
 // that serve a backend in-process (go-plugin's test mode) and Attach to it.
 func ServeConfig(info plugin.Info, factory backend.Factory, maxMessage int) *goplugin.ServeConfig {
 	return shim.ServeConfig(shimInfo(info), factory, maxMessage)
+}
+
+// ServeBuilderConfig is ServeConfig for a builder.
+func ServeBuilderConfig(info plugin.Info, factory builder.Factory, maxMessage int) *goplugin.ServeConfig {
+	return shim.ServeBuilderConfig(shimInfoAs(info, plugin.TypeBuilder), factory, maxMessage)
+}
+
+// ServeBridgeConfig is ServeConfig for a bridge.
+func ServeBridgeConfig(info plugin.Info, factory bridge.Factory, maxMessage int) *goplugin.ServeConfig {
+	return shim.ServeBridgeConfig(shimInfoAs(info, plugin.TypeBridge), factory, maxMessage)
 }
 
 // Launch starts the plugin binary at path, negotiates the API version and
@@ -116,13 +132,14 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 		}
 		return nil, fmt.Errorf("start plugin %s: %w", path, err)
 	}
-	raw, err := rpc.Dispense(plugin.TypeBackend)
+	c, err := dispense(gp, rpc)
 	if err != nil {
 		lifeW.Close()
 		gp.Kill()
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
-	return &Client{gp: gp, api: gp.NegotiatedVersion(), backend: raw.(*shim.BackendClient), lifeline: lifeW}, nil
+	c.lifeline = lifeW
+	return c, nil
 }
 
 // Attach connects to a plugin served in this process (go-plugin's test
@@ -138,12 +155,34 @@ func Attach(rc *goplugin.ReattachConfig, maxMessage int, logger hclog.Logger) (*
 		gp.Kill()
 		return nil, fmt.Errorf("attach plugin: %w", err)
 	}
-	raw, err := rpc.Dispense(plugin.TypeBackend)
+	c, err := dispense(gp, rpc)
 	if err != nil {
 		gp.Kill()
 		return nil, fmt.Errorf("attach plugin: %w", err)
 	}
-	return &Client{gp: gp, api: gp.NegotiatedVersion(), backend: raw.(*shim.BackendClient)}, nil
+	return c, nil
+}
+
+// dispense makes the client of every plugin type over the one connection:
+// which type the plugin is, it says itself (Describe); a client is only a
+// wrapper until it is called, and the Plugin service is common to all.
+func dispense(gp *goplugin.Client, rpc goplugin.ClientProtocol) (*Client, error) {
+	c := &Client{gp: gp, api: gp.NegotiatedVersion()}
+	for _, typ := range []string{plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge} {
+		raw, err := shim.Dispense(rpc, typ)
+		if err != nil {
+			return nil, err
+		}
+		switch v := raw.(type) {
+		case *shim.BackendClient:
+			c.backend = v
+		case *shim.BuilderClient:
+			c.builder = v
+		case *shim.BridgeClient:
+			c.bridge = v
+		}
+	}
+	return c, nil
 }
 
 // Describe asks the plugin who it is and checks the answer: a semver
@@ -168,6 +207,20 @@ func Check(d Described, api int) error {
 	return nil
 }
 
+// ExpectType refuses a plugin whose reported type is not one of want: a
+// core launches a plugin for one purpose, and a plugin of another type
+// answers none of that purpose's calls.
+func ExpectType(d Described, want ...string) error {
+	if slices.Contains(want, d.Type) {
+		return nil
+	}
+	switch d.Type {
+	case plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge:
+		return fmt.Errorf("plugin %s is of type %q, which is not used by this core yet (it loads %s plugins); remove it from plugin_dir or [plugins]", d.Name, d.Type, strings.Join(want, ", "))
+	}
+	return fmt.Errorf("plugin %s reports type %q, which no MCP-Forge SDK knows (types: %s, %s, %s)", d.Name, d.Type, plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge)
+}
+
 // APIVersion is the negotiated plugin API version.
 func (c *Client) APIVersion() int { return c.api }
 
@@ -180,6 +233,13 @@ func (c *Client) Configure(ctx context.Context, h host.Host, cfg []byte) error {
 // Backend is the plugin as a backend.Backend (a backend.SessionBackend when
 // the plugin is stateful: check Capabilities).
 func (c *Client) Backend() backend.Backend { return c.backend }
+
+// Builder is the plugin as a builder.Builder (check Describe's Type first:
+// a plugin of another type answers its calls with Unimplemented).
+func (c *Client) Builder() builder.Builder { return c.builder }
+
+// Bridge is the plugin as a bridge.Bridge (check Describe's Type first).
+func (c *Client) Bridge() bridge.Bridge { return c.bridge }
 
 // Exited reports whether the plugin process has ended.
 func (c *Client) Exited() bool { return c.gp.Exited() }

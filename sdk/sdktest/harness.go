@@ -1,6 +1,7 @@
-// Package sdktest runs a backend plugin in-process over real gRPC against a
-// host of your choosing, and holds the conformance suite every backend —
-// ours or a third party's — is expected to pass.
+// Package sdktest runs a plugin (backend, builder or bridge) in-process over
+// real gRPC against a host of your choosing, and holds the conformance
+// suites every plugin of each type — ours or a third party's — is expected
+// to pass.
 package sdktest
 
 import (
@@ -13,6 +14,8 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
+	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
@@ -30,12 +33,18 @@ func Serve(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host,
 // on both sides, as the core sets it for real plugins.
 func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host, cfg []byte, maxMessage int) backend.Backend {
 	t.Helper()
+	return serveInProcess(t, info, plugin.TypeBackend, pluginhost.ServeConfig(info, factory, maxMessage), h, cfg, maxMessage).Backend()
+}
+
+// serveInProcess serves sc in this process, attaches the core's client to
+// it, checks what it reports against info and typ, and configures it.
+func serveInProcess(t testing.TB, info plugin.Info, typ string, sc *goplugin.ServeConfig, h host.Host, cfg []byte, maxMessage int) *pluginhost.Client {
+	t.Helper()
 	// go-plugin's test mode: the plugin's serve configuration served in
 	// this process, and the core's client configuration attached to it.
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *goplugin.ReattachConfig, 1)
 	closed := make(chan struct{})
-	sc := pluginhost.ServeConfig(info, factory, maxMessage)
 	sc.Logger = hclog.NewNullLogger()
 	sc.Test = &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
 	go goplugin.Serve(sc)
@@ -60,13 +69,13 @@ func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h hos
 	if err != nil {
 		t.Fatalf("info: %v", err)
 	}
-	if got.Name != info.Name || got.Version != info.Version || got.Type != plugin.TypeBackend {
-		t.Fatalf("info round trip: got %+v, want %+v", got, info)
+	if got.Name != info.Name || got.Version != info.Version || got.Type != typ {
+		t.Fatalf("info round trip: got %+v, want %+v of type %s", got, info, typ)
 	}
 	if err := c.Configure(context.Background(), h, cfg); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
-	return c.Backend()
+	return c
 }
 
 // Launch runs a plugin binary the way the core does (sdk/pluginhost: a
@@ -78,16 +87,52 @@ func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h hos
 // the real binary against real Podman and the real policy.
 func Launch(t testing.TB, path string, h host.Host, cfg []byte) backend.Backend {
 	t.Helper()
+	return launch(t, path, plugin.TypeBackend, h, cfg).Backend()
+}
+
+// LaunchBuilder is Launch for a builder plugin binary.
+func LaunchBuilder(t testing.TB, path string, h host.Host, cfg []byte) builder.Builder {
+	t.Helper()
+	return launch(t, path, plugin.TypeBuilder, h, cfg).Builder()
+}
+
+// LaunchBridge is Launch for a bridge plugin binary.
+func LaunchBridge(t testing.TB, path string, h host.Host, cfg []byte) bridge.Bridge {
+	t.Helper()
+	return launch(t, path, plugin.TypeBridge, h, cfg).Bridge()
+}
+
+func launch(t testing.TB, path, typ string, h host.Host, cfg []byte) *pluginhost.Client {
+	t.Helper()
 	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{})
 	if err != nil {
 		t.Fatalf("launch %s: %v", path, err)
 	}
 	t.Cleanup(c.Kill)
-	if _, err := c.Describe(context.Background()); err != nil {
+	d, err := c.Describe(context.Background())
+	if err != nil {
 		t.Fatalf("describe %s: %v", path, err)
+	}
+	if err := pluginhost.ExpectType(d, typ); err != nil {
+		t.Fatalf("launch %s: %v", path, err)
 	}
 	if err := c.Configure(context.Background(), h, cfg); err != nil {
 		t.Fatalf("configure %s: %v", path, err)
 	}
-	return c.Backend()
+	return c
+}
+
+// ServeBuilder is Serve for a builder: in-process over real gRPC, through
+// the same shims and limits as a real plugin.
+func ServeBuilder(t testing.TB, info plugin.Info, factory builder.Factory, h host.Host, cfg []byte) builder.Builder {
+	t.Helper()
+	max := plugin.DefaultMaxMessage
+	return serveInProcess(t, info, plugin.TypeBuilder, pluginhost.ServeBuilderConfig(info, factory, max), h, cfg, max).Builder()
+}
+
+// ServeBridge is Serve for a bridge.
+func ServeBridge(t testing.TB, info plugin.Info, factory bridge.Factory, h host.Host, cfg []byte) bridge.Bridge {
+	t.Helper()
+	max := plugin.DefaultMaxMessage
+	return serveInProcess(t, info, plugin.TypeBridge, pluginhost.ServeBridgeConfig(info, factory, max), h, cfg, max).Bridge()
 }

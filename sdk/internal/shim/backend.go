@@ -52,7 +52,7 @@ func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) er
 
 // GRPCClient returns a *BackendClient (core side).
 func (p *BackendPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BackendClient{broker: broker, plugin: pb.NewPluginClient(conn), backend: pb.NewBackendClient(conn), maxMessage: p.maxMessage()}, nil
+	return &BackendClient{pluginClient: newPluginClient(broker, conn, p.maxMessage()), backend: pb.NewBackendClient(conn)}, nil
 }
 
 type backendServer struct {
@@ -80,22 +80,34 @@ func infoToPB(i Info) *pb.Info {
 }
 
 func (s *backendServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
+	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
+		impl, err := s.factory(h, cfg)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.impl = impl
+		s.mu.Unlock()
+		return nil
+	})
+}
+
+// configure is the Plugin service's Configure for every plugin type: it
+// checks the negotiated version, dials the host services and hands them to
+// build (the type's factory).
+func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.ConfigureRequest, build func(host.Host, backend.Config) error) (*pb.Empty, error) {
 	// The core sends the version the handshake negotiated; serving another
 	// one would mean the two sides disagree about every message.
-	if !slices.Contains(s.info.APIVersions, int(r.ApiVersion)) {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s speaks plugin API versions %v, and the core asked for %d", s.info.Name, s.info.APIVersions, r.ApiVersion)
+	if !slices.Contains(info.APIVersions, int(r.ApiVersion)) {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s speaks plugin API versions %v, and the core asked for %d", info.Name, info.APIVersions, r.ApiVersion)
 	}
-	conn, err := s.broker.DialWithOptions(r.HostBrokerId, DialOptions(s.maxMessage)...)
+	conn, err := broker.DialWithOptions(r.HostBrokerId, DialOptions(maxMessage)...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
 	}
-	impl, err := s.factory(NewHostClient(conn), backend.Config(r.ConfigJson))
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", s.info.Name, err)
+	if err := build(NewHostClient(conn), backend.Config(r.ConfigJson)); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.Name, err)
 	}
-	s.mu.Lock()
-	s.impl = impl
-	s.mu.Unlock()
 	return &pb.Empty{}, nil
 }
 
@@ -186,14 +198,24 @@ func resultFromPB(r *pb.ExecuteResult) backend.ExecuteResult {
 
 // BackendClient is the core's handle on a backend plugin.
 type BackendClient struct {
+	pluginClient
+	backend pb.BackendClient
+}
+
+// pluginClient is the core's side of the Plugin service, which every
+// plugin type serves.
+type pluginClient struct {
 	broker     *plugin.GRPCBroker
 	plugin     pb.PluginClient
-	backend    pb.BackendClient
 	maxMessage int
 }
 
+func newPluginClient(broker *plugin.GRPCBroker, conn *grpc.ClientConn, maxMessage int) pluginClient {
+	return pluginClient{broker: broker, plugin: pb.NewPluginClient(conn), maxMessage: maxMessage}
+}
+
 // Info asks the plugin who it is.
-func (c *BackendClient) Info(ctx context.Context) (Info, error) {
+func (c *pluginClient) Info(ctx context.Context) (Info, error) {
 	r, err := c.plugin.GetInfo(ctx, &pb.Empty{})
 	if err != nil {
 		return Info{}, fromStatus(err)
@@ -206,7 +228,7 @@ func (c *BackendClient) Info(ctx context.Context) (Info, error) {
 }
 
 // Configure serves h to the plugin over the broker and hands it its config.
-func (c *BackendClient) Configure(ctx context.Context, h host.Host, cfg []byte, apiVersion int) error {
+func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg []byte, apiVersion int) error {
 	id := c.broker.NextId()
 	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(opts, ServerOptions(c.maxMessage)...)...)

@@ -1,0 +1,213 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+)
+
+// BuilderPlugin is the go-plugin GRPCPlugin for builders. The plugin side
+// sets Info and Factory; the core side leaves them empty.
+type BuilderPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Info       Info
+	Factory    builder.Factory
+	MaxMessage int // 0: DefaultMaxMessage
+}
+
+// GRPCServer registers the Plugin and Builder services (plugin side).
+func (p *BuilderPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	srv := &builderServer{info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}
+	pb.RegisterPluginServer(s, srv)
+	pb.RegisterBuilderServer(s, srv)
+	return nil
+}
+
+// GRPCClient returns a *BuilderClient (core side).
+func (p *BuilderPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &BuilderClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderClient(conn)}, nil
+}
+
+type builderServer struct {
+	pb.UnimplementedPluginServer
+	pb.UnimplementedBuilderServer
+	info       Info
+	factory    builder.Factory
+	broker     *plugin.GRPCBroker
+	maxMessage int
+
+	mu   sync.Mutex
+	impl builder.Builder
+}
+
+func (s *builderServer) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
+	return infoToPB(s.info), nil
+}
+
+func (s *builderServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
+	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
+		impl, err := s.factory(h, cfg)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.impl = impl
+		s.mu.Unlock()
+		return nil
+	})
+}
+
+func (s *builderServer) builder() (builder.Builder, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.impl == nil {
+		return nil, status.Error(codes.FailedPrecondition, "builder not configured: the host must call Configure first")
+	}
+	return s.impl, nil
+}
+
+func (s *builderServer) Plan(ctx context.Context, r *pb.PlanRequest) (*pb.BuildPlan, error) {
+	b, err := s.builder()
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.Plan(ctx, planRequestFromPB(r))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.BuildPlan{CacheKey: p.CacheKey, Packages: packagesToPB(p.Packages), Steps: p.Steps, Warnings: p.Warnings}, nil
+}
+
+func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer) error {
+	b, err := s.builder()
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // progress may come from several goroutines; a stream sends from one
+	done := false
+	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId, WorkspaceID: r.WorkspaceId},
+		func(p builder.Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			if done {
+				return // a late report after Build returned has no stream to go to
+			}
+			_ = stream.Send(&pb.BuildEvent{Kind: &pb.BuildEvent_Progress{Progress: &pb.BuildProgress{
+				Phase: p.Phase, Step: int32(p.Step), Steps: int32(p.Steps), Message: fitEvent(p.Message, s.maxMessage)}}})
+		})
+	mu.Lock()
+	defer mu.Unlock()
+	done = true
+	if err != nil {
+		return toStatus(err)
+	}
+	out := &pb.BuildOutcome{CacheKey: res.CacheKey, Dir: res.Dir, SizeBytes: res.SizeBytes, Warnings: res.Warnings}
+	for _, l := range res.Lock {
+		out.Lock = append(out.Lock, &pb.LockedPackage{Name: l.Name, Version: l.Version, Hashes: l.Hashes})
+	}
+	return stream.Send(&pb.BuildEvent{Kind: &pb.BuildEvent_Outcome{Outcome: out}})
+}
+
+func packagesToPB(ps []builder.Package) []*pb.BuildPackage {
+	var out []*pb.BuildPackage
+	for _, p := range ps {
+		out = append(out, &pb.BuildPackage{Name: p.Name, Version: p.Version})
+	}
+	return out
+}
+
+func packagesFromPB(ps []*pb.BuildPackage) []builder.Package {
+	var out []builder.Package
+	for _, p := range ps {
+		out = append(out, builder.Package{Name: p.Name, Version: p.Version})
+	}
+	return out
+}
+
+func planRequestToPB(r builder.PlanRequest) *pb.PlanRequest {
+	return &pb.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesToPB(r.Packages),
+		Index: &pb.IndexSettings{Url: r.Index.URL, ExtraUrls: r.Index.ExtraURLs, Offline: r.Index.Offline}}
+}
+
+func planRequestFromPB(r *pb.PlanRequest) builder.PlanRequest {
+	if r == nil {
+		return builder.PlanRequest{}
+	}
+	out := builder.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesFromPB(r.Packages)}
+	if ix := r.Index; ix != nil {
+		out.Index = builder.Index{URL: ix.Url, ExtraURLs: ix.ExtraUrls, Offline: ix.Offline}
+	}
+	return out
+}
+
+// BuilderClient is the core's handle on a builder plugin.
+type BuilderClient struct {
+	pluginClient
+	builder pb.BuilderClient
+}
+
+// Plan implements builder.Builder.
+func (c *BuilderClient) Plan(ctx context.Context, req builder.PlanRequest) (builder.Plan, error) {
+	r, err := c.builder.Plan(ctx, planRequestToPB(req))
+	if err != nil {
+		return builder.Plan{}, fromStatus(err)
+	}
+	return builder.Plan{CacheKey: r.CacheKey, Packages: packagesFromPB(r.Packages), Steps: r.Steps, Warnings: r.Warnings}, nil
+}
+
+// Build implements builder.Builder.
+func (c *BuilderClient) Build(ctx context.Context, req builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
+	stream, err := c.builder.Build(ctx, &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID, WorkspaceId: req.WorkspaceID})
+	if err != nil {
+		return builder.BuildResult{}, fromStatus(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return builder.BuildResult{}, errors.New("build ended without a result")
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return builder.BuildResult{}, ctx.Err()
+			}
+			return builder.BuildResult{}, fromStatus(err)
+		}
+		// Events already in flight when the core cancelled are not
+		// delivered: a cancelled build is cancelled, whatever it sent.
+		if ctx.Err() != nil {
+			return builder.BuildResult{}, ctx.Err()
+		}
+		switch k := ev.Kind.(type) {
+		case *pb.BuildEvent_Progress:
+			if progress != nil {
+				p := k.Progress
+				progress(builder.Progress{Phase: p.Phase, Step: int(p.Step), Steps: int(p.Steps), Message: p.Message})
+			}
+		case *pb.BuildEvent_Outcome:
+			o := k.Outcome
+			out := builder.BuildResult{CacheKey: o.CacheKey, Dir: o.Dir, SizeBytes: o.SizeBytes, Warnings: o.Warnings}
+			for _, l := range o.Lock {
+				out.Lock = append(out.Lock, builder.Locked{Name: l.Name, Version: l.Version, Hashes: l.Hashes})
+			}
+			return out, nil
+		}
+	}
+}
+
+var (
+	_ builder.Builder   = (*BuilderClient)(nil)
+	_ pb.BuilderServer  = (*builderServer)(nil)
+	_ pb.PluginServer   = (*builderServer)(nil)
+	_ plugin.GRPCPlugin = (*BuilderPlugin)(nil)
+)
