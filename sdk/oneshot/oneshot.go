@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,6 +241,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	res.Stdout = validText(stdout, res.StdoutBytes > int64(len(stdout)), "stdout", &replaced)
 	res.Stderr = validText(stderr, res.StderrBytes > int64(len(stderr)), "stderr", &replaced)
 	if len(replaced) > 0 {
+		slices.Sort(replaced) // the same order as the plugin boundary's notice
 		res.Notices = append(res.Notices, sanitize.InvalidUTF8Notice(replaced))
 	}
 	res.Success = res.Error == nil && res.ExitCode == 0

@@ -23,7 +23,9 @@ func TestNothingLeftUnderBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := testenv.StartServer(t, "[plugins.bash]\npath = \""+bin+"\"\nsha256 = \""+sum+"\"\n")
+	// bash has sessions only: a call without session_id runs in a throw-away
+	// session when the configuration makes it the stateless default.
+	s := testenv.StartServer(t, "[execution.default_backend]\nbash = \"bash\"\n[plugins.bash]\npath = \""+bin+"\"\nsha256 = \""+sum+"\"\n")
 	call := func(tool string, args map[string]any) out {
 		t.Helper()
 		var o out

@@ -67,7 +67,7 @@ authorization_servers = ["https://idp.example"]
 		t.Errorf("token without mcp:run: %d %s, want 403", code, body)
 	}
 	bob := s.MustConnect(t, token("mcp:run"))
-	if res, out := call(t, bob, "execute_python", map[string]any{"code": "6*7"}); res.IsError || out.Result != float64(42) {
+	if res, out := call(t, bob, "execute_python", map[string]any{"code": "6*7"}); res.IsError || out.Result != "42" {
 		t.Fatalf("bob with a JWT: %s", testenv.Text(res))
 	}
 	alice := s.MustConnect(t, keys["alice"])

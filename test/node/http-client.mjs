@@ -33,7 +33,7 @@ if (!schema.required?.includes("code")) fail(`schema: ${JSON.stringify(schema)}`
 
 const res = await client.callTool({ name: "execute_python", arguments: { code: "print('from node')\nsum([20, 22])" } });
 if (res.isError) fail(JSON.stringify(res));
-if (res.structuredContent?.result !== 42) fail(`result: ${JSON.stringify(res.structuredContent)}`);
+if (res.structuredContent?.result !== "42") fail(`result: ${JSON.stringify(res.structuredContent)}`);
 if (res.structuredContent?.stdout !== "from node\n") fail(`stdout: ${JSON.stringify(res.structuredContent)}`);
 
 const bad = await client.callTool({ name: "execute_python", arguments: { code: "1/0" } });
@@ -41,7 +41,7 @@ if (!bad.isError || bad.structuredContent?.error?.type !== "ZeroDivisionError") 
 
 await client.callTool({ name: "execute_python", arguments: { code: "n = 41", session_id: "ts" } });
 const again = await client.callTool({ name: "execute_python", arguments: { code: "n + 1", session_id: "ts" } });
-if (again.structuredContent?.result !== 42) fail(`session: ${JSON.stringify(again)}`);
+if (again.structuredContent?.result !== "42") fail(`session: ${JSON.stringify(again)}`);
 
 const resources = await client.listResources();
 if (!resources.resources.some((r) => r.uri === "mcp://forge/environment/info")) fail("environment resource missing");
