@@ -305,7 +305,7 @@ func TestHTTPQuotas(t *testing.T) {
 	}()
 	testenv.WaitFor(t, "dave's long run to start", time.Minute, func() bool {
 		b, _ := os.ReadFile(s.AuditLog)
-		return strings.Count(string(b), `"event":"execution.request","severity":"info","session_id":"d1"`) >= 2
+		return strings.Count(string(b), `"event":"execution.request","severity":"info","session_id":"d1-`) >= 2
 	})
 	res, _ = call(t, dave, "execute_python", map[string]any{"code": "1"})
 	refused := testenv.Text(res)
