@@ -167,13 +167,13 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 	if err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing) {
 		err = fmt.Errorf("%w: %s", err, cp.hint)
 	}
-	f, ferr := e.ws.SessionFiles(id)
+	f, ferr := e.ws.SessionFiles(s.Internal)
 	if err == nil {
 		err = ferr
 	}
 	if err == nil {
 		// Built beside the old one and swapped in, so a failure keeps it.
-		dir := e.checkpointDir(id)
+		dir := e.checkpointDir(s.Internal)
 		tmp := dir + ".new"
 		os.RemoveAll(tmp)
 		var left []string
@@ -215,7 +215,8 @@ func dirSize(dir string) int64 {
 // the saved variables loaded.
 func (e *Engine) RestoreSession(ctx context.Context, client, id string) (CheckpointInfo, SessionView, error) {
 	const tool = "restore_session"
-	dir := e.checkpointDir(id)
+	// Keyed like the session's workspace: by owner and id.
+	dir := e.checkpointDir(internalID(client, id))
 	var meta struct {
 		CheckpointInfo
 		Owner string `json:"owner"`
@@ -252,12 +253,12 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 		err = e.reopen(ctx, s) // a new kernel, whatever the old one held
 	} else if err = e.open(ctx, s); err != nil {
 		e.drop(s)
-		e.removeWorkspace(id)
+		e.removeWorkspace(s.Internal)
 	}
 	var info CheckpointInfo
 	if err == nil {
 		e.setState(s, StateBusy)
-		f, ferr := e.ws.SessionFiles(id)
+		f, ferr := e.ws.SessionFiles(internalID(client, id))
 		err = ferr
 		if err == nil {
 			err = f.CopyIn(filepath.Join(dir, "work"))

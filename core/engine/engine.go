@@ -65,7 +65,7 @@ type Engine struct {
 	limits  limits
 
 	mu       sync.Mutex
-	sessions map[string]*Session
+	sessions map[sessionKey]*Session
 	slots    chan struct{}   // execution.max_concurrent_runs
 	notices  []func() string // notices.go: added to every result
 }
@@ -80,7 +80,7 @@ type limits struct {
 // server must not start with.
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
 	size := func(s string) int64 { n, _ := config.ParseSize(s); return n } // validated with the configuration
-	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[string]*Session{},
+	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[sessionKey]*Session{},
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits{code: size(cfg.Execution.MaxCodeSize), output: size(cfg.Execution.MaxOutput), image: size(cfg.Execution.MaxImageSize),
 			envValue: size(cfg.Execution.MaxEnvValue), envTotal: size(cfg.Execution.MaxEnvTotal)}}
@@ -97,6 +97,7 @@ func (e *Engine) PluginStatuses() []plugins.Status { return e.plugins.Statuses()
 const (
 	RuleCodeEmpty          = "code-empty"
 	RuleCodeSize           = "code-size"
+	RuleCodeNUL            = "code-nul"
 	RuleTimeout            = "timeout"
 	RuleTimeoutMax         = "timeout-max"
 	RuleMCPTools           = "mcp-tools-unavailable"
@@ -114,7 +115,6 @@ const (
 	RuleNoBackend          = "no-backend"
 	RuleSessionID          = "session-id"
 	RuleSessionNotFound    = "session-not-found"
-	RuleSessionOwner       = "session-owner"
 	RuleSessionLanguage    = "session-language"
 	RuleSessionsMax        = "sessions-max"
 	RuleVariableName       = "variable-name"
@@ -163,17 +163,24 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 	if re.Audit != "" {
 		msg = re.Audit
 	}
-	e.rec.Record(audit.Entry{Event: event, Severity: severity, SessionID: auditID(sessionID), UserID: client, Success: false, Error: msg, Details: d})
+	internal := auditID(client, sessionID)
+	if internal != "" {
+		d["session"] = sessionID
+	}
+	e.rec.Record(audit.Entry{Event: event, Severity: severity, SessionID: internal, UserID: client, Success: false, Error: msg, Details: d})
 	return err
 }
 
-// auditID keeps an invalid session id (which may be hostile: a path, a
-// megabyte) out of the audit log's session field.
-func auditID(id string) string {
-	if workspace.CheckSessionID(id) != nil {
+// auditID is the audit log's session_id for client's session id: the
+// internal id (internalID), which also names the session's workspace and
+// container, so that one session's lines are found by one value even when
+// two owners use the same id; details.session holds the id the user chose.
+// An invalid id (which may be hostile: a path, a megabyte) and no id give "".
+func auditID(client, id string) string {
+	if id == "" || workspace.CheckSessionID(id) != nil {
 		return ""
 	}
-	return id
+	return internalID(client, id)
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -192,6 +199,10 @@ func (e *Engine) validate(req Request) error {
 	}
 	if int64(len(req.Code)) > e.limits.code {
 		return refusal(RuleCodeSize, "code is %d bytes, over the %s limit (execution.max_code_size); send less code, or load data from files", len(req.Code), e.cfg.Execution.MaxCodeSize)
+	}
+	if i := strings.IndexByte(req.Code, 0); i >= 0 {
+		// No language takes a NUL in its source; a runner would only crash on it.
+		return refusal(RuleCodeNUL, "code holds a NUL byte on line %d; remove it (write binary data with escapes such as \\x00)", strings.Count(req.Code[:i], "\n")+1)
 	}
 	if req.SessionID != "" && workspace.CheckSessionID(req.SessionID) != nil {
 		return refusal(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", quoted(req.SessionID))
@@ -278,13 +289,21 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		timeout = req.Timeout
 	}
 	runID := newID()
-	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: req.SessionID, UserID: req.Client, Success: true, Details: map[string]any{
+	sessionID := "" // what the backend sees: the internal id
+	if s != nil {
+		sessionID = s.Internal
+	}
+	details := map[string]any{
 		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": audit.HashCode(req.Code), "code_bytes": len(req.Code),
 		"timeout_s": timeout, "image": req.CustomImage, "env_names": slices.Sorted(maps.Keys(req.Environment)),
-	}})
+	}
+	if s != nil {
+		details["session"] = req.SessionID
+	}
+	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: sessionID, UserID: req.Client, Success: true, Details: details})
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
-		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: req.SessionID, RunID: runID,
+		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: sessionID, RunID: runID,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
 	select {
@@ -308,7 +327,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		}
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
-		res.Notices = append(res.Notices, fmt.Sprintf("the working directory is limited to %s (volumes.session_quota); write less, or to /tmp (limited by security.tmpfs_size)", e.cfg.Volumes.SessionQuota))
+		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
@@ -318,8 +337,11 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 }
 
 func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteResult, err error) {
-	entry := audit.Entry{Event: audit.ExecutionComplete, SessionID: req.SessionID, UserID: req.Client, Success: err == nil && res.Success,
+	entry := audit.Entry{Event: audit.ExecutionComplete, SessionID: auditID(req.Client, req.SessionID), UserID: req.Client, Success: err == nil && res.Success,
 		Details: map[string]any{"run_id": runID, "backend": name, "duration_ms": res.Duration.Milliseconds(), "exit_code": res.ExitCode}}
+	if req.SessionID != "" {
+		entry.Details["session"] = req.SessionID
+	}
 	if res.Error != nil {
 		entry.Details["error_name"] = res.Error.Name
 	}

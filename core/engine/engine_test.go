@@ -260,6 +260,7 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 		{"mcp tools", nil, Request{MCPTools: []string{"memory"}}, RuleMCPTools, "bridge plugin"},
 		{"custom image", nil, Request{CustomImage: "docker.io/library/python:3"}, RuleImage, "images.allowed"},
 		{"traversal session id", nil, Request{SessionID: "../../etc"}, RuleSessionID, "is invalid"},
+		{"NUL in code", nil, Request{Code: "x = 1\n\x00"}, RuleCodeNUL, "line 2"},
 		{"env name", nil, Request{Environment: map[string]string{"1BAD": secret}}, RuleEnvName, `"1BAD"`},
 		{"env name with NUL", nil, Request{Environment: map[string]string{"A\x00B": secret}}, RuleEnvName, "invalid"},
 		{"env reserved", nil, Request{Environment: map[string]string{"FORGE_IN": secret}}, RuleEnvReserved, "FORGE_"},
@@ -405,9 +406,9 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
+	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleCodeNUL, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
 		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, RuleBackendUnknown, RuleBackendUnavailable, RuleBackendAmbiguous, RuleBackendLanguage,
-		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionOwner, RuleSessionLanguage, RuleSessionsMax, RuleVariableName} {
+		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}

@@ -86,7 +86,7 @@ func (e *Engine) sessionFiles(client, id, tool string) (*Session, *workspace.Fil
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := e.ws.SessionFiles(id)
+	f, err := e.ws.SessionFiles(s.Internal)
 	if err != nil {
 		return nil, nil, e.refuse(client, id, tool, &RequestError{Rule: RuleFileNotFound,
 			Msg: fmt.Sprintf("session %q has no files yet: its kernel has not started (run code in it first)", id)}, nil)
@@ -170,7 +170,7 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 		}
 	}
 	if q := e.ws.Quota(); q > 0 && !e.ws.Enforced() {
-		if used, _ := (&workspace.Workspace{Path: e.ws.SessionPath(id)}).Usage(q); used+int64(len(data)) > q {
+		if used, _ := (&workspace.Workspace{Path: e.ws.SessionPath(s.Internal)}).Usage(q); used+int64(len(data)) > q {
 			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), len(data), used))
 		}
 	}

@@ -49,7 +49,7 @@ func TestRestoreRefusals(t *testing.T) {
 		t.Fatalf("a path as id: %v", err)
 	}
 	// Another connection's checkpoint answers like none, audited apart.
-	dir := r.e.checkpointDir("s")
+	dir := r.e.checkpointDir(internalID("c1", "s"))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

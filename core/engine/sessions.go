@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -32,7 +34,8 @@ const (
 // Session is a stateful session as the engine tracks it. Fields are read
 // under Engine.mu; operations on the kernel hold the session's own lock.
 type Session struct {
-	ID         string
+	ID         string // the id its owner chose; unique only per owner
+	Internal   string // internalID(Owner, ID): the id below the engine (plugins, workspace, containers, audit)
 	Backend    string
 	Language   string
 	Owner      string // the MCP connection that created it
@@ -77,6 +80,33 @@ type SessionView struct {
 // ErrNoSession is an unknown session id (or one of another connection).
 var ErrNoSession = errors.New("no such session")
 
+// sessionKey is how the engine finds a session: ids are chosen by their
+// owners, so two owners (tenants over HTTP, connections over stdio) may
+// both call theirs "main".
+type sessionKey struct{ owner, id string }
+
+// internalIDHash is how many hex digits of the owner hash an internal id
+// carries: 64 bits, so that collisions among one server's sessions are
+// beyond reach.
+const internalIDHash = 16
+
+// internalID names a session below the engine: plugins, the host services,
+// its workspace directory, its container's label and the audit log all see
+// this id, never the bare user id, so sessions of two owners with the same
+// id never share a kernel, a directory or an audit trail. It keeps a
+// readable prefix of the user id for operators and stays within
+// workspace.SessionIDPattern (48 characters: kernel socket paths must fit
+// the 107-byte unix limit): at most 31 characters of the id, '-', and 16
+// hex digits of a hash of (owner, id). It is stable across restarts.
+func internalID(owner, id string) string {
+	h := sha256.Sum256([]byte(owner + "\x00" + id))
+	prefix := id
+	if max := 47 - internalIDHash; len(prefix) > max {
+		prefix = prefix[:max]
+	}
+	return prefix + "-" + hex.EncodeToString(h[:])[:internalIDHash]
+}
+
 func (s *Session) view() SessionView {
 	v := SessionView{ID: s.ID, Language: s.Language, Backend: s.Backend, State: s.State, Created: s.Created, LastActivity: s.LastActive,
 		Executions: s.Executions, LostReason: s.LostReason, Note: s.Note, DocumentationUpdated: s.DocsUpdated,
@@ -95,22 +125,19 @@ func (s *Session) view() SessionView {
 	return v
 }
 
-// lookup returns the session if it exists and belongs to client. The
-// caller sees the same answer for an unknown id and another connection's
-// session; the audit log tells them apart.
+// lookup returns client's session id. Sessions are namespaced by owner:
+// another owner's session with the same id is not seen at all, so the
+// answer (and the audit rule, session-not-found) is that of an id nobody
+// has opened.
 func (e *Engine) lookup(client, id, tool string) (*Session, error) {
 	if workspace.CheckSessionID(id) != nil {
 		return nil, e.refuse(client, id, tool, refusal(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", quoted(id)), nil)
 	}
 	e.mu.Lock()
-	s := e.sessions[id]
+	s := e.sessions[sessionKey{client, id}]
 	e.mu.Unlock()
-	rule := RuleSessionNotFound
-	if s != nil && s.Owner != client {
-		rule, s = RuleSessionOwner, nil
-	}
 	if s == nil {
-		return nil, e.refuse(client, id, tool, &RequestError{Rule: rule, Err: ErrNoSession,
+		return nil, e.refuse(client, id, tool, &RequestError{Rule: RuleSessionNotFound, Err: ErrNoSession,
 			Msg: fmt.Sprintf("%v %q for this connection (sessions are created by an execute_<language> call with a session_id; list_sessions shows yours)", ErrNoSession, id)}, nil)
 	}
 	return s, nil
@@ -130,24 +157,24 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 
 // acquire finds or creates (as "starting") the session for an execute.
 func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
+	key := sessionKey{req.Client, req.SessionID}
 	e.mu.Lock()
-	s, n := e.sessions[req.SessionID], len(e.sessions)
+	s, n := e.sessions[key], len(e.sessions)
 	if s == nil && n < e.cfg.Sessions.MaxConcurrent {
 		now := time.Now()
-		s = &Session{ID: req.SessionID, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: StateStarting,
-			Docs: map[string]string{}, start: backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.CustomImage, Env: req.Environment}}
-		e.sessions[req.SessionID] = s
+		internal := internalID(req.Client, req.SessionID)
+		s = &Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: StateStarting,
+			Docs: map[string]string{}, start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}}
+		e.sessions[key] = s
 		e.mu.Unlock()
 		return s, true, nil
 	}
 	e.mu.Unlock()
-	// Owner and Language never change: no lock needed to read them.
+	// Language never changes: no lock needed to read it.
 	switch {
 	case s == nil:
 		return nil, false, refusal(RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
 			req.SessionID, n, e.cfg.Sessions.MaxConcurrent, e.cfg.Sessions.IdleTimeout)
-	case s.Owner != req.Client:
-		return nil, false, refusal(RuleSessionOwner, "session_id %q is in use by another MCP connection; choose another id", req.SessionID)
 	case s.Language != req.Language:
 		have := e.LanguageName(s.Language)
 		return nil, false, refusal(RuleSessionLanguage, "session %q runs %s: run %s code in it with execute_%s, or use another session_id for %s code",
@@ -159,8 +186,8 @@ func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error
 // drop takes a session out of the table.
 func (e *Engine) drop(s *Session) {
 	e.mu.Lock()
-	if e.sessions[s.ID] == s {
-		delete(e.sessions, s.ID)
+	if key := (sessionKey{s.Owner, s.ID}); e.sessions[key] == s {
+		delete(e.sessions, key)
 	}
 	s.State = stateGone
 	e.mu.Unlock()
@@ -172,8 +199,8 @@ func (e *Engine) open(ctx context.Context, s *Session) error {
 	if err == nil {
 		start := time.Now()
 		_, err = sb.OpenSession(ctx, s.start)
-		e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
-			Details: map[string]any{"backend": s.Backend, "language": s.Language, "image": s.start.Image, "start_ms": time.Since(start).Milliseconds()}})
+		e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+			Details: map[string]any{"session": s.ID, "backend": s.Backend, "language": s.Language, "image": s.start.Image, "start_ms": time.Since(start).Milliseconds()}})
 	}
 	return err
 }
@@ -190,7 +217,7 @@ func severity(err error) string {
 func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
-	before := e.outputSnapshot(s.ID) // under s.op: only this run's files come back
+	before := e.outputSnapshot(s.Internal) // under s.op: only this run's files come back
 	var notices []string
 	switch state := e.stateOf(s); {
 	case state == stateGone:
@@ -198,7 +225,7 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 	case created:
 		if err := e.open(ctx, s); err != nil {
 			e.drop(s)
-			e.removeWorkspace(s.ID)
+			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
 		}
 	case state == StateDead:
@@ -241,7 +268,7 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 	}
 	e.mu.Unlock()
 	res.Notices = append(notices, res.Notices...)
-	files, more := e.outputFiles(s.ID, before)
+	files, more := e.outputFiles(s.Internal, before)
 	res.Notices = append(res.Notices, more...)
 	return res, files, err
 }
@@ -250,7 +277,7 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 // (caller holds s.op).
 func (e *Engine) reopen(ctx context.Context, s *Session) error {
 	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
-		_ = sb.CloseSession(ctx, s.ID) // what is left of the old one
+		_ = sb.CloseSession(ctx, s.Internal) // what is left of the old one
 	}
 	if err := e.open(ctx, s); err != nil {
 		return err
@@ -281,7 +308,7 @@ func (e *Engine) introspect(ctx context.Context, s *Session) {
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	var vars []backend.Variable
 	if err == nil {
-		vars, err = sb.Inspect(ctx, s.ID)
+		vars, err = sb.Inspect(ctx, s.Internal)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -363,10 +390,11 @@ func (e *Engine) RestartSession(ctx context.Context, client, id string) (Session
 	default:
 		var sb backend.SessionBackend
 		if sb, err = e.sessionBackend(ctx, s.Backend); err == nil {
-			err = sb.RestartSession(ctx, s.ID)
+			err = sb.RestartSession(ctx, s.Internal)
 		}
 	}
-	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: id, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err)})
+	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: s.Internal, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+		Details: map[string]any{"session": id}})
 	if err != nil {
 		return SessionView{}, fmt.Errorf("restart session %q: %w", id, err)
 	}
@@ -384,7 +412,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
-	defer e.removeCheckpoint(id) // checkpoint.go: a checkpoint goes with its session
+	defer e.removeCheckpoint(s.Internal) // checkpoint.go: a checkpoint goes with its session
 	return e.destroyLocked(ctx, s, "destroyed by the client")
 }
 
@@ -395,15 +423,16 @@ func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string) erro
 	}
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err == nil {
-		err = sb.CloseSession(ctx, s.ID)
+		err = sb.CloseSession(ctx, s.Internal)
 	}
 	e.drop(s)
-	e.removeWorkspace(s.ID)
-	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.ID, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
-		Details: map[string]any{"reason": why, "executions": s.Executions}})
+	e.removeWorkspace(s.Internal)
+	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+		Details: map[string]any{"session": s.ID, "reason": why, "executions": s.Executions}})
 	return err
 }
 
+// removeWorkspace removes the workspace named by a session's internal id.
 func (e *Engine) removeWorkspace(id string) {
 	if err := e.ws.RemoveSession(id); err != nil {
 		e.log.Warn("could not remove a session's files", "session", id, "error", err)
@@ -423,7 +452,13 @@ func (e *Engine) Sessions(client string, all bool) []SessionView {
 			out = append(out, v)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	// With all, two owners' sessions may share an id: Created orders them.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ID != out[j].ID {
+			return out[i].ID < out[j].ID
+		}
+		return out[i].Created.Before(out[j].Created)
+	})
 	return out
 }
 
@@ -451,7 +486,7 @@ func (e *Engine) ReapIdle(ctx context.Context) int {
 		still := idle(s, limit)
 		e.mu.Unlock()
 		if still {
-			e.log.Info("removing idle session", "session", s.ID, "idle", time.Since(s.LastActive).Round(time.Second))
+			e.log.Info("removing idle session", "session", s.ID, "owner", s.Owner, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
 			_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout))
 			n++
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
@@ -42,20 +43,22 @@ func (r *rig) waitState(t *testing.T, client, id, want string) {
 func TestSessionLifecycle(t *testing.T) {
 	r := newRig(t, nil, nil)
 	ctx := context.Background()
+	// Below the engine (plugin, workspace, audit) a session has its internal id.
+	s1, s2 := internalID("c1", "s1"), internalID("c1", "s2")
 
 	// create: the first call opens the kernel with the call's image and environment
 	res, err := r.exec(t, Request{Language: "python", SessionID: "s1", CustomImage: "mcp-forge/custom:x", Environment: map[string]string{"K": "v"}})
 	if err != nil || res.Backend != "kernel" {
 		t.Fatal(res.Backend, err)
 	}
-	if open, ok := r.kernel.Opened("s1"); !ok || open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
+	if open, ok := r.kernel.Opened(s1); !ok || open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
 		t.Fatalf("%+v", open)
 	}
 	if st := r.state(t, "c1", "s1"); st != StateIdle {
 		t.Fatal(st)
 	}
-	if _, err := os.Stat(r.ws.SessionPath("s1")); err != nil {
-		os.MkdirAll(r.ws.SessionPath("s1"), 0o700) // what a backend would have made
+	if _, err := os.Stat(r.ws.SessionPath(s1)); err != nil {
+		os.MkdirAll(r.ws.SessionPath(s1), 0o700) // what a backend would have made
 	}
 
 	// later calls: the environment and image of the first call stay
@@ -109,7 +112,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err != nil || len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "was restarted before this run: the kernel was killed: out of memory") {
 		t.Fatalf("%+v %v", res.Notices, err)
 	}
-	if open, _ := r.kernel.Opened("s1"); open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
+	if open, _ := r.kernel.Opened(s1); open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
 		t.Fatalf("a restarted kernel must start like the first: %+v", open)
 	}
 	if v, _ := r.e.View(ctx, "c1", "s1", false); v.State != StateIdle || v.LostReason != "" || v.Executions != 6 {
@@ -125,18 +128,18 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("%+v %v", v, err)
 	}
 	log := r.kernel.Log()
-	if i := slices.Index(log, "restart s1"); i < 0 || !slices.Equal(log[len(log)-2:], []string{"close s1", "open s1"}) {
+	if i := slices.Index(log, "restart "+s1); i < 0 || !slices.Equal(log[len(log)-2:], []string{"close " + s1, "open " + s1}) {
 		t.Fatalf("%v", log)
 	}
 
 	// reap: idle longer than sessions.idle_timeout
 	r.e.mu.Lock()
-	r.e.sessions["s1"].LastActive = time.Now().Add(-2 * time.Hour)
+	r.e.sessions[sessionKey{"c1", "s1"}].LastActive = time.Now().Add(-2 * time.Hour)
 	r.e.mu.Unlock()
 	if n := r.e.ReapIdle(ctx); n != 1 || r.state(t, "c1", "s1") != "absent" {
 		t.Fatalf("reaped %d", n)
 	}
-	if _, err := os.Stat(r.ws.SessionPath("s1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.ws.SessionPath(s1)); !os.IsNotExist(err) {
 		t.Fatalf("the session's files are left: %v", err)
 	}
 
@@ -150,7 +153,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if _, err := r.e.View(ctx, "c1", "s2", false); !errors.Is(err, ErrNoSession) {
 		t.Fatal(err)
 	}
-	if log := r.kernel.Log(); log[len(log)-1] != "close s2" {
+	if log := r.kernel.Log(); log[len(log)-1] != "close "+s2 {
 		t.Fatalf("%v", log)
 	}
 
@@ -158,10 +161,11 @@ func TestSessionLifecycle(t *testing.T) {
 	var events []string
 	for _, e := range r.audit() {
 		if strings.HasPrefix(e.Event, "session.") {
-			events = append(events, e.Event+" "+e.SessionID)
+			events = append(events, e.Event+" "+e.SessionID+" "+e.Details["session"].(string))
 		}
 	}
-	want := []string{"session.create s1", "session.create s1", "session.restart s1", "session.create s1", "session.restart s1", "session.destroy s1", "session.create s2", "session.destroy s2"}
+	want := []string{"session.create " + s1 + " s1", "session.create " + s1 + " s1", "session.restart " + s1 + " s1", "session.create " + s1 + " s1",
+		"session.restart " + s1 + " s1", "session.destroy " + s1 + " s1", "session.create " + s2 + " s2", "session.destroy " + s2 + " s2"}
 	if !slices.Equal(events, want) {
 		t.Fatalf("%v\nwant %v", events, want)
 	}
@@ -229,16 +233,14 @@ func TestSessionFailures(t *testing.T) {
 	})
 }
 
-// Sessions belong to the connection that made them. Another connection
-// learns nothing of them; the audit log tells the two refusals apart.
+// Sessions are namespaced by owner: another connection (or tenant) using
+// the same id gets a session of its own, and learns nothing of the other:
+// every operation answers as for an id nobody has opened, with the same
+// rule.
 func TestSessionOwnership(t *testing.T) {
 	r := newRig(t, nil, nil)
 	ctx := context.Background()
 	if _, err := r.exec(t, Request{Language: "python", SessionID: "mine", Client: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := r.exec(t, Request{Language: "python", SessionID: "mine", Client: "b"})
-	if refusedBy(t, err) != RuleSessionOwner {
 		t.Fatal(err)
 	}
 	ops := map[string]func(client, id string) error{
@@ -251,6 +253,9 @@ func TestSessionOwnership(t *testing.T) {
 		other, unknown := op("b", "mine"), op("b", "nobody")
 		if !errors.Is(other, ErrNoSession) || other.Error() != strings.Replace(unknown.Error(), "nobody", "mine", 1) {
 			t.Errorf("%s: %v / %v", name, other, unknown)
+		}
+		if refusedBy(t, other) != RuleSessionNotFound {
+			t.Errorf("%s: another owner's session refused by %s", name, refusedBy(t, other))
 		}
 		if bad := op("b", "../x"); refusedBy(t, bad) != RuleSessionID {
 			t.Errorf("%s: %v", name, bad)
@@ -268,8 +273,119 @@ func TestSessionOwnership(t *testing.T) {
 			rules[e.Details["rule"].(string)]++
 		}
 	}
-	if rules[RuleSessionOwner] != 5 || rules[RuleSessionNotFound] != 4 || rules[RuleSessionID] != 4 {
+	if len(rules) != 2 || rules[RuleSessionNotFound] != 8 || rules[RuleSessionID] != 4 {
 		t.Fatalf("%v", rules)
+	}
+}
+
+// Two owners open "main" at the same time: each gets its own kernel,
+// workspace and state; destroying one leaves the other.
+func TestSameIDTwoOwners(t *testing.T) {
+	r := newRig(t, nil, nil)
+	ctx := context.Background()
+	release, started := make(chan struct{}), make(chan string, 2)
+	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		started <- req.SessionID
+		<-release
+		return backend.ExecuteResult{Success: true, Stdout: req.SessionID}, nil
+	}
+	errs := make(chan error, 2)
+	for _, owner := range []string{"alice", "bob"} {
+		go func() {
+			_, err := r.exec(t, Request{Language: "python", SessionID: "main", Client: owner})
+			errs <- err
+		}()
+	}
+	// Both runs are inside their kernels at once: neither waited for the other.
+	got := []string{<-started, <-started}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := internalID("alice", "main"), internalID("bob", "main")
+	slices.Sort(got)
+	want := []string{a, b}
+	slices.Sort(want)
+	if a == b || !slices.Equal(got, want) {
+		t.Fatalf("runs went to %v, want %v", got, want)
+	}
+	for _, id := range []string{a, b} {
+		if _, ok := r.kernel.Opened(id); !ok {
+			t.Fatalf("kernel %s not open", id)
+		}
+		os.MkdirAll(r.ws.SessionPath(id), 0o700) // what a backend would have made
+	}
+	// Each owner sees its own session under its own id.
+	note := "alice's"
+	if _, err := r.e.DocumentState(ctx, "alice", "main", map[string]string{"x": "alice's x"}, &note, false); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.e.View(ctx, "bob", "main", false); err != nil || v.ID != "main" || v.Note != "" || len(v.Documented) != 0 {
+		t.Fatalf("bob sees %+v %v", v, err)
+	}
+	for _, owner := range []string{"alice", "bob"} {
+		if l := r.e.Sessions(owner, false); len(l) != 1 || l[0].ID != "main" || l[0].Executions != 1 {
+			t.Fatalf("%s lists %+v", owner, l)
+		}
+	}
+	if n := len(r.e.Sessions("", true)); n != 2 {
+		t.Fatalf("%d sessions in all", n)
+	}
+	// Destroying bob's leaves alice's kernel, files and documentation.
+	if err := r.e.DestroySession(ctx, "bob", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.kernel.Opened(b); ok {
+		t.Fatal("bob's kernel left open")
+	}
+	if _, ok := r.kernel.Opened(a); !ok {
+		t.Fatal("destroying bob's session closed alice's kernel")
+	}
+	if _, err := os.Stat(r.ws.SessionPath(b)); !os.IsNotExist(err) {
+		t.Fatalf("bob's files are left: %v", err)
+	}
+	if _, err := os.Stat(r.ws.SessionPath(a)); err != nil {
+		t.Fatalf("alice's files: %v", err)
+	}
+	if v, err := r.e.View(ctx, "alice", "main", false); err != nil || v.Note != "alice's" || v.Documented["x"] != "alice's x" {
+		t.Fatalf("alice sees %+v %v", v, err)
+	}
+	if _, err := r.e.View(ctx, "bob", "main", false); refusedBy(t, err) != RuleSessionNotFound {
+		t.Fatal(err)
+	}
+	// The audit log names each session by its internal id, with the user's id beside it.
+	for _, e := range r.audit() {
+		if e.Event == audit.SessionCreate || e.Event == audit.SessionDestroy || e.Event == audit.ExecutionRequest {
+			if want := internalID(e.UserID, "main"); e.SessionID != want || e.Details["session"] != "main" {
+				t.Errorf("%s of %s: session_id %q, details.session %v; want %q, main", e.Event, e.UserID, e.SessionID, e.Details["session"], want)
+			}
+		}
+	}
+}
+
+// The internal id fits workspace.SessionIDPattern (and so the socket path
+// limit) for every valid user id, and differs by owner and by id.
+func TestInternalID(t *testing.T) {
+	long := strings.Repeat("x", 47)
+	for _, id := range []string{"a", "main", "a-b_c", "Z" + long, long + "9", "0" + strings.Repeat("-", 47)} {
+		for _, owner := range []string{"", "conn-1", "tenant:alice", strings.Repeat("o", 300)} {
+			in := internalID(owner, id)
+			if err := workspace.CheckSessionID(in); err != nil || len(in) > 48 {
+				t.Fatalf("internalID(%q, %q) = %q (%d): %v", owner, id, in, len(in), err)
+			}
+			if internalID(owner, id) != in {
+				t.Fatal("not stable")
+			}
+		}
+	}
+	if internalID("a", "main") == internalID("b", "main") || internalID("a", "x"+long) == internalID("a", "y"+long) ||
+		internalID("a", long+"1") == internalID("a", long+"2") {
+		t.Fatal("internal ids collide")
+	}
+	if !strings.HasPrefix(internalID("conn-1", "main"), "main-") {
+		t.Fatal("the user's id should stay readable")
 	}
 }
 
@@ -282,7 +398,7 @@ func TestCloseAll(t *testing.T) {
 	if n := len(r.e.Sessions("", true)); n != 0 {
 		t.Fatal(n)
 	}
-	if _, ok := r.kernel.Opened("a"); ok {
+	if _, ok := r.kernel.Opened(internalID("c1", "a")); ok {
 		t.Fatal("kernel a left open")
 	}
 }

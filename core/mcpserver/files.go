@@ -213,7 +213,7 @@ func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	var re *engine.RequestError
 	if errors.As(err, &re) {
 		switch re.Rule {
-		case engine.RuleSessionID, engine.RuleSessionNotFound, engine.RuleSessionOwner, engine.RuleFileNotFound:
+		case engine.RuleSessionID, engine.RuleSessionNotFound, engine.RuleFileNotFound:
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		return nil, errors.New(re.Msg) // a refused path: say why

@@ -84,7 +84,7 @@ func TestEveryErrorIsAValidToolResult(t *testing.T) {
 		{"environment", "execute_python", map[string]any{"code": "1", "environment": map[string]any{"FORGE_X": "v"}}, vc, "RequestError", "reserved"},
 		{"image", "execute_python", map[string]any{"code": "1", "custom_image": "evil:latest"}, vc, "RequestError", "images.allowed"},
 		{"backend", "execute_python", map[string]any{"code": "1", "backend": "r"}, vc, "RequestError", "does not run Python"},
-		{"session of another connection", "execute_python", map[string]any{"code": "1", "session_id": "mine"}, other, "RequestError", "another MCP connection"},
+		{"view another's", "document_state", map[string]any{"session_id": "mine"}, other, "RequestError", "no such session"},
 		{"session of another language", "execute_r", map[string]any{"code": "1", "session_id": "mine"}, vc, "RequestError", "runs Python"},
 		{"traversal session id", "execute_python", map[string]any{"code": "1", "session_id": "../../etc"}, vc, "RequestError", "is invalid"},
 		{"restart unknown", "restart_session", map[string]any{"session_id": "nope"}, vc, "RequestError", "no such session"},
@@ -117,7 +117,7 @@ func TestEveryErrorIsAValidToolResult(t *testing.T) {
 			rules[e.Details["rule"].(string)] = true
 		}
 	}
-	for _, want := range []string{"code-empty", "timeout-max", "env-reserved", "image-not-allowed", "backend-language", "session-owner", "session-language", "session-id", "session-not-found", "variable-name"} {
+	for _, want := range []string{"code-empty", "timeout-max", "env-reserved", "image-not-allowed", "backend-language", "session-language", "session-id", "session-not-found", "variable-name"} {
 		if !rules[want] {
 			t.Errorf("no refusal audited with rule %s (%v)", want, rules)
 		}

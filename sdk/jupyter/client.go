@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +87,9 @@ func Dial(ctx context.Context, conn Connection, hostPrefix string) (*Client, err
 	dial := func(s zmq4.Socket, port int) error {
 		ep := conn.Endpoint(hostPrefix, port)
 		for {
+			if err := checkIPC(ep); err != nil {
+				return err
+			}
 			err := s.Dial(ep)
 			if err == nil {
 				return nil
@@ -405,6 +410,29 @@ func (c *Client) Close() error {
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkIPC refuses to dial an ipc endpoint that is not a plain socket file
+// in a plain directory: the directory is writable from the sandbox, and code
+// there could replace a socket with a symlink to any socket on the host,
+// which the host side would otherwise follow. A missing file is fine (the
+// kernel has not bound it yet).
+func checkIPC(ep string) error {
+	path, ok := strings.CutPrefix(ep, "ipc://")
+	if !ok {
+		return nil
+	}
+	if st, err := os.Lstat(filepath.Dir(path)); err == nil && !st.IsDir() {
+		return fmt.Errorf("jupyter: the kernel's socket directory %s is not a directory (a symbolic link?); refusing to follow it", filepath.Dir(path))
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("jupyter: the kernel's socket %s is not a socket (%s); refusing to follow it", path, st.Mode().Type())
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,14 +14,29 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-// sessionContainers lists a session's containers among those of servers on
-// base (other servers' sessions may share the id).
+// sessionContainers lists the containers of the sessions a client calls id
+// among those of servers on base (other servers' sessions may share the
+// id). The label holds the session's internal id: the user's id, '-' and a
+// hash of owner and id (engine.internalID), so every owner's "id" matches.
 func sessionContainers(t *testing.T, base, id string) []string {
 	t.Helper()
-	return testenv.Containers(t, base, false, "io.mcp-forge.session="+id)
+	out, err := exec.Command("podman", "ps", "-a", "--filter", "label=io.mcp-forge.instance="+forge.Instance(base),
+		"--format", `{{.ID}} {{index .Labels "io.mcp-forge.session"}}`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := regexp.MustCompile("^" + regexp.QuoteMeta(id) + "-[0-9a-f]{16}$")
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && internal.MatchString(f[1]) {
+			ids = append(ids, f[0])
+		}
+	}
+	return ids
 }
 
 func readJSON(t *testing.T, cs *mcp.ClientSession, uri string, v any) error {
@@ -248,20 +265,79 @@ func TestSessionOwnership(t *testing.T) {
 	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "secret = 's3'", "session_id": "mine"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	if res := testenv.Call(t, bob, "execute_python", map[string]any{"code": "secret", "session_id": "mine"}, nil); !res.IsError || strings.Contains(testenv.Text(res), "s3") {
-		t.Fatalf("another connection ran in the session: %s", testenv.Text(res))
-	}
 	var st engine.SessionView
 	if err := readJSON(t, bob, "mcp://forge/sessions/mine/state", &st); err == nil {
 		t.Fatalf("another connection read the session: %+v", st)
 	}
 	if res := testenv.Call(t, bob, "destroy_session", map[string]any{"session_id": "mine"}, nil); !res.IsError {
 		t.Fatal("another connection destroyed the session")
+	} else if unknown := testenv.Call(t, bob, "destroy_session", map[string]any{"session_id": "nobodys"}, nil); testenv.Text(res) != strings.ReplaceAll(testenv.Text(unknown), "nobodys", "mine") {
+		t.Fatalf("another connection's session should answer like an unknown one: %q / %q", testenv.Text(res), testenv.Text(unknown))
+	}
+	// The same id in another connection is a session of its own.
+	if res := testenv.Call(t, bob, "execute_python", map[string]any{"code": "secret", "session_id": "mine"}, nil); !res.IsError || strings.Contains(testenv.Text(res), "s3") || !strings.Contains(testenv.Text(res), "NameError") {
+		t.Fatalf("another connection ran in the session: %s", testenv.Text(res))
 	}
 	var o out
 	testenv.Call(t, alice, "execute_python", map[string]any{"code": "secret", "session_id": "mine"}, &o)
 	if o.ResultRepr != "'s3'" {
 		t.Fatalf("owner lost the session: %+v", o)
+	}
+}
+
+// Sessions are namespaced by connection: two connections both using "main"
+// get a session each, with their own variables, kernel and container, and
+// destroying one leaves the other.
+func TestSameSessionIDTwoConnections(t *testing.T) {
+	var base string
+	p := testenv.NewInProcess(t, func(c *config.Config) { base = c.Volumes.BasePath })
+	alice, bob := p.Connect(t), p.Connect(t)
+	run := func(cs *mcp.ClientSession, code string) out {
+		t.Helper()
+		var o out
+		if res := testenv.Call(t, cs, "execute_python", map[string]any{"code": code, "session_id": "main"}, &o); res.IsError {
+			t.Fatal(testenv.Text(res))
+		}
+		return o
+	}
+	run(alice, "x = 'alice'")
+	run(bob, "x = 'bob'")
+	if o := run(alice, "x"); o.ResultRepr != "'alice'" {
+		t.Fatalf("alice's main: %+v", o)
+	}
+	if o := run(bob, "x"); o.ResultRepr != "'bob'" {
+		t.Fatalf("bob's main: %+v", o)
+	}
+	if c := sessionContainers(t, base, "main"); len(c) != 2 {
+		t.Fatalf("want a container per connection, got %v", c)
+	}
+	for _, cs := range []*mcp.ClientSession{alice, bob} {
+		var list struct {
+			Sessions []engine.SessionView `json:"sessions"`
+		}
+		testenv.Call(t, cs, "list_sessions", map[string]any{}, &list)
+		if len(list.Sessions) != 1 || list.Sessions[0].ID != "main" || list.Sessions[0].Executions != 2 {
+			t.Fatalf("list: %+v", list.Sessions)
+		}
+		var st engine.SessionView
+		if err := readJSON(t, cs, "mcp://forge/sessions/main/variables", &st); err != nil || st.ID != "main" || len(st.Variables) != 1 || st.Variables[0].Name != "x" {
+			t.Fatalf("variables: %v %+v", err, st)
+		}
+	}
+	if res := testenv.Call(t, bob, "destroy_session", map[string]any{"session_id": "main"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if c := sessionContainers(t, base, "main"); len(c) != 1 {
+		t.Fatalf("after bob's destroy: %v", c)
+	}
+	if o := run(alice, "x"); o.ResultRepr != "'alice'" {
+		t.Fatalf("alice's main after bob's destroy: %+v", o)
+	}
+	// bob's next call starts a new, empty session
+	var o out
+	testenv.Call(t, bob, "execute_python", map[string]any{"code": "x", "session_id": "main"}, &o)
+	if o.Error == nil || !strings.Contains(o.Error.Type+o.Error.Message, "NameError") {
+		t.Fatalf("bob's new main: %+v", o)
 	}
 }
 

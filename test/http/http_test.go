@@ -155,7 +155,9 @@ func TestHTTPSameChecksAsStdio(t *testing.T) {
 }
 
 // Tenant B can neither run in, read, document, restart, destroy nor list
-// tenant A's session, even knowing its id.
+// tenant A's session, even knowing its id: sessions are namespaced by
+// tenant, so B's calls with A's id answer as for an unknown id, and B's
+// execute with it opens B's own session.
 func TestHTTPTenantIsolation(t *testing.T) {
 	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
 	s := testenv.StartHTTP(t, tenants)
@@ -163,9 +165,6 @@ func TestHTTPTenantIsolation(t *testing.T) {
 	ctx := context.Background()
 	if res, _ := call(t, alice, "execute_python", map[string]any{"code": "secret = 'alice'", "session_id": "shared-id"}); res.IsError {
 		t.Fatal(testenv.Text(res))
-	}
-	if res, _ := call(t, bob, "execute_python", map[string]any{"code": "print(secret)", "session_id": "shared-id"}); !res.IsError {
-		t.Errorf("bob ran in alice's session: %s", testenv.Text(res))
 	}
 	for _, uri := range []string{"mcp://forge/sessions/shared-id/state", "mcp://forge/sessions/shared-id/variables"} {
 		if rr, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
@@ -178,6 +177,9 @@ func TestHTTPTenantIsolation(t *testing.T) {
 		res, err := bob.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"session_id": "shared-id", "note": "x"}})
 		if err == nil && !res.IsError {
 			t.Errorf("bob's %s on alice's session succeeded: %s", tool, testenv.Text(res))
+		}
+		if err == nil && strings.Contains(testenv.Text(res), "in use") {
+			t.Errorf("bob's %s tells him the id is in use: %s", tool, testenv.Text(res))
 		}
 	}
 	var list struct {
@@ -193,31 +195,72 @@ func TestHTTPTenantIsolation(t *testing.T) {
 	if err != nil || strings.Contains(rr.Contents[0].Text, "shared-id") {
 		t.Errorf("bob's environment resource shows alice's session: %v", err)
 	}
+	// bob's own "shared-id" is a new session without alice's variables.
+	if res, out := call(t, bob, "execute_python", map[string]any{"code": "print(secret)", "session_id": "shared-id"}); !res.IsError || out.Error == nil || out.Error.Type != "NameError" {
+		t.Errorf("bob's shared-id is not a session of his own: %s", testenv.Text(res))
+	}
+	if res, _ := call(t, bob, "execute_python", map[string]any{"code": "secret = 'bob'", "session_id": "shared-id"}); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
 	// Alice's session is intact.
 	if res, _ := call(t, alice, "execute_python", map[string]any{"code": "secret", "session_id": "shared-id"}); res.IsError || !strings.Contains(testenv.Text(res), "'alice'") {
-		t.Errorf("alice's session after bob's attempts: %s", testenv.Text(res))
+		t.Errorf("alice's session after bob's: %s", testenv.Text(res))
 	}
-	testenv.Call(t, alice, "list_sessions", map[string]any{}, &list)
-	if len(list.Sessions) != 1 || list.Sessions[0].ID != "shared-id" {
-		t.Errorf("alice lists %+v", list.Sessions)
+	if res, _ := call(t, bob, "execute_python", map[string]any{"code": "secret", "session_id": "shared-id"}); res.IsError || !strings.Contains(testenv.Text(res), "'bob'") {
+		t.Errorf("bob's session: %s", testenv.Text(res))
 	}
-	// The audit log names the tenant on the lines of her container too.
-	b, _ := os.ReadFile(s.AuditLog)
-	var sawContainer bool
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var e struct {
-			Event, UserID, SessionID string
+	for _, cs := range []*mcp.ClientSession{alice, bob} {
+		testenv.Call(t, cs, "list_sessions", map[string]any{}, &list)
+		if len(list.Sessions) != 1 || list.Sessions[0].ID != "shared-id" {
+			t.Errorf("lists %+v", list.Sessions)
 		}
+	}
+	// bob destroys his; alice's stays.
+	if res := testenv.Call(t, bob, "destroy_session", map[string]any{"session_id": "shared-id"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if res, _ := call(t, alice, "execute_python", map[string]any{"code": "secret", "session_id": "shared-id"}); res.IsError || !strings.Contains(testenv.Text(res), "'alice'") {
+		t.Errorf("alice's session after bob destroyed his: %s", testenv.Text(res))
+	}
+	// The audit log names each session by its internal id, with the tenant's
+	// id in details.session; the container lines of each session carry its
+	// tenant.
+	b, _ := os.ReadFile(s.AuditLog)
+	type entry struct {
+		Event     string         `json:"event"`
+		UserID    string         `json:"user_id"`
+		SessionID string         `json:"session_id"`
+		Details   map[string]any `json:"details"`
+	}
+	var entries []entry
+	internal := map[string]string{} // tenant → internal id of its shared-id
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e entry
 		json.Unmarshal([]byte(line), &e)
-		if e.Event == "container.create" && strings.Contains(line, `"session_id":"shared-id"`) {
-			sawContainer = true
-			if !strings.Contains(line, `"user_id":"alice"`) {
-				t.Errorf("container.create of alice's session without her tenant: %s", line)
+		entries = append(entries, e)
+		if e.Event == "session.create" && e.Details["session"] == "shared-id" {
+			internal[e.UserID] = e.SessionID
+		}
+	}
+	if internal["alice"] == "" || internal["bob"] == "" || internal["alice"] == internal["bob"] || !strings.HasPrefix(internal["alice"], "shared-id-") {
+		t.Fatalf("internal ids: %v", internal)
+	}
+	containers := map[string]int{}
+	for _, e := range entries {
+		if e.Event != "container.create" {
+			continue
+		}
+		for tenant, id := range internal {
+			if e.SessionID == id {
+				containers[tenant]++
+				if e.UserID != tenant {
+					t.Errorf("container.create of %s's session attributed to %q", tenant, e.UserID)
+				}
 			}
 		}
 	}
-	if !sawContainer {
-		t.Error("no container.create line for alice's session")
+	if containers["alice"] != 1 || containers["bob"] != 1 {
+		t.Errorf("container.create lines per tenant: %v", containers)
 	}
 }
 
@@ -262,7 +305,7 @@ func TestHTTPQuotas(t *testing.T) {
 	}()
 	testenv.WaitFor(t, "dave's long run to start", time.Minute, func() bool {
 		b, _ := os.ReadFile(s.AuditLog)
-		return strings.Count(string(b), `"event":"execution.request","severity":"info","session_id":"d1"`) >= 2
+		return strings.Count(string(b), `"event":"execution.request","severity":"info","session_id":"d1-`) >= 2
 	})
 	res, _ = call(t, dave, "execute_python", map[string]any{"code": "1"})
 	refused := testenv.Text(res)

@@ -150,7 +150,7 @@ func TestRootless(t *testing.T) {
 		if len(mine) == 0 {
 			t.Errorf("no ipykernel process runs as host uid %d (the user's sub-uid for sandbox uid 1000); kernels: %+v", sandboxUID, kernels)
 		}
-		probes, _ := filepath.Glob(filepath.Join(u.home, ".local/share/mcp-forge/sessions/py.*/*/probe.txt"))
+		probes, _ := filepath.Glob(filepath.Join(u.home, ".local/share/mcp-forge/sessions/py-*.*/*/probe.txt"))
 		if len(probes) != 1 {
 			t.Errorf("probe.txt written by the session: found %v", probes)
 		} else if st, err := os.Stat(probes[0]); err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != sandboxUID {
