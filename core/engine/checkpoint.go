@@ -129,7 +129,7 @@ func (e *Engine) runInKernel(ctx context.Context, s *Session, code string, into 
 	if err != nil {
 		return err
 	}
-	res, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: code, Language: s.Language, SessionID: s.ID, RunID: newID(),
+	res, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: code, Language: s.Language, SessionID: s.Internal, RunID: newID(),
 		Timeout: time.Duration(e.cfg.Execution.MaxTimeout) * time.Second, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image}, nil)
 	if err != nil {
 		return err

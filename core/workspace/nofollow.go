@@ -3,6 +3,8 @@ package workspace
 import (
 	"errors"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
@@ -13,7 +15,21 @@ func (w *Workspace) PutFile(rel string, data []byte) error {
 	if len(data) > host.MaxFileBytes {
 		return host.Errorf(host.KindInvalid, "file %q is %d bytes, over the %d-byte limit of one file; split it", rel, len(data), host.MaxFileBytes)
 	}
-	return hostErr(NewFiles(w.Path).WriteFile(rel, data))
+	f := NewFiles(w.Path)
+	// A link at the target is refused for plugins, not replaced: a plugin
+	// that finds one there has been handed a workspace it should not trust.
+	if clean, err := CleanPath(rel); err == nil {
+		if root, err := f.openRoot(); err == nil {
+			fd, err := openBeneath(root, clean, unix.O_PATH, 0)
+			unix.Close(root)
+			if err == nil {
+				unix.Close(fd)
+			} else if !errors.Is(err, unix.ENOENT) {
+				return hostErr(pathErr(rel, err))
+			}
+		}
+	}
+	return hostErr(f.WriteFile(rel, data))
 }
 
 // GetFile reads the regular file rel for a plugin, at most max bytes,
