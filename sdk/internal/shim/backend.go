@@ -44,7 +44,7 @@ func (p *BackendPlugin) maxMessage() int {
 
 // GRPCServer registers the Plugin and Backend services (plugin side).
 func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	srv := &backendServer{info: p.Info, factory: p.Factory, broker: broker, maxMessage: p.maxMessage()}
+	srv := &backendServer{pluginServer: pluginServer[backend.Backend]{kind: "backend", info: p.Info, factory: p.Factory, broker: broker, maxMessage: p.maxMessage()}}
 	pb.RegisterPluginServer(s, srv)
 	pb.RegisterBackendServer(s, srv)
 	return nil
@@ -55,20 +55,54 @@ func (p *BackendPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker,
 	return &BackendClient{pluginClient: newPluginClient(broker, conn, p.maxMessage()), backend: pb.NewBackendClient(conn)}, nil
 }
 
-type backendServer struct {
+// pluginServer is the Plugin service of every plugin type: it reports the
+// plugin's Info and holds the implementation T its factory builds once
+// Configure has connected the host services.
+type pluginServer[T any] struct {
 	pb.UnimplementedPluginServer
-	pb.UnimplementedBackendServer
+	kind       string // the plugin type, for messages
 	info       Info
-	factory    backend.Factory
+	factory    func(host.Host, backend.Config) (T, error)
 	broker     *plugin.GRPCBroker
 	maxMessage int
 
 	mu   sync.Mutex
-	impl backend.Backend
+	impl T
+	set  bool
 }
 
-func (s *backendServer) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
+func (s *pluginServer[T]) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
 	return infoToPB(s.info), nil
+}
+
+func (s *pluginServer[T]) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
+	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
+		impl, err := s.factory(h, cfg)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.impl, s.set = impl, true
+		s.mu.Unlock()
+		return nil
+	})
+}
+
+// get is the configured implementation, or the error a call before
+// Configure gets.
+func (s *pluginServer[T]) get() (T, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.set {
+		var zero T
+		return zero, status.Errorf(codes.FailedPrecondition, "%s not configured: the host must call Configure first", s.kind)
+	}
+	return s.impl, nil
+}
+
+type backendServer struct {
+	pluginServer[backend.Backend]
+	pb.UnimplementedBackendServer
 }
 
 func infoToPB(i Info) *pb.Info {
@@ -77,19 +111,6 @@ func infoToPB(i Info) *pb.Info {
 		out.ApiVersions = append(out.ApiVersions, int32(v))
 	}
 	return out
-}
-
-func (s *backendServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
-	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
-		impl, err := s.factory(h, cfg)
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.impl = impl
-		s.mu.Unlock()
-		return nil
-	})
 }
 
 // configure is the Plugin service's Configure for every plugin type: it
@@ -111,14 +132,7 @@ func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.Confi
 	return &pb.Empty{}, nil
 }
 
-func (s *backendServer) backend() (backend.Backend, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.impl == nil {
-		return nil, status.Error(codes.FailedPrecondition, "backend not configured: the host must call Configure first")
-	}
-	return s.impl, nil
-}
+func (s *backendServer) backend() (backend.Backend, error) { return s.get() }
 
 func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.BackendCapabilities, error) {
 	b, err := s.backend()

@@ -3,17 +3,13 @@ package shim
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
-	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 )
 
@@ -28,7 +24,7 @@ type BridgePlugin struct {
 
 // GRPCServer registers the Plugin and Bridge services (plugin side).
 func (p *BridgePlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	srv := &bridgeServer{info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}
+	srv := &bridgeServer{pluginServer: pluginServer[bridge.Bridge]{kind: "bridge", info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}}
 	pb.RegisterPluginServer(s, srv)
 	pb.RegisterBridgeServer(s, srv)
 	return nil
@@ -40,42 +36,11 @@ func (p *BridgePlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, 
 }
 
 type bridgeServer struct {
-	pb.UnimplementedPluginServer
+	pluginServer[bridge.Bridge]
 	pb.UnimplementedBridgeServer
-	info       Info
-	factory    bridge.Factory
-	broker     *plugin.GRPCBroker
-	maxMessage int
-
-	mu   sync.Mutex
-	impl bridge.Bridge
 }
 
-func (s *bridgeServer) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
-	return infoToPB(s.info), nil
-}
-
-func (s *bridgeServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
-	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
-		impl, err := s.factory(h, cfg)
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.impl = impl
-		s.mu.Unlock()
-		return nil
-	})
-}
-
-func (s *bridgeServer) bridge() (bridge.Bridge, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.impl == nil {
-		return nil, status.Error(codes.FailedPrecondition, "bridge not configured: the host must call Configure first")
-	}
-	return s.impl, nil
-}
+func (s *bridgeServer) bridge() (bridge.Bridge, error) { return s.get() }
 
 func (s *bridgeServer) ListTools(ctx context.Context, _ *pb.ListToolsRequest) (*pb.ListToolsResponse, error) {
 	b, err := s.bridge()

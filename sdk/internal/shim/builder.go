@@ -8,12 +8,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
-	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 )
 
@@ -28,7 +24,7 @@ type BuilderPlugin struct {
 
 // GRPCServer registers the Plugin and Builder services (plugin side).
 func (p *BuilderPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	srv := &builderServer{info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}
+	srv := &builderServer{pluginServer: pluginServer[builder.Builder]{kind: "builder", info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}}
 	pb.RegisterPluginServer(s, srv)
 	pb.RegisterBuilderServer(s, srv)
 	return nil
@@ -40,42 +36,11 @@ func (p *BuilderPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker,
 }
 
 type builderServer struct {
-	pb.UnimplementedPluginServer
+	pluginServer[builder.Builder]
 	pb.UnimplementedBuilderServer
-	info       Info
-	factory    builder.Factory
-	broker     *plugin.GRPCBroker
-	maxMessage int
-
-	mu   sync.Mutex
-	impl builder.Builder
 }
 
-func (s *builderServer) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
-	return infoToPB(s.info), nil
-}
-
-func (s *builderServer) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
-	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
-		impl, err := s.factory(h, cfg)
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.impl = impl
-		s.mu.Unlock()
-		return nil
-	})
-}
-
-func (s *builderServer) builder() (builder.Builder, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.impl == nil {
-		return nil, status.Error(codes.FailedPrecondition, "builder not configured: the host must call Configure first")
-	}
-	return s.impl, nil
-}
+func (s *builderServer) builder() (builder.Builder, error) { return s.get() }
 
 func (s *builderServer) Plan(ctx context.Context, r *pb.PlanRequest) (*pb.BuildPlan, error) {
 	b, err := s.builder()
