@@ -290,7 +290,11 @@ type Execution struct {
 // Wait returns.
 func (c *Client) Execute(code string, o ExecuteOptions) (*Execution, error) {
 	w, id, err := c.send(c.shell, "execute_request", map[string]any{
-		"code": code, "silent": o.Silent, "store_history": o.StoreHistory, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true,
+		"code": code, "silent": o.Silent, "store_history": o.StoreHistory, "user_expressions": map[string]any{}, "allow_stdin": false,
+		// One request at a time is ever in flight, so there is no queue to
+		// abort on an error; with stop_on_error ipykernel also aborts a request
+		// arriving within 0.1 s after an error, failing a quick next call.
+		"stop_on_error": false,
 	})
 	if err != nil {
 		return nil, err
