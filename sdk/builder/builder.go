@@ -1,13 +1,17 @@
 // Package builder is the interface a builder plugin implements: it turns an
 // environment spec (a language, a base image, packages the core already
-// validated, index settings) into a built layer in its workspace, working
-// only through the host services (never the Podman socket). Serve one with
-// plugin.ServeBuilder; protobuf never appears in your code.
+// validated, index settings) into a layer directory beneath the work
+// directory the core gives it. The core, not the builder, turns that
+// directory into an image (copied onto / of the base image, with no network
+// and no code run), so a builder never holds the Podman socket and no
+// package code runs anywhere. Serve one with plugin.ServeBuilder; protobuf
+// never appears in your code.
 package builder
 
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -26,6 +30,9 @@ type Index struct {
 	URL       string // "": the language's default index
 	ExtraURLs []string
 	Offline   bool // only what is cached or vendored
+	// FindLinks are local directories (absolute host paths) holding
+	// distributions, searched besides the index.
+	FindLinks []string
 }
 
 // PlanRequest is an environment spec.
@@ -34,6 +41,11 @@ type PlanRequest struct {
 	BaseImage string
 	Packages  []Package
 	Index     Index
+	// BaseImageID and BaseLabels describe the base image (filled by the
+	// core from an inspection): a builder reads the language version and
+	// platform from the labels and keys its cache on the ID.
+	BaseImageID string
+	BaseLabels  map[string]string
 }
 
 // Plan is what a build of a spec will produce.
@@ -48,10 +60,14 @@ type Plan struct {
 
 // BuildRequest is a build of a spec that Plan accepted.
 type BuildRequest struct {
-	Spec        PlanRequest
-	CacheKey    string // Plan's key for Spec
-	BuildID     string
-	WorkspaceID string // host session id whose workspace receives the result
+	Spec     PlanRequest
+	CacheKey string // Plan's key for Spec
+	BuildID  string
+	// WorkDir is a host directory the core gives this builder and keeps
+	// between builds: caches live there, and the result is a directory
+	// beneath it (BuildResult.Dir). Nothing outside it is turned into an
+	// image.
+	WorkDir string
 }
 
 // Progress is reported while a build runs, Step non-decreasing.
@@ -71,9 +87,11 @@ type Locked struct {
 
 // BuildResult is what a build produced.
 type BuildResult struct {
-	CacheKey  string
-	Lock      []Locked
-	Dir       string // the produced directory or layer, relative to the workspace
+	CacheKey string
+	Lock     []Locked
+	// Dir is the layer, relative to WorkDir: a tree copied onto / of the
+	// base image (for example usr/local/lib/python3.11/dist-packages/...).
+	Dir       string
 	SizeBytes int64
 	Warnings  []string
 }
@@ -123,12 +141,37 @@ func (r PlanRequest) Validate() error {
 		seen[k] = true
 	}
 	for _, u := range append([]string{r.Index.URL}, r.Index.ExtraURLs...) {
-		if u != "" && !strings.HasPrefix(u, "https://") {
-			return fmt.Errorf("index URL %q is not https", u)
+		if u == "" {
+			continue
 		}
-		if strings.ContainsAny(u, " \t\r\n") {
-			return fmt.Errorf("index URL %q contains white space", u)
+		if err := checkIndexURL(u); err != nil {
+			return err
+		}
+	}
+	for _, d := range r.Index.FindLinks {
+		if !strings.HasPrefix(d, "/") || strings.Contains(d, "..") || strings.ContainsAny(d, " \t\r\n") {
+			return fmt.Errorf("find-links directory %q is not a clean absolute path", d)
 		}
 	}
 	return nil
+}
+
+// checkIndexURL admits https anywhere and plain http only to this machine
+// (a local index, as the tests serve): credentials or packages sent in clear
+// over a network are refused.
+func checkIndexURL(u string) error {
+	if strings.ContainsAny(u, " \t\r\n") || strings.HasPrefix(u, "-") {
+		return fmt.Errorf("index URL %q contains white space or starts with '-'", u)
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return fmt.Errorf("index URL %q: %w", u, err)
+	}
+	switch {
+	case pu.Scheme == "https" && pu.Host != "":
+		return nil
+	case pu.Scheme == "http" && (pu.Hostname() == "127.0.0.1" || pu.Hostname() == "localhost" || pu.Hostname() == "::1"):
+		return nil
+	}
+	return fmt.Errorf("index URL %q is not https (plain http is allowed only to 127.0.0.1, localhost or ::1)", u)
 }

@@ -77,7 +77,8 @@ type IndexSettings struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"` // "": the language's default index
 	ExtraUrls     []string               `protobuf:"bytes,2,rep,name=extra_urls,json=extraUrls,proto3" json:"extra_urls,omitempty"`
-	Offline       bool                   `protobuf:"varint,3,opt,name=offline,proto3" json:"offline,omitempty"` // only what is already cached or vendored
+	Offline       bool                   `protobuf:"varint,3,opt,name=offline,proto3" json:"offline,omitempty"`                     // only what is already cached or vendored
+	FindLinks     []string               `protobuf:"bytes,4,rep,name=find_links,json=findLinks,proto3" json:"find_links,omitempty"` // local directories (absolute paths) of distributions
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,12 +134,21 @@ func (x *IndexSettings) GetOffline() bool {
 	return false
 }
 
+func (x *IndexSettings) GetFindLinks() []string {
+	if x != nil {
+		return x.FindLinks
+	}
+	return nil
+}
+
 type PlanRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Language      string                 `protobuf:"bytes,1,opt,name=language,proto3" json:"language,omitempty"`
 	BaseImage     string                 `protobuf:"bytes,2,opt,name=base_image,json=baseImage,proto3" json:"base_image,omitempty"`
 	Packages      []*BuildPackage        `protobuf:"bytes,3,rep,name=packages,proto3" json:"packages,omitempty"` // already validated by the core
 	Index         *IndexSettings         `protobuf:"bytes,4,opt,name=index,proto3" json:"index,omitempty"`
+	BaseImageId   string                 `protobuf:"bytes,5,opt,name=base_image_id,json=baseImageId,proto3" json:"base_image_id,omitempty"`                                                                      // the base image's ID, filled by the core
+	BaseLabels    map[string]string      `protobuf:"bytes,6,rep,name=base_labels,json=baseLabels,proto3" json:"base_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the base image's labels, filled by the core
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +207,20 @@ func (x *PlanRequest) GetPackages() []*BuildPackage {
 func (x *PlanRequest) GetIndex() *IndexSettings {
 	if x != nil {
 		return x.Index
+	}
+	return nil
+}
+
+func (x *PlanRequest) GetBaseImageId() string {
+	if x != nil {
+		return x.BaseImageId
+	}
+	return ""
+}
+
+func (x *PlanRequest) GetBaseLabels() map[string]string {
+	if x != nil {
+		return x.BaseLabels
 	}
 	return nil
 }
@@ -270,11 +294,14 @@ func (x *BuildPlan) GetWarnings() []string {
 }
 
 type BuildRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *PlanRequest           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	CacheKey      string                 `protobuf:"bytes,2,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"` // the key Plan returned for spec
-	BuildId       string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	WorkspaceId   string                 `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"` // the host session id whose workspace receives the result
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Spec        *PlanRequest           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	CacheKey    string                 `protobuf:"bytes,2,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"` // the key Plan returned for spec
+	BuildId     string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	WorkspaceId string                 `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"` // deprecated: unused since work_dir
+	// work_dir is a host directory the core gives this builder, kept between
+	// builds (caches live there); the result goes in a directory beneath it.
+	WorkDir       string `protobuf:"bytes,5,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +360,13 @@ func (x *BuildRequest) GetBuildId() string {
 func (x *BuildRequest) GetWorkspaceId() string {
 	if x != nil {
 		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *BuildRequest) GetWorkDir() string {
+	if x != nil {
+		return x.WorkDir
 	}
 	return ""
 }
@@ -469,7 +503,7 @@ type BuildOutcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CacheKey      string                 `protobuf:"bytes,1,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"`
 	Lock          []*LockedPackage       `protobuf:"bytes,2,rep,name=lock,proto3" json:"lock,omitempty"`
-	Dir           string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"` // relative to the workspace
+	Dir           string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"` // the layer: a tree copied onto / of the base image, relative to work_dir
 	SizeBytes     int64                  `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	Warnings      []string               `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -632,28 +666,37 @@ const file_forge_plugin_v1_builder_proto_rawDesc = "" +
 	"\x1dforge/plugin/v1/builder.proto\x12\x0fforge.plugin.v1\"<\n" +
 	"\fBuildPackage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\"Z\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"y\n" +
 	"\rIndexSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
 	"extra_urls\x18\x02 \x03(\tR\textraUrls\x12\x18\n" +
-	"\aoffline\x18\x03 \x01(\bR\aoffline\"\xb9\x01\n" +
+	"\aoffline\x18\x03 \x01(\bR\aoffline\x12\x1d\n" +
+	"\n" +
+	"find_links\x18\x04 \x03(\tR\tfindLinks\"\xeb\x02\n" +
 	"\vPlanRequest\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1d\n" +
 	"\n" +
 	"base_image\x18\x02 \x01(\tR\tbaseImage\x129\n" +
 	"\bpackages\x18\x03 \x03(\v2\x1d.forge.plugin.v1.BuildPackageR\bpackages\x124\n" +
-	"\x05index\x18\x04 \x01(\v2\x1e.forge.plugin.v1.IndexSettingsR\x05index\"\x95\x01\n" +
+	"\x05index\x18\x04 \x01(\v2\x1e.forge.plugin.v1.IndexSettingsR\x05index\x12\"\n" +
+	"\rbase_image_id\x18\x05 \x01(\tR\vbaseImageId\x12M\n" +
+	"\vbase_labels\x18\x06 \x03(\v2,.forge.plugin.v1.PlanRequest.BaseLabelsEntryR\n" +
+	"baseLabels\x1a=\n" +
+	"\x0fBaseLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
 	"\tBuildPlan\x12\x1b\n" +
 	"\tcache_key\x18\x01 \x01(\tR\bcacheKey\x129\n" +
 	"\bpackages\x18\x02 \x03(\v2\x1d.forge.plugin.v1.BuildPackageR\bpackages\x12\x14\n" +
 	"\x05steps\x18\x03 \x03(\tR\x05steps\x12\x1a\n" +
-	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\x9b\x01\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xb6\x01\n" +
 	"\fBuildRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.forge.plugin.v1.PlanRequestR\x04spec\x12\x1b\n" +
 	"\tcache_key\x18\x02 \x01(\tR\bcacheKey\x12\x19\n" +
 	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12!\n" +
-	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\"i\n" +
+	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\x12\x19\n" +
+	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\"i\n" +
 	"\rBuildProgress\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x05R\x04step\x12\x14\n" +
@@ -691,7 +734,7 @@ func file_forge_plugin_v1_builder_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v1_builder_proto_rawDescData
 }
 
-var file_forge_plugin_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_forge_plugin_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_forge_plugin_v1_builder_proto_goTypes = []any{
 	(*BuildPackage)(nil),  // 0: forge.plugin.v1.BuildPackage
 	(*IndexSettings)(nil), // 1: forge.plugin.v1.IndexSettings
@@ -702,24 +745,26 @@ var file_forge_plugin_v1_builder_proto_goTypes = []any{
 	(*LockedPackage)(nil), // 6: forge.plugin.v1.LockedPackage
 	(*BuildOutcome)(nil),  // 7: forge.plugin.v1.BuildOutcome
 	(*BuildEvent)(nil),    // 8: forge.plugin.v1.BuildEvent
+	nil,                   // 9: forge.plugin.v1.PlanRequest.BaseLabelsEntry
 }
 var file_forge_plugin_v1_builder_proto_depIdxs = []int32{
-	0, // 0: forge.plugin.v1.PlanRequest.packages:type_name -> forge.plugin.v1.BuildPackage
-	1, // 1: forge.plugin.v1.PlanRequest.index:type_name -> forge.plugin.v1.IndexSettings
-	0, // 2: forge.plugin.v1.BuildPlan.packages:type_name -> forge.plugin.v1.BuildPackage
-	2, // 3: forge.plugin.v1.BuildRequest.spec:type_name -> forge.plugin.v1.PlanRequest
-	6, // 4: forge.plugin.v1.BuildOutcome.lock:type_name -> forge.plugin.v1.LockedPackage
-	5, // 5: forge.plugin.v1.BuildEvent.progress:type_name -> forge.plugin.v1.BuildProgress
-	7, // 6: forge.plugin.v1.BuildEvent.outcome:type_name -> forge.plugin.v1.BuildOutcome
-	2, // 7: forge.plugin.v1.Builder.Plan:input_type -> forge.plugin.v1.PlanRequest
-	4, // 8: forge.plugin.v1.Builder.Build:input_type -> forge.plugin.v1.BuildRequest
-	3, // 9: forge.plugin.v1.Builder.Plan:output_type -> forge.plugin.v1.BuildPlan
-	8, // 10: forge.plugin.v1.Builder.Build:output_type -> forge.plugin.v1.BuildEvent
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: forge.plugin.v1.PlanRequest.packages:type_name -> forge.plugin.v1.BuildPackage
+	1,  // 1: forge.plugin.v1.PlanRequest.index:type_name -> forge.plugin.v1.IndexSettings
+	9,  // 2: forge.plugin.v1.PlanRequest.base_labels:type_name -> forge.plugin.v1.PlanRequest.BaseLabelsEntry
+	0,  // 3: forge.plugin.v1.BuildPlan.packages:type_name -> forge.plugin.v1.BuildPackage
+	2,  // 4: forge.plugin.v1.BuildRequest.spec:type_name -> forge.plugin.v1.PlanRequest
+	6,  // 5: forge.plugin.v1.BuildOutcome.lock:type_name -> forge.plugin.v1.LockedPackage
+	5,  // 6: forge.plugin.v1.BuildEvent.progress:type_name -> forge.plugin.v1.BuildProgress
+	7,  // 7: forge.plugin.v1.BuildEvent.outcome:type_name -> forge.plugin.v1.BuildOutcome
+	2,  // 8: forge.plugin.v1.Builder.Plan:input_type -> forge.plugin.v1.PlanRequest
+	4,  // 9: forge.plugin.v1.Builder.Build:input_type -> forge.plugin.v1.BuildRequest
+	3,  // 10: forge.plugin.v1.Builder.Plan:output_type -> forge.plugin.v1.BuildPlan
+	8,  // 11: forge.plugin.v1.Builder.Build:output_type -> forge.plugin.v1.BuildEvent
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v1_builder_proto_init() }
@@ -737,7 +782,7 @@ func file_forge_plugin_v1_builder_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_builder_proto_rawDesc), len(file_forge_plugin_v1_builder_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -61,7 +61,7 @@ func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer)
 	}
 	var mu sync.Mutex // progress may come from several goroutines; a stream sends from one
 	done := false
-	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId, WorkspaceID: r.WorkspaceId},
+	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId, WorkDir: r.WorkDir},
 		func(p builder.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -102,16 +102,18 @@ func packagesFromPB(ps []*pb.BuildPackage) []builder.Package {
 
 func planRequestToPB(r builder.PlanRequest) *pb.PlanRequest {
 	return &pb.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesToPB(r.Packages),
-		Index: &pb.IndexSettings{Url: r.Index.URL, ExtraUrls: r.Index.ExtraURLs, Offline: r.Index.Offline}}
+		Index:       &pb.IndexSettings{Url: r.Index.URL, ExtraUrls: r.Index.ExtraURLs, Offline: r.Index.Offline, FindLinks: r.Index.FindLinks},
+		BaseImageId: r.BaseImageID, BaseLabels: r.BaseLabels}
 }
 
 func planRequestFromPB(r *pb.PlanRequest) builder.PlanRequest {
 	if r == nil {
 		return builder.PlanRequest{}
 	}
-	out := builder.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesFromPB(r.Packages)}
+	out := builder.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesFromPB(r.Packages),
+		BaseImageID: r.BaseImageId, BaseLabels: r.BaseLabels}
 	if ix := r.Index; ix != nil {
-		out.Index = builder.Index{URL: ix.Url, ExtraURLs: ix.ExtraUrls, Offline: ix.Offline}
+		out.Index = builder.Index{URL: ix.Url, ExtraURLs: ix.ExtraUrls, Offline: ix.Offline, FindLinks: ix.FindLinks}
 	}
 	return out
 }
@@ -133,7 +135,7 @@ func (c *BuilderClient) Plan(ctx context.Context, req builder.PlanRequest) (buil
 
 // Build implements builder.Builder.
 func (c *BuilderClient) Build(ctx context.Context, req builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
-	stream, err := c.builder.Build(ctx, &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID, WorkspaceId: req.WorkspaceID})
+	stream, err := c.builder.Build(ctx, &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID, WorkDir: req.WorkDir})
 	if err != nil {
 		return builder.BuildResult{}, fromStatus(err)
 	}
