@@ -23,6 +23,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
+	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
@@ -145,7 +147,8 @@ type Manager struct {
 
 type running struct {
 	client  *pluginhost.Client
-	b       backend.Backend
+	typ     string          // plugin.TypeBackend, TypeBuilder or TypeBridge
+	b       backend.Backend // a backend's, supervised; nil for other types
 	exited  <-chan struct{} // closed when the process ends
 	unwatch func()
 }
@@ -194,7 +197,7 @@ func (m *Manager) Names() []string {
 func (m *Manager) LoadAll(ctx context.Context) []error {
 	var errs []error
 	for _, n := range m.Names() {
-		if _, err := m.Backend(ctx, n); err != nil {
+		if _, err := m.start(ctx, n); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -205,6 +208,58 @@ func (m *Manager) LoadAll(ctx context.Context) []error {
 // Only callers of the same plugin wait for its start: routing to other
 // plugins and status reads go on meanwhile.
 func (m *Manager) Backend(ctx context.Context, name string) (backend.Backend, error) {
+	r, err := m.typed(ctx, name, plugin.TypeBackend)
+	if err != nil {
+		return nil, err
+	}
+	return r.b, nil
+}
+
+// Builder returns the named builder plugin, starting it if needed.
+func (m *Manager) Builder(ctx context.Context, name string) (builder.Builder, error) {
+	r, err := m.typed(ctx, name, plugin.TypeBuilder)
+	if err != nil {
+		return nil, err
+	}
+	return r.client.Builder(), nil
+}
+
+// Bridge returns the named bridge plugin, starting it if needed.
+func (m *Manager) Bridge(ctx context.Context, name string) (bridge.Bridge, error) {
+	r, err := m.typed(ctx, name, plugin.TypeBridge)
+	if err != nil {
+		return nil, err
+	}
+	return r.client.Bridge(), nil
+}
+
+// Typed lists the plugins of one type (plugin.TypeBuilder, …) among those
+// that started.
+func (m *Manager) Typed(typ string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, n := range m.namesLocked() {
+		if m.status[n].Type == typ {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (m *Manager) typed(ctx context.Context, name, typ string) (*running, error) {
+	r, err := m.start(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if r.typ != typ {
+		return nil, fmt.Errorf("plugin %s is a %s plugin, not a %s plugin", name, r.typ, typ)
+	}
+	return r, nil
+}
+
+// start returns the named plugin's process, starting (or restarting) it.
+func (m *Manager) start(ctx context.Context, name string) (*running, error) {
 	m.mu.Lock()
 	e, ok := m.entries[name]
 	start := m.starts[name]
@@ -218,7 +273,7 @@ func (m *Manager) Backend(ctx context.Context, name string) (backend.Backend, er
 	if r := m.running[name]; r != nil {
 		if !r.gone() {
 			m.mu.Unlock()
-			return r.b, nil
+			return r, nil
 		}
 		m.log.Warn("plugin exited; restarting", "plugin", name)
 		r.unwatch()
@@ -240,7 +295,7 @@ func (m *Manager) Backend(ctx context.Context, name string) (backend.Backend, er
 	}
 	st.Identity, st.Capabilities, st.Error = id, caps, ""
 	m.running[name] = r
-	return r.b, nil
+	return r, nil
 }
 
 func (m *Manager) namesLocked() []string {
@@ -275,7 +330,7 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 	if err != nil {
 		return fail(fmt.Errorf("plugin %s: describe: %w", e.Name, err))
 	}
-	if err := pluginhost.ExpectType(d, plugin.TypeBackend); err != nil {
+	if err := pluginhost.ExpectType(d, plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge); err != nil {
 		return fail(err)
 	}
 	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
@@ -293,15 +348,20 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 	if err := c.Configure(ctx, m.hostFor(e.Name), raw); err != nil {
 		return fail(fmt.Errorf("plugin %s rejected its configuration: %w", e.Name, err))
 	}
-	if caps, err = c.Backend().Capabilities(ctx); err != nil {
-		return fail(fmt.Errorf("plugin %s: capabilities: %w", e.Name, err))
+	if d.Type == plugin.TypeBackend {
+		if caps, err = c.Backend().Capabilities(ctx); err != nil {
+			return fail(fmt.Errorf("plugin %s: capabilities: %w", e.Name, err))
+		}
 	}
-	m.log.Info("plugin loaded", "plugin", e.Name, "version", d.Version, "api", id.APIVersion, "checksum", sum, "took", time.Since(start))
+	m.log.Info("plugin loaded", "plugin", e.Name, "type", d.Type, "version", d.Version, "api", id.APIVersion, "checksum", sum, "took", time.Since(start))
 	m.rec.Record(audit.Entry{Event: audit.PluginLoad, Success: true, Details: map[string]any{
-		"plugin": e.Name, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": sum}})
+		"plugin": e.Name, "type": d.Type, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": sum}})
 	exited, unwatch := exitEvent(c.Pid())
-	return &running{client: c, exited: exited, unwatch: unwatch,
-		b: &supervised{name: e.Name, c: c, b: c.Backend(), m: m, exited: exited}}, id, caps, nil
+	r := &running{client: c, typ: d.Type, exited: exited, unwatch: unwatch}
+	if d.Type == plugin.TypeBackend {
+		r.b = &supervised{name: e.Name, c: c, b: c.Backend(), m: m, exited: exited}
+	}
+	return r, id, caps, nil
 }
 
 // Statuses reports every plugin.

@@ -172,9 +172,9 @@ func TestExitEvent(t *testing.T) {
 	}
 }
 
-// A builder plugin found in plugin_dir is refused with a reason, not
-// served as a backend, and the manager goes on.
-func TestBuilderPluginRefused(t *testing.T) {
+// A builder plugin found in plugin_dir is started as a builder: asking
+// for it as a backend is refused with a reason, and the manager goes on.
+func TestBuilderPluginTyped(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "mcp-forge-plugin-builder")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/builderplugin").CombinedOutput(); err != nil {
@@ -185,8 +185,18 @@ func TestBuilderPluginRefused(t *testing.T) {
 		audit.Discard{}, hclog.NewNullLogger())
 	defer m.Close()
 	_, err := m.Backend(context.Background(), "builder")
-	if err == nil || !strings.Contains(err.Error(), `type "builder", which is not used by this core yet`) {
-		t.Fatalf("want a clear refusal of the builder plugin, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "plugin builder is a builder plugin, not a backend plugin") {
+		t.Fatalf("want a clear refusal of the builder plugin as a backend, got %v", err)
 	}
+	if _, err := m.Builder(context.Background(), "builder"); err != nil {
+		t.Fatalf("Builder: %v", err)
+	}
+	if got := m.Typed("builder"); len(got) != 1 || got[0] != "builder" {
+		t.Fatalf("Typed(builder) = %v", got)
+	}
+	if _, err := m.Bridge(context.Background(), "builder"); err == nil {
+		t.Fatal("a builder was handed out as a bridge")
+	}
+	m.Close()
 	waitFor(t, func() bool { return !pluginStarted(bin) })
 }
