@@ -118,6 +118,16 @@ const (
 	RuleSessionLanguage    = "session-language"
 	RuleSessionsMax        = "sessions-max"
 	RuleVariableName       = "variable-name"
+	RuleStateDocsSize      = "state-docs-size"
+)
+
+// Bounds of what document_state keeps per session: notes live in the
+// server's memory and are sent back with every state read, so a client
+// cannot grow them without limit.
+const (
+	MaxDocBytes      = 4 << 10  // one variable's description
+	MaxNoteBytes     = 16 << 10 // the session note
+	MaxDocsVariables = 500      // documented variables
 )
 
 // EventRefused is the audit event of a refused request.

@@ -347,10 +347,33 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 		if name == "" || len(name) > 200 {
 			return SessionView{}, e.refuse(client, id, tool, refusal(RuleVariableName, "variable name %s: must be 1-200 characters", quoted(name)), nil)
 		}
+		if len(vars[name]) > MaxDocBytes {
+			return SessionView{}, e.refuse(client, id, tool, refusal(RuleStateDocsSize, "the description of variable %s is %d bytes; at most %d are kept: shorten it", quoted(name), len(vars[name]), MaxDocBytes), nil)
+		}
+	}
+	if note != nil && len(*note) > MaxNoteBytes {
+		return SessionView{}, e.refuse(client, id, tool, refusal(RuleStateDocsSize, "the note is %d bytes; at most %d are kept: shorten it", len(*note), MaxNoteBytes), nil)
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
 	e.mu.Lock()
+	n := len(s.Docs)
+	if clear {
+		n = 0
+	}
+	for k, d := range vars {
+		_, had := s.Docs[k]
+		switch {
+		case d != "" && (!had || clear):
+			n++
+		case d == "" && had && !clear:
+			n--
+		}
+	}
+	if n > MaxDocsVariables {
+		e.mu.Unlock()
+		return SessionView{}, e.refuse(client, id, tool, refusal(RuleStateDocsSize, "session %q would have %d documented variables; at most %d are kept: clear or remove some (an empty description removes one)", id, n, MaxDocsVariables), nil)
+	}
 	if clear {
 		s.Docs, s.Note = map[string]string{}, ""
 	}

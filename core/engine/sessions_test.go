@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -229,6 +230,30 @@ func TestSessionFailures(t *testing.T) {
 		}
 		if v, _ := r.e.DocumentState(ctx, "c1", "a", nil, nil, true); len(v.Documented) != 0 || v.Note != "" || len(v.Undocumented) != 1 {
 			t.Fatalf("clear: %+v", v)
+		}
+		long := strings.Repeat("x", MaxNoteBytes+1)
+		if _, err := r.e.DocumentState(ctx, "c1", "a", nil, &long, false); refusedBy(t, err) != RuleStateDocsSize {
+			t.Fatalf("oversized note: %v", err)
+		}
+		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"x": long[:MaxDocBytes+1]}, nil, false); refusedBy(t, err) != RuleStateDocsSize {
+			t.Fatalf("oversized description: %v", err)
+		}
+		many := map[string]string{}
+		for i := 0; i < MaxDocsVariables; i++ {
+			many[fmt.Sprintf("v%d", i)] = "d"
+		}
+		if _, err := r.e.DocumentState(ctx, "c1", "a", many, nil, false); err != nil {
+			t.Fatalf("at the maximum: %v", err)
+		}
+		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"one_more": "d"}, nil, false); refusedBy(t, err) != RuleStateDocsSize {
+			t.Fatalf("over the maximum: %v", err)
+		}
+		// Replacing a documented variable's text does not count it twice.
+		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"v1": "new"}, nil, false); err != nil {
+			t.Fatalf("redocument at the maximum: %v", err)
+		}
+		if v, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"v0": "", "one_more": "d"}, nil, false); err != nil || len(v.Documented) != MaxDocsVariables {
+			t.Fatalf("remove one, add one: %d %v", len(v.Documented), err)
 		}
 	})
 }
