@@ -119,6 +119,7 @@ const (
 	RuleSessionsMax        = "sessions-max"
 	RuleVariableName       = "variable-name"
 	RuleStateDocsSize      = "state-docs-size"
+	RuleArguments          = "arguments-invalid"
 )
 
 // Bounds of what document_state keeps per session: notes live in the
@@ -154,6 +155,12 @@ func refusal(rule, format string, args ...any) error {
 
 // refuse audits a refusal (a *RequestError) with its rule before the answer
 // goes back, and returns err unchanged. Other errors pass through.
+// RefuseArguments audits a tool call whose arguments did not match the
+// tool's input schema, refused before any handler saw them.
+func (e *Engine) RefuseArguments(client, tool, msg string) {
+	_ = e.refuse(client, "", tool, refusal(RuleArguments, "%s", msg), nil)
+}
+
 func (e *Engine) refuse(client, sessionID, tool string, err error, details map[string]any) error {
 	var re *RequestError
 	if !errors.As(err, &re) {

@@ -408,7 +408,7 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 	}
 	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleCodeNUL, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
 		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, RuleBackendUnknown, RuleBackendUnavailable, RuleBackendAmbiguous, RuleBackendLanguage,
-		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize} {
+		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize, RuleArguments} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}

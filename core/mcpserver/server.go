@@ -42,7 +42,7 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
 		&mcp.ServerOptions{Instructions: instructions(langs, cfg)})
-	s.mcp.AddReceivingMiddleware(checkURIs)
+	s.mcp.AddReceivingMiddleware(checkURIs, s.auditRejectedArguments)
 	in, out := s.executeInputSchema(), schemaFor[ExecuteOutput]()
 	for _, l := range langs {
 		mcp.AddTool(s.mcp, &mcp.Tool{

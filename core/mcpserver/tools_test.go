@@ -106,9 +106,11 @@ func TestEveryErrorIsAValidToolResult(t *testing.T) {
 	}
 	// Input that does not match the input schema is refused by the SDK,
 	// as a tool error too.
+	// It says what to do and is audited (rule arguments-invalid) like the
+	// refusals of our own handlers.
 	res, err := vc.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"timeout": "soon"}})
-	if err != nil || !res.IsError {
-		t.Fatalf("%v %+v", err, res)
+	if err != nil || !res.IsError || !strings.Contains(text(res), "do not match its input schema") || !strings.Contains(text(res), "inputSchema") {
+		t.Fatalf("%v %+v %s", err, res, text(res))
 	}
 	// Refusals are audited with their rule.
 	rules := map[string]bool{}
@@ -117,7 +119,7 @@ func TestEveryErrorIsAValidToolResult(t *testing.T) {
 			rules[e.Details["rule"].(string)] = true
 		}
 	}
-	for _, want := range []string{"code-empty", "timeout-max", "env-reserved", "image-not-allowed", "backend-language", "session-language", "session-id", "session-not-found", "variable-name"} {
+	for _, want := range []string{"code-empty", "timeout-max", "env-reserved", "image-not-allowed", "backend-language", "session-language", "session-id", "session-not-found", "variable-name", "arguments-invalid"} {
 		if !rules[want] {
 			t.Errorf("no refusal audited with rule %s (%v)", want, rules)
 		}
