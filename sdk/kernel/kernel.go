@@ -394,6 +394,7 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 			c.res.SessionDead = true
 			c.res.Duration = time.Since(start)
 			c.noteReplaced(&c.res)
+			failedExit(&c.res)
 			return c.res, nil
 		case <-poll.C:
 			st, err := b.sb.State(ctx, s.ctr)
@@ -447,6 +448,15 @@ func (c *collector) drain(x *jupyter.Execution) {
 	}
 }
 
+// failedExit gives a failed execute a non-zero exit code, as a stateless
+// run has: a kernel has no process exit per execute, and a client that
+// reads exit_code alone must not take a failure for success.
+func failedExit(res *backend.ExecuteResult) {
+	if res.Error != nil && res.ExitCode == 0 {
+		res.ExitCode = 1
+	}
+}
+
 func (b *Backend) finish(c *collector, r jupyter.Reply, interrupted bool, timeout time.Duration, start time.Time) backend.ExecuteResult {
 	res := c.res
 	res.Duration = time.Since(start)
@@ -472,6 +482,7 @@ func (b *Backend) finish(c *collector, r jupyter.Reply, interrupted bool, timeou
 	default:
 		res.Error = &backend.ExecError{Name: "Aborted", Message: "the kernel aborted the execution (status " + r.Status + ")"}
 	}
+	failedExit(&res)
 	return res
 }
 

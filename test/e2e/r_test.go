@@ -123,7 +123,7 @@ func TestRSessions(t *testing.T) {
 	t.Run("interrupt on timeout keeps state", func(t *testing.T) {
 		start := time.Now()
 		o, res := call("Sys.sleep(100)", "ra", 2)
-		if !res.IsError || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "kept") {
+		if !res.IsError || o.ExitCode == 0 || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "kept") {
 			t.Fatalf("%+v %s", o.Error, testenv.Text(res))
 		}
 		if time.Since(start) > 20*time.Second {

@@ -100,7 +100,7 @@ func TestPythonSessions(t *testing.T) {
 	})
 	t.Run("error line", func(t *testing.T) {
 		o, res := call("y = 1\nz = y / 0", "a", 0)
-		if !res.IsError || o.Error == nil || o.Error.Type != "ZeroDivisionError" || o.Error.Line != 2 {
+		if !res.IsError || o.ExitCode != 1 || o.Error == nil || o.Error.Type != "ZeroDivisionError" || o.Error.Line != 2 {
 			t.Fatalf("%+v", o.Error)
 		}
 	})
@@ -108,7 +108,7 @@ func TestPythonSessions(t *testing.T) {
 		call("kept = 'yes'", "a", 0)
 		start := time.Now()
 		o, res := call("import time\nfor i in range(600):\n    time.sleep(0.1)", "a", 2)
-		if !res.IsError || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "state is kept") {
+		if !res.IsError || o.ExitCode == 0 || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "state is kept") {
 			t.Fatalf("%+v", o.Error)
 		}
 		if d := time.Since(start); d > 15*time.Second {
@@ -196,7 +196,7 @@ func TestPythonSessions(t *testing.T) {
 		code := "import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except KeyboardInterrupt:\n        pass"
 		start := time.Now()
 		o, res := call(code, "c", 2)
-		if !res.IsError || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "state is lost") {
+		if !res.IsError || o.ExitCode == 0 || o.Error == nil || o.Error.Type != "Timeout" || !strings.Contains(o.Error.Message, "state is lost") {
 			t.Fatalf("%+v", o.Error)
 		}
 		if d := time.Since(start); d > 30*time.Second {
