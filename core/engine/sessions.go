@@ -403,7 +403,7 @@ func (e *Engine) RestartSession(ctx context.Context, client, id string) (Session
 	if err != nil {
 		return SessionView{}, err
 	}
-	s.op.Lock()
+	e.claim(ctx, s, false)
 	defer s.op.Unlock()
 	switch e.stateOf(s) {
 	case stateGone:
@@ -433,10 +433,54 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	if err != nil {
 		return err
 	}
-	s.op.Lock()
+	closed := e.claim(ctx, s, true)
 	defer s.op.Unlock()
 	defer e.removeCheckpoint(s.Internal) // checkpoint.go: a checkpoint goes with its session
+	if closed {
+		e.drop(s)
+		e.removeWorkspace(s.Internal)
+		e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Owner, Success: true,
+			Details: map[string]any{"session": s.ID, "reason": "destroyed by the client while code ran", "executions": s.Executions}})
+		return nil
+	}
 	return e.destroyLocked(ctx, s, "destroyed by the client")
+}
+
+// claimGrace is how long destroy waits for interrupted code to stop before
+// it closes the kernel under it.
+var claimGrace = 3 * time.Second
+
+// claim takes a session's operation lock for destroy or restart. Code
+// running in the session is interrupted first, so the client does not wait
+// for code it wants gone; when kill is set and the code still runs after
+// claimGrace (a kernel that ignores interrupts, a C loop), the kernel is
+// closed under it and claim reports closed.
+func (e *Engine) claim(ctx context.Context, s *Session, kill bool) (closed bool) {
+	if s.op.TryLock() {
+		return false
+	}
+	sb, err := e.sessionBackend(ctx, s.Backend)
+	if err != nil {
+		s.op.Lock()
+		return false
+	}
+	if err := sb.Interrupt(ctx, s.Internal); err != nil {
+		e.log.Warn("could not interrupt a session's running code", "session", s.Internal, "error", err)
+	}
+	locked := make(chan struct{})
+	go func() { s.op.Lock(); close(locked) }()
+	select {
+	case <-locked:
+		return false
+	case <-time.After(claimGrace):
+	}
+	if !kill {
+		<-locked
+		return false
+	}
+	err = sb.CloseSession(ctx, s.Internal)
+	<-locked
+	return err == nil
 }
 
 // destroyLocked closes the kernel and removes the session (caller holds s.op).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -425,5 +426,71 @@ func TestCloseAll(t *testing.T) {
 	}
 	if _, ok := r.kernel.Opened(internalID("c1", "a")); ok {
 		t.Fatal("kernel a left open")
+	}
+}
+
+// Destroy and restart do not wait for the code a session runs: they
+// interrupt it, and destroy closes a kernel that ignores the interrupt.
+func TestDestroyAndRestartInterruptRunningCode(t *testing.T) {
+	old := claimGrace
+	claimGrace = 200 * time.Millisecond
+	t.Cleanup(func() { claimGrace = old })
+	cases := []struct {
+		name      string
+		obeys     bool // the code stops on interrupt
+		restart   bool
+		wantEvent string
+	}{
+		{"destroy interrupts", true, false, "interrupt"},
+		{"destroy closes a kernel that ignores the interrupt", false, false, "close"},
+		{"restart interrupts", true, true, "restart"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, nil, nil)
+			if _, err := r.exec(t, Request{Language: "python", SessionID: "a"}); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var once sync.Once
+			end := func(string) { once.Do(func() { close(stop) }) }
+			if tc.obeys {
+				r.kernel.OnInterrupt = end
+			}
+			r.kernel.OnClose = end
+			started := make(chan struct{})
+			r.kernel.Run = func(ctx context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+				close(started)
+				select {
+				case <-stop:
+					return backend.ExecuteResult{Error: &backend.ExecError{Name: "KeyboardInterrupt"}}, nil
+				case <-time.After(time.Minute):
+					return backend.ExecuteResult{Success: true}, nil
+				}
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.exec(t, Request{Language: "python", SessionID: "a", Code: "while True: pass"})
+				done <- err
+			}()
+			<-started
+			begin := time.Now()
+			var err error
+			if tc.restart {
+				_, err = r.e.RestartSession(context.Background(), "c1", "a")
+			} else {
+				err = r.e.DestroySession(context.Background(), "c1", "a")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(begin); d > 10*time.Second {
+				t.Fatalf("took %s: it waited for the running code", d)
+			}
+			<-done
+			if log := strings.Join(r.kernel.Log(), ","); !strings.Contains(log, "interrupt") || !strings.Contains(log, tc.wantEvent) {
+				t.Fatalf("events %s", log)
+			}
+		})
 	}
 }

@@ -224,6 +224,30 @@ func TestPythonSessions(t *testing.T) {
 			t.Fatal("destroying twice should fail")
 		}
 	})
+	t.Run("destroy interrupts running code", func(t *testing.T) {
+		call("x = 1", "d", 0)
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() { _, res := call("import time\nwhile True:\n    time.sleep(0.05)", "d", 120); done <- res }()
+		testenv.WaitFor(t, "the session to be busy", 30*time.Second, func() bool {
+			var st struct {
+				State string `json:"state"`
+			}
+			return readJSON(t, s.Session, "mcp://forge/sessions/d/state", &st) == nil && st.State == "busy"
+		})
+		begin := time.Now()
+		if res := s.Call(t, "destroy_session", map[string]any{"session_id": "d"}, nil); res.IsError {
+			t.Fatal(testenv.Text(res))
+		}
+		if d := time.Since(begin); d > 15*time.Second {
+			t.Fatalf("destroy waited %s for the running code", d)
+		}
+		if res := <-done; !res.IsError {
+			t.Fatalf("the interrupted call succeeded: %s", testenv.Text(res))
+		}
+		if c := sessionContainers(t, s.Base, "d"); len(c) != 0 {
+			t.Fatalf("container left: %v", c)
+		}
+	})
 	t.Run("bad session id", func(t *testing.T) {
 		_, res := call("1", "../etc", 0)
 		if !res.IsError || !strings.Contains(testenv.Text(res), "session_id") {

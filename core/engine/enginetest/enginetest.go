@@ -85,6 +85,9 @@ type Backend struct {
 	Run  func(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error)
 	// OpenErr, when set, fails OpenSession.
 	OpenErr error
+	// OnInterrupt and OnClose, when set, see Interrupt and CloseSession
+	// (a Run that blocks can wait for them).
+	OnInterrupt, OnClose func(id string)
 
 	mu     sync.Mutex
 	open   map[string]backend.OpenSessionRequest
@@ -184,7 +187,13 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 }
 
 // Interrupt implements backend.SessionBackend.
-func (b *Backend) Interrupt(context.Context, string) error { return nil }
+func (b *Backend) Interrupt(_ context.Context, id string) error {
+	b.event("interrupt %s", id)
+	if b.OnInterrupt != nil {
+		b.OnInterrupt(id)
+	}
+	return nil
+}
 
 // Inspect implements backend.SessionBackend: one variable per session.
 func (b *Backend) Inspect(_ context.Context, id string) ([]backend.Variable, error) {
@@ -203,6 +212,9 @@ func (b *Backend) RestartSession(_ context.Context, id string) error {
 // CloseSession implements backend.SessionBackend.
 func (b *Backend) CloseSession(_ context.Context, id string) error {
 	b.event("close %s", id)
+	if b.OnClose != nil {
+		b.OnClose(id)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.open, id)
