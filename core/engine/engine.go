@@ -64,6 +64,11 @@ type Engine struct {
 	ws      *workspace.Manager
 	limits  limits
 
+	// ImagePresent, when set, reports whether an image is on this machine:
+	// a custom_image that is allowed but absent is refused with what to do
+	// (rule image-missing) before a backend is asked.
+	ImagePresent func(ctx context.Context, ref string) (bool, error)
+
 	mu       sync.Mutex
 	sessions map[sessionKey]*Session
 	slots    chan struct{}   // execution.max_concurrent_runs
@@ -120,6 +125,7 @@ const (
 	RuleVariableName       = "variable-name"
 	RuleStateDocsSize      = "state-docs-size"
 	RuleArguments          = "arguments-invalid"
+	RuleImageMissing       = "image-missing"
 )
 
 // Bounds of what document_state keeps per session: notes live in the
@@ -155,6 +161,22 @@ func refusal(rule, format string, args ...any) error {
 
 // refuse audits a refusal (a *RequestError) with its rule before the answer
 // goes back, and returns err unchanged. Other errors pass through.
+// checkPresent refuses an allowed image that is not on this machine, so
+// the caller learns what to do instead of a server error from the engine.
+func (e *Engine) checkPresent(ctx context.Context, image string) error {
+	ok, err := e.ImagePresent(ctx, image)
+	if err != nil || ok {
+		return nil // the engine may be down: the backend reports that
+	}
+	return refusal(RuleImageMissing, "custom_image %s is allowed but not present on this machine: build it first (build_environment for mcp-forge/custom:<name>, `make images` for the built-in images), or omit custom_image", quoted(image))
+}
+
+func (e *Engine) hasSession(client, id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessions[sessionKey{client, id}] != nil
+}
+
 // RefuseArguments audits a tool call whose arguments did not match the
 // tool's input schema, refused before any handler saw them.
 func (e *Engine) RefuseArguments(client, tool, msg string) {
@@ -288,6 +310,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	var s *Session
 	var created bool
+	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.hasSession(req.Client, req.SessionID)) {
+		err = e.checkPresent(ctx, req.CustomImage)
+	}
 	if err == nil && req.SessionID != "" {
 		s, created, err = e.acquire(req, name)
 	}

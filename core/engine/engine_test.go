@@ -408,12 +408,34 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 	}
 	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleCodeNUL, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
 		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, RuleBackendUnknown, RuleBackendUnavailable, RuleBackendAmbiguous, RuleBackendLanguage,
-		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize, RuleArguments} {
+		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize, RuleArguments, RuleImageMissing} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}
 	}
 	if !strings.Contains(string(doc), "| `warning` |") || !strings.Contains(string(doc), EventRefused) {
 		t.Error("docs/audit.md has no severity table")
+	}
+}
+
+// An allowed custom image that is not on the machine is a refusal saying
+// what to do, not a backend failure; an open session keeps its image.
+func TestCustomImageMissing(t *testing.T) {
+	r := newRig(t, nil, nil)
+	present := map[string]bool{"mcp-forge/custom:here": true}
+	r.e.ImagePresent = func(_ context.Context, ref string) (bool, error) { return present[ref], nil }
+	_, err := r.exec(t, Request{Language: "python", CustomImage: "mcp-forge/custom:gone"})
+	if refusedBy(t, err) != RuleImageMissing || !strings.Contains(err.Error(), "build_environment") {
+		t.Fatal(err)
+	}
+	if _, err := r.exec(t, Request{Language: "python", CustomImage: "mcp-forge/custom:here"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", CustomImage: "mcp-forge/custom:here"}); err != nil {
+		t.Fatal(err)
+	}
+	delete(present, "mcp-forge/custom:here")
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", CustomImage: "mcp-forge/custom:here"}); err != nil {
+		t.Fatalf("an open session was refused for its image: %v", err)
 	}
 }

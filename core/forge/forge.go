@@ -165,6 +165,10 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
 	f.Engine.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
+	f.Engine.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
+		_, ok, err := sb.Runtime().Image(ctx, ref)
+		return ok, err
+	}
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)

@@ -102,6 +102,11 @@ func TestExecutePython(t *testing.T) {
 				t.Errorf("%q", text)
 			}
 		}},
+		{"allowed image not built", map[string]any{"code": "1", "custom_image": "mcp-forge/custom:never-built"}, true, func(t *testing.T, o out, text string) {
+			if o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(text, "not present") {
+				t.Errorf("%+v %q", o.Error, text)
+			}
+		}},
 		{"session on a stateless backend", map[string]any{"code": "1", "session_id": "s1", "backend": "python"}, true, func(t *testing.T, o out, text string) {
 			if !strings.Contains(text, "stateless") {
 				t.Errorf("%q", text)
