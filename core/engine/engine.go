@@ -137,6 +137,10 @@ const (
 	MaxDocsVariables = 500      // documented variables
 )
 
+// MaxImages bounds the images one result carries: each is a content block
+// a client renders, and thousands of tiny ones fit under any byte limit.
+const MaxImages = 20
+
 // EventRefused is the audit event of a refused request.
 const EventRefused = "request.refused"
 
@@ -370,6 +374,10 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
+	}
+	if n := len(res.Images); n > MaxImages {
+		res.Images = res.Images[:MaxImages]
+		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned: save the others as files or combine them", n, MaxImages))
 	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -437,5 +438,22 @@ func TestCustomImageMissing(t *testing.T) {
 	delete(present, "mcp-forge/custom:here")
 	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", CustomImage: "mcp-forge/custom:here"}); err != nil {
 		t.Fatalf("an open session was refused for its image: %v", err)
+	}
+}
+
+// A result carries at most MaxImages images, with a notice of the rest.
+func TestImageCountCapped(t *testing.T) {
+	r := newRig(t, nil, nil)
+	r.snake.Run = func(context.Context, backend.ExecuteRequest, func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		var res backend.ExecuteResult
+		for i := 0; i < 3*MaxImages; i++ {
+			res.Images = append(res.Images, backend.Image{Name: fmt.Sprintf("p%d.png", i), MIMEType: "image/png", Data: []byte{1}})
+		}
+		res.Success = true
+		return res, nil
+	}
+	res, err := r.exec(t, Request{Language: "python"})
+	if err != nil || len(res.Images) != MaxImages || !strings.Contains(strings.Join(res.Notices, " "), fmt.Sprintf("produced %d images", 3*MaxImages)) {
+		t.Fatalf("%d images, notices %v, %v", len(res.Images), res.Notices, err)
 	}
 }
