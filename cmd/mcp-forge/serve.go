@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/procid"
@@ -144,6 +145,7 @@ func cmdWatchdog(_ context.Context, args []string) int {
 		ServerID: args[0],
 		Runtime:  podman.New(cfg.Server.PodmanSocket),
 		Log:      log,
+		Release:  func() (int, error) { return fsquota.ReleaseOwner(cfg.Volumes.BasePath, args[0], log.Named("quota")) },
 		Audit: func() (audit.Recorder, func(), error) {
 			al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
 			if err != nil {

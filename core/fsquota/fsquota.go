@@ -260,6 +260,31 @@ func (q *Quota) Sweep() (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// ReleaseOwner releases the workspaces one server that is no longer
+// running left under base. The watchdog of a killed server calls it once
+// the server's containers are gone, so the server's filesystems do not wait
+// for the next server to start on that base path.
+func ReleaseOwner(base, owner string, log hclog.Logger) (int, error) {
+	if !ownerPattern.MatchString(owner) || owner == "." || owner == ".." {
+		return 0, fmt.Errorf("quota owner %q: use 1-64 letters, digits, '.', '_' or '-'", owner)
+	}
+	if procid.Alive(owner) {
+		return 0, fmt.Errorf("server %s is still running: its workspaces are in use", owner)
+	}
+	abs, err := filepath.Abs(base)
+	if err != nil {
+		return 0, fmt.Errorf("quota base path %q: %w", base, err)
+	}
+	dir := filepath.Join(abs, stateDir, owner)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return sweepOwner(dir, log)
+}
+
 func (q *Quota) claim(path string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -25,20 +25,42 @@ func Alive(id string) bool {
 	if !ok || err != nil || pid <= 0 {
 		return false
 	}
-	return Of(pid) == id
+	if Of(pid) != id {
+		return false
+	}
+	// A zombie has ended: its files and mounts are no longer in use, and
+	// its parent may be slow to reap it.
+	st := state(pid)
+	return st != "Z" && st != "X"
 }
 
-func start(pid int) string {
+// state is the one-letter state of process pid ("" if unknown).
+func state(pid int) string {
+	f := statFields(pid)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command name.
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "0"
+		return nil
 	}
 	s := string(b)
 	// The command name may hold spaces and parentheses: fields follow the last ')'.
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		if f := strings.Fields(s[i+1:]); len(f) > 19 {
-			return f[19]
-		}
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+func start(pid int) string {
+	if f := statFields(pid); len(f) > 19 {
+		return f[19]
 	}
 	return "0"
 }

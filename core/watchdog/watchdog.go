@@ -103,6 +103,10 @@ type Options struct {
 	// GiveUp bounds how long a sweep is retried while Podman does not
 	// answer.
 	GiveUp time.Duration
+	// Release, when set, runs once the server's containers are all gone:
+	// it frees what they held on the host (workspace filesystems) and
+	// returns how many it freed.
+	Release func() (int, error)
 }
 
 // Run waits for the server's end (EOF on r) and removes its containers. It
@@ -128,7 +132,20 @@ func Run(r io.Reader, o Options) (int, error) {
 	} else {
 		o.Log.Warn("server ended without stopping: removing its containers", "server", o.ServerID)
 	}
-	return sweep(o, died, clean)
+	n, err := sweep(o, died, clean)
+	// A clean server released its workspaces itself; a killed one's are
+	// freed only once none of its containers holds them.
+	if !clean && err == nil && o.Release != nil {
+		k, rerr := o.Release()
+		if k > 0 {
+			o.Log.Warn("released the workspaces of a server that ended without stopping", "server", o.ServerID, "count", k)
+		}
+		if rerr != nil {
+			o.Log.Error("could not release the workspaces of a dead server; the next server on this base path will", "server", o.ServerID, "error", rerr)
+			err = rerr
+		}
+	}
+	return n, err
 }
 
 func sweep(o Options, died time.Time, clean bool) (int, error) {

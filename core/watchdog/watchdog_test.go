@@ -72,8 +72,16 @@ func TestSweepAfterDeath(t *testing.T) {
 	r := &rec{}
 	pr, pw := io.Pipe()
 	done := make(chan int)
+	released := make(chan int, 1)
+	o := opts(rt, r)
+	o.Release = func() (int, error) {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		released <- len(rt.ctrs) // containers still there when workspaces go
+		return 1, nil
+	}
 	go func() {
-		n, err := Run(pr, opts(rt, r))
+		n, err := Run(pr, o)
 		if err != nil {
 			t.Error(err)
 		}
@@ -103,6 +111,14 @@ func TestSweepAfterDeath(t *testing.T) {
 	if reaps != 3 || r.entries[len(r.entries)-1].Event != audit.WatchdogEvent {
 		t.Fatalf("audit: %+v", r.entries)
 	}
+	select {
+	case left := <-released:
+		if left != 1 {
+			t.Fatalf("workspaces released while %d of the server's containers remained", left-1)
+		}
+	default:
+		t.Fatal("the dead server's workspaces were not released")
+	}
 }
 
 // A clean stop: one sweep, nothing audited when nothing was left.
@@ -112,7 +128,9 @@ func TestCleanStop(t *testing.T) {
 	pr, pw, _ := os.Pipe()
 	pw.Write([]byte{cleanStop})
 	pw.Close()
-	n, err := Run(pr, opts(rt, r))
+	o := opts(rt, r)
+	o.Release = func() (int, error) { t.Error("a clean server's workspaces are its own to release"); return 0, nil }
+	n, err := Run(pr, o)
 	if err != nil || n != 0 || rt.lists != 1 || r.opened != 0 {
 		t.Fatalf("removed %d (%v), %d lists, audit opened %d times", n, err, rt.lists, r.opened)
 	}
