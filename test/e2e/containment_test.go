@@ -122,6 +122,7 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 	if !poll(30*time.Second, func() bool { return len(serverContainers(t, id)) == 2 }) {
 		t.Fatalf("want the session's and the run's containers, have %v", serverContainers(t, id))
 	}
+	mounted := mountsUnder(t, s.Base)
 	killed := time.Now()
 	s.Cmd.Process.Signal(syscall.SIGKILL)
 	s.Cmd.Wait()
@@ -132,6 +133,11 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 	if !poll(10*time.Second, func() bool { return !alive(watchdogs[0]) }) {
 		t.Error("the watchdog outlived its sweep")
 	}
+	// The workspace filesystems (volumes.enforce_quota) go with them.
+	if left := mountsUnder(t, s.Base); len(left) > 0 {
+		t.Errorf("the dead server's workspace filesystems remain after its watchdog ended: %v", left)
+	}
+	t.Logf("%d workspace filesystems were mounted at the kill", len(mounted))
 	reaped := 0
 	for _, e := range auditEntries(t, s.AuditLog) {
 		if e.Event == audit.ContainerReap && e.Success && e.Details["by"] == "watchdog" && e.Details["left_by"] == id {
@@ -363,4 +369,21 @@ func resumed(t *testing.T, s *testenv.Server) {
 	if !created {
 		t.Fatal("the resumed execution was not audited")
 	}
+}
+
+// mountsUnder lists the mount points below base, as /proc/self/mountinfo
+// shows them (field 5; octal escapes are left as they are).
+func mountsUnder(t *testing.T, base string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], base+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
