@@ -88,6 +88,7 @@ type uvBuilder struct {
 	timeout time.Duration
 	log     hclog.Logger
 	why     string // why there is no uv, for the warning
+	missing error  // neither uv nor pip: every plan is refused with it
 }
 
 // New is the plugin factory.
@@ -145,7 +146,10 @@ func newBuilder(cfg Config) (*uvBuilder, error) {
 		b.uv = cfg.UVPath
 	}
 	if b.uv == "" && !isExecutable(b.python) {
-		return nil, fmt.Errorf("uv builder: no uv (%s) and python_path %q is not an executable for the pip fallback", b.why, b.python)
+		// The plugin still loads, so the server starts; builds are refused
+		// with the reason.
+		b.missing = host.Errorf(host.KindUnavailable, "the uv builder cannot build here: no uv (%s) and python_path %q is not an executable for the pip fallback", b.why, b.python)
+		b.log.Warn("builds will be refused", "reason", b.missing)
 	}
 	return b, nil
 }
@@ -203,6 +207,9 @@ func (b *uvBuilder) target(r builder.PlanRequest) (target, error) {
 func (b *uvBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan, error) {
 	if err := r.Validate(); err != nil {
 		return builder.Plan{}, host.Errorf(host.KindInvalid, "%s", mask(err.Error()))
+	}
+	if b.missing != nil {
+		return builder.Plan{}, b.missing
 	}
 	if r.Language != "python" {
 		return builder.Plan{}, host.Errorf(host.KindInvalid, "the uv builder builds Python environments, not %q (use the debian builder for R)", r.Language)

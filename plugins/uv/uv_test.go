@@ -412,6 +412,15 @@ func TestHelpers(t *testing.T) {
 			t.Errorf("config %+v accepted", bad)
 		}
 	}
+	// Neither uv nor pip: the plugin loads (the server starts) and refuses
+	// every build with the reason.
+	nb, err := newBuilder(Config{UVPath: "none", PythonPath: "/nonexistent/python3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nb.Plan(context.Background(), builder.PlanRequest{Language: "python", BaseImage: "mcp-forge/python:3.11", Packages: []builder.Package{{Name: "x"}}}); err == nil || !strings.Contains(err.Error(), "cannot build here") {
+		t.Errorf("a builder with no tool planned: %v", err)
+	}
 	if _, err := New(nil, backend.Config(`{"uv_path": 3}`)); err == nil {
 		t.Error("a malformed config was accepted")
 	}
