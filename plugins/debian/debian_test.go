@@ -91,9 +91,11 @@ func TestConformance(t *testing.T) {
 	sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: pySpec, WorkDir: t.TempDir(), Timeout: 3 * time.Minute})
 }
 
-func TestConformanceOverGRPC(t *testing.T) {
+// The plugin binary itself, launched as the core launches it (go-plugin
+// over gRPC), configured with a status file.
+func TestConformanceLaunched(t *testing.T) {
 	cfg, _ := json.Marshal(Config{StatusFile: fixture(t, "python")})
-	b := sdktest.ServeBuilder(t, Info, New, sdktest.NewLocalHost(t.TempDir()), cfg)
+	b := sdktest.LaunchBuilder(t, testenv.BuildPlugin(t, "."), sdktest.NewLocalHost(t.TempDir()), cfg)
 	sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: pySpec, WorkDir: t.TempDir(), Timeout: 3 * time.Minute})
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
 // modes are the two ways this builder installs: uv, and the pip fallback
@@ -107,6 +110,19 @@ func TestConformanceOverGRPC(t *testing.T) {
 			newTestBuilder(t, m.cfg) // skips without uv
 			raw := `{"uv_path":"` + m.cfg.UVPath + `"}`
 			b := sdktest.ServeBuilder(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(raw))
+			sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), WorkDir: t.TempDir(), Timeout: 2 * time.Minute})
+		})
+	}
+}
+
+// The plugin binary itself, launched as the core launches it.
+func TestConformanceLaunched(t *testing.T) {
+	ix := testindex.New(t, nil)
+	bin := testenv.BuildPlugin(t, ".")
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			newTestBuilder(t, m.cfg) // skips without uv
+			b := sdktest.LaunchBuilder(t, bin, sdktest.NewLocalHost(t.TempDir()), []byte(`{"uv_path":"`+m.cfg.UVPath+`"}`))
 			sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), WorkDir: t.TempDir(), Timeout: 2 * time.Minute})
 		})
 	}
@@ -423,5 +439,35 @@ func TestHelpers(t *testing.T) {
 	}
 	if _, err := New(nil, backend.Config(`{"uv_path": 3}`)); err == nil {
 		t.Error("a malformed config was accepted")
+	}
+}
+
+// End to end: the layer, copied onto / of a throw-away container of the
+// Python image (no network), makes the packages importable by the image's
+// own python3; without it they are not.
+func TestE2ELayerImports(t *testing.T) {
+	testenv.Require(t)
+	ix := testindex.New(t, nil)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			b := newTestBuilder(t, m.cfg)
+			work := t.TempDir()
+			res, err := build(t, b, spec(ix, testindex.ChainTop), work, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rnd := make([]byte, 4)
+			rand.Read(rnd)
+			name := "forge-envplug-test-" + hex.EncodeToString(rnd)
+			check := `python3 -c 'import forge_a, forge_b, forge_c; print("forge-c", forge_c.__version__)'`
+			out, err := exec.Command("podman", "run", "--rm", "--name", name, "--network", "none", "--user", "0",
+				"-v", filepath.Join(work, res.Dir)+":/l:ro", "mcp-forge/python:3.11", "sh", "-c", "cp -a /l/. / && "+check).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "forge-c 2.0") {
+				t.Fatalf("the packages do not import from the layer: %v\n%s", err, out)
+			}
+			if out, err := exec.Command("podman", "run", "--rm", "--name", name+"-base", "--network", "none", "mcp-forge/python:3.11", "sh", "-c", check).CombinedOutput(); err == nil {
+				t.Fatalf("the base image already imports them: %s", out)
+			}
+		})
 	}
 }
