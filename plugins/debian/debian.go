@@ -324,7 +324,12 @@ func (b *debBuilder) Build(ctx context.Context, r builder.BuildRequest, progress
 		return builder.BuildResult{}, err
 	}
 	tree := filepath.Join(scratch, "layer", "tree")
+	// The tree's root is laid over /: 0755 whatever this process's umask
+	// (the directories inside come from the packages with their modes).
 	if err := os.MkdirAll(tree, 0o755); err != nil {
+		return builder.BuildResult{}, fmt.Errorf("debian builder: %w", err)
+	}
+	if err := os.Chmod(tree, 0o755); err != nil {
 		return builder.BuildResult{}, fmt.Errorf("debian builder: %w", err)
 	}
 	dpkgDeb, _ := lookPath("dpkg-deb")

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,9 +106,17 @@ func TestRLayer(t *testing.T) {
 	b := newTestBuilder(t, nil, Config{StatusFile: fixture(t, "r")})
 	work := t.TempDir()
 	rec := &progressRec{}
+	// A strict umask must not make the layer's root (laid over /) private.
+	old := syscall.Umask(0o077)
 	res, err := build(t, b, rSpec, work, rec)
+	syscall.Umask(old)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range []string{".", "usr", "usr/lib/R/site-library/R6"} {
+		if st, err := os.Stat(filepath.Join(work, res.Dir, d)); err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("layer directory %s: %v %v, want 0755", d, st.Mode(), err)
+		}
 	}
 	checkLayer(t, work, res, "r-cran-r6", "usr/lib/R/site-library/R6/DESCRIPTION")
 	if got := rec.phases(); !slices.Equal(got, []string{"resolve", "download", "install", "done"}) {

@@ -353,6 +353,12 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 		return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
 	}
 	site := filepath.Join(scratch, "layer", "tree", "usr", "local", "lib", "python"+t.python, "dist-packages")
+	// The tree's directories are laid over the image's own /usr/...: they
+	// get the usual 0755 whatever this process's umask, so copying the
+	// layer never changes who can read /usr.
+	if err := mkdirAll0755(filepath.Join(scratch, "layer", "tree"), site); err != nil {
+		return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
+	}
 	report(2, fmt.Sprintf("downloading 0 of %d packages", len(lock)))
 	if b.uv != "" {
 		err = b.installUV(ctx, run, t, scratch, site, len(lock), report)
@@ -734,6 +740,22 @@ func (r *runner) run(ctx context.Context, bin string, args []string, onLine func
 		return so, se, fmt.Errorf("%s did not finish within %s: %w", filepath.Base(bin), r.b.timeout, ctx.Err())
 	}
 	return so, se, err
+}
+
+// mkdirAll0755 makes dir and its parents up to and including root with
+// mode 0755.
+func mkdirAll0755(root, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return err
+		}
+		if d == root || d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // dirSize is the bytes of the regular files under dir.

@@ -5,14 +5,20 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"net/http/httptest"
 
 	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -138,9 +144,20 @@ func TestDependencyChain(t *testing.T) {
 			b := newTestBuilder(t, m.cfg)
 			work := t.TempDir()
 			rec := &progressRec{}
+			// A strict umask must not make the layer's /usr unreadable.
+			old := syscall.Umask(0o077)
 			res, err := build(t, b, spec(ix, testindex.ChainTop), work, rec)
+			syscall.Umask(old)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for d := "usr/local/lib/python3.11/dist-packages"; d != "."; d = filepath.Dir(d) {
+				if st, err := os.Stat(filepath.Join(work, res.Dir, d)); err != nil || st.Mode().Perm() != 0o755 {
+					t.Errorf("layer directory %s: %v %v, want 0755", d, st.Mode(), err)
+				}
+			}
+			if st, err := os.Stat(filepath.Join(work, res.Dir)); err != nil || st.Mode().Perm() != 0o755 {
+				t.Errorf("layer root: %v %v, want 0755", st.Mode(), err)
 			}
 			want := map[string]string{"forge-a": "1.0", "forge-b": "1.0", "forge-c": "2.0"}
 			if len(res.Lock) != len(want) {
@@ -299,6 +316,68 @@ func TestCancelLeavesNothing(t *testing.T) {
 				assertNoLeftovers(t, work)
 			})
 		}
+	}
+}
+
+// Cancelling while uv or pip waits on the index kills it (its connection
+// closes) and leaves nothing: the proxy holds the request for forge-c's
+// page until the client goes away.
+func TestCancelKillsTheTool(t *testing.T) {
+	ix := testindex.New(t, nil)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			b := newTestBuilder(t, m.cfg)
+			target, _ := url.Parse(ix.URL)
+			proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+			held := make(chan struct{}, 8)
+			gone := make(chan struct{}, 8)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasPrefix(r.URL.Path, "/simple/"+testindex.ChainBottom) {
+					held <- struct{}{}
+					<-r.Context().Done()
+					gone <- struct{}{}
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			r := spec(ix, testindex.ChainTop)
+			r.Index.URL = srv.URL + "/simple"
+			plan, err := b.Plan(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			work := t.TempDir()
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, WorkDir: work}, nil)
+				done <- err
+			}()
+			select {
+			case <-held:
+			case err := <-done:
+				t.Fatalf("the build ended before asking for %s: %v", testindex.ChainBottom, err)
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the tool never asked for " + testindex.ChainBottom)
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("want context.Canceled, got %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the build still runs 30 s after it was cancelled")
+			}
+			select {
+			case <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the tool's request is still open: the tool was not killed")
+			}
+			assertNoLeftovers(t, work)
+		})
 	}
 }
 
