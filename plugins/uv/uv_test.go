@@ -550,3 +550,39 @@ func TestE2ELayerImports(t *testing.T) {
 		})
 	}
 }
+
+// An offline build from a find-links directory of wheels: nothing else is
+// asked for (the default index is unreachable from here anyway).
+func TestFindLinksOffline(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range testindex.DefaultProjects() {
+		if p.SdistOnly {
+			continue
+		}
+		name, data, err := testindex.Wheel(p.Name, p.Version, p.Requires)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			b := newTestBuilder(t, m.cfg)
+			r := builder.PlanRequest{Language: "python", BaseImage: "mcp-forge/python:3.11", Packages: []builder.Package{{Name: testindex.ChainTop}},
+				Index: builder.Index{Offline: true, FindLinks: []string{dir}}}
+			work := t.TempDir()
+			res, err := build(t, b, r, work, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Lock) != 3 {
+				t.Fatalf("lock %+v", res.Lock)
+			}
+			if _, err := os.Stat(filepath.Join(work, res.Dir, "usr/local/lib/python3.11/dist-packages/forge_c/__init__.py")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
