@@ -304,6 +304,11 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 			return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
 		}
 	}
+	if !sameFilesystem(cache, root) {
+		res0 := "uv_cache_path " + cache + " is not on the work directory's filesystem: uv copies every file instead of hard-linking it (slower, and the layer's files are stored twice)"
+		b.log.Warn("cache on another filesystem", "uv_cache_path", cache, "work_dir", r.WorkDir)
+		plan.Warnings = append(plan.Warnings, res0)
+	}
 	scratch, err := os.MkdirTemp(filepath.Join(root, "tmp"), "build-")
 	if err != nil {
 		return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
@@ -740,6 +745,14 @@ func (r *runner) run(ctx context.Context, bin string, args []string, onLine func
 		return so, se, fmt.Errorf("%s did not finish within %s: %w", filepath.Base(bin), r.b.timeout, ctx.Err())
 	}
 	return so, se, err
+}
+
+func sameFilesystem(a, b string) bool {
+	var sa, sb syscall.Stat_t
+	if syscall.Stat(a, &sa) != nil || syscall.Stat(b, &sb) != nil {
+		return true // no evidence of a difference: no warning
+	}
+	return sa.Dev == sb.Dev
 }
 
 // mkdirAll0755 makes dir and its parents up to and including root with

@@ -196,6 +196,9 @@ func TestDependencyChain(t *testing.T) {
 			if hasFallback != (m.name == "pip") {
 				t.Errorf("warnings %q: the pip fallback must be said when (and only when) it is used", res.Warnings)
 			}
+			if slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "not on the work directory's filesystem") }) {
+				t.Errorf("the default cache is under the work dir, yet: %q", res.Warnings)
+			}
 			if m.name == "uv" {
 				if _, err := os.Stat(filepath.Join(work, "uv", "cache")); err != nil {
 					t.Errorf("no uv cache under the work dir: %v", err)
@@ -548,6 +551,29 @@ func TestE2ELayerImports(t *testing.T) {
 				t.Fatalf("the base image already imports them: %s", out)
 			}
 		})
+	}
+}
+
+// A cache on another filesystem works and is said to be slow.
+func TestCacheOnOtherFilesystem(t *testing.T) {
+	ix := testindex.New(t, nil)
+	var a, b syscall.Stat_t
+	work := t.TempDir()
+	if syscall.Stat("/dev/shm", &a) != nil || syscall.Stat(work, &b) != nil || a.Dev == b.Dev {
+		t.Skip("no second filesystem (/dev/shm) here")
+	}
+	cache, err := os.MkdirTemp("/dev/shm", "forge-uv-cache-")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(cache)
+	bl := newTestBuilder(t, Config{UVCachePath: cache})
+	res, err := build(t, bl, spec(ix, testindex.ChainTop), work, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "not on the work directory's filesystem") }) {
+		t.Errorf("no warning about the cache's filesystem: %q", res.Warnings)
 	}
 }
 
