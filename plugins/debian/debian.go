@@ -290,6 +290,19 @@ func (b *debBuilder) Build(ctx context.Context, r builder.BuildRequest, progress
 	if release != hostRelease {
 		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "base image %s is Debian %q but the host's apt lists are for %q: the debian builder fetches the host release's packages, which would not fit the image; build on a %s host or use another builder", r.Spec.BaseImage, release, hostRelease, release)
 	}
+	// The resolution is a function of the plan's key (image id, archive
+	// state, packages) and the image's status: remembered, an identical
+	// request is a cache hit without running apt.
+	memo, err := memoPath(root, plan.CacheKey, status)
+	if err != nil {
+		return builder.BuildResult{}, err
+	}
+	if hit, ok := readMemo(root, memo); ok {
+		hit.CacheKey, hit.Warnings = plan.CacheKey, append(res.Warnings, hit.Warnings...)
+		hit.Warnings = append(hit.Warnings, "cache hit: the layer of this request was built before")
+		report(4, fmt.Sprintf("cache hit: %d packages already unpacked", len(hit.Lock)))
+		return hit, ctx.Err()
+	}
 	run := &runner{timeout: b.timeout, log: b.log, dir: scratch}
 	apt := b.aptOptions(root, status, scratch)
 	report(1, fmt.Sprintf("resolving %d packages with apt against %s", len(plan.Packages), r.Spec.BaseImage))
@@ -315,6 +328,7 @@ func (b *debBuilder) Build(ctx context.Context, r builder.BuildRequest, progress
 		if res.SizeBytes, err = dirSize(filepath.Join(layer, "tree")); err != nil {
 			return builder.BuildResult{}, fmt.Errorf("debian builder: cached layer %s: %w", lockHash, err)
 		}
+		writeMemo(memo, res)
 		res.Warnings = append(res.Warnings, "cache hit: the layer of this lock was built before ("+lockHash+")")
 		report(4, fmt.Sprintf("cache hit: %d packages already unpacked", len(todo)))
 		return res, ctx.Err()
@@ -360,8 +374,52 @@ func (b *debBuilder) Build(ctx context.Context, r builder.BuildRequest, progress
 	if res.SizeBytes, err = dirSize(filepath.Join(layer, "tree")); err != nil {
 		return builder.BuildResult{}, fmt.Errorf("debian builder: %w", err)
 	}
+	writeMemo(memo, res)
 	report(4, fmt.Sprintf("unpacked %d packages (%d bytes)", len(todo), res.SizeBytes))
 	return res, nil
+}
+
+// memoPath names the remembered result of a plan against a status file.
+func memoPath(root, key, status string) (string, error) {
+	data, err := os.ReadFile(status)
+	if err != nil {
+		return "", fmt.Errorf("debian builder: the base image's status: %w", err)
+	}
+	sum := sha256.Sum256(append([]byte(key+"\n"), data...))
+	return filepath.Join(root, "resolved", hex.EncodeToString(sum[:])[:32]+".json"), nil
+}
+
+// readMemo returns a remembered result whose layer is still there.
+func readMemo(root, memo string) (builder.BuildResult, bool) {
+	data, err := os.ReadFile(memo)
+	if err != nil {
+		return builder.BuildResult{}, false
+	}
+	var res builder.BuildResult
+	if json.Unmarshal(data, &res) != nil || !strings.HasPrefix(res.Dir, filepath.Join("debian", "layers")+"/") || strings.Contains(res.Dir, "..") {
+		return builder.BuildResult{}, false
+	}
+	layer := filepath.Join(filepath.Dir(root), filepath.Dir(res.Dir))
+	if st, err := os.Stat(filepath.Join(layer, "lock.json")); err != nil || !st.Mode().IsRegular() {
+		return builder.BuildResult{}, false
+	}
+	size, err := dirSize(filepath.Join(layer, "tree"))
+	if err != nil {
+		return builder.BuildResult{}, false
+	}
+	res.SizeBytes = size
+	return res, true
+}
+
+// writeMemo remembers a result (its warnings are the resolution's: what
+// the image already had). A failure only costs the next build a resolve.
+func writeMemo(memo string, res builder.BuildResult) {
+	res.CacheKey = ""
+	res.Warnings = slices.DeleteFunc(slices.Clone(res.Warnings), func(w string) bool { return !strings.Contains(w, "already in the base image") })
+	data, _ := json.Marshal(res)
+	if err := os.MkdirAll(filepath.Dir(memo), 0o755); err == nil {
+		_ = writeAtomic(memo, data)
+	}
 }
 
 func isExist(err error) bool {
