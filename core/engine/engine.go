@@ -77,6 +77,9 @@ type Engine struct {
 	toolsWhy string
 }
 
+// Tools is the tool bridge, or nil and why there is none.
+func (e *Engine) Tools() (*toolbridge.Service, string) { return e.tools, e.toolsWhy }
+
 // SetTools lets runs call MCP tools through s (a bridge plugin), or with s
 // nil records why they cannot, for refusals of mcp_tools.
 func (e *Engine) SetTools(s *toolbridge.Service, why string) {
