@@ -147,6 +147,14 @@ func (g *Grant) Extend(ctx context.Context, tools []string) error {
 		// there are any.
 		files["r/profile.R"] = []byte("local({ f <- \"" + bridge.SandboxDir + "/r/forge_tools.R\"; if (file.exists(f)) source(f) })\n")
 	}
+	// The language directories exist from the start: Python caches a
+	// missing sys.path entry as absent for good, so a session granted tools
+	// later would never find them.
+	for _, d := range []string{"python", "r", "bin"} {
+		if err := os.MkdirAll(filepath.Join(g.dir, d), 0o755); err != nil {
+			return fmt.Errorf("create the tool grant directory: %w", err)
+		}
+	}
 	n, err := g.write(files)
 	if err != nil {
 		return err
@@ -425,12 +433,16 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 	ctx, cancel := context.WithTimeout(g.ctx, timeout)
 	defer cancel()
 	var res bridge.CallResult
+	callStart := time.Now()
 	b, err := g.s.get(ctx)
 	if err == nil {
 		res, err = b.CallTool(ctx, bridge.CallRequest{Server: server, Tool: tool, Arguments: req.Arguments, Timeout: timeout})
 	}
+	// The plugin gets the timeout too and may give up a moment before our
+	// own deadline: a failure at the deadline is a timeout either way.
+	late := err != nil && time.Since(callStart) >= timeout-250*time.Millisecond
 	switch {
-	case ctx.Err() != nil && g.ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded):
+	case g.ctx.Err() == nil && (ctx.Err() != nil || late || errors.Is(err, context.DeadlineExceeded)):
 		return fail(bridge.WireErrorTimeout, "", fmt.Sprintf("tool %s did not answer within %s (mcp_tools.%s.call_timeout, else bridge.call_timeout)", req.Tool, timeout, server))
 	case g.ctx.Err() != nil:
 		return fail(bridge.WireErrorServer, "", fmt.Sprintf("tool %s was cancelled: the run ended", req.Tool))
