@@ -232,13 +232,6 @@ func (e *Engine) validate(req Request) error {
 	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max {
 		return refusal(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s (execution.max_timeout)", req.Timeout, max)
 	}
-	if len(req.MCPTools) > 0 && e.tools == nil {
-		why := e.toolsWhy
-		if why == "" {
-			why = "none is loaded"
-		}
-		return refusal(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and %s", req.MCPTools, why)
-	}
 	for _, n := range req.MCPTools {
 		if !toolName.MatchString(n) {
 			return refusal(RuleMCPToolName, "mcp_tools %s: name a configured MCP server (\"memory\") or one of its tools (\"memory.read_graph\"); see the resource mcp://forge/tools/available", quoted(n))
@@ -246,6 +239,13 @@ func (e *Engine) validate(req Request) error {
 	}
 	if len(req.MCPTools) > 64 {
 		return refusal(RuleMCPToolName, "mcp_tools names %d tools; at most 64 (name a server to grant all its tools)", len(req.MCPTools))
+	}
+	if len(req.MCPTools) > 0 && e.tools == nil {
+		why := e.toolsWhy
+		if why == "" {
+			why = "none is loaded"
+		}
+		return refusal(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and %s", req.MCPTools, why)
 	}
 	if req.CustomImage != "" {
 		if err := e.pol.CheckImage(req.CustomImage); err != nil {
