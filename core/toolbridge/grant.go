@@ -424,7 +424,7 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 		case err != nil:
 			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval, and asking failed: %v", req.Tool, err))
 		case !supported:
-			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and the MCP client does not support elicitation, so it was not called", req.Tool, server))
+			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and the MCP client cannot be asked (it declared no form elicitation, or speaks protocol 2026-07-28, where a server cannot ask during a call), so it was not called", req.Tool, server))
 		case !ok:
 			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("the user declined the call of %s", req.Tool))
 		}

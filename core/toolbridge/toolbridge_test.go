@@ -355,7 +355,7 @@ func TestApproval(t *testing.T) {
 		want     string // "" for success
 	}{
 		{"no client", nil, "no MCP client"},
-		{"unsupported", func(context.Context, string) (bool, bool, error) { return false, false, nil }, "does not support elicitation"},
+		{"unsupported", func(context.Context, string) (bool, bool, error) { return false, false, nil }, "client cannot be asked"},
 		{"declined", func(context.Context, string) (bool, bool, error) { return false, true, nil }, "declined"},
 		{"approved", func(_ context.Context, m string) (bool, bool, error) { asked = m; return true, true, nil }, ""},
 	} {
