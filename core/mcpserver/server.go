@@ -186,7 +186,7 @@ type ExecuteInput struct {
 	Timeout     int               `json:"timeout,omitempty"`
 	CustomImage string            `json:"custom_image,omitempty"`
 	Environment map[string]string `json:"environment,omitempty"`
-	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"names of configured MCP servers whose tools the code may call (needs a bridge plugin)"`
+	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"MCP tools the code may call: a configured server (every tool its policy allows) or server.tool; see mcp://forge/tools/available (needs a bridge plugin)"`
 }
 
 // executeInputSchema is ExecuteInput's schema with the limits of this
