@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -197,5 +198,66 @@ print(f.add(a=1, b=1)["sum"])`})
 	}
 	if calls < 12 || refused < 3 {
 		t.Fatalf("%d bridged calls audited (%d refusals with a rule)", calls, refused)
+	}
+}
+
+// A tool under "approve" asks the MCP client that ran the code, by
+// elicitation, showing the tool and its arguments; the call proceeds only
+// on accept. A client that cannot be asked gets a clear refusal.
+func TestToolBridgeApproval(t *testing.T) {
+	testenv.Require(t)
+	bin := filepath.Join(t.TempDir(), "toolbridge-plugin")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/toolbridgeplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cfgText := "[mcp_tools.fake]\ncommand = \"unused\"\napprove = [\"add\"]\n[plugins.toolbridge]\npath = \"" + bin + "\"\n"
+	base := testenv.BaseDir(t)
+	cfgPath := filepath.Join(base, "forge.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	answer := "accept"
+	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e-approver", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, r.Params.Message)
+			return &mcp.ElicitResult{Action: answer, Content: map[string]any{}}, nil
+		}})
+	cmd := exec.Command(testenv.Binary(t), "--config", cfgPath, "serve")
+	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Protocol 2025-11-25: a server may still ask while it serves a call.
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	code := `import forge_tools.fake as f
+try:
+    print(f.add(a=2, b=3)["sum"])
+except Exception as e:
+    print(e.kind, "|", e)`
+	var o out
+	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": code, "mcp_tools": []string{"fake.add"}}, &o)
+	if !o.Success || strings.TrimSpace(o.Stdout) != "5" {
+		t.Fatalf("%+v\n%s", o, testenv.Text(res))
+	}
+	if len(asked) != 1 || !strings.Contains(asked[0], "fake.add") || !strings.Contains(asked[0], `"a": 2`) {
+		t.Fatalf("asked %q", asked)
+	}
+	answer = "decline"
+	o = out{}
+	res = testenv.Call(t, cs, "execute_python", map[string]any{"code": code, "mcp_tools": []string{"fake.add"}}, &o)
+	if !o.Success || !strings.HasPrefix(o.Stdout, "denied |") || !strings.Contains(o.Stdout, "declined") {
+		t.Fatalf("%+v\n%s", o, testenv.Text(res))
+	}
+
+	// The default client (protocol 2026-07-28) cannot be asked during a call.
+	s := testenv.StartServer(t, cfgText)
+	o = out{}
+	res = s.Call(t, "execute_python", map[string]any{"code": code, "mcp_tools": []string{"fake.add"}}, &o)
+	if !o.Success || !strings.HasPrefix(o.Stdout, "denied |") || !strings.Contains(o.Stdout, "cannot be asked") {
+		t.Fatalf("%+v\n%s", o, testenv.Text(res))
 	}
 }
