@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,8 +92,39 @@ func New(cfg config.Config, plugin string, get BridgeFunc, root string, rec audi
 	if err := os.Chmod(root, 0o711); err != nil {
 		return nil, fmt.Errorf("tool grants directory: %w", err)
 	}
-	return &Service{servers: maps.Clone(cfg.MCPTools), bcfg: cfg.Bridge, plugin: plugin, get: get, root: root, rec: rec, log: log,
-		scrub: secrets(cfg.MCPTools), grants: map[string]*Grant{}, ToolsTTL: 30 * time.Second}, nil
+	s := &Service{servers: maps.Clone(cfg.MCPTools), bcfg: cfg.Bridge, plugin: plugin, get: get, root: root, rec: rec, log: log,
+		scrub: secrets(cfg.MCPTools), grants: map[string]*Grant{}, ToolsTTL: 30 * time.Second}
+	if n := s.sweep(time.Minute); n > 0 {
+		log.Info("removed tool grant directories left by a previous run", "count", n)
+	}
+	return s, nil
+}
+
+// sweep removes grant directories nobody serves any more (a server that
+// died): no socket answers there, and the directory is older than minAge
+// (a grant being created has no listener for a moment). Live grants of
+// another server sharing the base path always answer, so they stay.
+func (s *Service) sweep(minAge time.Duration) int {
+	entries, err := os.ReadDir(s.root)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		dir := filepath.Join(s.root, e.Name())
+		info, err := os.Lstat(dir)
+		if err != nil || time.Since(info.ModTime()) < minAge {
+			continue
+		}
+		if c, err := net.DialTimeout("unix", filepath.Join(dir, bridge.SocketName), 200*time.Millisecond); err == nil {
+			c.Close()
+			continue
+		}
+		if os.RemoveAll(dir) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // secrets scrubs the servers' env and header values (and the words of a

@@ -487,3 +487,28 @@ func TestCloseCancelsCalls(t *testing.T) {
 		t.Fatal("Close waited for a hanging call")
 	}
 }
+
+// Grant directories a dead server left are removed at start; a live
+// grant (its socket answers) and a fresh directory stay.
+func TestSweep(t *testing.T) {
+	s, _ := testService(t, &fakeBridge{}, nil)
+	live := issue(t, s, "mem.echo")
+	dead := filepath.Join(s.root, "deadbeef")
+	fresh := filepath.Join(s.root, "fresh")
+	for _, d := range []string{dead, fresh} {
+		if err := os.MkdirAll(filepath.Join(d, "python"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(dead, old, old)
+	os.Chtimes(live.Dir(), old, old)
+	if n := s.sweep(time.Minute); n != 1 {
+		t.Fatalf("swept %d, want 1", n)
+	}
+	for d, want := range map[string]bool{dead: false, fresh: true, live.Dir(): true} {
+		if _, err := os.Stat(d); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", d, err == nil, want)
+		}
+	}
+}
