@@ -124,6 +124,13 @@ print(f.config())`})
 			t.Fatalf("%+v\n%s", o, text)
 		}
 	})
+	t.Run("R loads the generated code through its profile", func(t *testing.T) {
+		var o out
+		res := s.Call(t, "execute_r", map[string]any{"code": `cat(forge_tools_granted, Sys.getenv("FORGE_TOOLS_SOCKET"))`, "mcp_tools": []string{"fake.add"}}, &o)
+		if !o.Success || o.Stdout != "fake.add /forge/tools/bridge.sock" {
+			t.Fatalf("%+v\n%s", o, testenv.Text(res))
+		}
+	})
 	t.Run("session extends its grant", func(t *testing.T) {
 		// Opened without tools: the directory and socket are there, no code.
 		o, text := run(t, map[string]any{"session_id": "tb", "code": `import os, importlib.util

@@ -82,7 +82,8 @@ def call(tool, args=None):
 
 func (b br) Generate(_ context.Context, r bridge.GenerateRequest) (map[string][]byte, error) {
 	if r.Language != "python" {
-		return map[string][]byte{"r/forge_tools.R": []byte("# no R client in the test bridge\n")}, nil
+		// No R client in the test bridge: a marker shows the profile ran.
+		return map[string][]byte{"r/forge_tools.R": []byte("forge_tools_granted <- c(" + quoteAll(r.Tools) + ")\n")}, nil
 	}
 	out := map[string][]byte{"python/forge_tools/__init__.py": []byte(client)}
 	mods := map[string]*strings.Builder{}
@@ -98,6 +99,14 @@ func (b br) Generate(_ context.Context, r bridge.GenerateRequest) (map[string][]
 		out["python/forge_tools/"+server+".py"] = []byte(m.String())
 	}
 	return out, nil
+}
+
+func quoteAll(s []string) string {
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return strings.Join(q, ", ")
 }
 
 func main() {
