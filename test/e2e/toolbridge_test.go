@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ const bridgeSecret = "s3cr3t-e2e-value-42"
 
 // startBridgeServer starts mcp-forge with the test bridge plugin
 // (testdata/toolbridgeplugin) serving server "fake".
-func startBridgeServer(t *testing.T) *testenv.Server {
+func startBridgeServer(t *testing.T, budget int) *testenv.Server {
 	t.Helper()
 	testenv.Require(t)
 	bin := filepath.Join(t.TempDir(), "toolbridge-plugin")
@@ -39,7 +41,7 @@ deny = ["forbidden"]
 
 [bridge]
 call_timeout = 2
-max_calls_per_run = 5
+max_calls_per_run = `+strconv.Itoa(budget)+`
 
 [plugins.toolbridge]
 path = "`+bin+`"
@@ -51,7 +53,7 @@ sha256 = "`+sum+`"
 // policy, budget and timeout; images land in the run's output directory;
 // a session's grant grows with later calls; nothing is left afterwards.
 func TestToolBridge(t *testing.T) {
-	s := startBridgeServer(t)
+	s := startBridgeServer(t, 5)
 	run := func(t *testing.T, args map[string]any) (out, string) {
 		t.Helper()
 		var o out
@@ -177,6 +179,25 @@ print(f.add(a=1, b=1)["sum"])`})
 		if pol["fake.add"] != "allow" || pol["fake.forbidden"] != "deny" || strings.Contains(res.Contents[0].Text, bridgeSecret) {
 			t.Fatalf("%s", res.Contents[0].Text)
 		}
+		env, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "mcp://forge/environment/info"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Bridge struct {
+				Plugin  string `json:"plugin"`
+				Servers map[string]struct {
+					Status string `json:"status"`
+					Tools  int    `json:"tools"`
+				} `json:"servers"`
+			} `json:"tool_bridge"`
+		}
+		if err := json.Unmarshal([]byte(env.Contents[0].Text), &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.Bridge.Plugin != "toolbridge" || info.Bridge.Servers["fake"].Status != "ok" || info.Bridge.Servers["fake"].Tools != 5 {
+			t.Fatalf("tool_bridge in environment/info: %+v", info.Bridge)
+		}
 	})
 
 	// Every grant ended with its run or session: nothing on the host.
@@ -266,5 +287,31 @@ except Exception as e:
 	res = s.Call(t, "execute_python", map[string]any{"code": code, "mcp_tools": []string{"fake.add"}}, &o)
 	if !o.Success || !strings.HasPrefix(o.Stdout, "denied |") || !strings.Contains(o.Stdout, "cannot be asked") {
 		t.Fatalf("%+v\n%s", o, testenv.Text(res))
+	}
+}
+
+// The round trip of a bridged call from sandbox code (socket, core policy,
+// gRPC to the bridge plugin and back), median over 200 calls in one run.
+func TestToolBridgeRoundTrip(t *testing.T) {
+	s := startBridgeServer(t, 1000)
+	var o out
+	res := s.Call(t, "execute_python", map[string]any{"mcp_tools": []string{"fake.add"}, "code": `import time, statistics, forge_tools.fake as f
+f.add(a=0, b=0)
+d = []
+for i in range(200):
+    t = time.perf_counter()
+    f.add(a=i, b=1)
+    d.append(time.perf_counter() - t)
+print("%.3f %.3f" % (statistics.median(d) * 1000, max(d) * 1000))`}, &o)
+	if !o.Success {
+		t.Fatalf("%+v\n%s", o, testenv.Text(res))
+	}
+	var median, worst float64
+	if _, err := fmt.Sscan(o.Stdout, &median, &worst); err != nil {
+		t.Fatalf("%q: %v", o.Stdout, err)
+	}
+	t.Logf("bridged call round trip: median %.3f ms, max %.3f ms over 200 calls", median, worst)
+	if median > 50 {
+		t.Fatalf("median round trip %.1f ms: far slower than a local socket and a gRPC call should be", median)
 	}
 }
