@@ -26,6 +26,9 @@ import (
 // MaxGenerated caps the bytes of generated code one grant holds.
 const MaxGenerated = 16 << 20
 
+// MaxConns caps the connections one sandbox holds open to its socket.
+const MaxConns = 16
+
 // Grant is the tools one run or session may call, and the socket through
 // which its sandbox calls them. Its directory is mounted read-only at
 // bridge.SandboxDir in the sandbox; Close removes it.
@@ -242,6 +245,17 @@ func (g *Grant) accept() {
 			g.mu.Unlock()
 			c.Close()
 			return
+		}
+		if len(g.conns) >= MaxConns {
+			// Each connection may buffer a line of MaxWireMessage bytes:
+			// a sandbox must not make the core hold unbounded memory.
+			g.mu.Unlock()
+			b, _ := json.Marshal(bridge.WireResponse{Error: &bridge.WireError{Kind: bridge.WireErrorInvalid,
+				Message: fmt.Sprintf("too many connections: at most %d per sandbox; send many requests over one", MaxConns)}})
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(append(b, '\n'))
+			c.Close()
+			continue
 		}
 		g.conns[c] = struct{}{}
 		g.wg.Add(1)

@@ -512,3 +512,26 @@ func TestSweep(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox cannot open connections without bound: past MaxConns a new
+// one is told why and closed; the open ones keep working.
+func TestMaxConns(t *testing.T) {
+	s, _ := testService(t, &fakeBridge{}, nil)
+	g := issue(t, s, "mem.echo")
+	var cs []*client
+	for i := 0; i < MaxConns; i++ {
+		c := dial(t, g)
+		if r := c.call("mem.echo", nil); r.Error != nil { // served: counted
+			t.Fatal(r.Error)
+		}
+		cs = append(cs, c)
+	}
+	extra := dial(t, g)
+	r := extra.read()
+	if r.Error == nil || !strings.Contains(r.Error.Message, "too many connections") {
+		t.Fatalf("got %+v", r)
+	}
+	if r := cs[0].call("mem.echo", nil); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+}
