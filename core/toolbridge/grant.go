@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
@@ -284,7 +285,7 @@ func (g *Grant) Close() {
 		c.Close()
 	}
 	g.wg.Wait()
-	err := os.RemoveAll(g.dir)
+	err := workspace.RemoveAll(g.dir) // rootless: the U mount option gave it to a sub-id
 	if err != nil {
 		g.s.log.Warn("could not remove a tool grant directory", "dir", g.dir, "error", err)
 	}

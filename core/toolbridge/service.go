@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
 
@@ -120,7 +121,7 @@ func (s *Service) sweep(minAge time.Duration) int {
 			c.Close()
 			continue
 		}
-		if os.RemoveAll(dir) == nil {
+		if workspace.RemoveAll(dir) == nil {
 			n++
 		}
 	}
