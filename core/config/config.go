@@ -231,6 +231,9 @@ type MCPTool struct {
 	// CallTimeout overrides bridge.call_timeout for this server's tools
 	// (seconds; 0: bridge.call_timeout).
 	CallTimeout int `toml:"call_timeout"`
+	// MaxCallsPerRun bounds one run's calls of this server's tools, within
+	// bridge.max_calls_per_run (0: only that bound).
+	MaxCallsPerRun int `toml:"max_calls_per_run"`
 }
 
 // Bridge configures how sandbox code calls MCP tools (mcp_tools).

@@ -157,6 +157,9 @@ func Validate(c Config) Errors {
 		if t.CallTimeout < 0 {
 			v.add(p+".call_timeout", "must be 0 (bridge.call_timeout) or a positive number of seconds")
 		}
+		if t.MaxCallsPerRun < 0 {
+			v.add(p+".max_calls_per_run", "must be 0 (only bridge.max_calls_per_run) or a positive number of calls")
+		}
 	}
 	v.positive("bridge.call_timeout", c.Bridge.CallTimeout)
 	v.positive("bridge.max_calls_per_run", c.Bridge.MaxCallsPerRun)

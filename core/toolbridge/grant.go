@@ -51,7 +51,8 @@ type Grant struct {
 	tools    map[string]bool
 	approve  Approver
 	runID    string
-	calls    int // of the current run
+	calls    int            // of the current run
+	byServer map[string]int // of the current run, per server
 	total    int
 	outHost  string // the sandbox's output directory on the host ("": none)
 	outCtr   string // and in the container
@@ -111,7 +112,7 @@ func (g *Grant) Attach(hostDir, containerDir string) {
 // fresh call budget, and approval goes to the client of this run.
 func (g *Grant) BeginRun(runID, client string, approve Approver) {
 	g.mu.Lock()
-	g.runID, g.client, g.approve, g.calls = runID, client, approve, 0
+	g.runID, g.client, g.approve, g.calls, g.byServer = runID, client, approve, 0, nil
 	g.mu.Unlock()
 }
 
@@ -426,6 +427,14 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 		g.mu.Unlock()
 		return fail(bridge.WireErrorBudget, RuleBudget, fmt.Sprintf("this run has made its %d tool calls (bridge.max_calls_per_run); %s was not called", max, req.Tool))
 	}
+	if smax := g.s.servers[server].MaxCallsPerRun; smax > 0 && g.byServer[server] >= smax {
+		g.mu.Unlock()
+		return fail(bridge.WireErrorBudget, RuleBudget, fmt.Sprintf("this run has made its %d calls of %s tools (mcp_tools.%s.max_calls_per_run); %s was not called", smax, server, server, req.Tool))
+	}
+	if g.byServer == nil {
+		g.byServer = map[string]int{}
+	}
+	g.byServer[server]++
 	g.calls++
 	g.total++
 	approve := g.approve

@@ -362,7 +362,9 @@ type ServerView struct {
 	Deny        []string `json:"deny,omitempty"`
 	Approve     []string `json:"approve,omitempty"`
 	CallTimeout string   `json:"call_timeout"`
-	Tools       int      `json:"tools"`
+	// MaxCallsPerRun: this server's calls per run (0: only the bridge's bound).
+	MaxCallsPerRun int `json:"max_calls_per_run,omitempty"`
+	Tools          int `json:"tools"`
 }
 
 // Available is what the resource shows: servers, tools with schemas and
@@ -395,7 +397,7 @@ func (s *Service) Available(ctx context.Context) Available {
 			tr = "http"
 		}
 		a.Servers = append(a.Servers, ServerView{Name: n, Transport: tr, Default: DefaultOf(c),
-			Allow: c.Allow, Deny: c.Deny, Approve: c.Approve, CallTimeout: s.timeout(n).String(), Tools: count[n]})
+			Allow: c.Allow, Deny: c.Deny, Approve: c.Approve, CallTimeout: s.timeout(n).String(), MaxCallsPerRun: c.MaxCallsPerRun, Tools: count[n]})
 	}
 	return a
 }

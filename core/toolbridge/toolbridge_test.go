@@ -343,6 +343,24 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+func TestServerBudget(t *testing.T) {
+	s, _ := testService(t, &fakeBridge{}, func(c *config.Config) {
+		m := c.MCPTools["mem"]
+		m.MaxCallsPerRun = 2
+		c.MCPTools["mem"] = m
+	})
+	g := issue(t, s, "mem.echo")
+	c := dial(t, g)
+	for i := 0; i < 2; i++ {
+		if r := c.call("mem.echo", nil); r.Error != nil {
+			t.Fatalf("call %d: %+v", i, r.Error)
+		}
+	}
+	if r := c.call("mem.echo", nil); r.Error == nil || r.Error.Kind != bridge.WireErrorBudget || !strings.Contains(r.Error.Message, "mcp_tools.mem.max_calls_per_run") {
+		t.Fatalf("3rd call: %+v", r.Error)
+	}
+}
+
 func TestApproval(t *testing.T) {
 	fb := &fakeBridge{}
 	s, _ := testService(t, fb, nil)
