@@ -1,8 +1,10 @@
 package shim
 
-import "testing"
+import (
+	"testing"
 
-import "github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+)
 
 // The tools grant token survives the trip to the plugin (the core mounts
 // that grant only in a container whose intent carries it).
