@@ -229,14 +229,21 @@ func (s *Service) Resolve(ctx context.Context, names []string) ([]string, error)
 			set[n] = true
 			continue
 		}
-		n0 := len(set)
+		offered, allowed := 0, 0
 		for _, t := range tools {
-			if t.Server == server && s.Decide(server, t.Name) != Deny {
-				set[t.ID()] = true
+			if t.Server == server {
+				offered++
+				if s.Decide(server, t.Name) != Deny {
+					set[t.ID()] = true
+					allowed++
+				}
 			}
 		}
-		if len(set) == n0 && !slices.ContainsFunc(tools, func(t bridge.Tool) bool { return t.Server == server && set[t.ID()] }) {
-			return nil, refusal(RuleDenied, "mcp_tools %q: the server offers no tool its policy (mcp_tools.%s) allows", n, server)
+		switch {
+		case offered == 0:
+			return nil, refusal(RuleUnknown, "mcp_tools %q: the server lists no tools (is it down? environment/info shows the bridge's servers)", n)
+		case allowed == 0:
+			return nil, refusal(RuleDenied, "mcp_tools %q: the policy of mcp_tools.%s denies every tool the server offers", n, server)
 		}
 	}
 	return slices.Sorted(maps.Keys(set)), nil

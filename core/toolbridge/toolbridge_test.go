@@ -553,3 +553,17 @@ func TestMaxConns(t *testing.T) {
 		t.Fatal(r.Error)
 	}
 }
+
+func TestResolveServerWithoutTools(t *testing.T) {
+	s, _ := testService(t, &fakeBridge{}, func(c *config.Config) {
+		c.MCPTools["empty"] = config.MCPTool{Command: "x"}
+	})
+	if _, err := s.Resolve(context.Background(), []string{"empty"}); err == nil || !strings.Contains(err.Error(), "lists no tools") {
+		t.Fatalf("got %v", err)
+	}
+	locked, _ := testService(t, &fakeBridge{}, func(c *config.Config) { c.MCPTools["mem"] = config.MCPTool{Command: "x", Deny: []string{"*"}} })
+	var e *Error
+	if _, err := locked.Resolve(context.Background(), []string{"mem"}); !errors.As(err, &e) || e.Rule != RuleDenied || !strings.Contains(e.Msg, "denies every tool") {
+		t.Fatalf("got %v", err)
+	}
+}
