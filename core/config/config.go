@@ -16,6 +16,7 @@ type Config struct {
 	Security           Security              `toml:"security"`
 	EnvironmentBuilder EnvironmentBuilder    `toml:"environment_builder"`
 	MCPTools           map[string]MCPTool    `toml:"mcp_tools"`
+	Bridge             Bridge                `toml:"bridge"`
 	Plugins            map[string]PluginSpec `toml:"plugins"`
 	// Quotas are every tenant's limits unless its [tenants.NAME] table
 	// overrides one.
@@ -208,11 +209,44 @@ type Template struct {
 	Packages    []string `toml:"packages"`
 }
 
-// MCPTool is an upstream MCP server whose tools the sandbox may call.
+// MCPTool is an upstream MCP server whose tools the sandbox may call
+// (docs/tool-bridge.md): started by the bridge plugin over stdio (Command,
+// Args, Env) or reached over streamable HTTP (URL, Headers). Env and header
+// values are secrets: they go to the bridge plugin only.
 type MCPTool struct {
 	Command string            `toml:"command"`
 	Args    []string          `toml:"args"`
 	Env     map[string]string `toml:"env"`
+	URL     string            `toml:"url"`
+	Headers map[string]string `toml:"headers"`
+	// Policy per tool, by globs over the tool's name (without the server):
+	// deny wins over approve, approve over allow; a tool no list names gets
+	// Default ("allow", "deny" or "approve"). A non-empty Allow with
+	// Default unset makes Default "deny": listing what is allowed means
+	// nothing else is.
+	Allow   []string `toml:"allow"`
+	Deny    []string `toml:"deny"`
+	Approve []string `toml:"approve"`
+	Default string   `toml:"default"`
+	// CallTimeout overrides bridge.call_timeout for this server's tools
+	// (seconds; 0: bridge.call_timeout).
+	CallTimeout int `toml:"call_timeout"`
+	// MaxCallsPerRun bounds one run's calls of this server's tools, within
+	// bridge.max_calls_per_run (0: only that bound).
+	MaxCallsPerRun int `toml:"max_calls_per_run"`
+}
+
+// Bridge configures how sandbox code calls MCP tools (mcp_tools).
+type Bridge struct {
+	// Plugin names the bridge plugin; "": the one bridge plugin loaded.
+	Plugin string `toml:"plugin"`
+	// CallTimeout bounds one tool call, in seconds.
+	CallTimeout int `toml:"call_timeout"`
+	// MaxCallsPerRun is the call budget of one run (a stateless run, or
+	// one execute in a session).
+	MaxCallsPerRun int `toml:"max_calls_per_run"`
+	// MaxConcurrentCalls bounds the calls one sandbox has in flight.
+	MaxConcurrentCalls int `toml:"max_concurrent_calls"`
 }
 
 // PluginSpec declares a plugin binary.
@@ -305,6 +339,7 @@ func systemDefault() Config {
 			Templates:   map[string]Template{},
 		},
 		MCPTools: map[string]MCPTool{},
+		Bridge:   Bridge{CallTimeout: 30, MaxCallsPerRun: 100, MaxConcurrentCalls: 8},
 		Plugins:  map[string]PluginSpec{},
 		Quotas:   Quotas{MaxConcurrentRuns: 4, MaxSessions: 5, ExecutionsPerMinute: 120, ExecutionBurst: 20, MaxRequestsInFlight: 32},
 		Tenants:  map[string]Tenant{},

@@ -97,6 +97,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bad user", "[security]\nsandbox_user = \"nobody\"\n", nil, []string{"security.sandbox_user: must be numeric"}},
 		{"relative path", "[volumes]\nbase_path = \"data\"\n", nil, []string{"volumes.base_path: must be an absolute path"}},
 		{"empty tool command", "[mcp_tools.gh]\nargs = []\n", nil, []string{"mcp_tools.gh.command: must not be empty"}},
+		{"tool command and url", "[mcp_tools.gh]\ncommand = \"x\"\nurl = \"https://a.example/mcp\"\n", nil, []string{"mcp_tools.gh.url: command and url exclude"}},
+		{"tool url scheme", "[mcp_tools.gh]\nurl = \"ftp://a.example\"\n", nil, []string{"mcp_tools.gh.url: \"ftp://a.example\" is not an http(s) URL"}},
+		{"tool policy default", "[mcp_tools.gh]\ncommand = \"x\"\ndefault = \"maybe\"\n", nil, []string{"mcp_tools.gh.default: "}},
+		{"tool policy glob", "[mcp_tools.gh]\ncommand = \"x\"\ndeny = [\"[\"]\n", nil, []string{"mcp_tools.gh.deny[0]: "}},
+		{"bridge timeout", "[bridge]\ncall_timeout = 0\n", nil, []string{"bridge.call_timeout: "}},
 		{"bad sha", "[plugins.x]\npath = \"/x\"\nsha256 = \"abc\"\n", nil, []string{"plugins.x.sha256: must be 64 hexadecimal"}},
 		{"env not int", "", map[string]string{"FORGE_EXECUTION_MAX_TIMEOUT": "soon"}, []string{`execution.max_timeout: from FORGE_EXECUTION_MAX_TIMEOUT: "soon" is not an integer`}},
 		{"env not bool", "", map[string]string{"FORGE_SECURITY_ALLOW_NETWORK": "maybe"}, []string{"security.allow_network"}},
@@ -211,15 +216,19 @@ func TestMissingFile(t *testing.T) {
 
 func TestMaskedPrint(t *testing.T) {
 	cfg := Default()
-	cfg.MCPTools["gh"] = MCPTool{Command: "gh", Args: []string{"--token", "abc"}, Env: map[string]string{"GITHUB_TOKEN": "topsecret", "MODE": "x"}}
+	cfg.MCPTools["gh"] = MCPTool{Command: "gh", Args: []string{"--token", "abc"}, Env: map[string]string{"GITHUB_TOKEN": "topsecret", "MODE": "plainvalue"}}
+	cfg.MCPTools["web"] = MCPTool{URL: "https://x.example/mcp", Headers: map[string]string{"X-Whatever": "headersecret"}}
 	out, err := Render(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, "topsecret") {
-		t.Fatalf("secret printed:\n%s", out)
+	// Every env and header value is the bridge's secret, whatever its name.
+	for _, s := range []string{"topsecret", "plainvalue", "headersecret"} {
+		if strings.Contains(out, s) {
+			t.Fatalf("%s printed:\n%s", s, out)
+		}
 	}
-	if !strings.Contains(out, `MODE = "x"`) {
-		t.Fatalf("non-secret missing:\n%s", out)
+	if !strings.Contains(out, `MODE = "***"`) || !strings.Contains(out, `X-Whatever = "***"`) {
+		t.Fatalf("masked keys missing:\n%s", out)
 	}
 }

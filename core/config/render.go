@@ -6,20 +6,14 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Render prints the effective configuration as TOML with secret-looking
-// values of mcp_tools env tables and plugin config replaced by "***".
+// Render prints the effective configuration as TOML with every value of
+// mcp_tools env and headers tables (all are secrets for the bridge) and
+// secret-looking plugin config values replaced by "***".
 func Render(c Config) (string, error) {
 	masked := c
 	masked.MCPTools = make(map[string]MCPTool, len(c.MCPTools))
 	for name, t := range c.MCPTools {
-		env := make(map[string]string, len(t.Env))
-		for k, v := range t.Env {
-			if IsSecretKey(k) {
-				v = "***"
-			}
-			env[k] = v
-		}
-		t.Env = env
+		t.Env, t.Headers = maskAll(t.Env), maskAll(t.Headers)
 		masked.MCPTools[name] = t
 	}
 	masked.Plugins = make(map[string]PluginSpec, len(c.Plugins))
@@ -49,6 +43,18 @@ func maskMap(m map[string]any) map[string]any {
 			}
 			out[k] = v
 		}
+	}
+	return out
+}
+
+// maskAll keeps a table's keys and hides every value.
+func maskAll(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = "***"
 	}
 	return out
 }

@@ -129,8 +129,43 @@ func Validate(c Config) Errors {
 	}
 
 	for _, name := range sortedKeys(c.MCPTools) {
-		v.name("mcp_tools."+name, name)
-		v.nonEmpty("mcp_tools."+name+".command", c.MCPTools[name].Command)
+		t, p := c.MCPTools[name], "mcp_tools."+name
+		v.name(p, name)
+		switch {
+		case t.Command == "" && t.URL == "":
+			v.add(p+".command", "must not be empty: set command (a stdio server) or url (a streamable HTTP server)")
+		case t.Command != "" && t.URL != "":
+			v.add(p+".url", "command and url exclude each other: a server is started (command) or reached (url)")
+		case t.URL != "":
+			if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.add(p+".url", fmt.Sprintf("%q is not an http(s) URL", t.URL))
+			}
+		}
+		if t.Default != "" {
+			v.oneOf(p+".default", t.Default, "allow", "deny", "approve")
+		}
+		for _, list := range []struct {
+			key   string
+			globs []string
+		}{{"allow", t.Allow}, {"deny", t.Deny}, {"approve", t.Approve}} {
+			for i, g := range list.globs {
+				if _, err := path.Match(g, ""); err != nil || g == "" {
+					v.add(fmt.Sprintf("%s.%s[%d]", p, list.key, i), fmt.Sprintf("%q is not a glob over tool names (e.g. \"read_*\")", g))
+				}
+			}
+		}
+		if t.CallTimeout < 0 {
+			v.add(p+".call_timeout", "must be 0 (bridge.call_timeout) or a positive number of seconds")
+		}
+		if t.MaxCallsPerRun < 0 {
+			v.add(p+".max_calls_per_run", "must be 0 (only bridge.max_calls_per_run) or a positive number of calls")
+		}
+	}
+	v.positive("bridge.call_timeout", c.Bridge.CallTimeout)
+	v.positive("bridge.max_calls_per_run", c.Bridge.MaxCallsPerRun)
+	v.positive("bridge.max_concurrent_calls", c.Bridge.MaxConcurrentCalls)
+	if c.Bridge.Plugin != "" {
+		v.name("bridge.plugin", c.Bridge.Plugin)
 	}
 	for _, name := range sortedKeys(c.Plugins) {
 		p := c.Plugins[name]

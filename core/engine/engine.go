@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -38,6 +39,9 @@ type Request struct {
 	Environment map[string]string
 	MCPTools    []string
 	Client      string // the MCP connection that asked
+	// Approve asks this request's MCP client to approve a tool call
+	// (elicitation); nil: no client can be asked.
+	Approve toolbridge.Approver
 }
 
 // Result is a backend's result and the backend that produced it.
@@ -73,6 +77,18 @@ type Engine struct {
 	sessions map[sessionKey]*Session
 	slots    chan struct{}   // execution.max_concurrent_runs
 	notices  []func() string // notices.go: added to every result
+
+	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
+	toolsWhy string
+}
+
+// Tools is the tool bridge, or nil and why there is none.
+func (e *Engine) Tools() (*toolbridge.Service, string) { return e.tools, e.toolsWhy }
+
+// SetTools lets runs call MCP tools through s (a bridge plugin), or with s
+// nil records why they cannot, for refusals of mcp_tools.
+func (e *Engine) SetTools(s *toolbridge.Service, why string) {
+	e.tools, e.toolsWhy = s, why
 }
 
 // limits are the configured sizes, parsed once.
@@ -106,6 +122,7 @@ const (
 	RuleTimeout            = "timeout"
 	RuleTimeoutMax         = "timeout-max"
 	RuleMCPTools           = "mcp-tools-unavailable"
+	RuleMCPToolName        = "mcp-tools-name"
 	RuleImage              = "image-not-allowed"
 	RuleEnvName            = "env-name"
 	RuleEnvReserved        = "env-reserved"
@@ -226,6 +243,8 @@ func auditID(client, id string) string {
 	return internalID(client, id)
 }
 
+var toolName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}(\.[^\x00-\x1f]{1,128})?$`)
+
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // quoted shows a name the caller sent, cut so that a refusal stays short.
@@ -256,8 +275,20 @@ func (e *Engine) validate(req Request) error {
 	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max {
 		return refusal(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s (execution.max_timeout)", req.Timeout, max)
 	}
-	if len(req.MCPTools) > 0 {
-		return refusal(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and none is loaded", req.MCPTools)
+	for _, n := range req.MCPTools {
+		if !toolName.MatchString(n) {
+			return refusal(RuleMCPToolName, "mcp_tools %s: name a configured MCP server (\"memory\") or one of its tools (\"memory.read_graph\"); see the resource mcp://forge/tools/available", quoted(n))
+		}
+	}
+	if len(req.MCPTools) > 64 {
+		return refusal(RuleMCPToolName, "mcp_tools names %d tools; at most 64 (name a server to grant all its tools)", len(req.MCPTools))
+	}
+	if len(req.MCPTools) > 0 && e.tools == nil {
+		why := e.toolsWhy
+		if why == "" {
+			why = "none is loaded"
+		}
+		return refusal(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and %s", req.MCPTools, why)
 	}
 	if req.CustomImage != "" {
 		if err := e.pol.CheckImage(req.CustomImage); err != nil {
@@ -312,6 +343,10 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	if err == nil {
 		name, err = e.pick(req)
 	}
+	var toolIDs []string
+	if err == nil && len(req.MCPTools) > 0 {
+		toolIDs, err = e.resolveTools(ctx, req, name)
+	}
 	var s *Session
 	var created bool
 	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.hasSession(req.Client, req.SessionID)) {
@@ -365,7 +400,18 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	var res backend.ExecuteResult
 	var files []OutputFile
 	if s != nil {
-		res, files, err = e.executeSession(ctx, s, created, breq, emit)
+		res, files, err = e.executeSession(ctx, s, created, breq, toolRun{ids: toolIDs, client: req.Client, approve: req.Approve}, emit)
+	} else if len(toolIDs) > 0 {
+		var g *toolbridge.Grant
+		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Owner: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: toolIDs, Approve: req.Approve})
+		if err == nil {
+			defer g.Close() // the grant ends with the run: socket closed, directory removed
+			breq.ToolsGrant = g.Token()
+			var b backend.Backend
+			if b, err = e.plugins.Backend(ctx, name); err == nil {
+				res, err = b.Execute(ctx, breq)
+			}
+		}
 	} else {
 		var b backend.Backend
 		if b, err = e.plugins.Backend(ctx, name); err == nil {
@@ -405,4 +451,35 @@ func newID() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// toolRun is what a session's execute needs of its tool grant.
+type toolRun struct {
+	ids     []string
+	client  string
+	approve toolbridge.Approver
+}
+
+// resolveTools checks that backend forwards tool grants and expands
+// mcp_tools into tool ids under the policy. Errors are *RequestError.
+func (e *Engine) resolveTools(ctx context.Context, req Request, backendName string) ([]string, error) {
+	if !e.forwardsGrants(backendName) {
+		return nil, refusal(RuleMCPTools, "mcp_tools: the %s backend does not support MCP tools in its sandbox (it does not forward tool grants to its containers); use a backend that does, or omit mcp_tools", backendName)
+	}
+	ids, err := e.tools.Resolve(ctx, req.MCPTools)
+	var te *toolbridge.Error
+	if errors.As(err, &te) {
+		return nil, &RequestError{Rule: te.Rule, Msg: te.Msg}
+	}
+	if err != nil {
+		return nil, &RequestError{Rule: RuleMCPTools, Msg: fmt.Sprintf("mcp_tools %v: %v", req.MCPTools, err)}
+	}
+	return ids, nil
+}
+
+// forwardsGrants reports whether a backend declares that its containers
+// get the tool grant of a request (Capabilities.MCPTools).
+func (e *Engine) forwardsGrants(name string) bool {
+	st, ok := status(e.plugins.Statuses(), name)
+	return ok && st.Capabilities.MCPTools
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -259,6 +260,7 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 		{"negative timeout", nil, Request{Timeout: -1}, RuleTimeout, "positive"},
 		{"timeout over max", nil, Request{Timeout: 1801}, RuleTimeoutMax, "execution.max_timeout"},
 		{"mcp tools", nil, Request{MCPTools: []string{"memory"}}, RuleMCPTools, "bridge plugin"},
+		{"mcp tool name", nil, Request{MCPTools: []string{"../x"}}, RuleMCPToolName, `"../x"`},
 		{"custom image", nil, Request{CustomImage: "docker.io/library/python:3"}, RuleImage, "images.allowed"},
 		{"traversal session id", nil, Request{SessionID: "../../etc"}, RuleSessionID, "is invalid"},
 		{"NUL in code", nil, Request{Code: "x = 1\n\x00"}, RuleCodeNUL, "line 2"},
@@ -409,7 +411,8 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 	}
 	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleCodeNUL, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
 		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, RuleBackendUnknown, RuleBackendUnavailable, RuleBackendAmbiguous, RuleBackendLanguage,
-		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize, RuleArguments, RuleImageMissing} {
+		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize, RuleArguments, RuleImageMissing,
+		RuleMCPToolName, toolbridge.RuleUnknown, toolbridge.RuleDenied} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -54,6 +55,7 @@ type Session struct {
 
 	start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
 	op    sync.Mutex
+	grant *toolbridge.Grant // the session's tool grant (mounted from the start), or nil
 }
 
 // SessionView is what tools and resources show of a session. Only the id is
@@ -214,7 +216,7 @@ func severity(err error) string {
 
 // executeSession runs a request in its session, starting the kernel on
 // first use and restarting a dead one with a notice that state was lost.
-func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
+func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, tools toolRun, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
 	before := e.outputSnapshot(s.Internal) // under s.op: only this run's files come back
@@ -223,7 +225,13 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 	case state == stateGone:
 		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
+		if err := e.grantSession(ctx, s, tools); err != nil {
+			e.drop(s)
+			e.removeWorkspace(s.Internal)
+			return backend.ExecuteResult{}, nil, err
+		}
 		if err := e.open(ctx, s); err != nil {
+			e.closeGrant(s)
 			e.drop(s)
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
@@ -243,6 +251,23 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 		}
 	}
 	breq.Image, breq.Env = s.start.Image, s.start.Env
+	if len(tools.ids) > 0 && !created {
+		if s.grant == nil {
+			return backend.ExecuteResult{}, nil, refusal(RuleMCPTools, "session %q was opened without a tools directory (the bridge was unavailable then); destroy it and start it again to use mcp_tools", s.ID)
+		}
+		// The container mounted the grant at its start: the new tools
+		// appear in the same directory.
+		if err := s.grant.Extend(ctx, tools.ids); err != nil {
+			return backend.ExecuteResult{}, nil, err
+		}
+		if s.Language == "r" {
+			notices = append(notices, "tools added to this session: run source(\"/forge/tools/r/forge_tools.R\") to load their functions")
+		}
+	}
+	if s.grant != nil {
+		s.grant.BeginRun(breq.RunID, tools.client, tools.approve) // a fresh call budget per execute
+		breq.ToolsGrant = s.grant.Token()
+	}
 	e.setState(s, StateBusy)
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	var res backend.ExecuteResult
@@ -493,6 +518,7 @@ func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string) erro
 		err = sb.CloseSession(ctx, s.Internal)
 	}
 	e.drop(s)
+	e.closeGrant(s)
 	e.removeWorkspace(s.Internal)
 	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
 		Details: map[string]any{"session": s.ID, "reason": why, "executions": s.Executions}})
@@ -595,4 +621,33 @@ func (e *Engine) CloseAll(ctx context.Context) {
 		s.op.Unlock()
 	}
 	e.removeAllCheckpoints() // checkpoint.go
+}
+
+// grantSession gives a new session a tool grant when a bridge is loaded and
+// the backend forwards grants, so that its container mounts the tools
+// directory from the start and later executes can add tools to it (caller
+// holds s.op). Without tools asked for, a bridge that fails only costs the
+// session its tools.
+func (e *Engine) grantSession(ctx context.Context, s *Session, tools toolRun) error {
+	if e.tools == nil || !e.forwardsGrants(s.Backend) {
+		return nil
+	}
+	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Owner: s.Backend, Client: s.Owner, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
+	if err != nil {
+		if len(tools.ids) > 0 {
+			return err
+		}
+		e.log.Warn("session opened without MCP tools: the tool grant failed", "session", s.ID, "error", err)
+		return nil
+	}
+	s.grant, s.start.ToolsGrant = g, g.Token()
+	return nil
+}
+
+// closeGrant ends a session's tool grant (caller holds s.op).
+func (e *Engine) closeGrant(s *Session) {
+	if s.grant != nil {
+		s.grant.Close()
+		s.grant, s.start.ToolsGrant = nil, ""
+	}
 }

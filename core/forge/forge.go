@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +27,9 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
@@ -42,7 +45,9 @@ type Forge struct {
 	Plugins    *plugins.Manager
 	Engine     *engine.Engine
 	MCP        *mcpserver.Server
-	stop       context.CancelFunc
+	// Tools is the MCP tool bridge (mcp_tools), nil without a bridge plugin.
+	Tools *toolbridge.Service
+	stop  context.CancelFunc
 }
 
 // Instance names the containers of every server sharing a base path.
@@ -149,9 +154,18 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
 	f.Workspaces = ws
-	f.Plugins = plugins.NewManager(entries, func(name string) host.Host { return hostsvc.New(name, sb, al, ws) },
-		PluginSettings(cfg), al, log.Named("plugin"))
+	f.Plugins = plugins.NewManager(entries, func(name string) host.Host {
+		h := hostsvc.New(name, sb, al, ws)
+		h.SetGrants(func(owner, token string) (*toolbridge.Grant, error) {
+			if f.Tools == nil {
+				return nil, errors.New("this server serves no tool grants (no bridge plugin)")
+			}
+			return f.Tools.Grant(owner, token)
+		})
+		return h
+	}, PluginSettings(cfg), al, log.Named("plugin"))
 	f.Plugins.MaxMessage = MessageLimit(cfg)
+	f.Plugins.TypeSettings = BridgeSettings(cfg)
 	for _, err := range f.Plugins.LoadAll(ctx) {
 		log.Error("plugin not loaded", "error", err)
 	}
@@ -168,6 +182,22 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	f.Engine.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
 		_, ok, err := sb.Runtime().Image(ctx, ref)
 		return ok, err
+	}
+	if name, why := pickBridge(cfg, f.Plugins.Typed(plugin.TypeBridge)); name != "" {
+		t, err := toolbridge.New(cfg, name, func(ctx context.Context) (bridge.Bridge, error) { return f.Plugins.Bridge(ctx, name) },
+			filepath.Join(cfg.Volumes.BasePath, "tools"), al, log.Named("bridge"))
+		if err != nil {
+			f.Engine.SetTools(nil, err.Error())
+			log.Error("MCP tools are unavailable", "error", err)
+		} else {
+			f.Tools = t
+			f.Engine.SetTools(t, "")
+		}
+	} else {
+		f.Engine.SetTools(nil, why)
+		if len(cfg.MCPTools) > 0 {
+			log.Warn("mcp_tools are configured but cannot be called", "reason", why)
+		}
 	}
 	f.MCP = mcpserver.New(f.Engine, cfg)
 	f.Plugins.OnCrash = func(name string) {
@@ -201,6 +231,9 @@ func (f *Forge) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f.Engine.CloseAll(ctx)
+	if f.Tools != nil {
+		f.Tools.Close()
+	}
 	f.Plugins.Close()
 	f.Sandbox.Shutdown(ctx)
 	if err := f.Workspaces.Close(); err != nil {

@@ -18,7 +18,9 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
@@ -31,7 +33,17 @@ type Host struct {
 
 	mu         sync.Mutex
 	workspaces map[string]*tracked // container id → its workspace
+
+	grants GrantFunc // nil: no tool grants
 }
+
+// GrantFunc resolves a tool grant token for plugin owner
+// (toolbridge.Service.Grant): only a live grant issued to that plugin.
+type GrantFunc func(owner, token string) (*toolbridge.Grant, error)
+
+// SetGrants lets containers of this plugin mount the tool grants the core
+// issued to it (host.Intent.ToolsGrant).
+func (h *Host) SetGrants(f GrantFunc) { h.grants = f }
 
 type tracked struct {
 	*workspace.Workspace
@@ -52,6 +64,20 @@ func (h *Host) Audit() host.Audit { return auditSvc{h} }
 
 // Create implements host.Sandbox.
 func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, error) {
+	var grant *toolbridge.Grant
+	if in.ToolsGrant != "" {
+		var err error
+		if h.grants == nil {
+			err = errors.New("this server serves no tool grants (no bridge plugin)")
+		} else {
+			grant, err = h.grants(h.owner, in.ToolsGrant)
+		}
+		if err != nil {
+			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
+				Details: map[string]any{"rule": toolbridge.RuleNotGranted, "operation": "container.create", "owner": h.owner}})
+			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
+		}
+	}
 	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
 	if err != nil {
 		return host.Container{}, host.Errorf(host.KindInvalid, "%v", err)
@@ -76,6 +102,14 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			return host.Container{}, asHostErr(err)
 		}
 		mounts = append(mounts, runtime.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
+		if grant != nil && !m.ReadOnly && m.Target == in.WorkDir {
+			// Image content of tool results lands in the working directory.
+			grant.Attach(src, m.Target)
+		}
+	}
+	if grant != nil {
+		mounts = append(mounts, runtime.Mount{Source: grant.Dir(), Target: bridge.SandboxDir, ReadOnly: true})
+		in.Env = grant.Env(in.Env)
 	}
 	for name, data := range in.Files {
 		if err := w.WriteFile(name, data); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -61,7 +62,40 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
 		Description: "Languages and their backends, images, resource limits, loaded plugins with their versions, and this connection's sessions", MIMEType: "application/json",
 	}, s.environment)
+	s.mcp.AddResource(&mcp.Resource{
+		URI: ToolsURI, Name: "tools-available", Title: "MCP tools callable from sandbox code",
+		Description: "The MCP servers configured under mcp_tools, their tools with input and output schemas, and the policy of each tool (allow, deny, approve); grant them to a run with mcp_tools", MIMEType: "application/json",
+	}, s.toolsAvailable)
 	return s
+}
+
+// ToolsURI is the resource listing the tools sandbox code may be granted.
+const ToolsURI = "mcp://forge/tools/available"
+
+// approver asks the client of ss to approve a tool call, for the tool
+// bridge's "approve" policy.
+func approver(ss *mcp.ServerSession) toolbridge.Approver {
+	if ss == nil {
+		return nil
+	}
+	return func(ctx context.Context, message string) (bool, bool, error) { return Confirm(ctx, ss, message) }
+}
+
+func (s *Server) toolsAvailable(ctx context.Context, _ *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	var v any
+	if t, why := s.eng.Tools(); t != nil {
+		v = t.Available(ctx)
+	} else {
+		if why == "" {
+			why = "no bridge plugin is loaded"
+		}
+		v = map[string]any{"servers": []any{}, "tools": []any{}, "unavailable": why}
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: ToolsURI, MIMEType: "application/json", Text: string(data)}}}, nil
 }
 
 // MCP is the underlying go-sdk server (for transports).
@@ -152,7 +186,7 @@ type ExecuteInput struct {
 	Timeout     int               `json:"timeout,omitempty"`
 	CustomImage string            `json:"custom_image,omitempty"`
 	Environment map[string]string `json:"environment,omitempty"`
-	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"names of configured MCP servers whose tools the code may call (needs a bridge plugin)"`
+	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"MCP tools the code may call: a configured server (every tool its policy allows) or server.tool; see mcp://forge/tools/available (needs a bridge plugin)"`
 }
 
 // executeInputSchema is ExecuteInput's schema with the limits of this
@@ -239,6 +273,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 	res, err := s.eng.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
+		Approve: approver(req.Session),
 	}, progress(ctx, req))
 	if err != nil {
 		result, info := failure(err)
@@ -368,6 +403,11 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		"security": map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
 		"plugins":  plugins,
 		"sessions": s.eng.Sessions(s.conn(req.Session), false),
+	}
+	if t, why := s.eng.Tools(); t != nil {
+		info["tool_bridge"] = t.Health(ctx)
+	} else if len(s.cfg.MCPTools) > 0 || why != "" {
+		info["tool_bridge"] = map[string]any{"unavailable": why}
 	}
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {

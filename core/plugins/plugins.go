@@ -129,6 +129,11 @@ type Manager struct {
 	hostFor  HostFactory
 	settings func(name string) map[string]any
 
+	// TypeSettings, if set, adds configuration for a plugin by its type
+	// once that is known (the bridge's servers go to the bridge plugin
+	// only), under [plugins.NAME.config].
+	TypeSettings func(name, typ string) map[string]any
+
 	// OnCrash is called (once per crash) with the name of a plugin that died
 	// mid-call, so that its containers and sessions can be cleaned up.
 	OnCrash func(name string)
@@ -337,6 +342,11 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 	cfg := map[string]any{}
 	for k, v := range m.settings(e.Name) {
 		cfg[k] = v
+	}
+	if m.TypeSettings != nil {
+		for k, v := range m.TypeSettings(e.Name, d.Type) {
+			cfg[k] = v
+		}
 	}
 	for k, v := range e.Config {
 		cfg[k] = v

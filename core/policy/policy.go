@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/imageref"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
 
 // Violation is a refused container operation; Rule names the rule broken.
@@ -207,6 +208,7 @@ func forbiddenMount(p string) string {
 //	<base>/sessions/<session>/…   read-write, only this container's session
 //	<base>/uploads/<session>/…    read-write, only this container's session
 //	<base>/shared/readonly/…      read-only
+//	<base>/tools/<grant>          read-only at bridge.SandboxDir (a tool grant)
 func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 		return violation("mount", "mount paths must be absolute (source %q, target %q)", m.Source, m.Target)
@@ -238,6 +240,16 @@ func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 	case (parts[0] == "sessions" || parts[0] == "uploads") && len(parts) >= 2:
 		if sessionID == "" || parts[1] != sessionID {
 			return violation("mount-other-session", "%s belongs to session %q, not to this container's session %q", m.Source, parts[1], sessionID)
+		}
+		return checkNoDotDot(m.Source)
+	case parts[0] == "tools" && len(parts) == 2:
+		// A tool grant (core/toolbridge): the core alone adds this mount,
+		// for a grant issued to the plugin that creates the container.
+		if !m.ReadOnly {
+			return violation("mount-readonly", "%s is a tool grant and must be mounted read-only", m.Source)
+		}
+		if filepath.Clean(m.Target) != bridge.SandboxDir {
+			return violation("mount", "a tool grant is mounted at %s only, not %q", bridge.SandboxDir, m.Target)
 		}
 		return checkNoDotDot(m.Source)
 	case parts[0] == "shared" && len(parts) >= 2 && parts[1] == "readonly":

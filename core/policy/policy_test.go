@@ -130,6 +130,21 @@ func TestCheckCreateRules(t *testing.T) {
 			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1.cd34/k", Target: "/k"}}
 		}},
 		{"", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/tools/ab12", Target: "/forge/tools", ReadOnly: true}}
+		}},
+		{"mount-readonly", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/tools/ab12", Target: "/forge/tools"}}
+		}},
+		{"mount", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/tools/ab12", Target: "/elsewhere", ReadOnly: true}}
+		}},
+		{"mount-outside-base", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/tools", Target: "/forge/tools", ReadOnly: true}}
+		}},
+		{"mount-outside-base", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/tools/ab12/python", Target: "/forge/tools", ReadOnly: true}}
+		}},
+		{"", func(s *runtime.Spec) {
 			s.Mounts = []runtime.Mount{{Source: base + "/sessions/s1/in", Target: "/in", ReadOnly: true},
 				{Source: base + "/sessions/s1", Target: "/work"}, {Source: base + "/uploads/s1/f", Target: "/up"},
 				{Source: base + "/shared/readonly/ds", Target: "/data", ReadOnly: true}}

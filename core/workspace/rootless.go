@@ -34,6 +34,10 @@ var removeAll = func(path string) error {
 	return nil
 }
 
+// RemoveAll removes a directory a sandbox had mounted (so Podman's U option
+// may have given it to a sub-id), inside the user's namespace if needed.
+func RemoveAll(path string) error { return removeAll(path) }
+
 func unshareRemove(path string) error {
 	podman, err := exec.LookPath("podman")
 	if err != nil {

@@ -47,6 +47,10 @@ type ExecuteRequest struct {
 	MaxImageBytes  int64
 	SessionID      string
 	RunID          string
+	// ToolsGrant is an opaque token of the tools (mcp_tools) granted to
+	// this run; copy it into host.Intent.ToolsGrant of the container that
+	// runs the code, and report Capabilities.MCPTools. "": none.
+	ToolsGrant string
 }
 
 // ExecError describes a failure of the user's code.

@@ -8,6 +8,9 @@ type OpenSessionRequest struct {
 	Image     string
 	Memory    string
 	Env       map[string]string
+	// ToolsGrant: as ExecuteRequest.ToolsGrant, for the session's
+	// container (later executes extend the same grant).
+	ToolsGrant string
 }
 
 // SessionInfo describes an open session.

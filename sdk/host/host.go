@@ -38,6 +38,11 @@ type Intent struct {
 	Files     map[string][]byte // written into the workspace before create
 	Labels    map[string]string
 	CodeHash  string // sha256 of the user's code, for the audit log
+	// ToolsGrant is the token of ExecuteRequest.ToolsGrant or
+	// OpenSessionRequest.ToolsGrant: the core mounts that grant's tools
+	// directory read-only at bridge.SandboxDir and sets its environment.
+	// Only a grant issued to this plugin is accepted.
+	ToolsGrant string
 }
 
 // Container is a created container and its workspace on the host.

@@ -114,7 +114,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }
@@ -124,7 +124,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	id := make([]byte, 6)
 	rand.Read(id)
 	req.SessionID = "t" + hex.EncodeToString(id)
-	if _, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env}); err != nil {
+	if _, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant}); err != nil {
 		return backend.ExecuteResult{}, err
 	}
 	defer func() {
@@ -185,15 +185,16 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		env[k] = v
 	}
 	ctr, err := b.sb.Create(ctx, host.Intent{
-		Image:     image,
-		Command:   b.spec.Command(kernelDir + "/kernel.json"),
-		Env:       env,
-		WorkDir:   workDir,
-		Memory:    req.Memory,
-		SessionID: req.SessionID,
-		Mounts:    []host.Mount{{Subdir: sockDir, Target: kernelDir}, {Subdir: "work", Target: workDir}},
-		Files:     map[string][]byte{sockDir + "/kernel.json": connJSON},
-		Labels:    map[string]string{"kind": "session"},
+		Image:      image,
+		Command:    b.spec.Command(kernelDir + "/kernel.json"),
+		Env:        env,
+		WorkDir:    workDir,
+		Memory:     req.Memory,
+		SessionID:  req.SessionID,
+		Mounts:     []host.Mount{{Subdir: sockDir, Target: kernelDir}, {Subdir: "work", Target: workDir}},
+		Files:      map[string][]byte{sockDir + "/kernel.json": connJSON},
+		Labels:     map[string]string{"kind": "session"},
+		ToolsGrant: req.ToolsGrant,
 	})
 	if err != nil {
 		return nil, err

@@ -118,7 +118,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }
@@ -180,6 +180,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		Files:    map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)},
 		CodeHash: hex.EncodeToString(sum[:]),
 		Labels:   map[string]string{"run": req.RunID},
+
+		ToolsGrant: req.ToolsGrant,
 	})
 	if err != nil {
 		return backend.ExecuteResult{}, err

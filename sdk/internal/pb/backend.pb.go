@@ -158,8 +158,12 @@ type ExecuteRequest struct {
 	MaxImageBytes  int64                  `protobuf:"varint,8,opt,name=max_image_bytes,json=maxImageBytes,proto3" json:"max_image_bytes,omitempty"`
 	SessionId      string                 `protobuf:"bytes,9,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	RunId          string                 `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// tools_grant is an opaque token of a tool grant (mcp_tools) the core
+	// issued to this plugin for this run: copy it into the container's
+	// intent (ContainerIntent.tools_grant). Empty: no tools.
+	ToolsGrant    string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -258,6 +262,13 @@ func (x *ExecuteRequest) GetSessionId() string {
 func (x *ExecuteRequest) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *ExecuteRequest) GetToolsGrant() string {
+	if x != nil {
+		return x.ToolsGrant
 	}
 	return ""
 }
@@ -591,11 +602,13 @@ func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
 }
 
 type OpenSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Image         string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
-	Memory        string                 `protobuf:"bytes,3,opt,name=memory,proto3" json:"memory,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Image     string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	Memory    string                 `protobuf:"bytes,3,opt,name=memory,proto3" json:"memory,omitempty"`
+	Env       map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// tools_grant: as ExecuteRequest.tools_grant, for the session's container.
+	ToolsGrant    string `protobuf:"bytes,5,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -656,6 +669,13 @@ func (x *OpenSessionRequest) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *OpenSessionRequest) GetToolsGrant() string {
+	if x != nil {
+		return x.ToolsGrant
+	}
+	return ""
 }
 
 type SessionInfo struct {
@@ -1036,7 +1056,7 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\rdefault_image\x18\t \x01(\tR\fdefaultImage\x12\x1a\n" +
 	"\bpackages\x18\n" +
 	" \x03(\tR\bpackages\x12 \n" +
-	"\vdescription\x18\v \x01(\tR\vdescription\"\x93\x03\n" +
+	"\vdescription\x18\v \x01(\tR\vdescription\"\xb4\x03\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -1049,7 +1069,9 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\t \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\n" +
-	" \x01(\tR\x05runId\x1a6\n" +
+	" \x01(\tR\x05runId\x12\x1f\n" +
+	"\vtools_grant\x18\v \x01(\tR\n" +
+	"toolsGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
@@ -1086,13 +1108,15 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\xd9\x01\n" +
+	"\x13CapabilitiesRequest\"\xfa\x01\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
 	"\x06memory\x18\x03 \x01(\tR\x06memory\x12>\n" +
-	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v1.OpenSessionRequest.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v1.OpenSessionRequest.EnvEntryR\x03env\x12\x1f\n" +
+	"\vtools_grant\x18\x05 \x01(\tR\n" +
+	"toolsGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +

@@ -149,8 +149,11 @@ type ContainerIntent struct {
 	Files          map[string][]byte      `protobuf:"bytes,11,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // written into the workspace before create (relative paths)
 	Labels         map[string]string      `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	CodeSha256     string                 `protobuf:"bytes,13,opt,name=code_sha256,json=codeSha256,proto3" json:"code_sha256,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// tools_grant: a token from ExecuteRequest or OpenSessionRequest; the
+	// core mounts that grant's tool directory (read-only) and sets its env.
+	ToolsGrant    string `protobuf:"bytes,14,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContainerIntent) Reset() {
@@ -270,6 +273,13 @@ func (x *ContainerIntent) GetLabels() map[string]string {
 func (x *ContainerIntent) GetCodeSha256() string {
 	if x != nil {
 		return x.CodeSha256
+	}
+	return ""
+}
+
+func (x *ContainerIntent) GetToolsGrant() string {
+	if x != nil {
+		return x.ToolsGrant
 	}
 	return ""
 }
@@ -1558,7 +1568,7 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x0eWorkspaceMount\x12\x16\n" +
 	"\x06subdir\x18\x01 \x01(\tR\x06subdir\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xb9\x05\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xda\x05\n" +
 	"\x0fContainerIntent\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12;\n" +
@@ -1575,7 +1585,9 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x05files\x18\v \x03(\v2+.forge.plugin.v1.ContainerIntent.FilesEntryR\x05files\x12D\n" +
 	"\x06labels\x18\f \x03(\v2,.forge.plugin.v1.ContainerIntent.LabelsEntryR\x06labels\x12\x1f\n" +
 	"\vcode_sha256\x18\r \x01(\tR\n" +
-	"codeSha256\x1a6\n" +
+	"codeSha256\x12\x1f\n" +
+	"\vtools_grant\x18\x0e \x01(\tR\n" +
+	"toolsGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +
