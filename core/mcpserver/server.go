@@ -365,9 +365,10 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 			"max_code_size": e.MaxCodeSize, "max_env_value": e.MaxEnvValue, "max_env_total": e.MaxEnvTotal,
 			"max_sessions": s.cfg.Sessions.MaxConcurrent, "session_idle_timeout_s": s.cfg.Sessions.IdleTimeout,
 		},
-		"security": map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
-		"plugins":  plugins,
-		"sessions": s.eng.Sessions(s.conn(req.Session), false),
+		"security":    map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
+		"plugins":     plugins,
+		"sessions":    s.eng.Sessions(s.conn(req.Session), false),
+		"checkpoints": s.eng.Checkpoints(s.conn(req.Session)),
 	}
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
