@@ -27,82 +27,25 @@ const (
 	RuleCheckpointState    = "checkpoint-state"
 )
 
-// ckptMarker prefixes the line the save and load code print.
-const ckptMarker = "__FORGE_CKPT__"
+// ckptMarker prefixes the line the save and load code print, and ckptFile
+// is where the kernel writes and reads its namespace, relative to its
+// working directory; the core moves it to the state directory.
+const (
+	ckptMarker = backend.CheckpointMarker
+	ckptFile   = backend.CheckpointFile
+)
 
-// ckptFile is where the kernel writes and reads its namespace, relative to
-// its working directory; the core moves it to the state directory.
-const ckptFile = ".forge-checkpoint"
-
-// checkpointer is how one language saves and loads its namespace.
-//
-// A shortcut: this table keys code by language, which the engine otherwise
-// never does. It belongs in the kernel plugins' Spec (next to InspectCode)
-// behind a Checkpoint capability; that needs a protocol change the SDK
-// owners should make. Until then a language without an entry refuses with
-// checkpoint-language.
-type checkpointer struct {
-	save, load string
-	// missing is what the kernel says when the image lacks what save and
-	// load need, and hint what to do about it.
-	missing, hint string
-}
-
-var checkpointers = map[string]checkpointer{
-	// dill pickles what pickle cannot (functions and lambdas defined in the
-	// session, by value; modules by reference). Each variable is tried on
-	// its own, so one that cannot be saved is reported, not fatal. Open
-	// files are left out on purpose: their position and the file behind
-	// them would not come back as they were.
-	"python": {
-		save: `def _forge_ckpt():
-    import dill, io, json
-    dill.settings['recurse'] = True
-    keep, skipped = {}, {}
-    for k, v in list(globals().items()):
-        if k.startswith('_') or k in ('In', 'Out', 'exit', 'quit', 'get_ipython'):
-            continue
-        if isinstance(v, io.IOBase):
-            skipped[k] = 'an open file handle (%s): reopen it after restoring' % type(v).__name__
-            continue
-        try:
-            dill.dumps(v)
-            keep[k] = v
-        except Exception as e:
-            skipped[k] = ('%s: %s' % (type(e).__name__, e))[:300]
-    with open('` + ckptFile + `', 'wb') as f:
-        dill.dump(keep, f)
-    print('` + ckptMarker + `' + json.dumps({'saved': sorted(keep), 'skipped': skipped}))
-_forge_ckpt()
-del _forge_ckpt`,
-		load: `def _forge_restore():
-    import dill, json
-    with open('` + ckptFile + `', 'rb') as f:
-        d = dill.load(f)
-    globals().update(d)
-    print('` + ckptMarker + `' + json.dumps({'saved': sorted(d)}))
-_forge_restore()
-del _forge_restore`,
-		missing: "No module named 'dill'",
-		hint:    "the session's image lacks python3-dill, which checkpoints need: rebuild the images (make setup; images/python/packages.txt lists it)",
-	},
-	// save() of every variable but connections: save.image without what
-	// cannot come back.
-	"r": {
-		save: `local({
-  nm <- ls(globalenv())
-  isconn <- vapply(nm, function(n) inherits(get(n, envir = globalenv()), "connection"), logical(1))
-  ok <- nm[!isconn]; bad <- nm[isconn]
-  save(list = ok, file = "` + ckptFile + `", envir = globalenv())
-  q <- function(x) encodeString(x, quote = '"')
-  cat("` + ckptMarker + `", '{"saved":[', paste(q(ok), collapse = ","), '],"skipped":{',
-      paste0(q(bad), ':"an open connection: reopen it after restoring"', collapse = ","), '}}', "\n", sep = "")
-})`,
-		load: `local({
-  nm <- load("` + ckptFile + `", envir = globalenv())
-  cat("` + ckptMarker + `", '{"saved":[', paste(encodeString(nm, quote = '"'), collapse = ","), ']}', "\n", sep = "")
-})`,
-	},
+// checkpointCode is how the kernels of a backend save and load their
+// namespace: the code comes from the backend's Capabilities (a kernel
+// plugin's Spec), so the core knows no language's code and a third-party
+// kernel backend supports checkpoints by reporting it. nil: it cannot.
+func (e *Engine) checkpointCode(backendName string) *backend.Checkpoint {
+	for _, st := range e.plugins.Statuses() {
+		if st.Name == backendName && st.Error == "" {
+			return st.Capabilities.Checkpoint
+		}
+	}
+	return nil
 }
 
 // CheckpointInfo describes a checkpoint.
@@ -238,8 +181,8 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
-	if _, ok := checkpointers[s.Language]; !ok {
-		return CheckpointInfo{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "sessions of %s cannot be checkpointed yet", e.LanguageName(s.Language)), nil)
+	if e.checkpointCode(s.Backend) == nil {
+		return CheckpointInfo{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "sessions of %s in backend %s cannot be checkpointed: the backend reports no checkpoint code", e.LanguageName(s.Language), s.Backend), nil)
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
@@ -258,18 +201,21 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 // volumes.session_quota is refused (checkpoint-quota) and the previous
 // checkpoint kept.
 func (e *Engine) checkpointLocked(ctx context.Context, s *Session, why string) (CheckpointInfo, error) {
-	cp := checkpointers[s.Language]
+	cp := e.checkpointCode(s.Backend)
+	if cp == nil {
+		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
+	}
 	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Owner: s.Owner, Created: time.Now()}
 	quotaErr := func(size string) error {
 		return &RequestError{Rule: RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q (%s) does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against: "+
 			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; the previous checkpoint, if any, is kept", s.ID, size, e.cfg.Volumes.SessionQuota)}
 	}
-	err := e.runInKernel(ctx, s, cp.save, &info)
+	err := e.runInKernel(ctx, s, cp.Save, &info)
 	switch {
 	case err != nil && strings.Contains(err.Error(), "No space left on device"):
 		err = quotaErr("namespace and files together")
-	case err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing):
-		err = fmt.Errorf("%w: %s", err, cp.hint)
+	case err != nil && cp.Missing != "" && strings.Contains(err.Error(), cp.Missing):
+		err = fmt.Errorf("%w: %s", err, cp.Hint)
 	}
 	f, ferr := e.ws.SessionFiles(s.Internal)
 	if err == nil {
@@ -343,8 +289,8 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, &RequestError{Rule: RuleCheckpointOwner, Err: ErrNoSession,
 			Msg: fmt.Sprintf("no checkpoint of session %q for this connection (checkpoint_session makes one; list_sessions lists yours)", id)}, nil)
 	}
-	if _, ok := checkpointers[meta.Language]; !ok {
-		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "sessions of %s cannot be restored", e.LanguageName(meta.Language)), nil)
+	if e.checkpointCode(meta.Backend) == nil {
+		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "the checkpoint of session %q was made by backend %s, which is not loaded or reports no checkpoint code", id, meta.Backend), nil)
 	}
 	s, created, err := e.acquire(Request{Language: meta.Language, SessionID: id, Client: client}, meta.Backend)
 	if err != nil {
@@ -377,7 +323,10 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 // restoreLocked writes a checkpoint's files back into a session whose new
 // kernel is up and loads its variables (caller holds s.op).
 func (e *Engine) restoreLocked(ctx context.Context, s *Session, meta ckptMeta, why string) (CheckpointInfo, error) {
-	cp := checkpointers[meta.Language]
+	cp := e.checkpointCode(s.Backend)
+	if cp == nil {
+		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
+	}
 	e.setState(s, StateBusy)
 	var info CheckpointInfo
 	f, err := e.ws.SessionFiles(s.Internal)
@@ -385,9 +334,9 @@ func (e *Engine) restoreLocked(ctx context.Context, s *Session, meta ckptMeta, w
 		err = f.CopyIn(filepath.Join(e.checkpointDir(s.Owner, s.ID), "work"))
 	}
 	if err == nil {
-		err = e.runInKernel(ctx, s, cp.load, &info)
-		if err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing) {
-			err = fmt.Errorf("%w: %s", err, cp.hint)
+		err = e.runInKernel(ctx, s, cp.Load, &info)
+		if err != nil && cp.Missing != "" && strings.Contains(err.Error(), cp.Missing) {
+			err = fmt.Errorf("%w: %s", err, cp.Hint)
 		}
 	}
 	if f != nil {

@@ -555,8 +555,7 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	e.mu.Unlock()
 	for _, s := range all {
 		s.op.Lock()
-		_, can := checkpointers[s.Language]
-		if e.cfg.Sessions.CheckpointOnShutdown && can && e.stateOf(s) == StateIdle {
+		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.stateOf(s) == StateIdle {
 			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
 				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "owner", s.Owner, "error", err)
 			} else {
