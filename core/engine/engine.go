@@ -37,7 +37,8 @@ type Request struct {
 	CustomImage string
 	Environment map[string]string
 	MCPTools    []string
-	Client      string // the MCP connection that asked
+	InputFiles  []InputFile // stateless runs only (inputs.go)
+	Client      string      // the MCP connection that asked
 }
 
 // Result is a backend's result and the backend that produced it.
@@ -284,6 +285,13 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	if s != nil {
 		name = s.Backend // an existing session keeps its backend
 	}
+	inputs, err := e.inputFiles(req, name) // audited there
+	if err != nil {
+		if created {
+			e.drop(s)
+		}
+		return Result{}, err
+	}
 	timeout := e.cfg.Execution.DefaultTimeout
 	if req.Timeout > 0 {
 		timeout = req.Timeout
@@ -300,10 +308,18 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	if s != nil {
 		details["session"] = req.SessionID
 	}
+	if len(inputs) > 0 {
+		n := 0
+		for _, d := range inputs {
+			n += len(d)
+		}
+		details["input_files"], details["input_bytes"] = len(inputs), n
+	}
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: sessionID, UserID: req.Client, Success: true, Details: details})
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
 		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: sessionID, RunID: runID,
+		InputFiles: inputs,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
 	select {

@@ -118,7 +118,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, InputFiles: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }
@@ -165,6 +165,16 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		}
 		env[k] = v
 	}
+	intentFiles := map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)}
+	for p, data := range req.InputFiles {
+		// The core checked the paths; a plugin must not trust that alone.
+		if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+			return backend.ExecuteResult{}, host.Errorf(host.KindInvalid, "input file path %q: must be a clean relative path inside the working directory", p)
+		}
+		// Written by the host services, not the sandbox user: the run
+		// can read them, not change them.
+		intentFiles["out/"+p] = data
+	}
 	ctr, err := b.sb.Create(ctx, host.Intent{
 		Image:   image,
 		Command: b.spec.Command(inDir + "/" + b.spec.RunnerAs),
@@ -177,7 +187,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 			{Subdir: "meta", Target: metaDir},
 			{Subdir: "out", Target: outDir},
 		},
-		Files:    map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)},
+		Files:    intentFiles,
 		CodeHash: hex.EncodeToString(sum[:]),
 		Labels:   map[string]string{"run": req.RunID},
 	})
@@ -251,8 +261,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	files, _ := b.sb.ReadFiles(ctx, ctr.ID, "out", maxImg, 4*maxImg)
 	for _, f := range files {
 		mime, ok := imageTypes[strings.ToLower(path.Ext(f.Name))]
-		if !ok {
-			continue
+		if _, input := req.InputFiles[f.Name]; !ok || input {
+			continue // an input image is not the run's output
 		}
 		if f.Skipped {
 			res.Notices = append(res.Notices, fmt.Sprintf("image %s (%d bytes) was not returned: over the %d-byte image limit (execution.max_image_size)", f.Name, f.Size, maxImg))
