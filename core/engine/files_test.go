@@ -15,7 +15,7 @@ func TestFileRulesAreDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding,
-		RuleCheckpointLanguage, RuleCheckpointNotFound, RuleCheckpointOwner, RuleCheckpointState, RuleCheckpointQuota} {
+		RuleCheckpointLanguage, RuleCheckpointNotFound, RuleCheckpointOwner, RuleCheckpointState, RuleCheckpointQuota, RuleInputFiles} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}
