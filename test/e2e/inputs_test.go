@@ -29,15 +29,16 @@ try:
     open('data/in.csv', 'a').write('9')
     ro = 'writable'
 except OSError as e:
-    ro = type(e).__name__
+    import errno
+    ro = errno.errorcode[e.errno]
 (s, ro)`
 	o, text, isErr := run(map[string]any{"code": code, "input_files": []map[string]any{
 		{"path": "data/in.csv", "content": "a\n10\n20\n"},
 		{"path": "blob.bin", "content": base64.StdEncoding.EncodeToString([]byte{0, 1, 2, 0xff}), "encoding": "base64"},
 		{"path": "from_session.csv", "from_session": "src", "source_path": "result.csv"},
 	}})
-	if isErr || !o.Success || o.ResultRepr != "(40, 'PermissionError')" {
-		t.Fatalf("want (30+4+6, PermissionError), got %q: %s %+v", o.ResultRepr, text, o)
+	if isErr || !o.Success || o.ResultRepr != "(40, 'EROFS')" {
+		t.Fatalf("want (30+4+6, EROFS), got %q: %s %+v", o.ResultRepr, text, o)
 	}
 
 	for _, c := range []struct {
