@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/procid"
@@ -93,6 +94,7 @@ Waiting for a client on stdin (Ctrl-C to quit).
 		return 1
 	}
 	defer f.Close()
+	f.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioOwner, nil })
 	log.Info("serving MCP on stdio", "version", version.Version, "plugins", strings.Join(f.Plugins.Names(), ","))
 	if err := f.MCP.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		log.Error("MCP session ended", "error", err)

@@ -131,6 +131,13 @@ type Sessions struct {
 	// sessions. A language missing here goes to the one loaded stateful
 	// backend that serves it.
 	DefaultBackend map[string]string `toml:"default_backend"`
+	// CheckpointOnShutdown checkpoints every live idle session when the
+	// server stops gracefully, so that its owner finds it again after a
+	// restart (docs/session-data.md).
+	CheckpointOnShutdown bool `toml:"checkpoint_on_shutdown"`
+	// CheckpointTTL is how long (seconds) a checkpoint is kept after it was
+	// made; the cleanup every cleanup_interval removes older ones.
+	CheckpointTTL int `toml:"checkpoint_ttl"`
 }
 
 // Volumes is where per-session and per-run directories live on the host.
@@ -301,7 +308,8 @@ func systemDefault() Config {
 		Images: Images{
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
-		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{}},
+		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{},
+			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600},
 		Volumes: Volumes{
 			BasePath:        "/var/lib/mcp-forge",
 			SessionQuota:    "1g",

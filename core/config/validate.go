@@ -77,6 +77,7 @@ func Validate(c Config) Errors {
 	v.positive("sessions.idle_timeout", c.Sessions.IdleTimeout)
 	v.positive("sessions.max_concurrent", c.Sessions.MaxConcurrent)
 	v.positive("sessions.cleanup_interval", c.Sessions.CleanupInterval)
+	v.positive("sessions.checkpoint_ttl", c.Sessions.CheckpointTTL)
 	v.backends("sessions.default_backend", c.Sessions.DefaultBackend)
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)

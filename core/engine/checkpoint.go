@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -24,82 +27,25 @@ const (
 	RuleCheckpointState    = "checkpoint-state"
 )
 
-// ckptMarker prefixes the line the save and load code print.
-const ckptMarker = "__FORGE_CKPT__"
+// ckptMarker prefixes the line the save and load code print, and ckptFile
+// is where the kernel writes and reads its namespace, relative to its
+// working directory; the core moves it to the state directory.
+const (
+	ckptMarker = backend.CheckpointMarker
+	ckptFile   = backend.CheckpointFile
+)
 
-// ckptFile is where the kernel writes and reads its namespace, relative to
-// its working directory; the core moves it to the state directory.
-const ckptFile = ".forge-checkpoint"
-
-// checkpointer is how one language saves and loads its namespace.
-//
-// A shortcut: this table keys code by language, which the engine otherwise
-// never does. It belongs in the kernel plugins' Spec (next to InspectCode)
-// behind a Checkpoint capability; that needs a protocol change the SDK
-// owners should make. Until then a language without an entry refuses with
-// checkpoint-language.
-type checkpointer struct {
-	save, load string
-	// missing is what the kernel says when the image lacks what save and
-	// load need, and hint what to do about it.
-	missing, hint string
-}
-
-var checkpointers = map[string]checkpointer{
-	// dill pickles what pickle cannot (functions and lambdas defined in the
-	// session, by value; modules by reference). Each variable is tried on
-	// its own, so one that cannot be saved is reported, not fatal. Open
-	// files are left out on purpose: their position and the file behind
-	// them would not come back as they were.
-	"python": {
-		save: `def _forge_ckpt():
-    import dill, io, json
-    dill.settings['recurse'] = True
-    keep, skipped = {}, {}
-    for k, v in list(globals().items()):
-        if k.startswith('_') or k in ('In', 'Out', 'exit', 'quit', 'get_ipython'):
-            continue
-        if isinstance(v, io.IOBase):
-            skipped[k] = 'an open file handle (%s): reopen it after restoring' % type(v).__name__
-            continue
-        try:
-            dill.dumps(v)
-            keep[k] = v
-        except Exception as e:
-            skipped[k] = ('%s: %s' % (type(e).__name__, e))[:300]
-    with open('` + ckptFile + `', 'wb') as f:
-        dill.dump(keep, f)
-    print('` + ckptMarker + `' + json.dumps({'saved': sorted(keep), 'skipped': skipped}))
-_forge_ckpt()
-del _forge_ckpt`,
-		load: `def _forge_restore():
-    import dill, json
-    with open('` + ckptFile + `', 'rb') as f:
-        d = dill.load(f)
-    globals().update(d)
-    print('` + ckptMarker + `' + json.dumps({'saved': sorted(d)}))
-_forge_restore()
-del _forge_restore`,
-		missing: "No module named 'dill'",
-		hint:    "the session's image lacks python3-dill, which checkpoints need: rebuild the images (make setup; images/python/packages.txt lists it)",
-	},
-	// save() of every variable but connections: save.image without what
-	// cannot come back.
-	"r": {
-		save: `local({
-  nm <- ls(globalenv())
-  isconn <- vapply(nm, function(n) inherits(get(n, envir = globalenv()), "connection"), logical(1))
-  ok <- nm[!isconn]; bad <- nm[isconn]
-  save(list = ok, file = "` + ckptFile + `", envir = globalenv())
-  q <- function(x) encodeString(x, quote = '"')
-  cat("` + ckptMarker + `", '{"saved":[', paste(q(ok), collapse = ","), '],"skipped":{',
-      paste0(q(bad), ':"an open connection: reopen it after restoring"', collapse = ","), '}}', "\n", sep = "")
-})`,
-		load: `local({
-  nm <- load("` + ckptFile + `", envir = globalenv())
-  cat("` + ckptMarker + `", '{"saved":[', paste(encodeString(nm, quote = '"'), collapse = ","), ']}', "\n", sep = "")
-})`,
-	},
+// checkpointCode is how the kernels of a backend save and load their
+// namespace: the code comes from the backend's Capabilities (a kernel
+// plugin's Spec), so the core knows no language's code and a third-party
+// kernel backend supports checkpoints by reporting it. nil: it cannot.
+func (e *Engine) checkpointCode(backendName string) *backend.Checkpoint {
+	for _, st := range e.plugins.Statuses() {
+		if st.Name == backendName && st.Error == "" {
+			return st.Capabilities.Checkpoint
+		}
+	}
+	return nil
 }
 
 // CheckpointInfo describes a checkpoint.
@@ -115,11 +61,93 @@ type CheckpointInfo struct {
 	Bytes     int64             `json:"bytes,omitempty" jsonschema:"size of the checkpoint (namespace and files)"`
 }
 
-// checkpointDir is where a session's checkpoint lives: the forge's state
-// directory, named like its workspace (so two servers sharing a base path
-// keep theirs apart).
-func (e *Engine) checkpointDir(id string) string {
-	return filepath.Join(e.cfg.Volumes.BasePath, "state", "checkpoints", filepath.Base(e.ws.SessionPath(id)))
+// ckptMeta is a checkpoint's meta.json: its description and its owner.
+type ckptMeta struct {
+	CheckpointInfo
+	Owner string `json:"owner"`
+}
+
+// Rules of checkpoint storage.
+const (
+	RuleCheckpointQuota = "checkpoint-quota"
+	// EventCheckpointExpired is the audit event of a checkpoint removed
+	// after sessions.checkpoint_ttl.
+	EventCheckpointExpired = "session.checkpoint_expired"
+)
+
+// checkpointRoot is the forge's checkpoint store: <base>/state/checkpoints.
+// Checkpoints live there across server restarts (unlike workspaces, whose
+// names carry the server's tag).
+func (e *Engine) checkpointRoot() string {
+	return filepath.Join(e.cfg.Volumes.BasePath, "state", "checkpoints")
+}
+
+// ownerKey names an owner's directory of checkpoints: a hash, so that an
+// owner's name (a tenant, a connection) never becomes a path, and stable
+// across restarts so the same owner finds its checkpoints again.
+func ownerKey(owner string) string {
+	h := sha256.Sum256([]byte("forge-checkpoint-owner\x00" + owner))
+	return hex.EncodeToString(h[:16])
+}
+
+// checkpointDir is where owner's checkpoint of session id lives. id must be
+// valid (workspace.CheckSessionID): it is a path component.
+func (e *Engine) checkpointDir(owner, id string) string {
+	return filepath.Join(e.checkpointRoot(), ownerKey(owner), id)
+}
+
+// mkOwnerDir creates the store and owner's directory, each 0700: checkpoints
+// hold users' data, readable by the server alone.
+func (e *Engine) mkOwnerDir(owner string) (string, error) {
+	dir := filepath.Join(e.checkpointRoot(), ownerKey(owner))
+	for _, d := range []string{filepath.Join(e.cfg.Volumes.BasePath, "state"), e.checkpointRoot(), dir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// readCheckpoint returns owner's checkpoint of id, if there is one. A
+// checkpoint whose meta names another owner (a hash collision, a copied
+// directory) is not owner's: ok is false.
+func (e *Engine) readCheckpoint(owner, id string) (ckptMeta, bool) {
+	m, ok := e.readMeta(owner, id)
+	return m, ok && m.Owner == owner && m.SessionID == id
+}
+
+// readMeta reads the meta.json in owner's directory for id, whoever it names.
+func (e *Engine) readMeta(owner, id string) (ckptMeta, bool) {
+	var m ckptMeta
+	if workspaceIDErr(id) != nil {
+		return m, false
+	}
+	raw, err := os.ReadFile(filepath.Join(e.checkpointDir(owner, id), "meta.json"))
+	if err != nil || json.Unmarshal(raw, &m) != nil {
+		return m, false
+	}
+	m.CheckpointInfo.Owner = m.Owner
+	return m, true
+}
+
+// Checkpoints lists owner's checkpoints (restore_session, or the first
+// execute with the session_id, brings one back), newest first.
+func (e *Engine) Checkpoints(owner string) []CheckpointInfo {
+	out := []CheckpointInfo{}
+	dirs, _ := os.ReadDir(filepath.Join(e.checkpointRoot(), ownerKey(owner)))
+	for _, d := range dirs {
+		if !d.IsDir() || strings.HasSuffix(d.Name(), ".new") {
+			continue
+		}
+		if m, ok := e.readCheckpoint(owner, d.Name()); ok {
+			out = append(out, m.CheckpointInfo)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out
 }
 
 // runInKernel runs internal code in a session's kernel (caller holds s.op)
@@ -153,37 +181,65 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
-	cp, ok := checkpointers[s.Language]
-	if !ok {
-		return CheckpointInfo{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "sessions of %s cannot be checkpointed yet", e.LanguageName(s.Language)), nil)
+	if e.checkpointCode(s.Backend) == nil {
+		return CheckpointInfo{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "sessions of %s in backend %s cannot be checkpointed: the backend reports no checkpoint code", e.LanguageName(s.Language), s.Backend), nil)
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
 	if st := e.stateOf(s); st != StateIdle {
 		return CheckpointInfo{}, e.refuse(client, id, tool, refusal(RuleCheckpointState, "session %q is %s: only a live, idle session can be checkpointed (run code in it first)", id, st), nil)
 	}
-	info := CheckpointInfo{SessionID: id, Language: s.Language, Backend: s.Backend, Owner: client, Created: time.Now()}
-	err = e.runInKernel(ctx, s, cp.save, &info)
-	if err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing) {
-		err = fmt.Errorf("%w: %s", err, cp.hint)
+	info, err := e.checkpointLocked(ctx, s, "requested")
+	if err != nil {
+		return CheckpointInfo{}, e.refuse(client, id, tool, fmt.Errorf("checkpoint session %q: %w", id, err), nil)
+	}
+	return info, nil
+}
+
+// checkpointLocked saves a live idle session (caller holds s.op). A
+// checkpoint counts against the session quota: one larger than
+// volumes.session_quota is refused (checkpoint-quota) and the previous
+// checkpoint kept.
+func (e *Engine) checkpointLocked(ctx context.Context, s *Session, why string) (CheckpointInfo, error) {
+	cp := e.checkpointCode(s.Backend)
+	if cp == nil {
+		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
+	}
+	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Owner: s.Owner, Created: time.Now()}
+	quotaErr := func(size string) error {
+		return &RequestError{Rule: RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q (%s) does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against: "+
+			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; the previous checkpoint, if any, is kept", s.ID, size, e.cfg.Volumes.SessionQuota)}
+	}
+	err := e.runInKernel(ctx, s, cp.Save, &info)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "No space left on device"):
+		err = quotaErr("namespace and files together")
+	case err != nil && cp.Missing != "" && strings.Contains(err.Error(), cp.Missing):
+		err = fmt.Errorf("%w: %s", err, cp.Hint)
 	}
 	f, ferr := e.ws.SessionFiles(s.Internal)
 	if err == nil {
 		err = ferr
 	}
+	var owner string
+	if err == nil {
+		owner, err = e.mkOwnerDir(s.Owner)
+	}
 	if err == nil {
 		// Built beside the old one and swapped in, so a failure keeps it.
-		dir := e.checkpointDir(s.Internal)
+		dir := filepath.Join(owner, s.ID)
 		tmp := dir + ".new"
 		os.RemoveAll(tmp)
 		var left []string
 		if left, err = f.CopyOut(filepath.Join(tmp, "work"), e.ws.Quota(), nil); err == nil {
 			info.FilesLeft = left
 			info.Bytes = dirSize(tmp)
-			meta, _ := json.MarshalIndent(struct {
-				CheckpointInfo
-				Owner string `json:"owner"`
-			}{info, client}, "", "  ")
+			if q := e.ws.Quota(); q > 0 && info.Bytes > q {
+				err = quotaErr(fmt.Sprintf("%d bytes", info.Bytes))
+			}
+		}
+		if err == nil {
+			meta, _ := json.MarshalIndent(ckptMeta{info, s.Owner}, "", "  ")
 			if err = os.WriteFile(filepath.Join(tmp, "meta.json"), meta, 0o600); err == nil {
 				os.RemoveAll(dir)
 				err = os.Rename(tmp, dir)
@@ -196,12 +252,13 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 	if f != nil {
 		f.Remove(ckptFile)
 	}
-	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: id, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
-		Details: map[string]any{"saved": len(info.Saved), "skipped": len(info.Skipped), "bytes": info.Bytes}})
-	if err != nil {
-		return CheckpointInfo{}, fmt.Errorf("checkpoint session %q: %w", id, err)
+	d := map[string]any{"session": s.ID, "reason": why, "saved": len(info.Saved), "skipped": len(info.Skipped), "bytes": info.Bytes}
+	var re *RequestError
+	if errors.As(err, &re) {
+		d["rule"] = re.Rule
 	}
-	return info, nil
+	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
+	return info, err
 }
 
 func dirSize(dir string) int64 {
@@ -215,30 +272,25 @@ func dirSize(dir string) int64 {
 // the saved variables loaded.
 func (e *Engine) RestoreSession(ctx context.Context, client, id string) (CheckpointInfo, SessionView, error) {
 	const tool = "restore_session"
-	// Keyed like the session's workspace: by owner and id.
-	dir := e.checkpointDir(internalID(client, id))
-	var meta struct {
-		CheckpointInfo
-		Owner string `json:"owner"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &meta)
-	}
-	switch {
-	case workspaceIDErr(id) != nil:
+	if workspaceIDErr(id) != nil {
 		_, err := e.lookup(client, id, tool) // audits the invalid id
 		return CheckpointInfo{}, SessionView{}, err
-	case err != nil:
-		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, &RequestError{Rule: RuleCheckpointNotFound, Err: ErrNoSession,
-			Msg: fmt.Sprintf("no checkpoint of session %q for this connection (checkpoint_session makes one)", id)}, nil)
-	case meta.Owner != client:
-		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, &RequestError{Rule: RuleCheckpointOwner, Err: ErrNoSession,
-			Msg: fmt.Sprintf("no checkpoint of session %q for this connection (checkpoint_session makes one)", id)}, nil)
 	}
-	cp, ok := checkpointers[meta.Language]
-	if !ok {
-		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "sessions of %s cannot be restored", e.LanguageName(meta.Language)), nil)
+	// Another owner's checkpoint of the same id lives under another owner
+	// key and is not even looked at. One found under client's key that
+	// names someone else (a copied directory) answers like none, audited
+	// apart.
+	meta, found := e.readMeta(client, id)
+	switch {
+	case !found:
+		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, &RequestError{Rule: RuleCheckpointNotFound, Err: ErrNoSession,
+			Msg: fmt.Sprintf("no checkpoint of session %q for this connection (checkpoint_session makes one; list_sessions lists yours)", id)}, nil)
+	case meta.Owner != client || meta.SessionID != id:
+		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, &RequestError{Rule: RuleCheckpointOwner, Err: ErrNoSession,
+			Msg: fmt.Sprintf("no checkpoint of session %q for this connection (checkpoint_session makes one; list_sessions lists yours)", id)}, nil)
+	}
+	if e.checkpointCode(meta.Backend) == nil {
+		return CheckpointInfo{}, SessionView{}, e.refuse(client, id, tool, refusal(RuleCheckpointLanguage, "the checkpoint of session %q was made by backend %s, which is not loaded or reports no checkpoint code", id, meta.Backend), nil)
 	}
 	s, created, err := e.acquire(Request{Language: meta.Language, SessionID: id, Client: client}, meta.Backend)
 	if err != nil {
@@ -246,6 +298,7 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
+	s.pending = false // restored here, not by the next execute
 	if !created {
 		if e.stateOf(s) == stateGone {
 			return CheckpointInfo{}, SessionView{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
@@ -257,52 +310,120 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	}
 	var info CheckpointInfo
 	if err == nil {
-		e.setState(s, StateBusy)
-		f, ferr := e.ws.SessionFiles(internalID(client, id))
-		err = ferr
-		if err == nil {
-			err = f.CopyIn(filepath.Join(dir, "work"))
-		}
-		if err == nil {
-			err = e.runInKernel(ctx, s, cp.load, &info)
-			if err != nil && cp.missing != "" && strings.Contains(err.Error(), cp.missing) {
-				err = fmt.Errorf("%w: %s", err, cp.hint)
-			}
-		}
-		if f != nil {
-			f.Remove(ckptFile)
-		}
-		e.mu.Lock()
-		s.State, s.LastActive, s.Variables, s.VarsUpdated = StateIdle, time.Now(), nil, time.Time{}
-		e.mu.Unlock()
+		info, err = e.restoreLocked(ctx, s, meta, tool)
 	}
-	e.rec.Record(audit.Entry{Event: "session.restore", SessionID: id, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
-		Details: map[string]any{"restored": len(info.Saved), "checkpoint_created": meta.Created}})
 	if err != nil {
 		return CheckpointInfo{}, SessionView{}, fmt.Errorf("restore session %q: %w", id, err)
 	}
-	meta.CheckpointInfo.Saved = info.Saved
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return meta.CheckpointInfo, s.view(), nil
+	return info, s.view(), nil
 }
 
-// removeCheckpoint deletes a session's checkpoint (with the session).
-func (e *Engine) removeCheckpoint(id string) {
-	if workspaceIDErr(id) == nil {
-		os.RemoveAll(e.checkpointDir(id))
+// restoreLocked writes a checkpoint's files back into a session whose new
+// kernel is up and loads its variables (caller holds s.op).
+func (e *Engine) restoreLocked(ctx context.Context, s *Session, meta ckptMeta, why string) (CheckpointInfo, error) {
+	cp := e.checkpointCode(s.Backend)
+	if cp == nil {
+		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
 	}
+	e.setState(s, StateBusy)
+	var info CheckpointInfo
+	f, err := e.ws.SessionFiles(s.Internal)
+	if err == nil {
+		err = f.CopyIn(filepath.Join(e.checkpointDir(s.Owner, s.ID), "work"))
+	}
+	if err == nil {
+		err = e.runInKernel(ctx, s, cp.Load, &info)
+		if err != nil && cp.Missing != "" && strings.Contains(err.Error(), cp.Missing) {
+			err = fmt.Errorf("%w: %s", err, cp.Hint)
+		}
+	}
+	if f != nil {
+		f.Remove(ckptFile)
+	}
+	e.mu.Lock()
+	if s.State == StateBusy {
+		s.State = StateIdle
+	}
+	s.LastActive, s.Variables, s.VarsUpdated = time.Now(), nil, time.Time{}
+	e.mu.Unlock()
+	e.rec.Record(audit.Entry{Event: "session.restore", SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+		Details: map[string]any{"session": s.ID, "by": why, "restored": len(info.Saved), "checkpoint_created": meta.Created}})
+	out := meta.CheckpointInfo
+	out.Saved = info.Saved
+	return out, err
 }
 
-// removeAllCheckpoints deletes this server's checkpoints (shutdown): their
-// names carry the server's tag, which the next server does not share, so
-// none could be restored and they would only fill the disk.
-func (e *Engine) removeAllCheckpoints() {
-	tag := strings.TrimPrefix(filepath.Base(e.ws.SessionPath("x")), "x")
-	dirs, _ := filepath.Glob(filepath.Join(e.cfg.Volumes.BasePath, "state", "checkpoints", "*"+tag))
-	for _, d := range dirs {
-		os.RemoveAll(d)
+// removeCheckpoint deletes owner's checkpoint of id (with the session); it
+// reports whether there was one.
+func (e *Engine) removeCheckpoint(owner, id string) bool {
+	if workspaceIDErr(id) != nil {
+		return false
 	}
+	dir := e.checkpointDir(owner, id)
+	_, err := os.Stat(dir)
+	os.RemoveAll(dir)
+	os.RemoveAll(dir + ".new")
+	return err == nil
+}
+
+// ExpireCheckpoints removes checkpoints made more than
+// sessions.checkpoint_ttl ago (and leftovers of interrupted ones), each
+// audited; it returns how many it removed.
+func (e *Engine) ExpireCheckpoints(now time.Time) int {
+	ttl := time.Duration(e.cfg.Sessions.CheckpointTTL) * time.Second
+	n := 0
+	owners, _ := os.ReadDir(e.checkpointRoot())
+	for _, o := range owners {
+		dir := filepath.Join(e.checkpointRoot(), o.Name())
+		entries, _ := os.ReadDir(dir)
+		for _, c := range entries {
+			path := filepath.Join(dir, c.Name())
+			var m ckptMeta
+			raw, err := os.ReadFile(filepath.Join(path, "meta.json"))
+			if err == nil {
+				err = json.Unmarshal(raw, &m)
+			}
+			if err != nil {
+				// No meta: an interrupted checkpoint (.new) or debris; kept
+				// for one TTL after its last change, then removed.
+				if fi, serr := os.Stat(path); serr == nil && now.Sub(fi.ModTime()) > ttl {
+					os.RemoveAll(path)
+				}
+				continue
+			}
+			if now.Sub(m.Created) <= ttl {
+				continue
+			}
+			err = os.RemoveAll(path)
+			e.rec.Record(audit.Entry{Event: EventCheckpointExpired, SessionID: auditID(m.Owner, m.SessionID), UserID: m.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+				Details: map[string]any{"session": m.SessionID, "created": m.Created, "ttl_s": e.cfg.Sessions.CheckpointTTL, "bytes": m.Bytes}})
+			if err == nil {
+				e.log.Info("removed an expired checkpoint", "session", m.SessionID, "owner", m.Owner, "created", m.Created)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// restorePending restores the checkpoint a new session was created over
+// (caller holds s.op, the kernel is up) and returns the notice the result
+// carries. A failure leaves the session empty but the checkpoint in place:
+// restore_session can try again.
+func (e *Engine) restorePending(ctx context.Context, s *Session) string {
+	s.pending = false
+	meta, ok := e.readCheckpoint(s.Owner, s.ID)
+	if !ok {
+		return fmt.Sprintf("session %q had a checkpoint, removed before it could be restored: the session starts empty", s.ID)
+	}
+	info, err := e.restoreLocked(ctx, s, meta, "first execute")
+	if err != nil {
+		return fmt.Sprintf("session %q has a checkpoint of %s that could not be restored (%v): this run started in an empty session; restore_session tries again, destroy_session removes it",
+			s.ID, meta.Created.Format(time.RFC3339), err)
+	}
+	return RestoreNotice(info)
 }
 
 // RestoreNotice is the sentence an agent reads after a restore.

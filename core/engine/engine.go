@@ -38,7 +38,8 @@ type Request struct {
 	CustomImage string
 	Environment map[string]string
 	MCPTools    []string
-	Client      string // the MCP connection that asked
+	InputFiles  []InputFile // stateless runs only (inputs.go)
+	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
 	// (elicitation); nil: no client can be asked.
 	Approve toolbridge.Approver
@@ -192,12 +193,6 @@ func (e *Engine) checkPresent(ctx context.Context, image string) error {
 	return refusal(RuleImageMissing, "custom_image %s is allowed but not present on this machine: build it first (build_environment for mcp-forge/custom:<name>, `make images` for the built-in images), or omit custom_image", quoted(image))
 }
 
-func (e *Engine) hasSession(client, id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.sessions[sessionKey{client, id}] != nil
-}
-
 // RefuseArguments audits a tool call whose arguments did not match the
 // tool's input schema, refused before any handler saw them.
 func (e *Engine) RefuseArguments(client, tool, msg string) {
@@ -349,7 +344,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	var s *Session
 	var created bool
-	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.hasSession(req.Client, req.SessionID)) {
+	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.live(req.Client, req.SessionID)) {
 		err = e.checkPresent(ctx, req.CustomImage)
 	}
 	if err == nil && req.SessionID != "" {
@@ -364,6 +359,13 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	if s != nil {
 		name = s.Backend // an existing session keeps its backend
+	}
+	inputs, err := e.inputFiles(req, name) // audited there
+	if err != nil {
+		if created {
+			e.drop(s)
+		}
+		return Result{}, err
 	}
 	timeout := e.cfg.Execution.DefaultTimeout
 	if req.Timeout > 0 {
@@ -381,10 +383,18 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	if s != nil {
 		details["session"] = req.SessionID
 	}
+	if len(inputs) > 0 {
+		n := 0
+		for _, d := range inputs {
+			n += len(d)
+		}
+		details["input_files"], details["input_bytes"] = len(inputs), n
+	}
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: sessionID, UserID: req.Client, Success: true, Details: details})
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
 		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: sessionID, RunID: runID,
+		InputFiles: inputs,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
 	select {

@@ -56,6 +56,9 @@ type Session struct {
 	start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
 	op    sync.Mutex
 	grant *toolbridge.Grant // the session's tool grant (mounted from the start), or nil
+	// pending: the owner has a checkpoint of this session (a server restart,
+	// the idle reaper), restored when its first kernel starts. Under op.
+	pending bool
 }
 
 // SessionView is what tools and resources show of a session. Only the id is
@@ -160,13 +163,20 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 // acquire finds or creates (as "starting") the session for an execute.
 func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
 	key := sessionKey{req.Client, req.SessionID}
+	ckpt, hasCkpt := e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
 	e.mu.Lock()
 	s, n := e.sessions[key], len(e.sessions)
+	if s == nil && hasCkpt && ckpt.Language != req.Language {
+		e.mu.Unlock()
+		have := e.LanguageName(ckpt.Language)
+		return nil, false, refusal(RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
+			req.SessionID, have, have, ckpt.Language)
+	}
 	if s == nil && n < e.cfg.Sessions.MaxConcurrent {
 		now := time.Now()
 		internal := internalID(req.Client, req.SessionID)
 		s = &Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: StateStarting,
-			Docs: map[string]string{}, start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}}
+			Docs: map[string]string{}, start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, pending: hasCkpt}
 		e.sessions[key] = s
 		e.mu.Unlock()
 		return s, true, nil
@@ -235,6 +245,10 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 			e.drop(s)
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
+		}
+		if s.pending {
+			notices = append(notices, e.restorePending(ctx, s))
+			before = e.outputSnapshot(s.Internal) // restored files are not this run's output
 		}
 	case state == StateDead:
 		reason := s.LostReason
@@ -454,21 +468,23 @@ func (e *Engine) RestartSession(ctx context.Context, client, id string) (Session
 
 // DestroySession removes a session's container and directory.
 func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
+	if workspace.CheckSessionID(id) == nil && !e.live(client, id) && e.removeCheckpoint(client, id) {
+		// Only a checkpoint is left (after a restart or the idle reaper).
+		e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: internalID(client, id), UserID: client, Success: true, Severity: audit.Info,
+			Details: map[string]any{"session": id, "reason": "destroyed by the client: its checkpoint removed"}})
+		return nil
+	}
 	s, err := e.lookup(client, id, "destroy_session")
 	if err != nil {
 		return err
 	}
 	closed := e.claim(ctx, s, true)
 	defer s.op.Unlock()
-	defer e.removeCheckpoint(s.Internal) // checkpoint.go: a checkpoint goes with its session
+	defer e.removeCheckpoint(s.Owner, s.ID) // checkpoint.go: a checkpoint goes with its session
 	if closed {
-		e.drop(s)
-		e.removeWorkspace(s.Internal)
-		e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Owner, Success: true,
-			Details: map[string]any{"session": s.ID, "reason": "destroyed by the client while code ran", "executions": s.Executions}})
-		return nil
+		return e.destroyLocked(ctx, s, "destroyed by the client while code ran", true)
 	}
-	return e.destroyLocked(ctx, s, "destroyed by the client")
+	return e.destroyLocked(ctx, s, "destroyed by the client", false)
 }
 
 // claimGrace is how long destroy waits for interrupted code to stop before
@@ -508,14 +524,25 @@ func (e *Engine) claim(ctx context.Context, s *Session, kill bool) (closed bool)
 	return err == nil
 }
 
-// destroyLocked closes the kernel and removes the session (caller holds s.op).
-func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string) error {
+// live reports whether client has a session id in the table.
+func (e *Engine) live(client, id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessions[sessionKey{client, id}] != nil
+}
+
+// destroyLocked closes the kernel (unless claim already did) and removes
+// the session (caller holds s.op).
+func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string, closed bool) error {
 	if e.stateOf(s) == stateGone {
 		return nil
 	}
-	sb, err := e.sessionBackend(ctx, s.Backend)
-	if err == nil {
-		err = sb.CloseSession(ctx, s.Internal)
+	var err error
+	if !closed {
+		var sb backend.SessionBackend
+		if sb, err = e.sessionBackend(ctx, s.Backend); err == nil {
+			err = sb.CloseSession(ctx, s.Internal)
+		}
 	}
 	e.drop(s)
 	e.closeGrant(s)
@@ -580,7 +607,7 @@ func (e *Engine) ReapIdle(ctx context.Context) int {
 		e.mu.Unlock()
 		if still {
 			e.log.Info("removing idle session", "session", s.ID, "owner", s.Owner, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
-			_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout))
+			_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
 			n++
 		}
 		s.op.Unlock()
@@ -588,10 +615,12 @@ func (e *Engine) ReapIdle(ctx context.Context) int {
 	return n
 }
 
-// Reaper runs ReapIdle every sessions.cleanup_interval until ctx ends.
+// Reaper runs ReapIdle and ExpireCheckpoints every sessions.cleanup_interval until ctx ends.
 func (e *Engine) Reaper(ctx context.Context) {
+	e.ExpireCheckpoints(time.Now()) // a restart after a long stop finds expired ones
 	periodic.Every(ctx, time.Duration(e.cfg.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
 		e.ReapIdle(ctx)
+		e.ExpireCheckpoints(time.Now())
 		return true
 	})
 }
@@ -607,7 +636,9 @@ func (e *Engine) MarkBackendDead(name string) {
 	}
 }
 
-// CloseAll destroys every session (server shutdown).
+// CloseAll destroys every session (server shutdown). With
+// sessions.checkpoint_on_shutdown, each live idle session is checkpointed
+// first, so its owner finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
 	e.mu.Lock()
 	all := make([]*Session, 0, len(e.sessions))
@@ -617,10 +648,16 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	e.mu.Unlock()
 	for _, s := range all {
 		s.op.Lock()
-		_ = e.destroyLocked(ctx, s, "server shutdown")
+		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.stateOf(s) == StateIdle {
+			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
+				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "owner", s.Owner, "error", err)
+			} else {
+				e.log.Info("checkpointed a session at shutdown", "session", s.ID, "owner", s.Owner, "saved", len(info.Saved), "bytes", info.Bytes)
+			}
+		}
+		_ = e.destroyLocked(ctx, s, "server shutdown", false)
 		s.op.Unlock()
 	}
-	e.removeAllCheckpoints() // checkpoint.go
 }
 
 // grantSession gives a new session a tool grant when a bridge is loaded and

@@ -94,6 +94,13 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			h.ws.Remove(w)
 		}
 	}
+	// Files first: a mount may name one (a file mount).
+	for name, data := range in.Files {
+		if err := w.WriteFile(name, data); err != nil {
+			cleanup()
+			return host.Container{}, asHostErr(err)
+		}
+	}
 	var mounts []runtime.Mount
 	for _, m := range in.Mounts {
 		src, err := w.Dir(m.Subdir)
@@ -110,12 +117,6 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if grant != nil {
 		mounts = append(mounts, runtime.Mount{Source: grant.Dir(), Target: bridge.SandboxDir, ReadOnly: true})
 		in.Env = grant.Env(in.Env)
-	}
-	for name, data := range in.Files {
-		if err := w.WriteFile(name, data); err != nil {
-			cleanup()
-			return host.Container{}, asHostErr(err)
-		}
 	}
 	labels := map[string]string{}
 	for k, v := range in.Labels {

@@ -24,7 +24,8 @@ func (s *Server) addCheckpointTools() {
 		Name: "checkpoint_session", Title: "Checkpoint a session",
 		Description: "Save a session's variables (Python with dill, R with save) and its working directory to the server's state directory, " +
 			"replacing its previous checkpoint. Variables that cannot be saved (open files, connections, some native objects) are listed in skipped with the reason. " +
-			"restore_session brings the checkpoint back in a new kernel. The checkpoint is removed with destroy_session. " +
+			"restore_session brings the checkpoint back in a new kernel. The checkpoint survives a server restart (list_sessions lists it; the first execute with the session_id restores it), " +
+			"counts against the session quota, expires after sessions.checkpoint_ttl and is removed with destroy_session. " +
 			"On error the result has session_id and error {type, message}.",
 		InputSchema: schemaFor[SessionInput](), OutputSchema: out,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, CheckpointOutput, error) {

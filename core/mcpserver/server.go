@@ -187,6 +187,17 @@ type ExecuteInput struct {
 	CustomImage string            `json:"custom_image,omitempty"`
 	Environment map[string]string `json:"environment,omitempty"`
 	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"MCP tools the code may call: a configured server (every tool its policy allows) or server.tool; see mcp://forge/tools/available (needs a bridge plugin)"`
+	InputFiles  []InputFileInput  `json:"input_files,omitempty"`
+}
+
+// InputFileInput is one input file of a stateless run: uploaded (content)
+// or copied from one of the caller's sessions (from_session).
+type InputFileInput struct {
+	Path        string `json:"path" jsonschema:"where the code finds the file, relative to its working directory (no '..', not absolute)"`
+	Content     string `json:"content,omitempty" jsonschema:"the file's content (an upload), as text or base64 (encoding)"`
+	Encoding    string `json:"encoding,omitempty" jsonschema:"text (default) or base64"`
+	FromSession string `json:"from_session,omitempty" jsonschema:"copy the file from this session of yours instead (its working directory)"`
+	SourcePath  string `json:"source_path,omitempty" jsonschema:"the file's path in from_session's working directory; default: path"`
 }
 
 // executeInputSchema is ExecuteInput's schema with the limits of this
@@ -200,6 +211,9 @@ func (s *Server) executeInputSchema() *jsonschema.Schema {
 		"backend":      "the backend plugin to use (see " + EnvironmentURI + "); default: the configured or only backend for the language and mode",
 		"timeout":      fmt.Sprintf("wall-clock limit in seconds; default %d, at most %d", e.DefaultTimeout, e.MaxTimeout),
 		"custom_image": fmt.Sprintf("run in this image instead of the backend's (it must match one of %s)", strings.Join(s.cfg.Images.Allowed, ", ")),
+		"input_files": fmt.Sprintf("stateless runs only (without session_id): files placed read-only in the run's working directory, each uploaded in this call "+
+			"(path, content, encoding) or copied from a session of yours (path, from_session, source_path); each at most %s (volumes.max_file_size), "+
+			"at most %d files", s.cfg.Volumes.MaxFileSize, 100),
 		"environment": fmt.Sprintf("environment variables for the code: names of letters, digits and '_' (not FORGE_*), values without NUL bytes, "+
 			"each at most %s, all together at most %s; a session takes them when it starts", e.MaxEnvValue, e.MaxEnvTotal),
 	}
@@ -273,7 +287,8 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 	res, err := s.eng.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
-		Approve: approver(req.Session),
+		Approve:    approver(req.Session),
+		InputFiles: inputFiles(in.InputFiles),
 	}, progress(ctx, req))
 	if err != nil {
 		result, info := failure(err)
@@ -400,9 +415,10 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 			"max_code_size": e.MaxCodeSize, "max_env_value": e.MaxEnvValue, "max_env_total": e.MaxEnvTotal,
 			"max_sessions": s.cfg.Sessions.MaxConcurrent, "session_idle_timeout_s": s.cfg.Sessions.IdleTimeout,
 		},
-		"security": map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
-		"plugins":  plugins,
-		"sessions": s.eng.Sessions(s.conn(req.Session), false),
+		"security":    map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
+		"plugins":     plugins,
+		"sessions":    s.eng.Sessions(s.conn(req.Session), false),
+		"checkpoints": s.eng.Checkpoints(s.conn(req.Session)),
 	}
 	if t, why := s.eng.Tools(); t != nil {
 		info["tool_bridge"] = t.Health(ctx)
@@ -431,4 +447,15 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.Stream
 		n++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: ev.Name + ": " + ev.Text})
 	}
+}
+
+func inputFiles(in []InputFileInput) []engine.InputFile {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]engine.InputFile, len(in))
+	for i, f := range in {
+		out[i] = engine.InputFile{Path: f.Path, Content: f.Content, Encoding: f.Encoding, FromSession: f.FromSession, SourcePath: f.SourcePath}
+	}
+	return out
 }

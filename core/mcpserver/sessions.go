@@ -42,7 +42,8 @@ type SessionOutput struct {
 
 // SessionsOutput lists sessions.
 type SessionsOutput struct {
-	Sessions []engine.SessionView `json:"sessions"`
+	Sessions    []engine.SessionView    `json:"sessions"`
+	Checkpoints []engine.CheckpointInfo `json:"checkpoints,omitempty" jsonschema:"restorable checkpoints, also of sessions that are gone (a server restart, the idle reaper): restore_session, or the first execute with the session_id, brings one back"`
 }
 
 // DestroyOutput confirms a destroy, or gives the error.
@@ -107,7 +108,8 @@ func (s *Server) addSessionTools() {
 	})
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "list_sessions", Title: "List sessions",
-		Description: "The stateful sessions of this connection with their language, backend, state and last activity.",
+		Description: "The stateful sessions of this connection with their language, backend, state and last activity, and its restorable checkpoints " +
+			"(made by checkpoint_session or at a server shutdown): the first execute with such a session_id restores it, with a notice.",
 		InputSchema: schemaFor[struct{}](), OutputSchema: listOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, SessionsOutput, error) {
 		list := s.eng.Sessions(s.conn(req.Session), false)
@@ -116,7 +118,14 @@ func (s *Server) addSessionTools() {
 		for _, v := range list {
 			fmt.Fprintf(&b, "- %s: %s, %s, %d executions, last activity %s\n", v.ID, v.Language, v.State, v.Executions, v.LastActivity.Format("15:04:05"))
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, SessionsOutput{Sessions: list}, nil
+		ckpts := s.eng.Checkpoints(s.conn(req.Session))
+		if len(ckpts) > 0 {
+			fmt.Fprintf(&b, "%d restorable checkpoint(s):\n", len(ckpts))
+			for _, c := range ckpts {
+				fmt.Fprintf(&b, "- %s: %s, %d variable(s), %d bytes, made %s\n", c.SessionID, c.Language, len(c.Saved), c.Bytes, c.Created.Format(time.RFC3339))
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, SessionsOutput{Sessions: list, Checkpoints: ckpts}, nil
 	})
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "session-state", Title: "Session state", URITemplate: StateTemplate, MIMEType: "application/json",

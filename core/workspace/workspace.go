@@ -228,11 +228,16 @@ func within(dir, rel string) (string, error) {
 	return filepath.Join(dir, clean), nil
 }
 
-// Dir creates (if needed) and returns a subdirectory for a mount.
+// Dir creates (if needed) and returns a subdirectory for a mount. A
+// regular file already there (written from the intent's files) is returned
+// as it is: a file mount (a stateless run's read-only input files).
 func (w *Workspace) Dir(rel string) (string, error) {
 	p, err := w.Within(rel)
 	if err != nil {
 		return "", err
+	}
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+		return p, nil
 	}
 	return p, os.MkdirAll(p, 0o755)
 }

@@ -66,3 +66,25 @@ func TestRemoveClaimed(t *testing.T) {
 		t.Fatalf("still there: %v", err)
 	}
 }
+
+// A mount may name a file written from the intent's files (a file mount);
+// anything else is a directory, created if needed. A link is not a file.
+func TestDirFileMount(t *testing.T) {
+	w := &Workspace{Path: t.TempDir()}
+	if err := w.WriteFile("inputs/data/a.csv", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := w.Dir("inputs/data/a.csv")
+	if fi, serr := os.Lstat(p); err != nil || serr != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("file mount source: %v %v", err, serr)
+	}
+	if p, err := w.Dir("out"); err != nil {
+		t.Fatal(err)
+	} else if fi, _ := os.Stat(p); !fi.IsDir() {
+		t.Fatal("out is not a directory")
+	}
+	os.Symlink("/etc/passwd", filepath.Join(w.Path, "link"))
+	if _, err := w.Dir("link"); err == nil {
+		t.Fatal("a link was taken as a mount source")
+	}
+}

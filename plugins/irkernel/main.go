@@ -18,6 +18,12 @@ var Info = plugin.Info{Name: "irkernel", Version: "0.1.0", Description: "statefu
 //go:embed inspect.R
 var inspectCode string
 
+//go:embed checkpoint_save.R
+var checkpointSave string
+
+//go:embed checkpoint_load.R
+var checkpointLoad string
+
 // Spec is IRkernel in the forge R image. IRkernel ignores interrupt_request
 // (SIGINT it instead), sends values as display_data, and its heartbeat is
 // silent while R is busy (liveness comes from the container's state).
@@ -38,6 +44,7 @@ var Spec = kernel.Spec{
 	InspectCode:       inspectCode,
 	ResetCode:         "rm(list = ls(globalenv(), all.names = TRUE), envir = globalenv()); invisible(gc())",
 	ErrorLine:         errorLine,
+	Checkpoint:        &backend.Checkpoint{Save: checkpointSave, Load: checkpointLoad},
 }
 
 var parseLine = regexp.MustCompile(`<text>:(\d+):\d+`)

@@ -16,6 +16,12 @@ var Info = plugin.Info{Name: "jupyter", Version: "0.1.0", Description: "stateful
 //go:embed inspect.py
 var inspectCode string
 
+//go:embed checkpoint_save.py
+var checkpointSave string
+
+//go:embed checkpoint_load.py
+var checkpointLoad string
+
 // Spec is ipykernel in the forge Python image.
 var Spec = kernel.Spec{
 	Language:     "python",
@@ -35,6 +41,8 @@ var Spec = kernel.Spec{
 	InspectCode: inspectCode,
 	ResetCode:   "get_ipython().run_line_magic('reset', '-f')\nimport gc as __forge_gc\n__forge_gc.collect()\ndel __forge_gc\n",
 	ErrorLine:   errorLine,
+	Checkpoint: &backend.Checkpoint{Save: checkpointSave, Load: checkpointLoad, Missing: "No module named 'dill'",
+		Hint: "the session's image lacks python3-dill, which checkpoints need: rebuild the images (make setup; images/python/packages.txt lists it)"},
 }
 
 var cellLine = regexp.MustCompile(`(?:Cell In ?\[\d+\]|<ipython-input-\d+-[0-9a-f]+>|File <string>), line (\d+)`)

@@ -33,7 +33,39 @@ type Capabilities struct {
 	DefaultImage    string   // the image the plugin declares as its default
 	Packages        []string // notable packages in Image, e.g. "numpy 1.24"
 	Description     string   // a sentence or two for users: how code runs and what comes back
+
+	// Checkpoint is how a Stateful backend's kernel saves and loads its
+	// namespace (checkpoint_session, restore_session, sessions kept across
+	// a server restart); nil: its sessions cannot be checkpointed.
+	Checkpoint *Checkpoint
+	// InputFiles: Execute places ExecuteRequest.InputFiles read-only in the
+	// run's working directory. The core refuses input files for a backend
+	// without it rather than drop them.
+	InputFiles bool
 }
+
+// Checkpoint is the code a kernel runs in a session to save or load its
+// namespace. The core runs Save in an idle session; it writes the namespace
+// to CheckpointFile in the working directory and prints one line:
+// CheckpointMarker followed by JSON {"saved": [names], "skipped": {name:
+// why}}. The core keeps that file with a copy of the working directory.
+// To restore, the core writes them back into a new kernel's working
+// directory and runs Load, which reads CheckpointFile into the namespace
+// and prints CheckpointMarker followed by {"saved": [names]}. Neither may
+// leave names behind in the user's namespace.
+type Checkpoint struct {
+	Save, Load string
+	// Missing is what the kernel says when the image lacks what Save and
+	// Load need (a module), and Hint what to do about it: the core adds
+	// Hint to such a failure.
+	Missing, Hint string
+}
+
+// The checkpoint contract's names (see Checkpoint).
+const (
+	CheckpointMarker = "__FORGE_CKPT__"
+	CheckpointFile   = ".forge-checkpoint"
+)
 
 // ExecuteRequest is one run of user code.
 type ExecuteRequest struct {
@@ -51,6 +83,10 @@ type ExecuteRequest struct {
 	// this run; copy it into host.Intent.ToolsGrant of the container that
 	// runs the code, and report Capabilities.MCPTools. "": none.
 	ToolsGrant string
+	// InputFiles are placed read-only in a stateless run's working
+	// directory: clean relative path (no "..", not absolute) -> content.
+	// Sent only to backends whose Capabilities report InputFiles.
+	InputFiles map[string][]byte
 }
 
 // ExecError describes a failure of the user's code.

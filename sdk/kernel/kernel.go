@@ -45,6 +45,9 @@ type Spec struct {
 	InspectCode string
 	// ResetCode clears the user namespace, keeping the kernel.
 	ResetCode string
+	// Checkpoint saves and loads the namespace (backend.Checkpoint); nil:
+	// sessions of this kernel cannot be checkpointed.
+	Checkpoint *backend.Checkpoint
 	// ErrorLine finds the user's line number in an error's traceback.
 	ErrorLine func(ename, evalue string, traceback []string) int
 }
@@ -114,7 +117,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true, Checkpoint: b.spec.Checkpoint}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }

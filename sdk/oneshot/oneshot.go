@@ -118,7 +118,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }
@@ -128,6 +128,9 @@ const (
 	inDir   = "/forge/in"   // code and runner, read-only
 	metaDir = "/forge/meta" // the runner's envelope
 	outDir  = "/forge/out"  // the working directory; image files here come back
+	// inputsSubdir holds a run's input files on the host, each mounted
+	// read-only onto its path under outDir.
+	inputsSubdir = "inputs"
 )
 
 type envelope struct {
@@ -165,19 +168,31 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		}
 		env[k] = v
 	}
+	mounts := []host.Mount{
+		{Subdir: "in", Target: inDir, ReadOnly: true},
+		{Subdir: "meta", Target: metaDir},
+		{Subdir: "out", Target: outDir},
+	}
+	intentFiles := map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)}
+	for p, data := range req.InputFiles {
+		// The core checked the paths; a plugin must not trust that alone.
+		if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+			return backend.ExecuteResult{}, host.Errorf(host.KindInvalid, "input file path %q: must be a clean relative path inside the working directory", p)
+		}
+		// Each is mounted read-only onto its path in the working
+		// directory: the run reads it and cannot change it.
+		intentFiles[inputsSubdir+"/"+p] = data
+		mounts = append(mounts, host.Mount{Subdir: inputsSubdir + "/" + p, Target: outDir + "/" + p, ReadOnly: true})
+	}
 	ctr, err := b.sb.Create(ctx, host.Intent{
-		Image:   image,
-		Command: b.spec.Command(inDir + "/" + b.spec.RunnerAs),
-		Env:     env,
-		WorkDir: outDir,
-		Timeout: req.Timeout,
-		Memory:  req.Memory,
-		Mounts: []host.Mount{
-			{Subdir: "in", Target: inDir, ReadOnly: true},
-			{Subdir: "meta", Target: metaDir},
-			{Subdir: "out", Target: outDir},
-		},
-		Files:    map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)},
+		Image:    image,
+		Command:  b.spec.Command(inDir + "/" + b.spec.RunnerAs),
+		Env:      env,
+		WorkDir:  outDir,
+		Timeout:  req.Timeout,
+		Memory:   req.Memory,
+		Mounts:   mounts,
+		Files:    intentFiles,
 		CodeHash: hex.EncodeToString(sum[:]),
 		Labels:   map[string]string{"run": req.RunID},
 
@@ -253,8 +268,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	files, _ := b.sb.ReadFiles(ctx, ctr.ID, "out", maxImg, 4*maxImg)
 	for _, f := range files {
 		mime, ok := imageTypes[strings.ToLower(path.Ext(f.Name))]
-		if !ok {
-			continue
+		if _, input := req.InputFiles[f.Name]; !ok || input {
+			continue // an input image is not the run's output
 		}
 		if f.Skipped {
 			res.Notices = append(res.Notices, fmt.Sprintf("image %s (%d bytes) was not returned: over the %d-byte image limit (execution.max_image_size)", f.Name, f.Size, maxImg))

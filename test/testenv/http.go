@@ -54,17 +54,24 @@ var listening = regexp.MustCompile(`listening on (\S+) \(admin (\S+)\)`)
 func StartHTTP(t testing.TB, extra string, env ...string) *HTTPServer {
 	t.Helper()
 	Require(t)
+	return StartHTTPAt(t, BaseDir(t), extra, env...)
+}
+
+// StartHTTPAt starts the server on a given base path: a second server on a
+// stopped one's base path is that server restarted.
+func StartHTTPAt(t testing.TB, base, extra string, env ...string) *HTTPServer {
+	t.Helper()
 	bin := Binary(t)
-	base := BaseDir(t)
 	cfg := filepath.Join(base, "forge.toml")
 	if err := os.WriteFile(cfg, []byte(extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &HTTPServer{Base: base, AuditLog: filepath.Join(base, "audit.log"), LogFile: filepath.Join(base, "server.log"), done: make(chan error, 1)}
-	logf, err := os.Create(s.LogFile)
+	s := &HTTPServer{Base: base, AuditLog: filepath.Join(base, "audit.log"), done: make(chan error, 1)}
+	logf, err := os.CreateTemp(base, "server-*.log") // a restarted server's log apart from the first's
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.LogFile = logf.Name()
 	s.Cmd = exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--config", cfg)
 	s.Cmd.Env = append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+s.AuditLog), env...)
 	s.Cmd.Stderr, s.Cmd.Stdout = logf, logf

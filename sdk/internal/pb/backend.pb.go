@@ -35,8 +35,13 @@ type BackendCapabilities struct {
 	DefaultImage    string   `protobuf:"bytes,9,opt,name=default_image,json=defaultImage,proto3" json:"default_image,omitempty"`          // what the plugin declares
 	Packages        []string `protobuf:"bytes,10,rep,name=packages,proto3" json:"packages,omitempty"`                                     // notable packages in image
 	Description     string   `protobuf:"bytes,11,opt,name=description,proto3" json:"description,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How a session's namespace is saved and loaded; unset: sessions of this
+	// backend cannot be checkpointed (see backend.Checkpoint).
+	Checkpoint *CheckpointCode `protobuf:"bytes,12,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// Execute places ExecuteRequest.input_files in the run's working directory.
+	InputFiles    bool `protobuf:"varint,13,opt,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BackendCapabilities) Reset() {
@@ -146,6 +151,90 @@ func (x *BackendCapabilities) GetDescription() string {
 	return ""
 }
 
+func (x *BackendCapabilities) GetCheckpoint() *CheckpointCode {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *BackendCapabilities) GetInputFiles() bool {
+	if x != nil {
+		return x.InputFiles
+	}
+	return false
+}
+
+// CheckpointCode is the code a kernel runs to save and load its namespace
+// (see backend.Checkpoint for the contract).
+type CheckpointCode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Save          string                 `protobuf:"bytes,1,opt,name=save,proto3" json:"save,omitempty"`
+	Load          string                 `protobuf:"bytes,2,opt,name=load,proto3" json:"load,omitempty"`
+	Missing       string                 `protobuf:"bytes,3,opt,name=missing,proto3" json:"missing,omitempty"` // what the kernel says when the image lacks what save and load need
+	Hint          string                 `protobuf:"bytes,4,opt,name=hint,proto3" json:"hint,omitempty"`       // what to do about it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointCode) Reset() {
+	*x = CheckpointCode{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointCode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointCode) ProtoMessage() {}
+
+func (x *CheckpointCode) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointCode.ProtoReflect.Descriptor instead.
+func (*CheckpointCode) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CheckpointCode) GetSave() string {
+	if x != nil {
+		return x.Save
+	}
+	return ""
+}
+
+func (x *CheckpointCode) GetLoad() string {
+	if x != nil {
+		return x.Load
+	}
+	return ""
+}
+
+func (x *CheckpointCode) GetMissing() string {
+	if x != nil {
+		return x.Missing
+	}
+	return ""
+}
+
+func (x *CheckpointCode) GetHint() string {
+	if x != nil {
+		return x.Hint
+	}
+	return ""
+}
+
 type ExecuteRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Code           string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
@@ -161,14 +250,17 @@ type ExecuteRequest struct {
 	// tools_grant is an opaque token of a tool grant (mcp_tools) the core
 	// issued to this plugin for this run: copy it into the container's
 	// intent (ContainerIntent.tools_grant). Empty: no tools.
-	ToolsGrant    string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	ToolsGrant string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	// Files placed read-only in a stateless run's working directory: clean
+	// relative path -> content (only to backends reporting input_files).
+	InputFiles    map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[1]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +272,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[1]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +285,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{1}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -273,6 +365,13 @@ func (x *ExecuteRequest) GetToolsGrant() string {
 	return ""
 }
 
+func (x *ExecuteRequest) GetInputFiles() map[string][]byte {
+	if x != nil {
+		return x.InputFiles
+	}
+	return nil
+}
+
 type ExecError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // exception class or error kind ("SyntaxError", "Timeout", "OutOfMemory")
@@ -286,7 +385,7 @@ type ExecError struct {
 
 func (x *ExecError) Reset() {
 	*x = ExecError{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +397,7 @@ func (x *ExecError) String() string {
 func (*ExecError) ProtoMessage() {}
 
 func (x *ExecError) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +410,7 @@ func (x *ExecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecError.ProtoReflect.Descriptor instead.
 func (*ExecError) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecError) GetName() string {
@@ -360,7 +459,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +471,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +484,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{3}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Image) GetName() string {
@@ -432,7 +531,7 @@ type ExecuteResult struct {
 
 func (x *ExecuteResult) Reset() {
 	*x = ExecuteResult{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +543,7 @@ func (x *ExecuteResult) String() string {
 func (*ExecuteResult) ProtoMessage() {}
 
 func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +556,7 @@ func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResult.ProtoReflect.Descriptor instead.
 func (*ExecuteResult) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{4}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecuteResult) GetSuccess() bool {
@@ -573,7 +672,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +684,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +697,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{6}
 }
 
 type OpenSessionRequest struct {
@@ -615,7 +714,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +726,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +739,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{6}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OpenSessionRequest) GetSessionId() string {
@@ -689,7 +788,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +800,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +813,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -747,7 +846,7 @@ type SessionRef struct {
 
 func (x *SessionRef) Reset() {
 	*x = SessionRef{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +858,7 @@ func (x *SessionRef) String() string {
 func (*SessionRef) ProtoMessage() {}
 
 func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +871,7 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
 func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionRef) GetSessionId() string {
@@ -792,7 +891,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +903,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +916,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{9}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamEvent) GetName() string {
@@ -849,7 +948,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +960,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +973,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{10}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionEvent) GetKind() isSessionEvent_Kind {
@@ -931,7 +1030,7 @@ type Variable struct {
 
 func (x *Variable) Reset() {
 	*x = Variable{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1042,7 @@ func (x *Variable) String() string {
 func (*Variable) ProtoMessage() {}
 
 func (x *Variable) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1055,7 @@ func (x *Variable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variable.ProtoReflect.Descriptor instead.
 func (*Variable) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Variable) GetName() string {
@@ -1003,7 +1102,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1114,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1127,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{12}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectResponse) GetVariables() []*Variable {
@@ -1042,7 +1141,7 @@ var File_forge_plugin_v1_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xf4\x02\n" +
+	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xd6\x03\n" +
 	"\x13BackendCapabilities\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -1056,7 +1155,17 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\rdefault_image\x18\t \x01(\tR\fdefaultImage\x12\x1a\n" +
 	"\bpackages\x18\n" +
 	" \x03(\tR\bpackages\x12 \n" +
-	"\vdescription\x18\v \x01(\tR\vdescription\"\xb4\x03\n" +
+	"\vdescription\x18\v \x01(\tR\vdescription\x12?\n" +
+	"\n" +
+	"checkpoint\x18\f \x01(\v2\x1f.forge.plugin.v1.CheckpointCodeR\n" +
+	"checkpoint\x12\x1f\n" +
+	"\vinput_files\x18\r \x01(\bR\n" +
+	"inputFiles\"f\n" +
+	"\x0eCheckpointCode\x12\x12\n" +
+	"\x04save\x18\x01 \x01(\tR\x04save\x12\x12\n" +
+	"\x04load\x18\x02 \x01(\tR\x04load\x12\x18\n" +
+	"\amissing\x18\x03 \x01(\tR\amissing\x12\x12\n" +
+	"\x04hint\x18\x04 \x01(\tR\x04hint\"\xc5\x04\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -1071,10 +1180,15 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x06run_id\x18\n" +
 	" \x01(\tR\x05runId\x12\x1f\n" +
 	"\vtools_grant\x18\v \x01(\tR\n" +
-	"toolsGrant\x1a6\n" +
+	"toolsGrant\x12P\n" +
+	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v1.ExecuteRequest.InputFilesEntryR\n" +
+	"inputFiles\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
+	"\x0fInputFilesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x83\x01\n" +
 	"\tExecError\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -1167,56 +1281,60 @@ func file_forge_plugin_v1_backend_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v1_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_forge_plugin_v1_backend_proto_goTypes = []any{
 	(*BackendCapabilities)(nil), // 0: forge.plugin.v1.BackendCapabilities
-	(*ExecuteRequest)(nil),      // 1: forge.plugin.v1.ExecuteRequest
-	(*ExecError)(nil),           // 2: forge.plugin.v1.ExecError
-	(*Image)(nil),               // 3: forge.plugin.v1.Image
-	(*ExecuteResult)(nil),       // 4: forge.plugin.v1.ExecuteResult
-	(*CapabilitiesRequest)(nil), // 5: forge.plugin.v1.CapabilitiesRequest
-	(*OpenSessionRequest)(nil),  // 6: forge.plugin.v1.OpenSessionRequest
-	(*SessionInfo)(nil),         // 7: forge.plugin.v1.SessionInfo
-	(*SessionRef)(nil),          // 8: forge.plugin.v1.SessionRef
-	(*StreamEvent)(nil),         // 9: forge.plugin.v1.StreamEvent
-	(*SessionEvent)(nil),        // 10: forge.plugin.v1.SessionEvent
-	(*Variable)(nil),            // 11: forge.plugin.v1.Variable
-	(*InspectResponse)(nil),     // 12: forge.plugin.v1.InspectResponse
-	nil,                         // 13: forge.plugin.v1.ExecuteRequest.EnvEntry
-	nil,                         // 14: forge.plugin.v1.ExecuteResult.RichEntry
-	nil,                         // 15: forge.plugin.v1.OpenSessionRequest.EnvEntry
-	(*Empty)(nil),               // 16: forge.plugin.v1.Empty
+	(*CheckpointCode)(nil),      // 1: forge.plugin.v1.CheckpointCode
+	(*ExecuteRequest)(nil),      // 2: forge.plugin.v1.ExecuteRequest
+	(*ExecError)(nil),           // 3: forge.plugin.v1.ExecError
+	(*Image)(nil),               // 4: forge.plugin.v1.Image
+	(*ExecuteResult)(nil),       // 5: forge.plugin.v1.ExecuteResult
+	(*CapabilitiesRequest)(nil), // 6: forge.plugin.v1.CapabilitiesRequest
+	(*OpenSessionRequest)(nil),  // 7: forge.plugin.v1.OpenSessionRequest
+	(*SessionInfo)(nil),         // 8: forge.plugin.v1.SessionInfo
+	(*SessionRef)(nil),          // 9: forge.plugin.v1.SessionRef
+	(*StreamEvent)(nil),         // 10: forge.plugin.v1.StreamEvent
+	(*SessionEvent)(nil),        // 11: forge.plugin.v1.SessionEvent
+	(*Variable)(nil),            // 12: forge.plugin.v1.Variable
+	(*InspectResponse)(nil),     // 13: forge.plugin.v1.InspectResponse
+	nil,                         // 14: forge.plugin.v1.ExecuteRequest.EnvEntry
+	nil,                         // 15: forge.plugin.v1.ExecuteRequest.InputFilesEntry
+	nil,                         // 16: forge.plugin.v1.ExecuteResult.RichEntry
+	nil,                         // 17: forge.plugin.v1.OpenSessionRequest.EnvEntry
+	(*Empty)(nil),               // 18: forge.plugin.v1.Empty
 }
 var file_forge_plugin_v1_backend_proto_depIdxs = []int32{
-	13, // 0: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
-	2,  // 1: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
-	3,  // 2: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
-	14, // 3: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
-	15, // 4: forge.plugin.v1.OpenSessionRequest.env:type_name -> forge.plugin.v1.OpenSessionRequest.EnvEntry
-	9,  // 5: forge.plugin.v1.SessionEvent.stream:type_name -> forge.plugin.v1.StreamEvent
-	4,  // 6: forge.plugin.v1.SessionEvent.result:type_name -> forge.plugin.v1.ExecuteResult
-	11, // 7: forge.plugin.v1.InspectResponse.variables:type_name -> forge.plugin.v1.Variable
-	5,  // 8: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
-	1,  // 9: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
-	6,  // 10: forge.plugin.v1.Backend.OpenSession:input_type -> forge.plugin.v1.OpenSessionRequest
-	1,  // 11: forge.plugin.v1.Backend.ExecuteSession:input_type -> forge.plugin.v1.ExecuteRequest
-	8,  // 12: forge.plugin.v1.Backend.Interrupt:input_type -> forge.plugin.v1.SessionRef
-	8,  // 13: forge.plugin.v1.Backend.Inspect:input_type -> forge.plugin.v1.SessionRef
-	8,  // 14: forge.plugin.v1.Backend.RestartSession:input_type -> forge.plugin.v1.SessionRef
-	8,  // 15: forge.plugin.v1.Backend.CloseSession:input_type -> forge.plugin.v1.SessionRef
-	0,  // 16: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
-	4,  // 17: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
-	7,  // 18: forge.plugin.v1.Backend.OpenSession:output_type -> forge.plugin.v1.SessionInfo
-	10, // 19: forge.plugin.v1.Backend.ExecuteSession:output_type -> forge.plugin.v1.SessionEvent
-	16, // 20: forge.plugin.v1.Backend.Interrupt:output_type -> forge.plugin.v1.Empty
-	12, // 21: forge.plugin.v1.Backend.Inspect:output_type -> forge.plugin.v1.InspectResponse
-	16, // 22: forge.plugin.v1.Backend.RestartSession:output_type -> forge.plugin.v1.Empty
-	16, // 23: forge.plugin.v1.Backend.CloseSession:output_type -> forge.plugin.v1.Empty
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 0: forge.plugin.v1.BackendCapabilities.checkpoint:type_name -> forge.plugin.v1.CheckpointCode
+	14, // 1: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
+	15, // 2: forge.plugin.v1.ExecuteRequest.input_files:type_name -> forge.plugin.v1.ExecuteRequest.InputFilesEntry
+	3,  // 3: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
+	4,  // 4: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
+	16, // 5: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
+	17, // 6: forge.plugin.v1.OpenSessionRequest.env:type_name -> forge.plugin.v1.OpenSessionRequest.EnvEntry
+	10, // 7: forge.plugin.v1.SessionEvent.stream:type_name -> forge.plugin.v1.StreamEvent
+	5,  // 8: forge.plugin.v1.SessionEvent.result:type_name -> forge.plugin.v1.ExecuteResult
+	12, // 9: forge.plugin.v1.InspectResponse.variables:type_name -> forge.plugin.v1.Variable
+	6,  // 10: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
+	2,  // 11: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
+	7,  // 12: forge.plugin.v1.Backend.OpenSession:input_type -> forge.plugin.v1.OpenSessionRequest
+	2,  // 13: forge.plugin.v1.Backend.ExecuteSession:input_type -> forge.plugin.v1.ExecuteRequest
+	9,  // 14: forge.plugin.v1.Backend.Interrupt:input_type -> forge.plugin.v1.SessionRef
+	9,  // 15: forge.plugin.v1.Backend.Inspect:input_type -> forge.plugin.v1.SessionRef
+	9,  // 16: forge.plugin.v1.Backend.RestartSession:input_type -> forge.plugin.v1.SessionRef
+	9,  // 17: forge.plugin.v1.Backend.CloseSession:input_type -> forge.plugin.v1.SessionRef
+	0,  // 18: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
+	5,  // 19: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
+	8,  // 20: forge.plugin.v1.Backend.OpenSession:output_type -> forge.plugin.v1.SessionInfo
+	11, // 21: forge.plugin.v1.Backend.ExecuteSession:output_type -> forge.plugin.v1.SessionEvent
+	18, // 22: forge.plugin.v1.Backend.Interrupt:output_type -> forge.plugin.v1.Empty
+	13, // 23: forge.plugin.v1.Backend.Inspect:output_type -> forge.plugin.v1.InspectResponse
+	18, // 24: forge.plugin.v1.Backend.RestartSession:output_type -> forge.plugin.v1.Empty
+	18, // 25: forge.plugin.v1.Backend.CloseSession:output_type -> forge.plugin.v1.Empty
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v1_backend_proto_init() }
@@ -1225,7 +1343,7 @@ func file_forge_plugin_v1_backend_proto_init() {
 		return
 	}
 	file_forge_plugin_v1_plugin_proto_init()
-	file_forge_plugin_v1_backend_proto_msgTypes[10].OneofWrappers = []any{
+	file_forge_plugin_v1_backend_proto_msgTypes[11].OneofWrappers = []any{
 		(*SessionEvent_Stream)(nil),
 		(*SessionEvent_Result)(nil),
 	}
@@ -1235,7 +1353,7 @@ func file_forge_plugin_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_backend_proto_rawDesc), len(file_forge_plugin_v1_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -143,8 +143,13 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
-		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description}, nil
+	out := &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
+		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
+		InputFiles: c.InputFiles}
+	if cp := c.Checkpoint; cp != nil {
+		out.Checkpoint = &pb.CheckpointCode{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
+	}
+	return out, nil
 }
 
 func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResult, error) {
@@ -165,7 +170,7 @@ func requestFromPB(r *pb.ExecuteRequest) backend.ExecuteRequest {
 	return backend.ExecuteRequest{
 		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
 		Memory: r.Memory, Env: r.Env, MaxOutputBytes: r.MaxOutputBytes, MaxImageBytes: r.MaxImageBytes,
-		SessionID: r.SessionId, RunID: r.RunId, ToolsGrant: r.ToolsGrant,
+		SessionID: r.SessionId, RunID: r.RunId, ToolsGrant: r.ToolsGrant, InputFiles: r.InputFiles,
 	}
 }
 
@@ -173,7 +178,7 @@ func requestToPB(req backend.ExecuteRequest) *pb.ExecuteRequest {
 	return &pb.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.Image, TimeoutSeconds: int64(req.Timeout / time.Second),
 		Memory: req.Memory, Env: req.Env, MaxOutputBytes: req.MaxOutputBytes, MaxImageBytes: req.MaxImageBytes,
-		SessionId: req.SessionID, RunId: req.RunID, ToolsGrant: req.ToolsGrant,
+		SessionId: req.SessionID, RunId: req.RunID, ToolsGrant: req.ToolsGrant, InputFiles: req.InputFiles,
 	}
 }
 
@@ -259,8 +264,13 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 	if err != nil {
 		return backend.Capabilities{}, fromStatus(err)
 	}
-	return backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
-		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description}, nil
+	caps := backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
+		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description,
+		InputFiles: r.InputFiles}
+	if cp := r.GetCheckpoint(); cp != nil && cp.Save != "" && cp.Load != "" {
+		caps.Checkpoint = &backend.Checkpoint{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
+	}
+	return caps, nil
 }
 
 // Execute implements backend.Backend.

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+)
+
+// fakeCheckpoint writes a checkpoint as checkpointLocked leaves it.
+func fakeCheckpoint(t *testing.T, e *Engine, owner, id, lang string, created time.Time) string {
+	t.Helper()
+	base, err := e.mkOwnerDir(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, id)
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := json.Marshal(ckptMeta{CheckpointInfo{SessionID: id, Language: lang, Backend: "kernel", Created: created, Saved: []string{"x"}}, owner})
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), meta, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Checkpoints are listed to their owner only, under 0700 directories that
+// do not carry the owner's name.
+func TestCheckpointsPerOwner(t *testing.T) {
+	r := newRig(t, nil, nil)
+	now := time.Now()
+	fakeCheckpoint(t, r.e, "tenant:alice", "main", "python", now.Add(-time.Minute))
+	fakeCheckpoint(t, r.e, "tenant:alice", "second", "python", now)
+	fakeCheckpoint(t, r.e, "tenant:bob", "main", "python", now)
+	got := r.e.Checkpoints("tenant:alice")
+	if len(got) != 2 || got[0].SessionID != "second" || got[1].SessionID != "main" {
+		t.Fatalf("alice's checkpoints, newest first: %+v", got)
+	}
+	if got := r.e.Checkpoints("tenant:bob"); len(got) != 1 {
+		t.Fatalf("bob's checkpoints: %+v", got)
+	}
+	if got := r.e.Checkpoints("tenant:carol"); len(got) != 0 {
+		t.Fatalf("carol sees %+v", got)
+	}
+	for _, d := range []string{filepath.Join(r.e.cfg.Volumes.BasePath, "state"), r.e.checkpointRoot(), filepath.Dir(r.e.checkpointDir("tenant:alice", "main"))} {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want 0700", d, fi.Mode(), err)
+		}
+		if strings.Contains(d, "alice") {
+			t.Errorf("the owner's name is a path: %s", d)
+		}
+	}
+	// Bob cannot restore alice's "second": he has none of that name.
+	if _, _, err := r.e.RestoreSession(context.Background(), "tenant:bob", "second"); refusedBy(t, err) != RuleCheckpointNotFound {
+		t.Fatalf("bob restores alice's checkpoint: %v", err)
+	}
+}
+
+// An execute with the id of a checkpoint of another language is refused,
+// not started over it.
+func TestExecuteOverCheckpointOfAnotherLanguage(t *testing.T) {
+	r := newRig(t, nil, nil)
+	fakeCheckpoint(t, r.e, "c1", "s", "r", time.Now())
+	_, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1"})
+	if refusedBy(t, err) != RuleSessionLanguage || !strings.Contains(err.Error(), "checkpoint") {
+		t.Fatalf("want session-language naming the checkpoint, got %v", err)
+	}
+}
+
+// destroy_session removes a checkpoint whose session is gone (after a
+// restart), and only the caller's.
+func TestDestroyRemovesLoneCheckpoint(t *testing.T) {
+	r := newRig(t, nil, nil)
+	mine := fakeCheckpoint(t, r.e, "c1", "s", "python", time.Now())
+	theirs := fakeCheckpoint(t, r.e, "c2", "s", "python", time.Now())
+	if err := r.e.DestroySession(context.Background(), "c1", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mine); !os.IsNotExist(err) {
+		t.Error("the checkpoint is left after destroy_session")
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Error("another owner's checkpoint was removed")
+	}
+	if err := r.e.DestroySession(context.Background(), "c1", "s"); refusedBy(t, err) != RuleSessionNotFound {
+		t.Fatalf("second destroy: %v", err)
+	}
+}
+
+// Checkpoints older than sessions.checkpoint_ttl are removed and audited;
+// younger ones stay.
+func TestExpireCheckpoints(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Sessions.CheckpointTTL = 3600 }, nil)
+	now := time.Now()
+	old := fakeCheckpoint(t, r.e, "c1", "old", "python", now.Add(-2*time.Hour))
+	young := fakeCheckpoint(t, r.e, "c1", "young", "python", now.Add(-30*time.Minute))
+	if n := r.e.ExpireCheckpoints(now); n != 1 {
+		t.Fatalf("expired %d, want 1", n)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Error("the expired checkpoint is still there")
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Error("a young checkpoint was removed")
+	}
+	var found bool
+	for _, e := range r.audit() {
+		if e.Event == EventCheckpointExpired && e.UserID == "c1" && e.Details["session"] == "old" && e.Severity == audit.Info {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no %s audit entry: %+v", EventCheckpointExpired, r.audit())
+	}
+}
+
+// Shutdown keeps checkpoints: the next server gives them back.
+func TestShutdownKeepsCheckpoints(t *testing.T) {
+	r := newRig(t, nil, nil)
+	dir := fakeCheckpoint(t, r.e, "c1", "s", "python", time.Now())
+	r.e.CloseAll(context.Background())
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("shutdown removed a checkpoint: %v", err)
+	}
+}

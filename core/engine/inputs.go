@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+)
+
+// InputFile is a file a stateless run finds, read-only, in its working
+// directory: uploaded in the same call (Content) or copied from one of the
+// caller's sessions (FromSession, never another owner's).
+type InputFile struct {
+	Path        string // where the run finds it, relative to its working directory
+	Content     string // the file, as text or base64 (Encoding)
+	Encoding    string // "text" (default) or "base64"
+	FromSession string // copy it from this session of the caller ...
+	SourcePath  string // ... at this path of its working directory (default: Path)
+}
+
+// Rules an input file can break, besides the file-* rules (docs/audit.md).
+const (
+	RuleInputFiles = "input-files"
+)
+
+// maxInputFiles bounds the files of one run.
+const maxInputFiles = 100
+
+// inputFiles checks and reads a stateless run's input files, auditing any
+// refusal (the caller returns the error as it is). The total is bounded by
+// volumes.session_quota: a run's working directory is no larger.
+func (e *Engine) inputFiles(req Request, backendName string) (map[string][]byte, error) {
+	if len(req.InputFiles) == 0 {
+		return nil, nil
+	}
+	tool := "execute_" + req.Language
+	refuse := func(rule, format string, args ...any) error {
+		return e.refuse(req.Client, req.SessionID, tool, refusal(rule, format, args...), map[string]any{"input_files": len(req.InputFiles)})
+	}
+	switch {
+	case req.SessionID != "":
+		return nil, refuse(RuleInputFiles, "input_files are for stateless runs (without session_id): put files into session %q with upload_file, where its code finds them", req.SessionID)
+	case !e.takesInputFiles(backendName):
+		return nil, refuse(RuleInputFiles, "input_files: the %s backend does not take input files; run without them, or in a session (upload_file)", backendName)
+	case len(req.InputFiles) > maxInputFiles:
+		return nil, refuse(RuleInputFiles, "input_files holds %d files, over the limit of %d per run", len(req.InputFiles), maxInputFiles)
+	}
+	out := make(map[string][]byte, len(req.InputFiles))
+	var total int64
+	for i, in := range req.InputFiles {
+		where := fmt.Sprintf("input_files[%d]", i)
+		clean, err := workspace.CleanPath(in.Path)
+		if err != nil {
+			return nil, e.fileRefusal(req.Client, req.SessionID, tool, in.Path, fmt.Errorf("%s.path: %w", where, err))
+		}
+		if _, dup := out[clean]; dup {
+			return nil, refuse(RuleInputFiles, "%s.path %s: another input file has the same path", where, quoted(clean))
+		}
+		for other := range out {
+			if strings.HasPrefix(clean, other+"/") || strings.HasPrefix(other, clean+"/") {
+				return nil, refuse(RuleInputFiles, "%s.path %s: input file %s would have to be both a file and a directory", where, quoted(clean), quoted(other))
+			}
+		}
+		var data []byte
+		switch {
+		case in.FromSession != "" && in.Content != "":
+			return nil, refuse(RuleInputFiles, "%s: give either content (an upload) or from_session (a copy of a session's file), not both", where)
+		case in.FromSession != "":
+			if data, err = e.sessionInput(req.Client, tool, where, in); err != nil {
+				return nil, err
+			}
+		default:
+			switch in.Encoding {
+			case "", "text":
+				data = []byte(in.Content)
+			case "base64":
+				if data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(in.Content)); err != nil {
+					return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileEncoding, "%s.content of %s is not valid base64 (standard alphabet, with padding): %v", where, quoted(clean), err), map[string]any{"path": auditPath(clean)})
+				}
+			default:
+				return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileEncoding, "%s.encoding %s: use \"text\" or \"base64\"", where, quoted(in.Encoding)), nil)
+			}
+		}
+		if max := e.maxFileSize(); int64(len(data)) > max {
+			return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileSize, "%s %s is %d bytes, over the %s limit of one file (volumes.max_file_size)", where, quoted(clean), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(clean), "bytes": len(data)})
+		}
+		total += int64(len(data))
+		if q := e.ws.Quota(); q > 0 && total > q {
+			return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileQuota, "input_files take %d bytes up to %s, over the %s a run's working directory holds (volumes.session_quota)", total, where, e.cfg.Volumes.SessionQuota), nil)
+		}
+		out[clean] = data
+	}
+	return out, nil
+}
+
+// sessionInput reads an input file from one of the caller's sessions: the
+// session is looked up by owner, so another owner's is not found, and the
+// read goes through the no-follow workspace (a link is refused).
+func (e *Engine) sessionInput(client, tool, where string, in InputFile) ([]byte, error) {
+	src := in.SourcePath
+	if src == "" {
+		src = in.Path
+	}
+	s, f, err := e.sessionFiles(client, in.FromSession, tool)
+	if err != nil {
+		return nil, err
+	}
+	clean, err := workspace.CleanPath(src)
+	if err == nil {
+		var data []byte
+		if data, err = f.ReadFile(clean, e.maxFileSize()); err == nil {
+			e.touch(s)
+			return data, nil
+		}
+	}
+	return nil, e.fileRefusal(client, in.FromSession, tool, src, fmt.Errorf("%s (from session %q, source_path %s): %w", where, in.FromSession, quoted(src), err))
+}
+
+// takesInputFiles reports whether a backend places input files.
+func (e *Engine) takesInputFiles(name string) bool {
+	for _, st := range e.plugins.Statuses() {
+		if st.Name == name {
+			return st.Error == "" && st.Capabilities.InputFiles
+		}
+	}
+	return false
+}

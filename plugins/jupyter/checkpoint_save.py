@@ -1,0 +1,26 @@
+# Saves the session's namespace for checkpoint_session (backend.Checkpoint).
+# dill pickles what pickle cannot (functions and lambdas defined in the
+# session, by value; modules by reference). Each variable is tried on its
+# own, so one that cannot be saved is reported, not fatal. Open files are
+# left out on purpose: their position and the file behind them would not
+# come back as they were.
+def _forge_ckpt():
+    import dill, io, json
+    dill.settings['recurse'] = True
+    keep, skipped = {}, {}
+    for k, v in list(globals().items()):
+        if k.startswith('_') or k in ('In', 'Out', 'exit', 'quit', 'get_ipython'):
+            continue
+        if isinstance(v, io.IOBase):
+            skipped[k] = 'an open file handle (%s): reopen it after restoring' % type(v).__name__
+            continue
+        try:
+            dill.dumps(v)
+            keep[k] = v
+        except Exception as e:
+            skipped[k] = ('%s: %s' % (type(e).__name__, e))[:300]
+    with open('.forge-checkpoint', 'wb') as f:
+        dill.dump(keep, f)
+    print('__FORGE_CKPT__' + json.dumps({'saved': sorted(keep), 'skipped': skipped}))
+_forge_ckpt()
+del _forge_ckpt
