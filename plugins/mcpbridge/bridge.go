@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"sort"
 	"strings"
@@ -170,26 +171,39 @@ func (b *Bridge) CallTool(ctx context.Context, req bridge.CallRequest) (bridge.C
 	start := time.Now()
 	res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: orig, Arguments: args})
 	if err != nil {
+		ended := false
 		select {
 		case <-done:
+			ended = true
+		default:
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+				// The session is ending: wait (bounded) for its reason.
+				select {
+				case <-done:
+				case <-time.After(2 * time.Second):
+				}
+				ended = true
+			}
+		}
+		if ended {
 			reason := "it exited"
 			s.mu.Lock()
+			if s.sess == sess {
+				s.mu.Unlock()
+				s.dropSession(sess, b.m.red.String(err.Error()))
+				s.mu.Lock()
+			}
 			if s.lastErr != "" {
 				reason = s.lastErr
 			}
 			s.mu.Unlock()
 			return errResult("MCP server %s stopped during the call of %s (%s); the next call starts it again", req.Server, req.Tool, reason), nil
-		default:
 		}
 		if ctx.Err() != nil {
 			return bridge.CallResult{}, ctx.Err()
 		}
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
 			return errResult("%s.%s timed out after %s", req.Server, req.Tool, timeout.Round(time.Millisecond)), nil
-		}
-		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, context.Canceled) {
-			s.dropSession(sess, b.m.red.String(err.Error()))
-			return errResult("MCP server %s: the connection broke during %s (%s); the next call starts it again", req.Server, req.Tool, b.m.red.String(err.Error())), nil
 		}
 		return errResult("%s.%s: %s", req.Server, req.Tool, b.m.red.String(err.Error())), nil
 	}
