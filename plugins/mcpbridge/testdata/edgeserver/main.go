@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -66,7 +68,15 @@ func main() {
 		})
 		return text("ok"), nil
 	})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	err := s.Run(context.Background(), &mcp.StdioTransport{})
+	if slices.Contains(os.Args[1:], "--linger") {
+		// A server that outlives its stdin (background work, a careless
+		// server): only a signal ends it.
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
