@@ -29,6 +29,13 @@ func args(req *mcp.CallToolRequest) map[string]any {
 
 var obj = map[string]any{"type": "object"}
 
+// HostileName and HostileText try to escape from Python and R string
+// literals, docstrings and comments (the bridge tests use the same text).
+const (
+	HostileName = "evil\"\"\"; import os; os.system('touch /tmp/forge-pwned') #`r system('x')`\n\u2028x"
+	HostileText = "\"\"\"; import os; os.system('touch /tmp/forge-pwned')\n`r system('touch /tmp/forge-pwned')`\r\n#' @export\n\u2028\u0085)\nsystem('touch /tmp/forge-pwned')\n\\\"\\u0000 end \x00 \U0001F600 \\"
+)
+
 func main() {
 	s := mcp.NewServer(&mcp.Implementation{Name: "edgeserver", Version: "1.0.0"}, &mcp.ServerOptions{HasTools: true})
 	s.AddTool(&mcp.Tool{Name: "hang", Description: "Never answers until cancelled.", InputSchema: obj}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -61,6 +68,14 @@ func main() {
 			return text(n), nil
 		})
 	}
+	// Third-party text that tries to break out of the generated code.
+	s.AddTool(&mcp.Tool{Name: HostileName, Description: HostileText, InputSchema: map[string]any{"type": "object",
+		"properties": map[string]any{
+			HostileText: map[string]any{"type": "string", "description": HostileText, "enum": []any{HostileText, "ok"}},
+			"class":     map[string]any{"type": "integer", "description": "a keyword as a parameter"},
+		}, "required": []string{"class"}}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}, StructuredContent: args(req)}, nil
+	})
 	s.AddTool(&mcp.Tool{Name: "add_tool", Description: "Adds a tool named name (tools/list_changed follows).", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"}}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		name, _ := args(req)["name"].(string)
 		s.AddTool(&mcp.Tool{Name: name, Description: "Added at run time.", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
