@@ -306,7 +306,7 @@ func generateR(tools []bridge.Tool) (map[string][]byte, error) {
 # forge_tool_invalid, forge_tool_server; conditionMessage() has the message.
 local({
 `)
-	b.WriteString(rRuntime)
+	b.WriteString(withMax(rRuntime))
 	b.WriteString("  exports <- new.env(parent = emptyenv())\n")
 	for _, srv := range servers {
 		fmt.Fprintf(&b, "\n  # --- MCP server %s ---\n  tools <- list()\n", srv)

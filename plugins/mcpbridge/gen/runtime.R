@@ -6,6 +6,59 @@
     stop(structure(class = unique(c(cls, "forge_bridge_error", "error", "condition")),
       list(message = message, call = NULL, tool = tool, kind = kind)))
   }
+  # The link: one long-lived helper per R process, spoken to over two FIFOs
+  # (a process per call costs ~30-100 ms of perl start-up; see
+  # docs/mcpbridge.md). FORGE_TOOLS_R_ONESHOT=1 uses a process per call.
+  link <- new.env(parent = emptyenv())
+  link_close <- function() {
+    for (k in c("w", "r")) if (!is.null(link[[k]])) try(close(link[[k]]), silent = TRUE)
+    link$w <- NULL
+    link$r <- NULL
+    link$pid <- NULL
+  }
+  link_open <- function(helper) {
+    d <- tempfile("forge-tools-")
+    dir.create(d, mode = "0700")
+    req <- file.path(d, "req")
+    resp <- file.path(d, "resp")
+    if (system2("mkfifo", c("-m", "600", shQuote(req), shQuote(resp))) != 0) stop("mkfifo failed")
+    system2("perl", c(shQuote(helper), "--fifo", shQuote(req), shQuote(resp)), wait = FALSE)
+    link$w <- fifo(req, open = "w", blocking = TRUE)
+    link$r <- fifo(resp, open = "r", blocking = TRUE)
+    link$pid <- Sys.getpid()
+  }
+  # link_ready opens the link if needed; FALSE: use a process per call.
+  link_ready <- function(helper) {
+    if (Sys.getenv("FORGE_TOOLS_R_ONESHOT") == "1") return(FALSE)
+    if (!is.null(link$w) && identical(link$pid, Sys.getpid())) return(TRUE)
+    # A forked child (parallel::mclapply) gets a helper of its own.
+    link_close()
+    if (!nzchar(Sys.which("perl")) || !nzchar(Sys.which("mkfifo"))) return(FALSE)
+    tryCatch({ link_open(helper); TRUE }, error = function(e) { link_close(); FALSE })
+  }
+  # roundtrip sends line on the link and returns the answer line. A link
+  # that breaks after the request was sent is an error, never a retry: the
+  # tool may have run.
+  roundtrip <- function(tool, line) {
+    answer <- tryCatch({
+      writeLines(line, link$w)
+      flush(link$w)
+      readLines(link$r, n = 1, warn = FALSE)
+    }, error = function(e) character(0))
+    if (length(answer) == 0) {
+      link_close()
+      fail("server", tool, paste0(tool, ": the link to the tool bridge broke during the call"))
+    }
+    # The helper reports a failure of its own as kind "server", then exits.
+    if (startsWith(sub("^\\{\"id\":[0-9]+,", "", answer), "\"error\":{\"kind\":\"server\",\"message\":\"forge-tool-call: ")) link_close()
+    answer
+  }
+  oneshot <- function(helper, tool, line) {
+    out <- suppressWarnings(system2("perl", shQuote(helper), input = line, stdout = TRUE, stderr = TRUE))
+    answer <- grep("^\\{", out, value = TRUE)
+    if (length(answer) == 0) fail("bridge", tool, paste0(tool, ": the tool bridge did not answer: ", paste(out, collapse = " ")))
+    answer[[1]]
+  }
   # call sends one request through the helper and returns the result (the
   # tool's structured content, else its text); images, if any, are the
   # attribute "images" (paths in the output directory).
@@ -19,10 +72,8 @@
       error = function(e) fail("invalid", tool, paste0(tool, ": arguments are not JSON: ", conditionMessage(e))))
     if (nchar(line, type = "bytes") + 1 > max_message) fail("invalid", tool, sprintf("%s: the request is over %d bytes", tool, max_message))
     helper <- file.path(dirname(sock), "bin", "forge-tool-call")
-    out <- suppressWarnings(system2("perl", shQuote(helper), input = line, stdout = TRUE, stderr = TRUE))
-    answer <- grep("^\\{", out, value = TRUE)
-    if (length(answer) == 0) fail("bridge", tool, paste0(tool, ": the tool bridge did not answer: ", paste(out, collapse = " ")))
-    resp <- jsonlite::fromJSON(answer[[1]], simplifyVector = TRUE)
+    answer <- if (link_ready(helper)) roundtrip(tool, line) else oneshot(helper, tool, line)
+    resp <- jsonlite::fromJSON(answer, simplifyVector = TRUE)
     if (!is.null(resp$error)) fail(resp$error$kind, tool, resp$error$message)
     res <- resp$result
     if (!is.null(resp$images) && !is.null(res)) attr(res, "images") <- unlist(resp$images)
