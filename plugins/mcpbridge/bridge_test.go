@@ -31,8 +31,12 @@ func TestConformance(t *testing.T) {
 		Grant: []string{"everything.get_sum", "edge.t_1st"},
 	}
 	t.Run("direct", func(t *testing.T) { sdktest.RunBridge(t, newTestBridge(t, servers, "20s"), cases) })
-	t.Run("grpc", func(t *testing.T) { sdktest.RunBridge(t, sdktest.ServeBridge(t, Info, New, sdktest.NewLocalHost(t.TempDir()), cfg), cases) })
-	t.Run("binary", func(t *testing.T) { sdktest.RunBridge(t, sdktest.LaunchBridge(t, pluginBin, sdktest.NewLocalHost(t.TempDir()), cfg), cases) })
+	t.Run("grpc", func(t *testing.T) {
+		sdktest.RunBridge(t, sdktest.ServeBridge(t, Info, New, sdktest.NewLocalHost(t.TempDir()), cfg), cases)
+	})
+	t.Run("binary", func(t *testing.T) {
+		sdktest.RunBridge(t, sdktest.LaunchBridge(t, pluginBin, sdktest.NewLocalHost(t.TempDir()), cfg), cases)
+	})
 }
 
 func TestEverythingServer(t *testing.T) {
