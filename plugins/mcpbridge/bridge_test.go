@@ -185,6 +185,17 @@ func TestEdgeCases(t *testing.T) {
 		}
 	})
 
+	t.Run("secret-not-in-listing", func(t *testing.T) {
+		tools, err := b.ListTools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, ok := findTool(tools, "edge", "leaky")
+		if !ok || tl.Description != "token [redacted]" || !strings.Contains(string(tl.InputSchema), `"token [redacted]"`) || !json.Valid(tl.InputSchema) {
+			t.Fatalf("want the secret redacted from description and schema: %+v (%s)", tl, tl.InputSchema)
+		}
+	})
+
 	t.Run("secret-not-in-error", func(t *testing.T) {
 		r := call(t, b, "edge", "fail_env", map[string]any{"name": "EDGE_TOKEN"})
 		if !r.IsError || strings.Contains(r.Message, secret) || !strings.Contains(r.Message, "failed with") {

@@ -209,13 +209,17 @@ func (s *server) listLocked(ctx context.Context) error {
 			continue
 		}
 		seen[t.Name] = true
-		bt := bridge.Tool{Server: s.name, Name: mapped[t.Name], Description: t.Description}
+		// Descriptions and schemas reach the sandbox in generated code: they
+		// pass the redactor too ("[redacted]" keeps JSON valid).
+		bt := bridge.Tool{Server: s.name, Name: mapped[t.Name], Description: s.m.red.String(t.Description)}
 		if bt.Name != t.Name {
 			bt.OriginalName = t.Name
 		}
-		bt.InputSchema = schemaJSON(t.InputSchema, true)
+		bt.InputSchema = json.RawMessage(s.m.red.String(string(schemaJSON(t.InputSchema, true))))
 		if t.OutputSchema != nil {
-			bt.OutputSchema = schemaJSON(t.OutputSchema, false)
+			if o := schemaJSON(t.OutputSchema, false); o != nil {
+				bt.OutputSchema = json.RawMessage(s.m.red.String(string(o)))
+			}
 		}
 		tools = append(tools, bt)
 		orig[bt.Name] = t.Name

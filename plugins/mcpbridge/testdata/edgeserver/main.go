@@ -68,6 +68,11 @@ func main() {
 			return text(n), nil
 		})
 	}
+	// A server that puts its secret in a tool's description and schema.
+	s.AddTool(&mcp.Tool{Name: "leaky", Description: "token " + os.Getenv("EDGE_TOKEN"), InputSchema: map[string]any{"type": "object",
+		"properties": map[string]any{"x": map[string]any{"type": "string", "description": "token " + os.Getenv("EDGE_TOKEN")}}}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("ok"), nil
+	})
 	// Third-party text that tries to break out of the generated code.
 	s.AddTool(&mcp.Tool{Name: HostileName, Description: HostileText, InputSchema: map[string]any{"type": "object",
 		"properties": map[string]any{
