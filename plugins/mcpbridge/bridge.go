@@ -230,7 +230,12 @@ func (b *Bridge) convert(req bridge.CallRequest, res *mcp.CallToolResult) bridge
 			if c.MIMEType == "image/png" {
 				ext = "png"
 			}
-			out.Images = append(out.Images, backend.Image{Name: fmt.Sprintf("%s-%d.%s", req.Tool, len(out.Images)+1, ext), MIMEType: c.MIMEType, Data: c.Data})
+			name := fmt.Sprintf("%s-%d.%s", req.Tool, len(out.Images)+1, ext)
+			if max := b.m.cfg.MaxImage; max > 0 && int64(len(c.Data)) > max {
+				text = append(text, fmt.Sprintf("[image %s of %d bytes left out: over execution.max_image_size (%d bytes)]", name, len(c.Data), max))
+				continue
+			}
+			out.Images = append(out.Images, backend.Image{Name: name, MIMEType: c.MIMEType, Data: c.Data})
 		case *mcp.EmbeddedResource:
 			if c.Resource != nil && c.Resource.Text != "" {
 				text = append(text, c.Resource.Text)
@@ -256,6 +261,10 @@ func (b *Bridge) convert(req bridge.CallRequest, res *mcp.CallToolResult) bridge
 		}
 	}
 	out.Text = joined
+	if max := b.m.cfg.MaxOutput; max > 0 && int64(len(out.Text)+len(out.Structured)) > max {
+		return bridge.CallResult{IsError: true, Message: fmt.Sprintf("the result of %s.%s is %d bytes, over execution.max_output (%d bytes): ask the tool for less",
+			req.Server, req.Tool, len(out.Text)+len(out.Structured), max)}
+	}
 	return out
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 )
@@ -271,6 +273,27 @@ func TestEdgeCases(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+}
+
+// The core's output limits: a result over max_output_bytes is an error
+// saying so, an image over max_image_bytes is left out with a note.
+func TestOutputLimits(t *testing.T) {
+	cfg := mustJSON(t, Config{Servers: map[string]ServerConfig{"edge": edgeConfig(nil), "everything": everythingConfig(t, nil)}, MaxOutputBytes: 1 << 20, MaxImageBytes: 10})
+	b, err := newBridge(cfg, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if r := call(t, b, "edge", "big", map[string]any{"n": 1 << 20}); r.IsError {
+		t.Fatalf("1 MiB is within the limit: %s", r.Message)
+	}
+	if r := call(t, b, "edge", "big", map[string]any{"n": 1<<20 + 1}); !r.IsError || !strings.Contains(r.Message, "over execution.max_output (1048576 bytes)") {
+		t.Fatalf("%+v", r.Message)
+	}
+	r := call(t, b, "everything", "get_tiny_image", nil)
+	if r.IsError || len(r.Images) != 0 || !strings.Contains(r.Text, "left out: over execution.max_image_size (10 bytes)") {
+		t.Fatalf("%+v", r)
+	}
 }
 
 // A server that cannot start is reported on its own; the others work.

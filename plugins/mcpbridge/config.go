@@ -15,6 +15,10 @@ import (
 type Config struct {
 	Servers     map[string]ServerConfig `json:"servers"`
 	CallTimeout string                  `json:"call_timeout"`
+	// The core sends every plugin its output limits (execution.max_output,
+	// execution.max_image_size); 0: no limit of the bridge's own.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	MaxImageBytes  int64 `json:"max_image_bytes,omitempty"`
 }
 
 // ServerConfig is one MCP server: stdio (Command, Args, Env) or streamable
@@ -44,6 +48,8 @@ type parsedConfig struct {
 	Servers     map[string]ServerConfig
 	Names       []string // sorted server names
 	CallTimeout time.Duration
+	MaxOutput   int64 // bytes of a result (text + structured); 0: none
+	MaxImage    int64 // bytes of one image; 0: none
 }
 
 // parseConfig decodes raw strictly: unknown keys, a server that is neither
@@ -61,7 +67,10 @@ func parseConfig(raw []byte) (*parsedConfig, error) {
 			return nil, fmt.Errorf("mcpbridge configuration: trailing data after the JSON object")
 		}
 	}
-	pc := &parsedConfig{Servers: c.Servers, CallTimeout: DefaultCallTimeout}
+	if c.MaxOutputBytes < 0 || c.MaxImageBytes < 0 {
+		return nil, fmt.Errorf("mcpbridge configuration: max_output_bytes and max_image_bytes must not be negative")
+	}
+	pc := &parsedConfig{Servers: c.Servers, CallTimeout: DefaultCallTimeout, MaxOutput: c.MaxOutputBytes, MaxImage: c.MaxImageBytes}
 	if c.CallTimeout != "" {
 		d, err := time.ParseDuration(c.CallTimeout)
 		if err != nil || d <= 0 {

@@ -15,6 +15,10 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"stdio", `{"servers":{"a":{"command":"x","args":["1"],"env":{"K":"v"}}},"call_timeout":"5s"}`, ""},
 		{"http", `{"servers":{"b":{"url":"https://example.com/mcp","headers":{"Authorization":"Bearer t"}}}}`, ""},
+		// What the core sends: every plugin's output limits, and empty
+		// fields of the other transport.
+		{"core settings", `{"servers":{"a":{"command":"x","args":[],"env":{},"url":"","headers":{}},"b":{"command":"","args":[],"env":{},"url":"http://h/","headers":{}}},"call_timeout":"30s","max_output_bytes":1048576,"max_image_bytes":5242880}`, ""},
+		{"negative limit", `{"servers":{"a":{"command":"x"}},"max_output_bytes":-1}`, "must not be negative"},
 		{"empty", ``, "no servers"},
 		{"no servers", `{"servers":{}}`, "no servers"},
 		{"unknown key", `{"servers":{"a":{"command":"x","cmd":"y"}}}`, `unknown field "cmd"`},
