@@ -342,7 +342,7 @@ func rTool(b *strings.Builder, t bridge.Tool) error {
 			fmt.Fprintf(b, "  #' %s$%s: %s\n", t.Server, t.Name, l)
 			continue
 		}
-		fmt.Fprintf(b, "  #' %s\n", l)
+		fmt.Fprintln(b, strings.TrimRight("  #' "+l, " "))
 	}
 	for _, p := range ps {
 		fmt.Fprintf(b, "  #' @param %s\n", p.Ident)
