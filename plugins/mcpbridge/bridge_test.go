@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,11 +34,25 @@ func TestConformance(t *testing.T) {
 		Grant: []string{"everything.get_sum", "edge.t_1st"},
 	}
 	t.Run("direct", func(t *testing.T) { sdktest.RunBridge(t, newTestBridge(t, servers, "20s"), cases) })
+	// The name mapping crosses the plugin boundary (proto original_name).
+	originalName := func(t *testing.T, br bridge.Bridge) {
+		tools, err := br.ListTools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl, _ := findTool(tools, "everything", "get_sum"); tl.OriginalName != "get-sum" {
+			t.Fatalf("get_sum's original name over gRPC: %q", tl.OriginalName)
+		}
+	}
 	t.Run("grpc", func(t *testing.T) {
-		sdktest.RunBridge(t, sdktest.ServeBridge(t, Info, New, sdktest.NewLocalHost(t.TempDir()), cfg), cases)
+		br := sdktest.ServeBridge(t, Info, New, sdktest.NewLocalHost(t.TempDir()), cfg)
+		sdktest.RunBridge(t, br, cases)
+		originalName(t, br)
 	})
 	t.Run("binary", func(t *testing.T) {
-		sdktest.RunBridge(t, sdktest.LaunchBridge(t, pluginBin, sdktest.NewLocalHost(t.TempDir()), cfg), cases)
+		br := sdktest.LaunchBridge(t, pluginBin, sdktest.NewLocalHost(t.TempDir()), cfg)
+		sdktest.RunBridge(t, br, cases)
+		originalName(t, br)
 	})
 }
 
@@ -275,6 +290,23 @@ func TestEdgeCases(t *testing.T) {
 	})
 }
 
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // The core's output limits: a result over max_output_bytes is an error
 // saying so, an image over max_image_bytes is left out with a note.
 func TestOutputLimits(t *testing.T) {
@@ -299,11 +331,22 @@ func TestOutputLimits(t *testing.T) {
 // A server that cannot start is reported on its own; the others work.
 func TestBrokenServerIsPerServer(t *testing.T) {
 	const secret = "broken-secret-9999"
-	b := newTestBridge(t, map[string]ServerConfig{
+	var logs lockedBuf
+	cfg := mustJSON(t, Config{Servers: map[string]ServerConfig{
 		"edge":   edgeConfig(nil),
 		"broken": {Command: "/bin/sh", Args: []string{"-c", "echo token is $TOKEN >&2; exit 3"}, Env: map[string]string{"TOKEN": secret}},
 		"absent": {Command: "no-such-mcp-server-binary"},
-	}, "5s")
+	}, CallTimeout: "5s"})
+	b, err := newBridge(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	defer func() {
+		if l := logs.String(); strings.Contains(l, secret) || !strings.Contains(l, "token is [redacted]") {
+			t.Errorf("want the server's stderr in the log, redacted:\n%s", l)
+		}
+	}()
 	tools, err := b.ListTools(context.Background())
 	if err != nil {
 		t.Fatalf("one broken server fails the listing: %v", err)
