@@ -91,3 +91,51 @@ func TestGeneratedREndToEnd(t *testing.T) {
 	}
 	t.Log(strings.TrimSpace(string(out)))
 }
+
+const pyImage = "localhost/mcp-forge/python:3.11"
+
+// The same Python client test in the Python sandbox image (Python 3.11, the
+// grant directory mounted read-only, no network), as a run would see it.
+func TestGeneratedPythonInImage(t *testing.T) {
+	podman, err := exec.LookPath("podman")
+	if err == nil {
+		err = exec.Command(podman, "image", "exists", pyImage).Run()
+	}
+	if err != nil {
+		msg := fmt.Sprintf("podman with image %s is needed (make setup builds it): %v", pyImage, err)
+		if os.Getenv("FORGE_E2E") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	b, _, _ := genBridge(t)
+	grant := []string{"everything.get_sum", "everything.get_structured_content", "everything.echo", "everything.trigger_long_running_operation",
+		"everything.get_tiny_image", "edge.fail_env", "edge.crash", "edge.pid", "edge.hang", "edge.big", "edge.get_user"}
+	files, err := b.Generate(context.Background(), bridge.GenerateRequest{Language: "python", Tools: grant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, out := t.TempDir(), t.TempDir()
+	for _, d := range []string{dir, out} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFiles(t, dir, files)
+	writeFiles(t, dir, map[string][]byte{"test.py": []byte(pyEndToEnd)})
+	fc := startFakeCore(t, b, filepath.Join(dir, bridge.SocketName), out)
+	name := fmt.Sprintf("mcpbridge-pytest-%d", time.Now().UnixNano())
+	cmd := exec.Command(podman, "run", "--rm", "--network", "none", "--read-only", "--name", name,
+		"-v", dir+":"+bridge.SandboxDir+":ro", "-v", out+":"+out+":ro",
+		"-e", bridge.EnvSocket+"="+bridge.SandboxDir+"/"+bridge.SocketName,
+		"-e", "PYTHONPATH="+bridge.PythonDir, "-e", "PYTHONDONTWRITEBYTECODE=1",
+		pyImage, "python3", bridge.SandboxDir+"/test.py")
+	t.Cleanup(func() { _ = exec.Command(podman, "rm", "-f", "--ignore", name).Run() })
+	o, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(o)) != "OK" {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	if got := fc.requests.Load(); got != 75 {
+		t.Errorf("the core saw %d requests, want 75", got)
+	}
+}
