@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Bridge is the plugin's bridge.Bridge over a manager.
@@ -35,7 +36,8 @@ var live struct {
 // server in the background (a server that fails is reported per server
 // and tried again on next use; it does not stop the others).
 func New(_ host.Host, cfg backend.Config) (bridge.Bridge, error) {
-	return newBridge(cfg, hclog.Default().Named("mcpbridge"))
+	// JSON on stderr, which the core re-emits (stdout belongs to go-plugin).
+	return newBridge(cfg, plugin.Logger(Info.Name))
 }
 
 func newBridge(cfg backend.Config, log hclog.Logger) (*Bridge, error) {
