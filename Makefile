@@ -71,6 +71,8 @@ bench: setup build
 	FORGE_E2E=1 go test -run '^$$' -bench Stateless -benchtime 20x -timeout 30m ./test/bench/
 	FORGE_E2E=1 go test -run '^$$' -bench Session -benchtime 100x -timeout 30m ./test/bench/
 	FORGE_E2E=1 go test -run '^$$' -bench RoundTrip -benchtime 200x ./sdk/jupyter/
+	@[ -d test/mcpservers/node_modules/@modelcontextprotocol/server-everything ] || (cd test/mcpservers && npm install --no-audit --no-fund --loglevel=error)
+	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/
 
 ## lint: gofmt, go vet and staticcheck (STATICCHECK=0 skips it)
 lint:

@@ -30,6 +30,11 @@ if [ ! -d test/node/node_modules/@modelcontextprotocol/sdk ] || [ ! -d test/node
   (cd test/node && { npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-audit --no-fund --loglevel=error; })
 fi
 
+echo "== MCP servers from npm the tool bridge's tests connect to (pinned)"
+if [ ! -d test/mcpservers/node_modules/@modelcontextprotocol/server-everything ]; then
+  (cd test/mcpservers && { npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-audit --no-fund --loglevel=error; })
+fi
+
 echo "== race detector on the concurrent packages"
 make -s race
 

@@ -20,6 +20,11 @@ type Tool struct {
 	Description  string
 	InputSchema  json.RawMessage // a JSON Schema object
 	OutputSchema json.RawMessage // nil: none declared
+	// OriginalName is the server's own name of the tool when Name is not it:
+	// a bridge maps a name that is not an identifier in Python and R, or
+	// that collides, to one (get-user → get_user) and reports it here so
+	// that no tool is silently renamed. "": Name is the server's name.
+	OriginalName string
 }
 
 // ID is how a tool is named in grants and generated code: "server.tool".

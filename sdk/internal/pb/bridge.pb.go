@@ -28,8 +28,11 @@ type Tool struct {
 	Description      string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	InputSchemaJson  string                 `protobuf:"bytes,4,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
 	OutputSchemaJson string                 `protobuf:"bytes,5,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"` // "": none declared
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The server's own name of the tool when name is a mapped identifier
+	// (the server's name is not one, or collides); "": name is the server's.
+	OriginalName  string `protobuf:"bytes,6,opt,name=original_name,json=originalName,proto3" json:"original_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
@@ -93,6 +96,13 @@ func (x *Tool) GetInputSchemaJson() string {
 func (x *Tool) GetOutputSchemaJson() string {
 	if x != nil {
 		return x.OutputSchemaJson
+	}
+	return ""
+}
+
+func (x *Tool) GetOriginalName() string {
+	if x != nil {
+		return x.OriginalName
 	}
 	return ""
 }
@@ -421,13 +431,14 @@ var File_forge_plugin_v1_bridge_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_bridge_proto_rawDesc = "" +
 	"\n" +
-	"\x1cforge/plugin/v1/bridge.proto\x12\x0fforge.plugin.v1\x1a\x1dforge/plugin/v1/backend.proto\"\xae\x01\n" +
+	"\x1cforge/plugin/v1/bridge.proto\x12\x0fforge.plugin.v1\x1a\x1dforge/plugin/v1/backend.proto\"\xd3\x01\n" +
 	"\x04Tool\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x04 \x01(\tR\x0finputSchemaJson\x12,\n" +
-	"\x12output_schema_json\x18\x05 \x01(\tR\x10outputSchemaJson\"\x12\n" +
+	"\x12output_schema_json\x18\x05 \x01(\tR\x10outputSchemaJson\x12#\n" +
+	"\roriginal_name\x18\x06 \x01(\tR\foriginalName\"\x12\n" +
 	"\x10ListToolsRequest\"@\n" +
 	"\x11ListToolsResponse\x12+\n" +
 	"\x05tools\x18\x01 \x03(\v2\x15.forge.plugin.v1.ToolR\x05tools\"\x83\x01\n" +

@@ -54,7 +54,7 @@ func (s *bridgeServer) ListTools(ctx context.Context, _ *pb.ListToolsRequest) (*
 	out := &pb.ListToolsResponse{}
 	for _, t := range tools {
 		out.Tools = append(out.Tools, &pb.Tool{Server: t.Server, Name: t.Name, Description: t.Description,
-			InputSchemaJson: string(t.InputSchema), OutputSchemaJson: string(t.OutputSchema)})
+			InputSchemaJson: string(t.InputSchema), OutputSchemaJson: string(t.OutputSchema), OriginalName: t.OriginalName})
 	}
 	return out, nil
 }
@@ -105,7 +105,7 @@ func (c *BridgeClient) ListTools(ctx context.Context) ([]bridge.Tool, error) {
 	}
 	var out []bridge.Tool
 	for _, t := range r.Tools {
-		bt := bridge.Tool{Server: t.Server, Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchemaJson)}
+		bt := bridge.Tool{Server: t.Server, Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchemaJson), OriginalName: t.OriginalName}
 		if t.OutputSchemaJson != "" {
 			bt.OutputSchema = json.RawMessage(t.OutputSchemaJson)
 		}
