@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -33,6 +34,11 @@ type Server struct {
 
 	conns sync.Map // *mcp.ServerSession → connection id
 	next  atomic.Int64
+
+	// Custom environments (environments.go): the service, or why there is none.
+	envs       *environments.Service
+	envsReason string
+	identified bool // SetIdentity was called: callers are tenants
 }
 
 // New builds the MCP server: an execute_<language> tool for every language
@@ -57,6 +63,10 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 	}
 	s.addSessionTools()
 	s.addFileTools() // files.go
+	if cfg.EnvironmentBuilder.Enabled {
+		s.envsReason = "the environment service was not set up"
+		s.addEnvironmentTools() // environments.go
+	}
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
 		Description: "Languages and their backends, images, resource limits, loaded plugins with their versions, and this connection's sessions", MIMEType: "application/json",
@@ -236,6 +246,13 @@ func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 }
 
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language string, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
+	if s.envs != nil && in.CustomImage != "" {
+		// A custom environment runs only for its owner.
+		if err := s.envs.CheckUse(ctx, s.owner(req.Session), in.CustomImage); err != nil {
+			result, info := envFailure(err)
+			return result, ExecuteOutput{Error: info}, nil
+		}
+	}
 	res, err := s.eng.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
