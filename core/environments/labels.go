@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -90,11 +91,10 @@ func labels(instance, owner string, req Request, base baseImage, plan builder.Pl
 	for i, l := range res.Lock {
 		lock[i] = Locked{Name: l.Name, Version: l.Version, Hashes: l.Hashes}
 	}
-	pk, _ := json.Marshal(req.Packages)
-	lk, _ := json.Marshal(lock)
+	pk, lk := jsonText(req.Packages), jsonText(lock)
 	l := map[string]string{
 		LabelInstance: instance, LabelName: req.Name, LabelOwner: owner, LabelLanguage: req.Language,
-		LabelPackages: string(pk), LabelLock: string(lk), LabelBuilder: builderName, LabelBuilderVersion: builderVersion,
+		LabelPackages: pk, LabelLock: lk, LabelBuilder: builderName, LabelBuilderVersion: builderVersion,
 		LabelBaseImage: base.ref, LabelBaseID: base.id, LabelCacheKey: plan.CacheKey, LabelCreated: now.UTC().Format(time.RFC3339),
 		LabelBuildID: buildID,
 	}
@@ -105,6 +105,16 @@ func labels(instance, owner string, req Request, base baseImage, plan builder.Pl
 		l[LabelTemplate] = req.Template
 	}
 	return l
+}
+
+// jsonText is v as JSON without HTML escaping: labels are read by people
+// (podman inspect), and "numpy>=1.24" should read as written.
+func jsonText(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // fromImage reads an environment back from its image; ok is false for an
