@@ -45,7 +45,7 @@ type Forge struct {
 	MCP        *mcpserver.Server
 	// Environments builds custom environments; nil when disabled.
 	Environments *environments.Service
-	stop       context.CancelFunc
+	stop         context.CancelFunc
 }
 
 // Instance names the containers of every server sharing a base path.
