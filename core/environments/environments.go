@@ -366,9 +366,12 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.MaxBuildTime)*time.Second)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	fail := func(err error) (Result, error) {
 		switch {
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The plugin's stream may report the cut before this context's
+		// timer has fired: the clock decides, not the order of errors.
+		case errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline):
 			return out, &Refusal{Rule: RuleTimeout, Detail: fmt.Sprintf("the build took longer than environment_builder.max_build_time (%d s) and was stopped; request fewer packages or an operator raises the limit", cfg.MaxBuildTime)}
 		case ctx.Err() != nil:
 			return out, &Refusal{Rule: RuleCancelled, Detail: "the build was cancelled; nothing was kept"}
