@@ -138,9 +138,17 @@ func (s *Service) BuilderName() string { return s.o.Config.Builder }
 // Templates are the configured templates.
 func (s *Service) Templates() map[string]config.Template { return s.o.Config.Templates }
 
-// Approval asks the user to approve packages that match an approval
-// pattern; it returns whether the user accepted.
-type Approval func(ctx context.Context, packages []string, why []string) (bool, error)
+// ApprovalNeeded is returned instead of building when packages match an
+// approval pattern and the request says the user can be asked: the caller
+// asks (MCP elicitation) and repeats the request with the answer.
+type ApprovalNeeded struct {
+	Packages []string // canonical specs
+	Why      []string // the rule's explanation of each
+}
+
+func (a *ApprovalNeeded) Error() string {
+	return "the user must approve " + strings.Join(a.Packages, ", ")
+}
 
 // Request is a build request.
 type Request struct {
@@ -151,8 +159,11 @@ type Request struct {
 	Packages    []string
 	Description string
 	Owner       string
-	// Approve is nil when the client cannot be asked (no elicitation).
-	Approve  Approval
+	// CanAsk: the user can be asked to approve packages that match an
+	// approval pattern (the client supports elicitation); a build needing
+	// approval then returns *ApprovalNeeded. UserApproved and UserDeclined
+	// are the user's answer, in the repeated request.
+	CanAsk, UserApproved, UserDeclined bool
 	Progress func(builder.Progress)
 }
 
@@ -279,7 +290,16 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, s.refusePackages(req.Owner, req.Name, errors.Join(blocked...))
 	}
 	if len(needs) > 0 {
-		if req.Approve == nil {
+		switch {
+		case req.UserApproved:
+			s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Owner, Success: true,
+				Details: map[string]any{"environment": req.Name, "approved_by_user": needs}})
+		case req.UserDeclined:
+			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(
+				"the user did not approve %s; nothing was built", strings.Join(needs, ", "))}, map[string]any{"packages": needs})
+		case req.CanAsk:
+			return Result{}, &ApprovalNeeded{Packages: needs, Why: why}
+		default:
 			var errs []error
 			for _, d := range res.Decisions {
 				if d.Verdict == packages.NeedsApproval {
@@ -288,16 +308,6 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 			}
 			return Result{}, s.refusePackages(req.Owner, req.Name, fmt.Errorf("%w (this client cannot be asked: it does not support MCP elicitation)", errors.Join(errs...)))
 		}
-		ok, err := req.Approve(ctx, needs, why)
-		if err != nil || !ok {
-			detail := fmt.Sprintf("the user did not approve %s", strings.Join(needs, ", "))
-			if err != nil {
-				detail = fmt.Sprintf("asking the user to approve %s failed: %v", strings.Join(needs, ", "), err)
-			}
-			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: detail}, map[string]any{"packages": needs})
-		}
-		s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Owner, Success: true,
-			Details: map[string]any{"environment": req.Name, "approved_by_user": needs}})
 	}
 	specs := res.Specs()
 	canon := make([]string, len(specs))

@@ -390,26 +390,23 @@ func TestRefusedBeforeTheBuilder(t *testing.T) {
 }
 
 func TestApprovalAsksTheUser(t *testing.T) {
-	for _, accept := range []bool{true, false} {
-		r := newRig(t, nil)
-		var asked []string
-		_, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"thing-dev", "rich"}, Owner: "alice",
-			Approve: func(_ context.Context, pkgs, why []string) (bool, error) {
-				asked = pkgs
-				if len(why) != 1 || !strings.Contains(why[0], `"*-dev"`) {
-					t.Errorf("why %v", why)
-				}
-				return accept, nil
-			}})
-		if len(asked) != 1 || asked[0] != "thing-dev" {
-			t.Fatalf("asked %v", asked)
-		}
-		if accept && err != nil {
-			t.Fatal(err)
-		}
-		if !accept && (refusedBy(t, err) != packages.RuleApproval || r.b.builds != 0) {
-			t.Fatalf("declined: %v, builds %d", err, r.b.builds)
-		}
+	r := newRig(t, nil)
+	req := Request{Name: "x", Packages: []string{"thing-dev", "rich"}, Owner: "alice", CanAsk: true}
+	_, err := r.svc.Build(context.Background(), req)
+	var need *ApprovalNeeded
+	if !errors.As(err, &need) || len(need.Packages) != 1 || need.Packages[0] != "thing-dev" || !strings.Contains(need.Why[0], `"*-dev"`) {
+		t.Fatalf("%v", err)
+	}
+	if r.b.plans != 0 || len(r.rec.rules()) != 0 {
+		t.Fatal("asking is neither a build nor a refusal")
+	}
+	req.UserDeclined = true
+	if _, err := r.svc.Build(context.Background(), req); refusedBy(t, err) != packages.RuleApproval || r.b.builds != 0 {
+		t.Fatalf("declined: %v", err)
+	}
+	req.UserDeclined, req.UserApproved = false, true
+	if _, err := r.svc.Build(context.Background(), req); err != nil || r.b.builds != 1 {
+		t.Fatalf("approved: %v", err)
 	}
 }
 

@@ -188,8 +188,13 @@ func (s *Server) buildEnvironment(ctx context.Context, req *mcp.CallToolRequest,
 		return r, BuildEnvironmentOutput{Error: info}, nil
 	}
 	r := environments.Request{Name: in.Name, Language: in.Language, BaseImage: in.BaseImage, Template: in.Template,
-		Packages: in.Packages, Description: in.Description, Owner: s.owner(req.Session), Approve: approver(req), Progress: buildProgress(ctx, req)}
+		Packages: in.Packages, Description: in.Description, Owner: s.owner(req.Session), CanAsk: canElicit(req), Progress: buildProgress(ctx, req)}
+	r.UserApproved, r.UserDeclined = approval(req)
 	res, err := s.envs.Build(ctx, r)
+	var need *environments.ApprovalNeeded
+	if errors.As(err, &need) {
+		return askApproval(need), BuildEnvironmentOutput{}, nil
+	}
 	out := BuildEnvironmentOutput{Builder: res.Builder, BuilderVersion: res.BuilderVersion, Warnings: res.Warnings}
 	if err != nil {
 		result, info := envFailure(err)
@@ -217,30 +222,46 @@ func (s *Server) buildEnvironment(ctx context.Context, req *mcp.CallToolRequest,
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
 }
 
-// approver asks the user through MCP elicitation, when the client supports
-// it; nil otherwise, and the build is refused with how to pre-approve.
-func approver(req *mcp.CallToolRequest) environments.Approval {
+// approvalID names the input request that asks the user to approve packages.
+const approvalID = "approve_packages"
+
+// canElicit reports whether the client said it can answer elicitation.
+func canElicit(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Session == nil {
-		return nil
+		return false
 	}
 	ip := req.Session.InitializeParams()
-	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
-		return nil
+	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
+}
+
+// askApproval is the input-required result (MCP multi round-trip, SEP-2322;
+// the go-sdk turns it into an elicitation request for older clients) that
+// asks the user to approve packages; the client repeats the call with the
+// answer in InputResponses.
+func askApproval(need *environments.ApprovalNeeded) *mcp.CallToolResult {
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalID: &mcp.ElicitParams{
+		Message: fmt.Sprintf("A custom environment build asks for packages that need approval:\n- %s\nApprove installing %s?",
+			strings.Join(need.Why, "\n- "), strings.Join(need.Packages, ", ")),
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "install " + strings.Join(need.Packages, ", ")}},
+			"required": []string{"approve"}},
+	}}}
+}
+
+// approval reads the user's answer from a repeated call: approved, declined.
+func approval(req *mcp.CallToolRequest) (bool, bool) {
+	if req == nil || req.Params == nil {
+		return false, false
 	}
-	return func(ctx context.Context, pkgs, why []string) (bool, error) {
-		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
-			Message: fmt.Sprintf("A custom environment build asks for packages that need approval:\n- %s\nApprove installing %s?",
-				strings.Join(why, "\n- "), strings.Join(pkgs, ", ")),
-			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
-				"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "install " + strings.Join(pkgs, ", ")}},
-				"required": []string{"approve"}},
-		})
-		if err != nil {
-			return false, err
-		}
-		ok, _ := res.Content["approve"].(bool)
-		return res.Action == "accept" && ok, nil
+	r, ok := req.Params.InputResponses[approvalID].(*mcp.ElicitResult)
+	if !ok {
+		return false, false
 	}
+	yes, _ := r.Content["approve"].(bool)
+	if r.Action == "accept" && yes {
+		return true, false
+	}
+	return false, true
 }
 
 // buildProgress turns a builder's progress into MCP progress notifications

@@ -33,6 +33,13 @@ type buildOut = mcpserver.BuildEnvironmentOutput
 // inside [environment_builder]. Every image it builds is removed at the end.
 func start(t *testing.T, extra string) *testenv.Server {
 	t.Helper()
+	return startWith(t, extra, nil)
+}
+
+// startWith is start with a client that answers elicitation requests with
+// approve (nil: a client without elicitation).
+func startWith(t *testing.T, extra string, approve *bool) *testenv.Server {
+	t.Helper()
 	testenv.Require(t)
 	bin := testenv.BuildPlugin(t, "./testdata/forgedemo")
 	base := testenv.BaseDir(t)
@@ -52,7 +59,7 @@ packages = ["forgedemo", "helper-one"]
 [plugins.forgedemo]
 path = %q
 `, extra, bin)
-	return serve(t, base, cfg)
+	return serve(t, base, cfg, approve)
 }
 
 // progressLog collects the progress notifications the client receives.
@@ -61,8 +68,14 @@ var progressLog struct {
 	msgs []string
 }
 
+// elicited collects the approval questions the client was asked.
+var elicited struct {
+	sync.Mutex
+	msgs []string
+}
+
 // serve is testenv.StartServerAt with a client that records progress.
-func serve(t *testing.T, base, toml string) *testenv.Server {
+func serve(t *testing.T, base, toml string, approve *bool) *testenv.Server {
 	t.Helper()
 	cfg := filepath.Join(base, "forge.toml")
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
@@ -72,12 +85,21 @@ func serve(t *testing.T, base, toml string) *testenv.Server {
 	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
 	logf, _ := os.Create(filepath.Join(base, "server.log"))
 	cmd.Stderr = logf
-	client := mcp.NewClient(&mcp.Implementation{Name: "forge-envs-e2e", Version: "1"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			progressLog.Lock()
 			progressLog.msgs = append(progressLog.msgs, fmt.Sprintf("%v/%v %s", r.Params.Progress, r.Params.Total, r.Params.Message))
 			progressLog.Unlock()
-		}})
+		}}
+	if approve != nil {
+		opts.ElicitationHandler = func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited.Lock()
+			elicited.msgs = append(elicited.msgs, r.Params.Message)
+			elicited.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": *approve}}, nil
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "forge-envs-e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -390,5 +412,33 @@ func TestEnvironmentLimits(t *testing.T) {
 		if !strings.Contains(string(log), `"rule":"`+want+`"`) {
 			t.Errorf("audit lacks a build.complete with rule %s", want)
 		}
+	}
+}
+
+// A package matching an approval pattern is asked of the user through MCP
+// elicitation: built when approved, refused (and never built) when not.
+func TestEnvironmentApprovalByElicitation(t *testing.T) {
+	for _, approve := range []bool{false, true} {
+		t.Run(fmt.Sprint("approve=", approve), func(t *testing.T) {
+			s := startWith(t, "", &approve)
+			elicited.Lock()
+			elicited.msgs = nil
+			elicited.Unlock()
+			o, res := build(t, s, map[string]any{"name": "nightly", "packages": []string{"forgedemo", "thing-nightly"}})
+			elicited.Lock()
+			asked := strings.Join(elicited.msgs, "|")
+			elicited.Unlock()
+			t.Logf("result: %s", testenv.Text(res))
+			if !strings.Contains(asked, "thing-nightly") || !strings.Contains(asked, `"*-nightly"`) || strings.Contains(asked, "forgedemo,") {
+				t.Fatalf("asked %q", asked)
+			}
+			built := strings.Contains(calls(t, s), "thing-nightly")
+			if approve && (!o.Success || !built) {
+				t.Fatalf("approved: %s", testenv.Text(res))
+			}
+			if !approve && (o.Success || built || !strings.Contains(o.Error.Message, "package_approval") || !strings.Contains(o.Error.Message, "did not approve")) {
+				t.Fatalf("declined: %s (built %v)", testenv.Text(res), built)
+			}
+		})
 	}
 }
