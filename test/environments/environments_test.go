@@ -442,3 +442,54 @@ func TestEnvironmentApprovalByElicitation(t *testing.T) {
 		})
 	}
 }
+
+// Over HTTP each tenant owns its environments: another tenant neither sees,
+// runs, rebuilds nor deletes them.
+func TestEnvironmentsBelongToTenants(t *testing.T) {
+	testenv.Require(t)
+	bin := testenv.BuildPlugin(t, "./testdata/forgedemo")
+	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
+	s := testenv.StartHTTP(t, fmt.Sprintf(`[environment_builder]
+builder = "forgedemo"
+
+[environment_builder.package_validation]
+use_allowlist = false
+
+[plugins.forgedemo]
+path = %q
+
+%s`, bin, tenants))
+	t.Cleanup(func() { removeImages(t, s.Base) })
+	alice, bob := s.MustConnect(t, keys["alice"]), s.MustConnect(t, keys["bob"])
+
+	var out buildOut
+	if res := testenv.Call(t, alice, "build_environment", map[string]any{"name": "alices", "packages": []string{"forgedemo"}}, &out); !out.Success {
+		t.Fatal(testenv.Text(res))
+	}
+	var list mcpserver.ListEnvironmentsOutput
+	testenv.Call(t, bob, "list_environments", map[string]any{}, &list)
+	if len(list.Environments) != 0 {
+		t.Fatalf("bob sees %+v", list)
+	}
+	testenv.Call(t, alice, "list_environments", map[string]any{}, &list)
+	if len(list.Environments) != 1 {
+		t.Fatalf("alice sees %+v", list)
+	}
+	var ex mcpserver.ExecuteOutput
+	if res := testenv.Call(t, bob, "execute_python", map[string]any{"code": "import forgedemo", "custom_image": "mcp-forge/custom:alices"}, &ex); !res.IsError || !strings.Contains(testenv.Text(res), environments.RuleOwner) {
+		t.Fatalf("bob ran in alice's environment: %s", testenv.Text(res))
+	}
+	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "import forgedemo; print(forgedemo.NAME)", "custom_image": "mcp-forge/custom:alices"}, &ex); !ex.Success {
+		t.Fatalf("alice: %s", testenv.Text(res))
+	}
+	if res := testenv.Call(t, bob, "build_environment", map[string]any{"name": "alices", "packages": []string{"other"}}, &out); !res.IsError || !strings.Contains(testenv.Text(res), environments.RuleOwner) {
+		t.Fatalf("bob took the name: %s", testenv.Text(res))
+	}
+	var del mcpserver.DeleteEnvironmentOutput
+	if res := testenv.Call(t, bob, "delete_environment", map[string]any{"name": "alices"}, &del); !res.IsError || del.Deleted {
+		t.Fatalf("bob deleted it: %s", testenv.Text(res))
+	}
+	if _, ok, _ := podman.New("").Image(context.Background(), "mcp-forge/custom:alices"); !ok {
+		t.Fatal("alice's environment is gone")
+	}
+}
