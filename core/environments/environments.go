@@ -48,8 +48,27 @@ const (
 const (
 	EventDelete  = "environment.delete"
 	EventCleanup = "environment.cleanup"
-	EventRefusal = audit.SecurityViolation
+	// EventRefused is a request refused by a rule the caller can satisfy
+	// (a name, a limit); the engine's event of the same name.
+	EventRefused = "request.refused"
+	// EventViolation is a refusal by a security rule (packages, the layer,
+	// ownership, the scan); counted by rule in the metrics.
+	EventViolation = audit.SecurityViolation
 )
+
+// securityRules are the rules whose refusals are security violations.
+var securityRules = map[string]bool{
+	packages.RuleSpec: true, packages.RuleBlocklist: true, packages.RuleAllowlist: true, packages.RuleApproval: true,
+	RuleLayer: true, RuleOwner: true, RuleScan: true, RuleBaseImage: true,
+}
+
+// refusalEvent is the audit event and severity of a refusal by rule.
+func refusalEvent(rule string) (string, string) {
+	if securityRules[rule] {
+		return EventViolation, audit.Warning
+	}
+	return EventRefused, audit.Warning
+}
 
 // Refusal is a build or request refused by a rule; the caller can fix it
 // (or an operator can, as Detail says).
@@ -164,7 +183,7 @@ type Request struct {
 	// approval then returns *ApprovalNeeded. UserApproved and UserDeclined
 	// are the user's answer, in the repeated request.
 	CanAsk, UserApproved, UserDeclined bool
-	Progress func(builder.Progress)
+	Progress                           func(builder.Progress)
 }
 
 // Result is a finished (or reused) build.
@@ -188,7 +207,8 @@ func (s *Service) refuse(owner, name string, r *Refusal, extra map[string]any) e
 	for k, v := range extra {
 		d[k] = v
 	}
-	s.o.Audit.Record(audit.Entry{Event: EventRefusal, Severity: audit.Warning, UserID: owner, Details: d, Error: r.Detail})
+	ev, sev := refusalEvent(r.Rule)
+	s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: owner, Details: d, Error: r.Detail})
 	return r
 }
 
@@ -203,7 +223,8 @@ func (s *Service) refusePackages(owner, name string, err error) error {
 		if r.Pattern != "" {
 			d["pattern"] = r.Pattern
 		}
-		s.o.Audit.Record(audit.Entry{Event: EventRefusal, Severity: audit.Warning, UserID: owner, Details: d, Error: r.Detail})
+		ev, sev := refusalEvent(r.Rule)
+		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: owner, Details: d, Error: r.Detail})
 	}
 	rule := packages.RuleSpec
 	if len(rs) > 0 {

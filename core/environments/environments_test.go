@@ -218,7 +218,7 @@ func (r *rec) rules() []string {
 	defer r.mu.Unlock()
 	var out []string
 	for _, e := range r.e {
-		if e.Event == EventRefusal {
+		if e.Event == EventRefused || e.Event == EventViolation {
 			out = append(out, fmt.Sprint(e.Details["rule"]))
 		}
 	}
@@ -629,5 +629,20 @@ func TestIndexCredentialsNotAudited(t *testing.T) {
 	}
 	if s := fmt.Sprint(r.rec.e); strings.Contains(s, "s3cret") {
 		t.Fatal(s)
+	}
+}
+
+// A package refusal is a security violation (counted by rule in the
+// metrics); a bad name or a limit is an ordinary refused request.
+func TestRefusalEvents(t *testing.T) {
+	r := newRig(t, nil)
+	r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"colourama"}, Owner: "o"})
+	r.svc.Build(context.Background(), Request{Name: "x_y", Packages: []string{"rich"}, Owner: "o"})
+	v, q := r.rec.events(audit.SecurityViolation), r.rec.events("request.refused")
+	if len(v) != 1 || v[0].Details["rule"] != packages.RuleBlocklist || v[0].Details["package"] != "colourama" || v[0].UserID != "o" {
+		t.Fatalf("violations %+v", v)
+	}
+	if len(q) != 1 || q[0].Details["rule"] != RuleName {
+		t.Fatalf("refused %+v", q)
 	}
 }

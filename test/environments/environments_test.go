@@ -176,7 +176,7 @@ func auditRules(t *testing.T, s *testenv.Server) []string {
 			Event   string         `json:"event"`
 			Details map[string]any `json:"details"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Event == environments.EventRefusal {
+		if json.Unmarshal(sc.Bytes(), &e) == nil && (e.Event == environments.EventRefused || e.Event == environments.EventViolation) {
 			out = append(out, fmt.Sprint(e.Details["rule"]))
 		}
 	}
