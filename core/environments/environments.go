@@ -48,6 +48,8 @@ const (
 const (
 	EventDelete  = "environment.delete"
 	EventCleanup = "environment.cleanup"
+	// EventApproved records packages the user approved through elicitation.
+	EventApproved = "build.approved"
 	// EventRefused is a request refused by a rule the caller can satisfy
 	// (a name, a limit); the engine's event of the same name.
 	EventRefused = "request.refused"
@@ -313,7 +315,7 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	if len(needs) > 0 {
 		switch {
 		case req.UserApproved:
-			s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Owner, Success: true,
+			s.o.Audit.Record(audit.Entry{Event: EventApproved, Severity: audit.Info, UserID: req.Owner, Success: true,
 				Details: map[string]any{"environment": req.Name, "approved_by_user": needs}})
 		case req.UserDeclined:
 			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(

@@ -408,6 +408,9 @@ func TestApprovalAsksTheUser(t *testing.T) {
 	if _, err := r.svc.Build(context.Background(), req); err != nil || r.b.builds != 1 {
 		t.Fatalf("approved: %v", err)
 	}
+	if ev := r.rec.events(EventApproved); len(ev) != 1 || fmt.Sprint(ev[0].Details["approved_by_user"]) != "[thing-dev]" {
+		t.Fatalf("%+v", ev)
+	}
 }
 
 func TestTemplateExpansion(t *testing.T) {

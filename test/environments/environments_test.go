@@ -296,6 +296,14 @@ func TestEnvironmentLifecycle(t *testing.T) {
 	}{
 		{map[string]any{"name": "bad", "packages": []string{"forgedemo", "colourama"}}, "package_blocklist"},
 		{map[string]any{"name": "bad", "packages": []string{"--extra-index-url=https://evil.example"}}, "package_spec"},
+		// The fuzz corpus's worst: an option smuggled after a newline, a NUL,
+		// a Cyrillic look-alike, a marker, a path, an editable install.
+		{map[string]any{"name": "bad", "packages": []string{"numpy\n--extra-index-url=x"}}, "package_spec"},
+		{map[string]any{"name": "bad", "packages": []string{"numpy\x00"}}, "package_spec"},
+		{map[string]any{"name": "bad", "packages": []string{"p\u0430ndas"}}, "package_spec"},
+		{map[string]any{"name": "bad", "packages": []string{"numpy; python_version<'3.12'"}}, "package_spec"},
+		{map[string]any{"name": "bad", "packages": []string{"./pkg"}}, "package_spec"},
+		{map[string]any{"name": "bad", "packages": []string{"-e ."}}, "package_spec"},
 		{map[string]any{"name": "bad", "packages": []string{"x @ file:///etc/passwd"}}, "package_spec"},
 		{map[string]any{"name": "bad", "packages": []string{"thing-dev"}}, "package_approval"},
 		{map[string]any{"name": "../etc", "packages": []string{"forgedemo"}}, environments.RuleName},
