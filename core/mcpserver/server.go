@@ -99,6 +99,9 @@ func instructions(langs []engine.Language, cfg config.Config) string {
 		fmt.Fprintf(&b, "Pass a session_id to keep state across calls (one kernel per session); document_state attaches notes to a session's variables, readable at %s.\n", StateTemplate)
 		b.WriteString(fileInstructions) // files.go
 	}
+	if cfg.EnvironmentBuilder.Enabled && len(tools) > 0 {
+		fmt.Fprintf(&b, "build_environment makes an image mcp-forge/custom:<name> with extra packages; pass it as custom_image to run code in it (%s lists yours and the templates).\n", EnvironmentsURI)
+	}
 	fmt.Fprintf(&b, "Read %s for the backends, images, limits and your sessions.", EnvironmentURI)
 	return b.String()
 }
