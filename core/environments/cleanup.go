@@ -120,7 +120,7 @@ func (s *Service) Cleanup(ctx context.Context) ([]Removal, error) {
 		err := s.o.Images.RemoveImage(ctx, r.Image)
 		unlock()
 		s.o.Audit.Record(audit.Entry{Event: EventCleanup, Severity: audit.Info, Success: err == nil,
-			Details: map[string]any{"environment": r.Name, "id": r.Image, "reason": r.Reason}, Error: errString(err)})
+			Details: map[string]any{"env_name": r.Name, "id": r.Image, "reason": r.Reason}, Error: errString(err)})
 		if err == nil {
 			done = append(done, r)
 			if r.Name != "" {

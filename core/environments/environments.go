@@ -44,7 +44,9 @@ const (
 	RuleBuild     = "build_failed"
 )
 
-// Audit events besides build.request and build.complete.
+// Audit events besides build.request and build.complete. Details name the
+// environment "env_name": the audit log replaces any "environment" key by
+// a count (it holds environment variables elsewhere).
 const (
 	EventDelete  = "environment.delete"
 	EventCleanup = "environment.cleanup"
@@ -205,7 +207,7 @@ type baseImage struct{ ref, id string }
 
 // refuse audits a refusal and returns it.
 func (s *Service) refuse(owner, name string, r *Refusal, extra map[string]any) error {
-	d := map[string]any{"rule": r.Rule, "environment": name}
+	d := map[string]any{"rule": r.Rule, "env_name": name}
 	for k, v := range extra {
 		d[k] = v
 	}
@@ -218,7 +220,7 @@ func (s *Service) refuse(owner, name string, r *Refusal, extra map[string]any) e
 func (s *Service) refusePackages(owner, name string, err error) error {
 	rs := packages.Refusals(err)
 	for _, r := range rs {
-		d := map[string]any{"rule": r.Rule, "environment": name}
+		d := map[string]any{"rule": r.Rule, "env_name": name}
 		if r.Package != "" {
 			d["package"] = r.Package
 		}
@@ -316,7 +318,7 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 		switch {
 		case req.UserApproved:
 			s.o.Audit.Record(audit.Entry{Event: EventApproved, Severity: audit.Info, UserID: req.Owner, Success: true,
-				Details: map[string]any{"environment": req.Name, "approved_by_user": needs}})
+				Details: map[string]any{"env_name": req.Name, "approved_by_user": needs}})
 		case req.UserDeclined:
 			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(
 				"the user did not approve %s; nothing was built", strings.Join(needs, ", "))}, map[string]any{"packages": needs})
@@ -371,11 +373,11 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 
 	start := s.o.Now()
 	s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Owner, Success: true, Details: map[string]any{
-		"environment": req.Name, "language": req.Language, "base_image": req.BaseImage, "packages": canon, "template": req.Template,
+		"env_name": req.Name, "language": req.Language, "base_image": req.BaseImage, "packages": canon, "template": req.Template,
 		"builder": cfg.Builder, "index": redactURL(cfg.IndexURL)}})
 	out, err := s.build(ctx, req, pkgs, start)
 	out.Warnings = append(warnings, out.Warnings...)
-	d := map[string]any{"environment": req.Name, "builder": cfg.Builder, "duration_ms": s.o.Now().Sub(start).Milliseconds(), "cache_hit": out.CacheHit}
+	d := map[string]any{"env_name": req.Name, "builder": cfg.Builder, "duration_ms": s.o.Now().Sub(start).Milliseconds(), "cache_hit": out.CacheHit}
 	e := audit.Entry{Event: audit.BuildComplete, Severity: audit.Info, UserID: req.Owner, Success: err == nil, Details: d}
 	if err != nil {
 		e.Severity, e.Error = audit.Warning, err.Error()
@@ -659,7 +661,7 @@ func (s *Service) Delete(ctx context.Context, owner, name string) error {
 	}
 	err = s.o.Images.RemoveImage(ctx, e.ID)
 	s.o.Audit.Record(audit.Entry{Event: EventDelete, Severity: audit.Info, UserID: owner, Success: err == nil,
-		Details: map[string]any{"environment": name, "image": e.Image, "id": e.ID}, Error: errString(err)})
+		Details: map[string]any{"env_name": name, "image": e.Image, "id": e.ID}, Error: errString(err)})
 	if err == nil {
 		s.usage.forget(e.Image)
 	}

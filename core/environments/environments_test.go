@@ -614,7 +614,7 @@ func TestCleanupRemovesAndAudits(t *testing.T) {
 	if err != nil || len(done) != 1 || done[0].Name != "a" {
 		t.Fatalf("%+v %v", done, err)
 	}
-	if ev := r.rec.events(EventCleanup); len(ev) != 1 || ev[0].Details["environment"] != "a" {
+	if ev := r.rec.events(EventCleanup); len(ev) != 1 || ev[0].Details["env_name"] != "a" {
 		t.Fatalf("%+v", ev)
 	}
 }

@@ -501,3 +501,46 @@ path = %q
 		t.Fatal("alice's environment is gone")
 	}
 }
+
+// auto_cleanup runs when the server starts (then hourly): beyond max_images
+// the least recently used environment is removed, and audited.
+func TestEnvironmentAutoCleanup(t *testing.T) {
+	testenv.Require(t)
+	bin := testenv.BuildPlugin(t, "./testdata/forgedemo")
+	base := testenv.BaseDir(t)
+	t.Cleanup(func() { removeImages(t, base) })
+	cfg := fmt.Sprintf(`[environment_builder]
+builder = "forgedemo"
+
+[environment_builder.auto_cleanup]
+enabled = true
+max_images = 1
+
+[environment_builder.package_validation]
+use_allowlist = false
+
+[plugins.forgedemo]
+path = %q
+`, bin)
+	s := serve(t, base, cfg, nil)
+	for _, name := range []string{"older", "newer"} {
+		if o, res := build(t, s, map[string]any{"name": name, "packages": []string{"forgedemo"}}); !o.Success {
+			t.Fatal(testenv.Text(res))
+		}
+	}
+	// The newer one was last used last (its build); the older one goes.
+	s.Session.Close()
+	s2 := serve(t, base, cfg, nil)
+	testenv.WaitFor(t, "the cleanup at start", 60*time.Second, func() bool { return auditEvents(t, s2, environments.EventCleanup) == 1 })
+	ctx := context.Background()
+	if _, ok, _ := podman.New("").Image(ctx, "mcp-forge/custom:older"); ok {
+		t.Fatal("the least recently used environment was kept")
+	}
+	if _, ok, _ := podman.New("").Image(ctx, "mcp-forge/custom:newer"); !ok {
+		t.Fatal("the newest environment was removed")
+	}
+	b, _ := os.ReadFile(s2.AuditLog)
+	if !strings.Contains(string(b), `"env_name":"older"`) || !strings.Contains(string(b), "max_images") {
+		t.Fatalf("cleanup not audited with its reason:\n%s", b)
+	}
+}
