@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"sort"
@@ -205,7 +206,8 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 	images := slices.Sorted(maps.Keys(forge.Images(sts)))
 	rt := podman.New(cfg.Server.PodmanSocket)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
-		doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts)}
+		doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts),
+		doctor.Environments(cfg, forge.Builders(sts), exec.LookPath)}
 	if addr, ok := httpAddress(cfg); ok {
 		checks = append(checks, httpserver.Doctor(cfg, addr))
 	}

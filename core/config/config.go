@@ -173,7 +173,22 @@ type Security struct {
 
 // EnvironmentBuilder configures custom image builds.
 type EnvironmentBuilder struct {
-	Enabled             bool                `toml:"enabled"`
+	Enabled bool `toml:"enabled"`
+	// Builder names the builder plugin (mcp-forge-plugin-NAME) that
+	// resolves and fetches packages; the core layers what it produces.
+	Builder string `toml:"builder"`
+	// Where packages come from, passed to every builder. Credentials in a
+	// URL are never logged or audited.
+	IndexURL       string   `toml:"index_url"`        // "": the language's default index
+	ExtraIndexURLs []string `toml:"extra_index_urls"` // searched besides index_url
+	FindLinks      []string `toml:"find_links"`       // absolute host directories of distributions
+	Offline        bool     `toml:"offline"`          // only what is cached or in find_links
+	// SecurityScan is "auto" (scan with trivy when it is on PATH, else say
+	// the image was not scanned), "required" (refuse builds without trivy)
+	// or "off".
+	SecurityScan string `toml:"security_scan"`
+	// ScanFailOn lists the trivy severities that refuse an image.
+	ScanFailOn          []string            `toml:"scan_fail_on"`
 	UVCachePath         string              `toml:"uv_cache_path"`
 	MaxPackagesPerBuild int                 `toml:"max_packages_per_build"`
 	MaxBuildTime        int                 `toml:"max_build_time"`
@@ -332,6 +347,11 @@ func systemDefault() Config {
 		},
 		EnvironmentBuilder: EnvironmentBuilder{
 			Enabled:             true,
+			Builder:             "uv",
+			ExtraIndexURLs:      []string{},
+			FindLinks:           []string{},
+			SecurityScan:        "auto",
+			ScanFailOn:          []string{"CRITICAL"},
 			UVCachePath:         "/var/cache/mcp-forge/uv",
 			MaxPackagesPerBuild: 50,
 			MaxBuildTime:        600,

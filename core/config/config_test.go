@@ -137,6 +137,10 @@ func TestLoadErrors(t *testing.T) {
 		{"jwt incomplete", "[tenants.alice]\n[auth.jwt]\njwks_file = \"/etc/jwks.json\"\n", nil, []string{"auth.jwt.issuer: must not be empty", "auth.jwt.audience: must not be empty"}},
 		{"jwt no tenants", "[auth.jwt]\njwks_file = \"/etc/jwks.json\"\nissuer = \"https://i\"\naudience = \"forge\"\n", nil, []string{"auth.jwt.jwks_file: JWTs name tenants"}},
 		{"metadata without jwt", "[auth.jwt]\nresource_url = \"https://forge.example/mcp\"\n", nil, []string{"auth.jwt.resource_url: needs auth.jwt.jwks_file"}},
+		{"builder name", "[environment_builder]\nbuilder = \"../uv\"\n", nil, []string{"environment_builder.builder: name must be"}},
+		{"security scan", "[environment_builder]\nsecurity_scan = \"maybe\"\n", nil, []string{"environment_builder.security_scan: must be one of auto, required, off"}},
+		{"scan severity", "[environment_builder]\nscan_fail_on = [\"critical\"]\n", nil, []string{`environment_builder.scan_fail_on[0]: "critical" is not a trivy severity`}},
+		{"find links relative", "[environment_builder]\nfind_links = [\"wheels\"]\n", nil, []string{"environment_builder.find_links[0]"}},
 		{"tenant negative", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\nmax_concurrent_runs = -1\n", nil, []string{"tenants.alice.max_concurrent_runs: must be >= 0"}},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,6 +104,16 @@ func Validate(c Config) Errors {
 
 	b := c.EnvironmentBuilder
 	v.positive("environment_builder.max_packages_per_build", b.MaxPackagesPerBuild)
+	v.name("environment_builder.builder", b.Builder)
+	v.oneOf("environment_builder.security_scan", b.SecurityScan, "auto", "required", "off")
+	for i, sev := range b.ScanFailOn {
+		if !slices.Contains([]string{"UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL"}, sev) {
+			v.add(fmt.Sprintf("environment_builder.scan_fail_on[%d]", i), fmt.Sprintf("%q is not a trivy severity (UNKNOWN, LOW, MEDIUM, HIGH or CRITICAL)", sev))
+		}
+	}
+	for i, d := range b.FindLinks {
+		v.absOrEmpty(fmt.Sprintf("environment_builder.find_links[%d]", i), d)
+	}
 	v.positive("environment_builder.max_build_time", b.MaxBuildTime)
 	v.size("environment_builder.max_image_size", b.MaxImageSize)
 	v.positive("environment_builder.max_concurrent_builds", b.MaxConcurrentBuilds)

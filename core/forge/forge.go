@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
@@ -45,6 +46,8 @@ type Forge struct {
 	Plugins    *plugins.Manager
 	Engine     *engine.Engine
 	MCP        *mcpserver.Server
+	// Environments builds custom environments; nil when disabled.
+	Environments *environments.Service
 	// Tools is the MCP tool bridge (mcp_tools), nil without a bridge plugin.
 	Tools *toolbridge.Service
 	stop  context.CancelFunc
@@ -209,6 +212,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	bg, stop := context.WithCancel(context.Background())
 	f.stop = stop
 	go f.sweep(bg)
+	f.environments(bg, pol, rt) // environments.go
 	go f.Engine.Reaper(bg)
 	return f, nil
 }

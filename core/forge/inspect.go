@@ -8,8 +8,10 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Inspect starts the plugins only to learn what they are and run (images,
@@ -75,3 +77,14 @@ func (noSandbox) GetFile(context.Context, string, string, int64) ([]byte, error)
 func (noSandbox) RemoveWorkspace(context.Context, string) error { return refused() }
 
 var _ host.Sandbox = noSandbox{}
+
+// Builders are the builder plugins among sts, for doctor.
+func Builders(sts []plugins.Status) []doctor.BuilderStatus {
+	var out []doctor.BuilderStatus
+	for _, s := range sts {
+		if s.Type == plugin.TypeBuilder || (s.Type == "" && s.Error != "") {
+			out = append(out, doctor.BuilderStatus{Name: s.Name, Version: s.Version, Error: s.Error})
+		}
+	}
+	return out
+}

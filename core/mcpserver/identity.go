@@ -15,6 +15,7 @@ import (
 // HOOK(http): the only change core/mcpserver needs for tenants; conn()
 // returns what is stored here for the request's session.
 func (s *Server) SetIdentity(fn func(mcp.Request) (string, error)) {
+	s.identified = true // environments belong to the tenant (environments.go)
 	s.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			ss, ok := req.GetSession().(*mcp.ServerSession)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -34,6 +35,11 @@ type Server struct {
 
 	conns sync.Map // *mcp.ServerSession → connection id
 	next  atomic.Int64
+
+	// Custom environments (environments.go): the service, or why there is none.
+	envs       *environments.Service
+	envsReason string
+	identified bool // SetIdentity was called: callers are tenants
 }
 
 // New builds the MCP server: an execute_<language> tool for every language
@@ -58,6 +64,10 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 	}
 	s.addSessionTools()
 	s.addFileTools() // files.go
+	if cfg.EnvironmentBuilder.Enabled {
+		s.envsReason = "the environment service was not set up"
+		s.addEnvironmentTools() // environments.go
+	}
 	s.mcp.AddResource(&mcp.Resource{
 		URI: EnvironmentURI, Name: "environment", Title: "Sandbox environment",
 		Description: "Languages and their backends, images, resource limits, loaded plugins with their versions, and this connection's sessions", MIMEType: "application/json",
@@ -122,6 +132,9 @@ func instructions(langs []engine.Language, cfg config.Config) string {
 	if sessions {
 		fmt.Fprintf(&b, "Pass a session_id to keep state across calls (one kernel per session); document_state attaches notes to a session's variables, readable at %s.\n", StateTemplate)
 		b.WriteString(fileInstructions) // files.go
+	}
+	if cfg.EnvironmentBuilder.Enabled && len(tools) > 0 {
+		fmt.Fprintf(&b, "build_environment makes an image mcp-forge/custom:<name> with extra packages; pass it as custom_image to run code in it (%s lists yours and the templates).\n", EnvironmentsURI)
 	}
 	fmt.Fprintf(&b, "Read %s for the backends, images, limits and your sessions.", EnvironmentURI)
 	return b.String()
@@ -284,6 +297,13 @@ func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 }
 
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language string, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
+	if s.envs != nil && in.CustomImage != "" {
+		// A custom environment runs only for its owner.
+		if err := s.envs.CheckUse(ctx, s.owner(req.Session), in.CustomImage); err != nil {
+			result, info := envFailure(err)
+			return result, ExecuteOutput{Error: info}, nil
+		}
+	}
 	res, err := s.eng.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),

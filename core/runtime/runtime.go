@@ -66,6 +66,32 @@ type ImageInfo struct {
 	Labels  map[string]string
 	Names   []string // repository tags, fully qualified: "localhost/mcp-forge/python:3.11"
 	Digests []string // manifest digests ("sha256:…") and repository digests ("name@sha256:…")
+	Created time.Time
+}
+
+// LayerBuild is an image made of a base image and one layer: the
+// directory Context copied onto / of Base, labelled, with no network and no
+// command run (a Containerfile of FROM, COPY and nothing else).
+type LayerBuild struct {
+	Base    string // the base image's ID, so that a retag of its name cannot change what is built on
+	Context string // the layer: a directory on this host
+	Labels  map[string]string
+	// Log receives the engine's build output; nil discards it.
+	Log io.Writer
+}
+
+// ImageBuilder builds, tags, lists and removes the images the core makes
+// for custom environments. Only the Podman runtime implements it.
+type ImageBuilder interface {
+	// BuildLayer builds b untagged and returns the new image's ID.
+	BuildLayer(ctx context.Context, b LayerBuild) (string, error)
+	// Tag gives image id the name ref ("mcp-forge/custom:name").
+	Tag(ctx context.Context, id, ref string) error
+	// Images lists local images carrying every one of labels.
+	Images(ctx context.Context, labels map[string]string) ([]ImageInfo, error)
+	// RemoveImage removes an image by name or ID (its tag only, if another
+	// name still points at it).
+	RemoveImage(ctx context.Context, ref string) error
 }
 
 // OOMVerdict is what the engine can tell about an OOM kill.

@@ -612,5 +612,9 @@ func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, boo
 	if data.Digest != "" {
 		digests = append(digests, data.Digest.String())
 	}
-	return runtime.ImageInfo{ID: data.ID, Size: data.Size, Labels: data.Labels, Names: data.RepoTags, Digests: digests}, true, nil
+	info := runtime.ImageInfo{ID: data.ID, Size: data.Size, Labels: data.Labels, Names: data.RepoTags, Digests: digests}
+	if data.Created != nil {
+		info.Created = *data.Created
+	}
+	return info, true, nil
 }

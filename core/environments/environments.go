@@ -1,0 +1,725 @@
+// Package environments builds, lists, deletes and cleans up custom
+// environments: images mcp-forge/custom:<name> made of a base image and one
+// layer that a builder plugin produced. The policy is here, for every
+// builder: package specs, lists and approval (core/packages), rate and
+// concurrency limits, build timeout, image size, names, the security scan
+// and the audit. The builder only resolves and fetches; the runtime layers
+// what it fetched with no network and no command run.
+package environments
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/packages"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/sdk/builder"
+)
+
+// Rules of refusals made here (the package rules are core/packages').
+const (
+	RuleDisabled  = "environment_builder_disabled"
+	RuleBuilder   = "environment_builder"
+	RuleLanguage  = "environment_language"
+	RuleBaseImage = "environment_base_image"
+	RuleTemplate  = "environment_template"
+	RuleOwner     = "environment_owner"
+	RuleNotFound  = "environment_not_found"
+	RuleTimeout   = "max_build_time"
+	RuleCancelled = "build_cancelled"
+	RuleBuild     = "build_failed"
+)
+
+// Audit events besides build.request and build.complete. Details name the
+// environment "env_name": the audit log replaces any "environment" key by
+// a count (it holds environment variables elsewhere).
+const (
+	EventDelete  = "environment.delete"
+	EventCleanup = "environment.cleanup"
+	// EventApproved records packages the user approved through elicitation.
+	EventApproved = "build.approved"
+	// EventRefused is a request refused by a rule the caller can satisfy
+	// (a name, a limit); the engine's event of the same name.
+	EventRefused = "request.refused"
+	// EventViolation is a refusal by a security rule (packages, the layer,
+	// ownership, the scan); counted by rule in the metrics.
+	EventViolation = audit.SecurityViolation
+)
+
+// securityRules are the rules whose refusals are security violations.
+var securityRules = map[string]bool{
+	packages.RuleSpec: true, packages.RuleBlocklist: true, packages.RuleAllowlist: true, packages.RuleApproval: true,
+	RuleLayer: true, RuleOwner: true, RuleScan: true, RuleBaseImage: true,
+}
+
+// refusalEvent is the audit event and severity of a refusal by rule.
+func refusalEvent(rule string) (string, string) {
+	if securityRules[rule] {
+		return EventViolation, audit.Warning
+	}
+	return EventRefused, audit.Warning
+}
+
+// Refusal is a build or request refused by a rule; the caller can fix it
+// (or an operator can, as Detail says).
+type Refusal struct {
+	Rule   string
+	Detail string
+}
+
+func (r *Refusal) Error() string { return r.Detail }
+
+// Images is what the service needs of the container engine.
+type Images interface {
+	runtime.ImageBuilder
+	Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error)
+}
+
+// Builders hands out builder plugins by name (core/plugins.Manager).
+type Builders interface {
+	Builder(ctx context.Context, name string) (builder.Builder, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	Config   config.EnvironmentBuilder
+	Instance string // the forge instance id: labels images as this forge's
+	StateDir string // builder work directories live in StateDir/builds/<builder>
+	Images   Images
+	Builders Builders
+	// BuilderVersion reports a loaded builder plugin's version, for labels.
+	BuilderVersion func(name string) string
+	// DefaultBase is the base image per language when a request names none.
+	DefaultBase map[string]string
+	// CheckImage is the container policy's image check (images.allowed).
+	CheckImage func(string) error
+	Scanner    Scanner // nil: Trivy{}
+	Audit      audit.Recorder
+	Log        hclog.Logger
+	Now        func() time.Time
+}
+
+// Service builds and manages environments. It is safe for concurrent use.
+type Service struct {
+	o       Options
+	policy  *packages.Policy
+	limiter *packages.Limiter
+	maxSize int64
+	usage   *usage
+
+	mu    sync.Mutex
+	names map[string]*sync.Mutex // one build per environment name at a time
+}
+
+// New builds the service from the configuration.
+func New(o Options) (*Service, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = hclog.NewNullLogger()
+	}
+	if o.Scanner == nil {
+		o.Scanner = Trivy{}
+	}
+	pol, err := packages.New(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := packages.NewLimiter(o.Config, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	max, err := config.ParseSize(o.Config.MaxImageSize)
+	if err != nil {
+		return nil, fmt.Errorf("environment_builder.max_image_size: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(o.StateDir, "builds"), 0o700); err != nil {
+		return nil, fmt.Errorf("builds directory: %w", err)
+	}
+	return &Service{o: o, policy: pol, limiter: lim, maxSize: max, names: map[string]*sync.Mutex{},
+		usage: loadUsage(filepath.Join(o.StateDir, "builds", "last-used.json"))}, nil
+}
+
+// BuilderName is the configured builder plugin.
+func (s *Service) BuilderName() string { return s.o.Config.Builder }
+
+// Templates are the configured templates.
+func (s *Service) Templates() map[string]config.Template { return s.o.Config.Templates }
+
+// ApprovalNeeded is returned instead of building when packages match an
+// approval pattern and the request says the user can be asked: the caller
+// asks (MCP elicitation) and repeats the request with the answer.
+type ApprovalNeeded struct {
+	Packages []string // canonical specs
+	Why      []string // the rule's explanation of each
+}
+
+func (a *ApprovalNeeded) Error() string {
+	return "the user must approve " + strings.Join(a.Packages, ", ")
+}
+
+// Request is a build request.
+type Request struct {
+	Name        string
+	Language    string // python (default) or r
+	BaseImage   string // "": the language's default image
+	Template    string
+	Packages    []string
+	Description string
+	Owner       string
+	// CanAsk: the user can be asked to approve packages that match an
+	// approval pattern (the client supports elicitation); a build needing
+	// approval then returns *ApprovalNeeded. UserApproved and UserDeclined
+	// are the user's answer, in the repeated request.
+	CanAsk, UserApproved, UserDeclined bool
+	Progress                           func(builder.Progress)
+}
+
+// Result is a finished (or reused) build.
+type Result struct {
+	Image          string   `json:"image"`
+	Packages       []Locked `json:"packages"`
+	SizeBytes      int64    `json:"size_bytes"`
+	BuildSeconds   float64  `json:"build_time"`
+	CacheHit       bool     `json:"cache_hit"`
+	Builder        string   `json:"builder"`
+	BuilderVersion string   `json:"builder_version,omitempty"`
+	Warnings       []string `json:"warnings,omitempty"`
+	Scan           string   `json:"scan"`
+}
+
+type baseImage struct{ ref, id string }
+
+// refuse audits a refusal and returns it.
+func (s *Service) refuse(owner, name string, r *Refusal, extra map[string]any) error {
+	d := map[string]any{"rule": r.Rule, "env_name": name}
+	for k, v := range extra {
+		d[k] = v
+	}
+	ev, sev := refusalEvent(r.Rule)
+	s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: owner, Details: d, Error: r.Detail})
+	return r
+}
+
+// refusePackages audits every package refusal inside err under its rule.
+func (s *Service) refusePackages(owner, name string, err error) error {
+	rs := packages.Refusals(err)
+	for _, r := range rs {
+		d := map[string]any{"rule": r.Rule, "env_name": name}
+		if r.Package != "" {
+			d["package"] = r.Package
+		}
+		if r.Pattern != "" {
+			d["pattern"] = r.Pattern
+		}
+		ev, sev := refusalEvent(r.Rule)
+		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: owner, Details: d, Error: r.Detail})
+	}
+	rule := packages.RuleSpec
+	if len(rs) > 0 {
+		rule = rs[0].Rule
+	}
+	return &Refusal{Rule: rule, Detail: err.Error()}
+}
+
+// expand joins a template's packages with the request's: a package the
+// request names replaces the template's entry for it (same PEP 503 name).
+func expand(lang packages.Language, tmpl, extra []string) []string {
+	key := func(s string) string {
+		if sp, err := packages.ParseSpec(lang, s); err == nil {
+			return sp.Key
+		}
+		return s
+	}
+	over := map[string]bool{}
+	for _, p := range extra {
+		over[key(p)] = true
+	}
+	var out []string
+	for _, p := range tmpl {
+		if !over[key(p)] {
+			out = append(out, p)
+		}
+	}
+	return append(out, extra...)
+}
+
+// Build validates, builds (or reuses) and tags an environment.
+func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
+	cfg := s.o.Config
+	if !cfg.Enabled {
+		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleDisabled, Detail: "custom environments are disabled (environment_builder.enabled = false)"}, nil)
+	}
+	if err := CheckName(req.Name); err != nil {
+		return Result{}, s.refuse(req.Owner, req.Name, err.(*Refusal), nil)
+	}
+	if req.Language == "" {
+		req.Language = "python"
+	}
+	lang := packages.Language(req.Language)
+	if lang != packages.Python && lang != packages.R {
+		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleLanguage, Detail: fmt.Sprintf("language %q is not one environments are built for; use \"python\" or \"r\"", req.Language)}, nil)
+	}
+	if req.Template != "" {
+		t, ok := cfg.Templates[req.Template]
+		if !ok {
+			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleTemplate, Detail: fmt.Sprintf(
+				"no template named %q (configured: %s); read mcp://forge/environments/list for the templates", req.Template, strings.Join(s.templateNames(), ", "))}, nil)
+		}
+		req.Packages = expand(lang, t.Packages, req.Packages)
+	}
+	if req.BaseImage == "" {
+		req.BaseImage = s.o.DefaultBase[req.Language]
+		if req.BaseImage == "" {
+			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("no default base image for %s (no backend of it is loaded); name base_image", req.Language)}, nil)
+		}
+	}
+	if s.o.CheckImage != nil {
+		if err := s.o.CheckImage(req.BaseImage); err != nil {
+			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)}, nil)
+		}
+	}
+
+	// Packages: specs, lists, approval — before any limit is spent and
+	// before the builder hears of the request.
+	res, err := s.policy.Check(req.Packages, lang)
+	if err != nil {
+		return Result{}, s.refusePackages(req.Owner, req.Name, err)
+	}
+	var needs, why []string
+	var blocked []error
+	for _, d := range res.Decisions {
+		switch d.Verdict {
+		case packages.Blocked:
+			blocked = append(blocked, d.Err())
+		case packages.NeedsApproval:
+			needs, why = append(needs, d.Spec.String()), append(why, d.Detail)
+		}
+	}
+	if len(blocked) > 0 {
+		return Result{}, s.refusePackages(req.Owner, req.Name, errors.Join(blocked...))
+	}
+	if len(needs) > 0 {
+		switch {
+		case req.UserApproved:
+			s.o.Audit.Record(audit.Entry{Event: EventApproved, Severity: audit.Info, UserID: req.Owner, Success: true,
+				Details: map[string]any{"env_name": req.Name, "approved_by_user": needs}})
+		case req.UserDeclined:
+			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(
+				"the user did not approve %s; nothing was built", strings.Join(needs, ", "))}, map[string]any{"packages": needs})
+		case req.CanAsk:
+			return Result{}, &ApprovalNeeded{Packages: needs, Why: why}
+		default:
+			var errs []error
+			for _, d := range res.Decisions {
+				if d.Verdict == packages.NeedsApproval {
+					errs = append(errs, d.Err())
+				}
+			}
+			return Result{}, s.refusePackages(req.Owner, req.Name, fmt.Errorf("%w (this client cannot be asked: it does not support MCP elicitation)", errors.Join(errs...)))
+		}
+	}
+	specs := res.Specs()
+	canon := make([]string, len(specs))
+	pkgs := make([]builder.Package, len(specs))
+	var warnings []string
+	for i, sp := range specs {
+		canon[i] = sp.String()
+		var cs []string
+		for _, c := range sp.Constraints {
+			cs = append(cs, c.Op+c.Version)
+		}
+		pkgs[i] = builder.Package{Name: sp.Name, Version: strings.Join(cs, ",")}
+		if len(sp.Extras) > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: extras [%s] are not passed to builders; name the extra packages themselves", sp.Name, strings.Join(sp.Extras, ",")))
+		}
+	}
+	req.Packages = canon
+
+	// One build per name at a time: a second one waits, then likely hits the cache.
+	unlock := s.lockName(req.Name)
+	defer unlock()
+	if im, ok, err := s.o.Images.Image(ctx, Ref(req.Name)); err != nil {
+		return Result{}, err
+	} else if e, ours := fromImage(s.o.Instance, im); ok && (!ours || e.owner != req.Owner) {
+		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+			"the name %s is taken (by another user, or by an image this server did not build); choose another name", Ref(req.Name))}, nil)
+	}
+
+	release, err := s.limiter.Acquire(req.Owner)
+	if err != nil {
+		var le *packages.LimitError
+		if errors.As(err, &le) {
+			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: le.Rule, Detail: le.Detail}, nil)
+		}
+		return Result{}, err
+	}
+	defer release()
+
+	start := s.o.Now()
+	s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Owner, Success: true, Details: map[string]any{
+		"env_name": req.Name, "language": req.Language, "base_image": req.BaseImage, "packages": canon, "template": req.Template,
+		"builder": cfg.Builder, "index": redactURL(cfg.IndexURL)}})
+	out, err := s.build(ctx, req, pkgs, start)
+	out.Warnings = append(warnings, out.Warnings...)
+	d := map[string]any{"env_name": req.Name, "builder": cfg.Builder, "duration_ms": s.o.Now().Sub(start).Milliseconds(), "cache_hit": out.CacheHit}
+	e := audit.Entry{Event: audit.BuildComplete, Severity: audit.Info, UserID: req.Owner, Success: err == nil, Details: d}
+	if err != nil {
+		e.Severity, e.Error = audit.Warning, err.Error()
+		var r *Refusal
+		if errors.As(err, &r) {
+			d["rule"] = r.Rule
+		}
+	} else {
+		d["image"], d["size_bytes"], d["packages"] = out.Image, out.SizeBytes, len(out.Packages)
+		s.usage.touch(out.Image, s.o.Now())
+	}
+	s.o.Audit.Record(e)
+	return out, err
+}
+
+func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package, start time.Time) (Result, error) {
+	cfg := s.o.Config
+	out := Result{Builder: cfg.Builder, Scan: "not scanned"}
+	if s.o.BuilderVersion != nil {
+		out.BuilderVersion = s.o.BuilderVersion(cfg.Builder)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.MaxBuildTime)*time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	fail := func(err error) (Result, error) {
+		switch {
+		// The plugin's stream may report the cut before this context's
+		// timer has fired: the clock decides, not the order of errors.
+		case errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline):
+			return out, &Refusal{Rule: RuleTimeout, Detail: fmt.Sprintf("the build took longer than environment_builder.max_build_time (%d s) and was stopped; request fewer packages or an operator raises the limit", cfg.MaxBuildTime)}
+		case ctx.Err() != nil:
+			return out, &Refusal{Rule: RuleCancelled, Detail: "the build was cancelled; nothing was kept"}
+		}
+		return out, err
+	}
+
+	b, err := s.o.Builders.Builder(ctx, cfg.Builder)
+	if err != nil {
+		return out, &Refusal{Rule: RuleBuilder, Detail: fmt.Sprintf("the builder plugin %q (environment_builder.builder) is not available: %v; an operator installs mcp-forge-plugin-%s or chooses another builder", cfg.Builder, err, cfg.Builder)}
+	}
+	bi, ok, err := s.o.Images.Image(ctx, req.BaseImage)
+	if err != nil {
+		return fail(fmt.Errorf("inspect base image %s: %w", req.BaseImage, err))
+	}
+	if !ok {
+		return out, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q does not exist on this host (build the sandbox images with `make images`)", req.BaseImage)}
+	}
+	base := baseImage{ref: req.BaseImage, id: bi.ID}
+	pr := builder.PlanRequest{Language: req.Language, BaseImage: req.BaseImage, Packages: pkgs, BaseImageID: bi.ID, BaseLabels: bi.Labels,
+		Index: builder.Index{URL: cfg.IndexURL, ExtraURLs: cfg.ExtraIndexURLs, Offline: cfg.Offline, FindLinks: cfg.FindLinks}}
+	if err := pr.Validate(); err != nil {
+		return out, &Refusal{Rule: packages.RuleSpec, Detail: err.Error()}
+	}
+	progress := func(p builder.Progress) {
+		if req.Progress != nil {
+			req.Progress(p)
+		}
+	}
+	plan, err := b.Plan(ctx, pr)
+	if err != nil {
+		return fail(&Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder could not plan the environment: %v", cfg.Builder, err)})
+	}
+	out.Warnings = append(out.Warnings, plan.Warnings...)
+	if plan.CacheKey == "" {
+		return out, &Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder gave no cache key; the builder plugin is faulty", cfg.Builder)}
+	}
+
+	// Cache hit: this name already holds an image of the same key, base and builder.
+	if e, ok, err := s.get(ctx, req.Name); err != nil {
+		return fail(err)
+	} else if ok && e.cacheKey == plan.CacheKey && e.Labels[LabelBaseID] == bi.ID && e.Builder == cfg.Builder {
+		out.Image, out.Packages, out.SizeBytes, out.CacheHit = e.Image, e.Packages, e.SizeBytes, true
+		out.BuildSeconds = s.o.Now().Sub(start).Seconds()
+		out.Scan = "scanned when built"
+		return out, nil
+	}
+
+	work := filepath.Join(s.o.StateDir, "builds", cfg.Builder)
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return out, fmt.Errorf("builder work directory: %w", err)
+	}
+	if err := os.Chmod(work, 0o700); err != nil {
+		return out, fmt.Errorf("builder work directory: %w", err)
+	}
+	buildID := newID()
+	steps := len(plan.Steps) + 2 // the builder's, then layer and check
+	br, err := b.Build(ctx, builder.BuildRequest{Spec: pr, CacheKey: plan.CacheKey, BuildID: buildID, WorkDir: work}, func(p builder.Progress) {
+		p.Steps = steps
+		progress(p)
+	})
+	if err != nil {
+		return fail(&Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder failed: %v", cfg.Builder, err)})
+	}
+	out.Warnings = append(out.Warnings, br.Warnings...)
+	names := make([]string, len(br.Lock))
+	for i, l := range br.Lock {
+		names[i] = l.Name
+		out.Packages = append(out.Packages, Locked{Name: l.Name, Version: l.Version, Hashes: l.Hashes})
+	}
+	// The blocklist judges everything that lands in the image, dependencies too.
+	if err := s.policy.CheckLocked(names, packages.Language(req.Language)); err != nil {
+		return out, s.refusePackages(req.Owner, req.Name, err)
+	}
+	layer, err := resolveLayer(work, br.Dir)
+	if err != nil {
+		return out, err
+	}
+	if _, err := checkLayer(layer, s.maxSize); err != nil {
+		return out, err
+	}
+	progress(builder.Progress{Phase: "layer", Step: steps - 1, Steps: steps, Message: "layering onto " + req.BaseImage})
+	lbls := labels(s.o.Instance, req.Owner, req, base, plan, br, cfg.Builder, out.BuilderVersion, buildID, s.o.Now())
+	id, err := s.o.Images.BuildLayer(ctx, runtime.LayerBuild{Base: bi.ID, Context: layer, Labels: lbls})
+	if err != nil {
+		s.removeBuild(buildID)
+		return fail(fmt.Errorf("layering the environment: %w", err))
+	}
+	// From here on the untagged image is removed unless it is tagged.
+	tagged := false
+	defer func() {
+		if !tagged {
+			s.removeImage(id)
+		}
+	}()
+	progress(builder.Progress{Phase: "check", Step: steps, Steps: steps, Message: "checking size and scanning"})
+	im, ok, err := s.o.Images.Image(ctx, id)
+	if err != nil || !ok {
+		return fail(fmt.Errorf("inspect the built image: %v", err))
+	}
+	if im.Size > s.maxSize {
+		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf(
+			"the image would be %d bytes (base image included), more than environment_builder.max_image_size (%s); it was removed; request fewer or smaller packages, or an operator raises the limit",
+			im.Size, cfg.MaxImageSize)}
+	}
+	out.SizeBytes = im.Size
+	if out.Scan, err = s.scan(ctx, id); err != nil {
+		return fail(err)
+	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
+	prev, hadPrev, _ := s.get(ctx, req.Name)
+	if err := s.o.Images.Tag(ctx, id, Ref(req.Name)); err != nil {
+		return fail(fmt.Errorf("tag %s: %w", Ref(req.Name), err))
+	}
+	tagged = true
+	if hadPrev && prev.ID != id {
+		// The name moved to the new image; the old one is no environment any more.
+		s.removeImage(prev.ID)
+	}
+	out.Image = Ref(req.Name)
+	out.BuildSeconds = s.o.Now().Sub(start).Seconds()
+	return out, nil
+}
+
+// scan runs the security scan per configuration.
+func (s *Service) scan(ctx context.Context, id string) (string, error) {
+	mode := s.o.Config.SecurityScan
+	if mode == "off" {
+		return "not scanned: environment_builder.security_scan is off", nil
+	}
+	if _, ok := s.o.Scanner.Available(); !ok {
+		if mode == "required" {
+			return "", &Refusal{Rule: RuleScan, Detail: "environment_builder.security_scan is \"required\" but trivy is not on PATH; an operator installs trivy or sets it to \"auto\""}
+		}
+		return "not scanned: trivy is not on PATH", nil
+	}
+	fs, err := s.o.Scanner.Scan(ctx, id)
+	if err != nil {
+		return "", &Refusal{Rule: RuleScan, Detail: fmt.Sprintf("the security scan failed, so the image was removed: %v", err)}
+	}
+	if bad := Failing(fs, s.o.Config.ScanFailOn); len(bad) > 0 {
+		var parts []string
+		for i, f := range bad {
+			if i == 5 {
+				parts = append(parts, fmt.Sprintf("and %d more", len(bad)-5))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %s in %s %s", f.Severity, f.ID, f.Package, f.Installed))
+		}
+		return "", &Refusal{Rule: RuleScan, Detail: fmt.Sprintf("trivy found %s (environment_builder.scan_fail_on = %s); the image was removed; pin versions without these findings",
+			strings.Join(parts, "; "), strings.Join(s.o.Config.ScanFailOn, ","))}
+	}
+	return fmt.Sprintf("scanned by trivy: %d findings, none of %s", len(fs), strings.Join(s.o.Config.ScanFailOn, ",")), nil
+}
+
+func (s *Service) removeImage(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.o.Images.RemoveImage(ctx, id); err != nil {
+		s.o.Log.Warn("could not remove a refused environment image", "image", id, "error", err)
+	}
+}
+
+// removeBuild removes whatever image a build left behind when its request
+// was cut off (the engine may finish a build the client stopped waiting for).
+func (s *Service) removeBuild(buildID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ims, err := s.o.Images.Images(ctx, map[string]string{LabelInstance: s.o.Instance, LabelBuildID: buildID})
+	if err != nil {
+		return
+	}
+	for _, im := range ims {
+		s.removeImage(im.ID)
+	}
+}
+
+func (s *Service) lockName(name string) func() {
+	s.mu.Lock()
+	m := s.names[name]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.names[name] = m
+	}
+	s.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// get finds the environment of a name, if this forge built it.
+func (s *Service) get(ctx context.Context, name string) (Environment, bool, error) {
+	im, ok, err := s.o.Images.Image(ctx, Ref(name))
+	if err != nil || !ok {
+		return Environment{}, false, err
+	}
+	e, ok := fromImage(s.o.Instance, im)
+	if ok {
+		e.LastUsed = s.usage.get(e.Image, e.Created)
+	}
+	return e, ok, nil
+}
+
+// all lists every environment of this forge, every owner.
+func (s *Service) all(ctx context.Context) ([]Environment, error) {
+	ims, err := s.o.Images.Images(ctx, map[string]string{LabelInstance: s.o.Instance})
+	if err != nil {
+		return nil, err
+	}
+	var out []Environment
+	for _, im := range ims {
+		if e, ok := fromImage(s.o.Instance, im); ok {
+			e.LastUsed = s.usage.get(e.Image, e.Created)
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// List is the environments of owner.
+func (s *Service) List(ctx context.Context, owner string) ([]Environment, error) {
+	all, err := s.all(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []Environment{}
+	for _, e := range all {
+		if e.owner == owner {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Delete removes an environment owner built.
+func (s *Service) Delete(ctx context.Context, owner, name string) error {
+	if err := CheckName(name); err != nil {
+		return s.refuse(owner, name, err.(*Refusal), nil)
+	}
+	unlock := s.lockName(name)
+	defer unlock()
+	e, ok, err := s.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok || e.owner != owner {
+		// Someone else's and not ours look the same: a name tells nothing of another user.
+		return s.refuse(owner, name, &Refusal{Rule: RuleNotFound, Detail: fmt.Sprintf(
+			"no environment %q built by this server for you; list_environments shows yours", name)}, nil)
+	}
+	err = s.o.Images.RemoveImage(ctx, e.ID)
+	s.o.Audit.Record(audit.Entry{Event: EventDelete, Severity: audit.Info, UserID: owner, Success: err == nil,
+		Details: map[string]any{"env_name": name, "image": e.Image, "id": e.ID}, Error: errString(err)})
+	if err == nil {
+		s.usage.forget(e.Image)
+	}
+	return err
+}
+
+// CheckUse refuses running in an environment of another owner. An image
+// that is no environment of this forge is left to the image policy.
+func (s *Service) CheckUse(ctx context.Context, owner, image string) error {
+	name, ok := strings.CutPrefix(strings.TrimPrefix(image, "localhost/"), Repository+":")
+	if !ok {
+		return nil
+	}
+	e, found, err := s.get(ctx, name)
+	if err != nil || !found {
+		return err
+	}
+	if e.owner != owner {
+		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf("the environment %q belongs to another user; build your own with build_environment", name)}, nil)
+	}
+	s.usage.touch(e.Image, s.o.Now())
+	return nil
+}
+
+func (s *Service) templateNames() []string {
+	var out []string
+	for n := range s.o.Config.Templates {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// redactURL drops credentials from an index URL for logs and the audit.
+func redactURL(u string) string {
+	if u == "" {
+		return ""
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if p.User != nil {
+		p.User = url.User("REDACTED")
+	}
+	p.RawQuery = ""
+	return p.String()
+}
