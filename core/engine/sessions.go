@@ -267,7 +267,7 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 	breq.Image, breq.Env = s.start.Image, s.start.Env
 	if len(tools.ids) > 0 && !created {
 		if s.grant == nil {
-			return backend.ExecuteResult{}, nil, refusal(RuleMCPTools, "session %q was opened without a tools directory (the bridge was unavailable then); destroy it and start it again to use mcp_tools", s.ID)
+			return backend.ExecuteResult{}, nil, refusal(RuleMCPTools, "session %q was started without mcp_tools: a session's tools directory is mounted when its kernel starts, so pass mcp_tools on a session's first call (destroy_session, then call again with mcp_tools); tools can be added on later calls of such a session", s.ID)
 		}
 		// The container mounted the grant at its start: the new tools
 		// appear in the same directory.
@@ -660,22 +660,18 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	}
 }
 
-// grantSession gives a new session a tool grant when a bridge is loaded and
-// the backend forwards grants, so that its container mounts the tools
-// directory from the start and later executes can add tools to it (caller
-// holds s.op). Without tools asked for, a bridge that fails only costs the
-// session its tools.
+// grantSession gives a new session a tool grant when its first call asks
+// for tools, so that its container mounts the tools directory from the
+// start and later executes can add tools to it (caller holds s.op). A
+// session started without tools gets no grant: its kernel can then come
+// from the warm pool, which holds containers without a tools mount.
 func (e *Engine) grantSession(ctx context.Context, s *Session, tools toolRun) error {
-	if e.tools == nil || !e.forwardsGrants(s.Backend) {
+	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
 		return nil
 	}
 	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Owner: s.Backend, Client: s.Owner, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
 	if err != nil {
-		if len(tools.ids) > 0 {
-			return err
-		}
-		e.log.Warn("session opened without MCP tools: the tool grant failed", "session", s.ID, "error", err)
-		return nil
+		return err
 	}
 	s.grant, s.start.ToolsGrant = g, g.Token()
 	return nil

@@ -87,19 +87,32 @@ func TestToolGrants(t *testing.T) {
 		}
 	}
 
-	// A session gets its grant when it opens, without tools, and keeps it.
+	// A session started without tools gets no grant (its kernel may come
+	// from the warm pool), and asking later says what to do.
 	grants = nil
-	if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err != nil {
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "plain"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "plain", MCPTools: []string{"mem.read"}}); refusedBy(t, err) != RuleMCPTools || !strings.Contains(err.Error(), "first call") {
+		t.Fatalf("tools asked after a plain start: %v", err)
+	}
+	if len(grants) != 1 || grants[0] != "" || tools.Live() != 0 {
+		t.Fatalf("a session started without tools got grants %v (%d live)", grants, tools.Live())
+	}
+	// A session started with tools gets its grant when it opens, keeps it,
+	// and later calls add tools to it.
+	grants = nil
 	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", MCPTools: []string{"mem.read"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", MCPTools: []string{"mem"}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(grants) != 2 || grants[0] == "" || grants[0] != grants[1] || tools.Live() != 1 {
 		t.Fatalf("session grants %v (%d live)", grants, tools.Live())
 	}
 	g, _ := tools.Grant("kernel", grants[0])
-	if got := strings.Join(g.Tools(), ","); got != "mem.read" {
+	if got := strings.Join(g.Tools(), ","); got != "mem.read" { // mem.drop is denied
 		t.Fatalf("session grant holds %s", got)
 	}
 	if err := r.e.DestroySession(context.Background(), "c1", "s"); err != nil {

@@ -133,14 +133,9 @@ print(f.config())`})
 			t.Fatalf("%+v\n%s", o, testenv.Text(res))
 		}
 	})
-	t.Run("session extends its grant", func(t *testing.T) {
-		// Opened without tools: the directory and socket are there, no code.
-		o, text := run(t, map[string]any{"session_id": "tb", "code": `import os, importlib.util
-print(os.path.exists(os.environ["FORGE_TOOLS_SOCKET"]), importlib.util.find_spec("forge_tools") is None)`})
-		if !o.Success || o.Stdout != "True True\n" {
-			t.Fatalf("%+v\n%s", o, text)
-		}
-		o, text = run(t, map[string]any{"session_id": "tb", "mcp_tools": []string{"fake.add"}, "code": "import forge_tools.fake as f\nprint(f.add(a=40, b=2)['sum'])"})
+	t.Run("session keeps its grant", func(t *testing.T) {
+		// Tools asked on the first call: the directory is mounted at start.
+		o, text := run(t, map[string]any{"session_id": "tb", "mcp_tools": []string{"fake.add"}, "code": "import forge_tools.fake as f\nprint(f.add(a=40, b=2)['sum'])"})
 		if !o.Success || strings.TrimSpace(o.Stdout) != "42" {
 			t.Fatalf("%+v\n%s", o, text)
 		}
@@ -157,6 +152,16 @@ print(f.add(a=1, b=1)["sum"])`})
 		if res := s.Call(t, "destroy_session", map[string]any{"session_id": "tb"}, nil); res.IsError {
 			t.Fatal(testenv.Text(res))
 		}
+		// A session started without tools has no tools directory, and
+		// asking later says what to do.
+		if o, text := run(t, map[string]any{"session_id": "plain", "code": `import os
+print("FORGE_TOOLS_SOCKET" in os.environ)`}); !o.Success || o.Stdout != "False\n" {
+			t.Fatalf("%+v\n%s", o, text)
+		}
+		if o, text := run(t, map[string]any{"session_id": "plain", "mcp_tools": []string{"fake.add"}, "code": "1"}); o.Success || !strings.Contains(text, "first call") {
+			t.Fatalf("%+v\n%s", o, text)
+		}
+		s.Call(t, "destroy_session", map[string]any{"session_id": "plain"}, nil)
 	})
 	t.Run("tools resource", func(t *testing.T) {
 		res, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "mcp://forge/tools/available"})
