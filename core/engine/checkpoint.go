@@ -119,7 +119,7 @@ type CheckpointInfo struct {
 // directory, named like its workspace (so two servers sharing a base path
 // keep theirs apart).
 func (e *Engine) checkpointDir(id string) string {
-	return filepath.Join(e.cfg.Volumes.BasePath, "state", "checkpoints", filepath.Base(e.ws.SessionPath(id)))
+	return filepath.Join(e.cfg.Volumes.BasePath, "state", "checkpoints", e.ws.SessionName(id))
 }
 
 // runInKernel runs internal code in a session's kernel (caller holds s.op)

@@ -66,8 +66,9 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*Session
-	slots    chan struct{}   // execution.max_concurrent_runs
-	notices  []func() string // notices.go: added to every result
+	slots    chan struct{}             // execution.max_concurrent_runs
+	notices  []func() string           // notices.go: added to every result
+	starts   map[string]*SessionStarts // sessions.go: warm and cold kernel starts per backend
 }
 
 // limits are the configured sizes, parsed once.

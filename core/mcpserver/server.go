@@ -368,6 +368,8 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		"security": map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
 		"plugins":  plugins,
 		"sessions": s.eng.Sessions(s.conn(req.Session), false),
+		// Kernels taken warm from a backend's pool or started cold.
+		"session_starts": s.eng.SessionStartStats(),
 	}
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {

@@ -15,6 +15,13 @@ type SessionInfo struct {
 	SessionID   string
 	ContainerID string
 	Language    string
+	// WorkspaceID is the workspace (host.Intent.SessionID) the session's
+	// container mounts, when it is not SessionID: a kernel pre-started under
+	// a pool id and handed to this session. The core binds that workspace to
+	// the session (files, checkpoints, quota), and a later container the
+	// plugin creates for SessionID (a restarted kernel) mounts it too; empty
+	// means SessionID.
+	WorkspaceID string
 }
 
 // StreamEvent is output produced while a session execute runs.

@@ -659,10 +659,14 @@ func (x *OpenSessionRequest) GetEnv() map[string]string {
 }
 
 type SessionInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Language      string                 `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ContainerId string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Language    string                 `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
+	// The workspace the kernel's container mounts, when it is not session_id
+	// (a pre-started kernel opened under a pool id); the core binds it to the
+	// session so that its files tools, checkpoints and quota follow the kernel.
+	WorkspaceId   string `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -714,6 +718,13 @@ func (x *SessionInfo) GetContainerId() string {
 func (x *SessionInfo) GetLanguage() string {
 	if x != nil {
 		return x.Language
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
 	}
 	return ""
 }
@@ -1095,12 +1106,13 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v1.OpenSessionRequest.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x1a\n" +
-	"\blanguage\x18\x03 \x01(\tR\blanguage\"+\n" +
+	"\blanguage\x18\x03 \x01(\tR\blanguage\x12!\n" +
+	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\"+\n" +
 	"\n" +
 	"SessionRef\x12\x1d\n" +
 	"\n" +

@@ -36,7 +36,7 @@ func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.SessionInfo{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language}, nil
+	return &pb.SessionInfo{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language, WorkspaceId: info.WorkspaceID}, nil
 }
 
 func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_ExecuteSessionServer) error {
@@ -112,7 +112,7 @@ func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRe
 	if err != nil {
 		return backend.SessionInfo{}, fromStatus(err)
 	}
-	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language}, nil
+	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language, WorkspaceID: info.WorkspaceId}, nil
 }
 
 // ExecuteInSession implements backend.SessionBackend.
