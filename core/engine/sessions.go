@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -193,13 +194,18 @@ func (e *Engine) drop(s *Session) {
 	e.mu.Unlock()
 }
 
-// open starts the session's kernel (caller holds s.op).
-func (e *Engine) open(ctx context.Context, s *Session) error {
+// open starts the session's kernel (caller holds s.op); restart: the
+// session had one, and its workspace stays.
+func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err == nil {
 		start := time.Now()
+		req := s.start
+		if restart {
+			req.WorkspaceID = cmp.Or(e.ws.Bound(s.Internal), s.Internal)
+		}
 		var info backend.SessionInfo
-		info, err = sb.OpenSession(ctx, s.start)
+		info, err = sb.OpenSession(ctx, req)
 		warm := err == nil && info.WorkspaceID != "" && info.WorkspaceID != s.Internal
 		if warm {
 			// A kernel pre-started under a pool id: its workspace becomes
@@ -280,7 +286,7 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 	case state == stateGone:
 		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
-		if err := e.open(ctx, s); err != nil {
+		if err := e.open(ctx, s, false); err != nil {
 			e.drop(s)
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
@@ -336,7 +342,7 @@ func (e *Engine) reopen(ctx context.Context, s *Session) error {
 	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
 		_ = sb.CloseSession(ctx, s.Internal) // what is left of the old one
 	}
-	if err := e.open(ctx, s); err != nil {
+	if err := e.open(ctx, s, true); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -8,6 +8,10 @@ type OpenSessionRequest struct {
 	Image     string
 	Memory    string
 	Env       map[string]string
+	// WorkspaceID is set when the session already has a workspace (its
+	// kernel is being restarted): start a kernel for SessionID, which
+	// mounts that workspace, never a pre-started one.
+	WorkspaceID string
 }
 
 // SessionInfo describes an open session.

@@ -32,7 +32,7 @@ func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionReques
 	if err != nil {
 		return nil, err
 	}
-	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env})
+	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, WorkspaceID: r.WorkspaceId})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -108,7 +108,7 @@ func (s *backendServer) CloseSession(ctx context.Context, r *pb.SessionRef) (*pb
 
 // OpenSession implements backend.SessionBackend.
 func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
-	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env})
+	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, WorkspaceId: r.WorkspaceID})
 	if err != nil {
 		return backend.SessionInfo{}, fromStatus(err)
 	}
