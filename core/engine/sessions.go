@@ -221,6 +221,9 @@ func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
 		if warm {
 			d["workspace"] = info.WorkspaceID
 		}
+		if info.ContainerID != "" {
+			d["container"] = info.ContainerID
+		}
 		e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
 		if err == nil {
 			e.countStart(s.Backend, warm, took)
