@@ -70,9 +70,9 @@ type Config struct {
 	backend.ImageConfig
 	MaxOutputBytes int64 `json:"max_output_bytes"`
 	MaxImageBytes  int64 `json:"max_image_bytes"`
-	// WarmPool is how many kernels wait pre-started for new sessions (0:
+	// Warm is how many kernels wait pre-started for new sessions (0:
 	// none). Unset, it is 1 for the spec's default image and 0 for another.
-	WarmPool *int `json:"warm_pool"`
+	Warm *int `json:"warm"`
 }
 
 // Container paths.
@@ -119,11 +119,11 @@ func New(spec Spec) backend.Factory {
 		if cfg.Image == spec.DefaultImage {
 			size = 1
 		}
-		if cfg.WarmPool != nil {
-			size = *cfg.WarmPool
+		if cfg.Warm != nil {
+			size = *cfg.Warm
 		}
 		if size < 0 || size > 64 {
-			return nil, fmt.Errorf("config: warm_pool = %d: use 0 (no pre-started kernels) to 64", size)
+			return nil, fmt.Errorf("config: warm = %d: use 0 (no pre-started kernels) to 64", size)
 		}
 		b := &Backend{spec: spec, sb: h.Sandbox(), audit: h.Audit(), cfg: cfg, sessions: map[string]*session{}, pool: pool{size: size}}
 		b.fill()

@@ -14,8 +14,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-// warmEvents are the warm kernels a plugin reported ready (plugin.kernel.warm).
-func warmEvents(t *testing.T, s *testenv.Server, plugin string) []audit.Entry {
+// warmKernelEvents are the warm kernels a plugin reported ready (plugin.kernel.warm).
+func warmKernelEvents(t *testing.T, s *testenv.Server, plugin string) []audit.Entry {
 	t.Helper()
 	var out []audit.Entry
 	for _, e := range auditEntries(t, s.AuditLog) {
@@ -26,13 +26,13 @@ func warmEvents(t *testing.T, s *testenv.Server, plugin string) []audit.Entry {
 	return out
 }
 
-func waitWarm(t *testing.T, s *testenv.Server, plugin string, n int) {
+func waitWarmKernels(t *testing.T, s *testenv.Server, plugin string, n int) {
 	t.Helper()
-	testenv.WaitFor(t, plugin+" warm kernels", 3*time.Minute, func() bool { return len(warmEvents(t, s, plugin)) >= n })
+	testenv.WaitFor(t, plugin+" warm kernels", 3*time.Minute, func() bool { return len(warmKernelEvents(t, s, plugin)) >= n })
 }
 
-// sessionStart is the session.create audit entry of a session.
-func sessionStart(t *testing.T, s *testenv.Server, sid string) []audit.Entry {
+// sessionStarts is the session.create audit entry of a session.
+func sessionStarts(t *testing.T, s *testenv.Server, sid string) []audit.Entry {
 	t.Helper()
 	var out []audit.Entry
 	for _, e := range auditEntries(t, s.AuditLog) {
@@ -80,7 +80,7 @@ print(json.dumps(out, sort_keys=True))
 // restarted kernel is cold and mounts the same files.
 func TestWarmSessionConfinedLikeCold(t *testing.T) {
 	s := testenv.StartServer(t, "")
-	waitWarm(t, s, "jupyter", 1)
+	waitWarmKernels(t, s, "jupyter", 1)
 	probe := func(sid string, env map[string]any) map[string]any {
 		t.Helper()
 		args := map[string]any{"code": confinementProbe, "session_id": sid}
@@ -101,7 +101,7 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 	// An environment makes the request differ from the pool's kernels.
 	cold := probe("cold", map[string]any{"FORGE_TEST_COLD": "1"})
 	for sid, want := range map[string]bool{"warm": true, "cold": false} {
-		st := sessionStart(t, s, sid)
+		st := sessionStarts(t, s, sid)
 		if len(st) != 1 || st[0].Details["warm"] != want {
 			t.Fatalf("session %s started warm=%v, want %v: %+v", sid, st, want, st)
 		}
@@ -111,18 +111,18 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 		t.Errorf("probes differ in fields: warm %v, cold %v", warm, cold)
 	}
 	for k, v := range cold {
-		if a, b := jsonText(v), jsonText(warm[k]); a != b {
+		if a, b := probeText(v), probeText(warm[k]); a != b {
 			t.Errorf("%s: warm %s, cold %s", k, b, a)
 		}
 	}
 	checks := map[string]string{"ifaces": `["lo"]`, "root_write": `"Read-only file system"`, "nonewprivs": `"1"`, "seccomp": `"2"`,
 		"capeff": `"0000000000000000"`, "unshare": `"PermissionError"`}
 	for k, want := range checks {
-		if got := jsonText(warm[k]); got != want {
+		if got := probeText(warm[k]); got != want {
 			t.Errorf("warm %s = %s, want %s", k, got, want)
 		}
 	}
-	if warm["connect"] == "connected" || warm["uid"] == float64(0) || strings.HasPrefix(jsonText(warm["memory"]), `"error`) {
+	if warm["connect"] == "connected" || warm["uid"] == float64(0) || strings.HasPrefix(probeText(warm["memory"]), `"error`) {
 		t.Errorf("warm session: connect %v uid %v memory %v", warm["connect"], warm["uid"], warm["memory"])
 	}
 
@@ -146,7 +146,7 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 	if !strings.Contains(o.ResultRepr, "forty-two") || len(o.Notices) == 0 {
 		t.Fatalf("after the kernel died the restarted session lost its files: %+v", o)
 	}
-	st := sessionStart(t, s, "warm")
+	st := sessionStarts(t, s, "warm")
 	if len(st) != 2 || st[1].Details["warm"] != false {
 		t.Fatalf("the restart took a warm kernel (its workspace is not the session's): %+v", st)
 	}
@@ -162,7 +162,7 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 	}
 }
 
-func jsonText(v any) string {
+func probeText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
@@ -170,9 +170,9 @@ func jsonText(v any) string {
 // Sessions started together never share a kernel: each gets its own
 // container (hostname) and namespace, and each pool workspace is bound to
 // one session.
-func TestWarmKernelNeverShared(t *testing.T) {
-	s := testenv.StartServer(t, "[plugins.jupyter.config]\nwarm_pool = 2\n")
-	waitWarm(t, s, "jupyter", 2)
+func TestWarmSessionNeverShared(t *testing.T) {
+	s := testenv.StartServer(t, "[plugins.jupyter.config]\nwarm = 2\n")
+	waitWarmKernels(t, s, "jupyter", 2)
 	const n = 4
 	hosts := make([]string, n)
 	var wg sync.WaitGroup
@@ -204,7 +204,7 @@ func TestWarmKernelNeverShared(t *testing.T) {
 		if res := s.Call(t, "execute_python", map[string]any{"code": "mine", "session_id": sid}, &o); res.IsError || o.ResultRepr != "'"+sid+"'" {
 			t.Errorf("%s sees mine = %s: %s", sid, o.ResultRepr, testenv.Text(res))
 		}
-		for _, e := range sessionStart(t, s, sid) {
+		for _, e := range sessionStarts(t, s, sid) {
 			if w, _ := e.Details["workspace"].(string); w != "" {
 				warm++
 				if other, dup := workspaces[w]; dup {
@@ -223,10 +223,10 @@ func TestWarmKernelNeverShared(t *testing.T) {
 // The jupyter plugin crashes: its warm kernel's container is removed with
 // its other containers, the next session works, and the restarted plugin
 // fills its pool again, from which a later session starts warm.
-func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
+func TestWarmSessionPoolSurvivesPluginCrash(t *testing.T) {
 	s := testenv.StartServer(t, "")
-	waitWarm(t, s, "jupyter", 1)
-	first, _ := warmEvents(t, s, "jupyter")[0].Details["container"].(string)
+	waitWarmKernels(t, s, "jupyter", 1)
+	first, _ := warmKernelEvents(t, s, "jupyter")[0].Details["container"].(string)
 	killed := 0
 	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
 		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")
@@ -253,21 +253,21 @@ func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
 		}
 		return true
 	})
-	waitWarm(t, s, "jupyter", 2)
+	waitWarmKernels(t, s, "jupyter", 2)
 	if res := s.Call(t, "execute_python", map[string]any{"code": "1 + 1", "session_id": "refilled"}, &o); res.IsError || o.Result != "2" {
 		t.Fatalf("after the refill: %s", testenv.Text(res))
 	}
-	if st := sessionStart(t, s, "refilled"); len(st) != 1 || st[0].Details["warm"] != true {
+	if st := sessionStarts(t, s, "refilled"); len(st) != 1 || st[0].Details["warm"] != true {
 		t.Fatalf("the session after the refill did not start warm: %+v", st)
 	}
 }
 
 // Shutdown drains the pools: once the server has exited no container of it
 // is left, running or not, and no workspace.
-func TestWarmPoolShutdownLeavesNothing(t *testing.T) {
+func TestWarmSessionShutdownLeavesNothing(t *testing.T) {
 	s := testenv.StartServer(t, "")
-	waitWarm(t, s, "jupyter", 1)
-	waitWarm(t, s, "irkernel", 1)
+	waitWarmKernels(t, s, "jupyter", 1)
+	waitWarmKernels(t, s, "irkernel", 1)
 	if n := len(testenv.Containers(t, s.Base, true)); n < 2 {
 		t.Fatalf("%d running containers with two warm kernels ready", n)
 	}
