@@ -99,7 +99,7 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 	}
 	warm := probe("warm", nil)
 	// An environment makes the request differ from the pool's kernels.
-	cold := probe("cold", map[string]any{"FORGE_TEST_COLD": "1"})
+	cold := probe("cold", map[string]any{"TEST_COLD": "1"})
 	for sid, want := range map[string]bool{"warm": true, "cold": false} {
 		st := sessionStarts(t, s, sid)
 		if len(st) != 1 || st[0].Details["warm"] != want {
