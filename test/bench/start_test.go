@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,4 +171,43 @@ func resultRepr(res *mcp.CallToolResult) string {
 	}
 	json.Unmarshal(b, &o)
 	return o.ResultRepr
+}
+
+// coldConfig turns the stateless warm pools off (the key of sdk/oneshot's
+// pool; a plugin without a pool ignores it), so runs start cold.
+const coldConfig = benchConfig + "[plugins.python.config]\nwarm = 0\n[plugins.r.config]\nwarm = 0\n"
+
+// BenchmarkStatelessColdPython: execute_python of print(1) with the pool off
+// vs a bare `podman run --rm`, both measured in this run.
+func BenchmarkStatelessColdPython(b *testing.B) {
+	s := testenv.StartServer(b, coldConfig)
+	call := func() error {
+		callArgs(b, s, "execute_python", map[string]any{"code": "print(1)"})
+		return nil
+	}
+	run := func() error {
+		out, err := exec.Command("podman", "run", "--rm", "--network", "none", "mcp-forge/python:3.11", "python3", "-c", "print(1)").CombinedOutput()
+		if err != nil {
+			b.Fatalf("podman run: %v\n%s", err, out)
+		}
+		return nil
+	}
+	call()
+	run()
+	b.ResetTimer()
+	// Interleaved, so that a burst of load elsewhere on the machine weighs
+	// on both alike.
+	var forge, base []time.Duration
+	for range b.N {
+		f, _ := measure(1, call)
+		r, _ := measure(1, run)
+		forge, base = append(forge, f...), append(base, r...)
+	}
+	b.StopTimer()
+	fm, _ := stats(forge)
+	bm, _ := stats(base)
+	b.ReportMetric(fm, "forge-median-ms")
+	b.ReportMetric(bm, "podman-run-median-ms")
+	b.ReportMetric(fm/bm, "ratio-median")
+	b.Logf("execute_python print(1) cold, %d runs: forge median %.0f ms; bare podman run --rm median %.0f ms; ratio %.2f", b.N, fm, bm, fm/bm)
 }
