@@ -224,7 +224,18 @@ func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
 		if info.ContainerID != "" {
 			d["container"] = info.ContainerID
 		}
-		e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
+		entry := audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d}
+		if warm {
+			// A warm kernel's container was created and audited before any
+			// session asked for it: handing it over creates nothing, so
+			// this entry is the one that must be written, or nothing runs.
+			if aerr := audit.Must(e.rec, entry); aerr != nil {
+				_ = sb.CloseSession(context.WithoutCancel(ctx), s.Internal)
+				return fmt.Errorf("execution refused: the audit log cannot be written (%v), and nothing runs unaudited; fix the log's path, permissions or disk space (`mcp-forge doctor` says what is wrong)", aerr)
+			}
+		} else {
+			e.rec.Record(entry)
+		}
 		if err == nil {
 			e.countStart(s.Backend, warm, took)
 		}

@@ -1,7 +1,12 @@
 package engine
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
 )
 
 // A backend that hands a session a pre-started kernel names the pool
@@ -62,5 +67,36 @@ func TestWarmWorkspaceBinding(t *testing.T) {
 	}
 	if r.ws.Bound(internal) != "" {
 		t.Error("the binding survived destroy_session")
+	}
+}
+
+// failingLog is an audit log that cannot be written.
+type failingLog struct{}
+
+func (failingLog) Record(audit.Entry)      {}
+func (failingLog) Write(audit.Entry) error { return errors.New("disk full") }
+func (failingLog) Check() error            { return errors.New("disk full") }
+
+// Handing over a warm kernel creates no container, so no container audit
+// refuses it: the session.create entry must be written, or the session is
+// refused (fail closed) and its kernel closed.
+func TestWarmStartRefusedWithoutAudit(t *testing.T) {
+	r := newRig(t, nil, nil)
+	r.kernel.Warm = func() string { return "wp1" }
+	w, err := r.ws.Create("wp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ws.Claim(w, "kernel")
+	r.e.rec = failingLog{}
+	_, err = r.exec(t, Request{Language: "python", SessionID: "s1"})
+	if err == nil || !strings.Contains(err.Error(), "audit log cannot be written") {
+		t.Fatalf("a warm session started with an unwritable audit log: %v", err)
+	}
+	if !slices.Contains(r.kernel.Log(), "close "+internalID("c1", "s1")) {
+		t.Errorf("the refused session's kernel was not closed: %v", r.kernel.Log())
+	}
+	if len(r.e.Sessions("c1", false)) != 0 {
+		t.Error("the refused session stayed")
 	}
 }
