@@ -66,13 +66,20 @@ test-unit:
 test-e2e: setup build
 	FORGE_E2E=1 go test -count=1 -timeout 30m ./test/...
 
-## bench: benchmarks against baselines measured in the same run
+## bench: issue 13's table (figures, baselines measured in the same run, goals) into bin/bench.json
+BENCH_OUT := $(BIN)/bench
+BENCH     := FORGE_E2E=1 go test -run '^$$' -timeout 30m ./test/bench/
 bench: setup build
-	FORGE_E2E=1 go test -run '^$$' -bench Stateless -benchtime 20x -timeout 30m ./test/bench/
-	FORGE_E2E=1 go test -run '^$$' -bench Session -benchtime 100x -timeout 30m ./test/bench/
-	FORGE_E2E=1 go test -run '^$$' -bench RoundTrip -benchtime 200x ./sdk/jupyter/
+	@rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
+	$(BENCH) -bench '^BenchmarkStatelessWarm' -benchtime 200x | tee $(BENCH_OUT)/warm.txt
+	$(BENCH) -bench '^BenchmarkStatelessColdPython$$' -benchtime 20x | tee $(BENCH_OUT)/cold.txt
+	$(BENCH) -bench '^BenchmarkSession(Python|R)$$' -benchtime 200x | tee $(BENCH_OUT)/session.txt
+	$(BENCH) -bench '^Benchmark(SessionStartPython|ConcurrentLoad|IdleSessionMemory)$$' -benchtime 1x | tee $(BENCH_OUT)/start.txt
 	@[ -d test/mcpservers/node_modules/@modelcontextprotocol/server-everything ] || (cd test/mcpservers && npm install --no-audit --no-fund --loglevel=error)
-	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/
+	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/ | tee $(BENCH_OUT)/bridge.txt
+	@echo
+	@go run ./test/bench/cmd/benchtable -json $(BIN)/bench.json $(BENCH_OUT)/*.txt
+	@echo "(JSON: $(BIN)/bench.json; raw output: $(BENCH_OUT)/)"
 
 ## lint: gofmt, go vet and staticcheck (STATICCHECK=0 skips it)
 lint:

@@ -304,7 +304,7 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 			return CheckpointInfo{}, SessionView{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
 		}
 		err = e.reopen(ctx, s) // a new kernel, whatever the old one held
-	} else if err = e.open(ctx, s); err != nil {
+	} else if err = e.open(ctx, s, false); err != nil {
 		e.drop(s)
 		e.removeWorkspace(s.Internal)
 	}

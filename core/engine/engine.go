@@ -76,8 +76,9 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*Session
-	slots    chan struct{}   // execution.max_concurrent_runs
-	notices  []func() string // notices.go: added to every result
+	slots    chan struct{}             // execution.max_concurrent_runs
+	notices  []func() string           // notices.go: added to every result
+	starts   map[string]*SessionStarts // sessions.go: warm and cold kernel starts per backend
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
 	toolsWhy string

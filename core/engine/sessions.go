@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -205,16 +206,92 @@ func (e *Engine) drop(s *Session) {
 	e.mu.Unlock()
 }
 
-// open starts the session's kernel (caller holds s.op).
-func (e *Engine) open(ctx context.Context, s *Session) error {
+// open starts the session's kernel (caller holds s.op); restart: the
+// session had one, and its workspace stays.
+func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err == nil {
 		start := time.Now()
-		_, err = sb.OpenSession(ctx, s.start)
-		e.rec.Record(audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
-			Details: map[string]any{"session": s.ID, "backend": s.Backend, "language": s.Language, "image": s.start.Image, "start_ms": time.Since(start).Milliseconds()}})
+		req := s.start
+		if restart {
+			req.WorkspaceID = cmp.Or(e.ws.Bound(s.Internal), s.Internal)
+		}
+		var info backend.SessionInfo
+		info, err = sb.OpenSession(ctx, req)
+		warm := err == nil && info.WorkspaceID != "" && info.WorkspaceID != s.Internal
+		if warm {
+			// A kernel pre-started under a pool id: its workspace becomes
+			// this session's. A binding the workspace manager refuses (not
+			// that plugin's, already another session's) fails the start.
+			if berr := e.ws.Bind(s.Internal, info.WorkspaceID, s.Backend); berr != nil {
+				_ = sb.CloseSession(context.WithoutCancel(ctx), s.Internal)
+				err = fmt.Errorf("the %s backend handed over a kernel whose workspace cannot be this session's: %w", s.Backend, berr)
+			}
+		}
+		took := time.Since(start)
+		d := map[string]any{"session": s.ID, "backend": s.Backend, "language": s.Language, "image": s.start.Image, "start_ms": took.Milliseconds(), "warm": warm}
+		if warm {
+			d["workspace"] = info.WorkspaceID
+		}
+		if info.ContainerID != "" {
+			d["container"] = info.ContainerID
+		}
+		entry := audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d}
+		if warm {
+			// A warm kernel's container was created and audited before any
+			// session asked for it: handing it over creates nothing, so
+			// this entry is the one that must be written, or nothing runs.
+			if aerr := audit.Must(e.rec, entry); aerr != nil {
+				_ = sb.CloseSession(context.WithoutCancel(ctx), s.Internal)
+				return fmt.Errorf("execution refused: the audit log cannot be written (%v), and nothing runs unaudited; fix the log's path, permissions or disk space (`mcp-forge doctor` says what is wrong)", aerr)
+			}
+		} else {
+			e.rec.Record(entry)
+		}
+		if err == nil {
+			e.countStart(s.Backend, warm, took)
+		}
 	}
 	return err
+}
+
+// SessionStarts counts how one backend's kernels were started: taken warm
+// from its pool or started cold, and how long the last of each took.
+type SessionStarts struct {
+	Warm       int     `json:"warm_starts"`
+	Cold       int     `json:"cold_starts"`
+	LastWarmMS float64 `json:"last_warm_start_ms,omitempty"`
+	LastColdMS float64 `json:"last_cold_start_ms,omitempty"`
+}
+
+func (e *Engine) countStart(name string, warm bool, took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.starts == nil {
+		e.starts = map[string]*SessionStarts{}
+	}
+	st := e.starts[name]
+	if st == nil {
+		st = &SessionStarts{}
+		e.starts[name] = st
+	}
+	ms := float64(took.Microseconds()) / 1000
+	if warm {
+		st.Warm, st.LastWarmMS = st.Warm+1, ms
+	} else {
+		st.Cold, st.LastColdMS = st.Cold+1, ms
+	}
+}
+
+// SessionStartStats reports SessionStarts per backend (environment/info).
+func (e *Engine) SessionStartStats() map[string]SessionStarts {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]SessionStarts, len(e.starts))
+	for k, v := range e.starts {
+		out[k] = *v
+	}
+	return out
 }
 
 func severity(err error) string {
@@ -240,7 +317,7 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
 		}
-		if err := e.open(ctx, s); err != nil {
+		if err := e.open(ctx, s, false); err != nil {
 			e.closeGrant(s)
 			e.drop(s)
 			e.removeWorkspace(s.Internal)
@@ -318,7 +395,7 @@ func (e *Engine) reopen(ctx context.Context, s *Session) error {
 	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
 		_ = sb.CloseSession(ctx, s.Internal) // what is left of the old one
 	}
-	if err := e.open(ctx, s); err != nil {
+	if err := e.open(ctx, s, true); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -439,6 +439,8 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		"plugins":     plugins,
 		"sessions":    s.eng.Sessions(s.conn(req.Session), false),
 		"checkpoints": s.eng.Checkpoints(s.conn(req.Session)),
+		// Kernels taken warm from a backend's pool or started cold.
+		"session_starts": s.eng.SessionStartStats(),
 	}
 	if t, why := s.eng.Tools(); t != nil {
 		info["tool_bridge"] = t.Health(ctx)

@@ -47,6 +47,8 @@ type Manager struct {
 	mu          sync.Mutex
 	provisioned map[string]bool   // workspace paths with a live filesystem
 	claimed     map[string]string // session workspace name → the plugin that made it
+	bound       map[string]string // session id → the pool workspace id it was given (Bind)
+	boundBy     map[string]string // pool workspace id → the session it belongs to
 }
 
 // Provisioner gives each workspace its own size-limited filesystem, so the
@@ -60,7 +62,7 @@ type Provisioner interface {
 // New returns a manager; quota is the byte cap of one workspace (0: none).
 // With a nil provisioner workspaces are plain directories.
 func New(base, serverTag string, quota int64, fs Provisioner) *Manager {
-	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}, claimed: map[string]string{}}
+	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}, claimed: map[string]string{}, bound: map[string]string{}, boundBy: map[string]string{}}
 }
 
 // Enforced reports whether the kernel enforces the quota (a filesystem per
@@ -84,9 +86,75 @@ type Workspace struct {
 // name is a session's directory name: the id plus the server's tag.
 func (m *Manager) name(sessionID string) string { return sessionID + "." + m.tag }
 
-// SessionPath is where a session's files live (whether or not they exist).
+// SessionName is the directory name a session id would have on its own,
+// whatever workspace it is bound to (for names derived from the session,
+// such as its checkpoint's).
+func (m *Manager) SessionName(sessionID string) string { return m.name(sessionID) }
+
+// resolve is the workspace id a session's files live under: the pool
+// workspace it was bound to, else its own.
+func (m *Manager) resolve(sessionID string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.bound[sessionID]; ok {
+		return w
+	}
+	return sessionID
+}
+
+// SessionPath is where a session's files live (whether or not they exist):
+// the workspace it was bound to (Bind), else its own.
 func (m *Manager) SessionPath(sessionID string) string {
-	return filepath.Join(m.Root(), m.name(sessionID))
+	return filepath.Join(m.Root(), m.name(m.resolve(sessionID)))
+}
+
+// ErrBind is a refused Bind.
+var ErrBind = errors.New("cannot bind workspace")
+
+// Bind gives session sessionID the workspace poolID, which owner (a plugin)
+// created for a kernel it started before the session existed: from then on
+// the session's files, checkpoints and quota are that workspace's, and a
+// container created for sessionID mounts it. A pool workspace belongs to one
+// session only, and a session that already has files of its own (or another
+// binding) cannot switch.
+func (m *Manager) Bind(sessionID, poolID, owner string) error {
+	if err := CheckSessionID(sessionID); err != nil {
+		return err
+	}
+	if err := CheckSessionID(poolID); err != nil {
+		return err
+	}
+	if sessionID == poolID {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool := filepath.Join(m.Root(), m.name(poolID))
+	switch {
+	case m.claimed[m.name(poolID)] != owner || !m.provisioned[pool]:
+		return fmt.Errorf("%w %s to session %s: %s did not create it", ErrBind, poolID, sessionID, owner)
+	case m.boundBy[poolID] != "":
+		return fmt.Errorf("%w %s to session %s: it belongs to session %s", ErrBind, poolID, sessionID, m.boundBy[poolID])
+	case m.bound[sessionID] != "":
+		return fmt.Errorf("%w %s to session %s: the session has workspace %s", ErrBind, poolID, sessionID, m.bound[sessionID])
+	case m.provisioned[filepath.Join(m.Root(), m.name(sessionID))]:
+		return fmt.Errorf("%w %s to session %s: the session has a workspace of its own", ErrBind, poolID, sessionID)
+	}
+	if _, ok := m.bound[poolID]; ok {
+		return fmt.Errorf("%w %s to session %s: %s is itself a bound session", ErrBind, poolID, sessionID, poolID)
+	}
+	m.bound[sessionID], m.boundBy[poolID] = poolID, sessionID
+	// The session's files are the core's now: the plugin may no longer
+	// remove them as its own.
+	delete(m.claimed, m.name(poolID))
+	return nil
+}
+
+// Bound is the pool workspace a session was bound to ("" if none).
+func (m *Manager) Bound(sessionID string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bound[sessionID]
 }
 
 // Create makes the workspace of a session, or with sessionID "" a fresh
@@ -100,7 +168,9 @@ func (m *Manager) Create(sessionID string) (*Workspace, error) {
 		if err := CheckSessionID(sessionID); err != nil {
 			return nil, err
 		}
-		w.Name = m.name(sessionID)
+		// A bound session's later containers (a restarted kernel) mount
+		// the workspace it was bound to.
+		w.Name = m.name(m.resolve(sessionID))
 	}
 	w.Path = filepath.Join(m.Root(), w.Name)
 	if err := m.provision(w.Path); err != nil {
@@ -142,9 +212,15 @@ func (m *Manager) RemoveSession(sessionID string) error {
 		return nil // no such workspace can exist
 	}
 	m.mu.Lock()
-	delete(m.claimed, m.name(sessionID))
+	id := sessionID
+	if w, ok := m.bound[sessionID]; ok {
+		id = w
+		delete(m.bound, sessionID)
+		delete(m.boundBy, w)
+	}
+	delete(m.claimed, m.name(id))
 	m.mu.Unlock()
-	return m.remove(m.SessionPath(sessionID))
+	return m.remove(filepath.Join(m.Root(), m.name(id)))
 }
 
 func (m *Manager) remove(path string) error {
@@ -194,7 +270,9 @@ func (m *Manager) RemoveClaimed(sessionID, owner string) (bool, error) {
 	}
 	name := m.name(sessionID)
 	m.mu.Lock()
-	mine := m.claimed[name] == owner
+	// A bound workspace (or a bound session's) is the core's.
+	_, isSession := m.bound[sessionID]
+	mine := m.claimed[name] == owner && m.boundBy[sessionID] == "" && !isSession
 	if mine {
 		delete(m.claimed, name)
 	}

@@ -88,3 +88,60 @@ func TestDirFileMount(t *testing.T) {
 		t.Fatal("a link was taken as a mount source")
 	}
 }
+
+// A pool workspace bound to a session is that session's: its path, a later
+// container's workspace and removal follow the binding, and neither the
+// workspace nor the session can be bound twice.
+func TestBind(t *testing.T) {
+	m := New(t.TempDir(), "tag", 0, nil)
+	pool, err := m.Create("wp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Claim(pool, "jupyter")
+	if _, err := m.Create("wp2"); err != nil {
+		t.Fatal(err)
+	}
+	own, _ := m.Create("has-files")
+	m.Claim(own, "jupyter")
+	refusals := []struct{ name, session, pool, owner string }{
+		{"another plugin's workspace", "s1", "wp1", "irkernel"},
+		{"never claimed", "s1", "wp2", "jupyter"},
+		{"never created", "s1", "wp9", "jupyter"},
+		{"a session with files of its own", "has-files", "wp1", "jupyter"},
+		{"invalid id", "s/1", "wp1", "jupyter"},
+	}
+	for _, r := range refusals {
+		if err := m.Bind(r.session, r.pool, r.owner); err == nil {
+			t.Errorf("%s: Bind(%s, %s, %s) succeeded", r.name, r.session, r.pool, r.owner)
+		}
+	}
+	if err := m.Bind("s1", "wp1", "jupyter"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.SessionPath("s1"); got != pool.Path {
+		t.Errorf("SessionPath(s1) = %s, want the pool's %s", got, pool.Path)
+	}
+	if err := m.Bind("s2", "wp1", "jupyter"); err == nil {
+		t.Error("a pool workspace was bound to a second session")
+	}
+	if removed, _ := m.RemoveClaimed("wp1", "jupyter"); removed {
+		t.Error("the plugin removed a workspace bound to a session")
+	}
+	again, err := m.Create("s1")
+	if err != nil || again.Path != pool.Path {
+		t.Errorf("Create(s1) after Bind = %v, %v; want the pool workspace %s", again, err, pool.Path)
+	}
+	if m.SessionName("s1") != "s1.tag" {
+		t.Errorf("SessionName(s1) = %s", m.SessionName("s1"))
+	}
+	if err := m.RemoveSession("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(pool.Path); !os.IsNotExist(err) {
+		t.Errorf("the bound workspace survived RemoveSession: %v", err)
+	}
+	if m.Bound("s1") != "" || m.SessionPath("s1") == pool.Path {
+		t.Error("the binding survived RemoveSession")
+	}
+}

@@ -11,6 +11,10 @@ type OpenSessionRequest struct {
 	// ToolsGrant: as ExecuteRequest.ToolsGrant, for the session's
 	// container (later executes extend the same grant).
 	ToolsGrant string
+	// WorkspaceID is set when the session already has a workspace (its
+	// kernel is being restarted): start a kernel for SessionID, which
+	// mounts that workspace, never a pre-started one.
+	WorkspaceID string
 }
 
 // SessionInfo describes an open session.
@@ -18,6 +22,13 @@ type SessionInfo struct {
 	SessionID   string
 	ContainerID string
 	Language    string
+	// WorkspaceID is the workspace (host.Intent.SessionID) the session's
+	// container mounts, when it is not SessionID: a kernel pre-started under
+	// a pool id and handed to this session. The core binds that workspace to
+	// the session (files, checkpoints, quota), and a later container the
+	// plugin creates for SessionID (a restarted kernel) mounts it too; empty
+	// means SessionID.
+	WorkspaceID string
 }
 
 // StreamEvent is output produced while a session execute runs.

@@ -6,6 +6,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -72,6 +73,9 @@ type Config struct {
 	backend.ImageConfig
 	MaxOutputBytes int64 `json:"max_output_bytes"`
 	MaxImageBytes  int64 `json:"max_image_bytes"`
+	// Warm is how many kernels wait pre-started for new sessions (0:
+	// none). Unset, it is 1 for the spec's default image and 0 for another.
+	Warm *int `json:"warm"`
 }
 
 // Container paths.
@@ -85,20 +89,23 @@ const maxSocketPath = 107
 
 // Backend runs kernels in containers.
 type Backend struct {
-	spec Spec
-	sb   host.Sandbox
-	cfg  Config
+	spec  Spec
+	sb    host.Sandbox
+	audit host.Audit
+	cfg   Config
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	pool     pool // pool.go
 }
 
 type session struct {
-	id     string
-	ctr    string
-	client *jupyter.Client
-	mu     sync.Mutex // one execute at a time
-	dead   string     // why the kernel is gone; "" while alive
+	id        string
+	workspace string // the pool id its workspace is named by, for a kernel taken warm; "" for id
+	ctr       string
+	client    *jupyter.Client
+	mu        sync.Mutex // one execute at a time
+	dead      string     // why the kernel is gone; "" while alive
 }
 
 // New returns a factory for spec.
@@ -111,7 +118,19 @@ func New(spec Spec) backend.Factory {
 		if cfg.Image == "" {
 			cfg.Image = spec.DefaultImage
 		}
-		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg, sessions: map[string]*session{}}, nil
+		size := 0
+		if cfg.Image == spec.DefaultImage {
+			size = 1
+		}
+		if cfg.Warm != nil {
+			size = *cfg.Warm
+		}
+		if size < 0 || size > 64 {
+			return nil, fmt.Errorf("config: warm = %d: use 0 (no pre-started kernels) to 64", size)
+		}
+		b := &Backend{spec: spec, sb: h.Sandbox(), audit: h.Audit(), cfg: cfg, sessions: map[string]*session{}, pool: pool{size: size}}
+		b.fill()
+		return b, nil
 	}
 }
 
@@ -127,15 +146,17 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	id := make([]byte, 6)
 	rand.Read(id)
 	req.SessionID = "t" + hex.EncodeToString(id)
-	if _, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant}); err != nil {
+	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant})
+	if err != nil {
 		return backend.ExecuteResult{}, err
 	}
 	defer func() {
-		// The throw-away session is this backend's own, so is its workspace:
-		// nothing of the run may stay on the host.
+		// The throw-away session is this backend's own, so is its workspace
+		// (a warm kernel's is named by its pool id): nothing of the run may
+		// stay on the host.
 		cctx := context.WithoutCancel(ctx)
 		if b.CloseSession(cctx, req.SessionID) == nil {
-			_ = b.sb.RemoveWorkspace(cctx, req.SessionID)
+			_ = b.sb.RemoveWorkspace(cctx, cmp.Or(info.WorkspaceID, req.SessionID))
 		}
 	}()
 	return b.ExecuteInSession(ctx, req, nil)
@@ -150,7 +171,11 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	}
 	b.sessions[req.SessionID] = nil // reserve
 	b.mu.Unlock()
-	s, err := b.open(ctx, req)
+	s := b.take(ctx, req)
+	var err error
+	if s == nil {
+		s, err = b.open(ctx, req)
+	}
 	b.mu.Lock()
 	if err != nil {
 		delete(b.sessions, req.SessionID)
@@ -161,7 +186,7 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	if err != nil {
 		return backend.SessionInfo{}, err
 	}
-	return backend.SessionInfo{SessionID: s.id, ContainerID: s.ctr, Language: b.spec.Language}, nil
+	return backend.SessionInfo{SessionID: s.id, ContainerID: s.ctr, Language: b.spec.Language, WorkspaceID: s.workspace}, nil
 }
 
 func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*session, error) {

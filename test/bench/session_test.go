@@ -2,8 +2,8 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,51 +22,45 @@ func sessionCall(b *testing.B, s *testenv.Server, tool, sid, code string) error 
 
 // sessionBench: a session execute of code through MCP against the raw kernel
 // round trip of sdk/jupyter (no MCP, no plugin, no core), both measured in
-// this run; and session start (the first execute).
+// this run, one of each in turn (BenchmarkSessionStartPython measures
+// session starts).
 func sessionBench(b *testing.B, tool, image string, kernelCmd func(string) []string, code string) {
 	s := testenv.StartServer(b, benchConfig)
 	n := b.N
-	const starts = 5
 	sessionCall(b, s, tool, "warm", "1") // plugin and image warm
 	b.ResetTimer()
-	i := 0
-	start, err := measure(starts, func() error {
-		i++
-		err := sessionCall(b, s, tool, fmt.Sprintf("start%d", i), "1")
-		s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "destroy_session", Arguments: map[string]any{"session_id": fmt.Sprintf("start%d", i)}})
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	forge, err := measure(n, func() error { return sessionCall(b, s, tool, "warm", code) })
-	if err != nil {
-		b.Fatal(err)
-	}
 	b.StopTimer()
 	kernel := sdktest.StartKernel(b, image, kernelCmd)
 	ctx := context.Background()
 	kernel.Run(ctx, "1", jupyter.ExecuteOptions{})
 	b.StartTimer()
-	raw, err := measure(n, func() error {
-		_, _, err := kernel.Run(ctx, code, jupyter.ExecuteOptions{})
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
+	// Interleaved, one of each in turn, so that load from elsewhere on a
+	// shared machine weighs on both alike.
+	var forge, raw []time.Duration
+	for range n {
+		f, err := measure(1, func() error { return sessionCall(b, s, tool, "warm", code) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := measure(1, func() error {
+			_, _, err := kernel.Run(ctx, code, jupyter.ExecuteOptions{})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		forge, raw = append(forge, f...), append(raw, r...)
 	}
 	b.StopTimer()
 	fm, fp := stats(forge)
 	rm, rp := stats(raw)
-	sm, _ := stats(start)
 	b.ReportMetric(fm, "session-median-ms")
 	b.ReportMetric(fp, "session-p90-ms")
 	b.ReportMetric(rm, "kernel-median-ms")
 	b.ReportMetric(rp, "kernel-p90-ms")
 	b.ReportMetric(fm/rm, "ratio-median")
-	b.ReportMetric(sm, "session-start-median-ms")
-	b.Logf("%s session %q, %d runs: forge median %.2f ms p90 %.2f ms; raw kernel round trip median %.2f ms p90 %.2f ms; ratio %.2f; session start median %.0f ms over %d",
-		tool, code, n, fm, fp, rm, rp, fm/rm, sm, starts)
+	b.Logf("%s session %q, %d runs: forge median %.2f ms p90 %.2f ms; raw kernel round trip median %.2f ms p90 %.2f ms; ratio %.2f",
+		tool, code, n, fm, fp, rm, rp, fm/rm)
 }
 
 // BenchmarkSessionPython: `y = 1` in a Python session vs the raw ipykernel round trip.

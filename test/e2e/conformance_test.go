@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,7 +102,7 @@ func TestConformanceReal(t *testing.T) {
 			core := testenv.NewCore(t, nil)
 			h, root, cfg := core.PluginHost(t, c.name)
 			tr := sdktest.Track(h)
-			b := sdktest.Launch(t, bin, tr, cfg)
+			b := sdktest.Launch(t, bin, tr, withoutPool(t, cfg))
 			opts := []sdktest.Option{sdktest.WithTracker(tr), sdktest.WithWorkspaceRoot(root)}
 			if c.session {
 				sdktest.RunSessionBackend(t, b, c.snippets, opts...)
@@ -110,6 +111,27 @@ func TestConformanceReal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutPool turns a plugin's warm pool off (config warm = 0; plugins
+// without one ignore it): the suite checks that a backend leaves no
+// container and no workspace of its own behind, which a pool's ready
+// kernels are by design. The pools have their own end-to-end tests
+// (warmsession_test.go).
+func withoutPool(t *testing.T, cfg []byte) []byte {
+	t.Helper()
+	m := map[string]any{}
+	if len(cfg) > 0 {
+		if err := json.Unmarshal(cfg, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m["warm"] = 0
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // The same suite with sdktest.LocalHost (no container: the language must be
@@ -137,7 +159,7 @@ func TestConformanceLocal(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(base) })
 			lh := sdktest.NewLocalHost(filepath.Join(base, "w"))
 			tr := sdktest.Track(lh)
-			b := sdktest.Launch(t, bin, tr, nil)
+			b := sdktest.Launch(t, bin, tr, withoutPool(t, nil))
 			opts := []sdktest.Option{sdktest.WithTracker(tr), sdktest.WithWorkspaceRoot(lh.Base)}
 			if c.session {
 				sdktest.RunSessionBackend(t, b, c.snippets, opts...)

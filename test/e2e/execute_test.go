@@ -157,7 +157,7 @@ func TestPlotComesBackAsImage(t *testing.T) {
 }
 
 func TestEightConcurrentCalls(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.NoSessionPools)
 	var wg sync.WaitGroup
 	results := make([]out, 8)
 	for i := range results {

@@ -3,7 +3,9 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/plugins"
@@ -15,7 +17,9 @@ import (
 // workspaces of live sessions exist under <base>/sessions, and after those
 // sessions are destroyed nothing does. The jupyter backend used to leave one
 // workspace per stateless run. The bash plugin, loaded by [plugins.bash]
-// with a pinned sha256, keeps `export X=1` for the next call.
+// with a pinned sha256, keeps `export X=1` for the next call. The warm
+// kernels of the session pools wait in pool workspaces (at most one per
+// pool); they are not leftovers.
 func TestNothingLeftUnderBase(t *testing.T) {
 	testenv.Require(t)
 	bin := testenv.BuildPlugin(t, "./testdata/bashplugin")
@@ -43,20 +47,42 @@ func TestNothingLeftUnderBase(t *testing.T) {
 		t.Fatalf("bash session state: %+v", o)
 	}
 	dir := filepath.Join(s.Base, "sessions")
+	// py1's workspace is its own, or the pool workspace of the warm kernel
+	// it took (session.create says which).
+	py1 := ""
+	for _, e := range auditEntries(t, s.AuditLog) {
+		if e.Event == "session.create" && e.Details["session"] == "py1" {
+			py1, _ = e.Details["workspace"].(string)
+			if py1 == "" {
+				py1 = e.SessionID
+			}
+		}
+	}
 	list := func() []string {
 		entries, err := os.ReadDir(dir)
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 		var names []string
+		pooled := 0
 		for _, e := range entries {
+			// The warm kernels of the jupyter and irkernel pools (one each)
+			// wait in workspaces of their own, named by a pool id; a session
+			// that took one has that workspace and no other.
+			if strings.HasPrefix(e.Name(), "wp") && !strings.HasPrefix(e.Name(), py1+".") {
+				pooled++
+				continue
+			}
 			names = append(names, e.Name())
+		}
+		if pooled > 2 {
+			t.Errorf("%d pool workspaces under %s, more than the two pools hold", pooled, dir)
 		}
 		sort.Strings(names)
 		return names
 	}
-	if got := list(); len(got) != 2 {
-		t.Fatalf("want only the two live sessions' workspaces under %s, got %v", dir, got)
+	if got := list(); len(got) != 2 || !slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(n, py1+".") }) {
+		t.Fatalf("want only the two live sessions' workspaces under %s (py1's is %s), got %v", dir, py1, got)
 	}
 	for _, id := range []string{"py1", "sh1"} {
 		if res := s.Call(t, "destroy_session", map[string]any{"session_id": id}, nil); res.IsError {

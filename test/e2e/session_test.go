@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -22,6 +24,9 @@ import (
 // among those of servers on base (other servers' sessions may share the
 // id). The label holds the session's internal id: the user's id, '-' and a
 // hash of owner and id (engine.internalID), so every owner's "id" matches.
+// A session that took a warm kernel has the container of that kernel,
+// labelled with the pool id it was started under; the session.create audit
+// entry (servers on base share base/audit.log) names that pool workspace.
 func sessionContainers(t *testing.T, base, id string) []string {
 	t.Helper()
 	out, err := exec.Command("podman", "ps", "-a", "--filter", "label=io.mcp-forge.instance="+forge.Instance(base),
@@ -30,9 +35,17 @@ func sessionContainers(t *testing.T, base, id string) []string {
 		t.Fatal(err)
 	}
 	internal := regexp.MustCompile("^" + regexp.QuoteMeta(id) + "-[0-9a-f]{16}$")
+	pooled := map[string]bool{}
+	if _, err := os.Stat(filepath.Join(base, "audit.log")); err == nil {
+		for _, e := range auditEntries(t, filepath.Join(base, "audit.log")) {
+			if w, _ := e.Details["workspace"].(string); e.Event == "session.create" && w != "" && internal.MatchString(e.SessionID) {
+				pooled[w] = true
+			}
+		}
+	}
 	var ids []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && internal.MatchString(f[1]) {
+		if f := strings.Fields(line); len(f) == 2 && (internal.MatchString(f[1]) || pooled[f[1]]) {
 			ids = append(ids, f[0])
 		}
 	}

@@ -88,6 +88,9 @@ type Backend struct {
 	// OnInterrupt and OnClose, when set, see Interrupt and CloseSession
 	// (a Run that blocks can wait for them).
 	OnInterrupt, OnClose func(id string)
+	// Warm, when set, names the pool workspace OpenSession reports for a
+	// new session (as a backend that hands over a pre-started kernel).
+	Warm func() string
 
 	mu     sync.Mutex
 	open   map[string]backend.OpenSessionRequest
@@ -165,7 +168,11 @@ func (b *Backend) OpenSession(_ context.Context, req backend.OpenSessionRequest)
 		return backend.SessionInfo{}, fmt.Errorf("session %s is already open", req.SessionID)
 	}
 	b.open[req.SessionID] = req
-	return backend.SessionInfo{SessionID: req.SessionID}, nil
+	info := backend.SessionInfo{SessionID: req.SessionID}
+	if b.Warm != nil && req.WorkspaceID == "" {
+		info.WorkspaceID = b.Warm()
+	}
+	return info, nil
 }
 
 func (b *Backend) isOpen(id string) error {

@@ -707,7 +707,11 @@ type OpenSessionRequest struct {
 	Memory    string                 `protobuf:"bytes,3,opt,name=memory,proto3" json:"memory,omitempty"`
 	Env       map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// tools_grant: as ExecuteRequest.tools_grant, for the session's container.
-	ToolsGrant    string `protobuf:"bytes,5,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	ToolsGrant string `protobuf:"bytes,5,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	// Set when the session already has a workspace (its kernel is being
+	// restarted): the plugin must start a kernel that mounts it, never hand
+	// over a pre-started one. Containers created for session_id mount it.
+	WorkspaceId   string `protobuf:"bytes,6,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,11 +781,22 @@ func (x *OpenSessionRequest) GetToolsGrant() string {
 	return ""
 }
 
+func (x *OpenSessionRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
 type SessionInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Language      string                 `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ContainerId string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Language    string                 `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
+	// The workspace the kernel's container mounts, when it is not session_id
+	// (a pre-started kernel opened under a pool id); the core binds it to the
+	// session so that its files tools, checkpoints and quota follow the kernel.
+	WorkspaceId   string `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -833,6 +848,13 @@ func (x *SessionInfo) GetContainerId() string {
 func (x *SessionInfo) GetLanguage() string {
 	if x != nil {
 		return x.Language
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
 	}
 	return ""
 }
@@ -1222,7 +1244,7 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\xfa\x01\n" +
+	"\x13CapabilitiesRequest\"\x9d\x02\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1230,15 +1252,17 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x06memory\x18\x03 \x01(\tR\x06memory\x12>\n" +
 	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v1.OpenSessionRequest.EnvEntryR\x03env\x12\x1f\n" +
 	"\vtools_grant\x18\x05 \x01(\tR\n" +
-	"toolsGrant\x1a6\n" +
+	"toolsGrant\x12!\n" +
+	"\fworkspace_id\x18\x06 \x01(\tR\vworkspaceId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
 	"\vSessionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x1a\n" +
-	"\blanguage\x18\x03 \x01(\tR\blanguage\"+\n" +
+	"\blanguage\x18\x03 \x01(\tR\blanguage\x12!\n" +
+	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\"+\n" +
 	"\n" +
 	"SessionRef\x12\x1d\n" +
 	"\n" +

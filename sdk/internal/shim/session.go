@@ -32,11 +32,11 @@ func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionReques
 	if err != nil {
 		return nil, err
 	}
-	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant})
+	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceID: r.WorkspaceId})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.SessionInfo{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language}, nil
+	return &pb.SessionInfo{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language, WorkspaceId: info.WorkspaceID}, nil
 }
 
 func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_ExecuteSessionServer) error {
@@ -108,11 +108,11 @@ func (s *backendServer) CloseSession(ctx context.Context, r *pb.SessionRef) (*pb
 
 // OpenSession implements backend.SessionBackend.
 func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
-	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant})
+	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceId: r.WorkspaceID})
 	if err != nil {
 		return backend.SessionInfo{}, fromStatus(err)
 	}
-	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language}, nil
+	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language, WorkspaceID: info.WorkspaceId}, nil
 }
 
 // ExecuteInSession implements backend.SessionBackend.
