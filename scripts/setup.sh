@@ -97,8 +97,10 @@ if ! ping_podman; then
   log "starting the Podman API service on $sock"
   mkdir -p "$(dirname "$sock")" /var/log/mcp-forge
   # Started from / so that it never depends on this checkout: a service whose
-  # working directory was deleted fails every container start.
-  (cd / && exec nohup podman --runtime runc system service --time=0 "unix://$sock" </dev/null >/var/log/mcp-forge/podman-service.log 2>&1) &
+  # working directory was deleted fails every container start. In a session
+  # of its own, so that a signal to the caller's process group (a CI step's
+  # timeout, Ctrl-C) does not take the shared service down with it.
+  (cd / && exec setsid nohup podman --runtime runc system service --time=0 "unix://$sock" </dev/null >/var/log/mcp-forge/podman-service.log 2>&1) &
   for _ in $(seq 1 50); do ping_podman && break; sleep 0.2; done
   ping_podman || die "the Podman service did not answer on $sock; see /var/log/mcp-forge/podman-service.log"
 fi
