@@ -86,6 +86,14 @@ type Spec struct {
 	// Finish, if set, post-processes every result before it is returned
 	// (after timeouts, errors and images are filled in).
 	Finish func(req backend.ExecuteRequest, res *backend.ExecuteResult)
+	// Resident says the runner also keeps the resident contract (see the
+	// package documentation): every run then goes through it, so the
+	// timeout counts the code's run and not the container's start, and
+	// warm containers can be kept ready.
+	Resident bool
+	// Warm is how many ready containers to keep for DefaultImage under the
+	// default limits when the configuration says nothing (Resident only).
+	Warm int
 }
 
 // Config is [plugins.NAME.config] merged over what the core provides.
@@ -93,13 +101,31 @@ type Config struct {
 	backend.ImageConfig
 	MaxOutputBytes int64 `json:"max_output_bytes"`
 	MaxImageBytes  int64 `json:"max_image_bytes"`
+	// From the core: the execution limits a container gets by default and
+	// the longest timeout it may have (seconds).
+	DefaultMemory  string `json:"default_memory"`
+	DefaultTimeout int64  `json:"default_timeout"`
+	MaxTimeout     int64  `json:"max_timeout"`
+
+	// Warm is the number of ready containers kept for the configured image
+	// under the default limits and no extra environment; 0 turns the pool
+	// off. Unset: Spec.Warm when the image is the plugin's default, else 0.
+	Warm *int `json:"warm"`
+	// WarmMemory caps the summed memory limits of the warm containers
+	// ("2g"); "" or "0": no cap beyond Warm.
+	WarmMemory string `json:"warm_memory"`
+	// WarmPreload names modules a warm runner imports before it is ready
+	// (Python: "numpy,pandas"); their import time leaves the runs.
+	WarmPreload []string `json:"warm_preload"`
 }
 
 // Backend runs programs in one-shot containers through the host's Sandbox.
 type Backend struct {
-	spec Spec
-	sb   host.Sandbox
-	cfg  Config
+	spec  Spec
+	sb    host.Sandbox
+	audit host.Audit
+	cfg   Config
+	pool  *pool[*resident]
 }
 
 // New returns the plugin factory for spec.
@@ -112,7 +138,11 @@ func New(spec Spec) backend.Factory {
 		if cfg.Image == "" {
 			cfg.Image = spec.DefaultImage
 		}
-		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg}, nil
+		b := &Backend{spec: spec, sb: h.Sandbox(), audit: h.Audit(), cfg: cfg}
+		if err := b.startPool(); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return b, nil
 	}
 }
 
@@ -144,6 +174,15 @@ var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".
 
 // Execute implements backend.Backend.
 func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
+	if b.spec.Resident {
+		return b.executeResident(ctx, req)
+	}
+	return b.executeCold(ctx, req)
+}
+
+// executeCold runs a runner without the resident contract: the code goes
+// in with the container, and the run is over when the container exits.
+func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	start := time.Now()
 	maxOut := firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes)
 	maxImg := firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes)
@@ -192,26 +231,43 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	res := backend.ExecuteResult{ExitCode: w.ExitCode}
-	var stdout, stderr []byte
+	o := outcome{w: w}
 	if out, err := b.sb.Logs(ctx, ctr.ID, maxOut); err == nil {
-		stdout, stderr = out.Stdout, out.Stderr
-		res.StdoutBytes, res.StderrBytes = out.StdoutTotal, out.StderrTotal
+		o.stdout, o.stderr = out.Stdout, out.Stderr
+		o.stdoutTotal, o.stderrTotal = out.StdoutTotal, out.StderrTotal
 	}
-	var env2 envelope
 	meta, _ := b.sb.ReadFiles(ctx, ctr.ID, "meta", 4*maxOut+(1<<20), 4*maxOut+(1<<20))
-	gotEnvelope := false
 	for _, f := range meta {
+		var env2 envelope
 		if f.Name == "result.json" && !f.Skipped && json.Unmarshal(f.Data, &env2) == nil {
-			gotEnvelope = true
+			o.env = &env2
 		}
 	}
+	return b.finish(ctx, req, ctr.ID, o, maxImg, start), nil
+}
+
+// outcome is what a run left: how it ended, the runner's envelope if it
+// wrote one, and the program's output.
+type outcome struct {
+	w                        host.WaitResult
+	env                      *envelope
+	stdout, stderr           []byte
+	stdoutTotal, stderrTotal int64
+	notices                  []string
+}
+
+// finish turns an outcome into the result, the same for every path: cold,
+// resident started for the run, or warm from the pool.
+func (b *Backend) finish(ctx context.Context, req backend.ExecuteRequest, id string, o outcome, maxImg int64, start time.Time) backend.ExecuteResult {
+	w := o.w
+	res := backend.ExecuteResult{ExitCode: w.ExitCode, StdoutBytes: o.stdoutTotal, StderrBytes: o.stderrTotal, Notices: o.notices}
 	switch {
 	case w.TimedOut:
 		res.Error = &backend.ExecError{Name: "Timeout", Message: w.Message}
 	case w.OOMKilled:
 		res.Error = &backend.ExecError{Name: "OutOfMemory", Message: w.Message}
-	case gotEnvelope:
+	case o.env != nil:
+		env2 := o.env
 		res.Error = env2.Error
 		// The envelope's exit_code is the program's (a runner may not be
 		// able to exit with it); a runner that leaves it 0 keeps its own.
@@ -238,8 +294,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	}
 	// Only now is it known whether the output was cut (the runner may cap it).
 	var replaced []string
-	res.Stdout = validText(stdout, res.StdoutBytes > int64(len(stdout)), "stdout", &replaced)
-	res.Stderr = validText(stderr, res.StderrBytes > int64(len(stderr)), "stderr", &replaced)
+	res.Stdout = validText(o.stdout, res.StdoutBytes > int64(len(o.stdout)), "stdout", &replaced)
+	res.Stderr = validText(o.stderr, res.StderrBytes > int64(len(o.stderr)), "stderr", &replaced)
 	if len(replaced) > 0 {
 		slices.Sort(replaced) // the same order as the plugin boundary's notice
 		res.Notices = append(res.Notices, sanitize.InvalidUTF8Notice(replaced))
@@ -248,7 +304,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if res.Error == nil && res.ExitCode != 0 {
 		res.Error = &backend.ExecError{Name: "SystemExit", Message: fmt.Sprintf("exit code %d", res.ExitCode)}
 	}
-	files, _ := b.sb.ReadFiles(ctx, ctr.ID, "out", maxImg, 4*maxImg)
+	files, _ := b.sb.ReadFiles(ctx, id, "out", maxImg, 4*maxImg)
 	for _, f := range files {
 		mime, ok := imageTypes[strings.ToLower(path.Ext(f.Name))]
 		if !ok {
@@ -264,7 +320,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if b.spec.Finish != nil {
 		b.spec.Finish(req, &res)
 	}
-	return res, nil
+	return res
 }
 
 // validText turns captured output into a string protobuf can carry: a
