@@ -150,6 +150,9 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
+	if st, ok := b.Pool(); ok {
+		c.WarmPool = &st
+	}
 	return c, nil
 }
 

@@ -2,27 +2,11 @@ package oneshot
 
 import (
 	"context"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"sort"
 	"sync"
 	"time"
 )
-
-// PoolStats is what a warm pool reports (environment/info shows it).
-type PoolStats struct {
-	Size        int           // warm containers wanted per key
-	MemoryCap   int64         // bytes the warm containers' memory limits may sum to; 0: none
-	Warm        int           // started, ready and waiting for a run
-	Starting    int           // being started
-	InUse       int           // taken by a run that has not finished
-	Hits        int64         // runs served by a warm container
-	Misses      int64         // runs that found none for their key and ran cold
-	Refills     int64         // warm containers started
-	Failures    int64         // starts that failed
-	Retired     int64         // idle containers removed unused (too old, dead)
-	LastRefill  time.Duration // how long the last start took, container create to ready
-	MeanRefill  time.Duration
-	LastFailure string
-}
 
 // pool keeps up to size ready items per configured key, within a memory
 // cap, started one at a time in the background. An item is taken by one run
@@ -46,7 +30,7 @@ type pool[T any] struct {
 	starting map[string]int
 	inUse    int
 	closed   bool
-	stats    PoolStats
+	stats    backend.WarmPool
 	refillN  int64
 	refillT  time.Duration
 	kick     chan struct{}
@@ -126,7 +110,7 @@ func (p *pool[T]) Done() {
 }
 
 // Stats reports the pool's state.
-func (p *pool[T]) Stats() PoolStats {
+func (p *pool[T]) Stats() backend.WarmPool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats

@@ -493,9 +493,9 @@ func (b *Backend) startPool() error {
 }
 
 // Pool reports the warm pool's state; ok is false when there is none.
-func (b *Backend) Pool() (PoolStats, bool) {
+func (b *Backend) Pool() (backend.WarmPool, bool) {
 	if b.pool == nil {
-		return PoolStats{}, false
+		return backend.WarmPool{}, false
 	}
 	return b.pool.Stats(), true
 }

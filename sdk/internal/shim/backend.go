@@ -144,7 +144,8 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 		return nil, toStatus(err)
 	}
 	return &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
-		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description}, nil
+		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
+		WarmPool: warmPoolToPB(c.WarmPool)}, nil
 }
 
 func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResult, error) {
@@ -260,7 +261,26 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 		return backend.Capabilities{}, fromStatus(err)
 	}
 	return backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
-		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description}, nil
+		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description,
+		WarmPool: warmPoolFromPB(r.WarmPool)}, nil
+}
+
+func warmPoolToPB(w *backend.WarmPool) *pb.WarmPool {
+	if w == nil {
+		return nil
+	}
+	return &pb.WarmPool{Size: int32(w.Size), MemoryCap: w.MemoryCap, Warm: int32(w.Warm), Starting: int32(w.Starting), InUse: int32(w.InUse),
+		Hits: w.Hits, Misses: w.Misses, Refills: w.Refills, Failures: w.Failures, Retired: w.Retired,
+		LastRefillMs: w.LastRefill.Milliseconds(), MeanRefillMs: w.MeanRefill.Milliseconds(), LastFailure: w.LastFailure}
+}
+
+func warmPoolFromPB(w *pb.WarmPool) *backend.WarmPool {
+	if w == nil {
+		return nil
+	}
+	return &backend.WarmPool{Size: int(w.Size), MemoryCap: w.MemoryCap, Warm: int(w.Warm), Starting: int(w.Starting), InUse: int(w.InUse),
+		Hits: w.Hits, Misses: w.Misses, Refills: w.Refills, Failures: w.Failures, Retired: w.Retired,
+		LastRefill: time.Duration(w.LastRefillMs) * time.Millisecond, MeanRefill: time.Duration(w.MeanRefillMs) * time.Millisecond, LastFailure: w.LastFailure}
 }
 
 // Execute implements backend.Backend.
