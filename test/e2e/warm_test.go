@@ -218,8 +218,20 @@ func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
 	if killed != 1 {
 		t.Fatalf("found %d python plugin processes", killed)
 	}
+	// Let the server notice the exit first, so that this is a crash between
+	// calls (a call meeting the dead process is a crash mid-call, cleaned
+	// up when it fails).
+	testenv.WaitFor(t, "the server to notice the exit", time.Minute, func() bool {
+		log, _ := os.ReadFile(strings.TrimSuffix(s.Config, ".toml") + ".log")
+		return strings.Contains(string(log), "plugin process exited: plugin="+testenv.RepoRoot()+"/bin/mcp-forge-plugin-python")
+	})
 	var o out
 	res := s.Call(t, "execute_python", map[string]any{"code": "6 * 7"}, &o)
+	if res.IsError && strings.Contains(testenv.Text(res), "crashed") {
+		// The call may meet the dead process before its exit is noticed:
+		// it fails clearly, and the next one restarts the plugin.
+		res = s.Call(t, "execute_python", map[string]any{"code": "6 * 7"}, &o)
+	}
 	if res.IsError || o.Result != "42" {
 		t.Fatalf("after the crash: %s", testenv.Text(res))
 	}
