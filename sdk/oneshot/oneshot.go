@@ -58,6 +58,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -126,6 +127,7 @@ type Backend struct {
 	audit host.Audit
 	cfg   Config
 	pool  *pool[*resident]
+	bg    sync.WaitGroup // removals of used containers under way
 }
 
 // New returns the plugin factory for spec.

@@ -320,12 +320,12 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 	bg := context.WithoutCancel(ctx)
 	if !r.alive() {
 		r.close()
-		go b.sb.Remove(bg, id)
+		b.sb.Remove(bg, id)
 		return backend.ExecuteResult{}, errNotDelivered
 	}
 	if err := r.send(request{Code: req.Code, MaxOutput: maxOut}); err != nil {
 		r.close()
-		go b.sb.Remove(bg, id)
+		b.sb.Remove(bg, id)
 		return backend.ExecuteResult{}, err
 	}
 	// The clock starts now, with the code in the runner's hands.
@@ -340,37 +340,39 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		e, err := readEnvelope(r.done, 4*maxOut+(1<<20))
 		envCh <- envOut{e, err}
 	}()
-	// Once the container has exited (the runner exits after answering),
-	// remove it; nobody waits for that.
-	reap := func(waited bool) {
+	// Once the container has exited (the runner exits after answering) and
+	// its files are read, remove it; the caller does not wait for that.
+	waited := false
+	defer func() {
 		r.close()
+		b.bg.Add(1)
 		go func() {
+			defer b.bg.Done()
 			if !waited {
 				<-waitCh
 			}
 			cancelWait()
 			b.sb.Remove(bg, id)
 		}()
-	}
+	}()
 	var o outcome
 	select {
 	case e := <-envCh:
 		if e.err == nil {
 			o.env = &e.env
 			o.w = host.WaitResult{ExitCode: e.env.ExitCode}
-			reap(false)
 			break
 		}
 		// The channel broke without an answer: the container's end says why.
 		wo := <-waitCh
-		reap(true)
+		waited = true
 		if wo.err != nil {
 			return backend.ExecuteResult{}, wo.err
 		}
 		o.w = wo.w
 	case wo := <-waitCh:
+		waited = true
 		if wo.err != nil {
-			reap(true)
 			return backend.ExecuteResult{}, wo.err
 		}
 		o.w = wo.w
@@ -382,10 +384,9 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 			}
 		case <-time.After(20 * time.Millisecond):
 		}
-		reap(true)
 	case <-ctx.Done():
 		cancelWait() // the host kills a container whose wait is given up
-		reap(true)
+		waited = true
 		return backend.ExecuteResult{}, ctx.Err()
 	}
 	b.readOutput(ctx, id, maxOut, &o)
@@ -500,11 +501,13 @@ func (b *Backend) Pool() (backend.WarmPool, bool) {
 	return b.pool.Stats(), true
 }
 
-// Close removes the warm containers and stops refilling.
+// Close stops refilling, removes the warm containers and waits for the
+// removals of used ones still under way.
 func (b *Backend) Close() {
 	if b.pool != nil {
 		b.pool.Close()
 	}
+	b.bg.Wait()
 }
 
 // parseSize reads "512m", "2g", "1024k" or a number of bytes; "" is 0.
