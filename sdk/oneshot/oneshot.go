@@ -45,6 +45,33 @@
 // Runner: runnerSh, RunnerAs: "runner.sh", CodeAs: "code.sh"}.
 // Spec.Finish lets Go code post-process every result (parse a language's
 // own error format, add notices) without touching the runner.
+//
+// # The resident runner
+//
+// A runner that also keeps this contract (Spec.Resident) is started before
+// its code exists, so that a container can wait ready in a warm pool, and
+// so that a run's timeout counts the code's run and not the container's
+// start. The container's command is the runner under
+// `sh -c 'exec "$@" >>$FORGE_META/stdout 2>>$FORGE_META/stderr'`, with
+// FORGE_CHAN (a writable directory) set and FORGE_MAX_OUTPUT unset. The
+// runner:
+//
+//  1. does its imports (and those named in FORGE_PRELOAD, a comma list),
+//  2. makes the FIFOs $FORGE_CHAN/done, then $FORGE_CHAN/run (mode 0666),
+//  3. opens run for reading (this blocks until the backend opens it: the
+//     backend takes a reader on run as "ready"), then done for writing,
+//  4. reads run to its end: {"code": "...", "max_output": N},
+//  5. empties its stdout and stderr files (start-up noise is not the
+//     program's), runs the code as above with N as the output cap,
+//  6. cuts the stdout and stderr files to N bytes (counting what they held
+//     in stdout_bytes and stderr_bytes), writes the envelope as ONE line
+//     to done, and exits.
+//
+// The backend starts the timeout when it has written the request, returns
+// as soon as the envelope arrives (the output files are complete by then),
+// and removes the container once it has exited; the container never serves
+// a second run. A runner that dies instead (a timeout, an OOM kill,
+// os._exit) is reported from the container's end, as a cold run is.
 package oneshot
 
 import (
