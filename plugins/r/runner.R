@@ -23,6 +23,12 @@ local({
   code <- NULL
   if (nzchar(CHAN)) {
     loadNamespace("jsonlite")
+    # First calls load and compile lazily (about 20 ms): pay it before ready.
+    invisible(jsonlite::fromJSON('{"code": "1", "max_output": 1}'))
+    invisible(jsonlite::toJSON(list(exit_code = 0L, repr = "x", json = "1", stdout_bytes = 0), auto_unbox = TRUE, null = "null", digits = NA))
+    invisible(jsonlite::toJSON(1:2, auto_unbox = TRUE, null = "null", na = "null", digits = NA))
+    invisible(parse(text = "1", keep.source = TRUE, srcfile = srcfilecopy("<warm>", "1")))
+    invisible(utils::capture.output(print(1)))
     done <- file.path(CHAN, "done")
     run <- file.path(CHAN, "run")
     # run last: a reader on it means "ready".

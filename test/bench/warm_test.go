@@ -13,8 +13,9 @@ import (
 
 // warmBench measures a tool call served by a warm container through MCP,
 // and a bare `podman run --rm` of the same image in the same run. Before
-// each call it waits (untimed) for the pool to have a ready container, so
-// every measured call is a hit; the hits are checked.
+// each call it waits (untimed) for the pool to be full again, so every
+// measured call is a hit and no refill competes with it for the CPU (an
+// agent's calls are seconds apart); the hits are checked.
 func warmBench(b *testing.B, plugin, code string, bare []string) {
 	s := testenv.StartServer(b, benchConfig+"[plugins."+plugin+".config]\nwarm = 2\n")
 	tool := "execute_" + plugin
@@ -40,7 +41,7 @@ func warmBench(b *testing.B, plugin, code string, bare []string) {
 	before := testenv.WaitWarm(b, s.Session, plugin, 2)
 	forge := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
-		testenv.WaitWarm(b, s.Session, plugin, 1)
+		testenv.WaitWarm(b, s.Session, plugin, 2)
 		b.StartTimer()
 		t0 := time.Now()
 		call()
