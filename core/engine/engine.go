@@ -116,6 +116,26 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 // PluginStatuses reports every plugin (for resources and diagnostics).
 func (e *Engine) PluginStatuses() []plugins.Status { return e.plugins.Statuses() }
 
+// WarmPool asks a backend that keeps a warm pool for its state now (the
+// status holds what it reported at load). Nil if it keeps none or does not
+// answer within a second.
+func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmPool {
+	if st.Capabilities.WarmPool == nil || st.Error != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := e.plugins.Backend(ctx, st.Name)
+	if err != nil {
+		return nil
+	}
+	c, err := b.Capabilities(ctx)
+	if err != nil {
+		return nil
+	}
+	return c.WarmPool
+}
+
 // Rules a request can break. Each refusal is audited with its rule.
 const (
 	RuleCodeEmpty          = "code-empty"

@@ -93,7 +93,9 @@ func PluginDir(cfg config.Config) string {
 	return filepath.Dir(exe)
 }
 
-// PluginSettings is what the core tells every plugin: the output limits.
+// PluginSettings is what the core tells every plugin: the output limits,
+// and the default memory and timeouts (a warm pool creates containers
+// before any request says its limits).
 // Nothing here depends on which plugin it is: a backend's image is its own
 // setting ([plugins.NAME.config] image, merged over these by the plugin
 // manager), by default the image the plugin declares.
@@ -101,7 +103,8 @@ func PluginSettings(cfg config.Config) func(string) map[string]any {
 	maxOut, _ := config.ParseSize(cfg.Execution.MaxOutput)
 	maxImg, _ := config.ParseSize(cfg.Execution.MaxImageSize)
 	return func(string) map[string]any {
-		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg}
+		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg,
+			"default_memory": cfg.Execution.DefaultMemory, "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.MaxTimeout}
 	}
 }
 

@@ -401,6 +401,7 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		Checksum        string   `json:"checksum"`
 		Error           string   `json:"error,omitempty"`
 		Restarts        int      `json:"restarts,omitempty"`
+		WarmPool        any      `json:"warm_pool,omitempty"`
 	}
 	plugins := []pluginInfo{}
 	images := map[string][]string{} // image → backends that run it
@@ -409,6 +410,11 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		plugins = append(plugins, pluginInfo{Name: p.Name, Type: p.Type, Version: p.Version, APIVersion: p.APIVersion,
 			Languages: c.Languages, Stateful: c.Stateful, Image: c.Image, DefaultImage: c.DefaultImage, LanguageVersion: c.LanguageVersion,
 			Packages: c.Packages, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
+		if w := s.eng.WarmPool(ctx, p); w != nil {
+			plugins[len(plugins)-1].WarmPool = map[string]any{"size": w.Size, "memory_cap": w.MemoryCap, "warm": w.Warm, "starting": w.Starting,
+				"in_use": w.InUse, "hits": w.Hits, "misses": w.Misses, "refills": w.Refills, "failures": w.Failures, "retired": w.Retired,
+				"last_refill_ms": w.LastRefill.Milliseconds(), "mean_refill_ms": w.MeanRefill.Milliseconds(), "last_failure": w.LastFailure}
+		}
 		if c.Image != "" {
 			images[c.Image] = append(images[c.Image], p.Name)
 		}

@@ -285,6 +285,14 @@ func (m *Manager) start(ctx context.Context, name string) (*running, error) {
 		r.client.Kill() // releases go-plugin's side
 		delete(m.running, name)
 		m.status[name].Restarts++
+		// A plugin that died between calls leaves containers too (a warm
+		// pool's): clean up as after a crash mid-call, before its successor
+		// starts its own.
+		if onCrash := m.OnCrash; onCrash != nil {
+			m.mu.Unlock()
+			onCrash(name)
+			m.mu.Lock()
+		}
 	}
 	m.mu.Unlock()
 

@@ -30,6 +30,8 @@ var Spec = oneshot.Spec{
 	Command:  func(runner string) []string { return []string{"python3", "-u", runner} },
 	Runner:   runner,
 	RunnerAs: "runner.py",
+	Resident: true,
+	Warm:     2,
 	CodeAs:   "code.py",
 	Env:      map[string]string{"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"},
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 )
 
@@ -127,5 +129,100 @@ func TestCapabilitiesDescribeTheImageInUse(t *testing.T) {
 	c = caps(`{"image": "mcp-forge/custom:x", "language_version": "3.12", "packages": ["scipy 1.11"]}`)
 	if c.LanguageVersion != "3.12" || len(c.Packages) != 1 || c.Packages[0] != "scipy 1.11" {
 		t.Fatalf("stated by the operator: %+v", c)
+	}
+}
+
+// The resident runner with a warm pool, locally: the conformance suite
+// passes, and a warm process serves exactly one run.
+func TestWarmLocal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	b := sdktest.Serve(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(`{"warm": 1}`))
+	pool := func() backend.WarmPool {
+		c, err := b.Capabilities(context.Background())
+		if err != nil || c.WarmPool == nil {
+			t.Fatalf("no warm pool reported: %v", err)
+		}
+		return *c.WarmPool
+	}
+	waitWarm := func() backend.WarmPool {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if p := pool(); p.Warm == 1 {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool never warm: %+v", pool())
+			}
+		}
+	}
+	pids := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		before := waitWarm()
+		r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "import os\nprint('x')\nos.getpid()", Timeout: time.Minute, MaxOutputBytes: 1000})
+		if err != nil || !r.Success || r.Stdout != "x\n" {
+			t.Fatalf("%v %+v", err, r)
+		}
+		if p := pool(); p.Hits != before.Hits+1 {
+			t.Fatalf("not a hit: %+v then %+v", before, p)
+		}
+		if pids[r.ResultJSON] {
+			t.Fatalf("process %s served two runs", r.ResultJSON)
+		}
+		pids[r.ResultJSON] = true
+	}
+	sdktest.RunBackend(t, b, Snippets)
+}
+
+// removalHost fails a read of a container that is already removed, and
+// reads slowly, so that a removal racing the read shows.
+type removalHost struct {
+	*sdktest.LocalHost
+	mu      sync.Mutex
+	removed map[string]bool
+	late    []string
+}
+
+func (h *removalHost) Sandbox() host.Sandbox { return h }
+
+func (h *removalHost) Remove(ctx context.Context, id string) error {
+	h.mu.Lock()
+	h.removed[id] = true
+	h.mu.Unlock()
+	return h.LocalHost.Remove(ctx, id)
+}
+
+func (h *removalHost) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	time.Sleep(50 * time.Millisecond) // widens the window a removal could take
+	h.mu.Lock()
+	if h.removed[id] {
+		h.late = append(h.late, subdir)
+	}
+	h.mu.Unlock()
+	return h.LocalHost.ReadFiles(ctx, id, subdir, maxFile, maxTotal)
+}
+
+// A used container is removed only after its output is read: removing it
+// sooner (with its workspace) lost a warm run's stdout now and then.
+func TestOutputReadBeforeRemoval(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	for _, warm := range []string{"0", "1"} {
+		h := &removalHost{LocalHost: sdktest.NewLocalHost(t.TempDir()), removed: map[string]bool{}}
+		b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": `+warm+`}`))
+		for i := 0; i < 3; i++ {
+			r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "print('out')", Timeout: time.Minute})
+			if err != nil || r.Stdout != "out\n" {
+				t.Fatalf("warm=%s: %v %+v", warm, err, r)
+			}
+		}
+		h.mu.Lock()
+		late := h.late
+		h.mu.Unlock()
+		if len(late) > 0 {
+			t.Fatalf("warm=%s: read %v of removed containers", warm, late)
+		}
 	}
 }

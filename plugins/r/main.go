@@ -30,6 +30,8 @@ var Spec = oneshot.Spec{
 	Command:  func(runner string) []string { return []string{"Rscript", "--no-save", "--no-restore", runner} },
 	Runner:   runner,
 	RunnerAs: "runner.R",
+	Resident: true,
+	Warm:     2,
 	CodeAs:   "code.R",
 	Env:      map[string]string{"R_LIBS_USER": "/tmp/Rlib"},
 }

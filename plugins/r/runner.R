@@ -3,6 +3,13 @@
 # which is returned (as text, and as JSON when it is a simple vector or
 # list). Errors report the R message and the failing line of the user's code.
 # A JSON envelope goes to <meta>/result.json; plots go to <out> as PNG.
+#
+# Resident mode (FORGE_CHAN set, see sdk/oneshot "The resident runner"): the
+# runner starts, loads jsonlite, then waits for ONE request on the FIFO
+# <chan>/run ({"code": ..., "max_output": N}), runs it exactly as above,
+# writes the envelope as one line to the FIFO <chan>/done and quits. Its
+# stdout and stderr are files (<meta>/stdout, stderr) that the container's
+# command opened for appending; they are emptied when the request arrives.
 local({
   IN <- Sys.getenv("FORGE_IN", "/forge/in")
   META <- Sys.getenv("FORGE_META", "/forge/meta")
@@ -11,13 +18,67 @@ local({
   options(device = function(...) grDevices::png(filename = file.path(OUT, "plot_%03d.png"), width = 800, height = 600, ...))
   options(warn = 1)
 
+  CHAN <- Sys.getenv("FORGE_CHAN", "")
+  CAP <- as.numeric(Sys.getenv("FORGE_MAX_OUTPUT", "1048576"))
+  code <- NULL
+  if (nzchar(CHAN)) {
+    loadNamespace("jsonlite")
+    # First calls load and compile lazily (about 20 ms): pay it before ready.
+    invisible(jsonlite::fromJSON('{"code": "1", "max_output": 1}'))
+    invisible(jsonlite::toJSON(list(exit_code = 0L, repr = "x", json = "1", stdout_bytes = 0), auto_unbox = TRUE, null = "null", digits = NA))
+    invisible(jsonlite::toJSON(1:2, auto_unbox = TRUE, null = "null", na = "null", digits = NA))
+    invisible(parse(text = "1", keep.source = TRUE, srcfile = srcfilecopy("<warm>", "1")))
+    invisible(utils::capture.output(print(1)))
+    done <- file.path(CHAN, "done")
+    run <- file.path(CHAN, "run")
+    # run last: a reader on it means "ready".
+    if (system2("mkfifo", c("-m", "666", shQuote(done), shQuote(run))) != 0L) quit(save = "no", status = 70L)
+    con <- fifo(run, open = "rb", blocking = TRUE) # blocks until the host opens it
+    chunks <- list()
+    repeat { # a FIFO read returns what is there: read to the end
+      b <- readBin(con, "raw", 65536L)
+      if (!length(b)) break
+      chunks[[length(chunks) + 1L]] <- b
+    }
+    close(con)
+    req <- jsonlite::fromJSON(rawToChar(do.call(c, chunks)))
+    unlink(run)
+    code <- req$code
+    Encoding(code) <- "UTF-8"
+    if (!is.null(req$max_output) && req$max_output > 0) CAP <- req$max_output
+    # Forget what start-up printed: the program's output starts here.
+    for (s in c("stdout", "stderr")) close(file(file.path(META, s), "w"))
+  }
+
   result <- list(exit_code = 0L)
   write_result <- function() {
-    writeLines(as.character(jsonlite::toJSON(result, auto_unbox = TRUE, null = "null", digits = NA)), file.path(META, "result.json"))
+    if (!nzchar(CHAN)) {
+      writeLines(as.character(jsonlite::toJSON(result, auto_unbox = TRUE, null = "null", digits = NA)), file.path(META, "result.json"))
+      return(invisible())
+    }
+    flush(stdout())
+    flush(stderr())
+    # What the program printed is counted here and cut to the cap, so the
+    # host can read the files whole.
+    for (s in c("stdout", "stderr")) {
+      p <- file.path(META, s)
+      size <- file.size(p)
+      if (!is.na(size)) {
+        result[[paste0(s, "_bytes")]] <<- size
+        if (size > CAP) writeBin(readBin(p, "raw", CAP), p)
+      }
+    }
+    out <- fifo(done, open = "w", blocking = TRUE)
+    writeLines(as.character(jsonlite::toJSON(result, auto_unbox = TRUE, null = "null", digits = NA)), out)
+    close(out)
   }
   cap <- function(s) if (nchar(s) > REPR_CAP) paste0(substr(s, 1, REPR_CAP), "... [", nchar(s), " characters]") else s
 
-  src <- readLines(file.path(IN, "code.R"), warn = FALSE, encoding = "UTF-8")
+  src <- if (is.null(code)) {
+    readLines(file.path(IN, "code.R"), warn = FALSE, encoding = "UTF-8")
+  } else {
+    strsplit(code, "\r\n|\n|\r")[[1]]
+  }
   srcfile <- srcfilecopy("<code>", src)
   exprs <- tryCatch(parse(text = src, keep.source = TRUE, srcfile = srcfile), error = function(e) e)
   if (inherits(exprs, "error")) {

@@ -42,6 +42,27 @@ type Capabilities struct {
 	// run's working directory. The core refuses input files for a backend
 	// without it rather than drop them.
 	InputFiles bool
+	// WarmPool is the backend's pool of ready containers, nil if it keeps
+	// none. The core asks for it again whenever it shows it.
+	WarmPool *WarmPool
+}
+
+// WarmPool is the state of a pool of pre-started containers, each given to
+// one run and then destroyed.
+type WarmPool struct {
+	Size        int   // ready containers wanted per key
+	MemoryCap   int64 // bytes the warm containers' memory limits may sum to; 0: none
+	Warm        int   // started, ready and waiting for a run
+	Starting    int   // being started
+	InUse       int   // taken by a run that has not finished
+	Hits        int64 // runs served by a warm container
+	Misses      int64 // runs that found none for their key and ran cold
+	Refills     int64 // containers started for the pool
+	Failures    int64 // starts that failed
+	Retired     int64 // idle containers removed unused (too old, dead)
+	LastRefill  time.Duration
+	MeanRefill  time.Duration
+	LastFailure string
 }
 
 // Checkpoint is the code a kernel runs in a session to save or load its

@@ -45,6 +45,33 @@
 // Runner: runnerSh, RunnerAs: "runner.sh", CodeAs: "code.sh"}.
 // Spec.Finish lets Go code post-process every result (parse a language's
 // own error format, add notices) without touching the runner.
+//
+// # The resident runner
+//
+// A runner that also keeps this contract (Spec.Resident) is started before
+// its code exists, so that a container can wait ready in a warm pool, and
+// so that a run's timeout counts the code's run and not the container's
+// start. The container's command is the runner under
+// `sh -c 'exec "$@" >>$FORGE_META/stdout 2>>$FORGE_META/stderr'`, with
+// FORGE_CHAN (a writable directory) set and FORGE_MAX_OUTPUT unset. The
+// runner:
+//
+//  1. does its imports (and those named in FORGE_PRELOAD, a comma list),
+//  2. makes the FIFOs $FORGE_CHAN/done, then $FORGE_CHAN/run (mode 0666),
+//  3. opens run for reading (this blocks until the backend opens it: the
+//     backend takes a reader on run as "ready"), then done for writing,
+//  4. reads run to its end: {"code": "...", "max_output": N},
+//  5. empties its stdout and stderr files (start-up noise is not the
+//     program's), runs the code as above with N as the output cap,
+//  6. cuts the stdout and stderr files to N bytes (counting what they held
+//     in stdout_bytes and stderr_bytes), writes the envelope as ONE line
+//     to done, and exits.
+//
+// The backend starts the timeout when it has written the request, returns
+// as soon as the envelope arrives (the output files are complete by then),
+// and removes the container once it has exited; the container never serves
+// a second run. A runner that dies instead (a timeout, an OOM kill,
+// os._exit) is reported from the container's end, as a cold run is.
 package oneshot
 
 import (
@@ -58,6 +85,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -86,6 +114,14 @@ type Spec struct {
 	// Finish, if set, post-processes every result before it is returned
 	// (after timeouts, errors and images are filled in).
 	Finish func(req backend.ExecuteRequest, res *backend.ExecuteResult)
+	// Resident says the runner also keeps the resident contract (see the
+	// package documentation): every run then goes through it, so the
+	// timeout counts the code's run and not the container's start, and
+	// warm containers can be kept ready.
+	Resident bool
+	// Warm is how many ready containers to keep for DefaultImage under the
+	// default limits when the configuration says nothing (Resident only).
+	Warm int
 }
 
 // Config is [plugins.NAME.config] merged over what the core provides.
@@ -93,13 +129,32 @@ type Config struct {
 	backend.ImageConfig
 	MaxOutputBytes int64 `json:"max_output_bytes"`
 	MaxImageBytes  int64 `json:"max_image_bytes"`
+	// From the core: the execution limits a container gets by default and
+	// the longest timeout it may have (seconds).
+	DefaultMemory  string `json:"default_memory"`
+	DefaultTimeout int64  `json:"default_timeout"`
+	MaxTimeout     int64  `json:"max_timeout"`
+
+	// Warm is the number of ready containers kept for the configured image
+	// under the default limits and no extra environment; 0 turns the pool
+	// off. Unset: Spec.Warm when the image is the plugin's default, else 0.
+	Warm *int `json:"warm"`
+	// WarmMemory caps the summed memory limits of the warm containers
+	// ("2g"); "" or "0": no cap beyond Warm.
+	WarmMemory string `json:"warm_memory"`
+	// WarmPreload names modules a warm runner imports before it is ready
+	// (Python: "numpy,pandas"); their import time leaves the runs.
+	WarmPreload []string `json:"warm_preload"`
 }
 
 // Backend runs programs in one-shot containers through the host's Sandbox.
 type Backend struct {
-	spec Spec
-	sb   host.Sandbox
-	cfg  Config
+	spec  Spec
+	sb    host.Sandbox
+	audit host.Audit
+	cfg   Config
+	pool  *pool[*resident]
+	bg    sync.WaitGroup // removals of used containers under way
 }
 
 // New returns the plugin factory for spec.
@@ -112,7 +167,11 @@ func New(spec Spec) backend.Factory {
 		if cfg.Image == "" {
 			cfg.Image = spec.DefaultImage
 		}
-		return &Backend{spec: spec, sb: h.Sandbox(), cfg: cfg}, nil
+		b := &Backend{spec: spec, sb: h.Sandbox(), audit: h.Audit(), cfg: cfg}
+		if err := b.startPool(); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return b, nil
 	}
 }
 
@@ -120,6 +179,9 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
+	if st, ok := b.Pool(); ok {
+		c.WarmPool = &st
+	}
 	return c, nil
 }
 
@@ -147,6 +209,30 @@ var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".
 
 // Execute implements backend.Backend.
 func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
+	if b.spec.Resident {
+		return b.executeResident(ctx, req)
+	}
+	return b.executeCold(ctx, req)
+}
+
+// addInputFiles adds a run's input files to a container's files, each
+// mounted read-only onto its path in the working directory: the run reads
+// it and cannot change it.
+func addInputFiles(mounts []host.Mount, files map[string][]byte, inputs map[string][]byte) ([]host.Mount, error) {
+	for p, data := range inputs {
+		// The core checked the paths; a plugin must not trust that alone.
+		if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+			return nil, host.Errorf(host.KindInvalid, "input file path %q: must be a clean relative path inside the working directory", p)
+		}
+		files[inputsSubdir+"/"+p] = data
+		mounts = append(mounts, host.Mount{Subdir: inputsSubdir + "/" + p, Target: outDir + "/" + p, ReadOnly: true})
+	}
+	return mounts, nil
+}
+
+// executeCold runs a runner without the resident contract: the code goes
+// in with the container, and the run is over when the container exits.
+func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	start := time.Now()
 	maxOut := firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes)
 	maxImg := firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes)
@@ -174,15 +260,9 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 		{Subdir: "out", Target: outDir},
 	}
 	intentFiles := map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)}
-	for p, data := range req.InputFiles {
-		// The core checked the paths; a plugin must not trust that alone.
-		if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
-			return backend.ExecuteResult{}, host.Errorf(host.KindInvalid, "input file path %q: must be a clean relative path inside the working directory", p)
-		}
-		// Each is mounted read-only onto its path in the working
-		// directory: the run reads it and cannot change it.
-		intentFiles[inputsSubdir+"/"+p] = data
-		mounts = append(mounts, host.Mount{Subdir: inputsSubdir + "/" + p, Target: outDir + "/" + p, ReadOnly: true})
+	mounts, err := addInputFiles(mounts, intentFiles, req.InputFiles)
+	if err != nil {
+		return backend.ExecuteResult{}, err
 	}
 	ctr, err := b.sb.Create(ctx, host.Intent{
 		Image:    image,
@@ -209,26 +289,43 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	res := backend.ExecuteResult{ExitCode: w.ExitCode}
-	var stdout, stderr []byte
+	o := outcome{w: w}
 	if out, err := b.sb.Logs(ctx, ctr.ID, maxOut); err == nil {
-		stdout, stderr = out.Stdout, out.Stderr
-		res.StdoutBytes, res.StderrBytes = out.StdoutTotal, out.StderrTotal
+		o.stdout, o.stderr = out.Stdout, out.Stderr
+		o.stdoutTotal, o.stderrTotal = out.StdoutTotal, out.StderrTotal
 	}
-	var env2 envelope
 	meta, _ := b.sb.ReadFiles(ctx, ctr.ID, "meta", 4*maxOut+(1<<20), 4*maxOut+(1<<20))
-	gotEnvelope := false
 	for _, f := range meta {
+		var env2 envelope
 		if f.Name == "result.json" && !f.Skipped && json.Unmarshal(f.Data, &env2) == nil {
-			gotEnvelope = true
+			o.env = &env2
 		}
 	}
+	return b.finish(ctx, req, ctr.ID, o, maxImg, start), nil
+}
+
+// outcome is what a run left: how it ended, the runner's envelope if it
+// wrote one, and the program's output.
+type outcome struct {
+	w                        host.WaitResult
+	env                      *envelope
+	stdout, stderr           []byte
+	stdoutTotal, stderrTotal int64
+	notices                  []string
+}
+
+// finish turns an outcome into the result, the same for every path: cold,
+// resident started for the run, or warm from the pool.
+func (b *Backend) finish(ctx context.Context, req backend.ExecuteRequest, id string, o outcome, maxImg int64, start time.Time) backend.ExecuteResult {
+	w := o.w
+	res := backend.ExecuteResult{ExitCode: w.ExitCode, StdoutBytes: o.stdoutTotal, StderrBytes: o.stderrTotal, Notices: o.notices}
 	switch {
 	case w.TimedOut:
 		res.Error = &backend.ExecError{Name: "Timeout", Message: w.Message}
 	case w.OOMKilled:
 		res.Error = &backend.ExecError{Name: "OutOfMemory", Message: w.Message}
-	case gotEnvelope:
+	case o.env != nil:
+		env2 := o.env
 		res.Error = env2.Error
 		// The envelope's exit_code is the program's (a runner may not be
 		// able to exit with it); a runner that leaves it 0 keeps its own.
@@ -255,8 +352,8 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	}
 	// Only now is it known whether the output was cut (the runner may cap it).
 	var replaced []string
-	res.Stdout = validText(stdout, res.StdoutBytes > int64(len(stdout)), "stdout", &replaced)
-	res.Stderr = validText(stderr, res.StderrBytes > int64(len(stderr)), "stderr", &replaced)
+	res.Stdout = validText(o.stdout, res.StdoutBytes > int64(len(o.stdout)), "stdout", &replaced)
+	res.Stderr = validText(o.stderr, res.StderrBytes > int64(len(o.stderr)), "stderr", &replaced)
 	if len(replaced) > 0 {
 		slices.Sort(replaced) // the same order as the plugin boundary's notice
 		res.Notices = append(res.Notices, sanitize.InvalidUTF8Notice(replaced))
@@ -265,7 +362,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if res.Error == nil && res.ExitCode != 0 {
 		res.Error = &backend.ExecError{Name: "SystemExit", Message: fmt.Sprintf("exit code %d", res.ExitCode)}
 	}
-	files, _ := b.sb.ReadFiles(ctx, ctr.ID, "out", maxImg, 4*maxImg)
+	files, _ := b.sb.ReadFiles(ctx, id, "out", maxImg, 4*maxImg)
 	for _, f := range files {
 		mime, ok := imageTypes[strings.ToLower(path.Ext(f.Name))]
 		if _, input := req.InputFiles[f.Name]; !ok || input {
@@ -281,7 +378,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	if b.spec.Finish != nil {
 		b.spec.Finish(req, &res)
 	}
-	return res, nil
+	return res
 }
 
 // validText turns captured output into a string protobuf can carry: a

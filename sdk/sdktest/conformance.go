@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -176,7 +177,7 @@ func RunBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Option) {
 			t.Error(e)
 		}
 	})
-	t.Run("nothing left", func(t *testing.T) { o.checkLeftovers(t) })
+	t.Run("nothing left", func(t *testing.T) { o.checkLeftovers(t, b) })
 }
 
 func checkFrames(t *testing.T, e *backend.ExecError, own []string) {
@@ -193,13 +194,43 @@ func checkFrames(t *testing.T, e *backend.ExecError, own []string) {
 	}
 }
 
-func (o options) checkLeftovers(t *testing.T) {
+// checkLeftovers: every container the backend made for a run is removed
+// (the removal may finish just after the run returned). Containers it keeps
+// ready in a warm pool (label warm=true) stay its own until it ends, but
+// never more of them than its pool reports ready or starting: a pooled
+// container that served a run must be gone too.
+func (o options) checkLeftovers(t *testing.T, b backend.Backend) {
 	t.Helper()
 	if o.tracker == nil {
 		t.Skip("no tracker: use sdktest.WithTracker")
 	}
-	if c := o.tracker.Containers(); len(c) > 0 {
-		t.Errorf("containers left behind: %v", c)
+	var others, pooled []string
+	keep := 0
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		pooled = o.tracker.Pooled()
+		others = others[:0]
+		for _, id := range o.tracker.Containers() {
+			if o.tracker.pooledWorkspace(id) == "" {
+				others = append(others, id)
+			}
+		}
+		keep = 0
+		if c, err := b.Capabilities(context.Background()); err == nil && c.WarmPool != nil {
+			keep = c.WarmPool.Warm + c.WarmPool.Starting
+		}
+		if (len(others) == 0 && len(pooled) <= keep) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(others) > 0 {
+		t.Errorf("containers left behind: %v", others)
+	}
+	if len(pooled) > keep {
+		t.Errorf("%d warm-pool containers left but the pool holds %d: one that served a run was not removed (%v)", len(pooled), keep, pooled)
+	}
+	kept := map[string]bool{}
+	for _, id := range pooled {
+		kept[filepath.Base(o.tracker.pooledWorkspace(id))] = true
 	}
 	for _, id := range o.tracker.Workspaces() {
 		// Sessions opened by the suite are the core's to clean, as it does
@@ -219,7 +250,9 @@ func (o options) checkLeftovers(t *testing.T) {
 		}
 		var names []string
 		for _, e := range entries {
-			names = append(names, e.Name())
+			if !kept[e.Name()] {
+				names = append(names, e.Name())
+			}
 		}
 		if len(names) > 0 {
 			t.Errorf("left under %s: %v", o.root, names)
@@ -392,6 +425,6 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 				t.Errorf("close %s: %v", id, err)
 			}
 		}
-		o.checkLeftovers(t)
+		o.checkLeftovers(t, b)
 	})
 }

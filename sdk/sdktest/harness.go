@@ -33,7 +33,16 @@ func Serve(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host,
 // on both sides, as the core sets it for real plugins.
 func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h host.Host, cfg []byte, maxMessage int) backend.Backend {
 	t.Helper()
-	return serveInProcess(t, info, plugin.TypeBackend, pluginhost.ServeConfig(info, factory, maxMessage), h, cfg, maxMessage).Backend()
+	// A backend that keeps containers of its own (a warm pool) has them
+	// removed when the test ends, before its temporary directories go.
+	closing := func(h host.Host, cfg backend.Config) (backend.Backend, error) {
+		b, err := factory(h, cfg)
+		if c, ok := b.(interface{ Close() }); ok && err == nil {
+			t.Cleanup(c.Close)
+		}
+		return b, err
+	}
+	return serveInProcess(t, info, plugin.TypeBackend, pluginhost.ServeConfig(info, closing, maxMessage), h, cfg, maxMessage).Backend()
 }
 
 // serveInProcess serves sc in this process, attaches the core's client to

@@ -17,13 +17,14 @@ type Tracker struct {
 
 	mu         sync.Mutex
 	containers map[string]bool
-	workspaces map[string]bool // session ids of workspaces created
-	suite      map[string]bool // sessions opened by the suite
+	pooled     map[string]string // containers made for a warm pool (label warm=true) → workspace
+	workspaces map[string]bool   // session ids of workspaces created
+	suite      map[string]bool   // sessions opened by the suite
 }
 
 // Track wraps h.
 func Track(h host.Host) *Tracker {
-	return &Tracker{h: h, containers: map[string]bool{}, workspaces: map[string]bool{}, suite: map[string]bool{}}
+	return &Tracker{h: h, containers: map[string]bool{}, pooled: map[string]string{}, workspaces: map[string]bool{}, suite: map[string]bool{}}
 }
 
 // Sandbox implements host.Host.
@@ -34,6 +35,26 @@ func (t *Tracker) Audit() host.Audit { return t.h.Audit() }
 
 // Containers lists containers created and not removed.
 func (t *Tracker) Containers() []string { return t.keys(t.containers) }
+
+// Pooled lists containers created for a warm pool (label warm=true) and
+// not removed: a backend's own until it ends, whether ready or serving a run.
+func (t *Tracker) Pooled() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for k := range t.pooled {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pooledWorkspace is the workspace of a warm-pool container.
+func (t *Tracker) pooledWorkspace(id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pooled[id]
+}
 
 // Workspaces lists sessions whose workspaces were created and not removed.
 func (t *Tracker) Workspaces() []string { return t.keys(t.workspaces) }
@@ -71,6 +92,9 @@ func (s trackedSandbox) Create(ctx context.Context, in host.Intent) (host.Contai
 	if err == nil {
 		s.t.mu.Lock()
 		s.t.containers[c.ID] = true
+		if in.Labels["warm"] == "true" {
+			s.t.pooled[c.ID] = c.Workspace
+		}
 		if in.SessionID != "" {
 			s.t.workspaces[in.SessionID] = true
 		}
@@ -84,6 +108,7 @@ func (s trackedSandbox) Remove(ctx context.Context, id string) error {
 	if err == nil {
 		s.t.mu.Lock()
 		delete(s.t.containers, id)
+		delete(s.t.pooled, id)
 		s.t.mu.Unlock()
 	}
 	return err

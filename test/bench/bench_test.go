@@ -42,7 +42,7 @@ func measure(n int, f func() error) ([]time.Duration, error) {
 // statelessBench compares a tool call through MCP with a bare `podman run
 // --rm` of the same image and command, measured in the same run.
 func statelessBench(b *testing.B, tool, code string, bare []string) {
-	s := testenv.StartServer(b, benchConfig)
+	s := testenv.StartServer(b, benchConfig+coldConfig)
 	n := b.N
 	call := func() error {
 		res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": code}})
@@ -79,6 +79,10 @@ func statelessBench(b *testing.B, tool, code string, bare []string) {
 	b.ReportMetric(fm/bm, "ratio-median")
 	b.Logf("%s %q, %d runs each: forge median %.0f ms p90 %.0f ms; bare podman run median %.0f ms p90 %.0f ms; ratio %.2f", tool, code, n, fm, fp, bm, bp, fm/bm)
 }
+
+// coldConfig turns the stateless plugins' warm pools off: the cold figures
+// are those of a container started for the run.
+const coldConfig = "[plugins.python.config]\nwarm = 0\n[plugins.r.config]\nwarm = 0\n"
 
 // BenchmarkStatelessPython: execute_python of print(1) vs podman run python3 -c.
 func BenchmarkStatelessPython(b *testing.B) {

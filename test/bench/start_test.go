@@ -173,14 +173,10 @@ func resultRepr(res *mcp.CallToolResult) string {
 	return o.ResultRepr
 }
 
-// coldConfig turns the stateless warm pools off (the key of sdk/oneshot's
-// pool; a plugin without a pool ignores it), so runs start cold.
-const coldConfig = benchConfig + "[plugins.python.config]\nwarm = 0\n[plugins.r.config]\nwarm = 0\n"
-
 // BenchmarkStatelessColdPython: execute_python of print(1) with the pool off
 // vs a bare `podman run --rm`, both measured in this run.
 func BenchmarkStatelessColdPython(b *testing.B) {
-	s := testenv.StartServer(b, coldConfig)
+	s := testenv.StartServer(b, benchConfig+coldConfig)
 	call := func() error {
 		callArgs(b, s, "execute_python", map[string]any{"code": "print(1)"})
 		return nil

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -158,6 +159,13 @@ func TestConformanceLocal(t *testing.T) {
 			}
 			t.Cleanup(func() { os.RemoveAll(base) })
 			lh := sdktest.NewLocalHost(filepath.Join(base, "w"))
+			// What the plugin keeps ready (a warm pool) runs as this test's
+			// children: end it with the test, as the core does a server's.
+			t.Cleanup(func() {
+				for _, id := range lh.Containers() {
+					lh.Remove(context.Background(), id)
+				}
+			})
 			tr := sdktest.Track(lh)
 			b := sdktest.Launch(t, bin, tr, withoutPool(t, nil))
 			opts := []sdktest.Option{sdktest.WithTracker(tr), sdktest.WithWorkspaceRoot(lh.Base)}

@@ -103,7 +103,8 @@ func poll(bound time.Duration, cond func() bool) bool {
 // running: the server's watchdog removes its containers within seconds, not
 // at the next start, audits it, and exits.
 func TestKilledServerLeavesNoContainers(t *testing.T) {
-	s := testenv.StartServer(t, testenv.NoSessionPools)
+	// One warm container, which must go too.
+	s := testenv.StartServer(t, testenv.NoSessionPools+"[plugins.python.config]\nwarm = 1\n[plugins.r.config]\nwarm = 0\n")
 	pid := s.Cmd.Process.Pid
 	id := procid.Of(pid)
 	watchdogs := childrenMatching(pid, "watchdog")
@@ -119,8 +120,11 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 	}
 	go s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python",
 		Arguments: map[string]any{"code": "import time; time.sleep(600)", "timeout": 600}})
-	if !poll(30*time.Second, func() bool { return len(serverContainers(t, id)) == 2 }) {
-		t.Fatalf("want the session's and the run's containers, have %v", serverContainers(t, id))
+	if !poll(60*time.Second, func() bool {
+		p := testenv.Pool(t, s.Session, "python")
+		return p != nil && p.InUse == 1 && p.Warm == 1 && len(serverContainers(t, id)) == 3
+	}) {
+		t.Fatalf("want the session's, the run's and a warm container, have %v", serverContainers(t, id))
 	}
 	mounted := mountsUnder(t, s.Base)
 	killed := time.Now()
@@ -144,8 +148,8 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 			reaped++
 		}
 	}
-	if reaped != 2 {
-		t.Errorf("want 2 audited removals by the watchdog, got %d", reaped)
+	if reaped != 3 {
+		t.Errorf("want 3 audited removals by the watchdog (session, run, warm), got %d", reaped)
 	}
 }
 

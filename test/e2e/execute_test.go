@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,7 +159,7 @@ func TestPlotComesBackAsImage(t *testing.T) {
 }
 
 func TestEightConcurrentCalls(t *testing.T) {
-	s := testenv.StartServer(t, testenv.NoSessionPools)
+	s := testenv.StartServer(t, testenv.NoSessionPools+coldConfig)
 	var wg sync.WaitGroup
 	results := make([]out, 8)
 	for i := range results {
@@ -174,11 +176,14 @@ func TestEightConcurrentCalls(t *testing.T) {
 			t.Errorf("call %d: %+v", i, r)
 		}
 	}
-	// Every one-shot container is gone once its call returned.
-	left, err := exec.Command("podman", "ps", "-aq", "--filter", "label=io.mcp-forge.instance="+forge.Instance(s.Base)).Output()
-	if err != nil || strings.TrimSpace(string(left)) != "" {
-		t.Fatalf("containers left after the calls: %q %v", left, err)
-	}
+	// Every one-shot container is gone once its call returned (its removal
+	// finishes just after).
+	var left []byte
+	var err error
+	testenv.WaitFor(t, "no container left after the calls", 30*time.Second, func() bool {
+		left, err = exec.Command("podman", "ps", "-aq", "--filter", "label=io.mcp-forge.instance="+forge.Instance(s.Base)).Output()
+		return err == nil && strings.TrimSpace(string(left)) == ""
+	})
 }
 
 func TestEnvironmentResource(t *testing.T) {
@@ -292,41 +297,52 @@ func TestWorkspaceQuota(t *testing.T) {
 func TestExecutionAudited(t *testing.T) {
 	s := testenv.StartServer(t, "")
 	code := "planted = 'PLANTED-CODE-4411'\nprint(len(planted))"
+	// With its own environment the run starts its own container (no warm
+	// one matches); without, a warm container serves it.
 	if res := s.Call(t, "execute_python", map[string]any{"code": code, "environment": map[string]string{"API_TOKEN": "PLANTED-TOKEN-9"}}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	raw, err := os.ReadFile(s.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(raw), "PLANTED-CODE") || strings.Contains(string(raw), "PLANTED-TOKEN") {
-		t.Fatalf("audit log holds code or a secret:\n%s", raw)
-	}
+	warmCode := "planted = 'PLANTED-CODE-5522'\nprint(len(planted))"
+	var o out
+	warmCall(t, s, "python", map[string]any{"code": warmCode}, &o)
 	sum := sha256.Sum256([]byte(code))
 	want := hex.EncodeToString(sum[:])
+	sum = sha256.Sum256([]byte(warmCode))
+	wantWarm := hex.EncodeToString(sum[:])
+	var raw []byte
 	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var e struct {
-			Event   string         `json:"event"`
-			Success bool           `json:"success"`
-			Details map[string]any `json:"details"`
+	// The used containers are removed just after the results come back.
+	testenv.WaitFor(t, "the runs' audit records", time.Minute, func() bool {
+		var err error
+		raw, err = os.ReadFile(s.AuditLog)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("bad line %q", line)
+		seen = map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var e struct {
+				Event   string         `json:"event"`
+				Success bool           `json:"success"`
+				Details map[string]any `json:"details"`
+			}
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("bad line %q", line)
+			}
+			switch e.Event {
+			case "execution.request":
+				seen[e.Event] = seen[e.Event] || e.Details["code_sha256"] == want && e.Details["timeout_s"] != nil
+			case "container.create":
+				seen[e.Event] = seen[e.Event] || e.Details["code_sha256"] == want && e.Details["memory"] != nil && e.Details["network"] == "none"
+			case "plugin.warm_run":
+				seen[e.Event] = seen[e.Event] || e.Details["code_sha256"] == wantWarm && e.Details["container_id"] != nil && e.Details["plugin"] == "python"
+			case "execution.complete", "container.start", "container.remove":
+				seen[e.Event] = seen[e.Event] || e.Success
+			}
 		}
-		switch e.Event {
-		case "execution.request":
-			seen[e.Event] = e.Details["code_sha256"] == want && e.Details["timeout_s"] != nil
-		case "container.create":
-			seen[e.Event] = e.Details["code_sha256"] == want && e.Details["memory"] != nil && e.Details["network"] == "none"
-		case "execution.complete", "container.start", "container.remove":
-			seen[e.Event] = e.Success
-		}
-	}
-	for _, ev := range []string{"execution.request", "container.create", "container.start", "container.remove", "execution.complete"} {
-		if !seen[ev] {
-			t.Errorf("no satisfactory %s record in:\n%s", ev, raw)
-		}
+		return len(seen) == 6 && !slices.Contains(slices.Collect(maps.Values(seen)), false)
+	})
+	if strings.Contains(string(raw), "PLANTED-CODE") || strings.Contains(string(raw), "PLANTED-TOKEN") {
+		t.Fatalf("audit log holds code or a secret:\n%s", raw)
 	}
 }
 

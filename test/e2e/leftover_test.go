@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
@@ -29,7 +30,7 @@ func TestNothingLeftUnderBase(t *testing.T) {
 	}
 	// bash has sessions only: a call without session_id runs in a throw-away
 	// session when the configuration makes it the stateless default.
-	s := testenv.StartServer(t, "[execution.default_backend]\nbash = \"bash\"\n[plugins.bash]\npath = \""+bin+"\"\nsha256 = \""+sum+"\"\n")
+	s := testenv.StartServer(t, coldConfig+"[execution.default_backend]\nbash = \"bash\"\n[plugins.bash]\npath = \""+bin+"\"\nsha256 = \""+sum+"\"\n")
 	call := func(tool string, args map[string]any) out {
 		t.Helper()
 		var o out
@@ -81,8 +82,10 @@ func TestNothingLeftUnderBase(t *testing.T) {
 		sort.Strings(names)
 		return names
 	}
-	if got := list(); len(got) != 2 || !slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(n, py1+".") }) {
-		t.Fatalf("want only the two live sessions' workspaces under %s (py1's is %s), got %v", dir, py1, got)
+	// A stateless run's workspace goes with its container, just after the
+	// result came back.
+	if !poll(30*time.Second, func() bool { return len(list()) == 2 }) || !slices.ContainsFunc(list(), func(n string) bool { return strings.HasPrefix(n, py1+".") }) {
+		t.Fatalf("want only the two live sessions' workspaces under %s (py1's is %s), got %v", dir, py1, list())
 	}
 	for _, id := range []string{"py1", "sh1"} {
 		if res := s.Call(t, "destroy_session", map[string]any{"session_id": id}, nil); res.IsError {

@@ -106,15 +106,22 @@ for c in CALLS:
 `
 
 // TestSeccompRefusesEscapeCalls runs, through the real server and an MCP
-// client, every call MCP-Forge's profile must refuse, and checks the errno.
+// client, every call MCP-Forge's profile must refuse, and checks the errno,
+// in a container started for the run and in one from the warm pool.
 // Under Podman's default profile it fails: unshare gives uid 0 in a new
 // user namespace, and PTRACE_ATTACH on pid 1 stops the container's init so
 // that the run hangs until its timeout.
 func TestSeccompRefusesEscapeCalls(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	for _, m := range runModes {
+		t.Run(m.name, func(t *testing.T) { seccompRefusesEscapeCalls(t, m) })
+	}
+}
+
+func seccompRefusesEscapeCalls(t *testing.T, m runMode) {
+	s := testenv.StartServer(t, m.config)
 	calls, _ := json.Marshal(escapeCalls)
 	var o execOut
-	res := s.Call(t, "execute_python", map[string]any{"code": fmt.Sprintf(seccompProbe, calls), "timeout": 30}, &o)
+	res := m.call(t, s, "python", map[string]any{"code": fmt.Sprintf(seccompProbe, calls), "timeout": 30}, &o)
 	got := map[string]any{}
 	for _, line := range strings.Split(strings.TrimSpace(o.Stdout), "\n") {
 		var kv [2]any

@@ -39,7 +39,10 @@ type BackendCapabilities struct {
 	// backend cannot be checkpointed (see backend.Checkpoint).
 	Checkpoint *CheckpointCode `protobuf:"bytes,12,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// Execute places ExecuteRequest.input_files in the run's working directory.
-	InputFiles    bool `protobuf:"varint,13,opt,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty"`
+	InputFiles bool `protobuf:"varint,13,opt,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty"`
+	// The backend's pool of ready containers, if it keeps one; read live
+	// (environment/info asks again on every read).
+	WarmPool      *WarmPool `protobuf:"bytes,14,opt,name=warm_pool,json=warmPool,proto3" json:"warm_pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,6 +168,13 @@ func (x *BackendCapabilities) GetInputFiles() bool {
 	return false
 }
 
+func (x *BackendCapabilities) GetWarmPool() *WarmPool {
+	if x != nil {
+		return x.WarmPool
+	}
+	return nil
+}
+
 // CheckpointCode is the code a kernel runs to save and load its namespace
 // (see backend.Checkpoint for the contract).
 type CheckpointCode struct {
@@ -235,6 +245,147 @@ func (x *CheckpointCode) GetHint() string {
 	return ""
 }
 
+// WarmPool is a pool of pre-started containers, each used by one run.
+type WarmPool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          int32                  `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`                            // ready containers wanted per key
+	MemoryCap     int64                  `protobuf:"varint,2,opt,name=memory_cap,json=memoryCap,proto3" json:"memory_cap,omitempty"` // bytes their memory limits may sum to; 0: none
+	Warm          int32                  `protobuf:"varint,3,opt,name=warm,proto3" json:"warm,omitempty"`                            // ready now
+	Starting      int32                  `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
+	InUse         int32                  `protobuf:"varint,5,opt,name=in_use,json=inUse,proto3" json:"in_use,omitempty"`
+	Hits          int64                  `protobuf:"varint,6,opt,name=hits,proto3" json:"hits,omitempty"`       // runs served warm
+	Misses        int64                  `protobuf:"varint,7,opt,name=misses,proto3" json:"misses,omitempty"`   // runs that found none and ran cold
+	Refills       int64                  `protobuf:"varint,8,opt,name=refills,proto3" json:"refills,omitempty"` // containers started for the pool
+	Failures      int64                  `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	Retired       int64                  `protobuf:"varint,10,opt,name=retired,proto3" json:"retired,omitempty"`                                 // idle ones removed unused (too old, dead)
+	LastRefillMs  int64                  `protobuf:"varint,11,opt,name=last_refill_ms,json=lastRefillMs,proto3" json:"last_refill_ms,omitempty"` // create to ready, the last one
+	MeanRefillMs  int64                  `protobuf:"varint,12,opt,name=mean_refill_ms,json=meanRefillMs,proto3" json:"mean_refill_ms,omitempty"`
+	LastFailure   string                 `protobuf:"bytes,13,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WarmPool) Reset() {
+	*x = WarmPool{}
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WarmPool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WarmPool) ProtoMessage() {}
+
+func (x *WarmPool) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WarmPool.ProtoReflect.Descriptor instead.
+func (*WarmPool) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WarmPool) GetSize() int32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *WarmPool) GetMemoryCap() int64 {
+	if x != nil {
+		return x.MemoryCap
+	}
+	return 0
+}
+
+func (x *WarmPool) GetWarm() int32 {
+	if x != nil {
+		return x.Warm
+	}
+	return 0
+}
+
+func (x *WarmPool) GetStarting() int32 {
+	if x != nil {
+		return x.Starting
+	}
+	return 0
+}
+
+func (x *WarmPool) GetInUse() int32 {
+	if x != nil {
+		return x.InUse
+	}
+	return 0
+}
+
+func (x *WarmPool) GetHits() int64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *WarmPool) GetMisses() int64 {
+	if x != nil {
+		return x.Misses
+	}
+	return 0
+}
+
+func (x *WarmPool) GetRefills() int64 {
+	if x != nil {
+		return x.Refills
+	}
+	return 0
+}
+
+func (x *WarmPool) GetFailures() int64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *WarmPool) GetRetired() int64 {
+	if x != nil {
+		return x.Retired
+	}
+	return 0
+}
+
+func (x *WarmPool) GetLastRefillMs() int64 {
+	if x != nil {
+		return x.LastRefillMs
+	}
+	return 0
+}
+
+func (x *WarmPool) GetMeanRefillMs() int64 {
+	if x != nil {
+		return x.MeanRefillMs
+	}
+	return 0
+}
+
+func (x *WarmPool) GetLastFailure() string {
+	if x != nil {
+		return x.LastFailure
+	}
+	return ""
+}
+
 type ExecuteRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Code           string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
@@ -260,7 +411,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +423,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +436,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -385,7 +536,7 @@ type ExecError struct {
 
 func (x *ExecError) Reset() {
 	*x = ExecError{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +548,7 @@ func (x *ExecError) String() string {
 func (*ExecError) ProtoMessage() {}
 
 func (x *ExecError) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +561,7 @@ func (x *ExecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecError.ProtoReflect.Descriptor instead.
 func (*ExecError) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{3}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExecError) GetName() string {
@@ -459,7 +610,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +622,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +635,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{4}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Image) GetName() string {
@@ -531,7 +682,7 @@ type ExecuteResult struct {
 
 func (x *ExecuteResult) Reset() {
 	*x = ExecuteResult{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +694,7 @@ func (x *ExecuteResult) String() string {
 func (*ExecuteResult) ProtoMessage() {}
 
 func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +707,7 @@ func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResult.ProtoReflect.Descriptor instead.
 func (*ExecuteResult) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecuteResult) GetSuccess() bool {
@@ -672,7 +823,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +835,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +848,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{6}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{7}
 }
 
 type OpenSessionRequest struct {
@@ -718,7 +869,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +881,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +894,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OpenSessionRequest) GetSessionId() string {
@@ -803,7 +954,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +966,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +979,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -868,7 +1019,7 @@ type SessionRef struct {
 
 func (x *SessionRef) Reset() {
 	*x = SessionRef{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1031,7 @@ func (x *SessionRef) String() string {
 func (*SessionRef) ProtoMessage() {}
 
 func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1044,7 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
 func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{9}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionRef) GetSessionId() string {
@@ -913,7 +1064,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1076,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1089,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{10}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamEvent) GetName() string {
@@ -970,7 +1121,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1133,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1146,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionEvent) GetKind() isSessionEvent_Kind {
@@ -1052,7 +1203,7 @@ type Variable struct {
 
 func (x *Variable) Reset() {
 	*x = Variable{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1215,7 @@ func (x *Variable) String() string {
 func (*Variable) ProtoMessage() {}
 
 func (x *Variable) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1228,7 @@ func (x *Variable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variable.ProtoReflect.Descriptor instead.
 func (*Variable) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{12}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Variable) GetName() string {
@@ -1124,7 +1275,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1287,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v1_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1300,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectResponse) GetVariables() []*Variable {
@@ -1163,7 +1314,7 @@ var File_forge_plugin_v1_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\xd6\x03\n" +
+	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\x8e\x04\n" +
 	"\x13BackendCapabilities\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -1182,12 +1333,29 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"checkpoint\x18\f \x01(\v2\x1f.forge.plugin.v1.CheckpointCodeR\n" +
 	"checkpoint\x12\x1f\n" +
 	"\vinput_files\x18\r \x01(\bR\n" +
-	"inputFiles\"f\n" +
+	"inputFiles\x126\n" +
+	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v1.WarmPoolR\bwarmPool\"f\n" +
 	"\x0eCheckpointCode\x12\x12\n" +
 	"\x04save\x18\x01 \x01(\tR\x04save\x12\x12\n" +
 	"\x04load\x18\x02 \x01(\tR\x04load\x12\x18\n" +
 	"\amissing\x18\x03 \x01(\tR\amissing\x12\x12\n" +
-	"\x04hint\x18\x04 \x01(\tR\x04hint\"\xc5\x04\n" +
+	"\x04hint\x18\x04 \x01(\tR\x04hint\"\xef\x02\n" +
+	"\bWarmPool\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x05R\x04size\x12\x1d\n" +
+	"\n" +
+	"memory_cap\x18\x02 \x01(\x03R\tmemoryCap\x12\x12\n" +
+	"\x04warm\x18\x03 \x01(\x05R\x04warm\x12\x1a\n" +
+	"\bstarting\x18\x04 \x01(\x05R\bstarting\x12\x15\n" +
+	"\x06in_use\x18\x05 \x01(\x05R\x05inUse\x12\x12\n" +
+	"\x04hits\x18\x06 \x01(\x03R\x04hits\x12\x16\n" +
+	"\x06misses\x18\a \x01(\x03R\x06misses\x12\x18\n" +
+	"\arefills\x18\b \x01(\x03R\arefills\x12\x1a\n" +
+	"\bfailures\x18\t \x01(\x03R\bfailures\x12\x18\n" +
+	"\aretired\x18\n" +
+	" \x01(\x03R\aretired\x12$\n" +
+	"\x0elast_refill_ms\x18\v \x01(\x03R\flastRefillMs\x12$\n" +
+	"\x0emean_refill_ms\x18\f \x01(\x03R\fmeanRefillMs\x12!\n" +
+	"\flast_failure\x18\r \x01(\tR\vlastFailure\"\xc5\x04\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -1305,60 +1473,62 @@ func file_forge_plugin_v1_backend_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v1_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_forge_plugin_v1_backend_proto_goTypes = []any{
 	(*BackendCapabilities)(nil), // 0: forge.plugin.v1.BackendCapabilities
 	(*CheckpointCode)(nil),      // 1: forge.plugin.v1.CheckpointCode
-	(*ExecuteRequest)(nil),      // 2: forge.plugin.v1.ExecuteRequest
-	(*ExecError)(nil),           // 3: forge.plugin.v1.ExecError
-	(*Image)(nil),               // 4: forge.plugin.v1.Image
-	(*ExecuteResult)(nil),       // 5: forge.plugin.v1.ExecuteResult
-	(*CapabilitiesRequest)(nil), // 6: forge.plugin.v1.CapabilitiesRequest
-	(*OpenSessionRequest)(nil),  // 7: forge.plugin.v1.OpenSessionRequest
-	(*SessionInfo)(nil),         // 8: forge.plugin.v1.SessionInfo
-	(*SessionRef)(nil),          // 9: forge.plugin.v1.SessionRef
-	(*StreamEvent)(nil),         // 10: forge.plugin.v1.StreamEvent
-	(*SessionEvent)(nil),        // 11: forge.plugin.v1.SessionEvent
-	(*Variable)(nil),            // 12: forge.plugin.v1.Variable
-	(*InspectResponse)(nil),     // 13: forge.plugin.v1.InspectResponse
-	nil,                         // 14: forge.plugin.v1.ExecuteRequest.EnvEntry
-	nil,                         // 15: forge.plugin.v1.ExecuteRequest.InputFilesEntry
-	nil,                         // 16: forge.plugin.v1.ExecuteResult.RichEntry
-	nil,                         // 17: forge.plugin.v1.OpenSessionRequest.EnvEntry
-	(*Empty)(nil),               // 18: forge.plugin.v1.Empty
+	(*WarmPool)(nil),            // 2: forge.plugin.v1.WarmPool
+	(*ExecuteRequest)(nil),      // 3: forge.plugin.v1.ExecuteRequest
+	(*ExecError)(nil),           // 4: forge.plugin.v1.ExecError
+	(*Image)(nil),               // 5: forge.plugin.v1.Image
+	(*ExecuteResult)(nil),       // 6: forge.plugin.v1.ExecuteResult
+	(*CapabilitiesRequest)(nil), // 7: forge.plugin.v1.CapabilitiesRequest
+	(*OpenSessionRequest)(nil),  // 8: forge.plugin.v1.OpenSessionRequest
+	(*SessionInfo)(nil),         // 9: forge.plugin.v1.SessionInfo
+	(*SessionRef)(nil),          // 10: forge.plugin.v1.SessionRef
+	(*StreamEvent)(nil),         // 11: forge.plugin.v1.StreamEvent
+	(*SessionEvent)(nil),        // 12: forge.plugin.v1.SessionEvent
+	(*Variable)(nil),            // 13: forge.plugin.v1.Variable
+	(*InspectResponse)(nil),     // 14: forge.plugin.v1.InspectResponse
+	nil,                         // 15: forge.plugin.v1.ExecuteRequest.EnvEntry
+	nil,                         // 16: forge.plugin.v1.ExecuteRequest.InputFilesEntry
+	nil,                         // 17: forge.plugin.v1.ExecuteResult.RichEntry
+	nil,                         // 18: forge.plugin.v1.OpenSessionRequest.EnvEntry
+	(*Empty)(nil),               // 19: forge.plugin.v1.Empty
 }
 var file_forge_plugin_v1_backend_proto_depIdxs = []int32{
 	1,  // 0: forge.plugin.v1.BackendCapabilities.checkpoint:type_name -> forge.plugin.v1.CheckpointCode
-	14, // 1: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
-	15, // 2: forge.plugin.v1.ExecuteRequest.input_files:type_name -> forge.plugin.v1.ExecuteRequest.InputFilesEntry
-	3,  // 3: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
-	4,  // 4: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
-	16, // 5: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
-	17, // 6: forge.plugin.v1.OpenSessionRequest.env:type_name -> forge.plugin.v1.OpenSessionRequest.EnvEntry
-	10, // 7: forge.plugin.v1.SessionEvent.stream:type_name -> forge.plugin.v1.StreamEvent
-	5,  // 8: forge.plugin.v1.SessionEvent.result:type_name -> forge.plugin.v1.ExecuteResult
-	12, // 9: forge.plugin.v1.InspectResponse.variables:type_name -> forge.plugin.v1.Variable
-	6,  // 10: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
-	2,  // 11: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
-	7,  // 12: forge.plugin.v1.Backend.OpenSession:input_type -> forge.plugin.v1.OpenSessionRequest
-	2,  // 13: forge.plugin.v1.Backend.ExecuteSession:input_type -> forge.plugin.v1.ExecuteRequest
-	9,  // 14: forge.plugin.v1.Backend.Interrupt:input_type -> forge.plugin.v1.SessionRef
-	9,  // 15: forge.plugin.v1.Backend.Inspect:input_type -> forge.plugin.v1.SessionRef
-	9,  // 16: forge.plugin.v1.Backend.RestartSession:input_type -> forge.plugin.v1.SessionRef
-	9,  // 17: forge.plugin.v1.Backend.CloseSession:input_type -> forge.plugin.v1.SessionRef
-	0,  // 18: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
-	5,  // 19: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
-	8,  // 20: forge.plugin.v1.Backend.OpenSession:output_type -> forge.plugin.v1.SessionInfo
-	11, // 21: forge.plugin.v1.Backend.ExecuteSession:output_type -> forge.plugin.v1.SessionEvent
-	18, // 22: forge.plugin.v1.Backend.Interrupt:output_type -> forge.plugin.v1.Empty
-	13, // 23: forge.plugin.v1.Backend.Inspect:output_type -> forge.plugin.v1.InspectResponse
-	18, // 24: forge.plugin.v1.Backend.RestartSession:output_type -> forge.plugin.v1.Empty
-	18, // 25: forge.plugin.v1.Backend.CloseSession:output_type -> forge.plugin.v1.Empty
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 1: forge.plugin.v1.BackendCapabilities.warm_pool:type_name -> forge.plugin.v1.WarmPool
+	15, // 2: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
+	16, // 3: forge.plugin.v1.ExecuteRequest.input_files:type_name -> forge.plugin.v1.ExecuteRequest.InputFilesEntry
+	4,  // 4: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
+	5,  // 5: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
+	17, // 6: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
+	18, // 7: forge.plugin.v1.OpenSessionRequest.env:type_name -> forge.plugin.v1.OpenSessionRequest.EnvEntry
+	11, // 8: forge.plugin.v1.SessionEvent.stream:type_name -> forge.plugin.v1.StreamEvent
+	6,  // 9: forge.plugin.v1.SessionEvent.result:type_name -> forge.plugin.v1.ExecuteResult
+	13, // 10: forge.plugin.v1.InspectResponse.variables:type_name -> forge.plugin.v1.Variable
+	7,  // 11: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
+	3,  // 12: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
+	8,  // 13: forge.plugin.v1.Backend.OpenSession:input_type -> forge.plugin.v1.OpenSessionRequest
+	3,  // 14: forge.plugin.v1.Backend.ExecuteSession:input_type -> forge.plugin.v1.ExecuteRequest
+	10, // 15: forge.plugin.v1.Backend.Interrupt:input_type -> forge.plugin.v1.SessionRef
+	10, // 16: forge.plugin.v1.Backend.Inspect:input_type -> forge.plugin.v1.SessionRef
+	10, // 17: forge.plugin.v1.Backend.RestartSession:input_type -> forge.plugin.v1.SessionRef
+	10, // 18: forge.plugin.v1.Backend.CloseSession:input_type -> forge.plugin.v1.SessionRef
+	0,  // 19: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
+	6,  // 20: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
+	9,  // 21: forge.plugin.v1.Backend.OpenSession:output_type -> forge.plugin.v1.SessionInfo
+	12, // 22: forge.plugin.v1.Backend.ExecuteSession:output_type -> forge.plugin.v1.SessionEvent
+	19, // 23: forge.plugin.v1.Backend.Interrupt:output_type -> forge.plugin.v1.Empty
+	14, // 24: forge.plugin.v1.Backend.Inspect:output_type -> forge.plugin.v1.InspectResponse
+	19, // 25: forge.plugin.v1.Backend.RestartSession:output_type -> forge.plugin.v1.Empty
+	19, // 26: forge.plugin.v1.Backend.CloseSession:output_type -> forge.plugin.v1.Empty
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v1_backend_proto_init() }
@@ -1367,7 +1537,7 @@ func file_forge_plugin_v1_backend_proto_init() {
 		return
 	}
 	file_forge_plugin_v1_plugin_proto_init()
-	file_forge_plugin_v1_backend_proto_msgTypes[11].OneofWrappers = []any{
+	file_forge_plugin_v1_backend_proto_msgTypes[12].OneofWrappers = []any{
 		(*SessionEvent_Stream)(nil),
 		(*SessionEvent_Result)(nil),
 	}
@@ -1377,7 +1547,7 @@ func file_forge_plugin_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_backend_proto_rawDesc), len(file_forge_plugin_v1_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -145,7 +145,7 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	}
 	out := &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
 		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
-		InputFiles: c.InputFiles}
+		InputFiles: c.InputFiles, WarmPool: warmPoolToPB(c.WarmPool)}
 	if cp := c.Checkpoint; cp != nil {
 		out.Checkpoint = &pb.CheckpointCode{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}
@@ -266,11 +266,29 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 	}
 	caps := backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
 		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description,
-		InputFiles: r.InputFiles}
+		InputFiles: r.InputFiles, WarmPool: warmPoolFromPB(r.WarmPool)}
 	if cp := r.GetCheckpoint(); cp != nil && cp.Save != "" && cp.Load != "" {
 		caps.Checkpoint = &backend.Checkpoint{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}
 	return caps, nil
+}
+
+func warmPoolToPB(w *backend.WarmPool) *pb.WarmPool {
+	if w == nil {
+		return nil
+	}
+	return &pb.WarmPool{Size: int32(w.Size), MemoryCap: w.MemoryCap, Warm: int32(w.Warm), Starting: int32(w.Starting), InUse: int32(w.InUse),
+		Hits: w.Hits, Misses: w.Misses, Refills: w.Refills, Failures: w.Failures, Retired: w.Retired,
+		LastRefillMs: w.LastRefill.Milliseconds(), MeanRefillMs: w.MeanRefill.Milliseconds(), LastFailure: w.LastFailure}
+}
+
+func warmPoolFromPB(w *pb.WarmPool) *backend.WarmPool {
+	if w == nil {
+		return nil
+	}
+	return &backend.WarmPool{Size: int(w.Size), MemoryCap: w.MemoryCap, Warm: int(w.Warm), Starting: int(w.Starting), InUse: int(w.InUse),
+		Hits: w.Hits, Misses: w.Misses, Refills: w.Refills, Failures: w.Failures, Retired: w.Retired,
+		LastRefill: time.Duration(w.LastRefillMs) * time.Millisecond, MeanRefill: time.Duration(w.MeanRefillMs) * time.Millisecond, LastFailure: w.LastFailure}
 }
 
 // Execute implements backend.Backend.

@@ -1,0 +1,268 @@
+package oneshot
+
+import (
+	"context"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"sort"
+	"sync"
+	"time"
+)
+
+// pool keeps up to size ready items per configured key, within a memory
+// cap, started one at a time in the background. An item is taken by one run
+// and never returned: the run destroys it.
+type pool[T any] struct {
+	start   func(ctx context.Context, key string) (T, error)
+	alive   func(T) bool // false: the item died while idle
+	discard func(T)      // removes an item; may block
+	keys    map[string]int64
+	size    int
+	memCap  int64
+	// maxAge retires an idle item so that its container's lifetime (bounded
+	// by the engine from its start) still covers a run's timeout.
+	maxAge   time.Duration
+	lifetime time.Duration // an item is usable while age + timeout <= lifetime
+	now      func() time.Time
+	backoff  time.Duration
+
+	mu       sync.Mutex
+	idle     map[string][]item[T]
+	starting map[string]int
+	inUse    int
+	closed   bool
+	stats    backend.WarmPool
+	refillN  int64
+	refillT  time.Duration
+	kick     chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+type item[T any] struct {
+	v    T
+	born time.Time
+}
+
+type poolOptions struct {
+	size     int
+	memCap   int64
+	maxAge   time.Duration
+	lifetime time.Duration
+	tick     time.Duration
+}
+
+func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Context, string) (T, error), alive func(T) bool, discard func(T)) *pool[T] {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pool[T]{start: start, alive: alive, discard: discard, keys: keys, size: o.size, memCap: o.memCap,
+		maxAge: o.maxAge, lifetime: o.lifetime, now: time.Now, backoff: time.Second,
+		idle: map[string][]item[T]{}, starting: map[string]int{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	p.stats.Size, p.stats.MemoryCap = o.size, o.memCap
+	tick := o.tick
+	if tick <= 0 {
+		tick = 2 * time.Second
+	}
+	go p.loop(ctx, tick)
+	return p
+}
+
+// Take hands out a ready item of key whose remaining lifetime covers
+// timeout, or reports a miss. Dead items met on the way are discarded.
+func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
+	var zero T
+	p.mu.Lock()
+	if _, ok := p.keys[key]; !ok || p.closed {
+		p.stats.Misses++
+		p.mu.Unlock()
+		return zero, false
+	}
+	var dead []T
+	defer func() {
+		for _, d := range dead {
+			go p.discard(d)
+		}
+		p.wake()
+	}()
+	defer p.mu.Unlock()
+	q := p.idle[key]
+	for len(q) > 0 {
+		it := q[0]
+		q = q[1:]
+		if p.lifetime > 0 && p.now().Sub(it.born)+timeout > p.lifetime || !p.alive(it.v) {
+			dead = append(dead, it.v)
+			p.stats.Retired++
+			continue
+		}
+		p.idle[key] = q
+		p.inUse++
+		p.stats.Hits++
+		return it.v, true
+	}
+	p.idle[key] = q
+	p.stats.Misses++
+	return zero, false
+}
+
+// Done ends a run that took an item.
+func (p *pool[T]) Done() {
+	p.mu.Lock()
+	p.inUse--
+	p.mu.Unlock()
+}
+
+// Stats reports the pool's state.
+func (p *pool[T]) Stats() backend.WarmPool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	for _, q := range p.idle {
+		s.Warm += len(q)
+	}
+	for _, n := range p.starting {
+		s.Starting += n
+	}
+	s.InUse = p.inUse
+	if p.refillN > 0 {
+		s.MeanRefill = p.refillT / time.Duration(p.refillN)
+	}
+	return s
+}
+
+// Close stops refilling and removes every idle item (a start under way is
+// removed when it finishes).
+func (p *pool[T]) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	var all []T
+	for k, q := range p.idle {
+		for _, it := range q {
+			all = append(all, it.v)
+		}
+		delete(p.idle, k)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+	var wg sync.WaitGroup
+	for _, v := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.discard(v) }()
+	}
+	wg.Wait()
+}
+
+func (p *pool[T]) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool[T]) loop(ctx context.Context, tick time.Duration) {
+	defer close(p.done)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var notBefore time.Time
+	for {
+		p.sweep()
+		if p.now().After(notBefore) {
+			if err := p.fill(ctx); err != nil {
+				notBefore = p.now().Add(p.backoff)
+				p.backoff = min(2*p.backoff, 30*time.Second)
+			} else {
+				p.backoff = time.Second
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// sweep retires idle items that died or grew too old.
+func (p *pool[T]) sweep() {
+	p.mu.Lock()
+	var gone []T
+	for k, q := range p.idle {
+		keep := q[:0]
+		for _, it := range q {
+			if (p.maxAge > 0 && p.now().Sub(it.born) > p.maxAge) || !p.alive(it.v) {
+				gone = append(gone, it.v)
+				p.stats.Retired++
+				continue
+			}
+			keep = append(keep, it)
+		}
+		p.idle[k] = keep
+	}
+	p.mu.Unlock()
+	for _, v := range gone {
+		go p.discard(v)
+	}
+}
+
+// used is the memory the warm containers (idle and starting) may use.
+func (p *pool[T]) used() int64 {
+	var n int64
+	for k, q := range p.idle {
+		n += int64(len(q)) * p.keys[k]
+	}
+	for k, s := range p.starting {
+		n += int64(s) * p.keys[k]
+	}
+	return n
+}
+
+// fill starts items, one at a time, until every key has size or the
+// memory cap is reached. It returns the first start error.
+func (p *pool[T]) fill(ctx context.Context) error {
+	keys := make([]string, 0, len(p.keys))
+	for k := range p.keys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for {
+		p.mu.Lock()
+		key := ""
+		for _, k := range keys {
+			if len(p.idle[k])+p.starting[k] < p.size && (p.memCap <= 0 || p.used()+p.keys[k] <= p.memCap) {
+				key = k
+				break
+			}
+		}
+		if key == "" || p.closed || ctx.Err() != nil {
+			p.mu.Unlock()
+			return nil
+		}
+		p.starting[key]++
+		p.mu.Unlock()
+		t0 := p.now()
+		v, err := p.start(ctx, key)
+		took := p.now().Sub(t0)
+		p.mu.Lock()
+		p.starting[key]--
+		if err != nil {
+			p.stats.Failures++
+			p.stats.LastFailure = err.Error()
+			p.mu.Unlock()
+			return err
+		}
+		p.stats.Refills++
+		p.stats.LastRefill = took
+		p.refillN++
+		p.refillT += took
+		if p.closed {
+			p.mu.Unlock()
+			p.discard(v)
+			return nil
+		}
+		p.idle[key] = append(p.idle[key], item[T]{v: v, born: t0}) // the lifetime counts from before create
+		p.mu.Unlock()
+	}
+}

@@ -1,0 +1,539 @@
+package oneshot
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
+
+// chanDir is where a resident runner makes its FIFOs.
+const chanDir = "/forge/chan"
+
+// readyTimeout bounds a resident runner's start, container create to ready.
+const readyTimeout = 2 * time.Minute
+
+// resident is a started container whose runner waits for one request.
+type resident struct {
+	ctr  host.Container
+	run  *os.File // write end of <chan>/run
+	done *os.File // <chan>/done, opened read-write so that it never reads EOF
+}
+
+func (r *resident) close() {
+	if r.run != nil {
+		r.run.Close()
+	}
+	if r.done != nil {
+		r.done.Close()
+	}
+}
+
+// alive reports whether the runner still holds the run FIFO open: a FIFO's
+// write end polls POLLERR once no reader is left.
+func (r *resident) alive() bool {
+	rc, err := r.run.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, 0)
+		ok = err == nil && (n == 0 || fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) == 0)
+	})
+	return ok
+}
+
+// startError is a container that ended before its runner was ready.
+type startError struct {
+	ctr host.Container
+	why string
+}
+
+func (e *startError) Error() string { return e.why }
+
+// residentIntent is the container a resident runner runs in. The command
+// opens <meta>/stdout and stderr for appending, so the program's output is
+// in files the host reads once the runner says it is done, without waiting
+// for the container to exit.
+func (b *Backend) residentIntent(image, memory string, timeout time.Duration, env map[string]string) host.Intent {
+	cmd := append([]string{"/bin/sh", "-c", `exec "$@" >>"$FORGE_META/stdout" 2>>"$FORGE_META/stderr"`, "sh"},
+		b.spec.Command(inDir+"/"+b.spec.RunnerAs)...)
+	full := map[string]string{"FORGE_IN": inDir, "FORGE_META": metaDir, "FORGE_OUT": outDir, "FORGE_CHAN": chanDir, "HOME": "/tmp"}
+	if len(b.cfg.WarmPreload) > 0 {
+		full["FORGE_PRELOAD"] = strings.Join(b.cfg.WarmPreload, ",")
+	}
+	for k, v := range b.spec.Env {
+		full[k] = v
+	}
+	for k, v := range env {
+		if !strings.HasPrefix(k, "FORGE_") {
+			full[k] = v
+		}
+	}
+	return host.Intent{
+		Image: image, Command: cmd, Env: full, WorkDir: outDir, Timeout: timeout, Memory: memory,
+		Mounts: []host.Mount{
+			{Subdir: "in", Target: inDir, ReadOnly: true},
+			{Subdir: "meta", Target: metaDir},
+			{Subdir: "out", Target: outDir},
+			{Subdir: "chan", Target: chanDir},
+		},
+		Files: map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner},
+	}
+}
+
+// startResident creates and starts a container and waits until its runner
+// is ready. The container is removed on any error except a *startError,
+// whose container the caller reports on and removes.
+func (b *Backend) startResident(ctx context.Context, in host.Intent) (*resident, error) {
+	ctr, err := b.sb.Create(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	r, err := b.connect(ctx, ctr)
+	var se *startError
+	if err != nil && !errors.As(err, &se) {
+		b.sb.Remove(context.WithoutCancel(ctx), ctr.ID)
+	}
+	return r, err
+}
+
+func (b *Backend) connect(ctx context.Context, ctr host.Container) (*resident, error) {
+	if err := b.sb.Start(ctx, ctr.ID); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(ctr.Workspace, "chan")
+	deadline := time.Now().Add(readyTimeout)
+	nextCheck := time.Now().Add(100 * time.Millisecond)
+	pause := 500 * time.Microsecond
+	for {
+		f, err := openFIFO(filepath.Join(dir, "run"), unix.O_WRONLY)
+		if err == nil {
+			done, err := openFIFO(filepath.Join(dir, "done"), unix.O_RDWR)
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("open the runner's done channel: %w", err)
+			}
+			return &resident{ctr: ctr, run: f, done: done}, nil
+		}
+		// ENOENT: not made yet; ENXIO: no reader yet.
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENXIO) {
+			return nil, fmt.Errorf("open the runner's channel: %w", err)
+		}
+		if time.Now().After(nextCheck) {
+			nextCheck = time.Now().Add(100 * time.Millisecond)
+			st, err := b.sb.State(ctx, ctr.ID)
+			if err != nil {
+				return nil, err
+			}
+			if !st.Running {
+				return nil, &startError{ctr: ctr, why: fmt.Sprintf("the %s runner ended (exit code %d) before it was ready", b.spec.Language, st.ExitCode)}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the %s runner was not ready %s after its container started", b.spec.Language, readyTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Millisecond)
+	}
+}
+
+// openFIFO opens a FIFO the runner made, never following a link, without
+// blocking, and refuses anything that is not a FIFO.
+func openFIFO(path string, mode int) (*os.File, error) {
+	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EINVAL}
+	}
+	// Non-blocking: the file goes to Go's poller, so reads and writes wait
+	// without a thread and honour deadlines.
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// errNotDelivered: the runner ended before it took the request, so the
+// code never ran and may run elsewhere.
+var errNotDelivered = errors.New("the warm runner ended before it took the code")
+
+type request struct {
+	Code      string `json:"code"`
+	MaxOutput int64  `json:"max_output"`
+}
+
+// send gives the runner its one request.
+func (r *resident) send(req request) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, err = r.run.Write(data)
+	r.run.Close()
+	r.run = nil
+	if err != nil {
+		return fmt.Errorf("%w: %v", errNotDelivered, err)
+	}
+	return nil
+}
+
+// readEnvelope reads the runner's one-line answer, at most limit bytes.
+func readEnvelope(f *os.File, limit int64) (envelope, error) {
+	br := bufio.NewReader(f)
+	var buf bytes.Buffer
+	for {
+		line, err := br.ReadSlice('\n')
+		buf.Write(line)
+		if int64(buf.Len()) > limit {
+			return envelope{}, fmt.Errorf("the runner's answer is over %d bytes", limit)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return envelope{}, err
+		}
+	}
+	var env envelope
+	if err := json.Unmarshal(buf.Bytes(), &env); err != nil {
+		return envelope{}, fmt.Errorf("the runner's answer is not an envelope: %w", err)
+	}
+	return env, nil
+}
+
+// poolKey is what makes two containers differ before the code arrives:
+// image, memory limit and the request's environment. Output caps and the
+// code travel with the request.
+func poolKey(image, memory string, env map[string]string) string {
+	var sb strings.Builder
+	sb.WriteString(image + "\x00" + memory)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if !strings.HasPrefix(k, "FORGE_") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		sb.WriteString("\x00" + k + "=" + env[k])
+	}
+	return sb.String()
+}
+
+// executeResident runs the code on a warm container of its key, or on one
+// started for it; either way the timeout starts when the runner gets the
+// code, and the container serves this run only.
+func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
+	start := time.Now()
+	maxOut := firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes)
+	maxImg := firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes)
+	image := req.Image
+	if image == "" {
+		image = b.cfg.Image
+	}
+	sum := sha256.Sum256([]byte(req.Code))
+	codeHash := hex.EncodeToString(sum[:])
+	timeout := req.Timeout
+	var r *resident
+	warm := false
+	// A warm container has neither input files nor a tools directory:
+	// mounts are fixed when a container is created.
+	if b.pool != nil && req.ToolsGrant == "" && len(req.InputFiles) == 0 {
+		need := timeout
+		if need <= 0 {
+			need = time.Duration(b.cfg.DefaultTimeout) * time.Second
+		}
+		if r, warm = b.pool.Take(poolKey(image, req.Memory, req.Env), need); warm {
+			defer b.pool.Done()
+			// A warm container's own limit is the longest; a run asking for
+			// none gets the default, as a cold one does.
+			timeout = need
+		}
+	}
+	for {
+		if r == nil {
+			in := b.residentIntent(image, req.Memory, req.Timeout, req.Env)
+			in.CodeHash = codeHash
+			in.Labels = map[string]string{"run": req.RunID}
+			in.ToolsGrant = req.ToolsGrant
+			var err error
+			if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
+				return backend.ExecuteResult{}, err
+			}
+			r, err = b.startResident(ctx, in)
+			var se *startError
+			if errors.As(err, &se) {
+				return b.failedStart(ctx, req, se, maxOut, maxImg, start)
+			}
+			if err != nil {
+				return backend.ExecuteResult{}, err
+			}
+		} else {
+			// The container was created before the code existed: the run
+			// and its code are audited here.
+			_ = b.audit.Record(ctx, host.Event{Event: "warm_run", Success: true, Details: map[string]any{
+				"container_id": r.ctr.ID, "code_sha256": codeHash, "run_id": req.RunID}})
+		}
+		res, err := b.runResident(ctx, r, req, timeout, maxOut, maxImg, start)
+		if errors.Is(err, errNotDelivered) && warm {
+			// Died idle between the liveness check and the send: the code
+			// never ran, so it runs cold.
+			r, warm, timeout = nil, false, req.Timeout
+			continue
+		}
+		return res, err
+	}
+}
+
+type waitOut struct {
+	w   host.WaitResult
+	err error
+}
+
+type envOut struct {
+	env envelope
+	err error
+}
+
+// runResident sends the code and collects the result. The container is
+// removed in the background once it has exited.
+func (b *Backend) runResident(ctx context.Context, r *resident, req backend.ExecuteRequest, timeout time.Duration, maxOut, maxImg int64, start time.Time) (backend.ExecuteResult, error) {
+	id := r.ctr.ID
+	bg := context.WithoutCancel(ctx)
+	if !r.alive() {
+		r.close()
+		b.sb.Remove(bg, id)
+		return backend.ExecuteResult{}, errNotDelivered
+	}
+	if err := r.send(request{Code: req.Code, MaxOutput: maxOut}); err != nil {
+		r.close()
+		b.sb.Remove(bg, id)
+		return backend.ExecuteResult{}, err
+	}
+	// The clock starts now, with the code in the runner's hands.
+	wctx, cancelWait := context.WithCancel(bg)
+	waitCh := make(chan waitOut, 1)
+	go func() {
+		w, err := b.sb.Wait(wctx, id, timeout)
+		waitCh <- waitOut{w, err}
+	}()
+	envCh := make(chan envOut, 1)
+	go func() {
+		e, err := readEnvelope(r.done, 4*maxOut+(1<<20))
+		envCh <- envOut{e, err}
+	}()
+	// Once the container has exited (the runner exits after answering) and
+	// its files are read, remove it; the caller does not wait for that.
+	waited := false
+	defer func() {
+		r.close()
+		b.bg.Add(1)
+		go func() {
+			defer b.bg.Done()
+			if !waited {
+				<-waitCh
+			}
+			cancelWait()
+			b.sb.Remove(bg, id)
+		}()
+	}()
+	var o outcome
+	select {
+	case e := <-envCh:
+		if e.err == nil {
+			o.env = &e.env
+			o.w = host.WaitResult{ExitCode: e.env.ExitCode}
+			break
+		}
+		// The channel broke without an answer: the container's end says why.
+		wo := <-waitCh
+		waited = true
+		if wo.err != nil {
+			return backend.ExecuteResult{}, wo.err
+		}
+		o.w = wo.w
+	case wo := <-waitCh:
+		waited = true
+		if wo.err != nil {
+			return backend.ExecuteResult{}, wo.err
+		}
+		o.w = wo.w
+		// The answer may have been written just before the exit.
+		select {
+		case e := <-envCh:
+			if e.err == nil {
+				o.env = &e.env
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	case <-ctx.Done():
+		cancelWait() // the host kills a container whose wait is given up
+		waited = true
+		return backend.ExecuteResult{}, ctx.Err()
+	}
+	b.readOutput(ctx, id, maxOut, &o)
+	return b.finish(ctx, req, id, o, maxImg, start), nil
+}
+
+// readOutput reads the program's stdout and stderr files. The runner cuts
+// them to the cap when it finishes; if it could not (it was killed), a file
+// over the cap is not returned and a notice says so.
+func (b *Backend) readOutput(ctx context.Context, id string, maxOut int64, o *outcome) {
+	files, _ := b.sb.ReadFiles(ctx, id, "meta", maxOut, 2*maxOut)
+	for _, f := range files {
+		var data *[]byte
+		var total *int64
+		switch f.Name {
+		case "stdout":
+			data, total = &o.stdout, &o.stdoutTotal
+		case "stderr":
+			data, total = &o.stderr, &o.stderrTotal
+		default:
+			continue
+		}
+		*total = f.Size
+		if f.Skipped {
+			o.notices = append(o.notices, fmt.Sprintf("%s (%d bytes) was not returned: over the %d-byte output limit (execution.max_output), and the program ended before the runner could cut it", f.Name, f.Size, maxOut))
+			continue
+		}
+		*data = f.Data
+	}
+}
+
+// failedStart reports a runner that ended before it was ready (a broken
+// image, a runner that cannot start) the way a cold run reports it.
+func (b *Backend) failedStart(ctx context.Context, req backend.ExecuteRequest, se *startError, maxOut, maxImg int64, start time.Time) (backend.ExecuteResult, error) {
+	id := se.ctr.ID
+	defer b.sb.Remove(context.WithoutCancel(ctx), id)
+	w, err := b.sb.Wait(ctx, id, 10*time.Second)
+	if err != nil {
+		return backend.ExecuteResult{}, err
+	}
+	o := outcome{w: w}
+	b.readOutput(ctx, id, maxOut, &o)
+	return b.finish(ctx, req, id, o, maxImg, start), nil
+}
+
+// startPool starts the warm pool the configuration asks for.
+func (b *Backend) startPool() error {
+	if !b.spec.Resident {
+		if b.cfg.Warm != nil && *b.cfg.Warm > 0 {
+			return fmt.Errorf("warm: the %s runner does not keep the resident contract, so no container can be kept warm", b.spec.Language)
+		}
+		return nil
+	}
+	size := 0
+	if b.cfg.Warm != nil {
+		size = *b.cfg.Warm
+	} else if b.cfg.Image == b.spec.DefaultImage {
+		size = b.spec.Warm
+	}
+	if size < 0 || size > 64 {
+		return fmt.Errorf("warm: %d is outside 0..64", size)
+	}
+	if size == 0 {
+		return nil
+	}
+	memCap, err := parseSize(b.cfg.WarmMemory)
+	if err != nil {
+		return fmt.Errorf("warm_memory: %w", err)
+	}
+	per, err := parseSize(b.cfg.DefaultMemory)
+	if err != nil || per == 0 {
+		per = 512 << 20 // the core's default when it did not say
+	}
+	// A warm container is created with the longest timeout it may be
+	// asked for; the engine bounds its life from its start by that (plus a
+	// grace), so an idle one is retired well before.
+	life := time.Duration(b.cfg.MaxTimeout) * time.Second
+	key := poolKey(b.cfg.Image, "", nil)
+	intent := b.residentIntent(b.cfg.Image, "", life, nil)
+	intent.Labels = map[string]string{"warm": "true"}
+	lifetime := life
+	if lifetime <= 0 {
+		lifetime = time.Duration(b.cfg.DefaultTimeout) * time.Second
+	}
+	if lifetime <= 0 {
+		lifetime = 5 * time.Minute
+	}
+	b.pool = newPool(map[string]int64{key: per}, poolOptions{size: size, memCap: memCap, maxAge: min(lifetime/2, 10*time.Minute), lifetime: lifetime},
+		func(ctx context.Context, _ string) (*resident, error) {
+			r, err := b.startResident(ctx, intent)
+			var se *startError
+			if errors.As(err, &se) {
+				b.sb.Remove(context.WithoutCancel(ctx), se.ctr.ID)
+			}
+			return r, err
+		},
+		(*resident).alive,
+		func(r *resident) {
+			r.close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b.sb.Remove(ctx, r.ctr.ID)
+		})
+	return nil
+}
+
+// Pool reports the warm pool's state; ok is false when there is none.
+func (b *Backend) Pool() (backend.WarmPool, bool) {
+	if b.pool == nil {
+		return backend.WarmPool{}, false
+	}
+	return b.pool.Stats(), true
+}
+
+// Close stops refilling, removes the warm containers and waits for the
+// removals of used ones still under way.
+func (b *Backend) Close() {
+	if b.pool != nil {
+		b.pool.Close()
+	}
+	b.bg.Wait()
+}
+
+// parseSize reads "512m", "2g", "1024k" or a number of bytes; "" is 0.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	if s == "" {
+		return 0, nil
+	}
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "m")
+	case strings.HasSuffix(s, "g"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "g")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (a number of bytes, or with k, m or g)", s)
+	}
+	return n * mult, nil
+}
