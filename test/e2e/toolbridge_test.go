@@ -40,6 +40,7 @@ env = { FAKE_TOKEN = "`+bridgeSecret+`" }
 deny = ["forbidden"]
 
 [bridge]
+plugin = "toolbridge"    # bin/ also holds the real mcpbridge plugin
 call_timeout = 2
 max_calls_per_run = `+strconv.Itoa(budget)+`
 
@@ -238,7 +239,7 @@ func TestToolBridgeApproval(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/toolbridgeplugin").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cfgText := "[mcp_tools.fake]\ncommand = \"unused\"\napprove = [\"add\"]\n[plugins.toolbridge]\npath = \"" + bin + "\"\n"
+	cfgText := "[mcp_tools.fake]\ncommand = \"unused\"\napprove = [\"add\"]\n[bridge]\nplugin = \"toolbridge\"\n[plugins.toolbridge]\npath = \"" + bin + "\"\n"
 	base := testenv.BaseDir(t)
 	cfgPath := filepath.Join(base, "forge.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
