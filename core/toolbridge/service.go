@@ -373,6 +373,7 @@ type ToolView struct {
 	ID           string          `json:"id"`
 	Server       string          `json:"server"`
 	Name         string          `json:"name"`
+	OriginalName string          `json:"original_name,omitempty"` // the server's own name when the bridge mapped it (policy globs match either)
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -414,7 +415,7 @@ func (s *Service) Available(ctx context.Context) Available {
 	count := map[string]int{}
 	for _, t := range tools {
 		count[t.Server]++
-		a.Tools = append(a.Tools, ToolView{ID: t.ID(), Server: t.Server, Name: t.Name, Description: t.Description,
+		a.Tools = append(a.Tools, ToolView{ID: t.ID(), Server: t.Server, Name: t.Name, OriginalName: t.OriginalName, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Policy: s.Decide(t.Server, t.Name)})
 	}
 	for _, n := range s.Servers() {

@@ -178,8 +178,8 @@ func TestPolicyMatchesTheServersOwnName(t *testing.T) {
 		t.Fatalf("Decide(mem, get_env) at call time = %s", d)
 	}
 	for _, tl := range s.Available(ctx).Tools {
-		if tl.ID == "mem.get_env" && tl.Policy != Deny {
-			t.Fatalf("tools/available shows %s as %s", tl.ID, tl.Policy)
+		if tl.ID == "mem.get_env" && (tl.Policy != Deny || tl.OriginalName != "get-env") {
+			t.Fatalf("tools/available shows %s (%q) as %s", tl.ID, tl.OriginalName, tl.Policy)
 		}
 	}
 }

@@ -277,9 +277,10 @@ print("files with it:", subprocess.run(["grep", "-rl", "s3cret", "/forge/tools"]
 		raw := res.Contents[0].Text
 		var a struct {
 			Tools []struct {
-				ID          string         `json:"id"`
-				Policy      string         `json:"policy"`
-				InputSchema map[string]any `json:"input_schema"`
+				ID           string         `json:"id"`
+				OriginalName string         `json:"original_name"`
+				Policy       string         `json:"policy"`
+				InputSchema  map[string]any `json:"input_schema"`
 			} `json:"tools"`
 		}
 		if err := json.Unmarshal([]byte(raw), &a); err != nil {
@@ -288,6 +289,9 @@ print("files with it:", subprocess.run(["grep", "-rl", "s3cret", "/forge/tools"]
 		pol := map[string]string{}
 		for _, tl := range a.Tools {
 			pol[tl.ID] = tl.Policy
+			if tl.ID == "everything.get_sum" && tl.OriginalName != "get-sum" {
+				t.Errorf("everything.get_sum: original_name %q, want get-sum", tl.OriginalName)
+			}
 		}
 		want := map[string]string{"everything.get_sum": "allow", "everything.toggle_simulated_logging": "deny", "everything.get_tiny_image": "deny",
 			"memory.read_graph": "allow", "filesystem.read_text_file": "allow", "edge.hang": "allow"}
