@@ -77,6 +77,7 @@ bench: setup build
 	$(BENCH) -bench '^Benchmark(SessionStartPython|ConcurrentLoad|IdleSessionMemory)$$' -benchtime 1x | tee $(BENCH_OUT)/start.txt
 	@[ -d test/mcpservers/node_modules/@modelcontextprotocol/server-everything ] || (cd test/mcpservers && npm install --no-audit --no-fund --loglevel=error)
 	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/ | tee $(BENCH_OUT)/bridge.txt
+	$(BENCH) -bench '^BenchmarkBridge' -benchtime 200x | tee $(BENCH_OUT)/bridgecall.txt
 	@echo
 	@go run ./test/bench/cmd/benchtable -json $(BIN)/bench.json $(BENCH_OUT)/*.txt
 	@echo "(JSON: $(BIN)/bench.json; raw output: $(BENCH_OUT)/)"

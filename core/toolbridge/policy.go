@@ -26,13 +26,18 @@ const (
 // approve, approve over allow; a tool that no list names gets the server's
 // default, which is "allow" unless an allow list exists (then "deny": an
 // operator who lists what is allowed means nothing else is).
-func Decide(s config.MCPTool, tool string) Decision {
+//
+// names are the tool's names: the bridge's (an identifier) and, when the
+// bridge mapped it, the server's own ("get-env" for get_env). A glob that
+// matches any of them applies, so an operator who copies a name from the
+// server's documentation into deny is not bypassed by the mapping.
+func Decide(s config.MCPTool, names ...string) Decision {
 	switch {
-	case matchAny(s.Deny, tool):
+	case matchAny(s.Deny, names):
 		return Deny
-	case matchAny(s.Approve, tool):
+	case matchAny(s.Approve, names):
 		return Approve
-	case matchAny(s.Allow, tool):
+	case matchAny(s.Allow, names):
 		return Allow
 	}
 	return DefaultOf(s)
@@ -49,10 +54,15 @@ func DefaultOf(s config.MCPTool) Decision {
 	return Allow
 }
 
-func matchAny(globs []string, name string) bool {
+func matchAny(globs []string, names []string) bool {
 	for _, g := range globs {
-		if ok, err := path.Match(g, name); err == nil && ok {
-			return true
+		for _, name := range names {
+			if name == "" {
+				continue
+			}
+			if ok, err := path.Match(g, name); err == nil && ok {
+				return true
+			}
 		}
 	}
 	return false

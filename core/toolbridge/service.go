@@ -182,13 +182,28 @@ func (s *Service) Tools(ctx context.Context) ([]bridge.Tool, error) {
 	return keep, err
 }
 
-// Decide is the policy of one tool ("server.tool" split in two).
+// Decide is the policy of one tool ("server.tool" split in two), matched
+// against its name and, when the bridge mapped it, the server's own name
+// (from the last tool list: a grant's tools were in it when granted).
 func (s *Service) Decide(server, tool string) Decision {
 	cfg, ok := s.servers[server]
 	if !ok {
 		return Deny
 	}
-	return Decide(cfg, tool)
+	return Decide(cfg, tool, s.originalName(server, tool))
+}
+
+// originalName is the server's own name of a mapped tool, "" when unknown
+// or not mapped.
+func (s *Service) originalName(server, tool string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.cache {
+		if t.Server == server && t.Name == tool {
+			return t.OriginalName
+		}
+	}
+	return ""
 }
 
 // Resolve expands mcp_tools names ("server" or "server.tool") into tool
@@ -201,6 +216,11 @@ func (s *Service) Resolve(ctx context.Context, names []string) ([]string, error)
 		if _, ok := s.servers[server]; !ok {
 			bad = append(bad, fmt.Sprintf("%q", n))
 		}
+	}
+	if len(bad) > 0 && len(s.servers) == 0 {
+		// The bridge plugin is loaded (bin/ ships one) but the operator named
+		// no server: say what to configure, not just that the name is unknown.
+		return nil, refusal(RuleUnknown, "mcp_tools %s: no such MCP server is configured (configured: none); an operator lists the servers sandbox code may call as [mcp_tools.NAME] in forge.toml (docs/tool-bridge.md)", strings.Join(bad, ", "))
 	}
 	if len(bad) > 0 {
 		return nil, refusal(RuleUnknown, "mcp_tools %s: no such MCP server is configured (configured: %s); name a server or server.tool", strings.Join(bad, ", "), list(s.Servers()))
@@ -353,6 +373,7 @@ type ToolView struct {
 	ID           string          `json:"id"`
 	Server       string          `json:"server"`
 	Name         string          `json:"name"`
+	OriginalName string          `json:"original_name,omitempty"` // the server's own name when the bridge mapped it (policy globs match either)
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -394,7 +415,7 @@ func (s *Service) Available(ctx context.Context) Available {
 	count := map[string]int{}
 	for _, t := range tools {
 		count[t.Server]++
-		a.Tools = append(a.Tools, ToolView{ID: t.ID(), Server: t.Server, Name: t.Name, Description: t.Description,
+		a.Tools = append(a.Tools, ToolView{ID: t.ID(), Server: t.Server, Name: t.Name, OriginalName: t.OriginalName, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Policy: s.Decide(t.Server, t.Name)})
 	}
 	for _, n := range s.Servers() {

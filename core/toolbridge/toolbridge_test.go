@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,12 +132,66 @@ func TestDecide(t *testing.T) {
 		{"allow list hit", config.MCPTool{Allow: []string{"read"}}, "read", Allow},
 		{"explicit default", config.MCPTool{Allow: []string{"read"}, Default: "approve"}, "write", Approve},
 		{"default deny", config.MCPTool{Default: "deny"}, "x", Deny},
+		{"deny by the server's own name", config.MCPTool{Deny: []string{"get-*"}}, "get_env/get-env", Deny},
+		{"approve by the server's own name", config.MCPTool{Approve: []string{"write-file"}}, "write_file/write-file", Approve},
+		{"allow list by the server's own name", config.MCPTool{Allow: []string{"read-file"}}, "read_file/read-file", Allow},
+		{"unmapped name is not matched twice", config.MCPTool{Deny: []string{"get-*"}}, "get_env", Allow},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Decide(c.srv, c.tool); got != c.want {
+			if got := Decide(c.srv, strings.Split(c.tool, "/")...); got != c.want {
 				t.Fatalf("Decide = %s, want %s", got, c.want)
 			}
 		})
+	}
+}
+
+// mappedBridge lists a tool the bridge renamed (the server calls it
+// "get-env", sandbox code get_env).
+type mappedBridge struct{ fakeBridge }
+
+func (m *mappedBridge) ListTools(ctx context.Context) ([]bridge.Tool, error) {
+	out, err := m.fakeBridge.ListTools(ctx)
+	return append(out, bridge.Tool{Server: "mem", Name: "get_env", OriginalName: "get-env", InputSchema: json.RawMessage(`{"type":"object"}`)}), err
+}
+
+// Regression: a deny glob written with the server's own tool name (as its
+// documentation spells it) was matched only against the mapped name, so
+// deny = ["get-env"] let everything.get_env through (found end to end with
+// server-everything).
+func TestPolicyMatchesTheServersOwnName(t *testing.T) {
+	s, _ := testService(t, &fakeBridge{}, func(c *config.Config) {
+		m := c.MCPTools["mem"]
+		m.Deny = append(m.Deny, "get-env")
+		c.MCPTools["mem"] = m
+	})
+	s.get = func(context.Context) (bridge.Bridge, error) { return &mappedBridge{}, nil }
+	ctx := context.Background()
+	var e *Error
+	if _, err := s.Resolve(ctx, []string{"mem.get_env"}); !errors.As(err, &e) || e.Rule != RuleDenied {
+		t.Fatalf("Resolve(mem.get_env) = %v, want a refusal by %s", err, RuleDenied)
+	}
+	got, err := s.Resolve(ctx, []string{"mem"})
+	if err != nil || slices.Contains(got, "mem.get_env") {
+		t.Fatalf("Resolve(mem) = %v, %v: grants the denied tool", got, err)
+	}
+	if d := s.Decide("mem", "get_env"); d != Deny {
+		t.Fatalf("Decide(mem, get_env) at call time = %s", d)
+	}
+	for _, tl := range s.Available(ctx).Tools {
+		if tl.ID == "mem.get_env" && (tl.Policy != Deny || tl.OriginalName != "get-env") {
+			t.Fatalf("tools/available shows %s (%q) as %s", tl.ID, tl.OriginalName, tl.Policy)
+		}
+	}
+}
+
+// With the bridge plugin loaded (bin/ ships mcpbridge) and no server in
+// the config, the refusal says what to configure.
+func TestResolveWithoutServers(t *testing.T) {
+	s, _ := testService(t, &fakeBridge{}, func(c *config.Config) { c.MCPTools = nil })
+	var e *Error
+	_, err := s.Resolve(context.Background(), []string{"memory"})
+	if !errors.As(err, &e) || e.Rule != RuleUnknown || !strings.Contains(e.Msg, `mcp_tools "memory": no such MCP server is configured (configured: none)`) || !strings.Contains(e.Msg, "[mcp_tools.NAME] in forge.toml") {
+		t.Fatalf("Resolve = %v", err)
 	}
 }
 

@@ -132,7 +132,11 @@ func errResult(format string, a ...any) bridge.CallResult {
 func (b *Bridge) CallTool(ctx context.Context, req bridge.CallRequest) (bridge.CallResult, error) {
 	s := b.m.servers[req.Server]
 	if s == nil {
-		return errResult("no MCP server %q is configured (servers: %s)", req.Server, strings.Join(b.m.cfg.Names, ", ")), nil
+		have := strings.Join(b.m.cfg.Names, ", ")
+		if have == "" {
+			have = "none"
+		}
+		return errResult("no MCP server %q is configured (servers: %s)", req.Server, have), nil
 	}
 	args := map[string]any{}
 	if a := strings.TrimSpace(string(req.Arguments)); a != "" && a != "null" {

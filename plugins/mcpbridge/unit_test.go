@@ -1,12 +1,31 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
+
+// Regression: with no server configured the plugin refused its
+// configuration, so every default start (bin/ holds this plugin) logged
+// "plugin not loaded" and mcp_tools was refused as "no bridge plugin is
+// loaded". Now it loads, lists nothing and refuses calls clearly.
+func TestNoServersIsAnIdleBridge(t *testing.T) {
+	b := newTestBridge(t, nil, "")
+	tools, err := b.ListTools(context.Background())
+	if err != nil || len(tools) != 0 {
+		t.Fatalf("ListTools = %v, %v", tools, err)
+	}
+	res, err := b.CallTool(context.Background(), bridge.CallRequest{Server: "memory", Tool: "read_graph", Arguments: []byte("{}")})
+	if err != nil || !res.IsError || !strings.Contains(res.Message, `no MCP server "memory" is configured (servers: none)`) {
+		t.Fatalf("CallTool = %+v, %v", res, err)
+	}
+}
 
 func TestParseConfig(t *testing.T) {
 	const secret = "hunter2-secret-value"
@@ -19,8 +38,9 @@ func TestParseConfig(t *testing.T) {
 		// fields of the other transport.
 		{"core settings", `{"servers":{"a":{"command":"x","args":[],"env":{},"url":"","headers":{}},"b":{"command":"","args":[],"env":{},"url":"http://h/","headers":{}}},"call_timeout":"30s","max_output_bytes":1048576,"max_image_bytes":5242880}`, ""},
 		{"negative limit", `{"servers":{"a":{"command":"x"}},"max_output_bytes":-1}`, "must not be negative"},
-		{"empty", ``, "no servers"},
-		{"no servers", `{"servers":{}}`, "no servers"},
+		// An idle bridge (a forge.toml without [mcp_tools]) is no error.
+		{"empty", ``, ""},
+		{"no servers", `{"servers":{}}`, ""},
 		{"unknown key", `{"servers":{"a":{"command":"x","cmd":"y"}}}`, `unknown field "cmd"`},
 		{"trailing", `{"servers":{"a":{"command":"x"}}} {}`, "trailing data"},
 		{"both", `{"servers":{"a":{"command":"x","url":"http://h/"}}}`, "both command (stdio) and url"},

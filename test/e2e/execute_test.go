@@ -114,8 +114,10 @@ func TestExecutePython(t *testing.T) {
 				t.Errorf("%q", text)
 			}
 		}},
-		{"mcp tools without bridge", map[string]any{"code": "1", "mcp_tools": []string{"memory"}}, true, func(t *testing.T, o out, text string) {
-			if !strings.Contains(text, "needs a bridge plugin") {
+		// bin/ holds the mcpbridge plugin, so the bridge is there but this
+		// config names no [mcp_tools.*] server.
+		{"mcp tools without a configured server", map[string]any{"code": "1", "mcp_tools": []string{"memory"}}, true, func(t *testing.T, o out, text string) {
+			if o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(text, `mcp_tools "memory": no such MCP server is configured (configured: none)`) || !strings.Contains(text, "[mcp_tools.NAME]") {
 				t.Errorf("%q", text)
 			}
 		}},

@@ -40,7 +40,7 @@ env = { FAKE_TOKEN = "`+bridgeSecret+`" }
 deny = ["forbidden"]
 
 [bridge]
-plugin = "toolbridge"
+plugin = "toolbridge"    # bin/ also holds the real mcpbridge plugin
 call_timeout = 2
 max_calls_per_run = `+strconv.Itoa(budget)+`
 
