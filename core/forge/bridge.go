@@ -11,13 +11,30 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
+// bridgeChoice remembers which bridge plugin got the servers.
+type bridgeChoice struct {
+	mu     sync.Mutex
+	chosen string
+}
+
+func (c *bridgeChoice) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chosen
+}
+
 // BridgeSettings gives the bridge plugin its servers (command, args, env,
 // url, headers: secrets included, for it alone) and the call timeout, as
 // {"servers": {NAME: {...}}, "call_timeout": "30s"}. Only one plugin gets
-// them: bridge.plugin, else the first bridge plugin to start.
+// them: bridge.plugin, else the first bridge plugin to start (plugins
+// start in name order), which pickBridge then uses.
 func BridgeSettings(cfg config.Config) func(name, typ string) map[string]any {
-	var mu sync.Mutex
-	chosen := cfg.Bridge.Plugin
+	f, _ := bridgeSettings(cfg)
+	return f
+}
+
+func bridgeSettings(cfg config.Config) (func(name, typ string) map[string]any, *bridgeChoice) {
+	c := &bridgeChoice{chosen: cfg.Bridge.Plugin}
 	servers := map[string]any{}
 	for n, s := range cfg.MCPTools {
 		servers[n] = map[string]any{"command": s.Command, "args": nonNil(s.Args), "env": nonNilMap(s.Env), "url": s.URL, "headers": nonNilMap(s.Headers)}
@@ -27,17 +44,17 @@ func BridgeSettings(cfg config.Config) func(name, typ string) map[string]any {
 		if typ != plugin.TypeBridge {
 			return nil
 		}
-		mu.Lock()
-		if chosen == "" {
-			chosen = name
+		c.mu.Lock()
+		if c.chosen == "" {
+			c.chosen = name
 		}
-		ok := chosen == name
-		mu.Unlock()
+		ok := c.chosen == name
+		c.mu.Unlock()
 		if !ok {
 			return nil
 		}
 		return map[string]any{"servers": servers, "call_timeout": timeout}
-	}
+	}, c
 }
 
 func nonNil(s []string) []string {
@@ -55,19 +72,23 @@ func nonNilMap(m map[string]string) map[string]string {
 }
 
 // pickBridge chooses the bridge plugin among those loaded, or says why
-// there is none.
-func pickBridge(cfg config.Config, loaded []string) (string, string) {
+// there is none. With several loaded and none configured it is the one
+// that got the servers (got; the first to start), so that the servers'
+// secrets are only ever in the plugin that is used.
+func pickBridge(cfg config.Config, loaded []string, got string) (name, why string) {
 	if want := cfg.Bridge.Plugin; want != "" {
 		if slices.Contains(loaded, want) {
 			return want, ""
 		}
 		return "", fmt.Sprintf("bridge.plugin = %q is not loaded as a bridge plugin (bridge plugins: %s); see `mcp-forge plugins`", want, orNone(loaded))
 	}
-	switch len(loaded) {
-	case 0:
+	switch {
+	case len(loaded) == 0:
 		return "", "no bridge plugin is loaded"
-	case 1:
+	case len(loaded) == 1:
 		return loaded[0], ""
+	case slices.Contains(loaded, got):
+		return got, ""
 	}
 	return "", fmt.Sprintf("several bridge plugins are loaded (%s): choose one with [bridge] plugin", strings.Join(loaded, ", "))
 }

@@ -51,9 +51,26 @@ func TestPickBridge(t *testing.T) {
 		{"c", []string{"a"}, "", `bridge.plugin = "c" is not loaded`},
 	} {
 		cfg.Bridge.Plugin = tc.want
-		name, why := pickBridge(cfg, tc.loaded)
+		name, why := pickBridge(cfg, tc.loaded, "")
 		if name != tc.name || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
 			t.Errorf("pickBridge(%q, %v) = %q, %q", tc.want, tc.loaded, name, why)
 		}
+	}
+}
+
+// With several bridges and none configured, the one that got the servers
+// (and their secrets) is the one used: never a plugin without them.
+func TestBridgeWithTheServersIsUsed(t *testing.T) {
+	cfg := config.Default()
+	cfg.MCPTools = map[string]config.MCPTool{"mem": {Command: "x", Env: map[string]string{"TOKEN": "s3cret"}}}
+	settings, choice := bridgeSettings(cfg)
+	if got := settings("b", plugin.TypeBridge); got["servers"] == nil {
+		t.Fatal("the first bridge to start got no servers")
+	}
+	if got := settings("a", plugin.TypeBridge); got != nil {
+		t.Fatalf("a second bridge got the servers too: %v", got)
+	}
+	if name, why := pickBridge(cfg, []string{"a", "b"}, choice.get()); name != "b" {
+		t.Fatalf("pickBridge = %q (%s), want b, which holds the servers", name, why)
 	}
 }

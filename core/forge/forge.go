@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -171,7 +172,8 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		return h
 	}, PluginSettings(cfg), al, log.Named("plugin"))
 	f.Plugins.MaxMessage = MessageLimit(cfg)
-	f.Plugins.TypeSettings = BridgeSettings(cfg)
+	var bridges *bridgeChoice
+	f.Plugins.TypeSettings, bridges = bridgeSettings(cfg)
 	for _, err := range f.Plugins.LoadAll(ctx) {
 		log.Error("plugin not loaded", "error", err)
 	}
@@ -189,7 +191,11 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		_, ok, err := sb.Runtime().Image(ctx, ref)
 		return ok, err
 	}
-	if name, why := pickBridge(cfg, f.Plugins.Typed(plugin.TypeBridge)); name != "" {
+	loadedBridges := f.Plugins.Typed(plugin.TypeBridge)
+	if len(loadedBridges) > 1 && cfg.Bridge.Plugin == "" {
+		log.Warn("several bridge plugins are loaded; the first to start has the MCP servers and is used: set [bridge] plugin to choose", "bridges", strings.Join(loadedBridges, ","), "using", bridges.get())
+	}
+	if name, why := pickBridge(cfg, loadedBridges, bridges.get()); name != "" {
 		t, err := toolbridge.New(cfg, name, func(ctx context.Context) (bridge.Bridge, error) { return f.Plugins.Bridge(ctx, name) },
 			filepath.Join(cfg.Volumes.BasePath, "tools"), al, log.Named("bridge"))
 		if err != nil {
