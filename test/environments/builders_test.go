@@ -1,0 +1,249 @@
+package environments
+
+// The shipped builders (plugins/uv, plugins/debian, built by `make build`
+// into bin/) end to end through MCP with real Podman: the uv builder against
+// the local PEP 503 index of core/packages/testindex on 127.0.0.1, the
+// Debian builder against deb.debian.org. Only the [environment_builder]
+// builder key differs between them.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// startBuilder runs a server whose builder is one of bin/'s plugins; body is
+// the rest of the configuration (its [environment_builder] table included).
+func startBuilder(t testing.TB, body string) *testenv.Server {
+	t.Helper()
+	testenv.Require(t)
+	testenv.Binary(t)
+	base := testenv.BaseDir(t)
+	t.Cleanup(func() { removeImages(t, base) })
+	return serve(t, base, body, nil)
+}
+
+// uvConfig is a uv-builder configuration on the test index ix.
+func uvConfig(ix *testindex.Index, extra string) string {
+	return fmt.Sprintf(`[environment_builder]
+builder = "uv"
+index_url = %q
+%s
+
+[environment_builder.package_validation]
+use_allowlist = false
+
+[environment_builder.templates.chain]
+description = "the dependency chain"
+packages = ["forge-a"]
+`, ix.URL, extra)
+}
+
+func versions(pkgs []mcpserver.PackageVersion) string {
+	var s []string
+	for _, p := range pkgs {
+		s = append(s, p.Name+"=="+p.Version)
+	}
+	sort.Strings(s)
+	return strings.Join(s, " ")
+}
+
+// fileHits is how many requests reached any served file of the index.
+func fileHits(ix *testindex.Index) int {
+	n := 0
+	for _, f := range ix.Files() {
+		n += ix.Hits("/files/" + f)
+	}
+	return n
+}
+
+// The uv builder through MCP: a spec list and a template, imports in a
+// stateless run and in a session, a cache hit, and the refusals (sdist only,
+// blocklisted before any download, version conflict).
+func TestUVBuilderEndToEnd(t *testing.T) {
+	ix := testindex.New(t, nil)
+	s := startBuilder(t, uvConfig(ix, ""))
+
+	// From a spec list: the chain's dependencies are resolved and locked.
+	start := time.Now()
+	out, res := build(t, s, map[string]any{"name": "uv-list", "packages": []string{"forge-a", "forge-c>=2"}})
+	cold := time.Since(start)
+	if !out.Success || out.Builder != "uv" || out.CacheHit {
+		t.Fatalf("%s\n%+v", testenv.Text(res), out)
+	}
+	if got, want := versions(out.Packages), "forge-a==1.0 forge-b==1.0 forge-c==2.0"; got != want {
+		t.Fatalf("packages %q, want %q", got, want)
+	}
+	t.Logf("cold build %.2fs (reported %.2fs), warnings %q", cold.Seconds(), out.BuildTime, out.Warnings)
+	// The image carries the lock with the wheels' hashes as served.
+	im, ok, err := podman.New("").Image(context.Background(), "mcp-forge/custom:uv-list")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if lock := im.Labels["io.mcp-forge.env.lock"]; !strings.Contains(lock, ix.SHA256(testindex.WheelName("forge-c", "2.0"))) {
+		t.Fatalf("lock label lacks forge-c 2.0's hash: %s", lock)
+	}
+
+	// The same request again: a cache hit, with no new download.
+	hits := fileHits(ix)
+	start = time.Now()
+	out2, res2 := build(t, s, map[string]any{"name": "uv-list", "packages": []string{"forge-c>=2", "forge-a"}})
+	hit := time.Since(start)
+	if !out2.Success || !out2.CacheHit || out2.Image != out.Image {
+		t.Fatalf("%s\n%+v", testenv.Text(res2), out2)
+	}
+	if hit > 3*time.Second {
+		t.Errorf("cache hit took %s", hit)
+	}
+	if n := fileHits(ix); n != hits {
+		t.Errorf("the cache hit downloaded %d files", n-hits)
+	}
+	t.Logf("cache hit %.3fs", hit.Seconds())
+
+	// From a template, with an extra package: another name, the uv cache warm.
+	start = time.Now()
+	out3, res3 := build(t, s, map[string]any{"name": "uv-tmpl", "template": "chain", "packages": []string{"forge-conflict"}})
+	if out3.Success {
+		t.Fatalf("forge-conflict with forge-a built: %s", testenv.Text(res3))
+	}
+	// forge-conflict needs forge-c<2 and forge-a (→ forge-c>=2): reported
+	// naming the packages, as a tool error, not a protocol one.
+	if msg := testenv.Text(res3); !res3.IsError || !strings.Contains(msg, "forge-c") || !strings.Contains(msg, "forge-conflict") {
+		t.Fatalf("conflict: %s", msg)
+	}
+	t.Logf("conflict: %s", testenv.Text(res3))
+	out3, res3 = build(t, s, map[string]any{"name": "uv-tmpl", "template": "chain"})
+	warm := time.Since(start)
+	if !out3.Success || out3.CacheHit || versions(out3.Packages) != "forge-a==1.0 forge-b==1.0 forge-c==2.0" {
+		t.Fatalf("%s\n%+v", testenv.Text(res3), out3)
+	}
+	t.Logf("template build (conflict refused first) %.2fs", warm.Seconds())
+
+	// Import in a stateless run and in a session of each image.
+	code := "import forge_a, forge_b, forge_c\nprint(forge_a.__version__, forge_c.__version__)"
+	for _, img := range []string{"mcp-forge/custom:uv-list", "mcp-forge/custom:uv-tmpl"} {
+		var ex mcpserver.ExecuteOutput
+		r := s.Call(t, "execute_python", map[string]any{"code": code, "custom_image": img}, &ex)
+		if !ex.Success || strings.TrimSpace(ex.Stdout) != "1.0 2.0" {
+			t.Fatalf("stateless in %s: %s", img, testenv.Text(r))
+		}
+	}
+	var ex mcpserver.ExecuteOutput
+	r := s.Call(t, "execute_python", map[string]any{"code": code, "custom_image": "mcp-forge/custom:uv-list", "session_id": "uvs"}, &ex)
+	if !ex.Success || strings.TrimSpace(ex.Stdout) != "1.0 2.0" {
+		t.Fatalf("session: %s", testenv.Text(r))
+	}
+	r = s.Call(t, "execute_python", map[string]any{"code": "forge_b.__version__", "session_id": "uvs"}, &ex)
+	if !ex.Success || ex.ResultRepr != "'1.0'" {
+		t.Fatalf("session state: %s", testenv.Text(r))
+	}
+	s.Call(t, "destroy_session", map[string]any{"session_id": "uvs"}, nil)
+	// The base image does not have them: the imports above can fail.
+	r = s.Call(t, "execute_python", map[string]any{"code": "import forge_a"}, &ex)
+	if ex.Success {
+		t.Fatalf("the base image imports forge_a: %s", testenv.Text(r))
+	}
+
+	// An sdist-only package: refused naming it, the sdist never fetched.
+	o, res := build(t, s, map[string]any{"name": "uv-sdist", "packages": []string{"forge-sdist-only"}})
+	if msg := testenv.Text(res); o.Success || !res.IsError || !strings.Contains(msg, "forge-sdist-only") || !strings.Contains(msg, "wheel") {
+		t.Fatalf("sdist: %s", msg)
+	}
+	if n := ix.Hits("/files/" + testindex.SdistName("forge-sdist-only", "1.0")); n != 0 {
+		t.Fatalf("the sdist was fetched %d times", n)
+	}
+
+	// A blocklisted package: refused by the core before the builder asks
+	// the index anything about it.
+	o, res = build(t, s, map[string]any{"name": "uv-blocked", "packages": []string{"forge-a", "colourama"}})
+	if msg := testenv.Text(res); o.Success || !strings.Contains(msg, "package_blocklist") || !strings.Contains(msg, "colourama") {
+		t.Fatalf("blocklist: %s", msg)
+	}
+	if n := ix.Hits("/simple/colourama/") + ix.Hits("/simple/colourama") + ix.Hits("/files/"+testindex.WheelName("colourama", "0.1")); n != 0 {
+		t.Fatalf("the index was asked %d times about colourama", n)
+	}
+	if ims := ourImages(t, s.Base); len(ims) != 2 {
+		t.Fatalf("images after the refusals: %v", ims)
+	}
+}
+
+// [plugins.uv.config] reaches the plugin: its own index_url (no
+// [environment_builder] index) and uv_cache_path are used.
+func TestUVBuilderPluginConfig(t *testing.T) {
+	ix := testindex.New(t, nil)
+	cache := filepath.Join(t.TempDir(), "uvcache")
+	s := startBuilder(t, fmt.Sprintf(`[environment_builder]
+builder = "uv"
+
+[environment_builder.package_validation]
+use_allowlist = false
+
+[plugins.uv.config]
+index_url = %q
+uv_cache_path = %q
+`, ix.URL, cache))
+	out, res := build(t, s, map[string]any{"name": "uv-cfg", "packages": []string{"forge-c==1.0"}})
+	if !out.Success || versions(out.Packages) != "forge-c==1.0" {
+		t.Fatalf("%s\n%+v", testenv.Text(res), out)
+	}
+	if ix.Hits("/simple/forge-c/") == 0 {
+		t.Fatal("the plugin's index_url was not used")
+	}
+	if ents, err := os.ReadDir(cache); err != nil || len(ents) == 0 {
+		t.Fatalf("uv_cache_path %s unused: %v", cache, err)
+	}
+}
+
+// The Debian builder, switched by one key: an R environment with r-cran-r6
+// that library(R6) loads, and a Python one with python3-tabulate. These
+// download from deb.debian.org.
+func TestDebianBuilderEndToEnd(t *testing.T) {
+	s := startBuilder(t, `[environment_builder]
+builder = "debian"
+
+[environment_builder.package_validation]
+use_allowlist = false
+`)
+	cases := []struct {
+		lang, name, pkg, tool, code, want string
+	}{
+		{"r", "deb-r", "R6", "execute_r", `library(R6); cat(as.character(packageVersion("R6")))`, "2.5"},
+		{"python", "deb-py", "tabulate", "execute_python", "import tabulate\nprint(tabulate.tabulate([[1, 2]]))", "1  2"},
+	}
+	for _, c := range cases {
+		t.Run(c.lang, func(t *testing.T) {
+			start := time.Now()
+			out, res := build(t, s, map[string]any{"name": c.name, "language": c.lang, "packages": []string{c.pkg}})
+			if !out.Success || out.Builder != "debian" {
+				t.Fatalf("%s\n%+v", testenv.Text(res), out)
+			}
+			t.Logf("%s build %.1fs: %s", c.lang, time.Since(start).Seconds(), versions(out.Packages))
+			var ex mcpserver.ExecuteOutput
+			r := s.Call(t, c.tool, map[string]any{"code": c.code, "custom_image": out.Image}, &ex)
+			if !ex.Success || !strings.Contains(ex.Stdout, c.want) {
+				t.Fatalf("%s in %s: %s", c.tool, out.Image, testenv.Text(r))
+			}
+			// Without the environment it does not load.
+			r = s.Call(t, c.tool, map[string]any{"code": c.code}, &ex)
+			if ex.Success {
+				t.Fatalf("the base image loads it: %s", testenv.Text(r))
+			}
+			start = time.Now()
+			out2, res2 := build(t, s, map[string]any{"name": c.name, "language": c.lang, "packages": []string{c.pkg}})
+			if !out2.Success || !out2.CacheHit {
+				t.Fatalf("second build: %s\n%+v", testenv.Text(res2), out2)
+			}
+			t.Logf("%s cache hit %.3fs", c.lang, time.Since(start).Seconds())
+		})
+	}
+}
