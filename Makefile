@@ -73,6 +73,7 @@ bench: setup build
 	FORGE_E2E=1 go test -run '^$$' -bench RoundTrip -benchtime 200x ./sdk/jupyter/
 	@[ -d test/mcpservers/node_modules/@modelcontextprotocol/server-everything ] || (cd test/mcpservers && npm install --no-audit --no-fund --loglevel=error)
 	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/
+	FORGE_E2E=1 go test -run '^$$' -bench EnvBuild -benchtime 5x -timeout 30m ./test/environments/
 
 ## lint: gofmt, go vet and staticcheck (STATICCHECK=0 skips it)
 lint:
