@@ -154,8 +154,14 @@ func TestUVBuilderEndToEnd(t *testing.T) {
 		t.Fatalf("the base image imports forge_a: %s", testenv.Text(r))
 	}
 
+	// A package the index does not have: said so, not a version conflict.
+	o, res := build(t, s, map[string]any{"name": "uv-nope", "packages": []string{"forge-nope"}})
+	if msg := testenv.Text(res); o.Success || !strings.Contains(msg, "package forge-nope was not found") || strings.Contains(msg, "version conflict") {
+		t.Fatalf("unknown package: %s", msg)
+	}
+
 	// An sdist-only package: refused naming it, the sdist never fetched.
-	o, res := build(t, s, map[string]any{"name": "uv-sdist", "packages": []string{"forge-sdist-only"}})
+	o, res = build(t, s, map[string]any{"name": "uv-sdist", "packages": []string{"forge-sdist-only"}})
 	if msg := testenv.Text(res); o.Success || !res.IsError || !strings.Contains(msg, "forge-sdist-only") || !strings.Contains(msg, "wheel") {
 		t.Fatalf("sdist: %s", msg)
 	}
@@ -246,4 +252,76 @@ use_allowlist = false
 			t.Logf("%s cache hit %.3fs", c.lang, time.Since(start).Seconds())
 		})
 	}
+}
+
+// Every index setting of [environment_builder] reaches the uv builder:
+// index_url (with credentials that never reach a log or the audit),
+// extra_index_urls and find_links; then offline with find_links only.
+func TestUVBuilderIndexSettings(t *testing.T) {
+	main := testindex.New(t, nil)
+	extra := testindex.New(t, []testindex.Project{{Name: "forge-extra", Version: "1.0"}})
+	links := t.TempDir()
+	for _, p := range []testindex.Project{{Name: "forge-local", Version: "3.0"}, {Name: "forge-c", Version: "2.0"}} {
+		name, data, err := testindex.Wheel(p.Name, p.Version, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(links, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const secret = "s3cr3t-pw"
+	withCreds := strings.Replace(main.URL, "http://", "http://forge:"+secret+"@", 1)
+	s := startBuilder(t, fmt.Sprintf(`[environment_builder]
+builder = "uv"
+index_url = %q
+extra_index_urls = [%q]
+find_links = [%q]
+
+[environment_builder.package_validation]
+use_allowlist = false
+`, withCreds, extra.URL, links))
+	out, res := build(t, s, map[string]any{"name": "uv-idx", "packages": []string{"forge-a", "forge-extra", "forge-local"}})
+	if !out.Success || versions(out.Packages) != "forge-a==1.0 forge-b==1.0 forge-c==2.0 forge-extra==1.0 forge-local==3.0" {
+		t.Fatalf("%s\n%+v", testenv.Text(res), out)
+	}
+	if main.Hits("/simple/forge-a/") == 0 || extra.Hits("/simple/forge-extra/") == 0 {
+		t.Fatalf("index hits: main %d, extra %d", main.Hits("/simple/forge-a/"), extra.Hits("/simple/forge-extra/"))
+	}
+	var ex mcpserver.ExecuteOutput
+	r := s.Call(t, "execute_python", map[string]any{"code": "import forge_a, forge_extra, forge_local\nprint(forge_local.__version__)", "custom_image": out.Image}, &ex)
+	if !ex.Success || strings.TrimSpace(ex.Stdout) != "3.0" {
+		t.Fatalf("%s", testenv.Text(r))
+	}
+	// The password is in no log, no audit entry and no image label.
+	logs, _ := filepath.Glob(filepath.Join(s.Base, "*.log"))
+	for _, f := range logs {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), secret) {
+			t.Errorf("%s holds the index password", f)
+		}
+	}
+	im, _, _ := podman.New("").Image(context.Background(), out.Image)
+	if strings.Contains(fmt.Sprint(im.Labels), secret) {
+		t.Errorf("the image labels hold the index password: %v", im.Labels)
+	}
+
+	// Offline, find_links only: built from the directory, no index asked.
+	s2 := startBuilder(t, fmt.Sprintf(`[environment_builder]
+builder = "uv"
+offline = true
+find_links = [%q]
+
+[environment_builder.package_validation]
+use_allowlist = false
+`, links))
+	out, res = build(t, s2, map[string]any{"name": "uv-offline", "packages": []string{"forge-local"}})
+	if !out.Success || versions(out.Packages) != "forge-local==3.0" {
+		t.Fatalf("offline: %s\n%+v", testenv.Text(res), out)
+	}
+	// Offline, a package the directory lacks: a clear refusal naming it.
+	out, res = build(t, s2, map[string]any{"name": "uv-offline2", "packages": []string{"forge-missing"}})
+	if msg := testenv.Text(res); out.Success || !strings.Contains(msg, "package forge-missing is neither in the download cache nor in a find_links directory") || strings.Contains(msg, "version conflict") {
+		t.Fatalf("offline, missing: %s", msg)
+	}
+	t.Logf("offline, missing: %s", testenv.Text(res))
 }
