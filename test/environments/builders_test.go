@@ -8,6 +8,7 @@ package environments
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
@@ -75,9 +78,21 @@ func TestUVBuilderEndToEnd(t *testing.T) {
 	s := startBuilder(t, uvConfig(ix, ""))
 
 	// From a spec list: the chain's dependencies are resolved and locked.
+	// With a progress token: the builder's phases reach the client.
+	progressLog.Lock()
+	progressLog.msgs = nil
+	progressLog.Unlock()
+	params := &mcp.CallToolParams{Name: "build_environment", Arguments: map[string]any{"name": "uv-list", "packages": []string{"forge-a", "forge-c>=2"}}}
+	params.SetProgressToken("uv1")
 	start := time.Now()
-	out, res := build(t, s, map[string]any{"name": "uv-list", "packages": []string{"forge-a", "forge-c>=2"}})
+	res, err := s.Session.CallTool(context.Background(), params)
 	cold := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buildOut
+	raw, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(raw, &out)
 	if !out.Success || out.Builder != "uv" || out.CacheHit {
 		t.Fatalf("%s\n%+v", testenv.Text(res), out)
 	}
@@ -85,6 +100,13 @@ func TestUVBuilderEndToEnd(t *testing.T) {
 		t.Fatalf("packages %q, want %q", got, want)
 	}
 	t.Logf("cold build %.2fs (reported %.2fs), warnings %q", cold.Seconds(), out.BuildTime, out.Warnings)
+	testenv.WaitFor(t, "the uv builder's progress", 10*time.Second, func() bool {
+		progressLog.Lock()
+		defer progressLog.Unlock()
+		all := strings.Join(progressLog.msgs, "|")
+		return strings.Contains(all, "resolving 2 packages with uv") && strings.Contains(all, "downloaded 3 of 3 packages") &&
+			strings.Contains(all, "installed 3 of 3 packages") && strings.Contains(all, "check")
+	})
 	// The image carries the lock with the wheels' hashes as served.
 	im, ok, err := podman.New("").Image(context.Background(), "mcp-forge/custom:uv-list")
 	if err != nil || !ok {
@@ -324,4 +346,30 @@ use_allowlist = false
 		t.Fatalf("offline, missing: %s", msg)
 	}
 	t.Logf("offline, missing: %s", testenv.Text(res))
+}
+
+// With no uv (uv_path = "none") the builder falls back to pip through the
+// same MCP call, and says so in the result.
+func TestUVBuilderPipFallback(t *testing.T) {
+	ix := testindex.New(t, nil)
+	s := startBuilder(t, uvConfig(ix, "")+`
+[plugins.uv.config]
+uv_path = "none"
+`)
+	out, res := build(t, s, map[string]any{"name": "uv-pip", "packages": []string{"forge-a"}})
+	if !out.Success || versions(out.Packages) != "forge-a==1.0 forge-b==1.0 forge-c==2.0" || !strings.Contains(strings.Join(out.Warnings, "|"), "built with pip, not uv") {
+		t.Fatalf("%s\n%+v", testenv.Text(res), out)
+	}
+	var ex mcpserver.ExecuteOutput
+	r := s.Call(t, "execute_python", map[string]any{"code": "import forge_a, forge_c\nprint(forge_c.__version__)", "custom_image": out.Image}, &ex)
+	if !ex.Success || strings.TrimSpace(ex.Stdout) != "2.0" {
+		t.Fatalf("%s", testenv.Text(r))
+	}
+	o, res := build(t, s, map[string]any{"name": "uv-pip-sdist", "packages": []string{"forge-sdist-only"}})
+	if msg := testenv.Text(res); o.Success || !strings.Contains(msg, "forge-sdist-only") {
+		t.Fatalf("sdist with pip: %s", msg)
+	}
+	if n := ix.Hits("/files/" + testindex.SdistName("forge-sdist-only", "1.0")); n != 0 {
+		t.Fatalf("pip fetched the sdist %d times", n)
+	}
 }
