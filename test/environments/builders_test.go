@@ -274,6 +274,18 @@ use_allowlist = false
 			t.Logf("%s cache hit %.3fs", c.lang, time.Since(start).Seconds())
 		})
 	}
+	// Refusals name the package: one Debian does not have, and a range
+	// (a release has one version of a package).
+	for _, c := range []struct{ pkg, want string }{
+		{"forgenosuchpkg", "r-cran-forgenosuchpkg"},
+		{"R6>=2", "R6"},
+	} {
+		out, res := build(t, s, map[string]any{"name": "deb-bad", "language": "r", "packages": []string{c.pkg}})
+		if msg := testenv.Text(res); out.Success || !res.IsError || !strings.Contains(msg, c.want) {
+			t.Fatalf("%s: %s", c.pkg, msg)
+		}
+		t.Logf("%s: %s", c.pkg, testenv.Text(res))
+	}
 }
 
 // Every index setting of [environment_builder] reaches the uv builder:
