@@ -234,7 +234,15 @@ func (s *Service) refusePackages(owner, name string, err error) error {
 	if len(rs) > 0 {
 		rule = rs[0].Rule
 	}
-	return &Refusal{Rule: rule, Detail: err.Error()}
+	// The tool result says "refused (<rule>): " once; the packages error
+	// would say it again for every package refused by the same rule.
+	detail := err.Error()
+	for _, r := range rs {
+		if r.Rule == rule {
+			detail = strings.Replace(detail, r.Error(), r.Detail, 1)
+		}
+	}
+	return &Refusal{Rule: rule, Detail: detail}
 }
 
 // expand joins a template's packages with the request's: a package the

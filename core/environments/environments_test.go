@@ -376,6 +376,10 @@ func TestRefusedBeforeTheBuilder(t *testing.T) {
 					t.Errorf("error lacks %q: %v", w, err)
 				}
 			}
+			// The tool result prefixes "refused (<rule>): " once.
+			if strings.Contains(err.Error(), "refused (") {
+				t.Errorf("the detail repeats the rule: %v", err)
+			}
 			if r.b.plans+r.b.builds != 0 {
 				t.Fatalf("the builder was called (%d plans, %d builds)", r.b.plans, r.b.builds)
 			}

@@ -604,9 +604,14 @@ func lockFile(lock []builder.Locked) string {
 }
 
 var (
-	noWheelRe  = regexp.MustCompile(`([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no usable wheels`)
-	wheelsReq  = regexp.MustCompile("Wheels are required for `([^`]+)`")
-	pipNoMatch = regexp.MustCompile(`No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)`)
+	noWheelRe = regexp.MustCompile(`([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no usable wheels`)
+	wheelsReq = regexp.MustCompile("Wheels are required for `([^`]+)`")
+	// uv's explanations: a package (requested or a dependency) that no
+	// source has, and a requested constraint no version meets (the first
+	// and only step of the explanation).
+	uvNotFound  = regexp.MustCompile(`(?i:because) ([A-Za-z0-9][A-Za-z0-9._-]*) was not found in the (package registry|cache|provided package locations)`)
+	uvNoVersion = regexp.MustCompile(`No solution found when resolving dependencies: \S+ Because (?:only \S+ is available|there (?:are|is) no versions? of \S+) and you require ([A-Za-z0-9][A-Za-z0-9._-]*?)([<>=!~][^\s,]*), we can conclude that your requirements are unsatisfiable`)
+	pipNoMatch  = regexp.MustCompile(`No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)`)
 )
 
 // resolveError turns a failed resolution into a sentence naming the
@@ -626,6 +631,17 @@ func resolveError(ctx context.Context, tool, stderr string, err error) error {
 		// pip cannot tell "no wheel" from "no such package" under
 		// --only-binary; say both.
 		return host.Errorf(host.KindInvalid, "package %s: no wheel for this Python and platform in the index (it may not exist, or be available only as a source distribution, which this builder never builds: no package code runs on the host). %s says: %s", m[1], tool, tail(out, 1500))
+	}
+	// uv wraps its explanation; the patterns below read it as one line.
+	flat := strings.Join(strings.Fields(out), " ")
+	if m := uvNotFound.FindStringSubmatch(flat); m != nil {
+		if m[2] == "cache" {
+			return host.Errorf(host.KindInvalid, "package %s is neither in the download cache nor in a find_links directory, and offline = true keeps the builder off the index: add its wheel to a find_links directory or build once online. %s says: %s", m[1], tool, tail(out, 1500))
+		}
+		return host.Errorf(host.KindInvalid, "package %s was not found in the %s: check the name, or ask an operator to configure the index that has it (environment_builder.index_url, extra_index_urls or find_links). %s says: %s", m[1], m[2], tool, tail(out, 1500))
+	}
+	if m := uvNoVersion.FindStringSubmatch(flat); m != nil {
+		return host.Errorf(host.KindInvalid, "no version of package %s satisfies %s%s: relax the constraint or choose a version the index has. %s says: %s", m[1], m[1], m[2], tool, tail(out, 1500))
 	}
 	if strings.Contains(out, "No solution found") || strings.Contains(out, "ResolutionImpossible") || strings.Contains(out, "conflict") {
 		return host.Errorf(host.KindInvalid, "the requested packages cannot be installed together (a version conflict): relax or drop one of the constraints %s names. %s says: %s", tool, tool, tail(out, 2000))

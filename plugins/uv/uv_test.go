@@ -612,3 +612,43 @@ func TestFindLinksOffline(t *testing.T) {
 		})
 	}
 }
+
+// A package no source has, and a constraint no version meets, are said as
+// such, not as a version conflict (uv's "No solution found" covers all
+// three).
+func TestNotFoundAndNoVersion(t *testing.T) {
+	ix := testindex.New(t, nil)
+	b := newTestBuilder(t, Config{})
+	links := t.TempDir()
+	offline := spec(ix, "forge-missing")
+	offline.Index = builder.Index{URL: ix.URL, FindLinks: []string{links}, Offline: true}
+	for _, c := range []struct {
+		name string
+		req  builder.PlanRequest
+		want []string
+	}{
+		{"unknown", spec(ix, "forge-nope"), []string{"package forge-nope was not found in the package registry", "check the name"}},
+		{"unknown dependency", spec(ix, testindex.ChainTop, "forge-nope"), []string{"package forge-nope was not found"}},
+		{"offline", offline, []string{"package forge-missing is neither in the download cache nor in a find_links directory", "offline = true"}},
+		{"no version", spec(ix, testindex.ChainBottom+" >=3"), []string{"no version of package forge-c satisfies forge-c>=3"}},
+		{"conflict stays a conflict", spec(ix, testindex.ChainTop, testindex.ChainBottom+" <2"), []string{"version conflict", testindex.ChainBottom}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			work := t.TempDir()
+			_, err := build(t, b, c.req, work, nil)
+			var he *host.Error
+			if err == nil || !errors.As(err, &he) || he.Kind != host.KindInvalid {
+				t.Fatalf("want a refusal of the request, got %#v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the refusal lacks %q: %v", w, err)
+				}
+			}
+			if c.name != "conflict stays a conflict" && strings.Contains(err.Error(), "version conflict") {
+				t.Errorf("reported as a version conflict: %v", err)
+			}
+			assertNoLeftovers(t, work)
+		})
+	}
+}

@@ -75,7 +75,7 @@ var elicited struct {
 }
 
 // serve is testenv.StartServerAt with a client that records progress.
-func serve(t *testing.T, base, toml string, approve *bool) *testenv.Server {
+func serve(t testing.TB, base, toml string, approve *bool) *testenv.Server {
 	t.Helper()
 	cfg := filepath.Join(base, "forge.toml")
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
@@ -119,7 +119,7 @@ func serve(t *testing.T, base, toml string, approve *bool) *testenv.Server {
 }
 
 // removeImages removes every image a test server built (by its instance label).
-func removeImages(t *testing.T, base string) {
+func removeImages(t testing.TB, base string) {
 	rt := podman.New("")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -135,7 +135,7 @@ func removeImages(t *testing.T, base string) {
 	}
 }
 
-func ourImages(t *testing.T, base string) []string {
+func ourImages(t testing.TB, base string) []string {
 	t.Helper()
 	ims, err := podman.New("").Images(context.Background(), map[string]string{environments.LabelInstance: forge.Instance(base)})
 	if err != nil {
@@ -148,7 +148,7 @@ func ourImages(t *testing.T, base string) []string {
 	return out
 }
 
-func build(t *testing.T, s *testenv.Server, args map[string]any) (buildOut, *mcp.CallToolResult) {
+func build(t testing.TB, s *testenv.Server, args map[string]any) (buildOut, *mcp.CallToolResult) {
 	t.Helper()
 	var out buildOut
 	res := s.Call(t, "build_environment", args, &out)
