@@ -809,7 +809,7 @@ func (r *runner) run(ctx context.Context, bin string, args []string, onLine func
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = []string{"PATH=" + minimalPath, "HOME=" + r.dir, "LANG=C", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}
 	cmd.Dir = r.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // dies with the plugin
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	var (

@@ -714,7 +714,10 @@ func (r *runner) run(ctx context.Context, bin string, args []string, onLine func
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = r.env()
 	cmd.Dir = r.home
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so a cancel kills its helpers too; and killed with the
+	// plugin, so a plugin the core ends leaves no tool writing into the
+	// work directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	r.b.log.Debug("running", "tool", filepath.Base(bin), "args", mask(strings.Join(args, " ")))
