@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,17 +11,16 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-forge/mcp-forge/plugins/internal/toolrun"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -804,51 +802,9 @@ type runner struct {
 }
 
 func (r *runner) run(ctx context.Context, bin string, args []string, onLine func(string)) (string, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"PATH=" + minimalPath, "HOME=" + r.dir, "LANG=C", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}
-	cmd.Dir = r.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // dies with the plugin
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var (
-		mu             sync.Mutex
-		wg             sync.WaitGroup
-		stdout, stderr strings.Builder
-	)
-	pipe := func(w *strings.Builder) *io.PipeWriter {
-		pr, pw := io.Pipe()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(pr)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				line := sc.Text()
-				mu.Lock()
-				if w.Len() < 4<<20 {
-					w.WriteString(line + "\n")
-				}
-				if onLine != nil {
-					onLine(line)
-				}
-				mu.Unlock()
-			}
-			io.Copy(io.Discard, pr)
-		}()
-		return pw
-	}
-	outW, errW := pipe(&stdout), pipe(&stderr)
-	cmd.Stdout, cmd.Stderr = outW, errW
 	start := time.Now()
-	err := cmd.Run()
-	outW.Close()
-	errW.Close()
-	wg.Wait()
+	so, se, err := toolrun.Run(ctx, toolrun.Cmd{Bin: bin, Args: args, Dir: r.dir, Timeout: r.timeout, Keep: 4 << 20, OnLine: onLine,
+		Env: []string{"PATH=" + minimalPath, "HOME=" + r.dir, "LANG=C", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}})
 	r.log.Info("ran", "tool", filepath.Base(bin), "command", args[0], "ms", time.Since(start).Milliseconds(), "error", err)
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return stdout.String(), stderr.String(), fmt.Errorf("%s did not finish within %s: %w", filepath.Base(bin), r.timeout, ctx.Err())
-	}
-	return stdout.String(), stderr.String(), err
+	return so, se, err
 }

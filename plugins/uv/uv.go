@@ -1,26 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-forge/mcp-forge/plugins/internal/toolrun"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -707,62 +704,11 @@ func (r *runner) env() []string {
 }
 
 // run runs a tool; onLine sees each stderr and stdout line as it comes.
-// Cancelling ctx kills the whole process group (uv starts helpers).
 func (r *runner) run(ctx context.Context, bin string, args []string, onLine func(string)) (string, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.b.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = r.env()
-	cmd.Dir = r.home
-	// Its own group, so a cancel kills its helpers too; and killed with the
-	// plugin, so a plugin the core ends leaves no tool writing into the
-	// work directory.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
 	r.b.log.Debug("running", "tool", filepath.Base(bin), "args", mask(strings.Join(args, " ")))
-	var (
-		mu             sync.Mutex
-		wg             sync.WaitGroup
-		stdout, stderr strings.Builder
-	)
-	pipe := func(w *strings.Builder) *io.PipeWriter {
-		pr, pw := io.Pipe()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(pr)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				line := sc.Text()
-				mu.Lock()
-				if w.Len() < 1<<20 {
-					w.WriteString(line + "\n")
-				}
-				if onLine != nil {
-					onLine(line)
-				}
-				mu.Unlock()
-			}
-			io.Copy(io.Discard, pr)
-		}()
-		return pw
-	}
-	outW, errW := pipe(&stdout), pipe(&stderr)
-	cmd.Stdout, cmd.Stderr = outW, errW
 	start := time.Now()
-	err := cmd.Run()
-	// Run has copied everything the tool wrote (or given up WaitDelay after
-	// a kill): closing the writers ends the scanners, and no line is
-	// reported after this returns.
-	outW.Close()
-	errW.Close()
-	wg.Wait()
-	so, se := stdout.String(), stderr.String()
+	so, se, err := toolrun.Run(ctx, toolrun.Cmd{Bin: bin, Args: args, Env: r.env(), Dir: r.home, Timeout: r.b.timeout, Keep: 1 << 20, OnLine: onLine})
 	r.b.log.Info("ran", "tool", filepath.Base(bin), "command", args[0]+" "+args[1], "ms", time.Since(start).Milliseconds(), "error", err)
-	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return so, se, fmt.Errorf("%s did not finish within %s: %w", filepath.Base(bin), r.b.timeout, ctx.Err())
-	}
 	return so, se, err
 }
 
