@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
@@ -207,7 +208,7 @@ func cmdDoctor(ctx context.Context, _ []string) int {
 	rt := podman.New(cfg.Server.PodmanSocket)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
 		doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts),
-		doctor.Environments(cfg, forge.Builders(sts), exec.LookPath)}
+		doctor.Environments(cfg, forge.Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion)}
 	if addr, ok := httpAddress(cfg); ok {
 		checks = append(checks, httpserver.Doctor(cfg, addr))
 	}
@@ -253,4 +254,12 @@ func cmdImages(ctx context.Context, _ []string) int {
 		}
 	}
 	return code
+}
+
+// toolVersion runs `path --version` with a bound.
+func toolVersion(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	return string(out), err
 }

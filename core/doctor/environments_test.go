@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,6 +50,43 @@ func TestEnvironmentsCheck(t *testing.T) {
 				if !found {
 					t.Errorf("want %q in:\n%s", w, all)
 				}
+			}
+		})
+	}
+}
+
+func TestUVCheck(t *testing.T) {
+	none := func(string) (string, error) { return "", errors.New("not found") }
+	onPath := func(n string) (string, error) {
+		if n == "uv" {
+			return "/usr/bin/uv", nil
+		}
+		return "", errors.New("not found")
+	}
+	ok := func(context.Context, string) (string, error) { return "uv 0.6.14\n", nil }
+	broken := func(context.Context, string) (string, error) { return "", errors.New("exec format error") }
+	for _, tc := range []struct {
+		name    string
+		uvPath  string
+		look    func(string) (string, error)
+		version func(context.Context, string) (string, error)
+		want    string
+	}{
+		{"on PATH", "", onPath, ok, "ok uv: uv 0.6.14 at /usr/bin/uv (from PATH)"},
+		{"configured", "/opt/uv", none, ok, "ok uv: uv 0.6.14 at /opt/uv (from plugins.uv.config.uv_path)"},
+		{"none found", "", none, ok, "warn uv: no uv found"},
+		{"pip chosen", "none", onPath, ok, "warn uv: plugins.uv.config.uv_path = \"none\""},
+		{"does not run", "", onPath, broken, "FAIL uv: uv at /usr/bin/uv (PATH) does not run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.EnvironmentBuilder.Builder = "uv"
+			if tc.uvPath != "" {
+				cfg.Plugins = map[string]config.PluginSpec{"uv": {Config: map[string]any{"uv_path": tc.uvPath}}}
+			}
+			res := UV(cfg, tc.look, tc.version)(context.Background())
+			if len(res) != 1 || !strings.Contains(fmt.Sprintf("%s %s: %s", res[0].Status, res[0].Name, res[0].Detail), tc.want) {
+				t.Fatalf("%+v, want %q", res, tc.want)
 			}
 		})
 	}
