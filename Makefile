@@ -6,7 +6,7 @@ export GOFLAGS := -tags=containers_image_openpgp,remote,exclude_graphdriver_btrf
 export CGO_ENABLED := 0
 
 BIN       := bin
-PLUGINS   := $(notdir $(wildcard plugins/*))
+PLUGINS   := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
