@@ -26,6 +26,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 func newLogger(cfg config.Config) (hclog.Logger, func(), error) {
@@ -249,12 +250,15 @@ func pluginCheck(cfg config.Config, sts []plugins.Status) doctor.Check {
 				continue
 			}
 			c := st.Capabilities
-			mode := "stateless"
-			if c.Stateful {
-				mode = "sessions"
+			detail := fmt.Sprintf("%s %s, API v%d, checksum %s", st.Type, st.Version, st.APIVersion, st.Checksum)
+			if st.Type == plugin.TypeBackend {
+				mode := "stateless"
+				if c.Stateful {
+					mode = "sessions"
+				}
+				detail += fmt.Sprintf(": %s (%s), image %s", strings.Join(c.Languages, ", "), mode, c.Image)
 			}
-			out = append(out, doctor.Result{Name: "plugin " + st.Name, Status: doctor.OK, Detail: fmt.Sprintf("%s %s, API v%d, checksum %s: %s (%s), image %s",
-				st.Type, st.Version, st.APIVersion, st.Checksum, strings.Join(c.Languages, ", "), mode, c.Image)})
+			out = append(out, doctor.Result{Name: "plugin " + st.Name, Status: doctor.OK, Detail: detail})
 		}
 		langs, err := engine.Check(cfg, policy.New(policy.FromConfig(cfg), nil), sts)
 		if err != nil {

@@ -392,7 +392,11 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 	default:
 		sev = audit.Info
 	}
-	a.h.rec.Record(audit.Entry{Event: event, Severity: sev, SessionID: e.SessionID, Success: e.Success, Details: details, Error: e.Error})
+	// A plugin may act on a record alone (a warm container's run creates no
+	// container the core would audit): it learns when the log took nothing.
+	if err := audit.Must(a.h.rec, audit.Entry{Event: event, Severity: sev, SessionID: e.SessionID, Success: e.Success, Details: details, Error: e.Error}); err != nil {
+		return host.Errorf(host.KindUnavailable, "the audit log cannot be written (%v); nothing is run unaudited", err)
+	}
 	return nil
 }
 

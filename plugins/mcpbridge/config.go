@@ -19,6 +19,11 @@ type Config struct {
 	// execution.max_image_size); 0: no limit of the bridge's own.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	MaxImageBytes  int64 `json:"max_image_bytes,omitempty"`
+	// The container defaults the core sends every plugin too
+	// (forge.PluginSettings); a bridge starts no container and ignores them.
+	DefaultMemory  string `json:"default_memory,omitempty"`
+	DefaultTimeout int    `json:"default_timeout,omitempty"`
+	MaxTimeout     int    `json:"max_timeout,omitempty"`
 }
 
 // ServerConfig is one MCP server: stdio (Command, Args, Env) or streamable

@@ -36,7 +36,7 @@ func TestParseConfig(t *testing.T) {
 		{"http", `{"servers":{"b":{"url":"https://example.com/mcp","headers":{"Authorization":"Bearer t"}}}}`, ""},
 		// What the core sends: every plugin's output limits, and empty
 		// fields of the other transport.
-		{"core settings", `{"servers":{"a":{"command":"x","args":[],"env":{},"url":"","headers":{}},"b":{"command":"","args":[],"env":{},"url":"http://h/","headers":{}}},"call_timeout":"30s","max_output_bytes":1048576,"max_image_bytes":5242880}`, ""},
+		{"core settings", `{"servers":{"a":{"command":"x","args":[],"env":{},"url":"","headers":{}},"b":{"command":"","args":[],"env":{},"url":"http://h/","headers":{}}},"call_timeout":"30s","max_output_bytes":1048576,"max_image_bytes":5242880,"default_memory":"512m","default_timeout":30,"max_timeout":1800}`, ""},
 		{"negative limit", `{"servers":{"a":{"command":"x"}},"max_output_bytes":-1}`, "must not be negative"},
 		// An idle bridge (a forge.toml without [mcp_tools]) is no error.
 		{"empty", ``, ""},

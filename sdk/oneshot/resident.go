@@ -295,8 +295,13 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 		} else {
 			// The container was created before the code existed: the run
 			// and its code are audited here.
-			_ = b.audit.Record(ctx, host.Event{Event: "warm_run", Success: true, Details: map[string]any{
-				"container_id": r.ctr.ID, "code_sha256": codeHash, "run_id": req.RunID}})
+			if err := b.audit.Record(ctx, host.Event{Event: "warm_run", Success: true, Details: map[string]any{
+				"container_id": r.ctr.ID, "code_sha256": codeHash, "run_id": req.RunID}}); err != nil {
+				// No run without its audit line: the container goes unused.
+				r.close()
+				b.sb.Remove(context.WithoutCancel(ctx), r.ctr.ID)
+				return backend.ExecuteResult{}, err
+			}
 		}
 		res, err := b.runResident(ctx, r, req, timeout, maxOut, maxImg, start)
 		if errors.Is(err, errNotDelivered) && warm {

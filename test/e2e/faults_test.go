@@ -76,7 +76,7 @@ func TestPodmanServiceRestart(t *testing.T) {
 	svc := &podmanService{sock: filepath.Join(dir, "podman.sock"), log: filepath.Join(dir, "podman.log")}
 	svc.start(t)
 	t.Cleanup(func() { svc.stop(t) })
-	s := testenv.StartServer(t, fmt.Sprintf("[server]\npodman_socket = %q\n", svc.sock)+testenv.NoSessionPools)
+	s := testenv.StartServer(t, fmt.Sprintf("[server]\npodman_socket = %q\n", svc.sock)+testenv.NoSessionPools+coldConfig) // pools off: the test counts the session's and the run's containers
 	id := procid.Of(s.Cmd.Process.Pid)
 	call := sessionCaller(t, s, "execute_python")
 	if o, res := call("x = 41", "keep", 0); res.IsError {
