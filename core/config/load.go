@@ -98,6 +98,14 @@ func decode(text string, cfg *Config) (Errors, error) {
 			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("must be a table ([%s] with one key per entry), not a %s", k.String(), strings.ToLower(md.Type(k...)))})
 		}
 	}
+	// The decoder also matches keys case-insensitively: [Server] would fill
+	// [server], and with both in one file which wins is the decoder's map
+	// order. Keys are lower case: anything else is refused.
+	for _, k := range md.Keys() {
+		if at, want, ok := caseMismatch(reflect.TypeOf(*cfg), k); ok {
+			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("%q: keys are case-sensitive; write %q", at, want)})
+		}
+	}
 	for _, k := range md.Undecoded() {
 		// Plugin config tables are free-form: the plugin validates them.
 		if len(k) >= 3 && k[0] == "plugins" && k[2] == "config" {
@@ -106,6 +114,31 @@ func decode(text string, cfg *Config) (Errors, error) {
 		errs = append(errs, FieldError{Path: k.String(), Msg: "unknown key (check the spelling against forge.toml.example)"})
 	}
 	return errs, nil
+}
+
+// caseMismatch finds a name on path that names a field of the
+// configuration only when case is ignored (map keys are free).
+func caseMismatch(t reflect.Type, path []string) (at, want string, bad bool) {
+	for _, name := range path {
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTOML(t, name)
+			if !ok {
+				for i := 0; i < t.NumField(); i++ {
+					if n := tomlName(t.Field(i)); strings.EqualFold(n, name) {
+						return name, n, true
+					}
+				}
+				return "", "", false
+			}
+			t = f.Type
+		case reflect.Map:
+			t = t.Elem()
+		default:
+			return "", "", false
+		}
+	}
+	return "", "", false
 }
 
 // isMap reports whether the field at path is a map.
