@@ -129,8 +129,18 @@ func removeImages(t testing.TB, base string) {
 		return
 	}
 	for _, im := range ims {
-		if err := rt.RemoveImage(ctx, im.ID); err != nil {
-			t.Logf("remove %s: %v", im.ID, err)
+		// The server may still be removing the container of a run in this
+		// image (cleanups run before the server stops): retry until it is gone,
+		// or a later run finds the name taken.
+		var err error
+		for ctx.Err() == nil {
+			if err = rt.RemoveImage(ctx, im.ID); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("test image %s left behind: %v", im.ID, err)
 		}
 	}
 }
