@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,6 +46,28 @@ func newLogger(cfg config.Config) (hclog.Logger, func(), error) {
 		JSONFormat: cfg.Server.LogFormat == "json"}), closeFn, nil
 }
 
+// cpuProfile writes a CPU profile of the whole serve to the file named by
+// FORGE_CPUPROFILE (for `go tool pprof`), the way the speed work was
+// profiled; nil when unset.
+func cpuProfile(log hclog.Logger) func() {
+	path := os.Getenv("FORGE_CPUPROFILE")
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		log.Warn("no CPU profile", "error", err)
+		return nil
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		log.Warn("no CPU profile", "error", err)
+		f.Close()
+		return nil
+	}
+	log.Info("writing a CPU profile", "path", path)
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
@@ -61,6 +84,9 @@ func cmdServe(ctx context.Context, _ []string) int {
 		return 1
 	}
 	defer closeLog()
+	if stop := cpuProfile(log); stop != nil {
+		defer stop()
+	}
 	addr, useHTTP := httpAddress(cfg)
 	if useHTTP {
 		return serveHTTP(ctx, cfg, addr, log)

@@ -88,6 +88,11 @@ type Manager struct {
 	kick     chan struct{}                 // wakes the removal retrier
 	stop     chan struct{}                 // ends it
 	stopOnce sync.Once
+	// closing refuses new containers once Shutdown began; creates counts
+	// those under way, which Shutdown waits for (a pool refill racing the
+	// final sweep would otherwise leave its container behind).
+	closing  bool
+	creates  sync.WaitGroup
 	checked  bool
 	infoErr  error
 	// unenforced: the runtime cannot enforce memory/CPU/pids (notice.go).
@@ -162,10 +167,21 @@ func (m *Manager) violation(op, owner, session string, err error) {
 	}
 }
 
+// ErrShuttingDown refuses a container asked for after Shutdown began.
+var ErrShuttingDown = errors.New("the server is shutting down: no new containers")
+
 // Create hardens and checks the intent, then creates the container. The
 // creation is audited before the container can be started; if that record
 // cannot be written the container is removed and the request refused.
 func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return "", ErrShuttingDown
+	}
+	m.creates.Add(1)
+	m.mu.Unlock()
+	defer m.creates.Done()
 	in.Instance = m.instance
 	if in.Labels == nil {
 		in.Labels = map[string]string{}
@@ -636,6 +652,15 @@ func (m *Manager) RemoveOwnedBy(ctx context.Context, owner string) int {
 // the next server's reconciliation.
 func (m *Manager) Shutdown(ctx context.Context) {
 	m.stopOnce.Do(func() { close(m.stop) })
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.creates.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	for _, id := range m.tracked.IDs() {
 		_ = m.Remove(ctx, "", id)
 	}

@@ -357,3 +357,44 @@ func TestEnvironmentNeverAudited(t *testing.T) {
 		t.Errorf("created %d", rt.created)
 	}
 }
+
+// slowCreate holds Create until released, like a Podman create under load.
+type slowCreate struct {
+	fakeRuntime
+	entered, release chan struct{}
+}
+
+func (s *slowCreate) Create(ctx context.Context, sp runtime.Spec) (string, error) {
+	close(s.entered)
+	<-s.release
+	return s.fakeRuntime.Create(ctx, sp)
+}
+
+// A create under way when the server shuts down (a warm pool's refill) is
+// waited for and its container removed; a create asked for afterwards is
+// refused. Before, the final sweep ran past it and the container stayed.
+func TestShutdownWaitsForCreatesUnderWay(t *testing.T) {
+	rt := &slowCreate{entered: make(chan struct{}), release: make(chan struct{})}
+	m, _ := newTestManager(t, rt, true)
+	created := make(chan error, 1)
+	go func() { _, err := m.Create(context.Background(), intent(m)); created <- err }()
+	<-rt.entered
+	shut := make(chan struct{})
+	go func() { m.Shutdown(context.Background()); close(shut) }()
+	select {
+	case <-shut:
+		t.Fatal("Shutdown returned while a create was under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(rt.release)
+	<-shut
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if rt.removes != 1 || len(m.tracked.IDs()) != 0 {
+		t.Fatalf("the container created during shutdown stayed: removes=%d tracked=%v", rt.removes, m.tracked.IDs())
+	}
+	if _, err := m.Create(context.Background(), intent(m)); !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("create after shutdown: %v", err)
+	}
+}

@@ -138,6 +138,7 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true, Checkpoint: b.spec.Checkpoint}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
+	c.WarmPool = b.Pool()
 	return c, nil
 }
 

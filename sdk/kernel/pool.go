@@ -36,23 +36,24 @@ type pool struct {
 	starting int
 	failures int // consecutive failed starts (for the back-off)
 	retry    *time.Timer
-	hits     int
-	misses   int
-	refill   time.Duration // how long the last warm kernel took to start
+	stats    backend.WarmPool // counters; Size, Warm, Starting filled on read
+	refillT  time.Duration    // sum of successful start times
 }
 
-// PoolStats is a snapshot of the warm pool.
-type PoolStats struct {
-	Size, Warm, Starting, Hits, Misses int
-	LastRefill                         time.Duration
-}
-
-// Pool reports the warm pool's state.
-func (b *Backend) Pool() PoolStats {
+// Pool reports the warm pool's state, nil when the backend keeps none.
+func (b *Backend) Pool() *backend.WarmPool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := &b.pool
-	return PoolStats{Size: p.size, Warm: len(p.warm), Starting: p.starting, Hits: p.hits, Misses: p.misses, LastRefill: p.refill}
+	if p.size == 0 && len(p.warm) == 0 && p.stats.Refills == 0 {
+		return nil
+	}
+	st := p.stats
+	st.Size, st.Warm, st.Starting = p.size, len(p.warm), p.starting
+	if st.Refills > 0 {
+		st.MeanRefill = p.refillT / time.Duration(st.Refills)
+	}
+	return &st
 }
 
 // matches reports whether a request can take a warm kernel: a new session
@@ -90,6 +91,8 @@ func (b *Backend) startWarm() {
 	p.starting--
 	if err != nil {
 		p.failures++
+		p.stats.Failures++
+		p.stats.LastFailure = err.Error()
 		// Back off (1 s, 2 s, ... at most a minute) so that a broken image
 		// or an absent Podman does not spin; the next session starts cold.
 		wait := min(time.Duration(1<<min(p.failures-1, 6))*time.Second, time.Minute)
@@ -107,7 +110,9 @@ func (b *Backend) startWarm() {
 		return
 	}
 	p.failures = 0
-	p.refill = time.Since(start)
+	p.stats.Refills++
+	p.stats.LastRefill = time.Since(start)
+	p.refillT += p.stats.LastRefill
 	if len(p.warm) >= p.size { // drained (or shrunk) while it started
 		b.mu.Unlock()
 		b.discard(s)
@@ -125,6 +130,13 @@ func (b *Backend) startWarm() {
 // ready. A kernel that died while it waited is removed and the next tried.
 func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *session {
 	if !b.matches(req) {
+		if req.WorkspaceID == "" { // a restart is no miss: it keeps its container's workspace
+			b.mu.Lock()
+			if b.pool.size > 0 {
+				b.pool.stats.Misses++
+			}
+			b.mu.Unlock()
+		}
 		return nil
 	}
 	for {
@@ -135,7 +147,7 @@ func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *ses
 			return nil
 		}
 		if len(p.warm) == 0 {
-			p.misses++
+			p.stats.Misses++
 			b.mu.Unlock()
 			return nil
 		}
@@ -150,11 +162,14 @@ func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *ses
 		alive := s.client.Alive(hctx)
 		cancel()
 		if !alive {
+			b.mu.Lock()
+			b.pool.stats.Retired++
+			b.mu.Unlock()
 			b.discard(s)
 			continue
 		}
 		b.mu.Lock()
-		b.pool.hits++
+		b.pool.stats.Hits++
 		b.mu.Unlock()
 		s.workspace, s.id = s.id, req.SessionID
 		return s

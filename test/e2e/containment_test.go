@@ -155,9 +155,8 @@ func TestKilledServerLeavesNoContainers(t *testing.T) {
 
 // A server that stops cleanly takes its watchdog with it.
 func TestWatchdogEndsWithCleanServer(t *testing.T) {
-	// Pools off: a stateless pool refill racing the shutdown can leave one
-	// container for the watchdog (known; see the closing note of issue 13).
-	s := testenv.StartServer(t, testenv.NoSessionPools+coldConfig)
+	// With the warm pools on: their refills race the shutdown.
+	s := testenv.StartServer(t, "")
 	pid := s.Cmd.Process.Pid
 	watchdogs := childrenMatching(pid, "watchdog")
 	if len(watchdogs) != 1 {
@@ -174,6 +173,9 @@ func TestWatchdogEndsWithCleanServer(t *testing.T) {
 		if e.Event == audit.WatchdogEvent || e.Event == audit.ContainerReap {
 			t.Errorf("a clean stop left work for the watchdog: %+v", e)
 		}
+	}
+	if left := testenv.Containers(t, s.Base, false); len(left) != 0 {
+		t.Errorf("a clean stop left containers: %v", left)
 	}
 }
 

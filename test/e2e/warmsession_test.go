@@ -105,6 +105,11 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 			t.Fatalf("session %s started warm=%v, want %v: %+v", sid, st, want, st)
 		}
 	}
+	// environment/info shows the session pool: one taken, one missed (the
+	// request with an environment).
+	if p := testenv.Pool(t, s.Session, "jupyter"); p == nil || p.Size != 1 || p.Hits != 1 || p.Misses != 1 || p.Refills < 1 {
+		t.Errorf("jupyter's warm pool in environment/info: %+v", p)
+	}
 	t.Logf("warm: %v", warm)
 	if len(warm) != len(cold) {
 		t.Errorf("probes differ in fields: warm %v, cold %v", warm, cold)
