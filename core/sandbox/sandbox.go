@@ -91,10 +91,10 @@ type Manager struct {
 	// closing refuses new containers once Shutdown began; creates counts
 	// those under way, which Shutdown waits for (a pool refill racing the
 	// final sweep would otherwise leave its container behind).
-	closing  bool
-	creates  sync.WaitGroup
-	checked  bool
-	infoErr  error
+	closing bool
+	creates sync.WaitGroup
+	checked bool
+	infoErr error
 	// unenforced: the runtime cannot enforce memory/CPU/pids (notice.go).
 	unenforced bool
 }
