@@ -713,6 +713,19 @@ func (e *Engine) MarkBackendDead(name string) {
 	}
 }
 
+// HoldsSession reports whether internal is the id below the engine of a
+// session it keeps (live or dead), whose workspace must stay.
+func (e *Engine) HoldsSession(internal string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.sessions {
+		if s.Internal == internal {
+			return true
+		}
+	}
+	return false
+}
+
 // CloseAll destroys every session (server shutdown). With
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
 // first, so its owner finds it again after a restart.

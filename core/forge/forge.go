@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -161,8 +162,15 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	}
 	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
 	f.Workspaces = ws
+	// The host services of each plugin's current process, so that a crash
+	// releases what its containers held.
+	var hostsMu sync.Mutex
+	hosts := map[string]*hostsvc.Host{}
 	f.Plugins = plugins.NewManager(entries, func(name string) host.Host {
 		h := hostsvc.New(name, sb, al, ws)
+		hostsMu.Lock()
+		hosts[name] = h
+		hostsMu.Unlock()
 		h.SetGrants(func(owner, token string) (*toolbridge.Grant, error) {
 			if f.Tools == nil {
 				return nil, errors.New("this server serves no tool grants (no bridge plugin)")
@@ -215,7 +223,14 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	f.Plugins.OnCrash = func(name string) {
 		f.Engine.MarkBackendDead(name)
 		n := sb.RemoveOwnedBy(context.Background(), name)
-		log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n)
+		hostsMu.Lock()
+		h := hosts[name]
+		hostsMu.Unlock()
+		released := 0
+		if h != nil {
+			released = h.Crashed(f.Engine.HoldsSession)
+		}
+		log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n, "workspaces_released", released)
 	}
 
 	bg, stop := context.WithCancel(context.Background())

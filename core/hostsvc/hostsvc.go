@@ -309,6 +309,33 @@ func (h *Host) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
+// Crashed releases the workspaces of the plugin's containers once it died
+// and the core removed them: ephemeral ones, and session workspaces it made
+// that no core session holds (keep), such as a warm pool's or a throw-away
+// session's. A session the core keeps (marked dead, restartable on its
+// files) keeps its workspace. It returns how many were removed.
+func (h *Host) Crashed(keep func(sessionID string) bool) int {
+	h.mu.Lock()
+	all := h.workspaces
+	h.workspaces = map[string]*tracked{}
+	h.mu.Unlock()
+	n := 0
+	for _, t := range all {
+		t.stop()
+		switch {
+		case t.Ephemeral:
+			if h.ws.Remove(t.Workspace) == nil {
+				n++
+			}
+		case !keep(t.SessionID):
+			if ok, _ := h.ws.RemoveClaimed(t.SessionID, h.owner); ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // ReadFiles implements host.Sandbox: regular files of one workspace
 // directory, never following symlinks the sandboxed code may have planted.
 func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {

@@ -3,6 +3,9 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -207,6 +210,23 @@ func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
 	s := testenv.StartServer(t, "[plugins.r.config]\nwarm = 0\n")
 	testenv.WaitWarm(t, s.Session, "python", 2)
 	old := testenv.Containers(t, s.Base, true, "io.mcp-forge.x-warm=true")
+	var oldDirs []string // the warm containers' workspaces
+	for _, id := range old {
+		b, err := exec.Command("podman", "inspect", "--format", "{{range .Mounts}}{{.Source}} {{end}}", id).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, src := range strings.Fields(string(b)) {
+			if rel, err := filepath.Rel(filepath.Join(s.Base, "sessions"), src); err == nil && !strings.HasPrefix(rel, "..") {
+				if d := filepath.Join(s.Base, "sessions", strings.Split(rel, string(filepath.Separator))[0]); !slices.Contains(oldDirs, d) {
+					oldDirs = append(oldDirs, d)
+				}
+			}
+		}
+	}
+	if len(oldDirs) == 0 {
+		t.Fatalf("no workspace found for the warm containers %v", old)
+	}
 	killed := 0
 	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
 		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")
@@ -246,6 +266,12 @@ func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
 		}
 		return true
 	})
+	// Their workspaces go too, not at shutdown only.
+	for _, d := range oldDirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the dead plugin's warm workspace %s is still there (%v)", d, err)
+		}
+	}
 	warmCall(t, s, "python", map[string]any{"code": "1"}, &o)
 }
 
