@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -129,6 +130,14 @@ func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, err
 		},
 	}, reg.Names(), languages, backends)
 
+	for _, name := range reg.Names() {
+		// Requests holding a tenant's slots (max_requests_in_flight): slow
+		// clients show here before they show as 429s.
+		s.Metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcp_forge_http_requests_in_flight",
+			Help: "HTTP requests of a tenant being served, bounded by quotas.max_requests_in_flight.", ConstLabels: prometheus.Labels{"tenant": name}},
+			func() float64 { return float64(reg.Requests(name)) }))
+	}
+
 	attr := tenant.NewAttribution()
 	f.Audit.AddHook(attr.Hook)
 	f.Audit.AddHook(func(e *audit.Entry) { s.Metrics.Audit(*e) })
@@ -175,7 +184,11 @@ func (s *Server) Handler() (http.Handler, error) {
 		http.Error(w, "Forbidden: cross-origin request from "+r.Header.Get("Origin")+" (allowed origins are server.allowed_origins)", http.StatusForbidden)
 	}))
 	h = cop.Handler(h)
-	return s.count(h), nil
+	bodyTime := time.Duration(s.cfg.Server.RequestBodyTimeout) * time.Second
+	if bodyTime <= 0 {
+		return nil, fmt.Errorf("server.request_body_timeout must be a positive number of seconds, got %d", s.cfg.Server.RequestBodyTimeout)
+	}
+	return s.count(limitBodyTime(h, bodyTime, s.f.Audit, s.log.Named("http"))), nil
 }
 
 const wellKnown = "/.well-known/oauth-protected-resource"
@@ -209,6 +222,7 @@ func (s *Server) limitRequests(h http.Handler) http.Handler {
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			name = ti.UserID
 		}
+		noteTenant(r, name)
 		release, err := s.Tenants.EnterRequest(name)
 		if err != nil {
 			var qe *tenant.QuotaError
