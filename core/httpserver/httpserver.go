@@ -184,11 +184,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		http.Error(w, "Forbidden: cross-origin request from "+r.Header.Get("Origin")+" (allowed origins are server.allowed_origins)", http.StatusForbidden)
 	}))
 	h = cop.Handler(h)
-	bodyTime := time.Duration(s.cfg.Server.RequestBodyTimeout) * time.Second
-	if bodyTime <= 0 {
-		return nil, fmt.Errorf("server.request_body_timeout must be a positive number of seconds, got %d", s.cfg.Server.RequestBodyTimeout)
-	}
-	return s.count(limitBodyTime(h, bodyTime, s.f.Audit, s.log.Named("http"))), nil
+	return s.count(h), nil
 }
 
 const wellKnown = "/.well-known/oauth-protected-resource"
@@ -286,6 +282,13 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 	if err != nil {
 		return err
 	}
+	// Every route's body has a deadline, not only /mcp's: a handler that
+	// ignores the body (/healthz, a 401) still has net/http drain it.
+	bodyTime := time.Duration(s.cfg.Server.RequestBodyTimeout) * time.Second
+	if bodyTime <= 0 {
+		return fmt.Errorf("server.request_body_timeout must be a positive number of seconds, got %d", s.cfg.Server.RequestBodyTimeout)
+	}
+	bounded := func(h http.Handler) http.Handler { return limitBodyTime(h, bodyTime, s.f.Audit, s.log.Named("http")) }
 	var tlsCfg *tls.Config
 	if s.cfg.Server.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.Server.TLSCert, s.cfg.Server.TLSKey)
@@ -301,7 +304,7 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
-	s.main = &http.Server{Handler: mainMux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	s.main = &http.Server{Handler: bounded(mainMux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: hclogStd(s.log), BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	servers := []*http.Server{s.main}
 	listeners := []net.Listener{ln}
@@ -312,7 +315,7 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 			ln.Close()
 			return fmt.Errorf("listen on server.admin_addr %s: %w", s.cfg.Server.AdminAddr, err)
 		}
-		s.admin = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: hclogStd(s.log)}
+		s.admin = &http.Server{Handler: bounded(adminMux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: hclogStd(s.log)}
 		servers, listeners = append(servers, s.admin), append(listeners, aln)
 		adminAddr = aln.Addr().String()
 	}
