@@ -66,6 +66,10 @@ type Server struct {
 	// listener; empty serves them on the MCP listener.
 	AdminAddr       string `toml:"admin_addr"`
 	ShutdownTimeout int    `toml:"shutdown_timeout"` // seconds running calls get to finish
+	// RequestBodyTimeout is how many seconds an HTTP client has, once its
+	// headers arrived, to send the whole request body: a client that stalls
+	// would otherwise hold its request slot and a goroutine forever.
+	RequestBodyTimeout int `toml:"request_body_timeout"`
 	// AllowUnauthenticated lets the HTTP transport listen on a non-loopback
 	// address with no tenants configured. Off: such a server refuses to start.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
@@ -292,15 +296,16 @@ func Default() Config { return DefaultFor(os.Geteuid(), os.LookupEnv) }
 func systemDefault() Config {
 	return Config{
 		Server: Server{
-			Transport:       "stdio",
-			Host:            "localhost",
-			Port:            3000,
-			LogLevel:        "info",
-			LogFormat:       "text",
-			PluginDir:       "",
-			MaxRequestBody:  "8m",
-			AllowedOrigins:  []string{},
-			ShutdownTimeout: 60,
+			Transport:          "stdio",
+			Host:               "localhost",
+			Port:               3000,
+			LogLevel:           "info",
+			LogFormat:          "text",
+			PluginDir:          "",
+			MaxRequestBody:     "8m",
+			AllowedOrigins:     []string{},
+			ShutdownTimeout:    60,
+			RequestBodyTimeout: 60,
 		},
 		Execution: Execution{
 			DefaultBackend:    map[string]string{},

@@ -129,6 +129,7 @@ func TestLoadErrors(t *testing.T) {
 		{"body below code", "[server]\nmax_request_body = \"1m\"\n", nil, []string{"server.max_request_body: must be >= execution.max_code_size"}},
 		{"origin", "[server]\nallowed_origins = [\"example.com\"]\n", nil, []string{"server.allowed_origins[0]"}},
 		{"admin addr", "[server]\nadmin_addr = \"9090\"\n", nil, []string{"server.admin_addr"}},
+		{"no body deadline", "[server]\nrequest_body_timeout = 0\n", nil, []string{"server.request_body_timeout: must be > 0"}},
 		{"quota zero", "[quotas]\nmax_sessions = 0\n", nil, []string{"quotas.max_sessions: must be > 0"}},
 		{"tenant no key", "[tenants.alice]\nmax_sessions = 2\n", nil, []string{"tenants.alice.api_key_sha256: must list at least one key hash"}},
 		{"tenant raw key", "[tenants.alice]\napi_key_sha256 = [\"hunter2\"]\n", nil, []string{"tenants.alice.api_key_sha256[0]: must be the sha256"}},

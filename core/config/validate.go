@@ -42,6 +42,7 @@ func Validate(c Config) Errors {
 		}
 	}
 	v.positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
+	v.positive("server.request_body_timeout", c.Server.RequestBodyTimeout)
 	v.absOrEmpty("server.podman_socket", c.Server.PodmanSocket)
 	v.absOrEmpty("server.log_file", c.Server.LogFile)
 	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)

@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -129,6 +130,14 @@ func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, err
 		},
 	}, reg.Names(), languages, backends)
 
+	for _, name := range reg.Names() {
+		// Requests holding a tenant's slots (max_requests_in_flight): slow
+		// clients show here before they show as 429s.
+		s.Metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcp_forge_http_requests_in_flight",
+			Help: "HTTP requests of a tenant being served, bounded by quotas.max_requests_in_flight.", ConstLabels: prometheus.Labels{"tenant": name}},
+			func() float64 { return float64(reg.Requests(name)) }))
+	}
+
 	attr := tenant.NewAttribution()
 	f.Audit.AddHook(attr.Hook)
 	f.Audit.AddHook(func(e *audit.Entry) { s.Metrics.Audit(*e) })
@@ -209,6 +218,7 @@ func (s *Server) limitRequests(h http.Handler) http.Handler {
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			name = ti.UserID
 		}
+		noteTenant(r, name)
 		release, err := s.Tenants.EnterRequest(name)
 		if err != nil {
 			var qe *tenant.QuotaError
@@ -272,6 +282,13 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 	if err != nil {
 		return err
 	}
+	// Every route's body has a deadline, not only /mcp's: a handler that
+	// ignores the body (/healthz, a 401) still has net/http drain it.
+	bodyTime := time.Duration(s.cfg.Server.RequestBodyTimeout) * time.Second
+	if bodyTime <= 0 {
+		return fmt.Errorf("server.request_body_timeout must be a positive number of seconds, got %d", s.cfg.Server.RequestBodyTimeout)
+	}
+	bounded := func(h http.Handler) http.Handler { return limitBodyTime(h, bodyTime, s.f.Audit, s.log.Named("http")) }
 	var tlsCfg *tls.Config
 	if s.cfg.Server.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.Server.TLSCert, s.cfg.Server.TLSKey)
@@ -287,7 +304,7 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
-	s.main = &http.Server{Handler: mainMux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	s.main = &http.Server{Handler: bounded(mainMux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: hclogStd(s.log), BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	servers := []*http.Server{s.main}
 	listeners := []net.Listener{ln}
@@ -298,7 +315,7 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 			ln.Close()
 			return fmt.Errorf("listen on server.admin_addr %s: %w", s.cfg.Server.AdminAddr, err)
 		}
-		s.admin = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: hclogStd(s.log)}
+		s.admin = &http.Server{Handler: bounded(adminMux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: hclogStd(s.log)}
 		servers, listeners = append(servers, s.admin), append(listeners, aln)
 		adminAddr = aln.Addr().String()
 	}

@@ -259,6 +259,18 @@ func (r *Registry) EnterRequest(name string) (release func(), err error) {
 	}, nil
 }
 
+// Requests is how many HTTP requests of a tenant hold a slot now (the
+// in-flight gauge, so an operator and the tests see slow clients).
+func (r *Registry) Requests(name string) int {
+	s, ok := r.tenants[name]
+	if !ok {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.requests
+}
+
 // Usage is a tenant's live counters (for tests and metrics).
 func (r *Registry) Usage(name string) (running, creating int) {
 	s, ok := r.tenants[name]

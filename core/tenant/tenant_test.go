@@ -241,13 +241,23 @@ func TestEnterRequest(t *testing.T) {
 	} else {
 		b()
 	}
+	if n := r.Requests("alice"); n != 2 {
+		t.Errorf("alice holds %d requests, want 2 (a refusal holds none)", n)
+	}
 	a1()
+	a1() // a second release is a no-op
+	if n := r.Requests("alice"); n != 1 {
+		t.Errorf("after a release alice holds %d requests, want 1", n)
+	}
 	if a3, err := r.EnterRequest("alice"); err != nil {
 		t.Fatalf("after a release: %v", err)
 	} else {
 		a3()
 	}
 	a2()
+	if n := r.Requests("alice"); n != 0 {
+		t.Errorf("after every release alice holds %d requests", n)
+	}
 	if _, err := r.EnterRequest("nobody"); err == nil {
 		t.Fatal("unknown tenant admitted")
 	}
