@@ -390,6 +390,52 @@ var (
 	envKey = regexp.MustCompile(`(?i)^(env|envs|environ|environment|env_names|env_vars|environment_names|environment_variables)$`)
 )
 
+// What Redact does with a key, in the order its rules apply.
+type keyClass uint8
+
+const (
+	keyPlain keyClass = iota
+	keyEnv
+	keySecret
+	keyContent
+)
+
+// maxClassified bounds the classification cache: the keys of details are
+// the core's and the plugins' own names, a few dozen in all, but a plugin
+// could send arbitrary ones, and those must not grow the server's memory.
+const maxClassified = 4096
+
+var (
+	classified  sync.Map // key → keyClass
+	nClassified atomic.Int64
+)
+
+// classify applies the key rules of Redact. The case-insensitive regular
+// expressions cost microseconds per key, and every execute records a few
+// entries of about ten keys each, always the same ones: each key's class
+// is computed once and kept (up to maxClassified keys; beyond that it is
+// computed every time, with the same result).
+func classify(k string) keyClass {
+	if c, ok := classified.Load(k); ok {
+		return c.(keyClass)
+	}
+	c := keyPlain
+	switch {
+	case envKey.MatchString(k):
+		c = keyEnv
+	case config.IsSecretKey(k):
+		c = keySecret
+	case contentKey.MatchString(k):
+		c = keyContent
+	}
+	if nClassified.Load() < maxClassified {
+		if _, loaded := classified.LoadOrStore(strings.Clone(k), c); !loaded {
+			nClassified.Add(1)
+		}
+	}
+	return c
+}
+
 // Redact returns a copy of details with secret-looking keys masked, code or
 // file contents replaced by their sha256 and environments by their size, at
 // any depth.
@@ -399,12 +445,12 @@ func Redact(d map[string]any) map[string]any {
 	}
 	out := make(map[string]any, len(d))
 	for k, v := range d {
-		switch {
-		case envKey.MatchString(k):
+		switch classify(k) {
+		case keyEnv:
 			out["env_count"] = count(v)
-		case config.IsSecretKey(k):
+		case keySecret:
 			out[k] = "[redacted]"
-		case contentKey.MatchString(k):
+		case keyContent:
 			if s, ok := v.(string); ok {
 				out[k+"_sha256"] = HashCode(s)
 			} else {

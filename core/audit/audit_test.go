@@ -350,3 +350,45 @@ func TestHooks(t *testing.T) {
 		t.Fatalf("hook saw unredacted or missing entries: %+v", seen)
 	}
 }
+
+// Redact's key classes are cached: a key's second redaction (from the
+// cache) must match its first (from the rules), including keys that match
+// only through Unicode case folding (the long s, the Kelvin sign).
+func TestRedactionCachedKeys(t *testing.T) {
+	d := map[string]any{
+		"Code": "x = 1", "ENVIRONMENT": map[string]string{"A": "1"}, "Auth_Header": "PLANTED-1", "ſecret": "PLANTED-2",
+		"\u212Aey": "PLANTED-3", "ssh_key": "PLANTED-4", "keyboard": "kept", "run_id": "kept-too", "Body": 3,
+	}
+	want := map[string]any{
+		"Code_sha256": HashCode("x = 1"), "env_count": 1, "Auth_Header": "[redacted]", "ſecret": "[redacted]",
+		"\u212Aey": "[redacted]", "ssh_key": "[redacted]", "keyboard": "kept", "run_id": "kept-too", "Body": "[redacted]",
+	}
+	for i := range 2 {
+		got := Redact(d)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("redaction %d:\n got %v\nwant %v", i+1, got, want)
+		}
+	}
+}
+
+// Keys a plugin could choose at will do not grow the cache without bound.
+func TestRedactionCacheBounded(t *testing.T) {
+	for i := range maxClassified + 100 {
+		k := fmt.Sprintf("probe_%d", i)
+		if classify(k) != keyPlain || classify(k+"_token") != keySecret {
+			t.Fatalf("key %s classified wrongly", k)
+		}
+	}
+	if n := nClassified.Load(); n > maxClassified {
+		t.Errorf("%d keys cached, over the bound %d", n, maxClassified)
+	}
+}
+
+// BenchmarkRedact: the details of an execution.request entry.
+func BenchmarkRedact(b *testing.B) {
+	d := map[string]any{"run_id": "0123456789ab", "language": "python", "backend": "jupyter", "code_sha256": HashCode("y = 1"), "code_bytes": 5,
+		"timeout_s": 30, "image": "", "env_names": []string{}, "session": "main"}
+	for b.Loop() {
+		Redact(d)
+	}
+}

@@ -226,6 +226,9 @@ func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, err
 // outputSnapshot stamps the files in a session's output directory before a
 // run, so that afterwards only what the run wrote comes back.
 func (e *Engine) outputSnapshot(id string) map[string]workspace.Stamp {
+	if !e.ws.SessionHasDir(id, OutputDir) {
+		return nil // no output directory (most sessions): one lstat, no walk
+	}
 	f, err := e.ws.SessionFiles(id)
 	if err != nil {
 		return nil // no working directory yet: everything after the run is new
@@ -236,6 +239,9 @@ func (e *Engine) outputSnapshot(id string) map[string]workspace.Stamp {
 // outputFiles returns the files of the output directory that are new or
 // changed since before: small ones with their content, within a total.
 func (e *Engine) outputFiles(id string, before map[string]workspace.Stamp) ([]OutputFile, []string) {
+	if !e.ws.SessionHasDir(id, OutputDir) {
+		return nil, nil // none before or after the run (or the run removed it)
+	}
 	f, err := e.ws.SessionFiles(id)
 	if err != nil {
 		return nil, nil

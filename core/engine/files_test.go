@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
 // docs/audit.md lists every rule a file request can break.
@@ -61,5 +63,62 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	if got := r.e.Checkpoints("c1"); len(got) != 0 {
 		t.Errorf("c1 lists a checkpoint naming c2: %+v", got)
+	}
+}
+
+// A session without an output directory skips the snapshot walks; a run
+// that creates the directory still returns what it wrote, a later run only
+// what changed, and an output directory replaced by a link returns nothing.
+func TestSessionOutputDirectoryAppears(t *testing.T) {
+	r := newRig(t, nil, nil)
+	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		work := filepath.Join(r.ws.SessionPath(req.SessionID), "work")
+		out := filepath.Join(work, OutputDir)
+		switch req.Code {
+		case "mkwork":
+			if err := os.MkdirAll(work, 0o755); err != nil {
+				return backend.ExecuteResult{}, err
+			}
+		case "write":
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return backend.ExecuteResult{}, err
+			}
+			if err := os.WriteFile(filepath.Join(out, "a.csv"), []byte("x,y\n"), 0o644); err != nil {
+				return backend.ExecuteResult{}, err
+			}
+		case "link":
+			os.MkdirAll(filepath.Join(work, "elsewhere"), 0o755)
+			os.WriteFile(filepath.Join(work, "elsewhere", "b.csv"), []byte("1"), 0o644)
+			if err := os.RemoveAll(out); err != nil {
+				return backend.ExecuteResult{}, err
+			}
+			if err := os.Symlink("elsewhere", out); err != nil {
+				return backend.ExecuteResult{}, err
+			}
+		}
+		return backend.ExecuteResult{Success: true}, nil
+	}
+	files := func(code string) []string {
+		t.Helper()
+		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code})
+		if err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+		var out []string
+		for _, f := range res.Files {
+			out = append(out, f.Path+"="+string(f.Data))
+		}
+		return out
+	}
+	for _, step := range []struct{ code, want string }{
+		{"mkwork", ""}, // the working directory, no output directory
+		{"nothing", ""},
+		{"write", "output/a.csv=x,y\n"}, // created by this run
+		{"nothing", ""},                 // unchanged
+		{"link", ""},                    // a link is never followed
+	} {
+		if got := strings.Join(files(step.code), " "); got != step.want {
+			t.Errorf("run %q returned files %q, want %q", step.code, got, step.want)
+		}
 	}
 }

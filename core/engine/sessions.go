@@ -164,9 +164,20 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 // acquire finds or creates (as "starting") the session for an execute.
 func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
 	key := sessionKey{req.Client, req.SessionID}
-	ckpt, hasCkpt := e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
+	// A checkpoint matters only to a session that is not in the table, and
+	// reading it is file I/O: a live session (every execute but a session's
+	// first) skips it. Read outside the lock, so looked up again after.
+	var ckpt ckptMeta
+	var hasCkpt, read bool
 	e.mu.Lock()
 	s, n := e.sessions[key], len(e.sessions)
+	for s == nil && !read {
+		e.mu.Unlock()
+		ckpt, hasCkpt = e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
+		read = true
+		e.mu.Lock()
+		s, n = e.sessions[key], len(e.sessions)
+	}
 	if s == nil && hasCkpt && ckpt.Language != req.Language {
 		e.mu.Unlock()
 		have := e.LanguageName(ckpt.Language)

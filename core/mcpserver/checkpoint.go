@@ -20,7 +20,7 @@ type CheckpointOutput struct {
 
 func (s *Server) addCheckpointTools() {
 	out := schemaFor[CheckpointOutput]()
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "checkpoint_session", Title: "Checkpoint a session",
 		Description: "Save a session's variables (Python with dill, R with save) and its working directory to the server's state directory, " +
 			"replacing its previous checkpoint. Variables that cannot be saved (open files, connections, some native objects) are listed in skipped with the reason. " +
@@ -52,7 +52,7 @@ func (s *Server) addCheckpointTools() {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, CheckpointOutput{CheckpointInfo: info}, nil
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "restore_session", Title: "Restore a session from its checkpoint",
 		Description: "Bring back a session's checkpoint in a new kernel: its current kernel (if any) is replaced, the saved files are written back to its " +
 			"working directory and the saved variables loaded. Imports come back with the variables that need them; re-run other imports. " +

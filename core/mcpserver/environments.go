@@ -107,7 +107,7 @@ type DeleteEnvironmentOutput struct {
 
 func (s *Server) addEnvironmentTools() {
 	b := s.cfg.EnvironmentBuilder
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "build_environment", Title: "Build a custom environment",
 		Description: fmt.Sprintf("Build an image mcp-forge/custom:<name> with extra packages on top of a sandbox image, then run code in it with "+
 			"execute_python or execute_r and custom_image. Packages are checked against the server's allowlist, blocklist and approval rules "+
@@ -117,7 +117,7 @@ func (s *Server) addEnvironmentTools() {
 			"environments: %s.", b.MaxPackagesPerBuild, b.BuildRateLimit.MaxBuildsPerHour, b.MaxBuildTime, EnvironmentsURI),
 		InputSchema: schemaFor[BuildEnvironmentInput](), OutputSchema: schemaFor[BuildEnvironmentOutput](),
 	}, s.buildEnvironment)
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "list_environments", Title: "List custom environments",
 		Description: "Your custom environments: image, language, requested and installed packages with versions, builder, base image, size, created and last used.",
 		InputSchema: schemaFor[ListEnvironmentsInput](), OutputSchema: schemaFor[ListEnvironmentsOutput](),
@@ -143,7 +143,7 @@ func (s *Server) addEnvironmentTools() {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "delete_environment", Title: "Delete a custom environment",
 		Description: "Remove one of your custom environments (its image). Only environments this server built can be deleted.",
 		InputSchema: schemaFor[DeleteEnvironmentInput](), OutputSchema: schemaFor[DeleteEnvironmentOutput](),

@@ -104,7 +104,7 @@ type OutputFileRef struct {
 
 func (s *Server) addFileTools() {
 	size := func(n int64) string { return config.FormatSize(n) }
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "upload_file", Title: "Put a file into a session",
 		Description: fmt.Sprintf("Write a file into a session's working directory, where the session's code opens it by its relative path "+
 			"(pandas.read_csv(\"data/input.csv\"), read.csv(\"data/input.csv\")). Content is text, or base64 with encoding base64; "+
@@ -121,7 +121,7 @@ func (s *Server) addFileTools() {
 		out := FileOutput{SessionID: in.SessionID, Path: fi.Path, Size: fi.Size, MIMEType: fi.MIMEType, URI: FileURI(in.SessionID, fi.Path)}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Wrote %s (%d bytes) in session %s.", fi.Path, fi.Size, in.SessionID)}}}, out, nil
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "download_file", Title: "Get a file from a session",
 		Description: fmt.Sprintf("Read a file from a session's working directory, byte for byte: content is text when the file is UTF-8, "+
 			"base64 otherwise (see encoding); also attached as an embedded resource up to %s, above that as a resource link. At most %s; symbolic links, directories, devices and pipes are refused. "+
@@ -155,7 +155,7 @@ func (s *Server) addFileTools() {
 		}
 		return result, out, nil
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "list_files", Title: "List a session's files",
 		Description: "List the files and directories of a session's working directory (or of one directory in it) with type, size and " +
 			"modification time; symbolic links are listed as such and never followed. Files a run writes to " + engine.OutputDir + "/ come back with that run.",

@@ -52,7 +52,7 @@ func New(eng *engine.Engine, cfg config.Config) *Server {
 	s.mcp.AddReceivingMiddleware(checkURIs, s.auditRejectedArguments)
 	in, out := s.executeInputSchema(), schemaFor[ExecuteOutput]()
 	for _, l := range langs {
-		mcp.AddTool(s.mcp, &mcp.Tool{
+		addTool(s.mcp, &mcp.Tool{
 			Name:         "execute_" + l.ID,
 			Title:        "Run " + l.Name + " in a sandbox",
 			Description:  describe(l, cfg),

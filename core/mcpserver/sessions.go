@@ -71,7 +71,7 @@ func sessionResult(id string, v engine.SessionView, err error, text func(engine.
 
 func (s *Server) addSessionTools() {
 	sessionOut, destroyOut, listOut := schemaFor[SessionOutput](), schemaFor[DestroyOutput](), schemaFor[SessionsOutput]()
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name:  "document_state",
 		Title: "Document a session's variables",
 		Description: "Attach descriptions to a session's variables and a note about the session, then refresh its introspection " +
@@ -84,7 +84,7 @@ func (s *Server) addSessionTools() {
 			return fmt.Sprintf("Documented session %s (%d variables, %d documented).\n%s", v.ID, len(v.Variables), len(v.Documented), viewText(v))
 		})
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "restart_session", Title: "Restart a session",
 		Description: "Clear a session's namespace (all variables and imports), keeping its container; a dead session gets a new kernel. " +
 			"On error the result has session_id and error {type, message}.",
@@ -95,7 +95,7 @@ func (s *Server) addSessionTools() {
 			return "Session " + v.ID + " restarted: its namespace is empty."
 		})
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "destroy_session", Title: "Destroy a session",
 		Description: "Stop a session's kernel and remove its container and files.",
 		InputSchema: schemaFor[SessionInput](), OutputSchema: destroyOut,
@@ -106,7 +106,7 @@ func (s *Server) addSessionTools() {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Session " + in.SessionID + " destroyed."}}}, DestroyOutput{SessionID: in.SessionID, Destroyed: true}, nil
 	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
+	addTool(s.mcp, &mcp.Tool{
 		Name: "list_sessions", Title: "List sessions",
 		Description: "The stateful sessions of this connection with their language, backend, state and last activity, and its restorable checkpoints " +
 			"(made by checkpoint_session or at a server shutdown): the first execute with such a session_id restores it, with a notice.",

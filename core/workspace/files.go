@@ -112,6 +112,18 @@ func (m *Manager) SessionFiles(sessionID string) (*Files, error) {
 	return &Files{root: root}, nil
 }
 
+// SessionHasDir reports, with one lstat and no walk, whether rel (a clean
+// relative path) is a directory beneath the session's working directory.
+// It is a pre-check for callers that would walk rel on every call (the
+// output snapshot of each execute): false (missing, a link, a file) means
+// that a walk would find nothing; true means only that one may find
+// something, and the walk itself resolves rel without following links.
+func (m *Manager) SessionHasDir(sessionID, rel string) bool {
+	var st unix.Stat_t
+	err := unix.Lstat(m.SessionPath(sessionID)+"/"+SessionWorkDir+"/"+rel, &st)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
 // NewFiles is a tree rooted at dir (for tests and other workspaces).
 func NewFiles(dir string) *Files { return &Files{root: dir} }
 

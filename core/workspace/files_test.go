@@ -202,3 +202,25 @@ func BenchmarkSnapshot(b *testing.B) {
 		})
 	}
 }
+
+// SessionHasDir is true only for a real directory: a link to one, a file
+// and a missing name are false (a walk would find nothing there).
+func TestSessionHasDir(t *testing.T) {
+	m := New(t.TempDir(), "t", 0, nil)
+	work := filepath.Join(m.SessionPath("s1"), SessionWorkDir)
+	if m.SessionHasDir("s1", "output") {
+		t.Fatal("a session without a workspace has an output directory")
+	}
+	for _, d := range []string{"output", "real"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("real", filepath.Join(work, "link"))
+	os.WriteFile(filepath.Join(work, "file"), nil, 0o644)
+	for name, want := range map[string]bool{"output": true, "real": true, "link": false, "file": false, "missing": false} {
+		if got := m.SessionHasDir("s1", name); got != want {
+			t.Errorf("SessionHasDir(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

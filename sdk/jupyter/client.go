@@ -302,6 +302,13 @@ func (c *Client) Execute(code string, o ExecuteOptions) (*Execution, error) {
 	return &Execution{c: c, id: id, w: w, Events: w.events}, nil
 }
 
+// IdleGrace is how long the end of an execution waits for the kernel's
+// idle status after its execute_reply.
+const IdleGrace = 2 * time.Second
+
+// ErrClosed is the error of an execution whose client was closed.
+var ErrClosed = errors.New("jupyter: client closed")
+
 // Wait returns the execute_reply once it and the kernel's idle status have
 // arrived (so every output has been delivered), or ctx's error.
 func (e *Execution) Wait(ctx context.Context) (Reply, error) {
@@ -310,22 +317,43 @@ func (e *Execution) Wait(ctx context.Context) (Reply, error) {
 	for !got {
 		select {
 		case m := <-e.w.reply:
-			json.Unmarshal(m.Content, &r)
-			r.InvalidUTF8 = !utf8.Valid(m.Content)
+			r = ParseReply(m)
 			got = true
 		case <-ctx.Done():
 			return r, ctx.Err()
 		case <-e.c.closed:
-			return r, errors.New("jupyter: client closed")
+			return r, ErrClosed
 		}
 	}
 	// Outputs may trail the reply on iopub; idle marks the end.
 	select {
 	case <-e.w.idle:
-	case <-time.After(2 * time.Second):
+	case <-time.After(IdleGrace):
 	case <-ctx.Done():
 	}
 	return r, nil
+}
+
+// Replied delivers the execute_reply (decode it with ParseReply), Idle is
+// closed once the kernel reported idle for this request, and Closed once
+// the client is closed: the parts of Wait, for a caller that selects on
+// them with its own events and timers instead of running Wait in a
+// goroutine of its own per execute. The end is the reply and then idle (or
+// IdleGrace after the reply).
+func (e *Execution) Replied() <-chan Message { return e.w.reply }
+
+// Idle: see Replied.
+func (e *Execution) Idle() <-chan struct{} { return e.w.idle }
+
+// Closed: see Replied.
+func (e *Execution) Closed() <-chan struct{} { return e.c.closed }
+
+// ParseReply decodes an execute_reply.
+func ParseReply(m Message) Reply {
+	var r Reply
+	json.Unmarshal(m.Content, &r)
+	r.InvalidUTF8 = !utf8.Valid(m.Content)
+	return r
 }
 
 // Close stops routing this execution's messages.

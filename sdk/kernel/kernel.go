@@ -390,14 +390,13 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	type waited struct {
-		r   jupyter.Reply
-		err error
-	}
-	done := make(chan waited, 1)
-	wctx, cancelWait := context.WithCancel(ctx)
-	defer cancelWait()
-	go func() { r, err := x.Wait(wctx); done <- waited{r, err} }()
+	// The end of the execution (jupyter.Execution.Wait: the reply, then
+	// idle) is selected on here with the events and timers, rather than
+	// waited for in a goroutine of its own per execute.
+	replied, closed := x.Replied(), x.Closed()
+	var reply jupyter.Reply
+	var idle <-chan struct{}       // the kernel's idle status, once the reply came
+	var idleGrace <-chan time.Time // or this long after the reply
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	poll := time.NewTicker(500 * time.Millisecond)
@@ -408,12 +407,21 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 		select {
 		case ev := <-x.Events:
 			c.event(ev)
-		case w := <-done:
+		case m := <-replied:
+			reply, replied = jupyter.ParseReply(m), nil
+			idle, idleGrace = x.Idle(), time.After(jupyter.IdleGrace)
+		case <-idle:
 			c.drain(x)
-			if w.err != nil {
-				return backend.ExecuteResult{}, w.err
+			return b.finish(c, reply, interrupted, timeout, start), nil
+		case <-idleGrace:
+			c.drain(x)
+			return b.finish(c, reply, interrupted, timeout, start), nil
+		case <-closed:
+			if idle != nil { // replied: what Wait returns
+				c.drain(x)
+				return b.finish(c, reply, interrupted, timeout, start), nil
 			}
-			return b.finish(c, w.r, interrupted, timeout, start), nil
+			return backend.ExecuteResult{}, jupyter.ErrClosed
 		case <-timer.C:
 			interrupted = true
 			b.interrupt(ctx, s)
@@ -441,6 +449,10 @@ func (b *Backend) ExecuteInSession(ctx context.Context, req backend.ExecuteReque
 				return c.res, nil
 			}
 		case <-ctx.Done():
+			if idle != nil { // replied: only trailing output was awaited
+				c.drain(x)
+				return b.finish(c, reply, interrupted, timeout, start), nil
+			}
 			b.interrupt(context.WithoutCancel(ctx), s)
 			return backend.ExecuteResult{}, ctx.Err()
 		}
