@@ -59,6 +59,9 @@ func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt *podman.
 	go func() {
 		clean := func(ctx context.Context) bool {
 			if n, err := svc.Cleanup(ctx); err != nil {
+				if ctx.Err() != nil {
+					return false // the server is stopping: not a failure
+				}
 				f.Log.Warn("environment cleanup failed", "error", err)
 			} else if len(n) > 0 {
 				f.Log.Info("removed old custom environments", "count", len(n))
