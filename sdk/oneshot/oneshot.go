@@ -75,11 +75,13 @@
 package oneshot
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -234,50 +236,16 @@ func addInputFiles(mounts []host.Mount, files map[string][]byte, inputs map[stri
 // in with the container, and the run is over when the container exits.
 func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	start := time.Now()
-	maxOut := firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes)
-	maxImg := firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes)
-	image := req.Image
-	if image == "" {
-		image = b.cfg.Image
-	}
-	sum := sha256.Sum256([]byte(req.Code))
-	env := map[string]string{
-		"FORGE_IN": inDir, "FORGE_META": metaDir, "FORGE_OUT": outDir,
-		"FORGE_MAX_OUTPUT": strconv.FormatInt(maxOut, 10), "HOME": "/tmp",
-	}
-	for k, v := range b.spec.Env {
-		env[k] = v
-	}
-	for k, v := range req.Env {
-		if strings.HasPrefix(k, "FORGE_") {
-			continue
-		}
-		env[k] = v
-	}
-	mounts := []host.Mount{
-		{Subdir: "in", Target: inDir, ReadOnly: true},
-		{Subdir: "meta", Target: metaDir},
-		{Subdir: "out", Target: outDir},
-	}
-	intentFiles := map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner, "in/" + b.spec.CodeAs: []byte(req.Code)}
-	mounts, err := addInputFiles(mounts, intentFiles, req.InputFiles)
-	if err != nil {
+	p := b.params(req)
+	in := b.intent(p.image, req, map[string]string{"FORGE_MAX_OUTPUT": strconv.FormatInt(p.maxOut, 10)})
+	in.Files["in/"+b.spec.CodeAs] = []byte(req.Code)
+	var err error
+	if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	ctr, err := b.sb.Create(ctx, host.Intent{
-		Image:    image,
-		Command:  b.spec.Command(inDir + "/" + b.spec.RunnerAs),
-		Env:      env,
-		WorkDir:  outDir,
-		Timeout:  req.Timeout,
-		Memory:   req.Memory,
-		Mounts:   mounts,
-		Files:    intentFiles,
-		CodeHash: hex.EncodeToString(sum[:]),
-		Labels:   map[string]string{"run": req.RunID},
-
-		ToolsGrant: req.ToolsGrant,
-	})
+	in.CodeHash, in.ToolsGrant = p.codeHash, req.ToolsGrant
+	in.Labels = map[string]string{"run": req.RunID}
+	ctr, err := b.sb.Create(ctx, in)
 	if err != nil {
 		return backend.ExecuteResult{}, err
 	}
@@ -290,18 +258,57 @@ func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (
 		return backend.ExecuteResult{}, err
 	}
 	o := outcome{w: w}
-	if out, err := b.sb.Logs(ctx, ctr.ID, maxOut); err == nil {
+	if out, err := b.sb.Logs(ctx, ctr.ID, p.maxOut); err == nil {
 		o.stdout, o.stderr = out.Stdout, out.Stderr
 		o.stdoutTotal, o.stderrTotal = out.StdoutTotal, out.StderrTotal
 	}
-	meta, _ := b.sb.ReadFiles(ctx, ctr.ID, "meta", 4*maxOut+(1<<20), 4*maxOut+(1<<20))
+	meta, _ := b.sb.ReadFiles(ctx, ctr.ID, "meta", 4*p.maxOut+(1<<20), 4*p.maxOut+(1<<20))
 	for _, f := range meta {
 		var env2 envelope
 		if f.Name == "result.json" && !f.Skipped && json.Unmarshal(f.Data, &env2) == nil {
 			o.env = &env2
 		}
 	}
-	return b.finish(ctx, req, ctr.ID, o, maxImg, start), nil
+	return b.finish(ctx, req, ctr.ID, o, p.maxImg, start), nil
+}
+
+// runParams is what a run takes from its request and the configuration.
+type runParams struct {
+	image          string
+	maxOut, maxImg int64
+	codeHash       string // sha256 of the code, for the audit log
+}
+
+func (b *Backend) params(req backend.ExecuteRequest) runParams {
+	sum := sha256.Sum256([]byte(req.Code))
+	return runParams{image: cmp.Or(req.Image, b.cfg.Image), maxOut: firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes),
+		maxImg: firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes), codeHash: hex.EncodeToString(sum[:])}
+}
+
+// intent is what every container of this backend has, cold or resident:
+// the runner in in/, the in, meta and out mounts, the working directory,
+// and the environment: the runner's variables (FORGE_IN, FORGE_META,
+// FORGE_OUT, HOME and those of runnerEnv), then the spec's, then the
+// request's without FORGE_ names.
+func (b *Backend) intent(image string, req backend.ExecuteRequest, runnerEnv map[string]string) host.Intent {
+	env := map[string]string{"FORGE_IN": inDir, "FORGE_META": metaDir, "FORGE_OUT": outDir, "HOME": "/tmp"}
+	maps.Copy(env, runnerEnv)
+	maps.Copy(env, b.spec.Env)
+	for k, v := range req.Env {
+		if !strings.HasPrefix(k, "FORGE_") {
+			env[k] = v
+		}
+	}
+	return host.Intent{
+		Image: image, Command: b.spec.Command(inDir + "/" + b.spec.RunnerAs), Env: env, WorkDir: outDir,
+		Timeout: req.Timeout, Memory: req.Memory,
+		Mounts: []host.Mount{
+			{Subdir: "in", Target: inDir, ReadOnly: true},
+			{Subdir: "meta", Target: metaDir},
+			{Subdir: "out", Target: outDir},
+		},
+		Files: map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner},
+	}
 }
 
 // outcome is what a run left: how it ended, the runner's envelope if it

@@ -2,10 +2,11 @@ package oneshot
 
 import (
 	"context"
-	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
 // pool keeps up to size ready items per configured key, within a memory

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,31 +71,15 @@ func (e *startError) Error() string { return e.why }
 // opens <meta>/stdout and stderr for appending, so the program's output is
 // in files the host reads once the runner says it is done, without waiting
 // for the container to exit.
-func (b *Backend) residentIntent(image, memory string, timeout time.Duration, env map[string]string) host.Intent {
-	cmd := append([]string{"/bin/sh", "-c", `exec "$@" >>"$FORGE_META/stdout" 2>>"$FORGE_META/stderr"`, "sh"},
-		b.spec.Command(inDir+"/"+b.spec.RunnerAs)...)
-	full := map[string]string{"FORGE_IN": inDir, "FORGE_META": metaDir, "FORGE_OUT": outDir, "FORGE_CHAN": chanDir, "HOME": "/tmp"}
+func (b *Backend) residentIntent(image string, req backend.ExecuteRequest) host.Intent {
+	runner := map[string]string{"FORGE_CHAN": chanDir}
 	if len(b.cfg.WarmPreload) > 0 {
-		full["FORGE_PRELOAD"] = strings.Join(b.cfg.WarmPreload, ",")
+		runner["FORGE_PRELOAD"] = strings.Join(b.cfg.WarmPreload, ",")
 	}
-	for k, v := range b.spec.Env {
-		full[k] = v
-	}
-	for k, v := range env {
-		if !strings.HasPrefix(k, "FORGE_") {
-			full[k] = v
-		}
-	}
-	return host.Intent{
-		Image: image, Command: cmd, Env: full, WorkDir: outDir, Timeout: timeout, Memory: memory,
-		Mounts: []host.Mount{
-			{Subdir: "in", Target: inDir, ReadOnly: true},
-			{Subdir: "meta", Target: metaDir},
-			{Subdir: "out", Target: outDir},
-			{Subdir: "chan", Target: chanDir},
-		},
-		Files: map[string][]byte{"in/" + b.spec.RunnerAs: b.spec.Runner},
-	}
+	in := b.intent(image, req, runner)
+	in.Command = append([]string{"/bin/sh", "-c", `exec "$@" >>"$FORGE_META/stdout" 2>>"$FORGE_META/stderr"`, "sh"}, in.Command...)
+	in.Mounts = append(in.Mounts, host.Mount{Subdir: "chan", Target: chanDir})
+	return in
 }
 
 // startResident creates and starts a container and waits until its runner
@@ -249,14 +231,7 @@ func poolKey(image, memory string, env map[string]string) string {
 // code, and the container serves this run only.
 func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	start := time.Now()
-	maxOut := firstPositive(req.MaxOutputBytes, b.cfg.MaxOutputBytes)
-	maxImg := firstPositive(req.MaxImageBytes, b.cfg.MaxImageBytes)
-	image := req.Image
-	if image == "" {
-		image = b.cfg.Image
-	}
-	sum := sha256.Sum256([]byte(req.Code))
-	codeHash := hex.EncodeToString(sum[:])
+	p := b.params(req)
 	timeout := req.Timeout
 	var r *resident
 	warm := false
@@ -267,7 +242,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 		if need <= 0 {
 			need = time.Duration(b.cfg.DefaultTimeout) * time.Second
 		}
-		if r, warm = b.pool.Take(poolKey(image, req.Memory, req.Env), need); warm {
+		if r, warm = b.pool.Take(poolKey(p.image, req.Memory, req.Env), need); warm {
 			defer b.pool.Done()
 			// A warm container's own limit is the longest; a run asking for
 			// none gets the default, as a cold one does.
@@ -276,8 +251,8 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 	}
 	for {
 		if r == nil {
-			in := b.residentIntent(image, req.Memory, req.Timeout, req.Env)
-			in.CodeHash = codeHash
+			in := b.residentIntent(p.image, req)
+			in.CodeHash = p.codeHash
 			in.Labels = map[string]string{"run": req.RunID}
 			in.ToolsGrant = req.ToolsGrant
 			var err error
@@ -287,7 +262,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			r, err = b.startResident(ctx, in)
 			var se *startError
 			if errors.As(err, &se) {
-				return b.failedStart(ctx, req, se, maxOut, maxImg, start)
+				return b.failedStart(ctx, req, se, p.maxOut, p.maxImg, start)
 			}
 			if err != nil {
 				return backend.ExecuteResult{}, err
@@ -296,14 +271,14 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			// The container was created before the code existed: the run
 			// and its code are audited here.
 			if err := b.audit.Record(ctx, host.Event{Event: "warm_run", Success: true, Details: map[string]any{
-				"container_id": r.ctr.ID, "code_sha256": codeHash, "run_id": req.RunID}}); err != nil {
+				"container_id": r.ctr.ID, "code_sha256": p.codeHash, "run_id": req.RunID}}); err != nil {
 				// No run without its audit line: the container goes unused.
 				r.close()
 				b.sb.Remove(context.WithoutCancel(ctx), r.ctr.ID)
 				return backend.ExecuteResult{}, err
 			}
 		}
-		res, err := b.runResident(ctx, r, req, timeout, maxOut, maxImg, start)
+		res, err := b.runResident(ctx, r, req, timeout, p.maxOut, p.maxImg, start)
 		if errors.Is(err, errNotDelivered) && warm {
 			// Died idle between the liveness check and the send: the code
 			// never ran, so it runs cold.
@@ -476,7 +451,7 @@ func (b *Backend) startPool() error {
 	// grace), so an idle one is retired well before.
 	life := time.Duration(b.cfg.MaxTimeout) * time.Second
 	key := poolKey(b.cfg.Image, "", nil)
-	intent := b.residentIntent(b.cfg.Image, "", life, nil)
+	intent := b.residentIntent(b.cfg.Image, backend.ExecuteRequest{Timeout: life})
 	intent.Labels = map[string]string{"warm": "true"}
 	lifetime := life
 	if lifetime <= 0 {

@@ -64,6 +64,17 @@ func childrenMatching(pid int, s string) []int {
 	return out
 }
 
+// killPlugin SIGKILLs the one process of plugin (e.g. "python") that the
+// server at serverPid runs, as a crash would end it.
+func killPlugin(t *testing.T, serverPid int, plugin string) {
+	t.Helper()
+	procs := childrenMatching(serverPid, "mcp-forge-plugin-"+plugin)
+	if len(procs) != 1 {
+		t.Fatalf("found %d %s plugin processes", len(procs), plugin)
+	}
+	syscall.Kill(procs[0], syscall.SIGKILL)
+}
+
 // killPluginsAtEnd kills, when the test ends, the plugin processes of a
 // server the test is about to kill: they outlive it (making them exit with
 // it is another change's business).

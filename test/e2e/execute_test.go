@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -228,17 +227,7 @@ func TestPluginCrashRecovery(t *testing.T) {
 	testenv.WaitFor(t, "the run's container to start", time.Minute, func() bool {
 		return len(testenv.Containers(t, s.Base, true, "io.mcp-forge.one-shot=true")) > 0
 	})
-	killed := 0
-	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
-		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")
-		if strings.Contains(string(cmdline), "mcp-forge-plugin-python") {
-			syscall.Kill(pid, syscall.SIGKILL)
-			killed++
-		}
-	}
-	if killed != 1 {
-		t.Fatalf("found %d python plugin processes", killed)
-	}
+	killPlugin(t, s.Cmd.Process.Pid, "python")
 	res := <-done
 	if !res.IsError || !strings.Contains(testenv.Text(res), "crashed") {
 		t.Fatalf("in-flight call: %s", testenv.Text(res))

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -227,17 +226,7 @@ func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
 	if len(oldDirs) == 0 {
 		t.Fatalf("no workspace found for the warm containers %v", old)
 	}
-	killed := 0
-	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
-		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")
-		if strings.Contains(string(cmdline), "mcp-forge-plugin-python") {
-			syscall.Kill(pid, syscall.SIGKILL)
-			killed++
-		}
-	}
-	if killed != 1 {
-		t.Fatalf("found %d python plugin processes", killed)
-	}
+	killPlugin(t, s.Cmd.Process.Pid, "python")
 	// Let the server notice the exit first, so that this is a crash between
 	// calls (a call meeting the dead process is a crash mid-call, cleaned
 	// up when it fails).

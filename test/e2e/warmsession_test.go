@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -231,17 +230,7 @@ func TestWarmSessionPoolSurvivesPluginCrash(t *testing.T) {
 	s := testenv.StartServer(t, "")
 	waitWarmKernels(t, s, "jupyter", 1)
 	first, _ := warmKernelEvents(t, s, "jupyter")[0].Details["container"].(string)
-	killed := 0
-	for _, pid := range testenv.ChildPids(s.Cmd.Process.Pid) {
-		cmdline, _ := os.ReadFile("/proc/" + itoa(pid) + "/cmdline")
-		if strings.Contains(string(cmdline), "mcp-forge-plugin-jupyter") {
-			syscall.Kill(pid, syscall.SIGKILL)
-			killed++
-		}
-	}
-	if killed != 1 {
-		t.Fatalf("found %d jupyter plugin processes", killed)
-	}
+	killPlugin(t, s.Cmd.Process.Pid, "jupyter")
 	// The crash is noticed and the plugin's containers removed; the first
 	// call after it may be told the plugin crashed, then it is restarted.
 	var o out
