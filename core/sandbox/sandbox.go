@@ -220,7 +220,10 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	if r := in.Labels["io.mcp-forge.x-run"]; r != "" {
 		details["run_id"] = r
 	}
-	id, err := m.rt.Create(ctx, spec)
+	// The create runs to its end even if the caller gives up meanwhile (a
+	// plugin stopping mid-refill): cut short, Podman may still make the
+	// container, untracked and left behind. The runtime bounds the call.
+	id, err := m.rt.Create(context.WithoutCancel(ctx), spec)
 	if err != nil {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Details: details, Error: secrets.String(err.Error())})
 		return "", err
@@ -234,6 +237,10 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	if err := audit.Must(m.audit, audit.Entry{Event: audit.ContainerCreate, SessionID: in.SessionID, Success: true, Details: details}); err != nil {
 		m.unaudited(in.Owner, id, err)
 		return "", &AuditError{Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		_ = m.Remove(context.WithoutCancel(ctx), in.Owner, id)
+		return "", err
 	}
 	return id, nil
 }

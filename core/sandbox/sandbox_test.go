@@ -367,7 +367,11 @@ type slowCreate struct {
 func (s *slowCreate) Create(ctx context.Context, sp runtime.Spec) (string, error) {
 	close(s.entered)
 	<-s.release
-	return s.fakeRuntime.Create(ctx, sp)
+	id, err := s.fakeRuntime.Create(ctx, sp)
+	if ctx.Err() != nil {
+		return "", ctx.Err() // Podman made it; the cut request never says
+	}
+	return id, err
 }
 
 // A create under way when the server shuts down (a warm pool's refill) is
@@ -396,5 +400,25 @@ func TestShutdownWaitsForCreatesUnderWay(t *testing.T) {
 	}
 	if _, err := m.Create(context.Background(), intent(m)); !errors.Is(err, ErrShuttingDown) {
 		t.Fatalf("create after shutdown: %v", err)
+	}
+}
+
+// A create whose caller gives up while Podman is making the container
+// (a plugin killed mid-refill) still learns its id, and removes it: cut
+// short, the container was made but never tracked, and outlived the server.
+func TestCanceledCreateLeavesNoContainer(t *testing.T) {
+	rt := &slowCreate{entered: make(chan struct{}), release: make(chan struct{})}
+	m, _ := newTestManager(t, rt, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	created := make(chan error, 1)
+	go func() { _, err := m.Create(ctx, intent(m)); created <- err }()
+	<-rt.entered
+	cancel()
+	close(rt.release)
+	if err := <-created; !errors.Is(err, context.Canceled) {
+		t.Fatalf("create after its caller gave up: %v", err)
+	}
+	if rt.created != 1 || rt.removes != 1 || len(m.tracked.IDs()) != 0 {
+		t.Fatalf("created %d, removed %d, tracked %v", rt.created, rt.removes, m.tracked.IDs())
 	}
 }
