@@ -3,7 +3,7 @@
 # race detector on the concurrent packages, each fuzz target for a bounded
 # time, then unit and end-to-end tests against real Podman and real MCP
 # clients. `make test` runs `make setup build` first.
-#   STATICCHECK=1  make lint also runs staticcheck (off until the tree is clean)
+#   STATICCHECK=0  make lint skips staticcheck (on by default: the tree is clean)
 #   FUZZTIME=30s   fuzz each target longer (default 10s; 0 skips fuzzing, the
 #                  seed corpora still run with the unit tests)
 set -euo pipefail
@@ -15,6 +15,9 @@ make -s lint
 
 echo "== hygiene: no tracked binaries or big files; modules tidy and building on their own"
 make -s hygiene
+
+echo "== make install into a staging directory, as from a fresh clone"
+scripts/check-install.sh
 
 echo "== generated protobuf code is up to date"
 make -s proto-check
