@@ -10,7 +10,8 @@ PLUGINS   := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
-.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint proto-baseline clean doctor install
+
+.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install
 
 ## all: the same as build
 all: build
@@ -147,14 +148,15 @@ install: build
 	install -m 0644 README.md docs/operations.md docs/security.md $(DESTDIR)$(PREFIX)/share/doc/mcp-forge/
 	@echo "installed; next: edit /etc/mcp-forge/forge.toml, then systemctl daemon-reload && systemctl enable --now mcp-forge"
 
-## proto: regenerate sdk/internal/pb from sdk/proto (Debian protoc + Go plugins)
-proto:
-	@command -v protoc-gen-go >/dev/null || GOFLAGS= go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-	@command -v protoc-gen-go-grpc >/dev/null || GOFLAGS= go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
+## proto: regenerate sdk/internal/pb from sdk/proto with the pinned buf and Go plugins
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+PROTO_TOOLS := $(HOME)/.cache/mcp-forge/tools/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+proto: buf
+	@[ -x $(PROTO_TOOLS)/protoc-gen-go ] || GOFLAGS= CGO_ENABLED=0 GOBIN=$(PROTO_TOOLS) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	@[ -x $(PROTO_TOOLS)/protoc-gen-go-grpc ] || GOFLAGS= CGO_ENABLED=0 GOBIN=$(PROTO_TOOLS) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	@mkdir -p sdk/internal/pb
-	protoc -I sdk/proto --go_out=sdk/internal/pb --go_opt=paths=source_relative \
-	  --go-grpc_out=sdk/internal/pb --go-grpc_opt=paths=source_relative \
-	  sdk/proto/forge/plugin/v1/*.proto
+	cd sdk/proto && PATH=$(PROTO_TOOLS):$$PATH $(BUF) generate
 	@mv sdk/internal/pb/forge/plugin/v1/*.go sdk/internal/pb/ && rm -rf sdk/internal/pb/forge
 
 ## proto-check: fail if the committed generated code is stale
@@ -164,8 +166,10 @@ proto-check: proto
 ## proto-lint: buf lint, and buf breaking against the committed API v1 descriptor set
 BUF_VERSION := 1.75.0
 BUF := $(HOME)/go/bin/buf
-proto-lint:
+buf:
 	@$(BUF) --version 2>/dev/null | grep -qx '$(BUF_VERSION)' || GOFLAGS= CGO_ENABLED=0 go install github.com/bufbuild/buf/cmd/buf@v$(BUF_VERSION)
+
+proto-lint: buf
 	cd sdk/proto && $(BUF) lint && $(BUF) breaking --against api-v1.json
 
 ## proto-baseline: rewrite the API v1 descriptor set (only for additive changes that passed proto-lint)

@@ -12,7 +12,7 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 sock=${FORGE_PODMAN_SOCKET:-/run/podman/podman.sock}
 
 need_pkgs=()
-for p in podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns protobuf-compiler iproute2 curl procps e2fsprogs gcc libc6-dev; do
+for p in podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl procps e2fsprogs gcc libc6-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
