@@ -137,7 +137,9 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
 	}
-	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
+	ps := policy.FromConfig(cfg)
+	ps.ToolGrantTarget = bridge.SandboxDir
+	pol := policy.New(ps, filepath.EvalSymlinks)
 	rt := podman.New(cfg.Server.PodmanSocket)
 	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{
 		Instance: Instance(cfg.Volumes.BasePath), EnforceResourceLimits: cfg.Security.EnforceResourceLimits})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/imageref"
-	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
 
 // Violation is a refused container operation; Rule names the rule broken.
@@ -44,8 +43,12 @@ type Settings struct {
 	BasePath      string // volumes.base_path
 	TmpfsMax      int64
 	Seccomp       string // host path of MCP-Forge's seccomp profile, required on every spec
-	Defaults      runtime.Limits
-	Max           runtime.Limits
+	// ToolGrantTarget is where a tool grant directory is mounted in a
+	// sandbox (the bridge protocol's directory, set by the assembly so that
+	// the rules import nothing of the plugin SDK); empty refuses every grant.
+	ToolGrantTarget string
+	Defaults        runtime.Limits
+	Max             runtime.Limits
 }
 
 // Resolver turns a host path into its real path (symlinks and ".." resolved).
@@ -208,7 +211,7 @@ func forbiddenMount(p string) string {
 //	<base>/sessions/<session>/…   read-write, only this container's session
 //	<base>/uploads/<session>/…    read-write, only this container's session
 //	<base>/shared/readonly/…      read-only
-//	<base>/tools/<grant>          read-only at bridge.SandboxDir (a tool grant)
+//	<base>/tools/<grant>          read-only at Settings.ToolGrantTarget (a tool grant)
 func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 		return violation("mount", "mount paths must be absolute (source %q, target %q)", m.Source, m.Target)
@@ -248,8 +251,11 @@ func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 		if !m.ReadOnly {
 			return violation("mount-readonly", "%s is a tool grant and must be mounted read-only", m.Source)
 		}
-		if filepath.Clean(m.Target) != bridge.SandboxDir {
-			return violation("mount", "a tool grant is mounted at %s only, not %q", bridge.SandboxDir, m.Target)
+		if p.s.ToolGrantTarget == "" {
+			return violation("mount", "%s is a tool grant, and this server mounts none (no tool grant target is configured)", m.Source)
+		}
+		if filepath.Clean(m.Target) != p.s.ToolGrantTarget {
+			return violation("mount", "a tool grant is mounted at %s only, not %q", p.s.ToolGrantTarget, m.Target)
 		}
 		return checkNoDotDot(m.Source)
 	case parts[0] == "shared" && len(parts) >= 2 && parts[1] == "readonly":

@@ -12,15 +12,16 @@ import (
 
 func testSettings(base string) Settings {
 	return Settings{
-		AllowedImages: []string{"mcp-forge/python:*", "mcp-forge/custom:*"},
-		User:          "1000:1000",
-		UserNS:        "private",
-		UserNSStart:   2147483647,
-		BasePath:      base,
-		TmpfsMax:      64 << 20,
-		Seccomp:       base + "/mcp-forge-seccomp-test.json",
-		Defaults:      runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
-		Max:           runtime.Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
+		AllowedImages:   []string{"mcp-forge/python:*", "mcp-forge/custom:*"},
+		User:            "1000:1000",
+		UserNS:          "private",
+		UserNSStart:     2147483647,
+		BasePath:        base,
+		ToolGrantTarget: "/forge/tools",
+		TmpfsMax:        64 << 20,
+		Seccomp:         base + "/mcp-forge-seccomp-test.json",
+		Defaults:        runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
+		Max:             runtime.Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
 	}
 }
 
@@ -247,5 +248,18 @@ func TestResolveLimits(t *testing.T) {
 		if err != nil || !tc.check(l) {
 			t.Errorf("%+v: got %+v, %v", tc.req, l, err)
 		}
+	}
+}
+
+// A policy without a tool grant target (a server that serves no bridge)
+// refuses every grant mount rather than accepting any target.
+func TestToolGrantWithoutTarget(t *testing.T) {
+	base := t.TempDir()
+	st := testSettings(base)
+	st.ToolGrantTarget = ""
+	err := New(st, nil).CheckMount(runtime.Mount{Source: base + "/tools/ab12", Target: "/forge/tools", ReadOnly: true}, "s1")
+	var v *Violation
+	if !errors.As(err, &v) || v.Rule != "mount" {
+		t.Fatalf("want a mount violation, got %v", err)
 	}
 }

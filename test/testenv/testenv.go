@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
 
 // Require skips outside FORGE_E2E=1 and fails when Podman is unreachable.
@@ -78,7 +79,9 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	if _, err := seccomp.Install(cfg.Volumes.BasePath); err != nil {
 		t.Fatal(err)
 	}
-	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
+	ps := policy.FromConfig(cfg)
+	ps.ToolGrantTarget = bridge.SandboxDir
+	pol := policy.New(ps, filepath.EvalSymlinks)
 	o := sandbox.Options{Instance: "test-" + filepath.Base(base), EnforceResourceLimits: true}
 	for _, f := range opts {
 		f(&o)

@@ -1,0 +1,178 @@
+// Package imports holds the architecture's import rules as a test, so that
+// a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
+// core → sdk; plugins → sdk only; sdk never imports core; config, runtime
+// and policy are leaves; only core/runtime/podman holds the Podman
+// bindings; mcpserver talks to the engine, never to the runtime.
+package imports
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mcp-forge/mcp-forge"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string // direct, non-test
+}
+
+// list is every package of both modules with its direct imports.
+func list(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "./...", "./sdk/...")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 40 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+// rel is a package path inside the module ("core/engine"), or "" outside.
+func rel(path string) string {
+	if path == module {
+		return "."
+	}
+	r, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		return ""
+	}
+	return r
+}
+
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// internal says whether an import, as the rules see it (module packages
+// relative, others whole), is of this module: only those start with one of
+// its top-level directories.
+func internal(to string) bool {
+	for _, d := range []string{"core", "sdk", "cmd", "plugins", "test"} {
+		if under(to, d) {
+			return true
+		}
+	}
+	return to == "."
+}
+
+// A rule names what it forbids; check is true for a forbidden import (to
+// relative when it is of this module).
+type rule struct {
+	name  string
+	check func(importer, imported string) bool // true: forbidden
+}
+
+var rules = []rule{
+	{"sdk imports nothing of core, cmd, plugins or test (third parties build on it alone)", func(from, to string) bool {
+		return under(from, "sdk") && (under(to, "core") || under(to, "cmd") || under(to, "plugins") || under(to, "test"))
+	}},
+	{"plugins import only the sdk and plugins/internal", func(from, to string) bool {
+		return under(from, "plugins") && internal(to) && !under(to, "sdk") && !under(to, "plugins")
+	}},
+	{"core imports nothing of cmd, plugins or test", func(from, to string) bool {
+		return under(from, "core") && (under(to, "cmd") || under(to, "plugins") || under(to, "test"))
+	}},
+	{"core/config is a leaf", func(from, to string) bool {
+		return from == "core/config" && internal(to)
+	}},
+	{"core/runtime is a leaf (its podman package imports only it)", func(from, to string) bool {
+		if from == "core/runtime" {
+			return internal(to)
+		}
+		return under(from, "core/runtime") && internal(to) && !under(to, "core/runtime")
+	}},
+	{"core/policy is pure rules: config, imageref, runtime, seccomp only", func(from, to string) bool {
+		if from != "core/policy" || !internal(to) {
+			return false
+		}
+		switch to {
+		case "core/config", "core/imageref", "core/runtime", "core/seccomp":
+			return false
+		}
+		return true
+	}},
+	{"core/mcpserver talks to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
+		return from == "core/mcpserver" && (under(to, "core/runtime") || to == "core/sandbox")
+	}},
+	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
+		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"
+	}},
+}
+
+func TestImportRules(t *testing.T) {
+	var broken []string
+	for _, p := range list(t) {
+		from := rel(p.ImportPath)
+		if from == "" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			to := imp
+			if r := rel(imp); r != "" {
+				to = r
+			}
+			for _, r := range rules {
+				if r.check(from, to) {
+					broken = append(broken, fmt.Sprintf("%s imports %s: %s", from, imp, r.name))
+				}
+			}
+		}
+	}
+	for _, b := range broken {
+		t.Error(b)
+	}
+}
+
+// The rules must be able to fail: each forbids at least one import a
+// careless change would add.
+func TestRulesForbidSomething(t *testing.T) {
+	cases := []struct{ from, to string }{
+		{"sdk/jupyter", "core/engine"},
+		{"plugins/jupyter", "core/workspace"},
+		{"core/engine", "plugins/internal/toolrun"},
+		{"core/config", "core/audit"},
+		{"core/runtime", "core/policy"},
+		{"core/runtime/podman", "core/audit"},
+		{"core/policy", "sdk/bridge"},
+		{"core/mcpserver", "core/runtime"},
+		{"core/engine", "github.com/containers/podman/v5/pkg/bindings"},
+	}
+	for _, c := range cases {
+		forbidden := false
+		for _, r := range rules {
+			forbidden = forbidden || r.check(c.from, c.to)
+		}
+		if !forbidden {
+			t.Errorf("no rule forbids %s importing %s", c.from, c.to)
+		}
+	}
+	// And allow the architecture itself.
+	for _, c := range []struct{ from, to string }{
+		{"core/engine", "sdk/backend"}, {"plugins/jupyter", "sdk/jupyter"}, {"core/runtime/podman", "core/runtime"},
+		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
+	} {
+		for _, r := range rules {
+			if r.check(c.from, c.to) {
+				t.Errorf("%s importing %s is the architecture, but %q forbids it", c.from, c.to, r.name)
+			}
+		}
+	}
+}
