@@ -160,6 +160,7 @@ func TestNewRejectsBadOwner(t *testing.T) {
 }
 
 func TestDetectWithoutMkfs(t *testing.T) {
+	requireE2E(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: without it the loop check stops before looking for mkfs.ext4")
 	}

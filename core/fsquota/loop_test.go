@@ -18,10 +18,20 @@ import (
 
 const testQuota = 16 << 20
 
+// requireE2E keeps loop devices and mounts out of the unit tier (make
+// test-unit touches nothing of the host): they run with FORGE_E2E=1.
+func requireE2E(t testing.TB) {
+	t.Helper()
+	if os.Getenv("FORGE_E2E") != "1" {
+		t.Skip("attaches loop devices and mounts filesystems: end-to-end tier, set FORGE_E2E=1 (make test does)")
+	}
+}
+
 // loopQuota returns a Quota on a fresh base path, skipping the test where
 // the loop mechanism cannot work.
 func loopQuota(t *testing.T, o Options) *Quota {
 	t.Helper()
+	requireE2E(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loop devices and mount(2) need CAP_SYS_ADMIN")
 	}
@@ -504,6 +514,7 @@ func TestDirectoryUnderTheMountFailsClosed(t *testing.T) {
 // Provision and Release times by quota: 1 GiB is the default
 // (volumes.session_quota), 10 GiB the default ceiling.
 func BenchmarkProvisionRelease(b *testing.B) {
+	requireE2E(b)
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
