@@ -10,14 +10,14 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/runtimetest"
 )
 
-type fakeRT struct {
-	runtime.Runtime
-	info runtime.Info
+func fakeRT(info runtime.Info) *runtimetest.Runtime {
+	rt := runtimetest.New()
+	rt.SetInfo(info)
+	return rt
 }
-
-func (f fakeRT) Info(context.Context) (runtime.Info, error) { return f.info, nil }
 
 type fakeFile struct {
 	mode os.FileMode
@@ -116,7 +116,7 @@ func TestRootlessChecks(t *testing.T) {
 				c.cfg(&cf)
 			}
 			var bad []Result
-			for _, r := range Rootless(fakeRT{info: c.info}, cf, h)(context.Background()) {
+			for _, r := range Rootless(fakeRT(c.info), cf, h)(context.Background()) {
 				if r.Status == Fail || (r.Status == Warn && r.Name != "rootless quota") {
 					bad = append(bad, r)
 				}
@@ -135,7 +135,7 @@ func TestRootlessChecks(t *testing.T) {
 			t.Fatalf("want %s failing with a fix containing %q, got %+v", c.check, c.fix, bad)
 		})
 	}
-	if r := Rootless(fakeRT{}, cfg, Host{Euid: 0})(context.Background()); r != nil {
+	if r := Rootless(fakeRT(runtime.Info{}), cfg, Host{Euid: 0})(context.Background()); r != nil {
 		t.Fatalf("root gets rootless lines: %+v", r)
 	}
 }
