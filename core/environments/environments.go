@@ -302,6 +302,10 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)}, nil)
 		}
 	}
+	// Building on an environment is using it: only its owner may.
+	if err := s.checkOwner(ctx, req.Owner, req.BaseImage, "base_image"); err != nil {
+		return Result{}, err
+	}
 
 	// Packages: specs, lists, approval — before any limit is spent and
 	// before the builder hears of the request.
@@ -676,21 +680,36 @@ func (s *Service) Delete(ctx context.Context, owner, name string) error {
 	return err
 }
 
-// CheckUse refuses running in an environment of another owner. An image
-// that is no environment of this forge is left to the image policy.
+// CheckUse refuses running in an environment of another owner (custom_image
+// of an execute); see checkOwner.
 func (s *Service) CheckUse(ctx context.Context, owner, image string) error {
-	name, ok := strings.CutPrefix(strings.TrimPrefix(image, "localhost/"), Repository+":")
-	if !ok {
+	return s.checkOwner(ctx, owner, image, "custom_image")
+}
+
+// checkOwner is the one ownership check of every place a request names an
+// image (custom_image, base_image): the reference is resolved by the engine
+// and judged by the image's labels, not by its spelling, so a tag, the
+// "localhost/" form, an image ID or another tag of the same image all meet
+// the same check. An image this forge built for another owner is refused;
+// an image that is no environment of this forge is left to the image
+// policy. An engine that cannot say refuses (fails closed).
+func (s *Service) checkOwner(ctx context.Context, owner, image, field string) error {
+	im, found, err := s.o.Images.Image(ctx, image)
+	if err != nil {
+		return fmt.Errorf("%s %q: cannot tell whose image it is: %w", field, image, err)
+	}
+	if !found || im.Labels[LabelInstance] != s.o.Instance {
 		return nil
 	}
-	e, found, err := s.get(ctx, name)
-	if err != nil || !found {
-		return err
+	name := im.Labels[LabelName]
+	if im.Labels[LabelOwner] != owner {
+		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+			"%s %q is an environment of another user; build your own with build_environment", field, image)},
+			map[string]any{"field": field, "image": image})
 	}
-	if e.owner != owner {
-		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf("the environment %q belongs to another user; build your own with build_environment", name)}, nil)
+	if e, ok := fromImage(s.o.Instance, im); ok {
+		s.usage.touch(e.Image, s.o.Now())
 	}
-	s.usage.touch(e.Image, s.o.Now())
 	return nil
 }
 

@@ -591,6 +591,50 @@ func TestDeleteOnlyOwn(t *testing.T) {
 	}
 }
 
+// Every place a request names an image meets one ownership check, by what
+// the reference resolves to: a tag in either spelling or the image ID.
+func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	im, _, _ := r.im.Image(context.Background(), Ref("alices"))
+	for _, ref := range []string{"mcp-forge/custom:alices", "localhost/mcp-forge/custom:alices", im.ID} {
+		for _, tc := range []struct {
+			owner string
+			ok    bool
+		}{{"bob", false}, {"alice", true}} {
+			t.Run(tc.owner+" "+ref, func(t *testing.T) {
+				builds := r.b.builds
+				_, err := r.svc.Build(context.Background(), Request{Name: tc.owner + "-on-alices", BaseImage: ref, Packages: []string{"numpy"}, Owner: tc.owner})
+				if tc.ok != (err == nil) || (!tc.ok && refusedBy(t, err) != RuleOwner) {
+					t.Fatalf("build on %s by %s: %v", ref, tc.owner, err)
+				}
+				if !tc.ok && r.b.builds != builds {
+					t.Fatal("the builder heard of a refused build")
+				}
+				err = r.svc.CheckUse(context.Background(), tc.owner, ref)
+				if tc.ok != (err == nil) || (!tc.ok && refusedBy(t, err) != RuleOwner) {
+					t.Fatalf("custom_image %s by %s: %v", ref, tc.owner, err)
+				}
+			})
+		}
+	}
+	n := 0
+	for _, e := range r.rec.events(EventViolation) {
+		if e.Details["rule"] == RuleOwner && e.UserID == "bob" {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("%d ownership refusals audited, want 6", n)
+	}
+	// An image that is no environment of this forge is the image policy's.
+	if err := r.svc.CheckUse(context.Background(), "bob", "mcp-forge/python:3.11"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCleanupPlan(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	day := 24 * time.Hour

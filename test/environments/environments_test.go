@@ -503,6 +503,23 @@ path = %q
 	if res := testenv.Call(t, bob, "build_environment", map[string]any{"name": "alices", "packages": []string{"other"}}, &out); !res.IsError || !strings.Contains(testenv.Text(res), environments.RuleOwner) {
 		t.Fatalf("bob took the name: %s", testenv.Text(res))
 	}
+	// Building on alice's environment is using it: refused, audited, and no
+	// image of bob's name appears (whichever spelling names it).
+	for _, base := range []string{"mcp-forge/custom:alices", "localhost/mcp-forge/custom:alices"} {
+		if res := testenv.Call(t, bob, "build_environment", map[string]any{"name": "bobs", "base_image": base, "packages": []string{"forgedemo"}}, &out); !res.IsError || out.Success || !strings.Contains(testenv.Text(res), environments.RuleOwner) {
+			t.Fatalf("bob built on alice's environment (%s): %s", base, testenv.Text(res))
+		}
+	}
+	if _, ok, _ := podman.New("").Image(context.Background(), "mcp-forge/custom:bobs"); ok {
+		t.Fatal("bob's image on alice's environment exists")
+	}
+	if b, _ := os.ReadFile(s.AuditLog); strings.Count(string(b), `"rule":"`+environments.RuleOwner+`"`) < 4 || !strings.Contains(string(b), `"field":"base_image"`) {
+		t.Fatalf("the refusals are not audited with their rule:\n%s", b)
+	}
+	// alice can.
+	if res := testenv.Call(t, alice, "build_environment", map[string]any{"name": "alices2", "base_image": "mcp-forge/custom:alices", "packages": []string{"helper-one"}}, &out); !out.Success {
+		t.Fatalf("alice on her own environment: %s", testenv.Text(res))
+	}
 	var del mcpserver.DeleteEnvironmentOutput
 	if res := testenv.Call(t, bob, "delete_environment", map[string]any{"name": "alices"}, &del); !res.IsError || del.Deleted {
 		t.Fatalf("bob deleted it: %s", testenv.Text(res))
