@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/packages"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // fakeImages is an in-memory image store: unit tests of the policy only;
@@ -139,6 +140,9 @@ type fakeBuilder struct {
 	entered chan struct{}
 	dir     func(work string) string // the result Dir; default writes layer-<key>
 	fail    error
+	// dropExtras plans like a builder of an older SDK: without extras.
+	dropExtras bool
+	last       builder.BuildRequest
 }
 
 func (b *fakeBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan, error) {
@@ -152,12 +156,20 @@ func (b *fakeBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Pl
 	for _, p := range r.Packages {
 		key += "|" + p.Name + p.Version
 	}
-	return builder.Plan{CacheKey: fmt.Sprintf("%x", key), Packages: r.Packages, Steps: []string{"fetch"}}, nil
+	pkgs := r.Packages
+	if b.dropExtras {
+		pkgs = nil
+		for _, p := range r.Packages {
+			pkgs = append(pkgs, builder.Package{Name: p.Name, Version: p.Version})
+		}
+	}
+	return builder.Plan{CacheKey: fmt.Sprintf("%x", key), Packages: pkgs, Steps: []string{"fetch"}}, nil
 }
 
 func (b *fakeBuilder) Build(ctx context.Context, r builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
 	b.mu.Lock()
 	b.builds++
+	b.last = r
 	b.mu.Unlock()
 	if b.entered != nil {
 		b.entered <- struct{}{}
@@ -631,6 +643,60 @@ func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
 	}
 	// An image that is no environment of this forge is the image policy's.
 	if err := r.svc.CheckUse(context.Background(), "bob", "mcp-forge/python:3.11"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Extras reach the builder; a builder whose plan drops them is refused
+// before it builds (issue 20, item 9: they were dropped with a warning).
+func TestBuildExtras(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		drop bool
+		rule string
+	}{{"passed", false, ""}, {"dropped by the builder", true, packages.RuleSpec}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.b.dropExtras = tc.drop
+			res, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"Forge_Extras[Fancy,b]>=1"}, Owner: "alice"})
+			if tc.rule != "" {
+				if refusedBy(t, err) != tc.rule || !strings.Contains(err.Error(), "[b]") || r.b.builds != 0 {
+					t.Fatalf("%v (builds %d)", err, r.b.builds)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.b.last.Spec.Packages; len(got) != 1 || strings.Join(got[0].Extras, ",") != "b,fancy" {
+				t.Fatalf("the builder got %+v", got)
+			}
+			for _, w := range res.Warnings {
+				if strings.Contains(w, "extras") {
+					t.Fatalf("warning %q", w)
+				}
+			}
+		})
+	}
+}
+
+// The builder gets the layer's share of max_image_size, the operator's
+// cache and the storage bounds; its size refusal is max_image_size's.
+func TestBuildLimitsReachTheBuilder(t *testing.T) {
+	r := newRig(t, func(c *config.EnvironmentBuilder) {
+		c.MaxImageSize = "10k"
+		c.UVCachePath = "/var/cache/x"
+		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: "1m"}
+	})
+	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if l := r.b.last; l.MaxBytes != 10*1024-500 || l.CacheDir != "/var/cache/x" || l.Prune != (builder.Prune{MaxAge: 48 * time.Hour, MaxBytes: 1 << 20}) {
+		t.Fatalf("%+v", l)
+	}
+	r.b.fail = host.Errorf(host.KindTooLarge, "uv wrote 20000 bytes")
+	_, err := r.svc.Build(context.Background(), Request{Name: "y", Packages: []string{"numpy"}, Owner: "alice"})
+	if refusedBy(t, err) != RuleImageSize || !strings.Contains(err.Error(), "max_image_size (10k") || !strings.Contains(err.Error(), "uv wrote 20000 bytes") {
 		t.Fatal(err)
 	}
 }

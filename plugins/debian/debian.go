@@ -183,6 +183,12 @@ func (b *debBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Pla
 	pkgs := make([]builder.Package, 0, len(r.Packages))
 	seen := map[string]bool{}
 	for _, p := range r.Packages {
+		if len(p.Extras) > 0 {
+			// A Debian package has no optional features to select: building
+			// it without the extras would be building something else.
+			return builder.Plan{}, host.Errorf(host.KindInvalid, "package %s[%s]: the debian builder cannot install extras (a Debian package has none; its optional parts are separate packages, e.g. python3-%s-<feature>): request the packages the extra needs by name, or use the uv builder",
+				p.Name, strings.Join(p.Extras, ","), strings.ToLower(p.Name))
+		}
 		n, err := debianName(r.Language, p.Name)
 		if err != nil {
 			return builder.Plan{}, host.Errorf(host.KindInvalid, "%s", err.Error())
