@@ -82,7 +82,10 @@ func serve(t testing.TB, base, toml string, approve *bool) *testenv.Server {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(testenv.Binary(t), "--config", cfg, "serve")
-	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
+	// The uv cache is the test's own (environment_builder.uv_cache_path
+	// defaults to one of the host's).
+	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"),
+		"FORGE_ENVIRONMENT_BUILDER_UV_CACHE_PATH="+filepath.Join(base, "uv-cache"))
 	logf, _ := os.Create(filepath.Join(base, "server.log"))
 	cmd.Stderr = logf
 	opts := &mcp.ClientOptions{
