@@ -201,7 +201,17 @@ type EnvironmentBuilder struct {
 	BuildRateLimit      BuildRateLimit      `toml:"build_rate_limit"`
 	PackageValidation   PackageValidation   `toml:"package_validation"`
 	AutoCleanup         AutoCleanup         `toml:"auto_cleanup"`
+	Storage             BuildStorage        `toml:"storage"`
 	Templates           map[string]Template `toml:"templates"`
+}
+
+// BuildStorage bounds what builders keep between builds under their work
+// directory and cache (layers, downloads, unpacked archives): after every
+// build, entries unused for MaxAgeDays go, then the least recently used
+// until all take at most MaxSize. 0 / "": no such bound.
+type BuildStorage struct {
+	MaxAgeDays int    `toml:"max_age_days"`
+	MaxSize    string `toml:"max_size"`
 }
 
 // BuildRateLimit caps how many builds may start.
@@ -369,6 +379,7 @@ func systemDefault() Config {
 				ApprovedPackages:        []string{},
 			},
 			AutoCleanup: AutoCleanup{Enabled: true, MaxAgeDays: 30, MaxImages: 20},
+			Storage:     BuildStorage{MaxAgeDays: 30, MaxSize: "20g"},
 			Templates:   map[string]Template{},
 		},
 		MCPTools: map[string]MCPTool{},

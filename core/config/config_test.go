@@ -141,6 +141,10 @@ func TestLoadErrors(t *testing.T) {
 		{"builder name", "[environment_builder]\nbuilder = \"../uv\"\n", nil, []string{"environment_builder.builder: name must be"}},
 		{"security scan", "[environment_builder]\nsecurity_scan = \"maybe\"\n", nil, []string{"environment_builder.security_scan: must be one of auto, required, off"}},
 		{"scan severity", "[environment_builder]\nscan_fail_on = [\"critical\"]\n", nil, []string{`environment_builder.scan_fail_on[0]: "critical" is not a trivy severity`}},
+		{"uv cache relative", "[environment_builder]\nuv_cache_path = \"cache\"\n", nil, []string{"environment_builder.uv_cache_path: must be an absolute path"}},
+		{"storage age", "[environment_builder.storage]\nmax_age_days = -1\n", nil, []string{"environment_builder.storage.max_age_days: must be >= 0"}},
+		{"storage size", "[environment_builder.storage]\nmax_size = \"lots\"\n", nil, []string{"environment_builder.storage.max_size: size \"lots\""}},
+		{"storage below an image", "[environment_builder]\nmax_image_size = \"2g\"\n[environment_builder.storage]\nmax_size = \"1g\"\n", nil, []string{"environment_builder.storage.max_size: must be >= environment_builder.max_image_size"}},
 		{"find links relative", "[environment_builder]\nfind_links = [\"wheels\"]\n", nil, []string{"environment_builder.find_links[0]"}},
 		{"tenant negative", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\nmax_concurrent_runs = -1\n", nil, []string{"tenants.alice.max_concurrent_runs: must be >= 0"}},
 	}

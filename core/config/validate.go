@@ -117,6 +117,14 @@ func Validate(c Config) Errors {
 	}
 	v.positive("environment_builder.max_build_time", b.MaxBuildTime)
 	v.size("environment_builder.max_image_size", b.MaxImageSize)
+	v.absOrEmpty("environment_builder.uv_cache_path", b.UVCachePath)
+	if b.Storage.MaxAgeDays < 0 {
+		v.add("environment_builder.storage.max_age_days", fmt.Sprintf("must be >= 0 (0: no age bound), got %d", b.Storage.MaxAgeDays))
+	}
+	if b.Storage.MaxSize != "" {
+		// A bound below one image would prune the layer a build just made.
+		v.sizeAtLeast("environment_builder.storage.max_size", b.Storage.MaxSize, "environment_builder.max_image_size", b.MaxImageSize)
+	}
 	v.positive("environment_builder.max_concurrent_builds", b.MaxConcurrentBuilds)
 	v.positive("environment_builder.build_rate_limit.max_builds_per_hour", b.BuildRateLimit.MaxBuildsPerHour)
 	v.positive("environment_builder.build_rate_limit.max_builds_per_day", b.BuildRateLimit.MaxBuildsPerDay)

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/packages"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // Rules of refusals made here (the package rules are core/packages').
@@ -119,6 +121,7 @@ type Service struct {
 	policy  *packages.Policy
 	limiter *packages.Limiter
 	maxSize int64
+	prune   builder.Prune // environment_builder.storage, for the builders
 	usage   *usage
 
 	mu    sync.Mutex
@@ -148,10 +151,16 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment_builder.max_image_size: %w", err)
 	}
+	prune := builder.Prune{MaxAge: time.Duration(o.Config.Storage.MaxAgeDays) * 24 * time.Hour}
+	if o.Config.Storage.MaxSize != "" {
+		if prune.MaxBytes, err = config.ParseSize(o.Config.Storage.MaxSize); err != nil {
+			return nil, fmt.Errorf("environment_builder.storage.max_size: %w", err)
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(o.StateDir, "builds"), 0o700); err != nil {
 		return nil, fmt.Errorf("builds directory: %w", err)
 	}
-	return &Service{o: o, policy: pol, limiter: lim, maxSize: max, names: map[string]*sync.Mutex{},
+	return &Service{o: o, policy: pol, limiter: lim, maxSize: max, prune: prune, names: map[string]*sync.Mutex{},
 		usage: loadUsage(filepath.Join(o.StateDir, "builds", "last-used.json"))}, nil
 }
 
@@ -302,6 +311,10 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)}, nil)
 		}
 	}
+	// Building on an environment is using it: only its owner may.
+	if err := s.checkOwner(ctx, req.Owner, req.BaseImage, "base_image"); err != nil {
+		return Result{}, err
+	}
 
 	// Packages: specs, lists, approval — before any limit is spent and
 	// before the builder hears of the request.
@@ -345,17 +358,15 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	specs := res.Specs()
 	canon := make([]string, len(specs))
 	pkgs := make([]builder.Package, len(specs))
-	var warnings []string
 	for i, sp := range specs {
 		canon[i] = sp.String()
 		var cs []string
 		for _, c := range sp.Constraints {
 			cs = append(cs, c.Op+c.Version)
 		}
-		pkgs[i] = builder.Package{Name: sp.Name, Version: strings.Join(cs, ",")}
-		if len(sp.Extras) > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: extras [%s] are not passed to builders; name the extra packages themselves", sp.Name, strings.Join(sp.Extras, ",")))
-		}
+		// Extras go to the builder, which installs them or refuses: a
+		// package is never built without the extras asked for.
+		pkgs[i] = builder.Package{Name: sp.Name, Version: strings.Join(cs, ","), Extras: sp.Extras}
 	}
 	req.Packages = canon
 
@@ -384,7 +395,6 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 		"env_name": req.Name, "language": req.Language, "base_image": req.BaseImage, "packages": canon, "template": req.Template,
 		"builder": cfg.Builder, "index": redactURL(cfg.IndexURL)}})
 	out, err := s.build(ctx, req, pkgs, start)
-	out.Warnings = append(warnings, out.Warnings...)
 	d := map[string]any{"env_name": req.Name, "builder": cfg.Builder, "duration_ms": s.o.Now().Sub(start).Milliseconds(), "cache_hit": out.CacheHit}
 	e := audit.Entry{Event: audit.BuildComplete, Severity: audit.Info, UserID: req.Owner, Success: err == nil, Details: d}
 	if err != nil {
@@ -449,6 +459,9 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 		return fail(&Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder could not plan the environment: %v", cfg.Builder, err)})
 	}
 	out.Warnings = append(out.Warnings, plan.Warnings...)
+	if err := extrasPlanned(pkgs, plan.Packages); err != nil {
+		return out, &Refusal{Rule: packages.RuleSpec, Detail: fmt.Sprintf("the %s builder %v; nothing was built (request the extra's packages by name instead, or an operator configures a builder that supports extras)", cfg.Builder, err)}
+	}
 	if plan.CacheKey == "" {
 		return out, &Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder gave no cache key; the builder plugin is faulty", cfg.Builder)}
 	}
@@ -472,11 +485,25 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	}
 	buildID := newID()
 	steps := len(plan.Steps) + 2 // the builder's, then layer and check
-	br, err := b.Build(ctx, builder.BuildRequest{Spec: pr, CacheKey: plan.CacheKey, BuildID: buildID, WorkDir: work}, func(p builder.Progress) {
+	// The layer may take what max_image_size leaves beside the base image;
+	// the builder stops its tools there (a small archive can unpack to
+	// gigabytes) and removes what it wrote.
+	budget := s.maxSize - bi.Size
+	if budget <= 0 {
+		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf("the base image %s alone takes %d bytes, environment_builder.max_image_size (%s) leaves nothing for packages; an operator raises the limit", req.BaseImage, bi.Size, cfg.MaxImageSize)}
+	}
+	br, err := b.Build(ctx, builder.BuildRequest{Spec: pr, CacheKey: plan.CacheKey, BuildID: buildID, WorkDir: work,
+		MaxBytes: budget, CacheDir: cfg.UVCachePath, Prune: s.prune}, func(p builder.Progress) {
 		p.Steps = steps
 		progress(p)
 	})
-	if err != nil {
+	var he *host.Error
+	switch {
+	case err != nil && errors.As(err, &he) && he.Kind == host.KindTooLarge && ctx.Err() == nil:
+		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf(
+			"the packages take more than environment_builder.max_image_size (%s, %d bytes beside the base image) and the build was stopped there; nothing of it was kept: %v; request fewer or smaller packages, or an operator raises the limit",
+			cfg.MaxImageSize, budget, err)}
+	case err != nil:
 		return fail(&Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder failed: %v", cfg.Builder, err)})
 	}
 	out.Warnings = append(out.Warnings, br.Warnings...)
@@ -539,6 +566,24 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	out.Image = Ref(req.Name)
 	out.BuildSeconds = s.o.Now().Sub(start).Seconds()
 	return out, nil
+}
+
+// extrasPlanned refuses a plan that dropped an extra asked for: a builder
+// of an older SDK knows nothing of extras and would build the package
+// without them.
+func extrasPlanned(want, planned []builder.Package) error {
+	got := map[string][]string{}
+	for _, p := range planned {
+		got[packages.NormalizeName(p.Name)] = p.Extras
+	}
+	for _, p := range want {
+		for _, e := range p.Extras {
+			if !slices.Contains(got[packages.NormalizeName(p.Name)], e) {
+				return fmt.Errorf("does not install the extra [%s] of %s", e, p.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // scan runs the security scan per configuration.
@@ -676,21 +721,36 @@ func (s *Service) Delete(ctx context.Context, owner, name string) error {
 	return err
 }
 
-// CheckUse refuses running in an environment of another owner. An image
-// that is no environment of this forge is left to the image policy.
+// CheckUse refuses running in an environment of another owner (custom_image
+// of an execute); see checkOwner.
 func (s *Service) CheckUse(ctx context.Context, owner, image string) error {
-	name, ok := strings.CutPrefix(strings.TrimPrefix(image, "localhost/"), Repository+":")
-	if !ok {
+	return s.checkOwner(ctx, owner, image, "custom_image")
+}
+
+// checkOwner is the one ownership check of every place a request names an
+// image (custom_image, base_image): the reference is resolved by the engine
+// and judged by the image's labels, not by its spelling, so a tag, the
+// "localhost/" form, an image ID or another tag of the same image all meet
+// the same check. An image this forge built for another owner is refused;
+// an image that is no environment of this forge is left to the image
+// policy. An engine that cannot say refuses (fails closed).
+func (s *Service) checkOwner(ctx context.Context, owner, image, field string) error {
+	im, found, err := s.o.Images.Image(ctx, image)
+	if err != nil {
+		return fmt.Errorf("%s %q: cannot tell whose image it is: %w", field, image, err)
+	}
+	if !found || im.Labels[LabelInstance] != s.o.Instance {
 		return nil
 	}
-	e, found, err := s.get(ctx, name)
-	if err != nil || !found {
-		return err
+	name := im.Labels[LabelName]
+	if im.Labels[LabelOwner] != owner {
+		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+			"%s %q is an environment of another user; build your own with build_environment", field, image)},
+			map[string]any{"field": field, "image": image})
 	}
-	if e.owner != owner {
-		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf("the environment %q belongs to another user; build your own with build_environment", name)}, nil)
+	if e, ok := fromImage(s.o.Instance, im); ok {
+		s.usage.touch(e.Image, s.o.Now())
 	}
-	s.usage.touch(e.Image, s.o.Now())
 	return nil
 }
 

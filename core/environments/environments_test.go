@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/packages"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // fakeImages is an in-memory image store: unit tests of the policy only;
@@ -139,6 +140,9 @@ type fakeBuilder struct {
 	entered chan struct{}
 	dir     func(work string) string // the result Dir; default writes layer-<key>
 	fail    error
+	// dropExtras plans like a builder of an older SDK: without extras.
+	dropExtras bool
+	last       builder.BuildRequest
 }
 
 func (b *fakeBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan, error) {
@@ -152,12 +156,20 @@ func (b *fakeBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Pl
 	for _, p := range r.Packages {
 		key += "|" + p.Name + p.Version
 	}
-	return builder.Plan{CacheKey: fmt.Sprintf("%x", key), Packages: r.Packages, Steps: []string{"fetch"}}, nil
+	pkgs := r.Packages
+	if b.dropExtras {
+		pkgs = nil
+		for _, p := range r.Packages {
+			pkgs = append(pkgs, builder.Package{Name: p.Name, Version: p.Version})
+		}
+	}
+	return builder.Plan{CacheKey: fmt.Sprintf("%x", key), Packages: pkgs, Steps: []string{"fetch"}}, nil
 }
 
 func (b *fakeBuilder) Build(ctx context.Context, r builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
 	b.mu.Lock()
 	b.builds++
+	b.last = r
 	b.mu.Unlock()
 	if b.entered != nil {
 		b.entered <- struct{}{}
@@ -588,6 +600,104 @@ func TestDeleteOnlyOwn(t *testing.T) {
 	}
 	if len(r.im.tagged()) != 1 || len(r.rec.events(EventDelete)) != 1 {
 		t.Fatal(r.im.tagged())
+	}
+}
+
+// Every place a request names an image meets one ownership check, by what
+// the reference resolves to: a tag in either spelling or the image ID.
+func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	im, _, _ := r.im.Image(context.Background(), Ref("alices"))
+	for _, ref := range []string{"mcp-forge/custom:alices", "localhost/mcp-forge/custom:alices", im.ID} {
+		for _, tc := range []struct {
+			owner string
+			ok    bool
+		}{{"bob", false}, {"alice", true}} {
+			t.Run(tc.owner+" "+ref, func(t *testing.T) {
+				builds := r.b.builds
+				_, err := r.svc.Build(context.Background(), Request{Name: tc.owner + "-on-alices", BaseImage: ref, Packages: []string{"numpy"}, Owner: tc.owner})
+				if tc.ok != (err == nil) || (!tc.ok && refusedBy(t, err) != RuleOwner) {
+					t.Fatalf("build on %s by %s: %v", ref, tc.owner, err)
+				}
+				if !tc.ok && r.b.builds != builds {
+					t.Fatal("the builder heard of a refused build")
+				}
+				err = r.svc.CheckUse(context.Background(), tc.owner, ref)
+				if tc.ok != (err == nil) || (!tc.ok && refusedBy(t, err) != RuleOwner) {
+					t.Fatalf("custom_image %s by %s: %v", ref, tc.owner, err)
+				}
+			})
+		}
+	}
+	n := 0
+	for _, e := range r.rec.events(EventViolation) {
+		if e.Details["rule"] == RuleOwner && e.UserID == "bob" {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("%d ownership refusals audited, want 6", n)
+	}
+	// An image that is no environment of this forge is the image policy's.
+	if err := r.svc.CheckUse(context.Background(), "bob", "mcp-forge/python:3.11"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Extras reach the builder; a builder whose plan drops them is refused
+// before it builds (issue 20, item 9: they were dropped with a warning).
+func TestBuildExtras(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		drop bool
+		rule string
+	}{{"passed", false, ""}, {"dropped by the builder", true, packages.RuleSpec}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.b.dropExtras = tc.drop
+			res, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"Forge_Extras[Fancy,b]>=1"}, Owner: "alice"})
+			if tc.rule != "" {
+				if refusedBy(t, err) != tc.rule || !strings.Contains(err.Error(), "[b]") || r.b.builds != 0 {
+					t.Fatalf("%v (builds %d)", err, r.b.builds)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.b.last.Spec.Packages; len(got) != 1 || strings.Join(got[0].Extras, ",") != "b,fancy" {
+				t.Fatalf("the builder got %+v", got)
+			}
+			for _, w := range res.Warnings {
+				if strings.Contains(w, "extras") {
+					t.Fatalf("warning %q", w)
+				}
+			}
+		})
+	}
+}
+
+// The builder gets the layer's share of max_image_size, the operator's
+// cache and the storage bounds; its size refusal is max_image_size's.
+func TestBuildLimitsReachTheBuilder(t *testing.T) {
+	r := newRig(t, func(c *config.EnvironmentBuilder) {
+		c.MaxImageSize = "10k"
+		c.UVCachePath = "/var/cache/x"
+		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: "1m"}
+	})
+	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if l := r.b.last; l.MaxBytes != 10*1024-500 || l.CacheDir != "/var/cache/x" || l.Prune != (builder.Prune{MaxAge: 48 * time.Hour, MaxBytes: 1 << 20}) {
+		t.Fatalf("%+v", l)
+	}
+	r.b.fail = host.Errorf(host.KindTooLarge, "uv wrote 20000 bytes")
+	_, err := r.svc.Build(context.Background(), Request{Name: "y", Packages: []string{"numpy"}, Owner: "alice"})
+	if refusedBy(t, err) != RuleImageSize || !strings.Contains(err.Error(), "max_image_size (10k") || !strings.Contains(err.Error(), "uv wrote 20000 bytes") {
+		t.Fatal(err)
 	}
 }
 

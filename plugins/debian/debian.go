@@ -183,6 +183,12 @@ func (b *debBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Pla
 	pkgs := make([]builder.Package, 0, len(r.Packages))
 	seen := map[string]bool{}
 	for _, p := range r.Packages {
+		if len(p.Extras) > 0 {
+			// A Debian package has no optional features to select: building
+			// it without the extras would be building something else.
+			return builder.Plan{}, host.Errorf(host.KindInvalid, "package %s[%s]: the debian builder cannot install extras (a Debian package has none; its optional parts are separate packages, e.g. python3-%s-<feature>): request the packages the extra needs by name, or use the uv builder",
+				p.Name, strings.Join(p.Extras, ","), strings.ToLower(p.Name))
+		}
 		n, err := debianName(r.Language, p.Name)
 		if err != nil {
 			return builder.Plan{}, host.Errorf(host.KindInvalid, "%s", err.Error())
@@ -349,11 +355,33 @@ func (b *debBuilder) Build(ctx context.Context, r builder.BuildRequest, progress
 		report(3, fmt.Sprintf("unpacking %d of %d: %s %s", i+1, len(todo), p.Name, p.Version))
 		// -x only unpacks the data archive: no maintainer script, no
 		// trigger, nothing of the package runs.
-		if _, se, err := run.run(ctx, dpkgDeb, []string{"--extract", p.File, tree}, nil); err != nil {
+		// Bounded by what the build may still write: no file of the package
+		// grows past it (RLIMIT_FSIZE, inherited by dpkg-deb's tar), and the
+		// tree is measured after each package. The scratch directory, and so
+		// all of it, goes with a refused build.
+		var left int64
+		if r.MaxBytes > 0 {
+			used, err := dirSize(tree)
+			if err != nil {
+				return builder.BuildResult{}, fmt.Errorf("debian builder: %w", err)
+			}
+			if left = r.MaxBytes - used; left <= 0 {
+				return builder.BuildResult{}, host.Errorf(host.KindTooLarge, "the packages unpack to %d bytes, more than the %d this build may write (stopped before %s); what it wrote was removed", used, r.MaxBytes, p.Name)
+			}
+		}
+		if _, se, err := run.runLimited(ctx, dpkgDeb, []string{"--extract", p.File, tree}, left); err != nil {
 			if ctx.Err() != nil {
 				return builder.BuildResult{}, ctx.Err()
 			}
+			if errors.Is(err, toolrun.ErrWriteLimit) || strings.Contains(se, "File too large") || strings.Contains(se, "File size limit exceeded") {
+				return builder.BuildResult{}, host.Errorf(host.KindTooLarge, "package %s unpacks to more than the %d bytes this build may still write (of %d); what it wrote was removed", p.Name, left, r.MaxBytes)
+			}
 			return builder.BuildResult{}, fmt.Errorf("debian builder: dpkg-deb -x %s: %v: %s", filepath.Base(p.File), err, tail(se, 800))
+		}
+	}
+	if r.MaxBytes > 0 {
+		if used, err := dirSize(tree); err != nil || used > r.MaxBytes {
+			return builder.BuildResult{}, host.Errorf(host.KindTooLarge, "the packages unpack to %d bytes, more than the %d this build may write; what it wrote was removed", used, r.MaxBytes)
 		}
 	}
 	if err := dropSetID(tree); err != nil {
@@ -802,8 +830,17 @@ type runner struct {
 }
 
 func (r *runner) run(ctx context.Context, bin string, args []string, onLine func(string)) (string, string, error) {
+	return r.runBounded(ctx, bin, args, onLine, 0)
+}
+
+// runLimited runs a tool that may write at most max bytes (0: no limit).
+func (r *runner) runLimited(ctx context.Context, bin string, args []string, max int64) (string, string, error) {
+	return r.runBounded(ctx, bin, args, nil, max)
+}
+
+func (r *runner) runBounded(ctx context.Context, bin string, args []string, onLine func(string), max int64) (string, string, error) {
 	start := time.Now()
-	so, se, err := toolrun.Run(ctx, toolrun.Cmd{Bin: bin, Args: args, Dir: r.dir, Timeout: r.timeout, Keep: 4 << 20, OnLine: onLine,
+	so, se, err := toolrun.Run(ctx, toolrun.Cmd{Bin: bin, Args: args, Dir: r.dir, Timeout: r.timeout, Keep: 4 << 20, OnLine: onLine, MaxWrite: max,
 		Env: []string{"PATH=" + minimalPath, "HOME=" + r.dir, "LANG=C", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}})
 	r.log.Info("ran", "tool", filepath.Base(bin), "command", args[0], "ms", time.Since(start).Milliseconds(), "error", err)
 	return so, se, err

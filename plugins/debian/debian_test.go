@@ -261,6 +261,7 @@ func TestRefusals(t *testing.T) {
 		{"range", builder.PlanRequest{Language: "r", BaseImage: "mcp-forge/r:4.2", Packages: []builder.Package{{Name: "R6", Version: ">=2"}}}, true, "pin an exact Debian version", ""},
 		{"language", builder.PlanRequest{Language: "julia", BaseImage: "mcp-forge/r:4.2", Packages: []builder.Package{{Name: "x"}}}, true, "not \"julia\"", ""},
 		{"twice", builder.PlanRequest{Language: "r", BaseImage: "mcp-forge/r:4.2", Packages: []builder.Package{{Name: "R6"}, {Name: "r-cran-r6"}}}, true, "requested twice", ""},
+		{"extras", builder.PlanRequest{Language: "python", BaseImage: "mcp-forge/python:3.11", Packages: []builder.Package{{Name: "requests", Extras: []string{"socks"}}}}, true, "cannot install extras", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,11 +12,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-forge/mcp-forge/plugins/internal/prune"
 	"github.com/mcp-forge/mcp-forge/plugins/internal/toolrun"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
@@ -86,7 +88,16 @@ type uvBuilder struct {
 	log     hclog.Logger
 	why     string // why there is no uv, for the warning
 	missing error  // neither uv nor pip: every plan is refused with it
+	// storage is held shared by every uv or pip run (they read and fill the
+	// cache, and link from it) and exclusively to remove from the cache or
+	// the layers: a refused build's leftovers, pruning.
+	storage sync.RWMutex
 }
+
+// pruneGrace keeps layers and cache entries used this recently: a build in
+// flight may be reading them (a layer waits for the core's layering after
+// Build returned).
+const pruneGrace = time.Hour
 
 // New is the plugin factory.
 func New(_ host.Host, raw backend.Config) (builder.Builder, error) {
@@ -233,7 +244,11 @@ func (b *uvBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan
 	}
 	fmt.Fprintf(h, "offline %v\n", t.index.Offline)
 	for _, p := range pkgs {
-		fmt.Fprintf(h, "pkg %q %q\n", p.Name, p.Version)
+		fmt.Fprintf(h, "pkg %q %q", p.Name, p.Version)
+		if len(p.Extras) > 0 {
+			fmt.Fprintf(h, " extras %q", strings.Join(p.Extras, ","))
+		}
+		fmt.Fprintln(h)
 	}
 	plan := builder.Plan{CacheKey: "sha256:" + hex.EncodeToString(h.Sum(nil)), Packages: pkgs, Steps: slices.Clone(steps)}
 	if b.uv == "" {
@@ -251,7 +266,12 @@ func (b *uvBuilder) fallbackWarning() string {
 func sortedPackages(in []builder.Package) []builder.Package {
 	out := make([]builder.Package, len(in))
 	for i, p := range in {
-		out[i] = builder.Package{Name: normalize(p.Name), Version: p.Version}
+		var ex []string
+		for _, e := range p.Extras {
+			ex = append(ex, normalize(e))
+		}
+		slices.Sort(ex)
+		out[i] = builder.Package{Name: normalize(p.Name), Version: p.Version, Extras: slices.Compact(ex)}
 	}
 	slices.SortFunc(out, func(a, b builder.Package) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -263,13 +283,18 @@ func normalize(name string) string {
 }
 
 // requirement is a package as a requirements-file line: a bare version
-// means exactly that version.
+// means exactly that version; extras as PEP 508 writes them, so the
+// resolver locks their dependencies too.
 func requirement(p builder.Package) string {
 	v := p.Version
 	if v != "" && !strings.ContainsAny(v[:1], "<>=!~") {
 		v = "==" + v
 	}
-	return p.Name + v
+	name := p.Name
+	if len(p.Extras) > 0 {
+		name += "[" + strings.Join(p.Extras, ",") + "]"
+	}
+	return name + v
 }
 
 // Build resolves, fetches and installs the spec into a layer directory
@@ -292,10 +317,20 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 		}
 	}
 	root := filepath.Join(r.WorkDir, "uv")
+	// The plugin's own setting, else the operator's
+	// environment_builder.uv_cache_path, else beside the layers.
 	cache := b.cfg.UVCachePath
+	if cache == "" {
+		cache = r.CacheDir
+	}
 	if cache == "" {
 		cache = filepath.Join(root, "cache")
 	}
+	if r.CacheDir != "" && !filepath.IsAbs(r.CacheDir) {
+		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "cache directory %q is not an absolute path", r.CacheDir)
+	}
+	keep := ""
+	defer func() { b.prune(root, cache, keep, r.Prune) }()
 	for _, d := range []string{filepath.Join(root, "tmp"), filepath.Join(root, "layers"), cache} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
@@ -325,7 +360,12 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 		tool = "pip"
 	}
 	report(1, fmt.Sprintf("resolving %d packages with %s for Python %s on %s", len(reqs), tool, t.python, t.platform))
-	run := &runner{b: b, home: scratch, cache: cache}
+	if err := os.MkdirAll(filepath.Join(scratch, "tmp"), 0o700); err != nil {
+		return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
+	}
+	run := &runner{b: b, home: scratch, cache: cache, max: r.MaxBytes}
+	// What the cache held before: what a refused build adds to it goes.
+	before := cacheEntries(cache)
 	var lock []builder.Locked
 	if b.uv != "" {
 		lock, err = b.compileUV(ctx, run, t, scratch)
@@ -333,7 +373,7 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 		lock, err = b.compilePip(ctx, run, t, scratch)
 	}
 	if err != nil {
-		return builder.BuildResult{}, err
+		return builder.BuildResult{}, b.tooLarge(err, cache, before, r.MaxBytes)
 	}
 	res.Lock = lock
 	lockText := lockFile(lock)
@@ -341,11 +381,17 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 	lockHash := hex.EncodeToString(sum[:])[:32]
 	layer := filepath.Join(root, "layers", lockHash)
 	res.Dir = filepath.Join("uv", "layers", lockHash, "tree")
+	keep = layer
 	if st, err := os.Stat(filepath.Join(layer, "lock.json")); err == nil && st.Mode().IsRegular() {
 		size, err := dirSize(filepath.Join(layer, "tree"))
 		if err != nil {
 			return builder.BuildResult{}, fmt.Errorf("uv builder: cached layer %s: %w", lockHash, err)
 		}
+		if r.MaxBytes > 0 && size > r.MaxBytes {
+			return builder.BuildResult{}, host.Errorf(host.KindTooLarge, "the layer of this lock (built before, %s) takes %d bytes, more than the %d this build may write", lockHash, size, r.MaxBytes)
+		}
+		now := time.Now()
+		_ = os.Chtimes(filepath.Join(layer, "lock.json"), now, now) // last used: pruning keeps it longer
 		res.SizeBytes = size
 		res.Warnings = append(res.Warnings, "cache hit: the layer of this lock was built before ("+lockHash+")")
 		report(4, fmt.Sprintf("cache hit: %d packages already installed", len(lock)))
@@ -368,9 +414,20 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 		err = b.installPip(ctx, run, t, scratch, site, len(lock), report)
 	}
 	if err != nil {
-		return builder.BuildResult{}, err
+		return builder.BuildResult{}, b.tooLarge(err, cache, before, r.MaxBytes)
 	}
 	os.Remove(filepath.Join(site, ".lock")) // uv's lock file of the target
+	if r.MaxBytes > 0 {
+		// The tool's writes were bounded; a tree linked from what the cache
+		// already held was not: measured before it becomes a layer.
+		size, err := dirSize(filepath.Join(scratch, "layer", "tree"))
+		if err != nil {
+			return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
+		}
+		if size > r.MaxBytes {
+			return builder.BuildResult{}, b.tooLarge(&toolrun.WriteLimitError{Tool: tool, Written: size, Limit: r.MaxBytes}, cache, before, r.MaxBytes)
+		}
+	}
 	meta, _ := json.MarshalIndent(map[string]any{"cache_key": plan.CacheKey, "python": t.python, "platform": t.platform, "tool": tool, "lock": lock}, "", "  ")
 	if err := os.WriteFile(filepath.Join(scratch, "layer", "lock.json"), meta, 0o644); err != nil {
 		return builder.BuildResult{}, fmt.Errorf("uv builder: %w", err)
@@ -617,6 +674,9 @@ func resolveError(ctx context.Context, tool, stderr string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if errors.Is(err, toolrun.ErrWriteLimit) {
+		return err
+	}
 	out := mask(strings.TrimSpace(stderr))
 	if m := wheelsReq.FindStringSubmatch(out); m != nil {
 		return sdistOnly(m[1], out)
@@ -654,6 +714,9 @@ func installError(ctx context.Context, tool, stderr string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if errors.Is(err, toolrun.ErrWriteLimit) {
+		return err
+	}
 	out := mask(strings.TrimSpace(stderr))
 	if strings.Contains(out, "hash") && (strings.Contains(out, "mismatch") || strings.Contains(out, "do not match") || strings.Contains(out, "DO NOT MATCH")) {
 		return host.Errorf(host.KindInvalid, "a downloaded package does not match the hash in the lock (the index served different bytes for the same version): refusing it. %s says: %s", tool, tail(out, 1500))
@@ -684,6 +747,7 @@ type runner struct {
 	b     *uvBuilder
 	home  string
 	cache string
+	max   int64 // bytes each run may write (BuildRequest.MaxBytes); 0: no limit
 }
 
 func (r *runner) env() []string {
@@ -700,14 +764,19 @@ func (r *runner) env() []string {
 		"NO_COLOR=1",
 		"XDG_CONFIG_HOME=" + filepath.Join(r.home, ".config"),
 		"XDG_CACHE_HOME=" + filepath.Join(r.home, ".cache"),
+		// Temporary files (pip unpacks --target installs there first) stay
+		// in the build's scratch directory: removed with it, and counted.
+		"TMPDIR=" + filepath.Join(r.home, "tmp"),
 	}
 }
 
 // run runs a tool; onLine sees each stderr and stdout line as it comes.
 func (r *runner) run(ctx context.Context, bin string, args []string, onLine func(string)) (string, string, error) {
 	r.b.log.Debug("running", "tool", filepath.Base(bin), "args", mask(strings.Join(args, " ")))
+	r.b.storage.RLock()
+	defer r.b.storage.RUnlock()
 	start := time.Now()
-	so, se, err := toolrun.Run(ctx, toolrun.Cmd{Bin: bin, Args: args, Env: r.env(), Dir: r.home, Timeout: r.b.timeout, Keep: 1 << 20, OnLine: onLine})
+	so, se, err := toolrun.Run(ctx, toolrun.Cmd{Bin: bin, Args: args, Env: r.env(), Dir: r.home, Timeout: r.b.timeout, Keep: 1 << 20, OnLine: onLine, MaxWrite: r.max})
 	r.b.log.Info("ran", "tool", filepath.Base(bin), "command", args[0]+" "+args[1], "ms", time.Since(start).Milliseconds(), "error", err)
 	return so, se, err
 }
@@ -753,4 +822,93 @@ func dirSize(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// tooLarge turns a build stopped at its size limit into the refusal, after
+// removing what the build added to the cache (its scratch directory goes
+// with the build): nothing of a refused build stays on disk. Other errors
+// pass.
+func (b *uvBuilder) tooLarge(err error, cache string, before map[string]bool, max int64) error {
+	if !errors.Is(err, toolrun.ErrWriteLimit) {
+		return err
+	}
+	b.storage.Lock()
+	removed := 0
+	for p := range cacheEntries(cache) {
+		if !before[p] {
+			if os.RemoveAll(p) == nil {
+				removed++
+			}
+		}
+	}
+	b.storage.Unlock()
+	b.log.Warn("build stopped at its size limit", "max_bytes", max, "error", err, "cache_entries_removed", removed)
+	return host.Errorf(host.KindTooLarge, "the packages unpack to more than the %d bytes this build may write (%v); what it wrote was removed", max, err)
+}
+
+// cacheEntries are the cache's units: every entry of its top-level
+// directories (uv's archive-v0/<id>, wheels-v5/<index>, …) and its
+// top-level entries themselves (a temporary directory, a new bucket).
+func cacheEntries(cache string) map[string]bool {
+	out := map[string]bool{}
+	top, _ := os.ReadDir(cache)
+	for _, t := range top {
+		p := filepath.Join(cache, t.Name())
+		out[p] = true
+		if !t.IsDir() {
+			continue
+		}
+		sub, _ := os.ReadDir(p)
+		for _, s := range sub {
+			out[filepath.Join(p, s.Name())] = true
+		}
+	}
+	return out
+}
+
+// prune applies environment_builder.storage to the layers and the cache:
+// entries unused for longer than MaxAge, then the least recently used until
+// all take at most MaxBytes; never the layer of this build (keep) nor
+// anything used within pruneGrace. A layer was last used when its
+// lock.json was last touched (built or a cache hit); a cache entry, when it
+// was last modified.
+func (b *uvBuilder) prune(root, cache, keep string, l builder.Prune) {
+	if l.MaxAge <= 0 && l.MaxBytes <= 0 {
+		return
+	}
+	b.storage.Lock()
+	defer b.storage.Unlock()
+	layers, err := prune.Children(func(p string) time.Time {
+		if st, err := os.Stat(filepath.Join(p, "lock.json")); err == nil {
+			return st.ModTime()
+		}
+		return time.Time{}
+	}, filepath.Join(root, "layers"))
+	if err != nil {
+		b.log.Warn("pruning: cannot read the layers", "error", err)
+		return
+	}
+	var cached []prune.Entry
+	top, _ := os.ReadDir(cache)
+	for _, t := range top {
+		if !t.IsDir() {
+			continue // CACHEDIR.TAG, .gitignore, uv's lock
+		}
+		es, err := prune.Children(nil, filepath.Join(cache, t.Name()))
+		if err != nil {
+			b.log.Warn("pruning: cannot read the cache", "dir", t.Name(), "error", err)
+			return
+		}
+		cached = append(cached, es...)
+	}
+	all := append(layers, cached...)
+	rm, before, after := prune.Plan(all, time.Now(), prune.Limits{MaxAge: l.MaxAge, MaxBytes: l.MaxBytes, Grace: pruneGrace, Keep: map[string]bool{keep: true}})
+	for _, e := range rm {
+		if err := os.RemoveAll(e.Path); err != nil {
+			b.log.Warn("pruning: cannot remove", "path", e.Path, "error", err)
+		}
+	}
+	if len(rm) > 0 {
+		b.log.Info("pruned layers and cache", "removed", len(rm), "bytes_before", before, "bytes_after", after, "max_bytes", l.MaxBytes, "max_age", l.MaxAge)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
+	"github.com/mcp-forge/mcp-forge/plugins/internal/prune"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -678,4 +681,176 @@ func workDir(t *testing.T) string {
 		}
 	})
 	return dir
+}
+
+// An extra's dependencies are resolved and installed with the package
+// (issue 20, item 9: extras were dropped); the extra is in the cache key.
+func TestExtras(t *testing.T) {
+	ix := testindex.New(t, []testindex.Project{
+		{Name: "forge-extras", Version: "1.0", Extras: map[string][]string{"fancy": {"forge-fancy-dep"}}},
+		{Name: "forge-fancy-dep", Version: "1.0"},
+	})
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			b := newTestBuilder(t, m.cfg)
+			plain, with := spec(ix, "forge-extras"), spec(ix, "forge-extras")
+			with.Packages[0].Extras = []string{"Fancy"}
+			p1, _ := b.Plan(context.Background(), plain)
+			p2, err := b.Plan(context.Background(), with)
+			if err != nil || p1.CacheKey == p2.CacheKey || strings.Join(p2.Packages[0].Extras, ",") != "fancy" {
+				t.Fatalf("plan with the extra: %+v %v (key %s vs %s)", p2, err, p2.CacheKey, p1.CacheKey)
+			}
+			work := workDir(t)
+			res, err := build(t, b, with, work, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lockNames(res.Lock); got != "forge-extras forge-fancy-dep" {
+				t.Fatalf("lock %s", got)
+			}
+			if _, err := os.Stat(filepath.Join(work, res.Dir, "usr/local/lib/python3.11/dist-packages/forge_fancy_dep/__init__.py")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func lockNames(l []builder.Locked) string {
+	var s []string
+	for _, p := range l {
+		s = append(s, p.Name)
+	}
+	return strings.Join(s, " ")
+}
+
+// A wheel that unpacks to far more than the build may write is stopped
+// while it unpacks, near the limit, and nothing of it stays: no layer, no
+// scratch, nothing new in the cache (issue 20, item 3).
+func TestDecompressionBombStopped(t *testing.T) {
+	const payload, limit = 1 << 30, 32 << 20
+	ix := testindex.New(t, []testindex.Project{{Name: "forge-bomb", Version: "1.0", Payload: payload}, {Name: "forge-c", Version: "1.0"}})
+	if n := len(ix.Files()); n != 2 {
+		t.Fatal(ix.Files())
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			b := newTestBuilder(t, m.cfg)
+			work := workDir(t)
+			cache := filepath.Join(work, "cache")
+			// A build first, so the cache holds something to keep.
+			if _, err := buildLimited(t, b, spec(ix, "forge-c"), work, cache, limit); err != nil {
+				t.Fatal(err)
+			}
+			kept := cacheEntries(cache)
+			layers, _ := os.ReadDir(filepath.Join(work, "uv/layers"))
+			peak := watchPeak(t, work)
+			_, err := buildLimited(t, b, spec(ix, "forge-bomb"), work, cache, limit)
+			max := peak()
+			var he *host.Error
+			if !errors.As(err, &he) || he.Kind != host.KindTooLarge || !strings.Contains(err.Error(), fmt.Sprint(limit)) {
+				t.Fatalf("want a too-large refusal naming the limit, got %v", err)
+			}
+			if max > 4*limit {
+				t.Fatalf("%d bytes were on disk while unpacking, with a limit of %d", max, limit)
+			}
+			if tmp, _ := os.ReadDir(filepath.Join(work, "uv/tmp")); len(tmp) > 0 {
+				t.Errorf("scratch %s stays", tmp[0].Name())
+			}
+			if now, _ := os.ReadDir(filepath.Join(work, "uv/layers")); len(now) != len(layers) {
+				t.Errorf("layers %v, before the build %v", now, layers)
+			}
+			after := cacheEntries(cache)
+			for p := range after {
+				if !kept[p] {
+					t.Errorf("the refused build left %s in the cache", p)
+				}
+			}
+			for p := range kept {
+				if !after[p] {
+					t.Errorf("%s of an earlier build was removed", p)
+				}
+			}
+			if n := treeBytes(work); n > limit {
+				t.Errorf("%d bytes stay in the work directory", n)
+			}
+			t.Logf("peak %d bytes on disk; %v", max, err)
+		})
+	}
+}
+
+func buildLimited(t *testing.T, b builder.Builder, r builder.PlanRequest, work, cache string, max int64) (builder.BuildResult, error) {
+	t.Helper()
+	plan, err := b.Plan(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t", WorkDir: work, CacheDir: cache, MaxBytes: max}, nil)
+}
+
+// watchPeak samples the bytes under dir until the returned function is
+// called, which returns the largest sample.
+func watchPeak(t *testing.T, dir string) func() int64 {
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if n := treeBytes(dir); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
+}
+
+// treeBytes is the bytes of the distinct files under dir.
+func treeBytes(dir string) int64 {
+	e, _ := prune.Scan(dir, time.Now())
+	var n int64
+	for _, s := range e.Inodes {
+		n += s
+	}
+	return n
+}
+
+// After a build, layers and cache entries past environment_builder.storage
+// are pruned: the layer of the build stays.
+func TestBuildPrunes(t *testing.T) {
+	ix := testindex.New(t, nil)
+	b := newTestBuilder(t, Config{})
+	work := workDir(t)
+	old, err := build(t, b, spec(ix, "forge-c 1.0"), work, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldLayer := filepath.Dir(filepath.Join(work, old.Dir))
+	// Unused for 10 days: past a 7-day bound, and past the grace.
+	long := time.Now().Add(-10 * 24 * time.Hour)
+	if err := os.Chtimes(filepath.Join(oldLayer, "lock.json"), long, long); err != nil {
+		t.Fatal(err)
+	}
+	r := spec(ix, "forge-c 2.0")
+	plan, _ := b.Plan(context.Background(), r)
+	res, err := b.Build(context.Background(), builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, WorkDir: work, Prune: builder.Prune{MaxAge: 7 * 24 * time.Hour}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(oldLayer); !os.IsNotExist(err) {
+		t.Fatalf("the old layer stays: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(work, res.Dir)); err != nil {
+		t.Fatalf("the new layer went: %v", err)
+	}
 }

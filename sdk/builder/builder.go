@@ -14,15 +14,21 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // Package is a package of a spec: Version is a constraint ("" for any).
+// Extras are optional features ("name[extra]"): a builder installs their
+// dependencies too, or refuses the package (host.KindInvalid); it never
+// builds the package without them. Plan echoes them in Plan.Packages, and
+// the core refuses a plan that drops them.
 type Package struct {
 	Name    string
 	Version string
+	Extras  []string
 }
 
 // Index says where packages come from.
@@ -68,6 +74,26 @@ type BuildRequest struct {
 	// beneath it (BuildResult.Dir). Nothing outside it is turned into an
 	// image.
 	WorkDir string
+	// MaxBytes bounds what the build writes (the layer and whatever its tools
+	// unpack, caches included; environment_builder.max_image_size less the
+	// base image): past it the builder stops its tools, removes what the
+	// build wrote and refuses with host.Errorf(host.KindTooLarge, …) naming
+	// the limit. 0: no limit.
+	MaxBytes int64
+	// CacheDir is the operator's download cache for this builder
+	// (environment_builder.uv_cache_path); "": the builder's choice.
+	CacheDir string
+	// Prune bounds the layers and caches the builder keeps between builds.
+	Prune Prune
+}
+
+// Prune is environment_builder.storage: after each build a builder removes
+// layers and cache entries unused for longer than MaxAge, then the least
+// recently used until all take at most MaxBytes (never the layer of the
+// build in progress). Zero: no such bound.
+type Prune struct {
+	MaxAge   time.Duration
+	MaxBytes int64
 }
 
 // Progress is reported while a build runs, Step non-decreasing.
@@ -112,6 +138,7 @@ var (
 	// Package names of PyPI (PEP 508), CRAN and conda; nothing an installer
 	// would read as an option, a path or a URL.
 	nameRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	extraRe   = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$`)
 	versionRe = regexp.MustCompile(`^(?:[<>=!~]{0,3}[A-Za-z0-9.*+_-]{1,64})(?:,[<>=!~]{0,3}[A-Za-z0-9.*+_-]{1,64}){0,7}$`)
 	imageRe   = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]{0,254}$`)
 )
@@ -133,6 +160,14 @@ func (r PlanRequest) Validate() error {
 		}
 		if p.Version != "" && !versionRe.MatchString(p.Version) {
 			return fmt.Errorf("package %s: version %q is not a version constraint (e.g. ==1.2.3 or >=1,<2)", p.Name, p.Version)
+		}
+		if len(p.Extras) > 16 {
+			return fmt.Errorf("package %s: %d extras; at most 16", p.Name, len(p.Extras))
+		}
+		for _, e := range p.Extras {
+			if !extraRe.MatchString(e) {
+				return fmt.Errorf("package %s: extra %q is not an extra name (letters, digits, '.', '_' and '-')", p.Name, e)
+			}
 		}
 		k := strings.ToLower(p.Name)
 		if seen[k] {

@@ -191,6 +191,7 @@ const (
 	KindNotFound    Kind = "not-found"   // no such container or image
 	KindUnavailable Kind = "unavailable" // the engine is not reachable
 	KindInternal    Kind = "internal"
+	KindTooLarge    Kind = "too-large" // a size limit was reached (a builder's BuildRequest.MaxBytes)
 )
 
 // Error is an error returned by a host service.

@@ -82,7 +82,10 @@ func serve(t testing.TB, base, toml string, approve *bool) *testenv.Server {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(testenv.Binary(t), "--config", cfg, "serve")
-	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
+	// The uv cache is the test's own (environment_builder.uv_cache_path
+	// defaults to one of the host's).
+	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"),
+		"FORGE_ENVIRONMENT_BUILDER_UV_CACHE_PATH="+filepath.Join(base, "uv-cache"))
 	logf, _ := os.Create(filepath.Join(base, "server.log"))
 	cmd.Stderr = logf
 	opts := &mcp.ClientOptions{
@@ -502,6 +505,23 @@ path = %q
 	}
 	if res := testenv.Call(t, bob, "build_environment", map[string]any{"name": "alices", "packages": []string{"other"}}, &out); !res.IsError || !strings.Contains(testenv.Text(res), environments.RuleOwner) {
 		t.Fatalf("bob took the name: %s", testenv.Text(res))
+	}
+	// Building on alice's environment is using it: refused, audited, and no
+	// image of bob's name appears (whichever spelling names it).
+	for _, base := range []string{"mcp-forge/custom:alices", "localhost/mcp-forge/custom:alices"} {
+		if res := testenv.Call(t, bob, "build_environment", map[string]any{"name": "bobs", "base_image": base, "packages": []string{"forgedemo"}}, &out); !res.IsError || out.Success || !strings.Contains(testenv.Text(res), environments.RuleOwner) {
+			t.Fatalf("bob built on alice's environment (%s): %s", base, testenv.Text(res))
+		}
+	}
+	if _, ok, _ := podman.New("").Image(context.Background(), "mcp-forge/custom:bobs"); ok {
+		t.Fatal("bob's image on alice's environment exists")
+	}
+	if b, _ := os.ReadFile(s.AuditLog); strings.Count(string(b), `"rule":"`+environments.RuleOwner+`"`) < 4 || !strings.Contains(string(b), `"field":"base_image"`) {
+		t.Fatalf("the refusals are not audited with their rule:\n%s", b)
+	}
+	// alice can.
+	if res := testenv.Call(t, alice, "build_environment", map[string]any{"name": "alices2", "base_image": "mcp-forge/custom:alices", "packages": []string{"helper-one"}}, &out); !out.Success {
+		t.Fatalf("alice on her own environment: %s", testenv.Text(res))
 	}
 	var del mcpserver.DeleteEnvironmentOutput
 	if res := testenv.Call(t, bob, "delete_environment", map[string]any{"name": "alices"}, &del); !res.IsError || del.Deleted {

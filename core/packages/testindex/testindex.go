@@ -47,6 +47,13 @@ type Project struct {
 	Version   string
 	Requires  []string // Requires-Dist lines
 	SdistOnly bool
+	// Extras are optional features: Provides-Extra, and each extra's
+	// requirements as Requires-Dist lines with the marker extra == "<name>".
+	Extras map[string][]string
+	// Payload, when > 0, adds <module>/payload.bin of that many zero bytes,
+	// deflated: a wheel of about Payload/1000 bytes that unpacks to Payload
+	// (a decompression bomb).
+	Payload int64
 }
 
 // DefaultProjects is the index New serves when given none.
@@ -95,7 +102,7 @@ func New(t testing.TB, projects []Project) *Index {
 		if p.SdistOnly {
 			name, data, err = Sdist(p.Name, p.Version)
 		} else {
-			name, data, err = Wheel(p.Name, p.Version, p.Requires)
+			name, data, err = WheelOf(p)
 		}
 		if err != nil {
 			t.Fatalf("testindex: building %s %s: %v", p.Name, p.Version, err)
@@ -182,11 +189,23 @@ func SdistName(name, version string) string {
 // Wheel writes a pure-Python wheel whose module (the name with '_') sets
 // __version__. Its bytes are the same on every call.
 func Wheel(name, version string, requires []string) (string, []byte, error) {
+	return WheelOf(Project{Name: name, Version: version, Requires: requires})
+}
+
+// WheelOf writes the wheel of p (Wheel, with p's extras and payload).
+func WheelOf(p Project) (string, []byte, error) {
+	name, version := p.Name, p.Version
 	dist := distName(name)
 	info := dist + "-" + version + ".dist-info/"
 	meta := fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: MCP-Forge test package\n", name, version)
-	for _, r := range requires {
+	for _, r := range p.Requires {
 		meta += "Requires-Dist: " + r + "\n"
+	}
+	for _, e := range sortedKeys(p.Extras) {
+		meta += "Provides-Extra: " + e + "\n"
+		for _, r := range p.Extras[e] {
+			meta += fmt.Sprintf("Requires-Dist: %s ; extra == %q\n", r, e)
+		}
 	}
 	files := []struct{ path, body string }{
 		{dist + "/__init__.py", fmt.Sprintf("__version__ = %q\n", version)},
@@ -210,6 +229,23 @@ func Wheel(name, version string, requires []string) (string, []byte, error) {
 		if err := add(f.path, f.body); err != nil {
 			return "", nil, err
 		}
+	}
+	if p.Payload > 0 {
+		path := dist + "/payload.bin"
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: path, Method: zip.Deflate, Modified: time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			return "", nil, err
+		}
+		h := sha256.New()
+		zeros := make([]byte, 1<<20)
+		for left := p.Payload; left > 0; left -= int64(len(zeros)) {
+			chunk := zeros[:min(left, int64(len(zeros)))]
+			h.Write(chunk)
+			if _, err := w.Write(chunk); err != nil {
+				return "", nil, err
+			}
+		}
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", path, base64.RawURLEncoding.EncodeToString(h.Sum(nil)), p.Payload)
 	}
 	record.WriteString(info + "RECORD,,\n")
 	if err := add(info+"RECORD", record.String()); err != nil {

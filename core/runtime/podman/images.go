@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +26,13 @@ var _ runtime.ImageBuilder = (*Client)(nil)
 // disabled all the same, nothing is pulled, and the image is left untagged
 // so that a build cancelled half-way never carries a name: the caller tags
 // it once it passed its checks.
+//
+// The build context is a staging directory holding the Containerfile and
+// the layer (hard-linked, so nothing is copied), and the Containerfile
+// copies only layer/: the bindings send a Containerfile that lies outside
+// the context under its absolute host path, which COPY . / then wrote into
+// the image, host path and parent directories included (a base path under
+// /tmp turned the image's /tmp into a 0755 directory of root's).
 func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, error) {
 	if b.Base == "" || b.Context == "" {
 		return "", errors.New("podman build: a base image ID and a context directory are required")
@@ -33,15 +41,17 @@ func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, 
 	if err != nil {
 		return "", err
 	}
-	// The Containerfile lives beside the context, not in it: the bindings
-	// send it along, and the layer's own files cannot replace it.
-	dir, err := os.MkdirTemp(filepath.Dir(b.Context), ".containerfile-")
+	// Beside the layer: the same filesystem, so the layer's files link.
+	dir, err := os.MkdirTemp(filepath.Dir(b.Context), ".layer-build-")
 	if err != nil {
 		return "", fmt.Errorf("podman build: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	if err := linkTree(b.Context, filepath.Join(dir, "layer")); err != nil {
+		return "", fmt.Errorf("podman build: staging the layer: %w", err)
+	}
 	cf := filepath.Join(dir, "Containerfile")
-	if err := os.WriteFile(cf, []byte("FROM "+b.Base+"\nCOPY . /\n"), 0o600); err != nil {
+	if err := os.WriteFile(cf, []byte("FROM "+b.Base+"\nCOPY layer/ /\n"), 0o600); err != nil {
 		return "", fmt.Errorf("podman build: %w", err)
 	}
 	labels := make([]string, 0, len(b.Labels))
@@ -54,7 +64,7 @@ func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, 
 		out = io.Discard // never the bindings' default, os.Stdout: stdout belongs to MCP
 	}
 	opts := types.BuildOptions{BuildOptions: define.BuildOptions{
-		ContextDirectory:        b.Context,
+		ContextDirectory:        dir,
 		Labels:                  labels,
 		ConfigureNetwork:        define.NetworkDisabled,
 		PullPolicy:              define.PullNever,
@@ -145,4 +155,66 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 		}
 	}
 	return c.fail("", "podman rmi "+ref, errors.Join(keep...))
+}
+
+// linkTree recreates the tree src at dst (which must not exist): the same
+// directories with the same modes, its files hard-linked (copied where a
+// link is refused) and its symbolic links recreated, never followed. Other
+// file types are refused (the caller's layer check refuses them first).
+func linkTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch m := fi.Mode(); {
+		case m.IsDir():
+			if err := os.Mkdir(to, 0o700); err != nil {
+				return err
+			}
+			// Whatever the umask: the image gets the tree's own modes.
+			return os.Chmod(to, m&(fs.ModePerm|fs.ModeSticky))
+		case m.IsRegular():
+			if err := os.Link(p, to); err == nil {
+				return nil
+			}
+			return copyFile(p, to, m.Perm())
+		case m&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		default:
+			return fmt.Errorf("%s is a %s; only files, directories and links can go into an image", rel, m.Type())
+		}
+	})
+}
+
+func copyFile(from, to string, perm fs.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(to, perm)
 }

@@ -22,9 +22,13 @@ const (
 )
 
 type BuildPackage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"` // requested: a constraint ("" any); locked: the exact version
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"` // requested: a constraint ("" any); locked: the exact version
+	// extras are the optional features requested ("name[extra,...]"): a
+	// builder installs their dependencies too, or refuses the package; a plan
+	// echoes them in its packages (a plan without them is refused).
+	Extras        []string `protobuf:"bytes,3,rep,name=extras,proto3" json:"extras,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -71,6 +75,13 @@ func (x *BuildPackage) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *BuildPackage) GetExtras() []string {
+	if x != nil {
+		return x.Extras
+	}
+	return nil
 }
 
 type IndexSettings struct {
@@ -301,9 +312,22 @@ type BuildRequest struct {
 	WorkspaceId string                 `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"` // deprecated: unused since work_dir
 	// work_dir is a host directory the core gives this builder, kept between
 	// builds (caches live there); the result goes in a directory beneath it.
-	WorkDir       string `protobuf:"bytes,5,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WorkDir string `protobuf:"bytes,5,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
+	// max_bytes bounds what the build may write (the layer and what the
+	// tools unpack on the way, caches included): a builder stops its tools
+	// at the limit and removes what the refused build wrote. 0: no limit.
+	MaxBytes int64 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// cache_dir is the operator's download cache for this builder
+	// (environment_builder.uv_cache_path); "": the builder's own choice.
+	CacheDir string `protobuf:"bytes,7,opt,name=cache_dir,json=cacheDir,proto3" json:"cache_dir,omitempty"`
+	// Storage pruning a builder applies to its layers and caches after a
+	// build: entries unused for longer than prune_max_age_seconds go, then
+	// the least recently used until everything takes at most
+	// prune_max_bytes. 0: no such bound.
+	PruneMaxAgeSeconds int64 `protobuf:"varint,8,opt,name=prune_max_age_seconds,json=pruneMaxAgeSeconds,proto3" json:"prune_max_age_seconds,omitempty"`
+	PruneMaxBytes      int64 `protobuf:"varint,9,opt,name=prune_max_bytes,json=pruneMaxBytes,proto3" json:"prune_max_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BuildRequest) Reset() {
@@ -369,6 +393,34 @@ func (x *BuildRequest) GetWorkDir() string {
 		return x.WorkDir
 	}
 	return ""
+}
+
+func (x *BuildRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *BuildRequest) GetCacheDir() string {
+	if x != nil {
+		return x.CacheDir
+	}
+	return ""
+}
+
+func (x *BuildRequest) GetPruneMaxAgeSeconds() int64 {
+	if x != nil {
+		return x.PruneMaxAgeSeconds
+	}
+	return 0
+}
+
+func (x *BuildRequest) GetPruneMaxBytes() int64 {
+	if x != nil {
+		return x.PruneMaxBytes
+	}
+	return 0
 }
 
 type BuildProgress struct {
@@ -663,10 +715,11 @@ var File_forge_plugin_v1_builder_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v1_builder_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/builder.proto\x12\x0fforge.plugin.v1\"<\n" +
+	"\x1dforge/plugin/v1/builder.proto\x12\x0fforge.plugin.v1\"T\n" +
 	"\fBuildPackage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\"y\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
+	"\x06extras\x18\x03 \x03(\tR\x06extras\"y\n" +
 	"\rIndexSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
@@ -690,13 +743,17 @@ const file_forge_plugin_v1_builder_proto_rawDesc = "" +
 	"\tcache_key\x18\x01 \x01(\tR\bcacheKey\x129\n" +
 	"\bpackages\x18\x02 \x03(\v2\x1d.forge.plugin.v1.BuildPackageR\bpackages\x12\x14\n" +
 	"\x05steps\x18\x03 \x03(\tR\x05steps\x12\x1a\n" +
-	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xb6\x01\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xcb\x02\n" +
 	"\fBuildRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.forge.plugin.v1.PlanRequestR\x04spec\x12\x1b\n" +
 	"\tcache_key\x18\x02 \x01(\tR\bcacheKey\x12\x19\n" +
 	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12!\n" +
 	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\x12\x19\n" +
-	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\"i\n" +
+	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\x12\x1b\n" +
+	"\tmax_bytes\x18\x06 \x01(\x03R\bmaxBytes\x12\x1b\n" +
+	"\tcache_dir\x18\a \x01(\tR\bcacheDir\x121\n" +
+	"\x15prune_max_age_seconds\x18\b \x01(\x03R\x12pruneMaxAgeSeconds\x12&\n" +
+	"\x0fprune_max_bytes\x18\t \x01(\x03R\rpruneMaxBytes\"i\n" +
 	"\rBuildProgress\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x05R\x04step\x12\x14\n" +

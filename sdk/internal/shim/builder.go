@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -61,7 +62,8 @@ func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer)
 	}
 	var mu sync.Mutex // progress may come from several goroutines; a stream sends from one
 	done := false
-	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId, WorkDir: r.WorkDir},
+	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId, WorkDir: r.WorkDir,
+		MaxBytes: r.MaxBytes, CacheDir: r.CacheDir, Prune: builder.Prune{MaxAge: time.Duration(r.PruneMaxAgeSeconds) * time.Second, MaxBytes: r.PruneMaxBytes}},
 		func(p builder.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -87,7 +89,7 @@ func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer)
 func packagesToPB(ps []builder.Package) []*pb.BuildPackage {
 	var out []*pb.BuildPackage
 	for _, p := range ps {
-		out = append(out, &pb.BuildPackage{Name: p.Name, Version: p.Version})
+		out = append(out, &pb.BuildPackage{Name: p.Name, Version: p.Version, Extras: p.Extras})
 	}
 	return out
 }
@@ -95,7 +97,7 @@ func packagesToPB(ps []builder.Package) []*pb.BuildPackage {
 func packagesFromPB(ps []*pb.BuildPackage) []builder.Package {
 	var out []builder.Package
 	for _, p := range ps {
-		out = append(out, builder.Package{Name: p.Name, Version: p.Version})
+		out = append(out, builder.Package{Name: p.Name, Version: p.Version, Extras: p.Extras})
 	}
 	return out
 }
@@ -135,7 +137,8 @@ func (c *BuilderClient) Plan(ctx context.Context, req builder.PlanRequest) (buil
 
 // Build implements builder.Builder.
 func (c *BuilderClient) Build(ctx context.Context, req builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
-	stream, err := c.builder.Build(ctx, &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID, WorkDir: req.WorkDir})
+	stream, err := c.builder.Build(ctx, &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID, WorkDir: req.WorkDir,
+		MaxBytes: req.MaxBytes, CacheDir: req.CacheDir, PruneMaxAgeSeconds: int64(req.Prune.MaxAge / time.Second), PruneMaxBytes: req.Prune.MaxBytes})
 	if err != nil {
 		return builder.BuildResult{}, fromStatus(err)
 	}

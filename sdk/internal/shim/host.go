@@ -25,6 +25,7 @@ var kindCode = map[host.Kind]codes.Code{
 	host.KindNotFound:    codes.NotFound,
 	host.KindUnavailable: codes.Unavailable,
 	host.KindInternal:    codes.Internal,
+	host.KindTooLarge:    codes.ResourceExhausted,
 }
 
 // toStatus carries a host.Error's kind across the wire.
