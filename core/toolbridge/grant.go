@@ -406,7 +406,18 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 	g.mu.Lock()
 	granted := g.tools[req.Tool]
 	g.mu.Unlock()
+	_, configured := g.s.servers[server]
 	if !granted {
+		// A tool the policy denies is never granted: telling the user to
+		// name it in mcp_tools would send them to a refusal. Say which
+		// policy key denies it instead.
+		if configured && tool != "" && g.s.Decide(server, tool) == Deny {
+			return fail(bridge.WireErrorDenied, RuleDenied, g.s.denied(server, tool, list(g.Tools())))
+		}
+		if !configured {
+			return fail(bridge.WireErrorDenied, RuleNotGranted, fmt.Sprintf("tool %s was not granted to this run: no MCP server %s is configured (configured: %s; granted: %s)",
+				quotedTool(req.Tool), quotedTool(server), list(g.s.Servers()), list(g.Tools())))
+		}
 		return fail(bridge.WireErrorDenied, RuleNotGranted, fmt.Sprintf("tool %s was not granted to this run (granted: %s); name it in mcp_tools of the execute call", quotedTool(req.Tool), list(g.Tools())))
 	}
 	if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
@@ -419,7 +430,7 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 	}
 	decision := g.s.Decide(server, tool)
 	if decision == Deny {
-		return fail(bridge.WireErrorDenied, RuleDenied, fmt.Sprintf("tool %s is denied by the policy of mcp_tools.%s", req.Tool, server))
+		return fail(bridge.WireErrorDenied, RuleDenied, g.s.denied(server, tool, list(g.Tools())))
 	}
 	g.mu.Lock()
 	max := g.s.bcfg.MaxCallsPerRun

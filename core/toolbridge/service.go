@@ -193,6 +193,22 @@ func (s *Service) Decide(server, tool string) Decision {
 	return Decide(cfg, tool, s.originalName(server, tool))
 }
 
+// denied is the message for a tool the policy denies: the key of the
+// configuration that denies it, that naming it in mcp_tools cannot help,
+// and what the user can do instead. granted lists what the run may call
+// ("" before a run).
+func (s *Service) denied(server, tool, granted string) string {
+	_, why := Why(server, s.servers[server], tool, s.originalName(server, tool))
+	msg := fmt.Sprintf("tool %s.%s is denied by policy: %s in the server's configuration, so no run may be granted it or call it "+
+		"(naming it in mcp_tools is refused too); ", server, tool, why)
+	if granted != "" {
+		msg += "call one of the tools this run was granted (" + granted + ") or another tool the policy allows (mcp://forge/tools/available lists each tool's policy)"
+	} else {
+		msg += "use a tool the policy allows (mcp://forge/tools/available lists each tool's policy)"
+	}
+	return msg + fmt.Sprintf(", or ask the operator to change mcp_tools.%s in forge.toml if this tool should be callable", server)
+}
+
 // originalName is the server's own name of a mapped tool, "" when unknown
 // or not mapped.
 func (s *Service) originalName(server, tool string) string {
@@ -244,7 +260,7 @@ func (s *Service) Resolve(ctx context.Context, names []string) ([]string, error)
 				return nil, refusal(RuleUnknown, "mcp_tools %q: server %s has no tool %q (its tools: %s); see the resource mcp://forge/tools/available", n, server, tool, list(have))
 			}
 			if s.Decide(server, tool) == Deny {
-				return nil, refusal(RuleDenied, "mcp_tools %q: the policy of mcp_tools.%s denies this tool", n, server)
+				return nil, refusal(RuleDenied, "mcp_tools %q: %s", n, s.denied(server, tool, ""))
 			}
 			set[n] = true
 			continue

@@ -206,7 +206,7 @@ func TestResolve(t *testing.T) {
 		{[]string{"nope"}, RuleUnknown, "no such MCP server is configured (configured: mem)"},
 		{[]string{"unconfigured.x"}, RuleUnknown, "no such MCP server"},
 		{[]string{"mem.missing"}, RuleUnknown, `server mem has no tool "missing"`},
-		{[]string{"mem.delete_all"}, RuleDenied, "denies this tool"},
+		{[]string{"mem.delete_all"}, RuleDenied, `denied by policy: mcp_tools.mem.deny ("delete_*" matches it)`},
 		{[]string{"mem.echo"}, "", "mem.echo"},
 		{[]string{"mem"}, "", "mem.ask mem.echo mem.fail mem.hang mem.img mem.leak"},
 	} {
@@ -313,7 +313,7 @@ func TestCalls(t *testing.T) {
 	})
 	t.Run("policy deny at call time", func(t *testing.T) {
 		r := c.call("mem.delete_all", nil)
-		if r.Error == nil || r.Error.Kind != bridge.WireErrorDenied || !strings.Contains(r.Error.Message, "denied by the policy") {
+		if r.Error == nil || r.Error.Kind != bridge.WireErrorDenied || !strings.Contains(r.Error.Message, "denied by policy: mcp_tools.mem.deny") {
 			t.Fatalf("got %+v", r.Error)
 		}
 	})
@@ -376,6 +376,62 @@ func TestCalls(t *testing.T) {
 	}
 	if calls < 9 {
 		t.Fatalf("%d calls audited, want every one", calls)
+	}
+}
+
+// A denied tool called in a run is never granted (Resolve leaves it out),
+// so the answer must say the policy denies it, by which key, and what the
+// user can do: not "name it in mcp_tools", which would be refused too.
+func TestDeniedToolMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy config.MCPTool
+		tool   string
+		rule   string
+		want   []string
+	}{
+		{"deny glob", config.MCPTool{Deny: []string{"delete_*"}}, "mem.delete_all", RuleDenied,
+			[]string{`denied by policy: mcp_tools.mem.deny ("delete_*" matches it)`, "naming it in mcp_tools is refused too", "granted (mem.echo)", "ask the operator to change mcp_tools.mem in forge.toml"}},
+		{"allow list", config.MCPTool{Allow: []string{"echo"}}, "mem.fail", RuleDenied,
+			[]string{"denied by policy: mcp_tools.mem.allow (the server has an allow list and no glob of it names the tool", "mcp://forge/tools/available"}},
+		{"default deny", config.MCPTool{Default: "deny", Allow: []string{"echo"}}, "mem.leak", RuleDenied,
+			[]string{`denied by policy: mcp_tools.mem.default ("deny"`}},
+		{"allowed but not granted", config.MCPTool{}, "mem.fail", RuleNotGranted,
+			[]string{"was not granted to this run (granted: mem.echo); name it in mcp_tools of the execute call"}},
+		{"no such server", config.MCPTool{}, "other.x", RuleNotGranted,
+			[]string{`no MCP server "other" is configured (configured: mem`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rec := testService(t, &fakeBridge{}, func(c *config.Config) {
+				tc.policy.Command = "x"
+				c.MCPTools = map[string]config.MCPTool{"mem": tc.policy}
+			})
+			if _, err := s.Tools(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			g := issue(t, s, "mem.echo")
+			r := dial(t, g).call(tc.tool, nil)
+			if r.Error == nil || r.Error.Kind != bridge.WireErrorDenied {
+				t.Fatalf("got %+v", r.Error)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.Error.Message, w) {
+					t.Errorf("message %q lacks %q", r.Error.Message, w)
+				}
+			}
+			if tc.rule == RuleDenied && strings.Contains(r.Error.Message, "name it in mcp_tools") {
+				t.Errorf("a denied tool is sent to mcp_tools: %q", r.Error.Message)
+			}
+			var rules []any
+			for _, e := range rec.all() {
+				if e.Event == EventCall {
+					rules = append(rules, e.Details["rule"])
+				}
+			}
+			if len(rules) != 1 || rules[0] != tc.rule {
+				t.Errorf("audited rules %v, want [%s]", rules, tc.rule)
+			}
+		})
 	}
 }
 

@@ -200,13 +200,13 @@ for tool in ["everything.toggle_simulated_logging", "everything.get_tiny_image"]
 			t.Fatalf("%+v\n%s", o, text)
 		}
 		for _, l := range lines {
-			if !strings.HasPrefix(l, "ToolDenied denied |") || !strings.Contains(l, "was not granted") && !strings.Contains(l, "denies") {
+			if !strings.HasPrefix(l, "ToolDenied denied |") || !strings.Contains(l, "denied by policy: mcp_tools.everything.deny (") || strings.Contains(l, "name it in mcp_tools") {
 				t.Errorf("line %q\n%+v", l, o)
 			}
 		}
 		// Asking for it by name is refused before the run.
 		o, text = py(t, map[string]any{"code": "1", "mcp_tools": []string{"everything.toggle_simulated_logging"}})
-		if o.Error == nil || !strings.Contains(o.Error.Message, "denies") {
+		if o.Error == nil || !strings.Contains(o.Error.Message, "denied by policy: mcp_tools.everything.deny (") {
 			t.Fatalf("%+v\n%s", o, text)
 		}
 	})
