@@ -144,7 +144,8 @@ func (g *Grant) Extend(ctx context.Context, tools []string) error {
 			return fmt.Errorf("the bridge plugin %s is unavailable: %w", g.s.plugin, err)
 		}
 		if files, err = b.Generate(ctx, bridge.GenerateRequest{Language: g.language, Tools: all}); err != nil {
-			return fmt.Errorf("the bridge plugin %s could not generate %s code for %s: %w", g.s.plugin, g.language, strings.Join(all, ", "), err)
+			// Scrubbed, so not wrapped: the message reaches the client.
+			return fmt.Errorf("the bridge plugin %s could not generate %s code for %s: %s", g.s.plugin, g.language, strings.Join(all, ", "), g.s.scrub.String(err.Error()))
 		}
 	}
 	if _, ok := files["r/profile.R"]; !ok {
@@ -497,11 +498,12 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 		return bridge.WireResponse{ID: req.ID, Error: &bridge.WireError{Kind: bridge.WireErrorTool, Message: g.s.scrub.String(msg)}}
 	}
 	out := bridge.WireResponse{ID: req.ID}
-	if len(res.Structured) > 0 {
-		out.Result = json.RawMessage(g.s.scrub.String(string(res.Structured)))
-		if !json.Valid(out.Result.(json.RawMessage)) {
-			out.Result = json.RawMessage(res.Structured)
-		}
+	if clean := g.s.scrub.JSON(res.Structured); len(res.Structured) > 0 && json.Valid(clean) {
+		out.Result = json.RawMessage(clean)
+	} else if len(res.Structured) > 0 {
+		// Not JSON from the bridge: the scrubbed text as a string, never
+		// the bytes unscrubbed.
+		out.Result = string(clean)
 	} else {
 		out.Result = g.s.scrub.String(res.Text)
 	}

@@ -3,10 +3,13 @@ package toolbridge
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,9 +28,10 @@ import (
 
 // fakeBridge serves a few tools of server "mem" for logic tests.
 type fakeBridge struct {
-	mu    sync.Mutex
-	calls []string
-	gen   map[string][]byte // extra generated files
+	mu      sync.Mutex
+	calls   []string
+	gen     map[string][]byte            // extra generated files
+	answers map[string]bridge.CallResult // by tool: what the tool answers
 }
 
 func (f *fakeBridge) ListTools(context.Context) ([]bridge.Tool, error) {
@@ -42,7 +46,11 @@ func (f *fakeBridge) ListTools(context.Context) ([]bridge.Tool, error) {
 func (f *fakeBridge) CallTool(ctx context.Context, req bridge.CallRequest) (bridge.CallResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.Tool)
+	a, ok := f.answers[req.Tool]
 	f.mu.Unlock()
+	if ok {
+		return a, nil
+	}
 	switch req.Tool {
 	case "echo", "ask":
 		return bridge.CallResult{Structured: req.Arguments}, nil
@@ -430,6 +438,59 @@ func TestDeniedToolMessage(t *testing.T) {
 			}
 			if len(rules) != 1 || rules[0] != tc.rule {
 				t.Errorf("audited rules %v, want [%s]", rules, tc.rule)
+			}
+		})
+	}
+}
+
+// Issue 20 item 6: a secret of a bridged server's env is scrubbed from
+// what the bridge returns in whatever encoding the server printed it:
+// JSON with non-ASCII escaped, URL encoding, base64 inside a longer string,
+// hex, a number in structured content. The core must not rely on the
+// bridge plugin having redacted it.
+func TestScrubEncodedSecrets(t *testing.T) {
+	const secret = `Tök/en+ "ä" 42-sekrit`
+	ascii := `T\u00f6k\/en+ \"\u00e4\" 42-sekrit`
+	for _, tc := range []struct {
+		name, enc string
+	}{
+		{"raw", secret},
+		{"JSON ASCII", ascii},
+		{"JSON upper-case", strings.ReplaceAll(strings.ReplaceAll(ascii, "00f6", "00F6"), "00e4", "00E4")},
+		{"URL", url.QueryEscape(secret)},
+		{"URL %20", url.PathEscape(secret)},
+		{"base64 at 1", base64.StdEncoding.EncodeToString([]byte("x" + secret + "yz"))},
+		{"base64 URL at 2", base64.RawURLEncoding.EncodeToString([]byte("xy" + secret))},
+		{"hex", hex.EncodeToString([]byte(secret))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			quoted, _ := json.Marshal(tc.enc)
+			fb := &fakeBridge{answers: map[string]bridge.CallResult{
+				"echo": {Text: "env: " + tc.enc},
+				"ask":  {Structured: json.RawMessage(`{"env": ` + string(quoted) + `, "n": 1}`)},
+				"fail": {IsError: true, Message: "cannot use " + tc.enc},
+			}}
+			s, rec := testService(t, fb, func(c *config.Config) {
+				m := c.MCPTools["mem"]
+				m.Approve = nil
+				m.Env = map[string]string{"TOKEN": secret}
+				c.MCPTools["mem"] = m
+			})
+			c := dial(t, issue(t, s, "mem.echo", "mem.ask", "mem.fail"))
+			for _, tool := range []string{"mem.echo", "mem.ask", "mem.fail"} {
+				r := c.call(tool, nil)
+				b, _ := json.Marshal(r)
+				if strings.Contains(string(b), tc.enc) || strings.Contains(string(b), "sekrit") || !strings.Contains(string(b), "[redacted]") {
+					t.Errorf("%s: the secret reached the sandbox: %s", tool, b)
+				}
+				if tool == "mem.ask" && (r.Error != nil || !json.Valid(r.Result)) {
+					t.Errorf("structured result no longer JSON: %s", b)
+				}
+			}
+			for _, e := range rec.all() {
+				if b, _ := json.Marshal(e); strings.Contains(string(b), "sekrit") || strings.Contains(string(b), tc.enc) {
+					t.Errorf("audit holds the secret: %s", b)
+				}
 			}
 		})
 	}
