@@ -195,64 +195,83 @@ func (s *Secrets) String(text string) string {
 }
 
 // JSON returns raw (a JSON document) without the secrets, still valid
-// JSON: the text is scrubbed as it is; if that breaks the document (a
-// secret that is a number, or raw where only escaped forms are valid), the
-// decoded document is scrubbed value by value (keys, strings and numbers)
-// and encoded again. Raw that is not JSON is scrubbed as text.
+// JSON. Strings are scrubbed as they decode (so JSON's own escapes, in any
+// mix with other encodings, hide nothing), keys and numbers too; a
+// document with nothing to scrub comes back as it was, byte for byte.
+// Raw that is not JSON is scrubbed as text.
 func (s *Secrets) JSON(raw []byte) []byte {
-	if s == nil || len(s.values) == 0 {
+	if s == nil || len(s.values) == 0 || len(raw) == 0 {
 		return raw
-	}
-	clean := s.String(string(raw))
-	if clean == string(raw) || json.Valid([]byte(clean)) {
-		return []byte(clean)
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
-	if d.Decode(&v) != nil {
-		return []byte(clean)
+	if d.Decode(&v) != nil || d.More() {
+		return []byte(s.String(string(raw)))
+	}
+	clean, changed := s.value(v)
+	if !changed {
+		// Nothing inside any value: a secret could still span the text's
+		// structure (a secret holding `", "`); scrub the text, if that
+		// keeps it JSON.
+		if t := s.String(string(raw)); t != string(raw) && json.Valid([]byte(t)) {
+			return []byte(t)
+		}
+		return raw
 	}
 	var buf bytes.Buffer
 	e := json.NewEncoder(&buf)
 	e.SetEscapeHTML(false)
-	if e.Encode(s.Value(v)) != nil {
-		return []byte(clean)
+	if e.Encode(clean) != nil {
+		return []byte(s.String(string(raw)))
 	}
-	out := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	return []byte(s.String(string(out))) // a form only the encoder printed
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // Value scrubs a decoded JSON value: every key and string, and a number
 // whose text is (or holds) a secret becomes the string Redacted.
 func (s *Secrets) Value(v any) any {
+	out, _ := s.value(v)
+	return out
+}
+
+// value is Value and whether anything was scrubbed.
+func (s *Secrets) value(v any) (any, bool) {
 	switch v := v.(type) {
 	case string:
-		return s.String(v)
+		c := s.String(v)
+		return c, c != v
 	case json.Number:
-		if c := s.String(v.String()); c != v.String() {
-			return Redacted
+		if s.String(v.String()) != v.String() {
+			return Redacted, true
 		}
-		return v
+		return v, false
 	case float64:
 		b, _ := json.Marshal(v)
-		if c := s.String(string(b)); c != string(b) {
-			return Redacted
+		if s.String(string(b)) != string(b) {
+			return Redacted, true
 		}
-		return v
+		return v, false
 	case []any:
+		changed := false
 		for i := range v {
-			v[i] = s.Value(v[i])
+			var c bool
+			v[i], c = s.value(v[i])
+			changed = changed || c
 		}
-		return v
+		return v, changed
 	case map[string]any:
 		out := make(map[string]any, len(v))
+		changed := false
 		for k, x := range v {
-			out[s.String(k)] = s.Value(x)
+			ck := s.String(k)
+			cx, c := s.value(x)
+			out[ck] = cx
+			changed = changed || c || ck != k
 		}
-		return out
+		return out, changed
 	}
-	return v
+	return v, false
 }
 
 // escaped finds the secrets written with any mix of escapes: leftmost
@@ -339,6 +358,11 @@ func (m *matcher) tokens(i, j int) []token {
 			break
 		}
 		yields(i+3, []byte{b})
+		if b == '&' { // a URL-encoded entity: %26quot;
+			if dec, next := entityAt(text, i+3); dec != "" {
+				yields(next, []byte(dec))
+			}
+		}
 		if b == '\\' && i+3 < len(text) {
 			// A URL-encoded JSON escape: %5Cu00e4, %5C%22.
 			for _, e := range escapes(text, i+3) {
@@ -349,10 +373,8 @@ func (m *matcher) tokens(i, j int) []token {
 			}
 		}
 	case '&':
-		if k := strings.IndexByte(text[i:min(len(text), i+12)], ';'); k > 0 {
-			if dec := entity(text[i+1 : i+k]); dec != "" {
-				yields(i+k+1, []byte(dec))
-			}
+		if dec, next := entityAt(text, i+1); dec != "" {
+			yields(next, []byte(dec))
 		}
 	case '\\':
 		// A run of backslashes escapes once per level of nesting (JSON in
@@ -374,6 +396,11 @@ func (m *matcher) tokens(i, j int) []token {
 		if k < len(text) {
 			for _, e := range escapes(text, k) {
 				yields(e.next, e.dec)
+				if string(e.dec) == "&" { // an escaped entity: \u0026quot;
+					if dec, next := entityAt(text, e.next); dec != "" {
+						yields(next, []byte(dec))
+					}
+				}
 			}
 		}
 	}
@@ -456,6 +483,28 @@ func backslashes(text string, i int) int {
 		}
 	}
 	return i
+}
+
+// entityAt decodes the HTML character reference whose name starts at
+// text[i] (just after its "&"), its characters raw or URL-encoded
+// (%23%33%34%3B): what it stands for and where it ends.
+func entityAt(text string, i int) (string, int) {
+	var name []byte
+	for len(name) <= 10 && i < len(text) {
+		c, n := text[i], 1
+		if b, ok := hexByte(text, i+1); c == '%' && ok {
+			c, n = b, 3
+		}
+		i += n
+		if c == ';' {
+			if len(name) == 0 {
+				return "", 0
+			}
+			return entity(string(name)), i
+		}
+		name = append(name, c)
+	}
+	return "", 0
 }
 
 // entity decodes an HTML character reference's name ("quot", "#228", "#xE4").

@@ -122,6 +122,8 @@ func TestSecretsEscaped(t *testing.T) {
 		{"URL of the JSON", url.QueryEscape(ascii)},
 		{"HTML", html.EscapeString(secret)},
 		{"HTML numeric", strings.ReplaceAll(html.EscapeString(secret), "&#34;", "&#x22;")},
+		{"HTML in Go's JSON", jsonInner(html.EscapeString(secret))},
+		{"HTML URL-encoded", url.QueryEscape(html.EscapeString(secret))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := `{"before": 1} ` + tc.enc + ` and after`
@@ -236,6 +238,7 @@ func TestSecretsJSON(t *testing.T) {
 		`{"key-secret-value": [1, 2.5, "x"]}`,
 		`{"env": "` + asciiEscape(jsonInner(secret), "%04x") + `"}`,
 		`[12345678901.5, "prefix key-secret-value suffix"]`,
+		`{"html": "` + jsonInner(html.EscapeString(secret)) + `"}`,
 	} {
 		out := s.JSON([]byte(in))
 		if !json.Valid(out) || strings.Contains(string(out), "12345678901") || strings.Contains(string(out), "key-secret") || strings.Contains(string(out), "Tök") || strings.Contains(string(out), `00f6`) {

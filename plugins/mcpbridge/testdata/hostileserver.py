@@ -5,8 +5,8 @@ environment variables named HOSTILE_* in every encoding a tool is likely to
 print them in, so that a secret the bridge must redact comes back JSON-
 escaped, URL-encoded, base64'd or hex'd rather than as it is.
 
-Tools: dump (text and structured content), dump_error (a tool error whose
-message holds the encodings). Each section of the text starts with its
+Tools: dump (text and structured content), dump_text (text only),
+dump_error (a tool error whose message holds the encodings). Each section of the text starts with its
 name and a colon, one per line.
 """
 import base64
@@ -78,12 +78,15 @@ def handle(msg):
         obj = {"type": "object", "properties": {}}
         return {"tools": [
             {"name": "dump", "description": "Echoes HOSTILE_* in many encodings.", "inputSchema": obj},
+            {"name": "dump_text", "description": "Echoes HOSTILE_* in many encodings, as text only.", "inputSchema": obj},
             {"name": "dump_error", "description": "Fails with HOSTILE_* in many encodings.", "inputSchema": obj},
         ]}
     if method == "tools/call":
         name = params.get("name")
         if name == "dump":
             return {"content": [{"type": "text", "text": text()}], "structuredContent": structured()}
+        if name == "dump_text":
+            return {"content": [{"type": "text", "text": text()}]}
         if name == "dump_error":
             return {"content": [{"type": "text", "text": text()}], "isError": True}
         raise LookupError("no tool " + str(name))
