@@ -85,7 +85,7 @@ except forge_tools.ToolError as e:
 		o, text := run(t, map[string]any{"mcp_tools": []string{"fake.add"}, "code": `import forge_tools
 try:
     forge_tools.call("fake.forbidden")
-except forge_tools.ToolDenied as e:
+except forge_tools.ToolError as e:
     print(e.kind, "|", e)`})
 		want := `denied by policy: mcp_tools.fake.deny ("forbidden" matches it)`
 		if !o.Success || !strings.HasPrefix(o.Stdout, "denied |") || !strings.Contains(o.Stdout, want) ||
