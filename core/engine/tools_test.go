@@ -78,7 +78,7 @@ func TestToolGrants(t *testing.T) {
 	}{
 		{Request{Language: "r", MCPTools: []string{"mem"}}, RuleMCPTools, "does not forward tool grants"},
 		{Request{Language: "python", MCPTools: []string{"mem.nope"}}, toolbridge.RuleUnknown, `server mem has no tool "nope"`},
-		{Request{Language: "python", MCPTools: []string{"mem.drop"}}, toolbridge.RuleDenied, "denies this tool"},
+		{Request{Language: "python", MCPTools: []string{"mem.drop"}}, toolbridge.RuleDenied, "denied by policy: mcp_tools.mem.deny"},
 		{Request{Language: "python", MCPTools: []string{"other"}}, toolbridge.RuleUnknown, "no such MCP server"},
 	} {
 		_, err := r.exec(t, tc.req)

@@ -44,6 +44,10 @@ const (
 	RuleTimeout   = "max_build_time"
 	RuleCancelled = "build_cancelled"
 	RuleBuild     = "build_failed"
+	// RuleUnsolicited: an approval answer that answers no question the
+	// server asked (sent on a first call, or with a made-up, replayed or
+	// another connection's request state) is ignored and audited.
+	RuleUnsolicited = "approval_unsolicited"
 )
 
 // Audit events besides build.request and build.complete. Details name the
@@ -65,7 +69,7 @@ const (
 // securityRules are the rules whose refusals are security violations.
 var securityRules = map[string]bool{
 	packages.RuleSpec: true, packages.RuleBlocklist: true, packages.RuleAllowlist: true, packages.RuleApproval: true,
-	RuleLayer: true, RuleOwner: true, RuleScan: true, RuleBaseImage: true,
+	RuleLayer: true, RuleOwner: true, RuleScan: true, RuleBaseImage: true, RuleUnsolicited: true,
 }
 
 // refusalEvent is the audit event and severity of a refusal by rule.
@@ -196,7 +200,12 @@ type Request struct {
 	// approval then returns *ApprovalNeeded. UserApproved and UserDeclined
 	// are the user's answer, in the repeated request.
 	CanAsk, UserApproved, UserDeclined bool
-	Progress                           func(builder.Progress)
+	// IgnoredAnswer says why an approval answer the request carried was
+	// not taken (it answered no question the server asked in this call):
+	// Build audits it (RuleUnsolicited) and treats the request as
+	// unanswered, whatever UserApproved says.
+	IgnoredAnswer string
+	Progress      func(builder.Progress)
 }
 
 // Result is a finished (or reused) build.
@@ -279,6 +288,14 @@ func expand(lang packages.Language, tmpl, extra []string) []string {
 // Build validates, builds (or reuses) and tags an environment.
 func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	cfg := s.o.Config
+	if req.IgnoredAnswer != "" {
+		// Fail closed: an answer to no question approves nothing. Audited
+		// first, whatever else the request breaks.
+		req.UserApproved, req.UserDeclined = false, false
+		ev, sev := refusalEvent(RuleUnsolicited)
+		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: req.Owner,
+			Details: map[string]any{"rule": RuleUnsolicited, "env_name": req.Name}, Error: "an approval answer was ignored: " + req.IgnoredAnswer})
+	}
 	if !cfg.Enabled {
 		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleDisabled, Detail: "custom environments are disabled (environment_builder.enabled = false)"}, nil)
 	}
@@ -352,7 +369,11 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 					errs = append(errs, d.Err())
 				}
 			}
-			return Result{}, s.refusePackages(req.Owner, req.Name, fmt.Errorf("%w (this client cannot be asked: it does not support MCP elicitation)", errors.Join(errs...)))
+			note := "this client cannot be asked: it does not support MCP elicitation"
+			if req.IgnoredAnswer != "" {
+				note += "; the approval answer the call carried was ignored: " + req.IgnoredAnswer
+			}
+			return Result{}, s.refusePackages(req.Owner, req.Name, fmt.Errorf("%w (%s)", errors.Join(errs...), note))
 		}
 	}
 	specs := res.Specs()

@@ -189,11 +189,19 @@ func (s *Server) buildEnvironment(ctx context.Context, req *mcp.CallToolRequest,
 	}
 	r := environments.Request{Name: in.Name, Language: in.Language, BaseImage: in.BaseImage, Template: in.Template,
 		Packages: in.Packages, Description: in.Description, Owner: s.owner(req.Session), CanAsk: canElicit(req), Progress: buildProgress(ctx, req)}
-	r.UserApproved, r.UserDeclined = approval(req)
+	// Only the answer to a question this server asked, in this call, of
+	// this connection, counts; any other is ignored (and audited by the
+	// service), so a client that was never asked cannot approve.
+	conn, call := s.conn(req.Session), callDigest("build_environment", in)
+	answered, ignored := s.solicited(req, conn, call)
+	if answered {
+		r.UserApproved, r.UserDeclined = approval(req)
+	}
+	r.IgnoredAnswer = ignored
 	res, err := s.envs.Build(ctx, r)
 	var need *environments.ApprovalNeeded
 	if errors.As(err, &need) {
-		return askApproval(need), BuildEnvironmentOutput{}, nil
+		return askApproval(need, s.questions.ask(conn, call)), BuildEnvironmentOutput{}, nil
 	}
 	out := BuildEnvironmentOutput{Builder: res.Builder, BuilderVersion: res.BuilderVersion, Warnings: res.Warnings}
 	if err != nil {
@@ -237,9 +245,9 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // askApproval is the input-required result (MCP multi round-trip, SEP-2322;
 // the go-sdk turns it into an elicitation request for older clients) that
 // asks the user to approve packages; the client repeats the call with the
-// answer in InputResponses.
-func askApproval(need *environments.ApprovalNeeded) *mcp.CallToolResult {
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalID: &mcp.ElicitParams{
+// answer in InputResponses and token, the question's, as RequestState.
+func askApproval(need *environments.ApprovalNeeded, token string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{RequestState: token, InputRequests: mcp.InputRequestMap{approvalID: &mcp.ElicitParams{
 		Message: fmt.Sprintf("A custom environment build asks for packages that need approval:\n- %s\nApprove installing %s?",
 			strings.Join(need.Why, "\n- "), strings.Join(need.Packages, ", ")),
 		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{

@@ -40,6 +40,9 @@ type Server struct {
 	envs       *environments.Service
 	envsReason string
 	identified bool // SetIdentity was called: callers are tenants
+
+	// The approval questions asked and not yet answered (approvals.go).
+	questions questions
 }
 
 // New builds the MCP server: an execute_<language> tool for every language

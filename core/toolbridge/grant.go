@@ -144,7 +144,8 @@ func (g *Grant) Extend(ctx context.Context, tools []string) error {
 			return fmt.Errorf("the bridge plugin %s is unavailable: %w", g.s.plugin, err)
 		}
 		if files, err = b.Generate(ctx, bridge.GenerateRequest{Language: g.language, Tools: all}); err != nil {
-			return fmt.Errorf("the bridge plugin %s could not generate %s code for %s: %w", g.s.plugin, g.language, strings.Join(all, ", "), err)
+			// Scrubbed, so not wrapped: the message reaches the client.
+			return fmt.Errorf("the bridge plugin %s could not generate %s code for %s: %s", g.s.plugin, g.language, strings.Join(all, ", "), g.s.scrub.String(err.Error()))
 		}
 	}
 	if _, ok := files["r/profile.R"]; !ok {
@@ -406,7 +407,18 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 	g.mu.Lock()
 	granted := g.tools[req.Tool]
 	g.mu.Unlock()
+	_, configured := g.s.servers[server]
 	if !granted {
+		// A tool the policy denies is never granted: telling the user to
+		// name it in mcp_tools would send them to a refusal. Say which
+		// policy key denies it instead.
+		if configured && tool != "" && g.s.Decide(server, tool) == Deny {
+			return fail(bridge.WireErrorDenied, RuleDenied, g.s.denied(server, tool, list(g.Tools())))
+		}
+		if !configured {
+			return fail(bridge.WireErrorDenied, RuleNotGranted, fmt.Sprintf("tool %s was not granted to this run: no MCP server %s is configured (configured: %s; granted: %s)",
+				quotedTool(req.Tool), quotedTool(server), list(g.s.Servers()), list(g.Tools())))
+		}
 		return fail(bridge.WireErrorDenied, RuleNotGranted, fmt.Sprintf("tool %s was not granted to this run (granted: %s); name it in mcp_tools of the execute call", quotedTool(req.Tool), list(g.Tools())))
 	}
 	if len(req.Arguments) > 0 && !bytes.Equal(req.Arguments, []byte("null")) {
@@ -419,7 +431,7 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 	}
 	decision := g.s.Decide(server, tool)
 	if decision == Deny {
-		return fail(bridge.WireErrorDenied, RuleDenied, fmt.Sprintf("tool %s is denied by the policy of mcp_tools.%s", req.Tool, server))
+		return fail(bridge.WireErrorDenied, RuleDenied, g.s.denied(server, tool, list(g.Tools())))
 	}
 	g.mu.Lock()
 	max := g.s.bcfg.MaxCallsPerRun
@@ -486,11 +498,12 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 		return bridge.WireResponse{ID: req.ID, Error: &bridge.WireError{Kind: bridge.WireErrorTool, Message: g.s.scrub.String(msg)}}
 	}
 	out := bridge.WireResponse{ID: req.ID}
-	if len(res.Structured) > 0 {
-		out.Result = json.RawMessage(g.s.scrub.String(string(res.Structured)))
-		if !json.Valid(out.Result.(json.RawMessage)) {
-			out.Result = json.RawMessage(res.Structured)
-		}
+	if clean := g.s.scrub.JSON(res.Structured); len(res.Structured) > 0 && json.Valid(clean) {
+		out.Result = json.RawMessage(clean)
+	} else if len(res.Structured) > 0 {
+		// Not JSON from the bridge: the scrubbed text as a string, never
+		// the bytes unscrubbed.
+		out.Result = string(clean)
 	} else {
 		out.Result = g.s.scrub.String(res.Text)
 	}

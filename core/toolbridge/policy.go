@@ -7,6 +7,7 @@
 package toolbridge
 
 import (
+	"fmt"
 	"path"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -32,15 +33,36 @@ const (
 // matches any of them applies, so an operator who copies a name from the
 // server's documentation into deny is not bypassed by the mapping.
 func Decide(s config.MCPTool, names ...string) Decision {
-	switch {
-	case matchAny(s.Deny, names):
-		return Deny
-	case matchAny(s.Approve, names):
-		return Approve
-	case matchAny(s.Allow, names):
-		return Allow
+	d, _ := explain(s, names)
+	return d
+}
+
+// Why is Decide with the configuration that decided, for messages: which
+// key of mcp_tools.<server> (and which glob of it) made the decision, so a
+// user told a tool is denied knows what an operator would change.
+func Why(server string, s config.MCPTool, names ...string) (Decision, string) {
+	d, key := explain(s, names)
+	return d, fmt.Sprintf("mcp_tools.%s.%s", server, key)
+}
+
+// explain is the decision and the key (with the matching glob) behind it.
+func explain(s config.MCPTool, names []string) (Decision, string) {
+	if g := matching(s.Deny, names); g != "" {
+		return Deny, fmt.Sprintf("deny (%q matches it)", g)
 	}
-	return DefaultOf(s)
+	if g := matching(s.Approve, names); g != "" {
+		return Approve, fmt.Sprintf("approve (%q matches it)", g)
+	}
+	if g := matching(s.Allow, names); g != "" {
+		return Allow, fmt.Sprintf("allow (%q matches it)", g)
+	}
+	switch {
+	case s.Default != "":
+		return Decision(s.Default), fmt.Sprintf("default (%q; no allow, deny or approve glob names the tool)", s.Default)
+	case len(s.Allow) > 0:
+		return Deny, "allow (the server has an allow list and no glob of it names the tool, so it is denied)"
+	}
+	return Allow, "default (unset: allow)"
 }
 
 // DefaultOf is what a tool no list of s names gets.
@@ -54,16 +76,17 @@ func DefaultOf(s config.MCPTool) Decision {
 	return Allow
 }
 
-func matchAny(globs []string, names []string) bool {
+// matching is the first of globs that matches one of names, "" if none.
+func matching(globs []string, names []string) string {
 	for _, g := range globs {
 		for _, name := range names {
 			if name == "" {
 				continue
 			}
 			if ok, err := path.Match(g, name); err == nil && ok {
-				return true
+				return g
 			}
 		}
 	}
-	return false
+	return ""
 }

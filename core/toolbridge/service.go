@@ -20,9 +20,9 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Audit events of the bridge.
@@ -70,7 +70,7 @@ type Service struct {
 	root    string // where grant directories live: <base>/tools
 	rec     audit.Recorder
 	log     hclog.Logger
-	scrub   *runtime.Scrubber // the servers' env and header values
+	scrub   *sanitize.Secrets // the servers' env and header values, in any encoding
 
 	mu       sync.Mutex
 	grants   map[string]*Grant // token → grant
@@ -130,22 +130,26 @@ func (s *Service) sweep(minAge time.Duration) int {
 
 // secrets scrubs the servers' env and header values (and the words of a
 // header such as "Bearer <token>") from whatever the bridge sends back, in
-// case a server or the plugin echoes them.
-func secrets(servers map[string]config.MCPTool) *runtime.Scrubber {
-	m := map[string]string{}
-	for name, s := range servers {
-		for k, v := range s.Env {
-			m[name+"/env/"+k] = v
+// case a server or the plugin echoes them — in any encoding a tool is
+// likely to print them in (JSON escapes, URL encoding, base64, hex: see
+// sanitize.Secrets), not only as they are. Values shorter than 8 bytes are
+// left alone, as the sandbox's own scrubber does.
+func secrets(servers map[string]config.MCPTool) *sanitize.Secrets {
+	var list []string
+	for _, s := range servers {
+		for _, v := range s.Env {
+			list = append(list, v)
 		}
-		for k, v := range s.Headers {
-			m[name+"/header/"+k] = v
-			for i, w := range strings.Fields(v) {
-				m[fmt.Sprintf("%s/header/%s/%d", name, k, i)] = w
-			}
+		for _, v := range s.Headers {
+			list = append(list, v)
+			list = append(list, strings.Fields(v)...)
 		}
 	}
-	return runtime.NewScrubber(m, false)
+	return sanitize.NewSecrets(list, minSecret)
 }
+
+// minSecret is the shortest value scrubbed (runtime.Scrubber's bound).
+const minSecret = 8
 
 // Plugin is the bridge plugin's name.
 func (s *Service) Plugin() string { return s.plugin }
@@ -168,7 +172,9 @@ func (s *Service) Tools(ctx context.Context) ([]bridge.Tool, error) {
 		tools, err = b.ListTools(ctx)
 	}
 	if err != nil {
-		err = fmt.Errorf("the bridge plugin %s could not list tools: %w", s.plugin, err)
+		// The text reaches clients (environment/info, the tools resource):
+		// scrubbed, so not wrapped (the chain would hand out the original).
+		err = fmt.Errorf("the bridge plugin %s could not list tools: %s", s.plugin, s.scrub.String(err.Error()))
 	}
 	var keep []bridge.Tool
 	for _, t := range tools {
@@ -191,6 +197,22 @@ func (s *Service) Decide(server, tool string) Decision {
 		return Deny
 	}
 	return Decide(cfg, tool, s.originalName(server, tool))
+}
+
+// denied is the message for a tool the policy denies: the key of the
+// configuration that denies it, that naming it in mcp_tools cannot help,
+// and what the user can do instead. granted lists what the run may call
+// ("" before a run).
+func (s *Service) denied(server, tool, granted string) string {
+	_, why := Why(server, s.servers[server], tool, s.originalName(server, tool))
+	msg := fmt.Sprintf("tool %s.%s is denied by policy: %s in the server's configuration, so no run may be granted it or call it "+
+		"(naming it in mcp_tools is refused too); ", server, tool, why)
+	if granted != "" {
+		msg += "call one of the tools this run was granted (" + granted + ") or another tool the policy allows (mcp://forge/tools/available lists each tool's policy)"
+	} else {
+		msg += "use a tool the policy allows (mcp://forge/tools/available lists each tool's policy)"
+	}
+	return msg + fmt.Sprintf(", or ask the operator to change mcp_tools.%s in forge.toml if this tool should be callable", server)
 }
 
 // originalName is the server's own name of a mapped tool, "" when unknown
@@ -244,7 +266,7 @@ func (s *Service) Resolve(ctx context.Context, names []string) ([]string, error)
 				return nil, refusal(RuleUnknown, "mcp_tools %q: server %s has no tool %q (its tools: %s); see the resource mcp://forge/tools/available", n, server, tool, list(have))
 			}
 			if s.Decide(server, tool) == Deny {
-				return nil, refusal(RuleDenied, "mcp_tools %q: the policy of mcp_tools.%s denies this tool", n, server)
+				return nil, refusal(RuleDenied, "mcp_tools %q: %s", n, s.denied(server, tool, ""))
 			}
 			set[n] = true
 			continue
@@ -415,8 +437,10 @@ func (s *Service) Available(ctx context.Context) Available {
 	count := map[string]int{}
 	for _, t := range tools {
 		count[t.Server]++
-		a.Tools = append(a.Tools, ToolView{ID: t.ID(), Server: t.Server, Name: t.Name, OriginalName: t.OriginalName, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Policy: s.Decide(t.Server, t.Name)})
+		// The bridge should have redacted these; the resource reaches the
+		// client, so they are scrubbed here too.
+		a.Tools = append(a.Tools, ToolView{ID: t.ID(), Server: t.Server, Name: t.Name, OriginalName: t.OriginalName, Description: s.scrub.String(t.Description),
+			InputSchema: s.scrubJSON(t.InputSchema), OutputSchema: s.scrubJSON(t.OutputSchema), Policy: s.Decide(t.Server, t.Name)})
 	}
 	for _, n := range s.Servers() {
 		c := s.servers[n]
@@ -453,6 +477,19 @@ func (s *Service) Health(ctx context.Context) map[string]any {
 	out := map[string]any{"plugin": s.plugin, "servers": servers, "live_grants": s.Live()}
 	if err != nil {
 		out["error"] = err.Error()
+	}
+	return out
+}
+
+// scrubJSON is raw without the servers' secrets, still valid JSON (nil
+// when raw is not JSON and held one).
+func (s *Service) scrubJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	out := s.scrub.JSON(raw)
+	if !json.Valid(out) {
+		return nil
 	}
 	return out
 }

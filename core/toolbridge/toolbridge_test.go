@@ -3,10 +3,13 @@ package toolbridge
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,9 +28,10 @@ import (
 
 // fakeBridge serves a few tools of server "mem" for logic tests.
 type fakeBridge struct {
-	mu    sync.Mutex
-	calls []string
-	gen   map[string][]byte // extra generated files
+	mu      sync.Mutex
+	calls   []string
+	gen     map[string][]byte            // extra generated files
+	answers map[string]bridge.CallResult // by tool: what the tool answers
 }
 
 func (f *fakeBridge) ListTools(context.Context) ([]bridge.Tool, error) {
@@ -42,7 +46,11 @@ func (f *fakeBridge) ListTools(context.Context) ([]bridge.Tool, error) {
 func (f *fakeBridge) CallTool(ctx context.Context, req bridge.CallRequest) (bridge.CallResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.Tool)
+	a, ok := f.answers[req.Tool]
 	f.mu.Unlock()
+	if ok {
+		return a, nil
+	}
 	switch req.Tool {
 	case "echo", "ask":
 		return bridge.CallResult{Structured: req.Arguments}, nil
@@ -206,7 +214,7 @@ func TestResolve(t *testing.T) {
 		{[]string{"nope"}, RuleUnknown, "no such MCP server is configured (configured: mem)"},
 		{[]string{"unconfigured.x"}, RuleUnknown, "no such MCP server"},
 		{[]string{"mem.missing"}, RuleUnknown, `server mem has no tool "missing"`},
-		{[]string{"mem.delete_all"}, RuleDenied, "denies this tool"},
+		{[]string{"mem.delete_all"}, RuleDenied, `denied by policy: mcp_tools.mem.deny ("delete_*" matches it)`},
 		{[]string{"mem.echo"}, "", "mem.echo"},
 		{[]string{"mem"}, "", "mem.ask mem.echo mem.fail mem.hang mem.img mem.leak"},
 	} {
@@ -313,7 +321,7 @@ func TestCalls(t *testing.T) {
 	})
 	t.Run("policy deny at call time", func(t *testing.T) {
 		r := c.call("mem.delete_all", nil)
-		if r.Error == nil || r.Error.Kind != bridge.WireErrorDenied || !strings.Contains(r.Error.Message, "denied by the policy") {
+		if r.Error == nil || r.Error.Kind != bridge.WireErrorDenied || !strings.Contains(r.Error.Message, "denied by policy: mcp_tools.mem.deny") {
 			t.Fatalf("got %+v", r.Error)
 		}
 	})
@@ -376,6 +384,115 @@ func TestCalls(t *testing.T) {
 	}
 	if calls < 9 {
 		t.Fatalf("%d calls audited, want every one", calls)
+	}
+}
+
+// A denied tool called in a run is never granted (Resolve leaves it out),
+// so the answer must say the policy denies it, by which key, and what the
+// user can do: not "name it in mcp_tools", which would be refused too.
+func TestDeniedToolMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy config.MCPTool
+		tool   string
+		rule   string
+		want   []string
+	}{
+		{"deny glob", config.MCPTool{Deny: []string{"delete_*"}}, "mem.delete_all", RuleDenied,
+			[]string{`denied by policy: mcp_tools.mem.deny ("delete_*" matches it)`, "naming it in mcp_tools is refused too", "granted (mem.echo)", "ask the operator to change mcp_tools.mem in forge.toml"}},
+		{"allow list", config.MCPTool{Allow: []string{"echo"}}, "mem.fail", RuleDenied,
+			[]string{"denied by policy: mcp_tools.mem.allow (the server has an allow list and no glob of it names the tool", "mcp://forge/tools/available"}},
+		{"default deny", config.MCPTool{Default: "deny", Allow: []string{"echo"}}, "mem.leak", RuleDenied,
+			[]string{`denied by policy: mcp_tools.mem.default ("deny"`}},
+		{"allowed but not granted", config.MCPTool{}, "mem.fail", RuleNotGranted,
+			[]string{"was not granted to this run (granted: mem.echo); name it in mcp_tools of the execute call"}},
+		{"no such server", config.MCPTool{}, "other.x", RuleNotGranted,
+			[]string{`no MCP server "other" is configured (configured: mem`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rec := testService(t, &fakeBridge{}, func(c *config.Config) {
+				tc.policy.Command = "x"
+				c.MCPTools = map[string]config.MCPTool{"mem": tc.policy}
+			})
+			if _, err := s.Tools(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			g := issue(t, s, "mem.echo")
+			r := dial(t, g).call(tc.tool, nil)
+			if r.Error == nil || r.Error.Kind != bridge.WireErrorDenied {
+				t.Fatalf("got %+v", r.Error)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.Error.Message, w) {
+					t.Errorf("message %q lacks %q", r.Error.Message, w)
+				}
+			}
+			if tc.rule == RuleDenied && strings.Contains(r.Error.Message, "name it in mcp_tools") {
+				t.Errorf("a denied tool is sent to mcp_tools: %q", r.Error.Message)
+			}
+			var rules []any
+			for _, e := range rec.all() {
+				if e.Event == EventCall {
+					rules = append(rules, e.Details["rule"])
+				}
+			}
+			if len(rules) != 1 || rules[0] != tc.rule {
+				t.Errorf("audited rules %v, want [%s]", rules, tc.rule)
+			}
+		})
+	}
+}
+
+// Issue 20 item 6: a secret of a bridged server's env is scrubbed from
+// what the bridge returns in whatever encoding the server printed it:
+// JSON with non-ASCII escaped, URL encoding, base64 inside a longer string,
+// hex, a number in structured content. The core must not rely on the
+// bridge plugin having redacted it.
+func TestScrubEncodedSecrets(t *testing.T) {
+	const secret = `Tök/en+ "ä" 42-sekrit`
+	ascii := `T\u00f6k\/en+ \"\u00e4\" 42-sekrit`
+	for _, tc := range []struct {
+		name, enc string
+	}{
+		{"raw", secret},
+		{"JSON ASCII", ascii},
+		{"JSON upper-case", strings.ReplaceAll(strings.ReplaceAll(ascii, "00f6", "00F6"), "00e4", "00E4")},
+		{"URL", url.QueryEscape(secret)},
+		{"URL %20", url.PathEscape(secret)},
+		{"base64 at 1", base64.StdEncoding.EncodeToString([]byte("x" + secret + "yz"))},
+		{"base64 URL at 2", base64.RawURLEncoding.EncodeToString([]byte("xy" + secret))},
+		{"hex", hex.EncodeToString([]byte(secret))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			quoted, _ := json.Marshal(tc.enc)
+			fb := &fakeBridge{answers: map[string]bridge.CallResult{
+				"echo": {Text: "env: " + tc.enc},
+				"ask":  {Structured: json.RawMessage(`{"env": ` + string(quoted) + `, "n": 1}`)},
+				"fail": {IsError: true, Message: "cannot use " + tc.enc},
+			}}
+			s, rec := testService(t, fb, func(c *config.Config) {
+				m := c.MCPTools["mem"]
+				m.Approve = nil
+				m.Env = map[string]string{"TOKEN": secret}
+				c.MCPTools["mem"] = m
+			})
+			c := dial(t, issue(t, s, "mem.echo", "mem.ask", "mem.fail"))
+			for _, tool := range []string{"mem.echo", "mem.ask", "mem.fail"} {
+				r := c.call(tool, nil)
+				b, _ := json.Marshal(r)
+				if strings.Contains(string(b), tc.enc) || strings.Contains(string(b), "sekrit") || !strings.Contains(string(b), "[redacted]") {
+					t.Errorf("%s: the secret reached the sandbox: %s", tool, b)
+				}
+				if tool == "mem.ask" && (r.Error != nil || !json.Valid(r.Result)) {
+					t.Errorf("structured result no longer JSON: %s", b)
+				}
+			}
+			for _, e := range rec.all() {
+				if b, _ := json.Marshal(e); strings.Contains(string(b), "sekrit") || strings.Contains(string(b), tc.enc) {
+					t.Errorf("audit holds the secret: %s", b)
+				}
+			}
+		})
 	}
 }
 

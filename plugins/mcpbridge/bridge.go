@@ -274,38 +274,23 @@ func (b *Bridge) convert(req bridge.CallRequest, res *mcp.CallToolResult) bridge
 	return out
 }
 
-// redactValue redacts every string inside a decoded JSON value.
+// redactValue redacts every key, string and number inside a decoded JSON
+// value (a number that is a secret becomes the string "[redacted]").
 func redactValue(red redactor, v any) any {
-	switch v := v.(type) {
-	case string:
-		return red.String(v)
-	case []any:
-		for i := range v {
-			v[i] = redactValue(red, v[i])
-		}
-		return v
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, x := range v {
-			out[red.String(k)] = redactValue(red, x)
-		}
-		return out
-	default:
-		// A typed value: redact through its JSON form.
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil
-		}
-		var x any
-		if json.Unmarshal(b, &x) != nil {
-			return nil
-		}
-		switch x.(type) {
-		case string, []any, map[string]any:
-			return redactValue(red, x)
-		}
-		return x
+	switch v.(type) {
+	case string, []any, map[string]any, float64, json.Number, nil, bool:
+		return red.s.Value(v)
 	}
+	// A typed value: redact through its JSON form.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var x any
+	if json.Unmarshal(b, &x) != nil {
+		return nil
+	}
+	return red.s.Value(x)
 }
 
 // toolsByID is every listed tool by "server.tool".

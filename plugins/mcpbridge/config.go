@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	redact "github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Config is what the core sends this plugin (forge.toml's [mcp_tools]).
@@ -167,29 +169,17 @@ func (pc *parsedConfig) secrets() []string {
 	return out
 }
 
-// redactor replaces secret values in text. Values shorter than 4 bytes are
-// left alone: replacing "1" or "true" everywhere would garble every message
-// and protects nothing.
-type redactor struct{ r *strings.Replacer }
+// redactor replaces secret values in text, in the encodings a server is
+// likely to print them in (JSON escapes, URL encoding, base64, hex, ...:
+// sanitize.Secrets). Values shorter than 4 bytes are left alone: replacing
+// "1" or "true" everywhere would garble every message and protects nothing.
+type redactor struct{ s *redact.Secrets }
 
 func newRedactor(secrets []string) redactor {
-	// Longest first, so a secret containing another is replaced whole.
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	var pairs []string
-	seen := map[string]bool{}
-	for _, s := range secrets {
-		if len(s) < 4 || seen[s] {
-			continue
-		}
-		seen[s] = true
-		pairs = append(pairs, s, "[redacted]")
-	}
-	return redactor{strings.NewReplacer(pairs...)}
+	return redactor{redact.NewSecrets(secrets, 4)}
 }
 
-func (r redactor) String(s string) string {
-	if r.r == nil {
-		return s
-	}
-	return r.r.Replace(s)
-}
+func (r redactor) String(s string) string { return r.s.String(s) }
+
+// JSON redacts a JSON document and keeps it valid JSON.
+func (r redactor) JSON(raw []byte) []byte { return r.s.JSON(raw) }

@@ -215,10 +215,10 @@ func (s *server) listLocked(ctx context.Context) error {
 		if bt.Name != t.Name {
 			bt.OriginalName = t.Name
 		}
-		bt.InputSchema = json.RawMessage(s.m.red.String(string(schemaJSON(t.InputSchema, true))))
+		bt.InputSchema = json.RawMessage(s.m.red.JSON(schemaJSON(t.InputSchema, true)))
 		if t.OutputSchema != nil {
 			if o := schemaJSON(t.OutputSchema, false); o != nil {
-				bt.OutputSchema = json.RawMessage(s.m.red.String(string(o)))
+				bt.OutputSchema = json.RawMessage(s.m.red.JSON(o))
 			}
 		}
 		tools = append(tools, bt)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -200,13 +201,13 @@ for tool in ["everything.toggle_simulated_logging", "everything.get_tiny_image"]
 			t.Fatalf("%+v\n%s", o, text)
 		}
 		for _, l := range lines {
-			if !strings.HasPrefix(l, "ToolDenied denied |") || !strings.Contains(l, "was not granted") && !strings.Contains(l, "denies") {
+			if !strings.HasPrefix(l, "ToolDenied denied |") || !strings.Contains(l, "denied by policy: mcp_tools.everything.deny (") || strings.Contains(l, "name it in mcp_tools") {
 				t.Errorf("line %q\n%+v", l, o)
 			}
 		}
 		// Asking for it by name is refused before the run.
 		o, text = py(t, map[string]any{"code": "1", "mcp_tools": []string{"everything.toggle_simulated_logging"}})
-		if o.Error == nil || !strings.Contains(o.Error.Message, "denies") {
+		if o.Error == nil || !strings.Contains(o.Error.Message, "denied by policy: mcp_tools.everything.deny (") {
 			t.Fatalf("%+v\n%s", o, text)
 		}
 	})
@@ -333,5 +334,80 @@ print("files with it:", subprocess.run(["grep", "-rl", "s3cret", "/forge/tools"]
 	}
 	if calls < 60 {
 		t.Errorf("%d bridged calls audited, want >= 60", calls)
+	}
+}
+
+// hostileSecret is the hostile server's HOSTILE_TOKEN: characters encoders
+// treat specially around a distinctive ASCII core (hostileCore) that
+// sdktest.Leaks looks for in every decoding.
+const (
+	hostileSecret = `Hö$tile/S3cretCore+ "quoted" & 😀 ∑ end`
+	hostileCore   = "S3cretCore"
+)
+
+// Issue 20 item 6 end to end: a bridged Python MCP server echoes its env
+// JSON-escaped (\u00f6, surrogate pairs, upper case, \/, nested),
+// URL-encoded (%22, +, %20, lower-case hex), as HTML, base64 (std and URL,
+// every alignment, MIME lines) and hex. Sandbox code prints what its tools
+// return; no decoding of the sandbox's output, the client's result, the
+// audit log or the server logs gives the secret back.
+func TestHostileBridgedServer(t *testing.T) {
+	testenv.Require(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the hostile MCP server is a Python script")
+	}
+	if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", "mcp-forge-plugin-mcpbridge")); err != nil {
+		t.Fatalf("bin/mcp-forge-plugin-mcpbridge is missing: run `make build` first: %v", err)
+	}
+	script := filepath.Join(testenv.RepoRoot(), "plugins", "mcpbridge", "testdata", "hostileserver.py")
+	s := testenv.StartServer(t, fmt.Sprintf(`
+[mcp_tools.hostile]
+command = %q
+args = [%q]
+env = { HOSTILE_TOKEN = %q }
+
+[bridge]
+plugin = "mcpbridge"
+call_timeout = 20
+`, py, script, hostileSecret))
+	testenv.WaitFor(t, "the hostile server lists its tools", 60*time.Second, func() bool {
+		return bridgeInfo(t, s).Servers["hostile"].Status == "ok"
+	})
+	var o out
+	res := s.Call(t, "execute_python", map[string]any{"mcp_tools": []string{"hostile"}, "code": `import json, forge_tools
+from forge_tools import hostile
+r = hostile.dump()
+print("RESULT", json.dumps(r, ensure_ascii=False))
+print("REPR", repr(r))
+print("TEXT", hostile.dump_text())
+try:
+    hostile.dump_error()
+except forge_tools.ToolError as e:
+    print("ERROR", e.kind, str(e))`}, &o)
+	client := testenv.Text(res)
+	if raw, err := json.Marshal(res.StructuredContent); err == nil {
+		client += string(raw)
+	}
+	if !o.Success || !strings.Contains(o.Stdout, "RESULT {") || !strings.Contains(o.Stdout, "TEXT json: ") || !strings.Contains(o.Stdout, "ERROR tool ") {
+		t.Fatalf("%+v\n%s", o, client)
+	}
+	if n := strings.Count(o.Stdout, "[redacted]"); n < 40 {
+		t.Errorf("only %d redactions: did the server echo its secret?\n%s", n, o.Stdout)
+	}
+	for what, text := range map[string]string{"the sandbox's output": o.Stdout, "the client's result": client} {
+		if leaks := sdktest.Leaks(text, hostileCore); len(leaks) > 0 || strings.Contains(text, "Hö$tile") {
+			t.Errorf("%s gives the secret back (%s):\n%s", what, strings.Join(leaks, "; "), text)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(s.Base, "forge-*.log"))
+	for _, f := range append(logs, s.AuditLog) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leaks := sdktest.Leaks(string(raw), hostileCore); len(leaks) > 0 {
+			t.Errorf("%s gives the secret back: %s", filepath.Base(f), strings.Join(leaks, "; "))
+		}
 	}
 }

@@ -78,9 +78,31 @@ except forge_tools.ToolError as e:
 			t.Fatalf("%+v\n%s", o, text)
 		}
 	})
+	t.Run("denied tool called in the run", func(t *testing.T) {
+		// Issue 20 item 16: a denied tool is never granted, so its message
+		// must name the policy key and what to do, not send the user to
+		// mcp_tools (which refuses it: mcp-tools-denied).
+		o, text := run(t, map[string]any{"mcp_tools": []string{"fake.add"}, "code": `import forge_tools
+try:
+    forge_tools.call("fake.forbidden")
+except forge_tools.ToolError as e:
+    print(e.kind, "|", e)`})
+		want := `denied by policy: mcp_tools.fake.deny ("forbidden" matches it)`
+		if !o.Success || !strings.HasPrefix(o.Stdout, "denied |") || !strings.Contains(o.Stdout, want) ||
+			!strings.Contains(o.Stdout, "ask the operator to change mcp_tools.fake in forge.toml") || strings.Contains(o.Stdout, "name it in mcp_tools") {
+			t.Fatalf("want %q and what to do:\n%+v\n%s", want, o, text)
+		}
+		found := false
+		for _, e := range auditEntries(t, s.AuditLog) {
+			found = found || e.Event == "bridge.call" && e.Details["tool"] == "forbidden" && e.Details["rule"] == "mcp-tools-denied"
+		}
+		if !found {
+			t.Error("no bridge.call entry with rule mcp-tools-denied for fake.forbidden")
+		}
+	})
 	t.Run("denied by policy", func(t *testing.T) {
 		o, text := run(t, map[string]any{"code": "1", "mcp_tools": []string{"fake.forbidden"}})
-		if o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, "denies") {
+		if o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, "denied by policy: mcp_tools.fake.deny") {
 			t.Fatalf("%+v\n%s", o, text)
 		}
 	})

@@ -40,11 +40,18 @@ func start(t *testing.T, extra string) *testenv.Server {
 // approve (nil: a client without elicitation).
 func startWith(t *testing.T, extra string, approve *bool) *testenv.Server {
 	t.Helper()
+	base, cfg := demoConfig(t, extra)
+	return serve(t, base, cfg, approve)
+}
+
+// demoConfig is the base directory and configuration of start.
+func demoConfig(t *testing.T, extra string) (base, cfg string) {
+	t.Helper()
 	testenv.Require(t)
 	bin := testenv.BuildPlugin(t, "./testdata/forgedemo")
-	base := testenv.BaseDir(t)
+	base = testenv.BaseDir(t)
 	t.Cleanup(func() { removeImages(t, base) })
-	cfg := fmt.Sprintf(`[environment_builder]
+	cfg = fmt.Sprintf(`[environment_builder]
 builder = "forgedemo"
 security_scan = "auto"
 %s
@@ -59,7 +66,7 @@ packages = ["forgedemo", "helper-one"]
 [plugins.forgedemo]
 path = %q
 `, extra, bin)
-	return serve(t, base, cfg, approve)
+	return base, cfg
 }
 
 // progressLog collects the progress notifications the client receives.
@@ -77,17 +84,6 @@ var elicited struct {
 // serve is testenv.StartServerAt with a client that records progress.
 func serve(t testing.TB, base, toml string, approve *bool) *testenv.Server {
 	t.Helper()
-	cfg := filepath.Join(base, "forge.toml")
-	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testenv.Binary(t), "--config", cfg, "serve")
-	// The uv cache is the test's own (environment_builder.uv_cache_path
-	// defaults to one of the host's).
-	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"),
-		"FORGE_ENVIRONMENT_BUILDER_UV_CACHE_PATH="+filepath.Join(base, "uv-cache"))
-	logf, _ := os.Create(filepath.Join(base, "server.log"))
-	cmd.Stderr = logf
 	opts := &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			progressLog.Lock()
@@ -102,6 +98,23 @@ func serve(t testing.TB, base, toml string, approve *bool) *testenv.Server {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": *approve}}, nil
 		}
 	}
+	return serveWith(t, base, toml, opts)
+}
+
+// serveWith is serve with the client's options.
+func serveWith(t testing.TB, base, toml string, opts *mcp.ClientOptions) *testenv.Server {
+	t.Helper()
+	cfg := filepath.Join(base, "forge.toml")
+	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Binary(t), "--config", cfg, "serve")
+	// The uv cache is the test's own (environment_builder.uv_cache_path
+	// defaults to one of the host's).
+	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"),
+		"FORGE_ENVIRONMENT_BUILDER_UV_CACHE_PATH="+filepath.Join(base, "uv-cache"))
+	logf, _ := os.Create(filepath.Join(base, "server.log"))
+	cmd.Stderr = logf
 	client := mcp.NewClient(&mcp.Implementation{Name: "forge-envs-e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -462,6 +475,73 @@ func TestEnvironmentApprovalByElicitation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 20 item 5: an approval answer counts only when it answers the
+// question the server asked in that call. A client that declared no
+// elicitation and sends an accept on its first call (with no request
+// state, or a made-up one) builds nothing; a client that was asked
+// approves once, and replaying its answer is asked again. Every ignored
+// answer is a security.violation with rule approval_unsolicited.
+func TestEnvironmentApprovalUnsolicited(t *testing.T) {
+	accept := mcp.InputResponseMap{"approve_packages": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
+	args := map[string]any{"name": "nightly", "packages": []string{"forgedemo", "thing-nightly"}}
+	call := func(t *testing.T, s *testenv.Server, state string, answers mcp.InputResponseMap) *mcp.CallToolResult {
+		t.Helper()
+		res, err := s.Session.CallTool(t.Context(), &mcp.CallToolParams{Name: "build_environment", Arguments: args, InputResponses: answers, RequestState: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	count := func(t *testing.T, s *testenv.Server, rule string) int {
+		n := 0
+		for _, r := range auditRules(t, s) {
+			if r == rule {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("client that was never asked", func(t *testing.T) {
+		s := start(t, "")
+		for _, state := range []string{"", "0123456789abcdef0123456789abcdef"} {
+			res := call(t, s, state, accept)
+			if !res.IsError || !strings.Contains(testenv.Text(res), "refused (package_approval)") || !strings.Contains(testenv.Text(res), "ignored") {
+				t.Fatalf("state %q: %s", state, testenv.Text(res))
+			}
+		}
+		if strings.Contains(calls(t, s), "thing-nightly") || auditEvents(t, s, environments.EventApproved) != 0 {
+			t.Fatalf("built or audited as approved without being asked:\n%s", calls(t, s))
+		}
+		if n := count(t, s, "approval_unsolicited"); n != 2 {
+			t.Fatalf("%d audit entries with rule %s, want 2; rules %v", n, "approval_unsolicited", auditRules(t, s))
+		}
+	})
+
+	t.Run("answer replayed", func(t *testing.T) {
+		base, cfg := demoConfig(t, "")
+		s := serveWith(t, base, cfg, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return nil, fmt.Errorf("the server should return input requests, not ask by request")
+			}})
+		first := call(t, s, "", nil)
+		if !first.NeedsInput() || first.RequestState == "" || first.InputRequests["approve_packages"] == nil {
+			t.Fatalf("want the approval question: %s", testenv.Text(first))
+		}
+		var o buildOut
+		res := call(t, s, first.RequestState, accept)
+		if raw, _ := json.Marshal(res.StructuredContent); json.Unmarshal(raw, &o) != nil || !o.Success || !strings.Contains(calls(t, s), "thing-nightly") {
+			t.Fatalf("the answer to the question asked was not taken: %s", testenv.Text(res))
+		}
+		if again := call(t, s, first.RequestState, accept); !again.NeedsInput() {
+			t.Fatalf("a replayed answer was taken: %s", testenv.Text(again))
+		}
+		if auditEvents(t, s, environments.EventApproved) != 1 || count(t, s, "approval_unsolicited") != 1 {
+			t.Fatalf("want one approval and one ignored answer; rules %v", auditRules(t, s))
+		}
+	})
 }
 
 // Over HTTP each tenant owns its environments: another tenant neither sees,
