@@ -224,7 +224,7 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *Session, why string) (
 	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Owner: s.Owner, Created: time.Now()}
 	quotaErr := func(detail string) error {
 		return &RequestError{Rule: RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against (%s; a file counts at its apparent size even if sparse, or its allocated size if larger): "+
-			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; nothing of this checkpoint was kept, the previous checkpoint, if any, is", s.ID, e.cfg.Volumes.SessionQuota, detail)}
+			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Volumes.SessionQuota, detail)}
 	}
 	rep, err := e.runInKernel(ctx, s, cp.Save)
 	switch {
@@ -356,7 +356,7 @@ func (e *Engine) overLimit(s *Session, budget int64, err error, quotaErr func(st
 
 func (e *Engine) storeFull(s *Session, used int64) error {
 	return &RequestError{Rule: RuleCheckpointStore, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the checkpoint store: the checkpoints of all sessions may take %s on the host together (sessions.checkpoint_store_quota) and %d bytes of it are taken; "+
-		"destroy_session sessions whose checkpoints you no longer need (list_sessions lists them), or ask the operator to raise sessions.checkpoint_store_quota; nothing of this checkpoint was kept, the previous checkpoint, if any, is", s.ID, e.cfg.Sessions.CheckpointStoreQuota, max(used, 0))}
+		"destroy_session sessions whose checkpoints you no longer need (list_sessions lists them), or ask the operator to raise sessions.checkpoint_store_quota; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Sessions.CheckpointStoreQuota, max(used, 0))}
 }
 
 // RestoreSession brings a checkpoint back in a new kernel: the session's
