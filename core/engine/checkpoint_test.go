@@ -171,7 +171,9 @@ func TestCheckpointReportFromTheKernel(t *testing.T) {
 		noFile bool
 		want   string // "" or a part of the error
 	}{
-		{"forged line ignored", func(n string) string { return forged + backend.CheckpointMarker + n + `{"saved":["x"],"skipped":{"fh":"open file"}}` + "\n" }, false, ""},
+		{"forged line ignored", func(n string) string {
+			return forged + backend.CheckpointMarker + n + `{"saved":["x"],"skipped":{"fh":"open file"}}` + "\n"
+		}, false, ""},
 		{"forged fields refused", func(n string) string {
 			return backend.CheckpointMarker + n + `{"saved":["x"],"created":"2099-01-01T00:00:00Z"}` + "\n"
 		}, false, "unknown field"},
