@@ -51,17 +51,17 @@ func DiskUsage(dir string, skip func(path string) bool) int64 {
 	return n
 }
 
-// copySparse streams src into dst (at its start) chunk by chunk, seeking
-// over chunks of zeros instead of writing them, and sets dst's size to what
-// was read: holes stay holes, so a sparse file copied costs the host only
-// its data. It returns the bytes read.
-func copySparse(dst *os.File, src io.Reader) (int64, error) {
+// copyData streams src into dst (at its start) chunk by chunk and returns
+// the bytes read. With sparse it seeks over chunks of zeros instead of
+// writing them and sets dst's size to what was read: holes stay holes, so
+// a sparse file copied costs the host only its data.
+func copyData(dst *os.File, src io.Reader, sparse bool) (int64, error) {
 	buf := make([]byte, chunk)
 	var n int64
 	for {
 		m, rerr := io.ReadFull(src, buf)
 		if m > 0 {
-			if bytes.Equal(buf[:m], zeros[:m]) {
+			if sparse && bytes.Equal(buf[:m], zeros[:m]) {
 				if _, err := dst.Seek(int64(m), io.SeekCurrent); err != nil {
 					return n, err
 				}
@@ -76,6 +76,9 @@ func copySparse(dst *os.File, src io.Reader) (int64, error) {
 		if rerr != nil {
 			return n, rerr
 		}
+	}
+	if !sparse {
+		return n, nil
 	}
 	return n, dst.Truncate(n)
 }
@@ -186,7 +189,7 @@ func (f *Files) copyFileOut(root int, rel, target string, room int64) (int64, er
 	if room >= 0 {
 		r = io.LimitReader(src, room+1)
 	}
-	n, err := copySparse(out, r)
+	n, err := copyData(out, r, true)
 	if err != nil {
 		return 0, err
 	}
@@ -202,7 +205,7 @@ func (f *Files) copyFileOut(root int, rel, target string, room int64) (int64, er
 
 // CopyIn writes the regular files under src (a host directory of the
 // core's, as CopyOut made it) beneath the root, each streamed and with its
-// holes kept (WriteFrom).
+// holes kept.
 func (f *Files) CopyIn(src string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -223,7 +226,7 @@ func (f *Files) CopyIn(src string) error {
 			return err
 		}
 		defer in.Close()
-		return f.WriteFrom(filepath.ToSlash(rel), in)
+		return f.writeFrom(filepath.ToSlash(rel), in, true)
 	})
 }
 

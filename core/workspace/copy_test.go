@@ -159,3 +159,15 @@ func TestCopyOutStreamsAndKeepsHoles(t *testing.T) {
 		t.Errorf("restored with %d bytes allocated: the holes were filled", alloc)
 	}
 }
+
+// An upload is written whole: zeros take their size of the quota (only a
+// checkpoint's copy and restore keep holes).
+func TestWriteFileIsDense(t *testing.T) {
+	root := t.TempDir()
+	if err := NewFiles(root).WriteFile("zeros", make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if app, alloc := usageOf(t, root); app != 2<<20 || alloc < 2<<20 {
+		t.Fatalf("%d bytes apparent, %d allocated: want every byte written", app, alloc)
+	}
+}

@@ -239,18 +239,20 @@ func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// WriteFile writes data to rel (see WriteFrom).
+// WriteFile writes data to rel, every byte of it (an upload of zeros takes
+// its size of the quota); see writeFrom.
 func (f *Files) WriteFile(rel string, data []byte) error {
-	return f.WriteFrom(rel, bytes.NewReader(data))
+	return f.writeFrom(rel, bytes.NewReader(data), false)
 }
 
-// WriteFrom writes what r holds to rel, creating its parent directories,
+// writeFrom writes what r holds to rel, creating its parent directories,
 // owned by the owner of the root (the sandbox user) so the code can change
-// and remove them. The content is streamed, chunks of zeros left as holes.
-// The file is written beside its target and renamed over it, so a failure
-// (the quota) leaves the old file intact and a link or pipe at the target
-// is replaced, never written through.
-func (f *Files) WriteFrom(rel string, r io.Reader) error {
+// and remove them. The content is streamed; with sparse, chunks of zeros
+// are left as holes (a restored sparse file stays sparse). The file is
+// written beside its target and renamed over it, so a failure (the quota)
+// leaves the old file intact and a link or pipe at the target is replaced,
+// never written through.
+func (f *Files) writeFrom(rel string, r io.Reader, sparse bool) error {
 	clean, err := CleanPath(rel)
 	if err != nil {
 		return err
@@ -283,7 +285,7 @@ func (f *Files) WriteFrom(rel string, r io.Reader) error {
 		return pathErr(rel, err)
 	}
 	file := os.NewFile(uintptr(fd), tmp)
-	_, werr := copySparse(file, r)
+	_, werr := copyData(file, r, sparse)
 	if werr == nil {
 		werr = unix.Fchown(fd, int(rootSt.Uid), int(rootSt.Gid))
 	}
