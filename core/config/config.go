@@ -142,6 +142,10 @@ type Sessions struct {
 	// CheckpointTTL is how long (seconds) a checkpoint is kept after it was
 	// made; the cleanup every cleanup_interval removes older ones.
 	CheckpointTTL int `toml:"checkpoint_ttl"`
+	// CheckpointStoreQuota bounds the bytes all checkpoints together take
+	// on the host (<base_path>/state/checkpoints): a checkpoint that would
+	// pass it is refused (rule checkpoint-store-full).
+	CheckpointStoreQuota string `toml:"checkpoint_store_quota"`
 }
 
 // Volumes is where per-session and per-run directories live on the host.
@@ -339,7 +343,7 @@ func systemDefault() Config {
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
 		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{},
-			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600},
+			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600, CheckpointStoreQuota: "10g"},
 		Volumes: Volumes{
 			BasePath:        "/var/lib/mcp-forge",
 			SessionQuota:    "1g",

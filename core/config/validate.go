@@ -83,6 +83,8 @@ func Validate(c Config) Errors {
 	v.backends("sessions.default_backend", c.Sessions.DefaultBackend)
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
+	// The store must hold at least one session's checkpoint.
+	v.sizeAtLeast("sessions.checkpoint_store_quota", c.Sessions.CheckpointStoreQuota, "volumes.session_quota", c.Volumes.SessionQuota)
 	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
 	v.sizeAtLeast("volumes.max_file_size", c.Volumes.MaxFileSize, "volumes.inline_file_size", c.Volumes.InlineFileSize)
 	if n, err := ParseSize(c.Volumes.MaxFileSize); err == nil && n > MaxFileSizeLimit {

@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -70,6 +72,10 @@ type ckptMeta struct {
 // Rules of checkpoint storage.
 const (
 	RuleCheckpointQuota = "checkpoint-quota"
+	// RuleCheckpointStore: the checkpoint would pass
+	// sessions.checkpoint_store_quota, the bound of all checkpoints on the
+	// host together.
+	RuleCheckpointStore = "checkpoint-store-full"
 	// EventCheckpointExpired is the audit event of a checkpoint removed
 	// after sessions.checkpoint_ttl.
 	EventCheckpointExpired = "session.checkpoint_expired"
@@ -150,27 +156,33 @@ func (e *Engine) Checkpoints(owner string) []CheckpointInfo {
 	return out
 }
 
-// runInKernel runs internal code in a session's kernel (caller holds s.op)
-// and returns what it printed after the marker.
-func (e *Engine) runInKernel(ctx context.Context, s *Session, code string, into any) error {
+// runInKernel runs a backend's checkpoint code in a session's kernel
+// (caller holds s.op) and returns its report: the one line carrying this
+// run's nonce (backend.ParseCheckpointReport), so that a marker line the
+// user's code prints meanwhile (a __getstate__, an R active binding) is
+// ignored. The report gives names only: times, sizes and ids are the core's.
+func (e *Engine) runInKernel(ctx context.Context, s *Session, code string) (backend.CheckpointReport, error) {
+	var rep backend.CheckpointReport
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err != nil {
-		return err
+		return rep, err
+	}
+	code, nonce, err := backend.PrepareCheckpointCode(code)
+	if err != nil {
+		return rep, fmt.Errorf("backend %s: %w", s.Backend, err)
 	}
 	res, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: code, Language: s.Language, SessionID: s.Internal, RunID: newID(),
 		Timeout: time.Duration(e.cfg.Execution.MaxTimeout) * time.Second, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image}, nil)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if res.Error != nil {
-		return fmt.Errorf("%s: %s", res.Error.Name, res.Error.Message)
+		return rep, fmt.Errorf("%s: %s", res.Error.Name, res.Error.Message)
 	}
-	for _, line := range strings.Split(res.Stdout, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), ckptMarker); ok {
-			return json.Unmarshal([]byte(rest), into)
-		}
+	if rep, err = backend.ParseCheckpointReport(res.Stdout, nonce); err != nil {
+		return rep, fmt.Errorf("%w (stderr: %.200q)", err, res.Stderr)
 	}
-	return fmt.Errorf("the kernel did not report what it saved (stdout: %.200q, stderr: %.200q)", res.Stdout, res.Stderr)
+	return rep, nil
 }
 
 // CheckpointSession saves a session's namespace and working directory to
@@ -198,28 +210,41 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 
 // checkpointLocked saves a live idle session (caller holds s.op). A
 // checkpoint counts against the session quota: one larger than
-// volumes.session_quota is refused (checkpoint-quota) and the previous
-// checkpoint kept.
+// volumes.session_quota is refused (checkpoint-quota), as is one that would
+// bring the store past sessions.checkpoint_store_quota
+// (checkpoint-store-full); either way the copy stops at the limit, what was
+// copied is removed and the previous checkpoint kept. Its description is
+// the core's own (session, time, sizes, files): only the variables' names
+// come from the kernel, checked (runInKernel).
 func (e *Engine) checkpointLocked(ctx context.Context, s *Session, why string) (CheckpointInfo, error) {
 	cp := e.checkpointCode(s.Backend)
 	if cp == nil {
 		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
 	}
 	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Owner: s.Owner, Created: time.Now()}
-	quotaErr := func(size string) error {
-		return &RequestError{Rule: RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q (%s) does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against: "+
-			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; the previous checkpoint, if any, is kept", s.ID, size, e.cfg.Volumes.SessionQuota)}
+	quotaErr := func(detail string) error {
+		return &RequestError{Rule: RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against (%s; a file counts at its apparent size even if sparse, or its allocated size if larger): "+
+			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Volumes.SessionQuota, detail)}
 	}
-	err := e.runInKernel(ctx, s, cp.Save, &info)
+	rep, err := e.runInKernel(ctx, s, cp.Save)
 	switch {
 	case err != nil && strings.Contains(err.Error(), "No space left on device"):
-		err = quotaErr("namespace and files together")
+		err = quotaErr("the namespace and files together fill the working directory")
 	case err != nil && cp.Missing != "" && strings.Contains(err.Error(), cp.Missing):
 		err = fmt.Errorf("%w: %s", err, cp.Hint)
+	}
+	if err == nil {
+		info.Saved, info.Skipped = rep.Saved, rep.Skipped
 	}
 	f, ferr := e.ws.SessionFiles(s.Internal)
 	if err == nil {
 		err = ferr
+	}
+	if err == nil {
+		// What the core can see of the save: the namespace file is there.
+		if _, serr := f.RegularSize(ckptFile); serr != nil {
+			err = fmt.Errorf("the kernel reported %d variable(s) saved but its namespace file is not there: %w", len(info.Saved), serr)
+		}
 	}
 	var owner string
 	if err == nil {
@@ -230,23 +255,38 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *Session, why string) (
 		dir := filepath.Join(owner, s.ID)
 		tmp := dir + ".new"
 		os.RemoveAll(tmp)
-		var left []string
-		if left, err = f.CopyOut(filepath.Join(tmp, "work"), e.ws.Quota(), nil); err == nil {
-			info.FilesLeft = left
-			info.Bytes = dirSize(tmp)
-			if q := e.ws.Quota(); q > 0 && info.Bytes > q {
-				err = quotaErr(fmt.Sprintf("%d bytes", info.Bytes))
-			}
-		}
+		var budget int64
+		var release func()
+		budget, release, err = e.reserveCheckpoint(s, tmp)
 		if err == nil {
-			meta, _ := json.MarshalIndent(ckptMeta{info, s.Owner}, "", "  ")
-			if err = os.WriteFile(filepath.Join(tmp, "meta.json"), meta, 0o600); err == nil {
-				os.RemoveAll(dir)
-				err = os.Rename(tmp, dir)
+			var left []string
+			if left, _, err = f.CopyOut(filepath.Join(tmp, "work"), budget, nil); err == nil {
+				info.FilesLeft = left
+				meta, _ := json.MarshalIndent(ckptMeta{info, s.Owner}, "", "  ")
+				err = os.WriteFile(filepath.Join(tmp, "meta.json"), meta, 0o600)
 			}
-		}
-		if err != nil {
-			os.RemoveAll(tmp)
+			if err == nil {
+				// Bytes is the whole checkpoint as it lies on the host
+				// (meta.json and directories included), within the budget.
+				if info.Bytes = workspace.DiskUsage(tmp, nil); info.Bytes > budget {
+					err = fmt.Errorf("%w: the checkpoint takes %d bytes with its description, over its limit of %d", workspace.ErrOverLimit, info.Bytes, budget)
+				}
+			}
+			if err == nil {
+				// meta.json again, now with the size.
+				meta, _ := json.MarshalIndent(ckptMeta{info, s.Owner}, "", "  ")
+				if err = os.WriteFile(filepath.Join(tmp, "meta.json"), meta, 0o600); err == nil {
+					os.RemoveAll(dir)
+					err = os.Rename(tmp, dir)
+				}
+			}
+			if errors.Is(err, workspace.ErrOverLimit) {
+				err = e.overLimit(s, budget, err, quotaErr)
+			}
+			if err != nil {
+				os.RemoveAll(tmp)
+			}
+			release()
 		}
 	}
 	if f != nil {
@@ -258,13 +298,65 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *Session, why string) (
 		d["rule"] = re.Rule
 	}
 	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
-	return info, err
+	if err != nil {
+		return CheckpointInfo{}, err
+	}
+	return info, nil
 }
 
-func dirSize(dir string) int64 {
-	var n int64
-	filepathWalk(dir, func(size int64) { n += size })
-	return n
+// ckptStore is the room reserved in the checkpoint store by checkpoints
+// being built, so that two built at once (the shutdown checkpoints) cannot
+// together pass sessions.checkpoint_store_quota.
+type ckptStore struct {
+	mu       sync.Mutex
+	building map[string]int64 // directory being built → bytes reserved for it
+}
+
+// reserveCheckpoint reserves the bytes s's checkpoint, built in tmp, may
+// take: the session quota, or less if the store has less room left. What
+// the store holds is measured on disk (workspace.DiskUsage), the session's
+// previous checkpoint included: it is on disk until the new one replaces
+// it. release gives the reservation back.
+func (e *Engine) reserveCheckpoint(s *Session, tmp string) (int64, func(), error) {
+	st := &e.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var reserved int64
+	for _, n := range st.building {
+		reserved += n
+	}
+	used := workspace.DiskUsage(e.checkpointRoot(), func(p string) bool { _, ok := st.building[p]; return ok }) + reserved
+	room := e.limits.ckptStore - used
+	budget := e.ws.Quota()
+	if budget <= 0 || room < budget {
+		budget = room
+	}
+	if budget <= 0 {
+		return 0, nil, e.storeFull(s, used)
+	}
+	if st.building == nil {
+		st.building = map[string]int64{}
+	}
+	st.building[tmp] = budget
+	return budget, func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(st.building, tmp)
+	}, nil
+}
+
+// overLimit is the refusal of a copy that stopped at budget: the session
+// quota's, or the store's if the store had less room.
+func (e *Engine) overLimit(s *Session, budget int64, err error, quotaErr func(string) error) error {
+	if q := e.ws.Quota(); q > 0 && budget >= q {
+		return quotaErr(err.Error())
+	}
+	return e.storeFull(s, e.limits.ckptStore-budget)
+}
+
+func (e *Engine) storeFull(s *Session, used int64) error {
+	return &RequestError{Rule: RuleCheckpointStore, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the checkpoint store: the checkpoints of all sessions may take %s on the host together (sessions.checkpoint_store_quota) and %d bytes of it are taken; "+
+		"destroy_session sessions whose checkpoints you no longer need (list_sessions lists them), or ask the operator to raise sessions.checkpoint_store_quota; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Sessions.CheckpointStoreQuota, max(used, 0))}
 }
 
 // RestoreSession brings a checkpoint back in a new kernel: the session's
@@ -334,9 +426,16 @@ func (e *Engine) restoreLocked(ctx context.Context, s *Session, meta ckptMeta, w
 		err = f.CopyIn(filepath.Join(e.checkpointDir(s.Owner, s.ID), "work"))
 	}
 	if err == nil {
-		err = e.runInKernel(ctx, s, cp.Load, &info)
+		var rep backend.CheckpointReport
+		rep, err = e.runInKernel(ctx, s, cp.Load)
 		if err != nil && cp.Missing != "" && strings.Contains(err.Error(), cp.Missing) {
 			err = fmt.Errorf("%w: %s", err, cp.Hint)
+		}
+		if err == nil {
+			err = checkLoaded(rep.Saved, meta.Saved)
+		}
+		if err == nil {
+			info.Saved = rep.Saved
 		}
 	}
 	if f != nil {
@@ -353,6 +452,20 @@ func (e *Engine) restoreLocked(ctx context.Context, s *Session, meta ckptMeta, w
 	out := meta.CheckpointInfo
 	out.Saved = info.Saved
 	return out, err
+}
+
+// checkLoaded compares what a load reported with what the checkpoint
+// recorded at its save: a name the save did not report, or one missing,
+// means the namespace file is not the one saved.
+func checkLoaded(loaded, saved []string) error {
+	a, b := slices.Clone(loaded), slices.Clone(saved)
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		return fmt.Errorf("the kernel reported loading %d variable(s) (%.200s), the checkpoint saved %d (%.200s): the namespace file is not the one saved",
+			len(a), strings.Join(a, ", "), len(b), strings.Join(b, ", "))
+	}
+	return nil
 }
 
 // removeCheckpoint deletes owner's checkpoint of id (with the session); it
@@ -447,15 +560,3 @@ func RestoreNotice(info CheckpointInfo) string {
 }
 
 func workspaceIDErr(id string) error { return workspace.CheckSessionID(id) }
-
-// filepathWalk calls fn with the size of every regular file under dir.
-func filepathWalk(dir string, fn func(int64)) {
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				fn(info.Size())
-			}
-		}
-		return nil
-	})
-}

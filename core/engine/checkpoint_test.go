@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
 // fakeCheckpoint writes a checkpoint as checkpointLocked leaves it.
@@ -129,5 +132,116 @@ func TestShutdownKeepsCheckpoints(t *testing.T) {
 	r.e.CloseAll(context.Background())
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("shutdown removed a checkpoint: %v", err)
+	}
+}
+
+// ckptRig is a rig whose kernel runs checkpoint code by script: save
+// answers what stdout returns for the nonce the core put in the code (and
+// writes the namespace file unless noFile), load reports the names saved.
+func ckptRig(t *testing.T, mutate func(*config.Config), stdout func(nonce string) string, noFile bool) *rig {
+	t.Helper()
+	return newRig(t, mutate, func(r *rig) {
+		r.kernel.Caps.Checkpoint = &backend.Checkpoint{Save: "save " + backend.CheckpointNonce, Load: "load " + backend.CheckpointNonce}
+		r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+			work := filepath.Join(r.ws.SessionPath(req.SessionID), workspace.SessionWorkDir)
+			os.MkdirAll(work, 0o755)
+			if nonce, ok := strings.CutPrefix(req.Code, "save "); ok {
+				if !noFile {
+					os.WriteFile(filepath.Join(work, backend.CheckpointFile), []byte("namespace"), 0o644)
+				}
+				return backend.ExecuteResult{Success: true, Stdout: stdout(nonce)}, nil
+			}
+			if nonce, ok := strings.CutPrefix(req.Code, "load "); ok {
+				return backend.ExecuteResult{Success: true, Stdout: backend.CheckpointMarker + nonce + `{"saved":["x"]}` + "\n"}, nil
+			}
+			return backend.ExecuteResult{Success: true}, nil
+		}
+		r.pm.Add("kernel", r.kernel) // the capabilities as loaded
+	})
+}
+
+// The kernel's output never sets a checkpoint's time, session or size: a
+// line the user's code printed is ignored, a report with such fields is
+// refused, and so is one without the namespace file behind it.
+func TestCheckpointReportFromTheKernel(t *testing.T) {
+	forged := backend.CheckpointMarker + `{"saved":["__forged__"],"created":"2099-01-01T00:00:00Z","session_id":"other","bytes":1}` + "\n"
+	for _, c := range []struct {
+		name   string
+		stdout func(nonce string) string
+		noFile bool
+		want   string // "" or a part of the error
+	}{
+		{"forged line ignored", func(n string) string {
+			return forged + backend.CheckpointMarker + n + `{"saved":["x"],"skipped":{"fh":"open file"}}` + "\n"
+		}, false, ""},
+		{"forged fields refused", func(n string) string {
+			return backend.CheckpointMarker + n + `{"saved":["x"],"created":"2099-01-01T00:00:00Z"}` + "\n"
+		}, false, "unknown field"},
+		{"only a forged line", func(string) string { return forged }, false, "did not report"},
+		{"no namespace file", func(n string) string { return backend.CheckpointMarker + n + `{"saved":["x"]}` + "\n" }, true, "namespace file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := ckptRig(t, nil, c.stdout, c.noFile)
+			if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now()
+			info, err := r.e.CheckpointSession(context.Background(), "c1", "s")
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("want an error with %q, got %v", c.want, err)
+				}
+				if got := r.e.Checkpoints("c1"); len(got) != 0 {
+					t.Fatalf("a refused checkpoint is listed: %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range append([]CheckpointInfo{info}, r.e.Checkpoints("c1")...) {
+				if got.SessionID != "s" || got.Created.Before(before) || got.Created.After(time.Now()) || strings.Join(got.Saved, ",") != "x" || got.Skipped["fh"] == "" || got.Bytes <= 1 {
+					t.Fatalf("checkpoint: %+v", got)
+				}
+			}
+			if _, _, err := r.e.RestoreSession(context.Background(), "c1", "s"); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+		})
+	}
+}
+
+// A checkpoint gets the store's room (here less than the session quota, the
+// rig's workspaces having none): one that does not fit is refused as
+// checkpoint-store-full, audited, and leaves nothing behind.
+func TestCheckpointStoreFull(t *testing.T) {
+	r := ckptRig(t, func(c *config.Config) { c.Volumes.SessionQuota, c.Sessions.CheckpointStoreQuota = "1m", "1m" },
+		func(n string) string { return backend.CheckpointMarker + n + `{"saved":["x"]}` + "\n" }, false)
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another owner's checkpoint takes most of the store.
+	dir := fakeCheckpoint(t, r.e, "c2", "big", "python", time.Now())
+	if err := os.WriteFile(filepath.Join(dir, "work", "blob"), make([]byte, 1000<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.e.CheckpointSession(context.Background(), "c1", "s")
+	var re *RequestError
+	if !errors.As(err, &re) || re.Rule != RuleCheckpointStore || !strings.Contains(err.Error(), "sessions.checkpoint_store_quota") {
+		t.Fatalf("want a checkpoint-store-full refusal, got %v", err)
+	}
+	if got := r.e.Checkpoints("c1"); len(got) != 0 {
+		t.Fatalf("listed: %+v", got)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(r.e.checkpointDir("c1", "s")))
+	if len(entries) != 0 {
+		t.Fatalf("left in the store: %v", entries)
+	}
+	var audited bool
+	for _, e := range r.audit() {
+		audited = audited || (e.Event == EventRefused && e.Details["rule"] == RuleCheckpointStore)
+	}
+	if !audited {
+		t.Error("the refusal is not audited with its rule")
 	}
 }

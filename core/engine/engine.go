@@ -79,6 +79,7 @@ type Engine struct {
 	slots    chan struct{}             // execution.max_concurrent_runs
 	notices  []func() string           // notices.go: added to every result
 	starts   map[string]*SessionStarts // sessions.go: warm and cold kernel starts per backend
+	store    ckptStore                 // checkpoint.go: room reserved in the checkpoint store
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
 	toolsWhy string
@@ -96,6 +97,7 @@ func (e *Engine) SetTools(s *toolbridge.Service, why string) {
 // limits are the configured sizes, parsed once.
 type limits struct {
 	code, output, image, envValue, envTotal int64
+	ckptStore                               int64 // sessions.checkpoint_store_quota
 }
 
 // New returns an engine after checking the routing configuration against
@@ -106,7 +108,8 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[sessionKey]*Session{},
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits{code: size(cfg.Execution.MaxCodeSize), output: size(cfg.Execution.MaxOutput), image: size(cfg.Execution.MaxImageSize),
-			envValue: size(cfg.Execution.MaxEnvValue), envTotal: size(cfg.Execution.MaxEnvTotal)}}
+			envValue: size(cfg.Execution.MaxEnvValue), envTotal: size(cfg.Execution.MaxEnvTotal),
+			ckptStore: size(cfg.Sessions.CheckpointStoreQuota)}}
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}

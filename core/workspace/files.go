@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -238,12 +239,20 @@ func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// WriteFile writes data to rel, creating its parent directories, owned by
-// the owner of the root (the sandbox user) so the code can change and remove
-// them. The file is written beside its target and renamed over it, so a
-// failure (the quota) leaves the old file intact and a link or pipe at the
-// target is replaced, never written through.
+// WriteFile writes data to rel, every byte of it (an upload of zeros takes
+// its size of the quota); see writeFrom.
 func (f *Files) WriteFile(rel string, data []byte) error {
+	return f.writeFrom(rel, bytes.NewReader(data), false)
+}
+
+// writeFrom writes what r holds to rel, creating its parent directories,
+// owned by the owner of the root (the sandbox user) so the code can change
+// and remove them. The content is streamed; with sparse, chunks of zeros
+// are left as holes (a restored sparse file stays sparse). The file is
+// written beside its target and renamed over it, so a failure (the quota)
+// leaves the old file intact and a link or pipe at the target is replaced,
+// never written through.
+func (f *Files) writeFrom(rel string, r io.Reader, sparse bool) error {
 	clean, err := CleanPath(rel)
 	if err != nil {
 		return err
@@ -276,7 +285,7 @@ func (f *Files) WriteFile(rel string, data []byte) error {
 		return pathErr(rel, err)
 	}
 	file := os.NewFile(uintptr(fd), tmp)
-	_, werr := file.Write(data)
+	_, werr := copyData(file, r, sparse)
 	if werr == nil {
 		werr = unix.Fchown(fd, int(rootSt.Uid), int(rootSt.Gid))
 	}
@@ -448,53 +457,4 @@ func (f *Files) Remove(rel string) error {
 		return pathErr(rel, err)
 	}
 	return nil
-}
-
-// CopyOut copies the regular files and directories beneath the root into
-// dst (a host directory of the core's), skipping names for which skip is
-// true; links, pipes and devices are left out and named in the answer.
-func (f *Files) CopyOut(dst string, maxFile int64, skip func(string) bool) (left []string, err error) {
-	entries, truncated, err := f.List(".", MaxFiles)
-	if err != nil {
-		return nil, err
-	}
-	if truncated {
-		return nil, fmt.Errorf("more than %d files: too many to copy", MaxFiles)
-	}
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return nil, err
-	}
-	for _, e := range entries {
-		if skip != nil && skip(e.Path) {
-			continue
-		}
-		target := dst + "/" + e.Path
-		switch e.Type {
-		case "directory":
-			if err := os.MkdirAll(target, 0o700); err != nil {
-				return nil, err
-			}
-		case "file":
-			data, err := f.ReadFile(e.Path, maxFile)
-			if errors.Is(err, ErrLink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrNotFound) {
-				left = append(left, e.Path) // changed under us
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(target, data, 0o600); err != nil {
-				return nil, err
-			}
-		default:
-			left = append(left, e.Path+" ("+e.Type+")")
-		}
-	}
-	return left, nil
-}
-
-// CopyIn writes the regular files under src (a host directory of the
-// core's, as CopyOut made it) beneath the root.
-func (f *Files) CopyIn(src string) error {
-	return filepathWalkFiles(src, func(rel string, data []byte) error { return f.WriteFile(rel, data) })
 }

@@ -4,6 +4,6 @@ def _forge_restore():
     with open('.forge-checkpoint', 'rb') as f:
         d = dill.load(f)
     globals().update(d)
-    print('__FORGE_CKPT__' + json.dumps({'saved': sorted(d)}))
+    print('\n__FORGE_CKPT__' + '__FORGE_CKPT_NONCE__' + json.dumps({'saved': sorted(d)}), flush=True)
 _forge_restore()
 del _forge_restore

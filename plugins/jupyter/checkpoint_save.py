@@ -3,7 +3,9 @@
 # session, by value; modules by reference). Each variable is tried on its
 # own, so one that cannot be saved is reported, not fatal. Open files are
 # left out on purpose: their position and the file behind them would not
-# come back as they were.
+# come back as they were. The core replaces __FORGE_CKPT_NONCE__ with a
+# token of this run and reads only the line carrying it: a value whose
+# pickling prints a marker line of its own is not mistaken for the report.
 def _forge_ckpt():
     import dill, io, json
     dill.settings['recurse'] = True
@@ -21,6 +23,6 @@ def _forge_ckpt():
             skipped[k] = ('%s: %s' % (type(e).__name__, e))[:300]
     with open('.forge-checkpoint', 'wb') as f:
         dill.dump(keep, f)
-    print('__FORGE_CKPT__' + json.dumps({'saved': sorted(keep), 'skipped': skipped}))
+    print('\n__FORGE_CKPT__' + '__FORGE_CKPT_NONCE__' + json.dumps({'saved': sorted(keep), 'skipped': skipped}), flush=True)
 _forge_ckpt()
 del _forge_ckpt

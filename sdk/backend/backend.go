@@ -5,8 +5,15 @@ package backend
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -68,12 +75,20 @@ type WarmPool struct {
 // Checkpoint is the code a kernel runs in a session to save or load its
 // namespace. The core runs Save in an idle session; it writes the namespace
 // to CheckpointFile in the working directory and prints one line:
-// CheckpointMarker followed by JSON {"saved": [names], "skipped": {name:
-// why}}. The core keeps that file with a copy of the working directory.
-// To restore, the core writes them back into a new kernel's working
-// directory and runs Load, which reads CheckpointFile into the namespace
-// and prints CheckpointMarker followed by {"saved": [names]}. Neither may
-// leave names behind in the user's namespace.
+// CheckpointMarker, the nonce, then JSON {"saved": [names], "skipped": {name:
+// why}} (a CheckpointReport). The core keeps that file with a copy of the
+// working directory. To restore, the core writes them back into a new
+// kernel's working directory and runs Load, which reads CheckpointFile into
+// the namespace and prints CheckpointMarker, the nonce and {"saved":
+// [names]}. Neither may leave names behind in the user's namespace.
+//
+// The nonce: Save and Load must contain CheckpointNonce (in a string
+// literal); before each run the core replaces every occurrence with a fresh
+// random token (PrepareCheckpointCode) and accepts only the one line that
+// carries it (ParseCheckpointReport). User code runs during a save (a
+// value's __getstate__, an R active binding) and can print a marker line of
+// its own: without the token it is ignored. The core never takes times,
+// sizes or ids from the report: those it records itself.
 type Checkpoint struct {
 	Save, Load string
 	// Missing is what the kernel says when the image lacks what Save and
@@ -86,7 +101,118 @@ type Checkpoint struct {
 const (
 	CheckpointMarker = "__FORGE_CKPT__"
 	CheckpointFile   = ".forge-checkpoint"
+	// CheckpointNonce is the placeholder in Save and Load that the core
+	// replaces with a per-run random token (hex digits: safe in a string
+	// literal of any language).
+	CheckpointNonce = "__FORGE_CKPT_NONCE__"
 )
+
+// Bounds of a CheckpointReport: a report over them is refused, not cut.
+const (
+	MaxCheckpointNames  = 100_000
+	MaxCheckpointName   = 10_000 // bytes of one variable name (R's limit of a symbol)
+	MaxCheckpointReason = 4096   // bytes of one skipped variable's reason
+)
+
+// CheckpointReport is what Save (Saved and Skipped) and Load (Saved) print.
+type CheckpointReport struct {
+	Saved   []string          `json:"saved"`
+	Skipped map[string]string `json:"skipped,omitempty"`
+}
+
+// PrepareCheckpointCode returns code (Checkpoint.Save or Load) with a fresh
+// nonce in place of CheckpointNonce, and the nonce. Code without the
+// placeholder is an error: its report could not be told from a line the
+// user's code printed.
+func PrepareCheckpointCode(code string) (string, string, error) {
+	if !strings.Contains(code, CheckpointNonce) {
+		return "", "", fmt.Errorf("the backend's checkpoint code does not contain the nonce placeholder %s: its report could not be told from output of the user's code (see backend.Checkpoint)", CheckpointNonce)
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	nonce := hex.EncodeToString(b)
+	return strings.ReplaceAll(code, CheckpointNonce, nonce), nonce, nil
+}
+
+// ParseCheckpointReport finds the one report carrying nonce in stdout and
+// checks it: exactly one such line, only the fields of CheckpointReport,
+// names and reasons valid UTF-8 within the bounds above, no empty name, no
+// name twice, none both saved and skipped.
+func ParseCheckpointReport(stdout, nonce string) (CheckpointReport, error) {
+	var rep CheckpointReport
+	tag := CheckpointMarker + nonce
+	if nonce == "" {
+		return rep, errors.New("no nonce: prepare the code with PrepareCheckpointCode")
+	}
+	switch n := strings.Count(stdout, tag); {
+	case n == 0:
+		return rep, fmt.Errorf("the kernel did not report what it saved (stdout: %.200q)", stdout)
+	case n > 1:
+		return rep, fmt.Errorf("the kernel's report appears %d times: refused, something in the session printed the report's nonce", n)
+	}
+	rest := stdout[strings.Index(stdout, tag)+len(tag):]
+	if i := strings.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	dec := json.NewDecoder(strings.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		return CheckpointReport{}, fmt.Errorf("the kernel's report %.200q is not a checkpoint report: %w", rest, err)
+	}
+	if tail := strings.TrimSpace(rest[dec.InputOffset():]); tail != "" {
+		return CheckpointReport{}, fmt.Errorf("the kernel's report is followed by %.100q on its line", tail)
+	}
+	if err := rep.check(); err != nil {
+		return CheckpointReport{}, fmt.Errorf("the kernel's report: %w", err)
+	}
+	return rep, nil
+}
+
+func (r CheckpointReport) check() error {
+	if len(r.Saved)+len(r.Skipped) > MaxCheckpointNames {
+		return fmt.Errorf("%d names, over %d", len(r.Saved)+len(r.Skipped), MaxCheckpointNames)
+	}
+	seen := make(map[string]bool, len(r.Saved))
+	for _, n := range r.Saved {
+		if err := checkText("saved name", n, MaxCheckpointName); err != nil {
+			return err
+		}
+		if n == "" {
+			return errors.New("an empty saved name")
+		}
+		if seen[n] {
+			return fmt.Errorf("saved name %q given twice", n)
+		}
+		seen[n] = true
+	}
+	for n, why := range r.Skipped {
+		if err := checkText("skipped name", n, MaxCheckpointName); err != nil {
+			return err
+		}
+		if n == "" {
+			return errors.New("an empty skipped name")
+		}
+		if seen[n] {
+			return fmt.Errorf("%q is both saved and skipped", n)
+		}
+		if err := checkText("reason of "+strconv.Quote(n), why, MaxCheckpointReason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkText(what, s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%s of %d bytes, over %d", what, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s %q is not valid UTF-8", what, s)
+	}
+	return nil
+}
 
 // ExecuteRequest is one run of user code.
 type ExecuteRequest struct {

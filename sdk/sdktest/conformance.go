@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,12 @@ type Snippets struct {
 	SleepAfterSet string
 	SleptOut      string
 	Exit          string // ends the session's process (its state is lost)
+	// CheckpointForger, for a backend that reports Checkpoint code, stores
+	// a variable whose saving prints a line of its own: CheckpointMarker
+	// then {"saved":["__forged__"],"created":"2099-01-01T00:00:00Z"} (as a
+	// __getstate__ or an R active binding could). The save's report must
+	// still be told apart.
+	CheckpointForger string
 }
 
 // Option adjusts a conformance run.
@@ -384,6 +391,63 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 		stateIs(t, id, s.StateOut)
 	})
+	t.Run("checkpoint and restore", func(t *testing.T) {
+		need(t, s.SetState, s.GetState, s.StateOut)
+		c, err := b.Capabilities(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Checkpoint == nil {
+			t.Skip("the backend reports no checkpoint code (Capabilities.Checkpoint)")
+		}
+		id := open(t, "k")
+		if r := run(t, id, s.SetState, time.Minute, nil); !r.Success {
+			t.Fatalf("set state: %+v", r.Error)
+		}
+		if s.CheckpointForger != "" {
+			if r := run(t, id, s.CheckpointForger, time.Minute, nil); !r.Success {
+				t.Fatalf("checkpoint forger: %+v", r.Error)
+			}
+		}
+		// As the core runs them: a fresh nonce for each, only the line
+		// carrying it is the report (backend.ParseCheckpointReport).
+		ckpt := func(t *testing.T, code string) backend.CheckpointReport {
+			t.Helper()
+			code, nonce, err := backend.PrepareCheckpointCode(code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, id, code, 2*time.Minute, nil)
+			if !r.Success {
+				t.Fatalf("checkpoint code failed: %+v\nstdout %q\nstderr %q", r.Error, r.Stdout, r.Stderr)
+			}
+			rep, err := backend.ParseCheckpointReport(r.Stdout, nonce)
+			if err != nil {
+				t.Fatalf("report: %v", err)
+			}
+			return rep
+		}
+		saved := ckpt(t, c.Checkpoint.Save)
+		if len(saved.Saved) == 0 || slices.Contains(saved.Saved, "__forged__") {
+			t.Fatalf("Save reported %+v: want the state's variable(s), never the forged name", saved)
+		}
+		if err := sb.RestartSession(ctx, id); err != nil {
+			t.Fatalf("restart: %v", err)
+		}
+		if r := run(t, id, s.GetState, time.Minute, nil); r.Success && strings.TrimSpace(r.Stdout) == s.StateOut {
+			t.Fatal("state survived a restart: the restore would prove nothing")
+		}
+		// The restarted kernel has the same working directory, with
+		// CheckpointFile in it, as the core leaves it before Load.
+		loaded := ckpt(t, c.Checkpoint.Load)
+		a, b := slices.Clone(saved.Saved), slices.Clone(loaded.Saved)
+		slices.Sort(a)
+		slices.Sort(b)
+		if !slices.Equal(a, b) || len(loaded.Skipped) != 0 {
+			t.Fatalf("Load reported %+v, Save %+v: want the same names", loaded, saved)
+		}
+		stateIs(t, id, s.StateOut)
+	})
 	t.Run("dead session", func(t *testing.T) {
 		need(t, s.Exit, s.Print)
 		id := open(t, "d")
@@ -420,7 +484,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 	})
 	t.Run("close leaves nothing", func(t *testing.T) {
-		for _, id := range []string{"a", "b", "s", "e", "t", "r", "d"} {
+		for _, id := range []string{"a", "b", "s", "e", "t", "r", "k", "d"} {
 			if err := sb.CloseSession(ctx, prefix+id); err != nil {
 				t.Errorf("close %s: %v", id, err)
 			}
