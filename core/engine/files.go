@@ -178,7 +178,9 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 		return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
 	}
 	e.touch(s)
-	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: id, UserID: client, Success: true, Details: map[string]any{"path": clean, "bytes": len(data)}})
+	// session_id is the internal id, as on every session line (docs/audit.md):
+	// the caller's id alone is ambiguous between owners.
+	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data)}})
 	return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data)}, nil
 }
 
@@ -194,7 +196,7 @@ func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
 		var data []byte
 		if data, err = f.ReadFile(clean, e.maxFileSize()); err == nil {
 			e.touch(s)
-			e.rec.Record(audit.Entry{Event: "file.download", SessionID: id, UserID: client, Success: true, Details: map[string]any{"path": clean, "bytes": len(data), "tool": tool}})
+			e.rec.Record(audit.Entry{Event: "file.download", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data), "tool": tool}})
 			return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data), Data: data}, nil
 		}
 	}
