@@ -52,6 +52,7 @@ type Forge struct {
 	Environments *environments.Service
 	// Tools is the MCP tool bridge (mcp_tools), nil without a bridge plugin.
 	Tools *toolbridge.Service
+	quota *fsquota.Quota
 	stop  context.CancelFunc
 }
 
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		log.Info("released workspaces left by a previous run", "count", n)
 	}
 	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
-	f.Workspaces = ws
+	f.Workspaces, f.quota = ws, fsq
 	// The host services of each plugin's current process, so that a crash
 	// releases what its containers held.
 	var hostsMu sync.Mutex
@@ -266,6 +267,9 @@ func (f *Forge) Close() {
 	f.Sandbox.Shutdown(ctx)
 	if err := f.Workspaces.Close(); err != nil {
 		f.Log.Warn("could not remove every workspace", "error", err)
+	}
+	if err := f.quota.Close(); err != nil {
+		f.Log.Warn("could not remove the quota state of this server", "error", err)
 	}
 	f.Audit.Close()
 }
