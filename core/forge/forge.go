@@ -192,6 +192,13 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	if f.Engine, err = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine")); err != nil {
 		f.Plugins.Close()
 		sb.Shutdown(ctx)
+		// The plugins' warm pools provisioned workspaces meanwhile: a
+		// server that does not start releases them as a stopping one does
+		// (its watchdog, told of a clean stop, leaves them alone).
+		if err := ws.Close(); err != nil {
+			log.Warn("could not remove every workspace", "error", err)
+		}
+		_ = fsq.Close()
 		al.Close()
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
