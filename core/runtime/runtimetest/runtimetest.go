@@ -81,19 +81,20 @@ func (r *Runtime) AddImage(im runtime.ImageInfo) {
 	if im.ID == "" {
 		im.ID = fmt.Sprintf("sha256:%064d", len(r.images)+1)
 	}
-	var names []string
-	for _, n := range im.Names {
+	given := im.Names
+	im.Names = nil
+	for _, n := range given {
 		q := n
 		if !strings.Contains(strings.SplitN(n, "/", 2)[0], ".") && !strings.HasPrefix(n, "localhost/") {
 			q = "localhost/" + n
 		}
-		names = append(names, q)
-		r.images[n] = im
-		r.images[q] = im
+		im.Names = append(im.Names, q)
 	}
-	im.Names = names
-	for _, n := range names {
+	// Found by the name as given and qualified, and by ID; every lookup
+	// reports the qualified names, as Podman does.
+	for i, n := range given {
 		r.images[n] = im
+		r.images[im.Names[i]] = im
 	}
 	r.images[im.ID] = im
 }
