@@ -102,6 +102,7 @@ func newTestbed(t *testing.T) *testbed {
 		},
 		loadPlugins: machine.loadPlugins,
 		watchdog:    func(string, hclog.Logger) (watchdogHandle, error) { return noWatchdog{}, nil },
+		inspect:     machine.inspect,
 	}
 	return tb
 }
@@ -169,10 +170,10 @@ func TestFailedStartReleasesEverything(t *testing.T) {
 func TestEarlyFailuresReleaseWhatWasTaken(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name  string
-		break_ func(*testbed)
-		want  string
-		audit bool // the audit log was opened (and must be closed)
+		name   string
+		spoil func(*testbed)
+		want   string
+		audit  bool // the audit log was opened (and must be closed)
 	}{
 		{"audit log", func(tb *testbed) { tb.cfg.Security.AuditLog = filepath.Join(tb.cfg.Volumes.BasePath, "no", "\x00") }, "security.audit_log", false},
 		{"quota", func(tb *testbed) {
@@ -186,7 +187,7 @@ func TestEarlyFailuresReleaseWhatWasTaken(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			tb := newTestbed(t)
-			c.break_(tb)
+			c.spoil(tb)
 			_, err := build(context.Background(), tb.cfg, hclog.NewNullLogger(), tb.parts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("build: %v, want an error containing %q", err, c.want)

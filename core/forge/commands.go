@@ -67,7 +67,7 @@ func Doctor(ctx context.Context, cfg config.Config, o Options) error {
 func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error {
 	w := o.stdout()
 	fmt.Fprintf(w, "ok    %-16s %s\n", "config", orDefaults(o.ConfigPath))
-	sts := Inspect(ctx, cfg)
+	sts := m.inspect(ctx, cfg)
 	images := slices.Sorted(maps.Keys(Images(sts)))
 	rt := m.runtime(cfg)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
@@ -143,7 +143,7 @@ func ListImages(ctx context.Context, cfg config.Config, o Options) error {
 
 func listImages(ctx context.Context, cfg config.Config, o Options, m parts) error {
 	w := o.stdout()
-	sts := Inspect(ctx, cfg)
+	sts := m.inspect(ctx, cfg)
 	if len(sts) == 0 {
 		fmt.Fprintf(w, "no plugins found in %s; run `make build`\n", PluginDir(cfg))
 		return ErrFailed

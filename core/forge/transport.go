@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 )
 
@@ -51,15 +52,18 @@ func (c httpCore) PluginStatuses() []httpserver.PluginStatus {
 // Ready: Podman answers, a plugin is loaded, and the images of the loaded
 // backends (as they report them) exist.
 func (c httpCore) Ready(ctx context.Context) []httpserver.Check {
+	return readiness(ctx, c.f.runtime, c.f.Plugins.Statuses())
+}
+
+func readiness(ctx context.Context, rt Runtime, sts []plugins.Status) []httpserver.Check {
 	var checks []httpserver.Check
 	podmanOK := false
-	if info, err := c.f.runtime.Info(ctx); err != nil {
+	if info, err := rt.Info(ctx); err != nil {
 		checks = append(checks, httpserver.Check{Name: "podman", Detail: err.Error()})
 	} else {
 		podmanOK = true
 		checks = append(checks, httpserver.Check{Name: "podman", OK: true, Detail: "Podman " + info.Version + " at " + info.Socket})
 	}
-	sts := c.f.Plugins.Statuses()
 	var loaded, failed []string
 	for _, p := range sts {
 		if p.Error == "" {
@@ -78,7 +82,7 @@ func (c httpCore) Ready(ctx context.Context) []httpserver.Check {
 		ch := httpserver.Check{Name: "image " + img}
 		if !podmanOK {
 			ch.Detail = "not checked: Podman unreachable"
-		} else if _, ok, err := c.f.runtime.Image(ctx, img); err != nil {
+		} else if _, ok, err := rt.Image(ctx, img); err != nil {
 			ch.Detail = err.Error()
 		} else if !ok {
 			ch.Detail = "missing: run `make images`"

@@ -48,6 +48,8 @@ type parts struct {
 	// watchdog starts the process that removes this server's containers if
 	// it dies (serve on stdio).
 	watchdog func(configPath string, log hclog.Logger) (watchdogHandle, error)
+	// inspect learns what the plugins are, without serving (doctor, images).
+	inspect func(context.Context, config.Config) []plugins.Status
 }
 
 // machine are the real parts.
@@ -61,6 +63,7 @@ var machine = parts{
 	},
 	loadPlugins: func(ctx context.Context, m *plugins.Manager, _ plugins.HostFactory) []error { return m.LoadAll(ctx) },
 	watchdog:    startWatchdog,
+	inspect:     Inspect,
 }
 
 // undoStack is what a successful New did, as undo steps: each step that
