@@ -170,10 +170,10 @@ func TestFailedStartReleasesEverything(t *testing.T) {
 func TestEarlyFailuresReleaseWhatWasTaken(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name   string
+		name  string
 		spoil func(*testbed)
-		want   string
-		audit  bool // the audit log was opened (and must be closed)
+		want  string
+		audit bool // the audit log was opened (and must be closed)
 	}{
 		{"audit log", func(tb *testbed) { tb.cfg.Security.AuditLog = filepath.Join(tb.cfg.Volumes.BasePath, "no", "\x00") }, "security.audit_log", false},
 		{"quota", func(tb *testbed) {
