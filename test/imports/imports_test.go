@@ -2,7 +2,9 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver talks to the engine, never to the runtime.
+// bindings; mcpserver talks to the engine, never to the runtime; httpserver
+// is a transport behind its own interfaces; cmd is flags and one call into
+// the assembly (core/forge).
 package imports
 
 import (
@@ -112,6 +114,19 @@ var rules = []rule{
 	{"core/mcpserver talks to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
 		return from == "core/mcpserver" && (under(to, "core/runtime") || to == "core/sandbox")
 	}},
+	{"core/httpserver is a transport: it reaches the core through its own interfaces, never core/forge or the parts forge assembles", func(from, to string) bool {
+		if from != "core/httpserver" {
+			return false
+		}
+		switch to {
+		case "core/forge", "core/engine", "core/plugins", "core/sandbox", "core/mcpserver", "core/hostsvc", "core/workspace", "core/toolbridge", "core/environments":
+			return true
+		}
+		return under(to, "core/runtime")
+	}},
+	{"cmd/mcp-forge parses flags, loads the configuration and calls core/forge: it imports no other core package but core/config", func(from, to string) bool {
+		return from == "cmd/mcp-forge" && internal(to) && to != "core/forge" && to != "core/config"
+	}},
 	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
 		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"
 	}},
@@ -154,6 +169,12 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/policy", "sdk/bridge"},
 		{"core/mcpserver", "core/runtime"},
 		{"core/engine", "github.com/containers/podman/v5/pkg/bindings"},
+		{"core/httpserver", "core/forge"},
+		{"core/httpserver", "core/runtime"},
+		{"core/httpserver", "core/engine"},
+		{"cmd/mcp-forge", "core/engine"},
+		{"cmd/mcp-forge", "core/httpserver"},
+		{"cmd/mcp-forge", "sdk/plugin"},
 	}
 	for _, c := range cases {
 		forbidden := false
@@ -168,6 +189,7 @@ func TestRulesForbidSomething(t *testing.T) {
 	for _, c := range []struct{ from, to string }{
 		{"core/engine", "sdk/backend"}, {"plugins/jupyter", "sdk/jupyter"}, {"core/runtime/podman", "core/runtime"},
 		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
+		{"cmd/mcp-forge", "core/config"}, {"core/forge", "core/httpserver"}, {"core/httpserver", "core/tenant"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {
