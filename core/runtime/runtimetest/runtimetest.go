@@ -82,18 +82,19 @@ func (r *Runtime) AddImage(im runtime.ImageInfo) {
 	if im.ID == "" {
 		im.ID = fmt.Sprintf("sha256:%064d", len(r.images)+1)
 	}
+	given := im.Names
 	var names []string
-	for _, n := range im.Names {
+	for _, n := range given {
 		q := n
 		if !strings.Contains(strings.SplitN(n, "/", 2)[0], ".") && !strings.HasPrefix(n, "localhost/") {
 			q = "localhost/" + n
 		}
 		names = append(names, q)
-		r.images[n] = im
-		r.images[q] = im
 	}
+	// Whatever name it is looked up by, the image reports its qualified
+	// names, as Podman does (the policy checks them against the allowlist).
 	im.Names = names
-	for _, n := range names {
+	for _, n := range append(given, names...) {
 		r.images[n] = im
 	}
 	r.images[im.ID] = im

@@ -26,6 +26,20 @@ func TestFakePassesTheContract(t *testing.T) {
 	RunContract(t, s)
 }
 
+// An image looked up by the name it was added as reports its qualified
+// names, as Podman does: the policy compares those with the allowlist.
+func TestImageNamesAreQualified(t *testing.T) {
+	t.Parallel()
+	rt := New(runtime.ImageInfo{Names: []string{"mcp-forge/python:3.11", "quay.io/x/y:1"}})
+	want := []string{"localhost/mcp-forge/python:3.11", "quay.io/x/y:1"}
+	for _, name := range []string{"mcp-forge/python:3.11", "localhost/mcp-forge/python:3.11", "quay.io/x/y:1"} {
+		im, ok, err := rt.Image(context.Background(), name)
+		if err != nil || !ok || strings.Join(im.Names, " ") != strings.Join(want, " ") {
+			t.Errorf("Image(%q) = %v, %v, %v; want names %v", name, im.Names, ok, err, want)
+		}
+	}
+}
+
 func TestScriptedFailures(t *testing.T) {
 	rt, s := fakeSubject()
 	ctx := context.Background()
