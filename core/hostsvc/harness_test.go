@@ -133,10 +133,7 @@ func kindOf(err error) host.Kind {
 // entries lists the rig's workspace directories.
 func (r *rig) entries(t *testing.T) []string {
 	t.Helper()
-	list, err := os.ReadDir(r.ws.Root())
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
+	list, _ := os.ReadDir(r.ws.Root()) // none, or not a directory: nothing left
 	var names []string
 	for _, e := range list {
 		names = append(names, e.Name())
