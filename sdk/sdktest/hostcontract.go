@@ -363,6 +363,9 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if err := sb.Remove(ctx, c.ID); err != nil {
 			t.Fatal(err)
 		}
+		if err := sb.Remove(ctx, c.ID); err != nil {
+			t.Errorf("Remove of a removed container = %v; it is removed, which is what was asked", err)
+		}
 		if err := sb.Start(ctx, c.ID); err == nil {
 			t.Error("Start of a removed container succeeded")
 		}
@@ -372,6 +375,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		unknown := strings.Repeat("ab", 32)
 		for name, err := range map[string]error{
 			"Start":  sb.Start(ctx, unknown),
+			"Remove": sb.Remove(ctx, unknown),
 			"Stop":   sb.Stop(ctx, unknown, 0),
 			"Signal": sb.Signal(ctx, unknown, "TERM", host.SignalInit),
 			"State":  second(sb.State(ctx, unknown)),

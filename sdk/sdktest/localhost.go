@@ -38,6 +38,7 @@ type LocalHost struct {
 	mu       sync.Mutex
 	ctrs     map[string]*localCtr
 	sessions map[string]string // session id → workspace made for it
+	removed  map[string]bool   // containers removed: removing them again succeeds, as in the core
 	Events   []host.Event
 }
 
@@ -77,7 +78,7 @@ var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
 
 // NewLocalHost returns a fake host with workspaces under base.
 func NewLocalHost(base string) *LocalHost {
-	return &LocalHost{Base: base, ctrs: map[string]*localCtr{}, sessions: map[string]string{}}
+	return &LocalHost{Base: base, ctrs: map[string]*localCtr{}, sessions: map[string]string{}, removed: map[string]bool{}}
 }
 
 // Sandbox implements host.Host.
@@ -380,9 +381,16 @@ func (h *LocalHost) Stop(_ context.Context, id string, _ time.Duration) error {
 }
 
 // Remove implements host.Sandbox; an ephemeral workspace goes with it.
+// Removing a removed container succeeds.
 func (h *LocalHost) Remove(_ context.Context, id string) error {
 	c, err := h.get(id)
 	if err != nil {
+		h.mu.Lock()
+		gone := h.removed[id]
+		h.mu.Unlock()
+		if gone {
+			return nil
+		}
 		return err
 	}
 	if c.cmd.Process != nil {
@@ -394,6 +402,7 @@ func (h *LocalHost) Remove(_ context.Context, id string) error {
 	}
 	h.mu.Lock()
 	delete(h.ctrs, id)
+	h.removed[id] = true
 	h.mu.Unlock()
 	return nil
 }
