@@ -387,7 +387,9 @@ func TestWarmPool(t *testing.T) {
 	t.Parallel()
 	h := newFakeHost(t)
 	b := newBackend(t, h, testSpec(), "")
-	warm := func(n int) func() bool { return func() bool { p := b.Pool(); return p != nil && p.Warm == n && p.Starting == 0 } }
+	warm := func(n int) func() bool {
+		return func() bool { p := b.Pool(); return p != nil && p.Warm == n && p.Starting == 0 }
+	}
 	waitFor(t, "a warm kernel", warm(1))
 	info := open(t, b, backend.OpenSessionRequest{SessionID: "s1"})
 	if !strings.HasPrefix(info.WorkspaceID, poolIDPrefix) || info.SessionID != "s1" {
@@ -409,7 +411,12 @@ func TestWarmPool(t *testing.T) {
 	h.kernelOf(dead.ctr).stop()
 	info = open(t, b, backend.OpenSessionRequest{SessionID: "s4"})
 	p := b.Pool()
+	// The dead kernel's replacement starts as it is taken, and may be
+	// ready by the time the heartbeat gave up on it: then s4 takes that.
 	want := backend.WarmPool{Size: 1, Hits: 1, Misses: 2, Retired: 1}
+	if info.WorkspaceID != "" {
+		want.Hits, want.Misses = 2, 1
+	}
 	got := backend.WarmPool{Size: p.Size, Hits: p.Hits, Misses: p.Misses, Retired: p.Retired}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("pool counters (-want +got):\n%s", d)
