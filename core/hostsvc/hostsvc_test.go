@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -374,7 +375,7 @@ func TestQuotaKills(t *testing.T) {
 		t.Errorf("State message %q, want %q", st.Message, w.Message)
 	}
 	v := r.rec.find(audit.SecurityViolation)
-	if len(v) != 1 || v[0].Details["rule"] != "workspace-quota" || v[0].Details["owner"] != "python" {
+	if len(v) != 1 || v[0].Details["rule"] != workspace.RuleQuota || v[0].Details["enforced"] != "walk" || v[0].Details["owner"] != "python" || v[0].SessionID == "" {
 		t.Fatalf("violations %+v", v)
 	}
 	// Within the quota nothing happens.
