@@ -395,12 +395,3 @@ func (r *Registry) Running(name string) int {
 	defer r.mu.Unlock()
 	return s.running
 }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
