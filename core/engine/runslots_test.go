@@ -93,10 +93,7 @@ func TestRunSlotHeldUntilContainersGone(t *testing.T) {
 // a new session_id of an execute and restore_session of a session that is
 // gone alike. Replacing the kernel of a live session creates none.
 func TestSessionQuotaCoversRestore(t *testing.T) {
-	r := newRig(t, nil, func(r *rig) {
-		r.kernel.Caps.Checkpoint = &backend.Checkpoint{Save: "save", Load: backend.CheckpointMarker + `{"saved": ["x"]}`}
-		r.pm.Add("kernel", r.kernel) // the status carries the capabilities
-	})
+	r := ckptRig(t, nil, func(nonce string) string { return backend.CheckpointMarker + nonce + `{"saved":["x"]}` + "\n" }, false)
 	cfg := config.Default()
 	cfg.Tenants = map[string]config.Tenant{"bob": {APIKeySHA256: []string{tenant.HashKey("kb")}, MaxSessions: 2}}
 	rec := &quotaLog{}
