@@ -219,6 +219,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	f.Engine = eng
 	f.undo.push("sessions", func(ctx context.Context) error { eng.CloseAll(ctx); return nil })
 	eng.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
+	eng.RunGone = sb.RunGone
 	eng.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
 		_, ok, err := rt.Image(ctx, ref)
 		return ok, err

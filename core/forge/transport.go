@@ -24,17 +24,14 @@ var _ httpserver.Core = httpCore{}
 func (c httpCore) MCPServer(*http.Request) *mcp.Server { return c.f.MCP.MCP() }
 
 // UseTenants: the MCP server names each request's tenant and applies its
-// quotas to tool calls.
+// run and rate quotas to tool calls; the engine admits every live session
+// a tenant gets, whichever tool creates it (execute_*, restore_session),
+// so its session quota is asked there.
 func (c httpCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 	f := c.f
 	f.MCP.SetIdentity(reg.Identify)
-	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(func(t string) []string {
-		var ids []string
-		for _, v := range f.Engine.Sessions(t, false) {
-			ids = append(ids, v.ID)
-		}
-		return ids
-	}, f.Audit, obs))
+	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(f.Audit, obs))
+	f.Engine.SessionQuota = reg.SessionQuota(f.Audit, obs)
 }
 
 func (c httpCore) Record(e audit.Entry)              { c.f.Audit.Record(e) }

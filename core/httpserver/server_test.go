@@ -49,7 +49,7 @@ func (c *fakeCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 	c.mu.Lock()
 	c.reg = reg
 	c.mu.Unlock()
-	c.srv.AddReceivingMiddleware(reg.Middleware(func(string) []string { return nil }, c, obs))
+	c.srv.AddReceivingMiddleware(reg.Middleware(c, obs))
 }
 
 func (c *fakeCore) Record(e audit.Entry) {
