@@ -11,7 +11,10 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 )
 
-require github.com/prometheus/client_golang v1.22.0
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/prometheus/client_golang v1.22.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -151,16 +151,9 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	max, err := config.ParseSize(o.Config.MaxImageSize)
-	if err != nil {
-		return nil, fmt.Errorf("environment_builder.max_image_size: %w", err)
-	}
-	prune := builder.Prune{MaxAge: time.Duration(o.Config.Storage.MaxAgeDays) * 24 * time.Hour}
-	if o.Config.Storage.MaxSize != "" {
-		if prune.MaxBytes, err = config.ParseSize(o.Config.Storage.MaxSize); err != nil {
-			return nil, fmt.Errorf("environment_builder.storage.max_size: %w", err)
-		}
-	}
+	max := int64(o.Config.MaxImageSize)
+	// Storage.MaxSize 0 is no bound, as Prune.MaxBytes 0 is.
+	prune := builder.Prune{MaxAge: time.Duration(o.Config.Storage.MaxAgeDays) * 24 * time.Hour, MaxBytes: int64(o.Config.Storage.MaxSize)}
 	if err := os.MkdirAll(filepath.Join(o.StateDir, "builds"), 0o700); err != nil {
 		return nil, fmt.Errorf("builds directory: %w", err)
 	}

@@ -476,7 +476,7 @@ func TestRateAndConcurrencyLimits(t *testing.T) {
 }
 
 func TestOversizeImageRemoved(t *testing.T) {
-	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxImageSize = "1k" })
+	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxImageSize = 1 << 10 })
 	r.im.size = 4096
 	_, err := r.svc.Build(context.Background(), Request{Name: "big", Packages: []string{"rich"}, Owner: "a"})
 	if refusedBy(t, err) != RuleImageSize || !strings.Contains(err.Error(), "removed") {
@@ -684,9 +684,9 @@ func TestBuildExtras(t *testing.T) {
 // cache and the storage bounds; its size refusal is max_image_size's.
 func TestBuildLimitsReachTheBuilder(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) {
-		c.MaxImageSize = "10k"
+		c.MaxImageSize = 10 << 10
 		c.UVCachePath = "/var/cache/x"
-		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: "1m"}
+		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: 1 << 20}
 	})
 	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
 		t.Fatal(err)

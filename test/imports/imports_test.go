@@ -2,7 +2,8 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver talks to the engine, never to the runtime.
+// bindings; mcpserver talks to the engine, never to the runtime; only
+// config parses sizes.
 package imports
 
 import (
@@ -93,6 +94,12 @@ var rules = []rule{
 	{"core/config is a leaf", func(from, to string) bool {
 		return from == "core/config" && internal(to)
 	}},
+	// Sizes of the configuration are parsed once, into config.Size, when it
+	// is loaded (its parser is unexported): the rest of the server reads
+	// bytes and never parses "512m" itself.
+	{"only core/config parses sizes (github.com/docker/go-units)", func(from, to string) bool {
+		return to == "github.com/docker/go-units" && from != "core/config" && (under(from, "core") || under(from, "cmd") || under(from, "test"))
+	}},
 	{"core/runtime is a leaf (its podman package imports only it)", func(from, to string) bool {
 		if from == "core/runtime" {
 			return internal(to)
@@ -149,6 +156,7 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"plugins/jupyter", "core/workspace"},
 		{"core/engine", "plugins/internal/toolrun"},
 		{"core/config", "core/audit"},
+		{"core/policy", "github.com/docker/go-units"},
 		{"core/runtime", "core/policy"},
 		{"core/runtime/podman", "core/audit"},
 		{"core/policy", "sdk/bridge"},
@@ -168,6 +176,7 @@ func TestRulesForbidSomething(t *testing.T) {
 	for _, c := range []struct{ from, to string }{
 		{"core/engine", "sdk/backend"}, {"plugins/jupyter", "sdk/jupyter"}, {"core/runtime/podman", "core/runtime"},
 		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
+		{"core/config", "github.com/docker/go-units"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {
