@@ -3,7 +3,7 @@
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
 // bindings; mcpserver talks to the engine, never to the runtime; only
-// config parses sizes.
+// config parses sizes; core/workspace knows nothing of the plugin API.
 package imports
 
 import (
@@ -116,6 +116,11 @@ var rules = []rule{
 		}
 		return true
 	}},
+	// Workspaces serve the engine and the host services alike: their
+	// refusals are their own errors, which core/hostsvc answers plugins with.
+	{"core/workspace imports nothing of sdk (the plugin API is core/hostsvc's)", func(from, to string) bool {
+		return from == "core/workspace" && under(to, "sdk")
+	}},
 	{"core/mcpserver talks to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
 		return from == "core/mcpserver" && (under(to, "core/runtime") || to == "core/sandbox")
 	}},
@@ -161,6 +166,7 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/runtime/podman", "core/audit"},
 		{"core/policy", "sdk/bridge"},
 		{"core/mcpserver", "core/runtime"},
+		{"core/workspace", "sdk/host"},
 		{"core/engine", "github.com/containers/podman/v5/pkg/bindings"},
 	}
 	for _, c := range cases {
@@ -177,6 +183,7 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/engine", "sdk/backend"}, {"plugins/jupyter", "sdk/jupyter"}, {"core/runtime/podman", "core/runtime"},
 		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
 		{"core/config", "github.com/docker/go-units"},
+		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {
