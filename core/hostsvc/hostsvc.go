@@ -120,7 +120,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	}
 	labels := map[string]string{}
 	for k, v := range in.Labels {
-		labels["io.mcp-forge.x-"+k] = v
+		labels[runtime.LabelPluginPrefix+k] = v
 	}
 	if in.CodeHash != "" {
 		labels[runtime.LabelCodeHash] = in.CodeHash
