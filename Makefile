@@ -59,7 +59,7 @@ doctor: build
 test: setup build
 	@scripts/test.sh
 
-## test-unit: unit tests only (seed corpora of the fuzz targets included), no Podman needed
+## test-unit: unit tests only (seed corpora of the fuzz targets included): no Podman, loop device or mount
 test-unit:
 	go test ./... ./sdk/...
 
