@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
 
 // Session states. A session is "starting" until its kernel is up, "busy"
@@ -362,8 +363,8 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 		if err := s.grant.Extend(ctx, tools.ids); err != nil {
 			return backend.ExecuteResult{}, nil, err
 		}
-		if s.Language == "r" {
-			notices = append(notices, "tools added to this session: run source(\"/forge/tools/r/forge_tools.R\") to load their functions")
+		if hint := bridge.LateToolsHint(s.Language); hint != "" {
+			notices = append(notices, hint)
 		}
 	}
 	if s.grant != nil {

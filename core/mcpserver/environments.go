@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 )
@@ -55,7 +56,7 @@ type PackageVersion struct {
 // BuildEnvironmentOutput is build_environment's structured result.
 type BuildEnvironmentOutput struct {
 	Success        bool             `json:"success"`
-	Image          string           `json:"image,omitempty" jsonschema:"pass it as custom_image to execute_python or execute_r"`
+	Image          string           `json:"image,omitempty" jsonschema:"pass it as custom_image to an execute_<language> tool"`
 	Packages       []PackageVersion `json:"packages,omitempty" jsonschema:"every installed package with its version, dependencies included"`
 	SizeBytes      int64            `json:"size_bytes,omitempty" jsonschema:"the whole image, base included"`
 	BuildTime      float64          `json:"build_time,omitempty" jsonschema:"seconds"`
@@ -105,16 +106,33 @@ type DeleteEnvironmentOutput struct {
 	Error   *ErrorInfo `json:"error,omitempty"`
 }
 
+// executeTools names the execute tools of the loaded languages, as a
+// sentence does ("execute_python or execute_r"): the core names no
+// language of its own.
+func executeTools(langs []engine.Language) string {
+	names := make([]string, len(langs))
+	for i, l := range langs {
+		names[i] = "execute_" + l.ID
+	}
+	switch len(names) {
+	case 0:
+		return "an execute_<language> tool"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 func (s *Server) addEnvironmentTools() {
 	b := s.cfg.EnvironmentBuilder
 	addTool(s.mcp, &mcp.Tool{
 		Name: "build_environment", Title: "Build a custom environment",
 		Description: fmt.Sprintf("Build an image mcp-forge/custom:<name> with extra packages on top of a sandbox image, then run code in it with "+
-			"execute_python or execute_r and custom_image. Packages are checked against the server's allowlist, blocklist and approval rules "+
+			"%s and custom_image. Packages are checked against the server's allowlist, blocklist and approval rules "+
 			"(a package needing approval is asked of the user when the client supports it), at most %d per build, %d builds an hour per user, "+
 			"%d s per build. Nothing is downloaded into a container and no package code runs while building. An identical request reuses "+
 			"the existing image (cache_hit). Progress is reported while it resolves, downloads, layers and checks. Templates and existing "+
-			"environments: %s.", b.MaxPackagesPerBuild, b.BuildRateLimit.MaxBuildsPerHour, b.MaxBuildTime, EnvironmentsURI),
+			"environments: %s.", executeTools(s.eng.Languages()), b.MaxPackagesPerBuild, b.BuildRateLimit.MaxBuildsPerHour, b.MaxBuildTime, EnvironmentsURI),
 		InputSchema: schemaFor[BuildEnvironmentInput](), OutputSchema: schemaFor[BuildEnvironmentOutput](),
 	}, s.buildEnvironment)
 	addTool(s.mcp, &mcp.Tool{

@@ -62,3 +62,14 @@ type WireResponse struct {
 	Images []string   `json:"images,omitempty"`
 	Error  *WireError `json:"error,omitempty"`
 }
+
+// LateToolsHint is what a session's code must do to see tools granted after
+// its kernel started, for the languages whose startup files load the
+// wrappers once ("" where they appear by themselves: Python imports the
+// package when the code does).
+func LateToolsHint(language string) string {
+	if language == "r" {
+		return `tools added to this session: run source("` + SandboxDir + `/r/forge_tools.R") to load their functions`
+	}
+	return ""
+}
