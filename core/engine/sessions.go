@@ -162,8 +162,11 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 	return sb, nil
 }
 
-// acquire finds or creates (as "starting") the session for an execute.
-func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error) {
+// acquire finds or creates (as "starting") the session for an execute or a
+// restore. It is the one place where a live session is admitted: the
+// owner's quota (SessionQuota) and sessions.max_concurrent are checked here,
+// under the lock that adds the session, whichever tool asks.
+func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool string) (*Session, bool, error) {
 	key := sessionKey{req.Client, req.SessionID}
 	// A checkpoint matters only to a session that is not in the table, and
 	// reading it is file I/O: a live session (every execute but a session's
@@ -184,6 +187,19 @@ func (e *Engine) acquire(req Request, backendName string) (*Session, bool, error
 		have := e.LanguageName(ckpt.Language)
 		return nil, false, refusal(RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
 			req.SessionID, have, have, ckpt.Language)
+	}
+	if s == nil && e.SessionQuota != nil {
+		var live []string
+		for k := range e.sessions {
+			if k.owner == req.Client {
+				live = append(live, k.id)
+			}
+		}
+		if err := e.SessionQuota.CheckSessions(req.Client, live); err != nil {
+			e.mu.Unlock()
+			e.SessionQuota.Refused(ctx, req.Client, tool, req.SessionID, err)
+			return nil, false, err
+		}
 	}
 	if s == nil && n < e.cfg.Sessions.MaxConcurrent {
 		now := time.Now()

@@ -20,8 +20,10 @@ const (
 	// (host.Intent.Labels): key k is LabelPluginPrefix+k on the container.
 	LabelPluginPrefix = "io.mcp-forge.x-"
 	// LabelRun is the plugin label host.LabelRun as the container carries
-	// it: the run a stateless container serves. core/runtime imports no
-	// sdk, so it is spelled out here; a test of core/hostsvc binds the two.
+	// it: the run a stateless container serves (audited as its run_id; the
+	// run's slots are held until every container of the run is gone).
+	// core/runtime imports no sdk, so it is spelled out here; a test of
+	// core/hostsvc binds the two.
 	LabelRun = LabelPluginPrefix + "run"
 )
 

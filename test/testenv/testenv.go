@@ -57,7 +57,7 @@ func skipUnlessE2E(t testing.TB) {
 // that takes one goes on to mount, start servers or create containers.
 func BaseDir(t testing.TB) string {
 	t.Helper()
-	skipUnlessE2E(t)
+	Require(t) // a base path is for servers and containers: the end-to-end tier only
 	d, err := os.MkdirTemp("/var/tmp", "forge-")
 	if err != nil {
 		t.Fatal(err)
