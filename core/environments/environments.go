@@ -828,10 +828,18 @@ func (s *Service) checkOwner(ctx context.Context, owner, image, field string) er
 	if err != nil {
 		return fmt.Errorf("%s %q: cannot tell whose image it is: %w", field, image, err)
 	}
-	if !found || im.Labels[LabelInstance] != s.o.Instance {
-		return nil
+	if !found || im.Labels[LabelInstance] == "" {
+		return nil // no environment: the image policy judges it
 	}
 	name := im.Labels[LabelName]
+	if im.Labels[LabelInstance] != s.o.Instance {
+		// Built by another MCP-Forge on this host (or this one on another
+		// base path): its owner is a tenant this server cannot vouch for,
+		// so nobody here may run in it or build on it.
+		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+			"%s %q is an environment another MCP-Forge server built; build your own with build_environment", field, image)},
+			map[string]any{"field": field, "image": image, "instance": im.Labels[LabelInstance]})
+	}
 	if im.Labels[LabelOwner] != owner {
 		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
 			"%s %q is an environment of another user; build your own with build_environment", field, image)},

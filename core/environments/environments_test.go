@@ -655,6 +655,29 @@ func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
 	}
 }
 
+// An environment another MCP-Forge server on this host built (another
+// instance label) is nobody's here: not even a tenant of the same name may
+// run in it or build on it (it was usable by anyone who knew its name).
+func TestOtherInstancesEnvironmentsRefused(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	im, _, _ := r.im.Image(context.Background(), Ref("alices"))
+	r.im.mu.Lock()
+	r.im.images[im.ID].Labels[LabelInstance] = "another-forge"
+	r.im.mu.Unlock()
+	for _, owner := range []string{"alice", "mallory"} {
+		if err := r.svc.CheckUse(context.Background(), owner, Ref("alices")); err == nil || refusedBy(t, err) != RuleOwner {
+			t.Errorf("custom_image of another forge's environment by %s: %v", owner, err)
+		}
+		_, err := r.svc.Build(context.Background(), Request{Name: owner + "-on-it", BaseImage: Ref("alices"), Packages: []string{"numpy"}, Owner: owner})
+		if err == nil || refusedBy(t, err) != RuleOwner {
+			t.Errorf("base_image of another forge's environment by %s: %v", owner, err)
+		}
+	}
+}
+
 // Extras reach the builder; a builder whose plan drops them is refused
 // before it builds (issue 20, item 9: they were dropped with a warning).
 func TestBuildExtras(t *testing.T) {
