@@ -126,12 +126,11 @@ type limits struct {
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
-	size := func(s string) int64 { n, _ := config.ParseSize(s); return n } // validated with the configuration
 	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[sessionKey]*Session{},
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
-		limits: limits{code: size(cfg.Execution.MaxCodeSize), output: size(cfg.Execution.MaxOutput), image: size(cfg.Execution.MaxImageSize),
-			envValue: size(cfg.Execution.MaxEnvValue), envTotal: size(cfg.Execution.MaxEnvTotal),
-			ckptStore: size(cfg.Sessions.CheckpointStoreQuota)}}
+		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize),
+			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal),
+			ckptStore: int64(cfg.Sessions.CheckpointStoreQuota)}}
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}

@@ -100,11 +100,12 @@ func PluginDir(cfg config.Config) string {
 // setting ([plugins.NAME.config] image, merged over these by the plugin
 // manager), by default the image the plugin declares.
 func PluginSettings(cfg config.Config) func(string) map[string]any {
-	maxOut, _ := config.ParseSize(cfg.Execution.MaxOutput)
-	maxImg, _ := config.ParseSize(cfg.Execution.MaxImageSize)
+	maxOut, maxImg := int64(cfg.Execution.MaxOutput), int64(cfg.Execution.MaxImageSize)
 	return func(string) map[string]any {
+		// default_memory travels as the configuration writes it ("512m"):
+		// that is the plugins' wire format.
 		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg,
-			"default_memory": cfg.Execution.DefaultMemory, "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.MaxTimeout}
+			"default_memory": cfg.Execution.DefaultMemory.String(), "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.MaxTimeout}
 	}
 }
 
@@ -112,7 +113,7 @@ func PluginSettings(cfg config.Config) func(string) map[string]any {
 // code up to execution.max_code_size, output up to execution.max_output and
 // images up to execution.max_image_size.
 func MessageLimit(cfg config.Config) int {
-	return plugin.MessageLimit(mustSize(cfg.Execution.MaxCodeSize), mustSize(cfg.Execution.MaxOutput), mustSize(cfg.Execution.MaxImageSize))
+	return plugin.MessageLimit(int64(cfg.Execution.MaxCodeSize), int64(cfg.Execution.MaxOutput), int64(cfg.Execution.MaxImageSize))
 }
 
 // New builds the core, reconciles containers left by dead servers and starts
@@ -170,7 +171,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	} else if n > 0 {
 		log.Info("released workspaces left by a previous run", "count", n)
 	}
-	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
+	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), int64(cfg.Volumes.SessionQuota), fsq)
 	f.Workspaces = ws
 	// The plugins' warm pools provision workspaces as they start: a server
 	// that does not start releases them as a stopping one does (its
@@ -277,8 +278,3 @@ func (f *Forge) sweep(ctx context.Context) {
 // and the plugins, removes this server's containers and workspaces and
 // closes the audit log: every step of New undone, in reverse.
 func (f *Forge) Close() { f.undo.run(f.Log) }
-
-func mustSize(s string) int64 {
-	n, _ := config.ParseSize(s)
-	return n
-}

@@ -59,7 +59,7 @@ var machine = parts{
 		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{Required: cfg.Volumes.EnforceQuota})
 	},
 	audit: func(cfg config.Config) (*audit.Logger, error) {
-		return audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+		return audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
 	},
 	loadPlugins: func(ctx context.Context, m *plugins.Manager, _ plugins.HostFactory) []error { return m.LoadAll(ctx) },
 	watchdog:    startWatchdog,

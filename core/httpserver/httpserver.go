@@ -134,10 +134,7 @@ func New(cfg config.Config, core Core, addr string, log hclog.Logger) (*Server, 
 
 // Handler is the MCP endpoint with every protection in front of it.
 func (s *Server) Handler() (http.Handler, error) {
-	maxBody, err := config.ParseSize(s.cfg.Server.MaxRequestBody)
-	if err != nil {
-		return nil, fmt.Errorf("server.max_request_body: %w", err)
-	}
+	maxBody := int64(s.cfg.Server.MaxRequestBody)
 	var h http.Handler = mcp.NewStreamableHTTPHandler(s.core.MCPServer, &mcp.StreamableHTTPOptions{
 		// Stateless: the newest protocol version is sessionless and older
 		// clients work too; our sessions are keyed by tenant, not by the

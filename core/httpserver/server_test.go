@@ -200,7 +200,7 @@ func TestRefusals(t *testing.T) {
 		{name: "trusted origin", cfg: func(c *config.Config) { c.Server.AllowedOrigins = []string{"https://app.example"} },
 			body: listTools, header: map[string]string{"Origin": "https://app.example", "Sec-Fetch-Site": "cross-site"}, code: 200, contains: `"echo"`},
 		{name: "rebinding host", body: listTools, header: map[string]string{"Host": "evil.example"}, code: 403},
-		{name: "body too large", cfg: func(c *config.Config) { c.Server.MaxRequestBody = "64" }, body: callEcho(strings.Repeat("x", 200)), code: 413},
+		{name: "body too large", cfg: func(c *config.Config) { c.Server.MaxRequestBody = 64 }, body: callEcho(strings.Repeat("x", 200)), code: 413},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -386,7 +386,6 @@ func TestConfigurationRefused(t *testing.T) {
 			authenticated(c)
 			c.Auth.JWT = config.JWT{JWKSFile: filepath.Join(t.TempDir(), "none.json"), Issuer: "i", Audience: "a", TenantClaim: "sub"}
 		}, false, "none.json"},
-		{"bad body size", "127.0.0.1:0", func(c *config.Config) { c.Server.MaxRequestBody = "lots" }, true, "server.max_request_body"},
 		{"bad origin", "127.0.0.1:0", func(c *config.Config) { c.Server.AllowedOrigins = []string{"not a url"} }, true, "server.allowed_origins"},
 		{"no body timeout", "127.0.0.1:0", func(c *config.Config) { c.Server.RequestBodyTimeout = 0 }, true, "server.request_body_timeout must be a positive"},
 		{"bad TLS files", "127.0.0.1:0", func(c *config.Config) { c.Server.TLSCert, c.Server.TLSKey = "/nonexistent/c.pem", "/nonexistent/k.pem" }, true, "server.tls_cert/tls_key"},
