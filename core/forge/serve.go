@@ -73,7 +73,26 @@ func serve(ctx context.Context, cfg config.Config, o Options, m parts) error {
 	if stop := cpuProfile(log); stop != nil {
 		defer stop()
 	}
-	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {
+	addr, useHTTP := HTTPAddress(cfg, o.HTTPAddr)
+	if useHTTP {
+		// Refuse an unauthenticated public bind before starting anything.
+		if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated() || cfg.Auth.JWT.JWKSFile != "", cfg.Server.AllowUnauthenticated); err != nil {
+			return err
+		}
+	}
+	// The watchdog comes first, whatever the transport: no container may
+	// exist that it would not remove if this process were killed.
+	wd, err := m.watchdog(o.ConfigPath, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return err
+	}
+	defer func() {
+		if err := wd.Stop(10 * time.Second); err != nil {
+			log.Warn("watchdog", "error", err)
+		}
+	}()
+	if useHTTP {
 		return serveHTTP(ctx, cfg, addr, log, o.stderr(), m)
 	}
 	var t mcp.Transport = &mcp.StdioTransport{}
@@ -89,18 +108,6 @@ Or try it with the Inspector: npx @modelcontextprotocol/inspector %s serve
 Waiting for a client on stdin (Ctrl-C to quit).
 `, version.Version, MCPJSON(o.ConfigPath), selfPath())
 	}
-	// The watchdog comes first: no container may exist that it would not
-	// remove if this process were killed.
-	wd, err := m.watchdog(o.ConfigPath, log)
-	if err != nil {
-		log.Error("cannot start", "error", err)
-		return err
-	}
-	defer func() {
-		if err := wd.Stop(10 * time.Second); err != nil {
-			log.Warn("watchdog", "error", err)
-		}
-	}()
 	f, err := build(ctx, cfg, log, m)
 	if err != nil {
 		log.Error("cannot start", "error", err)
@@ -133,10 +140,6 @@ func HTTPAddress(cfg config.Config, flag string) (string, bool) {
 }
 
 func serveHTTP(ctx context.Context, cfg config.Config, addr string, log hclog.Logger, stderr io.Writer, m parts) error {
-	// Refuse an unauthenticated public bind before starting anything.
-	if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated() || cfg.Auth.JWT.JWKSFile != "", cfg.Server.AllowUnauthenticated); err != nil {
-		return err
-	}
 	f, err := build(ctx, cfg, log, m)
 	if err != nil {
 		log.Error("cannot start", "error", err)

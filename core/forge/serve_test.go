@@ -72,9 +72,16 @@ func TestServeNeedsTheWatchdog(t *testing.T) {
 	tb := newTestbed(t)
 	quiet(t, tb)
 	tb.parts.watchdog = func(string, hclog.Logger) (watchdogHandle, error) { return nil, errors.New("no fork today") }
-	err := serve(context.Background(), tb.cfg, Options{MCPIn: strings.NewReader(""), MCPOut: io.Discard}, tb.parts)
-	if err == nil || !strings.Contains(err.Error(), "no fork today") || tb.audit != nil {
-		t.Fatalf("serve = %v (audit opened: %v)", err, tb.audit != nil)
+	for name, o := range map[string]Options{
+		"stdio": {MCPIn: strings.NewReader(""), MCPOut: io.Discard},
+		// HTTP served without one: a SIGKILLed HTTP server left its
+		// sandboxes running (found by the red team).
+		"http": {HTTPAddr: "127.0.0.1:0", Stderr: io.Discard},
+	} {
+		err := serve(context.Background(), tb.cfg, o, tb.parts)
+		if err == nil || !strings.Contains(err.Error(), "no fork today") || tb.audit != nil {
+			t.Fatalf("%s: serve = %v (audit opened: %v)", name, err, tb.audit != nil)
+		}
 	}
 }
 
