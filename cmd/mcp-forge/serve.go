@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/procid"
+	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
@@ -298,7 +299,7 @@ func pluginCheck(cfg config.Config, sts []plugins.Status) doctor.Check {
 	}
 }
 
-func offer(o engine.Offer) string {
+func offer(o route.Offer) string {
 	if o.Backend == "" {
 		return "none (" + o.Unavailable + ")"
 	}
