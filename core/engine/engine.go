@@ -312,6 +312,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 			res, err = b.Execute(ctx, breq)
 		}
 	}
+	if s != nil {
+		e.checkFull(s, tool)
+	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}

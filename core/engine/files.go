@@ -130,6 +130,16 @@ func auditPath(p string) string {
 	return p
 }
 
+// checkFull audits a session workspace that has just filled its
+// kernel-enforced quota (one statfs; one line per fill, whichever of the
+// engine or the host services sees it first): after each execute, and when
+// a file tool finds no space.
+func (e *Engine) checkFull(s *session.Session, tool string) {
+	if f, ok := e.ws.CheckFull(e.ws.SessionPath(s.Internal)); ok {
+		e.rec.Record(f.Entry(e.ws.Quota(), s.Internal, map[string]any{"session": s.ID, "tool": tool, "backend": s.Backend}))
+	}
+}
+
 // UploadFile writes content (text, or base64 with encoding "base64") to rel
 // in a session's working directory, where its code finds it.
 func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo, error) {
@@ -161,6 +171,7 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 	var st unix.Statfs_t
 	if unix.Statfs(f.Root(), &st) == nil {
 		if free := int64(st.Bavail) * st.Bsize; int64(len(data)) > free {
+			e.checkFull(s, tool) // refused for want of space: perhaps none is left
 			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session's workspace has %d bytes free", workspace.ErrNoSpace, quoted(rel), len(data), free))
 		}
 	}
@@ -170,10 +181,15 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 		}
 	}
 	if err := f.WriteFile(clean, data); err != nil {
+		if errors.Is(err, workspace.ErrNoSpace) {
+			e.checkFull(s, tool)
+		}
 		return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
 	}
 	e.sessions.Touch(s)
-	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: id, UserID: client, Success: true, Details: map[string]any{"path": clean, "bytes": len(data)}})
+	// session_id is the internal id, as on every session line (docs/audit.md):
+	// the caller's id alone is ambiguous between owners.
+	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data)}})
 	return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data)}, nil
 }
 
@@ -189,7 +205,7 @@ func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
 		var data []byte
 		if data, err = f.ReadFile(clean, e.maxFileSize()); err == nil {
 			e.sessions.Touch(s)
-			e.rec.Record(audit.Entry{Event: "file.download", SessionID: id, UserID: client, Success: true, Details: map[string]any{"path": clean, "bytes": len(data), "tool": tool}})
+			e.rec.Record(audit.Entry{Event: "file.download", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data), "tool": tool}})
 			return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data), Data: data}, nil
 		}
 	}

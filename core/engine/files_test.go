@@ -124,3 +124,47 @@ func TestSessionOutputDirectoryAppears(t *testing.T) {
 		}
 	}
 }
+
+// Every file line names the session by its internal id (docs/audit.md), as
+// the session's execution and container lines do, and carries the id the
+// caller chose in details.session: two owners' sessions "s1" stay apart.
+func TestFileAuditLinesNameTheInternalID(t *testing.T) {
+	r := newRig(t, nil, nil)
+	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		return backend.ExecuteResult{Success: true}, os.MkdirAll(filepath.Join(r.ws.SessionPath(req.SessionID), "work"), 0o755)
+	}
+	for _, client := range []string{"c1", "c2"} {
+		if _, err := r.exec(t, Request{Language: "python", SessionID: "s1", Client: client}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := []struct {
+		event string
+		call  func(client string) error
+	}{
+		{"file.upload", func(c string) error { _, err := r.e.UploadFile(c, "s1", "a.txt", "hi", ""); return err }},
+		{"file.download", func(c string) error { _, err := r.e.ReadFile(c, "s1", "a.txt", "download_file"); return err }},
+		{EventRefused, func(c string) error { _, _, err := r.e.ListFiles(c, "s1", "../x"); return err }},
+		{EventRefused, func(c string) error { _, err := r.e.UploadFile(c, "s1", "/abs", "hi", ""); return err }},
+		{EventRefused, func(c string) error { _, err := r.e.ReadFile(c, "s1", "missing.txt", "download_file"); return err }},
+	}
+	for _, client := range []string{"c1", "c2"} {
+		want := session.InternalID(client, "s1")
+		for i, c := range calls {
+			n := len(r.audit())
+			err := c.call(client)
+			if c.event != EventRefused && err != nil {
+				t.Fatalf("call %d (%s) of %s: %v", i, c.event, client, err)
+			}
+			lines := r.audit()[n:]
+			if len(lines) != 1 {
+				t.Fatalf("call %d (%s) of %s wrote %d audit lines, want 1: %+v", i, c.event, client, len(lines), lines)
+			}
+			e := lines[0]
+			if e.Event != c.event || e.SessionID != want || e.Details["session"] != "s1" || e.UserID != client {
+				t.Errorf("call %d of %s: audited %s session_id %q details.session %v user %q; want %s, %q, s1, %s",
+					i, client, e.Event, e.SessionID, e.Details["session"], e.UserID, c.event, want, client)
+			}
+		}
+	}
+}

@@ -52,6 +52,7 @@ type Forge struct {
 	Environments *environments.Service
 	// Tools is the MCP tool bridge (mcp_tools), nil without a bridge plugin.
 	Tools *toolbridge.Service
+	quota *fsquota.Quota
 	stop  context.CancelFunc
 }
 
@@ -163,7 +164,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		log.Info("released workspaces left by a previous run", "count", n)
 	}
 	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
-	f.Workspaces = ws
+	f.Workspaces, f.quota = ws, fsq
 	// The host services of each plugin's current process, so that a crash
 	// releases what its containers held.
 	var hostsMu sync.Mutex
@@ -193,6 +194,13 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	if f.Engine, err = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine")); err != nil {
 		f.Plugins.Close()
 		sb.Shutdown(ctx)
+		// The plugins' warm pools provisioned workspaces meanwhile: a
+		// server that does not start releases them as a stopping one does
+		// (its watchdog, told of a clean stop, leaves them alone).
+		if err := ws.Close(); err != nil {
+			log.Warn("could not remove every workspace", "error", err)
+		}
+		_ = fsq.Close()
 		al.Close()
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
@@ -268,6 +276,9 @@ func (f *Forge) Close() {
 	f.Sandbox.Shutdown(ctx)
 	if err := f.Workspaces.Close(); err != nil {
 		f.Log.Warn("could not remove every workspace", "error", err)
+	}
+	if err := f.quota.Close(); err != nil {
+		f.Log.Warn("could not remove the quota state of this server", "error", err)
 	}
 	f.Audit.Close()
 }

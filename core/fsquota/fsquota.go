@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -238,26 +239,70 @@ func (q *Quota) Release(path string) error {
 // removed.
 func (q *Quota) Sweep() (int, error) {
 	root := filepath.Join(q.base, stateDir)
-	ents, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
+	owners, err := ownersUnder(root)
 	if err != nil {
 		return 0, fmt.Errorf("sweep workspace quotas: %w", err)
 	}
 	n := 0
 	var errs []error
-	for _, e := range ents {
-		if !e.IsDir() || e.Name() == q.owner || q.alive(e.Name()) {
+	for _, owner := range owners {
+		if owner == q.owner || q.alive(owner) {
 			continue
 		}
-		k, err := sweepOwner(filepath.Join(root, e.Name()), q.log)
+		k, err := sweepOwner(filepath.Join(root, owner), q.log)
 		n += k
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// ownersUnder names the servers that have workspace state under root
+// (<base>/.quota): a directory of their own, or a loop device, mounted or
+// not, whose image lies in one. The kernel keeps a device's backing path
+// after the image is deleted, so a mount whose state directory someone
+// removed (an `rm -rf` of the base path while it was mounted) is still
+// found and released.
+func ownersUnder(root string) ([]string, error) {
+	seen := map[string]bool{}
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			seen[e.Name()] = true
+		}
+	}
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		backing := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)")
+		rest, ok := strings.CutPrefix(backing, root+"/")
+		if err != nil || !ok {
+			continue
+		}
+		if owner, _, ok := strings.Cut(rest, "/"); ok && ownerPattern.MatchString(owner) && owner != "." && owner != ".." {
+			seen[owner] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for o := range seen {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Close removes this server's state directory once its workspaces are all
+// released (a clean stop): a directory left per server that ever ran would
+// pile up under the base path. One still holding images stays for Sweep.
+func (q *Quota) Close() error {
+	if err := os.Remove(q.dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("remove the quota state directory: %w", err)
+	}
+	return nil
 }
 
 // ReleaseOwner releases the workspaces one server that is no longer
@@ -276,9 +321,6 @@ func ReleaseOwner(base, owner string, log hclog.Logger) (int, error) {
 		return 0, fmt.Errorf("quota base path %q: %w", base, err)
 	}
 	dir := filepath.Join(abs, stateDir, owner)
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}

@@ -433,6 +433,7 @@ func backingFile(major, minor uint32) (string, error) {
 func sweepOwner(dir string, log hclog.Logger) (int, error) {
 	var errs []error
 	released := map[string]bool{} // image paths
+	points := map[string]bool{}   // workspace directories, removed once bare
 	mounts, err := readMountinfo("/proc/self/mountinfo")
 	if err != nil {
 		return 0, err
@@ -450,6 +451,7 @@ func sweepOwner(dir string, log hclog.Logger) (int, error) {
 			continue
 		}
 		released[backing] = true
+		points[m.MountPoint] = true
 		log.Info("released a workspace filesystem left by a dead server", "path", m.MountPoint, "image", backing)
 	}
 	sides, _ := filepath.Glob(filepath.Join(dir, "*.path"))
@@ -462,12 +464,47 @@ func sweepOwner(dir string, log hclog.Logger) (int, error) {
 			errs = append(errs, err)
 		}
 		released[strings.TrimSuffix(side, ".path")+".img"] = true
+		points[string(b)] = true
 	}
 	detachLoops(prefix)
+	// The workspace directories go too: the dead server cannot remove
+	// them, and nothing else knows they were its.
+	base := filepath.Dir(filepath.Dir(dir)) // dir is <base>/.quota/<owner>
+	for p := range points {
+		if !strings.HasPrefix(p, base+"/") {
+			continue // recorded elsewhere: not a directory of this base path to remove
+		}
+		if err := removeMountPoint(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
 	}
 	return len(released), errors.Join(errs...)
+}
+
+// removeMountPoint removes the directory a released workspace filesystem
+// was mounted on. It is empty (immutable while the filesystem was mounted
+// over it); one that is still covered (a lazy unmount elsewhere, a stacked
+// mount) or holds files was not ours alone and is left.
+func removeMountPoint(path string) error {
+	dfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove the workspace directory %s: %w", path, err)
+	}
+	root, err := isMountRoot(dfd)
+	unix.Close(dfd)
+	if err != nil || root {
+		return err
+	}
+	if err := unix.Rmdir(path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove the workspace directory %s: %w", path, err)
+	}
+	return nil
 }
 
 // sweepMount unmounts one leaked workspace mount, after checking that the

@@ -476,9 +476,10 @@ func TestSweepReleasesWhatDeadServersLeft(t *testing.T) {
 		t.Errorf("Sweep released %d workspaces, want 3", n)
 	}
 	for _, ws := range append(leaked, rebooted) {
-		// Removable: unmounted and no longer immutable.
-		if err := os.Remove(ws); err != nil {
-			t.Errorf("after Sweep: %v", err)
+		// Gone: unmounted, no longer immutable, and removed (the dead
+		// server cannot remove its directories itself).
+		if _, err := os.Lstat(ws); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after Sweep the workspace directory %q remains: %v", ws, err)
 		}
 	}
 	if _, err := os.Stat(dead.dir); !errors.Is(err, os.ErrNotExist) {
@@ -490,6 +491,69 @@ func TestSweepReleasesWhatDeadServersLeft(t *testing.T) {
 	}
 	if err := live.Release(kept); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A dead server's workspaces are found by their loop devices even when
+// their state directory is gone (the base path removed while they were
+// mounted): the watchdog's ReleaseOwner and the next server's Sweep release
+// the mount and the device and remove the directory.
+func TestSweepWithoutStateDirectory(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		sweep func(base string) (int, error)
+	}{
+		{"next server", func(base string) (int, error) {
+			q, err := New(base, nil, Options{Owner: "sweeper-1", Alive: func(o string) bool { return o == "sweeper-1" }})
+			if err != nil {
+				return 0, err
+			}
+			return q.Sweep()
+		}},
+		{"watchdog", func(base string) (int, error) { return ReleaseOwner(base, "dead-1", nil) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dead := loopQuota(t, Options{Owner: "dead-1", Alive: func(string) bool { return false }})
+			ws := filepath.Join(dead.base, "sessions", "s.dead")
+			if err := dead.Provision(ws, testQuota, -1, -1); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(dead.dir); err != nil {
+				t.Fatal(err)
+			}
+			n, err := c.sweep(dead.base)
+			if err != nil || n != 1 {
+				t.Fatalf("released %d, %v; want 1", n, err)
+			}
+			if _, err := os.Lstat(ws); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the workspace directory remains: %v", err)
+			}
+		})
+	}
+}
+
+// A clean stop leaves no state directory of its server behind.
+func TestCloseRemovesStateDirectory(t *testing.T) {
+	q := loopQuota(t, Options{})
+	ws := filepath.Join(q.base, "sessions", "s.tag")
+	if err := q.Provision(ws, testQuota, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatalf("Close with a workspace still provisioned: %v", err)
+	}
+	if _, err := os.Stat(q.dir); err != nil {
+		t.Errorf("Close removed the state of a provisioned workspace: %v", err)
+	}
+	if err := q.Release(ws); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(ws)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(q.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state directory outlived Close: %v", err)
 	}
 }
 

@@ -4,20 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
-
-type rec struct {
-	mu sync.Mutex
-	e  []audit.Entry
-}
-
-func (r *rec) Record(e audit.Entry) { r.mu.Lock(); r.e = append(r.e, e); r.mu.Unlock() }
 
 // A container intent naming a tool grant the core did not issue to this
 // plugin is refused as a policy error and audited with the rule, before

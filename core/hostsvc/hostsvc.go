@@ -182,6 +182,7 @@ func wrap(err error) error {
 // Wait implements host.Sandbox: timeouts and OOM kills are outcomes, not errors.
 func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host.WaitResult, error) {
 	code, err := h.m.Wait(ctx, h.owner, id, timeout)
+	h.checkFull(id)
 	var te *sandbox.TimeoutError
 	var oom *sandbox.OOMError
 	if why := h.exceeded(id); why != "" {
@@ -250,6 +251,7 @@ func (h *Host) Exec(ctx context.Context, id string, req host.ExecRequest) (host.
 		rreq.Stderr = chunkWriter(&mu, "stderr", req.Output)
 	}
 	r, timedOut, err := h.m.Exec(ctx, h.owner, id, rreq)
+	h.checkFull(id) // a warm container's run is an exec
 	if err != nil {
 		return host.ExecResult{}, asHostErr(err)
 	}
@@ -293,6 +295,7 @@ func (h *Host) Stop(ctx context.Context, id string, grace time.Duration) error {
 
 // Remove implements host.Sandbox; an ephemeral workspace goes with it.
 func (h *Host) Remove(ctx context.Context, id string) error {
+	h.checkFull(id) // last chance: an ephemeral workspace goes now
 	if err := h.m.Remove(ctx, h.owner, id); err != nil {
 		return asHostErr(err)
 	}
@@ -427,6 +430,22 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 	return nil
 }
 
+// checkFull audits the workspace of container id when it has just filled
+// its kernel-enforced quota (workspace.Manager.CheckFull: one statfs, one
+// line per fill). The kernel refuses the writes, so nothing is stopped; the
+// line tells the operator why the run failed.
+func (h *Host) checkFull(id string) {
+	h.mu.Lock()
+	t := h.workspaces[id]
+	h.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if f, ok := h.ws.CheckFull(t.Path); ok {
+		h.rec.Record(f.Entry(h.ws.Quota(), t.SessionID, map[string]any{"container_id": id, "owner": h.owner}))
+	}
+}
+
 func (h *Host) exceeded(id string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -449,8 +468,8 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *tracked) {
 		h.mu.Lock()
 		w.exceeded = why
 		h.mu.Unlock()
-		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, Success: false, Error: why,
-			Details: map[string]any{"rule": "workspace-quota", "container_id": id, "owner": h.owner, "bytes": size, "files": files}})
+		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: w.SessionID, Success: false, Error: why,
+			Details: map[string]any{"rule": workspace.RuleQuota, "enforced": "walk", "container_id": id, "owner": h.owner, "bytes": size, "files": files}})
 		_ = h.m.Signal(context.Background(), "", id, "KILL")
 		return false
 	})

@@ -49,6 +49,7 @@ type Manager struct {
 	claimed     map[string]string // session workspace name → the plugin that made it
 	bound       map[string]string // session id → the pool workspace id it was given (Bind)
 	boundBy     map[string]string // pool workspace id → the session it belongs to
+	full        map[string]bool   // workspace paths found full (CheckFull): a fill is reported once
 }
 
 // Provisioner gives each workspace its own size-limited filesystem, so the
@@ -62,7 +63,7 @@ type Provisioner interface {
 // New returns a manager; quota is the byte cap of one workspace (0: none).
 // With a nil provisioner workspaces are plain directories.
 func New(base, serverTag string, quota int64, fs Provisioner) *Manager {
-	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}, claimed: map[string]string{}, bound: map[string]string{}, boundBy: map[string]string{}}
+	return &Manager{base: base, tag: serverTag, quota: quota, fs: fs, provisioned: map[string]bool{}, claimed: map[string]string{}, bound: map[string]string{}, boundBy: map[string]string{}, full: map[string]bool{}}
 }
 
 // Enforced reports whether the kernel enforces the quota (a filesystem per
@@ -232,6 +233,7 @@ func (m *Manager) remove(path string) error {
 		}
 	}
 	delete(m.provisioned, path)
+	delete(m.full, path)
 	return removeAll(path) // rootless.go
 }
 

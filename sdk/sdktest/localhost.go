@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,7 @@ type LocalHost struct {
 	mu       sync.Mutex
 	ctrs     map[string]*localCtr
 	sessions map[string]string // session id → workspace made for it
+	removed  map[string]bool   // containers removed: removing them again succeeds, as in the core
 	Events   []host.Event
 }
 
@@ -71,9 +73,12 @@ func (l *lockedBuffer) snapshot() []byte {
 // DefaultPath is the PATH sandboxed commands get, as in a container image.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// sessionID is the core's rule for session ids (core/workspace).
+var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+
 // NewLocalHost returns a fake host with workspaces under base.
 func NewLocalHost(base string) *LocalHost {
-	return &LocalHost{Base: base, ctrs: map[string]*localCtr{}, sessions: map[string]string{}}
+	return &LocalHost{Base: base, ctrs: map[string]*localCtr{}, sessions: map[string]string{}, removed: map[string]bool{}}
 }
 
 // Sandbox implements host.Host.
@@ -128,6 +133,9 @@ func (c *localCtr) command(ctx context.Context, argv []string) *exec.Cmd {
 func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, error) {
 	if len(in.Command) == 0 {
 		return host.Container{}, host.Errorf(host.KindInvalid, "no command")
+	}
+	if in.SessionID != "" && !sessionID.MatchString(in.SessionID) {
+		return host.Container{}, host.Errorf(host.KindInvalid, "invalid session id %q: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", in.SessionID)
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
@@ -292,6 +300,12 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 	if len(req.Command) == 0 {
 		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec needs a command")
 	}
+	if req.Timeout < 0 {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec timeout %s is negative", req.Timeout)
+	}
+	if len(req.Stdin) > host.MaxFileBytes {
+		return host.ExecResult{}, host.Errorf(host.KindInvalid, "exec stdin of %d bytes is over the %d-byte limit", len(req.Stdin), host.MaxFileBytes)
+	}
 	select {
 	case <-c.done:
 		return host.ExecResult{}, host.Errorf(host.KindInvalid, "container %s is not running", id)
@@ -367,9 +381,16 @@ func (h *LocalHost) Stop(_ context.Context, id string, _ time.Duration) error {
 }
 
 // Remove implements host.Sandbox; an ephemeral workspace goes with it.
+// Removing a removed container succeeds.
 func (h *LocalHost) Remove(_ context.Context, id string) error {
 	c, err := h.get(id)
 	if err != nil {
+		h.mu.Lock()
+		gone := h.removed[id]
+		h.mu.Unlock()
+		if gone {
+			return nil
+		}
 		return err
 	}
 	if c.cmd.Process != nil {
@@ -381,6 +402,7 @@ func (h *LocalHost) Remove(_ context.Context, id string) error {
 	}
 	h.mu.Lock()
 	delete(h.ctrs, id)
+	h.removed[id] = true
 	h.mu.Unlock()
 	return nil
 }
@@ -403,8 +425,9 @@ func relPath(p string) (string, error) {
 	return clean, nil
 }
 
-// PutFile implements host.Sandbox (os.Root keeps links from leaving the
-// workspace; the real core follows none at all).
+// PutFile implements host.Sandbox. A link at the path is refused, as the
+// core refuses it; os.Root keeps links on the way from leaving the
+// workspace (the core follows none at all).
 func (h *LocalHost) PutFile(_ context.Context, id, path string, data []byte) error {
 	c, err := h.get(id)
 	if err != nil {
@@ -427,7 +450,13 @@ func (h *LocalHost) PutFile(_ context.Context, id, path string, data []byte) err
 			return host.Errorf(host.KindPolicy, "path %q: %v", path, err)
 		}
 	}
-	return root.WriteFile(rel, data, 0o644)
+	if st, err := root.Lstat(rel); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		return host.Errorf(host.KindPolicy, "path %q is a symbolic link; links are not followed", path)
+	}
+	if err := root.WriteFile(rel, data, 0o644); err != nil {
+		return host.Errorf(host.KindPolicy, "path %q: %v", path, err)
+	}
+	return nil
 }
 
 // GetFile implements host.Sandbox.

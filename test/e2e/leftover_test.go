@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,5 +95,99 @@ func TestNothingLeftUnderBase(t *testing.T) {
 	}
 	if got := list(); len(got) != 0 {
 		t.Fatalf("left under %s after destroy: %v", dir, got)
+	}
+}
+
+// killServer SIGKILLs a server as an impatient MCP host would; with
+// watchdogToo its watchdog first (a kill of the whole tree, an OOM kill of
+// the unit), so that nothing cleans up until the next server starts. It
+// returns the server's watchdog pids.
+func killServer(t *testing.T, s *testenv.Server, watchdogToo bool) []int {
+	t.Helper()
+	pid := s.Cmd.Process.Pid
+	watchdogs := childrenMatching(pid, "watchdog")
+	if len(watchdogs) != 1 {
+		t.Fatalf("want one watchdog child of the server, found %v", watchdogs)
+	}
+	if watchdogToo {
+		syscall.Kill(watchdogs[0], syscall.SIGKILL)
+	}
+	plugins := childrenMatching(pid, "mcp-forge-plugin-")
+	s.Cmd.Process.Signal(syscall.SIGKILL)
+	s.Cmd.Wait()
+	t.Cleanup(func() {
+		for _, p := range plugins {
+			if alive(p) {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+	})
+	return watchdogs
+}
+
+// busyServer starts a server with its warm pools filled (stateless python,
+// the jupyter and irkernel kernel pools) and a session open, so that it
+// holds workspace filesystems of every kind when it is killed.
+func busyServer(t *testing.T, base string) *testenv.Server {
+	t.Helper()
+	s := testenv.StartServerAt(t, base, "")
+	for _, p := range []string{"python", "jupyter", "irkernel"} {
+		testenv.WaitWarm(t, s.Session, p, 1)
+	}
+	if res := s.Call(t, "execute_python", map[string]any{"code": "open('kept.txt', 'w').write('x')", "session_id": "doomed"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if len(testenv.MountsUnder(base)) < 3 {
+		t.Fatalf("want the workspace filesystems of the pools and the session mounted, have %v", testenv.MountsUnder(base))
+	}
+	return s
+}
+
+// A SIGKILLed server's watchdog releases everything the server held on the
+// host, not only its containers: every workspace filesystem unmounted, every
+// loop device detached, every workspace directory and the server's quota
+// state removed. Before, the watchdog unmounted and left the directories.
+func TestKilledServerLeavesNothingOnHost(t *testing.T) {
+	testenv.Require(t)
+	base := testenv.BaseDir(t)
+	s := busyServer(t, base)
+	before := testenv.Leftovers(base)
+	watchdogs := killServer(t, s, false)
+	if !poll(60*time.Second, func() bool { return !alive(watchdogs[0]) }) {
+		t.Fatal("the watchdog did not end within a minute of its server")
+	}
+	if left := testenv.Leftovers(base); len(left) > 0 {
+		t.Fatalf("after the watchdog of the killed server ended, left under %s: %v\n(held at the kill: %v)", base, left, before)
+	}
+}
+
+// A server killed together with its watchdog leaves its workspace
+// filesystems mounted; the next server on the base path releases them at
+// start, loop devices and directories included.
+func TestStaleWorkspacesReleasedAtStart(t *testing.T) {
+	testenv.Require(t)
+	base := testenv.BaseDir(t)
+	s := busyServer(t, base)
+	killServer(t, s, true)
+	stale := testenv.Leftovers(base)
+	if len(testenv.MountsUnder(base)) == 0 || len(testenv.LoopsUnder(base)) == 0 {
+		t.Fatalf("with its watchdog killed too, the server's filesystems should still be mounted; left: %v", stale)
+	}
+	next := testenv.StartServerAt(t, base, testenv.NoSessionPools+"[plugins.python.config]\nwarm = 0\n")
+	if res := next.Call(t, "execute_python", map[string]any{"code": "1"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	now := map[string]bool{}
+	for _, l := range testenv.Leftovers(base) {
+		now[l] = true
+	}
+	var remain []string
+	for _, l := range stale {
+		if now[l] {
+			remain = append(remain, l)
+		}
+	}
+	if len(remain) > 0 {
+		t.Fatalf("the next server on %s left the killed server's %v", base, remain)
 	}
 }

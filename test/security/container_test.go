@@ -168,6 +168,10 @@ func TestRefusedBeforePodman(t *testing.T) {
 	os.MkdirAll(sess, 0o755)
 	os.MkdirAll(filepath.Join(c.Base, "sessions", "s2"), 0o755)
 	os.Symlink("/etc", filepath.Join(sess, "escape"))
+	t.Cleanup(func() { // what the test made, not a server: the base path's check counts it
+		os.RemoveAll(sess)
+		os.RemoveAll(filepath.Join(c.Base, "sessions", "s2"))
+	})
 	before, _ := c.Manager.Ours(context.Background())
 	defaults := c.Manager.Policy().Settings().Defaults
 	intents := map[string]policy.Intent{

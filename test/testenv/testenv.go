@@ -53,7 +53,16 @@ func BaseDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() {
+		// Runs after the cleanups of the servers started on d. The watchdog
+		// of one killed at the end (the SDK kills a server slow to stop)
+		// cleans up after it: give it the time its sweep takes.
+		for deadline := time.Now().Add(30 * time.Second); len(Leftovers(d)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		checkLeftovers(t, d)
+		os.RemoveAll(d)
+	})
 	return d
 }
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -81,18 +82,19 @@ func (r *Runtime) AddImage(im runtime.ImageInfo) {
 	if im.ID == "" {
 		im.ID = fmt.Sprintf("sha256:%064d", len(r.images)+1)
 	}
+	given := im.Names
 	var names []string
-	for _, n := range im.Names {
+	for _, n := range given {
 		q := n
 		if !strings.Contains(strings.SplitN(n, "/", 2)[0], ".") && !strings.HasPrefix(n, "localhost/") {
 			q = "localhost/" + n
 		}
 		names = append(names, q)
-		r.images[n] = im
-		r.images[q] = im
 	}
+	// Whatever name it is looked up by, the image reports its qualified
+	// names, as Podman does (the policy checks them against the allowlist).
 	im.Names = names
-	for _, n := range names {
+	for _, n := range append(given, names...) {
 		r.images[n] = im
 	}
 	r.images[im.ID] = im
@@ -270,7 +272,7 @@ func (r *Runtime) Start(_ context.Context, id string) error {
 	}
 	c.started, c.running, c.c.State = true, true, "running"
 	go func() {
-		code, out := shell(c.spec.Command, c.stop)
+		code, out := shell(c.spec.Command, c.stop, nil)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		c.out = out
@@ -385,7 +387,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, req runtime.ExecRequest) 
 		case <-ectx.Done():
 		}
 	}()
-	code, out := shell(req.Command, ectx.Done())
+	// kill -s SIG -- -1 reaches the container's command (the only process
+	// of its user but init), as Signal does.
+	kill := func(sig string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.signalLocked(c, sig)
+	}
+	code, out := shell(req.Command, ectx.Done(), kill)
 	if req.Stdout != nil {
 		req.Stdout.Write(out.Stdout)
 	}
@@ -410,6 +419,11 @@ func (r *Runtime) Signal(_ context.Context, id, sig string) error {
 	if !c.running {
 		return fmt.Errorf("%s: can only kill running containers", id)
 	}
+	r.signalLocked(c, sig)
+	return nil
+}
+
+func (r *Runtime) signalLocked(c *container, sig string) {
 	switch strings.TrimPrefix(strings.ToUpper(sig), "SIG") {
 	case "KILL", "9":
 		r.exitLocked(c, 137, false)
@@ -418,7 +432,6 @@ func (r *Runtime) Signal(_ context.Context, id, sig string) error {
 	case "INT", "2":
 		r.exitLocked(c, 130, false)
 	}
-	return nil
 }
 
 // Stop ends a running container (143, as a shell's exit on SIGTERM).
@@ -501,9 +514,15 @@ func capOutput(o runtime.Output, max int64) runtime.Output {
 // shell runs the tiny shell: `sh -c SCRIPT` (or the command's words as one
 // statement) where SCRIPT is statements separated by ";" or newlines, each
 // one of `echo WORDS`, `echo WORDS >&2`, `sleep SECONDS|infinity`,
-// `exit N` and `true`; anything else fails with 127 and a message on
-// stderr, as sh does for an unknown command. stop ends a sleep (exit 137).
-func shell(cmd []string, stop <-chan struct{}) (int, runtime.Output) {
+// `exit N`, `true` and (in an exec, where kill is set) `kill -s SIG -- -1`;
+// anything else fails with 127 and a message on stderr, as sh does for an
+// unknown command. stop ends a sleep (exit 137). A command of coreutils'
+// `timeout [-k S] [-s SIG] SECONDS COMMAND...` (what the sandbox wraps an
+// exec with a timeout in) runs COMMAND and ends it with 124 past SECONDS.
+func shell(cmd []string, stop <-chan struct{}, kill func(sig string)) (int, runtime.Output) {
+	if len(cmd) > 0 && cmd[0] == "timeout" {
+		return timeout(cmd[1:], stop, kill)
+	}
 	var out runtime.Output
 	script := strings.Join(cmd, " ")
 	if len(cmd) == 3 && (cmd[0] == "sh" || cmd[0] == "/bin/sh") && cmd[1] == "-c" {
@@ -553,12 +572,60 @@ func shell(cmd []string, stop <-chan struct{}) (int, runtime.Output) {
 				code, _ = strconv.Atoi(f[1])
 			}
 			return code, out
+		case "kill":
+			if kill == nil {
+				out.Stderr = append(out.Stderr, []byte("sh: kill: not found\n")...)
+				return 127, out
+			}
+			if len(f) != 5 || f[1] != "-s" || f[3] != "--" || f[4] != "-1" {
+				out.Stderr = append(out.Stderr, []byte("kill: the tiny shell knows only kill -s SIG -- -1\n")...)
+				return 2, out
+			}
+			kill(f[2])
 		default:
 			out.Stderr = append(out.Stderr, []byte("sh: "+f[0]+": not found\n")...)
 			return 127, out
 		}
 	}
 	return 0, out
+}
+
+// timeout is coreutils' timeout(1) over the tiny shell: past the duration
+// the command ends and the exit code is 124.
+func timeout(args []string, stop <-chan struct{}, kill func(string)) (int, runtime.Output) {
+	for len(args) > 1 && (args[0] == "-k" || args[0] == "-s") {
+		args = args[2:]
+	}
+	bad := func() (int, runtime.Output) {
+		return 125, runtime.Output{Stderr: []byte("timeout: invalid arguments\n")}
+	}
+	if len(args) < 2 {
+		return bad()
+	}
+	secs, err := strconv.ParseFloat(args[0], 64)
+	if err != nil {
+		return bad()
+	}
+	end := make(chan struct{})
+	var fired atomic.Bool
+	t := time.AfterFunc(time.Duration(secs*float64(time.Second)), func() { fired.Store(true); close(end) })
+	defer t.Stop()
+	inner := make(chan struct{})
+	go func() {
+		select {
+		case <-stop:
+		case <-end:
+		}
+		close(inner)
+	}()
+	code, out := shell(args[1:], inner, kill)
+	if t.Stop() {
+		close(end) // ends the goroutine above
+	}
+	if fired.Load() {
+		return 124, out
+	}
+	return code, out
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
