@@ -15,7 +15,7 @@ import (
 )
 
 // What the MCP layer needs of the core, each where its tools use it. The
-// engine (*engine.Engine) is all of them; a test, or a server whose
+// engine is all of them (deps_test.go checks it); a test, or a server whose
 // sessions live elsewhere, can give each its own.
 
 // Executor runs the execute_<language> tools and says what they offer.
@@ -70,8 +70,6 @@ type Engine interface {
 	Checkpoints
 	Inventory
 }
-
-var _ Engine = (*engine.Engine)(nil)
 
 // SessionView is what tools and resources show of a session. Only the id
 // is always present: the rest is omitted when empty, so that an error
