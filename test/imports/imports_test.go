@@ -2,7 +2,9 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver talks to the engine, never to the runtime.
+// bindings; mcpserver talks to the engine through its own interfaces,
+// never to the runtime; the engine's parts (route, pure; session;
+// checkpoint; refusal) sit below it.
 package imports
 
 import (
