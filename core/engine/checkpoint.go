@@ -211,7 +211,7 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	if e.checkpointCode(meta.Backend) == nil {
 		return CheckpointInfo{}, session.View{}, e.refuse(client, id, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "the checkpoint of session %q was made by backend %s, which is not loaded or reports no checkpoint code", id, meta.Backend), nil)
 	}
-	s, created, err := e.acquire(Request{Language: meta.Language, SessionID: id, Client: client}, meta.Backend)
+	s, created, err := e.acquire(ctx, Request{Language: meta.Language, SessionID: id, Client: client}, meta.Backend, tool)
 	if err != nil {
 		return CheckpointInfo{}, session.View{}, e.refuse(client, id, tool, err, nil)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -78,6 +79,17 @@ type Engine struct {
 	// (rule image-missing) before a backend is asked.
 	ImagePresent func(ctx context.Context, ref string) (bool, error)
 
+	// SessionQuota, when set, bounds each owner's live sessions (a tenant's
+	// max_sessions); acquire asks it before it admits a new session.
+	SessionQuota SessionQuota
+
+	// RunGone, when set, is closed once no container of a run is left (the
+	// sandbox manager's RunGone). A stateless run's slots, the server's and
+	// its tenant's, are held until then: its answer may come back while its
+	// container still runs (code that answered early, a child it forked),
+	// and the slots bound sandboxes, not calls.
+	RunGone func(runID string) <-chan struct{}
+
 	router   *route.Router
 	sessions *session.Registry
 	ckpts    checkpoint.Store // checkpoint.go
@@ -86,6 +98,16 @@ type Engine struct {
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
 	toolsWhy string
+}
+
+// SessionQuota is an owner's limit on live sessions (tenant.SessionQuota).
+type SessionQuota interface {
+	// CheckSessions refuses a new session of owner, who has live ones
+	// (called under the session registry's lock: it must not block).
+	CheckSessions(owner string, live []string) error
+	// Refused records a refusal of CheckSessions before the answer goes
+	// back (outside the lock).
+	Refused(ctx context.Context, owner, tool, sessionID string, err error)
 }
 
 // Tools is the tool bridge, or nil and why there is none.
@@ -232,7 +254,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		err = e.checkPresent(ctx, req.CustomImage)
 	}
 	if err == nil && req.SessionID != "" {
-		s, created, err = e.acquire(req, name)
+		s, created, err = e.acquire(ctx, req, name, tool)
 	}
 	if err != nil {
 		d := map[string]any{"language": req.Language, "backend": req.Backend}
@@ -283,7 +305,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	// Wait for a slot: a burst of calls must not start unbounded containers.
 	select {
 	case e.slots <- struct{}{}:
-		defer func() { <-e.slots }()
+		// The slot, and the tenant's run slot, are given back once the
+		// run's containers are gone, which may be after the answer.
+		defer e.endRun(runID, tenant.HoldRun(ctx))
 	case <-ctx.Done():
 		if created {
 			e.sessions.Drop(s)
@@ -327,6 +351,31 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	e.complete(req, runID, name, res, err)
 	return Result{ExecuteResult: res, Backend: name, Files: files}, err
+}
+
+// endRun gives a run's slot back, and ends hold (the tenant's run slot),
+// once no container of the run is left: at once when there is none (a
+// session run, a cold run that removed its container), else in the
+// background when the last is removed.
+func (e *Engine) endRun(runID string, hold func()) {
+	release := func() {
+		<-e.slots
+		hold()
+	}
+	if e.RunGone == nil {
+		release()
+		return
+	}
+	gone := e.RunGone(runID)
+	select {
+	case <-gone:
+		release()
+	default:
+		go func() {
+			<-gone
+			release()
+		}()
+	}
 }
 
 func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteResult, err error) {

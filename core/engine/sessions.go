@@ -49,8 +49,11 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 	return sb, nil
 }
 
-// acquire finds or creates (as "starting") the session for an execute.
-func (e *Engine) acquire(req Request, backendName string) (*session.Session, bool, error) {
+// acquire finds or creates (as "starting") the session for an execute or a
+// restore. It is the one place where a live session is admitted: the
+// owner's quota (SessionQuota) and sessions.max_concurrent are checked here,
+// under the registry's lock that adds the session, whichever tool asks.
+func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool string) (*session.Session, bool, error) {
 	// A checkpoint matters only to a session that is not in the table, and
 	// reading it is I/O: a live session (every execute but a session's
 	// first) skips it. Read outside the registry's lock, which admits the
@@ -60,11 +63,17 @@ func (e *Engine) acquire(req Request, backendName string) (*session.Session, boo
 	if !e.sessions.Live(req.Client, req.SessionID) {
 		ckpt, hasCkpt = e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
 	}
+	var quotaErr error // refused by the owner's quota: recorded outside the lock
 	s, created, err := e.sessions.Acquire(req.Client, req.SessionID, func(a session.Admission) (*session.Session, error) {
 		if hasCkpt && ckpt.Language != req.Language {
 			have := e.LanguageName(ckpt.Language)
 			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
 				req.SessionID, have, have, ckpt.Language)
+		}
+		if e.SessionQuota != nil {
+			if quotaErr = e.SessionQuota.CheckSessions(req.Client, a.Owned); quotaErr != nil {
+				return nil, quotaErr
+			}
 		}
 		if a.Open >= e.cfg.Sessions.MaxConcurrent {
 			return nil, refusal.New(session.RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
@@ -75,6 +84,9 @@ func (e *Engine) acquire(req Request, backendName string) (*session.Session, boo
 		return &session.Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: session.StateStarting,
 			Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, Pending: hasCkpt}, nil
 	})
+	if quotaErr != nil {
+		e.SessionQuota.Refused(ctx, req.Client, tool, req.SessionID, quotaErr)
+	}
 	if err != nil {
 		return nil, false, err
 	}

@@ -48,6 +48,7 @@ const (
 	// server asked (sent on a first call, or with a made-up, replayed or
 	// another connection's request state) is ignored and audited.
 	RuleUnsolicited = "approval_unsolicited"
+	RuleInUse       = "environment_in_use"
 )
 
 // Audit events besides build.request and build.complete. Details name the
@@ -95,6 +96,12 @@ type Images interface {
 	Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error)
 }
 
+// Containers lists containers by label (the runtime's List): the ones of
+// this forge that use an environment hold its image.
+type Containers interface {
+	List(ctx context.Context, labels map[string]string) ([]runtime.Container, error)
+}
+
 // Builders hands out builder plugins by name (core/plugins.Manager).
 type Builders interface {
 	Builder(ctx context.Context, name string) (builder.Builder, error)
@@ -106,7 +113,10 @@ type Options struct {
 	Instance string // the forge instance id: labels images as this forge's
 	StateDir string // builder work directories live in StateDir/builds/<builder>
 	Images   Images
-	Builders Builders
+	// Containers, when set, lets Delete wait for the containers of runs in
+	// the environment to be removed before it removes the image.
+	Containers Containers
+	Builders   Builders
 	// BuilderVersion reports a loaded builder plugin's version, for labels.
 	BuilderVersion func(name string) string
 	// DefaultBase is the base image per language when a request names none.
@@ -733,13 +743,78 @@ func (s *Service) Delete(ctx context.Context, owner, name string) error {
 		return s.refuse(owner, name, &Refusal{Rule: RuleNotFound, Detail: fmt.Sprintf(
 			"no environment %q built by this server for you; list_environments shows yours", name)}, nil)
 	}
+	if err := s.waitUnused(ctx, owner, name, e); err != nil {
+		return err
+	}
 	err = s.o.Images.RemoveImage(ctx, e.ID)
-	s.o.Audit.Record(audit.Entry{Event: EventDelete, Severity: audit.Info, UserID: owner, Success: err == nil,
+	s.o.Audit.Record(audit.Entry{Event: EventDelete, Severity: severity(err), UserID: owner, Success: err == nil,
 		Details: map[string]any{"env_name": name, "image": e.Image, "id": e.ID}, Error: errString(err)})
 	if err == nil {
 		s.usage.forget(e.Image)
 	}
 	return err
+}
+
+// deleteWait bounds how long Delete waits for the containers of runs in an
+// environment to go: a run's container is removed in the background after
+// its answer (a second or so), a run still going may take its timeout.
+var deleteWait = 15 * time.Second
+
+// waitUnused waits until no container of this forge uses the environment's
+// image, so that removing it does not fail with "image is in use by a
+// container". Only this forge's containers are looked at (by label), and
+// none is removed here: a run's container goes with its run, and a
+// session's with its session, which the caller must destroy (refused with
+// RuleInUse, as is a run that does not end within deleteWait).
+func (s *Service) waitUnused(ctx context.Context, owner, name string, e Environment) error {
+	if s.o.Containers == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, deleteWait)
+	defer cancel()
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		list, err := s.o.Containers.List(ctx, map[string]string{runtime.LabelManaged: "true", runtime.LabelInstance: s.o.Instance})
+		if err != nil {
+			if ctx.Err() == nil {
+				return fmt.Errorf("delete environment %q: list the containers that may use it: %w", name, err)
+			}
+			list = nil // the wait is over: what follows says so
+		}
+		runs, sessions := 0, 0
+		for _, c := range list {
+			if c.ImageID != e.ID {
+				continue
+			}
+			if c.Labels[runtime.LabelOneShot] == "true" {
+				runs++
+			} else {
+				sessions++
+			}
+		}
+		switch {
+		case sessions > 0:
+			return s.refuse(owner, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
+				"environment %q is in use by %d session(s) started with custom_image %s: destroy them (destroy_session), then delete it", name, sessions, e.Image)}, nil)
+		case runs == 0 && err == nil:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if parent := context.Cause(ctx); errors.Is(parent, context.Canceled) {
+				return parent
+			}
+			return s.refuse(owner, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
+				"environment %q is in use by %d run(s) still going after %s: delete it again once they have ended", name, runs, deleteWait)}, nil)
+		case <-time.After(pause):
+		}
+	}
+}
+
+func severity(err error) string {
+	if err != nil {
+		return audit.Error
+	}
+	return audit.Info
 }
 
 // CheckUse refuses running in an environment of another owner (custom_image

@@ -29,6 +29,9 @@ type fakeImages struct {
 	next    int
 	size    int64 // size of every built image
 	removed []string
+	// removeErr, when set, is asked before an image is removed (a container
+	// that still uses it).
+	removeErr func(id string) error
 }
 
 func newFakeImages() *fakeImages {
@@ -93,6 +96,11 @@ func (f *fakeImages) RemoveImage(_ context.Context, ref string) error {
 	id := ref
 	if t, ok := f.tags[ref]; ok {
 		id = t
+	}
+	if f.removeErr != nil {
+		if err := f.removeErr(id); err != nil {
+			return err
+		}
 	}
 	for r, t := range f.tags {
 		if t == id {

@@ -39,7 +39,7 @@ func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt *podman.
 	}
 	svc, err := environments.New(environments.Options{
 		Config: cfg.EnvironmentBuilder, Instance: Instance(cfg.Volumes.BasePath), StateDir: cfg.Volumes.BasePath,
-		Images: rt, Builders: f.Plugins, DefaultBase: base, CheckImage: pol.CheckImage, Audit: f.Audit, Log: f.Log.Named("environments"),
+		Images: rt, Containers: rt, Builders: f.Plugins, DefaultBase: base, CheckImage: pol.CheckImage, Audit: f.Audit, Log: f.Log.Named("environments"),
 		BuilderVersion: func(name string) string {
 			for _, s := range f.Plugins.Statuses() {
 				if s.Name == name {

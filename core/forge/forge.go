@@ -205,6 +205,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
 	f.Engine.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
+	f.Engine.RunGone = sb.RunGone
 	f.Engine.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
 		_, ok, err := sb.Runtime().Image(ctx, ref)
 		return ok, err

@@ -404,6 +404,12 @@ func (h *Host) RemoveWorkspace(_ context.Context, sessionID string) error {
 
 type auditSvc struct{ h *Host }
 
+// EventWarmRun is the audit event a plugin records when it gives a
+// request's code to a container it created before the request (a warm
+// pool's), with details container_id and run_id: the core then counts that
+// container as the run's (sandbox.Manager.BindRun).
+const EventWarmRun = "plugin.warm_run"
+
 // Record adds a plugin's event to the audit log, namespaced and attributed so
 // that a plugin cannot pass its events off as the core's.
 func (a auditSvc) Record(_ context.Context, e host.Event) error {
@@ -416,6 +422,18 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 		details[k] = v
 	}
 	details["plugin"] = a.h.owner
+	if event == EventWarmRun {
+		// The plugin runs a request's code in a container it created before
+		// the request (a warm pool's): from now on that container is the
+		// run's, and the run's slots are held until it is removed. A claim
+		// the core refuses (not this plugin's container, one that served
+		// another run) fails the run, before its code is sent.
+		cid, _ := e.Details["container_id"].(string)
+		run, _ := e.Details["run_id"].(string)
+		if err := a.h.m.BindRun(a.h.owner, cid, run); err != nil {
+			return asHostErr(err)
+		}
+	}
 	sev := e.Severity
 	switch sev {
 	case audit.Info, audit.Warning, audit.Error, audit.Critical:

@@ -143,13 +143,10 @@ func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, err
 	f.Audit.AddHook(func(e *audit.Entry) { s.Metrics.Audit(*e) })
 
 	f.MCP.SetIdentity(reg.Identify)
-	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(func(t string) []string {
-		var ids []string
-		for _, v := range f.Engine.Sessions(t, false) {
-			ids = append(ids, v.ID)
-		}
-		return ids
-	}, f.Audit, s.Metrics))
+	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(f.Audit, s.Metrics))
+	// Every live session a tenant gets is admitted by the engine, whichever
+	// tool creates it (execute_*, restore_session): its quota is asked there.
+	f.Engine.SessionQuota = reg.SessionQuota(f.Audit, s.Metrics)
 	return s, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -299,8 +300,12 @@ func (s *Server) conn(ss *mcp.ServerSession) string {
 // caller can fix, or a failure of the server.
 func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 	var re *refusal.Error
+	var qe *tenant.QuotaError
 	info := &ErrorInfo{Type: "RequestError", Message: err.Error()}
-	if !errors.As(err, &re) {
+	switch {
+	case errors.As(err, &qe): // a tenant's quota, asked by the engine (max_sessions)
+		info.Type = "QuotaExceeded"
+	case !errors.As(err, &re):
 		info.Type, info.Message = "ServerError", "MCP-Forge could not do it: "+err.Error()
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: info.Message}}}, info

@@ -58,7 +58,9 @@ func TestRoute(t *testing.T) {
 		{"configured but down", func(c *config.Config) { c.Execution.DefaultBackend = map[string]string{"python": "py"} },
 			[]Backend{down("py", "checksum mismatch"), loaded("py2", false, "python")}, "python", ModeStateless, "", RuleBackendUnavailable, "checksum mismatch"},
 		{"a down one is not replaced", nil, []Backend{down("py", "crashed", "python"), loaded("py2", false, "python")}, "python", ModeStateless, "", RuleBackendUnavailable, "py (crashed)"},
-		{"a declared one is not replaced", func(c *config.Config) { c.Plugins = map[string]config.PluginSpec{"py": {Languages: []string{"python"}}} },
+		{"a declared one is not replaced", func(c *config.Config) {
+			c.Plugins = map[string]config.PluginSpec{"py": {Languages: []string{"python"}}}
+		},
 			[]Backend{down("py", "crashed"), loaded("py2", false, "python")}, "python", ModeStateless, "", RuleBackendUnavailable, "not loaded"},
 		{"sessions only", nil, []Backend{pyk}, "python", ModeStateless, "", RuleNoBackend, "pass a session_id (served by pyk)"},
 		{"stateless only", nil, []Backend{py}, "python", ModeSession, "", RuleNoBackend, "omit session_id to run statelessly"},

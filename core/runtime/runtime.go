@@ -31,6 +31,7 @@ type Container struct {
 	ID      string
 	Name    string
 	Image   string
+	ImageID string // the image it was created from, by ID (Image may be a name)
 	State   string
 	Created time.Time
 	Labels  map[string]string

@@ -28,6 +28,11 @@ import (
 // reconciliation never removes containers of another running forge.
 const LabelServer = "io.mcp-forge.server"
 
+// LabelRun names the run a stateless container was created for (a plugin's
+// label "run", prefixed by the host services): the run's slots are held
+// until every container of the run is gone (RunGone).
+const LabelRun = "io.mcp-forge.x-run"
+
 // TimeoutError is a container killed at its wall-clock limit.
 type TimeoutError struct{ Limit time.Duration }
 
@@ -85,6 +90,8 @@ type Manager struct {
 	verdicts map[string]runtime.OOMVerdict // container id → how its exit 137 came about
 	scrub    map[string]*runtime.Scrubber  // container id → its environment, kept out of the audit log
 	pending  map[string]string             // container id → owner, whose removal failed and is retried
+	runs     map[string]*runContainers     // run id → its containers not yet removed
+	runOf    map[string]string             // container id → the run it serves
 	kick     chan struct{}                 // wakes the removal retrier
 	stop     chan struct{}                 // ends it
 	stopOnce sync.Once
@@ -113,6 +120,7 @@ func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.L
 		instance: o.Instance, server: o.ServerID, enforce: o.EnforceResourceLimits,
 		limits: map[string]runtime.Limits{}, verdicts: map[string]runtime.OOMVerdict{},
 		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
+		runs: map[string]*runContainers{}, runOf: map[string]string{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	if m.server == "" {
@@ -217,7 +225,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	// HOOK(http): the run a stateless container serves, so the audit log
 	// can name the tenant that asked for it.
-	if r := in.Labels["io.mcp-forge.x-run"]; r != "" {
+	if r := in.Labels[LabelRun]; r != "" {
 		details["run_id"] = r
 	}
 	// The create runs to its end even if the caller gives up meanwhile (a
@@ -233,6 +241,9 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
 	m.scrub[id] = secrets
+	if r := in.Labels[LabelRun]; r != "" {
+		m.bindLocked(id, r)
+	}
 	m.mu.Unlock()
 	if err := audit.Must(m.audit, audit.Entry{Event: audit.ContainerCreate, SessionID: in.SessionID, Success: true, Details: details}); err != nil {
 		m.unaudited(in.Owner, id, err)
@@ -519,7 +530,75 @@ func (m *Manager) forget(id string) {
 	delete(m.verdicts, id)
 	delete(m.scrub, id)
 	delete(m.pending, id)
+	if r, ok := m.runOf[id]; ok {
+		delete(m.runOf, id)
+		if rc := m.runs[r]; rc != nil {
+			delete(rc.ids, id)
+			if len(rc.ids) == 0 {
+				close(rc.gone)
+				delete(m.runs, r)
+			}
+		}
+	}
 	m.mu.Unlock()
+}
+
+// runContainers are the containers of one run that are not yet removed;
+// gone is closed when the last one is.
+type runContainers struct {
+	ids  map[string]bool
+	gone chan struct{}
+}
+
+// bindLocked counts container id as one of run's (caller holds m.mu).
+func (m *Manager) bindLocked(id, run string) {
+	if _, ok := m.runOf[id]; ok {
+		return
+	}
+	rc := m.runs[run]
+	if rc == nil {
+		rc = &runContainers{ids: map[string]bool{}, gone: make(chan struct{})}
+		m.runs[run] = rc
+	}
+	rc.ids[id] = true
+	m.runOf[id] = run
+}
+
+// BindRun counts a container of owner's, created before the run existed (a
+// warm pool's), as serving run: the run's slots are then held until it is
+// removed too. A container already bound to another run is refused: one
+// container serves one run.
+func (m *Manager) BindRun(owner, id, run string) error {
+	if run == "" {
+		return fmt.Errorf("bind container %s to a run: no run id", short(id))
+	}
+	if err := m.check(owner, id, "bind"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.runOf[id]; ok && r != run {
+		return fmt.Errorf("container %s already served run %s: a container serves one run", short(id), r)
+	}
+	m.bindLocked(id, run)
+	return nil
+}
+
+// closedChan is what RunGone answers for a run without containers.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// RunGone is closed once no container of run is left: every container
+// created with its LabelRun, or bound to it, was removed (a container whose
+// removal failed counts until the retrier removes it). A stateless run may
+// return its answer while its container still exits; its slots are held
+// until then, so a run cannot keep a sandbox outside every limit.
+func (m *Manager) RunGone(run string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rc := m.runs[run]; rc != nil {
+		return rc.gone
+	}
+	return closedChan
 }
 
 // retryLater queues a failed removal for the retrier.

@@ -40,13 +40,11 @@ type Observer interface {
 	QuotaRefused(tenant, quota string)
 }
 
-// Sessions lists a tenant's live session ids.
-type Sessions func(tenant string) []string
-
-// Middleware applies the quotas to execute_* tool calls and reports the
-// outcome of every tool call. A refusal is a tool error naming the quota (the caller can act
+// Middleware applies the run and rate quotas to execute_* tool calls and
+// reports the outcome of every tool call (the session quota is the
+// engine's: SessionQuota). A refusal is a tool error naming the quota (the caller can act
 // on it), audited with the quota as its rule.
-func (r *Registry) Middleware(sessions Sessions, rec audit.Recorder, obs Observer) mcp.Middleware {
+func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			call, ok := req.(*mcp.CallToolRequest)
@@ -71,27 +69,31 @@ func (r *Registry) Middleware(sessions Sessions, rec audit.Recorder, obs Observe
 				SessionID string `json:"session_id"`
 			}
 			_ = json.Unmarshal(call.Params.Arguments, &args) // the tool validates its input itself
-			var live []string
-			if sessions != nil {
-				live = sessions(name)
-			}
-			release, err := r.Admit(name, args.SessionID, live)
+			a, err := r.admit(name)
 			if err != nil {
 				var qe *QuotaError
 				if errors.As(err, &qe) {
-					rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: args.SessionID, Error: qe.Msg,
-						Details: map[string]any{"rule": qe.Field, "quota": qe.Quota, "tool": call.Params.Name}})
-					if obs != nil {
-						obs.QuotaRefused(name, qe.Quota)
-					}
+					recordRefusal(rec, obs, name, args.SessionID, call.Params.Name, qe)
 					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: qe.Msg}},
 						StructuredContent: map[string]any{"success": false, "error": map[string]any{"type": "QuotaExceeded", "message": qe.Msg, "quota": qe.Field}}}, nil
 				}
 				return nil, err
 			}
-			defer release()
-			return observe(next(ctx, method, req))
+			// The run slot outlives the call while the engine holds it
+			// (HoldRun): until the run's sandbox is gone.
+			defer a.end()
+			return observe(next(context.WithValue(ctx, admissionKey{}, a), method, req))
 		}
+	}
+}
+
+// recordRefusal audits a quota refusal with the quota's field as its rule
+// and counts it.
+func recordRefusal(rec audit.Recorder, obs Observer, name, sessionID, tool string, qe *QuotaError) {
+	rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: sessionID, Error: qe.Msg,
+		Details: map[string]any{"rule": qe.Field, "quota": qe.Quota, "tool": tool}})
+	if obs != nil {
+		obs.QuotaRefused(name, qe.Quota)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/time/rate"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
@@ -92,8 +94,7 @@ type state struct {
 	name     string
 	limits   Limits
 	limiter  *rate.Limiter
-	running  int // executions in flight
-	creating int // calls that may create a session, not yet visible in the engine
+	running  int // executions whose calls or sandboxes are not over
 	requests int // HTTP requests in flight
 }
 
@@ -187,11 +188,19 @@ type QuotaError struct {
 
 func (e *QuotaError) Error() string { return e.Msg }
 
-// Admit reserves what an execution needs before it runs: a run slot, a
-// token of the rate, and, when it may create a session, room for one more
-// session. live lists the tenant's sessions as the engine holds them.
-// release gives the reservation back when the call ends.
-func (r *Registry) Admit(name, sessionID string, live []string) (release func(), err error) {
+// Admit reserves what an execution needs before it runs: a run slot and a
+// token of the rate. release gives the slot back when the run is over.
+// (Room for a new session is not reserved here: the engine asks
+// SessionQuota when it admits a live session, whichever tool creates it.)
+func (r *Registry) Admit(name string) (release func(), err error) {
+	a, err := r.admit(name)
+	if err != nil {
+		return nil, err
+	}
+	return a.end, nil
+}
+
+func (r *Registry) admit(name string) (*admission, error) {
 	s, ok := r.tenants[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown tenant %q", name)
@@ -201,14 +210,8 @@ func (r *Registry) Admit(name, sessionID string, live []string) (release func(),
 	defer r.mu.Unlock()
 	if s.running >= l.MaxConcurrentRuns {
 		return nil, &QuotaError{Tenant: name, Quota: QuotaRuns, Field: l.Field(QuotaRuns), Msg: fmt.Sprintf(
-			"quota %s exceeded: tenant %q already has %d execution(s) running, the limit (%s = %d); wait for one to finish",
+			"quota %s exceeded: tenant %q already has %d execution(s) running (a run counts until its sandbox is gone), the limit (%s = %d); wait for one to finish",
 			QuotaRuns, name, s.running, l.Field(QuotaRuns), l.MaxConcurrentRuns)}
-	}
-	creates := sessionID != "" && !contains(live, sessionID)
-	if creates && len(live)+s.creating >= l.MaxSessions {
-		return nil, &QuotaError{Tenant: name, Quota: QuotaSessions, Field: l.Field(QuotaSessions), Msg: fmt.Sprintf(
-			"quota %s exceeded: tenant %q has %d live session(s) (or being created), the limit (%s = %d); destroy one with destroy_session, or reuse one of %v",
-			QuotaSessions, name, len(live)+s.creating, l.Field(QuotaSessions), l.MaxSessions, live)}
 	}
 	res := s.limiter.ReserveN(r.now(), 1)
 	if d := res.DelayFrom(r.now()); !res.OK() || d > 0 {
@@ -218,20 +221,131 @@ func (r *Registry) Admit(name, sessionID string, live []string) (release func(),
 			QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())}
 	}
 	s.running++
-	if creates {
-		s.creating++
+	return &admission{r: r, s: s, res: res}, nil
+}
+
+// admission is one admitted execution: its run slot is held until the call
+// has ended and every hold on it (HoldRun) is done.
+type admission struct {
+	r   *Registry
+	s   *state
+	res *rate.Reservation
+
+	mu       sync.Mutex
+	holds    int
+	ended    bool
+	released bool
+	refunded bool
+}
+
+// end is the call's end.
+func (a *admission) end() {
+	a.mu.Lock()
+	a.ended = true
+	a.mu.Unlock()
+	a.maybeRelease()
+}
+
+func (a *admission) maybeRelease() {
+	a.mu.Lock()
+	if !a.ended || a.holds > 0 || a.released {
+		a.mu.Unlock()
+		return
 	}
+	a.released = true
+	a.mu.Unlock()
+	a.r.mu.Lock()
+	a.s.running--
+	a.r.mu.Unlock()
+}
+
+// refund gives the rate token back: the call was refused after admission
+// (by the session quota), and a refused call does not use up the rate.
+func (a *admission) refund() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refunded {
+		return
+	}
+	a.refunded = true
+	a.r.mu.Lock()
+	a.res.CancelAt(a.r.now())
+	a.r.mu.Unlock()
+}
+
+type admissionKey struct{}
+
+// HoldRun keeps the run slot of the call ctx belongs to (an execute_* the
+// middleware admitted) after the call returns, until done is called: a
+// run's answer may come back while its sandbox still exits, and the slot
+// counts sandboxes. done is idempotent; without an admitted call in ctx
+// (stdio, a tool without quotas) it does nothing.
+func HoldRun(ctx context.Context) (done func()) {
+	a, _ := ctx.Value(admissionKey{}).(*admission)
+	if a == nil {
+		return func() {}
+	}
+	a.mu.Lock()
+	a.holds++
+	a.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			r.mu.Lock()
-			s.running--
-			if creates {
-				s.creating--
-			}
-			r.mu.Unlock()
+			a.mu.Lock()
+			a.holds--
+			a.mu.Unlock()
+			a.maybeRelease()
 		})
-	}, nil
+	}
+}
+
+// SessionQuota is a tenant's max_sessions as the engine asks it, in the one
+// place where a live session is admitted (an execute's new session_id,
+// restore_session of a session that is gone), so that no tool creates a
+// session past the quota. Refusals are audited as quota.refused and counted
+// like the middleware's.
+type SessionQuota struct {
+	r   *Registry
+	rec audit.Recorder
+	obs Observer
+}
+
+// SessionQuota returns the session quota check for the engine.
+func (r *Registry) SessionQuota(rec audit.Recorder, obs Observer) *SessionQuota {
+	return &SessionQuota{r: r, rec: rec, obs: obs}
+}
+
+// CheckSessions refuses a new live session of tenant when it already has
+// live (the engine's count, taken under the lock that adds the session, so
+// that two calls cannot both take the last place). An unknown name (a
+// client that is no tenant) has no quota.
+func (q *SessionQuota) CheckSessions(name string, live []string) error {
+	s, ok := q.r.tenants[name]
+	if !ok {
+		return nil
+	}
+	l := s.limits
+	if len(live) < l.MaxSessions {
+		return nil
+	}
+	sorted := append([]string(nil), live...)
+	sort.Strings(sorted)
+	return &QuotaError{Tenant: name, Quota: QuotaSessions, Field: l.Field(QuotaSessions), Msg: fmt.Sprintf(
+		"quota %s exceeded: tenant %q has %d live session(s), the limit (%s = %d); destroy one with destroy_session, or reuse one of %v",
+		QuotaSessions, name, len(live), l.Field(QuotaSessions), l.MaxSessions, sorted)}
+}
+
+// Refused audits and counts a refusal by CheckSessions, before the answer
+// goes back, and gives back the rate token of the call it refused.
+func (q *SessionQuota) Refused(ctx context.Context, name, tool, sessionID string, err error) {
+	var qe *QuotaError
+	if !errors.As(err, &qe) {
+		return
+	}
+	if a, _ := ctx.Value(admissionKey{}).(*admission); a != nil && a.s.name == name {
+		a.refund()
+	}
+	recordRefusal(q.rec, q.obs, name, sessionID, tool, qe)
 }
 
 // EnterRequest counts one open HTTP request of a tenant, refusing it over
@@ -271,22 +385,13 @@ func (r *Registry) Requests(name string) int {
 	return s.requests
 }
 
-// Usage is a tenant's live counters (for tests and metrics).
-func (r *Registry) Usage(name string) (running, creating int) {
+// Running is how many runs of a tenant hold a slot (for tests and metrics).
+func (r *Registry) Running(name string) int {
 	s, ok := r.tenants[name]
 	if !ok {
-		return 0, 0
+		return 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return s.running, s.creating
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return s.running
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
@@ -109,42 +110,117 @@ func TestAdmitQuotas(t *testing.T) {
 
 	// Concurrent runs: the third of alice's is refused, naming the default;
 	// bob's override names his table. Releasing frees the slot.
-	r1, err := r.Admit("alice", "", nil)
+	r1, err := r.Admit("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, _ := r.Admit("alice", "", nil)
-	if _, err := r.Admit("alice", "", nil); quota(err) != "quotas.max_concurrent_runs" {
+	r2, _ := r.Admit("alice")
+	if _, err := r.Admit("alice"); quota(err) != "quotas.max_concurrent_runs" {
 		t.Fatal(err)
 	}
-	b1, _ := r.Admit("bob", "", nil)
-	if _, err := r.Admit("bob", "", nil); quota(err) != "tenants.bob.max_concurrent_runs" || !strings.Contains(err.Error(), "tenants.bob.max_concurrent_runs = 1") {
+	b1, _ := r.Admit("bob")
+	if _, err := r.Admit("bob"); quota(err) != "tenants.bob.max_concurrent_runs" || !strings.Contains(err.Error(), "tenants.bob.max_concurrent_runs = 1") {
 		t.Fatal(err)
 	}
 	r1()
 	r1() // idempotent
-	if run, _ := r.Usage("alice"); run != 1 {
+	if run := r.Running("alice"); run != 1 {
 		t.Fatalf("running after release: %d", run)
 	}
 	r2()
 	b1()
+}
 
-	// Sessions: existing ones are reused freely; a new one counts those
-	// being created too.
-	live := []string{"s1"}
-	c1, err := r.Admit("alice", "s2", live) // creates: 1 live + 0 creating < 2
+// The session quota is asked by the engine with the tenant's live sessions;
+// a refusal is audited as quota.refused, counted, and gives back the rate
+// token of the call it refused.
+func TestSessionQuota(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 10, MaxSessions: 2, ExecutionsPerMinute: 60, ExecutionBurst: 1}
+	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, map[string]config.Tenant{"bob": {MaxSessions: 1}})
+	rec := &memRecorder{}
+	obs := &countObserver{}
+	sq := r.SessionQuota(rec, obs)
+	for _, c := range []struct {
+		tenant string
+		live   []string
+		field  string // "": admitted
+	}{
+		{"alice", nil, ""},
+		{"alice", []string{"a"}, ""},
+		{"alice", []string{"a", "b"}, "quotas.max_sessions"},
+		{"bob", nil, ""},
+		{"bob", []string{"b1"}, "tenants.bob.max_sessions"},
+		{"nobody", []string{"x", "y", "z"}, ""}, // not a tenant: no quota of one
+	} {
+		err := sq.CheckSessions(c.tenant, c.live)
+		var qe *QuotaError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s with %v: %v", c.tenant, c.live, err)
+		case c.field != "" && (!errors.As(err, &qe) || qe.Field != c.field || qe.Quota != QuotaSessions || !strings.Contains(err.Error(), c.field)):
+			t.Errorf("%s with %v: %v, want a refusal naming %s", c.tenant, c.live, err, c.field)
+		}
+	}
+
+	// alice's burst is one call: admitted, then refused by the session
+	// quota in the engine, it may call again at once.
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	a, err := r.admit("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Admit("alice", "s3", live); quota(err) != "quotas.max_sessions" { // 1 live + 1 creating
-		t.Fatal(err)
+	ctx := context.WithValue(context.Background(), admissionKey{}, a)
+	err = sq.CheckSessions("alice", []string{"a", "b"})
+	sq.Refused(ctx, "alice", "restore_session", "c", err)
+	a.end()
+	if len(rec.entries) != 1 || rec.entries[0].Event != QuotaRefused || rec.entries[0].Details["rule"] != "quotas.max_sessions" || rec.entries[0].Details["tool"] != "restore_session" {
+		t.Fatalf("audit: %+v", rec.entries)
 	}
-	reuse, err := r.Admit("alice", "s1", live)
-	if err != nil {
-		t.Fatalf("reusing a live session: %v", err)
+	if obs.refused["alice/"+QuotaSessions] != 1 {
+		t.Fatalf("metrics: %v", obs.refused)
 	}
-	reuse()
-	c1()
+	if rel, err := r.Admit("alice"); err != nil {
+		t.Fatalf("the refused call used up the rate: %v", err)
+	} else {
+		rel()
+	}
+}
+
+// A run slot held past the call's end (HoldRun: the run's sandbox is still
+// there) is given back only when both the call and every hold are over.
+func TestHoldRun(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 1, MaxSessions: 1, ExecutionsPerMinute: 6000, ExecutionBurst: 100}
+	r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+	if done := HoldRun(context.Background()); done == nil {
+		t.Fatal("HoldRun without an admitted call must give a no-op")
+	} else {
+		done()
+	}
+	for _, order := range []string{"hold ends first", "call ends first"} {
+		a, err := r.admit("alice")
+		if err != nil {
+			t.Fatalf("%s: %v", order, err)
+		}
+		done := HoldRun(context.WithValue(context.Background(), admissionKey{}, a))
+		if order == "hold ends first" {
+			done()
+			if r.Running("alice") != 1 {
+				t.Fatalf("%s: released before the call ended", order)
+			}
+			a.end()
+		} else {
+			a.end()
+			if _, err := r.Admit("alice"); err == nil || r.Running("alice") != 1 {
+				t.Fatalf("%s: the slot was free while the run's sandbox was held: %v", order, err)
+			}
+			done()
+			done() // idempotent
+		}
+		if r.Running("alice") != 0 {
+			t.Fatalf("%s: slot not returned: %d", order, r.Running("alice"))
+		}
+	}
 }
 
 func TestAdmitRate(t *testing.T) {
@@ -153,36 +229,26 @@ func TestAdmitRate(t *testing.T) {
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
 	for i := 0; i < 2; i++ {
-		rel, err := r.Admit("alice", "", nil)
+		rel, err := r.Admit("alice")
 		if err != nil {
 			t.Fatalf("burst call %d: %v", i, err)
 		}
 		rel()
 	}
-	_, err := r.Admit("alice", "", nil)
+	_, err := r.Admit("alice")
 	var qe *QuotaError
 	if !errors.As(err, &qe) || qe.Quota != QuotaRate || !strings.Contains(err.Error(), "retry in 1.0 s") {
 		t.Fatalf("third call: %v", err)
 	}
 	// A refused call costs nothing: after one second exactly one more fits.
 	now = now.Add(time.Second)
-	if rel, err := r.Admit("alice", "", nil); err != nil {
+	if rel, err := r.Admit("alice"); err != nil {
 		t.Fatalf("after a second: %v", err)
 	} else {
 		rel()
 	}
-	if _, err := r.Admit("alice", "", nil); err == nil {
+	if _, err := r.Admit("alice"); err == nil {
 		t.Fatal("a second call in the same second passed")
-	}
-	// A refusal by another quota does not consume the rate either.
-	now = now.Add(time.Second)
-	if _, err := r.Admit("alice", "new", []string{"s1"}); err == nil || !strings.Contains(err.Error(), QuotaSessions) {
-		t.Fatalf("session quota: %v", err)
-	}
-	if rel, err := r.Admit("alice", "", nil); err != nil {
-		t.Fatalf("rate consumed by a refused call: %v", err)
-	} else {
-		rel()
 	}
 }
 
@@ -197,7 +263,7 @@ func TestAdmitConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			release, err := r.Admit("alice", "", nil)
+			release, err := r.Admit("alice")
 			mu.Lock()
 			if err != nil {
 				refused++
@@ -220,8 +286,8 @@ func TestAdmitConcurrent(t *testing.T) {
 	if peak > 3 || refused == 0 {
 		t.Fatalf("peak %d (limit 3), refused %d", peak, refused)
 	}
-	if run, creating := r.Usage("alice"); run != 0 || creating != 0 {
-		t.Fatalf("slots not returned: %d running, %d creating", run, creating)
+	if run := r.Running("alice"); run != 0 {
+		t.Fatalf("slots not returned: %d running", run)
 	}
 }
 
@@ -261,4 +327,26 @@ func TestEnterRequest(t *testing.T) {
 	if _, err := r.EnterRequest("nobody"); err == nil {
 		t.Fatal("unknown tenant admitted")
 	}
+}
+
+type memRecorder struct {
+	mu      sync.Mutex
+	entries []audit.Entry
+}
+
+func (m *memRecorder) Record(e audit.Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries = append(m.entries, e)
+}
+
+type countObserver struct{ refused map[string]int }
+
+func (c *countObserver) ToolCall(string, string, string, time.Duration) {}
+
+func (c *countObserver) QuotaRefused(tenant, quota string) {
+	if c.refused == nil {
+		c.refused = map[string]int{}
+	}
+	c.refused[tenant+"/"+quota]++
 }

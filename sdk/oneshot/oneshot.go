@@ -70,7 +70,12 @@
 // The backend starts the timeout when it has written the request, returns
 // as soon as the envelope arrives (the output files are complete by then),
 // and removes the container once it has exited; the container never serves
-// a second run. A runner that dies instead (a timeout, an OOM kill,
+// a second run. A container still running a second after the envelope runs
+// processes of the code, not the runner (code that wrote an envelope
+// itself, a child it forked): it is killed. A warm container's run is
+// recorded as the event "warm_run" with details container_id and run_id,
+// which the core takes as that container serving the run (its slots are
+// held until the container is removed). A runner that dies instead (a timeout, an OOM kill,
 // os._exit) is reported from the container's end, as a cold run is.
 package oneshot
 

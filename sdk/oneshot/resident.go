@@ -27,6 +27,12 @@ const chanDir = "/forge/chan"
 // readyTimeout bounds a resident runner's start, container create to ready.
 const readyTimeout = 2 * time.Minute
 
+// exitGrace is how long a container may take to exit after its runner
+// answered before it is killed. The runner exits right after writing the
+// answer (os._exit, quit); this covers its exit under load. A variable for
+// the tests.
+var exitGrace = time.Second
+
 // resident is a started container whose runner waits for one request.
 type resident struct {
 	ctr  host.Container
@@ -326,8 +332,13 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		e, err := readEnvelope(r.done, 4*maxOut+(1<<20))
 		envCh <- envOut{e, err}
 	}()
-	// Once the container has exited (the runner exits after answering) and
-	// its files are read, remove it; the caller does not wait for that.
+	// Once the container has exited (the runner exits right after its
+	// answer) and its files are read, remove it; the caller does not wait
+	// for that. A container still running exitGrace after the answer runs
+	// the code's processes, not the runner (code that wrote an answer
+	// itself, a child it forked while the runner sleeps): it is killed,
+	// so that no run keeps a sandbox past its answer. The core holds the
+	// run's slots until the container is gone.
 	waited := false
 	defer func() {
 		r.close()
@@ -335,7 +346,12 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		go func() {
 			defer b.bg.Done()
 			if !waited {
-				<-waitCh
+				select {
+				case <-waitCh:
+				case <-time.After(exitGrace):
+					_ = b.sb.Signal(bg, id, "KILL", host.SignalInit)
+					<-waitCh
+				}
 			}
 			cancelWait()
 			b.sb.Remove(bg, id)

@@ -61,6 +61,7 @@ func StartHTTP(t testing.TB, extra string, env ...string) *HTTPServer {
 // stopped one's base path is that server restarted.
 func StartHTTPAt(t testing.TB, base, extra string, env ...string) *HTTPServer {
 	t.Helper()
+	Require(t)
 	bin := Binary(t)
 	cfg := filepath.Join(base, "forge.toml")
 	if err := os.WriteFile(cfg, []byte(extra), 0o600); err != nil {

@@ -51,6 +51,7 @@ func StartServer(t testing.TB, extra string) *Server {
 // StartServerAt starts a server on a given base path (servers may share one).
 func StartServerAt(t testing.TB, base, extra string) *Server {
 	t.Helper()
+	Require(t)
 	bin := Binary(t)
 	cfg, err := os.CreateTemp(base, "forge-*.toml")
 	if err != nil {

@@ -49,6 +49,7 @@ type Core struct {
 // bytes, and t.TempDir paths are long).
 func BaseDir(t testing.TB) string {
 	t.Helper()
+	Require(t) // a base path is for servers and containers: the end-to-end tier only
 	d, err := os.MkdirTemp("/var/tmp", "forge-")
 	if err != nil {
 		t.Fatal(err)

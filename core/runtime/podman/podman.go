@@ -587,7 +587,7 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]runtime.
 		if len(l.Names) > 0 {
 			name = l.Names[0]
 		}
-		out = append(out, runtime.Container{ID: l.ID, Name: name, Image: l.Image, State: l.State, Created: l.Created, Labels: l.Labels})
+		out = append(out, runtime.Container{ID: l.ID, Name: name, Image: l.Image, ImageID: l.ImageID, State: l.State, Created: l.Created, Labels: l.Labels})
 	}
 	return out, nil
 }
