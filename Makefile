@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
 
-.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install
+.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install
 
 ## all: the same as build
 all: build
@@ -59,9 +59,13 @@ doctor: build
 test: setup build
 	@scripts/test.sh
 
-## test-unit: unit tests only (seed corpora of the fuzz targets included), no Podman needed
+## test-unit: unit tests only (seed corpora of the fuzz targets included): no Podman, loop device or mount
 test-unit:
 	go test ./... ./sdk/...
+
+## test-hermetic: the unit tier under strace, failing if it touched a loop device, a mount or Podman
+test-hermetic:
+	@scripts/check-hermetic.sh
 
 ## test-e2e: end-to-end tests against real Podman and real MCP clients
 test-e2e: setup build

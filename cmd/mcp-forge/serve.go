@@ -177,7 +177,7 @@ func cmdWatchdog(_ context.Context, args []string) int {
 		Log:      log,
 		Release:  func() (int, error) { return fsquota.ReleaseOwner(cfg.Volumes.BasePath, args[0], log.Named("quota")) },
 		Audit: func() (audit.Recorder, func(), error) {
-			al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+			al, err := audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -193,11 +193,6 @@ func cmdWatchdog(_ context.Context, args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func mustSize(s string) int64 {
-	n, _ := config.ParseSize(s)
-	return n
 }
 
 func selfPath() string {

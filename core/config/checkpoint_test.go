@@ -8,25 +8,24 @@ import (
 // The checkpoint store's bound is a size that holds at least one session's
 // checkpoint; a bad one is named by its field path.
 func TestCheckpointStoreQuota(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		store, quota, want string
 	}{
 		{"10g", "1g", ""},
 		{"1g", "1g", ""},
-		{"512m", "1g", "sessions.checkpoint_store_quota"}, // not even one checkpoint fits
-		{"lots", "1g", "sessions.checkpoint_store_quota"},
-		{"", "1g", "sessions.checkpoint_store_quota"},
-		{"0", "1g", "sessions.checkpoint_store_quota"},
+		{"512m", "1g", "sessions.checkpoint_store_quota: must be >= volumes.session_quota (1g), got 512m"}, // not even one checkpoint fits
+		{"lots", "1g", `sessions.checkpoint_store_quota: size "lots" is not a number with k, m or g`},
+		{"", "1g", `sessions.checkpoint_store_quota: size "" is empty`},
+		{"0", "1g", `sessions.checkpoint_store_quota: size "0" must be greater than zero`},
 	} {
-		cfg := Default()
-		cfg.Sessions.CheckpointStoreQuota, cfg.Volumes.SessionQuota = c.store, c.quota
-		errs := Validate(cfg)
+		_, err := LoadWith("", envOf(map[string]string{"FORGE_SESSIONS_CHECKPOINT_STORE_QUOTA": c.store, "FORGE_VOLUMES_SESSION_QUOTA": c.quota}))
 		got := ""
-		if len(errs) > 0 {
-			got = errs.Error()
+		if err != nil {
+			got = err.Error()
 		}
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("store %q quota %s: %q, want an error naming %q", c.store, c.quota, got, c.want)
+			t.Errorf("store %q quota %s: %q, want an error with %q", c.store, c.quota, got, c.want)
 		}
 	}
 }

@@ -60,7 +60,7 @@ type Server struct {
 	// TLSCert and TLSKey are PEM files; both or neither.
 	TLSCert        string   `toml:"tls_cert"`
 	TLSKey         string   `toml:"tls_key"`
-	MaxRequestBody string   `toml:"max_request_body"`
+	MaxRequestBody Size     `toml:"max_request_body"`
 	AllowedOrigins []string `toml:"allowed_origins"` // browser origins trusted for cross-origin POSTs
 	// AdminAddr serves /healthz, /readyz and /metrics on their own
 	// listener; empty serves them on the MCP listener.
@@ -104,19 +104,19 @@ type Execution struct {
 	DefaultBackend    map[string]string `toml:"default_backend"`
 	DefaultTimeout    int               `toml:"default_timeout"` // seconds
 	MaxTimeout        int               `toml:"max_timeout"`
-	DefaultMemory     string            `toml:"default_memory"`
-	MaxMemory         string            `toml:"max_memory"`
+	DefaultMemory     Size              `toml:"default_memory"`
+	MaxMemory         Size              `toml:"max_memory"`
 	DefaultCPUQuota   int               `toml:"default_cpu_quota"` // µs per 100 ms period
 	MaxCPUQuota       int               `toml:"max_cpu_quota"`
 	DefaultPids       int               `toml:"default_pids"`
 	MaxPids           int               `toml:"max_pids"`
 	NoFile            int               `toml:"nofile"`
 	MaxConcurrentRuns int               `toml:"max_concurrent_runs"`
-	MaxCodeSize       string            `toml:"max_code_size"`
-	MaxOutput         string            `toml:"max_output"`     // stdout/stderr cap per stream
-	MaxImageSize      string            `toml:"max_image_size"` // per returned image file
-	MaxEnvValue       string            `toml:"max_env_value"`  // per environment variable of a call
-	MaxEnvTotal       string            `toml:"max_env_total"`  // all environment variables of a call, names and values
+	MaxCodeSize       Size              `toml:"max_code_size"`
+	MaxOutput         Size              `toml:"max_output"`     // stdout/stderr cap per stream
+	MaxImageSize      Size              `toml:"max_image_size"` // per returned image file
+	MaxEnvValue       Size              `toml:"max_env_value"`  // per environment variable of a call
+	MaxEnvTotal       Size              `toml:"max_env_total"`  // all environment variables of a call, names and values
 }
 
 // Images says which images containers may use. Which image a backend runs
@@ -145,30 +145,30 @@ type Sessions struct {
 	// CheckpointStoreQuota bounds the bytes all checkpoints together take
 	// on the host (<base_path>/state/checkpoints): a checkpoint that would
 	// pass it is refused (rule checkpoint-store-full).
-	CheckpointStoreQuota string `toml:"checkpoint_store_quota"`
+	CheckpointStoreQuota Size `toml:"checkpoint_store_quota"`
 }
 
 // Volumes is where per-session and per-run directories live on the host.
 type Volumes struct {
 	BasePath        string `toml:"base_path"`
-	SessionQuota    string `toml:"session_quota"`
-	MaxSessionQuota string `toml:"max_session_quota"`
+	SessionQuota    Size   `toml:"session_quota"`
+	MaxSessionQuota Size   `toml:"max_session_quota"`
 	// EnforceQuota refuses workspaces when the kernel cannot bound their
 	// size (no filesystem per workspace: rootless, no loop devices).
 	EnforceQuota bool `toml:"enforce_quota"`
 	// MaxFileSize caps one file uploaded to, downloaded from or read as a
 	// resource of a session's workspace. At most 12m: in base64 it must fit
 	// one MCP stdio frame, which the go-sdk caps at 16 MiB.
-	MaxFileSize string `toml:"max_file_size"`
+	MaxFileSize Size `toml:"max_file_size"`
 	// InlineFileSize: an output file up to this size comes back inside the
 	// execute result; a larger one as a link to read with resources/read.
-	InlineFileSize string `toml:"inline_file_size"`
+	InlineFileSize Size `toml:"inline_file_size"`
 }
 
 // Security holds the sandbox hardening switches and the audit log.
 type Security struct {
 	AuditLog              string `toml:"audit_log"`
-	AuditMaxSize          string `toml:"audit_max_size"`
+	AuditMaxSize          Size   `toml:"audit_max_size"`
 	AuditKeep             int    `toml:"audit_keep"`
 	EnforceResourceLimits bool   `toml:"enforce_resource_limits"`
 	AllowNetwork          bool   `toml:"allow_network"`
@@ -176,7 +176,7 @@ type Security struct {
 	OCIRuntime            string `toml:"oci_runtime"`
 	UserNS                string `toml:"userns"`
 	UserNSStart           int    `toml:"userns_start"`
-	TmpfsSize             string `toml:"tmpfs_size"`
+	TmpfsSize             Size   `toml:"tmpfs_size"`
 }
 
 // EnvironmentBuilder configures custom image builds.
@@ -200,7 +200,7 @@ type EnvironmentBuilder struct {
 	UVCachePath         string              `toml:"uv_cache_path"`
 	MaxPackagesPerBuild int                 `toml:"max_packages_per_build"`
 	MaxBuildTime        int                 `toml:"max_build_time"`
-	MaxImageSize        string              `toml:"max_image_size"`
+	MaxImageSize        Size                `toml:"max_image_size"`
 	MaxConcurrentBuilds int                 `toml:"max_concurrent_builds"`
 	BuildRateLimit      BuildRateLimit      `toml:"build_rate_limit"`
 	PackageValidation   PackageValidation   `toml:"package_validation"`
@@ -214,8 +214,8 @@ type EnvironmentBuilder struct {
 // build, entries unused for MaxAgeDays go, then the least recently used
 // until all take at most MaxSize. 0 / "": no such bound.
 type BuildStorage struct {
-	MaxAgeDays int    `toml:"max_age_days"`
-	MaxSize    string `toml:"max_size"`
+	MaxAgeDays int  `toml:"max_age_days"`
+	MaxSize    Size `toml:"max_size"`
 }
 
 // BuildRateLimit caps how many builds may start.
@@ -316,7 +316,7 @@ func systemDefault() Config {
 			LogLevel:           "info",
 			LogFormat:          "text",
 			PluginDir:          "",
-			MaxRequestBody:     "8m",
+			MaxRequestBody:     8 << 20,
 			AllowedOrigins:     []string{},
 			ShutdownTimeout:    60,
 			RequestBodyTimeout: 60,
@@ -325,36 +325,36 @@ func systemDefault() Config {
 			DefaultBackend:    map[string]string{},
 			DefaultTimeout:    300,
 			MaxTimeout:        1800,
-			DefaultMemory:     "512m",
-			MaxMemory:         "2g",
+			DefaultMemory:     512 << 20,
+			MaxMemory:         2 << 30,
 			DefaultCPUQuota:   50000,
 			MaxCPUQuota:       100000,
 			DefaultPids:       128,
 			MaxPids:           1024,
 			NoFile:            1024,
 			MaxConcurrentRuns: 8,
-			MaxCodeSize:       "4m",
-			MaxOutput:         "1m",
-			MaxImageSize:      "5m",
-			MaxEnvValue:       "32k",
-			MaxEnvTotal:       "256k",
+			MaxCodeSize:       4 << 20,
+			MaxOutput:         1 << 20,
+			MaxImageSize:      5 << 20,
+			MaxEnvValue:       32 << 10,
+			MaxEnvTotal:       256 << 10,
 		},
 		Images: Images{
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
 		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{},
-			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600, CheckpointStoreQuota: "10g"},
+			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600, CheckpointStoreQuota: 10 << 30},
 		Volumes: Volumes{
 			BasePath:        "/var/lib/mcp-forge",
-			SessionQuota:    "1g",
-			MaxSessionQuota: "10g",
+			SessionQuota:    1 << 30,
+			MaxSessionQuota: 10 << 30,
 			EnforceQuota:    true,
-			MaxFileSize:     "10m",
-			InlineFileSize:  "256k",
+			MaxFileSize:     10 << 20,
+			InlineFileSize:  256 << 10,
 		},
 		Security: Security{
 			AuditLog:              "/var/log/mcp-forge/audit.log",
-			AuditMaxSize:          "100m",
+			AuditMaxSize:          100 << 20,
 			AuditKeep:             5,
 			EnforceResourceLimits: true,
 			AllowNetwork:          false,
@@ -362,7 +362,7 @@ func systemDefault() Config {
 			OCIRuntime:            "runc",
 			UserNS:                "private",
 			UserNSStart:           2147483647,
-			TmpfsSize:             "64m",
+			TmpfsSize:             64 << 20,
 		},
 		EnvironmentBuilder: EnvironmentBuilder{
 			Enabled:             true,
@@ -374,7 +374,7 @@ func systemDefault() Config {
 			UVCachePath:         "/var/cache/mcp-forge/uv",
 			MaxPackagesPerBuild: 50,
 			MaxBuildTime:        600,
-			MaxImageSize:        "2g",
+			MaxImageSize:        2 << 30,
 			MaxConcurrentBuilds: 3,
 			BuildRateLimit:      BuildRateLimit{MaxBuildsPerHour: 10, MaxBuildsPerDay: 50},
 			PackageValidation: PackageValidation{
@@ -383,7 +383,7 @@ func systemDefault() Config {
 				ApprovedPackages:        []string{},
 			},
 			AutoCleanup: AutoCleanup{Enabled: true, MaxAgeDays: 30, MaxImages: 20},
-			Storage:     BuildStorage{MaxAgeDays: 30, MaxSize: "20g"},
+			Storage:     BuildStorage{MaxAgeDays: 30, MaxSize: 20 << 30},
 			Templates:   map[string]Template{},
 		},
 		MCPTools: map[string]MCPTool{},

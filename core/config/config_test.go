@@ -143,6 +143,11 @@ func TestLoadErrors(t *testing.T) {
 		{"scan severity", "[environment_builder]\nscan_fail_on = [\"critical\"]\n", nil, []string{`environment_builder.scan_fail_on[0]: "critical" is not a trivy severity`}},
 		{"uv cache relative", "[environment_builder]\nuv_cache_path = \"cache\"\n", nil, []string{"environment_builder.uv_cache_path: must be an absolute path"}},
 		{"storage age", "[environment_builder.storage]\nmax_age_days = -1\n", nil, []string{"environment_builder.storage.max_age_days: must be >= 0"}},
+		{"size substitution", "[execution]\nmax_output = \"${OUT}\"\n", map[string]string{"OUT": "lots"}, []string{`execution.max_output: size "lots" is not a number with k, m or g, like "512m"`}},
+		{"size not a string", "[execution]\nmax_output = 1048576\n", nil, []string{`line 2 (last key "execution.max_output")`}},
+		{"size env", "", map[string]string{"FORGE_SECURITY_TMPFS_SIZE": "0"}, []string{`security.tmpfs_size: size "0" must be greater than zero`}},
+		{"every size error at once", "[execution]\ndefault_memory = \"lots\"\nmax_code_size = \"0\"\n[volumes]\nsession_quota = \"-1g\"\n", map[string]string{"FORGE_SECURITY_AUDIT_MAX_SIZE": "big"},
+			[]string{`execution.default_memory: size "lots"`, `execution.max_code_size: size "0"`, `volumes.session_quota: size "-1g"`, `security.audit_max_size: size "big"`}},
 		{"storage size", "[environment_builder.storage]\nmax_size = \"lots\"\n", nil, []string{"environment_builder.storage.max_size: size \"lots\""}},
 		{"storage below an image", "[environment_builder]\nmax_image_size = \"2g\"\n[environment_builder.storage]\nmax_size = \"1g\"\n", nil, []string{"environment_builder.storage.max_size: must be >= environment_builder.max_image_size"}},
 		{"find links relative", "[environment_builder]\nfind_links = [\"wheels\"]\n", nil, []string{"environment_builder.find_links[0]"}},
@@ -172,6 +177,7 @@ func TestPriorityAndSubstitution(t *testing.T) {
 [execution]
 default_timeout = 60
 max_timeout = 120
+max_output = "${OUT}"
 [security]
 audit_log = "${LOGDIR}/audit.log"
 [mcp_tools.gh]
@@ -185,7 +191,8 @@ config = { image = "${IMG}", nested = { deep = "${IMG}" } }
 	path := filepath.Join(t.TempDir(), "forge.toml")
 	os.WriteFile(path, []byte(text), 0o600)
 	env := envOf(map[string]string{
-		"LOGDIR": "/srv/log", "BIN": "/usr/local/bin", "TOKEN": "s3cret", "IMG": "mcp-forge/custom:x",
+		"LOGDIR": "/srv/log", "BIN": "/usr/local/bin", "TOKEN": "s3cret", "IMG": "mcp-forge/custom:x", "OUT": "2m",
+		"FORGE_VOLUMES_SESSION_QUOTA":  "1536m",
 		"FORGE_EXECUTION_MAX_TIMEOUT":  "900",
 		"FORGE_IMAGES_ALLOWED":         "mcp-forge/python:*, mcp-forge/r:*",
 		"FORGE_SECURITY_ALLOW_NETWORK": "false",
@@ -200,8 +207,10 @@ config = { image = "${IMG}", nested = { deep = "${IMG}" } }
 	}{
 		{"file over default", cfg.Execution.DefaultTimeout, 60},
 		{"env over file", cfg.Execution.MaxTimeout, 900},
-		{"default kept", cfg.Execution.DefaultMemory, "512m"},
+		{"default kept", cfg.Execution.DefaultMemory, Size(512 << 20)},
 		{"substituted", cfg.Security.AuditLog, "/srv/log/audit.log"},
+		{"size substituted", cfg.Execution.MaxOutput, Size(2 << 20)},
+		{"size from env", cfg.Volumes.SessionQuota, Size(1536 << 20)},
 		{"in map", cfg.MCPTools["gh"].Command, "/usr/local/bin/gh-mcp"},
 		{"in slice", cfg.MCPTools["gh"].Args[1], "s3cret"},
 		{"in map of strings", cfg.MCPTools["gh"].Env["GITHUB_TOKEN"], "s3cret"},

@@ -111,22 +111,28 @@ func checkEnvApplied(t *testing.T, v reflect.Value, path string, env map[string]
 			continue
 		}
 		var want any
-		switch f.Kind() {
-		case reflect.String:
+		switch {
+		case f.Type() == sizeType:
+			var s Size
+			if err := s.UnmarshalText([]byte(raw)); err != nil {
+				t.Fatalf("%s=%q is not a size, yet the load succeeded", name, raw)
+			}
+			want = s
+		case f.Kind() == reflect.String:
 			want = raw
-		case reflect.Int:
+		case f.Kind() == reflect.Int:
 			n, err := strconv.Atoi(strings.TrimSpace(raw))
 			if err != nil {
 				t.Fatalf("%s=%q is not an integer, yet the load succeeded", name, raw)
 			}
 			want = n
-		case reflect.Bool:
+		case f.Kind() == reflect.Bool:
 			b, err := strconv.ParseBool(strings.TrimSpace(raw))
 			if err != nil {
 				t.Fatalf("%s=%q is not a bool, yet the load succeeded", name, raw)
 			}
 			want = b
-		case reflect.Slice:
+		case f.Kind() == reflect.Slice:
 			var items []string
 			for _, s := range strings.Split(raw, ",") {
 				if s = strings.TrimSpace(s); s != "" {

@@ -47,28 +47,41 @@ func Load(path string) (Config, error) { return LoadWith(path, os.LookupEnv) }
 
 // LoadWith is Load with an explicit environment, for tests.
 func LoadWith(path string, env Lookup) (Config, error) {
-	cfg := DefaultFor(os.Geteuid(), env)
+	raw := toRaw(DefaultFor(os.Geteuid(), env))
 	var errs Errors
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return cfg, fmt.Errorf("read config: %w", err)
+			return DefaultFor(os.Geteuid(), env), fmt.Errorf("read config: %w", err)
 		}
-		unknown, err := decode(string(data), &cfg)
+		unknown, err := decode(string(data), raw.Interface())
 		if err != nil {
+			cfg, _ := parseRaw(raw)
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
 		errs = unknown
 	}
-	return finish(cfg, errs, env)
+	return finish(raw, errs, env)
 }
 
-// finish substitutes variables, applies overrides and validates, returning
-// every error found alongside those already collected.
-func finish(cfg Config, errs Errors, env Lookup) (Config, error) {
-	errs = append(errs, substitute(reflect.ValueOf(&cfg).Elem(), "", env)...)
-	errs = append(errs, applyEnv(reflect.ValueOf(&cfg).Elem(), "", env)...)
-	errs = append(errs, Validate(cfg)...)
+// finish substitutes variables, applies overrides, parses the sizes and
+// validates the raw configuration, returning every error found alongside
+// those already collected.
+func finish(raw reflect.Value, errs Errors, env Lookup) (Config, error) {
+	errs = append(errs, substitute(raw.Elem(), "", env)...)
+	errs = append(errs, applyEnv(raw.Elem(), "", env)...)
+	cfg, sizeErrs := parseRaw(raw)
+	errs = append(errs, sizeErrs...)
+	// A size that did not parse is 0 now: Validate would call it empty too.
+	failed := map[string]bool{}
+	for _, e := range sizeErrs {
+		failed[e.Path] = true
+	}
+	for _, e := range Validate(cfg) {
+		if !failed[e.Path] {
+			errs = append(errs, e)
+		}
+	}
 	if len(errs) > 0 {
 		return cfg, errs
 	}
@@ -77,7 +90,7 @@ func finish(cfg Config, errs Errors, env Lookup) (Config, error) {
 
 // decode returns unknown keys as field errors and syntax or type errors as
 // a plain error (the rest of the file cannot be trusted then).
-func decode(text string, cfg *Config) (Errors, error) {
+func decode(text string, cfg any) (Errors, error) {
 	md, err := toml.Decode(text, cfg)
 	if err != nil {
 		var perr toml.ParseError
@@ -94,7 +107,7 @@ func decode(text string, cfg *Config) (Errors, error) {
 	// The decoder silently drops a value that is not a table where the
 	// configuration has a map (e.g. the pre-table default_backend = "python").
 	for _, k := range md.Keys() {
-		if isMap(reflect.TypeOf(*cfg), k) && md.Type(k...) != "Hash" {
+		if isMap(reflect.TypeOf(cfg).Elem(), k) && md.Type(k...) != "Hash" {
 			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("must be a table ([%s] with one key per entry), not a %s", k.String(), strings.ToLower(md.Type(k...)))})
 		}
 	}
@@ -102,7 +115,7 @@ func decode(text string, cfg *Config) (Errors, error) {
 	// [server], and with both in one file which wins is the decoder's map
 	// order. Keys are lower case: anything else is refused.
 	for _, k := range md.Keys() {
-		if at, want, ok := caseMismatch(reflect.TypeOf(*cfg), k); ok {
+		if at, want, ok := caseMismatch(reflect.TypeOf(cfg).Elem(), k); ok {
 			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("%q: keys are case-sensitive; write %q", at, want)})
 		}
 	}

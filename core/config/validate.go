@@ -87,7 +87,7 @@ func Validate(c Config) Errors {
 	v.sizeAtLeast("sessions.checkpoint_store_quota", c.Sessions.CheckpointStoreQuota, "volumes.session_quota", c.Volumes.SessionQuota)
 	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
 	v.sizeAtLeast("volumes.max_file_size", c.Volumes.MaxFileSize, "volumes.inline_file_size", c.Volumes.InlineFileSize)
-	if n, err := ParseSize(c.Volumes.MaxFileSize); err == nil && n > MaxFileSizeLimit {
+	if c.Volumes.MaxFileSize > MaxFileSizeLimit {
 		v.add("volumes.max_file_size", fmt.Sprintf("must be at most %s: a file travels base64-encoded in one MCP message, and stdio messages are limited to 16 MiB", FormatSize(MaxFileSizeLimit)))
 	}
 
@@ -123,7 +123,7 @@ func Validate(c Config) Errors {
 	if b.Storage.MaxAgeDays < 0 {
 		v.add("environment_builder.storage.max_age_days", fmt.Sprintf("must be >= 0 (0: no age bound), got %d", b.Storage.MaxAgeDays))
 	}
-	if b.Storage.MaxSize != "" {
+	if b.Storage.MaxSize != 0 { // 0: no bound
 		// A bound below one image would prune the layer a build just made.
 		v.sizeAtLeast("environment_builder.storage.max_size", b.Storage.MaxSize, "environment_builder.max_image_size", b.MaxImageSize)
 	}
@@ -359,16 +359,15 @@ func (v *validator) absOrEmpty(p, s string) {
 	}
 }
 
-func (v *validator) size(p, s string) (int64, bool) {
-	n, err := ParseSize(s)
-	if err != nil {
+func (v *validator) size(p string, s Size) (int64, bool) {
+	if err := s.check(); err != nil {
 		v.add(p, err.Error())
 		return 0, false
 	}
-	return n, true
+	return int64(s), true
 }
 
-func (v *validator) sizeAtLeast(p, s, otherPath, other string) {
+func (v *validator) sizeAtLeast(p string, s Size, otherPath string, other Size) {
 	n, ok1 := v.size(p, s)
 	o, ok2 := v.size(otherPath, other)
 	if ok1 && ok2 && n < o {

@@ -68,7 +68,7 @@ func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, in
 	fail := func(detail string) (Result, bool) {
 		return Result{"seccomp applied", Fail, detail, "the Podman service must read the profile from this host's filesystem; check `podman info` and the server log"}, true
 	}
-	al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+	al, err := audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
 	if err != nil {
 		return Result{"seccomp applied", Warn, "not verified: " + err.Error(), "set security.audit_log to a writable path"}, true
 	}
@@ -105,9 +105,4 @@ func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, in
 		return fail("the probe container is not under MCP-Forge's profile: " + strings.Join(bad, ", ") + " (want EPERM)")
 	}
 	return Result{"seccomp applied", OK, "a probe container runs under it: unshare(CLONE_NEWUSER), ptrace and keyctl are refused with EPERM", ""}, true
-}
-
-func mustSize(s string) int64 {
-	n, _ := config.ParseSize(s)
-	return n
 }

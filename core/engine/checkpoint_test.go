@@ -212,7 +212,7 @@ func TestCheckpointReportFromTheKernel(t *testing.T) {
 // rig's workspaces having none): one that does not fit is refused as
 // checkpoint-store-full, audited, and leaves nothing behind.
 func TestCheckpointStoreFull(t *testing.T) {
-	r := ckptRig(t, func(c *config.Config) { c.Volumes.SessionQuota, c.Sessions.CheckpointStoreQuota = "1m", "1m" },
+	r := ckptRig(t, func(c *config.Config) { c.Volumes.SessionQuota, c.Sessions.CheckpointStoreQuota = 1<<20, 1<<20 },
 		func(n string) string { return backend.CheckpointMarker + n + `{"saved":["x"]}` + "\n" }, false)
 	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
 		t.Fatal(err)

@@ -128,12 +128,11 @@ type limits struct {
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
-	size := func(s string) int64 { n, _ := config.ParseSize(s); return n } // validated with the configuration
 	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
-		ckpts: checkpoint.NewDir(checkpointRoot(cfg), size(cfg.Sessions.CheckpointStoreQuota)),
+		ckpts: checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota)),
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
-		limits: limits{code: size(cfg.Execution.MaxCodeSize), output: size(cfg.Execution.MaxOutput), image: size(cfg.Execution.MaxImageSize),
-			envValue: size(cfg.Execution.MaxEnvValue), envTotal: size(cfg.Execution.MaxEnvTotal)}}
+		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize),
+			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}

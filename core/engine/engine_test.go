@@ -258,7 +258,7 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 		msg    string
 	}{
 		{"empty code", nil, Request{Code: " \n"}, RuleCodeEmpty, "code is empty"},
-		{"code too large", func(c *config.Config) { c.Execution.MaxCodeSize = "1k" }, Request{Code: strings.Repeat("x", 1025)}, RuleCodeSize, "execution.max_code_size"},
+		{"code too large", func(c *config.Config) { c.Execution.MaxCodeSize = 1 << 10 }, Request{Code: strings.Repeat("x", 1025)}, RuleCodeSize, "execution.max_code_size"},
 		{"negative timeout", nil, Request{Timeout: -1}, RuleTimeout, "positive"},
 		{"timeout over max", nil, Request{Timeout: 1801}, RuleTimeoutMax, "execution.max_timeout"},
 		{"mcp tools", nil, Request{MCPTools: []string{"memory"}}, RuleMCPTools, "bridge plugin"},
@@ -270,9 +270,9 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 		{"env name with NUL", nil, Request{Environment: map[string]string{"A\x00B": secret}}, RuleEnvName, "invalid"},
 		{"env reserved", nil, Request{Environment: map[string]string{"FORGE_IN": secret}}, RuleEnvReserved, "FORGE_"},
 		{"env NUL", nil, Request{Environment: map[string]string{"TOKEN": secret + "\x00"}}, RuleEnvNUL, "TOKEN: its value contains a NUL"},
-		{"env value size", func(c *config.Config) { c.Execution.MaxEnvValue = "1k" }, Request{Environment: map[string]string{"TOKEN": secret + strings.Repeat("x", 1024)}},
+		{"env value size", func(c *config.Config) { c.Execution.MaxEnvValue = 1 << 10 }, Request{Environment: map[string]string{"TOKEN": secret + strings.Repeat("x", 1024)}},
 			RuleEnvValueSize, "execution.max_env_value"},
-		{"env total size", func(c *config.Config) { c.Execution.MaxEnvValue, c.Execution.MaxEnvTotal = "1k", "2k" },
+		{"env total size", func(c *config.Config) { c.Execution.MaxEnvValue, c.Execution.MaxEnvTotal = 1<<10, 2<<10 },
 			Request{Environment: map[string]string{"A": secret + strings.Repeat("x", 1000), "B": strings.Repeat("x", 1000), "C": strings.Repeat("x", 100)}}, RuleEnvTotalSize, "3 variables take"},
 	}
 	for _, tc := range cases {
@@ -325,7 +325,7 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 // The maxima themselves are allowed.
 func TestLimitsAtTheirMaxima(t *testing.T) {
 	r := newRig(t, func(c *config.Config) {
-		c.Execution.MaxCodeSize, c.Execution.MaxEnvValue, c.Execution.MaxEnvTotal = "1k", "1k", "2k"
+		c.Execution.MaxCodeSize, c.Execution.MaxEnvValue, c.Execution.MaxEnvTotal = 1<<10, 1<<10, 2<<10
 	}, nil)
 	env := map[string]string{"A": strings.Repeat("x", 1024), "B": strings.Repeat("y", 1024-6)} // 2+1024 + 2+1018 = 2046 bytes
 	var got backend.ExecuteRequest

@@ -61,7 +61,7 @@ type FileInfo struct {
 }
 
 func (e *Engine) maxFileSize() int64 {
-	n, _ := config.ParseSize(e.cfg.Volumes.MaxFileSize)
+	n := int64(e.cfg.Volumes.MaxFileSize)
 	if n <= 0 {
 		n = 10 << 20
 	}
@@ -69,7 +69,7 @@ func (e *Engine) maxFileSize() int64 {
 }
 
 func (e *Engine) inlineFileSize() int64 {
-	n, _ := config.ParseSize(e.cfg.Volumes.InlineFileSize)
+	n := int64(e.cfg.Volumes.InlineFileSize)
 	if n <= 0 {
 		n = 256 << 10
 	}

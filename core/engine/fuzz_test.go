@@ -14,7 +14,7 @@ import (
 // whose audit text holds neither names nor values.
 func FuzzCheckEnv(f *testing.F) {
 	cfg := config.Default()
-	cfg.Execution.MaxEnvValue, cfg.Execution.MaxEnvTotal = "1k", "2k"
+	cfg.Execution.MaxEnvValue, cfg.Execution.MaxEnvTotal = 1<<10, 2<<10
 	e := &Engine{cfg: cfg, limits: limits{envValue: 1 << 10, envTotal: 2 << 10}}
 	for _, s := range [][2]string{{"A", "1"}, {"FORGE_X", "v"}, {"1A", "v"}, {"A=B", "v"}, {"A\x00", "v"}, {"A", "v\x00w"},
 		{"TOKEN", strings.Repeat("s", 1100)}, {"É", "v"}, {"_", ""}, {strings.Repeat("N", 129), "v"}} {

@@ -161,16 +161,9 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	max, err := config.ParseSize(o.Config.MaxImageSize)
-	if err != nil {
-		return nil, fmt.Errorf("environment_builder.max_image_size: %w", err)
-	}
-	prune := builder.Prune{MaxAge: time.Duration(o.Config.Storage.MaxAgeDays) * 24 * time.Hour}
-	if o.Config.Storage.MaxSize != "" {
-		if prune.MaxBytes, err = config.ParseSize(o.Config.Storage.MaxSize); err != nil {
-			return nil, fmt.Errorf("environment_builder.storage.max_size: %w", err)
-		}
-	}
+	max := int64(o.Config.MaxImageSize)
+	// Storage.MaxSize 0 is no bound, as Prune.MaxBytes 0 is.
+	prune := builder.Prune{MaxAge: time.Duration(o.Config.Storage.MaxAgeDays) * 24 * time.Hour, MaxBytes: int64(o.Config.Storage.MaxSize)}
 	if err := os.MkdirAll(filepath.Join(o.StateDir, "builds"), 0o700); err != nil {
 		return nil, fmt.Errorf("builds directory: %w", err)
 	}
@@ -835,10 +828,18 @@ func (s *Service) checkOwner(ctx context.Context, owner, image, field string) er
 	if err != nil {
 		return fmt.Errorf("%s %q: cannot tell whose image it is: %w", field, image, err)
 	}
-	if !found || im.Labels[LabelInstance] != s.o.Instance {
-		return nil
+	if !found || im.Labels[LabelInstance] == "" {
+		return nil // no environment: the image policy judges it
 	}
 	name := im.Labels[LabelName]
+	if im.Labels[LabelInstance] != s.o.Instance {
+		// Built by another MCP-Forge on this host (or this one on another
+		// base path): its owner is a tenant this server cannot vouch for,
+		// so nobody here may run in it or build on it.
+		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+			"%s %q is an environment another MCP-Forge server built; build your own with build_environment", field, image)},
+			map[string]any{"field": field, "image": image, "instance": im.Labels[LabelInstance]})
+	}
 	if im.Labels[LabelOwner] != owner {
 		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
 			"%s %q is an environment of another user; build your own with build_environment", field, image)},

@@ -484,7 +484,7 @@ func TestRateAndConcurrencyLimits(t *testing.T) {
 }
 
 func TestOversizeImageRemoved(t *testing.T) {
-	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxImageSize = "1k" })
+	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxImageSize = 1 << 10 })
 	r.im.size = 4096
 	_, err := r.svc.Build(context.Background(), Request{Name: "big", Packages: []string{"rich"}, Owner: "a"})
 	if refusedBy(t, err) != RuleImageSize || !strings.Contains(err.Error(), "removed") {
@@ -655,6 +655,29 @@ func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
 	}
 }
 
+// An environment another MCP-Forge server on this host built (another
+// instance label) is nobody's here: not even a tenant of the same name may
+// run in it or build on it (it was usable by anyone who knew its name).
+func TestOtherInstancesEnvironmentsRefused(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	im, _, _ := r.im.Image(context.Background(), Ref("alices"))
+	r.im.mu.Lock()
+	r.im.images[im.ID].Labels[LabelInstance] = "another-forge"
+	r.im.mu.Unlock()
+	for _, owner := range []string{"alice", "mallory"} {
+		if err := r.svc.CheckUse(context.Background(), owner, Ref("alices")); err == nil || refusedBy(t, err) != RuleOwner {
+			t.Errorf("custom_image of another forge's environment by %s: %v", owner, err)
+		}
+		_, err := r.svc.Build(context.Background(), Request{Name: owner + "-on-it", BaseImage: Ref("alices"), Packages: []string{"numpy"}, Owner: owner})
+		if err == nil || refusedBy(t, err) != RuleOwner {
+			t.Errorf("base_image of another forge's environment by %s: %v", owner, err)
+		}
+	}
+}
+
 // Extras reach the builder; a builder whose plan drops them is refused
 // before it builds (issue 20, item 9: they were dropped with a warning).
 func TestBuildExtras(t *testing.T) {
@@ -692,9 +715,9 @@ func TestBuildExtras(t *testing.T) {
 // cache and the storage bounds; its size refusal is max_image_size's.
 func TestBuildLimitsReachTheBuilder(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) {
-		c.MaxImageSize = "10k"
+		c.MaxImageSize = 10 << 10
 		c.UVCachePath = "/var/cache/x"
-		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: "1m"}
+		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: 1 << 20}
 	})
 	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
 		t.Fatal(err)

@@ -103,11 +103,12 @@ func PluginDir(cfg config.Config) string {
 // setting ([plugins.NAME.config] image, merged over these by the plugin
 // manager), by default the image the plugin declares.
 func PluginSettings(cfg config.Config) func(string) map[string]any {
-	maxOut, _ := config.ParseSize(cfg.Execution.MaxOutput)
-	maxImg, _ := config.ParseSize(cfg.Execution.MaxImageSize)
+	maxOut, maxImg := int64(cfg.Execution.MaxOutput), int64(cfg.Execution.MaxImageSize)
 	return func(string) map[string]any {
+		// default_memory travels as the configuration writes it ("512m"):
+		// that is the plugins' wire format.
 		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg,
-			"default_memory": cfg.Execution.DefaultMemory, "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.MaxTimeout}
+			"default_memory": cfg.Execution.DefaultMemory.String(), "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.MaxTimeout}
 	}
 }
 
@@ -115,13 +116,13 @@ func PluginSettings(cfg config.Config) func(string) map[string]any {
 // code up to execution.max_code_size, output up to execution.max_output and
 // images up to execution.max_image_size.
 func MessageLimit(cfg config.Config) int {
-	return plugin.MessageLimit(mustSize(cfg.Execution.MaxCodeSize), mustSize(cfg.Execution.MaxOutput), mustSize(cfg.Execution.MaxImageSize))
+	return plugin.MessageLimit(int64(cfg.Execution.MaxCodeSize), int64(cfg.Execution.MaxOutput), int64(cfg.Execution.MaxImageSize))
 }
 
 // New builds the core, reconciles containers left by dead servers and starts
 // the plugins. Close releases everything.
 func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, error) {
-	al, err := audit.Open(cfg.Security.AuditLog, mustSize(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+	al, err := audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
 	if err != nil {
 		return nil, fmt.Errorf("%w (set security.audit_log to a writable path)", err)
 	}
@@ -163,7 +164,7 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	} else if n > 0 {
 		log.Info("released workspaces left by a previous run", "count", n)
 	}
-	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), mustSize(cfg.Volumes.SessionQuota), fsq)
+	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), int64(cfg.Volumes.SessionQuota), fsq)
 	f.Workspaces, f.quota = ws, fsq
 	// The host services of each plugin's current process, so that a crash
 	// releases what its containers held.
@@ -282,9 +283,4 @@ func (f *Forge) Close() {
 		f.Log.Warn("could not remove the quota state of this server", "error", err)
 	}
 	f.Audit.Close()
-}
-
-func mustSize(s string) int64 {
-	n, _ := config.ParseSize(s)
-	return n
 }

@@ -14,7 +14,7 @@ import (
 // plugin it is, and no image (a backend's image is its own setting).
 func TestPluginSettingsNameNoPlugin(t *testing.T) {
 	cfg := config.Default()
-	cfg.Execution.MaxOutput = "2k"
+	cfg.Execution.MaxOutput = 2 << 10
 	settings := PluginSettings(cfg)
 	a, b := settings("python"), settings("anything")
 	if !reflect.DeepEqual(a, b) || a["max_output_bytes"] != int64(2048) || a["image"] != nil {

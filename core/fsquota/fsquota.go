@@ -102,6 +102,12 @@ type Options struct {
 	// releases only the workspaces of owners that are not alive. Default:
 	// owners of the form "<pid>-<start time>" checked against /proc.
 	Alive func(owner string) bool
+	// Mechanism, when set, is used as if New had detected it, without
+	// probing the host: unit tests set Kind KindNone to touch no loop device
+	// and mount nothing, whatever the host offers. KindLoop still needs
+	// mkfs.ext4 (looked up, not run). nil: New probes for real (a 1 MiB
+	// filesystem attached, mounted and released under the base path).
+	Mechanism *Mechanism
 }
 
 // Quota provisions and releases size-limited workspaces under one base path.
@@ -144,7 +150,19 @@ func New(base string, log hclog.Logger, o Options) (*Quota, error) {
 		base: abs, dir: filepath.Join(abs, stateDir, o.Owner), owner: o.Owner, required: o.Required,
 		alive: o.Alive, log: log, busy: map[string]bool{},
 	}
-	q.mech, q.mkfs = detect(abs, o.Owner)
+	switch {
+	case o.Mechanism == nil:
+		q.mech, q.mkfs = detect(abs, o.Owner)
+	case o.Mechanism.Kind == KindNone:
+		q.mech = *o.Mechanism
+	case o.Mechanism.Kind == KindLoop:
+		if q.mkfs, err = findMkfs(); err != nil {
+			return nil, fmt.Errorf("quota mechanism %s: %w", KindLoop, err)
+		}
+		q.mech = *o.Mechanism
+	default:
+		return nil, fmt.Errorf("quota mechanism %q: use %s or %s", o.Mechanism.Kind, KindLoop, KindNone)
+	}
 	if q.mech.Enforced() {
 		log.Debug("workspace quotas enforced by the kernel", "mechanism", q.mech.String())
 	} else if o.Required {

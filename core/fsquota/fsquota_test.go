@@ -2,7 +2,6 @@ package fsquota
 
 import (
 	"errors"
-	"github.com/mcp-forge/mcp-forge/core/procid"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,11 +93,50 @@ func TestImageName(t *testing.T) {
 }
 
 // noMechanism is a Quota on a host where nothing enforces quotas, whatever
-// this host offers.
+// this host offers: chosen, not probed, so that no loop device is touched.
 func noMechanism(t *testing.T, required bool) *Quota {
 	t.Helper()
-	return &Quota{base: t.TempDir(), owner: "t", required: required, alive: procid.Alive, log: hclog.NewNullLogger(),
-		busy: map[string]bool{}, mech: Mechanism{Kind: KindNone, Notes: []string{"loop: needs root (CAP_SYS_ADMIN) and /dev/loop-control"}}}
+	q, err := New(t.TempDir(), hclog.NewNullLogger(), Options{Required: required, Owner: "t",
+		Mechanism: &Mechanism{Kind: KindNone, Notes: []string{"loop: needs root (CAP_SYS_ADMIN) and /dev/loop-control"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// A chosen mechanism is used as it is: nothing is probed, and no state
+// directory appears under the base path.
+func TestChosenMechanismIsNotProbed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		mech Mechanism
+		want string // error substring; "" for none
+	}{
+		{"none", Mechanism{Kind: KindNone, Detail: "chosen"}, ""},
+		{"unknown", Mechanism{Kind: "zfs"}, `quota mechanism "zfs": use loop or none`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			base := t.TempDir()
+			q, err := New(base, nil, Options{Owner: "t", Mechanism: &c.mech})
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("New = %v, want an error with %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Mechanism().String() != c.mech.String() {
+				t.Errorf("Mechanism = %q, want the chosen %q", q.Mechanism(), c.mech)
+			}
+			if _, err := os.Stat(filepath.Join(base, stateDir)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("New probed: %s exists (stat: %v)", stateDir, err)
+			}
+		})
+	}
 }
 
 func TestRequiredRefusesWithoutMechanism(t *testing.T) {
@@ -153,7 +191,7 @@ func TestProvisionRejectsBadInput(t *testing.T) {
 
 func TestNewRejectsBadOwner(t *testing.T) {
 	for _, o := range []string{"../x", "a/b", "..", strings.Repeat("x", 65)} {
-		if _, err := New(t.TempDir(), nil, Options{Owner: o}); err == nil {
+		if _, err := New(t.TempDir(), nil, Options{Owner: o, Mechanism: &Mechanism{Kind: KindNone}}); err == nil {
 			t.Errorf("owner %q accepted", o)
 		}
 	}

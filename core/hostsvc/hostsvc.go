@@ -98,7 +98,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	for name, data := range in.Files {
 		if err := w.WriteFile(name, data); err != nil {
 			cleanup()
-			return host.Container{}, asHostErr(err)
+			return host.Container{}, fileErr(err)
 		}
 	}
 	var mounts []runtime.Mount
@@ -106,7 +106,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		src, err := w.Dir(m.Subdir)
 		if err != nil {
 			cleanup()
-			return host.Container{}, asHostErr(err)
+			return host.Container{}, fileErr(err)
 		}
 		mounts = append(mounts, runtime.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 		if grant != nil && !m.ReadOnly && m.Target == in.WorkDir {
@@ -120,7 +120,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	}
 	labels := map[string]string{}
 	for k, v := range in.Labels {
-		labels["io.mcp-forge.x-"+k] = v
+		labels[runtime.LabelPluginPrefix+k] = v
 	}
 	if in.CodeHash != "" {
 		labels[runtime.LabelCodeHash] = in.CodeHash
@@ -346,7 +346,16 @@ func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal
 	if err != nil {
 		return nil, err
 	}
-	return ws.ReadFiles(subdir, maxFile, maxTotal)
+	// The directory itself may have been replaced by a symlink from inside.
+	dir, err := ws.PlainDir(subdir)
+	if err != nil || dir == "" {
+		return nil, fileErr(err)
+	}
+	files, err := host.ReadDir(dir, maxFile, maxTotal)
+	if err != nil {
+		return nil, host.Errorf(host.KindInternal, "read files: %v", err)
+	}
+	return files, nil
 }
 
 func (h *Host) workspaceOf(id string) (*tracked, error) {
@@ -365,7 +374,11 @@ func (h *Host) PutFile(_ context.Context, id, path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	err = ws.PutFile(path, data)
+	if len(data) > host.MaxFileBytes {
+		err = host.Errorf(host.KindInvalid, "file %q is %d bytes, over the %d-byte limit of one file; split it", path, len(data), host.MaxFileBytes)
+	} else {
+		err = fileErr(ws.PutFile(path, data))
+	}
 	h.rec.Record(audit.Entry{Event: audit.WorkspaceWrite, SessionID: ws.SessionID, Success: err == nil, Error: audit.ErrText(err),
 		Details: map[string]any{"container_id": id, "owner": h.owner, "path": path, "bytes": len(data)}})
 	return err
@@ -377,7 +390,27 @@ func (h *Host) GetFile(_ context.Context, id, path string, max int64) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	return ws.GetFile(path, max)
+	if max <= 0 || max > host.MaxFileBytes {
+		max = host.MaxFileBytes
+	}
+	data, err := ws.GetFile(path, max)
+	return data, fileErr(err)
+}
+
+// fileErr gives an error of core/workspace the kind a plugin sees (its
+// refusals are the package's sentinels); the message is the workspace's.
+func fileErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, workspace.ErrLink), errors.Is(err, workspace.ErrNotRegular):
+		return host.Errorf(host.KindPolicy, "%v", err)
+	case errors.Is(err, workspace.ErrNotFound):
+		return host.Errorf(host.KindNotFound, "%v", err)
+	case errors.Is(err, workspace.ErrPath), errors.Is(err, workspace.ErrTooLarge), errors.Is(err, workspace.ErrNoSpace):
+		return host.Errorf(host.KindInvalid, "%v", err)
+	}
+	return host.Errorf(host.KindInternal, "%v", err)
 }
 
 // RemoveWorkspace implements host.Sandbox: only a session workspace this

@@ -152,10 +152,7 @@ func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, err
 
 // Handler is the MCP endpoint with every protection in front of it.
 func (s *Server) Handler() (http.Handler, error) {
-	maxBody, err := config.ParseSize(s.cfg.Server.MaxRequestBody)
-	if err != nil {
-		return nil, fmt.Errorf("server.max_request_body: %w", err)
-	}
+	maxBody := int64(s.cfg.Server.MaxRequestBody)
 	srv := s.f.MCP.MCP()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		// Stateless: the newest protocol version is sessionless and older

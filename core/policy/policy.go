@@ -307,17 +307,18 @@ func (e *LimitError) Error() string { return e.Field + ": " + e.Msg }
 func (p *Policy) ResolveLimits(r LimitRequest) (runtime.Limits, error) {
 	l := p.s.Defaults
 	if r.Memory != "" {
-		b, err := config.ParseSize(r.Memory)
-		if err != nil {
+		// A request writes its memory as the configuration does.
+		var b config.Size
+		if err := b.UnmarshalText([]byte(r.Memory)); err != nil {
 			return l, &LimitError{"memory", err.Error()}
 		}
-		if b > p.s.Max.MemoryBytes {
+		if int64(b) > p.s.Max.MemoryBytes {
 			return l, &LimitError{"memory", fmt.Sprintf("%s exceeds the maximum %s (execution.max_memory)", r.Memory, config.FormatSize(p.s.Max.MemoryBytes))}
 		}
 		if b < 4<<20 {
 			return l, &LimitError{"memory", fmt.Sprintf("%s is below the 4m minimum a container needs", r.Memory)}
 		}
-		l.MemoryBytes = b
+		l.MemoryBytes = int64(b)
 	}
 	if r.CPUQuota != 0 {
 		if r.CPUQuota < 1000 || r.CPUQuota > 1_000_000 {

@@ -12,7 +12,6 @@ func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
 
 // FromConfig derives the rule parameters from a validated configuration.
 func FromConfig(c config.Config) Settings {
-	size := func(s string) int64 { n, _ := config.ParseSize(s); return n }
 	e := c.Execution
 	return Settings{
 		AllowedImages: c.Images.Allowed,
@@ -21,14 +20,14 @@ func FromConfig(c config.Config) Settings {
 		UserNS:        c.Security.UserNS,
 		UserNSStart:   int64(c.Security.UserNSStart),
 		BasePath:      c.Volumes.BasePath,
-		TmpfsMax:      size(c.Security.TmpfsSize),
+		TmpfsMax:      int64(c.Security.TmpfsSize),
 		Seccomp:       seccomp.Path(c.Volumes.BasePath),
 		Defaults: runtime.Limits{
-			MemoryBytes: size(e.DefaultMemory), CPUQuota: int64(e.DefaultCPUQuota),
+			MemoryBytes: int64(e.DefaultMemory), CPUQuota: int64(e.DefaultCPUQuota),
 			Pids: int64(e.DefaultPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.DefaultTimeout)),
 		},
 		Max: runtime.Limits{
-			MemoryBytes: size(e.MaxMemory), CPUQuota: int64(e.MaxCPUQuota),
+			MemoryBytes: int64(e.MaxMemory), CPUQuota: int64(e.MaxCPUQuota),
 			Pids: int64(e.MaxPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.MaxTimeout)),
 		},
 	}

@@ -12,6 +12,19 @@ const (
 	// LabelOneShot marks a container that lives for one run only; sessions'
 	// containers lack it and are removed by the idle reaper instead.
 	LabelOneShot = "io.mcp-forge.one-shot"
+	// LabelServer identifies the live server process that owns a container
+	// (core/procid), so that reconciliation and the watchdog never remove
+	// containers of another running forge.
+	LabelServer = "io.mcp-forge.server"
+	// LabelPluginPrefix prefixes the labels a plugin asks for
+	// (host.Intent.Labels): key k is LabelPluginPrefix+k on the container.
+	LabelPluginPrefix = "io.mcp-forge.x-"
+	// LabelRun is the plugin label host.LabelRun as the container carries
+	// it: the run a stateless container serves (audited as its run_id; the
+	// run's slots are held until every container of the run is gone).
+	// core/runtime imports no sdk, so it is spelled out here; a test of
+	// core/hostsvc binds the two.
+	LabelRun = LabelPluginPrefix + "run"
 )
 
 // Mount is a bind mount of a host directory into the container.

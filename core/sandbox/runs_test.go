@@ -33,7 +33,7 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// A run is gone once every container created for it (LabelRun) or bound to
+// A run is gone once every container created for it (runtime.LabelRun) or bound to
 // it (a warm one) is removed; a removal that failed keeps it until the
 // retrier succeeds. A container serves one run, and only its owner binds it.
 func TestRunGone(t *testing.T) {
@@ -54,7 +54,7 @@ func TestRunGone(t *testing.T) {
 	if !isClosed(m.RunGone("never")) {
 		t.Fatal("a run without containers must be gone")
 	}
-	own := create(map[string]string{LabelRun: "r1"})
+	own := create(map[string]string{runtime.LabelRun: "r1"})
 	warm := create(map[string]string{"io.mcp-forge.x-warm": "true"})
 	other := create(nil)
 	if isClosed(m.RunGone("r1")) {

@@ -24,15 +24,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
-// LabelServer identifies the live server process that owns a container, so
-// reconciliation never removes containers of another running forge.
-const LabelServer = "io.mcp-forge.server"
-
-// LabelRun names the run a stateless container was created for (a plugin's
-// label "run", prefixed by the host services): the run's slots are held
-// until every container of the run is gone (RunGone).
-const LabelRun = "io.mcp-forge.x-run"
-
 // TimeoutError is a container killed at its wall-clock limit.
 type TimeoutError struct{ Limit time.Duration }
 
@@ -131,7 +122,7 @@ func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.L
 }
 
 // ID is the server id containers of this manager are labelled with
-// (LabelServer).
+// (runtime.LabelServer).
 func (m *Manager) ID() string { return m.server }
 
 // ServerTag is a short stable name of this server process, used to keep the
@@ -194,7 +185,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	if in.Labels == nil {
 		in.Labels = map[string]string{}
 	}
-	in.Labels[LabelServer] = m.server
+	in.Labels[runtime.LabelServer] = m.server
 	secrets := runtime.NewScrubber(in.Env, true)
 	if err := checkEnv(in.Env); err != nil {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID,
@@ -225,7 +216,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	// HOOK(http): the run a stateless container serves, so the audit log
 	// can name the tenant that asked for it.
-	if r := in.Labels[LabelRun]; r != "" {
+	if r := in.Labels[runtime.LabelRun]; r != "" {
 		details["run_id"] = r
 	}
 	// The create runs to its end even if the caller gives up meanwhile (a
@@ -241,7 +232,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
 	m.scrub[id] = secrets
-	if r := in.Labels[LabelRun]; r != "" {
+	if r := in.Labels[runtime.LabelRun]; r != "" {
 		m.bindLocked(id, r)
 	}
 	m.mu.Unlock()
@@ -588,7 +579,7 @@ func (m *Manager) BindRun(owner, id, run string) error {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // RunGone is closed once no container of run is left: every container
-// created with its LabelRun, or bound to it, was removed (a container whose
+// created with its runtime.LabelRun, or bound to it, was removed (a container whose
 // removal failed counts until the retrier removes it). A stateless run may
 // return its answer while its container still exits; its slots are held
 // until then, so a run cannot keep a sandbox outside every limit.
@@ -685,7 +676,7 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 	removed := 0
 	var errs []error
 	for _, c := range list {
-		srv := c.Labels[LabelServer]
+		srv := c.Labels[runtime.LabelServer]
 		if srv == m.server || procid.Alive(srv) {
 			continue
 		}
@@ -712,7 +703,7 @@ func (m *Manager) RemoveOlderThan(ctx context.Context, age time.Duration) (int, 
 	}
 	n := 0
 	for _, c := range list {
-		if c.Labels[LabelServer] != m.server || c.Labels[runtime.LabelOneShot] != "true" || time.Since(c.Created) < age {
+		if c.Labels[runtime.LabelServer] != m.server || c.Labels[runtime.LabelOneShot] != "true" || time.Since(c.Created) < age {
 			continue
 		}
 		if err := m.Remove(ctx, "", c.ID); err == nil {

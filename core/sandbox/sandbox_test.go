@@ -171,10 +171,10 @@ func TestSweepSparesSessions(t *testing.T) {
 	m, _ := newTestManager(t, rt, true)
 	old := time.Now().Add(-time.Hour)
 	rt.list = []runtime.Container{
-		{ID: "oneshot", Created: old, Labels: map[string]string{LabelServer: m.server, runtime.LabelOneShot: "true"}},
-		{ID: "session", Created: old, Labels: map[string]string{LabelServer: m.server}},
-		{ID: "young", Created: time.Now(), Labels: map[string]string{LabelServer: m.server, runtime.LabelOneShot: "true"}},
-		{ID: "other-server", Created: old, Labels: map[string]string{LabelServer: "1-1", runtime.LabelOneShot: "true"}},
+		{ID: "oneshot", Created: old, Labels: map[string]string{runtime.LabelServer: m.server, runtime.LabelOneShot: "true"}},
+		{ID: "session", Created: old, Labels: map[string]string{runtime.LabelServer: m.server}},
+		{ID: "young", Created: time.Now(), Labels: map[string]string{runtime.LabelServer: m.server, runtime.LabelOneShot: "true"}},
+		{ID: "other-server", Created: old, Labels: map[string]string{runtime.LabelServer: "1-1", runtime.LabelOneShot: "true"}},
 	}
 	for _, c := range rt.list {
 		m.tracked.Add(c.ID, "p")

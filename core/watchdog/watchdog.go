@@ -31,10 +31,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
-// LabelServer is the label whose value names the server owning a container
-// (sandbox.LabelServer; repeated here to keep this package a leaf).
-const LabelServer = "io.mcp-forge.server"
-
 // cleanStop is what a server writes before a clean exit.
 const cleanStop = 'c'
 
@@ -175,7 +171,7 @@ func sweep(o Options, died time.Time, clean bool) (int, error) {
 	var lastErr error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		list, err := o.Runtime.List(ctx, map[string]string{LabelServer: o.ServerID})
+		list, err := o.Runtime.List(ctx, map[string]string{runtime.LabelServer: o.ServerID})
 		cancel()
 		lastErr = err
 		for _, c := range list {

@@ -29,11 +29,11 @@ func (f *fakeRuntime) List(_ context.Context, labels map[string]string) ([]runti
 	defer f.mu.Unlock()
 	f.lists++
 	if f.appearAt > 0 && f.lists == f.appearAt {
-		f.ctrs["late"] = map[string]string{LabelServer: "1-1"}
+		f.ctrs["late"] = map[string]string{runtime.LabelServer: "1-1"}
 	}
 	var out []runtime.Container
 	for id, l := range f.ctrs {
-		if l[LabelServer] == labels[LabelServer] {
+		if l[runtime.LabelServer] == labels[runtime.LabelServer] {
 			out = append(out, runtime.Container{ID: id, Labels: l})
 		}
 	}
@@ -68,7 +68,7 @@ func opts(rt runtime.Runtime, r *rec) Options {
 // including one that appears after the first sweep; others stay.
 func TestSweepAfterDeath(t *testing.T) {
 	rt := &fakeRuntime{appearAt: 2, ctrs: map[string]map[string]string{
-		"a": {LabelServer: "1-1", runtime.LabelSession: "s"}, "b": {LabelServer: "1-1"}, "other": {LabelServer: "2-2"}}}
+		"a": {runtime.LabelServer: "1-1", runtime.LabelSession: "s"}, "b": {runtime.LabelServer: "1-1"}, "other": {runtime.LabelServer: "2-2"}}}
 	r := &rec{}
 	pr, pw := io.Pipe()
 	done := make(chan int)
@@ -123,7 +123,7 @@ func TestSweepAfterDeath(t *testing.T) {
 
 // A clean stop: one sweep, nothing audited when nothing was left.
 func TestCleanStop(t *testing.T) {
-	rt := &fakeRuntime{ctrs: map[string]map[string]string{"other": {LabelServer: "2-2"}}}
+	rt := &fakeRuntime{ctrs: map[string]map[string]string{"other": {runtime.LabelServer: "2-2"}}}
 	r := &rec{}
 	pr, pw, _ := os.Pipe()
 	pw.Write([]byte{cleanStop})

@@ -33,6 +33,21 @@ var (
 	ErrNoSpace    = errors.New("workspace quota exceeded")
 )
 
+// refusal is a refusal with its own message that errors.Is one of the
+// reasons above.
+type refusal struct {
+	reason error
+	msg    string
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return r.reason }
+
+// refusef is a refusal for reason, worded by format.
+func refusef(reason error, format string, args ...any) error {
+	return &refusal{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
 // Path limits: what Linux allows for one name, and a bound on the whole.
 const (
 	maxPathLen = 1024

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // runIDPattern is what an ephemeral workspace is named.
@@ -88,15 +86,14 @@ func checkCreated(t *testing.T, m *Manager, w *Workspace, want string) {
 }
 
 // FuzzWithin: a path accepted inside a workspace never leaves it; refusals
-// are invalid-request errors for the plugin that asked.
+// are ErrPath (which host services answer a plugin as an invalid request).
 func FuzzWithin(f *testing.F) {
 	const dir = "/srv/forge/sessions/ws.0a1b2c3d"
 	f.Fuzz(func(t *testing.T, rel string) {
 		p, err := within(dir, rel)
 		if err != nil {
-			var he *host.Error
-			if !errors.As(err, &he) || he.Kind != host.KindInvalid {
-				t.Fatalf("refusal of %q is not an invalid-request error: %v", rel, err)
+			if !errors.Is(err, ErrPath) {
+				t.Fatalf("refusal of %q is not an invalid path (ErrPath): %v", rel, err)
 			}
 			return
 		}

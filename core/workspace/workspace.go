@@ -16,8 +16,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-
-	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // SessionIDPattern is what a session id may look like. The 48-character cap
@@ -299,11 +297,11 @@ func within(dir, rel string) (string, error) {
 		return dir, nil
 	}
 	if filepath.IsAbs(rel) || strings.Contains(rel, "\x00") {
-		return "", host.Errorf(host.KindInvalid, "path %q must be relative to the workspace", rel)
+		return "", refusef(ErrPath, "path %q must be relative to the workspace", rel)
 	}
 	clean := filepath.Clean(rel)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", host.Errorf(host.KindInvalid, "path %q leaves the workspace", rel)
+		return "", refusef(ErrPath, "path %q leaves the workspace", rel)
 	}
 	return filepath.Join(dir, clean), nil
 }
@@ -334,25 +332,21 @@ func (w *Workspace) WriteFile(rel string, data []byte) error {
 	return os.WriteFile(p, data, 0o644)
 }
 
-// ReadFiles returns the regular files of one workspace directory, never
-// following symlinks the sandboxed code may have planted.
-func (w *Workspace) ReadFiles(subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+// PlainDir is the directory subdir of the workspace, refusing one that
+// the sandboxed code replaced by a symbolic link (ErrLink); "" when it does
+// not exist.
+func (w *Workspace) PlainDir(subdir string) (string, error) {
 	dir, err := w.Within(subdir)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	// The directory itself may have been replaced by a symlink from inside.
 	if real, err := filepath.EvalSymlinks(dir); err != nil || real != dir {
 		if os.IsNotExist(err) {
-			return nil, nil
+			return "", nil
 		}
-		return nil, host.Errorf(host.KindPolicy, "workspace directory %s is not a plain directory", subdir)
+		return "", refusef(ErrLink, "workspace directory %s is not a plain directory", subdir)
 	}
-	files, err := host.ReadDir(dir, maxFile, maxTotal)
-	if err != nil {
-		return nil, host.Errorf(host.KindInternal, "read files: %v", err)
-	}
-	return files, nil
+	return dir, nil
 }
 
 // MaxFiles bounds how many files a workspace may hold, so that the usage

@@ -45,6 +45,11 @@ type Intent struct {
 	ToolsGrant string
 }
 
+// LabelRun is the Intent.Labels key naming the run a stateless container
+// serves (ExecuteRequest.RunID), so that the core's audit log attributes
+// the container to it.
+const LabelRun = "run"
+
 // Container is a created container and its workspace on the host.
 type Container struct {
 	ID        string

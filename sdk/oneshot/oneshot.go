@@ -249,7 +249,7 @@ func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (
 		return backend.ExecuteResult{}, err
 	}
 	in.CodeHash, in.ToolsGrant = p.codeHash, req.ToolsGrant
-	in.Labels = map[string]string{"run": req.RunID}
+	in.Labels = map[string]string{host.LabelRun: req.RunID}
 	ctr, err := b.sb.Create(ctx, in)
 	if err != nil {
 		return backend.ExecuteResult{}, err

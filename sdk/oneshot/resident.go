@@ -259,7 +259,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 		if r == nil {
 			in := b.residentIntent(p.image, req)
 			in.CodeHash = p.codeHash
-			in.Labels = map[string]string{"run": req.RunID}
+			in.Labels = map[string]string{host.LabelRun: req.RunID}
 			in.ToolsGrant = req.ToolsGrant
 			var err error
 			if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {

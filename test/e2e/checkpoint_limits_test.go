@@ -104,7 +104,7 @@ func TestCheckpointSparseFilesStopAtTheQuota(t *testing.T) {
 	const quota = 64 << 20
 	var base string
 	p := testenv.NewInProcess(t, func(c *config.Config) {
-		c.Volumes.SessionQuota = "64m"
+		c.Volumes.SessionQuota = 64 << 20
 		base = c.Volumes.BasePath
 	})
 	cs := p.Connect(t)
@@ -164,8 +164,8 @@ func TestCheckpointSparseFilesStopAtTheQuota(t *testing.T) {
 func TestCheckpointStoreQuota(t *testing.T) {
 	var base string
 	p := testenv.NewInProcess(t, func(c *config.Config) {
-		c.Volumes.SessionQuota = "64m"
-		c.Sessions.CheckpointStoreQuota = "96m"
+		c.Volumes.SessionQuota = 64 << 20
+		c.Sessions.CheckpointStoreQuota = 96 << 20
 		base = c.Volumes.BasePath
 	})
 	cs := p.Connect(t)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/procid"
-	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -24,7 +24,7 @@ import (
 // server's id.
 func serverContainers(t *testing.T, serverID string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "-a", "-q", "--filter", "label="+sandbox.LabelServer+"="+serverID).Output()
+	out, err := exec.Command("podman", "ps", "-a", "-q", "--filter", "label="+runtime.LabelServer+"="+serverID).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func refused(t *testing.T, s *testenv.Server, serverID string) {
 	// The warm pools' containers were created (and audited) before the log
 	// broke: a refused execution must add none, and take none into use.
 	containers := func() map[string]bool {
-		out, err := exec.Command("podman", "ps", "-a", "--filter", "label="+sandbox.LabelServer+"="+serverID, "--format", "{{.ID}}").Output()
+		out, err := exec.Command("podman", "ps", "-a", "--filter", "label="+runtime.LabelServer+"="+serverID, "--format", "{{.ID}}").Output()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/procid"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
-	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -166,7 +166,7 @@ func TestPodmanServiceRestart(t *testing.T) {
 
 func runningContainers(t *testing.T, serverID string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "-q", "--filter", "status=running", "--filter", "label="+sandbox.LabelServer+"="+serverID).Output()
+	out, err := exec.Command("podman", "ps", "-q", "--filter", "status=running", "--filter", "label="+runtime.LabelServer+"="+serverID).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func TestSessionFiles(t *testing.T) {
 // Files belong to the session's owner: another connection can neither
 // read, list nor write them; sizes over the limit are refused.
 func TestSessionFilesOwnership(t *testing.T) {
-	p := testenv.NewInProcess(t, func(c *config.Config) { c.Volumes.MaxFileSize = "1m" })
+	p := testenv.NewInProcess(t, func(c *config.Config) { c.Volumes.MaxFileSize = 1 << 20 })
 	alice, bob := p.Connect(t), p.Connect(t)
 	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "1", "session_id": "mine"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))

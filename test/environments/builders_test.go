@@ -74,6 +74,7 @@ func fileHits(ix *testindex.Index) int {
 // stateless run and in a session, a cache hit, and the refusals (sdist only,
 // blocklisted before any download, version conflict).
 func TestUVBuilderEndToEnd(t *testing.T) {
+	testenv.Require(t)
 	ix := testindex.New(t, nil)
 	s := startBuilder(t, uvConfig(ix, ""))
 
@@ -208,6 +209,7 @@ func TestUVBuilderEndToEnd(t *testing.T) {
 // [plugins.uv.config] reaches the plugin: its own index_url (no
 // [environment_builder] index) and uv_cache_path are used.
 func TestUVBuilderPluginConfig(t *testing.T) {
+	testenv.Require(t)
 	ix := testindex.New(t, nil)
 	cache := filepath.Join(t.TempDir(), "uvcache")
 	s := startBuilder(t, fmt.Sprintf(`[environment_builder]
@@ -236,6 +238,7 @@ uv_cache_path = %q
 // that library(R6) loads, and a Python one with python3-tabulate. These
 // download from deb.debian.org.
 func TestDebianBuilderEndToEnd(t *testing.T) {
+	testenv.Require(t)
 	s := startBuilder(t, `[environment_builder]
 builder = "debian"
 
@@ -292,6 +295,7 @@ use_allowlist = false
 // index_url (with credentials that never reach a log or the audit),
 // extra_index_urls and find_links; then offline with find_links only.
 func TestUVBuilderIndexSettings(t *testing.T) {
+	testenv.Require(t)
 	main := testindex.New(t, nil)
 	extra := testindex.New(t, []testindex.Project{{Name: "forge-extra", Version: "1.0"}})
 	links := t.TempDir()
@@ -363,6 +367,7 @@ use_allowlist = false
 // With no uv (uv_path = "none") the builder falls back to pip through the
 // same MCP call, and says so in the result.
 func TestUVBuilderPipFallback(t *testing.T) {
+	testenv.Require(t)
 	ix := testindex.New(t, nil)
 	s := startBuilder(t, uvConfig(ix, "")+`
 [plugins.uv.config]

@@ -23,6 +23,7 @@ import (
 // forge-fancy-dep, which is locked and importable in the image (issue 20,
 // item 9: the extra was dropped with a notice).
 func TestUVBuilderExtras(t *testing.T) {
+	testenv.Require(t)
 	ix := testindex.New(t, []testindex.Project{
 		{Name: "forgetest-extras", Version: "1.0", Extras: map[string][]string{"fancy": {"forgetest-fancy-dep"}}},
 		{Name: "forgetest-fancy-dep", Version: "1.0"},
@@ -49,6 +50,7 @@ func TestUVBuilderExtras(t *testing.T) {
 // no image, no layer, no scratch, nothing new in the cache
 // (environment_builder.uv_cache_path, which is honoured). Issue 20, item 3.
 func TestUVBuilderStopsDecompressionBomb(t *testing.T) {
+	testenv.Require(t)
 	const payload, room = 1 << 30, 48 << 20
 	ix := testindex.New(t, []testindex.Project{{Name: "forgetest-bomb", Version: "1.0", Payload: payload}, {Name: "forge-c", Version: "1.0"}})
 	base, ok, err := podman.New("").Image(context.Background(), "mcp-forge/python:3.11")

@@ -4,7 +4,8 @@
 // and policy are leaves; only core/runtime/podman holds the Podman
 // bindings; mcpserver talks to the engine through its own interfaces,
 // never to the runtime; the engine's parts (route, pure; session;
-// checkpoint; refusal) sit below it.
+// checkpoint; refusal) sit below it; only config parses sizes;
+// core/workspace knows nothing of the plugin API.
 package imports
 
 import (
@@ -95,6 +96,12 @@ var rules = []rule{
 	{"core/config is a leaf", func(from, to string) bool {
 		return from == "core/config" && internal(to)
 	}},
+	// Sizes of the configuration are parsed once, into config.Size, when it
+	// is loaded (its parser is unexported): the rest of the server reads
+	// bytes and never parses "512m" itself.
+	{"only core/config parses sizes (github.com/docker/go-units)", func(from, to string) bool {
+		return to == "github.com/docker/go-units" && from != "core/config" && (under(from, "core") || under(from, "cmd") || under(from, "test"))
+	}},
 	{"core/runtime is a leaf (its podman package imports only it)", func(from, to string) bool {
 		if from == "core/runtime" {
 			return internal(to)
@@ -110,6 +117,11 @@ var rules = []rule{
 			return false
 		}
 		return true
+	}},
+	// Workspaces serve the engine and the host services alike: their
+	// refusals are their own errors, which core/hostsvc answers plugins with.
+	{"core/workspace imports nothing of sdk (the plugin API is core/hostsvc's)", func(from, to string) bool {
+		return from == "core/workspace" && under(to, "sdk")
 	}},
 	{"core/mcpserver talks to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
 		return from == "core/mcpserver" && (under(to, "core/runtime") || to == "core/sandbox")
@@ -189,10 +201,12 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"plugins/jupyter", "core/workspace"},
 		{"core/engine", "plugins/internal/toolrun"},
 		{"core/config", "core/audit"},
+		{"core/policy", "github.com/docker/go-units"},
 		{"core/runtime", "core/policy"},
 		{"core/runtime/podman", "core/audit"},
 		{"core/policy", "sdk/bridge"},
 		{"core/mcpserver", "core/runtime"},
+		{"core/workspace", "sdk/host"},
 		{"core/engine", "github.com/containers/podman/v5/pkg/bindings"},
 		{"core/refusal", "core/config"},
 		{"core/route", "os"},
@@ -221,6 +235,8 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
 		{"core/route", "core/config"}, {"core/route", "sdk/backend"}, {"core/route", "strings"}, {"core/checkpoint", "core/workspace"},
 		{"core/checkpoint", "os"}, {"core/session", "core/toolbridge"}, {"core/engine", "core/route"}, {"core/mcpserver", "core/session"},
+		{"core/config", "github.com/docker/go-units"},
+		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -20,11 +19,7 @@ import (
 // sdktest.Launch needs to run the conformance suite in real mode.
 func (c *Core) PluginHost(t testing.TB, name string) (host.Host, string, []byte) {
 	t.Helper()
-	quota, err := config.ParseSize(c.Config.Volumes.SessionQuota)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := workspace.New(c.Base, c.Manager.ServerTag(), quota, nil) // plain directories: the conformance suite tests plugins, not the quota
+	ws := workspace.New(c.Base, c.Manager.ServerTag(), int64(c.Config.Volumes.SessionQuota), nil) // plain directories: the conformance suite tests plugins, not the quota
 	if err := os.MkdirAll(ws.Root(), 0o711); err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,11 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Binary is the built server; tests fail (not skip) without it under FORGE_E2E.
+// Binary is the built server; tests fail (not skip) without it under
+// FORGE_E2E, and skip outside it (they would start servers).
 func Binary(t testing.TB) string {
 	t.Helper()
+	skipUnlessE2E(t)
 	p := filepath.Join(RepoRoot(), "bin", "mcp-forge")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("%s is missing: run `make build` first (make test does)", p)

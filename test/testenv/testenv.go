@@ -24,9 +24,7 @@ import (
 // Require skips outside FORGE_E2E=1 and fails when Podman is unreachable.
 func Require(t testing.TB) {
 	t.Helper()
-	if os.Getenv("FORGE_E2E") != "1" {
-		t.Skip("end-to-end test: set FORGE_E2E=1 (make test does)")
-	}
+	skipUnlessE2E(t)
 	// Generous: a busy 2-core machine can take seconds to answer.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -45,8 +43,18 @@ type Core struct {
 	Base     string
 }
 
+// skipUnlessE2E keeps the unit tier (make test-unit) off the host: what
+// needs a base path, the server binary or Podman is end-to-end.
+func skipUnlessE2E(t testing.TB) {
+	t.Helper()
+	if os.Getenv("FORGE_E2E") != "1" {
+		t.Skip("end-to-end test: set FORGE_E2E=1 (make test does)")
+	}
+}
+
 // BaseDir returns a short base path (unix socket paths are limited to 107
-// bytes, and t.TempDir paths are long).
+// bytes, and t.TempDir paths are long). Outside FORGE_E2E=1 it skips: a test
+// that takes one goes on to mount, start servers or create containers.
 func BaseDir(t testing.TB) string {
 	t.Helper()
 	Require(t) // a base path is for servers and containers: the end-to-end tier only
