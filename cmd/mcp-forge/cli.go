@@ -6,42 +6,69 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/forge"
-	"github.com/mcp-forge/mcp-forge/core/httpserver"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
-	"github.com/mcp-forge/mcp-forge/core/version"
 )
+
+// assembly is the entry points of core/forge: one call per command. Tests
+// give dispatch a fake.
+type assembly struct {
+	LoadConfig    func(path string) (config.Config, error)
+	Serve         func(context.Context, config.Config, forge.Options) error
+	Doctor        func(context.Context, config.Config, forge.Options) error
+	ListImages    func(context.Context, config.Config, forge.Options) error
+	ListPlugins   func(context.Context, config.Config, forge.Options) error
+	Watchdog      func(cfg config.Config, serverID string) error
+	NewTenantKey  func(forge.Options) error
+	HashTenantKey func(forge.Options) error
+	MCPJSON       func(configPath string) string
+	Version       func() string
+}
+
+var forgeCore = assembly{forge.LoadConfig, forge.Serve, forge.Doctor, forge.ListImages, forge.ListPlugins, forge.Watchdog,
+	forge.NewTenantKey, forge.HashTenantKey, forge.MCPJSON, forge.Version}
+
+// flags are the global flags, which may stand anywhere, with what a
+// command calls and where its output goes.
+type flags struct {
+	config string // --config FILE, else $FORGE_CONFIG
+	http   string // --http ADDR: serve streamable HTTP instead of stdio
+
+	core           assembly
+	stdout, stderr io.Writer
+}
+
+func (f flags) options() forge.Options {
+	return forge.Options{ConfigPath: f.config, HTTPAddr: f.http, Stdout: f.stdout, Stderr: f.stderr}
+}
 
 type command struct {
 	usage   string // arguments after the command name
 	maxArgs int    // positional arguments it takes
 	summary string
-	run     func(ctx context.Context, args []string) int
+	run     func(ctx context.Context, fl flags, args []string) error
 }
 
 var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"serve":   {"serve [--http ADDR]", 0, "run the MCP server on stdio (what an MCP host starts), or on streamable HTTP", cmdServe},
+		"serve":   {"serve [--http ADDR]", 0, "run the MCP server on stdio (what an MCP host starts), or on streamable HTTP", withConfig(serve)},
 		"tenant":  {"tenant new-key | hash-key", 1, "make an API key and the sha256 to put in [tenants.NAME]", cmdTenant},
-		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", cmdDoctor},
+		"doctor":  {"doctor", 0, "check this host: Podman, runtime, cgroups, limits, images, paths, plugins", withConfig(doctor)},
 		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig},
 		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
-		"images":  {"images", 0, "list the sandbox images and whether they are built", cmdImages},
-		"version": {"version", 0, "print the version", func(context.Context, []string) int { fmt.Println("mcp-forge", version.Version); return 0 }},
+		"images":  {"images", 0, "list the sandbox images and whether they are built", withConfig(listImages)},
+		"version": {"version", 0, "print the version", func(_ context.Context, fl flags, _ []string) error {
+			fmt.Fprintln(fl.stdout, "mcp-forge", fl.core.Version())
+			return nil
+		}},
 	}
 	// Internal, not listed: serve starts it.
 	commands["watchdog"] = command{"watchdog SERVER-ID", 1, "removes a dead server's containers", cmdWatchdog}
@@ -51,7 +78,7 @@ func init() {
 var hidden = map[string]bool{}
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", version.Version)
+	fmt.Fprintf(w, "mcp-forge %s: run Python and R in sandboxed Podman containers for AI agents, over MCP.\n\n", forge.Version())
 	fmt.Fprintln(w, "Usage: mcp-forge <command> [args] [--config FILE] [--http ADDR]   (flags may stand anywhere)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
@@ -68,24 +95,19 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "See forge.toml.example for every option.")
 }
 
-var (
-	configPath string
-	httpAddr   string // --http ADDR: serve streamable HTTP instead of stdio
-)
-
 // parseArgs reads the global flags wherever they stand (`mcp-forge --config F
 // serve` and `mcp-forge serve --config F` are the same) and returns the
 // command and its positional arguments. An unknown flag is an error; "--"
 // ends flag parsing.
-func parseArgs(args []string) (cmd string, rest []string, err error) {
+func parseArgs(args []string) (fl flags, cmd string, rest []string, err error) {
 	fs := flag.NewFlagSet("mcp-forge", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&configPath, "config", os.Getenv("FORGE_CONFIG"), "configuration file (TOML)")
-	fs.StringVar(&httpAddr, "http", "", "serve MCP over streamable HTTP on this address (serve)")
+	fs.StringVar(&fl.config, "config", os.Getenv("FORGE_CONFIG"), "configuration file (TOML)")
+	fs.StringVar(&fl.http, "http", "", "serve MCP over streamable HTTP on this address (serve)")
 	var positional []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return "", nil, err
+			return fl, "", nil, err
 		}
 		// Parse stops at the first non-flag argument, or just after "--".
 		if consumed := len(args) - fs.NArg(); consumed > 0 && args[consumed-1] == "--" {
@@ -99,167 +121,186 @@ func parseArgs(args []string) (cmd string, rest []string, err error) {
 		}
 	}
 	if len(positional) == 0 {
-		return "", nil, nil
+		return fl, "", nil, nil
 	}
-	return positional[0], positional[1:], nil
+	return fl, positional[0], positional[1:], nil
 }
 
+// errUsage is a command called wrongly: exit status 2, after the message.
+type errUsage struct{ msg string }
+
+func (e errUsage) Error() string { return e.msg }
+
 func run(args []string) int {
-	name, rest, err := parseArgs(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return dispatch(ctx, forgeCore, args, os.Stdout, os.Stderr)
+}
+
+// dispatch runs one command line and returns its exit status: 0, 1 when it
+// failed, 2 when it was called wrongly.
+func dispatch(ctx context.Context, core assembly, args []string, stdout, stderr io.Writer) int {
+	fl, name, rest, err := parseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
-		usage(os.Stdout)
+		usage(stdout)
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mcp-forge: %v\n\n", err)
-		usage(os.Stderr)
+		fmt.Fprintf(stderr, "mcp-forge: %v\n\n", err)
+		usage(stderr)
 		return 2
 	}
-	if name == "" {
-		usage(os.Stderr)
+	switch name {
+	case "":
+		usage(stderr)
 		return 2
-	}
-	if name == "help" || name == "-h" {
-		usage(os.Stdout)
+	case "help", "-h":
+		usage(stdout)
 		return 0
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "mcp-forge: unknown command %q\n\n", name)
-		usage(os.Stderr)
+		fmt.Fprintf(stderr, "mcp-forge: unknown command %q\n\n", name)
+		usage(stderr)
 		return 2
 	}
-	if cmd.maxArgs >= 0 && len(rest) > cmd.maxArgs {
-		fmt.Fprintf(os.Stderr, "mcp-forge %s: unexpected argument %q (usage: mcp-forge %s)\n", name, rest[cmd.maxArgs], cmd.usage)
+	if len(rest) > cmd.maxArgs {
+		fmt.Fprintf(stderr, "mcp-forge %s: unexpected argument %q (usage: mcp-forge %s)\n", name, rest[cmd.maxArgs], cmd.usage)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return cmd.run(ctx, rest)
+	fl.core, fl.stdout, fl.stderr = core, stdout, stderr
+	err = cmd.run(ctx, fl, rest)
+	var ue errUsage
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, ue.msg)
+		return 2
+	case errors.Is(err, forge.ErrFailed): // its output said what failed
+		return 1
+	}
+	fmt.Fprintln(stderr, "mcp-forge:", err)
+	return 1
 }
 
-// loadConfig loads the configuration or prints every error and returns false.
-func loadConfig() (config.Config, bool) {
-	cfg, err := forge.LoadConfig(configPath)
+// errConfig is an invalid configuration, each error on its own line.
+type errConfig struct {
+	path string
+	err  error
+}
+
+func (e errConfig) Error() string {
+	return fmt.Sprintf("invalid configuration (%s):\n%s", orDefaults(e.path, "defaults"), indent(e.err.Error()))
+}
+
+func loadConfig(fl flags) (config.Config, error) {
+	cfg, err := fl.core.LoadConfig(fl.config)
 	if err != nil {
-		src := configPath
-		if src == "" {
-			src = "defaults"
-		}
-		fmt.Fprintf(os.Stderr, "mcp-forge: invalid configuration (%s):\n%s\n", src, indent(err.Error()))
-		return cfg, false
+		return cfg, errConfig{fl.config, err}
 	}
-	return cfg, true
+	return cfg, nil
+}
+
+// withConfig is a command that loads the configuration and calls one entry
+// point of the assembly with it.
+func withConfig(entry func(assembly) func(context.Context, config.Config, forge.Options) error) func(context.Context, flags, []string) error {
+	return func(ctx context.Context, fl flags, _ []string) error {
+		cfg, err := loadConfig(fl)
+		if err != nil {
+			return err
+		}
+		return entry(fl.core)(ctx, cfg, fl.options())
+	}
+}
+
+func serve(a assembly) func(context.Context, config.Config, forge.Options) error  { return a.Serve }
+func doctor(a assembly) func(context.Context, config.Config, forge.Options) error { return a.Doctor }
+func listImages(a assembly) func(context.Context, config.Config, forge.Options) error {
+	return a.ListImages
+}
+func listPlugins(a assembly) func(context.Context, config.Config, forge.Options) error {
+	return a.ListPlugins
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
-func cmdConfig(_ context.Context, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: mcp-forge config check [FILE] | print | mcp-json")
-		return 2
-	}
-	switch args[0] {
-	case "check":
-		path := configPath
-		if len(args) > 1 {
-			path = args[1]
-		}
-		if _, err := forge.LoadConfig(path); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: invalid:\n%s\n", orDefaults(path), indent(err.Error()))
-			return 1
-		}
-		fmt.Printf("%s: ok\n", orDefaults(path))
-		return 0
-	case "print":
-		cfg, ok := loadConfig()
-		if !ok {
-			return 1
-		}
-		out, err := config.Render(cfg)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Print(out)
-		return 0
-	case "mcp-json":
-		return printMCPJSON()
-	}
-	fmt.Fprintf(os.Stderr, "mcp-forge config: unknown subcommand %q (check, print, mcp-json)\n", args[0])
-	return 2
-}
-
-func orDefaults(p string) string {
+func orDefaults(p, defaults string) string {
 	if p == "" {
-		return "built-in defaults"
+		return defaults
 	}
 	return p
 }
 
-func cmdDoctor(ctx context.Context, _ []string) int {
-	cfg, ok := loadConfig()
-	if !ok {
-		return 1
+func cmdConfig(_ context.Context, fl flags, args []string) error {
+	if len(args) == 0 {
+		return errUsage{"usage: mcp-forge config check [FILE] | print | mcp-json"}
 	}
-	fmt.Printf("ok    %-16s %s\n", "config", orDefaults(configPath))
-	sts := forge.Inspect(ctx, cfg)
-	images := slices.Sorted(maps.Keys(forge.Images(sts)))
-	rt := podman.New(cfg.Server.PodmanSocket)
-	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
-		doctor.Seccomp(rt, cfg, forge.Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts),
-		doctor.Environments(cfg, forge.Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion)}
-	if addr, ok := httpAddress(cfg); ok {
-		checks = append(checks, httpserver.Doctor(cfg, addr))
+	switch args[0] {
+	case "check":
+		path := fl.config
+		if len(args) > 1 {
+			path = args[1]
+		}
+		if _, err := fl.core.LoadConfig(path); err != nil {
+			fmt.Fprintf(fl.stderr, "%s: invalid:\n%s\n", orDefaults(path, "built-in defaults"), indent(err.Error()))
+			return forge.ErrFailed
+		}
+		fmt.Fprintf(fl.stdout, "%s: ok\n", orDefaults(path, "built-in defaults"))
+		return nil
+	case "print":
+		cfg, err := loadConfig(fl)
+		if err != nil {
+			return err
+		}
+		out, err := config.Render(cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(fl.stdout, out)
+		return nil
+	case "mcp-json":
+		fmt.Fprint(fl.stdout, fl.core.MCPJSON(fl.config))
+		return nil
 	}
-	if !doctor.Run(ctx, os.Stdout, checks...) {
-		return 1
-	}
-	return 0
+	return errUsage{fmt.Sprintf("mcp-forge config: unknown subcommand %q (check, print, mcp-json)", args[0])}
 }
 
-// cmdImages lists the images the backends run (each plugin's configured
-// image, by default the one it declares) and whether they are built.
-func cmdImages(ctx context.Context, _ []string) int {
-	cfg, ok := loadConfig()
-	if !ok {
-		return 1
+func cmdPlugins(ctx context.Context, fl flags, args []string) error {
+	if len(args) > 0 && args[0] != "list" {
+		return errUsage{fmt.Sprintf("mcp-forge plugins: unknown subcommand %q (list)", args[0])}
 	}
-	sts := forge.Inspect(ctx, cfg)
-	if len(sts) == 0 {
-		fmt.Printf("no plugins found in %s; run `make build`\n", forge.PluginDir(cfg))
-		return 1
-	}
-	rt := podman.New(cfg.Server.PodmanSocket)
-	code := 0
-	byImage := forge.Images(sts)
-	for _, img := range slices.Sorted(maps.Keys(byImage)) {
-		users := "used by " + strings.Join(byImage[img], ", ")
-		ii, ok, err := rt.Image(ctx, img)
-		switch {
-		case err != nil:
-			fmt.Printf("%-28s error: %v (%s)\n", img, err, users)
-			code = 1
-		case !ok:
-			fmt.Printf("%-28s missing: run `make images` (%s)\n", img, users)
-			code = 1
-		default:
-			fmt.Printf("%-28s %4d MB  recipe %s  packages %s  (%s)\n", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"], ii.Labels["io.mcp-forge.packages"], users)
-		}
-	}
-	for _, st := range sts {
-		if st.Error != "" {
-			fmt.Printf("plugin %s is not loaded, so its image is unknown: %s\n", st.Name, st.Error)
-			code = 1
-		}
-	}
-	return code
+	return withConfig(listPlugins)(ctx, fl, args)
 }
 
-// toolVersion runs `path --version` with a bound.
-func toolVersion(ctx context.Context, path string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
-	return string(out), err
+func cmdTenant(_ context.Context, fl flags, args []string) error {
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	switch sub {
+	case "new-key":
+		return fl.core.NewTenantKey(fl.options())
+	case "hash-key":
+		return fl.core.HashTenantKey(fl.options())
+	}
+	return errUsage{"usage: mcp-forge tenant new-key | hash-key   (hash-key reads the key on stdin, so it stays out of shell history)"}
+}
+
+// cmdWatchdog is the watchdog process serve starts: it removes its server's
+// containers once the server ends.
+func cmdWatchdog(_ context.Context, fl flags, args []string) error {
+	if len(args) != 1 {
+		return errUsage{"mcp-forge watchdog: " + forge.ErrNoWatchdogPipe.Error()}
+	}
+	cfg, err := loadConfig(fl)
+	if err != nil {
+		return err
+	}
+	if err := fl.core.Watchdog(cfg, args[0]); errors.Is(err, forge.ErrNoWatchdogPipe) {
+		return errUsage{"mcp-forge watchdog: " + err.Error()}
+	} else if err != nil {
+		return err
+	}
+	return nil
 }

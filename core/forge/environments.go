@@ -9,7 +9,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
@@ -19,7 +18,7 @@ const cleanupInterval = time.Hour
 // environments sets up custom environment builds and their MCP tools, and
 // starts auto_cleanup. A missing builder plugin is a warning, not a failed
 // start: the tools then refuse builds saying so, and list and delete work.
-func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt *podman.Client) {
+func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt Runtime) {
 	cfg := f.Config
 	if !cfg.EnvironmentBuilder.Enabled {
 		return

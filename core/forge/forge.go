@@ -6,12 +6,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,14 +18,12 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
-	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/packages"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -52,8 +48,9 @@ type Forge struct {
 	Environments *environments.Service
 	// Tools is the MCP tool bridge (mcp_tools), nil without a bridge plugin.
 	Tools *toolbridge.Service
-	quota *fsquota.Quota
-	stop  context.CancelFunc
+
+	runtime Runtime
+	undo    undoStack // what New did, for Close
 }
 
 // Instance names the containers of every server sharing a base path.
@@ -122,135 +119,147 @@ func MessageLimit(cfg config.Config) int {
 // New builds the core, reconciles containers left by dead servers and starts
 // the plugins. Close releases everything.
 func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, error) {
-	al, err := audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+	return build(ctx, cfg, log, machine)
+}
+
+// build is New with the parts it takes from the machine. Every step that
+// holds something pushes its undo on f.undo; a failing step returns, and
+// the steps done so far are undone in reverse, as Close undoes them all.
+func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_ *Forge, err error) {
+	f := &Forge{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			f.undo.run(log)
+		}
+	}()
+	al, err := m.audit(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w (set security.audit_log to a writable path)", err)
 	}
 	al.OnError(func(err error) { log.Error("audit log write failed", "error", err) })
+	f.Audit = al
+	f.undo.push("audit log", func(context.Context) error { return al.Close() })
 	if err := os.MkdirAll(filepath.Join(cfg.Volumes.BasePath, "sessions"), 0o711); err != nil {
-		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
 	}
 	if err := privateBase(cfg.Volumes.BasePath); err != nil { // rootless.go
-		al.Close()
 		return nil, err
 	}
 	if _, err := seccomp.Install(cfg.Volumes.BasePath); err != nil {
-		al.Close()
 		return nil, fmt.Errorf("volumes.base_path: %w", err)
 	}
 	ps := policy.FromConfig(cfg)
 	ps.ToolGrantTarget = bridge.SandboxDir
 	pol := policy.New(ps, filepath.EvalSymlinks)
-	rt := podman.New(cfg.Server.PodmanSocket)
+	rt := m.runtime(cfg)
 	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{
 		Instance: Instance(cfg.Volumes.BasePath), EnforceResourceLimits: cfg.Security.EnforceResourceLimits})
-	f := &Forge{Config: cfg, Log: log, Audit: al, Sandbox: sb}
-
+	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {
 		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)
 	} else if n > 0 {
 		log.Info("removed containers left by a previous run", "count", n)
 	}
 
-	entries := plugins.Discover(cfg, PluginDir(cfg))
-	fsq, err := fsquota.New(cfg.Volumes.BasePath, log.Named("quota"), fsquota.Options{Required: cfg.Volumes.EnforceQuota})
+	fsq, err := m.quota(cfg, log.Named("quota"))
 	if err != nil {
-		al.Close()
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
+	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
 	if n, err := fsq.Sweep(); err != nil {
 		log.Warn("could not release workspaces left by a previous run", "error", err)
 	} else if n > 0 {
 		log.Info("released workspaces left by a previous run", "count", n)
 	}
 	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), int64(cfg.Volumes.SessionQuota), fsq)
-	f.Workspaces, f.quota = ws, fsq
-	// The host services of each plugin's current process, so that a crash
-	// releases what its containers held.
-	var hostsMu sync.Mutex
-	hosts := map[string]*hostsvc.Host{}
-	f.Plugins = plugins.NewManager(entries, func(name string) host.Host {
+	f.Workspaces = ws
+	// The plugins' warm pools provision workspaces as they start: a server
+	// that does not start releases them as a stopping one does (its
+	// watchdog, told of a clean stop, leaves them alone).
+	f.undo.push("workspaces", func(context.Context) error { return ws.Close() })
+	// The containers exist once plugins start; they go before the
+	// workspaces they mount.
+	f.undo.push("containers", func(ctx context.Context) error { sb.Shutdown(ctx); return nil })
+
+	// What the plugins' hosts and the crash handler need is in place
+	// before any plugin starts; the tool bridge and the engine, which need
+	// the plugins running, are resolved below, before anything is served.
+	grants := &grants{}
+	crashes := &crashes{sb: sb, log: log, hosts: map[string]*hostsvc.Host{}}
+	hostFor := func(name string) host.Host {
 		h := hostsvc.New(name, sb, al, ws)
-		hostsMu.Lock()
-		hosts[name] = h
-		hostsMu.Unlock()
-		h.SetGrants(func(owner, token string) (*toolbridge.Grant, error) {
-			if f.Tools == nil {
-				return nil, errors.New("this server serves no tool grants (no bridge plugin)")
-			}
-			return f.Tools.Grant(owner, token)
-		})
+		h.SetGrants(grants.Grant)
+		crashes.add(name, h)
 		return h
-	}, PluginSettings(cfg), al, log.Named("plugin"))
-	f.Plugins.MaxMessage = MessageLimit(cfg)
+	}
+	entries := plugins.Discover(cfg, PluginDir(cfg))
+	pm := plugins.NewManager(entries, hostFor, PluginSettings(cfg), al, log.Named("plugin"))
+	pm.MaxMessage = MessageLimit(cfg)
 	var bridges *bridgeChoice
-	f.Plugins.TypeSettings, bridges = bridgeSettings(cfg)
-	for _, err := range f.Plugins.LoadAll(ctx) {
+	pm.TypeSettings, bridges = bridgeSettings(cfg)
+	pm.OnCrash = crashes.crashed
+	f.Plugins = pm
+	f.undo.push("plugins", func(context.Context) error { pm.Close(); return nil })
+	for _, err := range m.loadPlugins(ctx, pm, hostFor) {
 		log.Error("plugin not loaded", "error", err)
 	}
 	if len(entries) == 0 {
 		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
 	}
-	if f.Engine, err = engine.New(cfg, pol, f.Plugins, ws, al, log.Named("engine")); err != nil {
-		f.Plugins.Close()
-		sb.Shutdown(ctx)
-		// The plugins' warm pools provisioned workspaces meanwhile: a
-		// server that does not start releases them as a stopping one does
-		// (its watchdog, told of a clean stop, leaves them alone).
-		if err := ws.Close(); err != nil {
-			log.Warn("could not remove every workspace", "error", err)
-		}
-		_ = fsq.Close()
-		al.Close()
+
+	tools, toolsWhy := f.toolBridge(bridges)
+	if tools != nil {
+		f.Tools = tools
+		grants.resolve(tools)
+		f.undo.push("tool bridge", func(context.Context) error { tools.Close(); return nil })
+	}
+	eng, err := engine.New(cfg, pol, pm, ws, al, log.Named("engine"))
+	if err != nil {
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
-	f.Engine.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
-	f.Engine.RunGone = sb.RunGone
-	f.Engine.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
-		_, ok, err := sb.Runtime().Image(ctx, ref)
+	f.Engine = eng
+	f.undo.push("sessions", func(ctx context.Context) error { eng.CloseAll(ctx); return nil })
+	eng.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
+	eng.RunGone = sb.RunGone
+	eng.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
+		_, ok, err := rt.Image(ctx, ref)
 		return ok, err
 	}
-	loadedBridges := f.Plugins.Typed(plugin.TypeBridge)
-	if len(loadedBridges) > 1 && cfg.Bridge.Plugin == "" {
-		log.Warn("several bridge plugins are loaded; the first to start has the MCP servers and is used: set [bridge] plugin to choose", "bridges", strings.Join(loadedBridges, ","), "using", bridges.get())
+	eng.SetTools(tools, toolsWhy)
+	crashes.resolve(eng)
+	f.MCP = mcpserver.New(eng, cfg)
+
+	bg, stop := context.WithCancel(context.Background())
+	f.undo.push("background work", func(context.Context) error { stop(); return nil })
+	go f.sweep(bg)
+	f.environments(bg, pol, rt) // environments.go
+	go eng.Reaper(bg)
+	return f, nil
+}
+
+// toolBridge is the MCP tool bridge through the bridge plugin picked among
+// those loaded, or nil and why there is none.
+func (f *Forge) toolBridge(bridges *bridgeChoice) (*toolbridge.Service, string) {
+	cfg, log := f.Config, f.Log
+	loaded := f.Plugins.Typed(plugin.TypeBridge)
+	if len(loaded) > 1 && cfg.Bridge.Plugin == "" {
+		log.Warn("several bridge plugins are loaded; the first to start has the MCP servers and is used: set [bridge] plugin to choose", "bridges", strings.Join(loaded, ","), "using", bridges.get())
 	}
-	if name, why := pickBridge(cfg, loadedBridges, bridges.get()); name != "" {
-		t, err := toolbridge.New(cfg, name, func(ctx context.Context) (bridge.Bridge, error) { return f.Plugins.Bridge(ctx, name) },
-			filepath.Join(cfg.Volumes.BasePath, "tools"), al, log.Named("bridge"))
-		if err != nil {
-			f.Engine.SetTools(nil, err.Error())
-			log.Error("MCP tools are unavailable", "error", err)
-		} else {
-			f.Tools = t
-			f.Engine.SetTools(t, "")
-		}
-	} else {
-		f.Engine.SetTools(nil, why)
+	name, why := pickBridge(cfg, loaded, bridges.get())
+	if name == "" {
 		if len(cfg.MCPTools) > 0 {
 			log.Warn("mcp_tools are configured but cannot be called", "reason", why)
 		}
+		return nil, why
 	}
-	f.MCP = mcpserver.New(f.Engine, cfg)
-	f.Plugins.OnCrash = func(name string) {
-		f.Engine.MarkBackendDead(name)
-		n := sb.RemoveOwnedBy(context.Background(), name)
-		hostsMu.Lock()
-		h := hosts[name]
-		hostsMu.Unlock()
-		released := 0
-		if h != nil {
-			released = h.Crashed(f.Engine.HoldsSession)
-		}
-		log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n, "workspaces_released", released)
+	pm := f.Plugins
+	t, err := toolbridge.New(cfg, name, func(ctx context.Context) (bridge.Bridge, error) { return pm.Bridge(ctx, name) },
+		filepath.Join(cfg.Volumes.BasePath, "tools"), f.Audit, log.Named("bridge"))
+	if err != nil {
+		log.Error("MCP tools are unavailable", "error", err)
+		return nil, err.Error()
 	}
-
-	bg, stop := context.WithCancel(context.Background())
-	f.stop = stop
-	go f.sweep(bg)
-	f.environments(bg, pol, rt) // environments.go
-	go f.Engine.Reaper(bg)
-	return f, nil
+	return t, ""
 }
 
 // sweep removes this server's containers that outlived any possible run,
@@ -265,22 +274,7 @@ func (f *Forge) sweep(ctx context.Context) {
 	})
 }
 
-// Close stops plugins, removes this server's containers and closes the log.
-func (f *Forge) Close() {
-	f.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f.Engine.CloseAll(ctx)
-	if f.Tools != nil {
-		f.Tools.Close()
-	}
-	f.Plugins.Close()
-	f.Sandbox.Shutdown(ctx)
-	if err := f.Workspaces.Close(); err != nil {
-		f.Log.Warn("could not remove every workspace", "error", err)
-	}
-	if err := f.quota.Close(); err != nil {
-		f.Log.Warn("could not remove the quota state of this server", "error", err)
-	}
-	f.Audit.Close()
-}
+// Close stops the background work, closes the sessions, the tool bridge
+// and the plugins, removes this server's containers and workspaces and
+// closes the audit log: every step of New undone, in reverse.
+func (f *Forge) Close() { f.undo.run(f.Log) }

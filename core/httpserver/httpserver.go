@@ -13,12 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -31,9 +28,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/metrics"
-	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 )
 
@@ -45,18 +40,11 @@ type Server struct {
 	cfg     config.Config
 	addr    string
 	log     hclog.Logger
-	f       *forge.Forge
-	rt      Pinger
+	core    Core
 	Tenants *tenant.Registry
 	Metrics *metrics.Metrics
 
 	main, admin *http.Server
-}
-
-// Pinger is what readiness asks of the container runtime.
-type Pinger interface {
-	Info(ctx context.Context) (runtime.Info, error)
-	Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error)
 }
 
 // CheckBind refuses an address that would expose an unauthenticated server
@@ -83,11 +71,10 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// New wires the HTTP server to a core. It installs the tenant identity and
-// quota middleware on the core's MCP server and the audit hooks, so build
-// it once per core, before serving.
-func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, error) {
-	cfg := f.Config
+// New wires the HTTP server to a core. It hands the core its tenants
+// (identity and quotas) and adds the audit hooks, so build it once per
+// core, before serving.
+func New(cfg config.Config, core Core, addr string, log hclog.Logger) (*Server, error) {
 	reg := tenant.New(cfg)
 	if cfg.Auth.JWT.JWKSFile != "" {
 		j, err := tenant.NewJWT(cfg.Auth.JWT)
@@ -106,24 +93,24 @@ func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, err
 			return nil, fmt.Errorf("server.admin_addr: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, addr: addr, log: log, f: f, rt: rt, Tenants: reg}
+	s := &Server{cfg: cfg, addr: addr, log: log, core: core, Tenants: reg}
 
 	var languages, backends []string
-	for _, p := range f.Plugins.Statuses() {
+	for _, p := range core.PluginStatuses() {
 		backends = append(backends, p.Name)
-		languages = append(languages, p.Capabilities.Languages...)
+		languages = append(languages, p.Languages...)
 	}
 	s.Metrics = metrics.New(metrics.Source{
 		Sessions: func() map[string]int {
 			out := map[string]int{}
 			for _, t := range reg.Names() {
-				out[t] = len(f.Engine.Sessions(t, false))
+				out[t] = core.SessionCount(t)
 			}
 			return out
 		},
 		PluginRestarts: func() map[string]int {
 			out := map[string]int{}
-			for _, p := range f.Plugins.Statuses() {
+			for _, p := range core.PluginStatuses() {
 				out[p.Name] = p.Restarts
 			}
 			return out
@@ -139,22 +126,16 @@ func New(f *forge.Forge, rt Pinger, addr string, log hclog.Logger) (*Server, err
 	}
 
 	attr := tenant.NewAttribution()
-	f.Audit.AddHook(attr.Hook)
-	f.Audit.AddHook(func(e *audit.Entry) { s.Metrics.Audit(*e) })
-
-	f.MCP.SetIdentity(reg.Identify)
-	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(f.Audit, s.Metrics))
-	// Every live session a tenant gets is admitted by the engine, whichever
-	// tool creates it (execute_*, restore_session): its quota is asked there.
-	f.Engine.SessionQuota = reg.SessionQuota(f.Audit, s.Metrics)
+	core.AddAuditHook(attr.Hook)
+	core.AddAuditHook(func(e *audit.Entry) { s.Metrics.Audit(*e) })
+	core.UseTenants(reg, s.Metrics)
 	return s, nil
 }
 
 // Handler is the MCP endpoint with every protection in front of it.
 func (s *Server) Handler() (http.Handler, error) {
 	maxBody := int64(s.cfg.Server.MaxRequestBody)
-	srv := s.f.MCP.MCP()
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	var h http.Handler = mcp.NewStreamableHTTPHandler(s.core.MCPServer, &mcp.StreamableHTTPOptions{
 		// Stateless: the newest protocol version is sessionless and older
 		// clients work too; our sessions are keyed by tenant, not by the
 		// MCP session id (which stateless mode ignores).
@@ -217,7 +198,7 @@ func (s *Server) limitRequests(h http.Handler) http.Handler {
 		if err != nil {
 			var qe *tenant.QuotaError
 			if errors.As(err, &qe) {
-				s.f.Audit.Record(audit.Entry{Event: tenant.QuotaRefused, Severity: audit.Warning, UserID: name, Error: qe.Msg,
+				s.core.Record(audit.Entry{Event: tenant.QuotaRefused, Severity: audit.Warning, UserID: name, Error: qe.Msg,
 					Details: map[string]any{"rule": qe.Field, "quota": qe.Quota}})
 				s.Metrics.QuotaRefused(name, qe.Quota)
 				w.Header().Set("Retry-After", "1")
@@ -282,7 +263,7 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 	if bodyTime <= 0 {
 		return fmt.Errorf("server.request_body_timeout must be a positive number of seconds, got %d", s.cfg.Server.RequestBodyTimeout)
 	}
-	bounded := func(h http.Handler) http.Handler { return limitBodyTime(h, bodyTime, s.f.Audit, s.log.Named("http")) }
+	bounded := func(h http.Handler) http.Handler { return limitBodyTime(h, bodyTime, s.core, s.log.Named("http")) }
 	var tlsCfg *tls.Config
 	if s.cfg.Server.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.Server.TLSCert, s.cfg.Server.TLSKey)
@@ -364,56 +345,14 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 	return nil
 }
 
-// check is one line of /readyz.
-type check struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// ready answers 200 when the server can run code now: Podman answers, a
-// backend plugin is loaded, the loaded backends' images exist; 503 with what is
-// missing otherwise.
+// ready answers 200 when the server can run code now (every check of the
+// core passes: Podman answers, a backend plugin is loaded, its images
+// exist); 503 with what is missing otherwise.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	var checks []check
-	podmanOK := false
-	if info, err := s.rt.Info(ctx); err != nil {
-		checks = append(checks, check{Name: "podman", Detail: err.Error()})
-	} else {
-		podmanOK = true
-		checks = append(checks, check{Name: "podman", OK: true, Detail: "Podman " + info.Version + " at " + info.Socket})
-	}
-	var loaded, failed []string
-	for _, p := range s.f.Plugins.Statuses() {
-		if p.Error == "" {
-			loaded = append(loaded, p.Name)
-		} else {
-			failed = append(failed, p.Name+": "+p.Error)
-		}
-	}
-	sort.Strings(loaded)
-	pc := check{Name: "plugins", OK: len(loaded) > 0, Detail: "loaded: " + strings.Join(loaded, ", ")}
-	if len(failed) > 0 {
-		pc.Detail += "; failed: " + strings.Join(failed, "; ")
-	}
-	checks = append(checks, pc)
-	// The images of the loaded backends (as they report them).
-	for _, img := range slices.Sorted(maps.Keys(forge.Images(s.f.Plugins.Statuses()))) {
-		c := check{Name: "image " + img}
-		if !podmanOK {
-			c.Detail = "not checked: Podman unreachable"
-		} else if _, ok, err := s.rt.Image(ctx, img); err != nil {
-			c.Detail = err.Error()
-		} else if !ok {
-			c.Detail = "missing: run `make images`"
-		} else {
-			c.OK, c.Detail = true, "present"
-		}
-		checks = append(checks, c)
-	}
-	all := true
+	checks := s.core.Ready(ctx)
+	all := len(checks) > 0
 	for _, c := range checks {
 		all = all && c.OK
 	}

@@ -5,7 +5,9 @@
 // bindings; mcpserver talks to the engine through its own interfaces,
 // never to the runtime; the engine's parts (route, pure; session;
 // checkpoint; refusal) sit below it; only config parses sizes;
-// core/workspace knows nothing of the plugin API.
+// core/workspace knows nothing of the plugin API; httpserver is a
+// transport behind its own interfaces; cmd is flags and one call into the
+// assembly (core/forge).
 package imports
 
 import (
@@ -154,6 +156,19 @@ var rules = []rule{
 		}
 		return false
 	}},
+	{"core/httpserver is a transport: it reaches the core through its own interfaces, never core/forge or the parts forge assembles", func(from, to string) bool {
+		if from != "core/httpserver" {
+			return false
+		}
+		switch to {
+		case "core/forge", "core/engine", "core/plugins", "core/sandbox", "core/mcpserver", "core/hostsvc", "core/workspace", "core/toolbridge", "core/environments":
+			return true
+		}
+		return under(to, "core/runtime")
+	}},
+	{"cmd/mcp-forge parses flags, loads the configuration and calls core/forge: it imports no other core package but core/config", func(from, to string) bool {
+		return from == "cmd/mcp-forge" && internal(to) && to != "core/forge" && to != "core/config"
+	}},
 	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
 		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"
 	}},
@@ -219,6 +234,12 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/checkpoint", "core/session"},
 		{"core/session", "core/engine"},
 		{"core/checkpoint", "core/mcpserver"},
+		{"core/httpserver", "core/forge"},
+		{"core/httpserver", "core/runtime"},
+		{"core/httpserver", "core/engine"},
+		{"cmd/mcp-forge", "core/engine"},
+		{"cmd/mcp-forge", "core/httpserver"},
+		{"cmd/mcp-forge", "sdk/plugin"},
 	}
 	for _, c := range cases {
 		forbidden := false
@@ -237,6 +258,7 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/checkpoint", "os"}, {"core/session", "core/toolbridge"}, {"core/engine", "core/route"}, {"core/mcpserver", "core/session"},
 		{"core/config", "github.com/docker/go-units"},
 		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},
+		{"cmd/mcp-forge", "core/config"}, {"core/forge", "core/httpserver"}, {"core/httpserver", "core/tenant"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {

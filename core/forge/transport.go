@@ -1,0 +1,92 @@
+package forge
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/httpserver"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
+)
+
+// httpCore is the core as the HTTP transport sees it (httpserver.Core).
+type httpCore struct{ f *Forge }
+
+var _ httpserver.Core = httpCore{}
+
+func (c httpCore) MCPServer(*http.Request) *mcp.Server { return c.f.MCP.MCP() }
+
+// UseTenants: the MCP server names each request's tenant and applies its
+// run and rate quotas to tool calls; the engine admits every live session
+// a tenant gets, whichever tool creates it (execute_*, restore_session),
+// so its session quota is asked there.
+func (c httpCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
+	f := c.f
+	f.MCP.SetIdentity(reg.Identify)
+	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(f.Audit, obs))
+	f.Engine.SessionQuota = reg.SessionQuota(f.Audit, obs)
+}
+
+func (c httpCore) Record(e audit.Entry)              { c.f.Audit.Record(e) }
+func (c httpCore) AddAuditHook(h func(*audit.Entry)) { c.f.Audit.AddHook(h) }
+func (c httpCore) SessionCount(t string) int         { return len(c.f.Engine.Sessions(t, false)) }
+
+func (c httpCore) PluginStatuses() []httpserver.PluginStatus {
+	var out []httpserver.PluginStatus
+	for _, p := range c.f.Plugins.Statuses() {
+		out = append(out, httpserver.PluginStatus{Name: p.Name, Languages: p.Capabilities.Languages, Restarts: p.Restarts})
+	}
+	return out
+}
+
+// Ready: Podman answers, a plugin is loaded, and the images of the loaded
+// backends (as they report them) exist.
+func (c httpCore) Ready(ctx context.Context) []httpserver.Check {
+	return readiness(ctx, c.f.runtime, c.f.Plugins.Statuses())
+}
+
+func readiness(ctx context.Context, rt Runtime, sts []plugins.Status) []httpserver.Check {
+	var checks []httpserver.Check
+	podmanOK := false
+	if info, err := rt.Info(ctx); err != nil {
+		checks = append(checks, httpserver.Check{Name: "podman", Detail: err.Error()})
+	} else {
+		podmanOK = true
+		checks = append(checks, httpserver.Check{Name: "podman", OK: true, Detail: "Podman " + info.Version + " at " + info.Socket})
+	}
+	var loaded, failed []string
+	for _, p := range sts {
+		if p.Error == "" {
+			loaded = append(loaded, p.Name)
+		} else {
+			failed = append(failed, p.Name+": "+p.Error)
+		}
+	}
+	sort.Strings(loaded)
+	pc := httpserver.Check{Name: "plugins", OK: len(loaded) > 0, Detail: "loaded: " + strings.Join(loaded, ", ")}
+	if len(failed) > 0 {
+		pc.Detail += "; failed: " + strings.Join(failed, "; ")
+	}
+	checks = append(checks, pc)
+	for _, img := range slices.Sorted(maps.Keys(Images(sts))) {
+		ch := httpserver.Check{Name: "image " + img}
+		if !podmanOK {
+			ch.Detail = "not checked: Podman unreachable"
+		} else if _, ok, err := rt.Image(ctx, img); err != nil {
+			ch.Detail = err.Error()
+		} else if !ok {
+			ch.Detail = "missing: run `make images`"
+		} else {
+			ch.OK, ch.Detail = true, "present"
+		}
+		checks = append(checks, ch)
+	}
+	return checks
+}

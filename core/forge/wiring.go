@@ -1,0 +1,165 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/fsquota"
+	"github.com/mcp-forge/mcp-forge/core/hostsvc"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+)
+
+// Runtime is the container engine the core runs on: containers, and the
+// images of custom environments (core/runtime/podman).
+type Runtime interface {
+	runtime.Runtime
+	runtime.ImageBuilder
+}
+
+// quota gives workspaces their size-limited filesystems (fsquota.Quota).
+type quota interface {
+	workspace.Provisioner
+	Sweep() (int, error)
+	Close() error
+}
+
+// parts are what New takes from the machine: the container engine, the
+// workspace quota, the audit log, and the start of the plugins. Tests
+// replace them (a scripted runtime, a recording quota, a plugin start
+// that provisions like a warm pool).
+type parts struct {
+	runtime     func(config.Config) Runtime
+	quota       func(config.Config, hclog.Logger) (quota, error)
+	audit       func(config.Config) (*audit.Logger, error)
+	loadPlugins func(ctx context.Context, m *plugins.Manager, hostFor plugins.HostFactory) []error
+	// watchdog starts the process that removes this server's containers if
+	// it dies (serve on stdio).
+	watchdog func(configPath string, log hclog.Logger) (watchdogHandle, error)
+	// inspect learns what the plugins are, without serving (doctor, images).
+	inspect func(context.Context, config.Config) []plugins.Status
+}
+
+// machine are the real parts.
+var machine = parts{
+	runtime: func(cfg config.Config) Runtime { return podman.New(cfg.Server.PodmanSocket) },
+	quota: func(cfg config.Config, log hclog.Logger) (quota, error) {
+		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{Required: cfg.Volumes.EnforceQuota})
+	},
+	audit: func(cfg config.Config) (*audit.Logger, error) {
+		return audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+	},
+	loadPlugins: func(ctx context.Context, m *plugins.Manager, _ plugins.HostFactory) []error { return m.LoadAll(ctx) },
+	watchdog:    startWatchdog,
+	inspect:     Inspect,
+}
+
+// undoStack is what a successful New did, as undo steps: each step that
+// holds something pushes how to release it; run releases everything
+// pushed, last first (a failed New, or Close).
+type undoStack struct {
+	mu    sync.Mutex
+	steps []undoStep
+}
+
+type undoStep struct {
+	what string
+	undo func(context.Context) error
+}
+
+func (u *undoStack) push(what string, undo func(context.Context) error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.steps = append(u.steps, undoStep{what, undo})
+}
+
+// undoTimeout bounds the whole release (containers to stop, sessions to
+// close).
+const undoTimeout = 30 * time.Second
+
+// run undoes every step in reverse, once: a second run finds nothing.
+// A step that fails is logged; the others still run.
+func (u *undoStack) run(log hclog.Logger) {
+	u.mu.Lock()
+	steps := u.steps
+	u.steps = nil
+	u.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	for i := len(steps) - 1; i >= 0; i-- {
+		if err := steps[i].undo(ctx); err != nil {
+			log.Warn("could not release "+steps[i].what, "error", err)
+		}
+	}
+}
+
+// grants resolves the tool grants of plugins' containers: the hosts get
+// it before any plugin starts; the tool bridge, which needs its plugin
+// running, is resolved once it exists (before anything is served). Until
+// then, and without a bridge plugin, there is no grant to give.
+type grants struct {
+	svc atomic.Pointer[toolbridge.Service]
+}
+
+func (g *grants) resolve(s *toolbridge.Service) { g.svc.Store(s) }
+
+// Grant implements hostsvc.GrantFunc.
+func (g *grants) Grant(owner, token string) (*toolbridge.Grant, error) {
+	s := g.svc.Load()
+	if s == nil {
+		return nil, errors.New("this server serves no tool grants (no bridge plugin)")
+	}
+	return s.Grant(owner, token)
+}
+
+// crashes releases what a crashed plugin held: its containers, and the
+// workspaces of its containers no live session holds. It is the plugin
+// manager's OnCrash from before any plugin starts; the engine, whose
+// sessions it marks dead, is resolved once built (before that no session
+// exists to mark or keep).
+type crashes struct {
+	sb  *sandbox.Manager
+	log hclog.Logger
+
+	mu     sync.Mutex
+	hosts  map[string]*hostsvc.Host // the host services of each plugin's current process
+	engine atomic.Pointer[engine.Engine]
+}
+
+func (c *crashes) add(name string, h *hostsvc.Host) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hosts[name] = h
+}
+
+func (c *crashes) resolve(e *engine.Engine) { c.engine.Store(e) }
+
+func (c *crashes) crashed(name string) {
+	eng := c.engine.Load()
+	keep := func(string) bool { return false }
+	if eng != nil {
+		eng.MarkBackendDead(name)
+		keep = eng.HoldsSession
+	}
+	n := c.sb.RemoveOwnedBy(context.Background(), name)
+	c.mu.Lock()
+	h := c.hosts[name]
+	c.mu.Unlock()
+	released := 0
+	if h != nil {
+		released = h.Crashed(keep)
+	}
+	c.log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n, "workspaces_released", released)
+}
