@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,28 +10,26 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
-// fakeCheckpoint writes a checkpoint as checkpointLocked leaves it.
+// fakeCheckpoint stores a checkpoint with an empty work directory, as if
+// checkpointLocked had made it, and returns its directory.
 func fakeCheckpoint(t *testing.T, e *Engine, owner, id, lang string, created time.Time) string {
 	t.Helper()
-	base, err := e.mkOwnerDir(owner)
-	if err != nil {
+	m := checkpoint.Meta{SessionID: id, Language: lang, Backend: "kernel", Created: created, Saved: []string{"x"}, Owner: owner}
+	if _, err := e.ckpts.Put(m, 0, func(dir string, _ int64) ([]string, error) { return nil, os.MkdirAll(dir, 0o700) }); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(base, id)
-	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	meta, _ := json.Marshal(ckptMeta{CheckpointInfo{SessionID: id, Language: lang, Backend: "kernel", Created: created, Saved: []string{"x"}}, owner})
-	if err := os.WriteFile(filepath.Join(dir, "meta.json"), meta, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return ckptDir(e, owner, id)
 }
+
+// ckptDir is where the engine's store keeps owner's checkpoint of id.
+func ckptDir(e *Engine, owner, id string) string { return e.ckpts.(*checkpoint.Dir).Path(owner, id) }
 
 // Checkpoints are listed to their owner only, under 0700 directories that
 // do not carry the owner's name.
@@ -52,7 +49,7 @@ func TestCheckpointsPerOwner(t *testing.T) {
 	if got := r.e.Checkpoints("tenant:carol"); len(got) != 0 {
 		t.Fatalf("carol sees %+v", got)
 	}
-	for _, d := range []string{filepath.Join(r.e.cfg.Volumes.BasePath, "state"), r.e.checkpointRoot(), filepath.Dir(r.e.checkpointDir("tenant:alice", "main"))} {
+	for _, d := range []string{filepath.Join(r.e.cfg.Volumes.BasePath, "state"), checkpointRoot(r.e.cfg), filepath.Dir(ckptDir(r.e, "tenant:alice", "main"))} {
 		fi, err := os.Stat(d)
 		if err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: %v %v, want 0700", d, fi.Mode(), err)
@@ -62,7 +59,7 @@ func TestCheckpointsPerOwner(t *testing.T) {
 		}
 	}
 	// Bob cannot restore alice's "second": he has none of that name.
-	if _, _, err := r.e.RestoreSession(context.Background(), "tenant:bob", "second"); refusedBy(t, err) != RuleCheckpointNotFound {
+	if _, _, err := r.e.RestoreSession(context.Background(), "tenant:bob", "second"); refusedBy(t, err) != checkpoint.RuleCheckpointNotFound {
 		t.Fatalf("bob restores alice's checkpoint: %v", err)
 	}
 }
@@ -73,7 +70,7 @@ func TestExecuteOverCheckpointOfAnotherLanguage(t *testing.T) {
 	r := newRig(t, nil, nil)
 	fakeCheckpoint(t, r.e, "c1", "s", "r", time.Now())
 	_, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1"})
-	if refusedBy(t, err) != RuleSessionLanguage || !strings.Contains(err.Error(), "checkpoint") {
+	if refusedBy(t, err) != session.RuleSessionLanguage || !strings.Contains(err.Error(), "checkpoint") {
 		t.Fatalf("want session-language naming the checkpoint, got %v", err)
 	}
 }
@@ -93,7 +90,7 @@ func TestDestroyRemovesLoneCheckpoint(t *testing.T) {
 	if _, err := os.Stat(theirs); err != nil {
 		t.Error("another owner's checkpoint was removed")
 	}
-	if err := r.e.DestroySession(context.Background(), "c1", "s"); refusedBy(t, err) != RuleSessionNotFound {
+	if err := r.e.DestroySession(context.Background(), "c1", "s"); refusedBy(t, err) != session.RuleSessionNotFound {
 		t.Fatalf("second destroy: %v", err)
 	}
 }
@@ -116,12 +113,12 @@ func TestExpireCheckpoints(t *testing.T) {
 	}
 	var found bool
 	for _, e := range r.audit() {
-		if e.Event == EventCheckpointExpired && e.UserID == "c1" && e.Details["session"] == "old" && e.Severity == audit.Info {
+		if e.Event == checkpoint.EventCheckpointExpired && e.UserID == "c1" && e.Details["session"] == "old" && e.Severity == audit.Info {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no %s audit entry: %+v", EventCheckpointExpired, r.audit())
+		t.Errorf("no %s audit entry: %+v", checkpoint.EventCheckpointExpired, r.audit())
 	}
 }
 
@@ -227,19 +224,19 @@ func TestCheckpointStoreFull(t *testing.T) {
 	}
 	_, err := r.e.CheckpointSession(context.Background(), "c1", "s")
 	var re *RequestError
-	if !errors.As(err, &re) || re.Rule != RuleCheckpointStore || !strings.Contains(err.Error(), "sessions.checkpoint_store_quota") {
+	if !errors.As(err, &re) || re.Rule != checkpoint.RuleCheckpointStore || !strings.Contains(err.Error(), "sessions.checkpoint_store_quota") {
 		t.Fatalf("want a checkpoint-store-full refusal, got %v", err)
 	}
 	if got := r.e.Checkpoints("c1"); len(got) != 0 {
 		t.Fatalf("listed: %+v", got)
 	}
-	entries, _ := os.ReadDir(filepath.Dir(r.e.checkpointDir("c1", "s")))
+	entries, _ := os.ReadDir(filepath.Dir(ckptDir(r.e, "c1", "s")))
 	if len(entries) != 0 {
 		t.Fatalf("left in the store: %v", entries)
 	}
 	var audited bool
 	for _, e := range r.audit() {
-		audited = audited || (e.Event == EventRefused && e.Details["rule"] == RuleCheckpointStore)
+		audited = audited || (e.Event == EventRefused && e.Details["rule"] == checkpoint.RuleCheckpointStore)
 	}
 	if !audited {
 		t.Error("the refusal is not audited with its rule")

@@ -1,7 +1,9 @@
-// Package engine routes execution requests to backend plugins: it picks the
-// backend for a language by capability and configuration, checks that the
-// requested features are served, applies limits, keeps sessions and audits
-// every request and every refusal. It names no plugin and no language.
+// Package engine executes requests through backend plugins: it validates a
+// request, has it routed (core/route), checks that the requested features
+// are served, applies limits, runs it statelessly or in a session (the
+// registry is core/session, checkpoints core/checkpoint), moves files in
+// and out of sessions, and audits every request and every refusal. It
+// names no plugin and no language.
 package engine
 
 import (
@@ -11,18 +13,20 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -86,12 +90,11 @@ type Engine struct {
 	// and the slots bound sandboxes, not calls.
 	RunGone func(runID string) <-chan struct{}
 
-	mu       sync.Mutex
-	sessions map[sessionKey]*Session
-	slots    chan struct{}             // execution.max_concurrent_runs
-	notices  []func() string           // notices.go: added to every result
-	starts   map[string]*SessionStarts // sessions.go: warm and cold kernel starts per backend
-	store    ckptStore                 // checkpoint.go: room reserved in the checkpoint store
+	router   *route.Router
+	sessions *session.Registry
+	ckpts    checkpoint.Store // checkpoint.go
+	slots    chan struct{}    // execution.max_concurrent_runs
+	notices  []func() string  // notices.go: added to every result
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
 	toolsWhy string
@@ -100,7 +103,7 @@ type Engine struct {
 // SessionQuota is an owner's limit on live sessions (tenant.SessionQuota).
 type SessionQuota interface {
 	// CheckSessions refuses a new session of owner, who has live ones
-	// (called under the engine's lock: it must not block).
+	// (called under the session registry's lock: it must not block).
 	CheckSessions(owner string, live []string) error
 	// Refused records a refusal of CheckSessions before the answer goes
 	// back (outside the lock).
@@ -119,18 +122,17 @@ func (e *Engine) SetTools(s *toolbridge.Service, why string) {
 // limits are the configured sizes, parsed once.
 type limits struct {
 	code, output, image, envValue, envTotal int64
-	ckptStore                               int64 // sessions.checkpoint_store_quota
 }
 
 // New returns an engine after checking the routing configuration against
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
-	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, sessions: map[sessionKey]*Session{},
+	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
+		ckpts: checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota)),
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize),
-			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal),
-			ckptStore: int64(cfg.Sessions.CheckpointStoreQuota)}}
+			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}
@@ -160,46 +162,6 @@ func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmP
 	return c.WarmPool
 }
 
-// Rules a request can break. Each refusal is audited with its rule.
-const (
-	RuleCodeEmpty          = "code-empty"
-	RuleCodeSize           = "code-size"
-	RuleCodeNUL            = "code-nul"
-	RuleTimeout            = "timeout"
-	RuleTimeoutMax         = "timeout-max"
-	RuleMCPTools           = "mcp-tools-unavailable"
-	RuleMCPToolName        = "mcp-tools-name"
-	RuleImage              = "image-not-allowed"
-	RuleEnvName            = "env-name"
-	RuleEnvReserved        = "env-reserved"
-	RuleEnvNUL             = "env-nul"
-	RuleEnvValueSize       = "env-value-size"
-	RuleEnvTotalSize       = "env-total-size"
-	RuleBackendUnknown     = "backend-unknown"
-	RuleBackendUnavailable = "backend-unavailable"
-	RuleBackendAmbiguous   = "backend-ambiguous"
-	RuleBackendLanguage    = "backend-language"
-	RuleBackendStateless   = "backend-stateless"
-	RuleNoBackend          = "no-backend"
-	RuleSessionID          = "session-id"
-	RuleSessionNotFound    = "session-not-found"
-	RuleSessionLanguage    = "session-language"
-	RuleSessionsMax        = "sessions-max"
-	RuleVariableName       = "variable-name"
-	RuleStateDocsSize      = "state-docs-size"
-	RuleArguments          = "arguments-invalid"
-	RuleImageMissing       = "image-missing"
-)
-
-// Bounds of what document_state keeps per session: notes live in the
-// server's memory and are sent back with every state read, so a client
-// cannot grow them without limit.
-const (
-	MaxDocBytes      = 4 << 10  // one variable's description
-	MaxNoteBytes     = 16 << 10 // the session note
-	MaxDocsVariables = 500      // documented variables
-)
-
 // MaxImages bounds the images one result carries: each is a content block
 // a client renders, and thousands of tiny ones fit under any byte limit.
 const MaxImages = 20
@@ -209,25 +171,11 @@ const EventRefused = "request.refused"
 
 // RequestError is a refused request: the caller can fix it. The MCP layer
 // shows it as a tool error; Rule names the rule for the audit log.
-type RequestError struct {
-	Rule string
-	Msg  string
-	Err  error // a sentinel callers test with errors.Is (ErrNoSession), or nil
-	// Audit replaces Msg in the audit log when Msg names something that may
-	// be a secret (an environment variable's name).
-	Audit string
-}
+type RequestError = refusal.Error
 
-func (e *RequestError) Error() string { return e.Msg }
+// ErrNoSession is an unknown session id (or one of another connection).
+var ErrNoSession = session.ErrNoSession
 
-func (e *RequestError) Unwrap() error { return e.Err }
-
-func refusal(rule, format string, args ...any) error {
-	return &RequestError{Rule: rule, Msg: fmt.Sprintf(format, args...)}
-}
-
-// refuse audits a refusal (a *RequestError) with its rule before the answer
-// goes back, and returns err unchanged. Other errors pass through.
 // checkPresent refuses an allowed image that is not on this machine, so
 // the caller learns what to do instead of a server error from the engine.
 func (e *Engine) checkPresent(ctx context.Context, image string) error {
@@ -235,15 +183,17 @@ func (e *Engine) checkPresent(ctx context.Context, image string) error {
 	if err != nil || ok {
 		return nil // the engine may be down: the backend reports that
 	}
-	return refusal(RuleImageMissing, "custom_image %s is allowed but not present on this machine: build it first (build_environment for mcp-forge/custom:<name>, `make images` for the built-in images), or omit custom_image", quoted(image))
+	return refusal.New(RuleImageMissing, "custom_image %s is allowed but not present on this machine: build it first (build_environment for mcp-forge/custom:<name>, `make images` for the built-in images), or omit custom_image", quoted(image))
 }
 
 // RefuseArguments audits a tool call whose arguments did not match the
 // tool's input schema, refused before any handler saw them.
 func (e *Engine) RefuseArguments(client, tool, msg string) {
-	_ = e.refuse(client, "", tool, refusal(RuleArguments, "%s", msg), nil)
+	_ = e.refuse(client, "", tool, refusal.New(RuleArguments, "%s", msg), nil)
 }
 
+// refuse audits a refusal (a *RequestError) with its rule before the answer
+// goes back, and returns err unchanged. Other errors pass through.
 func (e *Engine) refuse(client, sessionID, tool string, err error, details map[string]any) error {
 	var re *RequestError
 	if !errors.As(err, &re) {
@@ -272,7 +222,7 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 }
 
 // auditID is the audit log's session_id for client's session id: the
-// internal id (internalID), which also names the session's workspace and
+// internal id (session.InternalID), which also names the session's workspace and
 // container, so that one session's lines are found by one value even when
 // two owners use the same id; details.session holds the id the user chose.
 // An invalid id (which may be hostile: a path, a megabyte) and no id give "".
@@ -280,97 +230,7 @@ func auditID(client, id string) string {
 	if id == "" || workspace.CheckSessionID(id) != nil {
 		return ""
 	}
-	return internalID(client, id)
-}
-
-var toolName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}(\.[^\x00-\x1f]{1,128})?$`)
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
-// quoted shows a name the caller sent, cut so that a refusal stays short.
-func quoted(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q… (%d bytes)", s[:64], len(s))
-	}
-	return fmt.Sprintf("%q", s)
-}
-
-func (e *Engine) validate(req Request) error {
-	if strings.TrimSpace(req.Code) == "" {
-		return refusal(RuleCodeEmpty, "code is empty: pass the %s source to run in the code argument", e.LanguageName(req.Language))
-	}
-	if int64(len(req.Code)) > e.limits.code {
-		return refusal(RuleCodeSize, "code is %d bytes, over the %s limit (execution.max_code_size); send less code, or load data from files", len(req.Code), e.cfg.Execution.MaxCodeSize)
-	}
-	if i := strings.IndexByte(req.Code, 0); i >= 0 {
-		// No language takes a NUL in its source; a runner would only crash on it.
-		return refusal(RuleCodeNUL, "code holds a NUL byte on line %d; remove it (write binary data with escapes such as \\x00)", strings.Count(req.Code[:i], "\n")+1)
-	}
-	if req.SessionID != "" && workspace.CheckSessionID(req.SessionID) != nil {
-		return refusal(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", quoted(req.SessionID))
-	}
-	if req.Timeout < 0 {
-		return refusal(RuleTimeout, "timeout %d: must be a positive number of seconds", req.Timeout)
-	}
-	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max {
-		return refusal(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s (execution.max_timeout)", req.Timeout, max)
-	}
-	for _, n := range req.MCPTools {
-		if !toolName.MatchString(n) {
-			return refusal(RuleMCPToolName, "mcp_tools %s: name a configured MCP server (\"memory\") or one of its tools (\"memory.read_graph\"); see the resource mcp://forge/tools/available", quoted(n))
-		}
-	}
-	if len(req.MCPTools) > 64 {
-		return refusal(RuleMCPToolName, "mcp_tools names %d tools; at most 64 (name a server to grant all its tools)", len(req.MCPTools))
-	}
-	if len(req.MCPTools) > 0 && e.tools == nil {
-		why := e.toolsWhy
-		if why == "" {
-			why = "none is loaded"
-		}
-		return refusal(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and %s", req.MCPTools, why)
-	}
-	if req.CustomImage != "" {
-		if err := e.pol.CheckImage(req.CustomImage); err != nil {
-			detail := err.Error()
-			var v *policy.Violation
-			if errors.As(err, &v) {
-				detail = v.Detail
-			}
-			return refusal(RuleImage, "custom_image %s is not allowed: %s", quoted(req.CustomImage), detail)
-		}
-	}
-	return e.checkEnv(req.Environment)
-}
-
-// checkEnv refuses environment variables a process could not hold or that
-// exceed the limits. A refusal names the variable, never its value.
-func (e *Engine) checkEnv(env map[string]string) error {
-	// The caller is told which variable; the audit log is not (names too
-	// may be secrets).
-	refusal := func(rule, format string, args ...any) error {
-		return &RequestError{Rule: rule, Msg: fmt.Sprintf(format, args...),
-			Audit: fmt.Sprintf("environment refused by rule %s (%d variables; names and values are not recorded)", rule, len(env))}
-	}
-	total := 0
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		v := env[k]
-		switch {
-		case !envName.MatchString(k):
-			return refusal(RuleEnvName, "environment variable name %s is invalid: use letters, digits and '_', not starting with a digit (at most 128)", quoted(k))
-		case strings.HasPrefix(k, "FORGE_"):
-			return refusal(RuleEnvReserved, "environment variable %s: the FORGE_ prefix is reserved for MCP-Forge", k)
-		case strings.IndexByte(v, 0) >= 0:
-			return refusal(RuleEnvNUL, "environment variable %s: its value contains a NUL byte, which no process environment can hold", k)
-		case int64(len(v)) > e.limits.envValue:
-			return refusal(RuleEnvValueSize, "environment variable %s: its value is %d bytes, over the %s limit (execution.max_env_value); pass large data as a file or in the code", k, len(v), e.cfg.Execution.MaxEnvValue)
-		}
-		total += len(k) + len(v) + 2 // "=" and the terminating NUL
-	}
-	if int64(total) > e.limits.envTotal {
-		return refusal(RuleEnvTotalSize, "environment: %d variables take %d bytes, over the %s limit (execution.max_env_total)", len(env), total, e.cfg.Execution.MaxEnvTotal)
-	}
-	return nil
+	return session.InternalID(client, id)
 }
 
 // Execute runs a request and returns the backend's result. User-code
@@ -387,9 +247,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	if err == nil && len(req.MCPTools) > 0 {
 		toolIDs, err = e.resolveTools(ctx, req, name)
 	}
-	var s *Session
+	var s *session.Session
 	var created bool
-	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.live(req.Client, req.SessionID)) {
+	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.sessions.Live(req.Client, req.SessionID)) {
 		err = e.checkPresent(ctx, req.CustomImage)
 	}
 	if err == nil && req.SessionID != "" {
@@ -408,7 +268,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	inputs, err := e.inputFiles(req, name) // audited there
 	if err != nil {
 		if created {
-			e.drop(s)
+			e.sessions.Drop(s)
 		}
 		return Result{}, err
 	}
@@ -449,7 +309,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		defer e.endRun(runID, tenant.HoldRun(ctx))
 	case <-ctx.Done():
 		if created {
-			e.drop(s)
+			e.sessions.Drop(s)
 		}
 		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
 		return Result{Backend: name}, ctx.Err()
@@ -549,7 +409,7 @@ type toolRun struct {
 // mcp_tools into tool ids under the policy. Errors are *RequestError.
 func (e *Engine) resolveTools(ctx context.Context, req Request, backendName string) ([]string, error) {
 	if !e.forwardsGrants(backendName) {
-		return nil, refusal(RuleMCPTools, "mcp_tools: the %s backend does not support MCP tools in its sandbox (it does not forward tool grants to its containers); use a backend that does, or omit mcp_tools", backendName)
+		return nil, refusal.New(RuleMCPTools, "mcp_tools: the %s backend does not support MCP tools in its sandbox (it does not forward tool grants to its containers); use a backend that does, or omit mcp_tools", backendName)
 	}
 	ids, err := e.tools.Resolve(ctx, req.MCPTools)
 	var te *toolbridge.Error

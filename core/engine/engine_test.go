@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,14 +100,14 @@ func TestRouting(t *testing.T) {
 		{"a plugin named like the language is not preferred", func(r *rig) { r.pm.Add("python", enginetest.Stateless("ruby")) },
 			Request{Language: "python"}, "snake", "", ""},
 		{"named backend", nil, Request{Language: "python", Backend: "kernel"}, "kernel", "", ""},
-		{"named stateless backend for a session", nil, Request{Language: "python", Backend: "snake", SessionID: "s"}, "", RuleBackendStateless, `such as kernel`},
-		{"unknown backend", nil, Request{Language: "python", Backend: "nope"}, "", RuleBackendUnknown, "kernel, rscript, snake"},
-		{"backend of another language", nil, Request{Language: "python", Backend: "rscript"}, "", RuleBackendLanguage, "it runs r"},
-		{"no session backend", nil, Request{Language: "r", SessionID: "s"}, "", RuleNoBackend, "needs a backend that keeps R sessions"},
-		{"no backend at all", nil, Request{Language: "cobol"}, "", RuleNoBackend, "no loaded backend runs cobol"},
-		{"only sessions", func(r *rig) { r.pm.Add("jl", enginetest.Stateful("julia")) }, Request{Language: "julia"}, "", RuleNoBackend, "pass a session_id (served by jl)"},
+		{"named stateless backend for a session", nil, Request{Language: "python", Backend: "snake", SessionID: "s"}, "", route.RuleBackendStateless, `such as kernel`},
+		{"unknown backend", nil, Request{Language: "python", Backend: "nope"}, "", route.RuleBackendUnknown, "kernel, rscript, snake"},
+		{"backend of another language", nil, Request{Language: "python", Backend: "rscript"}, "", route.RuleBackendLanguage, "it runs r"},
+		{"no session backend", nil, Request{Language: "r", SessionID: "s"}, "", route.RuleNoBackend, "needs a backend that keeps R sessions"},
+		{"no backend at all", nil, Request{Language: "cobol"}, "", route.RuleNoBackend, "no loaded backend runs cobol"},
+		{"only sessions", func(r *rig) { r.pm.Add("jl", enginetest.Stateful("julia")) }, Request{Language: "julia"}, "", route.RuleNoBackend, "pass a session_id (served by jl)"},
 		{"refused named backend", func(r *rig) { r.pm.Refuse("bad", "checksum mismatch", backend.Capabilities{}) },
-			Request{Language: "python", Backend: "bad"}, "", RuleBackendUnavailable, "checksum mismatch"},
+			Request{Language: "python", Backend: "bad"}, "", route.RuleBackendUnavailable, "checksum mismatch"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,14 +195,14 @@ func TestRefusedPluginIsNotReplaced(t *testing.T) {
 			func(r *rig) { r.pm.Refuse("pinned", why, backend.Capabilities{}) })
 		for _, req := range []Request{{Language: "python"}, {Language: "python", SessionID: "s"}, {Language: "shout"}} {
 			_, err := r.exec(t, req)
-			if refusedBy(t, err) != RuleBackendUnavailable || !strings.Contains(err.Error(), "pinned ("+why+")") {
+			if refusedBy(t, err) != route.RuleBackendUnavailable || !strings.Contains(err.Error(), "pinned ("+why+")") {
 				t.Fatalf("%+v: %v", req, err)
 			}
 		}
 		if log := r.snake.Log(); len(log) != 0 {
 			t.Fatalf("another backend ran the code: %v", log)
 		}
-		var shout *Language
+		var shout *route.Language
 		for _, l := range r.e.Languages() {
 			if l.ID == "shout" {
 				shout = &l
@@ -214,7 +216,7 @@ func TestRefusedPluginIsNotReplaced(t *testing.T) {
 		r := newRig(t, func(c *config.Config) { c.Execution.DefaultBackend["python"] = "pinned" },
 			func(r *rig) { r.pm.Refuse("pinned", why, backend.Capabilities{}) })
 		_, err := r.exec(t, Request{Language: "python"})
-		if refusedBy(t, err) != RuleBackendUnavailable || !strings.Contains(err.Error(), "execution.default_backend.python") || !strings.Contains(err.Error(), why) {
+		if refusedBy(t, err) != route.RuleBackendUnavailable || !strings.Contains(err.Error(), "execution.default_backend.python") || !strings.Contains(err.Error(), why) {
 			t.Fatal(err)
 		}
 		if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err != nil {
@@ -223,7 +225,7 @@ func TestRefusedPluginIsNotReplaced(t *testing.T) {
 	})
 	t.Run("known from an earlier load", func(t *testing.T) {
 		r := newRig(t, nil, func(r *rig) { r.pm.Refuse("snake2", "could not restart", enginetest.Stateless("python").Caps) })
-		if _, err := r.exec(t, Request{Language: "python"}); refusedBy(t, err) != RuleBackendUnavailable {
+		if _, err := r.exec(t, Request{Language: "python"}); refusedBy(t, err) != route.RuleBackendUnavailable {
 			t.Fatal(err)
 		}
 	})
@@ -262,7 +264,7 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 		{"mcp tools", nil, Request{MCPTools: []string{"memory"}}, RuleMCPTools, "bridge plugin"},
 		{"mcp tool name", nil, Request{MCPTools: []string{"../x"}}, RuleMCPToolName, `"../x"`},
 		{"custom image", nil, Request{CustomImage: "docker.io/library/python:3"}, RuleImage, "images.allowed"},
-		{"traversal session id", nil, Request{SessionID: "../../etc"}, RuleSessionID, "is invalid"},
+		{"traversal session id", nil, Request{SessionID: "../../etc"}, session.RuleSessionID, "is invalid"},
 		{"NUL in code", nil, Request{Code: "x = 1\n\x00"}, RuleCodeNUL, "line 2"},
 		{"env name", nil, Request{Environment: map[string]string{"1BAD": secret}}, RuleEnvName, `"1BAD"`},
 		{"env name with NUL", nil, Request{Environment: map[string]string{"A\x00B": secret}}, RuleEnvName, "invalid"},
@@ -310,7 +312,7 @@ func TestRefusalsAreAuditedWithTheirRule(t *testing.T) {
 				e.Details["tool"] != "execute_python" || e.UserID != "c1" || !strings.HasPrefix(e.Error, wantErr) {
 				t.Fatalf("%+v", e)
 			}
-			if tc.rule == RuleSessionID && e.SessionID != "" {
+			if tc.rule == session.RuleSessionID && e.SessionID != "" {
 				t.Fatalf("an invalid session id in the session field: %+v", e)
 			}
 			if len(r.snake.Log())+len(r.kernel.Log()) != 0 {
@@ -410,8 +412,8 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleCodeNUL, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
-		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, RuleBackendUnknown, RuleBackendUnavailable, RuleBackendAmbiguous, RuleBackendLanguage,
-		RuleBackendStateless, RuleNoBackend, RuleSessionID, RuleSessionNotFound, RuleSessionLanguage, RuleSessionsMax, RuleVariableName, RuleStateDocsSize, RuleArguments, RuleImageMissing,
+		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, route.RuleBackendUnknown, route.RuleBackendUnavailable, route.RuleBackendAmbiguous, route.RuleBackendLanguage,
+		route.RuleBackendStateless, route.RuleNoBackend, session.RuleSessionID, session.RuleSessionNotFound, session.RuleSessionLanguage, session.RuleSessionsMax, session.RuleVariableName, session.RuleStateDocsSize, RuleArguments, RuleImageMissing,
 		RuleMCPToolName, toolbridge.RuleUnknown, toolbridge.RuleDenied} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)

@@ -9,13 +9,14 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
@@ -81,7 +82,7 @@ func (e *Engine) InlineFileSize() int64 { return e.inlineFileSize() }
 
 // sessionFiles finds a session of client and its working directory,
 // auditing a refusal.
-func (e *Engine) sessionFiles(client, id, tool string) (*Session, *workspace.Files, error) {
+func (e *Engine) sessionFiles(client, id, tool string) (*session.Session, *workspace.Files, error) {
 	s, err := e.lookup(client, id, tool)
 	if err != nil {
 		return nil, nil, err
@@ -118,7 +119,7 @@ func (e *Engine) fileRefusal(client, id, tool, rel string, err error) error {
 	if rule == RuleFileQuota {
 		msg += fmt.Sprintf(": the session's files are limited to %s (volumes.session_quota); remove files or write less", e.cfg.Volumes.SessionQuota)
 	}
-	return e.refuse(client, id, tool, refusal(rule, "%s", msg), map[string]any{"path": auditPath(rel)})
+	return e.refuse(client, id, tool, refusal.New(rule, "%s", msg), map[string]any{"path": auditPath(rel)})
 }
 
 // auditPath keeps a hostile path short in the audit log.
@@ -133,16 +134,10 @@ func auditPath(p string) string {
 // kernel-enforced quota (one statfs; one line per fill, whichever of the
 // engine or the host services sees it first): after each execute, and when
 // a file tool finds no space.
-func (e *Engine) checkFull(s *Session, tool string) {
+func (e *Engine) checkFull(s *session.Session, tool string) {
 	if f, ok := e.ws.CheckFull(e.ws.SessionPath(s.Internal)); ok {
 		e.rec.Record(f.Entry(e.ws.Quota(), s.Internal, map[string]any{"session": s.ID, "tool": tool, "backend": s.Backend}))
 	}
-}
-
-func (e *Engine) touch(s *Session) {
-	e.mu.Lock()
-	s.LastActive = time.Now()
-	e.mu.Unlock()
 }
 
 // UploadFile writes content (text, or base64 with encoding "base64") to rel
@@ -163,13 +158,13 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 		data = []byte(content)
 	case "base64":
 		if data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(content)); err != nil {
-			return FileInfo{}, e.refuse(client, id, tool, refusal(RuleFileEncoding, "content of %s is not valid base64 (standard alphabet, with padding): %v", quoted(rel), err), map[string]any{"path": auditPath(rel)})
+			return FileInfo{}, e.refuse(client, id, tool, refusal.New(RuleFileEncoding, "content of %s is not valid base64 (standard alphabet, with padding): %v", quoted(rel), err), map[string]any{"path": auditPath(rel)})
 		}
 	default:
-		return FileInfo{}, e.refuse(client, id, tool, refusal(RuleFileEncoding, "encoding %s: use \"text\" or \"base64\"", quoted(encoding)), nil)
+		return FileInfo{}, e.refuse(client, id, tool, refusal.New(RuleFileEncoding, "encoding %s: use \"text\" or \"base64\"", quoted(encoding)), nil)
 	}
 	if max := e.maxFileSize(); int64(len(data)) > max {
-		return FileInfo{}, e.refuse(client, id, tool, refusal(RuleFileSize, "%s is %d bytes, over the %s limit of one file (volumes.max_file_size)", quoted(rel), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(rel), "bytes": len(data)})
+		return FileInfo{}, e.refuse(client, id, tool, refusal.New(RuleFileSize, "%s is %d bytes, over the %s limit of one file (volumes.max_file_size)", quoted(rel), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(rel), "bytes": len(data)})
 	}
 	// Refuse what cannot fit before writing: a full workspace would
 	// otherwise also fail the session's own next write.
@@ -191,7 +186,7 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 		}
 		return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
 	}
-	e.touch(s)
+	e.sessions.Touch(s)
 	// session_id is the internal id, as on every session line (docs/audit.md):
 	// the caller's id alone is ambiguous between owners.
 	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data)}})
@@ -209,7 +204,7 @@ func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
 	if err == nil {
 		var data []byte
 		if data, err = f.ReadFile(clean, e.maxFileSize()); err == nil {
-			e.touch(s)
+			e.sessions.Touch(s)
 			e.rec.Record(audit.Entry{Event: "file.download", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data), "tool": tool}})
 			return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data), Data: data}, nil
 		}
@@ -235,7 +230,7 @@ func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, err
 	if err != nil {
 		return nil, false, e.fileRefusal(client, id, tool, dir, err)
 	}
-	e.touch(s)
+	e.sessions.Touch(s)
 	return entries, truncated, nil
 }
 

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +19,7 @@ func TestFileRulesAreDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding,
-		RuleCheckpointLanguage, RuleCheckpointNotFound, RuleCheckpointOwner, RuleCheckpointState, RuleCheckpointQuota, RuleInputFiles} {
+		checkpoint.RuleCheckpointLanguage, checkpoint.RuleCheckpointNotFound, checkpoint.RuleCheckpointOwner, checkpoint.RuleCheckpointState, checkpoint.RuleCheckpointQuota, RuleInputFiles} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}
@@ -44,21 +46,21 @@ func TestMIMEType(t *testing.T) {
 
 func TestRestoreRefusals(t *testing.T) {
 	r := newRig(t, nil, nil)
-	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "s"); refusedBy(t, err) != RuleCheckpointNotFound {
+	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "s"); refusedBy(t, err) != checkpoint.RuleCheckpointNotFound {
 		t.Fatalf("no checkpoint: %v", err)
 	}
-	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "../x"); refusedBy(t, err) != RuleSessionID {
+	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "../x"); refusedBy(t, err) != session.RuleSessionID {
 		t.Fatalf("a path as id: %v", err)
 	}
 	// A checkpoint in c1's directory that names another owner answers
 	// like none, audited apart.
-	dir := r.e.checkpointDir("c1", "s")
+	dir := ckptDir(r.e, "c1", "s")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"session_id":"s","language":"python","backend":"kernel","owner":"c2"}`), 0o600)
 	_, _, err := r.e.RestoreSession(context.Background(), "c1", "s")
-	if refusedBy(t, err) != RuleCheckpointOwner || strings.Contains(err.Error(), "c2") {
+	if refusedBy(t, err) != checkpoint.RuleCheckpointOwner || strings.Contains(err.Error(), "c2") {
 		t.Fatalf("another's checkpoint: %v", err)
 	}
 	if got := r.e.Checkpoints("c1"); len(got) != 0 {
@@ -147,7 +149,7 @@ func TestFileAuditLinesNameTheInternalID(t *testing.T) {
 		{EventRefused, func(c string) error { _, err := r.e.ReadFile(c, "s1", "missing.txt", "download_file"); return err }},
 	}
 	for _, client := range []string{"c1", "c2"} {
-		want := internalID(client, "s1")
+		want := session.InternalID(client, "s1")
 		for i, c := range calls {
 			n := len(r.audit())
 			err := c.call(client)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
@@ -37,7 +38,7 @@ func (e *Engine) inputFiles(req Request, backendName string) (map[string][]byte,
 	}
 	tool := "execute_" + req.Language
 	refuse := func(rule, format string, args ...any) error {
-		return e.refuse(req.Client, req.SessionID, tool, refusal(rule, format, args...), map[string]any{"input_files": len(req.InputFiles)})
+		return e.refuse(req.Client, req.SessionID, tool, refusal.New(rule, format, args...), map[string]any{"input_files": len(req.InputFiles)})
 	}
 	switch {
 	case req.SessionID != "":
@@ -77,18 +78,18 @@ func (e *Engine) inputFiles(req Request, backendName string) (map[string][]byte,
 				data = []byte(in.Content)
 			case "base64":
 				if data, err = base64.StdEncoding.DecodeString(strings.TrimSpace(in.Content)); err != nil {
-					return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileEncoding, "%s.content of %s is not valid base64 (standard alphabet, with padding): %v", where, quoted(clean), err), map[string]any{"path": auditPath(clean)})
+					return nil, e.refuse(req.Client, req.SessionID, tool, refusal.New(RuleFileEncoding, "%s.content of %s is not valid base64 (standard alphabet, with padding): %v", where, quoted(clean), err), map[string]any{"path": auditPath(clean)})
 				}
 			default:
-				return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileEncoding, "%s.encoding %s: use \"text\" or \"base64\"", where, quoted(in.Encoding)), nil)
+				return nil, e.refuse(req.Client, req.SessionID, tool, refusal.New(RuleFileEncoding, "%s.encoding %s: use \"text\" or \"base64\"", where, quoted(in.Encoding)), nil)
 			}
 		}
 		if max := e.maxFileSize(); int64(len(data)) > max {
-			return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileSize, "%s %s is %d bytes, over the %s limit of one file (volumes.max_file_size)", where, quoted(clean), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(clean), "bytes": len(data)})
+			return nil, e.refuse(req.Client, req.SessionID, tool, refusal.New(RuleFileSize, "%s %s is %d bytes, over the %s limit of one file (volumes.max_file_size)", where, quoted(clean), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(clean), "bytes": len(data)})
 		}
 		total += int64(len(data))
 		if q := e.ws.Quota(); q > 0 && total > q {
-			return nil, e.refuse(req.Client, req.SessionID, tool, refusal(RuleFileQuota, "input_files take %d bytes up to %s, over the %s a run's working directory holds (volumes.session_quota)", total, where, e.cfg.Volumes.SessionQuota), nil)
+			return nil, e.refuse(req.Client, req.SessionID, tool, refusal.New(RuleFileQuota, "input_files take %d bytes up to %s, over the %s a run's working directory holds (volumes.session_quota)", total, where, e.cfg.Volumes.SessionQuota), nil)
 		}
 		out[clean] = data
 	}
@@ -111,7 +112,7 @@ func (e *Engine) sessionInput(client, tool, where string, in InputFile) ([]byte,
 	if err == nil {
 		var data []byte
 		if data, err = f.ReadFile(clean, e.maxFileSize()); err == nil {
-			e.touch(s)
+			e.sessions.Touch(s)
 			return data, nil
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestInputFiles(t *testing.T) {
 		{"file and dir", Request{Language: "python", InputFiles: []InputFile{{Path: "a", Content: "x"}, {Path: "a/b", Content: "y"}}}, RuleInputFiles},
 		{"bad base64", Request{Language: "python", InputFiles: []InputFile{{Path: "a", Content: "!!", Encoding: "base64"}}}, RuleFileEncoding},
 		{"both", Request{Language: "python", InputFiles: []InputFile{{Path: "a", Content: "x", FromSession: "s"}}}, RuleInputFiles},
-		{"no such session", Request{Language: "python", InputFiles: []InputFile{{Path: "a", FromSession: "s"}}}, RuleSessionNotFound},
+		{"no such session", Request{Language: "python", InputFiles: []InputFile{{Path: "a", FromSession: "s"}}}, session.RuleSessionNotFound},
 		{"with a session", Request{Language: "python", SessionID: "s", InputFiles: []InputFile{{Path: "a", Content: "x"}}}, RuleInputFiles},
 		{"backend without input files", Request{Language: "r", InputFiles: []InputFile{{Path: "a", Content: "x"}}}, RuleInputFiles},
 	} {

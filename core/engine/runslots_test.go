@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"os"
 	"path/filepath"
 	"sync"
@@ -154,7 +155,7 @@ func TestSessionQuotaCoversRestore(t *testing.T) {
 	if err := r.e.DestroySession(ctx, "bob", "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(r.ws.SessionPath(internalID("bob", "reaped")), workspace.SessionWorkDir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(r.ws.SessionPath(session.InternalID("bob", "reaped")), workspace.SessionWorkDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := r.e.RestoreSession(ctx, "bob", "reaped"); err != nil {

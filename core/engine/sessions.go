@@ -3,149 +3,36 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
-	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
 
-// Session states. A session is "starting" until its kernel is up, "busy"
-// while a call runs in it, "idle" between calls and "dead" once its kernel
-// is gone (the next call or restart_session starts a new one). A destroyed
-// session is "gone": out of the table, kept only by calls that held it.
-const (
-	StateStarting = "starting"
-	StateIdle     = "idle"
-	StateBusy     = "busy"
-	StateDead     = "dead"
-	stateGone     = "gone"
-)
-
-// Session is a stateful session as the engine tracks it. Fields are read
-// under Engine.mu; operations on the kernel hold the session's own lock.
-type Session struct {
-	ID         string // the id its owner chose; unique only per owner
-	Internal   string // internalID(Owner, ID): the id below the engine (plugins, workspace, containers, audit)
-	Backend    string
-	Language   string
-	Owner      string // the MCP connection that created it
-	Created    time.Time
-	LastActive time.Time
-	State      string
-	LostReason string
-	Executions int
-
-	Docs        map[string]string
-	Note        string
-	DocsUpdated time.Time
-	Variables   []backend.Variable
-	VarsUpdated time.Time
-	VarsError   string
-
-	start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
-	op    sync.Mutex
-	grant *toolbridge.Grant // the session's tool grant (mounted from the start), or nil
-	// pending: the owner has a checkpoint of this session (a server restart,
-	// the idle reaper), restored when its first kernel starts. Under op.
-	pending bool
-}
-
-// SessionView is what tools and resources show of a session. Only the id is
-// always present: the rest is omitted when empty, so that an error result
-// (which knows only the id) has the same shape.
-type SessionView struct {
-	ID                   string             `json:"session_id" jsonschema:"the session id"`
-	Language             string             `json:"language,omitempty" jsonschema:"the language the session runs"`
-	Backend              string             `json:"backend,omitempty" jsonschema:"the backend plugin that keeps the session"`
-	State                string             `json:"state,omitempty" jsonschema:"starting, idle, busy or dead (a dead session is restarted by the next call)"`
-	Created              time.Time          `json:"created,omitzero"`
-	LastActivity         time.Time          `json:"last_activity,omitzero"`
-	Executions           int                `json:"executions,omitempty"`
-	LostReason           string             `json:"lost_reason,omitempty" jsonschema:"why the kernel died, for a dead session"`
-	Note                 string             `json:"note,omitempty"`
-	Documented           map[string]string  `json:"documented_variables,omitempty" jsonschema:"variable name → its documentation"`
-	DocumentationUpdated time.Time          `json:"documentation_updated,omitzero"`
-	Variables            []backend.Variable `json:"variables,omitempty" jsonschema:"the session's variables at the last introspection"`
-	IntrospectedAt       time.Time          `json:"introspected_at,omitzero"`
-	IntrospectionError   string             `json:"introspection_error,omitempty"`
-	Undocumented         []string           `json:"undocumented,omitempty" jsonschema:"variables without documentation"`
-}
-
-// ErrNoSession is an unknown session id (or one of another connection).
-var ErrNoSession = errors.New("no such session")
-
-// sessionKey is how the engine finds a session: ids are chosen by their
-// owners, so two owners (tenants over HTTP, connections over stdio) may
-// both call theirs "main".
-type sessionKey struct{ owner, id string }
-
-// internalIDHash is how many hex digits of the owner hash an internal id
-// carries: 64 bits, so that collisions among one server's sessions are
-// beyond reach.
-const internalIDHash = 16
-
-// internalID names a session below the engine: plugins, the host services,
-// its workspace directory, its container's label and the audit log all see
-// this id, never the bare user id, so sessions of two owners with the same
-// id never share a kernel, a directory or an audit trail. It keeps a
-// readable prefix of the user id for operators and stays within
-// workspace.SessionIDPattern (48 characters: kernel socket paths must fit
-// the 107-byte unix limit): at most 31 characters of the id, '-', and 16
-// hex digits of a hash of (owner, id). It is stable across restarts.
-func internalID(owner, id string) string {
-	h := sha256.Sum256([]byte(owner + "\x00" + id))
-	prefix := id
-	if max := 47 - internalIDHash; len(prefix) > max {
-		prefix = prefix[:max]
-	}
-	return prefix + "-" + hex.EncodeToString(h[:])[:internalIDHash]
-}
-
-func (s *Session) view() SessionView {
-	v := SessionView{ID: s.ID, Language: s.Language, Backend: s.Backend, State: s.State, Created: s.Created, LastActivity: s.LastActive,
-		Executions: s.Executions, LostReason: s.LostReason, Note: s.Note, DocumentationUpdated: s.DocsUpdated,
-		Variables: s.Variables, IntrospectedAt: s.VarsUpdated, IntrospectionError: s.VarsError}
-	if len(s.Docs) > 0 {
-		v.Documented = make(map[string]string, len(s.Docs))
-		for k, d := range s.Docs {
-			v.Documented[k] = d
-		}
-	}
-	for _, x := range s.Variables {
-		if _, ok := s.Docs[x.Name]; !ok {
-			v.Undocumented = append(v.Undocumented, x.Name)
-		}
-	}
-	return v
-}
+// The engine's side of sessions: their kernels (opened, run in, restarted
+// and closed through the backend plugins), tool grants, workspaces and
+// audit. The table of sessions, their states and ids is core/session.
 
 // lookup returns client's session id. Sessions are namespaced by owner:
 // another owner's session with the same id is not seen at all, so the
 // answer (and the audit rule, session-not-found) is that of an id nobody
 // has opened.
-func (e *Engine) lookup(client, id, tool string) (*Session, error) {
-	if workspace.CheckSessionID(id) != nil {
-		return nil, e.refuse(client, id, tool, refusal(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", quoted(id)), nil)
+func (e *Engine) lookup(client, id, tool string) (*session.Session, error) {
+	if err := session.CheckID(id); err != nil {
+		return nil, e.refuse(client, id, tool, err, nil)
 	}
-	e.mu.Lock()
-	s := e.sessions[sessionKey{client, id}]
-	e.mu.Unlock()
+	s := e.sessions.Get(client, id)
 	if s == nil {
-		return nil, e.refuse(client, id, tool, &RequestError{Rule: RuleSessionNotFound, Err: ErrNoSession,
-			Msg: fmt.Sprintf("%v %q for this connection (sessions are created by an execute_<language> call with a session_id; list_sessions shows yours)", ErrNoSession, id)}, nil)
+		return nil, e.refuse(client, id, tool, session.NotFound(id), nil)
 	}
 	return s, nil
 }
@@ -165,82 +52,60 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 // acquire finds or creates (as "starting") the session for an execute or a
 // restore. It is the one place where a live session is admitted: the
 // owner's quota (SessionQuota) and sessions.max_concurrent are checked here,
-// under the lock that adds the session, whichever tool asks.
-func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool string) (*Session, bool, error) {
-	key := sessionKey{req.Client, req.SessionID}
+// under the registry's lock that adds the session, whichever tool asks.
+func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool string) (*session.Session, bool, error) {
 	// A checkpoint matters only to a session that is not in the table, and
-	// reading it is file I/O: a live session (every execute but a session's
-	// first) skips it. Read outside the lock, so looked up again after.
-	var ckpt ckptMeta
-	var hasCkpt, read bool
-	e.mu.Lock()
-	s, n := e.sessions[key], len(e.sessions)
-	for s == nil && !read {
-		e.mu.Unlock()
+	// reading it is I/O: a live session (every execute but a session's
+	// first) skips it. Read outside the registry's lock, which admits the
+	// session after looking it up again.
+	var ckpt checkpoint.Meta
+	var hasCkpt bool
+	if !e.sessions.Live(req.Client, req.SessionID) {
 		ckpt, hasCkpt = e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
-		read = true
-		e.mu.Lock()
-		s, n = e.sessions[key], len(e.sessions)
 	}
-	if s == nil && hasCkpt && ckpt.Language != req.Language {
-		e.mu.Unlock()
-		have := e.LanguageName(ckpt.Language)
-		return nil, false, refusal(RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
-			req.SessionID, have, have, ckpt.Language)
-	}
-	if s == nil && e.SessionQuota != nil {
-		var live []string
-		for k := range e.sessions {
-			if k.owner == req.Client {
-				live = append(live, k.id)
+	var quotaErr error // refused by the owner's quota: recorded outside the lock
+	s, created, err := e.sessions.Acquire(req.Client, req.SessionID, func(a session.Admission) (*session.Session, error) {
+		if hasCkpt && ckpt.Language != req.Language {
+			have := e.LanguageName(ckpt.Language)
+			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
+				req.SessionID, have, have, ckpt.Language)
+		}
+		if e.SessionQuota != nil {
+			if quotaErr = e.SessionQuota.CheckSessions(req.Client, a.Owned); quotaErr != nil {
+				return nil, quotaErr
 			}
 		}
-		if err := e.SessionQuota.CheckSessions(req.Client, live); err != nil {
-			e.mu.Unlock()
-			e.SessionQuota.Refused(ctx, req.Client, tool, req.SessionID, err)
-			return nil, false, err
+		if a.Open >= e.cfg.Sessions.MaxConcurrent {
+			return nil, refusal.New(session.RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
+				req.SessionID, a.Open, e.cfg.Sessions.MaxConcurrent, e.cfg.Sessions.IdleTimeout)
 		}
-	}
-	if s == nil && n < e.cfg.Sessions.MaxConcurrent {
 		now := time.Now()
-		internal := internalID(req.Client, req.SessionID)
-		s = &Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: StateStarting,
-			Docs: map[string]string{}, start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, pending: hasCkpt}
-		e.sessions[key] = s
-		e.mu.Unlock()
-		return s, true, nil
+		internal := session.InternalID(req.Client, req.SessionID)
+		return &session.Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: session.StateStarting,
+			Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, Pending: hasCkpt}, nil
+	})
+	if quotaErr != nil {
+		e.SessionQuota.Refused(ctx, req.Client, tool, req.SessionID, quotaErr)
 	}
-	e.mu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
 	// Language never changes: no lock needed to read it.
-	switch {
-	case s == nil:
-		return nil, false, refusal(RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
-			req.SessionID, n, e.cfg.Sessions.MaxConcurrent, e.cfg.Sessions.IdleTimeout)
-	case s.Language != req.Language:
+	if !created && s.Language != req.Language {
 		have := e.LanguageName(s.Language)
-		return nil, false, refusal(RuleSessionLanguage, "session %q runs %s: run %s code in it with execute_%s, or use another session_id for %s code",
+		return nil, false, refusal.New(session.RuleSessionLanguage, "session %q runs %s: run %s code in it with execute_%s, or use another session_id for %s code",
 			req.SessionID, have, have, s.Language, e.LanguageName(req.Language))
 	}
-	return s, false, nil
+	return s, created, nil
 }
 
-// drop takes a session out of the table.
-func (e *Engine) drop(s *Session) {
-	e.mu.Lock()
-	if key := (sessionKey{s.Owner, s.ID}); e.sessions[key] == s {
-		delete(e.sessions, key)
-	}
-	s.State = stateGone
-	e.mu.Unlock()
-}
-
-// open starts the session's kernel (caller holds s.op); restart: the
+// open starts the session's kernel (caller holds s's lock); restart: the
 // session had one, and its workspace stays.
-func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
+func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) error {
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err == nil {
 		start := time.Now()
-		req := s.start
+		req := s.Start
 		if restart {
 			req.WorkspaceID = cmp.Or(e.ws.Bound(s.Internal), s.Internal)
 		}
@@ -257,7 +122,7 @@ func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
 			}
 		}
 		took := time.Since(start)
-		d := map[string]any{"session": s.ID, "backend": s.Backend, "language": s.Language, "image": s.start.Image, "start_ms": took.Milliseconds(), "warm": warm}
+		d := map[string]any{"session": s.ID, "backend": s.Backend, "language": s.Language, "image": s.Start.Image, "start_ms": took.Milliseconds(), "warm": warm}
 		if warm {
 			d["workspace"] = info.WorkspaceID
 		}
@@ -277,50 +142,15 @@ func (e *Engine) open(ctx context.Context, s *Session, restart bool) error {
 			e.rec.Record(entry)
 		}
 		if err == nil {
-			e.countStart(s.Backend, warm, took)
+			e.sessions.CountStart(s.Backend, warm, took)
 		}
 	}
 	return err
 }
 
-// SessionStarts counts how one backend's kernels were started: taken warm
-// from its pool or started cold, and how long the last of each took.
-type SessionStarts struct {
-	Warm       int     `json:"warm_starts"`
-	Cold       int     `json:"cold_starts"`
-	LastWarmMS float64 `json:"last_warm_start_ms,omitempty"`
-	LastColdMS float64 `json:"last_cold_start_ms,omitempty"`
-}
-
-func (e *Engine) countStart(name string, warm bool, took time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.starts == nil {
-		e.starts = map[string]*SessionStarts{}
-	}
-	st := e.starts[name]
-	if st == nil {
-		st = &SessionStarts{}
-		e.starts[name] = st
-	}
-	ms := float64(took.Microseconds()) / 1000
-	if warm {
-		st.Warm, st.LastWarmMS = st.Warm+1, ms
-	} else {
-		st.Cold, st.LastColdMS = st.Cold+1, ms
-	}
-}
-
-// SessionStartStats reports SessionStarts per backend (environment/info).
-func (e *Engine) SessionStartStats() map[string]SessionStarts {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]SessionStarts, len(e.starts))
-	for k, v := range e.starts {
-		out[k] = *v
-	}
-	return out
-}
+// SessionStartStats reports per backend how its kernels were started
+// (environment/info).
+func (e *Engine) SessionStartStats() map[string]session.Starts { return e.sessions.StartStats() }
 
 func severity(err error) string {
 	if err != nil {
@@ -331,31 +161,31 @@ func severity(err error) string {
 
 // executeSession runs a request in its session, starting the kernel on
 // first use and restarting a dead one with a notice that state was lost.
-func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, breq backend.ExecuteRequest, tools toolRun, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
-	s.op.Lock()
-	defer s.op.Unlock()
-	before := e.outputSnapshot(s.Internal) // under s.op: only this run's files come back
+func (e *Engine) executeSession(ctx context.Context, s *session.Session, created bool, breq backend.ExecuteRequest, tools toolRun, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
+	s.Lock()
+	defer s.Unlock()
+	before := e.outputSnapshot(s.Internal) // under s's lock: only this run's files come back
 	var notices []string
-	switch state := e.stateOf(s); {
-	case state == stateGone:
+	switch state := e.sessions.State(s); {
+	case state == session.StateGone:
 		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
 		if err := e.grantSession(ctx, s, tools); err != nil {
-			e.drop(s)
+			e.sessions.Drop(s)
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
 		}
 		if err := e.open(ctx, s, false); err != nil {
 			e.closeGrant(s)
-			e.drop(s)
+			e.sessions.Drop(s)
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
 		}
-		if s.pending {
+		if s.Pending {
 			notices = append(notices, e.restorePending(ctx, s))
 			before = e.outputSnapshot(s.Internal) // restored files are not this run's output
 		}
-	case state == StateDead:
+	case state == session.StateDead:
 		reason := s.LostReason
 		if err := e.reopen(ctx, s); err != nil {
 			return backend.ExecuteResult{}, nil, fmt.Errorf("session %q could not be restarted after its kernel died: %w", s.ID, err)
@@ -365,52 +195,52 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 		if len(breq.Env) > 0 {
 			notices = append(notices, "environment applies when a session starts; it was ignored for this existing session")
 		}
-		if breq.Image != "" && breq.Image != s.start.Image {
+		if breq.Image != "" && breq.Image != s.Start.Image {
 			notices = append(notices, "custom_image applies when a session starts; this session keeps its image")
 		}
 	}
-	breq.Image, breq.Env = s.start.Image, s.start.Env
+	breq.Image, breq.Env = s.Start.Image, s.Start.Env
 	if len(tools.ids) > 0 && !created {
-		if s.grant == nil {
-			return backend.ExecuteResult{}, nil, refusal(RuleMCPTools, "session %q was started without mcp_tools: a session's tools directory is mounted when its kernel starts, so pass mcp_tools on a session's first call (destroy_session, then call again with mcp_tools); tools can be added on later calls of such a session", s.ID)
+		if s.Grant == nil {
+			return backend.ExecuteResult{}, nil, refusal.New(RuleMCPTools, "session %q was started without mcp_tools: a session's tools directory is mounted when its kernel starts, so pass mcp_tools on a session's first call (destroy_session, then call again with mcp_tools); tools can be added on later calls of such a session", s.ID)
 		}
 		// The container mounted the grant at its start: the new tools
 		// appear in the same directory.
-		if err := s.grant.Extend(ctx, tools.ids); err != nil {
+		if err := s.Grant.Extend(ctx, tools.ids); err != nil {
 			return backend.ExecuteResult{}, nil, err
 		}
 		if hint := bridge.LateToolsHint(s.Language); hint != "" {
 			notices = append(notices, hint)
 		}
 	}
-	if s.grant != nil {
-		s.grant.BeginRun(breq.RunID, tools.client, tools.approve) // a fresh call budget per execute
-		breq.ToolsGrant = s.grant.Token()
+	if s.Grant != nil {
+		s.Grant.BeginRun(breq.RunID, tools.client, tools.approve) // a fresh call budget per execute
+		breq.ToolsGrant = s.Grant.Token()
 	}
-	e.setState(s, StateBusy)
+	e.sessions.SetState(s, session.StateBusy)
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	var res backend.ExecuteResult
 	if err == nil {
 		res, err = sb.ExecuteInSession(ctx, breq, emit)
 	}
-	e.mu.Lock()
-	s.LastActive = time.Now()
-	s.Executions++
-	var ce *plugins.CrashError
-	switch {
-	case errors.As(err, &ce):
-		s.State, s.LostReason = StateDead, "the "+ce.Plugin+" plugin crashed"
-	case err != nil && s.State == StateBusy:
-		s.State = StateIdle
-	case res.SessionDead:
-		s.State, s.LostReason = StateDead, "the kernel died"
-		if res.Error != nil {
-			s.LostReason = res.Error.Message
+	e.sessions.Update(s, func(s *session.Session) {
+		s.LastActive = time.Now()
+		s.Executions++
+		var ce *plugins.CrashError
+		switch {
+		case errors.As(err, &ce):
+			s.State, s.LostReason = session.StateDead, "the "+ce.Plugin+" plugin crashed"
+		case err != nil && s.State == session.StateBusy:
+			s.State = session.StateIdle
+		case res.SessionDead:
+			s.State, s.LostReason = session.StateDead, "the kernel died"
+			if res.Error != nil {
+				s.LostReason = res.Error.Message
+			}
+		case s.State == session.StateBusy: // a crash elsewhere may have marked it dead meanwhile
+			s.State = session.StateIdle
 		}
-	case s.State == StateBusy: // a crash elsewhere may have marked it dead meanwhile
-		s.State = StateIdle
-	}
-	e.mu.Unlock()
+	})
 	res.Notices = append(notices, res.Notices...)
 	files, more := e.outputFiles(s.Internal, before)
 	res.Notices = append(res.Notices, more...)
@@ -418,35 +248,21 @@ func (e *Engine) executeSession(ctx context.Context, s *Session, created bool, b
 }
 
 // reopen replaces a dead kernel with a new one started like the first
-// (caller holds s.op).
-func (e *Engine) reopen(ctx context.Context, s *Session) error {
+// (caller holds s's lock).
+func (e *Engine) reopen(ctx context.Context, s *session.Session) error {
 	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
 		_ = sb.CloseSession(ctx, s.Internal) // what is left of the old one
 	}
 	if err := e.open(ctx, s, true); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	s.State, s.LostReason = StateIdle, ""
-	e.mu.Unlock()
+	e.sessions.Update(s, func(s *session.Session) { s.State, s.LostReason = session.StateIdle, "" })
 	return nil
 }
 
-func (e *Engine) stateOf(s *Session) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return s.State
-}
-
-func (e *Engine) setState(s *Session, st string) {
-	e.mu.Lock()
-	s.State = st
-	e.mu.Unlock()
-}
-
-// introspect refreshes a session's variables (caller holds s.op).
-func (e *Engine) introspect(ctx context.Context, s *Session) {
-	if e.stateOf(s) == StateDead {
+// introspect refreshes a session's variables (caller holds s's lock).
+func (e *Engine) introspect(ctx context.Context, s *session.Session) {
+	if e.sessions.State(s) == session.StateDead {
 		return
 	}
 	sb, err := e.sessionBackend(ctx, s.Backend)
@@ -454,105 +270,62 @@ func (e *Engine) introspect(ctx context.Context, s *Session) {
 	if err == nil {
 		vars, err = sb.Inspect(ctx, s.Internal)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err != nil {
-		s.VarsError = err.Error()
-		return
-	}
-	s.Variables, s.VarsUpdated, s.VarsError = vars, time.Now(), ""
+	e.sessions.Update(s, func(s *session.Session) {
+		if err != nil {
+			s.VarsError = err.Error()
+			return
+		}
+		s.Variables, s.VarsUpdated, s.VarsError = vars, time.Now(), ""
+	})
 }
 
 // View returns a session's state, refreshing the variables when asked.
-func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (SessionView, error) {
+func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (session.View, error) {
 	s, err := e.lookup(client, id, "resources/read")
 	if err != nil {
-		return SessionView{}, err
+		return session.View{}, err
 	}
 	if refresh {
-		s.op.Lock()
+		s.Lock()
 		e.introspect(ctx, s)
-		s.op.Unlock()
+		s.Unlock()
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return s.view(), nil
+	return e.sessions.View(s), nil
 }
 
 // DocumentState records descriptions of variables and a note, then
 // refreshes the introspection.
-func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[string]string, note *string, clear bool) (SessionView, error) {
+func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[string]string, note *string, clear bool) (session.View, error) {
 	const tool = "document_state"
 	s, err := e.lookup(client, id, tool)
 	if err != nil {
-		return SessionView{}, err
+		return session.View{}, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(vars)) {
-		if name == "" || len(name) > 200 {
-			return SessionView{}, e.refuse(client, id, tool, refusal(RuleVariableName, "variable name %s: must be 1-200 characters", quoted(name)), nil)
-		}
-		if len(vars[name]) > MaxDocBytes {
-			return SessionView{}, e.refuse(client, id, tool, refusal(RuleStateDocsSize, "the description of variable %s is %d bytes; at most %d are kept: shorten it", quoted(name), len(vars[name]), MaxDocBytes), nil)
-		}
+	if err := session.CheckDocs(vars, note); err != nil {
+		return session.View{}, e.refuse(client, id, tool, err, nil)
 	}
-	if note != nil && len(*note) > MaxNoteBytes {
-		return SessionView{}, e.refuse(client, id, tool, refusal(RuleStateDocsSize, "the note is %d bytes; at most %d are kept: shorten it", len(*note), MaxNoteBytes), nil)
+	s.Lock()
+	defer s.Unlock()
+	if err := e.sessions.Document(s, vars, note, clear); err != nil {
+		return session.View{}, e.refuse(client, id, tool, err, nil)
 	}
-	s.op.Lock()
-	defer s.op.Unlock()
-	e.mu.Lock()
-	n := len(s.Docs)
-	if clear {
-		n = 0
-	}
-	for k, d := range vars {
-		_, had := s.Docs[k]
-		switch {
-		case d != "" && (!had || clear):
-			n++
-		case d == "" && had && !clear:
-			n--
-		}
-	}
-	if n > MaxDocsVariables {
-		e.mu.Unlock()
-		return SessionView{}, e.refuse(client, id, tool, refusal(RuleStateDocsSize, "session %q would have %d documented variables; at most %d are kept: clear or remove some (an empty description removes one)", id, n, MaxDocsVariables), nil)
-	}
-	if clear {
-		s.Docs, s.Note = map[string]string{}, ""
-	}
-	for k, d := range vars {
-		if d == "" {
-			delete(s.Docs, k)
-		} else {
-			s.Docs[k] = d
-		}
-	}
-	if note != nil {
-		s.Note = *note
-	}
-	s.DocsUpdated = time.Now()
-	s.LastActive = time.Now()
-	e.mu.Unlock()
 	e.introspect(ctx, s)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return s.view(), nil
+	return e.sessions.View(s), nil
 }
 
 // RestartSession clears a session's namespace, keeping its container; a
 // dead session gets a new kernel.
-func (e *Engine) RestartSession(ctx context.Context, client, id string) (SessionView, error) {
+func (e *Engine) RestartSession(ctx context.Context, client, id string) (session.View, error) {
 	s, err := e.lookup(client, id, "restart_session")
 	if err != nil {
-		return SessionView{}, err
+		return session.View{}, err
 	}
 	e.claim(ctx, s, false)
-	defer s.op.Unlock()
-	switch e.stateOf(s) {
-	case stateGone:
-		return SessionView{}, fmt.Errorf("restart session %q: it was destroyed meanwhile", id)
-	case StateDead:
+	defer s.Unlock()
+	switch e.sessions.State(s) {
+	case session.StateGone:
+		return session.View{}, fmt.Errorf("restart session %q: it was destroyed meanwhile", id)
+	case session.StateDead:
 		err = e.reopen(ctx, s)
 	default:
 		var sb backend.SessionBackend
@@ -563,19 +336,19 @@ func (e *Engine) RestartSession(ctx context.Context, client, id string) (Session
 	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: s.Internal, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
 		Details: map[string]any{"session": id}})
 	if err != nil {
-		return SessionView{}, fmt.Errorf("restart session %q: %w", id, err)
+		return session.View{}, fmt.Errorf("restart session %q: %w", id, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s.State, s.LastActive, s.Variables, s.VarsUpdated = StateIdle, time.Now(), nil, time.Time{}
-	return s.view(), nil
+	e.sessions.Update(s, func(s *session.Session) {
+		s.State, s.LastActive, s.Variables, s.VarsUpdated = session.StateIdle, time.Now(), nil, time.Time{}
+	})
+	return e.sessions.View(s), nil
 }
 
 // DestroySession removes a session's container and directory.
 func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
-	if workspace.CheckSessionID(id) == nil && !e.live(client, id) && e.removeCheckpoint(client, id) {
+	if session.CheckID(id) == nil && !e.sessions.Live(client, id) && e.ckpts.Remove(client, id) {
 		// Only a checkpoint is left (after a restart or the idle reaper).
-		e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: internalID(client, id), UserID: client, Success: true, Severity: audit.Info,
+		e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: session.InternalID(client, id), UserID: client, Success: true, Severity: audit.Info,
 			Details: map[string]any{"session": id, "reason": "destroyed by the client: its checkpoint removed"}})
 		return nil
 	}
@@ -584,8 +357,8 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 		return err
 	}
 	closed := e.claim(ctx, s, true)
-	defer s.op.Unlock()
-	defer e.removeCheckpoint(s.Owner, s.ID) // checkpoint.go: a checkpoint goes with its session
+	defer s.Unlock()
+	defer e.ckpts.Remove(s.Owner, s.ID) // a checkpoint goes with its session
 	if closed {
 		return e.destroyLocked(ctx, s, "destroyed by the client while code ran", true)
 	}
@@ -601,20 +374,20 @@ var claimGrace = 3 * time.Second
 // for code it wants gone; when kill is set and the code still runs after
 // claimGrace (a kernel that ignores interrupts, a C loop), the kernel is
 // closed under it and claim reports closed.
-func (e *Engine) claim(ctx context.Context, s *Session, kill bool) (closed bool) {
-	if s.op.TryLock() {
+func (e *Engine) claim(ctx context.Context, s *session.Session, kill bool) (closed bool) {
+	if s.TryLock() {
 		return false
 	}
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	if err != nil {
-		s.op.Lock()
+		s.Lock()
 		return false
 	}
 	if err := sb.Interrupt(ctx, s.Internal); err != nil {
 		e.log.Warn("could not interrupt a session's running code", "session", s.Internal, "error", err)
 	}
 	locked := make(chan struct{})
-	go func() { s.op.Lock(); close(locked) }()
+	go func() { s.Lock(); close(locked) }()
 	select {
 	case <-locked:
 		return false
@@ -629,17 +402,10 @@ func (e *Engine) claim(ctx context.Context, s *Session, kill bool) (closed bool)
 	return err == nil
 }
 
-// live reports whether client has a session id in the table.
-func (e *Engine) live(client, id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.sessions[sessionKey{client, id}] != nil
-}
-
 // destroyLocked closes the kernel (unless claim already did) and removes
-// the session (caller holds s.op).
-func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string, closed bool) error {
-	if e.stateOf(s) == stateGone {
+// the session (caller holds s's lock).
+func (e *Engine) destroyLocked(ctx context.Context, s *session.Session, why string, closed bool) error {
+	if e.sessions.State(s) == session.StateGone {
 		return nil
 	}
 	var err error
@@ -649,7 +415,7 @@ func (e *Engine) destroyLocked(ctx context.Context, s *Session, why string, clos
 			err = sb.CloseSession(ctx, s.Internal)
 		}
 	}
-	e.drop(s)
+	e.sessions.Drop(s)
 	e.closeGrant(s)
 	e.removeWorkspace(s.Internal)
 	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
@@ -666,58 +432,16 @@ func (e *Engine) removeWorkspace(id string) {
 
 // Sessions lists the sessions of one connection, or with all every one.
 // Variables are left out (the state resource has them).
-func (e *Engine) Sessions(client string, all bool) []SessionView {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := []SessionView{}
-	for _, s := range e.sessions {
-		if all || s.Owner == client {
-			v := s.view()
-			v.Variables = nil
-			out = append(out, v)
-		}
-	}
-	// With all, two owners' sessions may share an id: Created orders them.
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].ID != out[j].ID {
-			return out[i].ID < out[j].ID
-		}
-		return out[i].Created.Before(out[j].Created)
-	})
-	return out
-}
-
-// idle reports whether a session has waited longer than limit for a call.
-func idle(s *Session, limit time.Duration) bool {
-	return s.State != StateBusy && s.State != StateStarting && s.State != stateGone && time.Since(s.LastActive) > limit
+func (e *Engine) Sessions(client string, all bool) []session.View {
+	return e.sessions.List(client, all)
 }
 
 // ReapIdle destroys sessions idle longer than sessions.idle_timeout.
 func (e *Engine) ReapIdle(ctx context.Context) int {
-	limit := time.Duration(e.cfg.Sessions.IdleTimeout) * time.Second
-	e.mu.Lock()
-	var candidates []*Session
-	for _, s := range e.sessions {
-		if idle(s, limit) {
-			candidates = append(candidates, s)
-		}
-	}
-	e.mu.Unlock()
-	n := 0
-	for _, s := range candidates {
-		s.op.Lock()
-		// A call may have used it since the scan.
-		e.mu.Lock()
-		still := idle(s, limit)
-		e.mu.Unlock()
-		if still {
-			e.log.Info("removing idle session", "session", s.ID, "owner", s.Owner, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
-			_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
-			n++
-		}
-		s.op.Unlock()
-	}
-	return n
+	return e.sessions.ReapIdle(time.Duration(e.cfg.Sessions.IdleTimeout)*time.Second, func(s *session.Session) {
+		e.log.Info("removing idle session", "session", s.ID, "owner", s.Owner, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
+		_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
+	})
 }
 
 // Reaper runs ReapIdle and ExpireCheckpoints every sessions.cleanup_interval until ctx ends.
@@ -731,42 +455,19 @@ func (e *Engine) Reaper(ctx context.Context) {
 }
 
 // MarkBackendDead marks every session of a crashed plugin dead.
-func (e *Engine) MarkBackendDead(name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, s := range e.sessions {
-		if s.Backend == name {
-			s.State, s.LostReason = StateDead, "the "+name+" plugin crashed"
-		}
-	}
-}
+func (e *Engine) MarkBackendDead(name string) { e.sessions.MarkBackendDead(name) }
 
 // HoldsSession reports whether internal is the id below the engine of a
 // session it keeps (live or dead), whose workspace must stay.
-func (e *Engine) HoldsSession(internal string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, s := range e.sessions {
-		if s.Internal == internal {
-			return true
-		}
-	}
-	return false
-}
+func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(internal) }
 
 // CloseAll destroys every session (server shutdown). With
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
 // first, so its owner finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
-	e.mu.Lock()
-	all := make([]*Session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		all = append(all, s)
-	}
-	e.mu.Unlock()
-	for _, s := range all {
-		s.op.Lock()
-		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.stateOf(s) == StateIdle {
+	for _, s := range e.sessions.All() {
+		s.Lock()
+		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {
 			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
 				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "owner", s.Owner, "error", err)
 			} else {
@@ -774,16 +475,16 @@ func (e *Engine) CloseAll(ctx context.Context) {
 			}
 		}
 		_ = e.destroyLocked(ctx, s, "server shutdown", false)
-		s.op.Unlock()
+		s.Unlock()
 	}
 }
 
 // grantSession gives a new session a tool grant when its first call asks
 // for tools, so that its container mounts the tools directory from the
-// start and later executes can add tools to it (caller holds s.op). A
+// start and later executes can add tools to it (caller holds s's lock). A
 // session started without tools gets no grant: its kernel can then come
 // from the warm pool, which holds containers without a tools mount.
-func (e *Engine) grantSession(ctx context.Context, s *Session, tools toolRun) error {
+func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools toolRun) error {
 	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
 		return nil
 	}
@@ -791,14 +492,14 @@ func (e *Engine) grantSession(ctx context.Context, s *Session, tools toolRun) er
 	if err != nil {
 		return err
 	}
-	s.grant, s.start.ToolsGrant = g, g.Token()
+	s.Grant, s.Start.ToolsGrant = g, g.Token()
 	return nil
 }
 
-// closeGrant ends a session's tool grant (caller holds s.op).
-func (e *Engine) closeGrant(s *Session) {
-	if s.grant != nil {
-		s.grant.Close()
-		s.grant, s.start.ToolsGrant = nil, ""
+// closeGrant ends a session's tool grant (caller holds s's lock).
+func (e *Engine) closeGrant(s *session.Session) {
+	if s.Grant != nil {
+		s.Grant.Close()
+		s.Grant, s.Start.ToolsGrant = nil, ""
 	}
 }

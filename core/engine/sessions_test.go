@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"os"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ func TestSessionLifecycle(t *testing.T) {
 	r := newRig(t, nil, nil)
 	ctx := context.Background()
 	// Below the engine (plugin, workspace, audit) a session has its internal id.
-	s1, s2 := internalID("c1", "s1"), internalID("c1", "s2")
+	s1, s2 := session.InternalID("c1", "s1"), session.InternalID("c1", "s2")
 
 	// create: the first call opens the kernel with the call's image and environment
 	res, err := r.exec(t, Request{Language: "python", SessionID: "s1", CustomImage: "mcp-forge/custom:x", Environment: map[string]string{"K": "v"}})
@@ -56,7 +57,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if open, ok := r.kernel.Opened(s1); !ok || open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
 		t.Fatalf("%+v", open)
 	}
-	if st := r.state(t, "c1", "s1"); st != StateIdle {
+	if st := r.state(t, "c1", "s1"); st != session.StateIdle {
 		t.Fatal(st)
 	}
 	if _, err := os.Stat(r.ws.SessionPath(s1)); err != nil {
@@ -81,7 +82,7 @@ func TestSessionLifecycle(t *testing.T) {
 		go func() { res, _ := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code}); results <- res }()
 	}
 	<-started
-	r.waitState(t, "c1", "s1", StateBusy)
+	r.waitState(t, "c1", "s1", session.StateBusy)
 	if r.e.ReapIdle(ctx) != 0 {
 		t.Fatal("a busy session was reaped")
 	}
@@ -96,7 +97,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if a, b := <-results, <-results; !a.Success || !b.Success {
 		t.Fatalf("%+v %+v", a, b)
 	}
-	r.waitState(t, "c1", "s1", StateIdle)
+	r.waitState(t, "c1", "s1", session.StateIdle)
 
 	// dead: the kernel dies during a call; the next call restarts it with a notice
 	r.kernel.Run = func(context.Context, backend.ExecuteRequest, func(backend.StreamEvent)) (backend.ExecuteResult, error) {
@@ -106,7 +107,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := r.e.View(ctx, "c1", "s1", false)
-	if v.State != StateDead || !strings.Contains(v.LostReason, "out of memory") {
+	if v.State != session.StateDead || !strings.Contains(v.LostReason, "out of memory") {
 		t.Fatalf("%+v", v)
 	}
 	r.kernel.Run = nil
@@ -117,7 +118,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if open, _ := r.kernel.Opened(s1); open.Image != "mcp-forge/custom:x" || open.Env["K"] != "v" {
 		t.Fatalf("a restarted kernel must start like the first: %+v", open)
 	}
-	if v, _ := r.e.View(ctx, "c1", "s1", false); v.State != StateIdle || v.LostReason != "" || v.Executions != 6 {
+	if v, _ := r.e.View(ctx, "c1", "s1", false); v.State != session.StateIdle || v.LostReason != "" || v.Executions != 6 {
 		t.Fatalf("%+v", v)
 	}
 
@@ -126,7 +127,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.e.MarkBackendDead("kernel")
-	if v, err := r.e.RestartSession(ctx, "c1", "s1"); err != nil || v.State != StateIdle {
+	if v, err := r.e.RestartSession(ctx, "c1", "s1"); err != nil || v.State != session.StateIdle {
 		t.Fatalf("%+v %v", v, err)
 	}
 	log := r.kernel.Log()
@@ -135,9 +136,7 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 
 	// reap: idle longer than sessions.idle_timeout
-	r.e.mu.Lock()
-	r.e.sessions[sessionKey{"c1", "s1"}].LastActive = time.Now().Add(-2 * time.Hour)
-	r.e.mu.Unlock()
+	r.e.sessions.Update(r.e.sessions.Get("c1", "s1"), func(s *session.Session) { s.LastActive = time.Now().Add(-2 * time.Hour) })
 	if n := r.e.ReapIdle(ctx); n != 1 || r.state(t, "c1", "s1") != "absent" {
 		t.Fatalf("reaped %d", n)
 	}
@@ -197,7 +196,7 @@ func TestSessionFailures(t *testing.T) {
 		if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err == nil {
 			t.Fatal("no error")
 		}
-		if v, _ := r.e.View(ctx, "c1", "s", false); v.State != StateDead || v.LostReason != "the kernel plugin crashed" {
+		if v, _ := r.e.View(ctx, "c1", "s", false); v.State != session.StateDead || v.LostReason != "the kernel plugin crashed" {
 			t.Fatalf("%+v", v)
 		}
 	})
@@ -205,7 +204,7 @@ func TestSessionFailures(t *testing.T) {
 		r := newRig(t, func(c *config.Config) { c.Sessions.MaxConcurrent = 1 }, nil)
 		r.exec(t, Request{Language: "python", SessionID: "a"})
 		_, err := r.exec(t, Request{Language: "python", SessionID: "b"})
-		if refusedBy(t, err) != RuleSessionsMax || !strings.Contains(err.Error(), "sessions.max_concurrent = 1") {
+		if refusedBy(t, err) != session.RuleSessionsMax || !strings.Contains(err.Error(), "sessions.max_concurrent = 1") {
 			t.Fatal(err)
 		}
 	})
@@ -213,7 +212,7 @@ func TestSessionFailures(t *testing.T) {
 		r := newRig(t, nil, func(r *rig) { r.pm.Add("rk", enginetest.Stateful("r")) })
 		r.exec(t, Request{Language: "python", SessionID: "a"})
 		_, err := r.exec(t, Request{Language: "r", SessionID: "a"})
-		if refusedBy(t, err) != RuleSessionLanguage || !strings.Contains(err.Error(), `session "a" runs Python: run Python code in it with execute_python, or use another session_id for R code`) {
+		if refusedBy(t, err) != session.RuleSessionLanguage || !strings.Contains(err.Error(), `session "a" runs Python: run Python code in it with execute_python, or use another session_id for R code`) {
 			t.Fatal(err)
 		}
 	})
@@ -226,34 +225,34 @@ func TestSessionFailures(t *testing.T) {
 			t.Fatalf("%+v %v", v, err)
 		}
 		_, err = r.e.DocumentState(ctx, "c1", "a", map[string]string{"": "x"}, nil, false)
-		if refusedBy(t, err) != RuleVariableName {
+		if refusedBy(t, err) != session.RuleVariableName {
 			t.Fatal(err)
 		}
 		if v, _ := r.e.DocumentState(ctx, "c1", "a", nil, nil, true); len(v.Documented) != 0 || v.Note != "" || len(v.Undocumented) != 1 {
 			t.Fatalf("clear: %+v", v)
 		}
-		long := strings.Repeat("x", MaxNoteBytes+1)
-		if _, err := r.e.DocumentState(ctx, "c1", "a", nil, &long, false); refusedBy(t, err) != RuleStateDocsSize {
+		long := strings.Repeat("x", session.MaxNoteBytes+1)
+		if _, err := r.e.DocumentState(ctx, "c1", "a", nil, &long, false); refusedBy(t, err) != session.RuleStateDocsSize {
 			t.Fatalf("oversized note: %v", err)
 		}
-		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"x": long[:MaxDocBytes+1]}, nil, false); refusedBy(t, err) != RuleStateDocsSize {
+		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"x": long[:session.MaxDocBytes+1]}, nil, false); refusedBy(t, err) != session.RuleStateDocsSize {
 			t.Fatalf("oversized description: %v", err)
 		}
 		many := map[string]string{}
-		for i := 0; i < MaxDocsVariables; i++ {
+		for i := 0; i < session.MaxDocsVariables; i++ {
 			many[fmt.Sprintf("v%d", i)] = "d"
 		}
 		if _, err := r.e.DocumentState(ctx, "c1", "a", many, nil, false); err != nil {
 			t.Fatalf("at the maximum: %v", err)
 		}
-		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"one_more": "d"}, nil, false); refusedBy(t, err) != RuleStateDocsSize {
+		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"one_more": "d"}, nil, false); refusedBy(t, err) != session.RuleStateDocsSize {
 			t.Fatalf("over the maximum: %v", err)
 		}
 		// Replacing a documented variable's text does not count it twice.
 		if _, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"v1": "new"}, nil, false); err != nil {
 			t.Fatalf("redocument at the maximum: %v", err)
 		}
-		if v, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"v0": "", "one_more": "d"}, nil, false); err != nil || len(v.Documented) != MaxDocsVariables {
+		if v, err := r.e.DocumentState(ctx, "c1", "a", map[string]string{"v0": "", "one_more": "d"}, nil, false); err != nil || len(v.Documented) != session.MaxDocsVariables {
 			t.Fatalf("remove one, add one: %d %v", len(v.Documented), err)
 		}
 	})
@@ -280,17 +279,17 @@ func TestSessionOwnership(t *testing.T) {
 		if !errors.Is(other, ErrNoSession) || other.Error() != strings.Replace(unknown.Error(), "nobody", "mine", 1) {
 			t.Errorf("%s: %v / %v", name, other, unknown)
 		}
-		if refusedBy(t, other) != RuleSessionNotFound {
+		if refusedBy(t, other) != session.RuleSessionNotFound {
 			t.Errorf("%s: another owner's session refused by %s", name, refusedBy(t, other))
 		}
-		if bad := op("b", "../x"); refusedBy(t, bad) != RuleSessionID {
+		if bad := op("b", "../x"); refusedBy(t, bad) != session.RuleSessionID {
 			t.Errorf("%s: %v", name, bad)
 		}
 	}
 	if len(r.e.Sessions("b", false)) != 0 || len(r.e.Sessions("a", false)) != 1 || len(r.e.Sessions("", true)) != 1 {
 		t.Fatal("listing")
 	}
-	if r.state(t, "a", "mine") != StateIdle {
+	if r.state(t, "a", "mine") != session.StateIdle {
 		t.Fatal("another connection changed the session")
 	}
 	rules := map[string]int{}
@@ -299,7 +298,7 @@ func TestSessionOwnership(t *testing.T) {
 			rules[e.Details["rule"].(string)]++
 		}
 	}
-	if len(rules) != 2 || rules[RuleSessionNotFound] != 8 || rules[RuleSessionID] != 4 {
+	if len(rules) != 2 || rules[session.RuleSessionNotFound] != 8 || rules[session.RuleSessionID] != 4 {
 		t.Fatalf("%v", rules)
 	}
 }
@@ -330,7 +329,7 @@ func TestSameIDTwoOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, b := internalID("alice", "main"), internalID("bob", "main")
+	a, b := session.InternalID("alice", "main"), session.InternalID("bob", "main")
 	slices.Sort(got)
 	want := []string{a, b}
 	slices.Sort(want)
@@ -378,13 +377,13 @@ func TestSameIDTwoOwners(t *testing.T) {
 	if v, err := r.e.View(ctx, "alice", "main", false); err != nil || v.Note != "alice's" || v.Documented["x"] != "alice's x" {
 		t.Fatalf("alice sees %+v %v", v, err)
 	}
-	if _, err := r.e.View(ctx, "bob", "main", false); refusedBy(t, err) != RuleSessionNotFound {
+	if _, err := r.e.View(ctx, "bob", "main", false); refusedBy(t, err) != session.RuleSessionNotFound {
 		t.Fatal(err)
 	}
 	// The audit log names each session by its internal id, with the user's id beside it.
 	for _, e := range r.audit() {
 		if e.Event == audit.SessionCreate || e.Event == audit.SessionDestroy || e.Event == audit.ExecutionRequest {
-			if want := internalID(e.UserID, "main"); e.SessionID != want || e.Details["session"] != "main" {
+			if want := session.InternalID(e.UserID, "main"); e.SessionID != want || e.Details["session"] != "main" {
 				t.Errorf("%s of %s: session_id %q, details.session %v; want %q, main", e.Event, e.UserID, e.SessionID, e.Details["session"], want)
 			}
 		}
@@ -397,20 +396,20 @@ func TestInternalID(t *testing.T) {
 	long := strings.Repeat("x", 47)
 	for _, id := range []string{"a", "main", "a-b_c", "Z" + long, long + "9", "0" + strings.Repeat("-", 47)} {
 		for _, owner := range []string{"", "conn-1", "tenant:alice", strings.Repeat("o", 300)} {
-			in := internalID(owner, id)
+			in := session.InternalID(owner, id)
 			if err := workspace.CheckSessionID(in); err != nil || len(in) > 48 {
-				t.Fatalf("internalID(%q, %q) = %q (%d): %v", owner, id, in, len(in), err)
+				t.Fatalf("session.InternalID(%q, %q) = %q (%d): %v", owner, id, in, len(in), err)
 			}
-			if internalID(owner, id) != in {
+			if session.InternalID(owner, id) != in {
 				t.Fatal("not stable")
 			}
 		}
 	}
-	if internalID("a", "main") == internalID("b", "main") || internalID("a", "x"+long) == internalID("a", "y"+long) ||
-		internalID("a", long+"1") == internalID("a", long+"2") {
+	if session.InternalID("a", "main") == session.InternalID("b", "main") || session.InternalID("a", "x"+long) == session.InternalID("a", "y"+long) ||
+		session.InternalID("a", long+"1") == session.InternalID("a", long+"2") {
 		t.Fatal("internal ids collide")
 	}
-	if !strings.HasPrefix(internalID("conn-1", "main"), "main-") {
+	if !strings.HasPrefix(session.InternalID("conn-1", "main"), "main-") {
 		t.Fatal("the user's id should stay readable")
 	}
 }
@@ -424,7 +423,7 @@ func TestCloseAll(t *testing.T) {
 	if n := len(r.e.Sessions("", true)); n != 0 {
 		t.Fatal(n)
 	}
-	if _, ok := r.kernel.Opened(internalID("c1", "a")); ok {
+	if _, ok := r.kernel.Opened(session.InternalID("c1", "a")); ok {
 		t.Fatal("kernel a left open")
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestWarmWorkspaceBinding(t *testing.T) {
 	if _, err := r.exec(t, Request{Language: "python", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	internal := internalID("c1", "s1")
+	internal := session.InternalID("c1", "s1")
 	if got := r.ws.SessionPath(internal); got != w.Path {
 		t.Fatalf("session path %s, want the pool workspace %s", got, w.Path)
 	}
@@ -93,7 +94,7 @@ func TestWarmStartRefusedWithoutAudit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "audit log cannot be written") {
 		t.Fatalf("a warm session started with an unwritable audit log: %v", err)
 	}
-	if !slices.Contains(r.kernel.Log(), "close "+internalID("c1", "s1")) {
+	if !slices.Contains(r.kernel.Log(), "close "+session.InternalID("c1", "s1")) {
 		t.Errorf("the refused session's kernel was not closed: %v", r.kernel.Log())
 	}
 	if len(r.e.Sessions("c1", false)) != 0 {

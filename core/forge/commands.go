@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -127,7 +128,7 @@ func pluginCheck(cfg config.Config, sts []plugins.Status) doctor.Check {
 	}
 }
 
-func offer(o engine.Offer) string {
+func offer(o route.Offer) string {
 	if o.Backend == "" {
 		return "none (" + o.Unavailable + ")"
 	}

@@ -8,12 +8,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 )
 
 // CheckpointOutput describes a checkpoint, or gives the error.
 type CheckpointOutput struct {
-	engine.CheckpointInfo
+	CheckpointInfo
 	Notice string     `json:"notice,omitempty" jsonschema:"what was restored (restore_session)"`
 	Error  *ErrorInfo `json:"error,omitempty"`
 }
@@ -29,10 +29,10 @@ func (s *Server) addCheckpointTools() {
 			"On error the result has session_id and error {type, message}.",
 		InputSchema: schemaFor[SessionInput](), OutputSchema: out,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, CheckpointOutput, error) {
-		info, err := s.eng.CheckpointSession(ctx, s.conn(req.Session), in.SessionID)
+		info, err := s.ckpts.CheckpointSession(ctx, s.conn(req.Session), in.SessionID)
 		if err != nil {
 			res, e := failure(err)
-			return res, CheckpointOutput{CheckpointInfo: engine.CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
+			return res, CheckpointOutput{CheckpointInfo: CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "Checkpointed session %s: %d variable(s) saved (%s), %d bytes.", info.SessionID, len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
@@ -50,7 +50,7 @@ func (s *Server) addCheckpointTools() {
 		if len(info.FilesLeft) > 0 {
 			fmt.Fprintf(&b, "\nFiles left out: %s", strings.Join(info.FilesLeft, ", "))
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, CheckpointOutput{CheckpointInfo: info}, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, CheckpointOutput{CheckpointInfo: CheckpointInfo(info)}, nil
 	})
 	addTool(s.mcp, &mcp.Tool{
 		Name: "restore_session", Title: "Restore a session from its checkpoint",
@@ -59,12 +59,12 @@ func (s *Server) addCheckpointTools() {
 			"On error the result has session_id and error {type, message}.",
 		InputSchema: schemaFor[SessionInput](), OutputSchema: out,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, CheckpointOutput, error) {
-		info, _, err := s.eng.RestoreSession(ctx, s.conn(req.Session), in.SessionID)
+		info, _, err := s.ckpts.RestoreSession(ctx, s.conn(req.Session), in.SessionID)
 		if err != nil {
 			res, e := failure(err)
-			return res, CheckpointOutput{CheckpointInfo: engine.CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
+			return res, CheckpointOutput{CheckpointInfo: CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
 		}
-		notice := engine.RestoreNotice(info)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: notice}}}, CheckpointOutput{CheckpointInfo: info, Notice: notice}, nil
+		notice := checkpoint.RestoreNotice(info)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: notice}}}, CheckpointOutput{CheckpointInfo: CheckpointInfo(info), Notice: notice}, nil
 	})
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
+	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 )
 
@@ -109,7 +109,7 @@ type DeleteEnvironmentOutput struct {
 // executeTools names the execute tools of the loaded languages, as a
 // sentence does ("execute_python or execute_r"): the core names no
 // language of its own.
-func executeTools(langs []engine.Language) string {
+func executeTools(langs []route.Language) string {
 	names := make([]string, len(langs))
 	for i, l := range langs {
 		names[i] = "execute_" + l.ID
@@ -132,7 +132,7 @@ func (s *Server) addEnvironmentTools() {
 			"(a package needing approval is asked of the user when the client supports it), at most %d per build, %d builds an hour per user, "+
 			"%d s per build. Nothing is downloaded into a container and no package code runs while building. An identical request reuses "+
 			"the existing image (cache_hit). Progress is reported while it resolves, downloads, layers and checks. Templates and existing "+
-			"environments: %s.", executeTools(s.eng.Languages()), b.MaxPackagesPerBuild, b.BuildRateLimit.MaxBuildsPerHour, b.MaxBuildTime, EnvironmentsURI),
+			"environments: %s.", executeTools(s.exec.Languages()), b.MaxPackagesPerBuild, b.BuildRateLimit.MaxBuildsPerHour, b.MaxBuildTime, EnvironmentsURI),
 		InputSchema: schemaFor[BuildEnvironmentInput](), OutputSchema: schemaFor[BuildEnvironmentOutput](),
 	}, s.buildEnvironment)
 	addTool(s.mcp, &mcp.Tool{

@@ -13,6 +13,8 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
@@ -110,10 +112,10 @@ func (s *Server) addFileTools() {
 			"(pandas.read_csv(\"data/input.csv\"), read.csv(\"data/input.csv\")). Content is text, or base64 with encoding base64; "+
 			"at most %s per file, within the session's quota of %s. Paths are relative: absolute paths, '..' and symbolic links are refused. "+
 			"An existing file is replaced. The session must exist (run code in it first). On error the result has session_id and error {type, message}.",
-			size(s.eng.MaxFileSize()), s.cfg.Volumes.SessionQuota),
+			size(s.files.MaxFileSize()), s.cfg.Volumes.SessionQuota),
 		InputSchema: schemaFor[UploadInput](), OutputSchema: schemaFor[FileOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in UploadInput) (*mcp.CallToolResult, FileOutput, error) {
-		fi, err := s.eng.UploadFile(s.conn(req.Session), in.SessionID, in.Path, in.Content, in.Encoding)
+		fi, err := s.files.UploadFile(s.conn(req.Session), in.SessionID, in.Path, in.Content, in.Encoding)
 		if err != nil {
 			res, info := failure(err)
 			return res, FileOutput{SessionID: in.SessionID, Path: in.Path, Error: info}, nil
@@ -125,10 +127,10 @@ func (s *Server) addFileTools() {
 		Name: "download_file", Title: "Get a file from a session",
 		Description: fmt.Sprintf("Read a file from a session's working directory, byte for byte: content is text when the file is UTF-8, "+
 			"base64 otherwise (see encoding); also attached as an embedded resource up to %s, above that as a resource link. At most %s; symbolic links, directories, devices and pipes are refused. "+
-			"On error the result has session_id and error {type, message}.", size(s.eng.InlineFileSize()), size(s.eng.MaxFileSize())),
+			"On error the result has session_id and error {type, message}.", size(s.files.InlineFileSize()), size(s.files.MaxFileSize())),
 		InputSchema: schemaFor[FileInput](), OutputSchema: schemaFor[FileOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in FileInput) (*mcp.CallToolResult, FileOutput, error) {
-		fi, err := s.eng.ReadFile(s.conn(req.Session), in.SessionID, in.Path, "download_file")
+		fi, err := s.files.ReadFile(s.conn(req.Session), in.SessionID, in.Path, "download_file")
 		if err != nil {
 			res, info := failure(err)
 			return res, FileOutput{SessionID: in.SessionID, Path: in.Path, Error: info}, nil
@@ -147,7 +149,7 @@ func (s *Server) addFileTools() {
 		// carries a link to the same bytes.
 		result := &mcp.CallToolResult{Content: []mcp.Content{
 			&mcp.TextContent{Text: fmt.Sprintf("%s (%d bytes, %s) from session %s.", fi.Path, fi.Size, fi.MIMEType, in.SessionID)}}}
-		if fi.Size <= s.eng.InlineFileSize() {
+		if fi.Size <= s.files.InlineFileSize() {
 			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: rc})
 		} else {
 			size := fi.Size
@@ -161,7 +163,7 @@ func (s *Server) addFileTools() {
 			"modification time; symbolic links are listed as such and never followed. Files a run writes to " + engine.OutputDir + "/ come back with that run.",
 		InputSchema: schemaFor[ListInput](), OutputSchema: schemaFor[ListOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
-		entries, truncated, err := s.eng.ListFiles(s.conn(req.Session), in.SessionID, in.Path)
+		entries, truncated, err := s.files.ListFiles(s.conn(req.Session), in.SessionID, in.Path)
 		if err != nil {
 			res, info := failure(err)
 			return res, ListOutput{SessionID: in.SessionID, Error: info}, nil
@@ -182,7 +184,7 @@ func (s *Server) addFileTools() {
 	})
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "session-file", Title: "Session file", URITemplate: FilesTemplate,
-		Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s", size(s.eng.MaxFileSize())),
+		Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s", size(s.files.MaxFileSize())),
 	}, s.fileResource)
 	s.addCheckpointTools() // checkpoint.go
 }
@@ -209,11 +211,11 @@ func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	fi, err := s.eng.ReadFile(s.conn(req.Session), id, rel, "resources/read")
-	var re *engine.RequestError
+	fi, err := s.files.ReadFile(s.conn(req.Session), id, rel, "resources/read")
+	var re *refusal.Error
 	if errors.As(err, &re) {
 		switch re.Rule {
-		case engine.RuleSessionID, engine.RuleSessionNotFound, engine.RuleFileNotFound:
+		case session.RuleSessionID, session.RuleSessionNotFound, engine.RuleFileNotFound:
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		return nil, errors.New(re.Msg) // a refused path: say why

@@ -1,7 +1,8 @@
 // Package mcpserver is the MCP face of MCP-Forge: typed tools and resources
-// over the modelcontextprotocol/go-sdk. It talks to the engine, never to the
-// runtime, and knows no language: every execute_<language> tool comes from
-// what the loaded backends report.
+// over the modelcontextprotocol/go-sdk. It talks to the engine through the
+// interfaces it defines (deps.go), never to the runtime, and knows no
+// language: every execute_<language> tool comes from what the loaded
+// backends report.
 package mcpserver
 
 import (
@@ -19,6 +20,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/version"
@@ -30,9 +33,13 @@ const EnvironmentURI = "mcp://forge/environment/info"
 
 // Server holds the MCP server and what its handlers need.
 type Server struct {
-	mcp *mcp.Server
-	eng *engine.Engine
-	cfg config.Config
+	mcp      *mcp.Server
+	exec     Executor
+	sessions Sessions
+	files    Files
+	ckpts    Checkpoints
+	inv      Inventory
+	cfg      config.Config
 
 	conns sync.Map // *mcp.ServerSession → connection id
 	next  atomic.Int64
@@ -48,8 +55,8 @@ type Server struct {
 
 // New builds the MCP server: an execute_<language> tool for every language
 // the engine offers, the session tools and the resources.
-func New(eng *engine.Engine, cfg config.Config) *Server {
-	s := &Server{eng: eng, cfg: cfg}
+func New(eng Engine, cfg config.Config) *Server {
+	s := &Server{exec: eng, sessions: eng, files: eng, ckpts: eng, inv: eng, cfg: cfg}
 	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
 		&mcp.ServerOptions{Instructions: instructions(langs, cfg)})
@@ -97,7 +104,7 @@ func approver(ss *mcp.ServerSession) toolbridge.Approver {
 
 func (s *Server) toolsAvailable(ctx context.Context, _ *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	var v any
-	if t, why := s.eng.Tools(); t != nil {
+	if t, why := s.inv.Tools(); t != nil {
 		v = t.Available(ctx)
 	} else {
 		if why == "" {
@@ -119,7 +126,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
 
 // instructions tell an agent what the server offers, from what is loaded.
-func instructions(langs []engine.Language, cfg config.Config) string {
+func instructions(langs []route.Language, cfg config.Config) string {
 	var tools []string
 	sessions := false
 	for _, l := range langs {
@@ -152,8 +159,8 @@ func network(cfg config.Config) string {
 }
 
 // nameVersion is "Python 3.11.2" when the backend reports a version.
-func nameVersion(l engine.Language) string {
-	for _, o := range []engine.Offer{l.Stateless, l.Session} {
+func nameVersion(l route.Language) string {
+	for _, o := range []route.Offer{l.Stateless, l.Session} {
 		if v := o.Capabilities.LanguageVersion; v != "" {
 			return l.Name + " " + v
 		}
@@ -163,10 +170,10 @@ func nameVersion(l engine.Language) string {
 
 // describe writes an execute tool's description from what its backends
 // report, so that it holds for the images in use.
-func describe(l engine.Language, cfg config.Config) string {
+func describe(l route.Language, cfg config.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s code in a sandboxed container (%s; memory, CPU and a %d s default time limit).", l.Name, network(cfg), cfg.Execution.DefaultTimeout)
-	offer := func(label string, o engine.Offer) {
+	offer := func(label string, o route.Offer) {
 		if o.Backend == "" {
 			fmt.Fprintf(&b, "\n\n%s: unavailable: %s", label, o.Unavailable)
 			return
@@ -292,7 +299,7 @@ func (s *Server) conn(ss *mcp.ServerSession) string {
 // failure is a tool result for an error the engine returned: a refusal the
 // caller can fix, or a failure of the server.
 func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
-	var re *engine.RequestError
+	var re *refusal.Error
 	var qe *tenant.QuotaError
 	info := &ErrorInfo{Type: "RequestError", Message: err.Error()}
 	switch {
@@ -312,7 +319,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 			return result, ExecuteOutput{Error: info}, nil
 		}
 	}
-	res, err := s.eng.Execute(ctx, engine.Request{
+	res, err := s.exec.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
 		Approve:    approver(req.Session),
@@ -353,7 +360,7 @@ func toOutput(r engine.Result) ExecuteOutput {
 // summary is the text an agent reads first.
 func (s *Server) summary(language string, r engine.Result, out ExecuteOutput) string {
 	var b strings.Builder
-	lang := s.eng.LanguageName(language)
+	lang := s.exec.LanguageName(language)
 	if r.Success {
 		fmt.Fprintf(&b, "%s ran successfully in %.2f s.\n", lang, r.Duration.Seconds())
 	} else if e := r.Error; e != nil {
@@ -413,12 +420,12 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 	}
 	plugins := []pluginInfo{}
 	images := map[string][]string{} // image → backends that run it
-	for _, p := range s.eng.PluginStatuses() {
+	for _, p := range s.inv.PluginStatuses() {
 		c := p.Capabilities
 		plugins = append(plugins, pluginInfo{Name: p.Name, Type: p.Type, Version: p.Version, APIVersion: p.APIVersion,
 			Languages: c.Languages, Stateful: c.Stateful, Image: c.Image, DefaultImage: c.DefaultImage, LanguageVersion: c.LanguageVersion,
 			Packages: c.Packages, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
-		if w := s.eng.WarmPool(ctx, p); w != nil {
+		if w := s.inv.WarmPool(ctx, p); w != nil {
 			plugins[len(plugins)-1].WarmPool = map[string]any{"size": w.Size, "memory_cap": w.MemoryCap, "warm": w.Warm, "starting": w.Starting,
 				"in_use": w.InUse, "hits": w.Hits, "misses": w.Misses, "refills": w.Refills, "failures": w.Failures, "retired": w.Retired,
 				"last_refill_ms": w.LastRefill.Milliseconds(), "mean_refill_ms": w.MeanRefill.Milliseconds(), "last_failure": w.LastFailure}
@@ -432,7 +439,7 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		Unavailable string `json:"unavailable,omitempty"`
 	}
 	languages := map[string]any{}
-	for _, l := range s.eng.Languages() {
+	for _, l := range s.exec.Languages() {
 		languages[l.ID] = map[string]any{"name": l.Name,
 			"stateless": offer{l.Stateless.Backend, l.Stateless.Unavailable}, "session": offer{l.Session.Backend, l.Session.Unavailable}}
 	}
@@ -451,12 +458,12 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 		},
 		"security":    map[string]any{"network": s.cfg.Security.AllowNetwork, "read_only_root": true, "user": s.cfg.Security.SandboxUser, "userns": s.cfg.Security.UserNS},
 		"plugins":     plugins,
-		"sessions":    s.eng.Sessions(s.conn(req.Session), false),
-		"checkpoints": s.eng.Checkpoints(s.conn(req.Session)),
+		"sessions":    sessionViews(s.sessions.Sessions(s.conn(req.Session), false)),
+		"checkpoints": checkpointInfos(s.ckpts.Checkpoints(s.conn(req.Session))),
 		// Kernels taken warm from a backend's pool or started cold.
-		"session_starts": s.eng.SessionStartStats(),
+		"session_starts": startStats(s.sessions.SessionStartStats()),
 	}
-	if t, why := s.eng.Tools(); t != nil {
+	if t, why := s.inv.Tools(); t != nil {
 		info["tool_bridge"] = t.Health(ctx)
 	} else if len(s.cfg.MCPTools) > 0 || why != "" {
 		info["tool_bridge"] = map[string]any{"unavailable": why}

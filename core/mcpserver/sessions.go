@@ -11,7 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
@@ -36,14 +37,14 @@ type DocumentInput struct {
 
 // SessionOutput is a session's state, or on error its id and the error.
 type SessionOutput struct {
-	engine.SessionView
+	SessionView
 	Error *ErrorInfo `json:"error,omitempty"`
 }
 
 // SessionsOutput lists sessions.
 type SessionsOutput struct {
-	Sessions    []engine.SessionView    `json:"sessions"`
-	Checkpoints []engine.CheckpointInfo `json:"checkpoints,omitempty" jsonschema:"restorable checkpoints, also of sessions that are gone (a server restart, the idle reaper): restore_session, or the first execute with the session_id, brings one back"`
+	Sessions    []SessionView    `json:"sessions"`
+	Checkpoints []CheckpointInfo `json:"checkpoints,omitempty" jsonschema:"restorable checkpoints, also of sessions that are gone (a server restart, the idle reaper): restore_session, or the first execute with the session_id, brings one back"`
 }
 
 // DestroyOutput confirms a destroy, or gives the error.
@@ -53,7 +54,7 @@ type DestroyOutput struct {
 	Error     *ErrorInfo `json:"error,omitempty"`
 }
 
-func viewText(v engine.SessionView) string {
+func viewText(v SessionView) string {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	return string(b)
 }
@@ -61,11 +62,12 @@ func viewText(v engine.SessionView) string {
 // sessionResult turns an engine answer about a session into a tool result:
 // on error the structured content is the id and the error, so that it
 // still matches the output schema.
-func sessionResult(id string, v engine.SessionView, err error, text func(engine.SessionView) string) (*mcp.CallToolResult, SessionOutput, error) {
+func sessionResult(id string, sv session.View, err error, text func(SessionView) string) (*mcp.CallToolResult, SessionOutput, error) {
 	if err != nil {
 		res, info := failure(err)
-		return res, SessionOutput{SessionView: engine.SessionView{ID: id}, Error: info}, nil
+		return res, SessionOutput{SessionView: SessionView{ID: id}, Error: info}, nil
 	}
+	v := SessionView(sv)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text(v)}}}, SessionOutput{SessionView: v}, nil
 }
 
@@ -79,8 +81,8 @@ func (s *Server) addSessionTools() {
 			"On error the result has session_id and error {type, message}.",
 		InputSchema: schemaFor[DocumentInput](), OutputSchema: sessionOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in DocumentInput) (*mcp.CallToolResult, SessionOutput, error) {
-		v, err := s.eng.DocumentState(ctx, s.conn(req.Session), in.SessionID, in.Variables, in.Note, in.Clear)
-		return sessionResult(in.SessionID, v, err, func(v engine.SessionView) string {
+		v, err := s.sessions.DocumentState(ctx, s.conn(req.Session), in.SessionID, in.Variables, in.Note, in.Clear)
+		return sessionResult(in.SessionID, v, err, func(v SessionView) string {
 			return fmt.Sprintf("Documented session %s (%d variables, %d documented).\n%s", v.ID, len(v.Variables), len(v.Documented), viewText(v))
 		})
 	})
@@ -90,8 +92,8 @@ func (s *Server) addSessionTools() {
 			"On error the result has session_id and error {type, message}.",
 		InputSchema: schemaFor[SessionInput](), OutputSchema: sessionOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionOutput, error) {
-		v, err := s.eng.RestartSession(ctx, s.conn(req.Session), in.SessionID)
-		return sessionResult(in.SessionID, v, err, func(v engine.SessionView) string {
+		v, err := s.sessions.RestartSession(ctx, s.conn(req.Session), in.SessionID)
+		return sessionResult(in.SessionID, v, err, func(v SessionView) string {
 			return "Session " + v.ID + " restarted: its namespace is empty."
 		})
 	})
@@ -100,7 +102,7 @@ func (s *Server) addSessionTools() {
 		Description: "Stop a session's kernel and remove its container and files.",
 		InputSchema: schemaFor[SessionInput](), OutputSchema: destroyOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, DestroyOutput, error) {
-		if err := s.eng.DestroySession(ctx, s.conn(req.Session), in.SessionID); err != nil {
+		if err := s.sessions.DestroySession(ctx, s.conn(req.Session), in.SessionID); err != nil {
 			res, info := failure(err)
 			return res, DestroyOutput{SessionID: in.SessionID, Error: info}, nil
 		}
@@ -112,13 +114,13 @@ func (s *Server) addSessionTools() {
 			"(made by checkpoint_session or at a server shutdown): the first execute with such a session_id restores it, with a notice.",
 		InputSchema: schemaFor[struct{}](), OutputSchema: listOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, SessionsOutput, error) {
-		list := s.eng.Sessions(s.conn(req.Session), false)
+		list := sessionViews(s.sessions.Sessions(s.conn(req.Session), false))
 		var b strings.Builder
 		fmt.Fprintf(&b, "%d session(s).\n", len(list))
 		for _, v := range list {
 			fmt.Fprintf(&b, "- %s: %s, %s, %d executions, last activity %s\n", v.ID, v.Language, v.State, v.Executions, v.LastActivity.Format("15:04:05"))
 		}
-		ckpts := s.eng.Checkpoints(s.conn(req.Session))
+		ckpts := checkpointInfos(s.ckpts.Checkpoints(s.conn(req.Session)))
 		if len(ckpts) > 0 {
 			fmt.Fprintf(&b, "%d restorable checkpoint(s):\n", len(ckpts))
 			for _, c := range ckpts {
@@ -161,8 +163,9 @@ func (s *Server) sessionResource(variables bool) mcp.ResourceHandler {
 		if !ok {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
-		v, err := s.eng.View(ctx, s.conn(req.Session), id, variables)
-		var re *engine.RequestError
+		sv, err := s.sessions.View(ctx, s.conn(req.Session), id, variables)
+		v := SessionView(sv)
+		var re *refusal.Error
 		if errors.As(err, &re) { // unknown, another connection's, or an invalid id
 			return nil, mcp.ResourceNotFoundError(uri)
 		}

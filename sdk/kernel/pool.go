@@ -23,7 +23,7 @@ import (
 // returned to the pool.
 
 // poolIDPrefix marks pool ids; session ids from the core always carry a
-// '-' and a hash (engine.internalID), pool ids never do.
+// '-' and a hash (session.InternalID in the core), pool ids never do.
 const poolIDPrefix = "wp"
 
 // startTimeout bounds one warm kernel's start.

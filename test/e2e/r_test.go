@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -135,7 +135,7 @@ func TestRSessions(t *testing.T) {
 	})
 	t.Run("introspection and document_state", func(t *testing.T) {
 		call("df <- data.frame(n = 1:3, s = c('a', 'b', 'c'))", "ra", 0)
-		var v engine.SessionView
+		var v mcpserver.SessionView
 		res := s.Call(t, "document_state", map[string]any{"session_id": "ra", "variables": map[string]string{"df": "toy data"}, "note": "R notes"}, &v)
 		if res.IsError || v.Documented["df"] != "toy data" || v.Note != "R notes" || v.Language != "r" {
 			t.Fatalf("%s", testenv.Text(res))
@@ -157,7 +157,7 @@ func TestRSessions(t *testing.T) {
 		if !found {
 			t.Fatalf("df not introspected: %+v", v.Variables)
 		}
-		var st engine.SessionView
+		var st mcpserver.SessionView
 		if err := readJSON(t, s.Session, "mcp://forge/sessions/ra/state", &st); err != nil || st.Note != "R notes" {
 			t.Fatalf("%v %+v", err, st)
 		}

@@ -15,15 +15,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
 // sessionContainers lists the containers of the sessions a client calls id
 // among those of servers on base (other servers' sessions may share the
 // id). The label holds the session's internal id: the user's id, '-' and a
-// hash of owner and id (engine.internalID), so every owner's "id" matches.
+// hash of owner and id (session.InternalID), so every owner's "id" matches.
 // A session that took a warm kernel has the container of that kernel,
 // labelled with the pool id it was started under; the session.create audit
 // entry (servers on base share base/audit.log) names that pool workspace.
@@ -133,12 +133,12 @@ func TestPythonSessions(t *testing.T) {
 	})
 	t.Run("document_state and resources", func(t *testing.T) {
 		call("import pandas as pd\nimport numpy as np\ndf = pd.DataFrame({'n': [1, 2, 3], 's': ['a', 'b', 'c']})\narr = np.zeros((2, 3))\n_hidden = 1", "a", 0)
-		var v engine.SessionView
+		var v mcpserver.SessionView
 		res := s.Call(t, "document_state", map[string]any{"session_id": "a", "variables": map[string]string{"df": "three rows of test data"}, "note": "exploring"}, &v)
 		if res.IsError || v.Documented["df"] != "three rows of test data" || v.Note != "exploring" {
 			t.Fatalf("%s", testenv.Text(res))
 		}
-		var st engine.SessionView
+		var st mcpserver.SessionView
 		if err := readJSON(t, s.Session, "mcp://forge/sessions/a/state", &st); err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func TestSessionOwnership(t *testing.T) {
 	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "secret = 's3'", "session_id": "mine"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	var st engine.SessionView
+	var st mcpserver.SessionView
 	if err := readJSON(t, bob, "mcp://forge/sessions/mine/state", &st); err == nil {
 		t.Fatalf("another connection read the session: %+v", st)
 	}
@@ -350,13 +350,13 @@ func TestSameSessionIDTwoConnections(t *testing.T) {
 	}
 	for _, cs := range []*mcp.ClientSession{alice, bob} {
 		var list struct {
-			Sessions []engine.SessionView `json:"sessions"`
+			Sessions []mcpserver.SessionView `json:"sessions"`
 		}
 		testenv.Call(t, cs, "list_sessions", map[string]any{}, &list)
 		if len(list.Sessions) != 1 || list.Sessions[0].ID != "main" || list.Sessions[0].Executions != 2 {
 			t.Fatalf("list: %+v", list.Sessions)
 		}
-		var st engine.SessionView
+		var st mcpserver.SessionView
 		if err := readJSON(t, cs, "mcp://forge/sessions/main/variables", &st); err != nil || st.ID != "main" || len(st.Variables) != 1 || st.Variables[0].Name != "x" {
 			t.Fatalf("variables: %v %+v", err, st)
 		}

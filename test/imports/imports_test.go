@@ -2,10 +2,12 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver talks to the engine, never to the runtime; only
-// config parses sizes; core/workspace knows nothing of the plugin API;
-// httpserver is a transport behind its own interfaces; cmd is flags and one
-// call into the assembly (core/forge).
+// bindings; mcpserver talks to the engine through its own interfaces,
+// never to the runtime; the engine's parts (route, pure; session;
+// checkpoint; refusal) sit below it; only config parses sizes;
+// core/workspace knows nothing of the plugin API; httpserver is a
+// transport behind its own interfaces; cmd is flags and one call into the
+// assembly (core/forge).
 package imports
 
 import (
@@ -126,6 +128,34 @@ var rules = []rule{
 	{"core/mcpserver talks to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
 		return from == "core/mcpserver" && (under(to, "core/runtime") || to == "core/sandbox")
 	}},
+	{"core/refusal is a leaf", func(from, to string) bool {
+		return from == "core/refusal" && internal(to)
+	}},
+	{"core/route is pure: of this module config, refusal and sdk/backend only, and no I/O (files, processes, network, audit)", func(from, to string) bool {
+		if from != "core/route" {
+			return false
+		}
+		switch {
+		case to == "core/config", to == "core/refusal", to == "sdk/backend":
+			return false
+		case internal(to):
+			return true
+		}
+		return doesIO(to)
+	}},
+	{"core/session is the registry: it runs no kernel, writes no audit and reads no checkpoint (no plugins, audit, checkpoint or engine)", func(from, to string) bool {
+		return from == "core/session" && (to == "core/plugins" || to == "core/audit" || to == "core/checkpoint" || to == "core/engine" || to == "core/route")
+	}},
+	{"core/checkpoint is storage: of the core only workspace", func(from, to string) bool {
+		return from == "core/checkpoint" && internal(to) && to != "core/workspace"
+	}},
+	{"the engine's parts (route, session, checkpoint, refusal) sit below it: none imports core/engine or core/mcpserver", func(from, to string) bool {
+		switch from {
+		case "core/route", "core/session", "core/checkpoint", "core/refusal":
+			return to == "core/engine" || under(to, "core/engine") || to == "core/mcpserver"
+		}
+		return false
+	}},
 	{"core/httpserver is a transport: it reaches the core through its own interfaces, never core/forge or the parts forge assembles", func(from, to string) bool {
 		if from != "core/httpserver" {
 			return false
@@ -142,6 +172,16 @@ var rules = []rule{
 	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
 		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"
 	}},
+}
+
+// doesIO reports whether a standard package reads or writes outside the
+// process: files, processes, the network, the system.
+func doesIO(path string) bool {
+	switch path {
+	case "os", "os/exec", "os/signal", "io/fs", "io/ioutil", "path/filepath", "syscall", "net", "log", "log/slog":
+		return true
+	}
+	return strings.HasPrefix(path, "net/") || strings.HasPrefix(path, "golang.org/x/sys/")
 }
 
 func TestImportRules(t *testing.T) {
@@ -183,6 +223,17 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/mcpserver", "core/runtime"},
 		{"core/workspace", "sdk/host"},
 		{"core/engine", "github.com/containers/podman/v5/pkg/bindings"},
+		{"core/refusal", "core/config"},
+		{"core/route", "os"},
+		{"core/route", "path/filepath"},
+		{"core/route", "core/audit"},
+		{"core/route", "core/plugins"},
+		{"core/session", "core/audit"},
+		{"core/session", "core/plugins"},
+		{"core/checkpoint", "core/audit"},
+		{"core/checkpoint", "core/session"},
+		{"core/session", "core/engine"},
+		{"core/checkpoint", "core/mcpserver"},
 		{"core/httpserver", "core/forge"},
 		{"core/httpserver", "core/runtime"},
 		{"core/httpserver", "core/engine"},
@@ -203,6 +254,8 @@ func TestRulesForbidSomething(t *testing.T) {
 	for _, c := range []struct{ from, to string }{
 		{"core/engine", "sdk/backend"}, {"plugins/jupyter", "sdk/jupyter"}, {"core/runtime/podman", "core/runtime"},
 		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
+		{"core/route", "core/config"}, {"core/route", "sdk/backend"}, {"core/route", "strings"}, {"core/checkpoint", "core/workspace"},
+		{"core/checkpoint", "os"}, {"core/session", "core/toolbridge"}, {"core/engine", "core/route"}, {"core/mcpserver", "core/session"},
 		{"core/config", "github.com/docker/go-units"},
 		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},
 		{"cmd/mcp-forge", "core/config"}, {"core/forge", "core/httpserver"}, {"core/httpserver", "core/tenant"},

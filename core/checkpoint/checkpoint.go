@@ -1,0 +1,122 @@
+// Package checkpoint keeps sessions' checkpoints: per owner and session
+// id, a checkpoint's description (Meta) and its files (the kernel's saved
+// namespace and the session's working directory), within bounds. Store is
+// what the engine needs of a checkpoint store; Dir is the store of one
+// host, a directory under the forge's state directory. A cluster of
+// servers needs a store they share: another Store.
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Rules a checkpoint request can break (see docs/audit.md).
+const (
+	RuleCheckpointLanguage = "checkpoint-language"
+	RuleCheckpointNotFound = "checkpoint-not-found"
+	RuleCheckpointOwner    = "checkpoint-owner"
+	RuleCheckpointState    = "checkpoint-state"
+)
+
+// Rules of checkpoint storage.
+const (
+	RuleCheckpointQuota = "checkpoint-quota"
+	// RuleCheckpointStore: the checkpoint would pass
+	// sessions.checkpoint_store_quota, the bound of all checkpoints on the
+	// host together.
+	RuleCheckpointStore = "checkpoint-store-full"
+	// EventCheckpointExpired is the audit event of a checkpoint removed
+	// after sessions.checkpoint_ttl.
+	EventCheckpointExpired = "session.checkpoint_expired"
+)
+
+// Meta describes a checkpoint: whose session it is, when it was made,
+// which variables it holds, what was left out and its size. Its JSON is
+// the store's record (Dir: meta.json).
+type Meta struct {
+	SessionID string            `json:"session_id"`
+	Language  string            `json:"language,omitempty"`
+	Backend   string            `json:"backend,omitempty"`
+	Created   time.Time         `json:"created,omitzero"`
+	Saved     []string          `json:"saved,omitempty"`          // variables saved
+	Skipped   map[string]string `json:"skipped,omitempty"`        // variables that could not be saved → why
+	FilesLeft []string          `json:"files_left_out,omitempty"` // entries of the working directory not saved (links, pipes)
+	Bytes     int64             `json:"bytes,omitempty"`          // size of the checkpoint (namespace and files)
+	Owner     string            `json:"owner"`
+}
+
+// Errors of Get.
+var (
+	// ErrNotFound: the owner has no checkpoint of that id.
+	ErrNotFound = errors.New("no such checkpoint")
+	// ErrForeign: what the store holds under the owner's key for that id
+	// names another owner or id (a hash collision, a copied directory). It
+	// is not the owner's.
+	ErrForeign = errors.New("the checkpoint names another owner")
+)
+
+// FullError is a checkpoint refused because the store has no room for it:
+// Used bytes of the store's bound are taken.
+type FullError struct{ Used int64 }
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("the checkpoint store is full (%d bytes taken)", e.Used)
+}
+
+// Store keeps one checkpoint per owner and session id. Owners and ids are
+// the engine's (ids valid by workspace.CheckSessionID); an owner never
+// sees another's checkpoints.
+type Store interface {
+	// Put stores m (m.Owner's checkpoint of m.SessionID), replacing the
+	// previous one only once the new one is whole: on an error the
+	// previous one is kept and nothing of the new one is left. write puts
+	// the checkpoint's files into dir, at most budget bytes (quota, the
+	// bound of one checkpoint, 0: none, or less when the store has less
+	// room), and returns the entries it left out (m.FilesLeft). Put sets
+	// m.Bytes to the checkpoint's size and returns m as stored (on an
+	// error, with what it had measured). A
+	// checkpoint over quota fails with an error wrapping
+	// workspace.ErrOverLimit; one the store has no room for with a
+	// *FullError.
+	Put(m Meta, quota int64, write func(dir string, budget int64) (filesLeft []string, err error)) (Meta, error)
+	// Get returns owner's checkpoint of id: ErrNotFound when there is
+	// none, ErrForeign (with what it names) when the record found is not
+	// owner's.
+	Get(owner, id string) (Meta, error)
+	// Read calls read with a directory holding the files of owner's
+	// checkpoint of id, as write put them.
+	Read(owner, id string, read func(dir string) error) error
+	// List returns owner's checkpoints, newest first.
+	List(owner string) []Meta
+	// Remove deletes owner's checkpoint of id (and what is left of one
+	// being built); it reports whether there was one.
+	Remove(owner, id string) bool
+	// Expire removes every owner's checkpoints made more than ttl before
+	// now, calling removed for each (with the error of its removal), and
+	// debris (interrupted checkpoints) older than ttl silently.
+	Expire(now time.Time, ttl time.Duration, removed func(Meta, error))
+}
+
+// RestoreNotice is the sentence an agent reads after a restore.
+func RestoreNotice(m Meta) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Session %s was restored in a new kernel from its checkpoint of %s: %d variable(s) back (%s).",
+		m.SessionID, m.Created.Format(time.RFC3339), len(m.Saved), strings.Join(m.Saved, ", "))
+	if len(m.Skipped) > 0 {
+		names := make([]string, 0, len(m.Skipped))
+		for k := range m.Skipped {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var parts []string
+		for _, k := range names {
+			parts = append(parts, k+" ("+m.Skipped[k]+")")
+		}
+		fmt.Fprintf(&b, " Not saved at the checkpoint: %s.", strings.Join(parts, "; "))
+	}
+	return b.String()
+}

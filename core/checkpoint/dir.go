@@ -1,0 +1,241 @@
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+)
+
+// Dir is the checkpoint store of one host: a directory (the forge's
+// <base>/state/checkpoints), with one 0700 directory per owner, named by a
+// hash of the owner, and in it one directory per session id holding
+// meta.json and work/ (the files). Checkpoints live there across server
+// restarts. What the store holds together is bounded (quota: what it
+// measures on disk, plus the room reserved by checkpoints being built).
+type Dir struct {
+	root  string
+	quota int64
+
+	mu       sync.Mutex
+	building map[string]int64 // directory being built → bytes reserved for it
+}
+
+// NewDir returns the store in root, which it creates (and its parent) on
+// the first Put, bounded to quota bytes in all.
+func NewDir(root string, quota int64) *Dir {
+	return &Dir{root: root, quota: quota, building: map[string]int64{}}
+}
+
+var _ Store = (*Dir)(nil)
+
+// ownerKey names an owner's directory of checkpoints: a hash, so that an
+// owner's name (a tenant, a connection) never becomes a path, and stable
+// across restarts so the same owner finds its checkpoints again.
+func ownerKey(owner string) string {
+	h := sha256.Sum256([]byte("forge-checkpoint-owner\x00" + owner))
+	return hex.EncodeToString(h[:16])
+}
+
+// Path is where owner's checkpoint of id lies. id must be valid
+// (workspace.CheckSessionID): it is a path component.
+func (d *Dir) Path(owner, id string) string {
+	return filepath.Join(d.root, ownerKey(owner), id)
+}
+
+// mkOwnerDir creates the store and owner's directory, each 0700:
+// checkpoints hold users' data, readable by the server alone.
+func (d *Dir) mkOwnerDir(owner string) (string, error) {
+	dir := filepath.Join(d.root, ownerKey(owner))
+	for _, p := range []string{filepath.Dir(d.root), d.root, dir} {
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		if err := os.Chmod(p, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// readMeta reads the meta.json in owner's directory for id, whoever it names.
+func (d *Dir) readMeta(owner, id string) (Meta, bool) {
+	var m Meta
+	if workspace.CheckSessionID(id) != nil {
+		return m, false
+	}
+	raw, err := os.ReadFile(filepath.Join(d.Path(owner, id), "meta.json"))
+	if err != nil || json.Unmarshal(raw, &m) != nil {
+		return m, false
+	}
+	return m, true
+}
+
+// Get implements Store.
+func (d *Dir) Get(owner, id string) (Meta, error) {
+	m, ok := d.readMeta(owner, id)
+	switch {
+	case !ok:
+		return m, ErrNotFound
+	case m.Owner != owner || m.SessionID != id:
+		return m, ErrForeign
+	}
+	return m, nil
+}
+
+// List implements Store.
+func (d *Dir) List(owner string) []Meta {
+	out := []Meta{}
+	dirs, _ := os.ReadDir(filepath.Join(d.root, ownerKey(owner)))
+	for _, e := range dirs {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".new") {
+			continue
+		}
+		if m, err := d.Get(owner, e.Name()); err == nil {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out
+}
+
+// Read implements Store.
+func (d *Dir) Read(owner, id string, read func(dir string) error) error {
+	if err := workspace.CheckSessionID(id); err != nil {
+		return err
+	}
+	return read(filepath.Join(d.Path(owner, id), "work"))
+}
+
+// Put implements Store: the checkpoint is built beside the previous one
+// (<id>.new) and swapped in.
+func (d *Dir) Put(m Meta, quota int64, write func(dir string, budget int64) ([]string, error)) (Meta, error) {
+	if err := workspace.CheckSessionID(m.SessionID); err != nil {
+		return m, err
+	}
+	owner, err := d.mkOwnerDir(m.Owner)
+	if err != nil {
+		return m, err
+	}
+	dir := filepath.Join(owner, m.SessionID)
+	tmp := dir + ".new"
+	os.RemoveAll(tmp)
+	budget, release, err := d.reserve(tmp, quota)
+	if err != nil {
+		return m, err
+	}
+	defer release()
+	var left []string
+	if left, err = write(filepath.Join(tmp, "work"), budget); err == nil {
+		m.FilesLeft = left
+		err = writeMeta(tmp, m)
+	}
+	if err == nil {
+		// Bytes is the whole checkpoint as it lies on the host
+		// (meta.json and directories included), within the budget.
+		if m.Bytes = workspace.DiskUsage(tmp, nil); m.Bytes > budget {
+			err = fmt.Errorf("%w: the checkpoint takes %d bytes with its description, over its limit of %d", workspace.ErrOverLimit, m.Bytes, budget)
+		}
+	}
+	if err == nil {
+		// meta.json again, now with the size.
+		if err = writeMeta(tmp, m); err == nil {
+			os.RemoveAll(dir)
+			err = os.Rename(tmp, dir)
+		}
+	}
+	if errors.Is(err, workspace.ErrOverLimit) && (quota <= 0 || budget < quota) {
+		// The copy stopped at the store's room, not at the checkpoint's quota.
+		err = &FullError{Used: d.quota - budget}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+	}
+	return m, err
+}
+
+func writeMeta(dir string, m Meta) error {
+	meta, _ := json.MarshalIndent(m, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "meta.json"), meta, 0o600)
+}
+
+// reserve reserves the bytes a checkpoint built in tmp may take: quota, or
+// less if the store has less room left, so that two built at once (the
+// shutdown checkpoints) cannot together pass the store's bound. What the
+// store holds is measured on disk (workspace.DiskUsage), the session's
+// previous checkpoint included: it is on disk until the new one replaces
+// it. release gives the reservation back.
+func (d *Dir) reserve(tmp string, quota int64) (int64, func(), error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var reserved int64
+	for _, n := range d.building {
+		reserved += n
+	}
+	used := workspace.DiskUsage(d.root, func(p string) bool { _, ok := d.building[p]; return ok }) + reserved
+	room := d.quota - used
+	budget := quota
+	if budget <= 0 || room < budget {
+		budget = room
+	}
+	if budget <= 0 {
+		return 0, nil, &FullError{Used: used}
+	}
+	d.building[tmp] = budget
+	return budget, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		delete(d.building, tmp)
+	}, nil
+}
+
+// Remove implements Store.
+func (d *Dir) Remove(owner, id string) bool {
+	if workspace.CheckSessionID(id) != nil {
+		return false
+	}
+	dir := d.Path(owner, id)
+	_, err := os.Stat(dir)
+	os.RemoveAll(dir)
+	os.RemoveAll(dir + ".new")
+	return err == nil
+}
+
+// Expire implements Store.
+func (d *Dir) Expire(now time.Time, ttl time.Duration, removed func(Meta, error)) {
+	owners, _ := os.ReadDir(d.root)
+	for _, o := range owners {
+		dir := filepath.Join(d.root, o.Name())
+		entries, _ := os.ReadDir(dir)
+		for _, c := range entries {
+			path := filepath.Join(dir, c.Name())
+			var m Meta
+			raw, err := os.ReadFile(filepath.Join(path, "meta.json"))
+			if err == nil {
+				err = json.Unmarshal(raw, &m)
+			}
+			if err != nil {
+				// No meta: an interrupted checkpoint (.new) or debris; kept
+				// for one TTL after its last change, then removed.
+				if fi, serr := os.Stat(path); serr == nil && now.Sub(fi.ModTime()) > ttl {
+					os.RemoveAll(path)
+				}
+				continue
+			}
+			if now.Sub(m.Created) <= ttl {
+				continue
+			}
+			removed(m, os.RemoveAll(path))
+		}
+	}
+}

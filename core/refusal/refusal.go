@@ -1,0 +1,36 @@
+// Package refusal is the error of a request the caller can fix: a rule it
+// broke and what to do. The engine and the packages it splits its work
+// into (route, session, checkpoint) refuse with it; the engine audits each
+// refusal with its rule, the MCP layer shows it as a tool error. It
+// imports nothing of the core.
+package refusal
+
+import "fmt"
+
+// Error is a refused request: the caller can fix it. Rule names the rule
+// for the audit log.
+type Error struct {
+	Rule string
+	Msg  string
+	Err  error // a sentinel callers test with errors.Is (engine.ErrNoSession), or nil
+	// Audit replaces Msg in the audit log when Msg names something that may
+	// be a secret (an environment variable's name).
+	Audit string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New is a refusal by rule with a formatted message.
+func New(rule, format string, args ...any) error {
+	return &Error{Rule: rule, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Quoted shows a name the caller sent, cut so that a refusal stays short.
+func Quoted(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q… (%d bytes)", s[:64], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
