@@ -211,6 +211,36 @@ func (d *Dir) Remove(owner, id string) bool {
 	return err == nil
 }
 
+// InterruptedAge is how long a partial checkpoint (<id>.new) must have been
+// left unwritten, and not be building here, to count as interrupted: a
+// server sharing the base path may still be writing one, and every file it
+// writes is newer than this.
+const InterruptedAge = 10 * time.Minute
+
+// interrupted says whether path is a partial checkpoint no live Put writes.
+func (d *Dir) interrupted(path string, now time.Time) bool {
+	if !strings.HasSuffix(path, ".new") {
+		return false
+	}
+	d.mu.Lock()
+	_, building := d.building[path]
+	d.mu.Unlock()
+	if building {
+		return false
+	}
+	newest := time.Time{}
+	filepath.WalkDir(path, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().After(newest) {
+			newest = fi.ModTime()
+		}
+		return nil
+	})
+	return !newest.IsZero() && now.Sub(newest) > InterruptedAge
+}
+
 // Expire implements Store.
 func (d *Dir) Expire(now time.Time, ttl time.Duration, removed func(Meta, error)) {
 	owners, _ := os.ReadDir(d.root)
@@ -225,9 +255,14 @@ func (d *Dir) Expire(now time.Time, ttl time.Duration, removed func(Meta, error)
 				err = json.Unmarshal(raw, &m)
 			}
 			if err != nil {
-				// No meta: an interrupted checkpoint (.new) or debris; kept
-				// for one TTL after its last change, then removed.
-				if fi, serr := os.Stat(path); serr == nil && now.Sub(fi.ModTime()) > ttl {
+				// No meta: an interrupted checkpoint (.new) or debris. A .new
+				// that no Put of this store is building and nothing has
+				// written for a while is a dead server's partial copy: it
+				// counted against the store's bound, so it goes now, not a
+				// TTL later. Other debris is kept for one TTL.
+				if d.interrupted(path, now) {
+					os.RemoveAll(path)
+				} else if fi, serr := os.Stat(path); serr == nil && now.Sub(fi.ModTime()) > ttl {
 					os.RemoveAll(path)
 				}
 				continue

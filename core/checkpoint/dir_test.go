@@ -207,3 +207,40 @@ func TestRestoreNotice(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+// A server killed mid-checkpoint leaves <id>.new behind, counted against
+// the store's bound: the next sweep removes it once nothing has written it
+// for InterruptedAge, long before the TTL (it stayed a week: red team),
+// while a partial copy being written, here or by a server sharing the
+// store, stays.
+func TestExpireRemovesInterruptedCheckpoints(t *testing.T) {
+	t.Parallel()
+	d, _ := newDir(t, 10<<20)
+	now := time.Now()
+	partial := func(id string, age time.Duration) string {
+		p := d.Path("c1", id) + ".new"
+		if err := os.MkdirAll(filepath.Join(p, "work"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(p, "work", "big")
+		if err := os.WriteFile(f, make([]byte, 4096), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{f, filepath.Join(p, "work"), p} {
+			os.Chtimes(q, now.Add(-age), now.Add(-age))
+		}
+		return p
+	}
+	dead := partial("dead", 2*InterruptedAge)
+	writing := partial("writing", time.Minute)
+	building := partial("building", 2*InterruptedAge)
+	d.mu.Lock()
+	d.building[building] = 1
+	d.mu.Unlock()
+	d.Expire(now, time.Hour, func(Meta, error) {})
+	for p, want := range map[string]bool{dead: false, writing: true, building: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+}
