@@ -293,12 +293,9 @@ func ownersUnder(root string) ([]string, error) {
 			seen[e.Name()] = true
 		}
 	}
-	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		backing := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)")
+	for _, backing := range LoopBackings() {
 		rest, ok := strings.CutPrefix(backing, root+"/")
-		if err != nil || !ok {
+		if !ok {
 			continue
 		}
 		if owner, _, ok := strings.Cut(rest, "/"); ok && ownerPattern.MatchString(owner) && owner != "." && owner != ".." {
@@ -387,4 +384,31 @@ func sidecar(img string) string { return strings.TrimSuffix(img, ".img") + ".pat
 // not offer the operation".
 func isNotSupported(err error) bool {
 	return errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS)
+}
+
+// LoopBackings maps each attached loop device ("/dev/loop3") to its
+// backing file, as the kernel keeps it even after the file was deleted.
+func LoopBackings() map[string]string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		out["/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f)))] = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)")
+	}
+	return out
+}
+
+// MountPointsUnder lists this process's mount points below base.
+func MountPointsUnder(base string) []string {
+	entries, _ := readMountinfo("/proc/self/mountinfo")
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.MountPoint, base+"/") {
+			out = append(out, e.MountPoint)
+		}
+	}
+	return out
 }

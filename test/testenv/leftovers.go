@@ -5,11 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcp-forge/mcp-forge/core/fsquota"
 )
 
 // Leftovers lists what servers left on the host under base: mounts (from
@@ -39,49 +40,19 @@ func prefixed(p string, l []string) []string {
 }
 
 // MountsUnder lists the mount points below base.
-func MountsUnder(base string) []string {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 {
-			if p := unescape(f[4]); strings.HasPrefix(p, base+"/") {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
+func MountsUnder(base string) []string { return fsquota.MountPointsUnder(base) }
 
 // LoopsUnder lists the loop devices (as "/dev/loopN=backing file") bound
 // to files below base.
 func LoopsUnder(base string) []string {
-	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	var out []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		backing := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)")
-		if err == nil && strings.HasPrefix(backing, base+"/") {
-			out = append(out, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f)))+"="+backing)
+	for dev, backing := range fsquota.LoopBackings() {
+		if strings.HasPrefix(backing, base+"/") {
+			out = append(out, dev+"="+backing)
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // releaseLeftovers undoes what Leftovers finds of mounts and loop devices
