@@ -85,6 +85,12 @@ func TestPodmanServiceRestart(t *testing.T) {
 	if res := s.Call(t, "execute_python", map[string]any{"code": "print(1)"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
+	// That run's container may outlive its answer by up to a second (it is
+	// stopped once the answer is in): only the session's may be running
+	// before the run in flight starts, or its count below is not that run's.
+	if !poll(30*time.Second, func() bool { return len(runningContainers(t, id)) == 1 }) {
+		t.Fatalf("the stateless run's container stayed: %v", serverContainers(t, id))
+	}
 
 	inflight := make(chan *mcp.CallToolResult, 1)
 	go func() {

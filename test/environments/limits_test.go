@@ -152,7 +152,10 @@ func bytesUnder(dir string) int64 {
 		k := inode(fi)
 		if !seen[k] {
 			seen[k] = true
-			n += fi.Size()
+			// Allocated, not apparent, size: what fills the host disk (uv
+			// may size a file before writing it; a 1 GiB sparse file of
+			// 50 MB written was counted as 1 GiB in CI).
+			n += allocated(fi)
 		}
 		return nil
 	})
@@ -164,4 +167,11 @@ func inode(fi fs.FileInfo) [2]uint64 {
 		return [2]uint64{uint64(st.Dev), st.Ino}
 	}
 	return [2]uint64{0, uint64(time.Now().UnixNano())}
+}
+
+func allocated(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
