@@ -70,7 +70,7 @@ func TestImageDigestTrickRefused(t *testing.T) {
 	other := manifestDigest(t, localImage(t, "mcp-forge/r:4.2"))
 	// Pools off: a warm container made at start is no refused call's (one
 	// raced the refusals in CI and was counted).
-	s := testenv.StartServer(t, testenv.NoSessionPools+"[plugins.python.config]\nwarm = 0\n[images]\nallowed = [\"mcp-forge/python:*\"]\n[plugins.r]\nconfig = { image = \"mcp-forge/python:3.11\" }\n[plugins.irkernel]\nconfig = { image = \"mcp-forge/python:3.11\" }\n")
+	s := testenv.StartServer(t, "[plugins.jupyter.config]\nwarm = 0\n[plugins.python.config]\nwarm = 0\n[images]\nallowed = [\"mcp-forge/python:*\"]\n[plugins.r]\nconfig = { image = \"mcp-forge/python:3.11\" }\n[plugins.irkernel]\nconfig = { image = \"mcp-forge/python:3.11\" }\n")
 	tricks := []string{
 		"mcp-forge/python:3.11@" + other,
 		"mcp-forge/python@" + other,
