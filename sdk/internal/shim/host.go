@@ -93,6 +93,9 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Cr
 	for _, m := range r.Mounts {
 		in.Mounts = append(in.Mounts, host.Mount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	for _, e := range r.Endpoints {
+		in.Endpoints = append(in.Endpoints, host.Endpoint{Name: e.Name, Path: e.Path})
+	}
 	c, err := s.impl.Create(ctx, in)
 	if err != nil {
 		return nil, toStatus(err)
@@ -230,6 +233,9 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 	}
 	for _, m := range in.Mounts {
 		r.Mounts = append(r.Mounts, &pb.WorkspaceMount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	for _, e := range in.Endpoints {
+		r.Endpoints = append(r.Endpoints, &pb.Endpoint{Name: e.Name, Path: e.Path})
 	}
 	resp, err := c.c.Create(ctx, r)
 	if err != nil {
