@@ -53,19 +53,26 @@
 // so that a run's timeout counts the code's run and not the container's
 // start. The container's command is the runner under
 // `sh -c 'exec "$@" >>$FORGE_META/stdout 2>>$FORGE_META/stderr'`, with
-// FORGE_CHAN (a writable directory) set and FORGE_MAX_OUTPUT unset. The
+// FORGE_CHAN (a writable directory) set and FORGE_MAX_OUTPUT unset, and the
+// intent declares the endpoint "runner" at $FORGE_CHAN/runner.sock. The
 // runner:
 //
 //  1. does its imports (and those named in FORGE_PRELOAD, a comma list),
-//  2. makes the FIFOs $FORGE_CHAN/done, then $FORGE_CHAN/run (mode 0666),
-//  3. opens run for reading (this blocks until the backend opens it: the
-//     backend takes a reader on run as "ready"), then done for writing,
-//  4. reads run to its end: {"code": "...", "max_output": N},
+//  2. listens on the unix socket $FORGE_CHAN/runner.sock (mode 0666: the
+//     host connects as another user); the backend dials the endpoint
+//     through the host (host.Sandbox.Dial, KindUnavailable until then) and
+//     takes an accepted connection as "ready",
+//  3. accepts ONE connection, then closes and removes the socket (later
+//     connections find nothing),
+//  4. reads one line from it: {"code": "...", "max_output": N},
 //  5. empties its stdout and stderr files (start-up noise is not the
 //     program's), runs the code as above with N as the output cap,
 //  6. cuts the stdout and stderr files to N bytes (counting what they held
 //     in stdout_bytes and stderr_bytes), writes the envelope as ONE line
-//     to done, and exits.
+//     on the connection, and exits.
+//
+// The runner writes nothing before the request: the backend takes a
+// connection that ends or speaks while idle as a dead container.
 //
 // The backend starts the timeout when it has written the request, returns
 // as soon as the envelope arrives (the output files are complete by then),
