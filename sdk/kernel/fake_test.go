@@ -301,7 +301,7 @@ func (h *fakeHost) Create(_ context.Context, in host.Intent) (host.Container, er
 		os.MkdirAll(filepath.Join(ws, m.Subdir), 0o755)
 	}
 	h.ctrs[id] = &fakeCtr{in: in, workspace: ws}
-	return host.Container{ID: id, Workspace: ws}, nil
+	return host.Container{ID: id}, nil
 }
 
 func (h *fakeHost) get(id string) (*fakeCtr, error) {
