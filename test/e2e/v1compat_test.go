@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,66 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-// v1Commit is the last tree of plugin API v1: its SDK and plugins are what
-// third parties built against before v2.
-const v1Commit = "aa0b963"
-
-var (
-	v1Once sync.Once
-	v1Tree string
-	v1Err  error
-)
-
-// v1Source is the v1 tree (go.mod, go.sum, go.work, sdk and plugins of
-// v1Commit), extracted from git once per test binary.
-func v1Source(t *testing.T) string {
-	t.Helper()
-	root := testenv.RepoRoot()
-	v1Once.Do(func() {
-		if out, err := exec.Command("git", "-C", root, "cat-file", "-e", v1Commit+"^{commit}").CombinedOutput(); err != nil {
-			v1Err = &v1Missing{string(out)}
-			return
-		}
-		v1Tree, v1Err = os.MkdirTemp("", "forge-v1-")
-		if v1Err != nil {
-			return
-		}
-		cmd := exec.Command("sh", "-c", "git -C \"$1\" archive "+v1Commit+" go.mod go.sum go.work sdk plugins | tar -x -C \"$2\"", "sh", root, v1Tree)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			v1Err = &v1Missing{string(out)}
-		}
-	})
-	if v1Err != nil {
-		t.Fatalf("API v1 compatibility needs commit %s (API v1) in %s: %v; fetch the repository's full history (git fetch --unshallow)", v1Commit, root, v1Err)
-	}
-	return v1Tree
-}
-
-// v1Build builds packages of the v1 tree (paths relative to its root) into
-// its bin/, with the normal module cache.
-func v1Build(t *testing.T, pkgs ...string) map[string]string {
-	t.Helper()
-	tree := v1Source(t)
-	out := map[string]string{}
-	for _, pkg := range pkgs {
-		bin := filepath.Join(tree, "bin", "mcp-forge-plugin-"+filepath.Base(pkg))
-		if _, err := os.Stat(bin); err != nil {
-			build := exec.Command("go", "build", "-o", bin, "./"+pkg)
-			build.Dir = tree
-			if b, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("build %s of %s: %v\n%s", pkg, v1Commit, err, b)
-			}
-		}
-		out[pkg] = bin
-	}
-	return out
-}
-
-type v1Missing struct{ out string }
-
-func (e *v1Missing) Error() string { return strings.TrimSpace(e.out) }
-
-// Plugins built against today's API v1 SDK (the tree of v1Commit) still
+// Plugins built against today's API v1 SDK (the tree of testenv.V1Commit) still
 // load into this core, negotiate API 1 and pass the conformance suite
 // against the real core's host services and Podman: the stateless python
 // plugin and the session plugin jupyter, whose kernels are reached on the
@@ -83,7 +23,7 @@ func (e *v1Missing) Error() string { return strings.TrimSpace(e.out) }
 // alone).
 func TestV1PluginsConformance(t *testing.T) {
 	testenv.Require(t)
-	bins := v1Build(t, "plugins/python", "plugins/jupyter")
+	bins := testenv.BuildV1(t, "plugins/python", "plugins/jupyter")
 	for _, c := range []struct {
 		name    string
 		session bool
@@ -108,7 +48,7 @@ func TestV1PluginsConformance(t *testing.T) {
 // resource reports API 1 for both.
 func TestV1PluginsThroughMCP(t *testing.T) {
 	testenv.Require(t)
-	bins := v1Build(t, "plugins/python", "plugins/jupyter")
+	bins := testenv.BuildV1(t, "plugins/python", "plugins/jupyter")
 	s := testenv.StartServer(t, "[plugins.python]\npath = \""+bins["plugins/python"]+"\"\n[plugins.jupyter]\npath = \""+bins["plugins/jupyter"]+"\"\n[plugins.jupyter.config]\nwarm = 0\n")
 	var out struct {
 		Success bool   `json:"success"`
@@ -147,19 +87,19 @@ func TestV1PluginsThroughMCP(t *testing.T) {
 }
 
 // A plugin built with this SDK (API 2 only) started by a core of API 1
-// (v1Commit's sdk/pluginhost, what a core of that release launches plugins
+// (testenv.V1Commit's sdk/pluginhost, what a core of that release launches plugins
 // with) ends with a message naming both versions and what to do.
 func TestV2PluginOnV1Core(t *testing.T) {
 	testenv.Require(t)
 	// The launch a v1 core does, as a program of the v1 tree.
-	launcher := filepath.Join(v1Source(t), "plugins", "v1launch")
+	launcher := filepath.Join(testenv.SourceV1(t), "plugins", "v1launch")
 	if err := os.MkdirAll(launcher, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(launcher, "main.go"), []byte(v1Launcher), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v1core := v1Build(t, "plugins/v1launch")["plugins/v1launch"]
+	v1core := testenv.BuildV1(t, "plugins/v1launch")["plugins/v1launch"]
 	plugin := testenv.BuildPlugin(t, "../../plugins/python")
 	out, _ := exec.Command(v1core, plugin).CombinedOutput()
 	msg := string(out)
