@@ -153,8 +153,8 @@ type Volumes struct {
 	BasePath        string `toml:"base_path"`
 	SessionQuota    Size   `toml:"session_quota"`
 	MaxSessionQuota Size   `toml:"max_session_quota"`
-	// EnforceQuota refuses workspaces when the kernel cannot bound their
-	// size (no filesystem per workspace: rootless, no loop devices).
+	// EnforceQuota = false is the old form of waiving workspace-quota
+	// (waive.go).
 	EnforceQuota bool `toml:"enforce_quota"`
 	// MaxFileSize caps one file uploaded to, downloaded from or read as a
 	// resource of a session's workspace. At most 12m: in base64 it must fit
@@ -167,16 +167,21 @@ type Volumes struct {
 
 // Security holds the sandbox hardening switches and the audit log.
 type Security struct {
-	AuditLog              string `toml:"audit_log"`
-	AuditMaxSize          Size   `toml:"audit_max_size"`
-	AuditKeep             int    `toml:"audit_keep"`
-	EnforceResourceLimits bool   `toml:"enforce_resource_limits"`
-	AllowNetwork          bool   `toml:"allow_network"`
-	SandboxUser           string `toml:"sandbox_user"`
-	OCIRuntime            string `toml:"oci_runtime"`
-	UserNS                string `toml:"userns"`
-	UserNSStart           int    `toml:"userns_start"`
-	TmpfsSize             Size   `toml:"tmpfs_size"`
+	AuditLog     string `toml:"audit_log"`
+	AuditMaxSize Size   `toml:"audit_max_size"`
+	AuditKeep    int    `toml:"audit_keep"`
+	// EnforceResourceLimits = false is the old form of waiving memory, cpu
+	// and pids (waive.go).
+	EnforceResourceLimits bool `toml:"enforce_resource_limits"`
+	// Waive names the runtime guarantees sandboxes may go without
+	// (runtime.Guarantees); every other one is required.
+	Waive        []string `toml:"waive"`
+	AllowNetwork bool     `toml:"allow_network"`
+	SandboxUser  string   `toml:"sandbox_user"`
+	OCIRuntime   string   `toml:"oci_runtime"`
+	UserNS       string   `toml:"userns"`
+	UserNSStart  int      `toml:"userns_start"`
+	TmpfsSize    Size     `toml:"tmpfs_size"`
 }
 
 // EnvironmentBuilder configures custom image builds.
@@ -357,6 +362,7 @@ func systemDefault() Config {
 			AuditMaxSize:          100 << 20,
 			AuditKeep:             5,
 			EnforceResourceLimits: true,
+			Waive:                 []string{},
 			AllowNetwork:          false,
 			SandboxUser:           "1000:1000",
 			OCIRuntime:            "runc",

@@ -72,6 +72,7 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	images := slices.Sorted(maps.Keys(Images(sts)))
 	rt := m.runtime(cfg)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
+		doctor.Guarantees(withWorkspaceQuota(rt, fsquota.Detect(cfg.Volumes.BasePath)), cfg),
 		doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts),
 		doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion)}
 	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {

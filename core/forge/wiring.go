@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +57,10 @@ type parts struct {
 var machine = parts{
 	runtime: func(cfg config.Config) Runtime { return podman.New(cfg.Server.PodmanSocket) },
 	quota: func(cfg config.Config, log hclog.Logger) (quota, error) {
-		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{Required: cfg.Volumes.EnforceQuota})
+		// Never Required: a workspace the kernel cannot bound is refused
+		// by the policy, as a missing workspace-quota guarantee, when its
+		// container is created (audited, waivable by name).
+		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{})
 	},
 	audit: func(cfg config.Config) (*audit.Logger, error) {
 		return audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
@@ -162,4 +166,42 @@ func (c *crashes) crashed(name string) {
 		released = h.Crashed(keep)
 	}
 	c.log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n, "workspaces_released", released)
+}
+
+// quotaGap is the workspace-quota gap of a host whose workspaces the
+// kernel cannot bound (q.Enforced() false), or none.
+func quotaGap(q interface{ Enforced() bool }) []runtime.Gap {
+	if q.Enforced() {
+		return nil
+	}
+	why := "workspaces are plain directories, bounded only by a periodic walk"
+	switch m := q.(type) {
+	case interface{ Mechanism() fsquota.Mechanism }: // the live quota
+		why = "no filesystem per workspace: " + m.Mechanism().String()
+	case fmt.Stringer: // a detected mechanism (doctor)
+		why = "no filesystem per workspace: " + m.String()
+	}
+	return []runtime.Gap{{Guarantee: runtime.WorkspaceQuota, Why: why,
+		Fix: "run the server as root with loop devices and e2fsprogs (make setup)"}}
+}
+
+// gapRuntime is a runtime that also lacks the guarantees gaps names: the
+// workspace quota of this host, or what a test scripts (NewWithGaps).
+type gapRuntime struct {
+	Runtime
+	gaps func() []runtime.Gap
+}
+
+func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
+	rep, err := g.Runtime.Guarantees(ctx)
+	if err != nil {
+		return rep, err
+	}
+	return rep.With(g.gaps()...), nil
+}
+
+// withWorkspaceQuota is rt lacking workspace-quota when q cannot bound
+// workspaces.
+func withWorkspaceQuota(rt Runtime, q interface{ Enforced() bool }) Runtime {
+	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return quotaGap(q) }}
 }

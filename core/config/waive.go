@@ -1,0 +1,70 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// Two settings older than security.waive waive guarantees too; they stay as
+// aliases so that existing configurations mean what they meant.
+var aliases = []struct {
+	key   string
+	on    func(Config) bool
+	waive []runtime.Guarantee
+}{
+	{"security.enforce_resource_limits = false", func(c Config) bool { return !c.Security.EnforceResourceLimits }, []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids}},
+	{"volumes.enforce_quota = false", func(c Config) bool { return !c.Volumes.EnforceQuota }, []runtime.Guarantee{runtime.WorkspaceQuota}},
+}
+
+// Waivers are the guarantees c waives, each with the setting that waives it
+// (security.waive[N], or an alias), for notices, the audit log and doctor.
+func Waivers(c Config) map[runtime.Guarantee]string {
+	out := map[runtime.Guarantee]string{}
+	for i, name := range c.Security.Waive {
+		if g, ok := runtime.ParseGuarantee(name); ok {
+			out[g] = fmt.Sprintf("security.waive[%d]", i)
+		}
+	}
+	for _, a := range aliases {
+		if !a.on(c) {
+			continue
+		}
+		for _, g := range a.waive {
+			if _, ok := out[g]; !ok {
+				out[g] = a.key
+			}
+		}
+	}
+	return out
+}
+
+// AliasNotes says, for each old setting c uses, its current form.
+func AliasNotes(c Config) []string {
+	var out []string
+	for _, a := range aliases {
+		if !a.on(c) {
+			continue
+		}
+		names := make([]string, len(a.waive))
+		for i, g := range a.waive {
+			names[i] = fmt.Sprintf("%q", g)
+		}
+		out = append(out, fmt.Sprintf("%s is the old form of security.waive = [%s]: it still works; the current form is security.waive", a.key, strings.Join(names, ", ")))
+	}
+	return out
+}
+
+// waive checks security.waive: known names, each once.
+func (v *validator) waive(names []string) {
+	for i, name := range names {
+		p := fmt.Sprintf("security.waive[%d]", i)
+		if _, ok := runtime.ParseGuarantee(name); !ok {
+			v.add(p, fmt.Sprintf("%q is not a guarantee; use one of %s", name, runtime.GuaranteeNames()))
+		} else if slices.Index(names, name) < i {
+			v.add(p, fmt.Sprintf("%q is already waived by security.waive[%d]; name it once", name, slices.Index(names, name)))
+		}
+	}
+}

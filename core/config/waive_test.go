@@ -1,0 +1,84 @@
+package config
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// security.waive takes guarantees by name, each once; a wrong one is a
+// config error at its index.
+func TestWaiveValidation(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		waive []string
+		path  string // "" valid
+		msg   string
+	}{
+		{"none", nil, "", ""},
+		{"every guarantee", strings.Split(runtime.GuaranteeNames(), ", "), "", ""},
+		{"unknown", []string{"memory", "memroy"}, "security.waive[1]", `"memroy" is not a guarantee; use one of no-network,`},
+		{"twice", []string{"pids", "cpu", "pids"}, "security.waive[2]", "already waived by security.waive[0]"},
+		{"case matters", []string{"Memory"}, "security.waive[0]", "is not a guarantee"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.Security.Waive = c.waive
+			var got []FieldError
+			for _, e := range Validate(cfg) {
+				if strings.HasPrefix(e.Path, "security.waive") {
+					got = append(got, e)
+				}
+			}
+			if c.path == "" {
+				if len(got) > 0 {
+					t.Fatalf("valid waive refused: %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Path != c.path || !strings.Contains(got[0].Msg, c.msg) {
+				t.Fatalf("got %v, want one error at %s containing %q", got, c.path, c.msg)
+			}
+		})
+	}
+}
+
+// The old keys are aliases: each waives what it used to turn off, names
+// itself as the source, and config check says the current form.
+func TestWaiversAndAliases(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		set   func(*Config)
+		want  map[runtime.Guarantee]string
+		notes int
+	}{
+		{"defaults", func(*Config) {}, map[runtime.Guarantee]string{}, 0},
+		{"by name", func(c *Config) { c.Security.Waive = []string{"seccomp", "pids"} },
+			map[runtime.Guarantee]string{runtime.Seccomp: "security.waive[0]", runtime.Pids: "security.waive[1]"}, 0},
+		{"enforce_resource_limits = false", func(c *Config) { c.Security.EnforceResourceLimits = false }, map[runtime.Guarantee]string{
+			runtime.Memory: "security.enforce_resource_limits = false", runtime.CPU: "security.enforce_resource_limits = false", runtime.Pids: "security.enforce_resource_limits = false"}, 1},
+		{"enforce_quota = false", func(c *Config) { c.Volumes.EnforceQuota = false },
+			map[runtime.Guarantee]string{runtime.WorkspaceQuota: "volumes.enforce_quota = false"}, 1},
+		{"name wins over alias", func(c *Config) { c.Volumes.EnforceQuota = false; c.Security.Waive = []string{"workspace-quota"} },
+			map[runtime.Guarantee]string{runtime.WorkspaceQuota: "security.waive[0]"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			c.set(&cfg)
+			if got := Waivers(cfg); !maps.Equal(got, c.want) {
+				t.Fatalf("Waivers = %v, want %v", got, c.want)
+			}
+			notes := AliasNotes(cfg)
+			if len(notes) != c.notes {
+				t.Fatalf("notes %q, want %d", notes, c.notes)
+			}
+			for _, n := range notes {
+				if !strings.Contains(n, "old form of security.waive = [") {
+					t.Fatalf("note %q does not give the current form", n)
+				}
+			}
+		})
+	}
+}
