@@ -248,7 +248,7 @@ func cmdConfig(_ context.Context, fl flags, args []string) error {
 			return forge.ErrFailed
 		}
 		fmt.Fprintf(fl.stdout, "%s: ok\n", orDefaults(path, "built-in defaults"))
-		for _, n := range config.AliasNotes(cfg) {
+		for _, n := range forge.ConfigNotes(cfg) {
 			fmt.Fprintf(fl.stdout, "note: %s\n", n)
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -23,7 +24,7 @@ func Guarantees(rt runtime.Guarantor, cfg config.Config) Check {
 		if err != nil {
 			return []Result{{"guarantees", Fail, "cannot tell what the runtime enforces: " + err.Error(), "run `make setup` (installs Podman and starts its API service)"}}
 		}
-		return guaranteeLines(rep, config.Waivers(cfg))
+		return guaranteeLines(rep, policy.Waivers(cfg))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -185,7 +186,7 @@ func (h Host) cgroupCheck(info runtime.Info, cfg config.Config) Result {
 
 // limitsWaived: every limit a rootless service may lack is waived.
 func limitsWaived(cfg config.Config) bool {
-	w := config.Waivers(cfg)
+	w := policy.Waivers(cfg)
 	for _, g := range []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids} {
 		if _, ok := w[g]; !ok {
 			return false
@@ -245,7 +246,7 @@ func (h Host) rlimitCheck(cfg config.Config) Result {
 
 // quotaCheck says plainly why a rootless server has no kernel quota.
 func (h Host) quotaCheck(cfg config.Config) Result {
-	if by, ok := config.Waivers(cfg)[runtime.WorkspaceQuota]; ok {
+	if by, ok := policy.Waivers(cfg)[runtime.WorkspaceQuota]; ok {
 		return Result{"rootless quota", Warn, "workspace quota NOT enforced by the kernel (waived by " + by + "): only a periodic walk bounds workspaces", ""}
 	}
 	return Result{"rootless quota", Fail, "a non-root user cannot loop-mount a filesystem per workspace, so the workspace quota cannot be enforced and sessions and runs are refused",

@@ -79,6 +79,10 @@ func LoadConfig(path string) (config.Config, error) {
 	return cfg, nil
 }
 
+// ConfigNotes are what `config check` adds to a valid configuration: the
+// old settings it uses and their current form.
+func ConfigNotes(cfg config.Config) []string { return policy.AliasNotes(cfg) }
+
 // PluginDir is where default plugins are looked for.
 func PluginDir(cfg config.Config) string {
 	if cfg.Server.PluginDir != "" {

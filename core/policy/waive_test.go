@@ -1,15 +1,16 @@
-package config
+package policy
 
 import (
 	"maps"
 	"strings"
 	"testing"
 
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // security.waive takes guarantees by name, each once; a wrong one is a
-// config error at its index.
+// config error at its index (config check and serve refuse it).
 func TestWaiveValidation(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -24,10 +25,10 @@ func TestWaiveValidation(t *testing.T) {
 		{"case matters", []string{"Memory"}, "security.waive[0]", "is not a guarantee"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Default()
+			cfg := config.Default()
 			cfg.Security.Waive = c.waive
-			var got []FieldError
-			for _, e := range Validate(cfg) {
+			var got []config.FieldError
+			for _, e := range CheckConfig(cfg) {
 				if strings.HasPrefix(e.Path, "security.waive") {
 					got = append(got, e)
 				}
@@ -50,22 +51,22 @@ func TestWaiveValidation(t *testing.T) {
 func TestWaiversAndAliases(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		set   func(*Config)
+		set   func(*config.Config)
 		want  map[runtime.Guarantee]string
 		notes int
 	}{
-		{"defaults", func(*Config) {}, map[runtime.Guarantee]string{}, 0},
-		{"by name", func(c *Config) { c.Security.Waive = []string{"seccomp", "pids"} },
+		{"defaults", func(*config.Config) {}, map[runtime.Guarantee]string{}, 0},
+		{"by name", func(c *config.Config) { c.Security.Waive = []string{"seccomp", "pids"} },
 			map[runtime.Guarantee]string{runtime.Seccomp: "security.waive[0]", runtime.Pids: "security.waive[1]"}, 0},
-		{"enforce_resource_limits = false", func(c *Config) { c.Security.EnforceResourceLimits = false }, map[runtime.Guarantee]string{
+		{"enforce_resource_limits = false", func(c *config.Config) { c.Security.EnforceResourceLimits = false }, map[runtime.Guarantee]string{
 			runtime.Memory: "security.enforce_resource_limits = false", runtime.CPU: "security.enforce_resource_limits = false", runtime.Pids: "security.enforce_resource_limits = false"}, 1},
-		{"enforce_quota = false", func(c *Config) { c.Volumes.EnforceQuota = false },
+		{"enforce_quota = false", func(c *config.Config) { c.Volumes.EnforceQuota = false },
 			map[runtime.Guarantee]string{runtime.WorkspaceQuota: "volumes.enforce_quota = false"}, 1},
-		{"name wins over alias", func(c *Config) { c.Volumes.EnforceQuota = false; c.Security.Waive = []string{"workspace-quota"} },
+		{"name wins over alias", func(c *config.Config) { c.Volumes.EnforceQuota = false; c.Security.Waive = []string{"workspace-quota"} },
 			map[runtime.Guarantee]string{runtime.WorkspaceQuota: "security.waive[0]"}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Default()
+			cfg := config.Default()
 			c.set(&cfg)
 			if got := Waivers(cfg); !maps.Equal(got, c.want) {
 				t.Fatalf("Waivers = %v, want %v", got, c.want)

@@ -1,10 +1,11 @@
-package config
+package policy
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -12,16 +13,16 @@ import (
 // aliases so that existing configurations mean what they meant.
 var aliases = []struct {
 	key   string
-	on    func(Config) bool
+	on    func(config.Config) bool
 	waive []runtime.Guarantee
 }{
-	{"security.enforce_resource_limits = false", func(c Config) bool { return !c.Security.EnforceResourceLimits }, []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids}},
-	{"volumes.enforce_quota = false", func(c Config) bool { return !c.Volumes.EnforceQuota }, []runtime.Guarantee{runtime.WorkspaceQuota}},
+	{"security.enforce_resource_limits = false", func(c config.Config) bool { return !c.Security.EnforceResourceLimits }, []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids}},
+	{"volumes.enforce_quota = false", func(c config.Config) bool { return !c.Volumes.EnforceQuota }, []runtime.Guarantee{runtime.WorkspaceQuota}},
 }
 
 // Waivers are the guarantees c waives, each with the setting that waives it
 // (security.waive[N], or an alias), for notices, the audit log and doctor.
-func Waivers(c Config) map[runtime.Guarantee]string {
+func Waivers(c config.Config) map[runtime.Guarantee]string {
 	out := map[runtime.Guarantee]string{}
 	for i, name := range c.Security.Waive {
 		if g, ok := runtime.ParseGuarantee(name); ok {
@@ -42,7 +43,7 @@ func Waivers(c Config) map[runtime.Guarantee]string {
 }
 
 // AliasNotes says, for each old setting c uses, its current form.
-func AliasNotes(c Config) []string {
+func AliasNotes(c config.Config) []string {
 	var out []string
 	for _, a := range aliases {
 		if !a.on(c) {
@@ -57,14 +58,16 @@ func AliasNotes(c Config) []string {
 	return out
 }
 
-// waive checks security.waive: known names, each once.
-func (v *validator) waive(names []string) {
+// checkWaive checks security.waive: known names, each once.
+func checkWaive(names []string) config.Errors {
+	var errs config.Errors
 	for i, name := range names {
 		p := fmt.Sprintf("security.waive[%d]", i)
 		if _, ok := runtime.ParseGuarantee(name); !ok {
-			v.add(p, fmt.Sprintf("%q is not a guarantee; use one of %s", name, runtime.GuaranteeNames()))
-		} else if slices.Index(names, name) < i {
-			v.add(p, fmt.Sprintf("%q is already waived by security.waive[%d]; name it once", name, slices.Index(names, name)))
+			errs = append(errs, config.FieldError{Path: p, Msg: fmt.Sprintf("%q is not a guarantee; use one of %s", name, runtime.GuaranteeNames())})
+		} else if j := slices.Index(names, name); j < i {
+			errs = append(errs, config.FieldError{Path: p, Msg: fmt.Sprintf("%q is already waived by security.waive[%d]; name it once", name, j)})
 		}
 	}
+	return errs
 }
