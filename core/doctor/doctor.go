@@ -36,6 +36,11 @@ type Result struct {
 	Fix    string
 }
 
+// Engine is what describes a runtime: its version, cgroups, rootless.
+type Engine interface {
+	Info(ctx context.Context) (runtime.Info, error)
+}
+
 // Check is one diagnosis.
 type Check func(ctx context.Context) []Result
 
@@ -60,7 +65,10 @@ func Run(ctx context.Context, w io.Writer, checks ...Check) bool {
 // Podman checks the engine: reachable, version, OCI runtime, cgroups,
 // rootless, and that images (those the
 // backends run) are built.
-func Podman(rt runtime.Runtime, cfg config.Config, images []string) Check {
+func Podman(rt interface {
+	Engine
+	runtime.Images
+}, cfg config.Config, images []string) Check {
 	return func(ctx context.Context) []Result {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()

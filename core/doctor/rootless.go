@@ -53,7 +53,7 @@ func LocalHost() Host {
 // Rootless checks what a non-root user running rootless Podman needs, each
 // failure with the command that fixes it. Root gets no lines: `make setup`
 // covers it.
-func Rootless(rt runtime.Runtime, cfg config.Config, h Host) Check {
+func Rootless(rt Engine, cfg config.Config, h Host) Check {
 	return func(ctx context.Context) []Result {
 		if h.Euid == 0 {
 			return nil

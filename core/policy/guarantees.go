@@ -30,6 +30,12 @@ func (e *GuaranteeError) Error() string {
 		RuleGuaranteeMissing, pluralGuarantee(len(e.Missing)), strings.Join(parts, "; "), strings.Join(names, ", "))
 }
 
+// Unwrap makes the refusal a policy violation for callers that classify
+// errors (a plugin sees a policy refusal, not an internal error).
+func (e *GuaranteeError) Unwrap() error {
+	return &Violation{Rule: RuleGuaranteeMissing, Detail: e.Error()}
+}
+
 func pluralGuarantee(n int) string {
 	if n == 1 {
 		return "a required guarantee"

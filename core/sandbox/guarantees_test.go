@@ -111,6 +111,10 @@ func TestRefusalNamesEveryMissingGuarantee(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `security.waive = ["memory", "pids"]`) || rt.created != 0 {
 		t.Fatalf("want a refusal naming memory and pids, got %v (created %d)", err, rt.created)
 	}
+	var v *policy.Violation
+	if !errors.As(err, &v) || v.Rule != policy.RuleGuaranteeMissing {
+		t.Fatalf("the refusal is no policy violation of rule %s (a plugin would see an internal error): %#v", policy.RuleGuaranteeMissing, err)
+	}
 	var named []string
 	for _, e := range rec.entries {
 		if e.Details["rule"] == policy.RuleGuaranteeMissing {

@@ -65,9 +65,17 @@ func (e *AuditError) Error() string {
 
 func (e *AuditError) Unwrap() error { return e.Err }
 
+// Engine is what the manager needs of a runtime: what it enforces, its
+// containers and the images they are created from.
+type Engine interface {
+	runtime.Guarantor
+	runtime.Containers
+	runtime.Images
+}
+
 // Manager creates and operates sandbox containers on behalf of an owner.
 type Manager struct {
-	rt       runtime.Runtime
+	rt       Engine
 	pol      *policy.Policy
 	tracked  *Tracker
 	audit    audit.Recorder
@@ -104,7 +112,7 @@ type Options struct {
 }
 
 // New returns a manager over rt.
-func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
+func New(rt Engine, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
 		instance: o.Instance, server: o.ServerID,
@@ -133,9 +141,6 @@ func (m *Manager) ServerTag() string {
 
 // Policy is the policy the manager applies.
 func (m *Manager) Policy() *policy.Policy { return m.pol }
-
-// Runtime is the underlying engine (for doctor and image checks).
-func (m *Manager) Runtime() runtime.Runtime { return m.rt }
 
 func (m *Manager) violation(op, owner, session string, err error) {
 	var v *policy.Violation
