@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
@@ -254,6 +255,10 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	go eng.Reaper(bg)
 	return f, nil
 }
+
+// Guarantees is doctor's guarantee check over this core's runtime, the one
+// its sandboxes are decided on.
+func (f *Forge) Guarantees() doctor.Check { return doctor.Guarantees(f.runtime, f.Config) }
 
 // toolBridge is the MCP tool bridge through the bridge plugin picked among
 // those loaded, or nil and why there is none.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // InProcess is a core built in the test process (real Podman, real plugin
@@ -21,6 +22,14 @@ type InProcess struct {
 
 // NewInProcess builds the core; mutate adjusts the configuration.
 func NewInProcess(t testing.TB, mutate func(*config.Config)) *InProcess {
+	t.Helper()
+	return NewInProcessLacking(t, mutate)
+}
+
+// NewInProcessLacking builds the core over a real Podman runtime that also
+// reports gaps as missing guarantees, so that the policy's guarantee
+// decisions run end to end on a host that enforces everything.
+func NewInProcessLacking(t testing.TB, mutate func(*config.Config), gaps ...runtime.Gap) *InProcess {
 	t.Helper()
 	Require(t)
 	Binary(t)
@@ -34,7 +43,7 @@ func NewInProcess(t testing.TB, mutate func(*config.Config)) *InProcess {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f, err := forge.New(ctx, cfg, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}))
+	f, err := forge.NewWithGaps(ctx, cfg, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}), gaps...)
 	if err != nil {
 		t.Fatal(err)
 	}
