@@ -24,7 +24,7 @@ func Guarantees(rt runtime.Guarantor, cfg config.Config) Check {
 		if err != nil {
 			return []Result{{"guarantees", Fail, "cannot tell what the runtime enforces: " + err.Error(), "run `make setup` (installs Podman and starts its API service)"}}
 		}
-		return guaranteeLines(rep, policy.Waivers(cfg))
+		return guaranteeLines(policy.New(policy.FromConfig(cfg), nil).Effective(rep), policy.Waivers(cfg))
 	}
 }
 

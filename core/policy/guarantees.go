@@ -52,6 +52,7 @@ func (p *Policy) Guarantees(rep runtime.Report) ([]runtime.Gap, error) {
 	if err := rep.Check(); err != nil {
 		return nil, err
 	}
+	rep = p.Effective(rep)
 	var waived, missing []runtime.Gap
 	for _, g := range rep.Gaps {
 		if _, ok := p.s.Waived[g.Guarantee]; ok {
@@ -64,6 +65,12 @@ func (p *Policy) Guarantees(rep runtime.Report) ([]runtime.Gap, error) {
 		return nil, &GuaranteeError{Missing: missing}
 	}
 	return waived, nil
+}
+
+// Effective is what sandboxes get on a runtime reporting rep: its gaps, and
+// those the configuration turns off.
+func (p *Policy) Effective(rep runtime.Report) runtime.Report {
+	return rep.With(p.s.TurnedOff...)
 }
 
 // WaivedNotice is what every result of a run that goes without gaps (all

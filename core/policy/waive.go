@@ -20,6 +20,31 @@ var aliases = []struct {
 	{"volumes.enforce_quota = false", func(c config.Config) bool { return !c.Volumes.EnforceQuota }, []runtime.Guarantee{runtime.WorkspaceQuota}},
 }
 
+// Two settings turn a guarantee off for every sandbox although the runtime
+// could enforce it: the setting is both the gap and its waiver, so every
+// result says what it means and doctor does not call it enforced.
+var turnedOff = []struct {
+	key string
+	on  func(config.Config) bool
+	gap runtime.Gap
+}{
+	{"security.allow_network = true", func(c config.Config) bool { return c.Security.AllowNetwork },
+		runtime.Gap{Guarantee: runtime.NoNetwork, Why: "sandboxes are given a network by configuration", Fix: "set security.allow_network = false"}},
+	{`security.userns = "host"`, func(c config.Config) bool { return c.Security.UserNS == "host" },
+		runtime.Gap{Guarantee: runtime.UserNamespace, Why: "sandboxes share the host user namespace by configuration", Fix: `set security.userns = "private"`}},
+}
+
+// configGaps are the guarantees c turns off.
+func configGaps(c config.Config) []runtime.Gap {
+	var out []runtime.Gap
+	for _, t := range turnedOff {
+		if t.on(c) {
+			out = append(out, t.gap)
+		}
+	}
+	return out
+}
+
 // Waivers are the guarantees c waives, each with the setting that waives it
 // (security.waive[N], or an alias), for notices, the audit log and doctor.
 func Waivers(c config.Config) map[runtime.Guarantee]string {
@@ -37,6 +62,11 @@ func Waivers(c config.Config) map[runtime.Guarantee]string {
 			if _, ok := out[g]; !ok {
 				out[g] = a.key
 			}
+		}
+	}
+	for _, t := range turnedOff {
+		if _, ok := out[t.gap.Guarantee]; !ok && t.on(c) {
+			out[t.gap.Guarantee] = t.key
 		}
 	}
 	return out

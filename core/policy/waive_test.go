@@ -62,6 +62,10 @@ func TestWaiversAndAliases(t *testing.T) {
 			runtime.Memory: "security.enforce_resource_limits = false", runtime.CPU: "security.enforce_resource_limits = false", runtime.Pids: "security.enforce_resource_limits = false"}, 1},
 		{"enforce_quota = false", func(c *config.Config) { c.Volumes.EnforceQuota = false },
 			map[runtime.Guarantee]string{runtime.WorkspaceQuota: "volumes.enforce_quota = false"}, 1},
+		{"allow_network turns no-network off", func(c *config.Config) { c.Security.AllowNetwork = true },
+			map[runtime.Guarantee]string{runtime.NoNetwork: "security.allow_network = true"}, 0},
+		{"host userns turns user-namespace off", func(c *config.Config) { c.Security.UserNS = "host" },
+			map[runtime.Guarantee]string{runtime.UserNamespace: `security.userns = "host"`}, 0},
 		{"name wins over alias", func(c *config.Config) { c.Volumes.EnforceQuota = false; c.Security.Waive = []string{"workspace-quota"} },
 			map[runtime.Guarantee]string{runtime.WorkspaceQuota: "security.waive[0]"}, 1},
 	} {
@@ -81,5 +85,26 @@ func TestWaiversAndAliases(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A guarantee the configuration turns off is a gap of every sandbox even
+// on a runtime that enforces everything, waived by that setting: runs go
+// ahead and every result says so.
+func TestConfigTurnsGuaranteesOff(t *testing.T) {
+	cfg := config.Default()
+	cfg.Security.AllowNetwork = true
+	cfg.Security.UserNS = "host"
+	p := New(FromConfig(cfg), nil)
+	without, err := p.Guarantees(runtime.Report{})
+	if err != nil || len(without) != 2 {
+		t.Fatalf("Guarantees = %+v, %v; want no-network and user-namespace gone without", without, err)
+	}
+	n := p.WaivedNotice(without)
+	for _, want := range []string{"no-network (sandboxes are given a network by configuration; waived by security.allow_network = true: sandboxed code may reach the network)",
+		`user-namespace (sandboxes share the host user namespace by configuration; waived by security.userns = "host"`} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notice %q lacks %q", n, want)
+		}
 	}
 }
