@@ -169,14 +169,15 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	ps := policy.FromConfig(cfg)
 	ps.ToolGrantTarget = bridge.SandboxDir
 	pol := policy.New(ps, filepath.EvalSymlinks)
-	// The workspace quota is a guarantee of the sandboxes as much as the
-	// runtime's limits are: the runtime reports its gap with the others.
+	// The workspace quota and the lifetime bound are guarantees of the
+	// sandboxes as much as the runtime's limits are: their gaps are
+	// reported with the runtime's.
 	fsq, err := m.quota(cfg, log.Named("quota"))
 	if err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
-	rt := withWorkspaceQuota(m.runtime(cfg), fsq)
+	rt := withHostGaps(m.runtime(cfg), fsq, m.bound)
 	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath)})
 	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {

@@ -51,6 +51,9 @@ type parts struct {
 	watchdog func(configPath string, log hclog.Logger) (watchdogHandle, error)
 	// inspect learns what the plugins are, without serving (doctor, images).
 	inspect func(context.Context, config.Config) []plugins.Status
+	// bound: a watchdog removes this core's sandboxes if it dies (serve
+	// sets it once the watchdog runs).
+	bound bool
 }
 
 // machine are the real parts.
@@ -168,25 +171,32 @@ func (c *crashes) crashed(name string) {
 	c.log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n, "workspaces_released", released)
 }
 
-// quotaGap is the workspace-quota gap of a host whose workspaces the
-// kernel cannot bound (q.Enforced() false), or none.
-func quotaGap(q interface{ Enforced() bool }) []runtime.Gap {
-	if q.Enforced() {
-		return nil
+// hostGaps are the gaps of the core's own making: workspace-quota when q
+// cannot bound workspaces (its kernel mechanism), lifetime-bound when no
+// watchdog removes the sandboxes of a core that dies (bound: serve started
+// one; a core built in a test process has none).
+func hostGaps(q interface{ Enforced() bool }, bound bool) []runtime.Gap {
+	var out []runtime.Gap
+	if !q.Enforced() {
+		why := "workspaces are plain directories, bounded only by a periodic walk"
+		switch m := q.(type) {
+		case interface{ Mechanism() fsquota.Mechanism }: // the live quota
+			why = "no filesystem per workspace: " + m.Mechanism().String()
+		case fmt.Stringer: // a detected mechanism (doctor)
+			why = "no filesystem per workspace: " + m.String()
+		}
+		out = append(out, runtime.Gap{Guarantee: runtime.WorkspaceQuota, Why: why,
+			Fix: "run the server as root with loop devices and e2fsprogs (make setup)"})
 	}
-	why := "workspaces are plain directories, bounded only by a periodic walk"
-	switch m := q.(type) {
-	case interface{ Mechanism() fsquota.Mechanism }: // the live quota
-		why = "no filesystem per workspace: " + m.Mechanism().String()
-	case fmt.Stringer: // a detected mechanism (doctor)
-		why = "no filesystem per workspace: " + m.String()
+	if !bound {
+		out = append(out, runtime.Gap{Guarantee: runtime.LifetimeBound, Why: "no watchdog runs for this core (it was not started by `mcp-forge serve`)",
+			Fix: "run the core with `mcp-forge serve`, which starts its watchdog first"})
 	}
-	return []runtime.Gap{{Guarantee: runtime.WorkspaceQuota, Why: why,
-		Fix: "run the server as root with loop devices and e2fsprogs (make setup)"}}
+	return out
 }
 
 // gapRuntime is a runtime that also lacks the guarantees gaps names: the
-// workspace quota of this host, or what a test scripts (NewWithGaps).
+// host's (hostGaps), or what a test scripts (NewWithGaps).
 type gapRuntime struct {
 	Runtime
 	gaps func() []runtime.Gap
@@ -200,8 +210,7 @@ func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
 	return rep.With(g.gaps()...), nil
 }
 
-// withWorkspaceQuota is rt lacking workspace-quota when q cannot bound
-// workspaces.
-func withWorkspaceQuota(rt Runtime, q interface{ Enforced() bool }) Runtime {
-	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return quotaGap(q) }}
+// withHostGaps is rt lacking what hostGaps says.
+func withHostGaps(rt Runtime, q interface{ Enforced() bool }, bound bool) Runtime {
+	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return hostGaps(q, bound) }}
 }

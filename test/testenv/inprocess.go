@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,6 +41,12 @@ func NewInProcessLacking(t testing.TB, mutate func(*config.Config), gaps ...runt
 	cfg.Server.PluginDir = filepath.Join(RepoRoot(), "bin")
 	if mutate != nil {
 		mutate(&cfg)
+	}
+	// No watchdog runs for a core in the test process (serve starts it):
+	// its sandboxes are not lifetime-bound, which the policy refuses
+	// unless waived; the test's cleanups remove them instead.
+	if !slices.Contains(cfg.Security.Waive, string(runtime.LifetimeBound)) {
+		cfg.Security.Waive = append(cfg.Security.Waive, string(runtime.LifetimeBound))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
