@@ -15,8 +15,8 @@ import (
 // closed). A refusal is audited before it is returned, one entry per
 // missing guarantee, each with the rule's name and the guarantee's.
 func (m *Manager) checkGuarantees(ctx context.Context, owner, session string) ([]runtime.Gap, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
 	if !m.checked {
 		rep, err := m.rt.Guarantees(ctx)
 		if err != nil {
@@ -45,8 +45,8 @@ func (m *Manager) checkGuarantees(ctx context.Context, owner, session string) ([
 // without waived guarantees (policy.WaivedNotice); "" when none is missing,
 // or before the runtime was asked.
 func (m *Manager) GuaranteeNotice() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
 	if !m.checked || m.refusal != nil {
 		return ""
 	}
@@ -56,8 +56,8 @@ func (m *Manager) GuaranteeNotice() string {
 // Waived are the gaps sandboxes go without (nil before the runtime was
 // asked).
 func (m *Manager) Waived() []runtime.Gap {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
 	return m.waived
 }
 

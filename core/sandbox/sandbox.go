@@ -100,6 +100,9 @@ type Manager struct {
 	creates sync.WaitGroup
 	// The runtime's guarantees, measured once (guarantees.go): the gaps
 	// every sandbox goes without (waived), or the refusal of every create.
+	// gmu, not mu: the measure is a call to the engine, which must not
+	// hold up the bookkeeping of containers already running.
+	gmu     sync.Mutex
 	checked bool
 	waived  []runtime.Gap
 	refusal error
