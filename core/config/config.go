@@ -154,7 +154,7 @@ type Volumes struct {
 	SessionQuota    Size   `toml:"session_quota"`
 	MaxSessionQuota Size   `toml:"max_session_quota"`
 	// EnforceQuota = false is the old form of waiving workspace-quota
-	// (waive.go).
+	// (core/policy/waive.go).
 	EnforceQuota bool `toml:"enforce_quota"`
 	// MaxFileSize caps one file uploaded to, downloaded from or read as a
 	// resource of a session's workspace. At most 12m: in base64 it must fit
@@ -167,21 +167,22 @@ type Volumes struct {
 
 // Security holds the sandbox hardening switches and the audit log.
 type Security struct {
-	AuditLog     string `toml:"audit_log"`
-	AuditMaxSize Size   `toml:"audit_max_size"`
-	AuditKeep    int    `toml:"audit_keep"`
-	// EnforceResourceLimits = false is the old form of waiving memory, cpu
-	// and pids (waive.go).
-	EnforceResourceLimits bool `toml:"enforce_resource_limits"`
+	AuditLog              string `toml:"audit_log"`
+	AuditMaxSize          Size   `toml:"audit_max_size"`
+	AuditKeep             int    `toml:"audit_keep"`
+	EnforceResourceLimits bool   `toml:"enforce_resource_limits"`
+	AllowNetwork          bool   `toml:"allow_network"`
+	SandboxUser           string `toml:"sandbox_user"`
+	OCIRuntime            string `toml:"oci_runtime"`
+	UserNS                string `toml:"userns"`
+	UserNSStart           int    `toml:"userns_start"`
+	TmpfsSize             Size   `toml:"tmpfs_size"`
+
 	// Waive names the runtime guarantees sandboxes may go without
-	// (runtime.Guarantees); every other one is required.
-	Waive        []string `toml:"waive"`
-	AllowNetwork bool     `toml:"allow_network"`
-	SandboxUser  string   `toml:"sandbox_user"`
-	OCIRuntime   string   `toml:"oci_runtime"`
-	UserNS       string   `toml:"userns"`
-	UserNSStart  int      `toml:"userns_start"`
-	TmpfsSize    Size     `toml:"tmpfs_size"`
+	// (runtime.Guarantees); every other one is required. The policy reads
+	// it with its aliases: EnforceResourceLimits = false is the old form of
+	// waiving memory, cpu and pids (core/policy/waive.go).
+	Waive []string `toml:"waive"`
 }
 
 // EnvironmentBuilder configures custom image builds.
