@@ -242,11 +242,15 @@ func cmdConfig(_ context.Context, fl flags, args []string) error {
 		if len(args) > 1 {
 			path = args[1]
 		}
-		if _, err := fl.core.LoadConfig(path); err != nil {
+		cfg, err := fl.core.LoadConfig(path)
+		if err != nil {
 			fmt.Fprintf(fl.stderr, "%s: invalid:\n%s\n", orDefaults(path, "built-in defaults"), indent(err.Error()))
 			return forge.ErrFailed
 		}
 		fmt.Fprintf(fl.stdout, "%s: ok\n", orDefaults(path, "built-in defaults"))
+		for _, n := range forge.ConfigNotes(cfg) {
+			fmt.Fprintf(fl.stdout, "note: %s\n", n)
+		}
 		return nil
 	case "print":
 		cfg, err := loadConfig(fl)
