@@ -361,7 +361,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if err := sb.RemoveWorkspace(ctx, sid); kindOf(err) != host.KindNotFound {
 			t.Fatalf("RemoveWorkspace of a removed workspace = %v; want not-found", err)
 		}
-		for _, bad := range []string{"../up", "a/b", ".hidden", strings.Repeat("x", 49)} {
+		for _, bad := range []string{"../up", "a/b", ".hidden", strings.Repeat("x", 129)} {
 			bi := intent("true")
 			bi.SessionID = bad
 			if c, err := sb.Create(ctx, bi); kindOf(err) != host.KindInvalid {

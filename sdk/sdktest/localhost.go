@@ -78,7 +78,7 @@ func (l *lockedBuffer) snapshot() []byte {
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // sessionID is the core's rule for session ids (core/workspace).
-var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // NewLocalHost returns a fake host with workspaces under base.
 func NewLocalHost(base string) *LocalHost {
@@ -139,7 +139,7 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 		return host.Container{}, host.Errorf(host.KindInvalid, "no command")
 	}
 	if in.SessionID != "" && !sessionID.MatchString(in.SessionID) {
-		return host.Container{}, host.Errorf(host.KindInvalid, "invalid session id %q: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", in.SessionID)
+		return host.Container{}, host.Errorf(host.KindInvalid, "invalid session id %q: use 1-128 letters, digits, '-' or '_', starting with a letter or digit", in.SessionID)
 	}
 	endpoints, err := host.EndpointPlaces(in)
 	if err != nil {
@@ -568,8 +568,8 @@ func (h *LocalHost) WorkspaceOf(id string) string {
 	return ""
 }
 
-// LegacyWorkspace is WorkspaceOf for sdk/oneshot's resident runner
-// (sdk/internal/legacyws), which the runner's move to an endpoint removes.
+// LegacyWorkspace is WorkspaceOf for the v1 compatibility path
+// (sdk/internal/legacyws).
 func (h *LocalHost) LegacyWorkspace(id string) string { return h.WorkspaceOf(id) }
 
 // Containers lists the ids of containers created and not yet removed.

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 )
 
 // Tracker wraps a host.Host and remembers which containers and session
@@ -105,11 +104,6 @@ func (s trackedSandbox) Create(ctx context.Context, in host.Intent) (host.Contai
 	}
 	return c, err
 }
-
-// LegacyWorkspace passes sdk/oneshot's resident runner the wrapped host's
-// workspace paths (sdk/internal/legacyws; gone with the runner's move to an
-// endpoint).
-func (s trackedSandbox) LegacyWorkspace(id string) string { return legacyws.Of(s.Sandbox, id) }
 
 func (s trackedSandbox) Remove(ctx context.Context, id string) error {
 	err := s.Sandbox.Remove(ctx, id)

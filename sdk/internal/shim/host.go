@@ -8,16 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
@@ -102,9 +99,6 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Cr
 	c, err := s.impl.Create(ctx, in)
 	if err != nil {
 		return nil, toStatus(err)
-	}
-	if ws := legacyws.Of(s.impl, c.ID); ws != "" {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(legacyws.Header, ws))
 	}
 	return &pb.CreateResponse{ContainerId: c.ID}, nil
 }
@@ -230,15 +224,7 @@ func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (
 }
 
 type sandboxClient struct {
-	c          pb.SandboxServiceClient
-	workspaces sync.Map // container id → legacyws.Header of its Create
-}
-
-// LegacyWorkspace implements legacyws.Provider.
-func (c *sandboxClient) LegacyWorkspace(id string) string {
-	ws, _ := c.workspaces.Load(id)
-	s, _ := ws.(string)
-	return s
+	c pb.SandboxServiceClient
 }
 
 func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Container, error) {
@@ -253,13 +239,9 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 	for _, e := range in.Endpoints {
 		r.Endpoints = append(r.Endpoints, &pb.Endpoint{Name: e.Name, Path: e.Path})
 	}
-	var md metadata.MD
-	resp, err := c.c.Create(ctx, r, grpc.Header(&md))
+	resp, err := c.c.Create(ctx, r)
 	if err != nil {
 		return host.Container{}, fromStatus(err)
-	}
-	if ws := md.Get(legacyws.Header); len(ws) == 1 {
-		c.workspaces.Store(resp.ContainerId, ws[0])
 	}
 	return host.Container{ID: resp.ContainerId}, nil
 }
@@ -352,9 +334,6 @@ func (c *sandboxClient) Stop(ctx context.Context, id string, grace time.Duration
 
 func (c *sandboxClient) Remove(ctx context.Context, id string) error {
 	_, err := c.c.Remove(ctx, &pb.RemoveRequest{ContainerId: id})
-	if err == nil {
-		c.workspaces.Delete(id)
-	}
 	return fromStatus(err)
 }
 
