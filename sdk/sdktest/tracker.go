@@ -17,9 +17,9 @@ type Tracker struct {
 
 	mu         sync.Mutex
 	containers map[string]bool
-	pooled     map[string]string // containers made for a warm pool (label warm=true) → workspace
-	workspaces map[string]bool   // session ids of workspaces created
-	suite      map[string]bool   // sessions opened by the suite
+	pooled     map[string]string           // containers made for a warm pool (label warm=true) → workspace
+	workspaces map[string]bool             // session ids of workspaces created
+	suite      map[string]bool             // sessions opened by the suite
 	latest     map[string]sessionContainer // session id → its newest container
 }
 
