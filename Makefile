@@ -152,7 +152,7 @@ install: build
 	install -m 0644 README.md docs/operations.md docs/security.md $(DESTDIR)$(PREFIX)/share/doc/mcp-forge/
 	@echo "installed; next: edit /etc/mcp-forge/forge.toml, then systemctl daemon-reload && systemctl enable --now mcp-forge"
 
-## proto: regenerate sdk/internal/pb from sdk/proto with the pinned buf and Go plugins
+## proto: regenerate sdk/internal/pb from sdk/proto (API v2 only; the core maps v1 onto it) with the pinned buf and Go plugins
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 PROTO_TOOLS := $(HOME)/.cache/mcp-forge/tools/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
@@ -160,8 +160,9 @@ proto: buf
 	@[ -x $(PROTO_TOOLS)/protoc-gen-go ] || GOFLAGS= CGO_ENABLED=0 GOBIN=$(PROTO_TOOLS) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@[ -x $(PROTO_TOOLS)/protoc-gen-go-grpc ] || GOFLAGS= CGO_ENABLED=0 GOBIN=$(PROTO_TOOLS) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	@mkdir -p sdk/internal/pb
-	cd sdk/proto && PATH=$(PROTO_TOOLS):$$PATH $(BUF) generate
-	@mv sdk/internal/pb/forge/plugin/v1/*.go sdk/internal/pb/ && rm -rf sdk/internal/pb/forge
+	@rm -f sdk/internal/pb/*.pb.go
+	cd sdk/proto && PATH=$(PROTO_TOOLS):$$PATH $(BUF) generate --path forge/plugin/v2
+	@mv sdk/internal/pb/forge/plugin/v2/*.go sdk/internal/pb/ && rm -rf sdk/internal/pb/forge
 
 ## proto-check: fail if the committed generated code is stale
 proto-check: proto

@@ -34,6 +34,7 @@ const (
 	ContainerExec     = "container.exec"
 	ContainerSignal   = "container.signal"
 	WorkspaceWrite    = "workspace.write"
+	ChannelOpen       = "channel.open"
 	ContainerReap     = "container.reconcile"
 	ExecutionRequest  = "execution.request"
 	ExecutionComplete = "execution.complete"

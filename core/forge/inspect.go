@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,6 +76,9 @@ func (noSandbox) GetFile(context.Context, string, string, int64) ([]byte, error)
 	return nil, refused()
 }
 func (noSandbox) RemoveWorkspace(context.Context, string) error { return refused() }
+func (noSandbox) Dial(context.Context, string, string) (net.Conn, error) {
+	return nil, refused()
+}
 
 var _ host.Sandbox = noSandbox{}
 

@@ -19,5 +19,16 @@ func TestHostContract(t *testing.T) {
 		Other:       r.plugin("r"),
 		Policy:      &sdktest.HostPolicy{DeniedImage: "docker.io/library/alpine:3", OverMemory: "100g"},
 		UnknownKind: host.KindPolicy,
+		WorkspaceOf: r.workspaceOf,
 	})
+}
+
+// workspaceOf is the host directory of a container's workspace.
+func (r *rig) workspaceOf(id string) string {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if t, ok := r.h.workspaces[id]; ok {
+		return t.Path
+	}
+	return ""
 }

@@ -34,7 +34,8 @@ type Host struct {
 	mu         sync.Mutex
 	workspaces map[string]*tracked // container id → its workspace
 
-	grants GrantFunc // nil: no tool grants
+	grants   GrantFunc // nil: no tool grants
+	channels Channels
 }
 
 // GrantFunc resolves a tool grant token for plugin owner
@@ -47,13 +48,14 @@ func (h *Host) SetGrants(f GrantFunc) { h.grants = f }
 
 type tracked struct {
 	*workspace.Workspace
-	stop     context.CancelFunc // ends the quota watch
-	exceeded string             // why the container was killed, if it was
+	stop      context.CancelFunc // ends the quota watch
+	exceeded  string             // why the container was killed, if it was
+	endpoints map[string]Endpoint
 }
 
 // New returns the host services for plugin owner.
 func New(owner string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
-	return &Host{owner: owner, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}}
+	return &Host{owner: owner, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: WorkspaceSockets{}}
 }
 
 // Sandbox implements host.Host.
@@ -77,6 +79,12 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 				Details: map[string]any{"rule": toolbridge.RuleNotGranted, "operation": "container.create", "owner": h.owner}})
 			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
 		}
+	}
+	places, err := host.EndpointPlaces(in)
+	if err != nil {
+		h.rec.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
+			Details: map[string]any{"rule": RuleEndpointIntent, "owner": h.owner}})
+		return host.Container{}, err
 	}
 	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
 	if err != nil {
@@ -137,7 +145,10 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		return host.Container{}, asHostErr(err)
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	t := &tracked{Workspace: w, stop: stop}
+	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}}
+	for _, e := range in.Endpoints {
+		t.endpoints[e.Name] = Endpoint{ContainerID: id, Name: e.Name, Path: e.Path, Workspace: w, Rel: places[e.Name]}
+	}
 	h.mu.Lock()
 	h.workspaces[id] = t
 	h.mu.Unlock()

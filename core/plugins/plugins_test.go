@@ -50,7 +50,7 @@ func TestDiscover(t *testing.T) {
 // the message names both sides' versions.
 func TestIncompatibleAPIVersion(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "mcp-forge-plugin-future")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/v2plugin")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/v3plugin")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build test plugin: %v\n%s", err, out)
 	}
@@ -60,7 +60,7 @@ func TestIncompatibleAPIVersion(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Log(msg)
-	if !strings.Contains(msg, "incompatible") || !strings.Contains(msg, "2") || !strings.Contains(msg, "this core speaks plugin API versions [1]") {
+	if !strings.Contains(msg, "incompatible") || !strings.Contains(msg, "3") || !strings.Contains(msg, "this core speaks plugin API versions [2]") {
 		t.Fatalf("message does not name both versions: %s", msg)
 	}
 }

@@ -7,6 +7,8 @@ package host
 import (
 	"context"
 	"fmt"
+	"net"
+	"regexp"
 	"time"
 )
 
@@ -43,7 +45,21 @@ type Intent struct {
 	// directory read-only at bridge.SandboxDir and sets its environment.
 	// Only a grant issued to this plugin is accepted.
 	ToolsGrant string
+	// Endpoints are the unix sockets the container will listen on, which
+	// the plugin reaches through Sandbox.Dial.
+	Endpoints []Endpoint
 }
+
+// Endpoint is a unix socket a sandbox listens on, reached only through Dial.
+type Endpoint struct {
+	Name string // short identifier, EndpointName; what Dial names
+	// Path is the absolute path of the socket in the container, beneath
+	// the target of one of the intent's writable Mounts.
+	Path string
+}
+
+// EndpointName is what an Endpoint's Name must match.
+var EndpointName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 // LabelRun is the Intent.Labels key naming the run a stateless container
 // serves (ExecuteRequest.RunID), so that the core's audit log attributes
@@ -55,6 +71,11 @@ type Container struct {
 	ID        string
 	Workspace string
 }
+
+// DialChunk is the most a Dial connection carries in one message either
+// way: far under any message limit, large enough that a kernel's replies
+// cross in one or two.
+const DialChunk = 32 << 10
 
 // WaitResult is how a container ended.
 type WaitResult struct {
@@ -169,6 +190,11 @@ type Sandbox interface {
 	// own (a throw-away session for a stateless run) must call it, or the
 	// workspace stays on the host until the server ends.
 	RemoveWorkspace(ctx context.Context, sessionID string) error
+	// Dial opens a byte stream to endpoint of container id (one the plugin
+	// created, declared in its intent). KindNotFound: no such endpoint;
+	// KindUnavailable: nothing listens there yet (retry). The connection
+	// supports deadlines and half-close (CloseWrite).
+	Dial(ctx context.Context, id, endpoint string) (net.Conn, error)
 }
 
 // Event is an audit record a plugin adds to the core's log.

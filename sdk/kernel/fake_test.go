@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -421,6 +422,10 @@ func (h *fakeHost) RemoveWorkspace(_ context.Context, sessionID string) error {
 }
 
 // live lists the containers not removed.
+func (h *fakeHost) Dial(context.Context, string, string) (net.Conn, error) {
+	return nil, host.Errorf(host.KindNotFound, "fake host: no endpoints")
+}
+
 func (h *fakeHost) live() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()

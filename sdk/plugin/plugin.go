@@ -31,7 +31,7 @@ const (
 )
 
 // APIVersion is the newest plugin API this SDK speaks.
-const APIVersion = 1
+const APIVersion = 2
 
 // APIVersions lists every plugin API version this SDK can serve or consume.
 var APIVersions = append([]int(nil), shim.APIVersions...)

@@ -40,6 +40,10 @@ type HostUnderTest struct {
 	// not its own is a violation, whether or not it exists), KindNotFound
 	// for LocalHost.
 	UnknownKind host.Kind
+	// WorkspaceOf is the host directory of a container's workspace, where
+	// the suite plays the sandbox's part (listens on its sockets, plants
+	// links); the plugin API has no such path.
+	WorkspaceOf func(containerID string) string
 }
 
 // HostPolicy is what a confining host's security policy refuses.
@@ -429,6 +433,10 @@ func RunHost(t *testing.T, s HostUnderTest) {
 				t.Errorf("Create with %s = %v; want a %s refusal", tc.name, err, tc.want)
 			}
 		}
+	})
+	t.Run("dial", func(t *testing.T) {
+		t.Parallel()
+		runDial(t, s, start)
 	})
 	t.Run("ownership", func(t *testing.T) {
 		t.Parallel()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -45,6 +48,7 @@ type LocalHost struct {
 type localCtr struct {
 	in        host.Intent
 	workspace string
+	endpoints map[string]string // name → path in the workspace
 	cmd       *exec.Cmd
 	env       []string
 	dir       string
@@ -137,6 +141,10 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 	if in.SessionID != "" && !sessionID.MatchString(in.SessionID) {
 		return host.Container{}, host.Errorf(host.KindInvalid, "invalid session id %q: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", in.SessionID)
 	}
+	endpoints, err := host.EndpointPlaces(in)
+	if err != nil {
+		return host.Container{}, err
+	}
 	b := make([]byte, 6)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
@@ -159,7 +167,7 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 			return host.Container{}, err
 		}
 	}
-	c := &localCtr{in: in, workspace: ws, done: make(chan struct{})}
+	c := &localCtr{in: in, workspace: ws, endpoints: endpoints, done: make(chan struct{})}
 	c.env = []string{"PATH=" + DefaultPath, "HOME=/tmp"}
 	c.env = c.environ(in.Env)
 	c.dir = ws
@@ -508,6 +516,56 @@ func (h *LocalHost) RemoveWorkspace(_ context.Context, sessionID string) error {
 	}
 	delete(h.sessions, sessionID)
 	return os.RemoveAll(ws)
+}
+
+// Dial implements host.Sandbox as the core does on Podman: the socket at
+// the endpoint's place in the workspace, opened without following a link
+// (O_PATH|O_NOFOLLOW) and connected through /proc/self/fd, so a link
+// planted in place of the socket is refused, not followed.
+func (h *LocalHost) Dial(ctx context.Context, id, endpoint string) (net.Conn, error) {
+	c, err := h.get(id)
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := c.endpoints[endpoint]
+	if !ok {
+		return nil, host.Errorf(host.KindNotFound, "container %s declares no endpoint %q", id, endpoint)
+	}
+	fd, err := syscall.Open(filepath.Join(c.workspace, rel), unix.O_PATH|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return nil, host.Errorf(host.KindUnavailable, "endpoint %q of container %s: nothing listens there yet", endpoint, id)
+		}
+		return nil, host.Errorf(host.KindInternal, "endpoint %q of container %s: %v", endpoint, id, err)
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, host.Errorf(host.KindInternal, "endpoint %q of container %s: %v", endpoint, id, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFSOCK {
+		return nil, host.Errorf(host.KindPolicy, "endpoint %q of container %s is not a socket (a link or a file was put there); refusing to follow it", endpoint, id)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, host.Errorf(host.KindUnavailable, "endpoint %q of container %s: nothing listens there yet", endpoint, id)
+		}
+		return nil, host.Errorf(host.KindInternal, "endpoint %q of container %s: %v", endpoint, id, err)
+	}
+	return conn, nil
+}
+
+// WorkspaceOf is the directory of container id's workspace ("" for none),
+// for tests that play the sandbox's part in it.
+func (h *LocalHost) WorkspaceOf(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.ctrs[id]; ok {
+		return c.workspace
+	}
+	return ""
 }
 
 // Containers lists the ids of containers created and not yet removed.

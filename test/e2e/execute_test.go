@@ -210,7 +210,7 @@ func TestEnvironmentResource(t *testing.T) {
 	json.Unmarshal([]byte(res.Contents[0].Text), &info)
 	py := info.Languages["python"]
 	if len(info.Images.InUse["mcp-forge/python:3.11"]) != 2 || py.Name != "Python" || py.Stateless.Backend != "python" || py.Session.Backend != "jupyter" ||
-		len(info.Plugins) == 0 || info.Plugins[0].APIVersion != 1 {
+		len(info.Plugins) == 0 || info.Plugins[0].APIVersion != 2 {
 		t.Fatalf("%s", res.Contents[0].Text)
 	}
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: forge/plugin/v1/backend.proto
+// source: forge/plugin/v2/backend.proto
 
 package pb
 
@@ -21,7 +21,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type BackendCapabilities struct {
+// CapabilitiesResponse is what a backend can do (v1: BackendCapabilities).
+type CapabilitiesResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Languages  []string               `protobuf:"bytes,1,rep,name=languages,proto3" json:"languages,omitempty"`
 	Stateful   bool                   `protobuf:"varint,2,opt,name=stateful,proto3" json:"stateful,omitempty"`
@@ -47,21 +48,21 @@ type BackendCapabilities struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *BackendCapabilities) Reset() {
-	*x = BackendCapabilities{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[0]
+func (x *CapabilitiesResponse) Reset() {
+	*x = CapabilitiesResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *BackendCapabilities) String() string {
+func (x *CapabilitiesResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*BackendCapabilities) ProtoMessage() {}
+func (*CapabilitiesResponse) ProtoMessage() {}
 
-func (x *BackendCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[0]
+func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -72,103 +73,103 @@ func (x *BackendCapabilities) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use BackendCapabilities.ProtoReflect.Descriptor instead.
-func (*BackendCapabilities) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{0}
+// Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
+func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *BackendCapabilities) GetLanguages() []string {
+func (x *CapabilitiesResponse) GetLanguages() []string {
 	if x != nil {
 		return x.Languages
 	}
 	return nil
 }
 
-func (x *BackendCapabilities) GetStateful() bool {
+func (x *CapabilitiesResponse) GetStateful() bool {
 	if x != nil {
 		return x.Stateful
 	}
 	return false
 }
 
-func (x *BackendCapabilities) GetInterrupt() bool {
+func (x *CapabilitiesResponse) GetInterrupt() bool {
 	if x != nil {
 		return x.Interrupt
 	}
 	return false
 }
 
-func (x *BackendCapabilities) GetRichOutput() bool {
+func (x *CapabilitiesResponse) GetRichOutput() bool {
 	if x != nil {
 		return x.RichOutput
 	}
 	return false
 }
 
-func (x *BackendCapabilities) GetMcpTools() bool {
+func (x *CapabilitiesResponse) GetMcpTools() bool {
 	if x != nil {
 		return x.McpTools
 	}
 	return false
 }
 
-func (x *BackendCapabilities) GetLanguageName() string {
+func (x *CapabilitiesResponse) GetLanguageName() string {
 	if x != nil {
 		return x.LanguageName
 	}
 	return ""
 }
 
-func (x *BackendCapabilities) GetLanguageVersion() string {
+func (x *CapabilitiesResponse) GetLanguageVersion() string {
 	if x != nil {
 		return x.LanguageVersion
 	}
 	return ""
 }
 
-func (x *BackendCapabilities) GetImage() string {
+func (x *CapabilitiesResponse) GetImage() string {
 	if x != nil {
 		return x.Image
 	}
 	return ""
 }
 
-func (x *BackendCapabilities) GetDefaultImage() string {
+func (x *CapabilitiesResponse) GetDefaultImage() string {
 	if x != nil {
 		return x.DefaultImage
 	}
 	return ""
 }
 
-func (x *BackendCapabilities) GetPackages() []string {
+func (x *CapabilitiesResponse) GetPackages() []string {
 	if x != nil {
 		return x.Packages
 	}
 	return nil
 }
 
-func (x *BackendCapabilities) GetDescription() string {
+func (x *CapabilitiesResponse) GetDescription() string {
 	if x != nil {
 		return x.Description
 	}
 	return ""
 }
 
-func (x *BackendCapabilities) GetCheckpoint() *CheckpointCode {
+func (x *CapabilitiesResponse) GetCheckpoint() *CheckpointCode {
 	if x != nil {
 		return x.Checkpoint
 	}
 	return nil
 }
 
-func (x *BackendCapabilities) GetInputFiles() bool {
+func (x *CapabilitiesResponse) GetInputFiles() bool {
 	if x != nil {
 		return x.InputFiles
 	}
 	return false
 }
 
-func (x *BackendCapabilities) GetWarmPool() *WarmPool {
+func (x *CapabilitiesResponse) GetWarmPool() *WarmPool {
 	if x != nil {
 		return x.WarmPool
 	}
@@ -189,7 +190,7 @@ type CheckpointCode struct {
 
 func (x *CheckpointCode) Reset() {
 	*x = CheckpointCode{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +202,7 @@ func (x *CheckpointCode) String() string {
 func (*CheckpointCode) ProtoMessage() {}
 
 func (x *CheckpointCode) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +215,7 @@ func (x *CheckpointCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCode.ProtoReflect.Descriptor instead.
 func (*CheckpointCode) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{1}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CheckpointCode) GetSave() string {
@@ -267,7 +268,7 @@ type WarmPool struct {
 
 func (x *WarmPool) Reset() {
 	*x = WarmPool{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +280,7 @@ func (x *WarmPool) String() string {
 func (*WarmPool) ProtoMessage() {}
 
 func (x *WarmPool) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +293,7 @@ func (x *WarmPool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WarmPool.ProtoReflect.Descriptor instead.
 func (*WarmPool) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WarmPool) GetSize() int32 {
@@ -400,7 +401,7 @@ type ExecuteRequest struct {
 	RunId          string                 `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// tools_grant is an opaque token of a tool grant (mcp_tools) the core
 	// issued to this plugin for this run: copy it into the container's
-	// intent (ContainerIntent.tools_grant). Empty: no tools.
+	// intent (CreateRequest.tools_grant). Empty: no tools.
 	ToolsGrant string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
 	// Files placed read-only in a stateless run's working directory: clean
 	// relative path -> content (only to backends reporting input_files).
@@ -411,7 +412,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +424,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +437,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{3}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -523,6 +524,145 @@ func (x *ExecuteRequest) GetInputFiles() map[string][]byte {
 	return nil
 }
 
+// ExecuteSessionRequest is ExecuteRequest for ExecuteSession (v1 used
+// ExecuteRequest for both).
+type ExecuteSessionRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Code           string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Language       string                 `protobuf:"bytes,2,opt,name=language,proto3" json:"language,omitempty"`
+	Image          string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"` // empty: the backend's default image
+	TimeoutSeconds int64                  `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	Memory         string                 `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"` // empty: the configured default
+	Env            map[string]string      `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	MaxOutputBytes int64                  `protobuf:"varint,7,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	MaxImageBytes  int64                  `protobuf:"varint,8,opt,name=max_image_bytes,json=maxImageBytes,proto3" json:"max_image_bytes,omitempty"`
+	SessionId      string                 `protobuf:"bytes,9,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RunId          string                 `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// tools_grant is an opaque token of a tool grant (mcp_tools) the core
+	// issued to this plugin for this run: copy it into the container's
+	// intent (CreateRequest.tools_grant). Empty: no tools.
+	ToolsGrant string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	// Files placed read-only in a stateless run's working directory: clean
+	// relative path -> content (only to backends reporting input_files).
+	InputFiles    map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteSessionRequest) Reset() {
+	*x = ExecuteSessionRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteSessionRequest) ProtoMessage() {}
+
+func (x *ExecuteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteSessionRequest.ProtoReflect.Descriptor instead.
+func (*ExecuteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExecuteSessionRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *ExecuteSessionRequest) GetMemory() string {
+	if x != nil {
+		return x.Memory
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ExecuteSessionRequest) GetMaxOutputBytes() int64 {
+	if x != nil {
+		return x.MaxOutputBytes
+	}
+	return 0
+}
+
+func (x *ExecuteSessionRequest) GetMaxImageBytes() int64 {
+	if x != nil {
+		return x.MaxImageBytes
+	}
+	return 0
+}
+
+func (x *ExecuteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetToolsGrant() string {
+	if x != nil {
+		return x.ToolsGrant
+	}
+	return ""
+}
+
+func (x *ExecuteSessionRequest) GetInputFiles() map[string][]byte {
+	if x != nil {
+		return x.InputFiles
+	}
+	return nil
+}
+
 type ExecError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // exception class or error kind ("SyntaxError", "Timeout", "OutOfMemory")
@@ -536,7 +676,7 @@ type ExecError struct {
 
 func (x *ExecError) Reset() {
 	*x = ExecError{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +688,7 @@ func (x *ExecError) String() string {
 func (*ExecError) ProtoMessage() {}
 
 func (x *ExecError) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +701,7 @@ func (x *ExecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecError.ProtoReflect.Descriptor instead.
 func (*ExecError) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{4}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecError) GetName() string {
@@ -610,7 +750,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +762,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +775,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Image) GetName() string {
@@ -659,7 +799,8 @@ func (x *Image) GetData() []byte {
 	return nil
 }
 
-type ExecuteResult struct {
+// ExecuteResponse is one run's outcome (v1: ExecuteResult).
+type ExecuteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
 	Stdout        string                 `protobuf:"bytes,2,opt,name=stdout,proto3" json:"stdout,omitempty"`
@@ -680,21 +821,21 @@ type ExecuteResult struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ExecuteResult) Reset() {
-	*x = ExecuteResult{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+func (x *ExecuteResponse) Reset() {
+	*x = ExecuteResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ExecuteResult) String() string {
+func (x *ExecuteResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ExecuteResult) ProtoMessage() {}
+func (*ExecuteResponse) ProtoMessage() {}
 
-func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[6]
+func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,110 +846,110 @@ func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ExecuteResult.ProtoReflect.Descriptor instead.
-func (*ExecuteResult) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{6}
+// Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
+func (*ExecuteResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *ExecuteResult) GetSuccess() bool {
+func (x *ExecuteResponse) GetSuccess() bool {
 	if x != nil {
 		return x.Success
 	}
 	return false
 }
 
-func (x *ExecuteResult) GetStdout() string {
+func (x *ExecuteResponse) GetStdout() string {
 	if x != nil {
 		return x.Stdout
 	}
 	return ""
 }
 
-func (x *ExecuteResult) GetStderr() string {
+func (x *ExecuteResponse) GetStderr() string {
 	if x != nil {
 		return x.Stderr
 	}
 	return ""
 }
 
-func (x *ExecuteResult) GetStdoutBytes() int64 {
+func (x *ExecuteResponse) GetStdoutBytes() int64 {
 	if x != nil {
 		return x.StdoutBytes
 	}
 	return 0
 }
 
-func (x *ExecuteResult) GetStderrBytes() int64 {
+func (x *ExecuteResponse) GetStderrBytes() int64 {
 	if x != nil {
 		return x.StderrBytes
 	}
 	return 0
 }
 
-func (x *ExecuteResult) GetResultJson() string {
+func (x *ExecuteResponse) GetResultJson() string {
 	if x != nil {
 		return x.ResultJson
 	}
 	return ""
 }
 
-func (x *ExecuteResult) GetResultRepr() string {
+func (x *ExecuteResponse) GetResultRepr() string {
 	if x != nil {
 		return x.ResultRepr
 	}
 	return ""
 }
 
-func (x *ExecuteResult) GetResultIsRepr() bool {
+func (x *ExecuteResponse) GetResultIsRepr() bool {
 	if x != nil {
 		return x.ResultIsRepr
 	}
 	return false
 }
 
-func (x *ExecuteResult) GetError() *ExecError {
+func (x *ExecuteResponse) GetError() *ExecError {
 	if x != nil {
 		return x.Error
 	}
 	return nil
 }
 
-func (x *ExecuteResult) GetExitCode() int32 {
+func (x *ExecuteResponse) GetExitCode() int32 {
 	if x != nil {
 		return x.ExitCode
 	}
 	return 0
 }
 
-func (x *ExecuteResult) GetDurationMs() int64 {
+func (x *ExecuteResponse) GetDurationMs() int64 {
 	if x != nil {
 		return x.DurationMs
 	}
 	return 0
 }
 
-func (x *ExecuteResult) GetImages() []*Image {
+func (x *ExecuteResponse) GetImages() []*Image {
 	if x != nil {
 		return x.Images
 	}
 	return nil
 }
 
-func (x *ExecuteResult) GetNotices() []string {
+func (x *ExecuteResponse) GetNotices() []string {
 	if x != nil {
 		return x.Notices
 	}
 	return nil
 }
 
-func (x *ExecuteResult) GetRich() map[string]string {
+func (x *ExecuteResponse) GetRich() map[string]string {
 	if x != nil {
 		return x.Rich
 	}
 	return nil
 }
 
-func (x *ExecuteResult) GetSessionDead() bool {
+func (x *ExecuteResponse) GetSessionDead() bool {
 	if x != nil {
 		return x.SessionDead
 	}
@@ -823,7 +964,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +976,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +989,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{8}
 }
 
 type OpenSessionRequest struct {
@@ -869,7 +1010,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1022,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1035,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OpenSessionRequest) GetSessionId() string {
@@ -939,7 +1080,8 @@ func (x *OpenSessionRequest) GetWorkspaceId() string {
 	return ""
 }
 
-type SessionInfo struct {
+// OpenSessionResponse is the opened session (v1: SessionInfo).
+type OpenSessionResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	ContainerId string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -952,21 +1094,21 @@ type SessionInfo struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SessionInfo) Reset() {
-	*x = SessionInfo{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+func (x *OpenSessionResponse) Reset() {
+	*x = OpenSessionResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SessionInfo) String() string {
+func (x *OpenSessionResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SessionInfo) ProtoMessage() {}
+func (*OpenSessionResponse) ProtoMessage() {}
 
-func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[9]
+func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,61 +1119,61 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
-func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{9}
+// Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
+func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *SessionInfo) GetSessionId() string {
+func (x *OpenSessionResponse) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
 	return ""
 }
 
-func (x *SessionInfo) GetContainerId() string {
+func (x *OpenSessionResponse) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
 	}
 	return ""
 }
 
-func (x *SessionInfo) GetLanguage() string {
+func (x *OpenSessionResponse) GetLanguage() string {
 	if x != nil {
 		return x.Language
 	}
 	return ""
 }
 
-func (x *SessionInfo) GetWorkspaceId() string {
+func (x *OpenSessionResponse) GetWorkspaceId() string {
 	if x != nil {
 		return x.WorkspaceId
 	}
 	return ""
 }
 
-type SessionRef struct {
+type InterruptRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SessionRef) Reset() {
-	*x = SessionRef{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+func (x *InterruptRequest) Reset() {
+	*x = InterruptRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SessionRef) String() string {
+func (x *InterruptRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SessionRef) ProtoMessage() {}
+func (*InterruptRequest) ProtoMessage() {}
 
-func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[10]
+func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,12 +1184,252 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
-func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{10}
+// Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
+func (*InterruptRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *SessionRef) GetSessionId() string {
+func (x *InterruptRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type InterruptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptResponse) Reset() {
+	*x = InterruptResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptResponse) ProtoMessage() {}
+
+func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
+func (*InterruptResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{12}
+}
+
+type RestartSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartSessionRequest) Reset() {
+	*x = RestartSessionRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartSessionRequest) ProtoMessage() {}
+
+func (x *RestartSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartSessionRequest.ProtoReflect.Descriptor instead.
+func (*RestartSessionRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RestartSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type RestartSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartSessionResponse) Reset() {
+	*x = RestartSessionResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartSessionResponse) ProtoMessage() {}
+
+func (x *RestartSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartSessionResponse.ProtoReflect.Descriptor instead.
+func (*RestartSessionResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{14}
+}
+
+type CloseSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionRequest) Reset() {
+	*x = CloseSessionRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionRequest) ProtoMessage() {}
+
+func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
+func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CloseSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type CloseSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionResponse) Reset() {
+	*x = CloseSessionResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionResponse) ProtoMessage() {}
+
+func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
+func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{16}
+}
+
+type InspectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectRequest) Reset() {
+	*x = InspectRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectRequest) ProtoMessage() {}
+
+func (x *InspectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
+func (*InspectRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InspectRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
@@ -1064,7 +1446,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1458,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1471,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamEvent) GetName() string {
@@ -1106,34 +1488,34 @@ func (x *StreamEvent) GetText() string {
 	return ""
 }
 
-// SessionEvent is one message of ExecuteSession's stream: output as it
-// happens, then exactly one result.
-type SessionEvent struct {
+// ExecuteSessionResponse is one message of ExecuteSession's stream: output
+// as it happens, then exactly one result (v1: SessionEvent).
+type ExecuteSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
 	//
-	//	*SessionEvent_Stream
-	//	*SessionEvent_Result
-	Kind          isSessionEvent_Kind `protobuf_oneof:"kind"`
+	//	*ExecuteSessionResponse_Stream
+	//	*ExecuteSessionResponse_Result
+	Kind          isExecuteSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SessionEvent) Reset() {
-	*x = SessionEvent{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+func (x *ExecuteSessionResponse) Reset() {
+	*x = ExecuteSessionResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SessionEvent) String() string {
+func (x *ExecuteSessionResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SessionEvent) ProtoMessage() {}
+func (*ExecuteSessionResponse) ProtoMessage() {}
 
-func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[12]
+func (x *ExecuteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,51 +1526,51 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
-func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{12}
+// Deprecated: Use ExecuteSessionResponse.ProtoReflect.Descriptor instead.
+func (*ExecuteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{19}
 }
 
-func (x *SessionEvent) GetKind() isSessionEvent_Kind {
+func (x *ExecuteSessionResponse) GetKind() isExecuteSessionResponse_Kind {
 	if x != nil {
 		return x.Kind
 	}
 	return nil
 }
 
-func (x *SessionEvent) GetStream() *StreamEvent {
+func (x *ExecuteSessionResponse) GetStream() *StreamEvent {
 	if x != nil {
-		if x, ok := x.Kind.(*SessionEvent_Stream); ok {
+		if x, ok := x.Kind.(*ExecuteSessionResponse_Stream); ok {
 			return x.Stream
 		}
 	}
 	return nil
 }
 
-func (x *SessionEvent) GetResult() *ExecuteResult {
+func (x *ExecuteSessionResponse) GetResult() *ExecuteResponse {
 	if x != nil {
-		if x, ok := x.Kind.(*SessionEvent_Result); ok {
+		if x, ok := x.Kind.(*ExecuteSessionResponse_Result); ok {
 			return x.Result
 		}
 	}
 	return nil
 }
 
-type isSessionEvent_Kind interface {
-	isSessionEvent_Kind()
+type isExecuteSessionResponse_Kind interface {
+	isExecuteSessionResponse_Kind()
 }
 
-type SessionEvent_Stream struct {
+type ExecuteSessionResponse_Stream struct {
 	Stream *StreamEvent `protobuf:"bytes,1,opt,name=stream,proto3,oneof"`
 }
 
-type SessionEvent_Result struct {
-	Result *ExecuteResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+type ExecuteSessionResponse_Result struct {
+	Result *ExecuteResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
-func (*SessionEvent_Stream) isSessionEvent_Kind() {}
+func (*ExecuteSessionResponse_Stream) isExecuteSessionResponse_Kind() {}
 
-func (*SessionEvent_Result) isSessionEvent_Kind() {}
+func (*ExecuteSessionResponse_Result) isExecuteSessionResponse_Kind() {}
 
 type Variable struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1203,7 +1585,7 @@ type Variable struct {
 
 func (x *Variable) Reset() {
 	*x = Variable{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1597,7 @@ func (x *Variable) String() string {
 func (*Variable) ProtoMessage() {}
 
 func (x *Variable) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1610,7 @@ func (x *Variable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variable.ProtoReflect.Descriptor instead.
 func (*Variable) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Variable) GetName() string {
@@ -1275,7 +1657,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1669,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_backend_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1682,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_backend_proto_rawDescGZIP(), []int{14}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InspectResponse) GetVariables() []*Variable {
@@ -1310,12 +1692,12 @@ func (x *InspectResponse) GetVariables() []*Variable {
 	return nil
 }
 
-var File_forge_plugin_v1_backend_proto protoreflect.FileDescriptor
+var File_forge_plugin_v2_backend_proto protoreflect.FileDescriptor
 
-const file_forge_plugin_v1_backend_proto_rawDesc = "" +
+const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/backend.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"\x8e\x04\n" +
-	"\x13BackendCapabilities\x12\x1c\n" +
+	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\x8f\x04\n" +
+	"\x14CapabilitiesResponse\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
 	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\x12\x1f\n" +
@@ -1330,11 +1712,11 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	" \x03(\tR\bpackages\x12 \n" +
 	"\vdescription\x18\v \x01(\tR\vdescription\x12?\n" +
 	"\n" +
-	"checkpoint\x18\f \x01(\v2\x1f.forge.plugin.v1.CheckpointCodeR\n" +
+	"checkpoint\x18\f \x01(\v2\x1f.forge.plugin.v2.CheckpointCodeR\n" +
 	"checkpoint\x12\x1f\n" +
 	"\vinput_files\x18\r \x01(\bR\n" +
 	"inputFiles\x126\n" +
-	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v1.WarmPoolR\bwarmPool\"f\n" +
+	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolR\bwarmPool\"f\n" +
 	"\x0eCheckpointCode\x12\x12\n" +
 	"\x04save\x18\x01 \x01(\tR\x04save\x12\x12\n" +
 	"\x04load\x18\x02 \x01(\tR\x04load\x12\x18\n" +
@@ -1362,7 +1744,7 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12'\n" +
 	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\x12\x16\n" +
 	"\x06memory\x18\x05 \x01(\tR\x06memory\x12:\n" +
-	"\x03env\x18\x06 \x03(\v2(.forge.plugin.v1.ExecuteRequest.EnvEntryR\x03env\x12(\n" +
+	"\x03env\x18\x06 \x03(\v2(.forge.plugin.v2.ExecuteRequest.EnvEntryR\x03env\x12(\n" +
 	"\x10max_output_bytes\x18\a \x01(\x03R\x0emaxOutputBytes\x12&\n" +
 	"\x0fmax_image_bytes\x18\b \x01(\x03R\rmaxImageBytes\x12\x1d\n" +
 	"\n" +
@@ -1371,7 +1753,30 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	" \x01(\tR\x05runId\x12\x1f\n" +
 	"\vtools_grant\x18\v \x01(\tR\n" +
 	"toolsGrant\x12P\n" +
-	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v1.ExecuteRequest.InputFilesEntryR\n" +
+	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v2.ExecuteRequest.InputFilesEntryR\n" +
+	"inputFiles\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
+	"\x0fInputFilesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xda\x04\n" +
+	"\x15ExecuteSessionRequest\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
+	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\tR\x05image\x12'\n" +
+	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\x12\x16\n" +
+	"\x06memory\x18\x05 \x01(\tR\x06memory\x12A\n" +
+	"\x03env\x18\x06 \x03(\v2/.forge.plugin.v2.ExecuteSessionRequest.EnvEntryR\x03env\x12(\n" +
+	"\x10max_output_bytes\x18\a \x01(\x03R\x0emaxOutputBytes\x12&\n" +
+	"\x0fmax_image_bytes\x18\b \x01(\x03R\rmaxImageBytes\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\t \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06run_id\x18\n" +
+	" \x01(\tR\x05runId\x12\x1f\n" +
+	"\vtools_grant\x18\v \x01(\tR\n" +
+	"toolsGrant\x12W\n" +
+	"\vinput_files\x18\f \x03(\v26.forge.plugin.v2.ExecuteSessionRequest.InputFilesEntryR\n" +
 	"inputFiles\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1388,8 +1793,8 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x05Image\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\xdb\x04\n" +
-	"\rExecuteResult\x12\x18\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xdf\x04\n" +
+	"\x0fExecuteResponse\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\tR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x03 \x01(\tR\x06stderr\x12!\n" +
@@ -1400,14 +1805,14 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\vresult_repr\x18\a \x01(\tR\n" +
 	"resultRepr\x12$\n" +
 	"\x0eresult_is_repr\x18\b \x01(\bR\fresultIsRepr\x120\n" +
-	"\x05error\x18\t \x01(\v2\x1a.forge.plugin.v1.ExecErrorR\x05error\x12\x1b\n" +
+	"\x05error\x18\t \x01(\v2\x1a.forge.plugin.v2.ExecErrorR\x05error\x12\x1b\n" +
 	"\texit_code\x18\n" +
 	" \x01(\x05R\bexitCode\x12\x1f\n" +
 	"\vduration_ms\x18\v \x01(\x03R\n" +
 	"durationMs\x12.\n" +
-	"\x06images\x18\f \x03(\v2\x16.forge.plugin.v1.ImageR\x06images\x12\x18\n" +
-	"\anotices\x18\r \x03(\tR\anotices\x12<\n" +
-	"\x04rich\x18\x0e \x03(\v2(.forge.plugin.v1.ExecuteResult.RichEntryR\x04rich\x12!\n" +
+	"\x06images\x18\f \x03(\v2\x16.forge.plugin.v2.ImageR\x06images\x12\x18\n" +
+	"\anotices\x18\r \x03(\tR\anotices\x12>\n" +
+	"\x04rich\x18\x0e \x03(\v2*.forge.plugin.v2.ExecuteResponse.RichEntryR\x04rich\x12!\n" +
 	"\fsession_dead\x18\x0f \x01(\bR\vsessionDead\x1a7\n" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1418,29 +1823,40 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x16\n" +
 	"\x06memory\x18\x03 \x01(\tR\x06memory\x12>\n" +
-	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v1.OpenSessionRequest.EnvEntryR\x03env\x12\x1f\n" +
+	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v2.OpenSessionRequest.EnvEntryR\x03env\x12\x1f\n" +
 	"\vtools_grant\x18\x05 \x01(\tR\n" +
 	"toolsGrant\x12!\n" +
 	"\fworkspace_id\x18\x06 \x01(\tR\vworkspaceId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
-	"\vSessionInfo\x12\x1d\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
+	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x1a\n" +
 	"\blanguage\x18\x03 \x01(\tR\blanguage\x12!\n" +
-	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\"+\n" +
+	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\"1\n" +
+	"\x10InterruptRequest\x12\x1d\n" +
 	"\n" +
-	"SessionRef\x12\x1d\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x13\n" +
+	"\x11InterruptResponse\"6\n" +
+	"\x15RestartSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x18\n" +
+	"\x16RestartSessionResponse\"4\n" +
+	"\x13CloseSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x16\n" +
+	"\x14CloseSessionResponse\"/\n" +
+	"\x0eInspectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"5\n" +
 	"\vStreamEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x88\x01\n" +
-	"\fSessionEvent\x126\n" +
-	"\x06stream\x18\x01 \x01(\v2\x1c.forge.plugin.v1.StreamEventH\x00R\x06stream\x128\n" +
-	"\x06result\x18\x02 \x01(\v2\x1e.forge.plugin.v1.ExecuteResultH\x00R\x06resultB\x06\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x94\x01\n" +
+	"\x16ExecuteSessionResponse\x126\n" +
+	"\x06stream\x18\x01 \x01(\v2\x1c.forge.plugin.v2.StreamEventH\x00R\x06stream\x12:\n" +
+	"\x06result\x18\x02 \x01(\v2 .forge.plugin.v2.ExecuteResponseH\x00R\x06resultB\x06\n" +
 	"\x04kind\"\x88\x01\n" +
 	"\bVariable\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1450,112 +1866,121 @@ const file_forge_plugin_v1_backend_proto_rawDesc = "" +
 	"\x04repr\x18\x04 \x01(\tR\x04repr\x12!\n" +
 	"\fdetails_json\x18\x05 \x01(\tR\vdetailsJson\"J\n" +
 	"\x0fInspectResponse\x127\n" +
-	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v1.VariableR\tvariables2\xef\x04\n" +
-	"\aBackend\x12Z\n" +
-	"\fCapabilities\x12$.forge.plugin.v1.CapabilitiesRequest\x1a$.forge.plugin.v1.BackendCapabilities\x12J\n" +
-	"\aExecute\x12\x1f.forge.plugin.v1.ExecuteRequest\x1a\x1e.forge.plugin.v1.ExecuteResult\x12P\n" +
-	"\vOpenSession\x12#.forge.plugin.v1.OpenSessionRequest\x1a\x1c.forge.plugin.v1.SessionInfo\x12R\n" +
-	"\x0eExecuteSession\x12\x1f.forge.plugin.v1.ExecuteRequest\x1a\x1d.forge.plugin.v1.SessionEvent0\x01\x12@\n" +
-	"\tInterrupt\x12\x1b.forge.plugin.v1.SessionRef\x1a\x16.forge.plugin.v1.Empty\x12H\n" +
-	"\aInspect\x12\x1b.forge.plugin.v1.SessionRef\x1a .forge.plugin.v1.InspectResponse\x12E\n" +
-	"\x0eRestartSession\x12\x1b.forge.plugin.v1.SessionRef\x1a\x16.forge.plugin.v1.Empty\x12C\n" +
-	"\fCloseSession\x12\x1b.forge.plugin.v1.SessionRef\x1a\x16.forge.plugin.v1.EmptyB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v2.VariableR\tvariables2\xdc\x05\n" +
+	"\x0eBackendService\x12[\n" +
+	"\fCapabilities\x12$.forge.plugin.v2.CapabilitiesRequest\x1a%.forge.plugin.v2.CapabilitiesResponse\x12L\n" +
+	"\aExecute\x12\x1f.forge.plugin.v2.ExecuteRequest\x1a .forge.plugin.v2.ExecuteResponse\x12X\n" +
+	"\vOpenSession\x12#.forge.plugin.v2.OpenSessionRequest\x1a$.forge.plugin.v2.OpenSessionResponse\x12c\n" +
+	"\x0eExecuteSession\x12&.forge.plugin.v2.ExecuteSessionRequest\x1a'.forge.plugin.v2.ExecuteSessionResponse0\x01\x12R\n" +
+	"\tInterrupt\x12!.forge.plugin.v2.InterruptRequest\x1a\".forge.plugin.v2.InterruptResponse\x12L\n" +
+	"\aInspect\x12\x1f.forge.plugin.v2.InspectRequest\x1a .forge.plugin.v2.InspectResponse\x12a\n" +
+	"\x0eRestartSession\x12&.forge.plugin.v2.RestartSessionRequest\x1a'.forge.plugin.v2.RestartSessionResponse\x12[\n" +
+	"\fCloseSession\x12$.forge.plugin.v2.CloseSessionRequest\x1a%.forge.plugin.v2.CloseSessionResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
-	file_forge_plugin_v1_backend_proto_rawDescOnce sync.Once
-	file_forge_plugin_v1_backend_proto_rawDescData []byte
+	file_forge_plugin_v2_backend_proto_rawDescOnce sync.Once
+	file_forge_plugin_v2_backend_proto_rawDescData []byte
 )
 
-func file_forge_plugin_v1_backend_proto_rawDescGZIP() []byte {
-	file_forge_plugin_v1_backend_proto_rawDescOnce.Do(func() {
-		file_forge_plugin_v1_backend_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_backend_proto_rawDesc), len(file_forge_plugin_v1_backend_proto_rawDesc)))
+func file_forge_plugin_v2_backend_proto_rawDescGZIP() []byte {
+	file_forge_plugin_v2_backend_proto_rawDescOnce.Do(func() {
+		file_forge_plugin_v2_backend_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_backend_proto_rawDesc), len(file_forge_plugin_v2_backend_proto_rawDesc)))
 	})
-	return file_forge_plugin_v1_backend_proto_rawDescData
+	return file_forge_plugin_v2_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
-var file_forge_plugin_v1_backend_proto_goTypes = []any{
-	(*BackendCapabilities)(nil), // 0: forge.plugin.v1.BackendCapabilities
-	(*CheckpointCode)(nil),      // 1: forge.plugin.v1.CheckpointCode
-	(*WarmPool)(nil),            // 2: forge.plugin.v1.WarmPool
-	(*ExecuteRequest)(nil),      // 3: forge.plugin.v1.ExecuteRequest
-	(*ExecError)(nil),           // 4: forge.plugin.v1.ExecError
-	(*Image)(nil),               // 5: forge.plugin.v1.Image
-	(*ExecuteResult)(nil),       // 6: forge.plugin.v1.ExecuteResult
-	(*CapabilitiesRequest)(nil), // 7: forge.plugin.v1.CapabilitiesRequest
-	(*OpenSessionRequest)(nil),  // 8: forge.plugin.v1.OpenSessionRequest
-	(*SessionInfo)(nil),         // 9: forge.plugin.v1.SessionInfo
-	(*SessionRef)(nil),          // 10: forge.plugin.v1.SessionRef
-	(*StreamEvent)(nil),         // 11: forge.plugin.v1.StreamEvent
-	(*SessionEvent)(nil),        // 12: forge.plugin.v1.SessionEvent
-	(*Variable)(nil),            // 13: forge.plugin.v1.Variable
-	(*InspectResponse)(nil),     // 14: forge.plugin.v1.InspectResponse
-	nil,                         // 15: forge.plugin.v1.ExecuteRequest.EnvEntry
-	nil,                         // 16: forge.plugin.v1.ExecuteRequest.InputFilesEntry
-	nil,                         // 17: forge.plugin.v1.ExecuteResult.RichEntry
-	nil,                         // 18: forge.plugin.v1.OpenSessionRequest.EnvEntry
-	(*Empty)(nil),               // 19: forge.plugin.v1.Empty
+var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_forge_plugin_v2_backend_proto_goTypes = []any{
+	(*CapabilitiesResponse)(nil),   // 0: forge.plugin.v2.CapabilitiesResponse
+	(*CheckpointCode)(nil),         // 1: forge.plugin.v2.CheckpointCode
+	(*WarmPool)(nil),               // 2: forge.plugin.v2.WarmPool
+	(*ExecuteRequest)(nil),         // 3: forge.plugin.v2.ExecuteRequest
+	(*ExecuteSessionRequest)(nil),  // 4: forge.plugin.v2.ExecuteSessionRequest
+	(*ExecError)(nil),              // 5: forge.plugin.v2.ExecError
+	(*Image)(nil),                  // 6: forge.plugin.v2.Image
+	(*ExecuteResponse)(nil),        // 7: forge.plugin.v2.ExecuteResponse
+	(*CapabilitiesRequest)(nil),    // 8: forge.plugin.v2.CapabilitiesRequest
+	(*OpenSessionRequest)(nil),     // 9: forge.plugin.v2.OpenSessionRequest
+	(*OpenSessionResponse)(nil),    // 10: forge.plugin.v2.OpenSessionResponse
+	(*InterruptRequest)(nil),       // 11: forge.plugin.v2.InterruptRequest
+	(*InterruptResponse)(nil),      // 12: forge.plugin.v2.InterruptResponse
+	(*RestartSessionRequest)(nil),  // 13: forge.plugin.v2.RestartSessionRequest
+	(*RestartSessionResponse)(nil), // 14: forge.plugin.v2.RestartSessionResponse
+	(*CloseSessionRequest)(nil),    // 15: forge.plugin.v2.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 16: forge.plugin.v2.CloseSessionResponse
+	(*InspectRequest)(nil),         // 17: forge.plugin.v2.InspectRequest
+	(*StreamEvent)(nil),            // 18: forge.plugin.v2.StreamEvent
+	(*ExecuteSessionResponse)(nil), // 19: forge.plugin.v2.ExecuteSessionResponse
+	(*Variable)(nil),               // 20: forge.plugin.v2.Variable
+	(*InspectResponse)(nil),        // 21: forge.plugin.v2.InspectResponse
+	nil,                            // 22: forge.plugin.v2.ExecuteRequest.EnvEntry
+	nil,                            // 23: forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	nil,                            // 24: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	nil,                            // 25: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	nil,                            // 26: forge.plugin.v2.ExecuteResponse.RichEntry
+	nil,                            // 27: forge.plugin.v2.OpenSessionRequest.EnvEntry
 }
-var file_forge_plugin_v1_backend_proto_depIdxs = []int32{
-	1,  // 0: forge.plugin.v1.BackendCapabilities.checkpoint:type_name -> forge.plugin.v1.CheckpointCode
-	2,  // 1: forge.plugin.v1.BackendCapabilities.warm_pool:type_name -> forge.plugin.v1.WarmPool
-	15, // 2: forge.plugin.v1.ExecuteRequest.env:type_name -> forge.plugin.v1.ExecuteRequest.EnvEntry
-	16, // 3: forge.plugin.v1.ExecuteRequest.input_files:type_name -> forge.plugin.v1.ExecuteRequest.InputFilesEntry
-	4,  // 4: forge.plugin.v1.ExecuteResult.error:type_name -> forge.plugin.v1.ExecError
-	5,  // 5: forge.plugin.v1.ExecuteResult.images:type_name -> forge.plugin.v1.Image
-	17, // 6: forge.plugin.v1.ExecuteResult.rich:type_name -> forge.plugin.v1.ExecuteResult.RichEntry
-	18, // 7: forge.plugin.v1.OpenSessionRequest.env:type_name -> forge.plugin.v1.OpenSessionRequest.EnvEntry
-	11, // 8: forge.plugin.v1.SessionEvent.stream:type_name -> forge.plugin.v1.StreamEvent
-	6,  // 9: forge.plugin.v1.SessionEvent.result:type_name -> forge.plugin.v1.ExecuteResult
-	13, // 10: forge.plugin.v1.InspectResponse.variables:type_name -> forge.plugin.v1.Variable
-	7,  // 11: forge.plugin.v1.Backend.Capabilities:input_type -> forge.plugin.v1.CapabilitiesRequest
-	3,  // 12: forge.plugin.v1.Backend.Execute:input_type -> forge.plugin.v1.ExecuteRequest
-	8,  // 13: forge.plugin.v1.Backend.OpenSession:input_type -> forge.plugin.v1.OpenSessionRequest
-	3,  // 14: forge.plugin.v1.Backend.ExecuteSession:input_type -> forge.plugin.v1.ExecuteRequest
-	10, // 15: forge.plugin.v1.Backend.Interrupt:input_type -> forge.plugin.v1.SessionRef
-	10, // 16: forge.plugin.v1.Backend.Inspect:input_type -> forge.plugin.v1.SessionRef
-	10, // 17: forge.plugin.v1.Backend.RestartSession:input_type -> forge.plugin.v1.SessionRef
-	10, // 18: forge.plugin.v1.Backend.CloseSession:input_type -> forge.plugin.v1.SessionRef
-	0,  // 19: forge.plugin.v1.Backend.Capabilities:output_type -> forge.plugin.v1.BackendCapabilities
-	6,  // 20: forge.plugin.v1.Backend.Execute:output_type -> forge.plugin.v1.ExecuteResult
-	9,  // 21: forge.plugin.v1.Backend.OpenSession:output_type -> forge.plugin.v1.SessionInfo
-	12, // 22: forge.plugin.v1.Backend.ExecuteSession:output_type -> forge.plugin.v1.SessionEvent
-	19, // 23: forge.plugin.v1.Backend.Interrupt:output_type -> forge.plugin.v1.Empty
-	14, // 24: forge.plugin.v1.Backend.Inspect:output_type -> forge.plugin.v1.InspectResponse
-	19, // 25: forge.plugin.v1.Backend.RestartSession:output_type -> forge.plugin.v1.Empty
-	19, // 26: forge.plugin.v1.Backend.CloseSession:output_type -> forge.plugin.v1.Empty
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+var file_forge_plugin_v2_backend_proto_depIdxs = []int32{
+	1,  // 0: forge.plugin.v2.CapabilitiesResponse.checkpoint:type_name -> forge.plugin.v2.CheckpointCode
+	2,  // 1: forge.plugin.v2.CapabilitiesResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
+	22, // 2: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
+	23, // 3: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	24, // 4: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	25, // 5: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	5,  // 6: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
+	6,  // 7: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
+	26, // 8: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
+	27, // 9: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
+	18, // 10: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
+	7,  // 11: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
+	20, // 12: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
+	8,  // 13: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
+	3,  // 14: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
+	9,  // 15: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
+	4,  // 16: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
+	11, // 17: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
+	17, // 18: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
+	13, // 19: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
+	15, // 20: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
+	0,  // 21: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
+	7,  // 22: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
+	10, // 23: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
+	19, // 24: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
+	12, // 25: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
+	21, // 26: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
+	14, // 27: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
+	16, // 28: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
+	21, // [21:29] is the sub-list for method output_type
+	13, // [13:21] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
-func init() { file_forge_plugin_v1_backend_proto_init() }
-func file_forge_plugin_v1_backend_proto_init() {
-	if File_forge_plugin_v1_backend_proto != nil {
+func init() { file_forge_plugin_v2_backend_proto_init() }
+func file_forge_plugin_v2_backend_proto_init() {
+	if File_forge_plugin_v2_backend_proto != nil {
 		return
 	}
-	file_forge_plugin_v1_plugin_proto_init()
-	file_forge_plugin_v1_backend_proto_msgTypes[12].OneofWrappers = []any{
-		(*SessionEvent_Stream)(nil),
-		(*SessionEvent_Result)(nil),
+	file_forge_plugin_v2_backend_proto_msgTypes[19].OneofWrappers = []any{
+		(*ExecuteSessionResponse_Stream)(nil),
+		(*ExecuteSessionResponse_Result)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_backend_proto_rawDesc), len(file_forge_plugin_v1_backend_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_backend_proto_rawDesc), len(file_forge_plugin_v2_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_forge_plugin_v1_backend_proto_goTypes,
-		DependencyIndexes: file_forge_plugin_v1_backend_proto_depIdxs,
-		MessageInfos:      file_forge_plugin_v1_backend_proto_msgTypes,
+		GoTypes:           file_forge_plugin_v2_backend_proto_goTypes,
+		DependencyIndexes: file_forge_plugin_v2_backend_proto_depIdxs,
+		MessageInfos:      file_forge_plugin_v2_backend_proto_msgTypes,
 	}.Build()
-	File_forge_plugin_v1_backend_proto = out.File
-	file_forge_plugin_v1_backend_proto_goTypes = nil
-	file_forge_plugin_v1_backend_proto_depIdxs = nil
+	File_forge_plugin_v2_backend_proto = out.File
+	file_forge_plugin_v2_backend_proto_goTypes = nil
+	file_forge_plugin_v2_backend_proto_depIdxs = nil
 }

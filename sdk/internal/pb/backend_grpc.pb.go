@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.5.1
 // - protoc             (unknown)
-// source: forge/plugin/v1/backend.proto
+// source: forge/plugin/v2/backend.proto
 
 package pb
 
@@ -19,76 +19,76 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backend_Capabilities_FullMethodName   = "/forge.plugin.v1.Backend/Capabilities"
-	Backend_Execute_FullMethodName        = "/forge.plugin.v1.Backend/Execute"
-	Backend_OpenSession_FullMethodName    = "/forge.plugin.v1.Backend/OpenSession"
-	Backend_ExecuteSession_FullMethodName = "/forge.plugin.v1.Backend/ExecuteSession"
-	Backend_Interrupt_FullMethodName      = "/forge.plugin.v1.Backend/Interrupt"
-	Backend_Inspect_FullMethodName        = "/forge.plugin.v1.Backend/Inspect"
-	Backend_RestartSession_FullMethodName = "/forge.plugin.v1.Backend/RestartSession"
-	Backend_CloseSession_FullMethodName   = "/forge.plugin.v1.Backend/CloseSession"
+	BackendService_Capabilities_FullMethodName   = "/forge.plugin.v2.BackendService/Capabilities"
+	BackendService_Execute_FullMethodName        = "/forge.plugin.v2.BackendService/Execute"
+	BackendService_OpenSession_FullMethodName    = "/forge.plugin.v2.BackendService/OpenSession"
+	BackendService_ExecuteSession_FullMethodName = "/forge.plugin.v2.BackendService/ExecuteSession"
+	BackendService_Interrupt_FullMethodName      = "/forge.plugin.v2.BackendService/Interrupt"
+	BackendService_Inspect_FullMethodName        = "/forge.plugin.v2.BackendService/Inspect"
+	BackendService_RestartSession_FullMethodName = "/forge.plugin.v2.BackendService/RestartSession"
+	BackendService_CloseSession_FullMethodName   = "/forge.plugin.v2.BackendService/CloseSession"
 )
 
-// BackendClient is the client API for Backend service.
+// BackendServiceClient is the client API for BackendService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
-type BackendClient interface {
-	Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*BackendCapabilities, error)
-	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResult, error)
+type BackendServiceClient interface {
+	Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*CapabilitiesResponse, error)
+	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
 	// Stateful backends only.
-	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*SessionInfo, error)
-	ExecuteSession(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionEvent], error)
-	Interrupt(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error)
-	Inspect(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*InspectResponse, error)
-	RestartSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error)
-	CloseSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error)
+	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
+	ExecuteSession(ctx context.Context, in *ExecuteSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteSessionResponse], error)
+	Interrupt(ctx context.Context, in *InterruptRequest, opts ...grpc.CallOption) (*InterruptResponse, error)
+	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
+	RestartSession(ctx context.Context, in *RestartSessionRequest, opts ...grpc.CallOption) (*RestartSessionResponse, error)
+	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
 }
 
-type backendClient struct {
+type backendServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewBackendClient(cc grpc.ClientConnInterface) BackendClient {
-	return &backendClient{cc}
+func NewBackendServiceClient(cc grpc.ClientConnInterface) BackendServiceClient {
+	return &backendServiceClient{cc}
 }
 
-func (c *backendClient) Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*BackendCapabilities, error) {
+func (c *backendServiceClient) Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*CapabilitiesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(BackendCapabilities)
-	err := c.cc.Invoke(ctx, Backend_Capabilities_FullMethodName, in, out, cOpts...)
+	out := new(CapabilitiesResponse)
+	err := c.cc.Invoke(ctx, BackendService_Capabilities_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *backendClient) Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResult, error) {
+func (c *backendServiceClient) Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ExecuteResult)
-	err := c.cc.Invoke(ctx, Backend_Execute_FullMethodName, in, out, cOpts...)
+	out := new(ExecuteResponse)
+	err := c.cc.Invoke(ctx, BackendService_Execute_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *backendClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*SessionInfo, error) {
+func (c *backendServiceClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SessionInfo)
-	err := c.cc.Invoke(ctx, Backend_OpenSession_FullMethodName, in, out, cOpts...)
+	out := new(OpenSessionResponse)
+	err := c.cc.Invoke(ctx, BackendService_OpenSession_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *backendClient) ExecuteSession(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionEvent], error) {
+func (c *backendServiceClient) ExecuteSession(ctx context.Context, in *ExecuteSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteSessionResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_ExecuteSession_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &BackendService_ServiceDesc.Streams[0], BackendService_ExecuteSession_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ExecuteRequest, SessionEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[ExecuteSessionRequest, ExecuteSessionResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -99,295 +99,295 @@ func (c *backendClient) ExecuteSession(ctx context.Context, in *ExecuteRequest, 
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Backend_ExecuteSessionClient = grpc.ServerStreamingClient[SessionEvent]
+type BackendService_ExecuteSessionClient = grpc.ServerStreamingClient[ExecuteSessionResponse]
 
-func (c *backendClient) Interrupt(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error) {
+func (c *backendServiceClient) Interrupt(ctx context.Context, in *InterruptRequest, opts ...grpc.CallOption) (*InterruptResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Backend_Interrupt_FullMethodName, in, out, cOpts...)
+	out := new(InterruptResponse)
+	err := c.cc.Invoke(ctx, BackendService_Interrupt_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *backendClient) Inspect(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*InspectResponse, error) {
+func (c *backendServiceClient) Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InspectResponse)
-	err := c.cc.Invoke(ctx, Backend_Inspect_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, BackendService_Inspect_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *backendClient) RestartSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error) {
+func (c *backendServiceClient) RestartSession(ctx context.Context, in *RestartSessionRequest, opts ...grpc.CallOption) (*RestartSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Backend_RestartSession_FullMethodName, in, out, cOpts...)
+	out := new(RestartSessionResponse)
+	err := c.cc.Invoke(ctx, BackendService_RestartSession_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *backendClient) CloseSession(ctx context.Context, in *SessionRef, opts ...grpc.CallOption) (*Empty, error) {
+func (c *backendServiceClient) CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Backend_CloseSession_FullMethodName, in, out, cOpts...)
+	out := new(CloseSessionResponse)
+	err := c.cc.Invoke(ctx, BackendService_CloseSession_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// BackendServer is the server API for Backend service.
-// All implementations must embed UnimplementedBackendServer
+// BackendServiceServer is the server API for BackendService service.
+// All implementations must embed UnimplementedBackendServiceServer
 // for forward compatibility.
-type BackendServer interface {
-	Capabilities(context.Context, *CapabilitiesRequest) (*BackendCapabilities, error)
-	Execute(context.Context, *ExecuteRequest) (*ExecuteResult, error)
+type BackendServiceServer interface {
+	Capabilities(context.Context, *CapabilitiesRequest) (*CapabilitiesResponse, error)
+	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
 	// Stateful backends only.
-	OpenSession(context.Context, *OpenSessionRequest) (*SessionInfo, error)
-	ExecuteSession(*ExecuteRequest, grpc.ServerStreamingServer[SessionEvent]) error
-	Interrupt(context.Context, *SessionRef) (*Empty, error)
-	Inspect(context.Context, *SessionRef) (*InspectResponse, error)
-	RestartSession(context.Context, *SessionRef) (*Empty, error)
-	CloseSession(context.Context, *SessionRef) (*Empty, error)
-	mustEmbedUnimplementedBackendServer()
+	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
+	ExecuteSession(*ExecuteSessionRequest, grpc.ServerStreamingServer[ExecuteSessionResponse]) error
+	Interrupt(context.Context, *InterruptRequest) (*InterruptResponse, error)
+	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
+	RestartSession(context.Context, *RestartSessionRequest) (*RestartSessionResponse, error)
+	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
+	mustEmbedUnimplementedBackendServiceServer()
 }
 
-// UnimplementedBackendServer must be embedded to have
+// UnimplementedBackendServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedBackendServer struct{}
+type UnimplementedBackendServiceServer struct{}
 
-func (UnimplementedBackendServer) Capabilities(context.Context, *CapabilitiesRequest) (*BackendCapabilities, error) {
+func (UnimplementedBackendServiceServer) Capabilities(context.Context, *CapabilitiesRequest) (*CapabilitiesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Capabilities not implemented")
 }
-func (UnimplementedBackendServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResult, error) {
+func (UnimplementedBackendServiceServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Execute not implemented")
 }
-func (UnimplementedBackendServer) OpenSession(context.Context, *OpenSessionRequest) (*SessionInfo, error) {
+func (UnimplementedBackendServiceServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method OpenSession not implemented")
 }
-func (UnimplementedBackendServer) ExecuteSession(*ExecuteRequest, grpc.ServerStreamingServer[SessionEvent]) error {
+func (UnimplementedBackendServiceServer) ExecuteSession(*ExecuteSessionRequest, grpc.ServerStreamingServer[ExecuteSessionResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method ExecuteSession not implemented")
 }
-func (UnimplementedBackendServer) Interrupt(context.Context, *SessionRef) (*Empty, error) {
+func (UnimplementedBackendServiceServer) Interrupt(context.Context, *InterruptRequest) (*InterruptResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Interrupt not implemented")
 }
-func (UnimplementedBackendServer) Inspect(context.Context, *SessionRef) (*InspectResponse, error) {
+func (UnimplementedBackendServiceServer) Inspect(context.Context, *InspectRequest) (*InspectResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Inspect not implemented")
 }
-func (UnimplementedBackendServer) RestartSession(context.Context, *SessionRef) (*Empty, error) {
+func (UnimplementedBackendServiceServer) RestartSession(context.Context, *RestartSessionRequest) (*RestartSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RestartSession not implemented")
 }
-func (UnimplementedBackendServer) CloseSession(context.Context, *SessionRef) (*Empty, error) {
+func (UnimplementedBackendServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CloseSession not implemented")
 }
-func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
-func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
+func (UnimplementedBackendServiceServer) mustEmbedUnimplementedBackendServiceServer() {}
+func (UnimplementedBackendServiceServer) testEmbeddedByValue()                        {}
 
-// UnsafeBackendServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to BackendServer will
+// UnsafeBackendServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BackendServiceServer will
 // result in compilation errors.
-type UnsafeBackendServer interface {
-	mustEmbedUnimplementedBackendServer()
+type UnsafeBackendServiceServer interface {
+	mustEmbedUnimplementedBackendServiceServer()
 }
 
-func RegisterBackendServer(s grpc.ServiceRegistrar, srv BackendServer) {
-	// If the following call pancis, it indicates UnimplementedBackendServer was
+func RegisterBackendServiceServer(s grpc.ServiceRegistrar, srv BackendServiceServer) {
+	// If the following call pancis, it indicates UnimplementedBackendServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&Backend_ServiceDesc, srv)
+	s.RegisterService(&BackendService_ServiceDesc, srv)
 }
 
-func _Backend_Capabilities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BackendService_Capabilities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CapabilitiesRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).Capabilities(ctx, in)
+		return srv.(BackendServiceServer).Capabilities(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_Capabilities_FullMethodName,
+		FullMethod: BackendService_Capabilities_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).Capabilities(ctx, req.(*CapabilitiesRequest))
+		return srv.(BackendServiceServer).Capabilities(ctx, req.(*CapabilitiesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Backend_Execute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BackendService_Execute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ExecuteRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).Execute(ctx, in)
+		return srv.(BackendServiceServer).Execute(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_Execute_FullMethodName,
+		FullMethod: BackendService_Execute_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).Execute(ctx, req.(*ExecuteRequest))
+		return srv.(BackendServiceServer).Execute(ctx, req.(*ExecuteRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Backend_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BackendService_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(OpenSessionRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).OpenSession(ctx, in)
+		return srv.(BackendServiceServer).OpenSession(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_OpenSession_FullMethodName,
+		FullMethod: BackendService_OpenSession_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).OpenSession(ctx, req.(*OpenSessionRequest))
+		return srv.(BackendServiceServer).OpenSession(ctx, req.(*OpenSessionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Backend_ExecuteSession_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(ExecuteRequest)
+func _BackendService_ExecuteSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecuteSessionRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(BackendServer).ExecuteSession(m, &grpc.GenericServerStream[ExecuteRequest, SessionEvent]{ServerStream: stream})
+	return srv.(BackendServiceServer).ExecuteSession(m, &grpc.GenericServerStream[ExecuteSessionRequest, ExecuteSessionResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Backend_ExecuteSessionServer = grpc.ServerStreamingServer[SessionEvent]
+type BackendService_ExecuteSessionServer = grpc.ServerStreamingServer[ExecuteSessionResponse]
 
-func _Backend_Interrupt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SessionRef)
+func _BackendService_Interrupt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InterruptRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).Interrupt(ctx, in)
+		return srv.(BackendServiceServer).Interrupt(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_Interrupt_FullMethodName,
+		FullMethod: BackendService_Interrupt_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).Interrupt(ctx, req.(*SessionRef))
+		return srv.(BackendServiceServer).Interrupt(ctx, req.(*InterruptRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Backend_Inspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SessionRef)
+func _BackendService_Inspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InspectRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).Inspect(ctx, in)
+		return srv.(BackendServiceServer).Inspect(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_Inspect_FullMethodName,
+		FullMethod: BackendService_Inspect_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).Inspect(ctx, req.(*SessionRef))
+		return srv.(BackendServiceServer).Inspect(ctx, req.(*InspectRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Backend_RestartSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SessionRef)
+func _BackendService_RestartSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestartSessionRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).RestartSession(ctx, in)
+		return srv.(BackendServiceServer).RestartSession(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_RestartSession_FullMethodName,
+		FullMethod: BackendService_RestartSession_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).RestartSession(ctx, req.(*SessionRef))
+		return srv.(BackendServiceServer).RestartSession(ctx, req.(*RestartSessionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Backend_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SessionRef)
+func _BackendService_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseSessionRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BackendServer).CloseSession(ctx, in)
+		return srv.(BackendServiceServer).CloseSession(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Backend_CloseSession_FullMethodName,
+		FullMethod: BackendService_CloseSession_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BackendServer).CloseSession(ctx, req.(*SessionRef))
+		return srv.(BackendServiceServer).CloseSession(ctx, req.(*CloseSessionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
+// BackendService_ServiceDesc is the grpc.ServiceDesc for BackendService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var Backend_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "forge.plugin.v1.Backend",
-	HandlerType: (*BackendServer)(nil),
+var BackendService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "forge.plugin.v2.BackendService",
+	HandlerType: (*BackendServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "Capabilities",
-			Handler:    _Backend_Capabilities_Handler,
+			Handler:    _BackendService_Capabilities_Handler,
 		},
 		{
 			MethodName: "Execute",
-			Handler:    _Backend_Execute_Handler,
+			Handler:    _BackendService_Execute_Handler,
 		},
 		{
 			MethodName: "OpenSession",
-			Handler:    _Backend_OpenSession_Handler,
+			Handler:    _BackendService_OpenSession_Handler,
 		},
 		{
 			MethodName: "Interrupt",
-			Handler:    _Backend_Interrupt_Handler,
+			Handler:    _BackendService_Interrupt_Handler,
 		},
 		{
 			MethodName: "Inspect",
-			Handler:    _Backend_Inspect_Handler,
+			Handler:    _BackendService_Inspect_Handler,
 		},
 		{
 			MethodName: "RestartSession",
-			Handler:    _Backend_RestartSession_Handler,
+			Handler:    _BackendService_RestartSession_Handler,
 		},
 		{
 			MethodName: "CloseSession",
-			Handler:    _Backend_CloseSession_Handler,
+			Handler:    _BackendService_CloseSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "ExecuteSession",
-			Handler:       _Backend_ExecuteSession_Handler,
+			Handler:       _BackendService_ExecuteSession_Handler,
 			ServerStreams: true,
 		},
 	},
-	Metadata: "forge/plugin/v1/backend.proto",
+	Metadata: "forge/plugin/v2/backend.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: forge/plugin/v1/bridge.proto
+// source: forge/plugin/v2/bridge.proto
 
 package pb
 
@@ -37,7 +37,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[0]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +49,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[0]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +62,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{0}
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Tool) GetServer() string {
@@ -115,7 +115,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -127,7 +127,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -140,7 +140,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{1}
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{1}
 }
 
 type ListToolsResponse struct {
@@ -152,7 +152,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -164,7 +164,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -177,7 +177,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -199,7 +199,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +211,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +224,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{3}
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CallToolRequest) GetServer() string {
@@ -255,7 +255,8 @@ func (x *CallToolRequest) GetTimeoutMs() int64 {
 	return 0
 }
 
-type CallToolResult struct {
+// CallToolResponse is a tool's answer (v1: CallToolResult).
+type CallToolResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	StructuredJson string                 `protobuf:"bytes,1,opt,name=structured_json,json=structuredJson,proto3" json:"structured_json,omitempty"` // "": none
 	Text           string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
@@ -266,21 +267,21 @@ type CallToolResult struct {
 	sizeCache      protoimpl.SizeCache
 }
 
-func (x *CallToolResult) Reset() {
-	*x = CallToolResult{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[4]
+func (x *CallToolResponse) Reset() {
+	*x = CallToolResponse{}
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CallToolResult) String() string {
+func (x *CallToolResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CallToolResult) ProtoMessage() {}
+func (*CallToolResponse) ProtoMessage() {}
 
-func (x *CallToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[4]
+func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,40 +292,40 @@ func (x *CallToolResult) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CallToolResult.ProtoReflect.Descriptor instead.
-func (*CallToolResult) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{4}
+// Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
+func (*CallToolResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *CallToolResult) GetStructuredJson() string {
+func (x *CallToolResponse) GetStructuredJson() string {
 	if x != nil {
 		return x.StructuredJson
 	}
 	return ""
 }
 
-func (x *CallToolResult) GetText() string {
+func (x *CallToolResponse) GetText() string {
 	if x != nil {
 		return x.Text
 	}
 	return ""
 }
 
-func (x *CallToolResult) GetImages() []*Image {
+func (x *CallToolResponse) GetImages() []*Image {
 	if x != nil {
 		return x.Images
 	}
 	return nil
 }
 
-func (x *CallToolResult) GetIsError() bool {
+func (x *CallToolResponse) GetIsError() bool {
 	if x != nil {
 		return x.IsError
 	}
 	return false
 }
 
-func (x *CallToolResult) GetErrorMessage() string {
+func (x *CallToolResponse) GetErrorMessage() string {
 	if x != nil {
 		return x.ErrorMessage
 	}
@@ -341,7 +342,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +354,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +367,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GenerateRequest) GetLanguage() string {
@@ -392,7 +393,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[6]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +405,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_bridge_proto_msgTypes[6]
+	mi := &file_forge_plugin_v2_bridge_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +418,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_bridge_proto_rawDescGZIP(), []int{6}
+	return file_forge_plugin_v2_bridge_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateResponse) GetFiles() map[string][]byte {
@@ -427,11 +428,11 @@ func (x *GenerateResponse) GetFiles() map[string][]byte {
 	return nil
 }
 
-var File_forge_plugin_v1_bridge_proto protoreflect.FileDescriptor
+var File_forge_plugin_v2_bridge_proto protoreflect.FileDescriptor
 
-const file_forge_plugin_v1_bridge_proto_rawDesc = "" +
+const file_forge_plugin_v2_bridge_proto_rawDesc = "" +
 	"\n" +
-	"\x1cforge/plugin/v1/bridge.proto\x12\x0fforge.plugin.v1\x1a\x1dforge/plugin/v1/backend.proto\"\xd3\x01\n" +
+	"\x1cforge/plugin/v2/bridge.proto\x12\x0fforge.plugin.v2\x1a\x1dforge/plugin/v2/backend.proto\"\xd3\x01\n" +
 	"\x04Tool\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -441,67 +442,67 @@ const file_forge_plugin_v1_bridge_proto_rawDesc = "" +
 	"\roriginal_name\x18\x06 \x01(\tR\foriginalName\"\x12\n" +
 	"\x10ListToolsRequest\"@\n" +
 	"\x11ListToolsResponse\x12+\n" +
-	"\x05tools\x18\x01 \x03(\v2\x15.forge.plugin.v1.ToolR\x05tools\"\x83\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x15.forge.plugin.v2.ToolR\x05tools\"\x83\x01\n" +
 	"\x0fCallToolRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\"\xbd\x01\n" +
-	"\x0eCallToolResult\x12'\n" +
+	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\"\xbf\x01\n" +
+	"\x10CallToolResponse\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\tR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12.\n" +
-	"\x06images\x18\x03 \x03(\v2\x16.forge.plugin.v1.ImageR\x06images\x12\x19\n" +
+	"\x06images\x18\x03 \x03(\v2\x16.forge.plugin.v2.ImageR\x06images\x12\x19\n" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12#\n" +
 	"\rerror_message\x18\x05 \x01(\tR\ferrorMessage\"C\n" +
 	"\x0fGenerateRequest\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\"\x90\x01\n" +
 	"\x10GenerateResponse\x12B\n" +
-	"\x05files\x18\x01 \x03(\v2,.forge.plugin.v1.GenerateResponse.FilesEntryR\x05files\x1a8\n" +
+	"\x05files\x18\x01 \x03(\v2,.forge.plugin.v2.GenerateResponse.FilesEntryR\x05files\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\xfc\x01\n" +
-	"\x06Bridge\x12R\n" +
-	"\tListTools\x12!.forge.plugin.v1.ListToolsRequest\x1a\".forge.plugin.v1.ListToolsResponse\x12M\n" +
-	"\bCallTool\x12 .forge.plugin.v1.CallToolRequest\x1a\x1f.forge.plugin.v1.CallToolResult\x12O\n" +
-	"\bGenerate\x12 .forge.plugin.v1.GenerateRequest\x1a!.forge.plugin.v1.GenerateResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\x85\x02\n" +
+	"\rBridgeService\x12R\n" +
+	"\tListTools\x12!.forge.plugin.v2.ListToolsRequest\x1a\".forge.plugin.v2.ListToolsResponse\x12O\n" +
+	"\bCallTool\x12 .forge.plugin.v2.CallToolRequest\x1a!.forge.plugin.v2.CallToolResponse\x12O\n" +
+	"\bGenerate\x12 .forge.plugin.v2.GenerateRequest\x1a!.forge.plugin.v2.GenerateResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
-	file_forge_plugin_v1_bridge_proto_rawDescOnce sync.Once
-	file_forge_plugin_v1_bridge_proto_rawDescData []byte
+	file_forge_plugin_v2_bridge_proto_rawDescOnce sync.Once
+	file_forge_plugin_v2_bridge_proto_rawDescData []byte
 )
 
-func file_forge_plugin_v1_bridge_proto_rawDescGZIP() []byte {
-	file_forge_plugin_v1_bridge_proto_rawDescOnce.Do(func() {
-		file_forge_plugin_v1_bridge_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_bridge_proto_rawDesc), len(file_forge_plugin_v1_bridge_proto_rawDesc)))
+func file_forge_plugin_v2_bridge_proto_rawDescGZIP() []byte {
+	file_forge_plugin_v2_bridge_proto_rawDescOnce.Do(func() {
+		file_forge_plugin_v2_bridge_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_bridge_proto_rawDesc), len(file_forge_plugin_v2_bridge_proto_rawDesc)))
 	})
-	return file_forge_plugin_v1_bridge_proto_rawDescData
+	return file_forge_plugin_v2_bridge_proto_rawDescData
 }
 
-var file_forge_plugin_v1_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_forge_plugin_v1_bridge_proto_goTypes = []any{
-	(*Tool)(nil),              // 0: forge.plugin.v1.Tool
-	(*ListToolsRequest)(nil),  // 1: forge.plugin.v1.ListToolsRequest
-	(*ListToolsResponse)(nil), // 2: forge.plugin.v1.ListToolsResponse
-	(*CallToolRequest)(nil),   // 3: forge.plugin.v1.CallToolRequest
-	(*CallToolResult)(nil),    // 4: forge.plugin.v1.CallToolResult
-	(*GenerateRequest)(nil),   // 5: forge.plugin.v1.GenerateRequest
-	(*GenerateResponse)(nil),  // 6: forge.plugin.v1.GenerateResponse
-	nil,                       // 7: forge.plugin.v1.GenerateResponse.FilesEntry
-	(*Image)(nil),             // 8: forge.plugin.v1.Image
+var file_forge_plugin_v2_bridge_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_forge_plugin_v2_bridge_proto_goTypes = []any{
+	(*Tool)(nil),              // 0: forge.plugin.v2.Tool
+	(*ListToolsRequest)(nil),  // 1: forge.plugin.v2.ListToolsRequest
+	(*ListToolsResponse)(nil), // 2: forge.plugin.v2.ListToolsResponse
+	(*CallToolRequest)(nil),   // 3: forge.plugin.v2.CallToolRequest
+	(*CallToolResponse)(nil),  // 4: forge.plugin.v2.CallToolResponse
+	(*GenerateRequest)(nil),   // 5: forge.plugin.v2.GenerateRequest
+	(*GenerateResponse)(nil),  // 6: forge.plugin.v2.GenerateResponse
+	nil,                       // 7: forge.plugin.v2.GenerateResponse.FilesEntry
+	(*Image)(nil),             // 8: forge.plugin.v2.Image
 }
-var file_forge_plugin_v1_bridge_proto_depIdxs = []int32{
-	0, // 0: forge.plugin.v1.ListToolsResponse.tools:type_name -> forge.plugin.v1.Tool
-	8, // 1: forge.plugin.v1.CallToolResult.images:type_name -> forge.plugin.v1.Image
-	7, // 2: forge.plugin.v1.GenerateResponse.files:type_name -> forge.plugin.v1.GenerateResponse.FilesEntry
-	1, // 3: forge.plugin.v1.Bridge.ListTools:input_type -> forge.plugin.v1.ListToolsRequest
-	3, // 4: forge.plugin.v1.Bridge.CallTool:input_type -> forge.plugin.v1.CallToolRequest
-	5, // 5: forge.plugin.v1.Bridge.Generate:input_type -> forge.plugin.v1.GenerateRequest
-	2, // 6: forge.plugin.v1.Bridge.ListTools:output_type -> forge.plugin.v1.ListToolsResponse
-	4, // 7: forge.plugin.v1.Bridge.CallTool:output_type -> forge.plugin.v1.CallToolResult
-	6, // 8: forge.plugin.v1.Bridge.Generate:output_type -> forge.plugin.v1.GenerateResponse
+var file_forge_plugin_v2_bridge_proto_depIdxs = []int32{
+	0, // 0: forge.plugin.v2.ListToolsResponse.tools:type_name -> forge.plugin.v2.Tool
+	8, // 1: forge.plugin.v2.CallToolResponse.images:type_name -> forge.plugin.v2.Image
+	7, // 2: forge.plugin.v2.GenerateResponse.files:type_name -> forge.plugin.v2.GenerateResponse.FilesEntry
+	1, // 3: forge.plugin.v2.BridgeService.ListTools:input_type -> forge.plugin.v2.ListToolsRequest
+	3, // 4: forge.plugin.v2.BridgeService.CallTool:input_type -> forge.plugin.v2.CallToolRequest
+	5, // 5: forge.plugin.v2.BridgeService.Generate:input_type -> forge.plugin.v2.GenerateRequest
+	2, // 6: forge.plugin.v2.BridgeService.ListTools:output_type -> forge.plugin.v2.ListToolsResponse
+	4, // 7: forge.plugin.v2.BridgeService.CallTool:output_type -> forge.plugin.v2.CallToolResponse
+	6, // 8: forge.plugin.v2.BridgeService.Generate:output_type -> forge.plugin.v2.GenerateResponse
 	6, // [6:9] is the sub-list for method output_type
 	3, // [3:6] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -509,27 +510,27 @@ var file_forge_plugin_v1_bridge_proto_depIdxs = []int32{
 	0, // [0:3] is the sub-list for field type_name
 }
 
-func init() { file_forge_plugin_v1_bridge_proto_init() }
-func file_forge_plugin_v1_bridge_proto_init() {
-	if File_forge_plugin_v1_bridge_proto != nil {
+func init() { file_forge_plugin_v2_bridge_proto_init() }
+func file_forge_plugin_v2_bridge_proto_init() {
+	if File_forge_plugin_v2_bridge_proto != nil {
 		return
 	}
-	file_forge_plugin_v1_backend_proto_init()
+	file_forge_plugin_v2_backend_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_bridge_proto_rawDesc), len(file_forge_plugin_v1_bridge_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_bridge_proto_rawDesc), len(file_forge_plugin_v2_bridge_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_forge_plugin_v1_bridge_proto_goTypes,
-		DependencyIndexes: file_forge_plugin_v1_bridge_proto_depIdxs,
-		MessageInfos:      file_forge_plugin_v1_bridge_proto_msgTypes,
+		GoTypes:           file_forge_plugin_v2_bridge_proto_goTypes,
+		DependencyIndexes: file_forge_plugin_v2_bridge_proto_depIdxs,
+		MessageInfos:      file_forge_plugin_v2_bridge_proto_msgTypes,
 	}.Build()
-	File_forge_plugin_v1_bridge_proto = out.File
-	file_forge_plugin_v1_bridge_proto_goTypes = nil
-	file_forge_plugin_v1_bridge_proto_depIdxs = nil
+	File_forge_plugin_v2_bridge_proto = out.File
+	file_forge_plugin_v2_bridge_proto_goTypes = nil
+	file_forge_plugin_v2_bridge_proto_depIdxs = nil
 }

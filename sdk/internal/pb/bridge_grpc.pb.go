@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.5.1
 // - protoc             (unknown)
-// source: forge/plugin/v1/bridge.proto
+// source: forge/plugin/v2/bridge.proto
 
 package pb
 
@@ -19,181 +19,181 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Bridge_ListTools_FullMethodName = "/forge.plugin.v1.Bridge/ListTools"
-	Bridge_CallTool_FullMethodName  = "/forge.plugin.v1.Bridge/CallTool"
-	Bridge_Generate_FullMethodName  = "/forge.plugin.v1.Bridge/Generate"
+	BridgeService_ListTools_FullMethodName = "/forge.plugin.v2.BridgeService/ListTools"
+	BridgeService_CallTool_FullMethodName  = "/forge.plugin.v2.BridgeService/CallTool"
+	BridgeService_Generate_FullMethodName  = "/forge.plugin.v2.BridgeService/Generate"
 )
 
-// BridgeClient is the client API for Bridge service.
+// BridgeServiceClient is the client API for BridgeService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
-type BridgeClient interface {
+type BridgeServiceClient interface {
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 	// A tool's own failure is a result with is_error set, not an RPC error.
-	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResult, error)
+	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error)
 }
 
-type bridgeClient struct {
+type bridgeServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewBridgeClient(cc grpc.ClientConnInterface) BridgeClient {
-	return &bridgeClient{cc}
+func NewBridgeServiceClient(cc grpc.ClientConnInterface) BridgeServiceClient {
+	return &bridgeServiceClient{cc}
 }
 
-func (c *bridgeClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
+func (c *bridgeServiceClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListToolsResponse)
-	err := c.cc.Invoke(ctx, Bridge_ListTools_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, BridgeService_ListTools_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *bridgeClient) CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResult, error) {
+func (c *bridgeServiceClient) CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CallToolResult)
-	err := c.cc.Invoke(ctx, Bridge_CallTool_FullMethodName, in, out, cOpts...)
+	out := new(CallToolResponse)
+	err := c.cc.Invoke(ctx, BridgeService_CallTool_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *bridgeClient) Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error) {
+func (c *bridgeServiceClient) Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GenerateResponse)
-	err := c.cc.Invoke(ctx, Bridge_Generate_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, BridgeService_Generate_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// BridgeServer is the server API for Bridge service.
-// All implementations must embed UnimplementedBridgeServer
+// BridgeServiceServer is the server API for BridgeService service.
+// All implementations must embed UnimplementedBridgeServiceServer
 // for forward compatibility.
-type BridgeServer interface {
+type BridgeServiceServer interface {
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	// A tool's own failure is a result with is_error set, not an RPC error.
-	CallTool(context.Context, *CallToolRequest) (*CallToolResult, error)
+	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	Generate(context.Context, *GenerateRequest) (*GenerateResponse, error)
-	mustEmbedUnimplementedBridgeServer()
+	mustEmbedUnimplementedBridgeServiceServer()
 }
 
-// UnimplementedBridgeServer must be embedded to have
+// UnimplementedBridgeServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedBridgeServer struct{}
+type UnimplementedBridgeServiceServer struct{}
 
-func (UnimplementedBridgeServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
+func (UnimplementedBridgeServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListTools not implemented")
 }
-func (UnimplementedBridgeServer) CallTool(context.Context, *CallToolRequest) (*CallToolResult, error) {
+func (UnimplementedBridgeServiceServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CallTool not implemented")
 }
-func (UnimplementedBridgeServer) Generate(context.Context, *GenerateRequest) (*GenerateResponse, error) {
+func (UnimplementedBridgeServiceServer) Generate(context.Context, *GenerateRequest) (*GenerateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Generate not implemented")
 }
-func (UnimplementedBridgeServer) mustEmbedUnimplementedBridgeServer() {}
-func (UnimplementedBridgeServer) testEmbeddedByValue()                {}
+func (UnimplementedBridgeServiceServer) mustEmbedUnimplementedBridgeServiceServer() {}
+func (UnimplementedBridgeServiceServer) testEmbeddedByValue()                       {}
 
-// UnsafeBridgeServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to BridgeServer will
+// UnsafeBridgeServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BridgeServiceServer will
 // result in compilation errors.
-type UnsafeBridgeServer interface {
-	mustEmbedUnimplementedBridgeServer()
+type UnsafeBridgeServiceServer interface {
+	mustEmbedUnimplementedBridgeServiceServer()
 }
 
-func RegisterBridgeServer(s grpc.ServiceRegistrar, srv BridgeServer) {
-	// If the following call pancis, it indicates UnimplementedBridgeServer was
+func RegisterBridgeServiceServer(s grpc.ServiceRegistrar, srv BridgeServiceServer) {
+	// If the following call pancis, it indicates UnimplementedBridgeServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&Bridge_ServiceDesc, srv)
+	s.RegisterService(&BridgeService_ServiceDesc, srv)
 }
 
-func _Bridge_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BridgeService_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListToolsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BridgeServer).ListTools(ctx, in)
+		return srv.(BridgeServiceServer).ListTools(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Bridge_ListTools_FullMethodName,
+		FullMethod: BridgeService_ListTools_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BridgeServer).ListTools(ctx, req.(*ListToolsRequest))
+		return srv.(BridgeServiceServer).ListTools(ctx, req.(*ListToolsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Bridge_CallTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BridgeService_CallTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CallToolRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BridgeServer).CallTool(ctx, in)
+		return srv.(BridgeServiceServer).CallTool(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Bridge_CallTool_FullMethodName,
+		FullMethod: BridgeService_CallTool_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BridgeServer).CallTool(ctx, req.(*CallToolRequest))
+		return srv.(BridgeServiceServer).CallTool(ctx, req.(*CallToolRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Bridge_Generate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BridgeService_Generate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GenerateRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BridgeServer).Generate(ctx, in)
+		return srv.(BridgeServiceServer).Generate(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Bridge_Generate_FullMethodName,
+		FullMethod: BridgeService_Generate_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BridgeServer).Generate(ctx, req.(*GenerateRequest))
+		return srv.(BridgeServiceServer).Generate(ctx, req.(*GenerateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// Bridge_ServiceDesc is the grpc.ServiceDesc for Bridge service.
+// BridgeService_ServiceDesc is the grpc.ServiceDesc for BridgeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var Bridge_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "forge.plugin.v1.Bridge",
-	HandlerType: (*BridgeServer)(nil),
+var BridgeService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "forge.plugin.v2.BridgeService",
+	HandlerType: (*BridgeServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "ListTools",
-			Handler:    _Bridge_ListTools_Handler,
+			Handler:    _BridgeService_ListTools_Handler,
 		},
 		{
 			MethodName: "CallTool",
-			Handler:    _Bridge_CallTool_Handler,
+			Handler:    _BridgeService_CallTool_Handler,
 		},
 		{
 			MethodName: "Generate",
-			Handler:    _Bridge_Generate_Handler,
+			Handler:    _BridgeService_Generate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "forge/plugin/v1/bridge.proto",
+	Metadata: "forge/plugin/v2/bridge.proto",
 }

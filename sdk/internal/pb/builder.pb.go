@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: forge/plugin/v1/builder.proto
+// source: forge/plugin/v2/builder.proto
 
 package pb
 
@@ -35,7 +35,7 @@ type BuildPackage struct {
 
 func (x *BuildPackage) Reset() {
 	*x = BuildPackage{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[0]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +47,7 @@ func (x *BuildPackage) String() string {
 func (*BuildPackage) ProtoMessage() {}
 
 func (x *BuildPackage) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[0]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +60,7 @@ func (x *BuildPackage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildPackage.ProtoReflect.Descriptor instead.
 func (*BuildPackage) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{0}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *BuildPackage) GetName() string {
@@ -96,7 +96,7 @@ type IndexSettings struct {
 
 func (x *IndexSettings) Reset() {
 	*x = IndexSettings{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +108,7 @@ func (x *IndexSettings) String() string {
 func (*IndexSettings) ProtoMessage() {}
 
 func (x *IndexSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +121,7 @@ func (x *IndexSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexSettings.ProtoReflect.Descriptor instead.
 func (*IndexSettings) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{1}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *IndexSettings) GetUrl() string {
@@ -166,7 +166,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +178,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +191,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PlanRequest) GetLanguage() string {
@@ -236,7 +236,8 @@ func (x *PlanRequest) GetBaseLabels() map[string]string {
 	return nil
 }
 
-type BuildPlan struct {
+// PlanResponse is what a build will do (v1: BuildPlan).
+type PlanResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CacheKey      string                 `protobuf:"bytes,1,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"` // hash of the inputs that determine the result
 	Packages      []*BuildPackage        `protobuf:"bytes,2,rep,name=packages,proto3" json:"packages,omitempty"`                 // what will be installed
@@ -246,21 +247,21 @@ type BuildPlan struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *BuildPlan) Reset() {
-	*x = BuildPlan{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[3]
+func (x *PlanResponse) Reset() {
+	*x = PlanResponse{}
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *BuildPlan) String() string {
+func (x *PlanResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*BuildPlan) ProtoMessage() {}
+func (*PlanResponse) ProtoMessage() {}
 
-func (x *BuildPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[3]
+func (x *PlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,33 +272,33 @@ func (x *BuildPlan) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use BuildPlan.ProtoReflect.Descriptor instead.
-func (*BuildPlan) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{3}
+// Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
+func (*PlanResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *BuildPlan) GetCacheKey() string {
+func (x *PlanResponse) GetCacheKey() string {
 	if x != nil {
 		return x.CacheKey
 	}
 	return ""
 }
 
-func (x *BuildPlan) GetPackages() []*BuildPackage {
+func (x *PlanResponse) GetPackages() []*BuildPackage {
 	if x != nil {
 		return x.Packages
 	}
 	return nil
 }
 
-func (x *BuildPlan) GetSteps() []string {
+func (x *PlanResponse) GetSteps() []string {
 	if x != nil {
 		return x.Steps
 	}
 	return nil
 }
 
-func (x *BuildPlan) GetWarnings() []string {
+func (x *PlanResponse) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
 	}
@@ -305,11 +306,10 @@ func (x *BuildPlan) GetWarnings() []string {
 }
 
 type BuildRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Spec        *PlanRequest           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	CacheKey    string                 `protobuf:"bytes,2,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"` // the key Plan returned for spec
-	BuildId     string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	WorkspaceId string                 `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"` // deprecated: unused since work_dir
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Spec     *PlanRequest           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	CacheKey string                 `protobuf:"bytes,2,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"` // the key Plan returned for spec
+	BuildId  string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
 	// work_dir is a host directory the core gives this builder, kept between
 	// builds (caches live there); the result goes in a directory beneath it.
 	WorkDir string `protobuf:"bytes,5,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
@@ -332,7 +332,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +344,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +357,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{4}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BuildRequest) GetSpec() *PlanRequest {
@@ -377,13 +377,6 @@ func (x *BuildRequest) GetCacheKey() string {
 func (x *BuildRequest) GetBuildId() string {
 	if x != nil {
 		return x.BuildId
-	}
-	return ""
-}
-
-func (x *BuildRequest) GetWorkspaceId() string {
-	if x != nil {
-		return x.WorkspaceId
 	}
 	return ""
 }
@@ -435,7 +428,7 @@ type BuildProgress struct {
 
 func (x *BuildProgress) Reset() {
 	*x = BuildProgress{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +440,7 @@ func (x *BuildProgress) String() string {
 func (*BuildProgress) ProtoMessage() {}
 
 func (x *BuildProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +453,7 @@ func (x *BuildProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildProgress.ProtoReflect.Descriptor instead.
 func (*BuildProgress) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BuildProgress) GetPhase() string {
@@ -502,7 +495,7 @@ type LockedPackage struct {
 
 func (x *LockedPackage) Reset() {
 	*x = LockedPackage{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[6]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +507,7 @@ func (x *LockedPackage) String() string {
 func (*LockedPackage) ProtoMessage() {}
 
 func (x *LockedPackage) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[6]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +520,7 @@ func (x *LockedPackage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockedPackage.ProtoReflect.Descriptor instead.
 func (*LockedPackage) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{6}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LockedPackage) GetName() string {
@@ -564,7 +557,7 @@ type BuildOutcome struct {
 
 func (x *BuildOutcome) Reset() {
 	*x = BuildOutcome{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +569,7 @@ func (x *BuildOutcome) String() string {
 func (*BuildOutcome) ProtoMessage() {}
 
 func (x *BuildOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +582,7 @@ func (x *BuildOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildOutcome.ProtoReflect.Descriptor instead.
 func (*BuildOutcome) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BuildOutcome) GetCacheKey() string {
@@ -627,34 +620,34 @@ func (x *BuildOutcome) GetWarnings() []string {
 	return nil
 }
 
-// BuildEvent is one message of Build's stream: progress, then exactly one
-// outcome.
-type BuildEvent struct {
+// BuildResponse is one message of Build's stream: progress, then exactly
+// one outcome (v1: BuildEvent).
+type BuildResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
 	//
-	//	*BuildEvent_Progress
-	//	*BuildEvent_Outcome
-	Kind          isBuildEvent_Kind `protobuf_oneof:"kind"`
+	//	*BuildResponse_Progress
+	//	*BuildResponse_Outcome
+	Kind          isBuildResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *BuildEvent) Reset() {
-	*x = BuildEvent{}
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[8]
+func (x *BuildResponse) Reset() {
+	*x = BuildResponse{}
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *BuildEvent) String() string {
+func (x *BuildResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*BuildEvent) ProtoMessage() {}
+func (*BuildResponse) ProtoMessage() {}
 
-func (x *BuildEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_builder_proto_msgTypes[8]
+func (x *BuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_builder_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,57 +658,57 @@ func (x *BuildEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use BuildEvent.ProtoReflect.Descriptor instead.
-func (*BuildEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_builder_proto_rawDescGZIP(), []int{8}
+// Deprecated: Use BuildResponse.ProtoReflect.Descriptor instead.
+func (*BuildResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_builder_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *BuildEvent) GetKind() isBuildEvent_Kind {
+func (x *BuildResponse) GetKind() isBuildResponse_Kind {
 	if x != nil {
 		return x.Kind
 	}
 	return nil
 }
 
-func (x *BuildEvent) GetProgress() *BuildProgress {
+func (x *BuildResponse) GetProgress() *BuildProgress {
 	if x != nil {
-		if x, ok := x.Kind.(*BuildEvent_Progress); ok {
+		if x, ok := x.Kind.(*BuildResponse_Progress); ok {
 			return x.Progress
 		}
 	}
 	return nil
 }
 
-func (x *BuildEvent) GetOutcome() *BuildOutcome {
+func (x *BuildResponse) GetOutcome() *BuildOutcome {
 	if x != nil {
-		if x, ok := x.Kind.(*BuildEvent_Outcome); ok {
+		if x, ok := x.Kind.(*BuildResponse_Outcome); ok {
 			return x.Outcome
 		}
 	}
 	return nil
 }
 
-type isBuildEvent_Kind interface {
-	isBuildEvent_Kind()
+type isBuildResponse_Kind interface {
+	isBuildResponse_Kind()
 }
 
-type BuildEvent_Progress struct {
+type BuildResponse_Progress struct {
 	Progress *BuildProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
 }
 
-type BuildEvent_Outcome struct {
+type BuildResponse_Outcome struct {
 	Outcome *BuildOutcome `protobuf:"bytes,2,opt,name=outcome,proto3,oneof"`
 }
 
-func (*BuildEvent_Progress) isBuildEvent_Kind() {}
+func (*BuildResponse_Progress) isBuildResponse_Kind() {}
 
-func (*BuildEvent_Outcome) isBuildEvent_Kind() {}
+func (*BuildResponse_Outcome) isBuildResponse_Kind() {}
 
-var File_forge_plugin_v1_builder_proto protoreflect.FileDescriptor
+var File_forge_plugin_v2_builder_proto protoreflect.FileDescriptor
 
-const file_forge_plugin_v1_builder_proto_rawDesc = "" +
+const file_forge_plugin_v2_builder_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v1/builder.proto\x12\x0fforge.plugin.v1\"T\n" +
+	"\x1dforge/plugin/v2/builder.proto\x12\x0fforge.plugin.v2\"T\n" +
 	"\fBuildPackage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
@@ -731,29 +724,28 @@ const file_forge_plugin_v1_builder_proto_rawDesc = "" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1d\n" +
 	"\n" +
 	"base_image\x18\x02 \x01(\tR\tbaseImage\x129\n" +
-	"\bpackages\x18\x03 \x03(\v2\x1d.forge.plugin.v1.BuildPackageR\bpackages\x124\n" +
-	"\x05index\x18\x04 \x01(\v2\x1e.forge.plugin.v1.IndexSettingsR\x05index\x12\"\n" +
+	"\bpackages\x18\x03 \x03(\v2\x1d.forge.plugin.v2.BuildPackageR\bpackages\x124\n" +
+	"\x05index\x18\x04 \x01(\v2\x1e.forge.plugin.v2.IndexSettingsR\x05index\x12\"\n" +
 	"\rbase_image_id\x18\x05 \x01(\tR\vbaseImageId\x12M\n" +
-	"\vbase_labels\x18\x06 \x03(\v2,.forge.plugin.v1.PlanRequest.BaseLabelsEntryR\n" +
+	"\vbase_labels\x18\x06 \x03(\v2,.forge.plugin.v2.PlanRequest.BaseLabelsEntryR\n" +
 	"baseLabels\x1a=\n" +
 	"\x0fBaseLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
-	"\tBuildPlan\x12\x1b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x01\n" +
+	"\fPlanResponse\x12\x1b\n" +
 	"\tcache_key\x18\x01 \x01(\tR\bcacheKey\x129\n" +
-	"\bpackages\x18\x02 \x03(\v2\x1d.forge.plugin.v1.BuildPackageR\bpackages\x12\x14\n" +
+	"\bpackages\x18\x02 \x03(\v2\x1d.forge.plugin.v2.BuildPackageR\bpackages\x12\x14\n" +
 	"\x05steps\x18\x03 \x03(\tR\x05steps\x12\x1a\n" +
-	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xcb\x02\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xbc\x02\n" +
 	"\fBuildRequest\x120\n" +
-	"\x04spec\x18\x01 \x01(\v2\x1c.forge.plugin.v1.PlanRequestR\x04spec\x12\x1b\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1c.forge.plugin.v2.PlanRequestR\x04spec\x12\x1b\n" +
 	"\tcache_key\x18\x02 \x01(\tR\bcacheKey\x12\x19\n" +
-	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12!\n" +
-	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\x12\x19\n" +
+	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12\x19\n" +
 	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\x12\x1b\n" +
 	"\tmax_bytes\x18\x06 \x01(\x03R\bmaxBytes\x12\x1b\n" +
 	"\tcache_dir\x18\a \x01(\tR\bcacheDir\x121\n" +
 	"\x15prune_max_age_seconds\x18\b \x01(\x03R\x12pruneMaxAgeSeconds\x12&\n" +
-	"\x0fprune_max_bytes\x18\t \x01(\x03R\rpruneMaxBytes\"i\n" +
+	"\x0fprune_max_bytes\x18\t \x01(\x03R\rpruneMaxBytesJ\x04\b\x04\x10\x05R\fworkspace_id\"i\n" +
 	"\rBuildProgress\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x05R\x04step\x12\x14\n" +
@@ -765,58 +757,57 @@ const file_forge_plugin_v1_builder_proto_rawDesc = "" +
 	"\x06hashes\x18\x03 \x03(\tR\x06hashes\"\xac\x01\n" +
 	"\fBuildOutcome\x12\x1b\n" +
 	"\tcache_key\x18\x01 \x01(\tR\bcacheKey\x122\n" +
-	"\x04lock\x18\x02 \x03(\v2\x1e.forge.plugin.v1.LockedPackageR\x04lock\x12\x10\n" +
+	"\x04lock\x18\x02 \x03(\v2\x1e.forge.plugin.v2.LockedPackageR\x04lock\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12\x1a\n" +
-	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"\x8d\x01\n" +
-	"\n" +
-	"BuildEvent\x12<\n" +
-	"\bprogress\x18\x01 \x01(\v2\x1e.forge.plugin.v1.BuildProgressH\x00R\bprogress\x129\n" +
-	"\aoutcome\x18\x02 \x01(\v2\x1d.forge.plugin.v1.BuildOutcomeH\x00R\aoutcomeB\x06\n" +
-	"\x04kind2\x92\x01\n" +
-	"\aBuilder\x12@\n" +
-	"\x04Plan\x12\x1c.forge.plugin.v1.PlanRequest\x1a\x1a.forge.plugin.v1.BuildPlan\x12E\n" +
-	"\x05Build\x12\x1d.forge.plugin.v1.BuildRequest\x1a\x1b.forge.plugin.v1.BuildEvent0\x01B3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"\x90\x01\n" +
+	"\rBuildResponse\x12<\n" +
+	"\bprogress\x18\x01 \x01(\v2\x1e.forge.plugin.v2.BuildProgressH\x00R\bprogress\x129\n" +
+	"\aoutcome\x18\x02 \x01(\v2\x1d.forge.plugin.v2.BuildOutcomeH\x00R\aoutcomeB\x06\n" +
+	"\x04kind2\x9f\x01\n" +
+	"\x0eBuilderService\x12C\n" +
+	"\x04Plan\x12\x1c.forge.plugin.v2.PlanRequest\x1a\x1d.forge.plugin.v2.PlanResponse\x12H\n" +
+	"\x05Build\x12\x1d.forge.plugin.v2.BuildRequest\x1a\x1e.forge.plugin.v2.BuildResponse0\x01B3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
-	file_forge_plugin_v1_builder_proto_rawDescOnce sync.Once
-	file_forge_plugin_v1_builder_proto_rawDescData []byte
+	file_forge_plugin_v2_builder_proto_rawDescOnce sync.Once
+	file_forge_plugin_v2_builder_proto_rawDescData []byte
 )
 
-func file_forge_plugin_v1_builder_proto_rawDescGZIP() []byte {
-	file_forge_plugin_v1_builder_proto_rawDescOnce.Do(func() {
-		file_forge_plugin_v1_builder_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_builder_proto_rawDesc), len(file_forge_plugin_v1_builder_proto_rawDesc)))
+func file_forge_plugin_v2_builder_proto_rawDescGZIP() []byte {
+	file_forge_plugin_v2_builder_proto_rawDescOnce.Do(func() {
+		file_forge_plugin_v2_builder_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_builder_proto_rawDesc), len(file_forge_plugin_v2_builder_proto_rawDesc)))
 	})
-	return file_forge_plugin_v1_builder_proto_rawDescData
+	return file_forge_plugin_v2_builder_proto_rawDescData
 }
 
-var file_forge_plugin_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
-var file_forge_plugin_v1_builder_proto_goTypes = []any{
-	(*BuildPackage)(nil),  // 0: forge.plugin.v1.BuildPackage
-	(*IndexSettings)(nil), // 1: forge.plugin.v1.IndexSettings
-	(*PlanRequest)(nil),   // 2: forge.plugin.v1.PlanRequest
-	(*BuildPlan)(nil),     // 3: forge.plugin.v1.BuildPlan
-	(*BuildRequest)(nil),  // 4: forge.plugin.v1.BuildRequest
-	(*BuildProgress)(nil), // 5: forge.plugin.v1.BuildProgress
-	(*LockedPackage)(nil), // 6: forge.plugin.v1.LockedPackage
-	(*BuildOutcome)(nil),  // 7: forge.plugin.v1.BuildOutcome
-	(*BuildEvent)(nil),    // 8: forge.plugin.v1.BuildEvent
-	nil,                   // 9: forge.plugin.v1.PlanRequest.BaseLabelsEntry
+var file_forge_plugin_v2_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_forge_plugin_v2_builder_proto_goTypes = []any{
+	(*BuildPackage)(nil),  // 0: forge.plugin.v2.BuildPackage
+	(*IndexSettings)(nil), // 1: forge.plugin.v2.IndexSettings
+	(*PlanRequest)(nil),   // 2: forge.plugin.v2.PlanRequest
+	(*PlanResponse)(nil),  // 3: forge.plugin.v2.PlanResponse
+	(*BuildRequest)(nil),  // 4: forge.plugin.v2.BuildRequest
+	(*BuildProgress)(nil), // 5: forge.plugin.v2.BuildProgress
+	(*LockedPackage)(nil), // 6: forge.plugin.v2.LockedPackage
+	(*BuildOutcome)(nil),  // 7: forge.plugin.v2.BuildOutcome
+	(*BuildResponse)(nil), // 8: forge.plugin.v2.BuildResponse
+	nil,                   // 9: forge.plugin.v2.PlanRequest.BaseLabelsEntry
 }
-var file_forge_plugin_v1_builder_proto_depIdxs = []int32{
-	0,  // 0: forge.plugin.v1.PlanRequest.packages:type_name -> forge.plugin.v1.BuildPackage
-	1,  // 1: forge.plugin.v1.PlanRequest.index:type_name -> forge.plugin.v1.IndexSettings
-	9,  // 2: forge.plugin.v1.PlanRequest.base_labels:type_name -> forge.plugin.v1.PlanRequest.BaseLabelsEntry
-	0,  // 3: forge.plugin.v1.BuildPlan.packages:type_name -> forge.plugin.v1.BuildPackage
-	2,  // 4: forge.plugin.v1.BuildRequest.spec:type_name -> forge.plugin.v1.PlanRequest
-	6,  // 5: forge.plugin.v1.BuildOutcome.lock:type_name -> forge.plugin.v1.LockedPackage
-	5,  // 6: forge.plugin.v1.BuildEvent.progress:type_name -> forge.plugin.v1.BuildProgress
-	7,  // 7: forge.plugin.v1.BuildEvent.outcome:type_name -> forge.plugin.v1.BuildOutcome
-	2,  // 8: forge.plugin.v1.Builder.Plan:input_type -> forge.plugin.v1.PlanRequest
-	4,  // 9: forge.plugin.v1.Builder.Build:input_type -> forge.plugin.v1.BuildRequest
-	3,  // 10: forge.plugin.v1.Builder.Plan:output_type -> forge.plugin.v1.BuildPlan
-	8,  // 11: forge.plugin.v1.Builder.Build:output_type -> forge.plugin.v1.BuildEvent
+var file_forge_plugin_v2_builder_proto_depIdxs = []int32{
+	0,  // 0: forge.plugin.v2.PlanRequest.packages:type_name -> forge.plugin.v2.BuildPackage
+	1,  // 1: forge.plugin.v2.PlanRequest.index:type_name -> forge.plugin.v2.IndexSettings
+	9,  // 2: forge.plugin.v2.PlanRequest.base_labels:type_name -> forge.plugin.v2.PlanRequest.BaseLabelsEntry
+	0,  // 3: forge.plugin.v2.PlanResponse.packages:type_name -> forge.plugin.v2.BuildPackage
+	2,  // 4: forge.plugin.v2.BuildRequest.spec:type_name -> forge.plugin.v2.PlanRequest
+	6,  // 5: forge.plugin.v2.BuildOutcome.lock:type_name -> forge.plugin.v2.LockedPackage
+	5,  // 6: forge.plugin.v2.BuildResponse.progress:type_name -> forge.plugin.v2.BuildProgress
+	7,  // 7: forge.plugin.v2.BuildResponse.outcome:type_name -> forge.plugin.v2.BuildOutcome
+	2,  // 8: forge.plugin.v2.BuilderService.Plan:input_type -> forge.plugin.v2.PlanRequest
+	4,  // 9: forge.plugin.v2.BuilderService.Build:input_type -> forge.plugin.v2.BuildRequest
+	3,  // 10: forge.plugin.v2.BuilderService.Plan:output_type -> forge.plugin.v2.PlanResponse
+	8,  // 11: forge.plugin.v2.BuilderService.Build:output_type -> forge.plugin.v2.BuildResponse
 	10, // [10:12] is the sub-list for method output_type
 	8,  // [8:10] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
@@ -824,30 +815,30 @@ var file_forge_plugin_v1_builder_proto_depIdxs = []int32{
 	0,  // [0:8] is the sub-list for field type_name
 }
 
-func init() { file_forge_plugin_v1_builder_proto_init() }
-func file_forge_plugin_v1_builder_proto_init() {
-	if File_forge_plugin_v1_builder_proto != nil {
+func init() { file_forge_plugin_v2_builder_proto_init() }
+func file_forge_plugin_v2_builder_proto_init() {
+	if File_forge_plugin_v2_builder_proto != nil {
 		return
 	}
-	file_forge_plugin_v1_builder_proto_msgTypes[8].OneofWrappers = []any{
-		(*BuildEvent_Progress)(nil),
-		(*BuildEvent_Outcome)(nil),
+	file_forge_plugin_v2_builder_proto_msgTypes[8].OneofWrappers = []any{
+		(*BuildResponse_Progress)(nil),
+		(*BuildResponse_Outcome)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_builder_proto_rawDesc), len(file_forge_plugin_v1_builder_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_builder_proto_rawDesc), len(file_forge_plugin_v2_builder_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_forge_plugin_v1_builder_proto_goTypes,
-		DependencyIndexes: file_forge_plugin_v1_builder_proto_depIdxs,
-		MessageInfos:      file_forge_plugin_v1_builder_proto_msgTypes,
+		GoTypes:           file_forge_plugin_v2_builder_proto_goTypes,
+		DependencyIndexes: file_forge_plugin_v2_builder_proto_depIdxs,
+		MessageInfos:      file_forge_plugin_v2_builder_proto_msgTypes,
 	}.Build()
-	File_forge_plugin_v1_builder_proto = out.File
-	file_forge_plugin_v1_builder_proto_goTypes = nil
-	file_forge_plugin_v1_builder_proto_depIdxs = nil
+	File_forge_plugin_v2_builder_proto = out.File
+	file_forge_plugin_v2_builder_proto_goTypes = nil
+	file_forge_plugin_v2_builder_proto_depIdxs = nil
 }

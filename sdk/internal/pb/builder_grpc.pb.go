@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.5.1
 // - protoc             (unknown)
-// source: forge/plugin/v1/builder.proto
+// source: forge/plugin/v2/builder.proto
 
 package pb
 
@@ -19,44 +19,44 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Builder_Plan_FullMethodName  = "/forge.plugin.v1.Builder/Plan"
-	Builder_Build_FullMethodName = "/forge.plugin.v1.Builder/Build"
+	BuilderService_Plan_FullMethodName  = "/forge.plugin.v2.BuilderService/Plan"
+	BuilderService_Build_FullMethodName = "/forge.plugin.v2.BuilderService/Build"
 )
 
-// BuilderClient is the client API for Builder service.
+// BuilderServiceClient is the client API for BuilderService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
-type BuilderClient interface {
+type BuilderServiceClient interface {
 	// Plan is pure: no container, no network; the same spec gives the same plan.
-	Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*BuildPlan, error)
-	Build(ctx context.Context, in *BuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BuildEvent], error)
+	Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
+	Build(ctx context.Context, in *BuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BuildResponse], error)
 }
 
-type builderClient struct {
+type builderServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewBuilderClient(cc grpc.ClientConnInterface) BuilderClient {
-	return &builderClient{cc}
+func NewBuilderServiceClient(cc grpc.ClientConnInterface) BuilderServiceClient {
+	return &builderServiceClient{cc}
 }
 
-func (c *builderClient) Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*BuildPlan, error) {
+func (c *builderServiceClient) Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(BuildPlan)
-	err := c.cc.Invoke(ctx, Builder_Plan_FullMethodName, in, out, cOpts...)
+	out := new(PlanResponse)
+	err := c.cc.Invoke(ctx, BuilderService_Plan_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *builderClient) Build(ctx context.Context, in *BuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BuildEvent], error) {
+func (c *builderServiceClient) Build(ctx context.Context, in *BuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BuildResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Builder_ServiceDesc.Streams[0], Builder_Build_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &BuilderService_ServiceDesc.Streams[0], BuilderService_Build_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[BuildRequest, BuildEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[BuildRequest, BuildResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -67,99 +67,99 @@ func (c *builderClient) Build(ctx context.Context, in *BuildRequest, opts ...grp
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Builder_BuildClient = grpc.ServerStreamingClient[BuildEvent]
+type BuilderService_BuildClient = grpc.ServerStreamingClient[BuildResponse]
 
-// BuilderServer is the server API for Builder service.
-// All implementations must embed UnimplementedBuilderServer
+// BuilderServiceServer is the server API for BuilderService service.
+// All implementations must embed UnimplementedBuilderServiceServer
 // for forward compatibility.
-type BuilderServer interface {
+type BuilderServiceServer interface {
 	// Plan is pure: no container, no network; the same spec gives the same plan.
-	Plan(context.Context, *PlanRequest) (*BuildPlan, error)
-	Build(*BuildRequest, grpc.ServerStreamingServer[BuildEvent]) error
-	mustEmbedUnimplementedBuilderServer()
+	Plan(context.Context, *PlanRequest) (*PlanResponse, error)
+	Build(*BuildRequest, grpc.ServerStreamingServer[BuildResponse]) error
+	mustEmbedUnimplementedBuilderServiceServer()
 }
 
-// UnimplementedBuilderServer must be embedded to have
+// UnimplementedBuilderServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedBuilderServer struct{}
+type UnimplementedBuilderServiceServer struct{}
 
-func (UnimplementedBuilderServer) Plan(context.Context, *PlanRequest) (*BuildPlan, error) {
+func (UnimplementedBuilderServiceServer) Plan(context.Context, *PlanRequest) (*PlanResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Plan not implemented")
 }
-func (UnimplementedBuilderServer) Build(*BuildRequest, grpc.ServerStreamingServer[BuildEvent]) error {
+func (UnimplementedBuilderServiceServer) Build(*BuildRequest, grpc.ServerStreamingServer[BuildResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Build not implemented")
 }
-func (UnimplementedBuilderServer) mustEmbedUnimplementedBuilderServer() {}
-func (UnimplementedBuilderServer) testEmbeddedByValue()                 {}
+func (UnimplementedBuilderServiceServer) mustEmbedUnimplementedBuilderServiceServer() {}
+func (UnimplementedBuilderServiceServer) testEmbeddedByValue()                        {}
 
-// UnsafeBuilderServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to BuilderServer will
+// UnsafeBuilderServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BuilderServiceServer will
 // result in compilation errors.
-type UnsafeBuilderServer interface {
-	mustEmbedUnimplementedBuilderServer()
+type UnsafeBuilderServiceServer interface {
+	mustEmbedUnimplementedBuilderServiceServer()
 }
 
-func RegisterBuilderServer(s grpc.ServiceRegistrar, srv BuilderServer) {
-	// If the following call pancis, it indicates UnimplementedBuilderServer was
+func RegisterBuilderServiceServer(s grpc.ServiceRegistrar, srv BuilderServiceServer) {
+	// If the following call pancis, it indicates UnimplementedBuilderServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&Builder_ServiceDesc, srv)
+	s.RegisterService(&BuilderService_ServiceDesc, srv)
 }
 
-func _Builder_Plan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _BuilderService_Plan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PlanRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(BuilderServer).Plan(ctx, in)
+		return srv.(BuilderServiceServer).Plan(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Builder_Plan_FullMethodName,
+		FullMethod: BuilderService_Plan_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(BuilderServer).Plan(ctx, req.(*PlanRequest))
+		return srv.(BuilderServiceServer).Plan(ctx, req.(*PlanRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Builder_Build_Handler(srv interface{}, stream grpc.ServerStream) error {
+func _BuilderService_Build_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(BuildRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(BuilderServer).Build(m, &grpc.GenericServerStream[BuildRequest, BuildEvent]{ServerStream: stream})
+	return srv.(BuilderServiceServer).Build(m, &grpc.GenericServerStream[BuildRequest, BuildResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Builder_BuildServer = grpc.ServerStreamingServer[BuildEvent]
+type BuilderService_BuildServer = grpc.ServerStreamingServer[BuildResponse]
 
-// Builder_ServiceDesc is the grpc.ServiceDesc for Builder service.
+// BuilderService_ServiceDesc is the grpc.ServiceDesc for BuilderService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var Builder_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "forge.plugin.v1.Builder",
-	HandlerType: (*BuilderServer)(nil),
+var BuilderService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "forge.plugin.v2.BuilderService",
+	HandlerType: (*BuilderServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "Plan",
-			Handler:    _Builder_Plan_Handler,
+			Handler:    _BuilderService_Plan_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Build",
-			Handler:       _Builder_Build_Handler,
+			Handler:       _BuilderService_Build_Handler,
 			ServerStreams: true,
 		},
 	},
-	Metadata: "forge/plugin/v1/builder.proto",
+	Metadata: "forge/plugin/v2/builder.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: forge/plugin/v1/host.proto
+// source: forge/plugin/v2/host.proto
 
 package pb
 
@@ -54,11 +54,11 @@ func (x SignalScope) String() string {
 }
 
 func (SignalScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_forge_plugin_v1_host_proto_enumTypes[0].Descriptor()
+	return file_forge_plugin_v2_host_proto_enumTypes[0].Descriptor()
 }
 
 func (SignalScope) Type() protoreflect.EnumType {
-	return &file_forge_plugin_v1_host_proto_enumTypes[0]
+	return &file_forge_plugin_v2_host_proto_enumTypes[0]
 }
 
 func (x SignalScope) Number() protoreflect.EnumNumber {
@@ -67,7 +67,7 @@ func (x SignalScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SignalScope.Descriptor instead.
 func (SignalScope) EnumDescriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{0}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{0}
 }
 
 // A mount of a directory of the container's workspace. There is no field for
@@ -83,7 +83,7 @@ type WorkspaceMount struct {
 
 func (x *WorkspaceMount) Reset() {
 	*x = WorkspaceMount{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[0]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +95,7 @@ func (x *WorkspaceMount) String() string {
 func (*WorkspaceMount) ProtoMessage() {}
 
 func (x *WorkspaceMount) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[0]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +108,7 @@ func (x *WorkspaceMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceMount.ProtoReflect.Descriptor instead.
 func (*WorkspaceMount) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{0}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *WorkspaceMount) GetSubdir() string {
@@ -132,9 +132,10 @@ func (x *WorkspaceMount) GetReadOnly() bool {
 	return false
 }
 
-// ContainerIntent is everything a plugin may choose about a container. There
-// is no field for privileges, capabilities, devices, namespaces or host paths.
-type ContainerIntent struct {
+// CreateRequest is everything a plugin may choose about a container (v1:
+// ContainerIntent). There is no field for privileges, capabilities, devices,
+// namespaces or host paths.
+type CreateRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Image          string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
 	Command        []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
@@ -151,26 +152,29 @@ type ContainerIntent struct {
 	CodeSha256     string                 `protobuf:"bytes,13,opt,name=code_sha256,json=codeSha256,proto3" json:"code_sha256,omitempty"`
 	// tools_grant: a token from ExecuteRequest or OpenSessionRequest; the
 	// core mounts that grant's tool directory (read-only) and sets its env.
-	ToolsGrant    string `protobuf:"bytes,14,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	ToolsGrant string `protobuf:"bytes,14,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	// Unix sockets the container listens on, which the plugin reaches only
+	// through Dial (by name, never by path).
+	Endpoints     []*Endpoint `protobuf:"bytes,15,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ContainerIntent) Reset() {
-	*x = ContainerIntent{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[1]
+func (x *CreateRequest) Reset() {
+	*x = CreateRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ContainerIntent) String() string {
+func (x *CreateRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ContainerIntent) ProtoMessage() {}
+func (*CreateRequest) ProtoMessage() {}
 
-func (x *ContainerIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[1]
+func (x *CreateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,120 +185,182 @@ func (x *ContainerIntent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ContainerIntent.ProtoReflect.Descriptor instead.
-func (*ContainerIntent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{1}
+// Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
+func (*CreateRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *ContainerIntent) GetImage() string {
+func (x *CreateRequest) GetImage() string {
 	if x != nil {
 		return x.Image
 	}
 	return ""
 }
 
-func (x *ContainerIntent) GetCommand() []string {
+func (x *CreateRequest) GetCommand() []string {
 	if x != nil {
 		return x.Command
 	}
 	return nil
 }
 
-func (x *ContainerIntent) GetEnv() map[string]string {
+func (x *CreateRequest) GetEnv() map[string]string {
 	if x != nil {
 		return x.Env
 	}
 	return nil
 }
 
-func (x *ContainerIntent) GetWorkdir() string {
+func (x *CreateRequest) GetWorkdir() string {
 	if x != nil {
 		return x.Workdir
 	}
 	return ""
 }
 
-func (x *ContainerIntent) GetTimeoutSeconds() int64 {
+func (x *CreateRequest) GetTimeoutSeconds() int64 {
 	if x != nil {
 		return x.TimeoutSeconds
 	}
 	return 0
 }
 
-func (x *ContainerIntent) GetMemory() string {
+func (x *CreateRequest) GetMemory() string {
 	if x != nil {
 		return x.Memory
 	}
 	return ""
 }
 
-func (x *ContainerIntent) GetCpuQuota() int64 {
+func (x *CreateRequest) GetCpuQuota() int64 {
 	if x != nil {
 		return x.CpuQuota
 	}
 	return 0
 }
 
-func (x *ContainerIntent) GetPids() int64 {
+func (x *CreateRequest) GetPids() int64 {
 	if x != nil {
 		return x.Pids
 	}
 	return 0
 }
 
-func (x *ContainerIntent) GetSessionId() string {
+func (x *CreateRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
 	return ""
 }
 
-func (x *ContainerIntent) GetMounts() []*WorkspaceMount {
+func (x *CreateRequest) GetMounts() []*WorkspaceMount {
 	if x != nil {
 		return x.Mounts
 	}
 	return nil
 }
 
-func (x *ContainerIntent) GetFiles() map[string][]byte {
+func (x *CreateRequest) GetFiles() map[string][]byte {
 	if x != nil {
 		return x.Files
 	}
 	return nil
 }
 
-func (x *ContainerIntent) GetLabels() map[string]string {
+func (x *CreateRequest) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
 	}
 	return nil
 }
 
-func (x *ContainerIntent) GetCodeSha256() string {
+func (x *CreateRequest) GetCodeSha256() string {
 	if x != nil {
 		return x.CodeSha256
 	}
 	return ""
 }
 
-func (x *ContainerIntent) GetToolsGrant() string {
+func (x *CreateRequest) GetToolsGrant() string {
 	if x != nil {
 		return x.ToolsGrant
 	}
 	return ""
 }
 
-type CreateResponse struct {
+func (x *CreateRequest) GetEndpoints() []*Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// Endpoint is a unix socket a sandbox listens on.
+type Endpoint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Workspace     string                 `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"` // host path of the workspace (for ipc sockets)
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // ^[a-z][a-z0-9-]{0,31}$: what DialOpen.endpoint names
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // absolute path of the socket in the container, under one of the mounts' targets
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Endpoint) Reset() {
+	*x = Endpoint{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Endpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Endpoint) ProtoMessage() {}
+
+func (x *Endpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
+func (*Endpoint) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Endpoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Endpoint) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type CreateResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// TODO(api-v2): removed once sdk/kernel and sdk/oneshot dial endpoints
+	// (v1's host path of the workspace, for ipc sockets).
+	Workspace     string `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +372,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +385,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateResponse) GetContainerId() string {
@@ -336,28 +402,28 @@ func (x *CreateResponse) GetWorkspace() string {
 	return ""
 }
 
-type ContainerRef struct {
+type StartRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ContainerRef) Reset() {
-	*x = ContainerRef{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[3]
+func (x *StartRequest) Reset() {
+	*x = StartRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ContainerRef) String() string {
+func (x *StartRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ContainerRef) ProtoMessage() {}
+func (*StartRequest) ProtoMessage() {}
 
-func (x *ContainerRef) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[3]
+func (x *StartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,16 +434,176 @@ func (x *ContainerRef) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ContainerRef.ProtoReflect.Descriptor instead.
-func (*ContainerRef) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{3}
+// Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
+func (*StartRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ContainerRef) GetContainerId() string {
+func (x *StartRequest) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
 	}
 	return ""
+}
+
+type StartResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartResponse) Reset() {
+	*x = StartResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartResponse) ProtoMessage() {}
+
+func (x *StartResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
+func (*StartResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{5}
+}
+
+type StateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateRequest) Reset() {
+	*x = StateRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateRequest) ProtoMessage() {}
+
+func (x *StateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
+func (*StateRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StateRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+type RemoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRequest) Reset() {
+	*x = RemoveRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRequest) ProtoMessage() {}
+
+func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RemoveRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+type RemoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveResponse) Reset() {
+	*x = RemoveResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveResponse) ProtoMessage() {}
+
+func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
+func (*RemoveResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{8}
 }
 
 type WaitRequest struct {
@@ -390,7 +616,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +628,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +641,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WaitRequest) GetContainerId() string {
@@ -444,7 +670,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +682,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +695,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WaitResponse) GetExitCode() int32 {
@@ -500,7 +726,8 @@ func (x *WaitResponse) GetMessage() string {
 	return ""
 }
 
-type ContainerState struct {
+// StateResponse is a container's current state (v1: ContainerState).
+type StateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Running       bool                   `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
 	ExitCode      int32                  `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
@@ -510,21 +737,21 @@ type ContainerState struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ContainerState) Reset() {
-	*x = ContainerState{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[6]
+func (x *StateResponse) Reset() {
+	*x = StateResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ContainerState) String() string {
+func (x *StateResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ContainerState) ProtoMessage() {}
+func (*StateResponse) ProtoMessage() {}
 
-func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[6]
+func (x *StateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,33 +762,33 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
-func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{6}
+// Deprecated: Use StateResponse.ProtoReflect.Descriptor instead.
+func (*StateResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *ContainerState) GetRunning() bool {
+func (x *StateResponse) GetRunning() bool {
 	if x != nil {
 		return x.Running
 	}
 	return false
 }
 
-func (x *ContainerState) GetExitCode() int32 {
+func (x *StateResponse) GetExitCode() int32 {
 	if x != nil {
 		return x.ExitCode
 	}
 	return 0
 }
 
-func (x *ContainerState) GetOomKilled() bool {
+func (x *StateResponse) GetOomKilled() bool {
 	if x != nil {
 		return x.OomKilled
 	}
 	return false
 }
 
-func (x *ContainerState) GetMessage() string {
+func (x *StateResponse) GetMessage() string {
 	if x != nil {
 		return x.Message
 	}
@@ -578,7 +805,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +817,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +830,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LogsRequest) GetContainerId() string {
@@ -632,7 +859,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +871,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +884,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Output) GetStdout() []byte {
@@ -688,6 +915,75 @@ func (x *Output) GetStderrBytes() int64 {
 	return 0
 }
 
+// LogsResponse is a container's captured output (v1: Output).
+type LogsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stdout        []byte                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr        []byte                 `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	StdoutBytes   int64                  `protobuf:"varint,3,opt,name=stdout_bytes,json=stdoutBytes,proto3" json:"stdout_bytes,omitempty"`
+	StderrBytes   int64                  `protobuf:"varint,4,opt,name=stderr_bytes,json=stderrBytes,proto3" json:"stderr_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsResponse) Reset() {
+	*x = LogsResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsResponse) ProtoMessage() {}
+
+func (x *LogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
+func (*LogsResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LogsResponse) GetStdout() []byte {
+	if x != nil {
+		return x.Stdout
+	}
+	return nil
+}
+
+func (x *LogsResponse) GetStderr() []byte {
+	if x != nil {
+		return x.Stderr
+	}
+	return nil
+}
+
+func (x *LogsResponse) GetStdoutBytes() int64 {
+	if x != nil {
+		return x.StdoutBytes
+	}
+	return 0
+}
+
+func (x *LogsResponse) GetStderrBytes() int64 {
+	if x != nil {
+		return x.StderrBytes
+	}
+	return 0
+}
+
 type ExecRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -703,7 +999,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[9]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1011,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[9]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1024,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecRequest) GetContainerId() string {
@@ -780,6 +1076,100 @@ func (x *ExecRequest) GetTimeoutMs() int64 {
 	return 0
 }
 
+// ExecStreamRequest is ExecRequest for ExecStream (v1 used ExecRequest for
+// both).
+type ExecStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Command       []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	MaxBytes      int64                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`                                                // cap of each stream kept in the response
+	Stdin         []byte                 `protobuf:"bytes,4,opt,name=stdin,proto3" json:"stdin,omitempty"`                                                                       // fed to the command, then closed
+	Env           map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the container's environment
+	Workdir       string                 `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"`                                                                   // "": the container's working directory
+	TimeoutMs     int64                  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`                                             // 0: none; past it the process group is killed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecStreamRequest) Reset() {
+	*x = ExecStreamRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecStreamRequest) ProtoMessage() {}
+
+func (x *ExecStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExecStreamRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ExecStreamRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *ExecStreamRequest) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *ExecStreamRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *ExecStreamRequest) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *ExecStreamRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ExecStreamRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *ExecStreamRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
 type ExecResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
@@ -791,7 +1181,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[10]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1193,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[10]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1206,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecResponse) GetExitCode() int32 {
@@ -851,7 +1241,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1253,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1266,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OutputChunk) GetStream() string {
@@ -893,33 +1283,34 @@ func (x *OutputChunk) GetData() []byte {
 	return nil
 }
 
-// ExecStream sends chunks while the command runs, then one result.
-type ExecEvent struct {
+// ExecStreamResponse is one message of ExecStream: chunks while the command
+// runs, then one result (v1: ExecEvent).
+type ExecStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
 	//
-	//	*ExecEvent_Chunk
-	//	*ExecEvent_Result
-	Kind          isExecEvent_Kind `protobuf_oneof:"kind"`
+	//	*ExecStreamResponse_Chunk
+	//	*ExecStreamResponse_Result
+	Kind          isExecStreamResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ExecEvent) Reset() {
-	*x = ExecEvent{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+func (x *ExecStreamResponse) Reset() {
+	*x = ExecStreamResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ExecEvent) String() string {
+func (x *ExecStreamResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ExecEvent) ProtoMessage() {}
+func (*ExecStreamResponse) ProtoMessage() {}
 
-func (x *ExecEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[12]
+func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,64 +1321,64 @@ func (x *ExecEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ExecEvent.ProtoReflect.Descriptor instead.
-func (*ExecEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{12}
+// Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{19}
 }
 
-func (x *ExecEvent) GetKind() isExecEvent_Kind {
+func (x *ExecStreamResponse) GetKind() isExecStreamResponse_Kind {
 	if x != nil {
 		return x.Kind
 	}
 	return nil
 }
 
-func (x *ExecEvent) GetChunk() *OutputChunk {
+func (x *ExecStreamResponse) GetChunk() *OutputChunk {
 	if x != nil {
-		if x, ok := x.Kind.(*ExecEvent_Chunk); ok {
+		if x, ok := x.Kind.(*ExecStreamResponse_Chunk); ok {
 			return x.Chunk
 		}
 	}
 	return nil
 }
 
-func (x *ExecEvent) GetResult() *ExecResponse {
+func (x *ExecStreamResponse) GetResult() *ExecResponse {
 	if x != nil {
-		if x, ok := x.Kind.(*ExecEvent_Result); ok {
+		if x, ok := x.Kind.(*ExecStreamResponse_Result); ok {
 			return x.Result
 		}
 	}
 	return nil
 }
 
-type isExecEvent_Kind interface {
-	isExecEvent_Kind()
+type isExecStreamResponse_Kind interface {
+	isExecStreamResponse_Kind()
 }
 
-type ExecEvent_Chunk struct {
+type ExecStreamResponse_Chunk struct {
 	Chunk *OutputChunk `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
 }
 
-type ExecEvent_Result struct {
+type ExecStreamResponse_Result struct {
 	Result *ExecResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
-func (*ExecEvent_Chunk) isExecEvent_Kind() {}
+func (*ExecStreamResponse_Chunk) isExecStreamResponse_Kind() {}
 
-func (*ExecEvent_Result) isExecEvent_Kind() {}
+func (*ExecStreamResponse_Result) isExecStreamResponse_Kind() {}
 
 type SignalRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	Signal        string                 `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
-	Scope         SignalScope            `protobuf:"varint,3,opt,name=scope,proto3,enum=forge.plugin.v1.SignalScope" json:"scope,omitempty"`
+	Scope         SignalScope            `protobuf:"varint,3,opt,name=scope,proto3,enum=forge.plugin.v2.SignalScope" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1390,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1403,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SignalRequest) GetContainerId() string {
@@ -1036,6 +1427,42 @@ func (x *SignalRequest) GetScope() SignalScope {
 	return SignalScope_SIGNAL_SCOPE_UNSPECIFIED
 }
 
+type SignalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalResponse) Reset() {
+	*x = SignalResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalResponse) ProtoMessage() {}
+
+func (x *SignalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
+func (*SignalResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{21}
+}
+
 type PutFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -1047,7 +1474,7 @@ type PutFileRequest struct {
 
 func (x *PutFileRequest) Reset() {
 	*x = PutFileRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1486,7 @@ func (x *PutFileRequest) String() string {
 func (*PutFileRequest) ProtoMessage() {}
 
 func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1499,7 @@ func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
 func (*PutFileRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutFileRequest) GetContainerId() string {
@@ -1096,6 +1523,42 @@ func (x *PutFileRequest) GetData() []byte {
 	return nil
 }
 
+type PutFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutFileResponse) Reset() {
+	*x = PutFileResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutFileResponse) ProtoMessage() {}
+
+func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
+func (*PutFileResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{23}
+}
+
 type GetFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -1107,7 +1570,7 @@ type GetFileRequest struct {
 
 func (x *GetFileRequest) Reset() {
 	*x = GetFileRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1582,7 @@ func (x *GetFileRequest) String() string {
 func (*GetFileRequest) ProtoMessage() {}
 
 func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[15]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1595,7 @@ func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
 func (*GetFileRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetFileRequest) GetContainerId() string {
@@ -1165,7 +1628,7 @@ type GetFileResponse struct {
 
 func (x *GetFileResponse) Reset() {
 	*x = GetFileResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1640,7 @@ func (x *GetFileResponse) String() string {
 func (*GetFileResponse) ProtoMessage() {}
 
 func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[16]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1653,7 @@ func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
 func (*GetFileResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetFileResponse) GetData() []byte {
@@ -1209,7 +1672,7 @@ type RemoveWorkspaceRequest struct {
 
 func (x *RemoveWorkspaceRequest) Reset() {
 	*x = RemoveWorkspaceRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[17]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1684,7 @@ func (x *RemoveWorkspaceRequest) String() string {
 func (*RemoveWorkspaceRequest) ProtoMessage() {}
 
 func (x *RemoveWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[17]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1697,7 @@ func (x *RemoveWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*RemoveWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RemoveWorkspaceRequest) GetSessionId() string {
@@ -1254,7 +1717,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[18]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1729,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[18]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1742,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StopRequest) GetContainerId() string {
@@ -1296,6 +1759,78 @@ func (x *StopRequest) GetGraceMs() int64 {
 	return 0
 }
 
+type StopResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopResponse) Reset() {
+	*x = StopResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopResponse) ProtoMessage() {}
+
+func (x *StopResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
+func (*StopResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{28}
+}
+
+type RemoveWorkspaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveWorkspaceResponse) Reset() {
+	*x = RemoveWorkspaceResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveWorkspaceResponse) ProtoMessage() {}
+
+func (x *RemoveWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*RemoveWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{29}
+}
+
 type ReadFilesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -1308,7 +1843,7 @@ type ReadFilesRequest struct {
 
 func (x *ReadFilesRequest) Reset() {
 	*x = ReadFilesRequest{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[19]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1855,7 @@ func (x *ReadFilesRequest) String() string {
 func (*ReadFilesRequest) ProtoMessage() {}
 
 func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[19]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1868,7 @@ func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFilesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadFilesRequest) GetContainerId() string {
@@ -1376,7 +1911,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[20]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1923,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[20]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1936,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *File) GetName() string {
@@ -1441,7 +1976,7 @@ type ReadFilesResponse struct {
 
 func (x *ReadFilesResponse) Reset() {
 	*x = ReadFilesResponse{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[21]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1988,7 @@ func (x *ReadFilesResponse) String() string {
 func (*ReadFilesResponse) ProtoMessage() {}
 
 func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[21]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +2001,7 @@ func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFilesResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadFilesResponse) GetFiles() []*File {
@@ -1476,7 +2011,355 @@ func (x *ReadFilesResponse) GetFiles() []*File {
 	return nil
 }
 
-type AuditEvent struct {
+type RecordResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordResponse) Reset() {
+	*x = RecordResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordResponse) ProtoMessage() {}
+
+func (x *RecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
+func (*RecordResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{33}
+}
+
+// DialRequest is one message of Dial's stream from the plugin: the first
+// opens the channel, the others carry bytes to the endpoint. The plugin's
+// half-close (no more bytes to send) is the end of its side of the stream.
+type DialRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*DialRequest_Open
+	//	*DialRequest_Data
+	Kind          isDialRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialRequest) Reset() {
+	*x = DialRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialRequest) ProtoMessage() {}
+
+func (x *DialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialRequest.ProtoReflect.Descriptor instead.
+func (*DialRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DialRequest) GetKind() isDialRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *DialRequest) GetOpen() *DialOpen {
+	if x != nil {
+		if x, ok := x.Kind.(*DialRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *DialRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*DialRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isDialRequest_Kind interface {
+	isDialRequest_Kind()
+}
+
+type DialRequest_Open struct {
+	Open *DialOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type DialRequest_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"` // at most 64 KiB
+}
+
+func (*DialRequest_Open) isDialRequest_Kind() {}
+
+func (*DialRequest_Data) isDialRequest_Kind() {}
+
+// DialOpen names the endpoint Dial connects to.
+type DialOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"` // a container this plugin created
+	Endpoint      string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`                          // one of its CreateRequest.endpoints
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialOpen) Reset() {
+	*x = DialOpen{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialOpen) ProtoMessage() {}
+
+func (x *DialOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialOpen.ProtoReflect.Descriptor instead.
+func (*DialOpen) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DialOpen) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *DialOpen) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+// DialResponse is one message of Dial's stream from the core: first opened
+// (the endpoint accepted the connection), then bytes from the endpoint, then
+// at most one closed (the endpoint will send nothing more).
+type DialResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*DialResponse_Opened
+	//	*DialResponse_Data
+	//	*DialResponse_Closed
+	Kind          isDialResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialResponse) Reset() {
+	*x = DialResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialResponse) ProtoMessage() {}
+
+func (x *DialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialResponse.ProtoReflect.Descriptor instead.
+func (*DialResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DialResponse) GetKind() isDialResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *DialResponse) GetOpened() *DialOpened {
+	if x != nil {
+		if x, ok := x.Kind.(*DialResponse_Opened); ok {
+			return x.Opened
+		}
+	}
+	return nil
+}
+
+func (x *DialResponse) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*DialResponse_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *DialResponse) GetClosed() *DialClosed {
+	if x != nil {
+		if x, ok := x.Kind.(*DialResponse_Closed); ok {
+			return x.Closed
+		}
+	}
+	return nil
+}
+
+type isDialResponse_Kind interface {
+	isDialResponse_Kind()
+}
+
+type DialResponse_Opened struct {
+	Opened *DialOpened `protobuf:"bytes,1,opt,name=opened,proto3,oneof"`
+}
+
+type DialResponse_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type DialResponse_Closed struct {
+	Closed *DialClosed `protobuf:"bytes,3,opt,name=closed,proto3,oneof"`
+}
+
+func (*DialResponse_Opened) isDialResponse_Kind() {}
+
+func (*DialResponse_Data) isDialResponse_Kind() {}
+
+func (*DialResponse_Closed) isDialResponse_Kind() {}
+
+type DialOpened struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialOpened) Reset() {
+	*x = DialOpened{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialOpened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialOpened) ProtoMessage() {}
+
+func (x *DialOpened) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialOpened.ProtoReflect.Descriptor instead.
+func (*DialOpened) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{37}
+}
+
+type DialClosed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialClosed) Reset() {
+	*x = DialClosed{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialClosed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialClosed) ProtoMessage() {}
+
+func (x *DialClosed) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialClosed.ProtoReflect.Descriptor instead.
+func (*DialClosed) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{38}
+}
+
+// RecordRequest is one audit record (v1: AuditEvent).
+type RecordRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Event         string                 `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	Severity      string                 `protobuf:"bytes,2,opt,name=severity,proto3" json:"severity,omitempty"`
@@ -1488,21 +2371,21 @@ type AuditEvent struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *AuditEvent) Reset() {
-	*x = AuditEvent{}
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[22]
+func (x *RecordRequest) Reset() {
+	*x = RecordRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *AuditEvent) String() string {
+func (x *RecordRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*AuditEvent) ProtoMessage() {}
+func (*RecordRequest) ProtoMessage() {}
 
-func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_host_proto_msgTypes[22]
+func (x *RecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,66 +2396,66 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
-func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_host_proto_rawDescGZIP(), []int{22}
+// Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
+func (*RecordRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{39}
 }
 
-func (x *AuditEvent) GetEvent() string {
+func (x *RecordRequest) GetEvent() string {
 	if x != nil {
 		return x.Event
 	}
 	return ""
 }
 
-func (x *AuditEvent) GetSeverity() string {
+func (x *RecordRequest) GetSeverity() string {
 	if x != nil {
 		return x.Severity
 	}
 	return ""
 }
 
-func (x *AuditEvent) GetSessionId() string {
+func (x *RecordRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
 	return ""
 }
 
-func (x *AuditEvent) GetSuccess() bool {
+func (x *RecordRequest) GetSuccess() bool {
 	if x != nil {
 		return x.Success
 	}
 	return false
 }
 
-func (x *AuditEvent) GetDetailsJson() string {
+func (x *RecordRequest) GetDetailsJson() string {
 	if x != nil {
 		return x.DetailsJson
 	}
 	return ""
 }
 
-func (x *AuditEvent) GetError() string {
+func (x *RecordRequest) GetError() string {
 	if x != nil {
 		return x.Error
 	}
 	return ""
 }
 
-var File_forge_plugin_v1_host_proto protoreflect.FileDescriptor
+var File_forge_plugin_v2_host_proto protoreflect.FileDescriptor
 
-const file_forge_plugin_v1_host_proto_rawDesc = "" +
+const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\n" +
-	"\x1aforge/plugin/v1/host.proto\x12\x0fforge.plugin.v1\x1a\x1cforge/plugin/v1/plugin.proto\"]\n" +
+	"\x1aforge/plugin/v2/host.proto\x12\x0fforge.plugin.v2\"]\n" +
 	"\x0eWorkspaceMount\x12\x16\n" +
 	"\x06subdir\x18\x01 \x01(\tR\x06subdir\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xda\x05\n" +
-	"\x0fContainerIntent\x12\x14\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x8b\x06\n" +
+	"\rCreateRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
-	"\acommand\x18\x02 \x03(\tR\acommand\x12;\n" +
-	"\x03env\x18\x03 \x03(\v2).forge.plugin.v1.ContainerIntent.EnvEntryR\x03env\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x129\n" +
+	"\x03env\x18\x03 \x03(\v2'.forge.plugin.v2.CreateRequest.EnvEntryR\x03env\x12\x18\n" +
 	"\aworkdir\x18\x04 \x01(\tR\aworkdir\x12'\n" +
 	"\x0ftimeout_seconds\x18\x05 \x01(\x03R\x0etimeoutSeconds\x12\x16\n" +
 	"\x06memory\x18\x06 \x01(\tR\x06memory\x12\x1b\n" +
@@ -1581,13 +2464,14 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\t \x01(\tR\tsessionId\x127\n" +
 	"\x06mounts\x18\n" +
-	" \x03(\v2\x1f.forge.plugin.v1.WorkspaceMountR\x06mounts\x12A\n" +
-	"\x05files\x18\v \x03(\v2+.forge.plugin.v1.ContainerIntent.FilesEntryR\x05files\x12D\n" +
-	"\x06labels\x18\f \x03(\v2,.forge.plugin.v1.ContainerIntent.LabelsEntryR\x06labels\x12\x1f\n" +
+	" \x03(\v2\x1f.forge.plugin.v2.WorkspaceMountR\x06mounts\x12?\n" +
+	"\x05files\x18\v \x03(\v2).forge.plugin.v2.CreateRequest.FilesEntryR\x05files\x12B\n" +
+	"\x06labels\x18\f \x03(\v2*.forge.plugin.v2.CreateRequest.LabelsEntryR\x06labels\x12\x1f\n" +
 	"\vcode_sha256\x18\r \x01(\tR\n" +
 	"codeSha256\x12\x1f\n" +
 	"\vtools_grant\x18\x0e \x01(\tR\n" +
-	"toolsGrant\x1a6\n" +
+	"toolsGrant\x127\n" +
+	"\tendpoints\x18\x0f \x03(\v2\x19.forge.plugin.v2.EndpointR\tendpoints\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +
@@ -1597,12 +2481,21 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
+	"\bEndpoint\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"Q\n" +
 	"\x0eCreateResponse\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\"1\n" +
-	"\fContainerRef\x12!\n" +
-	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"O\n" +
+	"\fStartRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"\x0f\n" +
+	"\rStartResponse\"1\n" +
+	"\fStateRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"2\n" +
+	"\rRemoveRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"\x10\n" +
+	"\x0eRemoveResponse\"O\n" +
 	"\vWaitRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x1d\n" +
 	"\n" +
@@ -1612,8 +2505,8 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\x03 \x01(\bR\toomKilled\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x80\x01\n" +
-	"\x0eContainerState\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x7f\n" +
+	"\rStateResponse\x12\x18\n" +
 	"\arunning\x18\x01 \x01(\bR\arunning\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x1d\n" +
 	"\n" +
@@ -1626,13 +2519,30 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12!\n" +
 	"\fstdout_bytes\x18\x03 \x01(\x03R\vstdoutBytes\x12!\n" +
+	"\fstderr_bytes\x18\x04 \x01(\x03R\vstderrBytes\"\x84\x01\n" +
+	"\fLogsResponse\x12\x16\n" +
+	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12!\n" +
+	"\fstdout_bytes\x18\x03 \x01(\x03R\vstdoutBytes\x12!\n" +
 	"\fstderr_bytes\x18\x04 \x01(\x03R\vstderrBytes\"\xa7\x02\n" +
 	"\vExecRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x14\n" +
 	"\x05stdin\x18\x04 \x01(\fR\x05stdin\x127\n" +
-	"\x03env\x18\x05 \x03(\v2%.forge.plugin.v1.ExecRequest.EnvEntryR\x03env\x12\x18\n" +
+	"\x03env\x18\x05 \x03(\v2%.forge.plugin.v2.ExecRequest.EnvEntryR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x06 \x01(\tR\aworkdir\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x02\n" +
+	"\x11ExecStreamRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x14\n" +
+	"\x05stdin\x18\x04 \x01(\fR\x05stdin\x12=\n" +
+	"\x03env\x18\x05 \x03(\v2+.forge.plugin.v2.ExecStreamRequest.EnvEntryR\x03env\x12\x18\n" +
 	"\aworkdir\x18\x06 \x01(\tR\aworkdir\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x1a6\n" +
@@ -1641,23 +2551,25 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
 	"\fExecResponse\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12/\n" +
-	"\x06output\x18\x02 \x01(\v2\x17.forge.plugin.v1.OutputR\x06output\x12\x1b\n" +
+	"\x06output\x18\x02 \x01(\v2\x17.forge.plugin.v2.OutputR\x06output\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\"9\n" +
 	"\vOutputChunk\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x82\x01\n" +
-	"\tExecEvent\x124\n" +
-	"\x05chunk\x18\x01 \x01(\v2\x1c.forge.plugin.v1.OutputChunkH\x00R\x05chunk\x127\n" +
-	"\x06result\x18\x02 \x01(\v2\x1d.forge.plugin.v1.ExecResponseH\x00R\x06resultB\x06\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x8b\x01\n" +
+	"\x12ExecStreamResponse\x124\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x1c.forge.plugin.v2.OutputChunkH\x00R\x05chunk\x127\n" +
+	"\x06result\x18\x02 \x01(\v2\x1d.forge.plugin.v2.ExecResponseH\x00R\x06resultB\x06\n" +
 	"\x04kind\"~\n" +
 	"\rSignalRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x122\n" +
-	"\x05scope\x18\x03 \x01(\x0e2\x1c.forge.plugin.v1.SignalScopeR\x05scope\"[\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x1c.forge.plugin.v2.SignalScopeR\x05scope\"\x10\n" +
+	"\x0eSignalResponse\"[\n" +
 	"\x0ePutFileRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"d\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x11\n" +
+	"\x0fPutFileResponse\"d\n" +
 	"\x0eGetFileRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
@@ -1669,7 +2581,9 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"K\n" +
 	"\vStopRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x19\n" +
-	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"\x9b\x01\n" +
+	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"\x0e\n" +
+	"\fStopResponse\"\x19\n" +
+	"\x17RemoveWorkspaceResponse\"\x9b\x01\n" +
 	"\x10ReadFilesRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
 	"\x06subdir\x18\x02 \x01(\tR\x06subdir\x12$\n" +
@@ -1681,9 +2595,25 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x18\n" +
 	"\askipped\x18\x04 \x01(\bR\askipped\"@\n" +
 	"\x11ReadFilesResponse\x12+\n" +
-	"\x05files\x18\x01 \x03(\v2\x15.forge.plugin.v1.FileR\x05files\"\xb0\x01\n" +
+	"\x05files\x18\x01 \x03(\v2\x15.forge.plugin.v2.FileR\x05files\"\x10\n" +
+	"\x0eRecordResponse\"\\\n" +
+	"\vDialRequest\x12/\n" +
+	"\x04open\x18\x01 \x01(\v2\x19.forge.plugin.v2.DialOpenH\x00R\x04open\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
+	"\x04kind\"I\n" +
+	"\bDialOpen\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\"\x9a\x01\n" +
+	"\fDialResponse\x125\n" +
+	"\x06opened\x18\x01 \x01(\v2\x1b.forge.plugin.v2.DialOpenedH\x00R\x06opened\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x125\n" +
+	"\x06closed\x18\x03 \x01(\v2\x1b.forge.plugin.v2.DialClosedH\x00R\x06closedB\x06\n" +
+	"\x04kind\"\f\n" +
 	"\n" +
-	"AuditEvent\x12\x14\n" +
+	"DialOpened\"\f\n" +
+	"\n" +
+	"DialClosed\"\xb3\x01\n" +
+	"\rRecordRequest\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x1a\n" +
 	"\bseverity\x18\x02 \x01(\tR\bseverity\x12\x1d\n" +
 	"\n" +
@@ -1694,145 +2624,178 @@ const file_forge_plugin_v1_host_proto_rawDesc = "" +
 	"\vSignalScope\x12\x1c\n" +
 	"\x18SIGNAL_SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SIGNAL_SCOPE_INIT\x10\x01\x12\x14\n" +
-	"\x10SIGNAL_SCOPE_ALL\x10\x022\xed\a\n" +
-	"\aSandbox\x12K\n" +
-	"\x06Create\x12 .forge.plugin.v1.ContainerIntent\x1a\x1f.forge.plugin.v1.CreateResponse\x12>\n" +
-	"\x05Start\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x16.forge.plugin.v1.Empty\x12C\n" +
-	"\x04Wait\x12\x1c.forge.plugin.v1.WaitRequest\x1a\x1d.forge.plugin.v1.WaitResponse\x12G\n" +
-	"\x05State\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x1f.forge.plugin.v1.ContainerState\x12=\n" +
-	"\x04Logs\x12\x1c.forge.plugin.v1.LogsRequest\x1a\x17.forge.plugin.v1.Output\x12C\n" +
-	"\x04Exec\x12\x1c.forge.plugin.v1.ExecRequest\x1a\x1d.forge.plugin.v1.ExecResponse\x12@\n" +
-	"\x06Signal\x12\x1e.forge.plugin.v1.SignalRequest\x1a\x16.forge.plugin.v1.Empty\x12<\n" +
-	"\x04Stop\x12\x1c.forge.plugin.v1.StopRequest\x1a\x16.forge.plugin.v1.Empty\x12?\n" +
-	"\x06Remove\x12\x1d.forge.plugin.v1.ContainerRef\x1a\x16.forge.plugin.v1.Empty\x12R\n" +
-	"\tReadFiles\x12!.forge.plugin.v1.ReadFilesRequest\x1a\".forge.plugin.v1.ReadFilesResponse\x12H\n" +
+	"\x10SIGNAL_SCOPE_ALL\x10\x022\x8d\t\n" +
+	"\x0eSandboxService\x12I\n" +
+	"\x06Create\x12\x1e.forge.plugin.v2.CreateRequest\x1a\x1f.forge.plugin.v2.CreateResponse\x12F\n" +
+	"\x05Start\x12\x1d.forge.plugin.v2.StartRequest\x1a\x1e.forge.plugin.v2.StartResponse\x12C\n" +
+	"\x04Wait\x12\x1c.forge.plugin.v2.WaitRequest\x1a\x1d.forge.plugin.v2.WaitResponse\x12F\n" +
+	"\x05State\x12\x1d.forge.plugin.v2.StateRequest\x1a\x1e.forge.plugin.v2.StateResponse\x12C\n" +
+	"\x04Logs\x12\x1c.forge.plugin.v2.LogsRequest\x1a\x1d.forge.plugin.v2.LogsResponse\x12C\n" +
+	"\x04Exec\x12\x1c.forge.plugin.v2.ExecRequest\x1a\x1d.forge.plugin.v2.ExecResponse\x12I\n" +
+	"\x06Signal\x12\x1e.forge.plugin.v2.SignalRequest\x1a\x1f.forge.plugin.v2.SignalResponse\x12C\n" +
+	"\x04Stop\x12\x1c.forge.plugin.v2.StopRequest\x1a\x1d.forge.plugin.v2.StopResponse\x12I\n" +
+	"\x06Remove\x12\x1e.forge.plugin.v2.RemoveRequest\x1a\x1f.forge.plugin.v2.RemoveResponse\x12R\n" +
+	"\tReadFiles\x12!.forge.plugin.v2.ReadFilesRequest\x1a\".forge.plugin.v2.ReadFilesResponse\x12W\n" +
 	"\n" +
-	"ExecStream\x12\x1c.forge.plugin.v1.ExecRequest\x1a\x1a.forge.plugin.v1.ExecEvent0\x01\x12B\n" +
-	"\aPutFile\x12\x1f.forge.plugin.v1.PutFileRequest\x1a\x16.forge.plugin.v1.Empty\x12L\n" +
-	"\aGetFile\x12\x1f.forge.plugin.v1.GetFileRequest\x1a .forge.plugin.v1.GetFileResponse\x12R\n" +
-	"\x0fRemoveWorkspace\x12'.forge.plugin.v1.RemoveWorkspaceRequest\x1a\x16.forge.plugin.v1.Empty2F\n" +
-	"\x05Audit\x12=\n" +
-	"\x06Record\x12\x1b.forge.plugin.v1.AuditEvent\x1a\x16.forge.plugin.v1.EmptyB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"ExecStream\x12\".forge.plugin.v2.ExecStreamRequest\x1a#.forge.plugin.v2.ExecStreamResponse0\x01\x12L\n" +
+	"\aPutFile\x12\x1f.forge.plugin.v2.PutFileRequest\x1a .forge.plugin.v2.PutFileResponse\x12L\n" +
+	"\aGetFile\x12\x1f.forge.plugin.v2.GetFileRequest\x1a .forge.plugin.v2.GetFileResponse\x12d\n" +
+	"\x0fRemoveWorkspace\x12'.forge.plugin.v2.RemoveWorkspaceRequest\x1a(.forge.plugin.v2.RemoveWorkspaceResponse\x12G\n" +
+	"\x04Dial\x12\x1c.forge.plugin.v2.DialRequest\x1a\x1d.forge.plugin.v2.DialResponse(\x010\x012Y\n" +
+	"\fAuditService\x12I\n" +
+	"\x06Record\x12\x1e.forge.plugin.v2.RecordRequest\x1a\x1f.forge.plugin.v2.RecordResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
-	file_forge_plugin_v1_host_proto_rawDescOnce sync.Once
-	file_forge_plugin_v1_host_proto_rawDescData []byte
+	file_forge_plugin_v2_host_proto_rawDescOnce sync.Once
+	file_forge_plugin_v2_host_proto_rawDescData []byte
 )
 
-func file_forge_plugin_v1_host_proto_rawDescGZIP() []byte {
-	file_forge_plugin_v1_host_proto_rawDescOnce.Do(func() {
-		file_forge_plugin_v1_host_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_host_proto_rawDesc), len(file_forge_plugin_v1_host_proto_rawDesc)))
+func file_forge_plugin_v2_host_proto_rawDescGZIP() []byte {
+	file_forge_plugin_v2_host_proto_rawDescOnce.Do(func() {
+		file_forge_plugin_v2_host_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_host_proto_rawDesc), len(file_forge_plugin_v2_host_proto_rawDesc)))
 	})
-	return file_forge_plugin_v1_host_proto_rawDescData
+	return file_forge_plugin_v2_host_proto_rawDescData
 }
 
-var file_forge_plugin_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_forge_plugin_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
-var file_forge_plugin_v1_host_proto_goTypes = []any{
-	(SignalScope)(0),               // 0: forge.plugin.v1.SignalScope
-	(*WorkspaceMount)(nil),         // 1: forge.plugin.v1.WorkspaceMount
-	(*ContainerIntent)(nil),        // 2: forge.plugin.v1.ContainerIntent
-	(*CreateResponse)(nil),         // 3: forge.plugin.v1.CreateResponse
-	(*ContainerRef)(nil),           // 4: forge.plugin.v1.ContainerRef
-	(*WaitRequest)(nil),            // 5: forge.plugin.v1.WaitRequest
-	(*WaitResponse)(nil),           // 6: forge.plugin.v1.WaitResponse
-	(*ContainerState)(nil),         // 7: forge.plugin.v1.ContainerState
-	(*LogsRequest)(nil),            // 8: forge.plugin.v1.LogsRequest
-	(*Output)(nil),                 // 9: forge.plugin.v1.Output
-	(*ExecRequest)(nil),            // 10: forge.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),           // 11: forge.plugin.v1.ExecResponse
-	(*OutputChunk)(nil),            // 12: forge.plugin.v1.OutputChunk
-	(*ExecEvent)(nil),              // 13: forge.plugin.v1.ExecEvent
-	(*SignalRequest)(nil),          // 14: forge.plugin.v1.SignalRequest
-	(*PutFileRequest)(nil),         // 15: forge.plugin.v1.PutFileRequest
-	(*GetFileRequest)(nil),         // 16: forge.plugin.v1.GetFileRequest
-	(*GetFileResponse)(nil),        // 17: forge.plugin.v1.GetFileResponse
-	(*RemoveWorkspaceRequest)(nil), // 18: forge.plugin.v1.RemoveWorkspaceRequest
-	(*StopRequest)(nil),            // 19: forge.plugin.v1.StopRequest
-	(*ReadFilesRequest)(nil),       // 20: forge.plugin.v1.ReadFilesRequest
-	(*File)(nil),                   // 21: forge.plugin.v1.File
-	(*ReadFilesResponse)(nil),      // 22: forge.plugin.v1.ReadFilesResponse
-	(*AuditEvent)(nil),             // 23: forge.plugin.v1.AuditEvent
-	nil,                            // 24: forge.plugin.v1.ContainerIntent.EnvEntry
-	nil,                            // 25: forge.plugin.v1.ContainerIntent.FilesEntry
-	nil,                            // 26: forge.plugin.v1.ContainerIntent.LabelsEntry
-	nil,                            // 27: forge.plugin.v1.ExecRequest.EnvEntry
-	(*Empty)(nil),                  // 28: forge.plugin.v1.Empty
+var file_forge_plugin_v2_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_forge_plugin_v2_host_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_forge_plugin_v2_host_proto_goTypes = []any{
+	(SignalScope)(0),                // 0: forge.plugin.v2.SignalScope
+	(*WorkspaceMount)(nil),          // 1: forge.plugin.v2.WorkspaceMount
+	(*CreateRequest)(nil),           // 2: forge.plugin.v2.CreateRequest
+	(*Endpoint)(nil),                // 3: forge.plugin.v2.Endpoint
+	(*CreateResponse)(nil),          // 4: forge.plugin.v2.CreateResponse
+	(*StartRequest)(nil),            // 5: forge.plugin.v2.StartRequest
+	(*StartResponse)(nil),           // 6: forge.plugin.v2.StartResponse
+	(*StateRequest)(nil),            // 7: forge.plugin.v2.StateRequest
+	(*RemoveRequest)(nil),           // 8: forge.plugin.v2.RemoveRequest
+	(*RemoveResponse)(nil),          // 9: forge.plugin.v2.RemoveResponse
+	(*WaitRequest)(nil),             // 10: forge.plugin.v2.WaitRequest
+	(*WaitResponse)(nil),            // 11: forge.plugin.v2.WaitResponse
+	(*StateResponse)(nil),           // 12: forge.plugin.v2.StateResponse
+	(*LogsRequest)(nil),             // 13: forge.plugin.v2.LogsRequest
+	(*Output)(nil),                  // 14: forge.plugin.v2.Output
+	(*LogsResponse)(nil),            // 15: forge.plugin.v2.LogsResponse
+	(*ExecRequest)(nil),             // 16: forge.plugin.v2.ExecRequest
+	(*ExecStreamRequest)(nil),       // 17: forge.plugin.v2.ExecStreamRequest
+	(*ExecResponse)(nil),            // 18: forge.plugin.v2.ExecResponse
+	(*OutputChunk)(nil),             // 19: forge.plugin.v2.OutputChunk
+	(*ExecStreamResponse)(nil),      // 20: forge.plugin.v2.ExecStreamResponse
+	(*SignalRequest)(nil),           // 21: forge.plugin.v2.SignalRequest
+	(*SignalResponse)(nil),          // 22: forge.plugin.v2.SignalResponse
+	(*PutFileRequest)(nil),          // 23: forge.plugin.v2.PutFileRequest
+	(*PutFileResponse)(nil),         // 24: forge.plugin.v2.PutFileResponse
+	(*GetFileRequest)(nil),          // 25: forge.plugin.v2.GetFileRequest
+	(*GetFileResponse)(nil),         // 26: forge.plugin.v2.GetFileResponse
+	(*RemoveWorkspaceRequest)(nil),  // 27: forge.plugin.v2.RemoveWorkspaceRequest
+	(*StopRequest)(nil),             // 28: forge.plugin.v2.StopRequest
+	(*StopResponse)(nil),            // 29: forge.plugin.v2.StopResponse
+	(*RemoveWorkspaceResponse)(nil), // 30: forge.plugin.v2.RemoveWorkspaceResponse
+	(*ReadFilesRequest)(nil),        // 31: forge.plugin.v2.ReadFilesRequest
+	(*File)(nil),                    // 32: forge.plugin.v2.File
+	(*ReadFilesResponse)(nil),       // 33: forge.plugin.v2.ReadFilesResponse
+	(*RecordResponse)(nil),          // 34: forge.plugin.v2.RecordResponse
+	(*DialRequest)(nil),             // 35: forge.plugin.v2.DialRequest
+	(*DialOpen)(nil),                // 36: forge.plugin.v2.DialOpen
+	(*DialResponse)(nil),            // 37: forge.plugin.v2.DialResponse
+	(*DialOpened)(nil),              // 38: forge.plugin.v2.DialOpened
+	(*DialClosed)(nil),              // 39: forge.plugin.v2.DialClosed
+	(*RecordRequest)(nil),           // 40: forge.plugin.v2.RecordRequest
+	nil,                             // 41: forge.plugin.v2.CreateRequest.EnvEntry
+	nil,                             // 42: forge.plugin.v2.CreateRequest.FilesEntry
+	nil,                             // 43: forge.plugin.v2.CreateRequest.LabelsEntry
+	nil,                             // 44: forge.plugin.v2.ExecRequest.EnvEntry
+	nil,                             // 45: forge.plugin.v2.ExecStreamRequest.EnvEntry
 }
-var file_forge_plugin_v1_host_proto_depIdxs = []int32{
-	24, // 0: forge.plugin.v1.ContainerIntent.env:type_name -> forge.plugin.v1.ContainerIntent.EnvEntry
-	1,  // 1: forge.plugin.v1.ContainerIntent.mounts:type_name -> forge.plugin.v1.WorkspaceMount
-	25, // 2: forge.plugin.v1.ContainerIntent.files:type_name -> forge.plugin.v1.ContainerIntent.FilesEntry
-	26, // 3: forge.plugin.v1.ContainerIntent.labels:type_name -> forge.plugin.v1.ContainerIntent.LabelsEntry
-	27, // 4: forge.plugin.v1.ExecRequest.env:type_name -> forge.plugin.v1.ExecRequest.EnvEntry
-	9,  // 5: forge.plugin.v1.ExecResponse.output:type_name -> forge.plugin.v1.Output
-	12, // 6: forge.plugin.v1.ExecEvent.chunk:type_name -> forge.plugin.v1.OutputChunk
-	11, // 7: forge.plugin.v1.ExecEvent.result:type_name -> forge.plugin.v1.ExecResponse
-	0,  // 8: forge.plugin.v1.SignalRequest.scope:type_name -> forge.plugin.v1.SignalScope
-	21, // 9: forge.plugin.v1.ReadFilesResponse.files:type_name -> forge.plugin.v1.File
-	2,  // 10: forge.plugin.v1.Sandbox.Create:input_type -> forge.plugin.v1.ContainerIntent
-	4,  // 11: forge.plugin.v1.Sandbox.Start:input_type -> forge.plugin.v1.ContainerRef
-	5,  // 12: forge.plugin.v1.Sandbox.Wait:input_type -> forge.plugin.v1.WaitRequest
-	4,  // 13: forge.plugin.v1.Sandbox.State:input_type -> forge.plugin.v1.ContainerRef
-	8,  // 14: forge.plugin.v1.Sandbox.Logs:input_type -> forge.plugin.v1.LogsRequest
-	10, // 15: forge.plugin.v1.Sandbox.Exec:input_type -> forge.plugin.v1.ExecRequest
-	14, // 16: forge.plugin.v1.Sandbox.Signal:input_type -> forge.plugin.v1.SignalRequest
-	19, // 17: forge.plugin.v1.Sandbox.Stop:input_type -> forge.plugin.v1.StopRequest
-	4,  // 18: forge.plugin.v1.Sandbox.Remove:input_type -> forge.plugin.v1.ContainerRef
-	20, // 19: forge.plugin.v1.Sandbox.ReadFiles:input_type -> forge.plugin.v1.ReadFilesRequest
-	10, // 20: forge.plugin.v1.Sandbox.ExecStream:input_type -> forge.plugin.v1.ExecRequest
-	15, // 21: forge.plugin.v1.Sandbox.PutFile:input_type -> forge.plugin.v1.PutFileRequest
-	16, // 22: forge.plugin.v1.Sandbox.GetFile:input_type -> forge.plugin.v1.GetFileRequest
-	18, // 23: forge.plugin.v1.Sandbox.RemoveWorkspace:input_type -> forge.plugin.v1.RemoveWorkspaceRequest
-	23, // 24: forge.plugin.v1.Audit.Record:input_type -> forge.plugin.v1.AuditEvent
-	3,  // 25: forge.plugin.v1.Sandbox.Create:output_type -> forge.plugin.v1.CreateResponse
-	28, // 26: forge.plugin.v1.Sandbox.Start:output_type -> forge.plugin.v1.Empty
-	6,  // 27: forge.plugin.v1.Sandbox.Wait:output_type -> forge.plugin.v1.WaitResponse
-	7,  // 28: forge.plugin.v1.Sandbox.State:output_type -> forge.plugin.v1.ContainerState
-	9,  // 29: forge.plugin.v1.Sandbox.Logs:output_type -> forge.plugin.v1.Output
-	11, // 30: forge.plugin.v1.Sandbox.Exec:output_type -> forge.plugin.v1.ExecResponse
-	28, // 31: forge.plugin.v1.Sandbox.Signal:output_type -> forge.plugin.v1.Empty
-	28, // 32: forge.plugin.v1.Sandbox.Stop:output_type -> forge.plugin.v1.Empty
-	28, // 33: forge.plugin.v1.Sandbox.Remove:output_type -> forge.plugin.v1.Empty
-	22, // 34: forge.plugin.v1.Sandbox.ReadFiles:output_type -> forge.plugin.v1.ReadFilesResponse
-	13, // 35: forge.plugin.v1.Sandbox.ExecStream:output_type -> forge.plugin.v1.ExecEvent
-	28, // 36: forge.plugin.v1.Sandbox.PutFile:output_type -> forge.plugin.v1.Empty
-	17, // 37: forge.plugin.v1.Sandbox.GetFile:output_type -> forge.plugin.v1.GetFileResponse
-	28, // 38: forge.plugin.v1.Sandbox.RemoveWorkspace:output_type -> forge.plugin.v1.Empty
-	28, // 39: forge.plugin.v1.Audit.Record:output_type -> forge.plugin.v1.Empty
-	25, // [25:40] is the sub-list for method output_type
-	10, // [10:25] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+var file_forge_plugin_v2_host_proto_depIdxs = []int32{
+	41, // 0: forge.plugin.v2.CreateRequest.env:type_name -> forge.plugin.v2.CreateRequest.EnvEntry
+	1,  // 1: forge.plugin.v2.CreateRequest.mounts:type_name -> forge.plugin.v2.WorkspaceMount
+	42, // 2: forge.plugin.v2.CreateRequest.files:type_name -> forge.plugin.v2.CreateRequest.FilesEntry
+	43, // 3: forge.plugin.v2.CreateRequest.labels:type_name -> forge.plugin.v2.CreateRequest.LabelsEntry
+	3,  // 4: forge.plugin.v2.CreateRequest.endpoints:type_name -> forge.plugin.v2.Endpoint
+	44, // 5: forge.plugin.v2.ExecRequest.env:type_name -> forge.plugin.v2.ExecRequest.EnvEntry
+	45, // 6: forge.plugin.v2.ExecStreamRequest.env:type_name -> forge.plugin.v2.ExecStreamRequest.EnvEntry
+	14, // 7: forge.plugin.v2.ExecResponse.output:type_name -> forge.plugin.v2.Output
+	19, // 8: forge.plugin.v2.ExecStreamResponse.chunk:type_name -> forge.plugin.v2.OutputChunk
+	18, // 9: forge.plugin.v2.ExecStreamResponse.result:type_name -> forge.plugin.v2.ExecResponse
+	0,  // 10: forge.plugin.v2.SignalRequest.scope:type_name -> forge.plugin.v2.SignalScope
+	32, // 11: forge.plugin.v2.ReadFilesResponse.files:type_name -> forge.plugin.v2.File
+	36, // 12: forge.plugin.v2.DialRequest.open:type_name -> forge.plugin.v2.DialOpen
+	38, // 13: forge.plugin.v2.DialResponse.opened:type_name -> forge.plugin.v2.DialOpened
+	39, // 14: forge.plugin.v2.DialResponse.closed:type_name -> forge.plugin.v2.DialClosed
+	2,  // 15: forge.plugin.v2.SandboxService.Create:input_type -> forge.plugin.v2.CreateRequest
+	5,  // 16: forge.plugin.v2.SandboxService.Start:input_type -> forge.plugin.v2.StartRequest
+	10, // 17: forge.plugin.v2.SandboxService.Wait:input_type -> forge.plugin.v2.WaitRequest
+	7,  // 18: forge.plugin.v2.SandboxService.State:input_type -> forge.plugin.v2.StateRequest
+	13, // 19: forge.plugin.v2.SandboxService.Logs:input_type -> forge.plugin.v2.LogsRequest
+	16, // 20: forge.plugin.v2.SandboxService.Exec:input_type -> forge.plugin.v2.ExecRequest
+	21, // 21: forge.plugin.v2.SandboxService.Signal:input_type -> forge.plugin.v2.SignalRequest
+	28, // 22: forge.plugin.v2.SandboxService.Stop:input_type -> forge.plugin.v2.StopRequest
+	8,  // 23: forge.plugin.v2.SandboxService.Remove:input_type -> forge.plugin.v2.RemoveRequest
+	31, // 24: forge.plugin.v2.SandboxService.ReadFiles:input_type -> forge.plugin.v2.ReadFilesRequest
+	17, // 25: forge.plugin.v2.SandboxService.ExecStream:input_type -> forge.plugin.v2.ExecStreamRequest
+	23, // 26: forge.plugin.v2.SandboxService.PutFile:input_type -> forge.plugin.v2.PutFileRequest
+	25, // 27: forge.plugin.v2.SandboxService.GetFile:input_type -> forge.plugin.v2.GetFileRequest
+	27, // 28: forge.plugin.v2.SandboxService.RemoveWorkspace:input_type -> forge.plugin.v2.RemoveWorkspaceRequest
+	35, // 29: forge.plugin.v2.SandboxService.Dial:input_type -> forge.plugin.v2.DialRequest
+	40, // 30: forge.plugin.v2.AuditService.Record:input_type -> forge.plugin.v2.RecordRequest
+	4,  // 31: forge.plugin.v2.SandboxService.Create:output_type -> forge.plugin.v2.CreateResponse
+	6,  // 32: forge.plugin.v2.SandboxService.Start:output_type -> forge.plugin.v2.StartResponse
+	11, // 33: forge.plugin.v2.SandboxService.Wait:output_type -> forge.plugin.v2.WaitResponse
+	12, // 34: forge.plugin.v2.SandboxService.State:output_type -> forge.plugin.v2.StateResponse
+	15, // 35: forge.plugin.v2.SandboxService.Logs:output_type -> forge.plugin.v2.LogsResponse
+	18, // 36: forge.plugin.v2.SandboxService.Exec:output_type -> forge.plugin.v2.ExecResponse
+	22, // 37: forge.plugin.v2.SandboxService.Signal:output_type -> forge.plugin.v2.SignalResponse
+	29, // 38: forge.plugin.v2.SandboxService.Stop:output_type -> forge.plugin.v2.StopResponse
+	9,  // 39: forge.plugin.v2.SandboxService.Remove:output_type -> forge.plugin.v2.RemoveResponse
+	33, // 40: forge.plugin.v2.SandboxService.ReadFiles:output_type -> forge.plugin.v2.ReadFilesResponse
+	20, // 41: forge.plugin.v2.SandboxService.ExecStream:output_type -> forge.plugin.v2.ExecStreamResponse
+	24, // 42: forge.plugin.v2.SandboxService.PutFile:output_type -> forge.plugin.v2.PutFileResponse
+	26, // 43: forge.plugin.v2.SandboxService.GetFile:output_type -> forge.plugin.v2.GetFileResponse
+	30, // 44: forge.plugin.v2.SandboxService.RemoveWorkspace:output_type -> forge.plugin.v2.RemoveWorkspaceResponse
+	37, // 45: forge.plugin.v2.SandboxService.Dial:output_type -> forge.plugin.v2.DialResponse
+	34, // 46: forge.plugin.v2.AuditService.Record:output_type -> forge.plugin.v2.RecordResponse
+	31, // [31:47] is the sub-list for method output_type
+	15, // [15:31] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
-func init() { file_forge_plugin_v1_host_proto_init() }
-func file_forge_plugin_v1_host_proto_init() {
-	if File_forge_plugin_v1_host_proto != nil {
+func init() { file_forge_plugin_v2_host_proto_init() }
+func file_forge_plugin_v2_host_proto_init() {
+	if File_forge_plugin_v2_host_proto != nil {
 		return
 	}
-	file_forge_plugin_v1_plugin_proto_init()
-	file_forge_plugin_v1_host_proto_msgTypes[12].OneofWrappers = []any{
-		(*ExecEvent_Chunk)(nil),
-		(*ExecEvent_Result)(nil),
+	file_forge_plugin_v2_host_proto_msgTypes[19].OneofWrappers = []any{
+		(*ExecStreamResponse_Chunk)(nil),
+		(*ExecStreamResponse_Result)(nil),
+	}
+	file_forge_plugin_v2_host_proto_msgTypes[34].OneofWrappers = []any{
+		(*DialRequest_Open)(nil),
+		(*DialRequest_Data)(nil),
+	}
+	file_forge_plugin_v2_host_proto_msgTypes[36].OneofWrappers = []any{
+		(*DialResponse_Opened)(nil),
+		(*DialResponse_Data)(nil),
+		(*DialResponse_Closed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_host_proto_rawDesc), len(file_forge_plugin_v1_host_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_host_proto_rawDesc), len(file_forge_plugin_v2_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
-		GoTypes:           file_forge_plugin_v1_host_proto_goTypes,
-		DependencyIndexes: file_forge_plugin_v1_host_proto_depIdxs,
-		EnumInfos:         file_forge_plugin_v1_host_proto_enumTypes,
-		MessageInfos:      file_forge_plugin_v1_host_proto_msgTypes,
+		GoTypes:           file_forge_plugin_v2_host_proto_goTypes,
+		DependencyIndexes: file_forge_plugin_v2_host_proto_depIdxs,
+		EnumInfos:         file_forge_plugin_v2_host_proto_enumTypes,
+		MessageInfos:      file_forge_plugin_v2_host_proto_msgTypes,
 	}.Build()
-	File_forge_plugin_v1_host_proto = out.File
-	file_forge_plugin_v1_host_proto_goTypes = nil
-	file_forge_plugin_v1_host_proto_depIdxs = nil
+	File_forge_plugin_v2_host_proto = out.File
+	file_forge_plugin_v2_host_proto_goTypes = nil
+	file_forge_plugin_v2_host_proto_depIdxs = nil
 }

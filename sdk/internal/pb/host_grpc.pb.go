@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.5.1
 // - protoc             (unknown)
-// source: forge/plugin/v1/host.proto
+// source: forge/plugin/v2/host.proto
 
 package pb
 
@@ -19,159 +19,164 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sandbox_Create_FullMethodName          = "/forge.plugin.v1.Sandbox/Create"
-	Sandbox_Start_FullMethodName           = "/forge.plugin.v1.Sandbox/Start"
-	Sandbox_Wait_FullMethodName            = "/forge.plugin.v1.Sandbox/Wait"
-	Sandbox_State_FullMethodName           = "/forge.plugin.v1.Sandbox/State"
-	Sandbox_Logs_FullMethodName            = "/forge.plugin.v1.Sandbox/Logs"
-	Sandbox_Exec_FullMethodName            = "/forge.plugin.v1.Sandbox/Exec"
-	Sandbox_Signal_FullMethodName          = "/forge.plugin.v1.Sandbox/Signal"
-	Sandbox_Stop_FullMethodName            = "/forge.plugin.v1.Sandbox/Stop"
-	Sandbox_Remove_FullMethodName          = "/forge.plugin.v1.Sandbox/Remove"
-	Sandbox_ReadFiles_FullMethodName       = "/forge.plugin.v1.Sandbox/ReadFiles"
-	Sandbox_ExecStream_FullMethodName      = "/forge.plugin.v1.Sandbox/ExecStream"
-	Sandbox_PutFile_FullMethodName         = "/forge.plugin.v1.Sandbox/PutFile"
-	Sandbox_GetFile_FullMethodName         = "/forge.plugin.v1.Sandbox/GetFile"
-	Sandbox_RemoveWorkspace_FullMethodName = "/forge.plugin.v1.Sandbox/RemoveWorkspace"
+	SandboxService_Create_FullMethodName          = "/forge.plugin.v2.SandboxService/Create"
+	SandboxService_Start_FullMethodName           = "/forge.plugin.v2.SandboxService/Start"
+	SandboxService_Wait_FullMethodName            = "/forge.plugin.v2.SandboxService/Wait"
+	SandboxService_State_FullMethodName           = "/forge.plugin.v2.SandboxService/State"
+	SandboxService_Logs_FullMethodName            = "/forge.plugin.v2.SandboxService/Logs"
+	SandboxService_Exec_FullMethodName            = "/forge.plugin.v2.SandboxService/Exec"
+	SandboxService_Signal_FullMethodName          = "/forge.plugin.v2.SandboxService/Signal"
+	SandboxService_Stop_FullMethodName            = "/forge.plugin.v2.SandboxService/Stop"
+	SandboxService_Remove_FullMethodName          = "/forge.plugin.v2.SandboxService/Remove"
+	SandboxService_ReadFiles_FullMethodName       = "/forge.plugin.v2.SandboxService/ReadFiles"
+	SandboxService_ExecStream_FullMethodName      = "/forge.plugin.v2.SandboxService/ExecStream"
+	SandboxService_PutFile_FullMethodName         = "/forge.plugin.v2.SandboxService/PutFile"
+	SandboxService_GetFile_FullMethodName         = "/forge.plugin.v2.SandboxService/GetFile"
+	SandboxService_RemoveWorkspace_FullMethodName = "/forge.plugin.v2.SandboxService/RemoveWorkspace"
+	SandboxService_Dial_FullMethodName            = "/forge.plugin.v2.SandboxService/Dial"
 )
 
-// SandboxClient is the client API for Sandbox service.
+// SandboxServiceClient is the client API for SandboxService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Sandbox is served by the core to each plugin, bound to that plugin.
-type SandboxClient interface {
-	Create(ctx context.Context, in *ContainerIntent, opts ...grpc.CallOption) (*CreateResponse, error)
-	Start(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*Empty, error)
+// SandboxService is served by the core to each plugin, bound to that plugin.
+type SandboxServiceClient interface {
+	Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error)
+	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error)
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
-	State(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerState, error)
-	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (*Output, error)
+	State(ctx context.Context, in *StateRequest, opts ...grpc.CallOption) (*StateResponse, error)
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (*LogsResponse, error)
 	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecResponse, error)
-	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*Empty, error)
-	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*Empty, error)
-	Remove(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*Empty, error)
+	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error)
+	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*StopResponse, error)
+	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
 	ReadFiles(ctx context.Context, in *ReadFilesRequest, opts ...grpc.CallOption) (*ReadFilesResponse, error)
-	ExecStream(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error)
-	PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*Empty, error)
+	ExecStream(ctx context.Context, in *ExecStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecStreamResponse], error)
+	PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*PutFileResponse, error)
 	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error)
-	RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*Empty, error)
+	RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*RemoveWorkspaceResponse, error)
+	// Dial opens a byte stream to an endpoint of a container this plugin
+	// created, declared in its CreateRequest. NOT_FOUND: no such endpoint;
+	// UNAVAILABLE: nothing listens there yet (retry).
+	Dial(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DialRequest, DialResponse], error)
 }
 
-type sandboxClient struct {
+type sandboxServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewSandboxClient(cc grpc.ClientConnInterface) SandboxClient {
-	return &sandboxClient{cc}
+func NewSandboxServiceClient(cc grpc.ClientConnInterface) SandboxServiceClient {
+	return &sandboxServiceClient{cc}
 }
 
-func (c *sandboxClient) Create(ctx context.Context, in *ContainerIntent, opts ...grpc.CallOption) (*CreateResponse, error) {
+func (c *sandboxServiceClient) Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateResponse)
-	err := c.cc.Invoke(ctx, Sandbox_Create_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, SandboxService_Create_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Start(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxServiceClient) Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Sandbox_Start_FullMethodName, in, out, cOpts...)
+	out := new(StartResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Start_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error) {
+func (c *sandboxServiceClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WaitResponse)
-	err := c.cc.Invoke(ctx, Sandbox_Wait_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, SandboxService_Wait_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) State(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerState, error) {
+func (c *sandboxServiceClient) State(ctx context.Context, in *StateRequest, opts ...grpc.CallOption) (*StateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ContainerState)
-	err := c.cc.Invoke(ctx, Sandbox_State_FullMethodName, in, out, cOpts...)
+	out := new(StateResponse)
+	err := c.cc.Invoke(ctx, SandboxService_State_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (*Output, error) {
+func (c *sandboxServiceClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (*LogsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Output)
-	err := c.cc.Invoke(ctx, Sandbox_Logs_FullMethodName, in, out, cOpts...)
+	out := new(LogsResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Logs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecResponse, error) {
+func (c *sandboxServiceClient) Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ExecResponse)
-	err := c.cc.Invoke(ctx, Sandbox_Exec_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, SandboxService_Exec_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxServiceClient) Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Sandbox_Signal_FullMethodName, in, out, cOpts...)
+	out := new(SignalResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Signal_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxServiceClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*StopResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Sandbox_Stop_FullMethodName, in, out, cOpts...)
+	out := new(StopResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Stop_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) Remove(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxServiceClient) Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Sandbox_Remove_FullMethodName, in, out, cOpts...)
+	out := new(RemoveResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Remove_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) ReadFiles(ctx context.Context, in *ReadFilesRequest, opts ...grpc.CallOption) (*ReadFilesResponse, error) {
+func (c *sandboxServiceClient) ReadFiles(ctx context.Context, in *ReadFilesRequest, opts ...grpc.CallOption) (*ReadFilesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadFilesResponse)
-	err := c.cc.Invoke(ctx, Sandbox_ReadFiles_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, SandboxService_ReadFiles_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) ExecStream(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error) {
+func (c *sandboxServiceClient) ExecStream(ctx context.Context, in *ExecStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Sandbox_ServiceDesc.Streams[0], Sandbox_ExecStream_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[0], SandboxService_ExecStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ExecRequest, ExecEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[ExecStreamRequest, ExecStreamResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -182,548 +187,581 @@ func (c *sandboxClient) ExecStream(ctx context.Context, in *ExecRequest, opts ..
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Sandbox_ExecStreamClient = grpc.ServerStreamingClient[ExecEvent]
+type SandboxService_ExecStreamClient = grpc.ServerStreamingClient[ExecStreamResponse]
 
-func (c *sandboxClient) PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxServiceClient) PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*PutFileResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Sandbox_PutFile_FullMethodName, in, out, cOpts...)
+	out := new(PutFileResponse)
+	err := c.cc.Invoke(ctx, SandboxService_PutFile_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error) {
+func (c *sandboxServiceClient) GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetFileResponse)
-	err := c.cc.Invoke(ctx, Sandbox_GetFile_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, SandboxService_GetFile_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *sandboxClient) RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxServiceClient) RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*RemoveWorkspaceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Sandbox_RemoveWorkspace_FullMethodName, in, out, cOpts...)
+	out := new(RemoveWorkspaceResponse)
+	err := c.cc.Invoke(ctx, SandboxService_RemoveWorkspace_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// SandboxServer is the server API for Sandbox service.
-// All implementations must embed UnimplementedSandboxServer
+func (c *sandboxServiceClient) Dial(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DialRequest, DialResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[1], SandboxService_Dial_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DialRequest, DialResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_DialClient = grpc.BidiStreamingClient[DialRequest, DialResponse]
+
+// SandboxServiceServer is the server API for SandboxService service.
+// All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
 //
-// Sandbox is served by the core to each plugin, bound to that plugin.
-type SandboxServer interface {
-	Create(context.Context, *ContainerIntent) (*CreateResponse, error)
-	Start(context.Context, *ContainerRef) (*Empty, error)
+// SandboxService is served by the core to each plugin, bound to that plugin.
+type SandboxServiceServer interface {
+	Create(context.Context, *CreateRequest) (*CreateResponse, error)
+	Start(context.Context, *StartRequest) (*StartResponse, error)
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
-	State(context.Context, *ContainerRef) (*ContainerState, error)
-	Logs(context.Context, *LogsRequest) (*Output, error)
+	State(context.Context, *StateRequest) (*StateResponse, error)
+	Logs(context.Context, *LogsRequest) (*LogsResponse, error)
 	Exec(context.Context, *ExecRequest) (*ExecResponse, error)
-	Signal(context.Context, *SignalRequest) (*Empty, error)
-	Stop(context.Context, *StopRequest) (*Empty, error)
-	Remove(context.Context, *ContainerRef) (*Empty, error)
+	Signal(context.Context, *SignalRequest) (*SignalResponse, error)
+	Stop(context.Context, *StopRequest) (*StopResponse, error)
+	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
 	ReadFiles(context.Context, *ReadFilesRequest) (*ReadFilesResponse, error)
-	ExecStream(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error
-	PutFile(context.Context, *PutFileRequest) (*Empty, error)
+	ExecStream(*ExecStreamRequest, grpc.ServerStreamingServer[ExecStreamResponse]) error
+	PutFile(context.Context, *PutFileRequest) (*PutFileResponse, error)
 	GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error)
-	RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*Empty, error)
-	mustEmbedUnimplementedSandboxServer()
+	RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*RemoveWorkspaceResponse, error)
+	// Dial opens a byte stream to an endpoint of a container this plugin
+	// created, declared in its CreateRequest. NOT_FOUND: no such endpoint;
+	// UNAVAILABLE: nothing listens there yet (retry).
+	Dial(grpc.BidiStreamingServer[DialRequest, DialResponse]) error
+	mustEmbedUnimplementedSandboxServiceServer()
 }
 
-// UnimplementedSandboxServer must be embedded to have
+// UnimplementedSandboxServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedSandboxServer struct{}
+type UnimplementedSandboxServiceServer struct{}
 
-func (UnimplementedSandboxServer) Create(context.Context, *ContainerIntent) (*CreateResponse, error) {
+func (UnimplementedSandboxServiceServer) Create(context.Context, *CreateRequest) (*CreateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Create not implemented")
 }
-func (UnimplementedSandboxServer) Start(context.Context, *ContainerRef) (*Empty, error) {
+func (UnimplementedSandboxServiceServer) Start(context.Context, *StartRequest) (*StartResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Start not implemented")
 }
-func (UnimplementedSandboxServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
+func (UnimplementedSandboxServiceServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Wait not implemented")
 }
-func (UnimplementedSandboxServer) State(context.Context, *ContainerRef) (*ContainerState, error) {
+func (UnimplementedSandboxServiceServer) State(context.Context, *StateRequest) (*StateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method State not implemented")
 }
-func (UnimplementedSandboxServer) Logs(context.Context, *LogsRequest) (*Output, error) {
+func (UnimplementedSandboxServiceServer) Logs(context.Context, *LogsRequest) (*LogsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Logs not implemented")
 }
-func (UnimplementedSandboxServer) Exec(context.Context, *ExecRequest) (*ExecResponse, error) {
+func (UnimplementedSandboxServiceServer) Exec(context.Context, *ExecRequest) (*ExecResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Exec not implemented")
 }
-func (UnimplementedSandboxServer) Signal(context.Context, *SignalRequest) (*Empty, error) {
+func (UnimplementedSandboxServiceServer) Signal(context.Context, *SignalRequest) (*SignalResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Signal not implemented")
 }
-func (UnimplementedSandboxServer) Stop(context.Context, *StopRequest) (*Empty, error) {
+func (UnimplementedSandboxServiceServer) Stop(context.Context, *StopRequest) (*StopResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Stop not implemented")
 }
-func (UnimplementedSandboxServer) Remove(context.Context, *ContainerRef) (*Empty, error) {
+func (UnimplementedSandboxServiceServer) Remove(context.Context, *RemoveRequest) (*RemoveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Remove not implemented")
 }
-func (UnimplementedSandboxServer) ReadFiles(context.Context, *ReadFilesRequest) (*ReadFilesResponse, error) {
+func (UnimplementedSandboxServiceServer) ReadFiles(context.Context, *ReadFilesRequest) (*ReadFilesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReadFiles not implemented")
 }
-func (UnimplementedSandboxServer) ExecStream(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error {
+func (UnimplementedSandboxServiceServer) ExecStream(*ExecStreamRequest, grpc.ServerStreamingServer[ExecStreamResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method ExecStream not implemented")
 }
-func (UnimplementedSandboxServer) PutFile(context.Context, *PutFileRequest) (*Empty, error) {
+func (UnimplementedSandboxServiceServer) PutFile(context.Context, *PutFileRequest) (*PutFileResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PutFile not implemented")
 }
-func (UnimplementedSandboxServer) GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error) {
+func (UnimplementedSandboxServiceServer) GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetFile not implemented")
 }
-func (UnimplementedSandboxServer) RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*Empty, error) {
+func (UnimplementedSandboxServiceServer) RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*RemoveWorkspaceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveWorkspace not implemented")
 }
-func (UnimplementedSandboxServer) mustEmbedUnimplementedSandboxServer() {}
-func (UnimplementedSandboxServer) testEmbeddedByValue()                 {}
+func (UnimplementedSandboxServiceServer) Dial(grpc.BidiStreamingServer[DialRequest, DialResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Dial not implemented")
+}
+func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
+func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
 
-// UnsafeSandboxServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to SandboxServer will
+// UnsafeSandboxServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SandboxServiceServer will
 // result in compilation errors.
-type UnsafeSandboxServer interface {
-	mustEmbedUnimplementedSandboxServer()
+type UnsafeSandboxServiceServer interface {
+	mustEmbedUnimplementedSandboxServiceServer()
 }
 
-func RegisterSandboxServer(s grpc.ServiceRegistrar, srv SandboxServer) {
-	// If the following call pancis, it indicates UnimplementedSandboxServer was
+func RegisterSandboxServiceServer(s grpc.ServiceRegistrar, srv SandboxServiceServer) {
+	// If the following call pancis, it indicates UnimplementedSandboxServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&Sandbox_ServiceDesc, srv)
+	s.RegisterService(&SandboxService_ServiceDesc, srv)
 }
 
-func _Sandbox_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ContainerIntent)
+func _SandboxService_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Create(ctx, in)
+		return srv.(SandboxServiceServer).Create(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Create_FullMethodName,
+		FullMethod: SandboxService_Create_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Create(ctx, req.(*ContainerIntent))
+		return srv.(SandboxServiceServer).Create(ctx, req.(*CreateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Start_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ContainerRef)
+func _SandboxService_Start_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Start(ctx, in)
+		return srv.(SandboxServiceServer).Start(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Start_FullMethodName,
+		FullMethod: SandboxService_Start_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Start(ctx, req.(*ContainerRef))
+		return srv.(SandboxServiceServer).Start(ctx, req.(*StartRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Wait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_Wait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WaitRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Wait(ctx, in)
+		return srv.(SandboxServiceServer).Wait(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Wait_FullMethodName,
+		FullMethod: SandboxService_Wait_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Wait(ctx, req.(*WaitRequest))
+		return srv.(SandboxServiceServer).Wait(ctx, req.(*WaitRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_State_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ContainerRef)
+func _SandboxService_State_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StateRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).State(ctx, in)
+		return srv.(SandboxServiceServer).State(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_State_FullMethodName,
+		FullMethod: SandboxService_State_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).State(ctx, req.(*ContainerRef))
+		return srv.(SandboxServiceServer).State(ctx, req.(*StateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Logs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_Logs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LogsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Logs(ctx, in)
+		return srv.(SandboxServiceServer).Logs(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Logs_FullMethodName,
+		FullMethod: SandboxService_Logs_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Logs(ctx, req.(*LogsRequest))
+		return srv.(SandboxServiceServer).Logs(ctx, req.(*LogsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Exec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_Exec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ExecRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Exec(ctx, in)
+		return srv.(SandboxServiceServer).Exec(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Exec_FullMethodName,
+		FullMethod: SandboxService_Exec_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Exec(ctx, req.(*ExecRequest))
+		return srv.(SandboxServiceServer).Exec(ctx, req.(*ExecRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Signal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_Signal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SignalRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Signal(ctx, in)
+		return srv.(SandboxServiceServer).Signal(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Signal_FullMethodName,
+		FullMethod: SandboxService_Signal_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Signal(ctx, req.(*SignalRequest))
+		return srv.(SandboxServiceServer).Signal(ctx, req.(*SignalRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Stop_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_Stop_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StopRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Stop(ctx, in)
+		return srv.(SandboxServiceServer).Stop(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Stop_FullMethodName,
+		FullMethod: SandboxService_Stop_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Stop(ctx, req.(*StopRequest))
+		return srv.(SandboxServiceServer).Stop(ctx, req.(*StopRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ContainerRef)
+func _SandboxService_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).Remove(ctx, in)
+		return srv.(SandboxServiceServer).Remove(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_Remove_FullMethodName,
+		FullMethod: SandboxService_Remove_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Remove(ctx, req.(*ContainerRef))
+		return srv.(SandboxServiceServer).Remove(ctx, req.(*RemoveRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_ReadFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_ReadFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadFilesRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).ReadFiles(ctx, in)
+		return srv.(SandboxServiceServer).ReadFiles(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_ReadFiles_FullMethodName,
+		FullMethod: SandboxService_ReadFiles_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).ReadFiles(ctx, req.(*ReadFilesRequest))
+		return srv.(SandboxServiceServer).ReadFiles(ctx, req.(*ReadFilesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_ExecStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(ExecRequest)
+func _SandboxService_ExecStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(SandboxServer).ExecStream(m, &grpc.GenericServerStream[ExecRequest, ExecEvent]{ServerStream: stream})
+	return srv.(SandboxServiceServer).ExecStream(m, &grpc.GenericServerStream[ExecStreamRequest, ExecStreamResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Sandbox_ExecStreamServer = grpc.ServerStreamingServer[ExecEvent]
+type SandboxService_ExecStreamServer = grpc.ServerStreamingServer[ExecStreamResponse]
 
-func _Sandbox_PutFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_PutFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PutFileRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).PutFile(ctx, in)
+		return srv.(SandboxServiceServer).PutFile(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_PutFile_FullMethodName,
+		FullMethod: SandboxService_PutFile_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).PutFile(ctx, req.(*PutFileRequest))
+		return srv.(SandboxServiceServer).PutFile(ctx, req.(*PutFileRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_GetFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_GetFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetFileRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).GetFile(ctx, in)
+		return srv.(SandboxServiceServer).GetFile(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_GetFile_FullMethodName,
+		FullMethod: SandboxService_GetFile_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).GetFile(ctx, req.(*GetFileRequest))
+		return srv.(SandboxServiceServer).GetFile(ctx, req.(*GetFileRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Sandbox_RemoveWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _SandboxService_RemoveWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RemoveWorkspaceRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(SandboxServer).RemoveWorkspace(ctx, in)
+		return srv.(SandboxServiceServer).RemoveWorkspace(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Sandbox_RemoveWorkspace_FullMethodName,
+		FullMethod: SandboxService_RemoveWorkspace_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).RemoveWorkspace(ctx, req.(*RemoveWorkspaceRequest))
+		return srv.(SandboxServiceServer).RemoveWorkspace(ctx, req.(*RemoveWorkspaceRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// Sandbox_ServiceDesc is the grpc.ServiceDesc for Sandbox service.
+func _SandboxService_Dial_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SandboxServiceServer).Dial(&grpc.GenericServerStream[DialRequest, DialResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_DialServer = grpc.BidiStreamingServer[DialRequest, DialResponse]
+
+// SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var Sandbox_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "forge.plugin.v1.Sandbox",
-	HandlerType: (*SandboxServer)(nil),
+var SandboxService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "forge.plugin.v2.SandboxService",
+	HandlerType: (*SandboxServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "Create",
-			Handler:    _Sandbox_Create_Handler,
+			Handler:    _SandboxService_Create_Handler,
 		},
 		{
 			MethodName: "Start",
-			Handler:    _Sandbox_Start_Handler,
+			Handler:    _SandboxService_Start_Handler,
 		},
 		{
 			MethodName: "Wait",
-			Handler:    _Sandbox_Wait_Handler,
+			Handler:    _SandboxService_Wait_Handler,
 		},
 		{
 			MethodName: "State",
-			Handler:    _Sandbox_State_Handler,
+			Handler:    _SandboxService_State_Handler,
 		},
 		{
 			MethodName: "Logs",
-			Handler:    _Sandbox_Logs_Handler,
+			Handler:    _SandboxService_Logs_Handler,
 		},
 		{
 			MethodName: "Exec",
-			Handler:    _Sandbox_Exec_Handler,
+			Handler:    _SandboxService_Exec_Handler,
 		},
 		{
 			MethodName: "Signal",
-			Handler:    _Sandbox_Signal_Handler,
+			Handler:    _SandboxService_Signal_Handler,
 		},
 		{
 			MethodName: "Stop",
-			Handler:    _Sandbox_Stop_Handler,
+			Handler:    _SandboxService_Stop_Handler,
 		},
 		{
 			MethodName: "Remove",
-			Handler:    _Sandbox_Remove_Handler,
+			Handler:    _SandboxService_Remove_Handler,
 		},
 		{
 			MethodName: "ReadFiles",
-			Handler:    _Sandbox_ReadFiles_Handler,
+			Handler:    _SandboxService_ReadFiles_Handler,
 		},
 		{
 			MethodName: "PutFile",
-			Handler:    _Sandbox_PutFile_Handler,
+			Handler:    _SandboxService_PutFile_Handler,
 		},
 		{
 			MethodName: "GetFile",
-			Handler:    _Sandbox_GetFile_Handler,
+			Handler:    _SandboxService_GetFile_Handler,
 		},
 		{
 			MethodName: "RemoveWorkspace",
-			Handler:    _Sandbox_RemoveWorkspace_Handler,
+			Handler:    _SandboxService_RemoveWorkspace_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "ExecStream",
-			Handler:       _Sandbox_ExecStream_Handler,
+			Handler:       _SandboxService_ExecStream_Handler,
 			ServerStreams: true,
 		},
+		{
+			StreamName:    "Dial",
+			Handler:       _SandboxService_Dial_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 	},
-	Metadata: "forge/plugin/v1/host.proto",
+	Metadata: "forge/plugin/v2/host.proto",
 }
 
 const (
-	Audit_Record_FullMethodName = "/forge.plugin.v1.Audit/Record"
+	AuditService_Record_FullMethodName = "/forge.plugin.v2.AuditService/Record"
 )
 
-// AuditClient is the client API for Audit service.
+// AuditServiceClient is the client API for AuditService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Audit records plugin events in the core's audit log.
-type AuditClient interface {
-	Record(ctx context.Context, in *AuditEvent, opts ...grpc.CallOption) (*Empty, error)
+// AuditService records plugin events in the core's audit log.
+type AuditServiceClient interface {
+	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
 }
 
-type auditClient struct {
+type auditServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewAuditClient(cc grpc.ClientConnInterface) AuditClient {
-	return &auditClient{cc}
+func NewAuditServiceClient(cc grpc.ClientConnInterface) AuditServiceClient {
+	return &auditServiceClient{cc}
 }
 
-func (c *auditClient) Record(ctx context.Context, in *AuditEvent, opts ...grpc.CallOption) (*Empty, error) {
+func (c *auditServiceClient) Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Audit_Record_FullMethodName, in, out, cOpts...)
+	out := new(RecordResponse)
+	err := c.cc.Invoke(ctx, AuditService_Record_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// AuditServer is the server API for Audit service.
-// All implementations must embed UnimplementedAuditServer
+// AuditServiceServer is the server API for AuditService service.
+// All implementations must embed UnimplementedAuditServiceServer
 // for forward compatibility.
 //
-// Audit records plugin events in the core's audit log.
-type AuditServer interface {
-	Record(context.Context, *AuditEvent) (*Empty, error)
-	mustEmbedUnimplementedAuditServer()
+// AuditService records plugin events in the core's audit log.
+type AuditServiceServer interface {
+	Record(context.Context, *RecordRequest) (*RecordResponse, error)
+	mustEmbedUnimplementedAuditServiceServer()
 }
 
-// UnimplementedAuditServer must be embedded to have
+// UnimplementedAuditServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedAuditServer struct{}
+type UnimplementedAuditServiceServer struct{}
 
-func (UnimplementedAuditServer) Record(context.Context, *AuditEvent) (*Empty, error) {
+func (UnimplementedAuditServiceServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Record not implemented")
 }
-func (UnimplementedAuditServer) mustEmbedUnimplementedAuditServer() {}
-func (UnimplementedAuditServer) testEmbeddedByValue()               {}
+func (UnimplementedAuditServiceServer) mustEmbedUnimplementedAuditServiceServer() {}
+func (UnimplementedAuditServiceServer) testEmbeddedByValue()                      {}
 
-// UnsafeAuditServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to AuditServer will
+// UnsafeAuditServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AuditServiceServer will
 // result in compilation errors.
-type UnsafeAuditServer interface {
-	mustEmbedUnimplementedAuditServer()
+type UnsafeAuditServiceServer interface {
+	mustEmbedUnimplementedAuditServiceServer()
 }
 
-func RegisterAuditServer(s grpc.ServiceRegistrar, srv AuditServer) {
-	// If the following call pancis, it indicates UnimplementedAuditServer was
+func RegisterAuditServiceServer(s grpc.ServiceRegistrar, srv AuditServiceServer) {
+	// If the following call pancis, it indicates UnimplementedAuditServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&Audit_ServiceDesc, srv)
+	s.RegisterService(&AuditService_ServiceDesc, srv)
 }
 
-func _Audit_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AuditEvent)
+func _AuditService_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(AuditServer).Record(ctx, in)
+		return srv.(AuditServiceServer).Record(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Audit_Record_FullMethodName,
+		FullMethod: AuditService_Record_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AuditServer).Record(ctx, req.(*AuditEvent))
+		return srv.(AuditServiceServer).Record(ctx, req.(*RecordRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// Audit_ServiceDesc is the grpc.ServiceDesc for Audit service.
+// AuditService_ServiceDesc is the grpc.ServiceDesc for AuditService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var Audit_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "forge.plugin.v1.Audit",
-	HandlerType: (*AuditServer)(nil),
+var AuditService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "forge.plugin.v2.AuditService",
+	HandlerType: (*AuditServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "Record",
-			Handler:    _Audit_Record_Handler,
+			Handler:    _AuditService_Record_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "forge/plugin/v1/host.proto",
+	Metadata: "forge/plugin/v2/host.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: forge/plugin/v1/plugin.proto
+// source: forge/plugin/v2/plugin.proto
 
 package pb
 
@@ -21,27 +21,27 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type Empty struct {
+type GetInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Empty) Reset() {
-	*x = Empty{}
-	mi := &file_forge_plugin_v1_plugin_proto_msgTypes[0]
+func (x *GetInfoRequest) Reset() {
+	*x = GetInfoRequest{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Empty) String() string {
+func (x *GetInfoRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Empty) ProtoMessage() {}
+func (*GetInfoRequest) ProtoMessage() {}
 
-func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_plugin_proto_msgTypes[0]
+func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -52,13 +52,13 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Empty.ProtoReflect.Descriptor instead.
-func (*Empty) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_plugin_proto_rawDescGZIP(), []int{0}
+// Deprecated: Use GetInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetInfoRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{0}
 }
 
-// Info is what every plugin reports about itself.
-type Info struct {
+// GetInfoResponse is what every plugin reports about itself (v1: Info).
+type GetInfoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // "backend", "builder", "bridge"
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -69,21 +69,21 @@ type Info struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Info) Reset() {
-	*x = Info{}
-	mi := &file_forge_plugin_v1_plugin_proto_msgTypes[1]
+func (x *GetInfoResponse) Reset() {
+	*x = GetInfoResponse{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Info) String() string {
+func (x *GetInfoResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Info) ProtoMessage() {}
+func (*GetInfoResponse) ProtoMessage() {}
 
-func (x *Info) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_plugin_proto_msgTypes[1]
+func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -94,40 +94,40 @@ func (x *Info) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Info.ProtoReflect.Descriptor instead.
-func (*Info) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_plugin_proto_rawDescGZIP(), []int{1}
+// Deprecated: Use GetInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetInfoResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *Info) GetType() string {
+func (x *GetInfoResponse) GetType() string {
 	if x != nil {
 		return x.Type
 	}
 	return ""
 }
 
-func (x *Info) GetName() string {
+func (x *GetInfoResponse) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-func (x *Info) GetVersion() string {
+func (x *GetInfoResponse) GetVersion() string {
 	if x != nil {
 		return x.Version
 	}
 	return ""
 }
 
-func (x *Info) GetApiVersions() []int32 {
+func (x *GetInfoResponse) GetApiVersions() []int32 {
 	if x != nil {
 		return x.ApiVersions
 	}
 	return nil
 }
 
-func (x *Info) GetDescription() string {
+func (x *GetInfoResponse) GetDescription() string {
 	if x != nil {
 		return x.Description
 	}
@@ -145,7 +145,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_forge_plugin_v1_plugin_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +157,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v1_plugin_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +170,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v1_plugin_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ConfigureRequest) GetHostBrokerId() uint32 {
@@ -194,13 +194,49 @@ func (x *ConfigureRequest) GetApiVersion() int32 {
 	return 0
 }
 
-var File_forge_plugin_v1_plugin_proto protoreflect.FileDescriptor
+type ConfigureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
 
-const file_forge_plugin_v1_plugin_proto_rawDesc = "" +
+func (x *ConfigureResponse) Reset() {
+	*x = ConfigureResponse{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureResponse) ProtoMessage() {}
+
+func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{3}
+}
+
+var File_forge_plugin_v2_plugin_proto protoreflect.FileDescriptor
+
+const file_forge_plugin_v2_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\x1cforge/plugin/v1/plugin.proto\x12\x0fforge.plugin.v1\"\a\n" +
-	"\x05Empty\"\x8d\x01\n" +
-	"\x04Info\x12\x12\n" +
+	"\x1cforge/plugin/v2/plugin.proto\x12\x0fforge.plugin.v2\"\x10\n" +
+	"\x0eGetInfoRequest\"\x98\x01\n" +
+	"\x0fGetInfoResponse\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12!\n" +
@@ -211,34 +247,36 @@ const file_forge_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
 	"configJson\x12\x1f\n" +
 	"\vapi_version\x18\x03 \x01(\x05R\n" +
-	"apiVersion2\x8a\x01\n" +
-	"\x06Plugin\x128\n" +
-	"\aGetInfo\x12\x16.forge.plugin.v1.Empty\x1a\x15.forge.plugin.v1.Info\x12F\n" +
-	"\tConfigure\x12!.forge.plugin.v1.ConfigureRequest\x1a\x16.forge.plugin.v1.EmptyB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"apiVersion\"\x13\n" +
+	"\x11ConfigureResponse2\xb1\x01\n" +
+	"\rPluginService\x12L\n" +
+	"\aGetInfo\x12\x1f.forge.plugin.v2.GetInfoRequest\x1a .forge.plugin.v2.GetInfoResponse\x12R\n" +
+	"\tConfigure\x12!.forge.plugin.v2.ConfigureRequest\x1a\".forge.plugin.v2.ConfigureResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
-	file_forge_plugin_v1_plugin_proto_rawDescOnce sync.Once
-	file_forge_plugin_v1_plugin_proto_rawDescData []byte
+	file_forge_plugin_v2_plugin_proto_rawDescOnce sync.Once
+	file_forge_plugin_v2_plugin_proto_rawDescData []byte
 )
 
-func file_forge_plugin_v1_plugin_proto_rawDescGZIP() []byte {
-	file_forge_plugin_v1_plugin_proto_rawDescOnce.Do(func() {
-		file_forge_plugin_v1_plugin_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_plugin_proto_rawDesc), len(file_forge_plugin_v1_plugin_proto_rawDesc)))
+func file_forge_plugin_v2_plugin_proto_rawDescGZIP() []byte {
+	file_forge_plugin_v2_plugin_proto_rawDescOnce.Do(func() {
+		file_forge_plugin_v2_plugin_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_plugin_proto_rawDesc), len(file_forge_plugin_v2_plugin_proto_rawDesc)))
 	})
-	return file_forge_plugin_v1_plugin_proto_rawDescData
+	return file_forge_plugin_v2_plugin_proto_rawDescData
 }
 
-var file_forge_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
-var file_forge_plugin_v1_plugin_proto_goTypes = []any{
-	(*Empty)(nil),            // 0: forge.plugin.v1.Empty
-	(*Info)(nil),             // 1: forge.plugin.v1.Info
-	(*ConfigureRequest)(nil), // 2: forge.plugin.v1.ConfigureRequest
+var file_forge_plugin_v2_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_forge_plugin_v2_plugin_proto_goTypes = []any{
+	(*GetInfoRequest)(nil),    // 0: forge.plugin.v2.GetInfoRequest
+	(*GetInfoResponse)(nil),   // 1: forge.plugin.v2.GetInfoResponse
+	(*ConfigureRequest)(nil),  // 2: forge.plugin.v2.ConfigureRequest
+	(*ConfigureResponse)(nil), // 3: forge.plugin.v2.ConfigureResponse
 }
-var file_forge_plugin_v1_plugin_proto_depIdxs = []int32{
-	0, // 0: forge.plugin.v1.Plugin.GetInfo:input_type -> forge.plugin.v1.Empty
-	2, // 1: forge.plugin.v1.Plugin.Configure:input_type -> forge.plugin.v1.ConfigureRequest
-	1, // 2: forge.plugin.v1.Plugin.GetInfo:output_type -> forge.plugin.v1.Info
-	0, // 3: forge.plugin.v1.Plugin.Configure:output_type -> forge.plugin.v1.Empty
+var file_forge_plugin_v2_plugin_proto_depIdxs = []int32{
+	0, // 0: forge.plugin.v2.PluginService.GetInfo:input_type -> forge.plugin.v2.GetInfoRequest
+	2, // 1: forge.plugin.v2.PluginService.Configure:input_type -> forge.plugin.v2.ConfigureRequest
+	1, // 2: forge.plugin.v2.PluginService.GetInfo:output_type -> forge.plugin.v2.GetInfoResponse
+	3, // 3: forge.plugin.v2.PluginService.Configure:output_type -> forge.plugin.v2.ConfigureResponse
 	2, // [2:4] is the sub-list for method output_type
 	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -246,26 +284,26 @@ var file_forge_plugin_v1_plugin_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_forge_plugin_v1_plugin_proto_init() }
-func file_forge_plugin_v1_plugin_proto_init() {
-	if File_forge_plugin_v1_plugin_proto != nil {
+func init() { file_forge_plugin_v2_plugin_proto_init() }
+func file_forge_plugin_v2_plugin_proto_init() {
+	if File_forge_plugin_v2_plugin_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v1_plugin_proto_rawDesc), len(file_forge_plugin_v1_plugin_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_plugin_proto_rawDesc), len(file_forge_plugin_v2_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_forge_plugin_v1_plugin_proto_goTypes,
-		DependencyIndexes: file_forge_plugin_v1_plugin_proto_depIdxs,
-		MessageInfos:      file_forge_plugin_v1_plugin_proto_msgTypes,
+		GoTypes:           file_forge_plugin_v2_plugin_proto_goTypes,
+		DependencyIndexes: file_forge_plugin_v2_plugin_proto_depIdxs,
+		MessageInfos:      file_forge_plugin_v2_plugin_proto_msgTypes,
 	}.Build()
-	File_forge_plugin_v1_plugin_proto = out.File
-	file_forge_plugin_v1_plugin_proto_goTypes = nil
-	file_forge_plugin_v1_plugin_proto_depIdxs = nil
+	File_forge_plugin_v2_plugin_proto = out.File
+	file_forge_plugin_v2_plugin_proto_goTypes = nil
+	file_forge_plugin_v2_plugin_proto_depIdxs = nil
 }

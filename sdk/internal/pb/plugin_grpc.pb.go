@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.5.1
 // - protoc             (unknown)
-// source: forge/plugin/v1/plugin.proto
+// source: forge/plugin/v2/plugin.proto
 
 package pb
 
@@ -19,145 +19,145 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Plugin_GetInfo_FullMethodName   = "/forge.plugin.v1.Plugin/GetInfo"
-	Plugin_Configure_FullMethodName = "/forge.plugin.v1.Plugin/Configure"
+	PluginService_GetInfo_FullMethodName   = "/forge.plugin.v2.PluginService/GetInfo"
+	PluginService_Configure_FullMethodName = "/forge.plugin.v2.PluginService/Configure"
 )
 
-// PluginClient is the client API for Plugin service.
+// PluginServiceClient is the client API for PluginService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Plugin is served by every plugin, whatever its type.
-type PluginClient interface {
-	GetInfo(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Info, error)
-	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*Empty, error)
+// PluginService is served by every plugin, whatever its type.
+type PluginServiceClient interface {
+	GetInfo(ctx context.Context, in *GetInfoRequest, opts ...grpc.CallOption) (*GetInfoResponse, error)
+	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 }
 
-type pluginClient struct {
+type pluginServiceClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewPluginClient(cc grpc.ClientConnInterface) PluginClient {
-	return &pluginClient{cc}
+func NewPluginServiceClient(cc grpc.ClientConnInterface) PluginServiceClient {
+	return &pluginServiceClient{cc}
 }
 
-func (c *pluginClient) GetInfo(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Info, error) {
+func (c *pluginServiceClient) GetInfo(ctx context.Context, in *GetInfoRequest, opts ...grpc.CallOption) (*GetInfoResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Info)
-	err := c.cc.Invoke(ctx, Plugin_GetInfo_FullMethodName, in, out, cOpts...)
+	out := new(GetInfoResponse)
+	err := c.cc.Invoke(ctx, PluginService_GetInfo_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *pluginClient) Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*Empty, error) {
+func (c *pluginServiceClient) Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
-	err := c.cc.Invoke(ctx, Plugin_Configure_FullMethodName, in, out, cOpts...)
+	out := new(ConfigureResponse)
+	err := c.cc.Invoke(ctx, PluginService_Configure_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// PluginServer is the server API for Plugin service.
-// All implementations must embed UnimplementedPluginServer
+// PluginServiceServer is the server API for PluginService service.
+// All implementations must embed UnimplementedPluginServiceServer
 // for forward compatibility.
 //
-// Plugin is served by every plugin, whatever its type.
-type PluginServer interface {
-	GetInfo(context.Context, *Empty) (*Info, error)
-	Configure(context.Context, *ConfigureRequest) (*Empty, error)
-	mustEmbedUnimplementedPluginServer()
+// PluginService is served by every plugin, whatever its type.
+type PluginServiceServer interface {
+	GetInfo(context.Context, *GetInfoRequest) (*GetInfoResponse, error)
+	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
+	mustEmbedUnimplementedPluginServiceServer()
 }
 
-// UnimplementedPluginServer must be embedded to have
+// UnimplementedPluginServiceServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedPluginServer struct{}
+type UnimplementedPluginServiceServer struct{}
 
-func (UnimplementedPluginServer) GetInfo(context.Context, *Empty) (*Info, error) {
+func (UnimplementedPluginServiceServer) GetInfo(context.Context, *GetInfoRequest) (*GetInfoResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetInfo not implemented")
 }
-func (UnimplementedPluginServer) Configure(context.Context, *ConfigureRequest) (*Empty, error) {
+func (UnimplementedPluginServiceServer) Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Configure not implemented")
 }
-func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
-func (UnimplementedPluginServer) testEmbeddedByValue()                {}
+func (UnimplementedPluginServiceServer) mustEmbedUnimplementedPluginServiceServer() {}
+func (UnimplementedPluginServiceServer) testEmbeddedByValue()                       {}
 
-// UnsafePluginServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to PluginServer will
+// UnsafePluginServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PluginServiceServer will
 // result in compilation errors.
-type UnsafePluginServer interface {
-	mustEmbedUnimplementedPluginServer()
+type UnsafePluginServiceServer interface {
+	mustEmbedUnimplementedPluginServiceServer()
 }
 
-func RegisterPluginServer(s grpc.ServiceRegistrar, srv PluginServer) {
-	// If the following call pancis, it indicates UnimplementedPluginServer was
+func RegisterPluginServiceServer(s grpc.ServiceRegistrar, srv PluginServiceServer) {
+	// If the following call pancis, it indicates UnimplementedPluginServiceServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&Plugin_ServiceDesc, srv)
+	s.RegisterService(&PluginService_ServiceDesc, srv)
 }
 
-func _Plugin_GetInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(Empty)
+func _PluginService_GetInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInfoRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(PluginServer).GetInfo(ctx, in)
+		return srv.(PluginServiceServer).GetInfo(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Plugin_GetInfo_FullMethodName,
+		FullMethod: PluginService_GetInfo_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PluginServer).GetInfo(ctx, req.(*Empty))
+		return srv.(PluginServiceServer).GetInfo(ctx, req.(*GetInfoRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Plugin_Configure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _PluginService_Configure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ConfigureRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(PluginServer).Configure(ctx, in)
+		return srv.(PluginServiceServer).Configure(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Plugin_Configure_FullMethodName,
+		FullMethod: PluginService_Configure_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PluginServer).Configure(ctx, req.(*ConfigureRequest))
+		return srv.(PluginServiceServer).Configure(ctx, req.(*ConfigureRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
+// PluginService_ServiceDesc is the grpc.ServiceDesc for PluginService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var Plugin_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "forge.plugin.v1.Plugin",
-	HandlerType: (*PluginServer)(nil),
+var PluginService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "forge.plugin.v2.PluginService",
+	HandlerType: (*PluginServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
 			MethodName: "GetInfo",
-			Handler:    _Plugin_GetInfo_Handler,
+			Handler:    _PluginService_GetInfo_Handler,
 		},
 		{
 			MethodName: "Configure",
-			Handler:    _Plugin_Configure_Handler,
+			Handler:    _PluginService_Configure_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "forge/plugin/v1/plugin.proto",
+	Metadata: "forge/plugin/v2/plugin.proto",
 }

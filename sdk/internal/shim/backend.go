@@ -45,21 +45,21 @@ func (p *BackendPlugin) maxMessage() int {
 // GRPCServer registers the Plugin and Backend services (plugin side).
 func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
 	srv := &backendServer{pluginServer: pluginServer[backend.Backend]{kind: "backend", info: p.Info, factory: p.Factory, broker: broker, maxMessage: p.maxMessage()}}
-	pb.RegisterPluginServer(s, srv)
-	pb.RegisterBackendServer(s, srv)
+	pb.RegisterPluginServiceServer(s, srv)
+	pb.RegisterBackendServiceServer(s, srv)
 	return nil
 }
 
 // GRPCClient returns a *BackendClient (core side).
 func (p *BackendPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BackendClient{pluginClient: newPluginClient(broker, conn, p.maxMessage()), backend: pb.NewBackendClient(conn)}, nil
+	return &BackendClient{pluginClient: newPluginClient(broker, conn, p.maxMessage()), backend: pb.NewBackendServiceClient(conn)}, nil
 }
 
 // pluginServer is the Plugin service of every plugin type: it reports the
 // plugin's Info and holds the implementation T its factory builds once
 // Configure has connected the host services.
 type pluginServer[T any] struct {
-	pb.UnimplementedPluginServer
+	pb.UnimplementedPluginServiceServer
 	kind       string // the plugin type, for messages
 	info       Info
 	factory    func(host.Host, backend.Config) (T, error)
@@ -71,11 +71,11 @@ type pluginServer[T any] struct {
 	set  bool
 }
 
-func (s *pluginServer[T]) GetInfo(context.Context, *pb.Empty) (*pb.Info, error) {
+func (s *pluginServer[T]) GetInfo(context.Context, *pb.GetInfoRequest) (*pb.GetInfoResponse, error) {
 	return infoToPB(s.info), nil
 }
 
-func (s *pluginServer[T]) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.Empty, error) {
+func (s *pluginServer[T]) Configure(_ context.Context, r *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
 	return configure(s.info, s.broker, s.maxMessage, r, func(h host.Host, cfg backend.Config) error {
 		impl, err := s.factory(h, cfg)
 		if err != nil {
@@ -102,11 +102,11 @@ func (s *pluginServer[T]) get() (T, error) {
 
 type backendServer struct {
 	pluginServer[backend.Backend]
-	pb.UnimplementedBackendServer
+	pb.UnimplementedBackendServiceServer
 }
 
-func infoToPB(i Info) *pb.Info {
-	out := &pb.Info{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description}
+func infoToPB(i Info) *pb.GetInfoResponse {
+	out := &pb.GetInfoResponse{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description}
 	for _, v := range i.APIVersions {
 		out.ApiVersions = append(out.ApiVersions, int32(v))
 	}
@@ -116,7 +116,7 @@ func infoToPB(i Info) *pb.Info {
 // configure is the Plugin service's Configure for every plugin type: it
 // checks the negotiated version, dials the host services and hands them to
 // build (the type's factory).
-func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.ConfigureRequest, build func(host.Host, backend.Config) error) (*pb.Empty, error) {
+func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.ConfigureRequest, build func(host.Host, backend.Config) error) (*pb.ConfigureResponse, error) {
 	// The core sends the version the handshake negotiated; serving another
 	// one would mean the two sides disagree about every message.
 	if !slices.Contains(info.APIVersions, int(r.ApiVersion)) {
@@ -129,12 +129,12 @@ func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.Confi
 	if err := build(NewHostClient(conn), backend.Config(r.ConfigJson)); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.Name, err)
 	}
-	return &pb.Empty{}, nil
+	return &pb.ConfigureResponse{}, nil
 }
 
 func (s *backendServer) backend() (backend.Backend, error) { return s.get() }
 
-func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.BackendCapabilities, error) {
+func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {
 	b, err := s.backend()
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &pb.BackendCapabilities{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
+	out := &pb.CapabilitiesResponse{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
 		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
 		InputFiles: c.InputFiles, WarmPool: warmPoolToPB(c.WarmPool)}
 	if cp := c.Checkpoint; cp != nil {
@@ -152,7 +152,7 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	return out, nil
 }
 
-func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResult, error) {
+func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResponse, error) {
 	b, err := s.backend()
 	if err != nil {
 		return nil, err
@@ -182,10 +182,10 @@ func requestToPB(req backend.ExecuteRequest) *pb.ExecuteRequest {
 	}
 }
 
-func resultToPB(r backend.ExecuteResult) *pb.ExecuteResult {
+func resultToPB(r backend.ExecuteResult) *pb.ExecuteResponse {
 	// Copies: the message is made safe to send in place, and the backend's
 	// own slices and maps are not ours to change.
-	out := &pb.ExecuteResult{
+	out := &pb.ExecuteResponse{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		ResultJson: r.ResultJSON, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int32(r.ExitCode),
 		DurationMs: r.Duration.Milliseconds(), Notices: slices.Clone(r.Notices), Rich: maps.Clone(r.Rich), SessionDead: r.SessionDead,
@@ -199,7 +199,7 @@ func resultToPB(r backend.ExecuteResult) *pb.ExecuteResult {
 	return out
 }
 
-func resultFromPB(r *pb.ExecuteResult) backend.ExecuteResult {
+func resultFromPB(r *pb.ExecuteResponse) backend.ExecuteResult {
 	out := backend.ExecuteResult{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		ResultJSON: r.ResultJson, ResultRepr: r.ResultRepr, ResultIsRepr: r.ResultIsRepr, ExitCode: int(r.ExitCode),
@@ -218,24 +218,24 @@ func resultFromPB(r *pb.ExecuteResult) backend.ExecuteResult {
 // BackendClient is the core's handle on a backend plugin.
 type BackendClient struct {
 	pluginClient
-	backend pb.BackendClient
+	backend pb.BackendServiceClient
 }
 
 // pluginClient is the core's side of the Plugin service, which every
 // plugin type serves.
 type pluginClient struct {
 	broker     *plugin.GRPCBroker
-	plugin     pb.PluginClient
+	plugin     pb.PluginServiceClient
 	maxMessage int
 }
 
 func newPluginClient(broker *plugin.GRPCBroker, conn *grpc.ClientConn, maxMessage int) pluginClient {
-	return pluginClient{broker: broker, plugin: pb.NewPluginClient(conn), maxMessage: maxMessage}
+	return pluginClient{broker: broker, plugin: pb.NewPluginServiceClient(conn), maxMessage: maxMessage}
 }
 
 // Info asks the plugin who it is.
 func (c *pluginClient) Info(ctx context.Context) (Info, error) {
-	r, err := c.plugin.GetInfo(ctx, &pb.Empty{})
+	r, err := c.plugin.GetInfo(ctx, &pb.GetInfoRequest{})
 	if err != nil {
 		return Info{}, fromStatus(err)
 	}
@@ -302,14 +302,14 @@ func (c *BackendClient) Execute(ctx context.Context, req backend.ExecuteRequest)
 
 // Compile-time checks of both sides of the wire.
 var (
-	_ backend.SessionBackend = (*BackendClient)(nil)
-	_ pb.BackendServer       = (*backendServer)(nil)
-	_ pb.PluginServer        = (*backendServer)(nil)
-	_ host.Sandbox           = (*sandboxClient)(nil)
-	_ host.Audit             = (*auditClient)(nil)
-	_ pb.SandboxServer       = (*sandboxServer)(nil)
-	_ pb.AuditServer         = (*auditServer)(nil)
-	_ plugin.GRPCPlugin      = (*BackendPlugin)(nil)
+	_ backend.SessionBackend  = (*BackendClient)(nil)
+	_ pb.BackendServiceServer = (*backendServer)(nil)
+	_ pb.PluginServiceServer  = (*backendServer)(nil)
+	_ host.Sandbox            = (*sandboxClient)(nil)
+	_ host.Audit              = (*auditClient)(nil)
+	_ pb.SandboxServiceServer = (*sandboxServer)(nil)
+	_ pb.AuditServiceServer   = (*auditServer)(nil)
+	_ plugin.GRPCPlugin       = (*BackendPlugin)(nil)
 )
 
 // IsUnavailable reports a transport failure: the plugin process is gone.

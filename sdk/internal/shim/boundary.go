@@ -38,7 +38,9 @@ const framing = 64 << 10
 const window = 4 << 20
 
 // ours limits the interceptors to forge's services, not go-plugin's own.
-func ours(method string) bool { return strings.HasPrefix(method, "/forge.plugin.v1.") }
+func ours(method string) bool {
+	return strings.HasPrefix(method, "/forge.plugin.v2.") || strings.HasPrefix(method, "/forge.plugin.v1.")
+}
 
 // ServerOptions are the options of every gRPC server on the plugin boundary
 // (the plugin's, and the host services the core serves over the broker):
@@ -182,7 +184,7 @@ func walkStrings(m protoreflect.Message, prefix string, add func(string)) {
 // replaced (with a notice naming where; also lists fields already
 // replaced upstream, such as streamed output), and a result over the
 // message limit is shrunk with a notice rather than lost.
-func prepareResult(r *pb.ExecuteResult, maxMessage int, also []string) {
+func prepareResult(r *pb.ExecuteResponse, maxMessage int, also []string) {
 	cut := func(s *string, total int64) {
 		if total > int64(len(*s)) {
 			*s = sanitize.TrimCut(*s)
@@ -211,7 +213,7 @@ func prepareResult(r *pb.ExecuteResult, maxMessage int, also []string) {
 // part first: an image, an output bundle or the JSON form of the result is
 // left out; a text is shortened (by at most half at a time, so that one
 // huge text does not take all the loss).
-func fitResult(r *pb.ExecuteResult, maxMessage int) {
+func fitResult(r *pb.ExecuteResponse, maxMessage int) {
 	budget := maxMessage - framing
 	excess := proto.Size(r) - budget
 	if excess <= 0 {

@@ -25,19 +25,19 @@ type BridgePlugin struct {
 // GRPCServer registers the Plugin and Bridge services (plugin side).
 func (p *BridgePlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
 	srv := &bridgeServer{pluginServer: pluginServer[bridge.Bridge]{kind: "bridge", info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}}
-	pb.RegisterPluginServer(s, srv)
-	pb.RegisterBridgeServer(s, srv)
+	pb.RegisterPluginServiceServer(s, srv)
+	pb.RegisterBridgeServiceServer(s, srv)
 	return nil
 }
 
 // GRPCClient returns a *BridgeClient (core side).
 func (p *BridgePlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BridgeClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), bridge: pb.NewBridgeClient(conn)}, nil
+	return &BridgeClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), bridge: pb.NewBridgeServiceClient(conn)}, nil
 }
 
 type bridgeServer struct {
 	pluginServer[bridge.Bridge]
-	pb.UnimplementedBridgeServer
+	pb.UnimplementedBridgeServiceServer
 }
 
 func (s *bridgeServer) bridge() (bridge.Bridge, error) { return s.get() }
@@ -59,7 +59,7 @@ func (s *bridgeServer) ListTools(ctx context.Context, _ *pb.ListToolsRequest) (*
 	return out, nil
 }
 
-func (s *bridgeServer) CallTool(ctx context.Context, r *pb.CallToolRequest) (*pb.CallToolResult, error) {
+func (s *bridgeServer) CallTool(ctx context.Context, r *pb.CallToolRequest) (*pb.CallToolResponse, error) {
 	b, err := s.bridge()
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (s *bridgeServer) CallTool(ctx context.Context, r *pb.CallToolRequest) (*pb
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &pb.CallToolResult{StructuredJson: string(res.Structured), Text: res.Text, IsError: res.IsError, ErrorMessage: res.Message}
+	out := &pb.CallToolResponse{StructuredJson: string(res.Structured), Text: res.Text, IsError: res.IsError, ErrorMessage: res.Message}
 	for _, im := range res.Images {
 		out.Images = append(out.Images, &pb.Image{Name: im.Name, MimeType: im.MIMEType, Data: im.Data})
 	}
@@ -94,7 +94,7 @@ func (s *bridgeServer) Generate(ctx context.Context, r *pb.GenerateRequest) (*pb
 // BridgeClient is the core's handle on a bridge plugin.
 type BridgeClient struct {
 	pluginClient
-	bridge pb.BridgeClient
+	bridge pb.BridgeServiceClient
 }
 
 // ListTools implements bridge.Bridge.
@@ -153,8 +153,8 @@ func (c *BridgeClient) Generate(ctx context.Context, req bridge.GenerateRequest)
 }
 
 var (
-	_ bridge.Bridge     = (*BridgeClient)(nil)
-	_ pb.BridgeServer   = (*bridgeServer)(nil)
-	_ pb.PluginServer   = (*bridgeServer)(nil)
-	_ plugin.GRPCPlugin = (*BridgePlugin)(nil)
+	_ bridge.Bridge          = (*BridgeClient)(nil)
+	_ pb.BridgeServiceServer = (*bridgeServer)(nil)
+	_ pb.PluginServiceServer = (*bridgeServer)(nil)
+	_ plugin.GRPCPlugin      = (*BridgePlugin)(nil)
 )

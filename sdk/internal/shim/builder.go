@@ -26,24 +26,24 @@ type BuilderPlugin struct {
 // GRPCServer registers the Plugin and Builder services (plugin side).
 func (p *BuilderPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
 	srv := &builderServer{pluginServer: pluginServer[builder.Builder]{kind: "builder", info: p.Info, factory: p.Factory, broker: broker, maxMessage: MaxMessageOr(p.MaxMessage)}}
-	pb.RegisterPluginServer(s, srv)
-	pb.RegisterBuilderServer(s, srv)
+	pb.RegisterPluginServiceServer(s, srv)
+	pb.RegisterBuilderServiceServer(s, srv)
 	return nil
 }
 
 // GRPCClient returns a *BuilderClient (core side).
 func (p *BuilderPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BuilderClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderClient(conn)}, nil
+	return &BuilderClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderServiceClient(conn)}, nil
 }
 
 type builderServer struct {
 	pluginServer[builder.Builder]
-	pb.UnimplementedBuilderServer
+	pb.UnimplementedBuilderServiceServer
 }
 
 func (s *builderServer) builder() (builder.Builder, error) { return s.get() }
 
-func (s *builderServer) Plan(ctx context.Context, r *pb.PlanRequest) (*pb.BuildPlan, error) {
+func (s *builderServer) Plan(ctx context.Context, r *pb.PlanRequest) (*pb.PlanResponse, error) {
 	b, err := s.builder()
 	if err != nil {
 		return nil, err
@@ -52,10 +52,10 @@ func (s *builderServer) Plan(ctx context.Context, r *pb.PlanRequest) (*pb.BuildP
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.BuildPlan{CacheKey: p.CacheKey, Packages: packagesToPB(p.Packages), Steps: p.Steps, Warnings: p.Warnings}, nil
+	return &pb.PlanResponse{CacheKey: p.CacheKey, Packages: packagesToPB(p.Packages), Steps: p.Steps, Warnings: p.Warnings}, nil
 }
 
-func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer) error {
+func (s *builderServer) Build(r *pb.BuildRequest, stream pb.BuilderService_BuildServer) error {
 	b, err := s.builder()
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer)
 			if done {
 				return // a late report after Build returned has no stream to go to
 			}
-			_ = stream.Send(&pb.BuildEvent{Kind: &pb.BuildEvent_Progress{Progress: &pb.BuildProgress{
+			_ = stream.Send(&pb.BuildResponse{Kind: &pb.BuildResponse_Progress{Progress: &pb.BuildProgress{
 				Phase: p.Phase, Step: int32(p.Step), Steps: int32(p.Steps), Message: fitEvent(p.Message, s.maxMessage)}}})
 		})
 	mu.Lock()
@@ -83,7 +83,7 @@ func (s *builderServer) Build(r *pb.BuildRequest, stream pb.Builder_BuildServer)
 	for _, l := range res.Lock {
 		out.Lock = append(out.Lock, &pb.LockedPackage{Name: l.Name, Version: l.Version, Hashes: l.Hashes})
 	}
-	return stream.Send(&pb.BuildEvent{Kind: &pb.BuildEvent_Outcome{Outcome: out}})
+	return stream.Send(&pb.BuildResponse{Kind: &pb.BuildResponse_Outcome{Outcome: out}})
 }
 
 func packagesToPB(ps []builder.Package) []*pb.BuildPackage {
@@ -123,7 +123,7 @@ func planRequestFromPB(r *pb.PlanRequest) builder.PlanRequest {
 // BuilderClient is the core's handle on a builder plugin.
 type BuilderClient struct {
 	pluginClient
-	builder pb.BuilderClient
+	builder pb.BuilderServiceClient
 }
 
 // Plan implements builder.Builder.
@@ -159,12 +159,12 @@ func (c *BuilderClient) Build(ctx context.Context, req builder.BuildRequest, pro
 			return builder.BuildResult{}, ctx.Err()
 		}
 		switch k := ev.Kind.(type) {
-		case *pb.BuildEvent_Progress:
+		case *pb.BuildResponse_Progress:
 			if progress != nil {
 				p := k.Progress
 				progress(builder.Progress{Phase: p.Phase, Step: int(p.Step), Steps: int(p.Steps), Message: p.Message})
 			}
-		case *pb.BuildEvent_Outcome:
+		case *pb.BuildResponse_Outcome:
 			o := k.Outcome
 			out := builder.BuildResult{CacheKey: o.CacheKey, Dir: o.Dir, SizeBytes: o.SizeBytes, Warnings: o.Warnings}
 			for _, l := range o.Lock {
@@ -176,8 +176,8 @@ func (c *BuilderClient) Build(ctx context.Context, req builder.BuildRequest, pro
 }
 
 var (
-	_ builder.Builder   = (*BuilderClient)(nil)
-	_ pb.BuilderServer  = (*builderServer)(nil)
-	_ pb.PluginServer   = (*builderServer)(nil)
-	_ plugin.GRPCPlugin = (*BuilderPlugin)(nil)
+	_ builder.Builder         = (*BuilderClient)(nil)
+	_ pb.BuilderServiceServer = (*builderServer)(nil)
+	_ pb.PluginServiceServer  = (*builderServer)(nil)
+	_ plugin.GRPCPlugin       = (*BuilderPlugin)(nil)
 )

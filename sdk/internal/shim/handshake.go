@@ -12,7 +12,7 @@ import (
 )
 
 // APIVersions are the plugin API versions this SDK speaks, oldest first.
-var APIVersions = []int{1}
+var APIVersions = []int{2}
 
 // Handshake keeps a plugin binary from being run by mistake and rejects
 // non-forge plugins. ProtocolVersion is unused: versions are negotiated

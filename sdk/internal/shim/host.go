@@ -62,13 +62,13 @@ func fromStatus(err error) error {
 
 // RegisterHost serves h's services on s.
 func RegisterHost(s *grpc.Server, h host.Host) {
-	pb.RegisterSandboxServer(s, &sandboxServer{impl: h.Sandbox()})
-	pb.RegisterAuditServer(s, &auditServer{impl: h.Audit()})
+	pb.RegisterSandboxServiceServer(s, &sandboxServer{impl: h.Sandbox()})
+	pb.RegisterAuditServiceServer(s, &auditServer{impl: h.Audit()})
 }
 
 // NewHostClient returns a host.Host over conn.
 func NewHostClient(conn *grpc.ClientConn) host.Host {
-	return &hostClient{sb: &sandboxClient{c: pb.NewSandboxClient(conn)}, au: &auditClient{c: pb.NewAuditClient(conn)}}
+	return &hostClient{sb: &sandboxClient{c: pb.NewSandboxServiceClient(conn)}, au: &auditClient{c: pb.NewAuditServiceClient(conn)}}
 }
 
 type hostClient struct {
@@ -80,11 +80,11 @@ func (h *hostClient) Sandbox() host.Sandbox { return h.sb }
 func (h *hostClient) Audit() host.Audit     { return h.au }
 
 type sandboxServer struct {
-	pb.UnimplementedSandboxServer
+	pb.UnimplementedSandboxServiceServer
 	impl host.Sandbox
 }
 
-func (s *sandboxServer) Create(ctx context.Context, r *pb.ContainerIntent) (*pb.CreateResponse, error) {
+func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.CreateResponse, error) {
 	in := host.Intent{
 		Image: r.Image, Command: r.Command, Env: r.Env, WorkDir: r.Workdir,
 		Timeout: time.Duration(r.TimeoutSeconds) * time.Second, Memory: r.Memory, CPUQuota: r.CpuQuota, Pids: r.Pids,
@@ -93,6 +93,9 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.ContainerIntent) (*pb.
 	for _, m := range r.Mounts {
 		in.Mounts = append(in.Mounts, host.Mount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	for _, e := range r.Endpoints {
+		in.Endpoints = append(in.Endpoints, host.Endpoint{Name: e.Name, Path: e.Path})
+	}
 	c, err := s.impl.Create(ctx, in)
 	if err != nil {
 		return nil, toStatus(err)
@@ -100,8 +103,8 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.ContainerIntent) (*pb.
 	return &pb.CreateResponse{ContainerId: c.ID, Workspace: c.Workspace}, nil
 }
 
-func (s *sandboxServer) Start(ctx context.Context, r *pb.ContainerRef) (*pb.Empty, error) {
-	return &pb.Empty{}, toStatus(s.impl.Start(ctx, r.ContainerId))
+func (s *sandboxServer) Start(ctx context.Context, r *pb.StartRequest) (*pb.StartResponse, error) {
+	return &pb.StartResponse{}, toStatus(s.impl.Start(ctx, r.ContainerId))
 }
 
 func (s *sandboxServer) Wait(ctx context.Context, r *pb.WaitRequest) (*pb.WaitResponse, error) {
@@ -112,12 +115,12 @@ func (s *sandboxServer) Wait(ctx context.Context, r *pb.WaitRequest) (*pb.WaitRe
 	return &pb.WaitResponse{ExitCode: int32(w.ExitCode), TimedOut: w.TimedOut, OomKilled: w.OOMKilled, Message: w.Message}, nil
 }
 
-func (s *sandboxServer) State(ctx context.Context, r *pb.ContainerRef) (*pb.ContainerState, error) {
+func (s *sandboxServer) State(ctx context.Context, r *pb.StateRequest) (*pb.StateResponse, error) {
 	st, err := s.impl.State(ctx, r.ContainerId)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.ContainerState{Running: st.Running, ExitCode: int32(st.ExitCode), OomKilled: st.OOMKilled, Message: st.Message}, nil
+	return &pb.StateResponse{Running: st.Running, ExitCode: int32(st.ExitCode), OomKilled: st.OOMKilled, Message: st.Message}, nil
 }
 
 func outputToPB(o host.Output) *pb.Output {
@@ -131,12 +134,12 @@ func outputFromPB(o *pb.Output) host.Output {
 	return host.Output{Stdout: o.Stdout, Stderr: o.Stderr, StdoutTotal: o.StdoutBytes, StderrTotal: o.StderrBytes}
 }
 
-func (s *sandboxServer) Logs(ctx context.Context, r *pb.LogsRequest) (*pb.Output, error) {
+func (s *sandboxServer) Logs(ctx context.Context, r *pb.LogsRequest) (*pb.LogsResponse, error) {
 	o, err := s.impl.Logs(ctx, r.ContainerId, r.MaxBytes)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return outputToPB(o), nil
+	return twin(outputToPB(o), &pb.LogsResponse{}), nil
 }
 
 func execFromPB(r *pb.ExecRequest) host.ExecRequest {
@@ -157,12 +160,13 @@ func (s *sandboxServer) Exec(ctx context.Context, r *pb.ExecRequest) (*pb.ExecRe
 	return execResultToPB(res), nil
 }
 
-func (s *sandboxServer) ExecStream(r *pb.ExecRequest, stream pb.Sandbox_ExecStreamServer) error {
+func (s *sandboxServer) ExecStream(sr *pb.ExecStreamRequest, stream pb.SandboxService_ExecStreamServer) error {
+	r := twin(sr, &pb.ExecRequest{})
 	req := execFromPB(r)
 	var sendErr error
 	req.Output = func(name string, data []byte) {
 		if sendErr == nil {
-			sendErr = stream.Send(&pb.ExecEvent{Kind: &pb.ExecEvent_Chunk{Chunk: &pb.OutputChunk{Stream: name, Data: data}}})
+			sendErr = stream.Send(&pb.ExecStreamResponse{Kind: &pb.ExecStreamResponse_Chunk{Chunk: &pb.OutputChunk{Stream: name, Data: data}}})
 		}
 	}
 	res, err := s.impl.Exec(stream.Context(), r.ContainerId, req)
@@ -172,19 +176,19 @@ func (s *sandboxServer) ExecStream(r *pb.ExecRequest, stream pb.Sandbox_ExecStre
 	if sendErr != nil {
 		return sendErr
 	}
-	return stream.Send(&pb.ExecEvent{Kind: &pb.ExecEvent_Result{Result: execResultToPB(res)}})
+	return stream.Send(&pb.ExecStreamResponse{Kind: &pb.ExecStreamResponse_Result{Result: execResultToPB(res)}})
 }
 
-func (s *sandboxServer) Signal(ctx context.Context, r *pb.SignalRequest) (*pb.Empty, error) {
+func (s *sandboxServer) Signal(ctx context.Context, r *pb.SignalRequest) (*pb.SignalResponse, error) {
 	scope := host.SignalInit
 	if r.Scope == pb.SignalScope_SIGNAL_SCOPE_ALL {
 		scope = host.SignalAll
 	}
-	return &pb.Empty{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal, scope))
+	return &pb.SignalResponse{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal, scope))
 }
 
-func (s *sandboxServer) PutFile(ctx context.Context, r *pb.PutFileRequest) (*pb.Empty, error) {
-	return &pb.Empty{}, toStatus(s.impl.PutFile(ctx, r.ContainerId, r.Path, r.Data))
+func (s *sandboxServer) PutFile(ctx context.Context, r *pb.PutFileRequest) (*pb.PutFileResponse, error) {
+	return &pb.PutFileResponse{}, toStatus(s.impl.PutFile(ctx, r.ContainerId, r.Path, r.Data))
 }
 
 func (s *sandboxServer) GetFile(ctx context.Context, r *pb.GetFileRequest) (*pb.GetFileResponse, error) {
@@ -195,16 +199,16 @@ func (s *sandboxServer) GetFile(ctx context.Context, r *pb.GetFileRequest) (*pb.
 	return &pb.GetFileResponse{Data: data}, nil
 }
 
-func (s *sandboxServer) RemoveWorkspace(ctx context.Context, r *pb.RemoveWorkspaceRequest) (*pb.Empty, error) {
-	return &pb.Empty{}, toStatus(s.impl.RemoveWorkspace(ctx, r.SessionId))
+func (s *sandboxServer) RemoveWorkspace(ctx context.Context, r *pb.RemoveWorkspaceRequest) (*pb.RemoveWorkspaceResponse, error) {
+	return &pb.RemoveWorkspaceResponse{}, toStatus(s.impl.RemoveWorkspace(ctx, r.SessionId))
 }
 
-func (s *sandboxServer) Stop(ctx context.Context, r *pb.StopRequest) (*pb.Empty, error) {
-	return &pb.Empty{}, toStatus(s.impl.Stop(ctx, r.ContainerId, time.Duration(r.GraceMs)*time.Millisecond))
+func (s *sandboxServer) Stop(ctx context.Context, r *pb.StopRequest) (*pb.StopResponse, error) {
+	return &pb.StopResponse{}, toStatus(s.impl.Stop(ctx, r.ContainerId, time.Duration(r.GraceMs)*time.Millisecond))
 }
 
-func (s *sandboxServer) Remove(ctx context.Context, r *pb.ContainerRef) (*pb.Empty, error) {
-	return &pb.Empty{}, toStatus(s.impl.Remove(ctx, r.ContainerId))
+func (s *sandboxServer) Remove(ctx context.Context, r *pb.RemoveRequest) (*pb.RemoveResponse, error) {
+	return &pb.RemoveResponse{}, toStatus(s.impl.Remove(ctx, r.ContainerId))
 }
 
 func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (*pb.ReadFilesResponse, error) {
@@ -219,16 +223,19 @@ func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (
 	return out, nil
 }
 
-type sandboxClient struct{ c pb.SandboxClient }
+type sandboxClient struct{ c pb.SandboxServiceClient }
 
 func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Container, error) {
-	r := &pb.ContainerIntent{
+	r := &pb.CreateRequest{
 		Image: in.Image, Command: in.Command, Env: in.Env, Workdir: in.WorkDir,
 		TimeoutSeconds: int64(in.Timeout / time.Second), Memory: in.Memory, CpuQuota: in.CPUQuota, Pids: in.Pids,
 		SessionId: in.SessionID, Files: in.Files, Labels: in.Labels, CodeSha256: in.CodeHash, ToolsGrant: in.ToolsGrant,
 	}
 	for _, m := range in.Mounts {
 		r.Mounts = append(r.Mounts, &pb.WorkspaceMount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	for _, e := range in.Endpoints {
+		r.Endpoints = append(r.Endpoints, &pb.Endpoint{Name: e.Name, Path: e.Path})
 	}
 	resp, err := c.c.Create(ctx, r)
 	if err != nil {
@@ -238,7 +245,7 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 }
 
 func (c *sandboxClient) Start(ctx context.Context, id string) error {
-	_, err := c.c.Start(ctx, &pb.ContainerRef{ContainerId: id})
+	_, err := c.c.Start(ctx, &pb.StartRequest{ContainerId: id})
 	return fromStatus(err)
 }
 
@@ -251,7 +258,7 @@ func (c *sandboxClient) Wait(ctx context.Context, id string, timeout time.Durati
 }
 
 func (c *sandboxClient) State(ctx context.Context, id string) (host.State, error) {
-	r, err := c.c.State(ctx, &pb.ContainerRef{ContainerId: id})
+	r, err := c.c.State(ctx, &pb.StateRequest{ContainerId: id})
 	if err != nil {
 		return host.State{}, fromStatus(err)
 	}
@@ -263,11 +270,11 @@ func (c *sandboxClient) Logs(ctx context.Context, id string, max int64) (host.Ou
 	if err != nil {
 		return host.Output{}, fromStatus(err)
 	}
-	return outputFromPB(r), nil
+	return outputFromPB(twin(r, &pb.Output{})), nil
 }
 
 func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecRequest) (host.ExecResult, error) {
-	stream, err := c.c.ExecStream(ctx, &pb.ExecRequest{ContainerId: id, Command: req.Command, MaxBytes: req.MaxBytes,
+	stream, err := c.c.ExecStream(ctx, &pb.ExecStreamRequest{ContainerId: id, Command: req.Command, MaxBytes: req.MaxBytes,
 		Stdin: req.Stdin, Env: req.Env, Workdir: req.WorkDir, TimeoutMs: req.Timeout.Milliseconds()})
 	if err != nil {
 		return host.ExecResult{}, fromStatus(err)
@@ -281,11 +288,11 @@ func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecReques
 			return host.ExecResult{}, fromStatus(err)
 		}
 		switch k := ev.Kind.(type) {
-		case *pb.ExecEvent_Chunk:
+		case *pb.ExecStreamResponse_Chunk:
 			if req.Output != nil {
 				req.Output(k.Chunk.Stream, k.Chunk.Data)
 			}
-		case *pb.ExecEvent_Result:
+		case *pb.ExecStreamResponse_Result:
 			return host.ExecResult{ExitCode: int(k.Result.ExitCode), TimedOut: k.Result.TimedOut, Output: outputFromPB(k.Result.Output)}, nil
 		}
 	}
@@ -324,7 +331,7 @@ func (c *sandboxClient) Stop(ctx context.Context, id string, grace time.Duration
 }
 
 func (c *sandboxClient) Remove(ctx context.Context, id string) error {
-	_, err := c.c.Remove(ctx, &pb.ContainerRef{ContainerId: id})
+	_, err := c.c.Remove(ctx, &pb.RemoveRequest{ContainerId: id})
 	return fromStatus(err)
 }
 
@@ -341,11 +348,11 @@ func (c *sandboxClient) ReadFiles(ctx context.Context, id, subdir string, maxFil
 }
 
 type auditServer struct {
-	pb.UnimplementedAuditServer
+	pb.UnimplementedAuditServiceServer
 	impl host.Audit
 }
 
-func (s *auditServer) Record(ctx context.Context, r *pb.AuditEvent) (*pb.Empty, error) {
+func (s *auditServer) Record(ctx context.Context, r *pb.RecordRequest) (*pb.RecordResponse, error) {
 	var details map[string]any
 	if r.DetailsJson != "" {
 		if err := json.Unmarshal([]byte(r.DetailsJson), &details); err != nil {
@@ -353,10 +360,10 @@ func (s *auditServer) Record(ctx context.Context, r *pb.AuditEvent) (*pb.Empty, 
 		}
 	}
 	err := s.impl.Record(ctx, host.Event{Event: r.Event, Severity: r.Severity, SessionID: r.SessionId, Success: r.Success, Details: details, Error: r.Error})
-	return &pb.Empty{}, toStatus(err)
+	return &pb.RecordResponse{}, toStatus(err)
 }
 
-type auditClient struct{ c pb.AuditClient }
+type auditClient struct{ c pb.AuditServiceClient }
 
 func (c *auditClient) Record(ctx context.Context, e host.Event) error {
 	var details []byte
@@ -366,6 +373,6 @@ func (c *auditClient) Record(ctx context.Context, e host.Event) error {
 			return err
 		}
 	}
-	_, err := c.c.Record(ctx, &pb.AuditEvent{Event: e.Event, Severity: e.Severity, SessionId: e.SessionID, Success: e.Success, DetailsJson: string(details), Error: e.Error})
+	_, err := c.c.Record(ctx, &pb.RecordRequest{Event: e.Event, Severity: e.Severity, SessionId: e.SessionID, Success: e.Success, DetailsJson: string(details), Error: e.Error})
 	return fromStatus(err)
 }

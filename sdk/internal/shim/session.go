@@ -27,7 +27,7 @@ func (s *backendServer) sessions() (backend.SessionBackend, error) {
 	return sb, nil
 }
 
-func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionRequest) (*pb.SessionInfo, error) {
+func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionRequest) (*pb.OpenSessionResponse, error) {
 	sb, err := s.sessions()
 	if err != nil {
 		return nil, err
@@ -36,10 +36,11 @@ func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.SessionInfo{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language, WorkspaceId: info.WorkspaceID}, nil
+	return &pb.OpenSessionResponse{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language, WorkspaceId: info.WorkspaceID}, nil
 }
 
-func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_ExecuteSessionServer) error {
+func (s *backendServer) ExecuteSession(sr *pb.ExecuteSessionRequest, stream pb.BackendService_ExecuteSessionServer) error {
+	r := twin(sr, &pb.ExecuteRequest{})
 	sb, err := s.sessions()
 	if err != nil {
 		return err
@@ -53,7 +54,7 @@ func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_E
 		if bad {
 			replaced = append(replaced, ev.Name)
 		}
-		_ = stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Stream{Stream: &pb.StreamEvent{Name: ev.Name, Text: fitEvent(text, s.maxMessage)}}})
+		_ = stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Stream{Stream: &pb.StreamEvent{Name: ev.Name, Text: fitEvent(text, s.maxMessage)}}})
 	})
 	if err != nil {
 		return toStatus(err)
@@ -62,18 +63,18 @@ func (s *backendServer) ExecuteSession(r *pb.ExecuteRequest, stream pb.Backend_E
 	defer mu.Unlock()
 	out := resultToPB(res)
 	prepareResult(out, s.maxMessage, replaced)
-	return stream.Send(&pb.SessionEvent{Kind: &pb.SessionEvent_Result{Result: out}})
+	return stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Result{Result: out}})
 }
 
-func (s *backendServer) Interrupt(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
+func (s *backendServer) Interrupt(ctx context.Context, r *pb.InterruptRequest) (*pb.InterruptResponse, error) {
 	sb, err := s.sessions()
 	if err != nil {
 		return nil, err
 	}
-	return &pb.Empty{}, toStatus(sb.Interrupt(ctx, r.SessionId))
+	return &pb.InterruptResponse{}, toStatus(sb.Interrupt(ctx, r.SessionId))
 }
 
-func (s *backendServer) Inspect(ctx context.Context, r *pb.SessionRef) (*pb.InspectResponse, error) {
+func (s *backendServer) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.InspectResponse, error) {
 	sb, err := s.sessions()
 	if err != nil {
 		return nil, err
@@ -90,20 +91,20 @@ func (s *backendServer) Inspect(ctx context.Context, r *pb.SessionRef) (*pb.Insp
 	return out, nil
 }
 
-func (s *backendServer) RestartSession(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
+func (s *backendServer) RestartSession(ctx context.Context, r *pb.RestartSessionRequest) (*pb.RestartSessionResponse, error) {
 	sb, err := s.sessions()
 	if err != nil {
 		return nil, err
 	}
-	return &pb.Empty{}, toStatus(sb.RestartSession(ctx, r.SessionId))
+	return &pb.RestartSessionResponse{}, toStatus(sb.RestartSession(ctx, r.SessionId))
 }
 
-func (s *backendServer) CloseSession(ctx context.Context, r *pb.SessionRef) (*pb.Empty, error) {
+func (s *backendServer) CloseSession(ctx context.Context, r *pb.CloseSessionRequest) (*pb.CloseSessionResponse, error) {
 	sb, err := s.sessions()
 	if err != nil {
 		return nil, err
 	}
-	return &pb.Empty{}, toStatus(sb.CloseSession(ctx, r.SessionId))
+	return &pb.CloseSessionResponse{}, toStatus(sb.CloseSession(ctx, r.SessionId))
 }
 
 // OpenSession implements backend.SessionBackend.
@@ -117,7 +118,7 @@ func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRe
 
 // ExecuteInSession implements backend.SessionBackend.
 func (c *BackendClient) ExecuteInSession(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-	stream, err := c.backend.ExecuteSession(ctx, requestToPB(req))
+	stream, err := c.backend.ExecuteSession(ctx, twin(requestToPB(req), &pb.ExecuteSessionRequest{}))
 	if err != nil {
 		return backend.ExecuteResult{}, fromStatus(err)
 	}
@@ -130,11 +131,11 @@ func (c *BackendClient) ExecuteInSession(ctx context.Context, req backend.Execut
 			return backend.ExecuteResult{}, fromStatus(err)
 		}
 		switch k := ev.Kind.(type) {
-		case *pb.SessionEvent_Stream:
+		case *pb.ExecuteSessionResponse_Stream:
 			if emit != nil {
 				emit(backend.StreamEvent{Name: k.Stream.Name, Text: k.Stream.Text})
 			}
-		case *pb.SessionEvent_Result:
+		case *pb.ExecuteSessionResponse_Result:
 			return resultFromPB(k.Result), nil
 		}
 	}
@@ -142,13 +143,13 @@ func (c *BackendClient) ExecuteInSession(ctx context.Context, req backend.Execut
 
 // Interrupt implements backend.SessionBackend.
 func (c *BackendClient) Interrupt(ctx context.Context, id string) error {
-	_, err := c.backend.Interrupt(ctx, &pb.SessionRef{SessionId: id})
+	_, err := c.backend.Interrupt(ctx, &pb.InterruptRequest{SessionId: id})
 	return fromStatus(err)
 }
 
 // Inspect implements backend.SessionBackend.
 func (c *BackendClient) Inspect(ctx context.Context, id string) ([]backend.Variable, error) {
-	r, err := c.backend.Inspect(ctx, &pb.SessionRef{SessionId: id})
+	r, err := c.backend.Inspect(ctx, &pb.InspectRequest{SessionId: id})
 	if err != nil {
 		return nil, fromStatus(err)
 	}
@@ -163,12 +164,12 @@ func (c *BackendClient) Inspect(ctx context.Context, id string) ([]backend.Varia
 
 // RestartSession implements backend.SessionBackend.
 func (c *BackendClient) RestartSession(ctx context.Context, id string) error {
-	_, err := c.backend.RestartSession(ctx, &pb.SessionRef{SessionId: id})
+	_, err := c.backend.RestartSession(ctx, &pb.RestartSessionRequest{SessionId: id})
 	return fromStatus(err)
 }
 
 // CloseSession implements backend.SessionBackend.
 func (c *BackendClient) CloseSession(ctx context.Context, id string) error {
-	_, err := c.backend.CloseSession(ctx, &pb.SessionRef{SessionId: id})
+	_, err := c.backend.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: id})
 	return fromStatus(err)
 }

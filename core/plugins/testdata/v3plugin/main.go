@@ -1,4 +1,4 @@
-// A plugin that speaks only plugin API version 2, which this core does not:
+// A plugin that speaks only plugin API version 3, which this core does not:
 // the core must refuse it with both sides' versions in the message.
 package main
 
@@ -13,7 +13,7 @@ func main() {
 	set := pluginhost.BackendPluginSet(plugin.Info{Name: "future", Version: "9.0.0"}, nil)
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  pluginhost.Handshake,
-		VersionedPlugins: map[int]goplugin.PluginSet{2: set[plugin.APIVersion]},
+		VersionedPlugins: map[int]goplugin.PluginSet{3: set[plugin.APIVersion]},
 		GRPCServer:       goplugin.DefaultGRPCServer,
 	})
 }

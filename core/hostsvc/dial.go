@@ -1,0 +1,107 @@
+package hostsvc
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
+
+// Rules of the audit lines of endpoints and channels (docs/audit.md).
+const (
+	RuleEndpointIntent     = "endpoint-intent"     // an intent's endpoint badly named or placed
+	RuleEndpointNotOwned   = "endpoint-not-owned"  // a Dial to a container the plugin did not create
+	RuleEndpointUndeclared = "endpoint-undeclared" // a Dial to an endpoint the intent did not declare
+	RuleEndpointLink       = "endpoint-link"       // a link where the sandbox's socket should be
+	RuleEndpointType       = "endpoint-type"       // something else than a socket there
+)
+
+// Endpoint is an endpoint a container declared, as the core placed it.
+type Endpoint struct {
+	ContainerID string
+	Name        string
+	Path        string               // the socket's path in the container
+	Workspace   *workspace.Workspace // the workspace mounted where Path lies
+	Rel         string               // Path's place in Workspace
+}
+
+// Channels connects the core to an endpoint of a sandbox: the one step of
+// Dial that depends on where containers run. WorkspaceSockets serves
+// runtimes whose containers share the host's filesystem (Podman); a remote
+// runtime would relay through its exec or port-forward API instead.
+type Channels interface {
+	DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn, error)
+}
+
+// WorkspaceSockets dials the unix socket at the endpoint's place in the
+// workspace, without following any link the sandbox may have planted
+// (workspace.DialSocket).
+type WorkspaceSockets struct{}
+
+// DialEndpoint implements Channels.
+func (WorkspaceSockets) DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn, error) {
+	return ep.Workspace.DialSocket(ctx, ep.Rel)
+}
+
+// SetChannels replaces how endpoints are reached (WorkspaceSockets by
+// default).
+func (h *Host) SetChannels(c Channels) { h.channels = c }
+
+// Dial implements host.Sandbox: only an endpoint declared in the intent of
+// a container this plugin created. Opens and refusals are audited; "nothing
+// listens yet" is not, since a plugin polls through it while its sandbox
+// starts.
+func (h *Host) Dial(ctx context.Context, id, name string) (net.Conn, error) {
+	details := map[string]any{"container_id": id, "owner": h.owner, "endpoint": name}
+	t, err := h.workspaceOf(id)
+	if err != nil {
+		h.refuseDial("", RuleEndpointNotOwned, details, err, false)
+		return nil, err
+	}
+	h.mu.Lock()
+	ep, ok := t.endpoints[name]
+	h.mu.Unlock()
+	if !ok {
+		err := host.Errorf(host.KindNotFound, "container %s declares no endpoint %q (declare it in the intent's Endpoints)", id, name)
+		h.refuseDial(t.SessionID, RuleEndpointUndeclared, details, err, false)
+		return nil, err
+	}
+	details["path"] = ep.Path
+	conn, err := h.channels.DialEndpoint(ctx, ep)
+	switch {
+	case err == nil:
+		h.rec.Record(audit.Entry{Event: audit.ChannelOpen, SessionID: t.SessionID, Success: true, Details: details})
+		return conn, nil
+	case errors.Is(err, workspace.ErrNoListener):
+		return nil, host.Errorf(host.KindUnavailable, "endpoint %q of container %s: %v (retry once the sandbox listens)", name, id, err)
+	case errors.Is(err, workspace.ErrLink):
+		err = host.Errorf(host.KindPolicy, "endpoint %q of container %s: %v; refusing to follow it", name, id, err)
+		h.refuseDial(t.SessionID, RuleEndpointLink, details, err, true)
+	case errors.Is(err, workspace.ErrNotSocket):
+		err = host.Errorf(host.KindPolicy, "endpoint %q of container %s: %v; refusing to connect", name, id, err)
+		h.refuseDial(t.SessionID, RuleEndpointType, details, err, true)
+	default:
+		err = host.Errorf(host.KindInternal, "endpoint %q of container %s: %v", name, id, err)
+		h.rec.Record(audit.Entry{Event: audit.ChannelOpen, Severity: audit.Error, SessionID: t.SessionID, Success: false, Error: err.Error(), Details: details})
+	}
+	return nil, err
+}
+
+// refuseDial audits a refused Dial under rule: a channel.open the plugin
+// got wrong, or, when the sandbox put something else than its socket at
+// the endpoint (sandbox), a security.violation.
+func (h *Host) refuseDial(sessionID, rule string, details map[string]any, err error, sandbox bool) {
+	d := map[string]any{"rule": rule}
+	for k, v := range details {
+		d[k] = v
+	}
+	event := audit.ChannelOpen
+	if sandbox {
+		event = audit.SecurityViolation
+		d["operation"] = audit.ChannelOpen
+	}
+	h.rec.Record(audit.Entry{Event: event, Severity: audit.Warning, SessionID: sessionID, Success: false, Error: err.Error(), Details: d})
+}
