@@ -347,23 +347,31 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 		return fail(err)
 	}
 	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
-	cfg := map[string]any{}
+	if err := CheckConfig(e, d); err != nil {
+		return fail(err)
+	}
+	core := map[string]any{}
 	for k, v := range m.settings(e.Name) {
-		cfg[k] = v
+		core[k] = v
 	}
 	if m.TypeSettings != nil {
 		for k, v := range m.TypeSettings(e.Name, d.Type) {
-			cfg[k] = v
+			core[k] = v
 		}
 	}
-	for k, v := range e.Config {
-		cfg[k] = v
+	op := e.Config
+	if op == nil {
+		op = map[string]any{} // an object, as the plugin's factory expects
 	}
-	raw, err := json.Marshal(cfg)
+	raw, err := json.Marshal(op)
 	if err != nil {
 		return fail(fmt.Errorf("plugin %s: config: %w", e.Name, err))
 	}
-	if err := c.Configure(ctx, m.hostFor(e.Name), raw); err != nil {
+	rawCore, err := json.Marshal(core)
+	if err != nil {
+		return fail(fmt.Errorf("plugin %s: core settings: %w", e.Name, err))
+	}
+	if err := c.ConfigureWith(ctx, m.hostFor(e.Name), raw, rawCore); err != nil {
 		return fail(fmt.Errorf("plugin %s rejected its configuration: %w", e.Name, err))
 	}
 	if d.Type == plugin.TypeBackend {
@@ -464,23 +472,51 @@ func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (b
 	return r, s.crashed(err)
 }
 
+// ConfigError is an operator's [plugins.NAME.config] that the plugin's
+// declared schema refuses: a configuration error, which stops the server
+// (as one of the core's own keys would), not a plugin that failed to load.
+type ConfigError struct {
+	Plugin string
+	Errs   []error // each naming its key's path
+}
+
+func (e *ConfigError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("plugin %s refuses its configuration ([plugins.%s.config], keys as the plugin declares them; fix or remove them):\n%s",
+		e.Plugin, e.Plugin, strings.Join(msgs, "\n"))
+}
+
+// CheckConfig checks e's [plugins.NAME.config] against the schema plugin d
+// declared (a *ConfigError); a plugin that declared none (API v1) is not
+// checked.
+func CheckConfig(e Entry, d pluginhost.Described) error {
+	if errs := d.Config.Validate("plugins."+e.Name+".config", e.Config); len(errs) > 0 {
+		return &ConfigError{Plugin: e.Name, Errs: errs}
+	}
+	return nil
+}
+
 // Probe verifies a plugin's checksum, starts it only to ask who it is, then
-// stops it. Path and Checksum are set even when the error is not nil.
-func Probe(ctx context.Context, e Entry) (Identity, error) {
+// stops it. Path and Checksum are set even when the error is not nil; so
+// is the returned description when the plugin answered.
+func Probe(ctx context.Context, e Entry) (Identity, pluginhost.Described, error) {
 	id := Identity{Name: e.Name, Path: e.Path}
 	sum, err := e.Verify()
 	id.Checksum = sum
 	if err != nil {
-		return id, err
+		return id, pluginhost.Described{}, err
 	}
 	c, err := pluginhost.Launch(e.Path, hclog.NewNullLogger(), pluginhost.Options{SHA256: e.SHA256})
 	if err != nil {
-		return id, err
+		return id, pluginhost.Described{}, err
 	}
 	defer c.Kill()
 	d, err := c.Describe(ctx)
 	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
-	return id, err
+	return id, d, err
 }
 
 func (s *supervised) sessions() (backend.SessionBackend, error) {

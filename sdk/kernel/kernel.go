@@ -71,8 +71,9 @@ const InspectMarker = "__FORGE_VARS__"
 // Config is [plugins.NAME.config] merged over the core's settings.
 type Config struct {
 	backend.ImageConfig
-	MaxOutputBytes int64 `json:"max_output_bytes"`
-	MaxImageBytes  int64 `json:"max_image_bytes"`
+	// From the core (forge:"core": not an operator's key).
+	MaxOutputBytes int64 `json:"max_output_bytes" forge:"core"`
+	MaxImageBytes  int64 `json:"max_image_bytes" forge:"core"`
 	// Warm is how many kernels wait pre-started for new sessions (0:
 	// none). Unset, it is 1 for the spec's default image and 0 for another.
 	Warm *int `json:"warm"`

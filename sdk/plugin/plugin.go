@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 )
 
@@ -43,6 +44,25 @@ type Info struct {
 	Name        string
 	Version     string
 	Description string
+	// Config is the struct the plugin decodes its configuration into (a
+	// zero value, e.g. mybackend.Config{}): its json keys are the keys
+	// [plugins.NAME.config] may hold, and the core refuses any other, or a
+	// value of another type, at start-up and in `mcp-forge config check`.
+	// Fields the core sets (output limits, container defaults) are tagged
+	// `forge:"core"`. Nil: the plugin accepts no key. See sdk/configschema.
+	Config any
+}
+
+// Schema is the schema of the plugin's configuration table (Config).
+func (i Info) Schema() (*configschema.Schema, error) {
+	if i.Config == nil {
+		return &configschema.Schema{}, nil
+	}
+	s, err := configschema.FromStruct(i.Config)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: Info.Config: %w", i.Name, err)
+	}
+	return s, nil
 }
 
 // Validate checks what the core checks at load.
@@ -53,7 +73,8 @@ func (i Info) Validate() error {
 	if _, err := semver.Parse(i.Version); err != nil {
 		return fmt.Errorf("plugin %s: version %q is not semver (MAJOR.MINOR.PATCH, e.g. 0.1.0): %v", i.Name, i.Version, err)
 	}
-	return nil
+	_, err := i.Schema()
+	return err
 }
 
 // BinaryPrefix is how plugin executables are named: mcp-forge-plugin-<name>.
@@ -61,8 +82,11 @@ const BinaryPrefix = "mcp-forge-plugin-"
 
 func (i Info) shim() shim.Info { return i.shimAs(TypeBackend) }
 
+// shimAs is i as the shims carry it; serve validates i first (an invalid
+// Config has no schema).
 func (i Info) shimAs(typ string) shim.Info {
-	return shim.Info{Type: typ, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions}
+	s, _ := i.Schema()
+	return shim.Info{Type: typ, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions, Config: s}
 }
 
 // ServeBackend serves a backend plugin; it returns only when the core ends

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -34,6 +35,9 @@ type Described struct {
 	Version     string
 	Description string
 	APIVersions []int
+	// Config is the schema of [plugins.NAME.config]; nil: none declared
+	// (a v1 plugin), the table is not checked.
+	Config *configschema.Schema
 }
 
 // Client is the core's handle on one running plugin process.
@@ -70,7 +74,8 @@ func BackendPluginSet(info plugin.Info, factory backend.Factory) map[int]goplugi
 func shimInfo(info plugin.Info) shim.Info { return shimInfoAs(info, plugin.TypeBackend) }
 
 func shimInfoAs(info plugin.Info, typ string) shim.Info {
-	return shim.Info{Type: typ, Name: info.Name, Version: info.Version, Description: info.Description}
+	s, _ := info.Schema()
+	return shim.Info{Type: typ, Name: info.Name, Version: info.Version, Description: info.Description, Config: s}
 }
 
 // ServeConfig is the configuration a plugin process serves with, for tests
@@ -192,7 +197,7 @@ func (c *Client) Describe(ctx context.Context) (Described, error) {
 	if err != nil {
 		return Described{}, err
 	}
-	d := Described{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions}
+	d := Described{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions, Config: i.Config}
 	return d, Check(d, c.api)
 }
 
@@ -224,10 +229,18 @@ func ExpectType(d Described, want ...string) error {
 // APIVersion is the negotiated plugin API version.
 func (c *Client) APIVersion() int { return c.api }
 
-// Configure gives the plugin its host services and configuration, and the
-// negotiated API version, which the plugin checks.
+// Configure gives the plugin its host services and configuration (JSON
+// of [plugins.NAME.config]), and the negotiated API version, which the
+// plugin checks.
 func (c *Client) Configure(ctx context.Context, h host.Host, cfg []byte) error {
-	return c.backend.Configure(ctx, h, cfg, c.api)
+	return c.ConfigureWith(ctx, h, cfg, nil)
+}
+
+// ConfigureWith is Configure with the core's own settings for the plugin
+// (JSON object), sent apart from the operator's keys (merged under them for
+// a v1 plugin).
+func (c *Client) ConfigureWith(ctx context.Context, h host.Host, cfg, core []byte) error {
+	return c.backend.Configure(ctx, h, cfg, core, c.api)
 }
 
 // Backend is the plugin as a backend.Backend (a backend.SessionBackend when

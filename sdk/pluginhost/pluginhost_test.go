@@ -100,7 +100,7 @@ func TestPluginChecksNegotiatedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = raw.(*shim.BackendClient).Configure(context.Background(), sdktest.NewLocalHost(t.TempDir()), nil, 7)
+	err = raw.(*shim.BackendClient).Configure(context.Background(), sdktest.NewLocalHost(t.TempDir()), nil, nil, 7)
 	if err == nil || !strings.Contains(err.Error(), "asked for 7") {
 		t.Fatalf("want a refusal of API version 7, got %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 )
@@ -22,6 +23,7 @@ import (
 type Info struct {
 	Type, Name, Version, Description string
 	APIVersions                      []int
+	Config                           *configschema.Schema // nil: none declared
 }
 
 // BackendPlugin is the go-plugin GRPCPlugin for backends. The plugin side
@@ -106,7 +108,7 @@ type backendServer struct {
 }
 
 func infoToPB(i Info) *pb.GetInfoResponse {
-	out := &pb.GetInfoResponse{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description}
+	out := &pb.GetInfoResponse{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, ConfigSchema: schemaToPB(i.Config)}
 	for _, v := range i.APIVersions {
 		out.ApiVersions = append(out.ApiVersions, int32(v))
 	}
@@ -126,7 +128,11 @@ func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.Confi
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
 	}
-	if err := build(NewHostClient(conn), backend.Config(r.ConfigJson)); err != nil {
+	cfg, err := mergeConfig(r.CoreSettingsJson, r.ConfigJson)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.Name, err)
+	}
+	if err := build(NewHostClient(conn), cfg); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.Name, err)
 	}
 	return &pb.ConfigureResponse{}, nil
@@ -239,22 +245,33 @@ func (c *pluginClient) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, fromStatus(err)
 	}
-	out := Info{Type: r.Type, Name: r.Name, Version: r.Version, Description: r.Description}
+	out := Info{Type: r.Type, Name: r.Name, Version: r.Version, Description: r.Description, Config: schemaFromPB(r.ConfigSchema)}
 	for _, v := range r.ApiVersions {
 		out.APIVersions = append(out.APIVersions, int(v))
 	}
 	return out, nil
 }
 
-// Configure serves h to the plugin over the broker and hands it its config.
-func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg []byte, apiVersion int) error {
+// Configure serves h to the plugin over the broker and hands it the
+// operator's configuration and the core's settings: apart in v2, merged
+// (the operator's keys over the core's) for a v1 plugin, as v1 sent them.
+func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg, core []byte, apiVersion int) error {
+	req := &pb.ConfigureRequest{ConfigJson: cfg, CoreSettingsJson: core, ApiVersion: int32(apiVersion)}
+	if apiVersion < 2 {
+		merged, err := mergeConfig(core, cfg)
+		if err != nil {
+			return err
+		}
+		req.ConfigJson, req.CoreSettingsJson = merged, nil
+	}
 	id := c.broker.NextId()
 	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(opts, ServerOptions(c.maxMessage)...)...)
 		RegisterHost(s, h)
 		return s
 	})
-	_, err := c.plugin.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, ConfigJson: cfg, ApiVersion: int32(apiVersion)})
+	req.HostBrokerId = id
+	_, err := c.plugin.Configure(ctx, req)
 	return fromStatus(err)
 }
 
