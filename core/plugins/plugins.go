@@ -401,15 +401,31 @@ func (m *Manager) Statuses() []Status {
 	return out
 }
 
-// Close ends every plugin process.
+// ShutdownGrace bounds each plugin's Shutdown call when the server stops.
+const ShutdownGrace = 2 * time.Second
+
+// Close ends every plugin process: each is first asked to shut down (all at
+// once, each within ShutdownGrace), then killed whatever it answered.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var wg sync.WaitGroup
 	for n, r := range m.running {
-		r.client.Kill()
-		r.unwatch()
-		delete(m.running, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+			defer cancel()
+			start := time.Now()
+			if err := r.client.Shutdown(ctx, "server stop"); err != nil {
+				m.log.Warn("plugin shutdown failed; killing it", "plugin", n, "error", err, "took", time.Since(start))
+			}
+			r.client.Kill()
+			r.unwatch()
+		}()
 	}
+	wg.Wait()
+	clear(m.running)
 }
 
 // supervised turns a dead plugin's transport error into a clear one.

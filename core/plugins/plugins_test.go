@@ -2,9 +2,11 @@ package plugins
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +201,77 @@ func TestBuilderPluginTyped(t *testing.T) {
 	}
 	m.Close()
 	waitFor(t, func() bool { return !pluginStarted(bin) })
+}
+
+func buildShutdownPlugin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mcp-forge-plugin-shut")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/shutdownplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build test plugin: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Close (the server stopping) calls each plugin's shutdown hook before it
+// ends the process, and bounds a hook that never returns by ShutdownGrace.
+func TestCloseRunsShutdownHook(t *testing.T) {
+	bin := buildShutdownPlugin(t)
+	for _, c := range []struct {
+		name    string
+		hang    bool
+		wantHad bool
+	}{
+		{"hook runs", false, true},
+		{"hung hook is bounded", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			marker := filepath.Join(dir, "marker")
+			m := NewManager([]Entry{{Name: "shut", Path: bin, Config: map[string]any{"marker": marker, "hang": c.hang}}},
+				func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return nil },
+				audit.Discard{}, hclog.NewNullLogger())
+			if errs := m.LoadAll(context.Background()); len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			pid := m.running["shut"].client.Pid()
+			start := time.Now()
+			m.Close()
+			took := time.Since(start)
+			b, err := os.ReadFile(marker)
+			if had := err == nil && string(b) == "shut down"; had != c.wantHad {
+				t.Fatalf("marker written: %v (%q, %v), want %v", had, b, err, c.wantHad)
+			}
+			if took > ShutdownGrace+3*time.Second {
+				t.Fatalf("Close took %v: the shutdown call is not bounded", took)
+			}
+			// The process is gone either way (the kill follows the hook).
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil {
+					return
+				}
+			}
+			t.Fatalf("plugin process %d still runs after Close", pid)
+		})
+	}
+}
+
+// A key the plugin does not declare, or a wrong type, is refused before
+// Configure, as a *ConfigError naming every key's path.
+func TestLoadRefusesUndeclaredConfig(t *testing.T) {
+	bin := buildShutdownPlugin(t)
+	dir := t.TempDir()
+	m := NewManager([]Entry{{Name: "shut", Path: bin, Config: map[string]any{"markr": "x", "hang": "yes"}}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return map[string]any{"max_output_bytes": 1} },
+		audit.Discard{}, hclog.NewNullLogger())
+	defer m.Close()
+	errs := m.LoadAll(context.Background())
+	var ce *ConfigError
+	if len(errs) != 1 || !errors.As(errs[0], &ce) {
+		t.Fatalf("want one *ConfigError, got %v", errs)
+	}
+	for _, w := range []string{"plugins.shut.config.hang: want a boolean, got a string", "plugins.shut.config.markr: unknown key (the plugin accepts hang, marker)"} {
+		if !strings.Contains(ce.Error(), w) {
+			t.Errorf("%q does not say %q", ce, w)
+		}
+	}
 }

@@ -332,3 +332,14 @@ func (rt Runtime) Describe(c *Capabilities, defaultImage string, ic ImageConfig)
 		c.Packages = ic.Packages
 	}
 }
+
+// Shutdowner is implemented by a backend (or a builder, a bridge) that
+// holds something worth releasing cleanly before its process ends:
+// sessions whose kernels should be told to stop, a pool of ready
+// containers. The core calls Shutdown (plugin API v2) when the server
+// stops, with a short deadline (ctx), and then ends the process whatever
+// it returned; it is never called after a crash. Without it the process
+// is simply ended and the core removes what containers are left.
+type Shutdowner interface {
+	Shutdown(ctx context.Context) error
+}

@@ -649,6 +649,31 @@ func (b *Backend) CloseSession(ctx context.Context, id string) error {
 	return nil
 }
 
+// Shutdown implements backend.Shutdowner: the warm kernels are removed and
+// every session's kernel is told to shut down (its state was checkpointed
+// by the core first, if the operator asked) and its container removed, all
+// at once, within ctx.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	b.Drain()
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.sessions))
+	for id := range b.sessions {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.CloseSession(ctx, id)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func firstPositive(a, b int64) int64 {
 	if a > 0 {
 		return a
@@ -656,4 +681,7 @@ func firstPositive(a, b int64) int64 {
 	return b
 }
 
-var _ backend.SessionBackend = (*Backend)(nil)
+var (
+	_ backend.SessionBackend = (*Backend)(nil)
+	_ backend.Shutdowner     = (*Backend)(nil)
+)

@@ -265,6 +265,16 @@ func (c *Client) Pid() int {
 	return 0
 }
 
+// Shutdown asks the plugin to release what it holds (its
+// backend.Shutdowner) within ctx's deadline, before Kill. A v1 plugin has
+// no such call: nil at once.
+func (c *Client) Shutdown(ctx context.Context, reason string) error {
+	if c.api < 2 {
+		return nil
+	}
+	return c.backend.Shutdown(ctx, reason)
+}
+
 // Kill ends the plugin process.
 func (c *Client) Kill() {
 	c.gp.Kill()

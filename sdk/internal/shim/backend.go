@@ -90,6 +90,20 @@ func (s *pluginServer[T]) Configure(_ context.Context, r *pb.ConfigureRequest) (
 	})
 }
 
+// Shutdown runs the implementation's backend.Shutdowner, if it has one; a
+// plugin never configured has nothing to release.
+func (s *pluginServer[T]) Shutdown(ctx context.Context, r *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
+	s.mu.Lock()
+	impl, set := s.impl, s.set
+	s.mu.Unlock()
+	if sd, ok := any(impl).(backend.Shutdowner); set && ok {
+		if err := sd.Shutdown(ctx); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return &pb.ShutdownResponse{}, nil
+}
+
 // get is the configured implementation, or the error a call before
 // Configure gets.
 func (s *pluginServer[T]) get() (T, error) {
@@ -272,6 +286,13 @@ func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg, core []b
 	})
 	req.HostBrokerId = id
 	_, err := c.plugin.Configure(ctx, req)
+	return fromStatus(err)
+}
+
+// Shutdown asks the plugin to release what it holds (see
+// backend.Shutdowner); API v2 only, which the caller checks.
+func (c *pluginClient) Shutdown(ctx context.Context, reason string) error {
+	_, err := c.plugin.Shutdown(ctx, &pb.ShutdownRequest{Reason: reason})
 	return fromStatus(err)
 }
 
