@@ -483,6 +483,17 @@ func (s *supervised) Capabilities(ctx context.Context) (backend.Capabilities, er
 	return c, s.crashed(err)
 }
 
+// Stats implements backend.StatsReporter (the shim's client always does:
+// v2's Stats, or a v1 plugin's figures in its capabilities).
+func (s *supervised) Stats(ctx context.Context) (backend.Stats, error) {
+	sr, ok := s.b.(backend.StatsReporter)
+	if !ok {
+		return backend.Stats{}, nil
+	}
+	st, err := sr.Stats(ctx)
+	return st, s.crashed(err)
+}
+
 func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	r, err := s.b.Execute(ctx, req)
 	return r, s.crashed(err)

@@ -49,9 +49,21 @@ type Capabilities struct {
 	// run's working directory. The core refuses input files for a backend
 	// without it rather than drop them.
 	InputFiles bool
+}
+
+// Stats is a backend's live figures. Capabilities is static and cheap (the
+// core reads it once, at load); what changes from one moment to the next
+// comes from StatsReporter.Stats, which the core asks again whenever it
+// shows it (environment/info, metrics).
+type Stats struct {
 	// WarmPool is the backend's pool of ready containers, nil if it keeps
-	// none. The core asks for it again whenever it shows it.
+	// none.
 	WarmPool *WarmPool
+}
+
+// StatsReporter is implemented by a backend that has live figures.
+type StatsReporter interface {
+	Stats(ctx context.Context) (Stats, error)
 }
 
 // WarmPool is the state of a pool of pre-started containers, each given to

@@ -139,8 +139,12 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true, Checkpoint: b.spec.Checkpoint}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
-	c.WarmPool = b.Pool()
 	return c, nil
+}
+
+// Stats implements backend.StatsReporter: the warm pool now.
+func (b *Backend) Stats(context.Context) (backend.Stats, error) {
+	return backend.Stats{WarmPool: b.Pool()}, nil
 }
 
 // Execute runs code in a throw-away session.

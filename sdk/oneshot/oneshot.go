@@ -187,10 +187,16 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
-	if st, ok := b.Pool(); ok {
-		c.WarmPool = &st
-	}
 	return c, nil
+}
+
+// Stats implements backend.StatsReporter: the warm pool now, if any.
+func (b *Backend) Stats(context.Context) (backend.Stats, error) {
+	var st backend.Stats
+	if p, ok := b.Pool(); ok {
+		st.WarmPool = &p
+	}
+	return st, nil
 }
 
 // Container paths of the per-run directories.

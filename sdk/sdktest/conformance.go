@@ -229,8 +229,10 @@ func (o options) checkLeftovers(t *testing.T, b backend.Backend) {
 			}
 		}
 		keep = 0
-		if c, err := b.Capabilities(context.Background()); err == nil && c.WarmPool != nil {
-			keep = c.WarmPool.Warm + c.WarmPool.Starting
+		if sr, ok := b.(backend.StatsReporter); ok {
+			if st, err := sr.Stats(context.Background()); err == nil && st.WarmPool != nil {
+				keep = st.WarmPool.Warm + st.WarmPool.Starting
+			}
 		}
 		if (len(others) == 0 && len(pooled) <= keep) || time.Now().After(deadline) {
 			break

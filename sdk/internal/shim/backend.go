@@ -154,6 +154,23 @@ func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.Confi
 
 func (s *backendServer) backend() (backend.Backend, error) { return s.get() }
 
+// Stats answers from the backend's StatsReporter; one without has none.
+func (s *backendServer) Stats(ctx context.Context, _ *pb.StatsRequest) (*pb.StatsResponse, error) {
+	b, err := s.backend()
+	if err != nil {
+		return nil, err
+	}
+	sr, ok := b.(backend.StatsReporter)
+	if !ok {
+		return &pb.StatsResponse{}, nil
+	}
+	st, err := sr.Stats(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.StatsResponse{WarmPool: warmPoolToPB(st.WarmPool)}, nil
+}
+
 func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {
 	b, err := s.backend()
 	if err != nil {
@@ -165,7 +182,7 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	}
 	out := &pb.CapabilitiesResponse{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
 		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
-		InputFiles: c.InputFiles, WarmPool: warmPoolToPB(c.WarmPool)}
+		InputFiles: c.InputFiles}
 	if cp := c.Checkpoint; cp != nil {
 		out.Checkpoint = &pb.CheckpointCode{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}
@@ -247,6 +264,7 @@ type pluginClient struct {
 	broker     *plugin.GRPCBroker
 	plugin     pb.PluginServiceClient
 	maxMessage int
+	api        int // negotiated, set by Configure
 }
 
 func newPluginClient(broker *plugin.GRPCBroker, conn *grpc.ClientConn, maxMessage int) pluginClient {
@@ -285,6 +303,7 @@ func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg, core []b
 		return s
 	})
 	req.HostBrokerId = id
+	c.api = apiVersion
 	_, err := c.plugin.Configure(ctx, req)
 	return fromStatus(err)
 }
@@ -296,6 +315,23 @@ func (c *pluginClient) Shutdown(ctx context.Context, reason string) error {
 	return fromStatus(err)
 }
 
+// Stats implements backend.StatsReporter: the Stats call of API v2, or the
+// figures a v1 plugin put in its capabilities.
+func (c *BackendClient) Stats(ctx context.Context) (backend.Stats, error) {
+	if c.api < 2 {
+		r, err := c.backend.Capabilities(ctx, &pb.CapabilitiesRequest{})
+		if err != nil {
+			return backend.Stats{}, fromStatus(err)
+		}
+		return backend.Stats{WarmPool: warmPoolFromPB(r.GetWarmPool())}, nil //nolint:staticcheck // v1's field, read for v1 plugins only
+	}
+	r, err := c.backend.Stats(ctx, &pb.StatsRequest{})
+	if err != nil {
+		return backend.Stats{}, fromStatus(err)
+	}
+	return backend.Stats{WarmPool: warmPoolFromPB(r.WarmPool)}, nil
+}
+
 // Capabilities implements backend.Backend.
 func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities, error) {
 	r, err := c.backend.Capabilities(ctx, &pb.CapabilitiesRequest{})
@@ -304,7 +340,7 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 	}
 	caps := backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
 		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description,
-		InputFiles: r.InputFiles, WarmPool: warmPoolFromPB(r.WarmPool)}
+		InputFiles: r.InputFiles}
 	if cp := r.GetCheckpoint(); cp != nil && cp.Save != "" && cp.Load != "" {
 		caps.Checkpoint = &backend.Checkpoint{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}
