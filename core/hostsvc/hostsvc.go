@@ -158,7 +158,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		// the only (weaker) bound.
 		go h.watchQuota(wctx, id, t)
 	}
-	return host.Container{ID: id, Workspace: w.Path}, nil
+	return host.Container{ID: id}, nil
 }
 
 func asHostErr(err error) error {
@@ -367,6 +367,19 @@ func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal
 		return nil, host.Errorf(host.KindInternal, "read files: %v", err)
 	}
 	return files, nil
+}
+
+// LegacyWorkspace is the host path of container id's workspace ("" if not
+// this plugin's), which no v2 message carries: the plugin shim passes it to
+// sdk/oneshot's resident runner in a response header until that runner
+// dials an endpoint, and the v1 compatibility path puts it in v1's
+// CreateResponse.workspace, where v1 plugins dial their sockets.
+func (h *Host) LegacyWorkspace(id string) string {
+	t, err := h.workspaceOf(id)
+	if err != nil {
+		return ""
+	}
+	return t.Path
 }
 
 func (h *Host) workspaceOf(id string) (*tracked, error) {

@@ -62,10 +62,10 @@ func TestCreateSpec(t *testing.T) {
 		t.Errorf("limits (-want +got):\n%s", d)
 	}
 	i := slices.IndexFunc(s.Mounts, func(m runtime.Mount) bool { return m.Target == "/forge/work" })
-	if i < 0 || s.Mounts[i].Source != filepath.Join(c.Workspace, "work") || s.Mounts[i].ReadOnly {
-		t.Errorf("mounts %+v; want %s/work read-write at /forge/work", s.Mounts, c.Workspace)
+	if i < 0 || s.Mounts[i].Source != filepath.Join(r.workspaceOf(c.ID), "work") || s.Mounts[i].ReadOnly {
+		t.Errorf("mounts %+v; want %s/work read-write at /forge/work", s.Mounts, r.workspaceOf(c.ID))
 	}
-	if b, err := os.ReadFile(filepath.Join(c.Workspace, "work", "main.py")); err != nil || string(b) != "print(1)" {
+	if b, err := os.ReadFile(filepath.Join(r.workspaceOf(c.ID), "work", "main.py")); err != nil || string(b) != "print(1)" {
 		t.Errorf("intent file: %q, %v", b, err)
 	}
 	// A session's container is no one-shot.
@@ -311,12 +311,13 @@ func TestRemoveWorkspaces(t *testing.T) {
 	in := intent("sleep", "60")
 	in.SessionID = "keep"
 	sess := r.start(t, in)
+	kept := filepath.Base(r.workspaceOf(sess.ID))
 	for _, id := range []string{one.ID, sess.ID} {
 		if err := r.h.Remove(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d := cmp.Diff([]string{filepath.Base(sess.Workspace)}, r.entries(t)); d != "" {
+	if d := cmp.Diff([]string{kept}, r.entries(t)); d != "" {
 		t.Errorf("workspaces after Remove (-want +got):\n%s", d)
 	}
 	// Removing again is fine; the workspace refuses another plugin.
@@ -344,7 +345,7 @@ func TestCrashed(t *testing.T) {
 		in := intent("sleep", "60")
 		in.SessionID = sid
 		c := r.start(t, in)
-		ws[sid] = filepath.Base(c.Workspace)
+		ws[sid] = filepath.Base(r.workspaceOf(c.ID))
 	}
 	n := r.h.Crashed(func(sid string) bool { return sid == "kept" })
 	if n != 2 {

@@ -62,7 +62,7 @@ func TestIncompatibleAPIVersion(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Log(msg)
-	if !strings.Contains(msg, "incompatible") || !strings.Contains(msg, "3") || !strings.Contains(msg, "this core speaks plugin API versions [2]") {
+	if !strings.Contains(msg, "incompatible") || !strings.Contains(msg, "3") || !strings.Contains(msg, "this core speaks plugin API versions [1 2]") {
 		t.Fatalf("message does not name both versions: %s", msg)
 	}
 }

@@ -66,10 +66,10 @@ var EndpointName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 // the container to it.
 const LabelRun = "run"
 
-// Container is a created container and its workspace on the host.
+// Container is a created container. Its workspace is reached through
+// PutFile, GetFile, ReadFiles and Dial: no host path crosses the API.
 type Container struct {
-	ID        string
-	Workspace string
+	ID string
 }
 
 // DialChunk is the most a Dial connection carries in one message either

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +56,8 @@ type Client struct {
 	waiters map[string]*waiter // parent msg_id → in-flight request
 	closed  chan struct{}
 
+	unregister func() // forgets the client's DialFunc
+
 	// BadSignatures counts messages dropped because their HMAC did not verify.
 	BadSignatures atomic.Int64
 	lastIOPub     atomic.Int64 // unix nanos of the last iopub message
@@ -70,12 +70,17 @@ type waiter struct {
 	once   sync.Once
 }
 
-// Dial connects to a kernel whose ipc sockets are visible at hostPrefix-<port>.
-// It retries until the sockets accept or ctx ends, then waits for the kernel
-// to answer kernel_info (repeating it until iopub delivers, the SUB slow
-// joiner problem).
-func Dial(ctx context.Context, conn Connection, hostPrefix string) (*Client, error) {
+// Dial connects to a kernel through dial, one stream per channel. It
+// retries while the kernel does not listen yet (ErrNotListening) until ctx
+// ends, then waits for the kernel to answer kernel_info (repeating it until
+// iopub delivers, the SUB slow joiner problem).
+func Dial(ctx context.Context, conn Connection, dial DialFunc) (*Client, error) {
 	c := &Client{conn: conn, sign: signer{key: []byte(conn.Key)}, session: newID(), waiters: map[string]*waiter{}, closed: make(chan struct{})}
+	prefix, forget, err := registerDial(dial)
+	if err != nil {
+		return nil, err
+	}
+	c.unregister = forget
 	id := zmq4.SocketIdentity("forge-" + c.session[:8])
 	bg := context.Background()
 	opts := []zmq4.Option{zmq4.WithDialerRetry(20 * time.Millisecond), zmq4.WithDialerMaxRetries(0), zmq4.WithAutomaticReconnect(false)}
@@ -84,28 +89,27 @@ func Dial(ctx context.Context, conn Connection, hostPrefix string) (*Client, err
 	c.control = zmq4.NewDealer(bg, append(opts, zmq4.WithID(zmq4.SocketIdentity("forge-ctl-"+c.session[:8])))...)
 	c.iopub = zmq4.NewSub(bg, opts...)
 	c.hb = zmq4.NewReq(bg, opts...)
-	dial := func(s zmq4.Socket, port int) error {
-		ep := conn.Endpoint(hostPrefix, port)
+	connect := func(s zmq4.Socket, channel string) error {
 		for {
-			if err := checkIPC(ep); err != nil {
-				return err
-			}
-			err := s.Dial(ep)
+			err := s.Dial(prefix + channel)
 			if err == nil {
 				return nil
 			}
+			if !errors.Is(err, ErrNotListening) {
+				return fmt.Errorf("jupyter: dial the kernel's %s channel: %w", channel, err)
+			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("jupyter: dial %s: %w (last error: %v)", ep, ctx.Err(), err)
+				return fmt.Errorf("jupyter: dial the kernel's %s channel: %w (last error: %v)", channel, ctx.Err(), err)
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}
 	for _, d := range []struct {
-		s    zmq4.Socket
-		port int
-	}{{c.shell, conn.ShellPort}, {c.stdin, conn.StdinPort}, {c.control, conn.ControlPort}, {c.iopub, conn.IOPubPort}, {c.hb, conn.HBPort}} {
-		if err := dial(d.s, d.port); err != nil {
+		s       zmq4.Socket
+		channel string
+	}{{c.shell, ChannelShell}, {c.stdin, ChannelStdin}, {c.control, ChannelControl}, {c.iopub, ChannelIOPub}, {c.hb, ChannelHB}} {
+		if err := connect(d.s, d.channel); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -432,6 +436,9 @@ func (c *Client) Close() error {
 	default:
 	}
 	close(c.closed)
+	if c.unregister != nil {
+		c.unregister()
+	}
 	var errs []string
 	for _, s := range []zmq4.Socket{c.shell, c.stdin, c.control, c.iopub, c.hb} {
 		if s != nil {
@@ -442,29 +449,6 @@ func (c *Client) Close() error {
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// checkIPC refuses to dial an ipc endpoint that is not a plain socket file
-// in a plain directory: the directory is writable from the sandbox, and code
-// there could replace a socket with a symlink to any socket on the host,
-// which the host side would otherwise follow. A missing file is fine (the
-// kernel has not bound it yet).
-func checkIPC(ep string) error {
-	path, ok := strings.CutPrefix(ep, "ipc://")
-	if !ok {
-		return nil
-	}
-	if st, err := os.Lstat(filepath.Dir(path)); err == nil && !st.IsDir() {
-		return fmt.Errorf("jupyter: the kernel's socket directory %s is not a directory (a symbolic link?); refusing to follow it", filepath.Dir(path))
-	}
-	st, err := os.Lstat(path)
-	if err != nil {
-		return nil
-	}
-	if st.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("jupyter: the kernel's socket %s is not a socket (%s); refusing to follow it", path, st.Mode().Type())
 	}
 	return nil
 }

@@ -15,10 +15,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/jupyter"
@@ -299,7 +301,7 @@ func (h *fakeHost) Create(_ context.Context, in host.Intent) (host.Container, er
 		os.MkdirAll(filepath.Join(ws, m.Subdir), 0o755)
 	}
 	h.ctrs[id] = &fakeCtr{in: in, workspace: ws}
-	return host.Container{ID: id, Workspace: ws}, nil
+	return host.Container{ID: id}, nil
 }
 
 func (h *fakeHost) get(id string) (*fakeCtr, error) {
@@ -332,7 +334,14 @@ func (h *fakeHost) Start(_ context.Context, id string) error {
 	if err := json.Unmarshal(raw, &conn); err != nil {
 		return err
 	}
-	k, err := startFakeKernel(conn, filepath.Join(c.workspace, sockDir, "k"), h.deaf, func() {
+	// Bound through the directory's /proc/self/fd link: the workspace's
+	// path may be longer than a socket path holds.
+	dir, err := unix.Open(filepath.Join(c.workspace, sockDir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	k, err := startFakeKernel(conn, fmt.Sprintf("/proc/self/fd/%d/k", dir), h.deaf, func() {
 		h.mu.Lock()
 		c.running, c.oom = false, true
 		h.mu.Unlock()
@@ -422,8 +431,34 @@ func (h *fakeHost) RemoveWorkspace(_ context.Context, sessionID string) error {
 }
 
 // live lists the containers not removed.
-func (h *fakeHost) Dial(context.Context, string, string) (net.Conn, error) {
-	return nil, host.Errorf(host.KindNotFound, "fake host: no endpoints")
+// Dial reaches the fake kernel's socket at the endpoint's place in the
+// workspace, as the core does.
+func (h *fakeHost) Dial(ctx context.Context, id, endpoint string) (net.Conn, error) {
+	h.mu.Lock()
+	c, err := h.get(id)
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	places, err := host.EndpointPlaces(c.in)
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := places[endpoint]
+	if !ok {
+		return nil, host.Errorf(host.KindNotFound, "container %s declares no endpoint %q", id, endpoint)
+	}
+	dir, err := unix.Open(filepath.Join(c.workspace, filepath.Dir(rel)), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, host.Errorf(host.KindUnavailable, "endpoint %q: %v", endpoint, err)
+	}
+	defer unix.Close(dir)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir, filepath.Base(rel)))
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, host.Errorf(host.KindUnavailable, "endpoint %q: %v", endpoint, err)
+	}
+	return conn, err
 }
 
 func (h *fakeHost) live() []string {

@@ -14,7 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -84,9 +84,6 @@ const (
 	kernelDir = "/forge/k"
 	workDir   = "/forge/work"
 )
-
-// maxSocketPath is the longest unix socket path the kernel can bind.
-const maxSocketPath = 107
 
 // Backend runs kernels in containers.
 type Backend struct {
@@ -229,6 +226,7 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		Files:      map[string][]byte{sockDir + "/kernel.json": connJSON},
 		Labels:     map[string]string{"kind": "session"},
 		ToolsGrant: req.ToolsGrant,
+		Endpoints:  kernelEndpoints(conn),
 	})
 	if err != nil {
 		return nil, err
@@ -241,10 +239,6 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		}
 		return nil, err
 	}
-	hostPrefix := filepath.Join(ctr.Workspace, sockDir, "k")
-	if len(hostPrefix)+len("-5") > maxSocketPath {
-		return fail(fmt.Errorf("the kernel's socket path %s-N is longer than the %d bytes unix sockets allow: shorten volumes.base_path or the session id", hostPrefix, maxSocketPath))
-	}
 	if err := b.sb.Start(ctx, ctr.ID); err != nil {
 		return fail(err)
 	}
@@ -256,7 +250,7 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 	}
 	ch := make(chan dialed, 1)
 	go func() {
-		c, err := jupyter.Dial(dctx, conn, hostPrefix)
+		c, err := jupyter.Dial(dctx, conn, b.dialer(ctr.ID))
 		ch <- dialed{c, err}
 	}()
 	// Notice a kernel that dies while starting instead of waiting out the dial.
@@ -275,6 +269,28 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 				return fail(fmt.Errorf("the %s kernel exited while starting: %s", b.spec.Language, st.Message))
 			}
 		}
+	}
+}
+
+// kernelEndpoints declares the kernel's five sockets, each an endpoint named
+// after its channel.
+func kernelEndpoints(conn jupyter.Connection) []host.Endpoint {
+	var out []host.Endpoint
+	for _, ch := range conn.Channels() {
+		out = append(out, host.Endpoint{Name: ch.Name, Path: conn.SocketPath(ch.Port)})
+	}
+	return out
+}
+
+// dialer reaches the channels of container id's kernel through the core.
+func (b *Backend) dialer(id string) jupyter.DialFunc {
+	return func(ctx context.Context, channel string) (net.Conn, error) {
+		c, err := b.sb.Dial(ctx, id, channel)
+		var he *host.Error
+		if errors.As(err, &he) && he.Kind == host.KindUnavailable {
+			return nil, fmt.Errorf("%w: %v", jupyter.ErrNotListening, err)
+		}
+		return c, err
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 )
 
 // chanDir is where a resident runner makes its FIFOs.
@@ -108,7 +109,13 @@ func (b *Backend) connect(ctx context.Context, ctr host.Container) (*resident, e
 	if err := b.sb.Start(ctx, ctr.ID); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(ctr.Workspace, "chan")
+	// TODO(runner): the resident runner's channel becomes an endpoint;
+	// until then its FIFOs are opened at the workspace's host path.
+	ws := legacyws.Of(b.sb, ctr.ID)
+	if ws == "" {
+		return nil, errors.New("the host gives no workspace path for the resident runner's FIFOs")
+	}
+	dir := filepath.Join(ws, "chan")
 	deadline := time.Now().Add(readyTimeout)
 	nextCheck := time.Now().Add(100 * time.Millisecond)
 	pause := 500 * time.Microsecond

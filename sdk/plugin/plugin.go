@@ -12,6 +12,9 @@ package plugin
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/blang/semver/v4"
 	"github.com/hashicorp/go-hclog"
@@ -34,7 +37,8 @@ const (
 // APIVersion is the newest plugin API this SDK speaks.
 const APIVersion = 2
 
-// APIVersions lists every plugin API version this SDK can serve or consume.
+// APIVersions lists the plugin API versions a plugin built with this SDK
+// serves (the core also serves plugins of API 1; see docs/plugins.md).
 var APIVersions = append([]int(nil), shim.APIVersions...)
 
 // Info describes a plugin. Version is the plugin's own semver (MAJOR.MINOR.PATCH,
@@ -121,9 +125,30 @@ func serve(info Info, config func(maxMessage int) *goplugin.ServeConfig) {
 	}
 	log := Logger(info.Name)
 	watchParent(log, func() { os.Exit(3) })
+	if msg := versionMismatch(info.Name, os.Getenv("PLUGIN_PROTOCOL_VERSIONS")); msg != "" {
+		// go-plugin answers anyway with this plugin's version, which the
+		// core then refuses; this line says why on the core's log.
+		log.Error(msg)
+	}
 	cfg := config(maxMessageFromEnv(log))
 	cfg.Logger = log
 	goplugin.Serve(cfg)
+}
+
+// versionMismatch is what to tell the operator when the core offers
+// (go-plugin's PLUGIN_PROTOCOL_VERSIONS, "1,2") no API version this plugin
+// serves; "" when they share one or the core names none.
+func versionMismatch(name, offered string) string {
+	if offered == "" {
+		return ""
+	}
+	for _, v := range strings.Split(offered, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && slices.Contains(APIVersions, n) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("plugin %s speaks plugin API version(s) %v, and this MCP-Forge core offers only %s: upgrade MCP-Forge to a release serving API %d, or use a build of the plugin made with an SDK of API %s",
+		name, APIVersions, offered, APIVersion, offered)
 }
 
 // Logger is a plugin's logger: JSON on stderr, which the core re-emits.

@@ -130,7 +130,7 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 		lifeW.Close()
 		gp.Kill()
 		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
-			return nil, fmt.Errorf("plugin %s is incompatible: %v; this core speaks plugin API versions %v (upgrade whichever side is older)", path, err, plugin.APIVersions)
+			return nil, fmt.Errorf("plugin %s is incompatible: %v; this core speaks plugin API versions %v (upgrade whichever side is older)", path, err, shim.CoreAPIVersions)
 		}
 		if strings.Contains(err.Error(), "checksums did not match") {
 			return nil, fmt.Errorf("plugin %s: its sha256 does not match the pinned one; refusing to run it (rebuild, or update sha256 in [plugins.NAME]): %w", path, err)

@@ -50,11 +50,17 @@ func (f *fake) CloseSession(context.Context, string) error                  { re
 
 func serveFake(t *testing.T, maxMessage int, f *fake) backend.SessionBackend {
 	t.Helper()
+	return serveFakeOn(t, sdktest.NewLocalHost(t.TempDir()), maxMessage, f)
+}
+
+// serveFakeOn is serveFake with the host services of lh.
+func serveFakeOn(t *testing.T, lh *sdktest.LocalHost, maxMessage int, f *fake) backend.SessionBackend {
+	t.Helper()
 	factory := func(h host.Host, _ backend.Config) (backend.Backend, error) {
 		f.h = h
 		return f, nil
 	}
-	b := sdktest.ServeLimited(t, plugin.Info{Name: "fake", Version: "0.0.1"}, factory, sdktest.NewLocalHost(t.TempDir()), nil, maxMessage)
+	b := sdktest.ServeLimited(t, plugin.Info{Name: "fake", Version: "0.0.1"}, factory, lh, nil, maxMessage)
 	return b.(backend.SessionBackend)
 }
 
@@ -275,14 +281,15 @@ func TestImagesCheckedAtTheCore(t *testing.T) {
 // with bytes that are not UTF-8 must not make ReadFiles fail (and with it
 // every image of the run).
 func TestHostServicesCarryInvalidNames(t *testing.T) {
-	b := serveFake(t, plugin.DefaultMaxMessage, &fake{execute: func(h host.Host, _ backend.ExecuteRequest) (backend.ExecuteResult, error) {
+	lh := sdktest.NewLocalHost(t.TempDir())
+	b := serveFakeOn(t, lh, plugin.DefaultMaxMessage, &fake{execute: func(h host.Host, _ backend.ExecuteRequest) (backend.ExecuteResult, error) {
 		ctx := context.Background()
 		c, err := h.Sandbox().Create(ctx, host.Intent{Command: []string{"true"}, Mounts: []host.Mount{{Subdir: "out", Target: "/out"}}})
 		if err != nil {
 			return backend.ExecuteResult{}, err
 		}
 		// As code in the container would: straight into its workspace.
-		if err := os.WriteFile(filepath.Join(c.Workspace, "out", "plot\xff.png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(lh.WorkspaceOf(c.ID), "out", "plot\xff.png"), png, 0o644); err != nil {
 			return backend.ExecuteResult{}, err
 		}
 		files, err := h.Sandbox().ReadFiles(ctx, c.ID, "out", 1<<20, 1<<20)

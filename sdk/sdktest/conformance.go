@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -224,7 +223,7 @@ func (o options) checkLeftovers(t *testing.T, b backend.Backend) {
 		pooled = o.tracker.Pooled()
 		others = others[:0]
 		for _, id := range o.tracker.Containers() {
-			if o.tracker.pooledWorkspace(id) == "" {
+			if _, ok := o.tracker.pooledSession(id); !ok {
 				others = append(others, id)
 			}
 		}
@@ -246,7 +245,8 @@ func (o options) checkLeftovers(t *testing.T, b backend.Backend) {
 	}
 	kept := map[string]bool{}
 	for _, id := range pooled {
-		kept[filepath.Base(o.tracker.pooledWorkspace(id))] = true
+		sid, _ := o.tracker.pooledSession(id)
+		kept[sid] = true
 	}
 	for _, id := range o.tracker.Workspaces() {
 		// Sessions opened by the suite are the core's to clean, as it does

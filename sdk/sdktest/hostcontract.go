@@ -97,6 +97,14 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		}
 		return st
 	}
+	// wsOf is where the suite plays the sandbox's part on the host.
+	wsOf := func(t *testing.T, id string) string {
+		t.Helper()
+		if s.WorkspaceOf == nil {
+			t.Skip("declared: no WorkspaceOf, so the suite cannot look into workspaces")
+		}
+		return s.WorkspaceOf(id)
+	}
 	session := func() string {
 		b := make([]byte, 4)
 		rand.Read(b)
@@ -106,8 +114,8 @@ func RunHost(t *testing.T, s HostUnderTest) {
 	t.Run("lifecycle, exit code and logs", func(t *testing.T) {
 		t.Parallel()
 		c := create(t, intent("sh", "-c", "echo out; echo err >&2; exit 3"))
-		if c.ID == "" || c.Workspace == "" {
-			t.Fatalf("Create = %+v; want an id and a workspace", c)
+		if c.ID == "" {
+			t.Fatalf("Create = %+v; want an id", c)
 		}
 		if err := sb.Start(ctx, c.ID); err != nil {
 			t.Fatal(err)
@@ -244,6 +252,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		in := intent("sleep", "60")
 		in.Files = map[string][]byte{"work/in.txt": []byte("given")}
 		c := create(t, in)
+		ws := wsOf(t, c.ID)
 		get := func(path string, max int64) ([]byte, error) { return sb.GetFile(ctx, c.ID, path, max) }
 		if got, err := get("work/in.txt", 100); err != nil || string(got) != "given" {
 			t.Fatalf("GetFile of an intent's file = %q, %v", got, err)
@@ -257,14 +266,14 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if got, err := get("work/deep/er/out.txt", 100); err != nil || string(got) != "again" {
 			t.Fatalf("GetFile = %q, %v; want what PutFile wrote last", got, err)
 		}
-		if data, err := os.ReadFile(filepath.Join(c.Workspace, "work", "deep", "er", "out.txt")); err != nil || string(data) != "again" {
+		if data, err := os.ReadFile(filepath.Join(ws, "work", "deep", "er", "out.txt")); err != nil || string(data) != "again" {
 			t.Fatalf("the file is not in the workspace on the host: %q, %v", data, err)
 		}
 		outside := filepath.Join(t.TempDir(), "outside")
 		if err := os.WriteFile(outside, []byte("host"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(outside, filepath.Join(c.Workspace, "work", "link")); err != nil {
+		if err := os.Symlink(outside, filepath.Join(ws, "work", "link")); err != nil {
 			t.Fatal(err)
 		}
 		refusals := []struct {
@@ -291,7 +300,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if data, _ := os.ReadFile(outside); string(data) != "host" {
 			t.Fatalf("a write through a link changed a file outside the workspace: %q", data)
 		}
-		if _, err := os.Stat(filepath.Join(filepath.Dir(c.Workspace), "escape")); err == nil {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(ws), "escape")); err == nil {
 			t.Fatal("PutFile ../escape wrote beside the workspace")
 		}
 		sb.PutFile(ctx, c.ID, "work/out/a.txt", []byte("aaa"))
@@ -311,19 +320,21 @@ func RunHost(t *testing.T, s HostUnderTest) {
 	t.Run("workspaces", func(t *testing.T) {
 		t.Parallel()
 		one := create(t, intent("true"))
-		if _, err := os.Stat(one.Workspace); err != nil {
+		oneWS := wsOf(t, one.ID)
+		if _, err := os.Stat(oneWS); err != nil {
 			t.Fatalf("a one-shot container's workspace: %v", err)
 		}
 		if err := sb.Remove(ctx, one.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(one.Workspace); !os.IsNotExist(err) {
+		if _, err := os.Stat(oneWS); !os.IsNotExist(err) {
 			t.Fatalf("a one-shot container's workspace outlived it: %v", err)
 		}
 		sid := session()
 		in := intent("true")
 		in.SessionID = sid
 		c := create(t, in)
+		cWS := wsOf(t, c.ID)
 		if err := sb.PutFile(ctx, c.ID, "work/kept", []byte("k")); err != nil {
 			t.Fatal(err)
 		}
@@ -334,8 +345,8 @@ func RunHost(t *testing.T, s HostUnderTest) {
 			t.Fatal(err)
 		}
 		again := create(t, in)
-		if again.Workspace != c.Workspace {
-			t.Fatalf("a session's second container has workspace %s, the first had %s", again.Workspace, c.Workspace)
+		if againWS := wsOf(t, again.ID); againWS != cWS {
+			t.Fatalf("a session's second container has workspace %s, the first had %s", againWS, cWS)
 		}
 		if got, err := sb.GetFile(ctx, again.ID, "work/kept", 10); err != nil || string(got) != "k" {
 			t.Fatalf("a session's files did not outlive its container: %q, %v", got, err)
@@ -344,7 +355,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if err := sb.RemoveWorkspace(ctx, sid); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(c.Workspace); !os.IsNotExist(err) {
+		if _, err := os.Stat(cWS); !os.IsNotExist(err) {
 			t.Fatalf("RemoveWorkspace left the directory: %v", err)
 		}
 		if err := sb.RemoveWorkspace(ctx, sid); kindOf(err) != host.KindNotFound {
@@ -479,7 +490,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if got, err := sb.GetFile(ctx, c.ID, "work/mine", 10); err != nil || string(got) != "m" {
 			t.Fatalf("the owner's file after another plugin's calls: %q, %v", got, err)
 		}
-		if _, err := os.Stat(filepath.Join(c.Workspace, "work", "theirs")); err == nil {
+		if _, err := os.Stat(filepath.Join(wsOf(t, c.ID), "work", "theirs")); err == nil {
 			t.Fatal("another plugin wrote into the workspace")
 		}
 		sb.Remove(ctx, c.ID)

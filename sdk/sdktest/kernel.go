@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +67,7 @@ func StartKernel(t testing.TB, image string, command func(connFile string) []str
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := jupyter.Dial(ctx, conn, filepath.Join(dir, "k"))
+	c, err := jupyter.Dial(ctx, conn, DirectDial(conn, filepath.Join(dir, "k")))
 	if err != nil {
 		var logs bytes.Buffer
 		pm.do("GET", "/containers/"+id+"/logs?stdout=true&stderr=true", nil, &logs)
@@ -74,6 +76,29 @@ func StartKernel(t testing.TB, image string, command func(connFile string) []str
 	}
 	t.Cleanup(func() { c.Close(); stop() })
 	return c
+}
+
+// DirectDial reaches a kernel's channels at their ipc sockets on this
+// machine, hostPrefix-<port>, as plugins did before the core brokered
+// them (host.Sandbox.Dial): the baseline of the channel's cost in tests
+// and benchmarks, never what a plugin does.
+func DirectDial(conn jupyter.Connection, hostPrefix string) jupyter.DialFunc {
+	ports := map[string]int{}
+	for _, ch := range conn.Channels() {
+		ports[ch.Name] = ch.Port
+	}
+	return func(ctx context.Context, channel string) (net.Conn, error) {
+		port, ok := ports[channel]
+		if !ok {
+			return nil, fmt.Errorf("no kernel channel %q", channel)
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", fmt.Sprintf("%s-%d", hostPrefix, port))
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w: %v", jupyter.ErrNotListening, err)
+		}
+		return c, err
+	}
 }
 
 // IPyKernel is the command line of ipykernel in the forge Python image (the

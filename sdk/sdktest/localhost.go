@@ -183,7 +183,7 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 		h.sessions[in.SessionID] = ws
 	}
 	h.mu.Unlock()
-	return host.Container{ID: id, Workspace: ws}, nil
+	return host.Container{ID: id}, nil
 }
 
 func (h *LocalHost) get(id string) (*localCtr, error) {
@@ -567,6 +567,10 @@ func (h *LocalHost) WorkspaceOf(id string) string {
 	}
 	return ""
 }
+
+// LegacyWorkspace is WorkspaceOf for sdk/oneshot's resident runner
+// (sdk/internal/legacyws), which the runner's move to an endpoint removes.
+func (h *LocalHost) LegacyWorkspace(id string) string { return h.WorkspaceOf(id) }
 
 // Containers lists the ids of containers created and not yet removed.
 func (h *LocalHost) Containers() []string {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 )
 
 // Tracker wraps a host.Host and remembers which containers and session
@@ -17,7 +18,7 @@ type Tracker struct {
 
 	mu         sync.Mutex
 	containers map[string]bool
-	pooled     map[string]string           // containers made for a warm pool (label warm=true) → workspace
+	pooled     map[string]string           // containers made for a warm pool (label warm=true) → their session (workspace) id
 	workspaces map[string]bool             // session ids of workspaces created
 	suite      map[string]bool             // sessions opened by the suite
 	latest     map[string]sessionContainer // session id → its newest container
@@ -54,11 +55,13 @@ func (t *Tracker) Pooled() []string {
 	return out
 }
 
-// pooledWorkspace is the workspace of a warm-pool container.
-func (t *Tracker) pooledWorkspace(id string) string {
+// pooledSession is the session (workspace) id of a warm-pool container;
+// ok is false for a container of no pool.
+func (t *Tracker) pooledSession(id string) (sessionID string, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.pooled[id]
+	sessionID, ok = t.pooled[id]
+	return sessionID, ok
 }
 
 // Workspaces lists sessions whose workspaces were created and not removed.
@@ -105,7 +108,7 @@ func (s trackedSandbox) Create(ctx context.Context, in host.Intent) (host.Contai
 		s.t.mu.Lock()
 		s.t.containers[c.ID] = true
 		if in.Labels["warm"] == "true" {
-			s.t.pooled[c.ID] = c.Workspace
+			s.t.pooled[c.ID] = in.SessionID
 		}
 		if in.SessionID != "" {
 			s.t.workspaces[in.SessionID] = true
@@ -121,6 +124,11 @@ func (s trackedSandbox) Create(ctx context.Context, in host.Intent) (host.Contai
 	}
 	return c, err
 }
+
+// LegacyWorkspace passes sdk/oneshot's resident runner the wrapped host's
+// workspace paths (sdk/internal/legacyws; gone with the runner's move to an
+// endpoint).
+func (s trackedSandbox) LegacyWorkspace(id string) string { return legacyws.Of(s.Sandbox, id) }
 
 func (s trackedSandbox) Remove(ctx context.Context, id string) error {
 	err := s.Sandbox.Remove(ctx, id)

@@ -349,11 +349,8 @@ func (x *Endpoint) GetPath() string {
 }
 
 type CreateResponse struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	// TODO(api-v2): removed once sdk/kernel and sdk/oneshot dial endpoints
-	// (v1's host path of the workspace, for ipc sockets).
-	Workspace     string `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -391,13 +388,6 @@ func (*CreateResponse) Descriptor() ([]byte, []int) {
 func (x *CreateResponse) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
-	}
-	return ""
-}
-
-func (x *CreateResponse) GetWorkspace() string {
-	if x != nil {
-		return x.Workspace
 	}
 	return ""
 }
@@ -2484,10 +2474,9 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
 	"\bEndpoint\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"Q\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"D\n" +
 	"\x0eCreateResponse\x12!\n" +
-	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x1c\n" +
-	"\tworkspace\x18\x02 \x01(\tR\tworkspace\"1\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerIdJ\x04\b\x02\x10\x03R\tworkspace\"1\n" +
 	"\fStartRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"\x0f\n" +
 	"\rStartResponse\"1\n" +

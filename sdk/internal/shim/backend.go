@@ -35,6 +35,8 @@ type BackendPlugin struct {
 	// MaxMessage bounds every gRPC message between the core and the
 	// plugin, host services included; 0 means DefaultMaxMessage.
 	MaxMessage int
+	// API is the plugin API version the core's client speaks (core side).
+	API int
 }
 
 func (p *BackendPlugin) maxMessage() int {
@@ -54,7 +56,8 @@ func (p *BackendPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) er
 
 // GRPCClient returns a *BackendClient (core side).
 func (p *BackendPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BackendClient{pluginClient: newPluginClient(broker, conn, p.maxMessage()), backend: pb.NewBackendServiceClient(conn)}, nil
+	cc := forAPI(conn, p.API)
+	return &BackendClient{pluginClient: newPluginClient(broker, cc, p.maxMessage()), backend: pb.NewBackendServiceClient(cc)}, nil
 }
 
 // pluginServer is the Plugin service of every plugin type: it reports the
@@ -267,7 +270,7 @@ type pluginClient struct {
 	api        int // negotiated, set by Configure
 }
 
-func newPluginClient(broker *plugin.GRPCBroker, conn *grpc.ClientConn, maxMessage int) pluginClient {
+func newPluginClient(broker *plugin.GRPCBroker, conn grpc.ClientConnInterface, maxMessage int) pluginClient {
 	return pluginClient{broker: broker, plugin: pb.NewPluginServiceClient(conn), maxMessage: maxMessage}
 }
 
@@ -300,6 +303,9 @@ func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg, core []b
 	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(opts, ServerOptions(c.maxMessage)...)...)
 		RegisterHost(s, h)
+		if apiVersion == 1 {
+			registerHostV1(s, h)
+		}
 		return s
 	})
 	req.HostBrokerId = id

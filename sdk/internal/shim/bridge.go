@@ -20,6 +20,7 @@ type BridgePlugin struct {
 	Info       Info
 	Factory    bridge.Factory
 	MaxMessage int // 0: DefaultMaxMessage
+	API        int // the plugin API version the core's client speaks (core side)
 }
 
 // GRPCServer registers the Plugin and Bridge services (plugin side).
@@ -32,7 +33,8 @@ func (p *BridgePlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) err
 
 // GRPCClient returns a *BridgeClient (core side).
 func (p *BridgePlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BridgeClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), bridge: pb.NewBridgeServiceClient(conn)}, nil
+	cc := forAPI(conn, p.API)
+	return &BridgeClient{pluginClient: newPluginClient(broker, cc, MaxMessageOr(p.MaxMessage)), bridge: pb.NewBridgeServiceClient(cc)}, nil
 }
 
 type bridgeServer struct {

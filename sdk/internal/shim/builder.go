@@ -21,6 +21,7 @@ type BuilderPlugin struct {
 	Info       Info
 	Factory    builder.Factory
 	MaxMessage int // 0: DefaultMaxMessage
+	API        int // the plugin API version the core's client speaks (core side)
 }
 
 // GRPCServer registers the Plugin and Builder services (plugin side).
@@ -33,7 +34,8 @@ func (p *BuilderPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) er
 
 // GRPCClient returns a *BuilderClient (core side).
 func (p *BuilderPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &BuilderClient{pluginClient: newPluginClient(broker, conn, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderServiceClient(conn)}, nil
+	cc := forAPI(conn, p.API)
+	return &BuilderClient{pluginClient: newPluginClient(broker, cc, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderServiceClient(cc)}, nil
 }
 
 type builderServer struct {

@@ -11,8 +11,13 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 )
 
-// APIVersions are the plugin API versions this SDK speaks, oldest first.
+// APIVersions are the plugin API versions a plugin built with this SDK
+// serves, oldest first.
 var APIVersions = []int{2}
+
+// CoreAPIVersions are the versions the core's side speaks: v1 plugins are
+// served through the v2 code by mapping service names (v1.go).
+var CoreAPIVersions = []int{1, 2}
 
 // Handshake keeps a plugin binary from being run by mistake and rejects
 // non-forge plugins. ProtocolVersion is unused: versions are negotiated
@@ -64,11 +69,11 @@ func BridgePluginSet(info Info, factory bridge.Factory, maxMessage int) map[int]
 // gRPC client is only a wrapper of the connection until it is called).
 func ClientPluginSet(maxMessage int) map[int]goplugin.PluginSet {
 	out := map[int]goplugin.PluginSet{}
-	for _, v := range APIVersions {
+	for _, v := range CoreAPIVersions {
 		out[v] = goplugin.PluginSet{
-			keyBackend: &BackendPlugin{MaxMessage: maxMessage},
-			keyBuilder: &BuilderPlugin{MaxMessage: maxMessage},
-			keyBridge:  &BridgePlugin{MaxMessage: maxMessage},
+			keyBackend: &BackendPlugin{MaxMessage: maxMessage, API: v},
+			keyBuilder: &BuilderPlugin{MaxMessage: maxMessage, API: v},
+			keyBridge:  &BridgePlugin{MaxMessage: maxMessage, API: v},
 		}
 	}
 	return out

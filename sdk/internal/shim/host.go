@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
@@ -100,7 +103,10 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Cr
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.CreateResponse{ContainerId: c.ID, Workspace: c.Workspace}, nil
+	if ws := legacyws.Of(s.impl, c.ID); ws != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(legacyws.Header, ws))
+	}
+	return &pb.CreateResponse{ContainerId: c.ID}, nil
 }
 
 func (s *sandboxServer) Start(ctx context.Context, r *pb.StartRequest) (*pb.StartResponse, error) {
@@ -223,7 +229,17 @@ func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (
 	return out, nil
 }
 
-type sandboxClient struct{ c pb.SandboxServiceClient }
+type sandboxClient struct {
+	c          pb.SandboxServiceClient
+	workspaces sync.Map // container id → legacyws.Header of its Create
+}
+
+// LegacyWorkspace implements legacyws.Provider.
+func (c *sandboxClient) LegacyWorkspace(id string) string {
+	ws, _ := c.workspaces.Load(id)
+	s, _ := ws.(string)
+	return s
+}
 
 func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Container, error) {
 	r := &pb.CreateRequest{
@@ -237,11 +253,15 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 	for _, e := range in.Endpoints {
 		r.Endpoints = append(r.Endpoints, &pb.Endpoint{Name: e.Name, Path: e.Path})
 	}
-	resp, err := c.c.Create(ctx, r)
+	var md metadata.MD
+	resp, err := c.c.Create(ctx, r, grpc.Header(&md))
 	if err != nil {
 		return host.Container{}, fromStatus(err)
 	}
-	return host.Container{ID: resp.ContainerId, Workspace: resp.Workspace}, nil
+	if ws := md.Get(legacyws.Header); len(ws) == 1 {
+		c.workspaces.Store(resp.ContainerId, ws[0])
+	}
+	return host.Container{ID: resp.ContainerId}, nil
 }
 
 func (c *sandboxClient) Start(ctx context.Context, id string) error {
@@ -332,6 +352,9 @@ func (c *sandboxClient) Stop(ctx context.Context, id string, grace time.Duration
 
 func (c *sandboxClient) Remove(ctx context.Context, id string) error {
 	_, err := c.c.Remove(ctx, &pb.RemoveRequest{ContainerId: id})
+	if err == nil {
+		c.workspaces.Delete(id)
+	}
 	return fromStatus(err)
 }
 
