@@ -252,8 +252,8 @@ func (h *Host) Exec(ctx context.Context, id string, req host.ExecRequest) (host.
 	if req.MaxBytes <= 0 || req.MaxBytes > host.MaxExecOutputBytes {
 		req.MaxBytes = host.MaxExecOutputBytes
 	}
-	rreq := sandbox.ExecRequest{Timeout: req.Timeout, ExecRequest: runtime.ExecRequest{
-		Command: req.Command, Stdin: req.Stdin, Env: req.Env, WorkDir: req.WorkDir, Max: req.MaxBytes}}
+	rreq := sandbox.ExecRequest{ExecRequest: runtime.ExecRequest{
+		Command: req.Command, Stdin: req.Stdin, Env: req.Env, WorkDir: req.WorkDir, Max: req.MaxBytes, Timeout: req.Timeout}}
 	if req.Output != nil {
 		// Podman writes stdout and stderr from separate goroutines; the
 		// callback is promised one call at a time.

@@ -109,7 +109,8 @@ type ExecRequest struct {
 	WorkDir string            // "": the container's working directory
 	// Timeout bounds the command: past it the command's process group gets
 	// SIGTERM, then SIGKILL 2 s later, and the result has TimedOut set. The
-	// image needs coreutils' timeout for this. 0: no bound but the context.
+	// core does it: the image needs no timeout(1). 0: no bound but the
+	// context.
 	Timeout time.Duration
 	// MaxBytes caps each stream kept in the result (0 or more than
 	// MaxExecOutputBytes: MaxExecOutputBytes); Output still sees everything.
