@@ -271,7 +271,7 @@ func TestExecRequests(t *testing.T) {
 	}
 	var chunks []string
 	res, err := r.h.Exec(ctx, c.ID, host.ExecRequest{Command: []string{"python3", "-c", "1"}, Stdin: []byte("in"), Env: map[string]string{"A": "b"},
-		WorkDir: "/forge/work/sub", MaxBytes: 10 << 20, Output: func(s string, d []byte) { chunks = append(chunks, s+":"+string(d)) }})
+		WorkDir: "/forge/work/sub", MaxBytes: 10 << 20, Output: func(s host.Stream, d []byte) { chunks = append(chunks, string(s)+":"+string(d)) }})
 	if err != nil || string(res.Stdout) != "kept" {
 		t.Fatalf("Exec = %+v, %v", res, err)
 	}

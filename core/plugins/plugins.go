@@ -104,7 +104,7 @@ func (e Entry) Verify() (status string, err error) {
 // where its binary is, and how its checksum compared with the pin.
 type Identity struct {
 	Name       string
-	Type       string
+	Type       plugin.Type
 	Version    string
 	APIVersion int // negotiated
 	Path       string
@@ -132,7 +132,7 @@ type Manager struct {
 	// TypeSettings, if set, adds configuration for a plugin by its type
 	// once that is known (the bridge's servers go to the bridge plugin
 	// only), under [plugins.NAME.config].
-	TypeSettings func(name, typ string) map[string]any
+	TypeSettings func(name string, typ plugin.Type) map[string]any
 
 	// OnCrash is called (once per crash) with the name of a plugin that died
 	// mid-call, so that its containers and sessions can be cleaned up.
@@ -152,7 +152,7 @@ type Manager struct {
 
 type running struct {
 	client  *pluginhost.Client
-	typ     string          // plugin.TypeBackend, TypeBuilder or TypeBridge
+	typ     plugin.Type
 	b       backend.Backend // a backend's, supervised; nil for other types
 	exited  <-chan struct{} // closed when the process ends
 	unwatch func()
@@ -240,7 +240,7 @@ func (m *Manager) Bridge(ctx context.Context, name string) (bridge.Bridge, error
 
 // Typed lists the plugins of one type (plugin.TypeBuilder, …) among those
 // that started.
-func (m *Manager) Typed(typ string) []string {
+func (m *Manager) Typed(typ plugin.Type) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
@@ -252,7 +252,7 @@ func (m *Manager) Typed(typ string) []string {
 	return out
 }
 
-func (m *Manager) typed(ctx context.Context, name, typ string) (*running, error) {
+func (m *Manager) typed(ctx context.Context, name string, typ plugin.Type) (*running, error) {
 	r, err := m.start(ctx, name)
 	if err != nil {
 		return nil, err

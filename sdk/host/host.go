@@ -118,7 +118,7 @@ type ExecRequest struct {
 	// Output, if set, receives stdout ("stdout") and stderr ("stderr") as
 	// the command produces them, uncapped, before Exec returns. It is called
 	// from one goroutine at a time.
-	Output func(stream string, data []byte)
+	Output func(stream Stream, data []byte)
 }
 
 // ExecResult is the outcome of a command run in a running container.
@@ -170,9 +170,8 @@ type Sandbox interface {
 	// Exec runs a command in a running container. A non-zero exit or a
 	// timeout is a result, not an error.
 	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
-	// Signal sends signal (INT, TERM, KILL, HUP, QUIT, USR1, USR2) to the
-	// processes scope names.
-	Signal(ctx context.Context, id, signal string, scope SignalScope) error
+	// Signal sends signal (one of Signals) to the processes scope names.
+	Signal(ctx context.Context, id string, signal Signal, scope SignalScope) error
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	// Remove removes the container; an ephemeral workspace goes with it, a
 	// session's stays until RemoveWorkspace.

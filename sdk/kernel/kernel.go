@@ -334,7 +334,7 @@ func (c *collector) stream(name, text string) {
 		*dst += sanitize.Cut(text, int(min(room, int64(len(text)))))
 	}
 	if c.emit != nil {
-		c.emit(backend.StreamEvent{Name: name, Text: text})
+		c.emit(backend.StreamEvent{Name: host.Stream(name), Text: text})
 	}
 }
 

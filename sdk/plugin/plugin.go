@@ -27,11 +27,14 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 )
 
+// Type is what a plugin serves: a backend, a builder or a bridge.
+type Type string
+
 // Plugin types.
 const (
-	TypeBackend = "backend"
-	TypeBuilder = "builder"
-	TypeBridge  = "bridge"
+	TypeBackend Type = "backend"
+	TypeBuilder Type = "builder"
+	TypeBridge  Type = "bridge"
 )
 
 // APIVersion is the newest plugin API this SDK speaks.
@@ -88,9 +91,9 @@ func (i Info) shim() shim.Info { return i.shimAs(TypeBackend) }
 
 // shimAs is i as the shims carry it; serve validates i first (an invalid
 // Config has no schema).
-func (i Info) shimAs(typ string) shim.Info {
+func (i Info) shimAs(typ Type) shim.Info {
 	s, _ := i.Schema()
-	return shim.Info{Type: typ, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions, Config: s}
+	return shim.Info{Type: string(typ), Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions, Config: s}
 }
 
 // ServeBackend serves a backend plugin; it returns only when the core ends

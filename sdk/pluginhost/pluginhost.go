@@ -30,7 +30,7 @@ import (
 
 // Described is what a plugin reports about itself.
 type Described struct {
-	Type        string
+	Type        plugin.Type
 	Name        string
 	Version     string
 	Description string
@@ -73,9 +73,9 @@ func BackendPluginSet(info plugin.Info, factory backend.Factory) map[int]goplugi
 
 func shimInfo(info plugin.Info) shim.Info { return shimInfoAs(info, plugin.TypeBackend) }
 
-func shimInfoAs(info plugin.Info, typ string) shim.Info {
+func shimInfoAs(info plugin.Info, typ plugin.Type) shim.Info {
 	s, _ := info.Schema()
-	return shim.Info{Type: typ, Name: info.Name, Version: info.Version, Description: info.Description, Config: s}
+	return shim.Info{Type: string(typ), Name: info.Name, Version: info.Version, Description: info.Description, Config: s}
 }
 
 // ServeConfig is the configuration a plugin process serves with, for tests
@@ -173,8 +173,8 @@ func Attach(rc *goplugin.ReattachConfig, maxMessage int, logger hclog.Logger) (*
 // wrapper until it is called, and the Plugin service is common to all.
 func dispense(gp *goplugin.Client, rpc goplugin.ClientProtocol) (*Client, error) {
 	c := &Client{gp: gp, api: gp.NegotiatedVersion()}
-	for _, typ := range []string{plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge} {
-		raw, err := shim.Dispense(rpc, typ)
+	for _, typ := range []plugin.Type{plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge} {
+		raw, err := shim.Dispense(rpc, string(typ))
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +197,7 @@ func (c *Client) Describe(ctx context.Context) (Described, error) {
 	if err != nil {
 		return Described{}, err
 	}
-	d := Described{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions, Config: i.Config}
+	d := Described{Type: plugin.Type(i.Type), Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions, Config: i.Config}
 	return d, Check(d, c.api)
 }
 
@@ -215,13 +215,20 @@ func Check(d Described, api int) error {
 // ExpectType refuses a plugin whose reported type is not one of want: a
 // core launches a plugin for one purpose, and a plugin of another type
 // answers none of that purpose's calls.
-func ExpectType(d Described, want ...string) error {
+//
+// This is where the type a plugin reports (a string on the wire) is
+// checked: one that no SDK knows is refused by name.
+func ExpectType(d Described, want ...plugin.Type) error {
 	if slices.Contains(want, d.Type) {
 		return nil
 	}
 	switch d.Type {
 	case plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge:
-		return fmt.Errorf("plugin %s is of type %q, which is not used by this core yet (it loads %s plugins); remove it from plugin_dir or [plugins]", d.Name, d.Type, strings.Join(want, ", "))
+		names := make([]string, len(want))
+		for i, w := range want {
+			names[i] = string(w)
+		}
+		return fmt.Errorf("plugin %s is of type %q, which is not used by this core yet (it loads %s plugins); remove it from plugin_dir or [plugins]", d.Name, d.Type, strings.Join(names, ", "))
 	}
 	return fmt.Errorf("plugin %s reports type %q, which no MCP-Forge SDK knows (types: %s, %s, %s)", d.Name, d.Type, plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge)
 }

@@ -96,7 +96,7 @@ func TestPluginChecksNegotiatedVersion(t *testing.T) {
 	set := BackendPluginSet(plugin.Info{Name: "x", Version: "1.0.0"}, func(h host.Host, c backend.Config) (backend.Backend, error) { return nil, nil })
 	client, _ := goplugin.TestPluginGRPCConn(t, false, set[plugin.APIVersion])
 	defer client.Close()
-	raw, err := client.Dispense(plugin.TypeBackend)
+	raw, err := client.Dispense(string(plugin.TypeBackend))
 	if err != nil {
 		t.Fatal(err)
 	}
