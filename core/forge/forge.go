@@ -32,6 +32,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Forge is a running core.
@@ -220,6 +221,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	entries := plugins.Discover(cfg, PluginDir(cfg))
 	pm := plugins.NewManager(entries, hostFor, PluginSettings(cfg), al, log.Named("plugin"))
 	pm.MaxMessage = MessageLimit(cfg)
+	if pm.Reattach, err = pluginhost.ParseReattach(os.Getenv(plugin.ReattachEnv)); err != nil {
+		return nil, err
+	}
 	var bridges *bridgeChoice
 	pm.TypeSettings, bridges = bridgeSettings(cfg)
 	pm.OnCrash = crashes.crashed

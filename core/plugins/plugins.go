@@ -143,6 +143,12 @@ type Manager struct {
 	// default. Set it before the first plugin starts.
 	MaxMessage int
 
+	// Reattach names plugins running in debug mode (plugin.DebugFlag,
+	// FORGE_REATTACH_PLUGINS): the manager connects to them where they
+	// listen instead of starting their binaries. Set it before the first
+	// plugin starts.
+	Reattach map[string]plugin.Reattach
+
 	mu      sync.Mutex // guards the maps and statuses; never held while a plugin starts
 	entries map[string]Entry
 	running map[string]*running
@@ -325,13 +331,8 @@ func (m *Manager) namesLocked() []string {
 func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, backend.Capabilities, error) {
 	var caps backend.Capabilities
 	id := Identity{Name: e.Name, Path: e.Path}
-	sum, err := e.Verify()
-	id.Checksum = sum
-	if err != nil {
-		return nil, id, caps, err
-	}
 	start := time.Now()
-	c, err := pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage})
+	c, err := m.startOrAttach(e, &id)
 	if err != nil {
 		return nil, id, caps, err
 	}
@@ -379,15 +380,32 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 			return fail(fmt.Errorf("plugin %s: capabilities: %w", e.Name, err))
 		}
 	}
-	m.log.Info("plugin loaded", "plugin", e.Name, "type", d.Type, "version", d.Version, "api", id.APIVersion, "checksum", sum, "took", time.Since(start))
+	m.log.Info("plugin loaded", "plugin", e.Name, "type", d.Type, "version", d.Version, "api", id.APIVersion, "checksum", id.Checksum, "took", time.Since(start))
 	m.rec.Record(audit.Entry{Event: audit.PluginLoad, Success: true, Details: map[string]any{
-		"plugin": e.Name, "type": d.Type, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": sum}})
+		"plugin": e.Name, "type": d.Type, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": id.Checksum}})
 	exited, unwatch := exitEvent(c.Pid())
 	r := &running{client: c, typ: d.Type, exited: exited, unwatch: unwatch}
 	if d.Type == plugin.TypeBackend {
 		r.b = &supervised{name: e.Name, c: c, b: c.Backend(), m: m, exited: exited}
 	}
 	return r, id, caps, nil
+}
+
+// startOrAttach verifies and starts e's binary, or connects to the plugin
+// in debug mode that Reattach names (no binary to verify: said in its
+// checksum status and the log, since a pin does not hold for it).
+func (m *Manager) startOrAttach(e Entry, id *Identity) (*pluginhost.Client, error) {
+	if r, ok := m.Reattach[e.Name]; ok {
+		id.Checksum, id.Path = "reattached (debug mode: not verified)", fmt.Sprintf("%s %s (pid %d)", r.Network, r.Address, r.Pid)
+		m.log.Warn("plugin reattached in debug mode: the core did not start it and its binary is not verified", "plugin", e.Name, "address", r.Address, "pid", r.Pid)
+		return pluginhost.Reattached(r, m.MaxMessage, m.log.Named(e.Name))
+	}
+	sum, err := e.Verify()
+	id.Checksum = sum
+	if err != nil {
+		return nil, err
+	}
+	return pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage})
 }
 
 // Statuses reports every plugin.

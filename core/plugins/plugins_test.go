@@ -1,13 +1,16 @@
 package plugins
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +18,9 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 )
@@ -273,5 +278,71 @@ func TestLoadRefusesUndeclaredConfig(t *testing.T) {
 		if !strings.Contains(ce.Error(), w) {
 			t.Errorf("%q does not say %q", ce, w)
 		}
+	}
+}
+
+// A plugin started by hand with -debug prints a reattach line; a manager
+// given it (FORGE_REATTACH_PLUGINS) connects to that process instead of
+// starting the binary, configures it, calls it, runs its shutdown hook at
+// Close, and leaves the process to whoever started it.
+func TestReattachDebugPlugin(t *testing.T) {
+	bin := buildShutdownPlugin(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "-debug")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var line string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), plugin.ReattachEnv+"="); ok {
+			line = strings.Trim(v, "'")
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	ra, err := pluginhost.ParseReattach(line)
+	if err != nil || ra["shut"].Pid != cmd.Process.Pid {
+		t.Fatalf("reattach line %q: %+v, %v", line, ra, err)
+	}
+	marker := filepath.Join(dir, "marker")
+	// The entry's path does not exist: nothing is started.
+	m := NewManager([]Entry{{Name: "shut", Path: filepath.Join(dir, "missing"), Config: map[string]any{"marker": marker}}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return nil },
+		audit.Discard{}, hclog.NewNullLogger())
+	m.Reattach = ra
+	if errs := m.LoadAll(context.Background()); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	b, err := m.Backend(context.Background(), "shut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "x"}); err != nil || !r.Success {
+		t.Fatalf("execute through the reattached plugin: %+v %v", r, err)
+	}
+	if st := m.Statuses()[0]; !strings.Contains(st.Checksum, "reattached") || st.APIVersion != 2 {
+		t.Errorf("status %+v", st)
+	}
+	m.Close()
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "shut down" {
+		t.Errorf("the shutdown hook did not run: %q %v", b, err)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the core ended a plugin it did not start: %v", err)
+	}
+}
+
+// Run by hand without -debug, a plugin says what it is and how to debug it.
+func TestPluginByHand(t *testing.T) {
+	out, err := exec.Command(buildShutdownPlugin(t)).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "-debug") {
+		t.Fatalf("exit %v, output %q", err, out)
 	}
 }

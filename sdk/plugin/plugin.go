@@ -98,35 +98,50 @@ func (i Info) shimAs(typ Type) shim.Info {
 
 // ServeBackend serves a backend plugin; it returns only when the core ends
 // the plugin, and the plugin exits when the core process dies. Logs go to
-// stderr as JSON for the core to re-emit.
-func ServeBackend(info Info, factory backend.Factory) {
-	serve(info, func(max int) *goplugin.ServeConfig { return shim.ServeConfig(info.shim(), factory, max) })
+// stderr as JSON for the core to re-emit. opts adjust it (WithLogger,
+// WithDebug; DebugFlag on the command line needs none).
+func ServeBackend(info Info, factory backend.Factory, opts ...Option) {
+	serve(info, opts, func(max int) *goplugin.ServeConfig { return shim.ServeConfig(info.shim(), factory, max) })
 }
 
 // ServeBuilder serves a builder plugin, as ServeBackend a backend.
-func ServeBuilder(info Info, factory builder.Factory) {
-	serve(info, func(max int) *goplugin.ServeConfig {
+func ServeBuilder(info Info, factory builder.Factory, opts ...Option) {
+	serve(info, opts, func(max int) *goplugin.ServeConfig {
 		return shim.ServeBuilderConfig(info.shimAs(TypeBuilder), factory, max)
 	})
 }
 
 // ServeBridge serves a bridge plugin, as ServeBackend a backend.
-func ServeBridge(info Info, factory bridge.Factory) {
-	serve(info, func(max int) *goplugin.ServeConfig {
+func ServeBridge(info Info, factory bridge.Factory, opts ...Option) {
+	serve(info, opts, func(max int) *goplugin.ServeConfig {
 		return shim.ServeBridgeConfig(info.shimAs(TypeBridge), factory, max)
 	})
 }
 
-func serve(info Info, config func(maxMessage int) *goplugin.ServeConfig) {
-	if os.Getenv(shim.Handshake.MagicCookieKey) == "" {
-		fmt.Fprintf(os.Stderr, "%s %s is an MCP-Forge plugin: the mcp-forge server starts it; it is not run by hand.\n", info.Name, info.Version)
-		os.Exit(2)
-	}
+func serve(info Info, opts []Option, config func(maxMessage int) *goplugin.ServeConfig) {
+	o := collectOptions(opts)
 	if err := info.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	log := Logger(info.Name)
+	log := o.logger
+	if log == nil {
+		log = Logger(info.Name)
+	}
+	if o.debug {
+		// Started by hand: no parent to watch, no handshake to answer.
+		cfg := config(DefaultMaxMessage)
+		cfg.Logger = log
+		if err := serveDebug(info.Name, cfg, o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if os.Getenv(shim.Handshake.MagicCookieKey) == "" {
+		fmt.Fprintf(os.Stderr, "%s %s is an MCP-Forge plugin: the mcp-forge server starts it (or run it with %s and give the core the line it prints).\n", info.Name, info.Version, DebugFlag)
+		os.Exit(2)
+	}
 	watchParent(log, func() { os.Exit(3) })
 	if msg := versionMismatch(info.Name, os.Getenv("PLUGIN_PROTOCOL_VERSIONS")); msg != "" {
 		// go-plugin answers anyway with this plugin's version, which the

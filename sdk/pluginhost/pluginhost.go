@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -145,6 +147,40 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 	}
 	c.lifeline = lifeW
 	return c, nil
+}
+
+// ParseReattach reads plugin.ReattachEnv's value: plugin name → where a
+// plugin in debug mode listens (the line plugin.DebugFlag prints).
+func ParseReattach(v string) (map[string]plugin.Reattach, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var m map[string]plugin.Reattach
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil, fmt.Errorf("%s is not the JSON object a plugin in debug mode prints: %w", plugin.ReattachEnv, err)
+	}
+	for name, r := range m {
+		if r.Protocol != string(goplugin.ProtocolGRPC) || r.Address == "" || (r.Network != "unix" && r.Network != "tcp") || r.ProtocolVersion <= 0 {
+			return nil, fmt.Errorf("%s: plugin %s: want protocol grpc, a protocol_version, network unix or tcp and an address; got %+v", plugin.ReattachEnv, name, r)
+		}
+	}
+	return m, nil
+}
+
+// Reattached connects to a plugin running in debug mode (plugin.DebugFlag)
+// where r says; the core neither starts it nor checks its binary.
+func Reattached(r plugin.Reattach, maxMessage int, logger hclog.Logger) (*Client, error) {
+	var addr net.Addr
+	var err error
+	if r.Network == "unix" {
+		addr, err = net.ResolveUnixAddr("unix", r.Address)
+	} else {
+		addr, err = net.ResolveTCPAddr("tcp", r.Address)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reattach plugin at %s %s: %w", r.Network, r.Address, err)
+	}
+	return Attach(&goplugin.ReattachConfig{Protocol: goplugin.Protocol(r.Protocol), ProtocolVersion: r.ProtocolVersion, Addr: addr, Pid: r.Pid, Test: true}, maxMessage, logger)
 }
 
 // Attach connects to a plugin served in this process (go-plugin's test
