@@ -26,8 +26,8 @@ type cfg struct {
 	Mounts    []server          `json:"mounts"`
 	Extra     any               `json:"extra"`
 	MaxOutput int64             `json:"max_output_bytes" forge:"core"`
-	hidden    int
-	Skipped   string `json:"-"`
+	hidden    int               //lint:ignore U1000 an unexported field, which the schema must leave out
+	Skipped   string            `json:"-"`
 }
 
 func TestValidate(t *testing.T) {

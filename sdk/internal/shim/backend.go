@@ -329,7 +329,8 @@ func (c *BackendClient) Stats(ctx context.Context) (backend.Stats, error) {
 		if err != nil {
 			return backend.Stats{}, fromStatus(err)
 		}
-		return backend.Stats{WarmPool: warmPoolFromPB(r.GetWarmPool())}, nil //nolint:staticcheck // v1's field, read for v1 plugins only
+		//lint:ignore SA1019 v1's field, read for v1 plugins only
+		return backend.Stats{WarmPool: warmPoolFromPB(r.GetWarmPool())}, nil
 	}
 	r, err := c.backend.Stats(ctx, &pb.StatsRequest{})
 	if err != nil {
