@@ -93,14 +93,46 @@ func newStreamConn(stream dialStream, cancel context.CancelFunc, name string) *s
 	return c
 }
 
+// sender sends the queued chunks in order, merging those already queued
+// into one message (up to host.DialChunk): a writer that writes a message
+// in pieces (zmq4 writes each frame's header and body apart, through
+// net.Buffers, which only a kernel socket turns into one writev) would
+// otherwise cost a gRPC message and a wake-up on both sides per piece.
 func (c *streamConn) sender() {
 	defer close(c.sendDone)
-	for chunk := range c.sendq {
-		var err error
+	var held []byte // a chunk taken from the queue that did not fit
+	for {
+		chunk := held
+		held = nil
 		if chunk == nil {
-			err = c.stream.CloseSend()
-		} else {
+			var ok bool
+			if chunk, ok = <-c.sendq; !ok {
+				return
+			}
+		}
+		end := chunk == nil
+	merge:
+		for !end && len(chunk) < host.DialChunk {
+			select {
+			case next := <-c.sendq:
+				if next == nil {
+					end = true
+				} else if len(chunk)+len(next) > host.DialChunk {
+					held = next
+					break merge
+				} else {
+					chunk = append(chunk, next...)
+				}
+			default:
+				break merge
+			}
+		}
+		var err error
+		if len(chunk) > 0 {
 			err = c.stream.Send(&pb.DialRequest{Kind: &pb.DialRequest_Data{Data: chunk}})
+		}
+		if err == nil && end {
+			err = c.stream.CloseSend()
 		}
 		if err != nil {
 			c.mu.Lock()
@@ -108,7 +140,7 @@ func (c *streamConn) sender() {
 			c.mu.Unlock()
 			return
 		}
-		if chunk == nil {
+		if end {
 			return
 		}
 	}
