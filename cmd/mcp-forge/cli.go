@@ -252,6 +252,9 @@ func cmdConfig(ctx context.Context, fl flags, args []string) error {
 			return forge.ErrFailed
 		}
 		fmt.Fprintf(fl.stdout, "%s: ok\n", orDefaults(path, "built-in defaults"))
+		for _, n := range forge.ConfigNotes(cfg) {
+			fmt.Fprintf(fl.stdout, "note: %s\n", n)
+		}
 		return nil
 	case "print":
 		cfg, err := loadConfig(fl)

@@ -153,8 +153,8 @@ type Volumes struct {
 	BasePath        string `toml:"base_path"`
 	SessionQuota    Size   `toml:"session_quota"`
 	MaxSessionQuota Size   `toml:"max_session_quota"`
-	// EnforceQuota refuses workspaces when the kernel cannot bound their
-	// size (no filesystem per workspace: rootless, no loop devices).
+	// EnforceQuota = false is the old form of waiving workspace-quota
+	// (core/policy/waive.go).
 	EnforceQuota bool `toml:"enforce_quota"`
 	// MaxFileSize caps one file uploaded to, downloaded from or read as a
 	// resource of a session's workspace. At most 12m: in base64 it must fit
@@ -177,6 +177,12 @@ type Security struct {
 	UserNS                string `toml:"userns"`
 	UserNSStart           int    `toml:"userns_start"`
 	TmpfsSize             Size   `toml:"tmpfs_size"`
+
+	// Waive names the runtime guarantees sandboxes may go without
+	// (runtime.Guarantees); every other one is required. The policy reads
+	// it with its aliases: EnforceResourceLimits = false is the old form of
+	// waiving memory, cpu and pids (core/policy/waive.go).
+	Waive []string `toml:"waive"`
 }
 
 // EnvironmentBuilder configures custom image builds.
@@ -357,6 +363,7 @@ func systemDefault() Config {
 			AuditMaxSize:          100 << 20,
 			AuditKeep:             5,
 			EnforceResourceLimits: true,
+			Waive:                 []string{},
 			AllowNetwork:          false,
 			SandboxUser:           "1000:1000",
 			OCIRuntime:            "runc",

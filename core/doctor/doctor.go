@@ -36,6 +36,11 @@ type Result struct {
 	Fix    string
 }
 
+// Engine is what describes a runtime: its version, cgroups, rootless.
+type Engine interface {
+	Info(ctx context.Context) (runtime.Info, error)
+}
+
 // Check is one diagnosis.
 type Check func(ctx context.Context) []Result
 
@@ -58,9 +63,12 @@ func Run(ctx context.Context, w io.Writer, checks ...Check) bool {
 }
 
 // Podman checks the engine: reachable, version, OCI runtime, cgroups,
-// rootless, whether limits can be enforced, and that images (those the
+// rootless, and that images (those the
 // backends run) are built.
-func Podman(rt runtime.Runtime, cfg config.Config, images []string) Check {
+func Podman(rt interface {
+	Engine
+	runtime.Images
+}, cfg config.Config, images []string) Check {
 	return func(ctx context.Context) []Result {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -84,15 +92,6 @@ func Podman(rt runtime.Runtime, cfg config.Config, images []string) Check {
 			mode = "rootless"
 		}
 		out = append(out, Result{"cgroups", OK, cg + ", " + mode, ""})
-		switch {
-		case info.Rootless && !info.CgroupsV2 && cfg.Security.EnforceResourceLimits:
-			out = append(out, Result{"limits", Fail, "rootless Podman on cgroups v1 cannot enforce memory, CPU or pids limits; runs will be refused",
-				"run as root, switch the host to cgroups v2, or set security.enforce_resource_limits = false"})
-		case info.Rootless && !info.CgroupsV2:
-			out = append(out, Result{"limits", Warn, "not enforceable (rootless on cgroups v1) and enforcement is off", "run as root or use cgroups v2"})
-		default:
-			out = append(out, Result{"limits", OK, "memory, CPU and pids limits are enforced", ""})
-		}
 		switch {
 		case !info.Rootless && cfg.Security.UserNS == "auto":
 			out = append(out, subidCheck())
@@ -144,13 +143,11 @@ func Paths(cfg config.Config) Check {
 		} else {
 			out = append(out, Result{"volumes", OK, cfg.Volumes.BasePath + " is writable", ""})
 		}
-		switch m := fsquota.Detect(cfg.Volumes.BasePath); {
-		case m.Enforced():
+		// Whether sandboxes may run without it is guarantee workspace-quota's line.
+		if m := fsquota.Detect(cfg.Volumes.BasePath); m.Enforced() {
 			out = append(out, Result{"workspace quota", OK, m.String(), ""})
-		case cfg.Volumes.EnforceQuota:
-			out = append(out, Result{"workspace quota", Fail, m.String() + "; sessions and runs are refused", "run as root with loop devices and e2fsprogs (make setup), or set volumes.enforce_quota = false to bound workspaces only by a periodic walk"})
-		default:
-			out = append(out, Result{"workspace quota", Warn, m.String() + "; only a periodic walk bounds workspaces (volumes.enforce_quota = false)", ""})
+		} else {
+			out = append(out, Result{"workspace quota", Warn, m.String() + " (see guarantee workspace-quota)", "run as root with loop devices and e2fsprogs (make setup)"})
 		}
 		return out
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -52,7 +53,7 @@ func LocalHost() Host {
 // Rootless checks what a non-root user running rootless Podman needs, each
 // failure with the command that fixes it. Root gets no lines: `make setup`
 // covers it.
-func Rootless(rt runtime.Runtime, cfg config.Config, h Host) Check {
+func Rootless(rt Engine, cfg config.Config, h Host) Check {
 	return func(ctx context.Context) []Result {
 		if h.Euid == 0 {
 			return nil
@@ -156,10 +157,10 @@ func (h Host) cgroupCheck(info runtime.Info, cfg config.Config) Result {
 	}
 	if !info.CgroupsV2 {
 		st := Fail
-		detail := "cgroups v1: rootless Podman cannot enforce memory, CPU or pids limits; runs are refused (security.enforce_resource_limits = true)"
-		fix := enable + "; or set security.enforce_resource_limits = false to run without limits (every result then says so)"
-		if !cfg.Security.EnforceResourceLimits {
-			st, detail, fix = Warn, "cgroups v1: resource limits are NOT enforced (security.enforce_resource_limits = false); every result says so", enable
+		detail := "cgroups v1: rootless Podman cannot enforce memory, CPU or pids limits; runs are refused (guarantees memory, cpu, pids are missing)"
+		fix := enable + `; or set security.waive = ["memory", "cpu", "pids"] to run without limits (every result then says so)`
+		if limitsWaived(cfg) {
+			st, detail, fix = Warn, "cgroups v1: resource limits are NOT enforced (memory, cpu, pids waived); every result says so", enable
 		}
 		return Result{"cgroup delegation", st, detail, fix}
 	}
@@ -176,11 +177,22 @@ func (h Host) cgroupCheck(info runtime.Info, cfg config.Config) Result {
 		return Result{"cgroup delegation", OK, "cgroups v2 with memory, pids and cpu delegated to you", ""}
 	}
 	st := Fail
-	if !cfg.Security.EnforceResourceLimits {
+	if limitsWaived(cfg) {
 		st = Warn
 	}
 	return Result{"cgroup delegation", st, fmt.Sprintf("cgroups v2 but %s not delegated to your user (%s)", strings.Join(missing, ", "), p),
 		"as root: `systemctl edit user@.service` with `[Service]` `Delegate=cpu cpuset io memory pids`, then log in again"}
+}
+
+// limitsWaived: every limit a rootless service may lack is waived.
+func limitsWaived(cfg config.Config) bool {
+	w := policy.Waivers(cfg)
+	for _, g := range []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids} {
+		if _, ok := w[g]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(xs []string, x string) bool {
@@ -234,9 +246,9 @@ func (h Host) rlimitCheck(cfg config.Config) Result {
 
 // quotaCheck says plainly why a rootless server has no kernel quota.
 func (h Host) quotaCheck(cfg config.Config) Result {
-	if cfg.Volumes.EnforceQuota {
-		return Result{"rootless quota", Fail, "a non-root user cannot loop-mount a filesystem per workspace, so the workspace quota cannot be enforced and sessions and runs are refused",
-			"set volumes.enforce_quota = false (workspaces are then bounded only by a periodic walk of visible files), or run as root"}
+	if by, ok := policy.Waivers(cfg)[runtime.WorkspaceQuota]; ok {
+		return Result{"rootless quota", Warn, "workspace quota NOT enforced by the kernel (waived by " + by + "): only a periodic walk bounds workspaces", ""}
 	}
-	return Result{"rootless quota", Warn, "workspace quota NOT enforced by the kernel (volumes.enforce_quota = false): only a periodic walk bounds workspaces", ""}
+	return Result{"rootless quota", Fail, "a non-root user cannot loop-mount a filesystem per workspace, so the workspace quota cannot be enforced and sessions and runs are refused",
+		`set security.waive = ["workspace-quota"] (workspaces are then bounded only by a periodic walk of visible files), or run as root`}
 }

@@ -95,12 +95,13 @@ func TestRootlessChecks(t *testing.T) {
 		{"controllers not delegated", v2, nil, func(_ *Host, f map[string][]byte, _ map[string]os.FileMode) {
 			f["/sys/fs/cgroup/user.slice/user-1001.slice/user@1001.service/cgroup.controllers"] = []byte("cpuset io\n")
 		}, "cgroup delegation", "Delegate="},
-		{"v1 enforcing", runtime.Info{Rootless: true, OCIRuntime: "runc"}, nil, nil, "cgroup delegation", "enforce_resource_limits = false"},
+		{"v1 enforcing", runtime.Info{Rootless: true, OCIRuntime: "runc"}, nil, nil, "cgroup delegation", `security.waive = ["memory", "cpu", "pids"]`},
+		{"v1 crun, limits waived by name", runtime.Info{Rootless: true, OCIRuntime: "crun"}, func(c *config.Config) { c.Security.Waive = []string{"memory", "cpu", "pids"} }, nil, "user runtime", "runc"},
 		{"v1 crun", runtime.Info{Rootless: true, OCIRuntime: "crun"}, func(c *config.Config) { c.Security.EnforceResourceLimits = false }, nil, "user runtime", "runc"},
 		{"low hard nofile", v2, nil, func(h *Host, _ map[string][]byte, _ map[string]os.FileMode) {
 			h.HardLimit = func(int) (uint64, error) { return 100, nil }
 		}, "user limits", "execution.nofile"},
-		{"quota enforced rootless", v2, func(c *config.Config) { c.Volumes.EnforceQuota = true }, nil, "rootless quota", "volumes.enforce_quota = false"},
+		{"quota enforced rootless", v2, func(c *config.Config) { c.Volumes.EnforceQuota = true }, nil, "rootless quota", `security.waive = ["workspace-quota"]`},
 		{"vfs storage", v2, nil, func(_ *Host, _ map[string][]byte, s map[string]os.FileMode) {
 			s["/home/u/.local/share/containers/storage/vfs"] = os.ModeDir
 		}, "user storage", "overlay"},

@@ -74,7 +74,7 @@ func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, in
 	}
 	defer al.Close()
 	pol := policy.New(policy.FromConfig(cfg), filepath.EvalSymlinks)
-	m := sandbox.New(rt, pol, al, hclog.NewNullLogger(), sandbox.Options{Instance: instance, EnforceResourceLimits: cfg.Security.EnforceResourceLimits})
+	m := sandbox.New(rt, pol, al, hclog.NewNullLogger(), sandbox.Options{Instance: instance})
 	lim := pol.Settings().Defaults
 	lim.Timeout = 60 * time.Second
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

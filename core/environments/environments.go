@@ -93,7 +93,7 @@ func (r *Refusal) Error() string { return r.Detail }
 // Images is what the service needs of the container engine.
 type Images interface {
 	runtime.ImageBuilder
-	Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error)
+	runtime.Images
 }
 
 // Containers lists containers by label (the runtime's List): the ones of

@@ -44,6 +44,7 @@ type fakeQuota struct {
 	provisioned []string
 	released    []string
 	closed      bool
+	notEnforced bool // a host that cannot bound workspaces
 }
 
 func (q *fakeQuota) Provision(path string, _ int64, _, _ int) error {
@@ -60,7 +61,7 @@ func (q *fakeQuota) Release(path string) error {
 	return nil
 }
 
-func (q *fakeQuota) Enforced() bool      { return true }
+func (q *fakeQuota) Enforced() bool      { return !q.notEnforced }
 func (q *fakeQuota) Sweep() (int, error) { return 0, nil }
 func (q *fakeQuota) Close() error {
 	q.mu.Lock()
@@ -103,6 +104,9 @@ func newTestbed(t *testing.T) *testbed {
 		loadPlugins: machine.loadPlugins,
 		watchdog:    func(string, hclog.Logger) (watchdogHandle, error) { return noWatchdog{}, nil },
 		inspect:     machine.inspect,
+		// As serve builds it, watchdog first (TestLifetimeBoundNeedsTheWatchdog
+		// builds one without).
+		bound: true,
 	}
 	return tb
 }
@@ -238,5 +242,43 @@ func TestUndoStackOrder(t *testing.T) {
 	u.run(hclog.NewNullLogger())
 	if d := cmp.Diff([]string{"c", "b", "a"}, got); d != "" {
 		t.Errorf("undo order (-want +got):\n%s", d)
+	}
+}
+
+// The lifetime bound is the watchdog's: a core built without one (not by
+// serve) lacks it, so its sandboxes are refused unless it is waived; the
+// workspace quota is the quota's.
+func TestHostGaps(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		bound    bool
+		enforced bool
+		missing  []runtime.Guarantee
+	}{
+		{"served, quota", true, true, nil},
+		{"no watchdog", false, true, []runtime.Guarantee{runtime.LifetimeBound}},
+		{"no quota", true, false, []runtime.Guarantee{runtime.WorkspaceQuota}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := newTestbed(t)
+			tb.parts.bound = c.bound
+			tb.quota.notEnforced = !c.enforced
+			f, err := build(context.Background(), tb.cfg, hclog.NewNullLogger(), tb.parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			rep, err := f.runtime.Guarantees(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []runtime.Guarantee
+			for _, g := range rep.Gaps {
+				got = append(got, g.Guarantee)
+			}
+			if !slices.Equal(got, c.missing) {
+				t.Fatalf("gaps %v, want %v", got, c.missing)
+			}
+		})
 	}
 }

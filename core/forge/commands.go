@@ -71,7 +71,9 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	sts := m.inspect(ctx, cfg)
 	images := slices.Sorted(maps.Keys(Images(sts)))
 	rt := m.runtime(cfg)
+	// bound: the core doctor diagnoses is the one serve runs, watchdog first.
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
+		doctor.Guarantees(withHostGaps(rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg),
 		doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts),
 		doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion)}
 	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
@@ -25,6 +26,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -104,6 +106,10 @@ func CheckPluginConfigs(ctx context.Context, cfg config.Config) error {
 	return errors.Join(errs...)
 }
 
+// ConfigNotes are what `config check` adds to a valid configuration: the
+// old settings it uses and their current form.
+func ConfigNotes(cfg config.Config) []string { return policy.AliasNotes(cfg) }
+
 // PluginDir is where default plugins are looked for.
 func PluginDir(cfg config.Config) string {
 	if cfg.Server.PluginDir != "" {
@@ -148,6 +154,18 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 	return build(ctx, cfg, log, machine)
 }
 
+// NewWithGaps is New over a runtime that reports gaps on top of what it
+// measures: for end-to-end tests of the policy's guarantee decisions on a
+// host that enforces everything. Nothing in the configuration reaches it.
+func NewWithGaps(ctx context.Context, cfg config.Config, log hclog.Logger, gaps ...runtime.Gap) (*Forge, error) {
+	m := machine
+	real := m.runtime
+	m.runtime = func(cfg config.Config) Runtime {
+		return gapRuntime{Runtime: real(cfg), gaps: func() []runtime.Gap { return gaps }}
+	}
+	return build(ctx, cfg, log, m)
+}
+
 // build is New with the parts it takes from the machine. Every step that
 // holds something pushes its undo on f.undo; a failing step returns, and
 // the steps done so far are undone in reverse, as Close undoes them all.
@@ -177,9 +195,16 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	ps := policy.FromConfig(cfg)
 	ps.ToolGrantTarget = bridge.SandboxDir
 	pol := policy.New(ps, filepath.EvalSymlinks)
-	rt := m.runtime(cfg)
-	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{
-		Instance: Instance(cfg.Volumes.BasePath), EnforceResourceLimits: cfg.Security.EnforceResourceLimits})
+	// The workspace quota and the lifetime bound are guarantees of the
+	// sandboxes as much as the runtime's limits are: their gaps are
+	// reported with the runtime's.
+	fsq, err := m.quota(cfg, log.Named("quota"))
+	if err != nil {
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
+	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
+	rt := withHostGaps(m.runtime(cfg), fsq, m.bound)
+	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath)})
 	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {
 		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)
@@ -187,11 +212,6 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		log.Info("removed containers left by a previous run", "count", n)
 	}
 
-	fsq, err := m.quota(cfg, log.Named("quota"))
-	if err != nil {
-		return nil, fmt.Errorf("volumes: %w", err)
-	}
-	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
 	if n, err := fsq.Sweep(); err != nil {
 		log.Warn("could not release workspaces left by a previous run", "error", err)
 	} else if n > 0 {
@@ -259,7 +279,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	f.Engine = eng
 	f.undo.push("sessions", func(ctx context.Context) error { eng.CloseAll(ctx); return nil })
-	eng.AddResultNotice(sb.LimitsNotice) // every result says when limits were not enforced
+	eng.AddResultNotice(sb.GuaranteeNotice) // every result says which waived guarantees it went without
 	eng.RunGone = sb.RunGone
 	eng.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
 		_, ok, err := rt.Image(ctx, ref)
@@ -276,6 +296,10 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	go eng.Reaper(bg)
 	return f, nil
 }
+
+// Guarantees is doctor's guarantee check over this core's runtime, the one
+// its sandboxes are decided on.
+func (f *Forge) Guarantees() doctor.Check { return doctor.Guarantees(f.runtime, f.Config) }
 
 // toolBridge is the MCP tool bridge through the bridge plugin picked among
 // those loaded, or nil and why there is none.

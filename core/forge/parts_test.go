@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/runtimetest"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -106,6 +107,9 @@ func TestReadiness(t *testing.T) {
 	imageDown.FailAlways("Image", errors.New("timeout"))
 	up := runtimetest.New(runtime.ImageInfo{Names: []string{image}}, runtime.ImageInfo{Names: []string{"mcp-forge/r:4.2"}})
 	loaded := statuses()[:2]
+	lacking := runtimetest.New(runtime.ImageInfo{Names: []string{image}})
+	lacking.Lack(runtime.Pids, "cgroups v1")
+	lacking.Lack(runtime.Memory, "cgroups v1")
 	cases := []struct {
 		name string
 		rt   *runtimetest.Runtime
@@ -114,6 +118,7 @@ func TestReadiness(t *testing.T) {
 	}{
 		{"ready", up, loaded, []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
 			{Name: "plugins", OK: true, Detail: "loaded: python, r"},
 			{Name: "image " + image, OK: true, Detail: "present"},
 			{Name: "image mcp-forge/r:4.2", OK: true, Detail: "present"},
@@ -126,23 +131,42 @@ func TestReadiness(t *testing.T) {
 		}},
 		{"image missing", runtimetest.New(runtime.ImageInfo{Names: []string{image}}), loaded[1:], []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
 			{Name: "plugins", OK: true, Detail: "loaded: r"},
 			{Name: "image mcp-forge/r:4.2", Detail: "missing: run `make images`"},
 		}},
 		{"image lookup fails", imageDown, loaded[:1], []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
 			{Name: "plugins", OK: true, Detail: "loaded: python"},
 			{Name: "image " + image, Detail: "timeout"},
 		}},
+		{"a guarantee missing, another waived", lacking, loaded[:1], []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", Detail: (&policy.GuaranteeError{Missing: []runtime.Gap{{Guarantee: runtime.Pids, Why: "cgroups v1", Fix: "(fake runtime: scripted by Lack)"}}}).Error()},
+			{Name: "plugins", OK: true, Detail: "loaded: python"},
+			{Name: "image " + image, OK: true, Detail: "present"},
+		}},
+		{"waived", lacking, nil, []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "waived, not enforced: memory, pids"},
+			{Name: "plugins", Detail: "loaded: "},
+		}},
 		{"no plugin", up, nil, []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
 			{Name: "plugins", Detail: "loaded: "},
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			if d := cmp.Diff(c.want, readiness(context.Background(), fakeRuntime{c.rt}, c.sts)); d != "" {
+			waive := map[runtime.Guarantee]string{runtime.Memory: "security.waive[0]"}
+			if c.name == "waived" {
+				waive[runtime.Pids] = "security.waive[1]"
+			}
+			pol := policy.New(policy.Settings{Waived: waive}, nil)
+			if d := cmp.Diff(c.want, readiness(context.Background(), fakeRuntime{c.rt}, pol, c.sts)); d != "" {
 				t.Errorf("checks (-want +got):\n%s", d)
 			}
 		})

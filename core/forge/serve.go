@@ -92,6 +92,7 @@ func serve(ctx context.Context, cfg config.Config, o Options, m parts) error {
 			log.Warn("watchdog", "error", err)
 		}
 	}()
+	m.bound = true
 	if useHTTP {
 		return serveHTTP(ctx, cfg, addr, log, o.stderr(), m)
 	}

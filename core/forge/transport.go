@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 )
 
@@ -46,13 +47,14 @@ func (c httpCore) PluginStatuses() []httpserver.PluginStatus {
 	return out
 }
 
-// Ready: Podman answers, a plugin is loaded, and the images of the loaded
-// backends (as they report them) exist.
+// Ready: Podman answers, sandboxes get every guarantee they require (or
+// its waiver), a plugin is loaded, and the images of the loaded backends
+// (as they report them) exist.
 func (c httpCore) Ready(ctx context.Context) []httpserver.Check {
-	return readiness(ctx, c.f.runtime, c.f.Plugins.Statuses())
+	return readiness(ctx, c.f.runtime, c.f.Sandbox.Policy(), c.f.Plugins.Statuses())
 }
 
-func readiness(ctx context.Context, rt Runtime, sts []plugins.Status) []httpserver.Check {
+func readiness(ctx context.Context, rt Runtime, pol *policy.Policy, sts []plugins.Status) []httpserver.Check {
 	var checks []httpserver.Check
 	podmanOK := false
 	if info, err := rt.Info(ctx); err != nil {
@@ -60,6 +62,7 @@ func readiness(ctx context.Context, rt Runtime, sts []plugins.Status) []httpserv
 	} else {
 		podmanOK = true
 		checks = append(checks, httpserver.Check{Name: "podman", OK: true, Detail: "Podman " + info.Version + " at " + info.Socket})
+		checks = append(checks, guaranteeCheck(ctx, rt, pol))
 	}
 	var loaded, failed []string
 	for _, p := range sts {
@@ -89,4 +92,29 @@ func readiness(ctx context.Context, rt Runtime, sts []plugins.Status) []httpserv
 		checks = append(checks, ch)
 	}
 	return checks
+}
+
+// guaranteeCheck: while a required guarantee is missing every sandbox is
+// refused, so the server is not ready; a waived one is ready, and says so.
+func guaranteeCheck(ctx context.Context, rt Runtime, pol *policy.Policy) httpserver.Check {
+	ch := httpserver.Check{Name: "guarantees"}
+	rep, err := rt.Guarantees(ctx)
+	if err != nil {
+		ch.Detail = err.Error()
+		return ch
+	}
+	without, err := pol.Guarantees(rep)
+	switch {
+	case err != nil:
+		ch.Detail = err.Error()
+	case len(without) > 0:
+		names := make([]string, len(without))
+		for i, g := range without {
+			names[i] = string(g.Guarantee)
+		}
+		ch.OK, ch.Detail = true, "waived, not enforced: "+strings.Join(names, ", ")
+	default:
+		ch.OK, ch.Detail = true, "every guarantee enforced"
+	}
+	return ch
 }

@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,13 +51,19 @@ type parts struct {
 	watchdog func(configPath string, log hclog.Logger) (watchdogHandle, error)
 	// inspect learns what the plugins are, without serving (doctor, images).
 	inspect func(context.Context, config.Config) []plugins.Status
+	// bound: a watchdog removes this core's sandboxes if it dies (serve
+	// sets it once the watchdog runs).
+	bound bool
 }
 
 // machine are the real parts.
 var machine = parts{
 	runtime: func(cfg config.Config) Runtime { return podman.New(cfg.Server.PodmanSocket) },
 	quota: func(cfg config.Config, log hclog.Logger) (quota, error) {
-		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{Required: cfg.Volumes.EnforceQuota})
+		// Never Required: a workspace the kernel cannot bound is refused
+		// by the policy, as a missing workspace-quota guarantee, when its
+		// container is created (audited, waivable by name).
+		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{})
 	},
 	audit: func(cfg config.Config) (*audit.Logger, error) {
 		return audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
@@ -162,4 +169,48 @@ func (c *crashes) crashed(name string) {
 		released = h.Crashed(keep)
 	}
 	c.log.Warn("plugin crashed; its sessions are marked dead", "plugin", name, "containers_removed", n, "workspaces_released", released)
+}
+
+// hostGaps are the gaps of the core's own making: workspace-quota when q
+// cannot bound workspaces (its kernel mechanism), lifetime-bound when no
+// watchdog removes the sandboxes of a core that dies (bound: serve started
+// one; a core built in a test process has none).
+func hostGaps(q interface{ Enforced() bool }, bound bool) []runtime.Gap {
+	var out []runtime.Gap
+	if !q.Enforced() {
+		why := "workspaces are plain directories, bounded only by a periodic walk"
+		switch m := q.(type) {
+		case interface{ Mechanism() fsquota.Mechanism }: // the live quota
+			why = "no filesystem per workspace: " + m.Mechanism().String()
+		case fmt.Stringer: // a detected mechanism (doctor)
+			why = "no filesystem per workspace: " + m.String()
+		}
+		out = append(out, runtime.Gap{Guarantee: runtime.WorkspaceQuota, Why: why,
+			Fix: "run the server as root with loop devices and e2fsprogs (make setup)"})
+	}
+	if !bound {
+		out = append(out, runtime.Gap{Guarantee: runtime.LifetimeBound, Why: "no watchdog runs for this core (it was not started by `mcp-forge serve`)",
+			Fix: "run the core with `mcp-forge serve`, which starts its watchdog first"})
+	}
+	return out
+}
+
+// gapRuntime is a runtime that also lacks the guarantees gaps names: the
+// host's (hostGaps), or what a test scripts (NewWithGaps).
+type gapRuntime struct {
+	Runtime
+	gaps func() []runtime.Gap
+}
+
+func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
+	rep, err := g.Runtime.Guarantees(ctx)
+	if err != nil {
+		return rep, err
+	}
+	return rep.With(g.gaps()...), nil
+}
+
+// withHostGaps is rt lacking what hostGaps says.
+func withHostGaps(rt Runtime, q interface{ Enforced() bool }, bound bool) Runtime {
+	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return hostGaps(q, bound) }}
 }

@@ -103,7 +103,7 @@ func TestCreateRefusals(t *testing.T) {
 		}, host.KindPolicy, "system directory"},
 		{"the runtime failing", func(r *rig) { r.rt.FailNext("Create", boom) }, func() host.Intent { return intent("true") }, host.KindInternal, "boom"},
 		{"Podman down", func(r *rig) { r.rt.FailNext("Image", errors.New("connect to Podman: no such file")) }, func() host.Intent { return intent("true") }, host.KindUnavailable, "Podman"},
-		{"no Podman socket", func(r *rig) { r.rt.FailNext("Info", errors.New("no Podman API socket found")) }, func() host.Intent { return intent("true") }, host.KindUnavailable, "socket"},
+		{"no Podman socket", func(r *rig) { r.rt.FailNext("Guarantees", errors.New("no Podman API socket found")) }, func() host.Intent { return intent("true") }, host.KindUnavailable, "socket"},
 		{"the audit log unwritable", func(r *rig) { r.rec.fail(errors.New("disk full")) }, func() host.Intent { return intent("true") }, host.KindInternal, "audit log"},
 		{"no room for workspaces", func(r *rig) { os.MkdirAll(r.base, 0o755); os.WriteFile(r.ws.Root(), nil, 0o644) }, func() host.Intent { return intent("true") }, host.KindInternal, "workspace"},
 	}

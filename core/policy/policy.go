@@ -49,6 +49,12 @@ type Settings struct {
 	ToolGrantTarget string
 	Defaults        runtime.Limits
 	Max             runtime.Limits
+	// Waived are the guarantees sandboxes may go without, each with the
+	// setting that waived it (config.Waivers); every other one is required.
+	Waived map[runtime.Guarantee]string
+	// TurnedOff are the guarantees the configuration itself turns off
+	// (security.allow_network, security.userns = "host"), waived with it.
+	TurnedOff []runtime.Gap
 }
 
 // Resolver turns a host path into its real path (symlinks and ".." resolved).

@@ -22,6 +22,8 @@ func FromConfig(c config.Config) Settings {
 		BasePath:      c.Volumes.BasePath,
 		TmpfsMax:      int64(c.Security.TmpfsSize),
 		Seccomp:       seccomp.Path(c.Volumes.BasePath),
+		Waived:        Waivers(c),
+		TurnedOff:     configGaps(c),
 		Defaults: runtime.Limits{
 			MemoryBytes: int64(e.DefaultMemory), CPUQuota: int64(e.DefaultCPUQuota),
 			Pids: int64(e.DefaultPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.DefaultTimeout)),

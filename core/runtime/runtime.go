@@ -125,10 +125,9 @@ func (v OOMVerdict) String() string {
 	return "unknown"
 }
 
-// Runtime is the container engine as the core uses it. Specs reaching Create
-// have passed the policy; the runtime only translates them.
-type Runtime interface {
-	Info(ctx context.Context) (Info, error)
+// Containers is the containers' lifecycle. Specs reaching Create have
+// passed the policy; the runtime only translates them.
+type Containers interface {
 	Create(ctx context.Context, spec Spec) (string, error)
 	Start(ctx context.Context, id string) error
 	// Wait blocks until the container exits and returns its exit code. Past
@@ -145,7 +144,21 @@ type Runtime interface {
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	Remove(ctx context.Context, id string) error
 	List(ctx context.Context, labels map[string]string) ([]Container, error)
+}
+
+// Images looks up the local images containers are created from.
+type Images interface {
 	Image(ctx context.Context, name string) (ImageInfo, bool, error)
+}
+
+// Runtime is a whole container engine as the sandbox manager uses it: what
+// it is (Info), what it enforces (Guarantees), its containers and images.
+// Image builds are apart (ImageBuilder): not every runtime builds.
+type Runtime interface {
+	Info(ctx context.Context) (Info, error)
+	Guarantor
+	Containers
+	Images
 }
 
 // VersionBelow reports whether an engine version is older than min

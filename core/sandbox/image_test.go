@@ -25,7 +25,7 @@ func lastViolation(rec *recorder) (rule string, ok bool) {
 // audit entry records both.
 func TestCreateFromResolvedImageID(t *testing.T) {
 	rt := &fakeRuntime{image: &runtime.ImageInfo{ID: "f371ca1655e0", Names: []string{"localhost/mcp-forge/python:3.11"}}}
-	m, rec := newTestManager(t, rt, true)
+	m, rec := newTestManager(t, rt)
 	if _, err := m.Create(context.Background(), intent(m)); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestResolvedToAnotherImageRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rt := &fakeRuntime{image: &img}
-			m, rec := newTestManager(t, rt, true)
+			m, rec := newTestManager(t, rt)
 			_, err := m.Create(context.Background(), intent(m))
 			var v *policy.Violation
 			if !errors.As(err, &v) || v.Rule != "image-not-allowed" || rt.created != 0 {
@@ -72,7 +72,7 @@ func TestTamperedSeccompProfileRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rt := &fakeRuntime{}
-			m, rec := newTestManager(t, rt, true)
+			m, rec := newTestManager(t, rt)
 			if err := tamper(m.Policy().Settings().Seccomp); err != nil {
 				t.Fatal(err)
 			}

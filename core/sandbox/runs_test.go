@@ -38,7 +38,7 @@ func isClosed(c <-chan struct{}) bool {
 // retrier succeeds. A container serves one run, and only its owner binds it.
 func TestRunGone(t *testing.T) {
 	rt := &numberedRuntime{}
-	m, _ := newTestManager(t, rt, true)
+	m, _ := newTestManager(t, rt)
 	defer m.Shutdown(context.Background())
 	ctx := context.Background()
 	create := func(labels map[string]string) string {

@@ -64,16 +64,23 @@ func (e *AuditError) Error() string {
 
 func (e *AuditError) Unwrap() error { return e.Err }
 
+// Engine is what the manager needs of a runtime: what it enforces, its
+// containers and the images they are created from.
+type Engine interface {
+	runtime.Guarantor
+	runtime.Containers
+	runtime.Images
+}
+
 // Manager creates and operates sandbox containers on behalf of an owner.
 type Manager struct {
-	rt       runtime.Runtime
+	rt       Engine
 	pol      *policy.Policy
 	tracked  *Tracker
 	audit    audit.Recorder
 	log      hclog.Logger
 	instance string
 	server   string
-	enforce  bool
 
 	mu       sync.Mutex
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
@@ -90,24 +97,27 @@ type Manager struct {
 	// final sweep would otherwise leave its container behind).
 	closing bool
 	creates sync.WaitGroup
+	// The runtime's guarantees, measured once (guarantees.go): the gaps
+	// every sandbox goes without (waived), or the refusal of every create.
+	// gmu, not mu: the measure is a call to the engine, which must not
+	// hold up the bookkeeping of containers already running.
+	gmu     sync.Mutex
 	checked bool
-	infoErr error
-	// unenforced: the runtime cannot enforce memory/CPU/pids (notice.go).
-	unenforced bool
+	waived  []runtime.Gap
+	refusal error
 }
 
 // Options configure a Manager.
 type Options struct {
-	Instance              string // shared by every server on one base path
-	EnforceResourceLimits bool
-	ServerID              string // default: this process (tests simulate dead servers)
+	Instance string // shared by every server on one base path
+	ServerID string // default: this process (tests simulate dead servers)
 }
 
 // New returns a manager over rt.
-func New(rt runtime.Runtime, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
+func New(rt Engine, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
-		instance: o.Instance, server: o.ServerID, enforce: o.EnforceResourceLimits,
+		instance: o.Instance, server: o.ServerID,
 		limits: map[string]runtime.Limits{}, verdicts: map[string]runtime.OOMVerdict{},
 		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
 		runs: map[string]*runContainers{}, runOf: map[string]string{},
@@ -133,29 +143,6 @@ func (m *Manager) ServerTag() string {
 
 // Policy is the policy the manager applies.
 func (m *Manager) Policy() *policy.Policy { return m.pol }
-
-// Runtime is the underlying engine (for doctor and image checks).
-func (m *Manager) Runtime() runtime.Runtime { return m.rt }
-
-// checkEnforceable refuses to run when limits cannot be enforced (rootless
-// on cgroups v1) unless the operator turned enforcement off.
-func (m *Manager) checkEnforceable(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.checked {
-		return m.infoErr
-	}
-	info, err := m.rt.Info(ctx)
-	if err != nil {
-		return err // not cached: the service may come up later
-	}
-	m.checked = true
-	m.unenforced = info.Rootless && !info.CgroupsV2 // notice.go
-	if info.Rootless && !info.CgroupsV2 && m.enforce {
-		m.infoErr = ErrLimitsUnenforceable // notice.go
-	}
-	return m.infoErr
-}
 
 func (m *Manager) violation(op, owner, session string, err error) {
 	var v *policy.Violation
@@ -200,8 +187,8 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 		m.log.Error("refusing to create a container: the audit log cannot be written", "error", err)
 		return "", &AuditError{Err: err}
 	}
-	if err := m.checkEnforceable(ctx); err != nil {
-		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Error: secrets.String(err.Error()), Details: refusalDetails(err)})
+	waived, err := m.checkGuarantees(ctx, in.Owner, in.SessionID)
+	if err != nil {
 		return "", err
 	}
 	if err := m.confine(ctx, &spec); err != nil {
@@ -210,6 +197,9 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "owner": in.Owner, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
 		"network": spec.Network, "mounts": len(spec.Mounts)}
+	if len(waived) > 0 {
+		details["waived"] = gapNames(waived)
+	}
 	if h := in.Labels[runtime.LabelCodeHash]; h != "" {
 		details["code_sha256"] = h
 	}

@@ -21,6 +21,7 @@ import (
 type fakeRuntime struct {
 	runtime.Runtime
 	info      runtime.Info
+	gaps      runtime.Report // what Guarantees answers
 	created   int
 	exit      int
 	waitErr   error
@@ -34,6 +35,9 @@ type fakeRuntime struct {
 }
 
 func (f *fakeRuntime) Info(context.Context) (runtime.Info, error) { return f.info, nil }
+func (f *fakeRuntime) Guarantees(context.Context) (runtime.Report, error) {
+	return f.gaps, nil
+}
 func (f *fakeRuntime) Create(_ context.Context, s runtime.Spec) (string, error) {
 	if f.createErr != nil {
 		return "", f.createErr
@@ -81,7 +85,8 @@ func (r *recorder) Record(e audit.Entry) {
 	r.entries = append(r.entries, e)
 }
 
-func newTestManager(t *testing.T, rt runtime.Runtime, enforce bool) (*Manager, *recorder) {
+// newTestManager is a manager over rt whose policy waives waive.
+func newTestManager(t *testing.T, rt runtime.Runtime, waive ...runtime.Guarantee) (*Manager, *recorder) {
 	profile, err := seccomp.Install(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -91,38 +96,19 @@ func newTestManager(t *testing.T, rt runtime.Runtime, enforce bool) (*Manager, *
 		BasePath: "/b", TmpfsMax: 1 << 20, Seccomp: profile,
 		Defaults: runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Second},
 		Max:      runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Minute},
+		Waived:   waivers(waive...),
 	}, nil)
 	rec := &recorder{}
-	return New(rt, pol, rec, hclog.NewNullLogger(), Options{Instance: "t", EnforceResourceLimits: enforce}), rec
+	return New(rt, pol, rec, hclog.NewNullLogger(), Options{Instance: "t"}), rec
 }
 
 func intent(m *Manager) policy.Intent {
 	return policy.Intent{Image: "mcp-forge/python:3.11", Limits: m.Policy().Settings().Defaults, Owner: "p"}
 }
 
-// Rootless Podman on cgroups v1 cannot enforce limits: refuse, unless the
-// operator turned enforcement off.
-func TestUnenforceableLimitsFailClosed(t *testing.T) {
-	rt := &fakeRuntime{info: runtime.Info{Rootless: true, CgroupsV2: false}}
-	m, _ := newTestManager(t, rt, true)
-	_, err := m.Create(context.Background(), intent(m))
-	if err == nil || !strings.Contains(err.Error(), "cannot be enforced") || rt.created != 0 {
-		t.Fatalf("want refusal before create, got %v (created %d)", err, rt.created)
-	}
-	m, _ = newTestManager(t, rt, false)
-	if _, err := m.Create(context.Background(), intent(m)); err != nil || rt.created != 1 {
-		t.Fatalf("enforcement off: %v", err)
-	}
-	rt2 := &fakeRuntime{info: runtime.Info{Rootless: true, CgroupsV2: true}}
-	m, _ = newTestManager(t, rt2, true)
-	if _, err := m.Create(context.Background(), intent(m)); err != nil {
-		t.Fatalf("rootless on cgroups v2 enforces limits: %v", err)
-	}
-}
-
 func TestWaitMapsOOMAndTimeout(t *testing.T) {
 	rt := &fakeRuntime{exit: 137, verdict: runtime.OOMKill}
-	m, _ := newTestManager(t, rt, true)
+	m, _ := newTestManager(t, rt)
 	id, _ := m.Create(context.Background(), intent(m))
 	var oom *OOMError
 	if _, err := m.Wait(context.Background(), "p", id, 0); !errors.As(err, &oom) || !strings.Contains(err.Error(), "64m") {
@@ -137,7 +123,7 @@ func TestWaitMapsOOMAndTimeout(t *testing.T) {
 
 func TestOwnershipAudited(t *testing.T) {
 	rt := &fakeRuntime{}
-	m, rec := newTestManager(t, rt, true)
+	m, rec := newTestManager(t, rt)
 	id, _ := m.Create(context.Background(), intent(m))
 	if err := m.Remove(context.Background(), "other-plugin", id); err == nil {
 		t.Fatal("another plugin removed the container")
@@ -168,7 +154,7 @@ func (l *listingRuntime) Remove(_ context.Context, id string) error {
 // The stale-container sweep never touches a long-lived session's container.
 func TestSweepSparesSessions(t *testing.T) {
 	rt := &listingRuntime{}
-	m, _ := newTestManager(t, rt, true)
+	m, _ := newTestManager(t, rt)
 	old := time.Now().Add(-time.Hour)
 	rt.list = []runtime.Container{
 		{ID: "oneshot", Created: old, Labels: map[string]string{runtime.LabelServer: m.server, runtime.LabelOneShot: "true"}},
@@ -200,7 +186,7 @@ func TestExit137IsOOMOnlyWhenTheKernelSaysSo(t *testing.T) {
 	} {
 		t.Run(c.verdict.String(), func(t *testing.T) {
 			rt := &fakeRuntime{exit: 137, verdict: c.verdict}
-			m, _ := newTestManager(t, rt, true)
+			m, _ := newTestManager(t, rt)
 			id, _ := m.Create(context.Background(), intent(m))
 			_, err := m.Wait(context.Background(), "p", id, 0)
 			var oom *OOMError
@@ -225,7 +211,7 @@ func TestExit137IsOOMOnlyWhenTheKernelSaysSo(t *testing.T) {
 // session and asks again: that is not a violation.
 func TestRemovingAnAlreadyRemovedContainerIsNoViolation(t *testing.T) {
 	rt := &fakeRuntime{}
-	m, rec := newTestManager(t, rt, true)
+	m, rec := newTestManager(t, rt)
 	id, _ := m.Create(context.Background(), intent(m))
 	if err := m.Remove(context.Background(), "p", id); err != nil {
 		t.Fatal(err)
@@ -261,7 +247,7 @@ func TestRemovingAnAlreadyRemovedContainerIsNoViolation(t *testing.T) {
 // success is audited.
 func TestFailedRemovalIsRetried(t *testing.T) {
 	rt := &fakeRuntime{removeErr: errors.New("cannot connect to Podman")}
-	m, rec := newTestManager(t, rt, true)
+	m, rec := newTestManager(t, rt)
 	defer m.Shutdown(context.Background())
 	var mu sync.Mutex
 	rec.mu = &mu
@@ -309,7 +295,7 @@ func (f *failingLog) Check() error { return nil } // a full disk shows only on a
 // container whose record failed is removed again.
 func TestUnauditedExecutionRefused(t *testing.T) {
 	rt := &fakeRuntime{}
-	m, _ := newTestManager(t, rt, true)
+	m, _ := newTestManager(t, rt)
 	log := &failingLog{err: errors.New("no space left on device")}
 	m.audit = log
 	_, err := m.Create(context.Background(), intent(m))
@@ -335,7 +321,7 @@ func TestUnauditedExecutionRefused(t *testing.T) {
 // runtime echoes them in an error; a NUL in a value is refused up front.
 func TestEnvironmentNeverAudited(t *testing.T) {
 	rt := &fakeRuntime{createErr: errors.New(`runc: "PLANTED_NAME_1=PLANTED-VALUE-1": OCI runtime error`)}
-	m, rec := newTestManager(t, rt, true)
+	m, rec := newTestManager(t, rt)
 	in := intent(m)
 	in.Env = map[string]string{"PLANTED_NAME_1": "PLANTED-VALUE-1"}
 	if _, err := m.Create(context.Background(), in); err == nil {
@@ -379,7 +365,7 @@ func (s *slowCreate) Create(ctx context.Context, sp runtime.Spec) (string, error
 // refused. Before, the final sweep ran past it and the container stayed.
 func TestShutdownWaitsForCreatesUnderWay(t *testing.T) {
 	rt := &slowCreate{entered: make(chan struct{}), release: make(chan struct{})}
-	m, _ := newTestManager(t, rt, true)
+	m, _ := newTestManager(t, rt)
 	created := make(chan error, 1)
 	go func() { _, err := m.Create(context.Background(), intent(m)); created <- err }()
 	<-rt.entered
@@ -408,7 +394,7 @@ func TestShutdownWaitsForCreatesUnderWay(t *testing.T) {
 // short, the container was made but never tracked, and outlived the server.
 func TestCanceledCreateLeavesNoContainer(t *testing.T) {
 	rt := &slowCreate{entered: make(chan struct{}), release: make(chan struct{})}
-	m, _ := newTestManager(t, rt, true)
+	m, _ := newTestManager(t, rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	created := make(chan error, 1)
 	go func() { _, err := m.Create(ctx, intent(m)); created <- err }()

@@ -88,7 +88,7 @@ func Pipe() *os.File { return os.NewFile(3, "server-pipe") }
 // Options are what the watchdog needs to clean up after its server.
 type Options struct {
 	ServerID string
-	Runtime  runtime.Runtime
+	Runtime  runtime.Containers // it lists and removes, nothing else
 	// Audit opens the audit log; it is opened only once there is something
 	// to record, so that a live server is never written alongside.
 	Audit func() (audit.Recorder, func(), error)

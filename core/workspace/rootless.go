@@ -52,11 +52,13 @@ func unshareRemove(path string) error {
 	return nil
 }
 
-// quotaHint tells how to go on when the quota is required but the kernel
-// cannot enforce it (a non-root server cannot loop-mount).
+// quotaHint tells how to go on when a provisioner that requires the quota
+// cannot enforce it (a non-root server cannot loop-mount). The core's own
+// provisioner never requires it: the policy refuses the container instead
+// (guarantee workspace-quota), so this is for a Provisioner that does.
 func quotaHint(p Provisioner) string {
 	if p == nil || p.Enforced() {
 		return ""
 	}
-	return " (volumes.enforce_quota = true refuses workspaces the kernel cannot bound; a non-root server cannot loop-mount one: run as root, or set volumes.enforce_quota = false to bound workspaces only by a periodic walk)"
+	return ` (the workspace-quota guarantee is missing: a non-root server cannot loop-mount a filesystem per workspace; run as root, or set security.waive = ["workspace-quota"] to bound workspaces only by a periodic walk)`
 }

@@ -18,11 +18,11 @@ func (p refusingProv) Enforced() bool       { return p.enforced }
 func TestQuotaRefusalNamesSetting(t *testing.T) {
 	m := New(t.TempDir(), "tag", 1<<20, refusingProv{})
 	_, err := m.Create("s")
-	if err == nil || !strings.Contains(err.Error(), "volumes.enforce_quota = false") {
-		t.Fatalf("want the refusal to name volumes.enforce_quota, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), `security.waive = ["workspace-quota"]`) {
+		t.Fatalf("want the refusal to name the workspace-quota waiver, got %v", err)
 	}
 	m = New(t.TempDir(), "tag", 1<<20, refusingProv{enforced: true})
-	if _, err := m.Create("s"); err == nil || strings.Contains(err.Error(), "enforce_quota") {
+	if _, err := m.Create("s"); err == nil || strings.Contains(err.Error(), "security.waive") {
 		t.Fatalf("an enforcing provisioner's own failure is not a quota refusal: %v", err)
 	}
 }

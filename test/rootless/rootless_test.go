@@ -44,7 +44,9 @@ type result struct {
 	Notices    []string `json:"notices"`
 }
 
-const limitsNotice = "resource limits not enforced"
+// limitsNotice is how a waived run's notice begins; it names memory, cpu
+// and pids among what the run went without.
+const limitsNotice = "guarantees not enforced for this run: memory ("
 
 func TestRootless(t *testing.T) {
 	testenv.Require(t)
@@ -70,7 +72,10 @@ func TestRootless(t *testing.T) {
 	u.run(t, 5*time.Minute, "forge/scripts/setup-user.sh")
 	t.Logf("timing: setup-user again %v", time.Since(start).Round(time.Millisecond))
 
-	const unconfined = "[security]\nenforce_resource_limits = false\n[volumes]\nenforce_quota = false\n"
+	// What rootless Podman on cgroups v1 lacks, waived: the limits through
+	// their old key (an alias), the rest by name. oom-detection: the
+	// kernel log is closed to the user (kernel.dmesg_restrict).
+	const unconfined = "[security]\nenforce_resource_limits = false\nwaive = [\"workspace-quota\", \"oom-detection\"]\n"
 	cfg := u.writeConfig(t, "forge.toml", unconfined)
 
 	t.Run("config defaults are XDG", func(t *testing.T) {
@@ -96,8 +101,10 @@ func TestRootless(t *testing.T) {
 			}
 		}
 		strict, err := u.try(2*time.Minute, "forge/bin/mcp-forge doctor")
-		if err == nil || !strings.Contains(strict, "security.enforce_resource_limits = false") || !strings.Contains(strict, "volumes.enforce_quota = false") {
-			t.Errorf("doctor with the defaults must fail and name both settings (%v):\n%s", err, strict)
+		for _, want := range []string{`security.waive = ["memory", "cpu", "pids"]`, `security.waive = ["workspace-quota"]`, "FAIL  guarantee memory", "FAIL  guarantee workspace-quota"} {
+			if err == nil || !strings.Contains(strict, want) {
+				t.Errorf("doctor with the defaults must fail and say %s (%v):\n%s", want, err, strict)
+			}
 		}
 	})
 
@@ -173,8 +180,8 @@ func TestRootless(t *testing.T) {
 
 	t.Run("fail closed", func(t *testing.T) {
 		for _, c := range []struct{ name, config, want string }{
-			{"limits", "[volumes]\nenforce_quota = false\n", "security.enforce_resource_limits = false"},
-			{"quota", "[security]\nenforce_resource_limits = false\n", "volumes.enforce_quota"},
+			{"limits", "[security]\nwaive = [\"workspace-quota\", \"oom-detection\"]\n", `security.waive = ["memory", "cpu", "pids"]`},
+			{"quota", "[security]\nwaive = [\"memory\", \"cpu\", \"pids\", \"oom-detection\"]\n", `security.waive = ["workspace-quota"]`},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				cs := u.serve(t, u.writeConfig(t, "strict-"+c.name+".toml", c.config))
@@ -197,8 +204,13 @@ func TestRootless(t *testing.T) {
 			})
 		}
 		audit, _ := os.ReadFile(filepath.Join(u.home, ".local/state/mcp-forge/audit.log"))
-		if !strings.Contains(string(audit), `"rule":"enforce_resource_limits"`) {
-			t.Errorf("the limits refusal is not audited with its rule")
+		for _, g := range []string{"memory", "workspace-quota"} {
+			if !strings.Contains(string(audit), `"guarantee":"`+g+`"`) {
+				t.Errorf("the refusal for %s is not audited with its guarantee", g)
+			}
+		}
+		if !strings.Contains(string(audit), `"rule":"guarantee-missing"`) {
+			t.Errorf("the refusals are not audited with their rule")
 		}
 	})
 

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // InProcess is a core built in the test process (real Podman, real plugin
@@ -22,6 +24,14 @@ type InProcess struct {
 // NewInProcess builds the core; mutate adjusts the configuration.
 func NewInProcess(t testing.TB, mutate func(*config.Config)) *InProcess {
 	t.Helper()
+	return NewInProcessLacking(t, mutate)
+}
+
+// NewInProcessLacking builds the core over a real Podman runtime that also
+// reports gaps as missing guarantees, so that the policy's guarantee
+// decisions run end to end on a host that enforces everything.
+func NewInProcessLacking(t testing.TB, mutate func(*config.Config), gaps ...runtime.Gap) *InProcess {
+	t.Helper()
 	Require(t)
 	Binary(t)
 	base := BaseDir(t)
@@ -32,9 +42,15 @@ func NewInProcess(t testing.TB, mutate func(*config.Config)) *InProcess {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	// No watchdog runs for a core in the test process (serve starts it):
+	// its sandboxes are not lifetime-bound, which the policy refuses
+	// unless waived; the test's cleanups remove them instead.
+	if !slices.Contains(cfg.Security.Waive, string(runtime.LifetimeBound)) {
+		cfg.Security.Waive = append(cfg.Security.Waive, string(runtime.LifetimeBound))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f, err := forge.New(ctx, cfg, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}))
+	f, err := forge.NewWithGaps(ctx, cfg, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn}), gaps...)
 	if err != nil {
 		t.Fatal(err)
 	}

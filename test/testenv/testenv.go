@@ -100,7 +100,7 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	ps := policy.FromConfig(cfg)
 	ps.ToolGrantTarget = bridge.SandboxDir
 	pol := policy.New(ps, filepath.EvalSymlinks)
-	o := sandbox.Options{Instance: "test-" + filepath.Base(base), EnforceResourceLimits: true}
+	o := sandbox.Options{Instance: "test-" + filepath.Base(base)}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -20,6 +20,9 @@ type Subject struct {
 	Spec    func(labels map[string]string, command ...string) runtime.Spec
 	// MissingImage is an image reference the runtime does not have.
 	MissingImage string
+	// Lack, when set, makes the runtime report a guarantee missing from
+	// then on (the fake's scripting; nil for a real runtime).
+	Lack func(g runtime.Guarantee, why string)
 }
 
 // RunContract checks what the core relies on of a runtime: lifecycle, exit
@@ -62,6 +65,28 @@ func RunContract(t *testing.T, s Subject) {
 		info, err := rt.Info(ctx)
 		if err != nil || info.Version == "" {
 			t.Fatalf("Info = %+v, %v", info, err)
+		}
+	})
+	t.Run("guarantees", func(t *testing.T) {
+		rep, err := rt.Guarantees(ctx)
+		if err != nil {
+			t.Fatalf("Guarantees: %v", err)
+		}
+		if err := rep.Check(); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range rep.Gaps {
+			if g.Why == "" || g.Fix == "" {
+				t.Errorf("gap %s without a reason or a fix: %+v", g.Guarantee, g)
+			}
+		}
+		if s.Lack == nil {
+			return
+		}
+		s.Lack(runtime.Pids, "scripted by the contract")
+		rep, err = rt.Guarantees(ctx)
+		if err != nil || rep.Enforces(runtime.Pids) {
+			t.Fatalf("after Lack(pids): %+v, %v; want pids missing", rep, err)
 		}
 	})
 	t.Run("image", func(t *testing.T) {

@@ -34,6 +34,7 @@ type Call struct {
 type Runtime struct {
 	mu         sync.Mutex
 	info       runtime.Info
+	gaps       runtime.Report               // what Guarantees answers: everything enforced unless Lack says
 	images     map[string]runtime.ImageInfo // by every name and by ID
 	containers map[string]*container
 	calls      []Call
@@ -219,6 +220,23 @@ func (r *Runtime) Info(context.Context) (runtime.Info, error) {
 		return runtime.Info{}, err
 	}
 	return r.info, nil
+}
+
+// Lack scripts the runtime to report g as not enforced, for why.
+func (r *Runtime) Lack(g runtime.Guarantee, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gaps = r.gaps.With(runtime.Gap{Guarantee: g, Why: why, Fix: "(fake runtime: scripted by Lack)"})
+}
+
+// Guarantees answers every guarantee enforced but those Lack named.
+func (r *Runtime) Guarantees(context.Context) (runtime.Report, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("Guarantees", ""); err != nil {
+		return runtime.Report{}, err
+	}
+	return r.gaps.With(), nil
 }
 
 // Create records the spec and makes a created container of a known image.

@@ -18,6 +18,7 @@ func fakeSubject() (*Runtime, Subject) {
 			return runtime.Spec{Image: "mcp-forge/python:3.11", ImageID: "sha256:" + strings.Repeat("0", 63) + "1", SeccompProfile: "/fake/seccomp.json", Command: cmd, Labels: labels}
 		},
 		MissingImage: "mcp-forge/none:0",
+		Lack:         rt.Lack,
 	}
 }
 
