@@ -3,13 +3,14 @@
 # report is written by jsonlite (any name: quotes, backslashes, non-ASCII,
 # none skipped); the core replaces __FORGE_CKPT_NONCE__ with a token of this
 # run and reads only the line carrying it.
-# Dot-names are saved too (all.names): they are the user's (.Random.seed is
-# the RNG's state), not the kernel's. The attached packages are saved beside
+# Dot-names are saved too (all.names: .Random.seed is the RNG's state), but
+# for the kernel's own: pbdZMQ keeps its sockets in .pbd_env, which a load
+# must never replace. The attached packages are saved beside
 # the variables, under a name the report leaves out, for the load to attach
 # them again: a function from library(x) must still be found after restore.
 local({
   g <- globalenv()
-  nm <- ls(g, all.names = TRUE)
+  nm <- setdiff(ls(g, all.names = TRUE), ".pbd_env")
   # get() runs an active binding: one that fails is skipped, not fatal.
   why <- vapply(nm, function(n) tryCatch(
     if (inherits(get(n, envir = g), "connection")) "an open connection: reopen it after restoring" else "",
