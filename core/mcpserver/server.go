@@ -423,7 +423,7 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 	images := map[string][]string{} // image → backends that run it
 	for _, p := range s.inv.PluginStatuses() {
 		c := p.Capabilities
-		plugins = append(plugins, pluginInfo{Name: p.Name, Type: p.Type, Version: p.Version, APIVersion: p.APIVersion,
+		plugins = append(plugins, pluginInfo{Name: p.Name, Type: string(p.Type), Version: p.Version, APIVersion: p.APIVersion,
 			Languages: c.Languages, Stateful: c.Stateful, Image: c.Image, DefaultImage: c.DefaultImage, LanguageVersion: c.LanguageVersion,
 			Packages: c.Packages, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
 		if w := s.inv.WarmPool(ctx, p); w != nil {
@@ -489,7 +489,7 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.Stream
 	n := 0.0
 	return func(ev backend.StreamEvent) {
 		n++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: ev.Name + ": " + ev.Text})
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: string(ev.Name) + ": " + ev.Text})
 	}
 }
 

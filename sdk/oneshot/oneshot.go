@@ -141,13 +141,14 @@ type Spec struct {
 // Config is [plugins.NAME.config] merged over what the core provides.
 type Config struct {
 	backend.ImageConfig
-	MaxOutputBytes int64 `json:"max_output_bytes"`
-	MaxImageBytes  int64 `json:"max_image_bytes"`
-	// From the core: the execution limits a container gets by default and
-	// the longest timeout it may have (seconds).
-	DefaultMemory  string `json:"default_memory"`
-	DefaultTimeout int64  `json:"default_timeout"`
-	MaxTimeout     int64  `json:"max_timeout"`
+	// From the core (forge:"core": not an operator's key): the output
+	// limits, the execution limits a container gets by default and the
+	// longest timeout it may have (seconds).
+	MaxOutputBytes int64  `json:"max_output_bytes" forge:"core"`
+	MaxImageBytes  int64  `json:"max_image_bytes" forge:"core"`
+	DefaultMemory  string `json:"default_memory" forge:"core"`
+	DefaultTimeout int64  `json:"default_timeout" forge:"core"`
+	MaxTimeout     int64  `json:"max_timeout" forge:"core"`
 
 	// Warm is the number of ready containers kept for the configured image
 	// under the default limits and no extra environment; 0 turns the pool
@@ -193,10 +194,16 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
-	if st, ok := b.Pool(); ok {
-		c.WarmPool = &st
-	}
 	return c, nil
+}
+
+// Stats implements backend.StatsReporter: the warm pool now, if any.
+func (b *Backend) Stats(context.Context) (backend.Stats, error) {
+	var st backend.Stats
+	if p, ok := b.Pool(); ok {
+		st.WarmPool = &p
+	}
+	return st, nil
 }
 
 // Container paths of the per-run directories.

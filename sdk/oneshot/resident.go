@@ -502,6 +502,20 @@ func (b *Backend) Close() {
 	b.bg.Wait()
 }
 
+// Shutdown implements backend.Shutdowner: Close, within ctx.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("warm containers still being removed: %w", ctx.Err())
+	}
+}
+
+var _ backend.Shutdowner = (*Backend)(nil)
+
 // parseSize reads "512m", "2g", "1024k" or a number of bytes; "" is 0.
 func parseSize(s string) (int64, error) {
 	s = strings.TrimSpace(strings.ToLower(s))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -164,9 +165,9 @@ func (s *sandboxServer) ExecStream(sr *pb.ExecStreamRequest, stream pb.SandboxSe
 	r := twin(sr, &pb.ExecRequest{})
 	req := execFromPB(r)
 	var sendErr error
-	req.Output = func(name string, data []byte) {
+	req.Output = func(name host.Stream, data []byte) {
 		if sendErr == nil {
-			sendErr = stream.Send(&pb.ExecStreamResponse{Kind: &pb.ExecStreamResponse_Chunk{Chunk: &pb.OutputChunk{Stream: name, Data: data}}})
+			sendErr = stream.Send(&pb.ExecStreamResponse{Kind: &pb.ExecStreamResponse_Chunk{Chunk: &pb.OutputChunk{Stream: string(name), Data: data}}})
 		}
 	}
 	res, err := s.impl.Exec(stream.Context(), r.ContainerId, req)
@@ -184,7 +185,11 @@ func (s *sandboxServer) Signal(ctx context.Context, r *pb.SignalRequest) (*pb.Si
 	if r.Scope == pb.SignalScope_SIGNAL_SCOPE_ALL {
 		scope = host.SignalAll
 	}
-	return &pb.SignalResponse{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal, scope))
+	sig := host.Signal(r.Signal).Normal() // a v1 plugin may send "SIGINT"
+	if err := sig.Check(); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SignalResponse{}, toStatus(s.impl.Signal(ctx, r.ContainerId, sig, scope))
 }
 
 func (s *sandboxServer) PutFile(ctx context.Context, r *pb.PutFileRequest) (*pb.PutFileResponse, error) {
@@ -291,8 +296,12 @@ func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecReques
 		}
 		switch k := ev.Kind.(type) {
 		case *pb.ExecStreamResponse_Chunk:
+			name := host.Stream(k.Chunk.Stream)
+			if err := name.Check(); err != nil {
+				return host.ExecResult{}, fmt.Errorf("the core sent exec output: %w", err)
+			}
 			if req.Output != nil {
-				req.Output(k.Chunk.Stream, k.Chunk.Data)
+				req.Output(name, k.Chunk.Data)
 			}
 		case *pb.ExecStreamResponse_Result:
 			return host.ExecResult{ExitCode: int(k.Result.ExitCode), TimedOut: k.Result.TimedOut, Output: outputFromPB(k.Result.Output)}, nil
@@ -300,12 +309,15 @@ func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecReques
 	}
 }
 
-func (c *sandboxClient) Signal(ctx context.Context, id, sig string, scope host.SignalScope) error {
+func (c *sandboxClient) Signal(ctx context.Context, id string, sig host.Signal, scope host.SignalScope) error {
+	if err := sig.Check(); err != nil {
+		return err
+	}
 	ps := pb.SignalScope_SIGNAL_SCOPE_INIT
 	if scope == host.SignalAll {
 		ps = pb.SignalScope_SIGNAL_SCOPE_ALL
 	}
-	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: sig, Scope: ps})
+	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: string(sig.Normal()), Scope: ps})
 	return fromStatus(err)
 }
 
