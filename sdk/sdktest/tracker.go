@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 )
 
 // Tracker wraps a host.Host and remembers which containers and session
@@ -123,6 +124,12 @@ func (s trackedSandbox) Create(ctx context.Context, in host.Intent) (host.Contai
 	}
 	return c, err
 }
+
+// LegacyWorkspace passes the wrapped host's workspace paths through, so
+// that a v1 plugin run under the conformance suite still gets
+// CreateResponse.workspace from the v1 path (sdk/internal/legacyws); a
+// wrapper that hid it made every v1 resident runner wait out its start.
+func (s trackedSandbox) LegacyWorkspace(id string) string { return legacyws.Of(s.Sandbox, id) }
 
 func (s trackedSandbox) Remove(ctx context.Context, id string) error {
 	err := s.Sandbox.Remove(ctx, id)
