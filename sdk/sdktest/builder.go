@@ -23,8 +23,6 @@ type BuilderCases struct {
 	Other *builder.PlanRequest
 	// Invalid are specs a core would never send; nil: InvalidSpecs(Spec).
 	Invalid []builder.PlanRequest
-	// WorkDir is the directory builds are given (BuildRequest.WorkDir).
-	WorkDir string
 	// Timeout bounds one build (0: 5 minutes).
 	Timeout time.Duration
 }
@@ -133,7 +131,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 		bctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 		rec := &progressLog{}
-		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-build", WorkDir: c.WorkDir}, rec.add)
+		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-build"}, rec.add)
 		rec.close()
 		if err != nil {
 			t.Fatalf("build: %v", err)
@@ -178,7 +176,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 		}
 		bctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
-		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: po.CacheKey, BuildID: "conformance-foreign", WorkDir: c.WorkDir}, nil)
+		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: po.CacheKey, BuildID: "conformance-foreign"}, nil)
 		if err == nil {
 			t.Fatalf("a build under another spec's cache key %q succeeded (result key %q): the cache would hold the wrong environment", po.CacheKey, res.CacheKey)
 		}
@@ -198,7 +196,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 		}
 		done := make(chan out, 1)
 		go func() {
-			res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-cancel", WorkDir: c.WorkDir},
+			res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-cancel"},
 				func(p builder.Progress) { rec.add(p); cancel() })
 			rec.close()
 			done <- out{res, err}

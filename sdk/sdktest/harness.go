@@ -113,7 +113,9 @@ func LaunchBridge(t testing.TB, path string, h host.Host, cfg []byte) bridge.Bri
 
 func launch(t testing.TB, path, typ string, h host.Host, cfg []byte) *pluginhost.Client {
 	t.Helper()
-	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{})
+	// The plugin starts in a directory of its own, as the core starts it:
+	// a builder works there.
+	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("launch %s: %v", path, err)
 	}

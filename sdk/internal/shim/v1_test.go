@@ -14,10 +14,13 @@ import (
 )
 
 // v1Dropped are the v1 fields v2 reserves; the v1 path adds what a v1
-// plugin needs of them (registerHostV1).
+// plugin needs of them (registerHostV1; V1BuilderPaths for builders).
 var v1Dropped = map[protoreflect.FullName]bool{
 	"forge.plugin.v1.CreateResponse.workspace":  true,
 	"forge.plugin.v1.BuildRequest.workspace_id": true,
+	"forge.plugin.v1.BuildRequest.work_dir":     true,
+	"forge.plugin.v1.BuildRequest.cache_dir":    true,
+	"forge.plugin.v1.IndexSettings.find_links":  true,
 }
 
 // Every RPC of API v1 (the committed descriptor set buf breaking guards)
