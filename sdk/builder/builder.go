@@ -193,7 +193,6 @@ func WorkDir() (string, error) {
 	return d, nil
 }
 
-
 // checkIndexURL admits https anywhere and plain http only to this machine
 // (a local index, as the tests serve): credentials or packages sent in clear
 // over a network are refused.
