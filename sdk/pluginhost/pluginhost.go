@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,6 +114,11 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start plugin %s: lifeline pipe: %w", path, err)
+	}
+	// A relative path would be looked up from Dir once the process starts
+	// there, not from where the core (and Verify) found it.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
 	cmd := exec.Command(path)
 	cmd.Dir = opts.Dir
