@@ -215,12 +215,19 @@ func TestExpectTypeUnknown(t *testing.T) {
 // another directory (Options.Dir, a builder's work directory) all the same.
 func TestLaunchRelativePathInDir(t *testing.T) {
 	bin := buildTestPlugin(t, "builderplugin")
-	wd, err := os.Getwd()
+	// A path beneath the test's directory, with no "..": from Dir it names
+	// nothing.
+	local, err := os.MkdirTemp(".", "plugin-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := filepath.Rel(wd, bin)
+	t.Cleanup(func() { os.RemoveAll(local) })
+	rel := filepath.Join(local, filepath.Base(bin))
+	data, err := os.ReadFile(bin)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rel, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Launch(rel, hclog.NewNullLogger(), Options{Dir: t.TempDir()})
