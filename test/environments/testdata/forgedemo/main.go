@@ -65,7 +65,7 @@ func (d *demo) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan, err
 func module(name string) string { return strings.ReplaceAll(strings.ToLower(name), "-", "_") }
 
 func (d *demo) Build(ctx context.Context, r builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
-	d.log("build "+strings.Join(names(r.Spec.Packages), " "))
+	d.log("build " + strings.Join(names(r.Spec.Packages), " "))
 	progress(builder.Progress{Phase: "resolve", Step: 1, Message: fmt.Sprintf("%d packages", len(r.Spec.Packages))})
 	final := filepath.Join("layers", r.CacheKey)
 	if _, err := os.Stat(filepath.Join(d.workDir, final)); err == nil {
