@@ -68,6 +68,9 @@ func InvalidSpecs(valid builder.PlanRequest) []builder.PlanRequest {
 // and Build streams ordered progress, ends with a result consistent with
 // its plan, and stops when cancelled. Run it against the builder itself
 // and against the client sdktest.ServeBuilder or LaunchBuilder returns.
+// The builder works in its own work directory (builder.WorkDir:
+// LaunchBuilder starts the plugin in a fresh one; a builder run in-process
+// needs one of its own, not the test's directory).
 func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 	ctx := context.Background()
 	if len(c.Spec.Packages) == 0 {
@@ -162,7 +165,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 			}
 		}
 		if d := filepath.Clean(res.Dir); res.Dir == "" || filepath.IsAbs(res.Dir) || d == ".." || strings.HasPrefix(d, "../") {
-			t.Errorf("the result's directory %q is not a path inside the workspace", res.Dir)
+			t.Errorf("the result's directory %q is not a path inside the builder's work directory", res.Dir)
 		}
 		if res.SizeBytes < 0 {
 			t.Errorf("negative size %d", res.SizeBytes)
