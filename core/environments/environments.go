@@ -500,16 +500,10 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 		return out, nil
 	}
 
-	// The builder runs in this directory (the plugin manager started it
-	// there, see WorkDir); the layer is resolved beneath it whatever the
-	// builder says.
+	// The builder runs in this directory (the plugin manager made it 0700
+	// and started the plugin there, see WorkDir); the layer is resolved
+	// beneath it whatever the builder says.
 	work := WorkDir(s.o.StateDir, cfg.Builder)
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		return out, fmt.Errorf("builder work directory: %w", err)
-	}
-	if err := os.Chmod(work, 0o700); err != nil {
-		return out, fmt.Errorf("builder work directory: %w", err)
-	}
 	buildID := newID()
 	steps := len(plan.Steps) + 2 // the builder's, then layer and check
 	// The layer may take what max_image_size leaves beside the base image;
