@@ -20,6 +20,7 @@ import (
 // give dispatch a fake.
 type assembly struct {
 	LoadConfig    func(path string) (config.Config, error)
+	CheckPlugins  func(context.Context, config.Config) error
 	Serve         func(context.Context, config.Config, forge.Options) error
 	Doctor        func(context.Context, config.Config, forge.Options) error
 	ListImages    func(context.Context, config.Config, forge.Options) error
@@ -31,7 +32,7 @@ type assembly struct {
 	Version       func() string
 }
 
-var forgeCore = assembly{forge.LoadConfig, forge.Serve, forge.Doctor, forge.ListImages, forge.ListPlugins, forge.Watchdog,
+var forgeCore = assembly{forge.LoadConfig, forge.CheckPluginConfigs, forge.Serve, forge.Doctor, forge.ListImages, forge.ListPlugins, forge.Watchdog,
 	forge.NewTenantKey, forge.HashTenantKey, forge.MCPJSON, forge.Version}
 
 // flags are the global flags, which may stand anywhere, with what a
@@ -232,7 +233,7 @@ func orDefaults(p, defaults string) string {
 	return p
 }
 
-func cmdConfig(_ context.Context, fl flags, args []string) error {
+func cmdConfig(ctx context.Context, fl flags, args []string) error {
 	if len(args) == 0 {
 		return errUsage{"usage: mcp-forge config check [FILE] | print | mcp-json"}
 	}
@@ -243,6 +244,9 @@ func cmdConfig(_ context.Context, fl flags, args []string) error {
 			path = args[1]
 		}
 		cfg, err := fl.core.LoadConfig(path)
+		if err == nil {
+			err = fl.core.CheckPlugins(ctx, cfg)
+		}
 		if err != nil {
 			fmt.Fprintf(fl.stderr, "%s: invalid:\n%s\n", orDefaults(path, "built-in defaults"), indent(err.Error()))
 			return forge.ErrFailed

@@ -109,7 +109,8 @@ func (f *fake) assembly() assembly {
 			}
 			return cfg, nil
 		},
-		Serve: entry("Serve"), Doctor: entry("Doctor"), ListImages: entry("ListImages"), ListPlugins: entry("ListPlugins"),
+		CheckPlugins: func(_ context.Context, cfg config.Config) error { return nil },
+		Serve:        entry("Serve"), Doctor: entry("Doctor"), ListImages: entry("ListImages"), ListPlugins: entry("ListPlugins"),
 		Watchdog: func(cfg config.Config, id string) error {
 			return f.record(call{Entry: "Watchdog", Config: cfg.Server.LogFile, Arg: id})
 		},

@@ -19,8 +19,9 @@ import (
 
 // Dir is the checkpoint store of one host: a directory (the forge's
 // <base>/state/checkpoints), with one 0700 directory per owner, named by a
-// hash of the owner, and in it one directory per session id holding
-// meta.json and work/ (the files). Checkpoints live there across server
+// hash of the owner, and in it one directory per session id (named by
+// workspace.DirName: the id itself up to 48 characters) holding meta.json,
+// which names the id, and work/ (the files). Checkpoints live there across server
 // restarts. What the store holds together is bounded (quota: what it
 // measures on disk, plus the room reserved by checkpoints being built).
 type Dir struct {
@@ -50,7 +51,7 @@ func ownerKey(owner string) string {
 // Path is where owner's checkpoint of id lies. id must be valid
 // (workspace.CheckSessionID): it is a path component.
 func (d *Dir) Path(owner, id string) string {
-	return filepath.Join(d.root, ownerKey(owner), id)
+	return filepath.Join(d.root, ownerKey(owner), workspace.DirName(id))
 }
 
 // mkOwnerDir creates the store and owner's directory, each 0700:
@@ -74,7 +75,12 @@ func (d *Dir) readMeta(owner, id string) (Meta, bool) {
 	if workspace.CheckSessionID(id) != nil {
 		return m, false
 	}
-	raw, err := os.ReadFile(filepath.Join(d.Path(owner, id), "meta.json"))
+	return readMeta(d.Path(owner, id))
+}
+
+func readMeta(dir string) (Meta, bool) {
+	var m Meta
+	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 	if err != nil || json.Unmarshal(raw, &m) != nil {
 		return m, false
 	}
@@ -96,12 +102,20 @@ func (d *Dir) Get(owner, id string) (Meta, error) {
 // List implements Store.
 func (d *Dir) List(owner string) []Meta {
 	out := []Meta{}
-	dirs, _ := os.ReadDir(filepath.Join(d.root, ownerKey(owner)))
+	dir := filepath.Join(d.root, ownerKey(owner))
+	dirs, _ := os.ReadDir(dir)
 	for _, e := range dirs {
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".new") {
 			continue
 		}
-		if m, err := d.Get(owner, e.Name()); err == nil {
+		// A directory's name is derived from the id (a long one is cut and
+		// hashed): the id is the one its meta.json names, if that id is
+		// named so.
+		m, ok := readMeta(filepath.Join(dir, e.Name()))
+		if !ok || workspace.CheckSessionID(m.SessionID) != nil || workspace.DirName(m.SessionID) != e.Name() {
+			continue
+		}
+		if m, err := d.Get(owner, m.SessionID); err == nil {
 			out = append(out, m)
 		}
 	}
@@ -127,7 +141,7 @@ func (d *Dir) Put(m Meta, quota int64, write func(dir string, budget int64) ([]s
 	if err != nil {
 		return m, err
 	}
-	dir := filepath.Join(owner, m.SessionID)
+	dir := filepath.Join(owner, workspace.DirName(m.SessionID))
 	tmp := dir + ".new"
 	os.RemoveAll(tmp)
 	budget, release, err := d.reserve(tmp, quota)

@@ -244,3 +244,52 @@ func TestExpireRemovesInterruptedCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// A long session id's checkpoint lies under a derived name (the id cut and
+// hashed), is found, listed and removed by the id, and two long ids that
+// start alike keep apart. A checkpoint an earlier version wrote, in a
+// directory named by the id itself, is found as before.
+func TestCheckpointNames(t *testing.T) {
+	t.Parallel()
+	d, _ := newDir(t, 10<<20)
+	now := time.Now().Truncate(time.Second)
+	long1, long2 := strings.Repeat("L", 100)+"-1", strings.Repeat("L", 100)+"-2"
+	for i, id := range []string{long1, long2} {
+		if _, err := d.Put(meta("o", id, now.Add(time.Duration(i)*time.Second)), 0, files(map[string]int{"f": 10 + i})); err != nil {
+			t.Fatal(err)
+		}
+		if name := filepath.Base(d.Path("o", id)); name != workspace.DirName(id) || len(name) > 48 {
+			t.Errorf("checkpoint of %s lies in %q", id, name)
+		}
+	}
+	if d.Path("o", long1) == d.Path("o", long2) {
+		t.Fatal("two ids share a checkpoint directory")
+	}
+	// Written as the store did before names were derived: <owner key>/<id>.
+	old := strings.Repeat("o", 48)
+	dir := filepath.Join(filepath.Dir(d.Path("o", "x")), old)
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeMeta(dir, meta("o", old, now.Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range d.List("o") {
+		ids = append(ids, c.SessionID)
+	}
+	if diff := cmp.Diff([]string{long2, long1, old}, ids); diff != "" {
+		t.Errorf("listed (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{long1, old} {
+		if m, err := d.Get("o", id); err != nil || m.SessionID != id {
+			t.Errorf("Get(%s) = %+v, %v", id, m, err)
+		}
+	}
+	if !d.Remove("o", long1) {
+		t.Error("Remove(long1) found nothing")
+	}
+	if _, err := d.Get("o", long2); err != nil {
+		t.Errorf("removing long1 touched long2: %v", err)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Request is one execute call as the MCP layer received it.
@@ -142,11 +143,11 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 // PluginStatuses reports every plugin (for resources and diagnostics).
 func (e *Engine) PluginStatuses() []plugins.Status { return e.plugins.Statuses() }
 
-// WarmPool asks a backend that keeps a warm pool for its state now (the
-// status holds what it reported at load). Nil if it keeps none or does not
-// answer within a second.
+// WarmPool asks a loaded backend for its warm pool now (Stats: live, unlike
+// the capabilities its status holds). Nil if it keeps none, has no live
+// figures or does not answer within a second.
 func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmPool {
-	if st.Capabilities.WarmPool == nil || st.Error != "" {
+	if st.Type != plugin.TypeBackend || st.Error != "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -155,11 +156,15 @@ func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmP
 	if err != nil {
 		return nil
 	}
-	c, err := b.Capabilities(ctx)
+	sr, ok := b.(backend.StatsReporter)
+	if !ok {
+		return nil
+	}
+	s, err := sr.Stats(ctx)
 	if err != nil {
 		return nil
 	}
-	return c.WarmPool
+	return s.WarmPool
 }
 
 // MaxImages bounds the images one result carries: each is a content block

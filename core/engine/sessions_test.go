@@ -394,7 +394,7 @@ func TestSameIDTwoOwners(t *testing.T) {
 // limit) for every valid user id, and differs by owner and by id.
 func TestInternalID(t *testing.T) {
 	long := strings.Repeat("x", 47)
-	for _, id := range []string{"a", "main", "a-b_c", "Z" + long, long + "9", "0" + strings.Repeat("-", 47)} {
+	for _, id := range []string{"a", "main", "a-b_c", "Z" + long, long + "9", "0" + strings.Repeat("-", 47), strings.Repeat("q", workspace.MaxSessionID)} {
 		for _, owner := range []string{"", "conn-1", "tenant:alice", strings.Repeat("o", 300)} {
 			in := session.InternalID(owner, id)
 			if err := workspace.CheckSessionID(in); err != nil || len(in) > 48 {

@@ -28,19 +28,19 @@ func (c *bridgeChoice) get() string {
 // {"servers": {NAME: {...}}, "call_timeout": "30s"}. Only one plugin gets
 // them: bridge.plugin, else the first bridge plugin to start (plugins
 // start in name order), which pickBridge then uses.
-func BridgeSettings(cfg config.Config) func(name, typ string) map[string]any {
+func BridgeSettings(cfg config.Config) func(name string, typ plugin.Type) map[string]any {
 	f, _ := bridgeSettings(cfg)
 	return f
 }
 
-func bridgeSettings(cfg config.Config) (func(name, typ string) map[string]any, *bridgeChoice) {
+func bridgeSettings(cfg config.Config) (func(name string, typ plugin.Type) map[string]any, *bridgeChoice) {
 	c := &bridgeChoice{chosen: cfg.Bridge.Plugin}
 	servers := map[string]any{}
 	for n, s := range cfg.MCPTools {
 		servers[n] = map[string]any{"command": s.Command, "args": nonNil(s.Args), "env": nonNilMap(s.Env), "url": s.URL, "headers": nonNilMap(s.Headers)}
 	}
 	timeout := (time.Duration(cfg.Bridge.CallTimeout) * time.Second).String()
-	return func(name, typ string) map[string]any {
+	return func(name string, typ plugin.Type) map[string]any {
 		if typ != plugin.TypeBridge {
 			return nil
 		}

@@ -191,7 +191,7 @@ func ListPlugins(ctx context.Context, cfg config.Config, o Options) error {
 	fmt.Fprintln(tw, "NAME\tTYPE\tVERSION\tAPI\tCHECKSUM\tPATH")
 	var problems []string
 	for _, e := range entries {
-		p, err := plugins.Probe(ctx, e)
+		p, _, err := plugins.Probe(ctx, e)
 		if err != nil {
 			fmt.Fprintf(tw, "%s\t?\t?\t?\t%s\t%s\n", e.Name, p.Checksum, e.Path)
 			problems = append(problems, fmt.Sprintf("%s: %v", e.Name, err))

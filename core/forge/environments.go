@@ -93,7 +93,7 @@ func builderPlugins(cfg config.Config, pm *plugins.Manager) {
 		aliases["find_links"] = eb.FindLinks
 	}
 	others := pm.TypeSettings
-	pm.TypeSettings = func(name, typ string) map[string]any {
+	pm.TypeSettings = func(name string, typ plugin.Type) map[string]any {
 		if typ == plugin.TypeBuilder {
 			return aliases
 		}

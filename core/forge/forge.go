@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,6 +34,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Forge is a running core.
@@ -78,6 +80,30 @@ func LoadConfig(path string) (config.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// CheckPluginConfigs checks every [plugins.NAME.config] table against the
+// schema its plugin declares, as serve does at start-up: each plugin with
+// a table is started only to describe itself (nothing is configured, no
+// container made). The plugin binary is the one source of its schema, so
+// a check cannot disagree with the binary serve will run. A plugin that
+// cannot be started fails the check too: its table could not be checked.
+func CheckPluginConfigs(ctx context.Context, cfg config.Config) error {
+	var errs []error
+	for _, e := range plugins.Discover(cfg, PluginDir(cfg)) {
+		if len(e.Config) == 0 {
+			continue
+		}
+		_, d, err := plugins.Probe(ctx, e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("plugins.%s.config cannot be checked: plugin %s (%s) does not start: %w", e.Name, e.Name, e.Path, err))
+			continue
+		}
+		if err := plugins.CheckConfig(e, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ConfigNotes are what `config check` adds to a valid configuration: the
@@ -215,14 +241,28 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	entries := plugins.Discover(cfg, PluginDir(cfg))
 	pm := plugins.NewManager(entries, hostFor, PluginSettings(cfg), al, log.Named("plugin"))
 	pm.MaxMessage = MessageLimit(cfg)
+	if pm.Reattach, err = pluginhost.ParseReattach(os.Getenv(plugin.ReattachEnv)); err != nil {
+		return nil, err
+	}
 	var bridges *bridgeChoice
 	pm.TypeSettings, bridges = bridgeSettings(cfg)
 	builderPlugins(cfg, pm) // environments.go
 	pm.OnCrash = crashes.crashed
 	f.Plugins = pm
 	f.undo.push("plugins", func(context.Context) error { pm.Close(); return nil })
+	var confErrs []error
 	for _, err := range m.loadPlugins(ctx, pm, hostFor) {
+		// A plugin that refuses its [plugins.NAME.config] is a mistake in
+		// forge.toml, refused like one of the core's own keys: the server
+		// does not start half-configured.
+		if ce := (*plugins.ConfigError)(nil); errors.As(err, &ce) {
+			confErrs = append(confErrs, err)
+			continue
+		}
 		log.Error("plugin not loaded", "error", err)
+	}
+	if len(confErrs) > 0 {
+		return nil, errors.Join(confErrs...)
 	}
 	if len(entries) == 0 {
 		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))

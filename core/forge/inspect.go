@@ -65,9 +65,11 @@ func (noSandbox) Logs(context.Context, string, int64) (host.Output, error) {
 func (noSandbox) Exec(context.Context, string, host.ExecRequest) (host.ExecResult, error) {
 	return host.ExecResult{}, refused()
 }
-func (noSandbox) Signal(context.Context, string, string, host.SignalScope) error { return refused() }
-func (noSandbox) Stop(context.Context, string, time.Duration) error              { return refused() }
-func (noSandbox) Remove(context.Context, string) error                           { return refused() }
+func (noSandbox) Signal(context.Context, string, host.Signal, host.SignalScope) error {
+	return refused()
+}
+func (noSandbox) Stop(context.Context, string, time.Duration) error { return refused() }
+func (noSandbox) Remove(context.Context, string) error              { return refused() }
 func (noSandbox) ReadFiles(context.Context, string, string, int64, int64) ([]host.File, error) {
 	return nil, refused()
 }

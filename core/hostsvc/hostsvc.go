@@ -252,14 +252,14 @@ func (h *Host) Exec(ctx context.Context, id string, req host.ExecRequest) (host.
 	if req.MaxBytes <= 0 || req.MaxBytes > host.MaxExecOutputBytes {
 		req.MaxBytes = host.MaxExecOutputBytes
 	}
-	rreq := sandbox.ExecRequest{Timeout: req.Timeout, ExecRequest: runtime.ExecRequest{
-		Command: req.Command, Stdin: req.Stdin, Env: req.Env, WorkDir: req.WorkDir, Max: req.MaxBytes}}
+	rreq := sandbox.ExecRequest{ExecRequest: runtime.ExecRequest{
+		Command: req.Command, Stdin: req.Stdin, Env: req.Env, WorkDir: req.WorkDir, Max: req.MaxBytes, Timeout: req.Timeout}}
 	if req.Output != nil {
 		// Podman writes stdout and stderr from separate goroutines; the
 		// callback is promised one call at a time.
 		var mu sync.Mutex
-		rreq.Stdout = chunkWriter(&mu, "stdout", req.Output)
-		rreq.Stderr = chunkWriter(&mu, "stderr", req.Output)
+		rreq.Stdout = chunkWriter(&mu, host.Stdout, req.Output)
+		rreq.Stderr = chunkWriter(&mu, host.Stderr, req.Output)
 	}
 	r, timedOut, err := h.m.Exec(ctx, h.owner, id, rreq)
 	h.checkFull(id) // a warm container's run is an exec
@@ -273,7 +273,7 @@ type chunkFunc func(p []byte) (int, error)
 
 func (f chunkFunc) Write(p []byte) (int, error) { return f(p) }
 
-func chunkWriter(mu *sync.Mutex, name string, out func(string, []byte)) chunkFunc {
+func chunkWriter(mu *sync.Mutex, name host.Stream, out func(host.Stream, []byte)) chunkFunc {
 	return func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -283,13 +283,11 @@ func chunkWriter(mu *sync.Mutex, name string, out func(string, []byte)) chunkFun
 }
 
 // Signal implements host.Sandbox.
-func (h *Host) Signal(ctx context.Context, id, sig string, scope host.SignalScope) error {
-	name := strings.TrimPrefix(strings.ToUpper(sig), "SIG")
-	switch name {
-	case "INT", "TERM", "KILL", "HUP", "USR1", "USR2", "QUIT":
-	default:
-		return host.Errorf(host.KindInvalid, "signal %q is not allowed (INT, TERM, KILL, HUP, QUIT, USR1, USR2)", sig)
+func (h *Host) Signal(ctx context.Context, id string, sig host.Signal, scope host.SignalScope) error {
+	if err := sig.Check(); err != nil {
+		return err
 	}
+	name := string(sig.Normal())
 	switch scope {
 	case host.SignalInit:
 		return wrap(h.m.Signal(ctx, h.owner, id, name))

@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/version"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
@@ -231,7 +232,7 @@ func (s *Server) executeInputSchema() *jsonschema.Schema {
 	e := s.cfg.Execution
 	desc := map[string]string{
 		"session_id": fmt.Sprintf("run in this stateful session, created on first use and kept across calls (removed after %d s idle); "+
-			"1-48 letters, digits, '-' or '_'. Omit for a fresh container per call.", s.cfg.Sessions.IdleTimeout),
+			"1-%d letters, digits, '-' or '_'. Omit for a fresh container per call.", s.cfg.Sessions.IdleTimeout, workspace.MaxSessionID),
 		"backend":      "the backend plugin to use (see " + EnvironmentURI + "); default: the configured or only backend for the language and mode",
 		"timeout":      fmt.Sprintf("wall-clock limit in seconds; default %d, at most %d", e.DefaultTimeout, e.MaxTimeout),
 		"custom_image": fmt.Sprintf("run in this image instead of the backend's (it must match one of %s)", strings.Join(s.cfg.Images.Allowed, ", ")),
@@ -422,7 +423,7 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 	images := map[string][]string{} // image → backends that run it
 	for _, p := range s.inv.PluginStatuses() {
 		c := p.Capabilities
-		plugins = append(plugins, pluginInfo{Name: p.Name, Type: p.Type, Version: p.Version, APIVersion: p.APIVersion,
+		plugins = append(plugins, pluginInfo{Name: p.Name, Type: string(p.Type), Version: p.Version, APIVersion: p.APIVersion,
 			Languages: c.Languages, Stateful: c.Stateful, Image: c.Image, DefaultImage: c.DefaultImage, LanguageVersion: c.LanguageVersion,
 			Packages: c.Packages, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
 		if w := s.inv.WarmPool(ctx, p); w != nil {
@@ -488,7 +489,7 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.Stream
 	n := 0.0
 	return func(ev backend.StreamEvent) {
 		n++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: ev.Name + ": " + ev.Text})
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: string(ev.Name) + ": " + ev.Text})
 	}
 }
 

@@ -93,7 +93,7 @@ func TestEveryErrorIsAValidToolResult(t *testing.T) {
 		{"document unknown", "document_state", map[string]any{"session_id": "nope", "note": "n"}, vc, "RequestError", "no such session"},
 		{"document bad name", "document_state", map[string]any{"session_id": "mine", "variables": map[string]any{"": "x"}}, vc, "RequestError", "variable name"},
 		{"destroy unknown", "destroy_session", map[string]any{"session_id": "nope"}, vc, "RequestError", "no such session"},
-		{"destroy invalid", "destroy_session", map[string]any{"session_id": strings.Repeat("x", 100)}, vc, "RequestError", "is invalid"},
+		{"destroy invalid", "destroy_session", map[string]any{"session_id": strings.Repeat("x", 129)}, vc, "RequestError", "is invalid"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

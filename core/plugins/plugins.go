@@ -104,7 +104,7 @@ func (e Entry) Verify() (status string, err error) {
 // where its binary is, and how its checksum compared with the pin.
 type Identity struct {
 	Name       string
-	Type       string
+	Type       plugin.Type
 	Version    string
 	APIVersion int // negotiated
 	Path       string
@@ -132,7 +132,7 @@ type Manager struct {
 	// TypeSettings, if set, adds configuration for a plugin by its type
 	// once that is known (the bridge's servers go to the bridge plugin
 	// only), under [plugins.NAME.config].
-	TypeSettings func(name, typ string) map[string]any
+	TypeSettings func(name string, typ plugin.Type) map[string]any
 
 	// WorkDir, if set, is the directory each plugin process starts in,
 	// created (mode 0700) before it starts: a builder's work directory,
@@ -152,6 +152,12 @@ type Manager struct {
 	// default. Set it before the first plugin starts.
 	MaxMessage int
 
+	// Reattach names plugins running in debug mode (plugin.DebugFlag,
+	// FORGE_REATTACH_PLUGINS): the manager connects to them where they
+	// listen instead of starting their binaries. Set it before the first
+	// plugin starts.
+	Reattach map[string]plugin.Reattach
+
 	mu      sync.Mutex // guards the maps and statuses; never held while a plugin starts
 	entries map[string]Entry
 	running map[string]*running
@@ -161,7 +167,7 @@ type Manager struct {
 
 type running struct {
 	client  *pluginhost.Client
-	typ     string          // plugin.TypeBackend, TypeBuilder or TypeBridge
+	typ     plugin.Type
 	b       backend.Backend // a backend's, supervised; nil for other types
 	exited  <-chan struct{} // closed when the process ends
 	unwatch func()
@@ -249,7 +255,7 @@ func (m *Manager) Bridge(ctx context.Context, name string) (bridge.Bridge, error
 
 // Typed lists the plugins of one type (plugin.TypeBuilder, …) among those
 // that started.
-func (m *Manager) Typed(typ string) []string {
+func (m *Manager) Typed(typ plugin.Type) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
@@ -261,7 +267,7 @@ func (m *Manager) Typed(typ string) []string {
 	return out
 }
 
-func (m *Manager) typed(ctx context.Context, name, typ string) (*running, error) {
+func (m *Manager) typed(ctx context.Context, name string, typ plugin.Type) (*running, error) {
 	r, err := m.start(ctx, name)
 	if err != nil {
 		return nil, err
@@ -334,17 +340,8 @@ func (m *Manager) namesLocked() []string {
 func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, backend.Capabilities, error) {
 	var caps backend.Capabilities
 	id := Identity{Name: e.Name, Path: e.Path}
-	sum, err := e.Verify()
-	id.Checksum = sum
-	if err != nil {
-		return nil, id, caps, err
-	}
 	start := time.Now()
-	dir, err := m.workDir(e.Name)
-	if err != nil {
-		return nil, id, caps, err
-	}
-	c, err := pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage, Dir: dir, V1Builder: m.V1Builder})
+	c, err := m.startOrAttach(e, &id)
 	if err != nil {
 		return nil, id, caps, err
 	}
@@ -360,23 +357,31 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 		return fail(err)
 	}
 	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
-	cfg := map[string]any{}
+	if err := CheckConfig(e, d); err != nil {
+		return fail(err)
+	}
+	core := map[string]any{}
 	for k, v := range m.settings(e.Name) {
-		cfg[k] = v
+		core[k] = v
 	}
 	if m.TypeSettings != nil {
 		for k, v := range m.TypeSettings(e.Name, d.Type) {
-			cfg[k] = v
+			core[k] = v
 		}
 	}
-	for k, v := range e.Config {
-		cfg[k] = v
+	op := e.Config
+	if op == nil {
+		op = map[string]any{} // an object, as the plugin's factory expects
 	}
-	raw, err := json.Marshal(cfg)
+	raw, err := json.Marshal(op)
 	if err != nil {
 		return fail(fmt.Errorf("plugin %s: config: %w", e.Name, err))
 	}
-	if err := c.Configure(ctx, m.hostFor(e.Name), raw); err != nil {
+	rawCore, err := json.Marshal(core)
+	if err != nil {
+		return fail(fmt.Errorf("plugin %s: core settings: %w", e.Name, err))
+	}
+	if err := c.ConfigureWith(ctx, m.hostFor(e.Name), raw, rawCore); err != nil {
 		return fail(fmt.Errorf("plugin %s rejected its configuration: %w", e.Name, err))
 	}
 	if d.Type == plugin.TypeBackend {
@@ -384,15 +389,36 @@ func (m *Manager) launch(ctx context.Context, e Entry) (*running, Identity, back
 			return fail(fmt.Errorf("plugin %s: capabilities: %w", e.Name, err))
 		}
 	}
-	m.log.Info("plugin loaded", "plugin", e.Name, "type", d.Type, "version", d.Version, "api", id.APIVersion, "checksum", sum, "took", time.Since(start))
+	m.log.Info("plugin loaded", "plugin", e.Name, "type", d.Type, "version", d.Version, "api", id.APIVersion, "checksum", id.Checksum, "took", time.Since(start))
 	m.rec.Record(audit.Entry{Event: audit.PluginLoad, Success: true, Details: map[string]any{
-		"plugin": e.Name, "type": d.Type, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": sum}})
+		"plugin": e.Name, "type": d.Type, "version": d.Version, "api_version": id.APIVersion, "path": e.Path, "checksum": id.Checksum}})
 	exited, unwatch := exitEvent(c.Pid())
 	r := &running{client: c, typ: d.Type, exited: exited, unwatch: unwatch}
 	if d.Type == plugin.TypeBackend {
 		r.b = &supervised{name: e.Name, c: c, b: c.Backend(), m: m, exited: exited}
 	}
 	return r, id, caps, nil
+}
+
+// startOrAttach verifies and starts e's binary, or connects to the plugin
+// in debug mode that Reattach names (no binary to verify: said in its
+// checksum status and the log, since a pin does not hold for it).
+func (m *Manager) startOrAttach(e Entry, id *Identity) (*pluginhost.Client, error) {
+	if r, ok := m.Reattach[e.Name]; ok {
+		id.Checksum, id.Path = "reattached (debug mode: not verified)", fmt.Sprintf("%s %s (pid %d)", r.Network, r.Address, r.Pid)
+		m.log.Warn("plugin reattached in debug mode: the core did not start it and its binary is not verified", "plugin", e.Name, "address", r.Address, "pid", r.Pid)
+		return pluginhost.Reattached(r, m.MaxMessage, m.log.Named(e.Name))
+	}
+	sum, err := e.Verify()
+	id.Checksum = sum
+	if err != nil {
+		return nil, err
+	}
+	dir, err := m.workDir(e.Name)
+	if err != nil {
+		return nil, err
+	}
+	return pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage, Dir: dir, V1Builder: m.V1Builder})
 }
 
 // workDir creates the directory the named plugin starts in, 0700 even if it
@@ -423,15 +449,31 @@ func (m *Manager) Statuses() []Status {
 	return out
 }
 
-// Close ends every plugin process.
+// ShutdownGrace bounds each plugin's Shutdown call when the server stops.
+const ShutdownGrace = 2 * time.Second
+
+// Close ends every plugin process: each is first asked to shut down (all at
+// once, each within ShutdownGrace), then killed whatever it answered.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var wg sync.WaitGroup
 	for n, r := range m.running {
-		r.client.Kill()
-		r.unwatch()
-		delete(m.running, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+			defer cancel()
+			start := time.Now()
+			if err := r.client.Shutdown(ctx, "server stop"); err != nil {
+				m.log.Warn("plugin shutdown failed; killing it", "plugin", n, "error", err, "took", time.Since(start))
+			}
+			r.client.Kill()
+			r.unwatch()
+		}()
 	}
+	wg.Wait()
+	clear(m.running)
 }
 
 // supervised turns a dead plugin's transport error into a clear one.
@@ -489,28 +531,67 @@ func (s *supervised) Capabilities(ctx context.Context) (backend.Capabilities, er
 	return c, s.crashed(err)
 }
 
+// Stats implements backend.StatsReporter (the shim's client always does:
+// v2's Stats, or a v1 plugin's figures in its capabilities).
+func (s *supervised) Stats(ctx context.Context) (backend.Stats, error) {
+	sr, ok := s.b.(backend.StatsReporter)
+	if !ok {
+		return backend.Stats{}, nil
+	}
+	st, err := sr.Stats(ctx)
+	return st, s.crashed(err)
+}
+
 func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	r, err := s.b.Execute(ctx, req)
 	return r, s.crashed(err)
 }
 
+// ConfigError is an operator's [plugins.NAME.config] that the plugin's
+// declared schema refuses: a configuration error, which stops the server
+// (as one of the core's own keys would), not a plugin that failed to load.
+type ConfigError struct {
+	Plugin string
+	Errs   []error // each naming its key's path
+}
+
+func (e *ConfigError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("plugin %s refuses its configuration ([plugins.%s.config], keys as the plugin declares them; fix or remove them):\n%s",
+		e.Plugin, e.Plugin, strings.Join(msgs, "\n"))
+}
+
+// CheckConfig checks e's [plugins.NAME.config] against the schema plugin d
+// declared (a *ConfigError); a plugin that declared none (API v1) is not
+// checked.
+func CheckConfig(e Entry, d pluginhost.Described) error {
+	if errs := d.Config.Validate("plugins."+e.Name+".config", e.Config); len(errs) > 0 {
+		return &ConfigError{Plugin: e.Name, Errs: errs}
+	}
+	return nil
+}
+
 // Probe verifies a plugin's checksum, starts it only to ask who it is, then
-// stops it. Path and Checksum are set even when the error is not nil.
-func Probe(ctx context.Context, e Entry) (Identity, error) {
+// stops it. Path and Checksum are set even when the error is not nil; so
+// is the returned description when the plugin answered.
+func Probe(ctx context.Context, e Entry) (Identity, pluginhost.Described, error) {
 	id := Identity{Name: e.Name, Path: e.Path}
 	sum, err := e.Verify()
 	id.Checksum = sum
 	if err != nil {
-		return id, err
+		return id, pluginhost.Described{}, err
 	}
 	c, err := pluginhost.Launch(e.Path, hclog.NewNullLogger(), pluginhost.Options{SHA256: e.SHA256})
 	if err != nil {
-		return id, err
+		return id, pluginhost.Described{}, err
 	}
 	defer c.Kill()
 	d, err := c.Describe(ctx)
 	id.Type, id.Version, id.APIVersion = d.Type, d.Version, c.APIVersion()
-	return id, err
+	return id, d, err
 }
 
 func (s *supervised) sessions() (backend.SessionBackend, error) {

@@ -1,12 +1,16 @@
 package plugins
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +18,9 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 )
@@ -235,5 +241,144 @@ func TestPluginStartsInItsWorkDir(t *testing.T) {
 	}
 	if st, err := os.Stat(work); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("work directory: %v, mode %v; want 0700", err, st.Mode().Perm())
+	}
+}
+
+func buildShutdownPlugin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mcp-forge-plugin-shut")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/shutdownplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build test plugin: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Close (the server stopping) calls each plugin's shutdown hook before it
+// ends the process, and bounds a hook that never returns by ShutdownGrace.
+func TestCloseRunsShutdownHook(t *testing.T) {
+	bin := buildShutdownPlugin(t)
+	for _, c := range []struct {
+		name    string
+		hang    bool
+		wantHad bool
+	}{
+		{"hook runs", false, true},
+		{"hung hook is bounded", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			marker := filepath.Join(dir, "marker")
+			m := NewManager([]Entry{{Name: "shut", Path: bin, Config: map[string]any{"marker": marker, "hang": c.hang}}},
+				func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return nil },
+				audit.Discard{}, hclog.NewNullLogger())
+			if errs := m.LoadAll(context.Background()); len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			pid := m.running["shut"].client.Pid()
+			start := time.Now()
+			m.Close()
+			took := time.Since(start)
+			b, err := os.ReadFile(marker)
+			if had := err == nil && string(b) == "shut down"; had != c.wantHad {
+				t.Fatalf("marker written: %v (%q, %v), want %v", had, b, err, c.wantHad)
+			}
+			if took > ShutdownGrace+3*time.Second {
+				t.Fatalf("Close took %v: the shutdown call is not bounded", took)
+			}
+			// The process is gone either way (the kill follows the hook).
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil {
+					return
+				}
+			}
+			t.Fatalf("plugin process %d still runs after Close", pid)
+		})
+	}
+}
+
+// A key the plugin does not declare, or a wrong type, is refused before
+// Configure, as a *ConfigError naming every key's path.
+func TestLoadRefusesUndeclaredConfig(t *testing.T) {
+	bin := buildShutdownPlugin(t)
+	dir := t.TempDir()
+	m := NewManager([]Entry{{Name: "shut", Path: bin, Config: map[string]any{"markr": "x", "hang": "yes"}}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return map[string]any{"max_output_bytes": 1} },
+		audit.Discard{}, hclog.NewNullLogger())
+	defer m.Close()
+	errs := m.LoadAll(context.Background())
+	var ce *ConfigError
+	if len(errs) != 1 || !errors.As(errs[0], &ce) {
+		t.Fatalf("want one *ConfigError, got %v", errs)
+	}
+	for _, w := range []string{"plugins.shut.config.hang: want a boolean, got a string", "plugins.shut.config.markr: unknown key (the plugin accepts hang, marker)"} {
+		if !strings.Contains(ce.Error(), w) {
+			t.Errorf("%q does not say %q", ce, w)
+		}
+	}
+}
+
+// A plugin started by hand with -debug prints a reattach line; a manager
+// given it (FORGE_REATTACH_PLUGINS) connects to that process instead of
+// starting the binary, configures it, calls it, runs its shutdown hook at
+// Close, and leaves the process to whoever started it.
+func TestReattachDebugPlugin(t *testing.T) {
+	bin := buildShutdownPlugin(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "-debug")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var line string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), plugin.ReattachEnv+"="); ok {
+			line = strings.Trim(v, "'")
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	ra, err := pluginhost.ParseReattach(line)
+	if err != nil || ra["shut"].Pid != cmd.Process.Pid {
+		t.Fatalf("reattach line %q: %+v, %v", line, ra, err)
+	}
+	marker := filepath.Join(dir, "marker")
+	// The entry's path does not exist: nothing is started.
+	m := NewManager([]Entry{{Name: "shut", Path: filepath.Join(dir, "missing"), Config: map[string]any{"marker": marker}}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return nil },
+		audit.Discard{}, hclog.NewNullLogger())
+	m.Reattach = ra
+	if errs := m.LoadAll(context.Background()); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	b, err := m.Backend(context.Background(), "shut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "x"}); err != nil || !r.Success {
+		t.Fatalf("execute through the reattached plugin: %+v %v", r, err)
+	}
+	if st := m.Statuses()[0]; !strings.Contains(st.Checksum, "reattached") || st.APIVersion != 2 {
+		t.Errorf("status %+v", st)
+	}
+	m.Close()
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "shut down" {
+		t.Errorf("the shutdown hook did not run: %q %v", b, err)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the core ended a plugin it did not start: %v", err)
+	}
+}
+
+// Run by hand without -debug, a plugin says what it is and how to debug it.
+func TestPluginByHand(t *testing.T) {
+	out, err := exec.Command(buildShutdownPlugin(t)).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "-debug") {
+		t.Fatalf("exit %v, output %q", err, out)
 	}
 }

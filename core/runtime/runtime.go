@@ -46,8 +46,13 @@ type Output struct {
 // ExecResult is the outcome of a command run in a running container.
 type ExecResult struct {
 	ExitCode int
+	TimedOut bool // ended by ExecRequest.Timeout
 	Output
 }
+
+// ExecKillGrace is how long a command past its ExecRequest.Timeout has
+// between SIGTERM and SIGKILL.
+const ExecKillGrace = 2 * time.Second
 
 // ExecRequest is a command run in a running container.
 type ExecRequest struct {
@@ -58,6 +63,11 @@ type ExecRequest struct {
 	Max     int64 // cap of each stream kept in the result
 	// Stdout and Stderr, if set, also receive the output as it is produced.
 	Stdout, Stderr io.Writer
+	// Timeout, if > 0, bounds the command: past it the runtime sends SIGTERM
+	// to the command's process group, SIGKILL ExecKillGrace later, and the
+	// result has TimedOut set. The runtime does it itself: nothing in the
+	// image is needed.
+	Timeout time.Duration
 }
 
 // ImageInfo describes a local image.

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -397,12 +396,11 @@ func (m *Manager) Logs(ctx context.Context, owner, id string, max int64) (runtim
 	return m.rt.Logs(ctx, id, max)
 }
 
-// ExecRequest is a command to run in a running container.
+// ExecRequest is a command to run in a running container; its Timeout is
+// enforced by the runtime (TERM to the command's process group, KILL
+// runtime.ExecKillGrace later), whatever the image holds.
 type ExecRequest struct {
 	runtime.ExecRequest
-	// Timeout bounds the command with coreutils' timeout inside the
-	// container: TERM to its process group, KILL 2 s later.
-	Timeout time.Duration
 }
 
 // Exec runs a command inside a running container of owner's. TimedOut
@@ -414,27 +412,14 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest) (
 	if len(req.Command) == 0 {
 		return runtime.ExecResult{}, false, errors.New("exec needs a command")
 	}
-	rreq := req.ExecRequest
 	if req.Timeout > 0 {
-		// timeout(1) runs the command in a process group of its own and
-		// signals the whole group, so children of a shell die with it.
-		secs := strconv.FormatFloat(req.Timeout.Seconds(), 'f', 3, 64)
-		rreq.Command = append([]string{"timeout", "-k", "2", "-s", "TERM", secs}, req.Command...)
-		// Bound the attach too, in case the image's timeout misbehaves.
+		// Bound the attach too, should the runtime's signals not end it.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout+15*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout+runtime.ExecKillGrace+15*time.Second)
 		defer cancel()
 	}
-	start := time.Now()
-	res, err = m.rt.Exec(ctx, id, rreq)
-	if req.Timeout > 0 && err == nil {
-		switch {
-		case res.ExitCode == 127 && strings.Contains(string(res.Stderr), "timeout"):
-			err = fmt.Errorf("exec with a timeout needs coreutils' timeout in the image, and %s has none", id)
-		case (res.ExitCode == 124 || res.ExitCode == 137) && time.Since(start) >= req.Timeout:
-			timedOut = true
-		}
-	}
+	res, err = m.rt.Exec(ctx, id, req.ExecRequest)
+	timedOut = err == nil && res.TimedOut
 	m.record(audit.ContainerExec, owner, id, err, map[string]any{"command": req.Command[0], "exit_code": res.ExitCode, "timed_out": timedOut})
 	return res, timedOut, err
 }

@@ -129,10 +129,10 @@ const internalIDHash = 16
 // its workspace directory, its container's label and the audit log all see
 // this id, never the bare user id, so sessions of two owners with the same
 // id never share a kernel, a directory or an audit trail. It keeps a
-// readable prefix of the user id for operators and stays within
-// workspace.SessionIDPattern (48 characters: kernel socket paths must fit
-// the 107-byte unix limit): at most 31 characters of the id, '-', and 16
-// hex digits of a hash of (owner, id). It is stable across restarts.
+// readable prefix of the user id for operators and is at most 48
+// characters whatever the id's length (workspace.DirName then keeps it as
+// its directory's name): at most 31 characters of the id, '-', and 16 hex
+// digits of a hash of (owner, id). It is stable across restarts.
 func InternalID(owner, id string) string {
 	h := sha256.Sum256([]byte(owner + "\x00" + id))
 	prefix := id
@@ -146,7 +146,7 @@ func InternalID(owner, id string) string {
 // session-id): it becomes a path component below the engine.
 func CheckID(id string) error {
 	if workspace.CheckSessionID(id) != nil {
-		return refusal.New(RuleSessionID, "session_id %s is invalid: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", refusal.Quoted(id))
+		return refusal.New(RuleSessionID, "session_id %s is invalid: use 1-%d letters, digits, '-' or '_', starting with a letter or digit", refusal.Quoted(id), workspace.MaxSessionID)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func add(t *testing.T, r *Registry, owner, id string) *Session {
 func TestInternalID(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 48)
-	for _, c := range []struct{ owner, id string }{{"a", "main"}, {"tenant:bob", "main"}, {"conn-1", long}, {"", "0"}} {
+	for _, c := range []struct{ owner, id string }{{"a", "main"}, {"tenant:bob", "main"}, {"conn-1", long}, {"conn-1", strings.Repeat("y", 128)}, {"", "0"}} {
 		in := InternalID(c.owner, c.id)
 		if err := workspace.CheckSessionID(in); err != nil || len(in) > 48 {
 			t.Errorf("InternalID(%q, %q) = %q (%d): %v", c.owner, c.id, in, len(in), err)
@@ -249,7 +249,8 @@ func TestMarkBackendDeadAndStarts(t *testing.T) {
 
 func TestCheckID(t *testing.T) {
 	t.Parallel()
-	for id, want := range map[string]string{"main": "", "a_b-1": "", "../x": RuleSessionID, "": RuleSessionID, strings.Repeat("x", 49): RuleSessionID} {
+	for id, want := range map[string]string{"main": "", "a_b-1": "", strings.Repeat("x", 49): "", strings.Repeat("x", 128): "",
+		"../x": RuleSessionID, "": RuleSessionID, strings.Repeat("x", 129): RuleSessionID, "a~b": RuleSessionID, "a.b": RuleSessionID, "-a": RuleSessionID} {
 		if got := rule(t, CheckID(id)); got != want {
 			t.Errorf("CheckID(%q): rule %q, want %q", id, got, want)
 		}

@@ -47,12 +47,12 @@ func FuzzSessionID(f *testing.F) {
 			}
 			return
 		}
-		if len(id) == 0 || len(id) > 48 || !utf8.ValidString(id) ||
+		if len(id) == 0 || len(id) > MaxSessionID || !utf8.ValidString(id) ||
 			strings.ContainsAny(id, "/\\\x00.:") || strings.Contains(id, "..") {
 			t.Fatalf("accepted id %q", id)
 		}
 		p := m.SessionPath(id)
-		if filepath.Dir(p) != m.Root() || filepath.Base(p) != id+".0a1b2c3d" {
+		if filepath.Dir(p) != m.Root() || filepath.Base(p) != DirName(id)+".0a1b2c3d" || len(filepath.Base(p)) > 48+len(".0a1b2c3d") {
 			t.Fatalf("SessionPath(%q) = %q is not one directory under %q", id, p, m.Root())
 		}
 		w, err := m.Create(id)

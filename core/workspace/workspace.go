@@ -7,6 +7,7 @@ package workspace
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,12 +19,39 @@ import (
 	"sync"
 )
 
-// SessionIDPattern is what a session id may look like. The 48-character cap
-// keeps kernel socket paths under the 107-byte unix limit.
-var SessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+// MaxSessionID is the longest session id. No file name is the id itself
+// past nameMax characters (DirName), so this cap is the API's, not a path
+// limit's.
+const MaxSessionID = 128
+
+// SessionIDPattern is what a session id may look like.
+var SessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // ErrBadSessionID is a session id that does not match SessionIDPattern.
-var ErrBadSessionID = errors.New("invalid session id: use 1-48 letters, digits, '-' or '_', starting with a letter or digit")
+var ErrBadSessionID = errors.New("invalid session id: use 1-128 letters, digits, '-' or '_', starting with a letter or digit")
+
+// nameMax is the longest id that is its own file name: 48, the cap on ids
+// before they could be longer, so that every directory an earlier version
+// named (workspaces, checkpoints) keeps its name after an upgrade, and the
+// kernels' socket paths below a workspace never grow.
+const nameMax = 48
+
+// nameHash is how many hex digits of the id's SHA-256 a derived name
+// carries: 64 bits, beyond reach of a collision among one owner's ids.
+const nameHash = 16
+
+// DirName is the file name derived from a valid session id, for anything
+// named after one (a workspace, a checkpoint). An id of up to nameMax
+// characters is its own name; a longer one is its first characters for
+// the reader, '~' and a hash of the whole id, nameMax characters in all.
+// No id contains '~', so a derived name never equals a short id's.
+func DirName(id string) string {
+	if len(id) <= nameMax {
+		return id
+	}
+	h := sha256.Sum256([]byte(id))
+	return id[:nameMax-nameHash-1] + "~" + hex.EncodeToString(h[:])[:nameHash]
+}
 
 // CheckSessionID refuses an id that could not name a workspace.
 func CheckSessionID(id string) error {
@@ -82,8 +110,8 @@ type Workspace struct {
 	Ephemeral bool   // lives for one run; removed with its container
 }
 
-// name is a session's directory name: the id plus the server's tag.
-func (m *Manager) name(sessionID string) string { return sessionID + "." + m.tag }
+// name is a session's directory name: its DirName plus the server's tag.
+func (m *Manager) name(sessionID string) string { return DirName(sessionID) + "." + m.tag }
 
 // SessionName is the directory name a session id would have on its own,
 // whatever workspace it is bound to (for names derived from the session,

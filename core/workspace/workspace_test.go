@@ -3,6 +3,7 @@ package workspace
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -143,5 +144,63 @@ func TestBind(t *testing.T) {
 	}
 	if m.Bound("s1") != "" || m.SessionPath("s1") == pool.Path {
 		t.Error("the binding survived RemoveSession")
+	}
+}
+
+// DirName keeps every id an earlier version allowed (up to 48 characters)
+// as its own name, and gives longer ones a name of at most 48 characters
+// that keeps their start, differs for ids sharing that start and cannot
+// be a short id's name.
+func TestDirName(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 40)
+	for _, c := range []struct{ id, want string }{
+		{"main", "main"},
+		{strings.Repeat("x", 48), strings.Repeat("x", 48)},
+	} {
+		if got := DirName(c.id); got != c.want {
+			t.Errorf("DirName(%q) = %q, want %q", c.id, got, c.want)
+		}
+	}
+	seen := map[string]string{}
+	for _, id := range []string{long + strings.Repeat("b", 9), long + strings.Repeat("c", 9), strings.Repeat("z", MaxSessionID), long + strings.Repeat("b", 88)} {
+		if err := CheckSessionID(id); err != nil {
+			t.Fatalf("%d characters: %v", len(id), err)
+		}
+		name := DirName(id)
+		if len(name) > 48 || !strings.HasPrefix(name, id[:31]+"~") || SessionIDPattern.MatchString(name) {
+			t.Errorf("DirName(%d characters) = %q", len(id), name)
+		}
+		if other, ok := seen[name]; ok {
+			t.Errorf("%q and %q share the name %q", id, other, name)
+		}
+		seen[name] = id
+	}
+	if CheckSessionID(strings.Repeat("z", MaxSessionID+1)) == nil {
+		t.Error("an id over MaxSessionID was accepted")
+	}
+}
+
+// A long session id's workspace is named by DirName, so its path does not
+// grow with the id, and the manager finds it again by the id.
+func TestLongSessionWorkspace(t *testing.T) {
+	t.Parallel()
+	m := New(t.TempDir(), "tag", 0, nil)
+	id := strings.Repeat("s", 120)
+	w, err := m.Create(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Name != DirName(id)+".tag" || m.SessionPath(id) != w.Path {
+		t.Errorf("workspace %q at %s, SessionPath %s", w.Name, w.Path, m.SessionPath(id))
+	}
+	if _, err := os.Stat(w.Path); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveSession(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.Path); !os.IsNotExist(err) {
+		t.Errorf("after RemoveSession: %v", err)
 	}
 }

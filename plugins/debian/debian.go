@@ -28,7 +28,7 @@ import (
 )
 
 // Info identifies this plugin; its version is part of every cache key.
-var Info = plugin.Info{Name: "debian", Version: "0.1.0", Description: "Python (python3-*) and R (r-cran-*) environments from the base image's Debian release: apt resolves, apt-get download fetches, dpkg-deb -x unpacks (no maintainer script runs)"}
+var Info = plugin.Info{Name: "debian", Version: "0.1.0", Description: "Python (python3-*) and R (r-cran-*) environments from the base image's Debian release: apt resolves, apt-get download fetches, dpkg-deb -x unpacks (no maintainer script runs)", Config: Config{}}
 
 // Config is [plugins.debian.config].
 type Config struct {

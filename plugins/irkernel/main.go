@@ -13,7 +13,7 @@ import (
 )
 
 // Info identifies this plugin; its version moves independently of the core.
-var Info = plugin.Info{Name: "irkernel", Version: "0.1.0", Description: "stateful R sessions: one IRkernel per session"}
+var Info = plugin.Info{Name: "irkernel", Version: "0.1.0", Description: "stateful R sessions: one IRkernel per session", Config: kernel.Config{}}
 
 //go:embed inspect.R
 var inspectCode string

@@ -11,7 +11,7 @@ import (
 )
 
 // Info identifies this plugin; its version moves independently of the core.
-var Info = plugin.Info{Name: "jupyter", Version: "0.1.0", Description: "stateful Python sessions: one ipykernel per session"}
+var Info = plugin.Info{Name: "jupyter", Version: "0.1.0", Description: "stateful Python sessions: one ipykernel per session", Config: kernel.Config{}}
 
 //go:embed inspect.py
 var inspectCode string

@@ -13,19 +13,21 @@ import (
 	redact "github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
-// Config is what the core sends this plugin (forge.toml's [mcp_tools]).
+// Config is what the core sends this plugin (forge.toml's [mcp_tools]):
+// every key is the core's (forge:"core"), so [plugins.mcpbridge.config]
+// accepts none; the servers are configured in [mcp_tools].
 type Config struct {
-	Servers     map[string]ServerConfig `json:"servers"`
-	CallTimeout string                  `json:"call_timeout"`
+	Servers     map[string]ServerConfig `json:"servers" forge:"core"`
+	CallTimeout string                  `json:"call_timeout" forge:"core"`
 	// The core sends every plugin its output limits (execution.max_output,
 	// execution.max_image_size); 0: no limit of the bridge's own.
-	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
-	MaxImageBytes  int64 `json:"max_image_bytes,omitempty"`
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty" forge:"core"`
+	MaxImageBytes  int64 `json:"max_image_bytes,omitempty" forge:"core"`
 	// The container defaults the core sends every plugin too
 	// (forge.PluginSettings); a bridge starts no container and ignores them.
-	DefaultMemory  string `json:"default_memory,omitempty"`
-	DefaultTimeout int    `json:"default_timeout,omitempty"`
-	MaxTimeout     int    `json:"max_timeout,omitempty"`
+	DefaultMemory  string `json:"default_memory,omitempty" forge:"core"`
+	DefaultTimeout int    `json:"default_timeout,omitempty" forge:"core"`
+	MaxTimeout     int    `json:"max_timeout,omitempty" forge:"core"`
 }
 
 // ServerConfig is one MCP server: stdio (Command, Args, Env) or streamable

@@ -7,7 +7,7 @@ package main
 import "github.com/mcp-forge/mcp-forge/sdk/plugin"
 
 // Info identifies this plugin; its version moves independently of the core.
-var Info = plugin.Info{Name: "mcpbridge", Version: "0.1.0", Description: "other MCP servers' tools as Python and R functions in the sandbox"}
+var Info = plugin.Info{Name: "mcpbridge", Version: "0.1.0", Description: "other MCP servers' tools as Python and R functions in the sandbox", Config: Config{}}
 
 func main() {
 	plugin.ServeBridge(Info, New)

@@ -14,7 +14,7 @@ import (
 var runner []byte
 
 // Info identifies this plugin; its version moves independently of the core.
-var Info = plugin.Info{Name: "python", Version: "0.1.0", Description: "stateless Python: a fresh container per run"}
+var Info = plugin.Info{Name: "python", Version: "0.1.0", Description: "stateless Python: a fresh container per run", Config: oneshot.Config{}}
 
 // Spec runs runner.py with the forge Python image.
 var Spec = oneshot.Spec{

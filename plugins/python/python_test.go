@@ -140,11 +140,11 @@ func TestWarmLocal(t *testing.T) {
 	}
 	b := sdktest.Serve(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(`{"warm": 1}`))
 	pool := func() backend.WarmPool {
-		c, err := b.Capabilities(context.Background())
-		if err != nil || c.WarmPool == nil {
+		st, err := b.(backend.StatsReporter).Stats(context.Background())
+		if err != nil || st.WarmPool == nil {
 			t.Fatalf("no warm pool reported: %v", err)
 		}
-		return *c.WarmPool
+		return *st.WarmPool
 	}
 	waitWarm := func() backend.WarmPool {
 		t.Helper()

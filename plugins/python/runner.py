@@ -4,17 +4,19 @@
 # stderr stay the program's own (capped, with totals counted).
 #
 # Resident mode (FORGE_CHAN set, see sdk/oneshot "The resident runner"): the
-# runner starts, does its imports, then waits for ONE request on the FIFO
-# $FORGE_CHAN/run ({"code": ..., "max_output": N}), runs it exactly as
-# above, writes the envelope as one line to the FIFO $FORGE_CHAN/done and
-# exits. Its stdout and stderr are files ($FORGE_META/stdout, stderr) that the
-# container's command opened for appending; they are emptied when the
-# request arrives, so only the program's output is returned.
+# runner starts, does its imports, then listens on the unix socket
+# $FORGE_CHAN/runner.sock, accepts ONE connection, reads one request line
+# ({"code": ..., "max_output": N}), runs it exactly as above, writes the
+# envelope as one line on the same connection and exits. Its stdout and
+# stderr are files ($FORGE_META/stdout, stderr) that the container's command
+# opened for appending; they are emptied when the request arrives, so only
+# the program's output is returned.
 import ast
 import io
 import json
 import linecache
 import os
+import socket
 import sys
 import traceback
 
@@ -26,6 +28,7 @@ CAP = int(os.environ.get("FORGE_MAX_OUTPUT", "1048576"))
 REPR_CAP = int(os.environ.get("FORGE_MAX_REPR", "65536"))
 FILENAME = "<code>"
 RUNNER = os.path.abspath(__file__)
+CONN = None  # resident mode: the host's connection, where the envelope goes
 
 
 class Capped(io.RawIOBase):
@@ -178,11 +181,12 @@ def main(src=None):
                     os.ftruncate(fd, CAP)
             except OSError:
                 pass
-        line = (json.dumps(result) + "\n").encode()
-        fd = os.open(os.path.join(CHAN, "done"), os.O_WRONLY)
-        while line:
-            line = line[os.write(fd, line):]
-        os.close(fd)
+        try:
+            CONN.sendall((json.dumps(result) + "\n").encode())
+            CONN.close()
+        except OSError:
+            pass  # the code closed it: the host reports from the exit
+
     else:
         with open(os.path.join(META, "result.json"), "w") as f:
             json.dump(result, f)
@@ -191,20 +195,26 @@ def main(src=None):
 
 
 def resident():
-    """Wait for one request on the run FIFO, then run it like main()."""
-    global CAP
+    """Wait for one request on the runner's socket, then run it like main()."""
+    global CAP, CONN
     # Modules the operator asked to have ready (a warm container's point).
     for name in filter(None, os.environ.get("FORGE_PRELOAD", "").split(",")):
         try:
             __import__(name.strip())
         except Exception:
             pass
-    done, run = os.path.join(CHAN, "done"), os.path.join(CHAN, "run")
-    os.mkfifo(done, 0o666)
-    os.mkfifo(run, 0o666)  # last: a reader on it means "ready"
-    with open(run, "rb") as f:  # blocks until the host opens it
-        req = json.loads(f.read().decode("utf-8"))
-    os.unlink(run)
+    path = os.path.join(CHAN, "runner.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    os.chmod(path, 0o666)  # the host connects as another user
+    srv.listen(1)  # last: accepting means "ready"
+    CONN, _ = srv.accept()
+    # Exactly one connection: later ones are refused, and the socket goes.
+    srv.close()
+    os.unlink(path)
+    # One line: JSON escapes newlines inside strings.
+    with CONN.makefile("rb") as f:
+        req = json.loads(f.readline().decode("utf-8"))
     CAP = int(req.get("max_output") or CAP)
     # Forget what start-up printed: the program's output starts here.
     for fd in (1, 2):

@@ -14,7 +14,7 @@ import (
 var runner []byte
 
 // Info identifies this plugin; its version moves independently of the core.
-var Info = plugin.Info{Name: "r", Version: "0.1.0", Description: "stateless R: a fresh container per run (Rscript)"}
+var Info = plugin.Info{Name: "r", Version: "0.1.0", Description: "stateless R: a fresh container per run (Rscript)", Config: oneshot.Config{}}
 
 // Spec runs runner.R with the forge R image.
 var Spec = oneshot.Spec{

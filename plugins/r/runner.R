@@ -5,11 +5,15 @@
 # A JSON envelope goes to <meta>/result.json; plots go to <out> as PNG.
 #
 # Resident mode (FORGE_CHAN set, see sdk/oneshot "The resident runner"): the
-# runner starts, loads jsonlite, then waits for ONE request on the FIFO
-# <chan>/run ({"code": ..., "max_output": N}), runs it exactly as above,
-# writes the envelope as one line to the FIFO <chan>/done and quits. Its
-# stdout and stderr are files (<meta>/stdout, stderr) that the container's
-# command opened for appending; they are emptied when the request arrives.
+# runner starts, loads jsonlite, then listens on the unix socket
+# <chan>/runner.sock, accepts ONE connection, reads one request line
+# ({"code": ..., "max_output": N}), runs it exactly as above, writes the
+# envelope as one line on the same connection and quits. R has no unix
+# sockets, so a relay in perl (which the image has: it is in Debian's
+# base) holds the socket and passes the request and the envelope through
+# two FIFOs in <chan> that only this container uses. Its stdout and stderr
+# are files (<meta>/stdout, stderr) that the container's command opened for
+# appending; they are emptied when the request arrives.
 local({
   IN <- Sys.getenv("FORGE_IN", "/forge/in")
   META <- Sys.getenv("FORGE_META", "/forge/meta")
@@ -19,6 +23,24 @@ local({
   options(warn = 1)
 
   CHAN <- Sys.getenv("FORGE_CHAN", "")
+  # The relay: listen on the socket (ARGV[0], 0666: the host connects as
+  # another user), fork and let the parent exit 0 once it accepts. The child
+  # opens the FIFOs (run, ARGV[1], meeting R's open; done, ARGV[2], which R
+  # holds open) before the run, so that a run costs no open; then it accepts
+  # ONE connection (the socket goes, so later ones find nothing), passes
+  # the request line to run and the envelope line from done back. An R that
+  # dies closes done's last writer: the relay reads EOF and closes the
+  # connection.
+  RELAY <- paste(
+    "use Socket; my ($path, $run, $done) = @ARGV;",
+    "socket(my $l, AF_UNIX, SOCK_STREAM, 0) or exit 70; bind($l, pack_sockaddr_un($path)) or exit 70;",
+    "chmod(0666, $path) or exit 70; listen($l, 1) or exit 70;",
+    "my $pid = fork(); exit 70 unless defined $pid; exit 0 if $pid;",
+    "open(my $r, \">\", $run) or exit 1; open(my $d, \"<\", $done) or exit 1;",
+    "accept(my $c, $l) or exit 1; close($l); unlink($path);",
+    "my $req = <$c>; exit 1 unless defined $req; print $r $req; close($r);",
+    "my $env = <$d>; if (defined $env) { select($c); $| = 1; print $c $env; } close($c);"
+  )
   CAP <- as.numeric(Sys.getenv("FORGE_MAX_OUTPUT", "1048576"))
   code <- NULL
   if (nzchar(CHAN)) {
@@ -31,9 +53,17 @@ local({
     invisible(utils::capture.output(print(1)))
     done <- file.path(CHAN, "done")
     run <- file.path(CHAN, "run")
-    # run last: a reader on it means "ready".
-    if (system2("mkfifo", c("-m", "666", shQuote(done), shQuote(run))) != 0L) quit(save = "no", status = 70L)
-    con <- fifo(run, open = "rb", blocking = TRUE) # blocks until the host opens it
+    if (!nzchar(Sys.which("perl"))) {
+      cat("the resident R runner needs perl in the image (Debian's perl-base) for its socket\n", file = stderr())
+      quit(save = "no", status = 70L)
+    }
+    if (system2("mkfifo", c("-m", "600", shQuote(done), shQuote(run))) != 0L) quit(save = "no", status = 70L)
+    # Read-write: the open does not wait for the relay, which reads one line.
+    out <- fifo(done, open = "w+", blocking = TRUE)
+    # The relay listens, then its parent exits: 0 means the socket accepts
+    # ("ready"), anything else ends the runner before it was ready.
+    if (system2("perl", c("-e", shQuote(RELAY), shQuote(file.path(CHAN, "runner.sock")), shQuote(run), shQuote(done))) != 0L) quit(save = "no", status = 70L)
+    con <- fifo(run, open = "rb", blocking = TRUE) # meets the relay's open; reads wait for the request
     chunks <- list()
     repeat { # a FIFO read returns what is there: read to the end
       b <- readBin(con, "raw", 65536L)
@@ -68,7 +98,6 @@ local({
         if (size > CAP) writeBin(readBin(p, "raw", CAP), p)
       }
     }
-    out <- fifo(done, open = "w", blocking = TRUE)
     writeLines(as.character(jsonlite::toJSON(result, auto_unbox = TRUE, null = "null", digits = NA)), out)
     close(out)
   }

@@ -28,7 +28,7 @@ import (
 
 // Info identifies this plugin; its version is part of every cache key, so
 // a new builder never reuses a layer an older one made.
-var Info = plugin.Info{Name: "uv", Version: "0.1.0", Description: "Python environments from wheels: uv pip compile (hashed lock) and uv pip install --target; pip when no uv is available"}
+var Info = plugin.Info{Name: "uv", Version: "0.1.0", Description: "Python environments from wheels: uv pip compile (hashed lock) and uv pip install --target; pip when no uv is available", Config: Config{}}
 
 // Config is [plugins.uv.config].
 type Config struct {

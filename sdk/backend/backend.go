@@ -49,9 +49,21 @@ type Capabilities struct {
 	// run's working directory. The core refuses input files for a backend
 	// without it rather than drop them.
 	InputFiles bool
+}
+
+// Stats is a backend's live figures. Capabilities is static and cheap (the
+// core reads it once, at load); what changes from one moment to the next
+// comes from StatsReporter.Stats, which the core asks again whenever it
+// shows it (environment/info, metrics).
+type Stats struct {
 	// WarmPool is the backend's pool of ready containers, nil if it keeps
-	// none. The core asks for it again whenever it shows it.
+	// none.
 	WarmPool *WarmPool
+}
+
+// StatsReporter is implemented by a backend that has live figures.
+type StatsReporter interface {
+	Stats(ctx context.Context) (Stats, error)
 }
 
 // WarmPool is the state of a pool of pre-started containers, each given to
@@ -331,4 +343,15 @@ func (rt Runtime) Describe(c *Capabilities, defaultImage string, ic ImageConfig)
 	if len(ic.Packages) > 0 {
 		c.Packages = ic.Packages
 	}
+}
+
+// Shutdowner is implemented by a backend (or a builder, a bridge) that
+// holds something worth releasing cleanly before its process ends:
+// sessions whose kernels should be told to stop, a pool of ready
+// containers. The core calls Shutdown (plugin API v2) when the server
+// stops, with a short deadline (ctx), and then ends the process whatever
+// it returned; it is never called after a crash. Without it the process
+// is simply ended and the core removes what containers are left.
+type Shutdowner interface {
+	Shutdown(ctx context.Context) error
 }

@@ -1,6 +1,10 @@
 package backend
 
-import "context"
+import (
+	"context"
+
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
 
 // OpenSessionRequest starts a stateful session.
 type OpenSessionRequest struct {
@@ -33,7 +37,7 @@ type SessionInfo struct {
 
 // StreamEvent is output produced while a session execute runs.
 type StreamEvent struct {
-	Name string // "stdout" or "stderr"; nothing else
+	Name host.Stream // host.Stdout or host.Stderr; nothing else
 	Text string
 }
 

@@ -109,7 +109,8 @@ type ExecRequest struct {
 	WorkDir string            // "": the container's working directory
 	// Timeout bounds the command: past it the command's process group gets
 	// SIGTERM, then SIGKILL 2 s later, and the result has TimedOut set. The
-	// image needs coreutils' timeout for this. 0: no bound but the context.
+	// core does it: the image needs no timeout(1). 0: no bound but the
+	// context.
 	Timeout time.Duration
 	// MaxBytes caps each stream kept in the result (0 or more than
 	// MaxExecOutputBytes: MaxExecOutputBytes); Output still sees everything.
@@ -117,7 +118,7 @@ type ExecRequest struct {
 	// Output, if set, receives stdout ("stdout") and stderr ("stderr") as
 	// the command produces them, uncapped, before Exec returns. It is called
 	// from one goroutine at a time.
-	Output func(stream string, data []byte)
+	Output func(stream Stream, data []byte)
 }
 
 // ExecResult is the outcome of a command run in a running container.
@@ -169,9 +170,8 @@ type Sandbox interface {
 	// Exec runs a command in a running container. A non-zero exit or a
 	// timeout is a result, not an error.
 	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
-	// Signal sends signal (INT, TERM, KILL, HUP, QUIT, USR1, USR2) to the
-	// processes scope names.
-	Signal(ctx context.Context, id, signal string, scope SignalScope) error
+	// Signal sends signal (one of Signals) to the processes scope names.
+	Signal(ctx context.Context, id string, signal Signal, scope SignalScope) error
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	// Remove removes the container; an ephemeral workspace goes with it, a
 	// session's stays until RemoveWorkspace.

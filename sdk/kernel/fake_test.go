@@ -381,9 +381,9 @@ func (h *fakeHost) Exec(context.Context, string, host.ExecRequest) (host.ExecRes
 	return host.ExecResult{}, errors.New("not used by the kernel backend")
 }
 
-func (h *fakeHost) Signal(_ context.Context, id, sig string, _ host.SignalScope) error {
+func (h *fakeHost) Signal(_ context.Context, id string, sig host.Signal, _ host.SignalScope) error {
 	h.mu.Lock()
-	h.signals = append(h.signals, id+":"+sig)
+	h.signals = append(h.signals, id+":"+string(sig))
 	c, err := h.get(id)
 	h.mu.Unlock()
 	if err != nil {

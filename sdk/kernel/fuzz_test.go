@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/jupyter"
 )
 
@@ -29,7 +30,7 @@ func FuzzCollectorStreams(f *testing.F) {
 			}
 			text := strings.ToValidUTF8(string(chunk[min(i, len(chunk)):]), "\uFFFD")
 			printed[i].WriteString(text)
-			sent = append(sent, backend.StreamEvent{Name: name, Text: text})
+			sent = append(sent, backend.StreamEvent{Name: host.Stream(name), Text: text})
 			c.event(jupyter.Event{Kind: "stream", Name: name, Text: text})
 		}
 		r := c.res

@@ -71,8 +71,9 @@ const InspectMarker = "__FORGE_VARS__"
 // Config is [plugins.NAME.config] merged over the core's settings.
 type Config struct {
 	backend.ImageConfig
-	MaxOutputBytes int64 `json:"max_output_bytes"`
-	MaxImageBytes  int64 `json:"max_image_bytes"`
+	// From the core (forge:"core": not an operator's key).
+	MaxOutputBytes int64 `json:"max_output_bytes" forge:"core"`
+	MaxImageBytes  int64 `json:"max_image_bytes" forge:"core"`
 	// Warm is how many kernels wait pre-started for new sessions (0:
 	// none). Unset, it is 1 for the spec's default image and 0 for another.
 	Warm *int `json:"warm"`
@@ -135,8 +136,12 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true, Checkpoint: b.spec.Checkpoint}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
-	c.WarmPool = b.Pool()
 	return c, nil
+}
+
+// Stats implements backend.StatsReporter: the warm pool now.
+func (b *Backend) Stats(context.Context) (backend.Stats, error) {
+	return backend.Stats{WarmPool: b.Pool()}, nil
 }
 
 // Execute runs code in a throw-away session.
@@ -329,7 +334,7 @@ func (c *collector) stream(name, text string) {
 		*dst += sanitize.Cut(text, int(min(room, int64(len(text)))))
 	}
 	if c.emit != nil {
-		c.emit(backend.StreamEvent{Name: name, Text: text})
+		c.emit(backend.StreamEvent{Name: host.Stream(name), Text: text})
 	}
 }
 
@@ -664,6 +669,31 @@ func (b *Backend) CloseSession(ctx context.Context, id string) error {
 	return nil
 }
 
+// Shutdown implements backend.Shutdowner: the warm kernels are removed and
+// every session's kernel is told to shut down (its state was checkpointed
+// by the core first, if the operator asked) and its container removed, all
+// at once, within ctx.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	b.Drain()
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.sessions))
+	for id := range b.sessions {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.CloseSession(ctx, id)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func firstPositive(a, b int64) int64 {
 	if a > 0 {
 		return a
@@ -671,4 +701,7 @@ func firstPositive(a, b int64) int64 {
 	return b
 }
 
-var _ backend.SessionBackend = (*Backend)(nil)
+var (
+	_ backend.SessionBackend = (*Backend)(nil)
+	_ backend.Shutdowner     = (*Backend)(nil)
+)

@@ -444,9 +444,8 @@ func TestWarmPool(t *testing.T) {
 	if len(events) < 2 || events[0].Event != "kernel.warm" {
 		t.Errorf("audit events %+v", events)
 	}
-	caps, _ := b.Capabilities(ctx)
-	if caps.WarmPool == nil || caps.WarmPool.Size != 1 {
-		t.Errorf("capabilities' pool %+v", caps.WarmPool)
+	if st, _ := b.Stats(ctx); st.WarmPool == nil || st.WarmPool.Size != 1 {
+		t.Errorf("the pool in Stats: %+v", st.WarmPool)
 	}
 	waitFor(t, "the refill", warm(1))
 	b.Drain()

@@ -53,19 +53,26 @@
 // so that a run's timeout counts the code's run and not the container's
 // start. The container's command is the runner under
 // `sh -c 'exec "$@" >>$FORGE_META/stdout 2>>$FORGE_META/stderr'`, with
-// FORGE_CHAN (a writable directory) set and FORGE_MAX_OUTPUT unset. The
+// FORGE_CHAN (a writable directory) set and FORGE_MAX_OUTPUT unset, and the
+// intent declares the endpoint "runner" at $FORGE_CHAN/runner.sock. The
 // runner:
 //
 //  1. does its imports (and those named in FORGE_PRELOAD, a comma list),
-//  2. makes the FIFOs $FORGE_CHAN/done, then $FORGE_CHAN/run (mode 0666),
-//  3. opens run for reading (this blocks until the backend opens it: the
-//     backend takes a reader on run as "ready"), then done for writing,
-//  4. reads run to its end: {"code": "...", "max_output": N},
+//  2. listens on the unix socket $FORGE_CHAN/runner.sock (mode 0666: the
+//     host connects as another user); the backend dials the endpoint
+//     through the host (host.Sandbox.Dial, KindUnavailable until then) and
+//     takes an accepted connection as "ready",
+//  3. accepts ONE connection, then closes and removes the socket (later
+//     connections find nothing),
+//  4. reads one line from it: {"code": "...", "max_output": N},
 //  5. empties its stdout and stderr files (start-up noise is not the
 //     program's), runs the code as above with N as the output cap,
 //  6. cuts the stdout and stderr files to N bytes (counting what they held
 //     in stdout_bytes and stderr_bytes), writes the envelope as ONE line
-//     to done, and exits.
+//     on the connection, and exits.
+//
+// The runner writes nothing before the request: the backend takes a
+// connection that ends or speaks while idle as a dead container.
 //
 // The backend starts the timeout when it has written the request, returns
 // as soon as the envelope arrives (the output files are complete by then),
@@ -134,13 +141,14 @@ type Spec struct {
 // Config is [plugins.NAME.config] merged over what the core provides.
 type Config struct {
 	backend.ImageConfig
-	MaxOutputBytes int64 `json:"max_output_bytes"`
-	MaxImageBytes  int64 `json:"max_image_bytes"`
-	// From the core: the execution limits a container gets by default and
-	// the longest timeout it may have (seconds).
-	DefaultMemory  string `json:"default_memory"`
-	DefaultTimeout int64  `json:"default_timeout"`
-	MaxTimeout     int64  `json:"max_timeout"`
+	// From the core (forge:"core": not an operator's key): the output
+	// limits, the execution limits a container gets by default and the
+	// longest timeout it may have (seconds).
+	MaxOutputBytes int64  `json:"max_output_bytes" forge:"core"`
+	MaxImageBytes  int64  `json:"max_image_bytes" forge:"core"`
+	DefaultMemory  string `json:"default_memory" forge:"core"`
+	DefaultTimeout int64  `json:"default_timeout" forge:"core"`
+	MaxTimeout     int64  `json:"max_timeout" forge:"core"`
 
 	// Warm is the number of ready containers kept for the configured image
 	// under the default limits and no extra environment; 0 turns the pool
@@ -186,10 +194,16 @@ func New(spec Spec) backend.Factory {
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
 	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
-	if st, ok := b.Pool(); ok {
-		c.WarmPool = &st
-	}
 	return c, nil
+}
+
+// Stats implements backend.StatsReporter: the warm pool now, if any.
+func (b *Backend) Stats(context.Context) (backend.Stats, error) {
+	var st backend.Stats
+	if p, ok := b.Pool(); ok {
+		st.WarmPool = &p
+	}
+	return st, nil
 }
 
 // Container paths of the per-run directories.

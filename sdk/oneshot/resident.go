@@ -7,23 +7,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 )
 
-// chanDir is where a resident runner makes its FIFOs.
+// chanDir is the resident runner's directory: its socket, and whatever
+// else the runner keeps to itself.
 const chanDir = "/forge/chan"
+
+// runnerEndpoint is the socket a resident runner listens on, declared in
+// its intent; the backend reaches it only through the host's Dial.
+var runnerEndpoint = host.Endpoint{Name: "runner", Path: chanDir + "/runner.sock"}
 
 // readyTimeout bounds a resident runner's start, container create to ready.
 const readyTimeout = 2 * time.Minute
@@ -34,36 +35,47 @@ const readyTimeout = 2 * time.Minute
 // the tests.
 var exitGrace = time.Second
 
-// resident is a started container whose runner waits for one request.
+// resident is a started container whose runner accepted the backend's
+// connection and waits for one request on it. The connection is made once,
+// when the container is ready, so that a warm run costs no dial.
 type resident struct {
 	ctr  host.Container
-	run  *os.File // write end of <chan>/run
-	done *os.File // <chan>/done, opened read-write so that it never reads EOF
+	conn net.Conn
+
+	limit    atomic.Int64  // bytes the answer may take, set before the request goes
+	answered chan struct{} // closed once watch has env or err
+	env      envelope
+	err      error
 }
 
-func (r *resident) close() {
-	if r.run != nil {
-		r.run.Close()
-	}
-	if r.done != nil {
-		r.done.Close()
+// newResident starts watching conn for the runner's answer.
+func newResident(ctr host.Container, conn net.Conn) *resident {
+	r := &resident{ctr: ctr, conn: conn, answered: make(chan struct{})}
+	go r.watch()
+	return r
+}
+
+// watch reads the runner's one answer. Before the request the runner
+// sends nothing, so whatever ends this wait early (the runner died, or
+// wrote out of turn: the limit is still 0) marks the container dead.
+func (r *resident) watch() {
+	defer close(r.answered)
+	br := bufio.NewReader(r.conn)
+	if _, r.err = br.Peek(1); r.err == nil {
+		r.env, r.err = readEnvelope(br, r.limit.Load())
 	}
 }
 
-// alive reports whether the runner still holds the run FIFO open: a FIFO's
-// write end polls POLLERR once no reader is left.
+func (r *resident) close() { r.conn.Close() }
+
+// alive reports whether the runner still holds its connection, quiet.
 func (r *resident) alive() bool {
-	rc, err := r.run.SyscallConn()
-	if err != nil {
+	select {
+	case <-r.answered:
 		return false
+	default:
+		return true
 	}
-	ok := false
-	_ = rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-		n, err := unix.Poll(fds, 0)
-		ok = err == nil && (n == 0 || fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) == 0)
-	})
-	return ok
 }
 
 // startError is a container that ended before its runner was ready.
@@ -86,6 +98,7 @@ func (b *Backend) residentIntent(image string, req backend.ExecuteRequest) host.
 	in := b.intent(image, req, runner)
 	in.Command = append([]string{"/bin/sh", "-c", `exec "$@" >>"$FORGE_META/stdout" 2>>"$FORGE_META/stderr"`, "sh"}, in.Command...)
 	in.Mounts = append(in.Mounts, host.Mount{Subdir: "chan", Target: chanDir})
+	in.Endpoints = []host.Endpoint{runnerEndpoint}
 	return in
 }
 
@@ -105,33 +118,22 @@ func (b *Backend) startResident(ctx context.Context, in host.Intent) (*resident,
 	return r, err
 }
 
+// connect starts the container and dials its runner until it accepts:
+// KindUnavailable is a runner not listening yet.
 func (b *Backend) connect(ctx context.Context, ctr host.Container) (*resident, error) {
 	if err := b.sb.Start(ctx, ctr.ID); err != nil {
 		return nil, err
 	}
-	// TODO(runner): the resident runner's channel becomes an endpoint;
-	// until then its FIFOs are opened at the workspace's host path.
-	ws := legacyws.Of(b.sb, ctr.ID)
-	if ws == "" {
-		return nil, errors.New("the host gives no workspace path for the resident runner's FIFOs")
-	}
-	dir := filepath.Join(ws, "chan")
 	deadline := time.Now().Add(readyTimeout)
 	nextCheck := time.Now().Add(100 * time.Millisecond)
 	pause := 500 * time.Microsecond
 	for {
-		f, err := openFIFO(filepath.Join(dir, "run"), unix.O_WRONLY)
+		conn, err := b.sb.Dial(ctx, ctr.ID, runnerEndpoint.Name)
 		if err == nil {
-			done, err := openFIFO(filepath.Join(dir, "done"), unix.O_RDWR)
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("open the runner's done channel: %w", err)
-			}
-			return &resident{ctr: ctr, run: f, done: done}, nil
+			return newResident(ctr, conn), nil
 		}
-		// ENOENT: not made yet; ENXIO: no reader yet.
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENXIO) {
-			return nil, fmt.Errorf("open the runner's channel: %w", err)
+		if !isKind(err, host.KindUnavailable) {
+			return nil, fmt.Errorf("dial the %s runner: %w", b.spec.Language, err)
 		}
 		if time.Now().After(nextCheck) {
 			nextCheck = time.Now().Add(100 * time.Millisecond)
@@ -155,21 +157,9 @@ func (b *Backend) connect(ctx context.Context, ctr host.Container) (*resident, e
 	}
 }
 
-// openFIFO opens a FIFO the runner made, never following a link, without
-// blocking, and refuses anything that is not a FIFO.
-func openFIFO(path string, mode int) (*os.File, error) {
-	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EINVAL}
-	}
-	// Non-blocking: the file goes to Go's poller, so reads and writes wait
-	// without a thread and honour deadlines.
-	return os.NewFile(uintptr(fd), path), nil
+func isKind(err error, k host.Kind) bool {
+	var he *host.Error
+	return errors.As(err, &he) && he.Kind == k
 }
 
 // errNotDelivered: the runner ended before it took the request, so the
@@ -181,24 +171,27 @@ type request struct {
 	MaxOutput int64  `json:"max_output"`
 }
 
-// send gives the runner its one request.
-func (r *resident) send(req request) error {
+// sendTimeout bounds the write of a request: a runner that accepted but
+// does not read is not left holding the run.
+const sendTimeout = 30 * time.Second
+
+// send gives the runner its one request, a line (JSON escapes the
+// newlines inside it), and the size its answer may take.
+func (r *resident) send(req request, answerLimit int64) error {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	_, err = r.run.Write(data)
-	r.run.Close()
-	r.run = nil
-	if err != nil {
+	r.limit.Store(answerLimit)
+	_ = r.conn.SetWriteDeadline(time.Now().Add(sendTimeout))
+	if _, err = r.conn.Write(append(data, '\n')); err != nil {
 		return fmt.Errorf("%w: %v", errNotDelivered, err)
 	}
 	return nil
 }
 
 // readEnvelope reads the runner's one-line answer, at most limit bytes.
-func readEnvelope(f *os.File, limit int64) (envelope, error) {
-	br := bufio.NewReader(f)
+func readEnvelope(br *bufio.Reader, limit int64) (envelope, error) {
 	var buf bytes.Buffer
 	for {
 		line, err := br.ReadSlice('\n')
@@ -307,11 +300,6 @@ type waitOut struct {
 	err error
 }
 
-type envOut struct {
-	env envelope
-	err error
-}
-
 // runResident sends the code and collects the result. The container is
 // removed in the background once it has exited.
 func (b *Backend) runResident(ctx context.Context, r *resident, req backend.ExecuteRequest, timeout time.Duration, maxOut, maxImg int64, start time.Time) (backend.ExecuteResult, error) {
@@ -322,7 +310,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		b.sb.Remove(bg, id)
 		return backend.ExecuteResult{}, errNotDelivered
 	}
-	if err := r.send(request{Code: req.Code, MaxOutput: maxOut}); err != nil {
+	if err := r.send(request{Code: req.Code, MaxOutput: maxOut}, 4*maxOut+(1<<20)); err != nil {
 		r.close()
 		b.sb.Remove(bg, id)
 		return backend.ExecuteResult{}, err
@@ -333,11 +321,6 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 	go func() {
 		w, err := b.sb.Wait(wctx, id, timeout)
 		waitCh <- waitOut{w, err}
-	}()
-	envCh := make(chan envOut, 1)
-	go func() {
-		e, err := readEnvelope(r.done, 4*maxOut+(1<<20))
-		envCh <- envOut{e, err}
 	}()
 	// Once the container has exited (the runner exits right after its
 	// answer) and its files are read, remove it; the caller does not wait
@@ -366,10 +349,10 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 	}()
 	var o outcome
 	select {
-	case e := <-envCh:
-		if e.err == nil {
-			o.env = &e.env
-			o.w = host.WaitResult{ExitCode: e.env.ExitCode}
+	case <-r.answered:
+		if r.err == nil {
+			o.env = &r.env
+			o.w = host.WaitResult{ExitCode: r.env.ExitCode}
 			break
 		}
 		// The channel broke without an answer: the container's end says why.
@@ -387,9 +370,9 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		o.w = wo.w
 		// The answer may have been written just before the exit.
 		select {
-		case e := <-envCh:
-			if e.err == nil {
-				o.env = &e.env
+		case <-r.answered:
+			if r.err == nil {
+				o.env = &r.env
 			}
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -518,6 +501,20 @@ func (b *Backend) Close() {
 	}
 	b.bg.Wait()
 }
+
+// Shutdown implements backend.Shutdowner: Close, within ctx.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("warm containers still being removed: %w", ctx.Err())
+	}
+}
+
+var _ backend.Shutdowner = (*Backend)(nil)
 
 // parseSize reads "512m", "2g", "1024k" or a number of bytes; "" is 0.
 func parseSize(s string) (int64, error) {

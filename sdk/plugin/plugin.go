@@ -23,14 +23,18 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 )
 
+// Type is what a plugin serves: a backend, a builder or a bridge.
+type Type string
+
 // Plugin types.
 const (
-	TypeBackend = "backend"
-	TypeBuilder = "builder"
-	TypeBridge  = "bridge"
+	TypeBackend Type = "backend"
+	TypeBuilder Type = "builder"
+	TypeBridge  Type = "bridge"
 )
 
 // APIVersion is the newest plugin API this SDK speaks.
@@ -47,6 +51,25 @@ type Info struct {
 	Name        string
 	Version     string
 	Description string
+	// Config is the struct the plugin decodes its configuration into (a
+	// zero value, e.g. mybackend.Config{}): its json keys are the keys
+	// [plugins.NAME.config] may hold, and the core refuses any other, or a
+	// value of another type, at start-up and in `mcp-forge config check`.
+	// Fields the core sets (output limits, container defaults) are tagged
+	// `forge:"core"`. Nil: the plugin accepts no key. See sdk/configschema.
+	Config any
+}
+
+// Schema is the schema of the plugin's configuration table (Config).
+func (i Info) Schema() (*configschema.Schema, error) {
+	if i.Config == nil {
+		return &configschema.Schema{}, nil
+	}
+	s, err := configschema.FromStruct(i.Config)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: Info.Config: %w", i.Name, err)
+	}
+	return s, nil
 }
 
 // Validate checks what the core checks at load.
@@ -57,7 +80,8 @@ func (i Info) Validate() error {
 	if _, err := semver.Parse(i.Version); err != nil {
 		return fmt.Errorf("plugin %s: version %q is not semver (MAJOR.MINOR.PATCH, e.g. 0.1.0): %v", i.Name, i.Version, err)
 	}
-	return nil
+	_, err := i.Schema()
+	return err
 }
 
 // BinaryPrefix is how plugin executables are named: mcp-forge-plugin-<name>.
@@ -65,41 +89,59 @@ const BinaryPrefix = "mcp-forge-plugin-"
 
 func (i Info) shim() shim.Info { return i.shimAs(TypeBackend) }
 
-func (i Info) shimAs(typ string) shim.Info {
-	return shim.Info{Type: typ, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions}
+// shimAs is i as the shims carry it; serve validates i first (an invalid
+// Config has no schema).
+func (i Info) shimAs(typ Type) shim.Info {
+	s, _ := i.Schema()
+	return shim.Info{Type: string(typ), Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: APIVersions, Config: s}
 }
 
 // ServeBackend serves a backend plugin; it returns only when the core ends
 // the plugin, and the plugin exits when the core process dies. Logs go to
-// stderr as JSON for the core to re-emit.
-func ServeBackend(info Info, factory backend.Factory) {
-	serve(info, func(max int) *goplugin.ServeConfig { return shim.ServeConfig(info.shim(), factory, max) })
+// stderr as JSON for the core to re-emit. opts adjust it (WithLogger,
+// WithDebug; DebugFlag on the command line needs none).
+func ServeBackend(info Info, factory backend.Factory, opts ...Option) {
+	serve(info, opts, func(max int) *goplugin.ServeConfig { return shim.ServeConfig(info.shim(), factory, max) })
 }
 
 // ServeBuilder serves a builder plugin, as ServeBackend a backend.
-func ServeBuilder(info Info, factory builder.Factory) {
-	serve(info, func(max int) *goplugin.ServeConfig {
+func ServeBuilder(info Info, factory builder.Factory, opts ...Option) {
+	serve(info, opts, func(max int) *goplugin.ServeConfig {
 		return shim.ServeBuilderConfig(info.shimAs(TypeBuilder), factory, max)
 	})
 }
 
 // ServeBridge serves a bridge plugin, as ServeBackend a backend.
-func ServeBridge(info Info, factory bridge.Factory) {
-	serve(info, func(max int) *goplugin.ServeConfig {
+func ServeBridge(info Info, factory bridge.Factory, opts ...Option) {
+	serve(info, opts, func(max int) *goplugin.ServeConfig {
 		return shim.ServeBridgeConfig(info.shimAs(TypeBridge), factory, max)
 	})
 }
 
-func serve(info Info, config func(maxMessage int) *goplugin.ServeConfig) {
-	if os.Getenv(shim.Handshake.MagicCookieKey) == "" {
-		fmt.Fprintf(os.Stderr, "%s %s is an MCP-Forge plugin: the mcp-forge server starts it; it is not run by hand.\n", info.Name, info.Version)
-		os.Exit(2)
-	}
+func serve(info Info, opts []Option, config func(maxMessage int) *goplugin.ServeConfig) {
+	o := collectOptions(opts)
 	if err := info.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	log := Logger(info.Name)
+	log := o.logger
+	if log == nil {
+		log = Logger(info.Name)
+	}
+	if o.debug {
+		// Started by hand: no parent to watch, no handshake to answer.
+		cfg := config(DefaultMaxMessage)
+		cfg.Logger = log
+		if err := serveDebug(info.Name, cfg, o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if os.Getenv(shim.Handshake.MagicCookieKey) == "" {
+		fmt.Fprintf(os.Stderr, "%s %s is an MCP-Forge plugin: the mcp-forge server starts it (or run it with %s and give the core the line it prints).\n", info.Name, info.Version, DebugFlag)
+		os.Exit(2)
+	}
 	watchParent(log, func() { os.Exit(3) })
 	if msg := versionMismatch(info.Name, os.Getenv("PLUGIN_PROTOCOL_VERSIONS")); msg != "" {
 		// go-plugin answers anyway with this plugin's version, which the

@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
+	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -30,11 +33,14 @@ import (
 
 // Described is what a plugin reports about itself.
 type Described struct {
-	Type        string
+	Type        plugin.Type
 	Name        string
 	Version     string
 	Description string
 	APIVersions []int
+	// Config is the schema of [plugins.NAME.config]; nil: none declared
+	// (a v1 plugin), the table is not checked.
+	Config *configschema.Schema
 }
 
 // Client is the core's handle on one running plugin process.
@@ -81,8 +87,9 @@ func BackendPluginSet(info plugin.Info, factory backend.Factory) map[int]goplugi
 
 func shimInfo(info plugin.Info) shim.Info { return shimInfoAs(info, plugin.TypeBackend) }
 
-func shimInfoAs(info plugin.Info, typ string) shim.Info {
-	return shim.Info{Type: typ, Name: info.Name, Version: info.Version, Description: info.Description}
+func shimInfoAs(info plugin.Info, typ plugin.Type) shim.Info {
+	s, _ := info.Schema()
+	return shim.Info{Type: string(typ), Name: info.Name, Version: info.Version, Description: info.Description, Config: s}
 }
 
 // ServeConfig is the configuration a plugin process serves with, for tests
@@ -163,6 +170,40 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// ParseReattach reads plugin.ReattachEnv's value: plugin name → where a
+// plugin in debug mode listens (the line plugin.DebugFlag prints).
+func ParseReattach(v string) (map[string]plugin.Reattach, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var m map[string]plugin.Reattach
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil, fmt.Errorf("%s is not the JSON object a plugin in debug mode prints: %w", plugin.ReattachEnv, err)
+	}
+	for name, r := range m {
+		if r.Protocol != string(goplugin.ProtocolGRPC) || r.Address == "" || (r.Network != "unix" && r.Network != "tcp") || r.ProtocolVersion <= 0 {
+			return nil, fmt.Errorf("%s: plugin %s: want protocol grpc, a protocol_version, network unix or tcp and an address; got %+v", plugin.ReattachEnv, name, r)
+		}
+	}
+	return m, nil
+}
+
+// Reattached connects to a plugin running in debug mode (plugin.DebugFlag)
+// where r says; the core neither starts it nor checks its binary.
+func Reattached(r plugin.Reattach, maxMessage int, logger hclog.Logger) (*Client, error) {
+	var addr net.Addr
+	var err error
+	if r.Network == "unix" {
+		addr, err = net.ResolveUnixAddr("unix", r.Address)
+	} else {
+		addr, err = net.ResolveTCPAddr("tcp", r.Address)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reattach plugin at %s %s: %w", r.Network, r.Address, err)
+	}
+	return Attach(&goplugin.ReattachConfig{Protocol: goplugin.Protocol(r.Protocol), ProtocolVersion: r.ProtocolVersion, Addr: addr, Pid: r.Pid, Test: true}, maxMessage, logger)
+}
+
 // Attach connects to a plugin served in this process (go-plugin's test
 // mode, with ServeConfig); it has no process or lifeline of its own.
 func Attach(rc *goplugin.ReattachConfig, maxMessage int, logger hclog.Logger) (*Client, error) {
@@ -189,8 +230,8 @@ func Attach(rc *goplugin.ReattachConfig, maxMessage int, logger hclog.Logger) (*
 // wrapper until it is called, and the Plugin service is common to all.
 func dispense(gp *goplugin.Client, rpc goplugin.ClientProtocol) (*Client, error) {
 	c := &Client{gp: gp, api: gp.NegotiatedVersion()}
-	for _, typ := range []string{plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge} {
-		raw, err := shim.Dispense(rpc, typ)
+	for _, typ := range []plugin.Type{plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge} {
+		raw, err := shim.Dispense(rpc, string(typ))
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +254,7 @@ func (c *Client) Describe(ctx context.Context) (Described, error) {
 	if err != nil {
 		return Described{}, err
 	}
-	d := Described{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions}
+	d := Described{Type: plugin.Type(i.Type), Name: i.Name, Version: i.Version, Description: i.Description, APIVersions: i.APIVersions, Config: i.Config}
 	return d, Check(d, c.api)
 }
 
@@ -231,13 +272,20 @@ func Check(d Described, api int) error {
 // ExpectType refuses a plugin whose reported type is not one of want: a
 // core launches a plugin for one purpose, and a plugin of another type
 // answers none of that purpose's calls.
-func ExpectType(d Described, want ...string) error {
+//
+// This is where the type a plugin reports (a string on the wire) is
+// checked: one that no SDK knows is refused by name.
+func ExpectType(d Described, want ...plugin.Type) error {
 	if slices.Contains(want, d.Type) {
 		return nil
 	}
 	switch d.Type {
 	case plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge:
-		return fmt.Errorf("plugin %s is of type %q, which is not used by this core yet (it loads %s plugins); remove it from plugin_dir or [plugins]", d.Name, d.Type, strings.Join(want, ", "))
+		names := make([]string, len(want))
+		for i, w := range want {
+			names[i] = string(w)
+		}
+		return fmt.Errorf("plugin %s is of type %q, which is not used by this core yet (it loads %s plugins); remove it from plugin_dir or [plugins]", d.Name, d.Type, strings.Join(names, ", "))
 	}
 	return fmt.Errorf("plugin %s reports type %q, which no MCP-Forge SDK knows (types: %s, %s, %s)", d.Name, d.Type, plugin.TypeBackend, plugin.TypeBuilder, plugin.TypeBridge)
 }
@@ -245,10 +293,18 @@ func ExpectType(d Described, want ...string) error {
 // APIVersion is the negotiated plugin API version.
 func (c *Client) APIVersion() int { return c.api }
 
-// Configure gives the plugin its host services and configuration, and the
-// negotiated API version, which the plugin checks.
+// Configure gives the plugin its host services and configuration (JSON
+// of [plugins.NAME.config]), and the negotiated API version, which the
+// plugin checks.
 func (c *Client) Configure(ctx context.Context, h host.Host, cfg []byte) error {
-	return c.backend.Configure(ctx, h, cfg, c.api)
+	return c.ConfigureWith(ctx, h, cfg, nil)
+}
+
+// ConfigureWith is Configure with the core's own settings for the plugin
+// (JSON object), sent apart from the operator's keys (merged under them for
+// a v1 plugin).
+func (c *Client) ConfigureWith(ctx context.Context, h host.Host, cfg, core []byte) error {
+	return c.backend.Configure(ctx, h, cfg, core, c.api)
 }
 
 // Backend is the plugin as a backend.Backend (a backend.SessionBackend when
@@ -271,6 +327,16 @@ func (c *Client) Pid() int {
 		return rc.Pid
 	}
 	return 0
+}
+
+// Shutdown asks the plugin to release what it holds (its
+// backend.Shutdowner) within ctx's deadline, before Kill. A v1 plugin has
+// no such call: nil at once.
+func (c *Client) Shutdown(ctx context.Context, reason string) error {
+	if c.api < 2 {
+		return nil
+	}
+	return c.backend.Shutdown(ctx, reason)
 }
 
 // Kill ends the plugin process.

@@ -97,11 +97,11 @@ func TestPluginChecksNegotiatedVersion(t *testing.T) {
 	set := BackendPluginSet(plugin.Info{Name: "x", Version: "1.0.0"}, func(h host.Host, c backend.Config) (backend.Backend, error) { return nil, nil })
 	client, _ := goplugin.TestPluginGRPCConn(t, false, set[plugin.APIVersion])
 	defer client.Close()
-	raw, err := client.Dispense(plugin.TypeBackend)
+	raw, err := client.Dispense(string(plugin.TypeBackend))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = raw.(*shim.BackendClient).Configure(context.Background(), sdktest.NewLocalHost(t.TempDir()), nil, 7)
+	err = raw.(*shim.BackendClient).Configure(context.Background(), sdktest.NewLocalHost(t.TempDir()), nil, nil, 7)
 	if err == nil || !strings.Contains(err.Error(), "asked for 7") {
 		t.Fatalf("want a refusal of API version 7, got %v", err)
 	}

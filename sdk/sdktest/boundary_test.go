@@ -2,7 +2,9 @@ package sdktest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -309,4 +311,48 @@ func TestHostServicesCarryInvalidNames(t *testing.T) {
 	if len(r.Images) != 1 || r.Images[0].Name != "plot\uFFFD.png" || !bytes.Equal(r.Images[0].Data, png) {
 		t.Fatalf("images %+v", r.Images)
 	}
+}
+
+// Typed values are checked where they cross the plugin connection: a
+// signal no host accepts is refused by the SDK before it is sent, the same
+// spelled otherwise ("SIGINT", "int") is the same signal, and a stream name
+// other than stdout and stderr is refused on the core's side.
+func TestTypedValuesAtTheBoundary(t *testing.T) {
+	lh := sdktest.NewLocalHost(t.TempDir())
+	t.Run("signals", func(t *testing.T) {
+		for _, c := range []struct {
+			sig  host.Signal
+			want host.Kind // "": accepted
+		}{
+			{host.SIGTERM, ""}, {"SIGINT", ""}, {"int", ""}, {"STOP", host.KindInvalid}, {"", host.KindInvalid}, {"9", host.KindInvalid},
+		} {
+			var got host.Kind
+			b := serveFakeOn(t, lh, plugin.DefaultMaxMessage, &fake{execute: func(h host.Host, _ backend.ExecuteRequest) (backend.ExecuteResult, error) {
+				// An unknown container: a signal that passes the check
+				// reaches the host, which answers not-found.
+				err := h.Sandbox().Signal(context.Background(), "nosuch", c.sig, host.SignalInit)
+				var he *host.Error
+				if errors.As(err, &he) {
+					got = he.Kind
+				}
+				if he != nil && he.Kind == host.KindInvalid && !strings.Contains(he.Message, "INT, TERM, KILL") {
+					t.Errorf("refusal of %q does not list the signals: %s", c.sig, he.Message)
+				}
+				return backend.ExecuteResult{Success: true}, nil
+			}})
+			if _, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			if want := cmp.Or(c.want, host.KindNotFound); got != want {
+				t.Errorf("Signal %q: got %q, want %q", c.sig, got, want)
+			}
+		}
+	})
+	t.Run("stream names", func(t *testing.T) {
+		b := serveFakeOn(t, lh, plugin.DefaultMaxMessage, &fake{execute: result(backend.ExecuteResult{Success: true}), events: []backend.StreamEvent{{Name: "stdlog", Text: "x"}}})
+		_, err := b.ExecuteInSession(context.Background(), backend.ExecuteRequest{Code: "x", SessionID: "s"}, func(backend.StreamEvent) {})
+		if err == nil || !strings.Contains(err.Error(), `"stdlog" is not stdout or stderr`) {
+			t.Fatalf("an unknown stream name: %v", err)
+		}
+	})
 }

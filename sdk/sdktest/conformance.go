@@ -1,10 +1,12 @@
 package sdktest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +51,11 @@ type Snippets struct {
 	// __getstate__ or an R active binding could). The save's report must
 	// still be told apart.
 	CheckpointForger string
+	// CheckpointState is state a checkpoint must bring back beyond a plain
+	// variable (an imported module, an attached package, a hidden name);
+	// CheckpointGet prints CheckpointOut from it. Empty: the checkpoint step
+	// uses SetState, GetState and StateOut.
+	CheckpointState, CheckpointGet, CheckpointOut string
 }
 
 // Option adjusts a conformance run.
@@ -221,8 +228,10 @@ func (o options) checkLeftovers(t *testing.T, b backend.Backend) {
 			}
 		}
 		keep = 0
-		if c, err := b.Capabilities(context.Background()); err == nil && c.WarmPool != nil {
-			keep = c.WarmPool.Warm + c.WarmPool.Starting
+		if sr, ok := b.(backend.StatsReporter); ok {
+			if st, err := sr.Stats(context.Background()); err == nil && st.WarmPool != nil {
+				keep = st.WarmPool.Warm + st.WarmPool.Starting
+			}
 		}
 		if (len(others) == 0 && len(pooled) <= keep) || time.Now().After(deadline) {
 			break
@@ -287,6 +296,8 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 	})
 	prefix := fmt.Sprintf("conf%d", time.Now().UnixNano()%1_000_000)
+	var wsMu sync.Mutex
+	workspaces := map[string]string{} // session → the workspace its containers mount
 	open := func(t *testing.T, id string) string {
 		t.Helper()
 		id = prefix + id
@@ -300,6 +311,9 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		if info.SessionID != id || info.Language != s.Language {
 			t.Fatalf("open session: got %+v, want id %s language %s", info, id, s.Language)
 		}
+		wsMu.Lock()
+		workspaces[id] = cmp.Or(info.WorkspaceID, id)
+		wsMu.Unlock()
 		t.Cleanup(func() { sb.CloseSession(ctx, id) })
 		return id
 	}
@@ -311,12 +325,16 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 		return r
 	}
-	stateIs := func(t *testing.T, id, want string) {
+	printed := func(t *testing.T, id, get, want string) {
 		t.Helper()
-		r := run(t, id, s.GetState, time.Minute, nil)
+		r := run(t, id, get, time.Minute, nil)
 		if got := strings.TrimSpace(r.Stdout); !r.Success || got != want {
 			t.Fatalf("state: want %q, got %q (%+v)", want, got, r.Error)
 		}
+	}
+	stateIs := func(t *testing.T, id, want string) {
+		t.Helper()
+		printed(t, id, s.GetState, want)
 	}
 	t.Run("persistence and isolation", func(t *testing.T) {
 		need(t, s.SetState, s.GetState, s.StateOut)
@@ -391,8 +409,12 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 		stateIs(t, id, s.StateOut)
 	})
-	t.Run("checkpoint and restore", func(t *testing.T) {
-		need(t, s.SetState, s.GetState, s.StateOut)
+	t.Run("checkpoint and restore into a fresh session", func(t *testing.T) {
+		set, get, want := s.SetState, s.GetState, s.StateOut
+		if s.CheckpointState != "" {
+			set, get, want = s.CheckpointState, s.CheckpointGet, s.CheckpointOut
+		}
+		need(t, set, get, want)
 		c, err := b.Capabilities(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -401,7 +423,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 			t.Skip("the backend reports no checkpoint code (Capabilities.Checkpoint)")
 		}
 		id := open(t, "k")
-		if r := run(t, id, s.SetState, time.Minute, nil); !r.Success {
+		if r := run(t, id, set, time.Minute, nil); !r.Success {
 			t.Fatalf("set state: %+v", r.Error)
 		}
 		if s.CheckpointForger != "" {
@@ -411,7 +433,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 		// As the core runs them: a fresh nonce for each, only the line
 		// carrying it is the report (backend.ParseCheckpointReport).
-		ckpt := func(t *testing.T, code string) backend.CheckpointReport {
+		ckpt := func(t *testing.T, id, code string) backend.CheckpointReport {
 			t.Helper()
 			code, nonce, err := backend.PrepareCheckpointCode(code)
 			if err != nil {
@@ -427,26 +449,27 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 			}
 			return rep
 		}
-		saved := ckpt(t, c.Checkpoint.Save)
+		saved := ckpt(t, id, c.Checkpoint.Save)
 		if len(saved.Saved) == 0 || slices.Contains(saved.Saved, "__forged__") {
 			t.Fatalf("Save reported %+v: want the state's variable(s), never the forged name", saved)
 		}
-		if err := sb.RestartSession(ctx, id); err != nil {
-			t.Fatalf("restart: %v", err)
+		// A new kernel: a fresh session, or the same one restarted.
+		to := o.restoreTarget(t, sb, id, func() string { return open(t, "f") }, func(id string) string {
+			wsMu.Lock()
+			defer wsMu.Unlock()
+			return workspaces[id]
+		})
+		if r := run(t, to, get, time.Minute, nil); r.Success && strings.TrimSpace(r.Stdout) == want {
+			t.Fatal("the state is there before the restore: the restore would prove nothing")
 		}
-		if r := run(t, id, s.GetState, time.Minute, nil); r.Success && strings.TrimSpace(r.Stdout) == s.StateOut {
-			t.Fatal("state survived a restart: the restore would prove nothing")
-		}
-		// The restarted kernel has the same working directory, with
-		// CheckpointFile in it, as the core leaves it before Load.
-		loaded := ckpt(t, c.Checkpoint.Load)
+		loaded := ckpt(t, to, c.Checkpoint.Load)
 		a, b := slices.Clone(saved.Saved), slices.Clone(loaded.Saved)
 		slices.Sort(a)
 		slices.Sort(b)
 		if !slices.Equal(a, b) || len(loaded.Skipped) != 0 {
 			t.Fatalf("Load reported %+v, Save %+v: want the same names", loaded, saved)
 		}
-		stateIs(t, id, s.StateOut)
+		printed(t, to, get, want)
 	})
 	t.Run("dead session", func(t *testing.T) {
 		need(t, s.Exit, s.Print)
@@ -484,11 +507,43 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 	})
 	t.Run("close leaves nothing", func(t *testing.T) {
-		for _, id := range []string{"a", "b", "s", "e", "t", "r", "k", "d"} {
+		for _, id := range []string{"a", "b", "s", "e", "t", "r", "k", "f", "d"} {
 			if err := sb.CloseSession(ctx, prefix+id); err != nil {
 				t.Errorf("close %s: %v", id, err)
 			}
 		}
 		o.checkLeftovers(t, b)
 	})
+}
+
+// restoreTarget readies the session a checkpoint of session from is loaded
+// into and returns its id. With a Tracker, the suite can find the sessions'
+// containers: a fresh session (open) gets the checkpoint file copied in, as
+// the core copies a checkpoint from its store into a new session's
+// workspace. Without one, from itself is restarted (its working directory,
+// file included, stays): a weaker check, since the kernel is not new to
+// the workspace.
+func (o options) restoreTarget(t *testing.T, sb backend.SessionBackend, from string, open func() string, workspace func(session string) string) string {
+	t.Helper()
+	ctx := context.Background()
+	if o.tracker == nil {
+		if err := sb.RestartSession(ctx, from); err != nil {
+			t.Fatalf("restart: %v", err)
+		}
+		return from
+	}
+	to := open()
+	src, dst := o.tracker.sessionContainer(workspace(from)), o.tracker.sessionContainer(workspace(to))
+	if src.id == "" || dst.id == "" {
+		t.Fatalf("no container of session %s or %s went through the tracker: configure the backend with it", from, to)
+	}
+	h := o.tracker.Sandbox()
+	data, err := h.GetFile(ctx, src.id, path.Join(src.workSubdir, backend.CheckpointFile), host.MaxFileBytes)
+	if err != nil {
+		t.Fatalf("read the checkpoint file of session %s: %v", from, err)
+	}
+	if err := h.PutFile(ctx, dst.id, path.Join(dst.workSubdir, backend.CheckpointFile), data); err != nil {
+		t.Fatalf("copy the checkpoint file into session %s: %v", to, err)
+	}
+	return to
 }

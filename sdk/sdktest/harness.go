@@ -48,7 +48,7 @@ func ServeLimited(t testing.TB, info plugin.Info, factory backend.Factory, h hos
 
 // serveInProcess serves sc in this process, attaches the core's client to
 // it, checks what it reports against info and typ, and configures it.
-func serveInProcess(t testing.TB, info plugin.Info, typ string, sc *goplugin.ServeConfig, h host.Host, cfg []byte, maxMessage int) *pluginhost.Client {
+func serveInProcess(t testing.TB, info plugin.Info, typ plugin.Type, sc *goplugin.ServeConfig, h host.Host, cfg []byte, maxMessage int) *pluginhost.Client {
 	t.Helper()
 	// go-plugin's test mode: the plugin's serve configuration served in
 	// this process, and the core's client configuration attached to it.
@@ -112,7 +112,7 @@ func LaunchBridge(t testing.TB, path string, h host.Host, cfg []byte) bridge.Bri
 	return launch(t, path, plugin.TypeBridge, h, cfg).Bridge()
 }
 
-func launch(t testing.TB, path, typ string, h host.Host, cfg []byte) *pluginhost.Client {
+func launch(t testing.TB, path string, typ plugin.Type, h host.Host, cfg []byte) *pluginhost.Client {
 	t.Helper()
 	// The plugin starts in a directory of its own, as the core starts it:
 	// a builder works there. It goes after the plugin (cleanups run last

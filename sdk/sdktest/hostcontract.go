@@ -159,7 +159,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 	t.Run("signals", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
-			sig   string
+			sig   host.Signal
 			scope host.SignalScope
 			code  int
 		}{{"TERM", host.SignalInit, 143}, {"SIGINT", host.SignalInit, 130}, {"term", host.SignalAll, 143}} {
@@ -172,7 +172,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 			}
 		}
 		c := start(t, intent("sleep", "60"))
-		for _, bad := range []string{"STOP", "", "9", "SEGV"} {
+		for _, bad := range []host.Signal{"STOP", "", "9", "SEGV"} {
 			if err := sb.Signal(ctx, c.ID, bad, host.SignalInit); kindOf(err) != host.KindInvalid {
 				t.Errorf("Signal %q = %v; want an invalid-request refusal", bad, err)
 			}
@@ -191,7 +191,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		c := start(t, intent("sleep", "60"))
 		var streamed [2]bytes.Buffer
 		r, err := sb.Exec(ctx, c.ID, host.ExecRequest{Command: []string{"sh", "-c", "echo hello; echo oops >&2; exit 4"}, MaxBytes: 3,
-			Output: func(stream string, data []byte) {
+			Output: func(stream host.Stream, data []byte) {
 				switch stream {
 				case "stdout":
 					streamed[0].Write(data)
@@ -361,7 +361,7 @@ func RunHost(t *testing.T, s HostUnderTest) {
 		if err := sb.RemoveWorkspace(ctx, sid); kindOf(err) != host.KindNotFound {
 			t.Fatalf("RemoveWorkspace of a removed workspace = %v; want not-found", err)
 		}
-		for _, bad := range []string{"../up", "a/b", ".hidden", strings.Repeat("x", 49)} {
+		for _, bad := range []string{"../up", "a/b", ".hidden", strings.Repeat("x", 129)} {
 			bi := intent("true")
 			bi.SessionID = bad
 			if c, err := sb.Create(ctx, bi); kindOf(err) != host.KindInvalid {

@@ -78,7 +78,7 @@ func (l *lockedBuffer) snapshot() []byte {
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // sessionID is the core's rule for session ids (core/workspace).
-var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$`)
+var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // NewLocalHost returns a fake host with workspaces under base.
 func NewLocalHost(base string) *LocalHost {
@@ -139,7 +139,7 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 		return host.Container{}, host.Errorf(host.KindInvalid, "no command")
 	}
 	if in.SessionID != "" && !sessionID.MatchString(in.SessionID) {
-		return host.Container{}, host.Errorf(host.KindInvalid, "invalid session id %q: use 1-48 letters, digits, '-' or '_', starting with a letter or digit", in.SessionID)
+		return host.Container{}, host.Errorf(host.KindInvalid, "invalid session id %q: use 1-128 letters, digits, '-' or '_', starting with a letter or digit", in.SessionID)
 	}
 	endpoints, err := host.EndpointPlaces(in)
 	if err != nil {
@@ -283,9 +283,9 @@ func (h *LocalHost) Logs(_ context.Context, id string, max int64) (host.Output, 
 
 type streamWriter struct {
 	buf  lockedBuffer
-	name string
+	name host.Stream
 	mu   *sync.Mutex
-	out  func(string, []byte)
+	out  func(host.Stream, []byte)
 }
 
 func (w *streamWriter) Write(p []byte) (int, error) {
@@ -337,8 +337,8 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 		x.Stdin = bytes.NewReader(req.Stdin)
 	}
 	var mu sync.Mutex
-	so := &streamWriter{name: "stdout", mu: &mu, out: req.Output}
-	se := &streamWriter{name: "stderr", mu: &mu, out: req.Output}
+	so := &streamWriter{name: host.Stdout, mu: &mu, out: req.Output}
+	se := &streamWriter{name: host.Stderr, mu: &mu, out: req.Output}
 	x.Stdout, x.Stderr = so, se
 	err = x.Run()
 	var ee *exec.ExitError
@@ -354,17 +354,17 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 		Stdout: capBytes(o, req.MaxBytes), Stderr: capBytes(e, req.MaxBytes), StdoutTotal: int64(len(o)), StderrTotal: int64(len(e))}}, nil
 }
 
-var signals = map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL,
-	"HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2}
+var signals = map[host.Signal]syscall.Signal{host.SIGINT: syscall.SIGINT, host.SIGTERM: syscall.SIGTERM, host.SIGKILL: syscall.SIGKILL,
+	host.SIGHUP: syscall.SIGHUP, host.SIGQUIT: syscall.SIGQUIT, host.SIGUSR1: syscall.SIGUSR1, host.SIGUSR2: syscall.SIGUSR2}
 
 // Signal implements host.Sandbox. There is no init process here: SignalInit
 // reaches the command itself, SignalAll its whole process group.
-func (h *LocalHost) Signal(_ context.Context, id, sig string, scope host.SignalScope) error {
+func (h *LocalHost) Signal(_ context.Context, id string, sig host.Signal, scope host.SignalScope) error {
 	c, err := h.get(id)
 	if err != nil {
 		return err
 	}
-	s, ok := signals[strings.TrimPrefix(strings.ToUpper(sig), "SIG")]
+	s, ok := signals[sig.Normal()]
 	if !ok {
 		return host.Errorf(host.KindInvalid, "signal %q is not allowed", sig)
 	}
@@ -568,8 +568,8 @@ func (h *LocalHost) WorkspaceOf(id string) string {
 	return ""
 }
 
-// LegacyWorkspace is WorkspaceOf for sdk/oneshot's resident runner
-// (sdk/internal/legacyws), which the runner's move to an endpoint removes.
+// LegacyWorkspace is WorkspaceOf for the v1 compatibility path
+// (sdk/internal/legacyws).
 func (h *LocalHost) LegacyWorkspace(id string) string { return h.WorkspaceOf(id) }
 
 // Containers lists the ids of containers created and not yet removed.

@@ -66,7 +66,7 @@ func TestLocalHostEnvWorkdirRewrite(t *testing.T) {
 	}
 	var chunks []string
 	r, err = h.Exec(context.Background(), id, host.ExecRequest{Command: []string{"cat"}, Stdin: []byte("fed"), MaxBytes: 2,
-		Output: func(stream string, data []byte) { chunks = append(chunks, stream+":"+string(data)) }})
+		Output: func(stream host.Stream, data []byte) { chunks = append(chunks, string(stream)+":"+string(data)) }})
 	if err != nil || string(r.Stdout) != "fe" || r.StdoutTotal != 3 || strings.Join(chunks, "") != "stdout:fed" {
 		t.Fatalf("stdin/stream/cap: %+v %q %v", r, chunks, err)
 	}

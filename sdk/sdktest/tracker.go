@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 )
 
 // Tracker wraps a host.Host and remembers which containers and session
@@ -18,14 +17,19 @@ type Tracker struct {
 
 	mu         sync.Mutex
 	containers map[string]bool
-	pooled     map[string]string // containers made for a warm pool (label warm=true) → their session (workspace) id
-	workspaces map[string]bool   // session ids of workspaces created
-	suite      map[string]bool   // sessions opened by the suite
+	pooled     map[string]string           // containers made for a warm pool (label warm=true) → their session (workspace) id
+	workspaces map[string]bool             // session ids of workspaces created
+	suite      map[string]bool             // sessions opened by the suite
+	latest     map[string]sessionContainer // session id → its newest container
 }
+
+// sessionContainer is a container of a session and where, in the session's
+// workspace, its working directory is (the mount at Intent.WorkDir).
+type sessionContainer struct{ id, workSubdir string }
 
 // Track wraps h.
 func Track(h host.Host) *Tracker {
-	return &Tracker{h: h, containers: map[string]bool{}, pooled: map[string]string{}, workspaces: map[string]bool{}, suite: map[string]bool{}}
+	return &Tracker{h: h, containers: map[string]bool{}, pooled: map[string]string{}, workspaces: map[string]bool{}, suite: map[string]bool{}, latest: map[string]sessionContainer{}}
 }
 
 // Sandbox implements host.Host.
@@ -73,6 +77,13 @@ func (t *Tracker) keys(m map[string]bool) []string {
 	return out
 }
 
+// sessionContainer is the newest container made for session id (id "" if none).
+func (t *Tracker) sessionContainer(id string) sessionContainer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.latest[id]
+}
+
 func (t *Tracker) opened(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -100,16 +111,18 @@ func (s trackedSandbox) Create(ctx context.Context, in host.Intent) (host.Contai
 		}
 		if in.SessionID != "" {
 			s.t.workspaces[in.SessionID] = true
+			sc := sessionContainer{id: c.ID}
+			for _, m := range in.Mounts {
+				if m.Target == in.WorkDir {
+					sc.workSubdir = m.Subdir
+				}
+			}
+			s.t.latest[in.SessionID] = sc
 		}
 		s.t.mu.Unlock()
 	}
 	return c, err
 }
-
-// LegacyWorkspace passes sdk/oneshot's resident runner the wrapped host's
-// workspace paths (sdk/internal/legacyws; gone with the runner's move to an
-// endpoint).
-func (s trackedSandbox) LegacyWorkspace(id string) string { return legacyws.Of(s.Sandbox, id) }
 
 func (s trackedSandbox) Remove(ctx context.Context, id string) error {
 	err := s.Sandbox.Remove(ctx, id)

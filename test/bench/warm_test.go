@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -11,20 +12,70 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-// warmBench measures a tool call served by a warm container through MCP,
-// and a bare `podman run --rm` of the same image in the same run. Before
-// each call it waits (untimed) for the pool to be full again, so every
-// measured call is a hit and no refill competes with it for the CPU (an
-// agent's calls are seconds apart); the hits are checked.
-func warmBench(b *testing.B, plugin, code string, bare []string) {
-	s := testenv.StartServer(b, benchConfig+"[plugins."+plugin+".config]\nwarm = 2\n")
-	tool := "execute_" + plugin
-	call := func() {
-		res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": code}})
-		if err != nil || res.IsError {
-			b.Fatalf("%s failed: %v %s", tool, err, testenv.Text(res))
-		}
+// warmServer is a server with a warm pool of plugin, and the call it
+// measures.
+type warmServer struct {
+	b      *testing.B
+	s      *testenv.Server
+	plugin string
+	code   string
+}
+
+func startWarm(b *testing.B, bin, plugin, code string) *warmServer {
+	cfg := benchConfig + "[plugins." + plugin + ".config]\nwarm = 2\n"
+	w := &warmServer{b: b, plugin: plugin, code: code}
+	if bin == "" {
+		w.s = testenv.StartServer(b, cfg)
+	} else {
+		w.s = testenv.StartServerBinary(b, bin, testenv.BaseDir(b), cfg)
 	}
+	testenv.WaitWarm(b, w.s.Session, plugin, 1)
+	w.call() // the plugin's first connection is not the steady state
+	return w
+}
+
+func (w *warmServer) call() {
+	tool := "execute_" + w.plugin
+	res, err := w.s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": w.code}})
+	if err != nil || res.IsError {
+		w.b.Fatalf("%s failed: %v %s", tool, err, testenv.Text(res))
+	}
+}
+
+// timed waits (untimed) for the pool to be full again, and those of the
+// servers also measured, so that the call is a hit and no refill competes
+// with it for the CPU (an agent's calls are seconds apart), and times one
+// call.
+func (w *warmServer) timed(also ...*warmServer) time.Duration {
+	w.b.StopTimer()
+	for _, o := range append(also, w) {
+		testenv.WaitWarm(w.b, o.s.Session, o.plugin, 2)
+	}
+	w.b.StartTimer()
+	t0 := time.Now()
+	w.call()
+	d := time.Since(t0)
+	w.b.StopTimer()
+	return d
+}
+
+func (w *warmServer) pool() *testenv.WarmPool { return testenv.Pool(w.b, w.s.Session, w.plugin) }
+
+// checkHits fails the benchmark unless every one of n calls since before
+// was served warm.
+func (w *warmServer) checkHits(before *testenv.WarmPool, n int) *testenv.WarmPool {
+	after := w.pool()
+	if hits := after.Hits - before.Hits; hits != int64(n) {
+		w.b.Fatalf("%d of %d calls were served warm: %+v", hits, n, after)
+	}
+	return after
+}
+
+// warmBench measures a tool call served by a warm container through MCP,
+// and a bare `podman run --rm` of the same image in the same run; the hits
+// are checked.
+func warmBench(b *testing.B, plugin, code string, bare []string) {
+	w := startWarm(b, "", plugin, code)
 	run := func() error {
 		out, err := exec.Command("podman", append([]string{"run", "--rm", "--network", "none"}, bare...)...).CombinedOutput()
 		if err != nil {
@@ -32,26 +83,16 @@ func warmBench(b *testing.B, plugin, code string, bare []string) {
 		}
 		return nil
 	}
-	testenv.WaitWarm(b, s.Session, plugin, 1)
-	call() // the plugin's first connection is not the steady state
 	run()
 	n := b.N
 	b.ResetTimer()
 	b.StopTimer()
-	before := testenv.WaitWarm(b, s.Session, plugin, 2)
+	before := testenv.WaitWarm(b, w.s.Session, plugin, 2)
 	forge := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
-		testenv.WaitWarm(b, s.Session, plugin, 2)
-		b.StartTimer()
-		t0 := time.Now()
-		call()
-		forge = append(forge, time.Since(t0))
-		b.StopTimer()
+		forge = append(forge, w.timed())
 	}
-	after := testenv.Pool(b, s.Session, plugin)
-	if hits := after.Hits - before.Hits; hits != int64(n) {
-		b.Fatalf("%d of %d calls were served warm: %+v", hits, n, after)
-	}
+	after := w.checkHits(before, n)
 	base, err := measure(n, run)
 	if err != nil {
 		b.Fatal(err)
@@ -64,9 +105,54 @@ func warmBench(b *testing.B, plugin, code string, bare []string) {
 	b.ReportMetric(bp, "podman-run-p90-ms")
 	b.ReportMetric(fm/bm, "ratio-median")
 	b.ReportMetric(float64(after.MeanRefill), "refill-mean-ms")
-	b.Logf("%s %q warm, %d runs each: forge median %.1f ms p90 %.1f ms; bare podman run median %.0f ms p90 %.0f ms; ratio %.3f; pool %+v",
-		tool, code, n, fm, fp, bm, bp, fm/bm, *after)
+	b.Logf("execute_%s %q warm, %d runs each: forge median %.1f ms p90 %.1f ms; bare podman run median %.0f ms p90 %.0f ms; ratio %.3f; pool %+v",
+		plugin, code, n, fm, fp, bm, bp, fm/bm, *after)
 }
+
+// warmAgainstBench measures the same warm call on this tree's server and on
+// another build's (FORGE_BENCH_BASELINE: the path of its mcp-forge, with
+// its plugins beside it, e.g. main built into a temporary directory), both
+// running at once and called in turn, so that the two see the same load:
+// a change's cost on the warm path, in one run.
+func warmAgainstBench(b *testing.B, plugin, code string) {
+	bin := os.Getenv("FORGE_BENCH_BASELINE")
+	if bin == "" {
+		b.Skip("FORGE_BENCH_BASELINE (another build's mcp-forge) is not set")
+	}
+	this, base := startWarm(b, "", plugin, code), startWarm(b, bin, plugin, code)
+	n := b.N
+	b.ResetTimer()
+	b.StopTimer()
+	beforeThis, beforeBase := testenv.WaitWarm(b, this.s.Session, plugin, 2), testenv.WaitWarm(b, base.s.Session, plugin, 2)
+	var dThis, dBase []time.Duration
+	for i := 0; i < n; i++ {
+		// Alternate which goes first, so neither always follows the
+		// other's container removal.
+		if i%2 == 0 {
+			dThis, dBase = append(dThis, this.timed(base)), append(dBase, base.timed(this))
+		} else {
+			dBase, dThis = append(dBase, base.timed(this)), append(dThis, this.timed(base))
+		}
+	}
+	this.checkHits(beforeThis, n)
+	base.checkHits(beforeBase, n)
+	tm, tp := stats(dThis)
+	bm, bp := stats(dBase)
+	b.ReportMetric(tm, "this-median-ms")
+	b.ReportMetric(tp, "this-p90-ms")
+	b.ReportMetric(bm, "baseline-median-ms")
+	b.ReportMetric(bp, "baseline-p90-ms")
+	b.ReportMetric(tm/bm, "ratio-median")
+	b.Logf("execute_%s %q warm, %d runs each, in turn: this tree median %.2f ms p90 %.2f ms; %s median %.2f ms p90 %.2f ms; ratio %.3f",
+		plugin, code, n, tm, tp, bin, bm, bp, tm/bm)
+}
+
+// BenchmarkStatelessWarmAgainstPython: a warm execute_python here and on
+// FORGE_BENCH_BASELINE's build, in turn. Goal: unchanged within noise.
+func BenchmarkStatelessWarmAgainstPython(b *testing.B) { warmAgainstBench(b, "python", "print(1)") }
+
+// BenchmarkStatelessWarmAgainstR: the same for execute_r.
+func BenchmarkStatelessWarmAgainstR(b *testing.B) { warmAgainstBench(b, "r", "cat(1)") }
 
 // BenchmarkStatelessWarmPython: execute_python of print(1) on a warm
 // container vs podman run python3 -c. Goal: 25 ms median.

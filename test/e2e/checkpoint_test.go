@@ -10,9 +10,10 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-// A session's DataFrame and function survive checkpoint and restore into a
-// new kernel; an open file handle is reported as not saved; another
-// connection can neither checkpoint nor restore it; destroy removes it.
+// A session's DataFrame, function, hidden variables, RNG state and
+// attached packages (R) survive checkpoint and restore into a new kernel;
+// an open file handle is reported as not saved; another connection can
+// neither checkpoint nor restore it; destroy removes it.
 func TestCheckpointRestore(t *testing.T) {
 	p := testenv.NewInProcess(t, nil)
 	alice, bob := p.Connect(t), p.Connect(t)
@@ -36,8 +37,11 @@ func TestCheckpointRestore(t *testing.T) {
 	}{
 		{"python", "pyck", "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndef double(x):\n    return x * 2\nfh = open('notes.txt', 'w')\nfh.write('hi')",
 			"fh", "double(int(df.a.sum()))", "12", []string{"df", "double"}},
-		{"r", "rck", "d <- data.frame(x = 1:3)\nf <- function(v) v * 10\ncon <- file('c.txt', 'w')",
-			"con", "f(sum(d$x))", "[1] 60", []string{"d", "f"}},
+		// A dot-name, the RNG's state (.Random.seed) and an attached
+		// package are state too: runif(1) after set.seed(7) is 0.9889 and
+		// toJSON comes from library(jsonlite).
+		{"r", "rck", "library(jsonlite)\nd <- data.frame(x = 1:3)\nf <- function(v) v * 10\n.k <- 2\nset.seed(7)\ncon <- file('c.txt', 'w')",
+			"con", "c(f(sum(d$x)), .k, round(runif(1), 4), nchar(toJSON(1)))", "[1] 60.0000  2.0000  0.9889  3.0000", []string{"d", "f", ".k", ".Random.seed"}},
 	} {
 		t.Run(c.lang, func(t *testing.T) {
 			tool := "execute_" + c.lang

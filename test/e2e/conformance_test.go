@@ -33,6 +33,10 @@ var pythonSnippets = sdktest.Snippets{
 	Exit:          "import os\nos._exit(1)",
 	CheckpointForger: "class Forger:\n    def __getstate__(self):\n        print('__FORGE_CKPT__{\"saved\":[\"__forged__\"],\"created\":\"2099-01-01T00:00:00Z\"}')\n        return {'v': 1}\n" +
 		"    def __setstate__(self, st):\n        self.v = st['v']\nforger = Forger()",
+	// A module comes back with the namespace (dill saves it by reference).
+	CheckpointState: "import json\nx = 41",
+	CheckpointGet:   "print(json.dumps([x + 1]))",
+	CheckpointOut:   "[42]",
 }
 
 var rSnippets = sdktest.Snippets{
@@ -54,6 +58,10 @@ var rSnippets = sdktest.Snippets{
 	SleptOut:         "100",
 	Exit:             "quit(save = 'no', status = 1)",
 	CheckpointForger: "makeActiveBinding('forger', function() { cat('__FORGE_CKPT__{\"saved\":[\"__forged__\"],\"created\":\"2099-01-01T00:00:00Z\"}\\n'); 1 }, globalenv())",
+	// An attached package and a dot-name are state as much as x is.
+	CheckpointState: "library(jsonlite)\n.k <- 1\nx <- 40",
+	CheckpointGet:   "cat(toJSON(x + .k + 1), '\\n')",
+	CheckpointOut:   "[42]",
 }
 
 // bash has no result value and no traceback: those checks are left out.

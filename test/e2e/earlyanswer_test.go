@@ -13,12 +13,17 @@ import (
 )
 
 // Code that makes a stateless call return while its sandbox keeps running:
-// it answers on the resident runner's channel itself, or forks a child that
-// goes on to answer while the parent (the runner) sleeps.
+// it answers on the resident runner's connection itself (the one socket it
+// has open), or forks a child that goes on to answer while the parent (the
+// runner) sleeps.
 const (
-	answerEarlyCode = "import json, os, time\n" +
-		"fd = os.open('/forge/chan/done', os.O_WRONLY)\n" +
-		"os.write(fd, (json.dumps({'repr': 'early'}) + '\\n').encode())\n" +
+	answerEarlyCode = "import json, os, stat, time\n" +
+		"for fd in map(int, os.listdir('/proc/self/fd')):\n" +
+		"    try:\n" +
+		"        if stat.S_ISSOCK(os.fstat(fd).st_mode):\n" +
+		"            os.write(fd, (json.dumps({'repr': 'early'}) + '\\n').encode())\n" +
+		"    except OSError:\n" +
+		"        pass  # listdir's own descriptor, closed by now\n" +
 		"time.sleep(200)\n"
 	forkAnswersCode = "import os, time\n" +
 		"if os.fork() != 0:\n" +

@@ -48,7 +48,11 @@ func TestHostExec(t *testing.T) {
 	r, err := sb.Exec(ctx, c.ID, host.ExecRequest{
 		Command: []string{"sh", "-c", `cat; echo " $BASE$EXTRA $(pwd)"; echo err >&2`},
 		Stdin:   []byte("fed"), Env: map[string]string{"EXTRA": "x"}, WorkDir: "/tmp", MaxBytes: 1 << 10,
-		Output: func(stream string, p []byte) { mu.Lock(); chunks = append(chunks, stream+":"+string(p)); mu.Unlock() }})
+		Output: func(stream host.Stream, p []byte) {
+			mu.Lock()
+			chunks = append(chunks, string(stream)+":"+string(p))
+			mu.Unlock()
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,14 @@ func StartServer(t testing.TB, extra string) *Server {
 func StartServerAt(t testing.TB, base, extra string) *Server {
 	t.Helper()
 	Require(t)
-	bin := Binary(t)
+	return StartServerBinary(t, Binary(t), base, extra)
+}
+
+// StartServerBinary starts the server binary bin (with the plugins beside
+// it), another build than this tree's: a baseline measured in the same run.
+func StartServerBinary(t testing.TB, bin, base, extra string) *Server {
+	t.Helper()
+	Require(t)
 	cfg, err := os.CreateTemp(base, "forge-*.toml")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -485,15 +486,83 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		opts.InputStream = bufio.NewReader(bytes.NewReader(req.Stdin))
 		opts.AttachInput = &t
 	}
-	if err := containers.ExecStartAndAttach(cx, sid, opts); err != nil {
+	done := make(chan struct{})
+	var timedOut atomic.Bool
+	var bounder sync.WaitGroup
+	var boundErr error
+	if req.Timeout > 0 {
+		bounder.Add(1)
+		go func() {
+			defer bounder.Done()
+			boundErr = boundExec(cx, sid, req.Timeout, done, &timedOut)
+		}()
+	}
+	err = containers.ExecStartAndAttach(cx, sid, opts)
+	close(done)
+	bounder.Wait()
+	if boundErr != nil {
+		return runtime.ExecResult{}, c.fail(id, "podman exec", boundErr)
+	}
+	if err != nil {
 		return runtime.ExecResult{}, c.fail(id, "podman exec", err)
 	}
 	insp, err := containers.ExecInspect(cx, sid, nil)
 	if err != nil {
 		return runtime.ExecResult{}, c.fail(id, "podman exec inspect", err)
 	}
-	return runtime.ExecResult{ExitCode: insp.ExitCode, Output: runtime.Output{
+	return runtime.ExecResult{ExitCode: insp.ExitCode, TimedOut: timedOut.Load(), Output: runtime.Output{
 		Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}}, nil
+}
+
+// boundExec ends exec session sid past timeout (unless done closes first):
+// SIGTERM to its process group, SIGKILL runtime.ExecKillGrace later. Podman
+// starts an exec's command as the leader of a session and process group of
+// its own, child of conmon on this host, so the group is the command and
+// everything it started (a shell's children too) and nothing else; the
+// signal comes from the core, so the image needs no timeout(1) or kill. A
+// rootless core owns the user namespace the command runs in, so it may
+// signal it too.
+//
+// An error means the command could not be signalled (a Podman service on
+// another machine, whose pids are not this host's): the caller's context
+// is then the only bound left.
+func boundExec(ctx context.Context, sid string, timeout time.Duration, done <-chan struct{}, timedOut *atomic.Bool) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+	}
+	insp, err := containers.ExecInspect(ctx, sid, nil)
+	if err != nil || !insp.Running || insp.Pid <= 0 {
+		return nil // it ended meanwhile
+	}
+	// Only the command's own group: were its pid not a group leader (a
+	// runtime that starts execs otherwise), the group would be conmon's.
+	target := insp.Pid
+	if pg, err := syscall.Getpgid(insp.Pid); err == nil && pg == insp.Pid {
+		target = -insp.Pid
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		if err := syscall.Kill(target, sig); err != nil {
+			return fmt.Errorf("the command ran past its %s timeout and could not be sent %v (pid %d): %w", timeout, sig, insp.Pid, err)
+		}
+		timedOut.Store(true)
+		select {
+		case <-done:
+			return nil
+		case <-time.After(runtime.ExecKillGrace):
+		}
+	}
+	return nil
 }
 
 // Signal sends a signal ("INT", "TERM", "KILL") to the container's init.

@@ -412,14 +412,26 @@ func (r *Runtime) Exec(ctx context.Context, id string, req runtime.ExecRequest) 
 		defer r.mu.Unlock()
 		r.signalLocked(c, sig)
 	}
-	code, out := shell(req.Command, ectx.Done(), kill)
+	var code int
+	var out runtime.Output
+	timedOut := false
+	if req.Timeout > 0 {
+		// As the real runtime bounds an exec: the command ends past
+		// Timeout, killed (137), whatever the image holds.
+		code, out, timedOut = bounded(req.Timeout, ectx.Done(), func(stop <-chan struct{}) (int, runtime.Output) { return shell(req.Command, stop, kill) })
+		if timedOut {
+			code = 137
+		}
+	} else {
+		code, out = shell(req.Command, ectx.Done(), kill)
+	}
 	if req.Stdout != nil {
 		req.Stdout.Write(out.Stdout)
 	}
 	if req.Stderr != nil {
 		req.Stderr.Write(out.Stderr)
 	}
-	return runtime.ExecResult{ExitCode: code, Output: capOutput(out, req.Max)}, nil
+	return runtime.ExecResult{ExitCode: code, TimedOut: timedOut, Output: capOutput(out, req.Max)}, nil
 }
 
 // Signal delivers a signal to the container's init: KILL, TERM and INT
@@ -624,9 +636,18 @@ func timeout(args []string, stop <-chan struct{}, kill func(string)) (int, runti
 	if err != nil {
 		return bad()
 	}
+	code, out, fired := bounded(time.Duration(secs*float64(time.Second)), stop, func(inner <-chan struct{}) (int, runtime.Output) { return shell(args[1:], inner, kill) })
+	if fired {
+		return 124, out
+	}
+	return code, out
+}
+
+// bounded runs run until stop closes or d passes (fired).
+func bounded(d time.Duration, stop <-chan struct{}, run func(stop <-chan struct{}) (int, runtime.Output)) (int, runtime.Output, bool) {
 	end := make(chan struct{})
 	var fired atomic.Bool
-	t := time.AfterFunc(time.Duration(secs*float64(time.Second)), func() { fired.Store(true); close(end) })
+	t := time.AfterFunc(d, func() { fired.Store(true); close(end) })
 	defer t.Stop()
 	inner := make(chan struct{})
 	go func() {
@@ -636,14 +657,11 @@ func timeout(args []string, stop <-chan struct{}, kill func(string)) (int, runti
 		}
 		close(inner)
 	}()
-	code, out := shell(args[1:], inner, kill)
+	code, out := run(inner)
 	if t.Stop() {
 		close(end) // ends the goroutine above
 	}
-	if fired.Load() {
-		return 124, out
-	}
-	return code, out
+	return code, out, fired.Load()
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

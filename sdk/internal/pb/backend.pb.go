@@ -41,8 +41,10 @@ type CapabilitiesResponse struct {
 	Checkpoint *CheckpointCode `protobuf:"bytes,12,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// Execute places ExecuteRequest.input_files in the run's working directory.
 	InputFiles bool `protobuf:"varint,13,opt,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty"`
-	// The backend's pool of ready containers, if it keeps one; read live
-	// (environment/info asks again on every read).
+	// v1 only: a v1 plugin reports its pool here, read live. A v2 plugin
+	// leaves it unset (Capabilities is static) and answers Stats.
+	//
+	// Deprecated: Marked as deprecated in forge/plugin/v2/backend.proto.
 	WarmPool      *WarmPool `protobuf:"bytes,14,opt,name=warm_pool,json=warmPool,proto3" json:"warm_pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -169,7 +171,91 @@ func (x *CapabilitiesResponse) GetInputFiles() bool {
 	return false
 }
 
+// Deprecated: Marked as deprecated in forge/plugin/v2/backend.proto.
 func (x *CapabilitiesResponse) GetWarmPool() *WarmPool {
+	if x != nil {
+		return x.WarmPool
+	}
+	return nil
+}
+
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{1}
+}
+
+// StatsResponse is a backend's live figures (v2; v1 put them in
+// CapabilitiesResponse.warm_pool).
+type StatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backend's pool of ready containers, if it keeps one.
+	WarmPool      *WarmPool `protobuf:"bytes,1,opt,name=warm_pool,json=warmPool,proto3" json:"warm_pool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsResponse) Reset() {
+	*x = StatsResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsResponse) ProtoMessage() {}
+
+func (x *StatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
+func (*StatsResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StatsResponse) GetWarmPool() *WarmPool {
 	if x != nil {
 		return x.WarmPool
 	}
@@ -190,7 +276,7 @@ type CheckpointCode struct {
 
 func (x *CheckpointCode) Reset() {
 	*x = CheckpointCode{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +288,7 @@ func (x *CheckpointCode) String() string {
 func (*CheckpointCode) ProtoMessage() {}
 
 func (x *CheckpointCode) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[1]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +301,7 @@ func (x *CheckpointCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCode.ProtoReflect.Descriptor instead.
 func (*CheckpointCode) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{1}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CheckpointCode) GetSave() string {
@@ -268,7 +354,7 @@ type WarmPool struct {
 
 func (x *WarmPool) Reset() {
 	*x = WarmPool{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +366,7 @@ func (x *WarmPool) String() string {
 func (*WarmPool) ProtoMessage() {}
 
 func (x *WarmPool) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +379,7 @@ func (x *WarmPool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WarmPool.ProtoReflect.Descriptor instead.
 func (*WarmPool) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WarmPool) GetSize() int32 {
@@ -412,7 +498,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +510,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +523,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{3}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -551,7 +637,7 @@ type ExecuteSessionRequest struct {
 
 func (x *ExecuteSessionRequest) Reset() {
 	*x = ExecuteSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +649,7 @@ func (x *ExecuteSessionRequest) String() string {
 func (*ExecuteSessionRequest) ProtoMessage() {}
 
 func (x *ExecuteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[4]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +662,7 @@ func (x *ExecuteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{4}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecuteSessionRequest) GetCode() string {
@@ -676,7 +762,7 @@ type ExecError struct {
 
 func (x *ExecError) Reset() {
 	*x = ExecError{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +774,7 @@ func (x *ExecError) String() string {
 func (*ExecError) ProtoMessage() {}
 
 func (x *ExecError) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[5]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +787,7 @@ func (x *ExecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecError.ProtoReflect.Descriptor instead.
 func (*ExecError) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{5}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecError) GetName() string {
@@ -750,7 +836,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[6]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +848,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[6]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +861,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{6}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Image) GetName() string {
@@ -823,7 +909,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +921,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +934,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecuteResponse) GetSuccess() bool {
@@ -964,7 +1050,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1062,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1075,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{10}
 }
 
 type OpenSessionRequest struct {
@@ -1010,7 +1096,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1108,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1121,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{9}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OpenSessionRequest) GetSessionId() string {
@@ -1096,7 +1182,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1194,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1207,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{10}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpenSessionResponse) GetSessionId() string {
@@ -1161,7 +1247,7 @@ type InterruptRequest struct {
 
 func (x *InterruptRequest) Reset() {
 	*x = InterruptRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1259,7 @@ func (x *InterruptRequest) String() string {
 func (*InterruptRequest) ProtoMessage() {}
 
 func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1272,7 @@ func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
 func (*InterruptRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InterruptRequest) GetSessionId() string {
@@ -1204,7 +1290,7 @@ type InterruptResponse struct {
 
 func (x *InterruptResponse) Reset() {
 	*x = InterruptResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1302,7 @@ func (x *InterruptResponse) String() string {
 func (*InterruptResponse) ProtoMessage() {}
 
 func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1315,7 @@ func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
 func (*InterruptResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{12}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{14}
 }
 
 type RestartSessionRequest struct {
@@ -1241,7 +1327,7 @@ type RestartSessionRequest struct {
 
 func (x *RestartSessionRequest) Reset() {
 	*x = RestartSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1339,7 @@ func (x *RestartSessionRequest) String() string {
 func (*RestartSessionRequest) ProtoMessage() {}
 
 func (x *RestartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1352,7 @@ func (x *RestartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RestartSessionRequest) GetSessionId() string {
@@ -1284,7 +1370,7 @@ type RestartSessionResponse struct {
 
 func (x *RestartSessionResponse) Reset() {
 	*x = RestartSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1382,7 @@ func (x *RestartSessionResponse) String() string {
 func (*RestartSessionResponse) ProtoMessage() {}
 
 func (x *RestartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1395,7 @@ func (x *RestartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartSessionResponse.ProtoReflect.Descriptor instead.
 func (*RestartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{14}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{16}
 }
 
 type CloseSessionRequest struct {
@@ -1321,7 +1407,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1419,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1432,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{15}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1364,7 +1450,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1462,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1475,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{16}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{18}
 }
 
 type InspectRequest struct {
@@ -1401,7 +1487,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1499,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1512,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{17}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InspectRequest) GetSessionId() string {
@@ -1446,7 +1532,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1544,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1557,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{18}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamEvent) GetName() string {
@@ -1503,7 +1589,7 @@ type ExecuteSessionResponse struct {
 
 func (x *ExecuteSessionResponse) Reset() {
 	*x = ExecuteSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1601,7 @@ func (x *ExecuteSessionResponse) String() string {
 func (*ExecuteSessionResponse) ProtoMessage() {}
 
 func (x *ExecuteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1614,7 @@ func (x *ExecuteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{19}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecuteSessionResponse) GetKind() isExecuteSessionResponse_Kind {
@@ -1585,7 +1671,7 @@ type Variable struct {
 
 func (x *Variable) Reset() {
 	*x = Variable{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1683,7 @@ func (x *Variable) String() string {
 func (*Variable) ProtoMessage() {}
 
 func (x *Variable) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1696,7 @@ func (x *Variable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variable.ProtoReflect.Descriptor instead.
 func (*Variable) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{20}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Variable) GetName() string {
@@ -1657,7 +1743,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1755,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1768,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{21}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InspectResponse) GetVariables() []*Variable {
@@ -1696,7 +1782,7 @@ var File_forge_plugin_v2_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\x8f\x04\n" +
+	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\x93\x04\n" +
 	"\x14CapabilitiesResponse\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -1715,8 +1801,11 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"checkpoint\x18\f \x01(\v2\x1f.forge.plugin.v2.CheckpointCodeR\n" +
 	"checkpoint\x12\x1f\n" +
 	"\vinput_files\x18\r \x01(\bR\n" +
-	"inputFiles\x126\n" +
-	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolR\bwarmPool\"f\n" +
+	"inputFiles\x12:\n" +
+	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolB\x02\x18\x01R\bwarmPool\"\x0e\n" +
+	"\fStatsRequest\"G\n" +
+	"\rStatsResponse\x126\n" +
+	"\twarm_pool\x18\x01 \x01(\v2\x19.forge.plugin.v2.WarmPoolR\bwarmPool\"f\n" +
 	"\x0eCheckpointCode\x12\x12\n" +
 	"\x04save\x18\x01 \x01(\tR\x04save\x12\x12\n" +
 	"\x04load\x18\x02 \x01(\tR\x04load\x12\x18\n" +
@@ -1866,9 +1955,10 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x04repr\x18\x04 \x01(\tR\x04repr\x12!\n" +
 	"\fdetails_json\x18\x05 \x01(\tR\vdetailsJson\"J\n" +
 	"\x0fInspectResponse\x127\n" +
-	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v2.VariableR\tvariables2\xdc\x05\n" +
+	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v2.VariableR\tvariables2\xa4\x06\n" +
 	"\x0eBackendService\x12[\n" +
-	"\fCapabilities\x12$.forge.plugin.v2.CapabilitiesRequest\x1a%.forge.plugin.v2.CapabilitiesResponse\x12L\n" +
+	"\fCapabilities\x12$.forge.plugin.v2.CapabilitiesRequest\x1a%.forge.plugin.v2.CapabilitiesResponse\x12F\n" +
+	"\x05Stats\x12\x1d.forge.plugin.v2.StatsRequest\x1a\x1e.forge.plugin.v2.StatsResponse\x12L\n" +
 	"\aExecute\x12\x1f.forge.plugin.v2.ExecuteRequest\x1a .forge.plugin.v2.ExecuteResponse\x12X\n" +
 	"\vOpenSession\x12#.forge.plugin.v2.OpenSessionRequest\x1a$.forge.plugin.v2.OpenSessionResponse\x12c\n" +
 	"\x0eExecuteSession\x12&.forge.plugin.v2.ExecuteSessionRequest\x1a'.forge.plugin.v2.ExecuteSessionResponse0\x01\x12R\n" +
@@ -1889,72 +1979,77 @@ func file_forge_plugin_v2_backend_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v2_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_forge_plugin_v2_backend_proto_goTypes = []any{
 	(*CapabilitiesResponse)(nil),   // 0: forge.plugin.v2.CapabilitiesResponse
-	(*CheckpointCode)(nil),         // 1: forge.plugin.v2.CheckpointCode
-	(*WarmPool)(nil),               // 2: forge.plugin.v2.WarmPool
-	(*ExecuteRequest)(nil),         // 3: forge.plugin.v2.ExecuteRequest
-	(*ExecuteSessionRequest)(nil),  // 4: forge.plugin.v2.ExecuteSessionRequest
-	(*ExecError)(nil),              // 5: forge.plugin.v2.ExecError
-	(*Image)(nil),                  // 6: forge.plugin.v2.Image
-	(*ExecuteResponse)(nil),        // 7: forge.plugin.v2.ExecuteResponse
-	(*CapabilitiesRequest)(nil),    // 8: forge.plugin.v2.CapabilitiesRequest
-	(*OpenSessionRequest)(nil),     // 9: forge.plugin.v2.OpenSessionRequest
-	(*OpenSessionResponse)(nil),    // 10: forge.plugin.v2.OpenSessionResponse
-	(*InterruptRequest)(nil),       // 11: forge.plugin.v2.InterruptRequest
-	(*InterruptResponse)(nil),      // 12: forge.plugin.v2.InterruptResponse
-	(*RestartSessionRequest)(nil),  // 13: forge.plugin.v2.RestartSessionRequest
-	(*RestartSessionResponse)(nil), // 14: forge.plugin.v2.RestartSessionResponse
-	(*CloseSessionRequest)(nil),    // 15: forge.plugin.v2.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 16: forge.plugin.v2.CloseSessionResponse
-	(*InspectRequest)(nil),         // 17: forge.plugin.v2.InspectRequest
-	(*StreamEvent)(nil),            // 18: forge.plugin.v2.StreamEvent
-	(*ExecuteSessionResponse)(nil), // 19: forge.plugin.v2.ExecuteSessionResponse
-	(*Variable)(nil),               // 20: forge.plugin.v2.Variable
-	(*InspectResponse)(nil),        // 21: forge.plugin.v2.InspectResponse
-	nil,                            // 22: forge.plugin.v2.ExecuteRequest.EnvEntry
-	nil,                            // 23: forge.plugin.v2.ExecuteRequest.InputFilesEntry
-	nil,                            // 24: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
-	nil,                            // 25: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
-	nil,                            // 26: forge.plugin.v2.ExecuteResponse.RichEntry
-	nil,                            // 27: forge.plugin.v2.OpenSessionRequest.EnvEntry
+	(*StatsRequest)(nil),           // 1: forge.plugin.v2.StatsRequest
+	(*StatsResponse)(nil),          // 2: forge.plugin.v2.StatsResponse
+	(*CheckpointCode)(nil),         // 3: forge.plugin.v2.CheckpointCode
+	(*WarmPool)(nil),               // 4: forge.plugin.v2.WarmPool
+	(*ExecuteRequest)(nil),         // 5: forge.plugin.v2.ExecuteRequest
+	(*ExecuteSessionRequest)(nil),  // 6: forge.plugin.v2.ExecuteSessionRequest
+	(*ExecError)(nil),              // 7: forge.plugin.v2.ExecError
+	(*Image)(nil),                  // 8: forge.plugin.v2.Image
+	(*ExecuteResponse)(nil),        // 9: forge.plugin.v2.ExecuteResponse
+	(*CapabilitiesRequest)(nil),    // 10: forge.plugin.v2.CapabilitiesRequest
+	(*OpenSessionRequest)(nil),     // 11: forge.plugin.v2.OpenSessionRequest
+	(*OpenSessionResponse)(nil),    // 12: forge.plugin.v2.OpenSessionResponse
+	(*InterruptRequest)(nil),       // 13: forge.plugin.v2.InterruptRequest
+	(*InterruptResponse)(nil),      // 14: forge.plugin.v2.InterruptResponse
+	(*RestartSessionRequest)(nil),  // 15: forge.plugin.v2.RestartSessionRequest
+	(*RestartSessionResponse)(nil), // 16: forge.plugin.v2.RestartSessionResponse
+	(*CloseSessionRequest)(nil),    // 17: forge.plugin.v2.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 18: forge.plugin.v2.CloseSessionResponse
+	(*InspectRequest)(nil),         // 19: forge.plugin.v2.InspectRequest
+	(*StreamEvent)(nil),            // 20: forge.plugin.v2.StreamEvent
+	(*ExecuteSessionResponse)(nil), // 21: forge.plugin.v2.ExecuteSessionResponse
+	(*Variable)(nil),               // 22: forge.plugin.v2.Variable
+	(*InspectResponse)(nil),        // 23: forge.plugin.v2.InspectResponse
+	nil,                            // 24: forge.plugin.v2.ExecuteRequest.EnvEntry
+	nil,                            // 25: forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	nil,                            // 26: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	nil,                            // 27: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	nil,                            // 28: forge.plugin.v2.ExecuteResponse.RichEntry
+	nil,                            // 29: forge.plugin.v2.OpenSessionRequest.EnvEntry
 }
 var file_forge_plugin_v2_backend_proto_depIdxs = []int32{
-	1,  // 0: forge.plugin.v2.CapabilitiesResponse.checkpoint:type_name -> forge.plugin.v2.CheckpointCode
-	2,  // 1: forge.plugin.v2.CapabilitiesResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
-	22, // 2: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
-	23, // 3: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
-	24, // 4: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
-	25, // 5: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
-	5,  // 6: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
-	6,  // 7: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
-	26, // 8: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
-	27, // 9: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
-	18, // 10: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
-	7,  // 11: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
-	20, // 12: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
-	8,  // 13: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
-	3,  // 14: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
-	9,  // 15: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
-	4,  // 16: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
-	11, // 17: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
-	17, // 18: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
-	13, // 19: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
-	15, // 20: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
-	0,  // 21: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
-	7,  // 22: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
-	10, // 23: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
-	19, // 24: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
-	12, // 25: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
-	21, // 26: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
-	14, // 27: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
-	16, // 28: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 0: forge.plugin.v2.CapabilitiesResponse.checkpoint:type_name -> forge.plugin.v2.CheckpointCode
+	4,  // 1: forge.plugin.v2.CapabilitiesResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
+	4,  // 2: forge.plugin.v2.StatsResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
+	24, // 3: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
+	25, // 4: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	26, // 5: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	27, // 6: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	7,  // 7: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
+	8,  // 8: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
+	28, // 9: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
+	29, // 10: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
+	20, // 11: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
+	9,  // 12: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
+	22, // 13: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
+	10, // 14: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
+	1,  // 15: forge.plugin.v2.BackendService.Stats:input_type -> forge.plugin.v2.StatsRequest
+	5,  // 16: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
+	11, // 17: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
+	6,  // 18: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
+	13, // 19: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
+	19, // 20: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
+	15, // 21: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
+	17, // 22: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
+	0,  // 23: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
+	2,  // 24: forge.plugin.v2.BackendService.Stats:output_type -> forge.plugin.v2.StatsResponse
+	9,  // 25: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
+	12, // 26: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
+	21, // 27: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
+	14, // 28: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
+	23, // 29: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
+	16, // 30: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
+	18, // 31: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v2_backend_proto_init() }
@@ -1962,7 +2057,7 @@ func file_forge_plugin_v2_backend_proto_init() {
 	if File_forge_plugin_v2_backend_proto != nil {
 		return
 	}
-	file_forge_plugin_v2_backend_proto_msgTypes[19].OneofWrappers = []any{
+	file_forge_plugin_v2_backend_proto_msgTypes[21].OneofWrappers = []any{
 		(*ExecuteSessionResponse_Stream)(nil),
 		(*ExecuteSessionResponse_Result)(nil),
 	}
@@ -1972,7 +2067,7 @@ func file_forge_plugin_v2_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_backend_proto_rawDesc), len(file_forge_plugin_v2_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	BackendService_Capabilities_FullMethodName   = "/forge.plugin.v2.BackendService/Capabilities"
+	BackendService_Stats_FullMethodName          = "/forge.plugin.v2.BackendService/Stats"
 	BackendService_Execute_FullMethodName        = "/forge.plugin.v2.BackendService/Execute"
 	BackendService_OpenSession_FullMethodName    = "/forge.plugin.v2.BackendService/OpenSession"
 	BackendService_ExecuteSession_FullMethodName = "/forge.plugin.v2.BackendService/ExecuteSession"
@@ -33,7 +34,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type BackendServiceClient interface {
+	// Capabilities is static: what the backend is and can do, cheap to ask.
 	Capabilities(ctx context.Context, in *CapabilitiesRequest, opts ...grpc.CallOption) (*CapabilitiesResponse, error)
+	// Stats is live (v2 only): read on every metrics scrape and resource read.
+	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
 	// Stateful backends only.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
@@ -56,6 +60,16 @@ func (c *backendServiceClient) Capabilities(ctx context.Context, in *Capabilitie
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CapabilitiesResponse)
 	err := c.cc.Invoke(ctx, BackendService_Capabilities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backendServiceClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatsResponse)
+	err := c.cc.Invoke(ctx, BackendService_Stats_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +159,10 @@ func (c *backendServiceClient) CloseSession(ctx context.Context, in *CloseSessio
 // All implementations must embed UnimplementedBackendServiceServer
 // for forward compatibility.
 type BackendServiceServer interface {
+	// Capabilities is static: what the backend is and can do, cheap to ask.
 	Capabilities(context.Context, *CapabilitiesRequest) (*CapabilitiesResponse, error)
+	// Stats is live (v2 only): read on every metrics scrape and resource read.
+	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
 	// Stateful backends only.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
@@ -166,6 +183,9 @@ type UnimplementedBackendServiceServer struct{}
 
 func (UnimplementedBackendServiceServer) Capabilities(context.Context, *CapabilitiesRequest) (*CapabilitiesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Capabilities not implemented")
+}
+func (UnimplementedBackendServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Stats not implemented")
 }
 func (UnimplementedBackendServiceServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Execute not implemented")
@@ -223,6 +243,24 @@ func _BackendService_Capabilities_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BackendServiceServer).Capabilities(ctx, req.(*CapabilitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BackendService_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServiceServer).Stats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BackendService_Stats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServiceServer).Stats(ctx, req.(*StatsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -356,6 +394,10 @@ var BackendService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Capabilities",
 			Handler:    _BackendService_Capabilities_Handler,
+		},
+		{
+			MethodName: "Stats",
+			Handler:    _BackendService_Stats_Handler,
 		},
 		{
 			MethodName: "Execute",

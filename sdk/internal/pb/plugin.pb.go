@@ -21,6 +21,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ConfigType is the type of a configuration value, as TOML writes it.
+type ConfigType int32
+
+const (
+	ConfigType_CONFIG_TYPE_UNSPECIFIED ConfigType = 0 // any value: the plugin checks it
+	ConfigType_CONFIG_TYPE_STRING      ConfigType = 1
+	ConfigType_CONFIG_TYPE_INTEGER     ConfigType = 2
+	ConfigType_CONFIG_TYPE_FLOAT       ConfigType = 3 // an integer is accepted too
+	ConfigType_CONFIG_TYPE_BOOL        ConfigType = 4
+	ConfigType_CONFIG_TYPE_ARRAY       ConfigType = 5
+	ConfigType_CONFIG_TYPE_TABLE       ConfigType = 6
+	ConfigType_CONFIG_TYPE_MAP         ConfigType = 7 // any key, each value of element_type
+)
+
+// Enum value maps for ConfigType.
+var (
+	ConfigType_name = map[int32]string{
+		0: "CONFIG_TYPE_UNSPECIFIED",
+		1: "CONFIG_TYPE_STRING",
+		2: "CONFIG_TYPE_INTEGER",
+		3: "CONFIG_TYPE_FLOAT",
+		4: "CONFIG_TYPE_BOOL",
+		5: "CONFIG_TYPE_ARRAY",
+		6: "CONFIG_TYPE_TABLE",
+		7: "CONFIG_TYPE_MAP",
+	}
+	ConfigType_value = map[string]int32{
+		"CONFIG_TYPE_UNSPECIFIED": 0,
+		"CONFIG_TYPE_STRING":      1,
+		"CONFIG_TYPE_INTEGER":     2,
+		"CONFIG_TYPE_FLOAT":       3,
+		"CONFIG_TYPE_BOOL":        4,
+		"CONFIG_TYPE_ARRAY":       5,
+		"CONFIG_TYPE_TABLE":       6,
+		"CONFIG_TYPE_MAP":         7,
+	}
+)
+
+func (x ConfigType) Enum() *ConfigType {
+	p := new(ConfigType)
+	*p = x
+	return p
+}
+
+func (x ConfigType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfigType) Descriptor() protoreflect.EnumDescriptor {
+	return file_forge_plugin_v2_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (ConfigType) Type() protoreflect.EnumType {
+	return &file_forge_plugin_v2_plugin_proto_enumTypes[0]
+}
+
+func (x ConfigType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfigType.Descriptor instead.
+func (ConfigType) EnumDescriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{0}
+}
+
 type GetInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -59,12 +124,16 @@ func (*GetInfoRequest) Descriptor() ([]byte, []int) {
 
 // GetInfoResponse is what every plugin reports about itself (v1: Info).
 type GetInfoResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // "backend", "builder", "bridge"
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`                                    // the plugin's own semver
-	ApiVersions   []int32                `protobuf:"varint,4,rep,packed,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"` // plugin API versions it speaks
-	Description   string                 `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Type        string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // "backend", "builder", "bridge"
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Version     string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`                                    // the plugin's own semver
+	ApiVersions []int32                `protobuf:"varint,4,rep,packed,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"` // plugin API versions it speaks
+	Description string                 `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	// The keys the plugin accepts in [plugins.NAME.config]; the core refuses
+	// others, and values of another type, before Configure. Unset (a v1
+	// plugin): the table is passed unchecked.
+	ConfigSchema  *ConfigSchema `protobuf:"bytes,6,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,18 +203,144 @@ func (x *GetInfoResponse) GetDescription() string {
 	return ""
 }
 
-type ConfigureRequest struct {
+func (x *GetInfoResponse) GetConfigSchema() *ConfigSchema {
+	if x != nil {
+		return x.ConfigSchema
+	}
+	return nil
+}
+
+// ConfigSchema is the keys of a plugin's configuration table.
+type ConfigSchema struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	HostBrokerId  uint32                 `protobuf:"varint,1,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"` // GRPCBroker id where the host services are served
-	ConfigJson    []byte                 `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`          // [plugins.NAME.config] plus core-provided settings
-	ApiVersion    int32                  `protobuf:"varint,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`         // negotiated
+	Fields        []*ConfigField         `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *ConfigSchema) Reset() {
+	*x = ConfigSchema{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigSchema) ProtoMessage() {}
+
+func (x *ConfigSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigSchema.ProtoReflect.Descriptor instead.
+func (*ConfigSchema) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConfigSchema) GetFields() []*ConfigField {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// ConfigField is one key of a configuration table.
+type ConfigField struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type          ConfigType             `protobuf:"varint,2,opt,name=type,proto3,enum=forge.plugin.v2.ConfigType" json:"type,omitempty"`
+	ElementType   ConfigType             `protobuf:"varint,3,opt,name=element_type,json=elementType,proto3,enum=forge.plugin.v2.ConfigType" json:"element_type,omitempty"` // of a CONFIG_TYPE_ARRAY or CONFIG_TYPE_MAP
+	Fields        []*ConfigField         `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`                                                               // of a table, or of each table of an array or map
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigField) Reset() {
+	*x = ConfigField{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigField) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigField) ProtoMessage() {}
+
+func (x *ConfigField) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigField.ProtoReflect.Descriptor instead.
+func (*ConfigField) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConfigField) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigField) GetType() ConfigType {
+	if x != nil {
+		return x.Type
+	}
+	return ConfigType_CONFIG_TYPE_UNSPECIFIED
+}
+
+func (x *ConfigField) GetElementType() ConfigType {
+	if x != nil {
+		return x.ElementType
+	}
+	return ConfigType_CONFIG_TYPE_UNSPECIFIED
+}
+
+func (x *ConfigField) GetFields() []*ConfigField {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+type ConfigureRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	HostBrokerId uint32                 `protobuf:"varint,1,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"` // GRPCBroker id where the host services are served
+	// The operator's [plugins.NAME.config], checked against config_schema
+	// (v1: merged with the core's settings).
+	ConfigJson []byte `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	ApiVersion int32  `protobuf:"varint,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"` // negotiated
+	// The core's own settings for the plugin (output limits, container
+	// defaults, a bridge's servers), apart from the operator's keys. v2 only.
+	CoreSettingsJson []byte `protobuf:"bytes,4,opt,name=core_settings_json,json=coreSettingsJson,proto3" json:"core_settings_json,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +352,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[2]
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +365,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{2}
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConfigureRequest) GetHostBrokerId() uint32 {
@@ -194,6 +389,13 @@ func (x *ConfigureRequest) GetApiVersion() int32 {
 	return 0
 }
 
+func (x *ConfigureRequest) GetCoreSettingsJson() []byte {
+	if x != nil {
+		return x.CoreSettingsJson
+	}
+	return nil
+}
+
 type ConfigureResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -202,7 +404,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +416,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[3]
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +429,91 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{3}
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+// PluginService is served by every plugin, whatever its type.
+// ShutdownRequest asks a plugin to release what it holds (sessions,
+// kernels, pools) before the core ends its process; the call's deadline is
+// how long it has.
+type ShutdownRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"` // why, for the plugin's log: "server stop", "reload"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownRequest) Reset() {
+	*x = ShutdownRequest{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownRequest) ProtoMessage() {}
+
+func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
+func (*ShutdownRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ShutdownRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ShutdownResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownResponse) Reset() {
+	*x = ShutdownResponse{}
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownResponse) ProtoMessage() {}
+
+func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_plugin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
+func (*ShutdownResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 var File_forge_plugin_v2_plugin_proto protoreflect.FileDescriptor
@@ -235,23 +521,46 @@ var File_forge_plugin_v2_plugin_proto protoreflect.FileDescriptor
 const file_forge_plugin_v2_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x1cforge/plugin/v2/plugin.proto\x12\x0fforge.plugin.v2\"\x10\n" +
-	"\x0eGetInfoRequest\"\x98\x01\n" +
+	"\x0eGetInfoRequest\"\xdc\x01\n" +
 	"\x0fGetInfoResponse\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12!\n" +
 	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"z\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\x12B\n" +
+	"\rconfig_schema\x18\x06 \x01(\v2\x1d.forge.plugin.v2.ConfigSchemaR\fconfigSchema\"D\n" +
+	"\fConfigSchema\x124\n" +
+	"\x06fields\x18\x01 \x03(\v2\x1c.forge.plugin.v2.ConfigFieldR\x06fields\"\xc8\x01\n" +
+	"\vConfigField\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1b.forge.plugin.v2.ConfigTypeR\x04type\x12>\n" +
+	"\felement_type\x18\x03 \x01(\x0e2\x1b.forge.plugin.v2.ConfigTypeR\velementType\x124\n" +
+	"\x06fields\x18\x04 \x03(\v2\x1c.forge.plugin.v2.ConfigFieldR\x06fields\"\xa8\x01\n" +
 	"\x10ConfigureRequest\x12$\n" +
 	"\x0ehost_broker_id\x18\x01 \x01(\rR\fhostBrokerId\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
 	"configJson\x12\x1f\n" +
 	"\vapi_version\x18\x03 \x01(\x05R\n" +
-	"apiVersion\"\x13\n" +
-	"\x11ConfigureResponse2\xb1\x01\n" +
+	"apiVersion\x12,\n" +
+	"\x12core_settings_json\x18\x04 \x01(\fR\x10coreSettingsJson\"\x13\n" +
+	"\x11ConfigureResponse\")\n" +
+	"\x0fShutdownRequest\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
+	"\x10ShutdownResponse*\xca\x01\n" +
+	"\n" +
+	"ConfigType\x12\x1b\n" +
+	"\x17CONFIG_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12CONFIG_TYPE_STRING\x10\x01\x12\x17\n" +
+	"\x13CONFIG_TYPE_INTEGER\x10\x02\x12\x15\n" +
+	"\x11CONFIG_TYPE_FLOAT\x10\x03\x12\x14\n" +
+	"\x10CONFIG_TYPE_BOOL\x10\x04\x12\x15\n" +
+	"\x11CONFIG_TYPE_ARRAY\x10\x05\x12\x15\n" +
+	"\x11CONFIG_TYPE_TABLE\x10\x06\x12\x13\n" +
+	"\x0fCONFIG_TYPE_MAP\x10\a2\x82\x02\n" +
 	"\rPluginService\x12L\n" +
 	"\aGetInfo\x12\x1f.forge.plugin.v2.GetInfoRequest\x1a .forge.plugin.v2.GetInfoResponse\x12R\n" +
-	"\tConfigure\x12!.forge.plugin.v2.ConfigureRequest\x1a\".forge.plugin.v2.ConfigureResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
+	"\tConfigure\x12!.forge.plugin.v2.ConfigureRequest\x1a\".forge.plugin.v2.ConfigureResponse\x12O\n" +
+	"\bShutdown\x12 .forge.plugin.v2.ShutdownRequest\x1a!.forge.plugin.v2.ShutdownResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
 
 var (
 	file_forge_plugin_v2_plugin_proto_rawDescOnce sync.Once
@@ -265,23 +574,36 @@ func file_forge_plugin_v2_plugin_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v2_plugin_proto_rawDescData
 }
 
-var file_forge_plugin_v2_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_forge_plugin_v2_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_forge_plugin_v2_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_forge_plugin_v2_plugin_proto_goTypes = []any{
-	(*GetInfoRequest)(nil),    // 0: forge.plugin.v2.GetInfoRequest
-	(*GetInfoResponse)(nil),   // 1: forge.plugin.v2.GetInfoResponse
-	(*ConfigureRequest)(nil),  // 2: forge.plugin.v2.ConfigureRequest
-	(*ConfigureResponse)(nil), // 3: forge.plugin.v2.ConfigureResponse
+	(ConfigType)(0),           // 0: forge.plugin.v2.ConfigType
+	(*GetInfoRequest)(nil),    // 1: forge.plugin.v2.GetInfoRequest
+	(*GetInfoResponse)(nil),   // 2: forge.plugin.v2.GetInfoResponse
+	(*ConfigSchema)(nil),      // 3: forge.plugin.v2.ConfigSchema
+	(*ConfigField)(nil),       // 4: forge.plugin.v2.ConfigField
+	(*ConfigureRequest)(nil),  // 5: forge.plugin.v2.ConfigureRequest
+	(*ConfigureResponse)(nil), // 6: forge.plugin.v2.ConfigureResponse
+	(*ShutdownRequest)(nil),   // 7: forge.plugin.v2.ShutdownRequest
+	(*ShutdownResponse)(nil),  // 8: forge.plugin.v2.ShutdownResponse
 }
 var file_forge_plugin_v2_plugin_proto_depIdxs = []int32{
-	0, // 0: forge.plugin.v2.PluginService.GetInfo:input_type -> forge.plugin.v2.GetInfoRequest
-	2, // 1: forge.plugin.v2.PluginService.Configure:input_type -> forge.plugin.v2.ConfigureRequest
-	1, // 2: forge.plugin.v2.PluginService.GetInfo:output_type -> forge.plugin.v2.GetInfoResponse
-	3, // 3: forge.plugin.v2.PluginService.Configure:output_type -> forge.plugin.v2.ConfigureResponse
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	3, // 0: forge.plugin.v2.GetInfoResponse.config_schema:type_name -> forge.plugin.v2.ConfigSchema
+	4, // 1: forge.plugin.v2.ConfigSchema.fields:type_name -> forge.plugin.v2.ConfigField
+	0, // 2: forge.plugin.v2.ConfigField.type:type_name -> forge.plugin.v2.ConfigType
+	0, // 3: forge.plugin.v2.ConfigField.element_type:type_name -> forge.plugin.v2.ConfigType
+	4, // 4: forge.plugin.v2.ConfigField.fields:type_name -> forge.plugin.v2.ConfigField
+	1, // 5: forge.plugin.v2.PluginService.GetInfo:input_type -> forge.plugin.v2.GetInfoRequest
+	5, // 6: forge.plugin.v2.PluginService.Configure:input_type -> forge.plugin.v2.ConfigureRequest
+	7, // 7: forge.plugin.v2.PluginService.Shutdown:input_type -> forge.plugin.v2.ShutdownRequest
+	2, // 8: forge.plugin.v2.PluginService.GetInfo:output_type -> forge.plugin.v2.GetInfoResponse
+	6, // 9: forge.plugin.v2.PluginService.Configure:output_type -> forge.plugin.v2.ConfigureResponse
+	8, // 10: forge.plugin.v2.PluginService.Shutdown:output_type -> forge.plugin.v2.ShutdownResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v2_plugin_proto_init() }
@@ -294,13 +616,14 @@ func file_forge_plugin_v2_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_plugin_proto_rawDesc), len(file_forge_plugin_v2_plugin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   4,
+			NumEnums:      1,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_forge_plugin_v2_plugin_proto_goTypes,
 		DependencyIndexes: file_forge_plugin_v2_plugin_proto_depIdxs,
+		EnumInfos:         file_forge_plugin_v2_plugin_proto_enumTypes,
 		MessageInfos:      file_forge_plugin_v2_plugin_proto_msgTypes,
 	}.Build()
 	File_forge_plugin_v2_plugin_proto = out.File

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 )
@@ -22,6 +23,7 @@ import (
 type Info struct {
 	Type, Name, Version, Description string
 	APIVersions                      []int
+	Config                           *configschema.Schema // nil: none declared
 }
 
 // BackendPlugin is the go-plugin GRPCPlugin for backends. The plugin side
@@ -91,6 +93,20 @@ func (s *pluginServer[T]) Configure(_ context.Context, r *pb.ConfigureRequest) (
 	})
 }
 
+// Shutdown runs the implementation's backend.Shutdowner, if it has one; a
+// plugin never configured has nothing to release.
+func (s *pluginServer[T]) Shutdown(ctx context.Context, r *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
+	s.mu.Lock()
+	impl, set := s.impl, s.set
+	s.mu.Unlock()
+	if sd, ok := any(impl).(backend.Shutdowner); set && ok {
+		if err := sd.Shutdown(ctx); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return &pb.ShutdownResponse{}, nil
+}
+
 // get is the configured implementation, or the error a call before
 // Configure gets.
 func (s *pluginServer[T]) get() (T, error) {
@@ -109,7 +125,7 @@ type backendServer struct {
 }
 
 func infoToPB(i Info) *pb.GetInfoResponse {
-	out := &pb.GetInfoResponse{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description}
+	out := &pb.GetInfoResponse{Type: i.Type, Name: i.Name, Version: i.Version, Description: i.Description, ConfigSchema: schemaToPB(i.Config)}
 	for _, v := range i.APIVersions {
 		out.ApiVersions = append(out.ApiVersions, int32(v))
 	}
@@ -129,13 +145,34 @@ func configure(info Info, broker *plugin.GRPCBroker, maxMessage int, r *pb.Confi
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
 	}
-	if err := build(NewHostClient(conn), backend.Config(r.ConfigJson)); err != nil {
+	cfg, err := mergeConfig(r.CoreSettingsJson, r.ConfigJson)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.Name, err)
+	}
+	if err := build(NewHostClient(conn), cfg); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.Name, err)
 	}
 	return &pb.ConfigureResponse{}, nil
 }
 
 func (s *backendServer) backend() (backend.Backend, error) { return s.get() }
+
+// Stats answers from the backend's StatsReporter; one without has none.
+func (s *backendServer) Stats(ctx context.Context, _ *pb.StatsRequest) (*pb.StatsResponse, error) {
+	b, err := s.backend()
+	if err != nil {
+		return nil, err
+	}
+	sr, ok := b.(backend.StatsReporter)
+	if !ok {
+		return &pb.StatsResponse{}, nil
+	}
+	st, err := sr.Stats(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.StatsResponse{WarmPool: warmPoolToPB(st.WarmPool)}, nil
+}
 
 func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {
 	b, err := s.backend()
@@ -148,7 +185,7 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	}
 	out := &pb.CapabilitiesResponse{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
 		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
-		InputFiles: c.InputFiles, WarmPool: warmPoolToPB(c.WarmPool)}
+		InputFiles: c.InputFiles}
 	if cp := c.Checkpoint; cp != nil {
 		out.Checkpoint = &pb.CheckpointCode{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}
@@ -230,6 +267,7 @@ type pluginClient struct {
 	broker     *plugin.GRPCBroker
 	plugin     pb.PluginServiceClient
 	maxMessage int
+	api        int // negotiated, set by Configure
 }
 
 func newPluginClient(broker *plugin.GRPCBroker, conn grpc.ClientConnInterface, maxMessage int) pluginClient {
@@ -242,15 +280,25 @@ func (c *pluginClient) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, fromStatus(err)
 	}
-	out := Info{Type: r.Type, Name: r.Name, Version: r.Version, Description: r.Description}
+	out := Info{Type: r.Type, Name: r.Name, Version: r.Version, Description: r.Description, Config: schemaFromPB(r.ConfigSchema)}
 	for _, v := range r.ApiVersions {
 		out.APIVersions = append(out.APIVersions, int(v))
 	}
 	return out, nil
 }
 
-// Configure serves h to the plugin over the broker and hands it its config.
-func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg []byte, apiVersion int) error {
+// Configure serves h to the plugin over the broker and hands it the
+// operator's configuration and the core's settings: apart in v2, merged
+// (the operator's keys over the core's) for a v1 plugin, as v1 sent them.
+func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg, core []byte, apiVersion int) error {
+	req := &pb.ConfigureRequest{ConfigJson: cfg, CoreSettingsJson: core, ApiVersion: int32(apiVersion)}
+	if apiVersion < 2 {
+		merged, err := mergeConfig(core, cfg)
+		if err != nil {
+			return err
+		}
+		req.ConfigJson, req.CoreSettingsJson = merged, nil
+	}
 	id := c.broker.NextId()
 	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(opts, ServerOptions(c.maxMessage)...)...)
@@ -260,8 +308,35 @@ func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg []byte, a
 		}
 		return s
 	})
-	_, err := c.plugin.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, ConfigJson: cfg, ApiVersion: int32(apiVersion)})
+	req.HostBrokerId = id
+	c.api = apiVersion
+	_, err := c.plugin.Configure(ctx, req)
 	return fromStatus(err)
+}
+
+// Shutdown asks the plugin to release what it holds (see
+// backend.Shutdowner); API v2 only, which the caller checks.
+func (c *pluginClient) Shutdown(ctx context.Context, reason string) error {
+	_, err := c.plugin.Shutdown(ctx, &pb.ShutdownRequest{Reason: reason})
+	return fromStatus(err)
+}
+
+// Stats implements backend.StatsReporter: the Stats call of API v2, or the
+// figures a v1 plugin put in its capabilities.
+func (c *BackendClient) Stats(ctx context.Context) (backend.Stats, error) {
+	if c.api < 2 {
+		r, err := c.backend.Capabilities(ctx, &pb.CapabilitiesRequest{})
+		if err != nil {
+			return backend.Stats{}, fromStatus(err)
+		}
+		//lint:ignore SA1019 v1's field, read for v1 plugins only
+		return backend.Stats{WarmPool: warmPoolFromPB(r.GetWarmPool())}, nil
+	}
+	r, err := c.backend.Stats(ctx, &pb.StatsRequest{})
+	if err != nil {
+		return backend.Stats{}, fromStatus(err)
+	}
+	return backend.Stats{WarmPool: warmPoolFromPB(r.WarmPool)}, nil
 }
 
 // Capabilities implements backend.Backend.
@@ -272,7 +347,7 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 	}
 	caps := backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
 		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description,
-		InputFiles: r.InputFiles, WarmPool: warmPoolFromPB(r.WarmPool)}
+		InputFiles: r.InputFiles}
 	if cp := r.GetCheckpoint(); cp != nil && cp.Save != "" && cp.Load != "" {
 		caps.Checkpoint = &backend.Checkpoint{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}

@@ -7,17 +7,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/legacyws"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
@@ -103,9 +101,6 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Cr
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if ws := legacyws.Of(s.impl, c.ID); ws != "" {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(legacyws.Header, ws))
-	}
 	return &pb.CreateResponse{ContainerId: c.ID}, nil
 }
 
@@ -170,9 +165,9 @@ func (s *sandboxServer) ExecStream(sr *pb.ExecStreamRequest, stream pb.SandboxSe
 	r := twin(sr, &pb.ExecRequest{})
 	req := execFromPB(r)
 	var sendErr error
-	req.Output = func(name string, data []byte) {
+	req.Output = func(name host.Stream, data []byte) {
 		if sendErr == nil {
-			sendErr = stream.Send(&pb.ExecStreamResponse{Kind: &pb.ExecStreamResponse_Chunk{Chunk: &pb.OutputChunk{Stream: name, Data: data}}})
+			sendErr = stream.Send(&pb.ExecStreamResponse{Kind: &pb.ExecStreamResponse_Chunk{Chunk: &pb.OutputChunk{Stream: string(name), Data: data}}})
 		}
 	}
 	res, err := s.impl.Exec(stream.Context(), r.ContainerId, req)
@@ -190,7 +185,11 @@ func (s *sandboxServer) Signal(ctx context.Context, r *pb.SignalRequest) (*pb.Si
 	if r.Scope == pb.SignalScope_SIGNAL_SCOPE_ALL {
 		scope = host.SignalAll
 	}
-	return &pb.SignalResponse{}, toStatus(s.impl.Signal(ctx, r.ContainerId, r.Signal, scope))
+	sig := host.Signal(r.Signal).Normal() // a v1 plugin may send "SIGINT"
+	if err := sig.Check(); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SignalResponse{}, toStatus(s.impl.Signal(ctx, r.ContainerId, sig, scope))
 }
 
 func (s *sandboxServer) PutFile(ctx context.Context, r *pb.PutFileRequest) (*pb.PutFileResponse, error) {
@@ -230,15 +229,7 @@ func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (
 }
 
 type sandboxClient struct {
-	c          pb.SandboxServiceClient
-	workspaces sync.Map // container id → legacyws.Header of its Create
-}
-
-// LegacyWorkspace implements legacyws.Provider.
-func (c *sandboxClient) LegacyWorkspace(id string) string {
-	ws, _ := c.workspaces.Load(id)
-	s, _ := ws.(string)
-	return s
+	c pb.SandboxServiceClient
 }
 
 func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Container, error) {
@@ -253,13 +244,9 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 	for _, e := range in.Endpoints {
 		r.Endpoints = append(r.Endpoints, &pb.Endpoint{Name: e.Name, Path: e.Path})
 	}
-	var md metadata.MD
-	resp, err := c.c.Create(ctx, r, grpc.Header(&md))
+	resp, err := c.c.Create(ctx, r)
 	if err != nil {
 		return host.Container{}, fromStatus(err)
-	}
-	if ws := md.Get(legacyws.Header); len(ws) == 1 {
-		c.workspaces.Store(resp.ContainerId, ws[0])
 	}
 	return host.Container{ID: resp.ContainerId}, nil
 }
@@ -309,8 +296,12 @@ func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecReques
 		}
 		switch k := ev.Kind.(type) {
 		case *pb.ExecStreamResponse_Chunk:
+			name := host.Stream(k.Chunk.Stream)
+			if err := name.Check(); err != nil {
+				return host.ExecResult{}, fmt.Errorf("the core sent exec output: %w", err)
+			}
 			if req.Output != nil {
-				req.Output(k.Chunk.Stream, k.Chunk.Data)
+				req.Output(name, k.Chunk.Data)
 			}
 		case *pb.ExecStreamResponse_Result:
 			return host.ExecResult{ExitCode: int(k.Result.ExitCode), TimedOut: k.Result.TimedOut, Output: outputFromPB(k.Result.Output)}, nil
@@ -318,12 +309,15 @@ func (c *sandboxClient) Exec(ctx context.Context, id string, req host.ExecReques
 	}
 }
 
-func (c *sandboxClient) Signal(ctx context.Context, id, sig string, scope host.SignalScope) error {
+func (c *sandboxClient) Signal(ctx context.Context, id string, sig host.Signal, scope host.SignalScope) error {
+	if err := sig.Check(); err != nil {
+		return err
+	}
 	ps := pb.SignalScope_SIGNAL_SCOPE_INIT
 	if scope == host.SignalAll {
 		ps = pb.SignalScope_SIGNAL_SCOPE_ALL
 	}
-	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: sig, Scope: ps})
+	_, err := c.c.Signal(ctx, &pb.SignalRequest{ContainerId: id, Signal: string(sig.Normal()), Scope: ps})
 	return fromStatus(err)
 }
 
@@ -352,9 +346,6 @@ func (c *sandboxClient) Stop(ctx context.Context, id string, grace time.Duration
 
 func (c *sandboxClient) Remove(ctx context.Context, id string) error {
 	_, err := c.c.Remove(ctx, &pb.RemoveRequest{ContainerId: id})
-	if err == nil {
-		c.workspaces.Delete(id)
-	}
 	return fromStatus(err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
@@ -52,9 +54,9 @@ func (s *backendServer) ExecuteSession(sr *pb.ExecuteSessionRequest, stream pb.B
 		defer mu.Unlock()
 		text, bad := sanitize.UTF8(ev.Text)
 		if bad {
-			replaced = append(replaced, ev.Name)
+			replaced = append(replaced, string(ev.Name))
 		}
-		_ = stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Stream{Stream: &pb.StreamEvent{Name: ev.Name, Text: fitEvent(text, s.maxMessage)}}})
+		_ = stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Stream{Stream: &pb.StreamEvent{Name: string(ev.Name), Text: fitEvent(text, s.maxMessage)}}})
 	})
 	if err != nil {
 		return toStatus(err)
@@ -132,8 +134,12 @@ func (c *BackendClient) ExecuteInSession(ctx context.Context, req backend.Execut
 		}
 		switch k := ev.Kind.(type) {
 		case *pb.ExecuteSessionResponse_Stream:
+			name := host.Stream(k.Stream.Name)
+			if err := name.Check(); err != nil {
+				return backend.ExecuteResult{}, fmt.Errorf("the backend streamed output: %w", err)
+			}
 			if emit != nil {
-				emit(backend.StreamEvent{Name: k.Stream.Name, Text: k.Stream.Text})
+				emit(backend.StreamEvent{Name: name, Text: k.Stream.Text})
 			}
 		case *pb.ExecuteSessionResponse_Result:
 			return resultFromPB(k.Result), nil
