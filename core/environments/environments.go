@@ -469,7 +469,7 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	}
 	base := baseImage{ref: req.BaseImage, id: bi.ID}
 	pr := builder.PlanRequest{Language: req.Language, BaseImage: req.BaseImage, Packages: pkgs, BaseImageID: bi.ID, BaseLabels: bi.Labels,
-		Index: builder.Index{URL: cfg.IndexURL, ExtraURLs: cfg.ExtraIndexURLs, Offline: cfg.Offline, FindLinks: cfg.FindLinks}}
+		Index: builder.Index{URL: cfg.IndexURL, ExtraURLs: cfg.ExtraIndexURLs, Offline: cfg.Offline}}
 	if err := pr.Validate(); err != nil {
 		return out, &Refusal{Rule: packages.RuleSpec, Detail: err.Error()}
 	}
@@ -500,13 +500,10 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 		return out, nil
 	}
 
-	work := filepath.Join(s.o.StateDir, "builds", cfg.Builder)
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		return out, fmt.Errorf("builder work directory: %w", err)
-	}
-	if err := os.Chmod(work, 0o700); err != nil {
-		return out, fmt.Errorf("builder work directory: %w", err)
-	}
+	// The builder runs in this directory (the plugin manager made it 0700
+	// and started the plugin there, see WorkDir); the layer is resolved
+	// beneath it whatever the builder says.
+	work := WorkDir(s.o.StateDir, cfg.Builder)
 	buildID := newID()
 	steps := len(plan.Steps) + 2 // the builder's, then layer and check
 	// The layer may take what max_image_size leaves beside the base image;
@@ -516,8 +513,8 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	if budget <= 0 {
 		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf("the base image %s alone takes %d bytes, environment_builder.max_image_size (%s) leaves nothing for packages; an operator raises the limit", req.BaseImage, bi.Size, cfg.MaxImageSize)}
 	}
-	br, err := b.Build(ctx, builder.BuildRequest{Spec: pr, CacheKey: plan.CacheKey, BuildID: buildID, WorkDir: work,
-		MaxBytes: budget, CacheDir: cfg.UVCachePath, Prune: s.prune}, func(p builder.Progress) {
+	br, err := b.Build(ctx, builder.BuildRequest{Spec: pr, CacheKey: plan.CacheKey, BuildID: buildID,
+		MaxBytes: budget, Prune: s.prune}, func(p builder.Progress) {
 		p.Steps = steps
 		progress(p)
 	})

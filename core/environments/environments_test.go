@@ -147,6 +147,7 @@ type fakeBuilder struct {
 	block   chan struct{}
 	entered chan struct{}
 	dir     func(work string) string // the result Dir; default writes layer-<key>
+	work    string                   // where it works: the directory the core would start it in
 	fail    error
 	// dropExtras plans like a builder of an older SDK: without extras.
 	dropExtras bool
@@ -195,9 +196,9 @@ func (b *fakeBuilder) Build(ctx context.Context, r builder.BuildRequest, progres
 	progress(builder.Progress{Phase: "fetch", Step: 1, Message: "1 of 1"})
 	rel := "layer-" + r.CacheKey[:8]
 	if b.dir != nil {
-		rel = b.dir(r.WorkDir)
+		rel = b.dir(b.work)
 	} else {
-		p := filepath.Join(r.WorkDir, rel, "usr/local/lib/python3.11/dist-packages/forgedemo")
+		p := filepath.Join(b.work, rel, "usr/local/lib/python3.11/dist-packages/forgedemo")
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return builder.BuildResult{}, err
 		}
@@ -273,8 +274,9 @@ func newRig(t *testing.T, mod func(*config.EnvironmentBuilder)) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	r := &rig{im: newFakeImages(), b: &fakeBuilder{}, rec: &rec{}}
-	svc, err := New(Options{Config: cfg, Instance: "inst1", StateDir: t.TempDir(), Images: r.im, Builders: builders{"fake": r.b},
+	state := t.TempDir()
+	r := &rig{im: newFakeImages(), b: &fakeBuilder{work: WorkDir(state, "fake")}, rec: &rec{}}
+	svc, err := New(Options{Config: cfg, Instance: "inst1", StateDir: state, Images: r.im, Builders: builders{"fake": r.b},
 		DefaultBase: map[string]string{"python": "mcp-forge/python:3.11"}, Audit: r.rec,
 		BuilderVersion: func(string) string { return "0.1.0" }})
 	if err != nil {
@@ -711,18 +713,17 @@ func TestBuildExtras(t *testing.T) {
 	}
 }
 
-// The builder gets the layer's share of max_image_size, the operator's
-// cache and the storage bounds; its size refusal is max_image_size's.
+// The builder gets the layer's share of max_image_size and the storage
+// bounds; its size refusal is max_image_size's.
 func TestBuildLimitsReachTheBuilder(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) {
 		c.MaxImageSize = 10 << 10
-		c.UVCachePath = "/var/cache/x"
 		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: 1 << 20}
 	})
 	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Client: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if l := r.b.last; l.MaxBytes != 10*1024-500 || l.CacheDir != "/var/cache/x" || l.Prune != (builder.Prune{MaxAge: 48 * time.Hour, MaxBytes: 1 << 20}) {
+	if l := r.b.last; l.MaxBytes != 10*1024-500 || l.Prune != (builder.Prune{MaxAge: 48 * time.Hour, MaxBytes: 1 << 20}) {
 		t.Fatalf("%+v", l)
 	}
 	r.b.fail = host.Errorf(host.KindTooLarge, "uv wrote 20000 bytes")

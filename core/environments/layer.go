@@ -15,6 +15,14 @@ const (
 	RuleImageSize = "max_image_size"
 )
 
+// WorkDir is the directory the plugin named plugin runs in, beneath
+// stateDir (volumes.base_path): a builder's work directory, where its
+// layers and caches live and its BuildResult.Dir is resolved. The plugin
+// manager creates it (mode 0700) and starts the plugin there.
+func WorkDir(stateDir, plugin string) string {
+	return filepath.Join(stateDir, "builds", plugin)
+}
+
 // resolveLayer returns the absolute path of a builder's result dir beneath
 // workDir. dir is the builder's word, so it is checked component by
 // component without following a link: a link anywhere on the way could

@@ -246,6 +246,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	var bridges *bridgeChoice
 	pm.TypeSettings, bridges = bridgeSettings(cfg)
+	builderPlugins(cfg, pm) // environments.go
 	pm.OnCrash = crashes.crashed
 	f.Plugins = pm
 	f.undo.push("plugins", func(context.Context) error { pm.Close(); return nil })

@@ -134,6 +134,15 @@ type Manager struct {
 	// only), under [plugins.NAME.config].
 	TypeSettings func(name string, typ plugin.Type) map[string]any
 
+	// WorkDir, if set, is the directory each plugin process starts in,
+	// created (mode 0700) before it starts: a builder's work directory,
+	// which plugin API v2 names in no message. Unset: the core's own
+	// directory. Set it before the first plugin starts.
+	WorkDir func(name string) string
+	// V1Builder is what builders of API v1 are told in the request fields
+	// that v2 dropped (their work directory is WorkDir's).
+	V1Builder pluginhost.V1BuilderPaths
+
 	// OnCrash is called (once per crash) with the name of a plugin that died
 	// mid-call, so that its containers and sessions can be cleaned up.
 	OnCrash func(name string)
@@ -405,7 +414,28 @@ func (m *Manager) startOrAttach(e Entry, id *Identity) (*pluginhost.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage})
+	dir, err := m.workDir(e.Name)
+	if err != nil {
+		return nil, err
+	}
+	return pluginhost.Launch(e.Path, m.log.Named(e.Name), pluginhost.Options{SHA256: e.SHA256, MaxMessage: m.MaxMessage, Dir: dir, V1Builder: m.V1Builder})
+}
+
+// workDir creates the directory the named plugin starts in, 0700 even if it
+// existed with looser modes: it holds what a builder fetched and what
+// becomes an image.
+func (m *Manager) workDir(name string) (string, error) {
+	if m.WorkDir == nil {
+		return "", nil
+	}
+	dir := m.WorkDir(name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("plugin %s: its work directory: %w", name, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", fmt.Errorf("plugin %s: its work directory: %w", name, err)
+	}
+	return dir, nil
 }
 
 // Statuses reports every plugin.

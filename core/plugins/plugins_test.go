@@ -208,6 +208,42 @@ func TestBuilderPluginTyped(t *testing.T) {
 	waitFor(t, func() bool { return !pluginStarted(bin) })
 }
 
+// A plugin starts in the work directory WorkDir names, created 0700 (and
+// tightened if it existed looser): a builder's layers and caches live
+// there, and no request of API v2 names it.
+func TestPluginStartsInItsWorkDir(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mcp-forge-plugin-builder")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/builderplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build test plugin: %v\n%s", err, out)
+	}
+	work := filepath.Join(dir, "state", "builds", "builder")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager([]Entry{{Name: "builder", Path: bin}},
+		func(string) host.Host { return sdktest.NewLocalHost(dir) }, func(string) map[string]any { return nil },
+		audit.Discard{}, hclog.NewNullLogger())
+	m.WorkDir = func(name string) string { return filepath.Join(dir, "state", "builds", name) }
+	defer m.Close()
+	if _, err := m.Builder(context.Background(), "builder"); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	pid := m.running["builder"].client.Pid()
+	m.mu.Unlock()
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cwd != work {
+		t.Errorf("the plugin runs in %s, not its work directory %s", cwd, work)
+	}
+	if st, err := os.Stat(work); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("work directory: %v, mode %v; want 0700", err, st.Mode().Perm())
+	}
+}
+
 func buildShutdownPlugin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "mcp-forge-plugin-shut")

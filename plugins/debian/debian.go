@@ -71,6 +71,7 @@ type debBuilder struct {
 	missing error
 	h       host.Host
 	cfg     Config
+	dir     string // the work directory (builder.WorkDir): layers and debs live in dir/debian
 	lists   string
 	timeout time.Duration
 	log     hclog.Logger
@@ -82,11 +83,15 @@ func New(h host.Host, raw backend.Config) (builder.Builder, error) {
 	if err := raw.Decode(&cfg); err != nil {
 		return nil, fmt.Errorf("debian builder configuration: %w", err)
 	}
-	return newBuilder(h, cfg)
+	dir, err := builder.WorkDir()
+	if err != nil {
+		return nil, fmt.Errorf("debian builder: %w", err)
+	}
+	return newBuilder(h, cfg, dir)
 }
 
-func newBuilder(h host.Host, cfg Config) (*debBuilder, error) {
-	b := &debBuilder{h: h, cfg: cfg, lists: cfg.AptLists, timeout: 10 * time.Minute,
+func newBuilder(h host.Host, cfg Config, dir string) (*debBuilder, error) {
+	b := &debBuilder{h: h, cfg: cfg, dir: dir, lists: cfg.AptLists, timeout: 10 * time.Minute,
 		log: hclog.New(&hclog.LoggerOptions{Name: "debian-builder", Output: os.Stderr, Level: hclog.Info})}
 	if b.lists == "" {
 		b.lists = defaultLists
@@ -214,7 +219,7 @@ func (b *debBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Pla
 		fmt.Fprintf(h, "pkg %q %q\n", p.Name, p.Version)
 	}
 	plan := builder.Plan{CacheKey: "sha256:" + hex.EncodeToString(h.Sum(nil)), Packages: pkgs, Steps: slices.Clone(steps)}
-	if r.Index.URL != "" || len(r.Index.ExtraURLs) > 0 || len(r.Index.FindLinks) > 0 {
+	if r.Index.URL != "" || len(r.Index.ExtraURLs) > 0 {
 		plan.Warnings = append(plan.Warnings, "the debian builder ignores package index settings: packages come from the host's apt sources")
 	}
 	return plan, nil
@@ -260,15 +265,12 @@ func (b *debBuilder) Build(ctx context.Context, r builder.BuildRequest, progress
 	if plan.CacheKey != r.CacheKey {
 		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "cache key %q is not this spec's (%q): plan the spec again", r.CacheKey, plan.CacheKey)
 	}
-	if r.WorkDir == "" || !filepath.IsAbs(r.WorkDir) {
-		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "work directory %q is not an absolute path", r.WorkDir)
-	}
 	report := func(step int, msg string) {
 		if progress != nil && ctx.Err() == nil {
 			progress(builder.Progress{Phase: steps[step-1], Step: step, Steps: len(steps), Message: msg})
 		}
 	}
-	root := filepath.Join(r.WorkDir, "debian")
+	root := filepath.Join(b.dir, "debian")
 	debs := filepath.Join(root, "debs")
 	for _, d := range []string{filepath.Join(root, "tmp"), filepath.Join(root, "layers"), filepath.Join(root, "status"), debs} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

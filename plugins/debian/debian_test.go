@@ -36,7 +36,7 @@ func fixture(t *testing.T, name string) string {
 
 func newTestBuilder(t *testing.T, h host.Host, cfg Config) *debBuilder {
 	t.Helper()
-	b, err := newBuilder(h, cfg)
+	b, err := newBuilder(h, cfg, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +71,9 @@ func (p *progressRec) phases() []string {
 	return out
 }
 
-func build(t *testing.T, b builder.Builder, r builder.PlanRequest, work string, rec *progressRec) (builder.BuildResult, error) {
+func build(t *testing.T, b *debBuilder, r builder.PlanRequest, work string, rec *progressRec) (builder.BuildResult, error) {
 	t.Helper()
+	b.dir = work // as the core has it by starting the plugin there
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	plan, err := b.Plan(ctx, r)
@@ -82,14 +83,14 @@ func build(t *testing.T, b builder.Builder, r builder.PlanRequest, work string, 
 	if rec == nil {
 		rec = &progressRec{}
 	}
-	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t", WorkDir: work}, rec.add)
+	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t"}, rec.add)
 }
 
 // The conformance suite with the status read through host services (the
 // local fake host runs the listing on this Debian host).
 func TestConformance(t *testing.T) {
 	b := newTestBuilder(t, sdktest.NewLocalHost(t.TempDir()), Config{})
-	sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: pySpec, WorkDir: t.TempDir(), Timeout: 3 * time.Minute})
+	sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: pySpec, Timeout: 3 * time.Minute})
 }
 
 // The plugin binary itself, launched as the core launches it (go-plugin
@@ -97,7 +98,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceLaunched(t *testing.T) {
 	cfg, _ := json.Marshal(Config{StatusFile: fixture(t, "python")})
 	b := sdktest.LaunchBuilder(t, testenv.BuildPlugin(t, "."), sdktest.NewLocalHost(t.TempDir()), cfg)
-	sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: pySpec, WorkDir: t.TempDir(), Timeout: 3 * time.Minute})
+	sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: pySpec, Timeout: 3 * time.Minute})
 }
 
 // r-cran-r6's dependencies are all in the R image: the lock is R6 alone,
@@ -230,7 +231,8 @@ func TestCancelLeavesNothing(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			_, err = b.Build(ctx, builder.BuildRequest{Spec: rSpec, CacheKey: plan.CacheKey, WorkDir: work}, func(p builder.Progress) {
+			b.dir = work
+			_, err = b.Build(ctx, builder.BuildRequest{Spec: rSpec, CacheKey: plan.CacheKey}, func(p builder.Progress) {
 				if p.Phase == at {
 					cancel()
 				}
@@ -275,7 +277,7 @@ func TestRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = b.Build(context.Background(), builder.BuildRequest{Spec: c.spec, CacheKey: plan.CacheKey, WorkDir: t.TempDir()}, nil)
+			_, err = b.Build(context.Background(), builder.BuildRequest{Spec: c.spec, CacheKey: plan.CacheKey}, nil)
 			var he *host.Error
 			if err == nil || !strings.Contains(err.Error(), c.says) || !errors.As(err, &he) || he.Kind != host.KindInvalid {
 				t.Fatalf("build: want an invalid-request error saying %q, got %#v", c.says, err)

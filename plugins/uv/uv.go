@@ -41,8 +41,13 @@ type Config struct {
 	PythonPath string `json:"python_path"`
 	// UVCachePath is uv's (or pip's) download cache: by default
 	// <work dir>/uv/cache. It must be on the work directory's filesystem,
-	// or uv copies instead of hard-linking.
+	// or uv copies instead of hard-linking. environment_builder.uv_cache_path
+	// is its alias: the core sets it, and this key wins.
 	UVCachePath string `json:"uv_cache_path"`
+	// FindLinks are local directories of wheels searched besides the index
+	// (all of it when offline). environment_builder.find_links is its
+	// alias: the core sets it, and this key wins.
+	FindLinks []string `json:"find_links"`
 	// PythonVersion and Platform are the target's when the base image's
 	// labels do not say (io.mcp-forge.python-version, io.mcp-forge.platform).
 	PythonVersion string `json:"python_version"`
@@ -82,6 +87,7 @@ var (
 
 type uvBuilder struct {
 	cfg     Config
+	dir     string // the work directory (builder.WorkDir): layers and the default cache live in dir/uv
 	uv      string // "" when falling back to pip
 	python  string
 	timeout time.Duration
@@ -105,11 +111,15 @@ func New(_ host.Host, raw backend.Config) (builder.Builder, error) {
 	if err := raw.Decode(&cfg); err != nil {
 		return nil, fmt.Errorf("uv builder configuration: %w", err)
 	}
-	return newBuilder(cfg)
+	dir, err := builder.WorkDir()
+	if err != nil {
+		return nil, fmt.Errorf("uv builder: %w", err)
+	}
+	return newBuilder(cfg, dir)
 }
 
-func newBuilder(cfg Config) (*uvBuilder, error) {
-	b := &uvBuilder{cfg: cfg, log: hclog.New(&hclog.LoggerOptions{Name: "uv-builder", Output: os.Stderr, Level: hclog.Info})}
+func newBuilder(cfg Config, dir string) (*uvBuilder, error) {
+	b := &uvBuilder{cfg: cfg, dir: dir, log: hclog.New(&hclog.LoggerOptions{Name: "uv-builder", Output: os.Stderr, Level: hclog.Info})}
 	if cfg.PythonVersion != "" && !pyVersionRe.MatchString(cfg.PythonVersion) {
 		return nil, fmt.Errorf("uv builder: python_version %q is not MAJOR.MINOR (e.g. 3.11)", cfg.PythonVersion)
 	}
@@ -123,6 +133,13 @@ func newBuilder(cfg Config) (*uvBuilder, error) {
 	}
 	if cfg.UVCachePath != "" && !filepath.IsAbs(cfg.UVCachePath) {
 		return nil, fmt.Errorf("uv builder: uv_cache_path %q is not an absolute path", cfg.UVCachePath)
+	}
+	// A directory reaches uv's and pip's command lines: nothing they could
+	// read as an option or a second argument.
+	for i, d := range cfg.FindLinks {
+		if !strings.HasPrefix(d, "/") || strings.Contains(d, "..") || strings.ContainsAny(d, " \t\r\n") {
+			return nil, fmt.Errorf("uv builder: find_links[%d] = %q is not a clean absolute path (no '..', no white space)", i, d)
+		}
 	}
 	b.timeout = 10 * time.Minute
 	if cfg.Timeout != "" {
@@ -180,10 +197,11 @@ func isExecutable(p string) bool {
 type target struct {
 	python, platform string
 	index            builder.Index
+	findLinks        []string // the configured find_links
 }
 
 func (b *uvBuilder) target(r builder.PlanRequest) (target, error) {
-	t := target{python: r.BaseLabels[LabelPythonVersion], platform: r.BaseLabels[LabelPlatform], index: r.Index}
+	t := target{python: r.BaseLabels[LabelPythonVersion], platform: r.BaseLabels[LabelPlatform], index: r.Index, findLinks: b.cfg.FindLinks}
 	if t.python == "" {
 		t.python = b.cfg.PythonVersion
 	}
@@ -239,7 +257,7 @@ func (b *uvBuilder) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan
 	for _, u := range t.index.ExtraURLs {
 		fmt.Fprintf(h, "extra %q\n", stripCredentials(u))
 	}
-	for _, d := range t.index.FindLinks {
+	for _, d := range t.findLinks {
 		fmt.Fprintf(h, "find-links %q\n", d)
 	}
 	fmt.Fprintf(h, "offline %v\n", t.index.Offline)
@@ -307,27 +325,18 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 	if plan.CacheKey != r.CacheKey {
 		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "cache key %q is not this spec's (%q): plan the spec again", r.CacheKey, plan.CacheKey)
 	}
-	if r.WorkDir == "" || !filepath.IsAbs(r.WorkDir) {
-		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "work directory %q is not an absolute path", r.WorkDir)
-	}
 	t, _ := b.target(r.Spec) // Plan checked it
 	report := func(step int, msg string) {
 		if progress != nil && ctx.Err() == nil {
 			progress(builder.Progress{Phase: steps[step-1], Step: step, Steps: len(steps), Message: msg})
 		}
 	}
-	root := filepath.Join(r.WorkDir, "uv")
-	// The plugin's own setting, else the operator's
-	// environment_builder.uv_cache_path, else beside the layers.
+	root := filepath.Join(b.dir, "uv")
+	// uv_cache_path (or its alias environment_builder.uv_cache_path), else
+	// beside the layers.
 	cache := b.cfg.UVCachePath
 	if cache == "" {
-		cache = r.CacheDir
-	}
-	if cache == "" {
 		cache = filepath.Join(root, "cache")
-	}
-	if r.CacheDir != "" && !filepath.IsAbs(r.CacheDir) {
-		return builder.BuildResult{}, host.Errorf(host.KindInvalid, "cache directory %q is not an absolute path", r.CacheDir)
 	}
 	keep := ""
 	defer func() { b.prune(root, cache, keep, r.Prune) }()
@@ -338,7 +347,7 @@ func (b *uvBuilder) Build(ctx context.Context, r builder.BuildRequest, progress 
 	}
 	if !sameFilesystem(cache, root) {
 		res0 := "uv_cache_path " + cache + " is not on the work directory's filesystem: uv copies every file instead of hard-linking it (slower, and the layer's files are stored twice)"
-		b.log.Warn("cache on another filesystem", "uv_cache_path", cache, "work_dir", r.WorkDir)
+		b.log.Warn("cache on another filesystem", "uv_cache_path", cache, "work_dir", b.dir)
 		plan.Warnings = append(plan.Warnings, res0)
 	}
 	scratch, err := os.MkdirTemp(filepath.Join(root, "tmp"), "build-")
@@ -468,7 +477,7 @@ func indexArgs(t target, uv bool) []string {
 			a = append(a, "--extra-index-url", u)
 		}
 	}
-	for _, d := range t.index.FindLinks {
+	for _, d := range t.findLinks {
 		a = append(a, "--find-links", d)
 	}
 	if t.index.Offline {

@@ -43,7 +43,7 @@ var modes = []struct {
 
 func newTestBuilder(t *testing.T, cfg Config) *uvBuilder {
 	t.Helper()
-	b, err := newBuilder(cfg)
+	b, err := newBuilder(cfg, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +89,16 @@ func (p *progressRec) phases() []string {
 	return out
 }
 
-func build(t *testing.T, b builder.Builder, r builder.PlanRequest, work string, rec *progressRec) (builder.BuildResult, error) {
+// at is b working in work, as the core has it by starting the plugin
+// there.
+func at(b *uvBuilder, work string) *uvBuilder {
+	b.dir = work
+	return b
+}
+
+func build(t *testing.T, b *uvBuilder, r builder.PlanRequest, work string, rec *progressRec) (builder.BuildResult, error) {
 	t.Helper()
+	at(b, work)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	plan, err := b.Plan(ctx, r)
@@ -100,14 +108,14 @@ func build(t *testing.T, b builder.Builder, r builder.PlanRequest, work string, 
 	if rec == nil {
 		rec = &progressRec{}
 	}
-	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t", WorkDir: work}, rec.add)
+	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t"}, rec.add)
 }
 
 func TestConformance(t *testing.T) {
 	ix := testindex.New(t, nil)
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			sdktest.RunBuilder(t, newTestBuilder(t, m.cfg), sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), WorkDir: t.TempDir(), Timeout: 2 * time.Minute})
+			sdktest.RunBuilder(t, newTestBuilder(t, m.cfg), sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), Timeout: 2 * time.Minute})
 		})
 	}
 }
@@ -118,8 +126,18 @@ func TestConformanceOverGRPC(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			newTestBuilder(t, m.cfg) // skips without uv
 			raw := `{"uv_path":"` + m.cfg.UVPath + `"}`
-			b := sdktest.ServeBuilder(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(raw))
-			sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), WorkDir: t.TempDir(), Timeout: 2 * time.Minute})
+			// In this process New would work in the test's directory: the
+			// factory gives it one of its own, as the core's start does.
+			work := t.TempDir()
+			factory := func(h host.Host, cfg backend.Config) (builder.Builder, error) {
+				b, err := New(h, cfg)
+				if err != nil {
+					return nil, err
+				}
+				return at(b.(*uvBuilder), work), nil
+			}
+			b := sdktest.ServeBuilder(t, Info, factory, sdktest.NewLocalHost(t.TempDir()), []byte(raw))
+			sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), Timeout: 2 * time.Minute})
 		})
 	}
 }
@@ -131,9 +149,8 @@ func TestConformanceLaunched(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			newTestBuilder(t, m.cfg) // skips without uv
-			work := workDir(t)
 			b := sdktest.LaunchBuilder(t, bin, sdktest.NewLocalHost(t.TempDir()), []byte(`{"uv_path":"`+m.cfg.UVPath+`"}`))
-			sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), WorkDir: work, Timeout: 2 * time.Minute})
+			sdktest.RunBuilder(t, b, sdktest.BuilderCases{Spec: spec(ix, testindex.ChainTop), Timeout: 2 * time.Minute})
 		})
 	}
 }
@@ -312,7 +329,8 @@ func TestCancelLeavesNothing(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				_, err = b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, WorkDir: work}, func(p builder.Progress) {
+				b.dir = work
+				_, err = b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey}, func(p builder.Progress) {
 					if p.Phase == at {
 						cancel()
 					}
@@ -359,7 +377,7 @@ func TestCancelKillsTheTool(t *testing.T) {
 			work := t.TempDir()
 			done := make(chan error, 1)
 			go func() {
-				_, err := b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, WorkDir: work}, nil)
+				_, err := at(b, work).Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey}, nil)
 				done <- err
 			}()
 			select {
@@ -435,7 +453,7 @@ func TestCredentialsMasked(t *testing.T) {
 }
 
 func TestPlanKey(t *testing.T) {
-	b, err := newBuilder(Config{UVPath: "none"})
+	b, err := newBuilder(Config{UVPath: "none"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,19 +482,26 @@ func TestPlanKey(t *testing.T) {
 		}
 	}
 	differ := map[string]func(*builder.PlanRequest){
-		"image id":   func(r *builder.PlanRequest) { r.BaseImageID = "sha256:bb" },
-		"python":     func(r *builder.PlanRequest) { r.BaseLabels[LabelPythonVersion] = "3.12" },
-		"platform":   func(r *builder.PlanRequest) { r.BaseLabels[LabelPlatform] = "aarch64-manylinux_2_36" },
-		"version":    func(r *builder.PlanRequest) { r.Packages[1].Version = ">=3" },
-		"index":      func(r *builder.PlanRequest) { r.Index.URL = "https://example.org/simple" },
-		"extra":      func(r *builder.PlanRequest) { r.Index.ExtraURLs = []string{"https://example.org/simple"} },
-		"find-links": func(r *builder.PlanRequest) { r.Index.FindLinks = []string{"/srv/wheels"} },
-		"offline":    func(r *builder.PlanRequest) { r.Index.Offline = true },
+		"image id": func(r *builder.PlanRequest) { r.BaseImageID = "sha256:bb" },
+		"python":   func(r *builder.PlanRequest) { r.BaseLabels[LabelPythonVersion] = "3.12" },
+		"platform": func(r *builder.PlanRequest) { r.BaseLabels[LabelPlatform] = "aarch64-manylinux_2_36" },
+		"version":  func(r *builder.PlanRequest) { r.Packages[1].Version = ">=3" },
+		"index":    func(r *builder.PlanRequest) { r.Index.URL = "https://example.org/simple" },
+		"extra":    func(r *builder.PlanRequest) { r.Index.ExtraURLs = []string{"https://example.org/simple"} },
+		"offline":  func(r *builder.PlanRequest) { r.Index.Offline = true },
 	}
 	for name, f := range differ {
 		if key(f) == k0 {
 			t.Errorf("%s did not change the key", name)
 		}
+	}
+	// find_links is configuration, not a field of the spec: it keys too.
+	fl, err := newBuilder(Config{UVPath: "none", FindLinks: []string{"/srv/wheels"}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := fl.Plan(context.Background(), base); err != nil || p.CacheKey == k0 {
+		t.Errorf("find_links did not change the key (%v)", err)
 	}
 	r := base
 	r.Language = "r"
@@ -509,14 +534,15 @@ func TestHelpers(t *testing.T) {
 	if _, err := parseLock("a==1.0\n"); err == nil {
 		t.Error("a lock without hashes was accepted")
 	}
-	for _, bad := range []Config{{UVPath: "uv"}, {UVPath: "/nonexistent/uv"}, {PythonVersion: "3"}, {Platform: "x86 64"}, {IndexURL: "http://example.org/simple"}, {Timeout: "soon"}, {UVCachePath: "cache"}} {
-		if _, err := newBuilder(bad); err == nil {
+	for _, bad := range []Config{{UVPath: "uv"}, {UVPath: "/nonexistent/uv"}, {PythonVersion: "3"}, {Platform: "x86 64"}, {IndexURL: "http://example.org/simple"}, {Timeout: "soon"}, {UVCachePath: "cache"},
+		{FindLinks: []string{"wheels"}}, {FindLinks: []string{"/srv/../etc"}}, {FindLinks: []string{"/srv/wheels --pre"}}, {FindLinks: []string{"--index-url=https://x"}}} {
+		if _, err := newBuilder(bad, t.TempDir()); err == nil {
 			t.Errorf("config %+v accepted", bad)
 		}
 	}
 	// Neither uv nor pip: the plugin loads (the server starts) and refuses
 	// every build with the reason.
-	nb, err := newBuilder(Config{UVPath: "none", PythonPath: "/nonexistent/python3"})
+	nb, err := newBuilder(Config{UVPath: "none", PythonPath: "/nonexistent/python3"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,9 +625,11 @@ func TestFindLinksOffline(t *testing.T) {
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			b := newTestBuilder(t, m.cfg)
+			cfg := m.cfg
+			cfg.FindLinks = []string{dir}
+			b := newTestBuilder(t, cfg)
 			r := builder.PlanRequest{Language: "python", BaseImage: "mcp-forge/python:3.11", Packages: []builder.Package{{Name: testindex.ChainTop}},
-				Index: builder.Index{Offline: true, FindLinks: []string{dir}}}
+				Index: builder.Index{Offline: true}}
 			work := t.TempDir()
 			res, err := build(t, b, r, work, nil)
 			if err != nil {
@@ -622,10 +650,10 @@ func TestFindLinksOffline(t *testing.T) {
 // three).
 func TestNotFoundAndNoVersion(t *testing.T) {
 	ix := testindex.New(t, nil)
-	b := newTestBuilder(t, Config{})
-	links := t.TempDir()
+	links := t.TempDir() // empty: the offline case finds nothing there
+	b := newTestBuilder(t, Config{FindLinks: []string{links}})
 	offline := spec(ix, "forge-missing")
-	offline.Index = builder.Index{URL: ix.URL, FindLinks: []string{links}, Offline: true}
+	offline.Index = builder.Index{URL: ix.URL, Offline: true}
 	for _, c := range []struct {
 		name string
 		req  builder.PlanRequest
@@ -778,15 +806,16 @@ func TestDecompressionBombStopped(t *testing.T) {
 	}
 }
 
-func buildLimited(t *testing.T, b builder.Builder, r builder.PlanRequest, work, cache string, max int64) (builder.BuildResult, error) {
+func buildLimited(t *testing.T, b *uvBuilder, r builder.PlanRequest, work, cache string, max int64) (builder.BuildResult, error) {
 	t.Helper()
+	at(b, work).cfg.UVCachePath = cache
 	plan, err := b.Plan(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t", WorkDir: work, CacheDir: cache, MaxBytes: max}, nil)
+	return b.Build(ctx, builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, BuildID: "t", MaxBytes: max}, nil)
 }
 
 // watchPeak samples the bytes under dir until the returned function is
@@ -843,7 +872,7 @@ func TestBuildPrunes(t *testing.T) {
 	}
 	r := spec(ix, "forge-c 2.0")
 	plan, _ := b.Plan(context.Background(), r)
-	res, err := b.Build(context.Background(), builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, WorkDir: work, Prune: builder.Prune{MaxAge: 7 * 24 * time.Hour}}, nil)
+	res, err := at(b, work).Build(context.Background(), builder.BuildRequest{Spec: r, CacheKey: plan.CacheKey, Prune: builder.Prune{MaxAge: 7 * 24 * time.Hour}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

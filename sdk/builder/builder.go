@@ -1,7 +1,10 @@
 // Package builder is the interface a builder plugin implements: it turns an
 // environment spec (a language, a base image, packages the core already
-// validated, index settings) into a layer directory beneath the work
-// directory the core gives it. The core, not the builder, turns that
+// validated, index settings) into a layer directory beneath its work
+// directory: the current directory the core starts it in (WorkDir). No
+// request names a location on the machine; what a builder reads besides the
+// index (a download cache, local directories of distributions) is its own
+// configuration ([plugins.NAME.config]). The core, not the builder, turns that
 // directory into an image (copied onto / of the base image, with no network
 // and no code run), so a builder never holds the Podman socket and no
 // package code runs anywhere. Serve one with plugin.ServeBuilder; protobuf
@@ -12,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -36,9 +40,6 @@ type Index struct {
 	URL       string // "": the language's default index
 	ExtraURLs []string
 	Offline   bool // only what is cached or vendored
-	// FindLinks are local directories (absolute host paths) holding
-	// distributions, searched besides the index.
-	FindLinks []string
 }
 
 // PlanRequest is an environment spec.
@@ -69,20 +70,12 @@ type BuildRequest struct {
 	Spec     PlanRequest
 	CacheKey string // Plan's key for Spec
 	BuildID  string
-	// WorkDir is a host directory the core gives this builder and keeps
-	// between builds: caches live there, and the result is a directory
-	// beneath it (BuildResult.Dir). Nothing outside it is turned into an
-	// image.
-	WorkDir string
 	// MaxBytes bounds what the build writes (the layer and whatever its tools
 	// unpack, caches included; environment_builder.max_image_size less the
 	// base image): past it the builder stops its tools, removes what the
 	// build wrote and refuses with host.Errorf(host.KindTooLarge, …) naming
 	// the limit. 0: no limit.
 	MaxBytes int64
-	// CacheDir is the operator's download cache for this builder
-	// (environment_builder.uv_cache_path); "": the builder's choice.
-	CacheDir string
 	// Prune bounds the layers and caches the builder keeps between builds.
 	Prune Prune
 }
@@ -115,8 +108,9 @@ type Locked struct {
 type BuildResult struct {
 	CacheKey string
 	Lock     []Locked
-	// Dir is the layer, relative to WorkDir: a tree copied onto / of the
-	// base image (for example usr/local/lib/python3.11/dist-packages/...).
+	// Dir is the layer, relative to the work directory (WorkDir): a tree
+	// copied onto / of the base image (for example
+	// usr/local/lib/python3.11/dist-packages/...).
 	Dir       string
 	SizeBytes int64
 	Warnings  []string
@@ -183,12 +177,20 @@ func (r PlanRequest) Validate() error {
 			return err
 		}
 	}
-	for _, d := range r.Index.FindLinks {
-		if !strings.HasPrefix(d, "/") || strings.Contains(d, "..") || strings.ContainsAny(d, " \t\r\n") {
-			return fmt.Errorf("find-links directory %q is not a clean absolute path", d)
-		}
-	}
 	return nil
+}
+
+// WorkDir is the directory a builder works in: its process's current
+// directory, which the core creates for it (mode 0700), starts it in and
+// keeps between builds. Caches and layers live beneath it, and
+// BuildResult.Dir is relative to it: the core turns nothing outside it into
+// an image. Call it once, in the factory.
+func WorkDir() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("the builder's work directory (its current directory): %w", err)
+	}
+	return d, nil
 }
 
 // checkIndexURL admits https anywhere and plain http only to this machine

@@ -28,19 +28,14 @@ func TestValidate(t *testing.T) {
 		{"plain http with loopback as user info", func(r *PlanRequest) { r.Index.URL = "http://127.0.0.1@evil.example/simple" }, "not https"},
 		{"file index", func(r *PlanRequest) { r.Index.URL = "file:///srv/wheels" }, "not https"},
 		{"index as option", func(r *PlanRequest) { r.Index.URL = "--index-url=https://x" }, "starts with '-'"},
-		{"relative find-links", func(r *PlanRequest) { r.Index.FindLinks = []string{"wheels"} }, "not a clean absolute path"},
-		{"find-links escaping", func(r *PlanRequest) { r.Index.FindLinks = []string{"/srv/../etc"} }, "not a clean absolute path"},
-		{"find-links with space", func(r *PlanRequest) { r.Index.FindLinks = []string{"/srv/wheels --pre"} }, "not a clean absolute path"},
-		{"find-links as option", func(r *PlanRequest) { r.Index.FindLinks = []string{"--index-url=https://x"} }, "not a clean absolute path"},
 	}
-	// Loopback indexes (the tests' local index, a mirror on this host) and
-	// local find-links directories are accepted.
+	// Loopback indexes (the tests' local index, a mirror on this host) are
+	// accepted.
 	for _, edit := range []func(*PlanRequest){
 		func(r *PlanRequest) { r.Index.URL = "http://127.0.0.1:8080/simple" },
 		func(r *PlanRequest) { r.Index.URL = "http://localhost/simple" },
 		func(r *PlanRequest) { r.Index.ExtraURLs = []string{"http://[::1]:3141/root/pypi/+simple/"} },
 		func(r *PlanRequest) { r.Index.URL = "http://user:pw@127.0.0.1:8080/simple" },
-		func(r *PlanRequest) { r.Index.FindLinks = []string{"/srv/wheels", "/var/cache/forge/wheels"} },
 	} {
 		r := ok
 		edit(&r)

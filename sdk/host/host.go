@@ -30,14 +30,14 @@ type Intent struct {
 	Image     string
 	Command   []string
 	Env       map[string]string
-	WorkDir   string
+	WorkDir   string        // in the container; "": the image's
 	Timeout   time.Duration // 0: the configured default
 	Memory    string        // "512m"; "": the configured default
 	CPUQuota  int64
 	Pids      int64
 	SessionID string // "": an ephemeral workspace removed with the container
 	Mounts    []Mount
-	Files     map[string][]byte // written into the workspace before create
+	Files     map[string][]byte // written into the workspace before create (relative paths)
 	Labels    map[string]string
 	CodeHash  string // sha256 of the user's code, for the audit log
 	// ToolsGrant is the token of ExecuteRequest.ToolsGrant or

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +63,18 @@ type Options struct {
 	// MaxMessage is the gRPC message limit of the plugin's connections, both
 	// sides (plugin.MessageLimit of the execution limits); 0: the default.
 	MaxMessage int
+	// Dir is the directory the plugin process starts in; "": the core's
+	// own. A builder works in it (builder.WorkDir): the core creates it
+	// (mode 0700) and keeps it between starts.
+	Dir string
+	// V1Builder is what a builder of API v1 is told in request fields v2
+	// has not (its work directory is Dir whatever WorkDir says).
+	V1Builder V1BuilderPaths
 }
+
+// V1BuilderPaths are the host paths a builder of API v1 expects in its
+// requests: environment_builder.uv_cache_path and find_links.
+type V1BuilderPaths = shim.V1BuilderPaths
 
 // Handshake is the go-plugin handshake every forge plugin answers.
 var Handshake = shim.Handshake
@@ -110,7 +122,13 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start plugin %s: lifeline pipe: %w", path, err)
 	}
+	// A relative path would be looked up from Dir once the process starts
+	// there, not from where the core (and Verify) found it.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	cmd := exec.Command(path)
+	cmd.Dir = opts.Dir
 	cmd.ExtraFiles = []*os.File{lifeR}
 	// SkipHostEnv: only these reach the plugin, never the core's environment.
 	cmd.Env = []string{plugin.ParentFDEnv + "=3", plugin.MaxMessageEnv + "=" + strconv.Itoa(maxMessage)}
@@ -146,6 +164,9 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
 	c.lifeline = lifeW
+	v1 := opts.V1Builder
+	v1.WorkDir = opts.Dir
+	c.builder.UseV1Paths(v1)
 	return c, nil
 }
 

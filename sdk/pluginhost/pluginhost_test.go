@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -208,4 +209,30 @@ func TestExpectTypeUnknown(t *testing.T) {
 	if err := ExpectType(Described{Name: "b", Type: plugin.TypeBackend}, plugin.TypeBackend); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A plugin named by a path relative to the core's directory starts in
+// another directory (Options.Dir, a builder's work directory) all the same.
+func TestLaunchRelativePathInDir(t *testing.T) {
+	bin := buildTestPlugin(t, "builderplugin")
+	// A path beneath the test's directory, with no "..": from Dir it names
+	// nothing.
+	local, err := os.MkdirTemp(".", "plugin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(local) })
+	rel := filepath.Join(local, filepath.Base(bin))
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rel, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Launch(rel, hclog.NewNullLogger(), Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("launch %s in another directory: %v", rel, err)
+	}
+	c.Kill()
 }

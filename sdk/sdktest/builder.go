@@ -23,8 +23,6 @@ type BuilderCases struct {
 	Other *builder.PlanRequest
 	// Invalid are specs a core would never send; nil: InvalidSpecs(Spec).
 	Invalid []builder.PlanRequest
-	// WorkDir is the directory builds are given (BuildRequest.WorkDir).
-	WorkDir string
 	// Timeout bounds one build (0: 5 minutes).
 	Timeout time.Duration
 }
@@ -70,6 +68,9 @@ func InvalidSpecs(valid builder.PlanRequest) []builder.PlanRequest {
 // and Build streams ordered progress, ends with a result consistent with
 // its plan, and stops when cancelled. Run it against the builder itself
 // and against the client sdktest.ServeBuilder or LaunchBuilder returns.
+// The builder works in its own work directory (builder.WorkDir:
+// LaunchBuilder starts the plugin in a fresh one; a builder run in-process
+// needs one of its own, not the test's directory).
 func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 	ctx := context.Background()
 	if len(c.Spec.Packages) == 0 {
@@ -133,7 +134,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 		bctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 		rec := &progressLog{}
-		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-build", WorkDir: c.WorkDir}, rec.add)
+		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-build"}, rec.add)
 		rec.close()
 		if err != nil {
 			t.Fatalf("build: %v", err)
@@ -164,7 +165,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 			}
 		}
 		if d := filepath.Clean(res.Dir); res.Dir == "" || filepath.IsAbs(res.Dir) || d == ".." || strings.HasPrefix(d, "../") {
-			t.Errorf("the result's directory %q is not a path inside the workspace", res.Dir)
+			t.Errorf("the result's directory %q is not a path inside the builder's work directory", res.Dir)
 		}
 		if res.SizeBytes < 0 {
 			t.Errorf("negative size %d", res.SizeBytes)
@@ -178,7 +179,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 		}
 		bctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
-		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: po.CacheKey, BuildID: "conformance-foreign", WorkDir: c.WorkDir}, nil)
+		res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: po.CacheKey, BuildID: "conformance-foreign"}, nil)
 		if err == nil {
 			t.Fatalf("a build under another spec's cache key %q succeeded (result key %q): the cache would hold the wrong environment", po.CacheKey, res.CacheKey)
 		}
@@ -198,7 +199,7 @@ func RunBuilder(t *testing.T, b builder.Builder, c BuilderCases) {
 		}
 		done := make(chan out, 1)
 		go func() {
-			res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-cancel", WorkDir: c.WorkDir},
+			res, err := b.Build(bctx, builder.BuildRequest{Spec: c.Spec, CacheKey: plan.CacheKey, BuildID: "conformance-cancel"},
 				func(p builder.Progress) { rec.add(p); cancel() })
 			rec.close()
 			done <- out{res, err}

@@ -91,7 +91,7 @@ var fakeSpec = builder.PlanRequest{Language: "python", BaseImage: "mcp-forge/pyt
 	Packages: []builder.Package{{Name: "numpy", Version: "==1.24.2"}, {Name: "pandas"}}}
 
 func TestBuilderConformanceFake(t *testing.T) {
-	RunBuilder(t, fakeBuilder{}, BuilderCases{Spec: fakeSpec, WorkDir: t.TempDir()})
+	RunBuilder(t, fakeBuilder{}, BuilderCases{Spec: fakeSpec})
 }
 
 // The same builder through the real shims: plan, streamed progress, the
@@ -99,7 +99,7 @@ func TestBuilderConformanceFake(t *testing.T) {
 func TestBuilderConformanceOverGRPC(t *testing.T) {
 	b := ServeBuilder(t, plugin.Info{Name: "fakebuilder", Version: "0.1.0"},
 		func(host.Host, backend.Config) (builder.Builder, error) { return fakeBuilder{}, nil }, NewLocalHost(t.TempDir()), nil)
-	RunBuilder(t, b, BuilderCases{Spec: fakeSpec, WorkDir: t.TempDir()})
+	RunBuilder(t, b, BuilderCases{Spec: fakeSpec})
 }
 
 func TestHelperBrokenBuilder(t *testing.T) {
@@ -107,7 +107,7 @@ func TestHelperBrokenBuilder(t *testing.T) {
 	if broken == "" {
 		t.Skip("run by TestBuilderSuiteFailsBrokenBuilders")
 	}
-	RunBuilder(t, fakeBuilder{broken: broken}, BuilderCases{Spec: fakeSpec, WorkDir: t.TempDir()})
+	RunBuilder(t, fakeBuilder{broken: broken}, BuilderCases{Spec: fakeSpec})
 }
 
 // Each way of breaking the contract fails the subtest that guards it.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
@@ -113,7 +114,20 @@ func LaunchBridge(t testing.TB, path string, h host.Host, cfg []byte) bridge.Bri
 
 func launch(t testing.TB, path string, typ plugin.Type, h host.Host, cfg []byte) *pluginhost.Client {
 	t.Helper()
-	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{})
+	// The plugin starts in a directory of its own, as the core starts it:
+	// a builder works there. It goes after the plugin (cleanups run last
+	// first); a tool killed with the plugin may still be exiting, so the
+	// removal retries for a while.
+	dir, err := os.MkdirTemp("", "forge-plugin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); os.RemoveAll(dir) != nil && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	c, err := pluginhost.Launch(path, hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Warn, Output: os.Stderr}), pluginhost.Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("launch %s: %v", path, err)
 	}

@@ -344,13 +344,17 @@ use_allowlist = false
 	}
 
 	// Offline, find_links only: built from the directory, no index asked.
+	// Here find_links is the plugin's own key, not its alias in
+	// [environment_builder].
 	s2 := startBuilder(t, fmt.Sprintf(`[environment_builder]
 builder = "uv"
 offline = true
-find_links = [%q]
 
 [environment_builder.package_validation]
 use_allowlist = false
+
+[plugins.uv.config]
+find_links = [%q]
 `, links))
 	out, res = build(t, s2, map[string]any{"name": "uv-offline", "packages": []string{"forge-local"}})
 	if !out.Success || versions(out.Packages) != "forge-local==3.0" {
@@ -389,4 +393,68 @@ uv_path = "none"
 	if n := ix.Hits("/files/" + testindex.SdistName("forge-sdist-only", "1.0")); n != 0 {
 		t.Fatalf("pip fetched the sdist %d times", n)
 	}
+}
+
+// The uv builder built against plugin API v1 (testenv.V1Commit), as this
+// core's builder: v1 expects host paths in its requests, which v2 has no
+// field for, and the core's v1 path adds them. Without work_dir the v1
+// builder refuses every build ("work directory is not an absolute path");
+// a package only in the find_links directory resolves only if v1's
+// IndexSettings.find_links carried environment_builder.find_links. The
+// image it builds runs the package through MCP.
+func TestV1UVBuilderThroughMCP(t *testing.T) {
+	testenv.Require(t)
+	bin := testenv.BuildV1(t, "plugins/uv")["plugins/uv"]
+	ix := testindex.New(t, nil)
+	links := t.TempDir()
+	name, data, err := testindex.Wheel("forge-local", "3.0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(links, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startBuilder(t, uvConfig(ix, fmt.Sprintf("find_links = [%q]", links))+fmt.Sprintf("\n[plugins.uv]\npath = %q\n", bin))
+	out, res := build(t, s, map[string]any{"name": "uv-v1", "packages": []string{"forge-a", "forge-local"}})
+	if !out.Success || versions(out.Packages) != "forge-a==1.0 forge-b==1.0 forge-c==2.0 forge-local==3.0" {
+		t.Fatalf("build through the v1 uv builder: %s\n%+v", testenv.Text(res), out)
+	}
+	var ex mcpserver.ExecuteOutput
+	r := s.Call(t, "execute_python", map[string]any{"code": "import forge_a, forge_local\nprint(forge_local.__version__)", "custom_image": out.Image}, &ex)
+	if !ex.Success || strings.TrimSpace(ex.Stdout) != "3.0" {
+		t.Fatalf("the v1 builder's image: %s", testenv.Text(r))
+	}
+	if api := pluginAPI(t, s, "uv"); api != 1 {
+		t.Fatalf("the uv plugin negotiated API %d; want 1 (the v1 build)", api)
+	}
+	// Its layers are where the core starts it and resolves them.
+	if ents, err := os.ReadDir(filepath.Join(s.Base, "builds", "uv", "uv", "layers")); err != nil || len(ents) == 0 {
+		t.Fatalf("no layer in the builder's work directory: %v", err)
+	}
+}
+
+// pluginAPI is the plugin API version the named plugin negotiated, from the
+// environment resource.
+func pluginAPI(t *testing.T, s *testenv.Server, name string) int {
+	t.Helper()
+	res, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: mcpserver.EnvironmentURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Plugins []struct {
+			Name       string
+			APIVersion int `json:"api_version"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range info.Plugins {
+		if p.Name == name {
+			return p.APIVersion
+		}
+	}
+	t.Fatalf("plugin %s is not in the environment resource: %s", name, res.Contents[0].Text)
+	return 0
 }

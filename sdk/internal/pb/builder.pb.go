@@ -88,8 +88,7 @@ type IndexSettings struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"` // "": the language's default index
 	ExtraUrls     []string               `protobuf:"bytes,2,rep,name=extra_urls,json=extraUrls,proto3" json:"extra_urls,omitempty"`
-	Offline       bool                   `protobuf:"varint,3,opt,name=offline,proto3" json:"offline,omitempty"`                     // only what is already cached or vendored
-	FindLinks     []string               `protobuf:"bytes,4,rep,name=find_links,json=findLinks,proto3" json:"find_links,omitempty"` // local directories (absolute paths) of distributions
+	Offline       bool                   `protobuf:"varint,3,opt,name=offline,proto3" json:"offline,omitempty"` // only what is already cached or vendored
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,13 +142,6 @@ func (x *IndexSettings) GetOffline() bool {
 		return x.Offline
 	}
 	return false
-}
-
-func (x *IndexSettings) GetFindLinks() []string {
-	if x != nil {
-		return x.FindLinks
-	}
-	return nil
 }
 
 type PlanRequest struct {
@@ -310,16 +302,10 @@ type BuildRequest struct {
 	Spec     *PlanRequest           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	CacheKey string                 `protobuf:"bytes,2,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"` // the key Plan returned for spec
 	BuildId  string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	// work_dir is a host directory the core gives this builder, kept between
-	// builds (caches live there); the result goes in a directory beneath it.
-	WorkDir string `protobuf:"bytes,5,opt,name=work_dir,json=workDir,proto3" json:"work_dir,omitempty"`
 	// max_bytes bounds what the build may write (the layer and what the
 	// tools unpack on the way, caches included): a builder stops its tools
 	// at the limit and removes what the refused build wrote. 0: no limit.
 	MaxBytes int64 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	// cache_dir is the operator's download cache for this builder
-	// (environment_builder.uv_cache_path); "": the builder's own choice.
-	CacheDir string `protobuf:"bytes,7,opt,name=cache_dir,json=cacheDir,proto3" json:"cache_dir,omitempty"`
 	// Storage pruning a builder applies to its layers and caches after a
 	// build: entries unused for longer than prune_max_age_seconds go, then
 	// the least recently used until everything takes at most
@@ -381,25 +367,11 @@ func (x *BuildRequest) GetBuildId() string {
 	return ""
 }
 
-func (x *BuildRequest) GetWorkDir() string {
-	if x != nil {
-		return x.WorkDir
-	}
-	return ""
-}
-
 func (x *BuildRequest) GetMaxBytes() int64 {
 	if x != nil {
 		return x.MaxBytes
 	}
 	return 0
-}
-
-func (x *BuildRequest) GetCacheDir() string {
-	if x != nil {
-		return x.CacheDir
-	}
-	return ""
 }
 
 func (x *BuildRequest) GetPruneMaxAgeSeconds() int64 {
@@ -548,7 +520,7 @@ type BuildOutcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CacheKey      string                 `protobuf:"bytes,1,opt,name=cache_key,json=cacheKey,proto3" json:"cache_key,omitempty"`
 	Lock          []*LockedPackage       `protobuf:"bytes,2,rep,name=lock,proto3" json:"lock,omitempty"`
-	Dir           string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"` // the layer: a tree copied onto / of the base image, relative to work_dir
+	Dir           string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"` // the layer: a tree copied onto / of the base image, relative to the builder's current directory
 	SizeBytes     int64                  `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	Warnings      []string               `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -712,14 +684,13 @@ const file_forge_plugin_v2_builder_proto_rawDesc = "" +
 	"\fBuildPackage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
-	"\x06extras\x18\x03 \x03(\tR\x06extras\"y\n" +
+	"\x06extras\x18\x03 \x03(\tR\x06extras\"l\n" +
 	"\rIndexSettings\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
 	"extra_urls\x18\x02 \x03(\tR\textraUrls\x12\x18\n" +
-	"\aoffline\x18\x03 \x01(\bR\aoffline\x12\x1d\n" +
-	"\n" +
-	"find_links\x18\x04 \x03(\tR\tfindLinks\"\xeb\x02\n" +
+	"\aoffline\x18\x03 \x01(\bR\aofflineJ\x04\b\x04\x10\x05R\n" +
+	"find_links\"\xeb\x02\n" +
 	"\vPlanRequest\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1d\n" +
 	"\n" +
@@ -736,16 +707,14 @@ const file_forge_plugin_v2_builder_proto_rawDesc = "" +
 	"\tcache_key\x18\x01 \x01(\tR\bcacheKey\x129\n" +
 	"\bpackages\x18\x02 \x03(\v2\x1d.forge.plugin.v2.BuildPackageR\bpackages\x12\x14\n" +
 	"\x05steps\x18\x03 \x03(\tR\x05steps\x12\x1a\n" +
-	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xbc\x02\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xa5\x02\n" +
 	"\fBuildRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.forge.plugin.v2.PlanRequestR\x04spec\x12\x1b\n" +
 	"\tcache_key\x18\x02 \x01(\tR\bcacheKey\x12\x19\n" +
-	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12\x19\n" +
-	"\bwork_dir\x18\x05 \x01(\tR\aworkDir\x12\x1b\n" +
-	"\tmax_bytes\x18\x06 \x01(\x03R\bmaxBytes\x12\x1b\n" +
-	"\tcache_dir\x18\a \x01(\tR\bcacheDir\x121\n" +
+	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12\x1b\n" +
+	"\tmax_bytes\x18\x06 \x01(\x03R\bmaxBytes\x121\n" +
 	"\x15prune_max_age_seconds\x18\b \x01(\x03R\x12pruneMaxAgeSeconds\x12&\n" +
-	"\x0fprune_max_bytes\x18\t \x01(\x03R\rpruneMaxBytesJ\x04\b\x04\x10\x05R\fworkspace_id\"i\n" +
+	"\x0fprune_max_bytes\x18\t \x01(\x03R\rpruneMaxBytesJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\a\x10\bR\fworkspace_idR\bwork_dirR\tcache_dir\"i\n" +
 	"\rBuildProgress\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x05R\x04step\x12\x14\n" +

@@ -140,7 +140,7 @@ type CreateRequest struct {
 	Image          string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
 	Command        []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
 	Env            map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Workdir        string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Workdir        string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`                                      // in the container; "": the image's
 	TimeoutSeconds int64                  `protobuf:"varint,5,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"` // 0: default
 	Memory         string                 `protobuf:"bytes,6,opt,name=memory,proto3" json:"memory,omitempty"`                                        // "": default
 	CpuQuota       int64                  `protobuf:"varint,7,opt,name=cpu_quota,json=cpuQuota,proto3" json:"cpu_quota,omitempty"`                   // 0: default
@@ -1824,7 +1824,7 @@ func (*RemoveWorkspaceResponse) Descriptor() ([]byte, []int) {
 type ReadFilesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Subdir        string                 `protobuf:"bytes,2,opt,name=subdir,proto3" json:"subdir,omitempty"`
+	Subdir        string                 `protobuf:"bytes,2,opt,name=subdir,proto3" json:"subdir,omitempty"` // relative to the workspace; "": the workspace itself
 	MaxFileBytes  int64                  `protobuf:"varint,3,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
 	MaxTotalBytes int64                  `protobuf:"varint,4,opt,name=max_total_bytes,json=maxTotalBytes,proto3" json:"max_total_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -35,7 +35,7 @@ func (p *BuilderPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) er
 // GRPCClient returns a *BuilderClient (core side).
 func (p *BuilderPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
 	cc := forAPI(conn, p.API)
-	return &BuilderClient{pluginClient: newPluginClient(broker, cc, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderServiceClient(cc)}, nil
+	return &BuilderClient{pluginClient: newPluginClient(broker, cc, MaxMessageOr(p.MaxMessage)), builder: pb.NewBuilderServiceClient(cc), api: p.API}, nil
 }
 
 type builderServer struct {
@@ -64,8 +64,8 @@ func (s *builderServer) Build(r *pb.BuildRequest, stream pb.BuilderService_Build
 	}
 	var mu sync.Mutex // progress may come from several goroutines; a stream sends from one
 	done := false
-	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId, WorkDir: r.WorkDir,
-		MaxBytes: r.MaxBytes, CacheDir: r.CacheDir, Prune: builder.Prune{MaxAge: time.Duration(r.PruneMaxAgeSeconds) * time.Second, MaxBytes: r.PruneMaxBytes}},
+	res, err := b.Build(stream.Context(), builder.BuildRequest{Spec: planRequestFromPB(r.Spec), CacheKey: r.CacheKey, BuildID: r.BuildId,
+		MaxBytes: r.MaxBytes, Prune: builder.Prune{MaxAge: time.Duration(r.PruneMaxAgeSeconds) * time.Second, MaxBytes: r.PruneMaxBytes}},
 		func(p builder.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -106,7 +106,7 @@ func packagesFromPB(ps []*pb.BuildPackage) []builder.Package {
 
 func planRequestToPB(r builder.PlanRequest) *pb.PlanRequest {
 	return &pb.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesToPB(r.Packages),
-		Index:       &pb.IndexSettings{Url: r.Index.URL, ExtraUrls: r.Index.ExtraURLs, Offline: r.Index.Offline, FindLinks: r.Index.FindLinks},
+		Index:       &pb.IndexSettings{Url: r.Index.URL, ExtraUrls: r.Index.ExtraURLs, Offline: r.Index.Offline},
 		BaseImageId: r.BaseImageID, BaseLabels: r.BaseLabels}
 }
 
@@ -117,7 +117,7 @@ func planRequestFromPB(r *pb.PlanRequest) builder.PlanRequest {
 	out := builder.PlanRequest{Language: r.Language, BaseImage: r.BaseImage, Packages: packagesFromPB(r.Packages),
 		BaseImageID: r.BaseImageId, BaseLabels: r.BaseLabels}
 	if ix := r.Index; ix != nil {
-		out.Index = builder.Index{URL: ix.Url, ExtraURLs: ix.ExtraUrls, Offline: ix.Offline, FindLinks: ix.FindLinks}
+		out.Index = builder.Index{URL: ix.Url, ExtraURLs: ix.ExtraUrls, Offline: ix.Offline}
 	}
 	return out
 }
@@ -126,11 +126,24 @@ func planRequestFromPB(r *pb.PlanRequest) builder.PlanRequest {
 type BuilderClient struct {
 	pluginClient
 	builder pb.BuilderServiceClient
+	api     int             // the negotiated plugin API version
+	v1      *V1BuilderPaths // set for a builder of API v1: what its requests carry besides v2's
+}
+
+// UseV1Paths makes the requests to a builder of API v1 carry p in the
+// fields only v1 has (addV1Paths). The core calls it once, before any
+// request; it has no effect on a builder of API v2.
+func (c *BuilderClient) UseV1Paths(p V1BuilderPaths) {
+	if c.api == 1 {
+		c.v1 = &p
+	}
 }
 
 // Plan implements builder.Builder.
 func (c *BuilderClient) Plan(ctx context.Context, req builder.PlanRequest) (builder.Plan, error) {
-	r, err := c.builder.Plan(ctx, planRequestToPB(req))
+	pr := planRequestToPB(req)
+	c.v1.addToPlan(pr)
+	r, err := c.builder.Plan(ctx, pr)
 	if err != nil {
 		return builder.Plan{}, fromStatus(err)
 	}
@@ -139,8 +152,10 @@ func (c *BuilderClient) Plan(ctx context.Context, req builder.PlanRequest) (buil
 
 // Build implements builder.Builder.
 func (c *BuilderClient) Build(ctx context.Context, req builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
-	stream, err := c.builder.Build(ctx, &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID, WorkDir: req.WorkDir,
-		MaxBytes: req.MaxBytes, CacheDir: req.CacheDir, PruneMaxAgeSeconds: int64(req.Prune.MaxAge / time.Second), PruneMaxBytes: req.Prune.MaxBytes})
+	br := &pb.BuildRequest{Spec: planRequestToPB(req.Spec), CacheKey: req.CacheKey, BuildId: req.BuildID,
+		MaxBytes: req.MaxBytes, PruneMaxAgeSeconds: int64(req.Prune.MaxAge / time.Second), PruneMaxBytes: req.Prune.MaxBytes}
+	c.v1.addToBuild(br)
+	stream, err := c.builder.Build(ctx, br)
 	if err != nil {
 		return builder.BuildResult{}, fromStatus(err)
 	}

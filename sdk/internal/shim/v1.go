@@ -80,6 +80,56 @@ func v1Desc(desc *grpc.ServiceDesc, wrap map[string]func(grpc.MethodHandler) grp
 	return &out
 }
 
+// V1BuilderPaths are what a builder of API v1 is told in its requests and
+// API v2 has no field for: v1 gave builders host paths, v2 starts a builder
+// in its work directory and leaves the rest to its configuration.
+type V1BuilderPaths struct {
+	WorkDir   string   // v1 BuildRequest.work_dir (5): the builder's current directory
+	CacheDir  string   // v1 BuildRequest.cache_dir (7): environment_builder.uv_cache_path
+	FindLinks []string // v1 IndexSettings.find_links (4): environment_builder.find_links
+}
+
+// addToPlan adds v1's IndexSettings.find_links to a Plan request; nil p (a
+// builder of API v2) adds nothing.
+func (p *V1BuilderPaths) addToPlan(r *pb.PlanRequest) {
+	if p == nil || r == nil || len(p.FindLinks) == 0 {
+		return
+	}
+	if r.Index == nil {
+		r.Index = &pb.IndexSettings{}
+	}
+	m := r.Index.ProtoReflect()
+	b := m.GetUnknown()
+	for _, d := range p.FindLinks {
+		b = appendV1String(b, 4, d)
+	}
+	m.SetUnknown(b)
+}
+
+// addToBuild adds v1's work_dir and cache_dir to a Build request, and
+// find_links to its spec.
+func (p *V1BuilderPaths) addToBuild(r *pb.BuildRequest) {
+	if p == nil {
+		return
+	}
+	p.addToPlan(r.Spec)
+	m := r.ProtoReflect()
+	b := m.GetUnknown()
+	if p.WorkDir != "" {
+		b = appendV1String(b, 5, p.WorkDir)
+	}
+	if p.CacheDir != "" {
+		b = appendV1String(b, 7, p.CacheDir)
+	}
+	m.SetUnknown(b)
+}
+
+// appendV1String appends string field num, one that only v1 has, to a
+// message's unknown fields: proto marshals them as they are.
+func appendV1String(b []byte, num protowire.Number, v string) []byte {
+	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
 // withV1Workspace adds v1's CreateResponse.workspace to Create's answer.
 func withV1Workspace(sb host.Sandbox) func(grpc.MethodHandler) grpc.MethodHandler {
 	return func(next grpc.MethodHandler) grpc.MethodHandler {
@@ -88,7 +138,7 @@ func withV1Workspace(sb host.Sandbox) func(grpc.MethodHandler) grpc.MethodHandle
 			if r, ok := resp.(*pb.CreateResponse); ok && err == nil {
 				if ws := legacyws.Of(sb, r.ContainerId); ws != "" {
 					m := r.ProtoReflect()
-					m.SetUnknown(protowire.AppendString(protowire.AppendTag(m.GetUnknown(), 2, protowire.BytesType), ws))
+					m.SetUnknown(appendV1String(m.GetUnknown(), 2, ws))
 				}
 			}
 			return resp, err

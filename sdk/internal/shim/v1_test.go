@@ -2,22 +2,28 @@ package shim
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 
-	_ "github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
 )
 
 // v1Dropped are the v1 fields v2 reserves; the v1 path adds what a v1
-// plugin needs of them (registerHostV1).
+// plugin needs of them (registerHostV1; V1BuilderPaths for builders).
 var v1Dropped = map[protoreflect.FullName]bool{
 	"forge.plugin.v1.CreateResponse.workspace":  true,
 	"forge.plugin.v1.BuildRequest.workspace_id": true,
+	"forge.plugin.v1.BuildRequest.work_dir":     true,
+	"forge.plugin.v1.BuildRequest.cache_dir":    true,
+	"forge.plugin.v1.IndexSettings.find_links":  true,
 }
 
 // Every RPC of API v1 (the committed descriptor set buf breaking guards)
@@ -26,19 +32,7 @@ var v1Dropped = map[protoreflect.FullName]bool{
 // cardinality, message fields recursively: the rule that lets the core
 // speak v1 by renaming services only.
 func TestV1WireCompatible(t *testing.T) {
-	raw, err := os.ReadFile("../../proto/api-v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var set descriptorpb.FileDescriptorSet
-	// buf adds an extension of its own (bufExtension) to each file.
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &set); err != nil {
-		t.Fatal(err)
-	}
-	v1, err := protodesc.NewFiles(&set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := v1Files(t)
 	methods := 0
 	for v2name, v1name := range v2ToV1 {
 		d1, err := v1.FindDescriptorByName(protoreflect.FullName(v1name))
@@ -98,6 +92,80 @@ func sameWire(t *testing.T, a, b protoreflect.MessageDescriptor, seen map[protor
 					t.Errorf("v1 enum value %s has no v2 counterpart", v.FullName())
 				}
 			}
+		}
+	}
+}
+
+// v1Files are API v1's descriptors as committed (proto/api-v1.json).
+func v1Files(t *testing.T) *protoregistry.Files {
+	t.Helper()
+	raw, err := os.ReadFile("../../proto/api-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	// buf adds an extension of its own (bufExtension) to each file.
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &set); err != nil {
+		t.Fatal(err)
+	}
+	files, err := protodesc.NewFiles(&set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// asV1 is msg's bytes read as the v1 message name, in protojson.
+func asV1(t *testing.T, files *protoregistry.Files, msg proto.Message, name protoreflect.FullName) string {
+	t.Helper()
+	d, err := files.FindDescriptorByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
+	if err := proto.Unmarshal(b, m); err != nil {
+		t.Fatal(err)
+	}
+	return protojson.Format(m)
+}
+
+// A builder of API v1 reads its host paths where v1 put them: a v1 builder
+// decodes the requests the core sends it with them in v1's fields; a v2
+// builder's requests carry none.
+func TestV1BuilderPaths(t *testing.T) {
+	files := v1Files(t)
+	paths := V1BuilderPaths{WorkDir: "/state/builds/uv", CacheDir: "/cache/uv", FindLinks: []string{"/srv/a", "/srv/b"}}
+	for _, c := range []struct {
+		api  int
+		want []string
+		not  []string
+	}{
+		{1, []string{`"workDir":"/state/builds/uv"`, `"cacheDir":"/cache/uv"`, `"findLinks":["/srv/a","/srv/b"]`}, nil},
+		{2, nil, []string{"workDir", "cacheDir", "findLinks", "/srv/a"}},
+	} {
+		c0 := &BuilderClient{api: c.api}
+		c0.UseV1Paths(paths)
+		plan := &pb.PlanRequest{Language: "python", BaseImage: "img"} // no index: one is made for find_links
+		c0.v1.addToPlan(plan)
+		build := &pb.BuildRequest{Spec: &pb.PlanRequest{Language: "python", Index: &pb.IndexSettings{Url: "https://x/simple"}}, CacheKey: "k"}
+		c0.v1.addToBuild(build)
+		got := strings.Join(strings.Fields(asV1(t, files, plan, "forge.plugin.v1.PlanRequest")+asV1(t, files, build, "forge.plugin.v1.BuildRequest")), "")
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("API %d: the v1 reading lacks %s: %s", c.api, w, got)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(got, w) {
+				t.Errorf("API %d: the request carries %s: %s", c.api, w, got)
+			}
+		}
+		if c.api == 1 && strings.Count(got, "/srv/a") != 2 {
+			t.Errorf("find_links belong in both the plan's and the build's spec: %s", got)
 		}
 	}
 }

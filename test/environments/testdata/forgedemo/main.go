@@ -7,8 +7,9 @@
 //	slowpkg  reports progress, then waits until the build is cancelled
 //	bigpkg   adds 4 MiB of incompressible bytes (oversize images)
 //
-// Every Plan and Build call is appended to <WorkDir>/calls.log, so a test
-// can prove a refused request never reached the builder.
+// Every Build call is appended to calls.log in its work directory (the
+// directory the core starts it in), so a test can prove a refused request
+// never reached the builder.
 package main
 
 import (
@@ -42,14 +43,8 @@ func names(ps []builder.Package) []string {
 	return out
 }
 
-func (d *demo) log(work, line string) {
-	if work == "" {
-		work = d.workDir
-	}
-	if work == "" {
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(work, "calls.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+func (d *demo) log(line string) {
+	f, err := os.OpenFile(filepath.Join(d.workDir, "calls.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err == nil {
 		fmt.Fprintln(f, line)
 		f.Close()
@@ -70,14 +65,13 @@ func (d *demo) Plan(_ context.Context, r builder.PlanRequest) (builder.Plan, err
 func module(name string) string { return strings.ReplaceAll(strings.ToLower(name), "-", "_") }
 
 func (d *demo) Build(ctx context.Context, r builder.BuildRequest, progress func(builder.Progress)) (builder.BuildResult, error) {
-	d.workDir = r.WorkDir
-	d.log(r.WorkDir, "build "+strings.Join(names(r.Spec.Packages), " "))
+	d.log("build " + strings.Join(names(r.Spec.Packages), " "))
 	progress(builder.Progress{Phase: "resolve", Step: 1, Message: fmt.Sprintf("%d packages", len(r.Spec.Packages))})
 	final := filepath.Join("layers", r.CacheKey)
-	if _, err := os.Stat(filepath.Join(r.WorkDir, final)); err == nil {
+	if _, err := os.Stat(filepath.Join(d.workDir, final)); err == nil {
 		return d.result(r, final)
 	}
-	tmp := filepath.Join(r.WorkDir, "partial-"+r.BuildID)
+	tmp := filepath.Join(d.workDir, "partial-"+r.BuildID)
 	// A build that does not finish leaves nothing behind.
 	ok := false
 	defer func() {
@@ -107,10 +101,10 @@ func (d *demo) Build(ctx context.Context, r builder.BuildRequest, progress func(
 			}
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(r.WorkDir, "layers"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.workDir, "layers"), 0o700); err != nil {
 		return builder.BuildResult{}, err
 	}
-	if err := os.Rename(tmp, filepath.Join(r.WorkDir, final)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(d.workDir, final)); err != nil {
 		return builder.BuildResult{}, err
 	}
 	ok = true
@@ -128,6 +122,10 @@ func (d *demo) result(r builder.BuildRequest, dir string) (builder.BuildResult, 
 
 func main() {
 	plugin.ServeBuilder(plugin.Info{Name: "forgedemo", Version: "0.3.0"}, func(host.Host, backend.Config) (builder.Builder, error) {
-		return &demo{}, nil
+		dir, err := builder.WorkDir()
+		if err != nil {
+			return nil, err
+		}
+		return &demo{workDir: dir}, nil
 	})
 }
