@@ -35,7 +35,9 @@ const (
 	fdWait = 5 * time.Second
 	// fdUnclaimed bounds how long, and how many, sockets nobody waits for
 	// (their Dial gave up) are held before they are closed.
-	fdUnclaimed    = 30 * time.Second
+	fdUnclaimed = 30 * time.Second
+	// fdSendWait bounds a send to a plugin whose end is full.
+	fdSendWait     = time.Second
 	fdUnclaimedMax = 64
 )
 
@@ -70,6 +72,7 @@ func NewFDChannel() (*FDSender, *os.File, error) {
 type FDSender struct {
 	conn *net.UnixConn
 	sent atomic.Int64
+	mu   sync.Mutex // one send at a time, under its own deadline
 }
 
 // Sent is how many sockets went to the plugin this way.
@@ -95,6 +98,11 @@ func (s *FDSender) send(conn net.Conn) (nonce []byte, ok bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("fd channel: %w", err)
 	}
+	// A plugin that stopped reading must not hold the core's Dial: past
+	// fdSendWait the connection is relayed instead.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conn.SetWriteDeadline(time.Now().Add(fdSendWait))
 	var sendErr error
 	err = raw.Control(func(fd uintptr) {
 		_, _, sendErr = s.conn.WriteMsgUnix(nonce, syscall.UnixRights(int(fd)), nil)
