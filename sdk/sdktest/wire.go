@@ -37,13 +37,10 @@ type Wire struct {
 // channel: a suite that passed on the stream alone tested nothing new.
 func OverWire(t testing.TB, h host.Host, mode DialMode) Wire {
 	t.Helper()
-	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "host.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var w Wire
 	var pluginEnd *os.File
 	if mode == DialFD {
+		var err error
 		if w.fds, pluginEnd, err = shim.NewFDChannel(); err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +51,20 @@ func OverWire(t testing.TB, h host.Host, mode DialMode) Wire {
 			}
 		})
 	}
+	w.Host = serveHost(t, h, w.fds, pluginEnd)
+	return w
+}
+
+// serveHost serves h's host services, with fds as the core's end of an fd
+// channel (nil: none), to a client whose end is pluginEnd (nil: none).
+func serveHost(t testing.TB, h host.Host, fds *shim.FDSender, pluginEnd *os.File) host.Host {
+	t.Helper()
+	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "host.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := grpc.NewServer(shim.ServerOptions(shim.DefaultMaxMessage)...)
-	shim.RegisterHost(s, h, w.fds)
+	shim.RegisterHost(s, h, fds)
 	go s.Serve(l)
 	t.Cleanup(s.Stop)
 	conn, err := grpc.NewClient("unix://"+l.Addr().String(), append(shim.DialOptions(shim.DefaultMaxMessage), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
@@ -64,11 +73,11 @@ func OverWire(t testing.TB, h host.Host, mode DialMode) Wire {
 	}
 	t.Cleanup(func() { conn.Close() })
 	if pluginEnd == nil {
-		w.Host = shim.NewHostClient(conn)
-		return w
+		return shim.NewHostClient(conn)
 	}
-	if w.Host, err = shim.NewHostClientFD(conn, pluginEnd); err != nil {
+	wire, err := shim.NewHostClientFD(conn, pluginEnd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return wire
 }

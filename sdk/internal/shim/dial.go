@@ -23,7 +23,7 @@ func (c *sandboxClient) Dial(ctx context.Context, id, endpoint string) (net.Conn
 	if err != nil || nonce == nil {
 		return conn, err
 	}
-	if fc, err := c.fds.take(nonce, fdWait); err == nil {
+	if fc, err := c.fds.take(nonce, c.fds.wait); err == nil {
 		return fdConn{UnixConn: fc.(*net.UnixConn), addr: endpointAddr(id + "/" + endpoint)}, nil
 	}
 	// The socket did not come: the stream, which every core serves.

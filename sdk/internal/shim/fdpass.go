@@ -121,6 +121,7 @@ func (s *FDSender) send(conn net.Conn) (nonce []byte, ok bool, err error) {
 // sockets and hands each to the Dial that waits for its nonce.
 type fdReceiver struct {
 	conn *net.UnixConn
+	wait time.Duration // how long a Dial waits for its socket (fdWait)
 
 	mu      sync.Mutex
 	err     error // why receiving stopped; then every wait fails
@@ -169,7 +170,7 @@ func newFDReceiverFile(f *os.File) (*fdReceiver, error) {
 }
 
 func newFDReceiver(c *net.UnixConn) *fdReceiver {
-	r := &fdReceiver{conn: c, waiting: map[string]chan *os.File{}, arrived: map[string]arrivedFD{}}
+	r := &fdReceiver{conn: c, wait: fdWait, waiting: map[string]chan *os.File{}, arrived: map[string]arrivedFD{}}
 	go r.receive()
 	return r
 }

@@ -196,9 +196,19 @@ func TestFDReceiverDropsMalformed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.conn.Close()
+	var held []*os.File // alive until the end: a dropped *os.File's finalizer closes its fd
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
 	sock := func() int {
-		raw, _ := echoConn(t).File()
-		return int(raw.Fd())
+		f, err := echoConn(t).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+		return int(f.Fd())
 	}
 	devnull, _ := os.Open(os.DevNull)
 	defer devnull.Close()
