@@ -321,7 +321,7 @@ func ExampleHashCode() {
 func BenchmarkWrite(b *testing.B) {
 	l, _ := Open(filepath.Join(b.TempDir(), "audit.log"), 100<<20, 1)
 	defer l.Close()
-	e := Entry{Event: ContainerStart, Success: true, Details: map[string]any{"container_id": strings.Repeat("a", 64), "owner": "python"}}
+	e := Entry{Event: ContainerStart, Success: true, Details: map[string]any{"container_id": strings.Repeat("a", 64), "plugin": "python"}}
 	for i := 0; i < b.N; i++ {
 		if err := l.Write(e); err != nil {
 			b.Fatal(err)

@@ -1,4 +1,4 @@
-// Package checkpoint keeps sessions' checkpoints: per owner and session
+// Package checkpoint keeps sessions' checkpoints: per client and session
 // id, a checkpoint's description (Meta) and its files (the kernel's saved
 // namespace and the session's working directory), within bounds. Store is
 // what the engine needs of a checkpoint store; Dir is the store of one
@@ -46,16 +46,16 @@ type Meta struct {
 	Skipped   map[string]string `json:"skipped,omitempty"`        // variables that could not be saved → why
 	FilesLeft []string          `json:"files_left_out,omitempty"` // entries of the working directory not saved (links, pipes)
 	Bytes     int64             `json:"bytes,omitempty"`          // size of the checkpoint (namespace and files)
-	Owner     string            `json:"owner"`
+	Client    string            `json:"owner"`
 }
 
 // Errors of Get.
 var (
-	// ErrNotFound: the owner has no checkpoint of that id.
+	// ErrNotFound: the client has no checkpoint of that id.
 	ErrNotFound = errors.New("no such checkpoint")
-	// ErrForeign: what the store holds under the owner's key for that id
-	// names another owner or id (a hash collision, a copied directory). It
-	// is not the owner's.
+	// ErrForeign: what the store holds under the client's key for that id
+	// names another client or id (a hash collision, a copied directory). It
+	// is not the client's.
 	ErrForeign = errors.New("the checkpoint names another owner")
 )
 
@@ -67,8 +67,8 @@ func (e *FullError) Error() string {
 	return fmt.Sprintf("the checkpoint store is full (%d bytes taken)", e.Used)
 }
 
-// Store keeps one checkpoint per owner and session id. Owners and ids are
-// the engine's (ids valid by workspace.CheckSessionID); an owner never
+// Store keeps one checkpoint per client and session id. Clients and ids are
+// the engine's (ids valid by workspace.CheckSessionID); an client never
 // sees another's checkpoints.
 type Store interface {
 	// Put stores m (m.Owner's checkpoint of m.SessionID), replacing the
@@ -83,19 +83,19 @@ type Store interface {
 	// workspace.ErrOverLimit; one the store has no room for with a
 	// *FullError.
 	Put(m Meta, quota int64, write func(dir string, budget int64) (filesLeft []string, err error)) (Meta, error)
-	// Get returns owner's checkpoint of id: ErrNotFound when there is
+	// Get returns client's checkpoint of id: ErrNotFound when there is
 	// none, ErrForeign (with what it names) when the record found is not
-	// owner's.
-	Get(owner, id string) (Meta, error)
-	// Read calls read with a directory holding the files of owner's
+	// client's.
+	Get(client, id string) (Meta, error)
+	// Read calls read with a directory holding the files of client's
 	// checkpoint of id, as write put them.
-	Read(owner, id string, read func(dir string) error) error
-	// List returns owner's checkpoints, newest first.
-	List(owner string) []Meta
-	// Remove deletes owner's checkpoint of id (and what is left of one
+	Read(client, id string, read func(dir string) error) error
+	// List returns client's checkpoints, newest first.
+	List(client string) []Meta
+	// Remove deletes client's checkpoint of id (and what is left of one
 	// being built); it reports whether there was one.
-	Remove(owner, id string) bool
-	// Expire removes every owner's checkpoints made more than ttl before
+	Remove(client, id string) bool
+	// Expire removes every client's checkpoints made more than ttl before
 	// now, calling removed for each (with the error of its removal), and
 	// debris (interrupted checkpoints) older than ttl silently.
 	Expire(now time.Time, ttl time.Duration, removed func(Meta, error))

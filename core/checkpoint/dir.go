@@ -18,8 +18,8 @@ import (
 )
 
 // Dir is the checkpoint store of one host: a directory (the forge's
-// <base>/state/checkpoints), with one 0700 directory per owner, named by a
-// hash of the owner, and in it one directory per session id (named by
+// <base>/state/checkpoints), with one 0700 directory per client, named by a
+// hash of the client, and in it one directory per session id (named by
 // workspace.DirName: the id itself up to 48 characters) holding meta.json,
 // which names the id, and work/ (the files). Checkpoints live there across server
 // restarts. What the store holds together is bounded (quota: what it
@@ -40,24 +40,24 @@ func NewDir(root string, quota int64) *Dir {
 
 var _ Store = (*Dir)(nil)
 
-// ownerKey names an owner's directory of checkpoints: a hash, so that an
-// owner's name (a tenant, a connection) never becomes a path, and stable
-// across restarts so the same owner finds its checkpoints again.
-func ownerKey(owner string) string {
-	h := sha256.Sum256([]byte("forge-checkpoint-owner\x00" + owner))
+// clientKey names an client's directory of checkpoints: a hash, so that an
+// client's name (a tenant, a connection) never becomes a path, and stable
+// across restarts so the same client finds its checkpoints again.
+func clientKey(client string) string {
+	h := sha256.Sum256([]byte("forge-checkpoint-client\x00" + client))
 	return hex.EncodeToString(h[:16])
 }
 
-// Path is where owner's checkpoint of id lies. id must be valid
+// Path is where client's checkpoint of id lies. id must be valid
 // (workspace.CheckSessionID): it is a path component.
-func (d *Dir) Path(owner, id string) string {
-	return filepath.Join(d.root, ownerKey(owner), workspace.DirName(id))
+func (d *Dir) Path(client, id string) string {
+	return filepath.Join(d.root, clientKey(client), workspace.DirName(id))
 }
 
-// mkOwnerDir creates the store and owner's directory, each 0700:
+// mkClientDir creates the store and client's directory, each 0700:
 // checkpoints hold users' data, readable by the server alone.
-func (d *Dir) mkOwnerDir(owner string) (string, error) {
-	dir := filepath.Join(d.root, ownerKey(owner))
+func (d *Dir) mkClientDir(client string) (string, error) {
+	dir := filepath.Join(d.root, clientKey(client))
 	for _, p := range []string{filepath.Dir(d.root), d.root, dir} {
 		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
@@ -69,13 +69,13 @@ func (d *Dir) mkOwnerDir(owner string) (string, error) {
 	return dir, nil
 }
 
-// readMeta reads the meta.json in owner's directory for id, whoever it names.
-func (d *Dir) readMeta(owner, id string) (Meta, bool) {
+// readMeta reads the meta.json in client's directory for id, whoever it names.
+func (d *Dir) readMeta(client, id string) (Meta, bool) {
 	var m Meta
 	if workspace.CheckSessionID(id) != nil {
 		return m, false
 	}
-	return readMeta(d.Path(owner, id))
+	return readMeta(d.Path(client, id))
 }
 
 func readMeta(dir string) (Meta, bool) {
@@ -88,21 +88,21 @@ func readMeta(dir string) (Meta, bool) {
 }
 
 // Get implements Store.
-func (d *Dir) Get(owner, id string) (Meta, error) {
-	m, ok := d.readMeta(owner, id)
+func (d *Dir) Get(client, id string) (Meta, error) {
+	m, ok := d.readMeta(client, id)
 	switch {
 	case !ok:
 		return m, ErrNotFound
-	case m.Owner != owner || m.SessionID != id:
+	case m.Client != client || m.SessionID != id:
 		return m, ErrForeign
 	}
 	return m, nil
 }
 
 // List implements Store.
-func (d *Dir) List(owner string) []Meta {
+func (d *Dir) List(client string) []Meta {
 	out := []Meta{}
-	dir := filepath.Join(d.root, ownerKey(owner))
+	dir := filepath.Join(d.root, clientKey(client))
 	dirs, _ := os.ReadDir(dir)
 	for _, e := range dirs {
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".new") {
@@ -115,7 +115,7 @@ func (d *Dir) List(owner string) []Meta {
 		if !ok || workspace.CheckSessionID(m.SessionID) != nil || workspace.DirName(m.SessionID) != e.Name() {
 			continue
 		}
-		if m, err := d.Get(owner, m.SessionID); err == nil {
+		if m, err := d.Get(client, m.SessionID); err == nil {
 			out = append(out, m)
 		}
 	}
@@ -124,11 +124,11 @@ func (d *Dir) List(owner string) []Meta {
 }
 
 // Read implements Store.
-func (d *Dir) Read(owner, id string, read func(dir string) error) error {
+func (d *Dir) Read(client, id string, read func(dir string) error) error {
 	if err := workspace.CheckSessionID(id); err != nil {
 		return err
 	}
-	return read(filepath.Join(d.Path(owner, id), "work"))
+	return read(filepath.Join(d.Path(client, id), "work"))
 }
 
 // Put implements Store: the checkpoint is built beside the previous one
@@ -137,11 +137,11 @@ func (d *Dir) Put(m Meta, quota int64, write func(dir string, budget int64) ([]s
 	if err := workspace.CheckSessionID(m.SessionID); err != nil {
 		return m, err
 	}
-	owner, err := d.mkOwnerDir(m.Owner)
+	client, err := d.mkClientDir(m.Client)
 	if err != nil {
 		return m, err
 	}
-	dir := filepath.Join(owner, workspace.DirName(m.SessionID))
+	dir := filepath.Join(client, workspace.DirName(m.SessionID))
 	tmp := dir + ".new"
 	os.RemoveAll(tmp)
 	budget, release, err := d.reserve(tmp, quota)
@@ -214,11 +214,11 @@ func (d *Dir) reserve(tmp string, quota int64) (int64, func(), error) {
 }
 
 // Remove implements Store.
-func (d *Dir) Remove(owner, id string) bool {
+func (d *Dir) Remove(client, id string) bool {
 	if workspace.CheckSessionID(id) != nil {
 		return false
 	}
-	dir := d.Path(owner, id)
+	dir := d.Path(client, id)
 	_, err := os.Stat(dir)
 	os.RemoveAll(dir)
 	os.RemoveAll(dir + ".new")
@@ -257,8 +257,8 @@ func (d *Dir) interrupted(path string, now time.Time) bool {
 
 // Expire implements Store.
 func (d *Dir) Expire(now time.Time, ttl time.Duration, removed func(Meta, error)) {
-	owners, _ := os.ReadDir(d.root)
-	for _, o := range owners {
+	clients, _ := os.ReadDir(d.root)
+	for _, o := range clients {
 		dir := filepath.Join(d.root, o.Name())
 		entries, _ := os.ReadDir(dir)
 		for _, c := range entries {

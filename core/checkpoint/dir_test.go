@@ -40,7 +40,7 @@ func files(sizes map[string]int, left ...string) func(string, int64) ([]string, 
 }
 
 func meta(owner, id string, created time.Time) Meta {
-	return Meta{SessionID: id, Owner: owner, Language: "python", Backend: "k", Created: created, Saved: []string{"x"}}
+	return Meta{SessionID: id, Client: owner, Language: "python", Backend: "k", Created: created, Saved: []string{"x"}}
 }
 
 // Put stores a checkpoint its owner alone gets and lists, with its size,

@@ -80,7 +80,7 @@ func probeSeccomp(ctx context.Context, rt runtime.Runtime, cfg config.Config, in
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	code := fmt.Sprintf(seccompProbe, syscall.SYS_UNSHARE, syscall.SYS_PTRACE, syscall.SYS_KEYCTL)
-	res, err := m.Run(ctx, policy.Intent{Image: image, Command: []string{"python3", "-c", code}, Limits: lim, Owner: "doctor",
+	res, err := m.Run(ctx, policy.Intent{Image: image, Command: []string{"python3", "-c", code}, Limits: lim, Plugin: "doctor",
 		Labels: map[string]string{runtime.LabelOneShot: "true", runtime.LabelCodeHash: audit.HashCode(code)}}, 1<<16)
 	if err != nil {
 		return Result{"seccomp applied", Warn, "not verified: the probe container did not run: " + err.Error(), "fix the checks above (Podman, images), then run doctor again"}, true

@@ -50,17 +50,17 @@ func (e *Engine) checkpointCode(backendName string) *backend.Checkpoint {
 	return nil
 }
 
-// readCheckpoint returns owner's checkpoint of id, if there is one. A
-// checkpoint whose record names another owner (a hash collision, a copied
-// directory) is not owner's: ok is false.
-func (e *Engine) readCheckpoint(owner, id string) (checkpoint.Meta, bool) {
-	m, err := e.ckpts.Get(owner, id)
+// readCheckpoint returns client's checkpoint of id, if there is one. A
+// checkpoint whose record names another client (a hash collision, a copied
+// directory) is not client's: ok is false.
+func (e *Engine) readCheckpoint(client, id string) (checkpoint.Meta, bool) {
+	m, err := e.ckpts.Get(client, id)
 	return m, err == nil
 }
 
-// Checkpoints lists owner's checkpoints (restore_session, or the first
+// Checkpoints lists client's checkpoints (restore_session, or the first
 // execute with the session_id, brings one back), newest first.
-func (e *Engine) Checkpoints(owner string) []CheckpointInfo { return e.ckpts.List(owner) }
+func (e *Engine) Checkpoints(client string) []CheckpointInfo { return e.ckpts.List(client) }
 
 // runInKernel runs a backend's checkpoint code in a session's kernel
 // (caller holds s's lock) and returns its report: the one line carrying
@@ -128,7 +128,7 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *session.Session, why s
 	if cp == nil {
 		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
 	}
-	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Owner: s.Owner, Created: time.Now()}
+	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: time.Now()}
 	quotaErr := func(detail string) error {
 		return &RequestError{Rule: checkpoint.RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against (%s; a file counts at its apparent size even if sparse, or its allocated size if larger): "+
 			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Volumes.SessionQuota, detail)}
@@ -174,7 +174,7 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *session.Session, why s
 	if errors.As(err, &re) {
 		d["rule"] = re.Rule
 	}
-	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
+	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
@@ -195,7 +195,7 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 		_, err := e.lookup(client, id, tool) // audits the invalid id
 		return CheckpointInfo{}, session.View{}, err
 	}
-	// Another owner's checkpoint of the same id lives under another owner
+	// Another client's checkpoint of the same id lives under another client
 	// key and is not even looked at. One found under client's key that
 	// names someone else (a copied directory) answers like none, audited
 	// apart.
@@ -248,7 +248,7 @@ func (e *Engine) restoreLocked(ctx context.Context, s *session.Session, meta che
 	var info CheckpointInfo
 	f, err := e.ws.SessionFiles(s.Internal)
 	if err == nil {
-		err = e.ckpts.Read(s.Owner, s.ID, f.CopyIn)
+		err = e.ckpts.Read(s.Client, s.ID, f.CopyIn)
 	}
 	if err == nil {
 		var rep backend.CheckpointReport
@@ -272,7 +272,7 @@ func (e *Engine) restoreLocked(ctx context.Context, s *session.Session, meta che
 		}
 		s.LastActive, s.Variables, s.VarsUpdated = time.Now(), nil, time.Time{}
 	})
-	e.rec.Record(audit.Entry{Event: "session.restore", SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+	e.rec.Record(audit.Entry{Event: "session.restore", SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
 		Details: map[string]any{"session": s.ID, "by": why, "restored": len(info.Saved), "checkpoint_created": meta.Created}})
 	out := meta
 	out.Saved = info.Saved
@@ -299,10 +299,10 @@ func checkLoaded(loaded, saved []string) error {
 func (e *Engine) ExpireCheckpoints(now time.Time) int {
 	n := 0
 	e.ckpts.Expire(now, time.Duration(e.cfg.Sessions.CheckpointTTL)*time.Second, func(m checkpoint.Meta, err error) {
-		e.rec.Record(audit.Entry{Event: checkpoint.EventCheckpointExpired, SessionID: auditID(m.Owner, m.SessionID), UserID: m.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+		e.rec.Record(audit.Entry{Event: checkpoint.EventCheckpointExpired, SessionID: auditID(m.Client, m.SessionID), UserID: m.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
 			Details: map[string]any{"session": m.SessionID, "created": m.Created, "ttl_s": e.cfg.Sessions.CheckpointTTL, "bytes": m.Bytes}})
 		if err == nil {
-			e.log.Info("removed an expired checkpoint", "session", m.SessionID, "owner", m.Owner, "created", m.Created)
+			e.log.Info("removed an expired checkpoint", "session", m.SessionID, "client", m.Client, "created", m.Created)
 			n++
 		}
 	})
@@ -315,7 +315,7 @@ func (e *Engine) ExpireCheckpoints(now time.Time) int {
 // place: restore_session can try again.
 func (e *Engine) restorePending(ctx context.Context, s *session.Session) string {
 	s.Pending = false
-	meta, ok := e.readCheckpoint(s.Owner, s.ID)
+	meta, ok := e.readCheckpoint(s.Client, s.ID)
 	if !ok {
 		return fmt.Sprintf("session %q had a checkpoint, removed before it could be restored: the session starts empty", s.ID)
 	}

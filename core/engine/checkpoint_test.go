@@ -21,7 +21,7 @@ import (
 // checkpointLocked had made it, and returns its directory.
 func fakeCheckpoint(t *testing.T, e *Engine, owner, id, lang string, created time.Time) string {
 	t.Helper()
-	m := checkpoint.Meta{SessionID: id, Language: lang, Backend: "kernel", Created: created, Saved: []string{"x"}, Owner: owner}
+	m := checkpoint.Meta{SessionID: id, Language: lang, Backend: "kernel", Created: created, Saved: []string{"x"}, Client: owner}
 	if _, err := e.ckpts.Put(m, 0, func(dir string, _ int64) ([]string, error) { return nil, os.MkdirAll(dir, 0o700) }); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ type Engine struct {
 	// (rule image-missing) before a backend is asked.
 	ImagePresent func(ctx context.Context, ref string) (bool, error)
 
-	// SessionQuota, when set, bounds each owner's live sessions (a tenant's
+	// SessionQuota, when set, bounds each client's live sessions (a tenant's
 	// max_sessions); acquire asks it before it admits a new session.
 	SessionQuota SessionQuota
 
@@ -101,14 +101,14 @@ type Engine struct {
 	toolsWhy string
 }
 
-// SessionQuota is an owner's limit on live sessions (tenant.SessionQuota).
+// SessionQuota is an client's limit on live sessions (tenant.SessionQuota).
 type SessionQuota interface {
-	// CheckSessions refuses a new session of owner, who has live ones
+	// CheckSessions refuses a new session of client, who has live ones
 	// (called under the session registry's lock: it must not block).
-	CheckSessions(owner string, live []string) error
+	CheckSessions(client string, live []string) error
 	// Refused records a refusal of CheckSessions before the answer goes
 	// back (outside the lock).
-	Refused(ctx context.Context, owner, tool, sessionID string, err error)
+	Refused(ctx context.Context, client, tool, sessionID string, err error)
 }
 
 // Tools is the tool bridge, or nil and why there is none.
@@ -229,7 +229,7 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 // auditID is the audit log's session_id for client's session id: the
 // internal id (session.InternalID), which also names the session's workspace and
 // container, so that one session's lines are found by one value even when
-// two owners use the same id; details.session holds the id the user chose.
+// two clients use the same id; details.session holds the id the user chose.
 // An invalid id (which may be hostile: a path, a megabyte) and no id give "".
 func auditID(client, id string) string {
 	if id == "" || workspace.CheckSessionID(id) != nil {
@@ -325,7 +325,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		res, files, err = e.executeSession(ctx, s, created, breq, toolRun{ids: toolIDs, client: req.Client, approve: req.Approve}, emit)
 	} else if len(toolIDs) > 0 {
 		var g *toolbridge.Grant
-		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Owner: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: toolIDs, Approve: req.Approve})
+		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: toolIDs, Approve: req.Approve})
 		if err == nil {
 			defer g.Close() // the grant ends with the run: socket closed, directory removed
 			breq.ToolsGrant = g.Token()

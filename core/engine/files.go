@@ -188,7 +188,7 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 	}
 	e.sessions.Touch(s)
 	// session_id is the internal id, as on every session line (docs/audit.md):
-	// the caller's id alone is ambiguous between owners.
+	// the caller's id alone is ambiguous between clients.
 	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data)}})
 	return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data)}, nil
 }

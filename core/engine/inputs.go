@@ -12,7 +12,7 @@ import (
 
 // InputFile is a file a stateless run finds, read-only, in its working
 // directory: uploaded in the same call (Content) or copied from one of the
-// caller's sessions (FromSession, never another owner's).
+// caller's sessions (FromSession, never another client's).
 type InputFile struct {
 	Path        string // where the run finds it, relative to its working directory
 	Content     string // the file, as text or base64 (Encoding)
@@ -97,7 +97,7 @@ func (e *Engine) inputFiles(req Request, backendName string) (map[string][]byte,
 }
 
 // sessionInput reads an input file from one of the caller's sessions: the
-// session is looked up by owner, so another owner's is not found, and the
+// session is looked up by client, so another client's is not found, and the
 // read goes through the no-follow workspace (a link is refused).
 func (e *Engine) sessionInput(client, tool, where string, in InputFile) ([]byte, error) {
 	src := in.SourcePath

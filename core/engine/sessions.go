@@ -22,8 +22,8 @@ import (
 // and closed through the backend plugins), tool grants, workspaces and
 // audit. The table of sessions, their states and ids is core/session.
 
-// lookup returns client's session id. Sessions are namespaced by owner:
-// another owner's session with the same id is not seen at all, so the
+// lookup returns client's session id. Sessions are namespaced by client:
+// another client's session with the same id is not seen at all, so the
 // answer (and the audit rule, session-not-found) is that of an id nobody
 // has opened.
 func (e *Engine) lookup(client, id, tool string) (*session.Session, error) {
@@ -51,7 +51,7 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 
 // acquire finds or creates (as "starting") the session for an execute or a
 // restore. It is the one place where a live session is admitted: the
-// owner's quota (SessionQuota) and sessions.max_concurrent are checked here,
+// client's quota (SessionQuota) and sessions.max_concurrent are checked here,
 // under the registry's lock that adds the session, whichever tool asks.
 func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool string) (*session.Session, bool, error) {
 	// A checkpoint matters only to a session that is not in the table, and
@@ -63,7 +63,7 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 	if !e.sessions.Live(req.Client, req.SessionID) {
 		ckpt, hasCkpt = e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
 	}
-	var quotaErr error // refused by the owner's quota: recorded outside the lock
+	var quotaErr error // refused by the client's quota: recorded outside the lock
 	s, created, err := e.sessions.Acquire(req.Client, req.SessionID, func(a session.Admission) (*session.Session, error) {
 		if hasCkpt && ckpt.Language != req.Language {
 			have := e.LanguageName(ckpt.Language)
@@ -81,7 +81,7 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 		}
 		now := time.Now()
 		internal := session.InternalID(req.Client, req.SessionID)
-		return &session.Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Owner: req.Client, Created: now, LastActive: now, State: session.StateStarting,
+		return &session.Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Client: req.Client, Created: now, LastActive: now, State: session.StateStarting,
 			Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, Pending: hasCkpt}, nil
 	})
 	if quotaErr != nil {
@@ -129,7 +129,7 @@ func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) err
 		if info.ContainerID != "" {
 			d["container"] = info.ContainerID
 		}
-		entry := audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d}
+		entry := audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d}
 		if warm {
 			// A warm kernel's container was created and audited before any
 			// session asked for it: handing it over creates nothing, so
@@ -358,7 +358,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	}
 	closed := e.claim(ctx, s, true)
 	defer s.Unlock()
-	defer e.ckpts.Remove(s.Owner, s.ID) // a checkpoint goes with its session
+	defer e.ckpts.Remove(s.Client, s.ID) // a checkpoint goes with its session
 	if closed {
 		return e.destroyLocked(ctx, s, "destroyed by the client while code ran", true)
 	}
@@ -418,7 +418,7 @@ func (e *Engine) destroyLocked(ctx context.Context, s *session.Session, why stri
 	e.sessions.Drop(s)
 	e.closeGrant(s)
 	e.removeWorkspace(s.Internal)
-	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Owner, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
 		Details: map[string]any{"session": s.ID, "reason": why, "executions": s.Executions}})
 	return err
 }
@@ -439,7 +439,7 @@ func (e *Engine) Sessions(client string, all bool) []session.View {
 // ReapIdle destroys sessions idle longer than sessions.idle_timeout.
 func (e *Engine) ReapIdle(ctx context.Context) int {
 	return e.sessions.ReapIdle(time.Duration(e.cfg.Sessions.IdleTimeout)*time.Second, func(s *session.Session) {
-		e.log.Info("removing idle session", "session", s.ID, "owner", s.Owner, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
+		e.log.Info("removing idle session", "session", s.ID, "client", s.Client, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
 		_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
 	})
 }
@@ -463,15 +463,15 @@ func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(in
 
 // CloseAll destroys every session (server shutdown). With
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
-// first, so its owner finds it again after a restart.
+// first, so its client finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
 	for _, s := range e.sessions.All() {
 		s.Lock()
 		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {
 			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
-				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "owner", s.Owner, "error", err)
+				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "client", s.Client, "error", err)
 			} else {
-				e.log.Info("checkpointed a session at shutdown", "session", s.ID, "owner", s.Owner, "saved", len(info.Saved), "bytes", info.Bytes)
+				e.log.Info("checkpointed a session at shutdown", "session", s.ID, "client", s.Client, "saved", len(info.Saved), "bytes", info.Bytes)
 			}
 		}
 		_ = e.destroyLocked(ctx, s, "server shutdown", false)
@@ -488,7 +488,7 @@ func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools too
 	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
 		return nil
 	}
-	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Owner: s.Backend, Client: s.Owner, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
+	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: s.Backend, Client: s.Client, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
 	if err != nil {
 		return err
 	}

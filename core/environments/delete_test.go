@@ -81,7 +81,7 @@ func TestDeleteWaitsForContainers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, nil)
-			res, err := r.svc.Build(context.Background(), Request{Name: "env", Packages: []string{"rich"}, Owner: "alice"})
+			res, err := r.svc.Build(context.Background(), Request{Name: "env", Packages: []string{"rich"}, Client: "alice"})
 			if err != nil {
 				t.Fatal(err)
 			}

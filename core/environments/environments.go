@@ -197,7 +197,7 @@ type Request struct {
 	Template    string
 	Packages    []string
 	Description string
-	Owner       string
+	Client      string
 	// CanAsk: the user can be asked to approve packages that match an
 	// approval pattern (the client supports elicitation); a build needing
 	// approval then returns *ApprovalNeeded. UserApproved and UserDeclined
@@ -227,18 +227,18 @@ type Result struct {
 type baseImage struct{ ref, id string }
 
 // refuse audits a refusal and returns it.
-func (s *Service) refuse(owner, name string, r *Refusal, extra map[string]any) error {
+func (s *Service) refuse(client, name string, r *Refusal, extra map[string]any) error {
 	d := map[string]any{"rule": r.Rule, "env_name": name}
 	for k, v := range extra {
 		d[k] = v
 	}
 	ev, sev := refusalEvent(r.Rule)
-	s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: owner, Details: d, Error: r.Detail})
+	s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: client, Details: d, Error: r.Detail})
 	return r
 }
 
 // refusePackages audits every package refusal inside err under its rule.
-func (s *Service) refusePackages(owner, name string, err error) error {
+func (s *Service) refusePackages(client, name string, err error) error {
 	rs := packages.Refusals(err)
 	for _, r := range rs {
 		d := map[string]any{"rule": r.Rule, "env_name": name}
@@ -249,7 +249,7 @@ func (s *Service) refusePackages(owner, name string, err error) error {
 			d["pattern"] = r.Pattern
 		}
 		ev, sev := refusalEvent(r.Rule)
-		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: owner, Details: d, Error: r.Detail})
+		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: client, Details: d, Error: r.Detail})
 	}
 	rule := packages.RuleSpec
 	if len(rs) > 0 {
@@ -296,26 +296,26 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 		// first, whatever else the request breaks.
 		req.UserApproved, req.UserDeclined = false, false
 		ev, sev := refusalEvent(RuleUnsolicited)
-		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: req.Owner,
+		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: req.Client,
 			Details: map[string]any{"rule": RuleUnsolicited, "env_name": req.Name}, Error: "an approval answer was ignored: " + req.IgnoredAnswer})
 	}
 	if !cfg.Enabled {
-		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleDisabled, Detail: "custom environments are disabled (environment_builder.enabled = false)"}, nil)
+		return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleDisabled, Detail: "custom environments are disabled (environment_builder.enabled = false)"}, nil)
 	}
 	if err := CheckName(req.Name); err != nil {
-		return Result{}, s.refuse(req.Owner, req.Name, err.(*Refusal), nil)
+		return Result{}, s.refuse(req.Client, req.Name, err.(*Refusal), nil)
 	}
 	if req.Language == "" {
 		req.Language = "python"
 	}
 	lang := packages.Language(req.Language)
 	if lang != packages.Python && lang != packages.R {
-		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleLanguage, Detail: fmt.Sprintf("language %q is not one environments are built for; use \"python\" or \"r\"", req.Language)}, nil)
+		return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleLanguage, Detail: fmt.Sprintf("language %q is not one environments are built for; use \"python\" or \"r\"", req.Language)}, nil)
 	}
 	if req.Template != "" {
 		t, ok := cfg.Templates[req.Template]
 		if !ok {
-			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleTemplate, Detail: fmt.Sprintf(
+			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleTemplate, Detail: fmt.Sprintf(
 				"no template named %q (configured: %s); read mcp://forge/environments/list for the templates", req.Template, strings.Join(s.templateNames(), ", "))}, nil)
 		}
 		req.Packages = expand(lang, t.Packages, req.Packages)
@@ -323,16 +323,16 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	if req.BaseImage == "" {
 		req.BaseImage = s.o.DefaultBase[req.Language]
 		if req.BaseImage == "" {
-			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("no default base image for %s (no backend of it is loaded); name base_image", req.Language)}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("no default base image for %s (no backend of it is loaded); name base_image", req.Language)}, nil)
 		}
 	}
 	if s.o.CheckImage != nil {
 		if err := s.o.CheckImage(req.BaseImage); err != nil {
-			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)}, nil)
 		}
 	}
-	// Building on an environment is using it: only its owner may.
-	if err := s.checkOwner(ctx, req.Owner, req.BaseImage, "base_image"); err != nil {
+	// Building on an environment is using it: only its client may.
+	if err := s.checkOwner(ctx, req.Client, req.BaseImage, "base_image"); err != nil {
 		return Result{}, err
 	}
 
@@ -340,7 +340,7 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	// before the builder hears of the request.
 	res, err := s.policy.Check(req.Packages, lang)
 	if err != nil {
-		return Result{}, s.refusePackages(req.Owner, req.Name, err)
+		return Result{}, s.refusePackages(req.Client, req.Name, err)
 	}
 	var needs, why []string
 	var blocked []error
@@ -353,15 +353,15 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	if len(blocked) > 0 {
-		return Result{}, s.refusePackages(req.Owner, req.Name, errors.Join(blocked...))
+		return Result{}, s.refusePackages(req.Client, req.Name, errors.Join(blocked...))
 	}
 	if len(needs) > 0 {
 		switch {
 		case req.UserApproved:
-			s.o.Audit.Record(audit.Entry{Event: EventApproved, Severity: audit.Info, UserID: req.Owner, Success: true,
+			s.o.Audit.Record(audit.Entry{Event: EventApproved, Severity: audit.Info, UserID: req.Client, Success: true,
 				Details: map[string]any{"env_name": req.Name, "approved_by_user": needs}})
 		case req.UserDeclined:
-			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(
+			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(
 				"the user did not approve %s; nothing was built", strings.Join(needs, ", "))}, map[string]any{"packages": needs})
 		case req.CanAsk:
 			return Result{}, &ApprovalNeeded{Packages: needs, Why: why}
@@ -376,7 +376,7 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 			if req.IgnoredAnswer != "" {
 				note += "; the approval answer the call carried was ignored: " + req.IgnoredAnswer
 			}
-			return Result{}, s.refusePackages(req.Owner, req.Name, fmt.Errorf("%w (%s)", errors.Join(errs...), note))
+			return Result{}, s.refusePackages(req.Client, req.Name, fmt.Errorf("%w (%s)", errors.Join(errs...), note))
 		}
 	}
 	specs := res.Specs()
@@ -399,28 +399,28 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	defer unlock()
 	if im, ok, err := s.o.Images.Image(ctx, Ref(req.Name)); err != nil {
 		return Result{}, err
-	} else if e, ours := fromImage(s.o.Instance, im); ok && (!ours || e.owner != req.Owner) {
-		return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+	} else if e, ours := fromImage(s.o.Instance, im); ok && (!ours || e.client != req.Client) {
+		return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
 			"the name %s is taken (by another user, or by an image this server did not build); choose another name", Ref(req.Name))}, nil)
 	}
 
-	release, err := s.limiter.Acquire(req.Owner)
+	release, err := s.limiter.Acquire(req.Client)
 	if err != nil {
 		var le *packages.LimitError
 		if errors.As(err, &le) {
-			return Result{}, s.refuse(req.Owner, req.Name, &Refusal{Rule: le.Rule, Detail: le.Detail}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: le.Rule, Detail: le.Detail}, nil)
 		}
 		return Result{}, err
 	}
 	defer release()
 
 	start := s.o.Now()
-	s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Owner, Success: true, Details: map[string]any{
+	s.o.Audit.Record(audit.Entry{Event: audit.BuildRequest, Severity: audit.Info, UserID: req.Client, Success: true, Details: map[string]any{
 		"env_name": req.Name, "language": req.Language, "base_image": req.BaseImage, "packages": canon, "template": req.Template,
 		"builder": cfg.Builder, "index": redactURL(cfg.IndexURL)}})
 	out, err := s.build(ctx, req, pkgs, start)
 	d := map[string]any{"env_name": req.Name, "builder": cfg.Builder, "duration_ms": s.o.Now().Sub(start).Milliseconds(), "cache_hit": out.CacheHit}
-	e := audit.Entry{Event: audit.BuildComplete, Severity: audit.Info, UserID: req.Owner, Success: err == nil, Details: d}
+	e := audit.Entry{Event: audit.BuildComplete, Severity: audit.Info, UserID: req.Client, Success: err == nil, Details: d}
 	if err != nil {
 		e.Severity, e.Error = audit.Warning, err.Error()
 		var r *Refusal
@@ -538,7 +538,7 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	}
 	// The blocklist judges everything that lands in the image, dependencies too.
 	if err := s.policy.CheckLocked(names, packages.Language(req.Language)); err != nil {
-		return out, s.refusePackages(req.Owner, req.Name, err)
+		return out, s.refusePackages(req.Client, req.Name, err)
 	}
 	layer, err := resolveLayer(work, br.Dir)
 	if err != nil {
@@ -548,7 +548,7 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 		return out, err
 	}
 	progress(builder.Progress{Phase: "layer", Step: steps - 1, Steps: steps, Message: "layering onto " + req.BaseImage})
-	lbls := labels(s.o.Instance, req.Owner, req, base, plan, br, cfg.Builder, out.BuilderVersion, buildID, s.o.Now())
+	lbls := labels(s.o.Instance, req.Client, req, base, plan, br, cfg.Builder, out.BuilderVersion, buildID, s.o.Now())
 	id, err := s.o.Images.BuildLayer(ctx, runtime.LayerBuild{Base: bi.ID, Context: layer, Labels: lbls})
 	if err != nil {
 		s.removeBuild(buildID)
@@ -688,7 +688,7 @@ func (s *Service) get(ctx context.Context, name string) (Environment, bool, erro
 	return e, ok, nil
 }
 
-// all lists every environment of this forge, every owner.
+// all lists every environment of this forge, every client.
 func (s *Service) all(ctx context.Context) ([]Environment, error) {
 	ims, err := s.o.Images.Images(ctx, map[string]string{LabelInstance: s.o.Instance})
 	if err != nil {
@@ -705,25 +705,25 @@ func (s *Service) all(ctx context.Context) ([]Environment, error) {
 	return out, nil
 }
 
-// List is the environments of owner.
-func (s *Service) List(ctx context.Context, owner string) ([]Environment, error) {
+// List is the environments of client.
+func (s *Service) List(ctx context.Context, client string) ([]Environment, error) {
 	all, err := s.all(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := []Environment{}
 	for _, e := range all {
-		if e.owner == owner {
+		if e.client == client {
 			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
-// Delete removes an environment owner built.
-func (s *Service) Delete(ctx context.Context, owner, name string) error {
+// Delete removes an environment client built.
+func (s *Service) Delete(ctx context.Context, client, name string) error {
 	if err := CheckName(name); err != nil {
-		return s.refuse(owner, name, err.(*Refusal), nil)
+		return s.refuse(client, name, err.(*Refusal), nil)
 	}
 	unlock := s.lockName(name)
 	defer unlock()
@@ -731,16 +731,16 @@ func (s *Service) Delete(ctx context.Context, owner, name string) error {
 	if err != nil {
 		return err
 	}
-	if !ok || e.owner != owner {
+	if !ok || e.client != client {
 		// Someone else's and not ours look the same: a name tells nothing of another user.
-		return s.refuse(owner, name, &Refusal{Rule: RuleNotFound, Detail: fmt.Sprintf(
+		return s.refuse(client, name, &Refusal{Rule: RuleNotFound, Detail: fmt.Sprintf(
 			"no environment %q built by this server for you; list_environments shows yours", name)}, nil)
 	}
-	if err := s.waitUnused(ctx, owner, name, e); err != nil {
+	if err := s.waitUnused(ctx, client, name, e); err != nil {
 		return err
 	}
 	err = s.o.Images.RemoveImage(ctx, e.ID)
-	s.o.Audit.Record(audit.Entry{Event: EventDelete, Severity: severity(err), UserID: owner, Success: err == nil,
+	s.o.Audit.Record(audit.Entry{Event: EventDelete, Severity: severity(err), UserID: client, Success: err == nil,
 		Details: map[string]any{"env_name": name, "image": e.Image, "id": e.ID}, Error: errString(err)})
 	if err == nil {
 		s.usage.forget(e.Image)
@@ -759,7 +759,7 @@ var deleteWait = 15 * time.Second
 // none is removed here: a run's container goes with its run, and a
 // session's with its session, which the caller must destroy (refused with
 // RuleInUse, as is a run that does not end within deleteWait).
-func (s *Service) waitUnused(ctx context.Context, owner, name string, e Environment) error {
+func (s *Service) waitUnused(ctx context.Context, client, name string, e Environment) error {
 	if s.o.Containers == nil {
 		return nil
 	}
@@ -786,7 +786,7 @@ func (s *Service) waitUnused(ctx context.Context, owner, name string, e Environm
 		}
 		switch {
 		case sessions > 0:
-			return s.refuse(owner, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
+			return s.refuse(client, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
 				"environment %q is in use by %d session(s) started with custom_image %s: destroy them (destroy_session), then delete it", name, sessions, e.Image)}, nil)
 		case runs == 0 && err == nil:
 			return nil
@@ -796,7 +796,7 @@ func (s *Service) waitUnused(ctx context.Context, owner, name string, e Environm
 			if parent := context.Cause(ctx); errors.Is(parent, context.Canceled) {
 				return parent
 			}
-			return s.refuse(owner, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
+			return s.refuse(client, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
 				"environment %q is in use by %d run(s) still going after %s: delete it again once they have ended", name, runs, deleteWait)}, nil)
 		case <-time.After(pause):
 		}
@@ -810,20 +810,20 @@ func severity(err error) string {
 	return audit.Info
 }
 
-// CheckUse refuses running in an environment of another owner (custom_image
+// CheckUse refuses running in an environment of another client (custom_image
 // of an execute); see checkOwner.
-func (s *Service) CheckUse(ctx context.Context, owner, image string) error {
-	return s.checkOwner(ctx, owner, image, "custom_image")
+func (s *Service) CheckUse(ctx context.Context, client, image string) error {
+	return s.checkOwner(ctx, client, image, "custom_image")
 }
 
 // checkOwner is the one ownership check of every place a request names an
 // image (custom_image, base_image): the reference is resolved by the engine
 // and judged by the image's labels, not by its spelling, so a tag, the
 // "localhost/" form, an image ID or another tag of the same image all meet
-// the same check. An image this forge built for another owner is refused;
+// the same check. An image this forge built for another client is refused;
 // an image that is no environment of this forge is left to the image
 // policy. An engine that cannot say refuses (fails closed).
-func (s *Service) checkOwner(ctx context.Context, owner, image, field string) error {
+func (s *Service) checkOwner(ctx context.Context, client, image, field string) error {
 	im, found, err := s.o.Images.Image(ctx, image)
 	if err != nil {
 		return fmt.Errorf("%s %q: cannot tell whose image it is: %w", field, image, err)
@@ -834,14 +834,14 @@ func (s *Service) checkOwner(ctx context.Context, owner, image, field string) er
 	name := im.Labels[LabelName]
 	if im.Labels[LabelInstance] != s.o.Instance {
 		// Built by another MCP-Forge on this host (or this one on another
-		// base path): its owner is a tenant this server cannot vouch for,
+		// base path): its client is a tenant this server cannot vouch for,
 		// so nobody here may run in it or build on it.
-		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+		return s.refuse(client, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
 			"%s %q is an environment another MCP-Forge server built; build your own with build_environment", field, image)},
 			map[string]any{"field": field, "image": image, "instance": im.Labels[LabelInstance]})
 	}
-	if im.Labels[LabelOwner] != owner {
-		return s.refuse(owner, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
+	if im.Labels[LabelClient] != client {
+		return s.refuse(client, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
 			"%s %q is an environment of another user; build your own with build_environment", field, image)},
 			map[string]any{"field": field, "image": image})
 	}

@@ -311,7 +311,7 @@ func TestCheckName(t *testing.T) {
 func TestBuildLabelsAndCacheHit(t *testing.T) {
 	r := newRig(t, nil)
 	var steps []builder.Progress
-	res, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"Forge_Demo>=1.0", "rich"}, Owner: "alice",
+	res, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"Forge_Demo>=1.0", "rich"}, Client: "alice",
 		Description: "a demo", Progress: func(p builder.Progress) { steps = append(steps, p) }})
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestBuildLabelsAndCacheHit(t *testing.T) {
 		t.Fatal("not tagged")
 	}
 	l := im.Labels
-	for k, want := range map[string]string{LabelInstance: "inst1", LabelName: "demo", LabelOwner: "alice", LabelBuilder: "fake",
+	for k, want := range map[string]string{LabelInstance: "inst1", LabelName: "demo", LabelClient: "alice", LabelBuilder: "fake",
 		LabelBuilderVersion: "0.1.0", LabelBaseImage: "mcp-forge/python:3.11", LabelBaseID: "base-id", LabelLanguage: "python",
 		LabelPackages: `["forge-demo>=1.0","rich"]`, LabelDescription: "a demo"} {
 		if l[k] != want {
@@ -338,20 +338,20 @@ func TestBuildLabelsAndCacheHit(t *testing.T) {
 		t.Errorf("lock/created/key labels: %v", l)
 	}
 
-	res2, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"rich", "forge-demo>=1.0"}[:0], Owner: "alice"})
+	res2, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"rich", "forge-demo>=1.0"}[:0], Client: "alice"})
 	if err == nil || refusedBy(t, err) != packages.RuleSpec {
 		t.Fatalf("no packages: %v %+v", err, res2)
 	}
-	res2, err = r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"forge_demo>=1.0", "Rich"}, Owner: "alice"})
+	res2, err = r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"forge_demo>=1.0", "Rich"}, Client: "alice"})
 	if err != nil || !res2.CacheHit || r.b.builds != 1 || res2.Image != res.Image {
 		t.Fatalf("second identical build: %v %+v (builds %d)", err, res2, r.b.builds)
 	}
 	// Another user cannot take the name.
-	if _, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"rich"}, Owner: "bob"}); refusedBy(t, err) != RuleOwner {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"rich"}, Client: "bob"}); refusedBy(t, err) != RuleOwner {
 		t.Fatal(err)
 	}
 	// A different spec under the same name replaces the image.
-	res3, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"rich"}, Owner: "alice"})
+	res3, err := r.svc.Build(context.Background(), Request{Name: "demo", Packages: []string{"rich"}, Client: "alice"})
 	if err != nil || res3.CacheHit {
 		t.Fatal(err, res3)
 	}
@@ -386,7 +386,7 @@ func TestRefusedBeforeTheBuilder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.mod)
-			tc.req.Owner = "alice"
+			tc.req.Client = "alice"
 			_, err := r.svc.Build(context.Background(), tc.req)
 			if got := refusedBy(t, err); got != tc.rule {
 				t.Fatalf("rule %s, want %s: %v", got, tc.rule, err)
@@ -415,7 +415,7 @@ func TestRefusedBeforeTheBuilder(t *testing.T) {
 
 func TestApprovalAsksTheUser(t *testing.T) {
 	r := newRig(t, nil)
-	req := Request{Name: "x", Packages: []string{"thing-dev", "rich"}, Owner: "alice", CanAsk: true}
+	req := Request{Name: "x", Packages: []string{"thing-dev", "rich"}, Client: "alice", CanAsk: true}
 	_, err := r.svc.Build(context.Background(), req)
 	var need *ApprovalNeeded
 	if !errors.As(err, &need) || len(need.Packages) != 1 || need.Packages[0] != "thing-dev" || !strings.Contains(need.Why[0], `"*-dev"`) {
@@ -441,7 +441,7 @@ func TestTemplateExpansion(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) {
 		c.Templates = map[string]config.Template{"ds": {Description: "data", Packages: []string{"numpy>=1.20", "rich"}}}
 	})
-	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Template: "ds", Packages: []string{"NumPy==1.24.2", "attrs"}, Owner: "a"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Template: "ds", Packages: []string{"NumPy==1.24.2", "attrs"}, Client: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	im, _, _ := r.im.Image(context.Background(), Ref("x"))
@@ -457,11 +457,11 @@ func TestRateAndConcurrencyLimits(t *testing.T) {
 	r.b.block, r.b.entered = make(chan struct{}), make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.svc.Build(context.Background(), Request{Name: "one", Packages: []string{"rich"}, Owner: "alice"})
+		_, err := r.svc.Build(context.Background(), Request{Name: "one", Packages: []string{"rich"}, Client: "alice"})
 		done <- err
 	}()
 	<-r.b.entered
-	_, err := r.svc.Build(context.Background(), Request{Name: "two", Packages: []string{"rich"}, Owner: "bob"})
+	_, err := r.svc.Build(context.Background(), Request{Name: "two", Packages: []string{"rich"}, Client: "bob"})
 	if refusedBy(t, err) != packages.RuleConcurrent {
 		t.Fatal(err)
 	}
@@ -470,15 +470,15 @@ func TestRateAndConcurrencyLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.b.entered = nil
-	if _, err := r.svc.Build(context.Background(), Request{Name: "three", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "three", Packages: []string{"rich"}, Client: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.svc.Build(context.Background(), Request{Name: "four", Packages: []string{"rich"}, Owner: "alice"})
+	_, err = r.svc.Build(context.Background(), Request{Name: "four", Packages: []string{"rich"}, Client: "alice"})
 	if refusedBy(t, err) != packages.RuleRatePerHour || !strings.Contains(err.Error(), "max_builds_per_hour") {
 		t.Fatal(err)
 	}
 	// Bob's budget is his own.
-	if _, err := r.svc.Build(context.Background(), Request{Name: "five", Packages: []string{"rich"}, Owner: "bob"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "five", Packages: []string{"rich"}, Client: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -486,7 +486,7 @@ func TestRateAndConcurrencyLimits(t *testing.T) {
 func TestOversizeImageRemoved(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxImageSize = 1 << 10 })
 	r.im.size = 4096
-	_, err := r.svc.Build(context.Background(), Request{Name: "big", Packages: []string{"rich"}, Owner: "a"})
+	_, err := r.svc.Build(context.Background(), Request{Name: "big", Packages: []string{"rich"}, Client: "a"})
 	if refusedBy(t, err) != RuleImageSize || !strings.Contains(err.Error(), "removed") {
 		t.Fatal(err)
 	}
@@ -502,14 +502,14 @@ func TestTimeoutAndCancel(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxBuildTime = 1 })
 	r.b.block = make(chan struct{})
 	start := time.Now()
-	_, err := r.svc.Build(context.Background(), Request{Name: "slow", Packages: []string{"rich"}, Owner: "a"})
+	_, err := r.svc.Build(context.Background(), Request{Name: "slow", Packages: []string{"rich"}, Client: "a"})
 	if refusedBy(t, err) != RuleTimeout || time.Since(start) > 10*time.Second {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.b.entered = make(chan struct{}, 1)
 	go func() { <-r.b.entered; cancel() }()
-	_, err = r.svc.Build(ctx, Request{Name: "cut", Packages: []string{"rich"}, Owner: "a"})
+	_, err = r.svc.Build(ctx, Request{Name: "cut", Packages: []string{"rich"}, Client: "a"})
 	if refusedBy(t, err) != RuleCancelled {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 
 func TestBuilderMissing(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) { c.Builder = "uv" })
-	_, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "a"})
+	_, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Client: "a"})
 	if refusedBy(t, err) != RuleBuilder || !strings.Contains(err.Error(), "mcp-forge-plugin-uv") {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestLayerOutsideWorkDirRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, nil)
 			r.b.dir = tc.dir
-			_, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "a"})
+			_, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Client: "a"})
 			if refusedBy(t, err) != RuleLayer {
 				t.Fatal(err)
 			}
@@ -580,11 +580,11 @@ func TestCheckLayer(t *testing.T) {
 
 func TestDeleteOnlyOwn(t *testing.T) {
 	r := newRig(t, nil)
-	if _, err := r.svc.Build(context.Background(), Request{Name: "mine", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "mine", Packages: []string{"rich"}, Client: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	// An image of that name another forge built is no environment of ours.
-	r.im.images["foreign"] = &runtime.ImageInfo{ID: "foreign", Labels: map[string]string{LabelInstance: "other", LabelName: "theirs", LabelOwner: "alice"}}
+	r.im.images["foreign"] = &runtime.ImageInfo{ID: "foreign", Labels: map[string]string{LabelInstance: "other", LabelName: "theirs", LabelClient: "alice"}}
 	r.im.Tag(context.Background(), "foreign", Ref("theirs"))
 	for _, tc := range []struct{ owner, name, rule string }{{"bob", "mine", RuleNotFound}, {"alice", "theirs", RuleNotFound}, {"alice", "a/b", RuleName}} {
 		if err := r.svc.Delete(context.Background(), tc.owner, tc.name); refusedBy(t, err) != tc.rule {
@@ -615,7 +615,7 @@ func TestDeleteOnlyOwn(t *testing.T) {
 // the reference resolves to: a tag in either spelling or the image ID.
 func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
 	r := newRig(t, nil)
-	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Client: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	im, _, _ := r.im.Image(context.Background(), Ref("alices"))
@@ -626,7 +626,7 @@ func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
 		}{{"bob", false}, {"alice", true}} {
 			t.Run(tc.owner+" "+ref, func(t *testing.T) {
 				builds := r.b.builds
-				_, err := r.svc.Build(context.Background(), Request{Name: tc.owner + "-on-alices", BaseImage: ref, Packages: []string{"numpy"}, Owner: tc.owner})
+				_, err := r.svc.Build(context.Background(), Request{Name: tc.owner + "-on-alices", BaseImage: ref, Packages: []string{"numpy"}, Client: tc.owner})
 				if tc.ok != (err == nil) || (!tc.ok && refusedBy(t, err) != RuleOwner) {
 					t.Fatalf("build on %s by %s: %v", ref, tc.owner, err)
 				}
@@ -660,7 +660,7 @@ func TestCustomImagesOnlyForTheirOwner(t *testing.T) {
 // run in it or build on it (it was usable by anyone who knew its name).
 func TestOtherInstancesEnvironmentsRefused(t *testing.T) {
 	r := newRig(t, nil)
-	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "alices", Packages: []string{"rich"}, Client: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	im, _, _ := r.im.Image(context.Background(), Ref("alices"))
@@ -671,7 +671,7 @@ func TestOtherInstancesEnvironmentsRefused(t *testing.T) {
 		if err := r.svc.CheckUse(context.Background(), owner, Ref("alices")); err == nil || refusedBy(t, err) != RuleOwner {
 			t.Errorf("custom_image of another forge's environment by %s: %v", owner, err)
 		}
-		_, err := r.svc.Build(context.Background(), Request{Name: owner + "-on-it", BaseImage: Ref("alices"), Packages: []string{"numpy"}, Owner: owner})
+		_, err := r.svc.Build(context.Background(), Request{Name: owner + "-on-it", BaseImage: Ref("alices"), Packages: []string{"numpy"}, Client: owner})
 		if err == nil || refusedBy(t, err) != RuleOwner {
 			t.Errorf("base_image of another forge's environment by %s: %v", owner, err)
 		}
@@ -689,7 +689,7 @@ func TestBuildExtras(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, nil)
 			r.b.dropExtras = tc.drop
-			res, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"Forge_Extras[Fancy,b]>=1"}, Owner: "alice"})
+			res, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"Forge_Extras[Fancy,b]>=1"}, Client: "alice"})
 			if tc.rule != "" {
 				if refusedBy(t, err) != tc.rule || !strings.Contains(err.Error(), "[b]") || r.b.builds != 0 {
 					t.Fatalf("%v (builds %d)", err, r.b.builds)
@@ -719,14 +719,14 @@ func TestBuildLimitsReachTheBuilder(t *testing.T) {
 		c.UVCachePath = "/var/cache/x"
 		c.Storage = config.BuildStorage{MaxAgeDays: 2, MaxSize: 1 << 20}
 	})
-	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "alice"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Client: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if l := r.b.last; l.MaxBytes != 10*1024-500 || l.CacheDir != "/var/cache/x" || l.Prune != (builder.Prune{MaxAge: 48 * time.Hour, MaxBytes: 1 << 20}) {
 		t.Fatalf("%+v", l)
 	}
 	r.b.fail = host.Errorf(host.KindTooLarge, "uv wrote 20000 bytes")
-	_, err := r.svc.Build(context.Background(), Request{Name: "y", Packages: []string{"numpy"}, Owner: "alice"})
+	_, err := r.svc.Build(context.Background(), Request{Name: "y", Packages: []string{"numpy"}, Client: "alice"})
 	if refusedBy(t, err) != RuleImageSize || !strings.Contains(err.Error(), "max_image_size (10k") || !strings.Contains(err.Error(), "uv wrote 20000 bytes") {
 		t.Fatal(err)
 	}
@@ -750,7 +750,7 @@ func TestCleanupPlan(t *testing.T) {
 func TestCleanupRemovesAndAudits(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) { c.AutoCleanup.MaxImages = 1 })
 	for _, n := range []string{"a", "b"} {
-		if _, err := r.svc.Build(context.Background(), Request{Name: n, Packages: []string{"rich"}, Owner: "o"}); err != nil {
+		if _, err := r.svc.Build(context.Background(), Request{Name: n, Packages: []string{"rich"}, Client: "o"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -772,7 +772,7 @@ func TestRedactURL(t *testing.T) {
 
 func TestIndexCredentialsNotAudited(t *testing.T) {
 	r := newRig(t, func(c *config.EnvironmentBuilder) { c.IndexURL = "https://user:s3cret@pkgs.example/simple" })
-	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "o"}); err != nil {
+	if _, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Client: "o"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := fmt.Sprint(r.rec.e); strings.Contains(s, "s3cret") {
@@ -784,8 +784,8 @@ func TestIndexCredentialsNotAudited(t *testing.T) {
 // metrics); a bad name or a limit is an ordinary refused request.
 func TestRefusalEvents(t *testing.T) {
 	r := newRig(t, nil)
-	r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"colourama"}, Owner: "o"})
-	r.svc.Build(context.Background(), Request{Name: "x_y", Packages: []string{"rich"}, Owner: "o"})
+	r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"colourama"}, Client: "o"})
+	r.svc.Build(context.Background(), Request{Name: "x_y", Packages: []string{"rich"}, Client: "o"})
 	v, q := r.rec.events(audit.SecurityViolation), r.rec.events("request.refused")
 	if len(v) != 1 || v[0].Details["rule"] != packages.RuleBlocklist || v[0].Details["package"] != "colourama" || v[0].UserID != "o" {
 		t.Fatalf("violations %+v", v)

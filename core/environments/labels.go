@@ -22,7 +22,7 @@ const (
 	labelPrefix         = "io.mcp-forge.env."
 	LabelInstance       = labelPrefix + "instance"
 	LabelName           = labelPrefix + "name"
-	LabelOwner          = labelPrefix + "owner"
+	LabelClient         = labelPrefix + "owner"
 	LabelLanguage       = labelPrefix + "language"
 	LabelDescription    = labelPrefix + "description"
 	LabelPackages       = labelPrefix + "packages" // JSON list of the requested specs
@@ -80,12 +80,12 @@ type Environment struct {
 	Created        time.Time         `json:"created"`
 	LastUsed       time.Time         `json:"last_used"`
 	Labels         map[string]string `json:"labels"`
-	owner          string
+	client         string
 	cacheKey       string
 }
 
 // labels are the labels of a new environment's image.
-func labels(instance, owner string, req Request, base baseImage, plan builder.Plan, res builder.BuildResult,
+func labels(instance, client string, req Request, base baseImage, plan builder.Plan, res builder.BuildResult,
 	builderName, builderVersion, buildID string, now time.Time) map[string]string {
 	lock := make([]Locked, len(res.Lock))
 	for i, l := range res.Lock {
@@ -93,7 +93,7 @@ func labels(instance, owner string, req Request, base baseImage, plan builder.Pl
 	}
 	pk, lk := jsonText(req.Packages), jsonText(lock)
 	l := map[string]string{
-		LabelInstance: instance, LabelName: req.Name, LabelOwner: owner, LabelLanguage: req.Language,
+		LabelInstance: instance, LabelName: req.Name, LabelClient: client, LabelLanguage: req.Language,
 		LabelPackages: pk, LabelLock: lk, LabelBuilder: builderName, LabelBuilderVersion: builderVersion,
 		LabelBaseImage: base.ref, LabelBaseID: base.id, LabelCacheKey: plan.CacheKey, LabelCreated: now.UTC().Format(time.RFC3339),
 		LabelBuildID: buildID,
@@ -136,7 +136,7 @@ func fromImage(instance string, im runtime.ImageInfo) (Environment, bool) {
 	}
 	e := Environment{Name: l[LabelName], Image: ref, ID: im.ID, Language: l[LabelLanguage], Description: l[LabelDescription],
 		Template: l[LabelTemplate], Builder: l[LabelBuilder], BuilderVersion: l[LabelBuilderVersion], BaseImage: l[LabelBaseImage],
-		SizeBytes: im.Size, Labels: l, owner: l[LabelOwner], cacheKey: l[LabelCacheKey], Requested: []string{}, Packages: []Locked{}}
+		SizeBytes: im.Size, Labels: l, client: l[LabelClient], cacheKey: l[LabelCacheKey], Requested: []string{}, Packages: []Locked{}}
 	_ = json.Unmarshal([]byte(l[LabelPackages]), &e.Requested)
 	_ = json.Unmarshal([]byte(l[LabelLock]), &e.Packages)
 	if t, err := time.Parse(time.RFC3339, l[LabelCreated]); err == nil {

@@ -68,7 +68,7 @@ func TestScanPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, func(c *config.EnvironmentBuilder) { c.SecurityScan = tc.mode })
 			r.svc.o.Scanner = tc.sc
-			res, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Owner: "o"})
+			res, err := r.svc.Build(context.Background(), Request{Name: "x", Packages: []string{"rich"}, Client: "o"})
 			if tc.rule != "" {
 				if refusedBy(t, err) != tc.rule || len(r.im.tagged()) != 0 || r.im.next != len(r.im.removed) {
 					t.Fatalf("%v tagged %v", err, r.im.tagged())

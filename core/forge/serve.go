@@ -115,7 +115,7 @@ Waiting for a client on stdin (Ctrl-C to quit).
 		return err
 	}
 	defer f.Close()
-	f.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioOwner, nil })
+	f.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioClient, nil })
 	log.Info("serving MCP on stdio", "version", version.Version, "plugins", strings.Join(f.Plugins.Names(), ","))
 	if err := f.MCP.Run(ctx, t); err != nil && ctx.Err() == nil {
 		log.Error("MCP session ended", "error", err)

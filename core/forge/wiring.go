@@ -123,12 +123,12 @@ type grants struct {
 func (g *grants) resolve(s *toolbridge.Service) { g.svc.Store(s) }
 
 // Grant implements hostsvc.GrantFunc.
-func (g *grants) Grant(owner, token string) (*toolbridge.Grant, error) {
+func (g *grants) Grant(plugin, token string) (*toolbridge.Grant, error) {
 	s := g.svc.Load()
 	if s == nil {
 		return nil, errors.New("this server serves no tool grants (no bridge plugin)")
 	}
-	return s.Grant(owner, token)
+	return s.Grant(plugin, token)
 }
 
 // crashes releases what a crashed plugin held: its containers, and the

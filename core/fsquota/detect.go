@@ -22,14 +22,14 @@ func Detect(base string) Mechanism {
 	if err != nil {
 		return Mechanism{Kind: KindNone, Notes: []string{fmt.Sprintf("base path %q: %v", base, err)}}
 	}
-	owner := procid.Self()
-	m, _ := detect(abs, owner)
-	os.Remove(filepath.Join(abs, stateDir, owner)) // the probe's, if empty: a server may own it too
+	server := procid.Self()
+	m, _ := detect(abs, server)
+	os.Remove(filepath.Join(abs, stateDir, server)) // the probe's, if empty: a server may own it too
 	return m
 }
 
-func detect(base, owner string) (Mechanism, string) {
-	bin, fence, err := loopUsable(base, owner)
+func detect(base, server string) (Mechanism, string) {
+	bin, fence, err := loopUsable(base, server)
 	if err == nil {
 		m := Mechanism{Kind: KindLoop, Detail: "an ext4 image per workspace, loop-mounted; " + bin}
 		if fence != nil {
@@ -47,7 +47,7 @@ func detect(base, owner string) (Mechanism, string) {
 // loopUsable checks what the loop mechanism needs, then provisions and
 // releases a small workspace to be sure. fence says why mount points cannot
 // be made immutable (nil: they can).
-func loopUsable(base, owner string) (bin string, fence, err error) {
+func loopUsable(base, server string) (bin string, fence, err error) {
 	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
@@ -71,15 +71,15 @@ func loopUsable(base, owner string) (bin string, fence, err error) {
 	if err1 == nil && err2 == nil && self != pid1 {
 		return "", nil, fmt.Errorf("this server runs in a mount namespace of its own (%s, init has %s), so the Podman service would not see workspace filesystems; run it in the host's mount namespace (no PrivateTmp/ProtectSystem/PrivateMounts in its systemd unit)", self, pid1)
 	}
-	fence, err = probe(base, owner, bin)
+	fence, err = probe(base, server, bin)
 	if err != nil {
 		return "", nil, fmt.Errorf("probe under %s failed: %w", base, err)
 	}
 	return bin, fence, nil
 }
 
-func probe(base, owner, bin string) (fence, err error) {
-	dir := filepath.Join(base, stateDir, owner)
+func probe(base, server, bin string) (fence, err error) {
+	dir := filepath.Join(base, stateDir, server)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}

@@ -10,10 +10,10 @@
 //
 // Layout under the base path:
 //
-//	<base>/.quota/<owner>/<name>-<hash>.img   the filesystem image (sparse)
-//	<base>/.quota/<owner>/<name>-<hash>.path  the workspace it is mounted on
+//	<base>/.quota/<server>/<name>-<hash>.img   the filesystem image (sparse)
+//	<base>/.quota/<server>/<name>-<hash>.path  the workspace it is mounted on
 //
-// <owner> names the server process that provisioned the workspace, so that
+// <server> names the server process that provisioned the workspace, so that
 // Sweep releases only what dead servers left behind, never the workspaces of
 // another live server sharing the base path.
 //
@@ -94,14 +94,14 @@ type Options struct {
 	// Required makes Provision fail (wrapping ErrUnenforced) when no mechanism
 	// can enforce the quota, instead of creating a plain directory.
 	Required bool
-	// Owner names this server process; default "<pid>-<start time>" of this
+	// Server names this server process; default "<pid>-<start time>" of this
 	// process (the same form as sandbox.ServerID). Letters, digits, '.', '_'
 	// and '-' only.
-	Owner string
-	// Alive reports whether the server named by an owner still runs; Sweep
-	// releases only the workspaces of owners that are not alive. Default:
-	// owners of the form "<pid>-<start time>" checked against /proc.
-	Alive func(owner string) bool
+	Server string
+	// Alive reports whether the server named by an server still runs; Sweep
+	// releases only the workspaces of servers that are not alive. Default:
+	// servers of the form "<pid>-<start time>" checked against /proc.
+	Alive func(server string) bool
 	// Mechanism, when set, is used as if New had detected it, without
 	// probing the host: unit tests set Kind KindNone to touch no loop device
 	// and mount nothing, whatever the host offers. KindLoop still needs
@@ -113,8 +113,8 @@ type Options struct {
 // Quota provisions and releases size-limited workspaces under one base path.
 type Quota struct {
 	base     string
-	dir      string // <base>/.quota/<owner>
-	owner    string
+	dir      string // <base>/.quota/<server>
+	server   string
 	required bool
 	alive    func(string) bool
 	log      hclog.Logger
@@ -137,22 +137,22 @@ func New(base string, log hclog.Logger, o Options) (*Quota, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quota base path %q: %w", base, err)
 	}
-	if o.Owner == "" {
-		o.Owner = procid.Self()
+	if o.Server == "" {
+		o.Server = procid.Self()
 	}
-	if !ownerPattern.MatchString(o.Owner) || o.Owner == "." || o.Owner == ".." {
-		return nil, fmt.Errorf("quota owner %q: use 1-64 letters, digits, '.', '_' or '-'", o.Owner)
+	if !ownerPattern.MatchString(o.Server) || o.Server == "." || o.Server == ".." {
+		return nil, fmt.Errorf("quota server %q: use 1-64 letters, digits, '.', '_' or '-'", o.Server)
 	}
 	if o.Alive == nil {
 		o.Alive = procid.Alive
 	}
 	q := &Quota{
-		base: abs, dir: filepath.Join(abs, stateDir, o.Owner), owner: o.Owner, required: o.Required,
+		base: abs, dir: filepath.Join(abs, stateDir, o.Server), server: o.Server, required: o.Required,
 		alive: o.Alive, log: log, busy: map[string]bool{},
 	}
 	switch {
 	case o.Mechanism == nil:
-		q.mech, q.mkfs = detect(abs, o.Owner)
+		q.mech, q.mkfs = detect(abs, o.Server)
 	case o.Mechanism.Kind == KindNone:
 		q.mech = *o.Mechanism
 	case o.Mechanism.Kind == KindLoop:
@@ -183,8 +183,8 @@ func (q *Quota) Mechanism() Mechanism { return q.mech }
 // Enforced reports whether Provision gives workspaces a kernel-enforced size.
 func (q *Quota) Enforced() bool { return q.mech.Enforced() }
 
-// Owner is the owner this Quota records on its images.
-func (q *Quota) Owner() string { return q.owner }
+// Owner is the server this Quota records on its images.
+func (q *Quota) Owner() string { return q.server }
 
 // Provision creates path as an empty directory of at most size bytes whose
 // root belongs to uid:gid (-1 keeps root, for Podman's `U` bind option to
@@ -257,17 +257,17 @@ func (q *Quota) Release(path string) error {
 // removed.
 func (q *Quota) Sweep() (int, error) {
 	root := filepath.Join(q.base, stateDir)
-	owners, err := ownersUnder(root)
+	servers, err := ownersUnder(root)
 	if err != nil {
 		return 0, fmt.Errorf("sweep workspace quotas: %w", err)
 	}
 	n := 0
 	var errs []error
-	for _, owner := range owners {
-		if owner == q.owner || q.alive(owner) {
+	for _, server := range servers {
+		if server == q.server || q.alive(server) {
 			continue
 		}
-		k, err := sweepOwner(filepath.Join(root, owner), q.log)
+		k, err := sweepOwner(filepath.Join(root, server), q.log)
 		n += k
 		if err != nil {
 			errs = append(errs, err)
@@ -298,8 +298,8 @@ func ownersUnder(root string) ([]string, error) {
 		if !ok {
 			continue
 		}
-		if owner, _, ok := strings.Cut(rest, "/"); ok && ownerPattern.MatchString(owner) && owner != "." && owner != ".." {
-			seen[owner] = true
+		if server, _, ok := strings.Cut(rest, "/"); ok && ownerPattern.MatchString(server) && server != "." && server != ".." {
+			seen[server] = true
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -324,18 +324,18 @@ func (q *Quota) Close() error {
 // running left under base. The watchdog of a killed server calls it once
 // the server's containers are gone, so the server's filesystems do not wait
 // for the next server to start on that base path.
-func ReleaseOwner(base, owner string, log hclog.Logger) (int, error) {
-	if !ownerPattern.MatchString(owner) || owner == "." || owner == ".." {
-		return 0, fmt.Errorf("quota owner %q: use 1-64 letters, digits, '.', '_' or '-'", owner)
+func ReleaseOwner(base, server string, log hclog.Logger) (int, error) {
+	if !ownerPattern.MatchString(server) || server == "." || server == ".." {
+		return 0, fmt.Errorf("quota server %q: use 1-64 letters, digits, '.', '_' or '-'", server)
 	}
-	if procid.Alive(owner) {
-		return 0, fmt.Errorf("server %s is still running: its workspaces are in use", owner)
+	if procid.Alive(server) {
+		return 0, fmt.Errorf("server %s is still running: its workspaces are in use", server)
 	}
 	abs, err := filepath.Abs(base)
 	if err != nil {
 		return 0, fmt.Errorf("quota base path %q: %w", base, err)
 	}
-	dir := filepath.Join(abs, stateDir, owner)
+	dir := filepath.Join(abs, stateDir, server)
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}

@@ -96,7 +96,7 @@ func TestImageName(t *testing.T) {
 // this host offers: chosen, not probed, so that no loop device is touched.
 func noMechanism(t *testing.T, required bool) *Quota {
 	t.Helper()
-	q, err := New(t.TempDir(), hclog.NewNullLogger(), Options{Required: required, Owner: "t",
+	q, err := New(t.TempDir(), hclog.NewNullLogger(), Options{Required: required, Server: "t",
 		Mechanism: &Mechanism{Kind: KindNone, Notes: []string{"loop: needs root (CAP_SYS_ADMIN) and /dev/loop-control"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestChosenMechanismIsNotProbed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			base := t.TempDir()
-			q, err := New(base, nil, Options{Owner: "t", Mechanism: &c.mech})
+			q, err := New(base, nil, Options{Server: "t", Mechanism: &c.mech})
 			if c.want != "" {
 				if err == nil || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("New = %v, want an error with %q", err, c.want)
@@ -191,7 +191,7 @@ func TestProvisionRejectsBadInput(t *testing.T) {
 
 func TestNewRejectsBadOwner(t *testing.T) {
 	for _, o := range []string{"../x", "a/b", "..", strings.Repeat("x", 65)} {
-		if _, err := New(t.TempDir(), nil, Options{Owner: o, Mechanism: &Mechanism{Kind: KindNone}}); err == nil {
+		if _, err := New(t.TempDir(), nil, Options{Server: o, Mechanism: &Mechanism{Kind: KindNone}}); err == nil {
 			t.Errorf("owner %q accepted", o)
 		}
 	}

@@ -127,7 +127,7 @@ func provisionLoop(mkfsBin, img, path string, size int64, uid, gid int) (err err
 		os.Remove(img)
 		os.Remove(side)
 	}()
-	os.Remove(img) // a stale image of an earlier failed attempt of this owner
+	os.Remove(img) // a stale image of an earlier failed attempt of this server
 	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("create the filesystem image: %w", err)
@@ -427,7 +427,7 @@ func backingFile(major, minor uint32) (string, error) {
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)"), nil
 }
 
-// sweepOwner releases every workspace of a dead owner whose state is in dir:
+// sweepOwner releases every workspace of a dead server whose state is in dir:
 // mounts of its images, mount points left immutable (after a reboot, say),
 // loop devices still attached, and then the images.
 func sweepOwner(dir string, log hclog.Logger) (int, error) {
@@ -469,7 +469,7 @@ func sweepOwner(dir string, log hclog.Logger) (int, error) {
 	detachLoops(prefix)
 	// The workspace directories go too: the dead server cannot remove
 	// them, and nothing else knows they were its.
-	base := filepath.Dir(filepath.Dir(dir)) // dir is <base>/.quota/<owner>
+	base := filepath.Dir(filepath.Dir(dir)) // dir is <base>/.quota/<server>
 	for p := range points {
 		if !strings.HasPrefix(p, base+"/") {
 			continue // recorded elsewhere: not a directory of this base path to remove

@@ -433,7 +433,7 @@ func TestConcurrentProvision(t *testing.T) {
 func TestSweepReleasesWhatDeadServersLeft(t *testing.T) {
 	alive := map[string]bool{"live-1": true, "sweeper-1": true}
 	opts := func(owner string) Options {
-		return Options{Owner: owner, Alive: func(o string) bool { return alive[o] }}
+		return Options{Server: owner, Alive: func(o string) bool { return alive[o] }}
 	}
 	dead := loopQuota(t, opts("dead-1"))
 	base := dead.base
@@ -504,7 +504,7 @@ func TestSweepWithoutStateDirectory(t *testing.T) {
 		sweep func(base string) (int, error)
 	}{
 		{"next server", func(base string) (int, error) {
-			q, err := New(base, nil, Options{Owner: "sweeper-1", Alive: func(o string) bool { return o == "sweeper-1" }})
+			q, err := New(base, nil, Options{Server: "sweeper-1", Alive: func(o string) bool { return o == "sweeper-1" }})
 			if err != nil {
 				return 0, err
 			}
@@ -513,7 +513,7 @@ func TestSweepWithoutStateDirectory(t *testing.T) {
 		{"watchdog", func(base string) (int, error) { return ReleaseOwner(base, "dead-1", nil) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dead := loopQuota(t, Options{Owner: "dead-1", Alive: func(string) bool { return false }})
+			dead := loopQuota(t, Options{Server: "dead-1", Alive: func(string) bool { return false }})
 			ws := filepath.Join(dead.base, "sessions", "s.dead")
 			if err := dead.Provision(ws, testQuota, -1, -1); err != nil {
 				t.Fatal(err)

@@ -55,7 +55,7 @@ func (h *Host) SetChannels(c Channels) { h.channels = c }
 // listens yet" is not, since a plugin polls through it while its sandbox
 // starts.
 func (h *Host) Dial(ctx context.Context, id, name string) (net.Conn, error) {
-	details := map[string]any{"container_id": id, "owner": h.owner, "endpoint": name}
+	details := map[string]any{"container_id": id, "plugin": h.plugin, "endpoint": name}
 	t, err := h.workspaceOf(id)
 	if err != nil {
 		h.refuseDial("", RuleEndpointNotOwned, details, err, false)

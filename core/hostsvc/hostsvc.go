@@ -26,10 +26,10 @@ import (
 
 // Host serves one plugin.
 type Host struct {
-	owner string
-	m     *sandbox.Manager
-	rec   audit.Recorder
-	ws    *workspace.Manager
+	plugin string
+	m      *sandbox.Manager
+	rec    audit.Recorder
+	ws     *workspace.Manager
 
 	mu         sync.Mutex
 	workspaces map[string]*tracked // container id → its workspace
@@ -38,9 +38,9 @@ type Host struct {
 	channels Channels
 }
 
-// GrantFunc resolves a tool grant token for plugin owner
+// GrantFunc resolves a tool grant token for plugin plugin
 // (toolbridge.Service.Grant): only a live grant issued to that plugin.
-type GrantFunc func(owner, token string) (*toolbridge.Grant, error)
+type GrantFunc func(plugin, token string) (*toolbridge.Grant, error)
 
 // SetGrants lets containers of this plugin mount the tool grants the core
 // issued to it (host.Intent.ToolsGrant).
@@ -53,9 +53,9 @@ type tracked struct {
 	endpoints map[string]Endpoint
 }
 
-// New returns the host services for plugin owner.
-func New(owner string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
-	return &Host{owner: owner, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: WorkspaceSockets{}}
+// New returns the host services for plugin plugin.
+func New(plugin string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
+	return &Host{plugin: plugin, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: WorkspaceSockets{}}
 }
 
 // Sandbox implements host.Host.
@@ -72,18 +72,18 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		if h.grants == nil {
 			err = errors.New("this server serves no tool grants (no bridge plugin)")
 		} else {
-			grant, err = h.grants(h.owner, in.ToolsGrant)
+			grant, err = h.grants(h.plugin, in.ToolsGrant)
 		}
 		if err != nil {
 			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
-				Details: map[string]any{"rule": toolbridge.RuleNotGranted, "operation": "container.create", "owner": h.owner}})
+				Details: map[string]any{"rule": toolbridge.RuleNotGranted, "operation": "container.create", "plugin": h.plugin}})
 			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
 		}
 	}
 	places, err := host.EndpointPlaces(in)
 	if err != nil {
 		h.rec.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
-			Details: map[string]any{"rule": RuleEndpointIntent, "owner": h.owner}})
+			Details: map[string]any{"rule": RuleEndpointIntent, "plugin": h.plugin}})
 		return host.Container{}, err
 	}
 	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
@@ -138,7 +138,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	}
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
-		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, Owner: h.owner,
+		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, Plugin: h.plugin,
 	})
 	if err != nil {
 		cleanup()
@@ -152,7 +152,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	h.mu.Lock()
 	h.workspaces[id] = t
 	h.mu.Unlock()
-	h.ws.Claim(w, h.owner)
+	h.ws.Claim(w, h.plugin)
 	if h.ws.Quota() > 0 && !h.ws.Enforced() {
 		// Without a filesystem per workspace, a walk of visible files is
 		// the only (weaker) bound.
@@ -180,7 +180,7 @@ func asHostErr(err error) error {
 
 // Start implements host.Sandbox.
 func (h *Host) Start(ctx context.Context, id string) error {
-	return wrap(h.m.Start(ctx, h.owner, id))
+	return wrap(h.m.Start(ctx, h.plugin, id))
 }
 
 func wrap(err error) error {
@@ -192,7 +192,7 @@ func wrap(err error) error {
 
 // Wait implements host.Sandbox: timeouts and OOM kills are outcomes, not errors.
 func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host.WaitResult, error) {
-	code, err := h.m.Wait(ctx, h.owner, id, timeout)
+	code, err := h.m.Wait(ctx, h.plugin, id, timeout)
 	h.checkFull(id)
 	var te *sandbox.TimeoutError
 	var oom *sandbox.OOMError
@@ -214,7 +214,7 @@ func (h *Host) Wait(ctx context.Context, id string, timeout time.Duration) (host
 
 // State implements host.Sandbox.
 func (h *Host) State(ctx context.Context, id string) (host.State, error) {
-	running, code, err := h.m.State(ctx, h.owner, id)
+	running, code, err := h.m.State(ctx, h.plugin, id)
 	if err != nil {
 		return host.State{}, asHostErr(err)
 	}
@@ -231,7 +231,7 @@ func (h *Host) State(ctx context.Context, id string) (host.State, error) {
 
 // Logs implements host.Sandbox.
 func (h *Host) Logs(ctx context.Context, id string, max int64) (host.Output, error) {
-	o, err := h.m.Logs(ctx, h.owner, id, max)
+	o, err := h.m.Logs(ctx, h.plugin, id, max)
 	if err != nil {
 		return host.Output{}, asHostErr(err)
 	}
@@ -261,7 +261,7 @@ func (h *Host) Exec(ctx context.Context, id string, req host.ExecRequest) (host.
 		rreq.Stdout = chunkWriter(&mu, host.Stdout, req.Output)
 		rreq.Stderr = chunkWriter(&mu, host.Stderr, req.Output)
 	}
-	r, timedOut, err := h.m.Exec(ctx, h.owner, id, rreq)
+	r, timedOut, err := h.m.Exec(ctx, h.plugin, id, rreq)
 	h.checkFull(id) // a warm container's run is an exec
 	if err != nil {
 		return host.ExecResult{}, asHostErr(err)
@@ -290,22 +290,22 @@ func (h *Host) Signal(ctx context.Context, id string, sig host.Signal, scope hos
 	name := string(sig.Normal())
 	switch scope {
 	case host.SignalInit:
-		return wrap(h.m.Signal(ctx, h.owner, id, name))
+		return wrap(h.m.Signal(ctx, h.plugin, id, name))
 	case host.SignalAll:
-		return wrap(h.m.SignalAll(ctx, h.owner, id, name))
+		return wrap(h.m.SignalAll(ctx, h.plugin, id, name))
 	}
 	return host.Errorf(host.KindInvalid, "unknown signal scope %d", scope)
 }
 
 // Stop implements host.Sandbox.
 func (h *Host) Stop(ctx context.Context, id string, grace time.Duration) error {
-	return wrap(h.m.Stop(ctx, h.owner, id, grace))
+	return wrap(h.m.Stop(ctx, h.plugin, id, grace))
 }
 
 // Remove implements host.Sandbox; an ephemeral workspace goes with it.
 func (h *Host) Remove(ctx context.Context, id string) error {
 	h.checkFull(id) // last chance: an ephemeral workspace goes now
-	if err := h.m.Remove(ctx, h.owner, id); err != nil {
+	if err := h.m.Remove(ctx, h.plugin, id); err != nil {
 		return asHostErr(err)
 	}
 	h.mu.Lock()
@@ -340,7 +340,7 @@ func (h *Host) Crashed(keep func(sessionID string) bool) int {
 				n++
 			}
 		case !keep(t.SessionID):
-			if ok, _ := h.ws.RemoveClaimed(t.SessionID, h.owner); ok {
+			if ok, _ := h.ws.RemoveClaimed(t.SessionID, h.plugin); ok {
 				n++
 			}
 		}
@@ -385,7 +385,7 @@ func (h *Host) workspaceOf(id string) (*tracked, error) {
 	defer h.mu.Unlock()
 	ws, ok := h.workspaces[id]
 	if !ok {
-		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", id, h.owner)
+		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", id, h.plugin)
 	}
 	return ws, nil
 }
@@ -402,7 +402,7 @@ func (h *Host) PutFile(_ context.Context, id, path string, data []byte) error {
 		err = fileErr(ws.PutFile(path, data))
 	}
 	h.rec.Record(audit.Entry{Event: audit.WorkspaceWrite, SessionID: ws.SessionID, Success: err == nil, Error: audit.ErrText(err),
-		Details: map[string]any{"container_id": id, "owner": h.owner, "path": path, "bytes": len(data)}})
+		Details: map[string]any{"container_id": id, "plugin": h.plugin, "path": path, "bytes": len(data)}})
 	return err
 }
 
@@ -447,12 +447,12 @@ func (h *Host) RemoveWorkspace(_ context.Context, sessionID string) error {
 		}
 	}
 	h.mu.Unlock()
-	ok, err := h.ws.RemoveClaimed(sessionID, h.owner)
+	ok, err := h.ws.RemoveClaimed(sessionID, h.plugin)
 	if err != nil {
 		return host.Errorf(host.KindInternal, "remove workspace of session %s: %v", sessionID, err)
 	}
 	if !ok {
-		return host.Errorf(host.KindNotFound, "plugin %s has no workspace for session %q to remove", h.owner, sessionID)
+		return host.Errorf(host.KindNotFound, "plugin %s has no workspace for session %q to remove", h.plugin, sessionID)
 	}
 	return nil
 }
@@ -476,7 +476,7 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 	for k, v := range e.Details {
 		details[k] = v
 	}
-	details["plugin"] = a.h.owner
+	details["plugin"] = a.h.plugin
 	if event == EventWarmRun {
 		// The plugin runs a request's code in a container it created before
 		// the request (a warm pool's): from now on that container is the
@@ -485,7 +485,7 @@ func (a auditSvc) Record(_ context.Context, e host.Event) error {
 		// another run) fails the run, before its code is sent.
 		cid, _ := e.Details["container_id"].(string)
 		run, _ := e.Details["run_id"].(string)
-		if err := a.h.m.BindRun(a.h.owner, cid, run); err != nil {
+		if err := a.h.m.BindRun(a.h.plugin, cid, run); err != nil {
 			return asHostErr(err)
 		}
 	}
@@ -515,7 +515,7 @@ func (h *Host) checkFull(id string) {
 		return
 	}
 	if f, ok := h.ws.CheckFull(t.Path); ok {
-		h.rec.Record(f.Entry(h.ws.Quota(), t.SessionID, map[string]any{"container_id": id, "owner": h.owner}))
+		h.rec.Record(f.Entry(h.ws.Quota(), t.SessionID, map[string]any{"container_id": id, "plugin": h.plugin}))
 	}
 }
 
@@ -542,7 +542,7 @@ func (h *Host) watchQuota(ctx context.Context, id string, w *tracked) {
 		w.exceeded = why
 		h.mu.Unlock()
 		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: w.SessionID, Success: false, Error: why,
-			Details: map[string]any{"rule": workspace.RuleQuota, "enforced": "walk", "container_id": id, "owner": h.owner, "bytes": size, "files": files}})
+			Details: map[string]any{"rule": workspace.RuleQuota, "enforced": "walk", "container_id": id, "plugin": h.plugin, "bytes": size, "files": files}})
 		_ = h.m.Signal(context.Background(), "", id, "KILL")
 		return false
 	})

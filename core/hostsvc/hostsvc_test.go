@@ -53,8 +53,8 @@ func TestCreateSpec(t *testing.T) {
 			t.Errorf("label %s = %q, want %q (labels %v)", k, s.Labels[k], want, s.Labels)
 		}
 	}
-	if s.Owner != "python" {
-		t.Errorf("spec owner %q, want the plugin's identity", s.Owner)
+	if s.Plugin != "python" {
+		t.Errorf("spec owner %q, want the plugin's identity", s.Plugin)
 	}
 	want := runtime.Limits{MemoryBytes: 128 << 20, CPUQuota: 20000, Pids: 20, Timeout: 30 * time.Second}
 	got := runtime.Limits{MemoryBytes: s.Limits.MemoryBytes, CPUQuota: s.Limits.CPUQuota, Pids: s.Limits.Pids, Timeout: s.Limits.Timeout}
@@ -142,7 +142,7 @@ func TestCreateMountsGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	g, err := svc.Issue(ctx, toolbridge.IssueRequest{Owner: "python", Language: "python"})
+	g, err := svc.Issue(ctx, toolbridge.IssueRequest{Plugin: "python", Language: "python"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestQuotaKills(t *testing.T) {
 		t.Errorf("State message %q, want %q", st.Message, w.Message)
 	}
 	v := r.rec.find(audit.SecurityViolation)
-	if len(v) != 1 || v[0].Details["rule"] != workspace.RuleQuota || v[0].Details["enforced"] != "walk" || v[0].Details["owner"] != "python" || v[0].SessionID == "" {
+	if len(v) != 1 || v[0].Details["rule"] != workspace.RuleQuota || v[0].Details["enforced"] != "walk" || v[0].Details["plugin"] != "python" || v[0].SessionID == "" {
 		t.Fatalf("violations %+v", v)
 	}
 	// Within the quota nothing happens.
@@ -398,11 +398,11 @@ func TestPutFileAudited(t *testing.T) {
 	r.h.PutFile(ctx, c.ID, "../b", []byte("x"))
 	var got []map[string]any
 	for _, e := range r.rec.find(audit.WorkspaceWrite) {
-		got = append(got, map[string]any{"ok": e.Success, "path": e.Details["path"], "bytes": e.Details["bytes"], "owner": e.Details["owner"], "failed": e.Error != ""})
+		got = append(got, map[string]any{"ok": e.Success, "path": e.Details["path"], "bytes": e.Details["bytes"], "plugin": e.Details["plugin"], "failed": e.Error != ""})
 	}
 	want := []map[string]any{
-		{"ok": true, "path": "work/a", "bytes": 3, "owner": "python", "failed": false},
-		{"ok": false, "path": "../b", "bytes": 1, "owner": "python", "failed": true},
+		{"ok": true, "path": "work/a", "bytes": 3, "plugin": "python", "failed": false},
+		{"ok": false, "path": "../b", "bytes": 1, "plugin": "python", "failed": true},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("workspace writes audited (-want +got):\n%s", d)

@@ -51,7 +51,7 @@ type Files interface {
 type Checkpoints interface {
 	CheckpointSession(ctx context.Context, client, id string) (checkpoint.Meta, error)
 	RestoreSession(ctx context.Context, client, id string) (checkpoint.Meta, session.View, error)
-	Checkpoints(owner string) []checkpoint.Meta
+	Checkpoints(client string) []checkpoint.Meta
 }
 
 // Inventory is what the resources describe of what is loaded: the plugins,
@@ -110,7 +110,7 @@ type CheckpointInfo struct {
 	Skipped   map[string]string `json:"skipped,omitempty" jsonschema:"variables that could not be saved → why"`
 	FilesLeft []string          `json:"files_left_out,omitempty" jsonschema:"entries of the working directory not saved (links, pipes)"`
 	Bytes     int64             `json:"bytes,omitempty" jsonschema:"size of the checkpoint (namespace and files)"`
-	Owner     string            `json:"-"`
+	Client    string            `json:"-"`
 }
 
 func checkpointInfos(ms []checkpoint.Meta) []CheckpointInfo {

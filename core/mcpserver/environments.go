@@ -27,10 +27,10 @@ func (s *Server) SetEnvironments(svc *environments.Service, reason string) {
 	s.envs, s.envsReason = svc, reason
 }
 
-// owner is who environments belong to: the tenant over HTTP; over stdio the
+// client is who environments belong to: the tenant over HTTP; over stdio the
 // one user of the process, whichever connection (a stdio host reconnecting
 // keeps its environments).
-func (s *Server) owner(ss *mcp.ServerSession) string {
+func (s *Server) client(ss *mcp.ServerSession) string {
 	if s.identified {
 		return s.conn(ss)
 	}
@@ -144,7 +144,7 @@ func (s *Server) addEnvironmentTools() {
 			r, info := s.noEnvironments()
 			return r, ListEnvironmentsOutput{Environments: []EnvironmentInfo{}, Error: info}, nil
 		}
-		envs, err := s.envs.List(ctx, s.owner(req.Session))
+		envs, err := s.envs.List(ctx, s.client(req.Session))
 		if err != nil {
 			r, info := envFailure(err)
 			return r, ListEnvironmentsOutput{Environments: []EnvironmentInfo{}, Error: info}, nil
@@ -170,7 +170,7 @@ func (s *Server) addEnvironmentTools() {
 			r, info := s.noEnvironments()
 			return r, DeleteEnvironmentOutput{Name: in.Name, Error: info}, nil
 		}
-		if err := s.envs.Delete(ctx, s.owner(req.Session), in.Name); err != nil {
+		if err := s.envs.Delete(ctx, s.client(req.Session), in.Name); err != nil {
 			r, info := envFailure(err)
 			return r, DeleteEnvironmentOutput{Name: in.Name, Error: info}, nil
 		}
@@ -206,7 +206,7 @@ func (s *Server) buildEnvironment(ctx context.Context, req *mcp.CallToolRequest,
 		return r, BuildEnvironmentOutput{Error: info}, nil
 	}
 	r := environments.Request{Name: in.Name, Language: in.Language, BaseImage: in.BaseImage, Template: in.Template,
-		Packages: in.Packages, Description: in.Description, Owner: s.owner(req.Session), CanAsk: canElicit(req), Progress: buildProgress(ctx, req)}
+		Packages: in.Packages, Description: in.Description, Client: s.client(req.Session), CanAsk: canElicit(req), Progress: buildProgress(ctx, req)}
 	// Only the answer to a question this server asked, in this call, of
 	// this connection, counts; any other is ignored (and audited by the
 	// service), so a client that was never asked cannot approve.
@@ -341,7 +341,7 @@ func (s *Server) environmentsResource(ctx context.Context, req *mcp.ReadResource
 	if s.envs == nil {
 		info["unavailable"] = s.envsReason
 	} else {
-		list, err := s.envs.List(ctx, s.owner(req.Session))
+		list, err := s.envs.List(ctx, s.client(req.Session))
 		if err != nil {
 			return nil, err
 		}

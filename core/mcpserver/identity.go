@@ -36,9 +36,9 @@ func (s *Server) SetIdentity(fn func(mcp.Request) (string, error)) {
 	})
 }
 
-// StdioOwner owns every session of a stdio server. One stdio server serves
-// one client, so its owner need not be the connection (conn-N, new at every
-// start): with a stable owner, the checkpoints taken at shutdown are the
-// same client's after a restart (docs/session-data.md). Over HTTP the owner
+// StdioClient owns every session of a stdio server. One stdio server serves
+// one client, so its client need not be the connection (conn-N, new at every
+// start): with a stable client, the checkpoints taken at shutdown are the
+// same client's after a restart (docs/session-data.md). Over HTTP the client
 // is the tenant (SetIdentity), never this.
-const StdioOwner = "local"
+const StdioClient = "local"

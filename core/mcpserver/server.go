@@ -314,8 +314,8 @@ func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language string, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
 	if s.envs != nil && in.CustomImage != "" {
-		// A custom environment runs only for its owner.
-		if err := s.envs.CheckUse(ctx, s.owner(req.Session), in.CustomImage); err != nil {
+		// A custom environment runs only for its client.
+		if err := s.envs.CheckUse(ctx, s.client(req.Session), in.CustomImage); err != nil {
 			result, info := envFailure(err)
 			return result, ExecuteOutput{Error: info}, nil
 		}

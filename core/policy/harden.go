@@ -21,7 +21,7 @@ type Intent struct {
 	Limits    runtime.Limits    // already resolved by ResolveLimits
 	SessionID string
 	Workspace string // the workspace directory's name; SessionID if empty
-	Owner     string
+	Plugin    string
 	Instance  string
 }
 
@@ -37,7 +37,7 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 	}
 	labels[runtime.LabelManaged] = "true"
 	labels[runtime.LabelInstance] = in.Instance
-	labels[runtime.LabelOwner] = in.Owner
+	labels[runtime.LabelPlugin] = in.Plugin
 	if in.SessionID != "" {
 		labels[runtime.LabelSession] = in.SessionID
 	}
@@ -67,7 +67,7 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		Limits:          in.Limits,
 		SessionID:       in.SessionID,
 		Workspace:       in.Workspace,
-		Owner:           in.Owner,
+		Plugin:          in.Plugin,
 	}
 	return s, p.CheckCreate(s)
 }

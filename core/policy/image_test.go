@@ -41,7 +41,7 @@ func TestSeccompRequiredEvenWhenUnconfigured(t *testing.T) {
 	st := testSettings("/b")
 	st.Seccomp = ""
 	p := New(st, nil)
-	_, err := p.Harden(Intent{Image: "mcp-forge/python:3.11", Limits: st.Defaults, Owner: "x"})
+	_, err := p.Harden(Intent{Image: "mcp-forge/python:3.11", Limits: st.Defaults, Plugin: "x"})
 	var v *Violation
 	if !errors.As(err, &v) || v.Rule != "seccomp" {
 		t.Fatalf("want seccomp violation, got %v", err)

@@ -28,7 +28,7 @@ func testSettings(base string) Settings {
 func goodSpec(t *testing.T, p *Policy) runtime.Spec {
 	t.Helper()
 	s, err := p.Harden(Intent{Image: "mcp-forge/python:3.11", Command: []string{"python3"},
-		Limits: p.Settings().Defaults, SessionID: "s1", Owner: "python", Instance: "i"})
+		Limits: p.Settings().Defaults, SessionID: "s1", Plugin: "python", Instance: "i"})
 	if err != nil {
 		t.Fatalf("hardened intent refused: %v", err)
 	}

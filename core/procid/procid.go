@@ -1,7 +1,7 @@
 // Package procid names a process so that the name survives pid reuse:
 // "<pid>-<start time>". Containers, workspaces and quota images carry the
 // name of the server that made them, so that a later server can tell a dead
-// owner's leftovers from a live neighbour's.
+// server's leftovers from a live neighbour's.
 package procid
 
 import (

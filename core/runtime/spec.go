@@ -7,7 +7,7 @@ const (
 	LabelManaged  = "io.mcp-forge.managed"
 	LabelInstance = "io.mcp-forge.instance"
 	LabelSession  = "io.mcp-forge.session"
-	LabelOwner    = "io.mcp-forge.owner"
+	LabelPlugin   = "io.mcp-forge.owner"
 	LabelCodeHash = "io.mcp-forge.code-sha256"
 	// LabelOneShot marks a container that lives for one run only; sessions'
 	// containers lack it and are removed by the idle reaper instead.
@@ -73,7 +73,7 @@ type Spec struct {
 	Limits          Limits
 	SessionID       string
 	Workspace       string // directory under <base>/sessions and <base>/uploads; SessionID if empty
-	Owner           string // plugin that asked for it
+	Plugin          string // plugin that asked for it
 }
 
 // UserNSSize is how many ids a private user namespace map covers.

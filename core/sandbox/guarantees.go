@@ -14,7 +14,7 @@ import (
 // refusal of every create while a required guarantee is missing (fail
 // closed). A refusal is audited before it is returned, one entry per
 // missing guarantee, each with the rule's name and the guarantee's.
-func (m *Manager) checkGuarantees(ctx context.Context, owner, session string) ([]runtime.Gap, error) {
+func (m *Manager) checkGuarantees(ctx context.Context, plugin, session string) ([]runtime.Gap, error) {
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
 	if !m.checked {
@@ -31,12 +31,12 @@ func (m *Manager) checkGuarantees(ctx context.Context, owner, session string) ([
 	var ge *policy.GuaranteeError
 	if !errors.As(m.refusal, &ge) {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: session, Error: m.refusal.Error(),
-			Details: map[string]any{"owner": owner, "rule": policy.RuleGuaranteeMissing}})
+			Details: map[string]any{"plugin": plugin, "rule": policy.RuleGuaranteeMissing}})
 		return nil, m.refusal
 	}
 	for _, g := range ge.Missing {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: session, Error: m.refusal.Error(),
-			Details: map[string]any{"owner": owner, "rule": policy.RuleGuaranteeMissing, "guarantee": string(g.Guarantee), "why": g.Why}})
+			Details: map[string]any{"plugin": plugin, "rule": policy.RuleGuaranteeMissing, "guarantee": string(g.Guarantee), "why": g.Why}})
 	}
 	return nil, m.refusal
 }

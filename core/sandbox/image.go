@@ -22,10 +22,10 @@ func (m *Manager) confine(ctx context.Context, spec *runtime.Spec) error {
 	switch {
 	case err == nil:
 	case errors.As(err, new(*policy.Violation)):
-		m.violation("container.create", spec.Owner, spec.SessionID, err)
+		m.violation("container.create", spec.Plugin, spec.SessionID, err)
 	default:
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: spec.SessionID,
-			Error: err.Error(), Details: map[string]any{"image": spec.Image, "owner": spec.Owner}})
+			Error: err.Error(), Details: map[string]any{"image": spec.Image, "plugin": spec.Plugin}})
 	}
 	return err
 }

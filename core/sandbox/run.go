@@ -28,18 +28,18 @@ func (m *Manager) Run(ctx context.Context, in policy.Intent, maxOutput int64) (R
 		// Remove even when ctx is cancelled: never leave a container behind.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := m.Remove(rctx, in.Owner, id); err != nil {
+		if err := m.Remove(rctx, in.Plugin, id); err != nil {
 			m.log.Warn("remove after run failed", "id", id, "error", err)
 		}
 	}()
-	if err := m.Start(ctx, in.Owner, id); err != nil {
+	if err := m.Start(ctx, in.Plugin, id); err != nil {
 		return RunResult{}, err
 	}
-	code, werr := m.Wait(ctx, in.Owner, id, in.Limits.Timeout)
+	code, werr := m.Wait(ctx, in.Plugin, id, in.Limits.Timeout)
 	res := RunResult{ExitCode: code, Duration: time.Since(start)}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if out, err := m.Logs(lctx, in.Owner, id, maxOutput); err == nil {
+	if out, err := m.Logs(lctx, in.Plugin, id, maxOutput); err == nil {
 		res.Output = out
 	} else if werr == nil {
 		werr = err

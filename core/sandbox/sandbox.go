@@ -72,7 +72,7 @@ type Engine interface {
 	runtime.Images
 }
 
-// Manager creates and operates sandbox containers on behalf of an owner.
+// Manager creates and operates sandbox containers on behalf of an plugin.
 type Manager struct {
 	rt       Engine
 	pol      *policy.Policy
@@ -86,7 +86,7 @@ type Manager struct {
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
 	verdicts map[string]runtime.OOMVerdict // container id → how its exit 137 came about
 	scrub    map[string]*runtime.Scrubber  // container id → its environment, kept out of the audit log
-	pending  map[string]string             // container id → owner, whose removal failed and is retried
+	pending  map[string]string             // container id → plugin, whose removal failed and is retried
 	runs     map[string]*runContainers     // run id → its containers not yet removed
 	runOf    map[string]string             // container id → the run it serves
 	kick     chan struct{}                 // wakes the removal retrier
@@ -144,11 +144,11 @@ func (m *Manager) ServerTag() string {
 // Policy is the policy the manager applies.
 func (m *Manager) Policy() *policy.Policy { return m.pol }
 
-func (m *Manager) violation(op, owner, session string, err error) {
+func (m *Manager) violation(op, plugin, session string, err error) {
 	var v *policy.Violation
 	if errors.As(err, &v) {
 		m.audit.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Critical, SessionID: session,
-			Success: false, Error: err.Error(), Details: map[string]any{"operation": op, "rule": v.Rule, "owner": owner}})
+			Success: false, Error: err.Error(), Details: map[string]any{"operation": op, "rule": v.Rule, "plugin": plugin}})
 	}
 }
 
@@ -175,26 +175,26 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	secrets := runtime.NewScrubber(in.Env, true)
 	if err := checkEnv(in.Env); err != nil {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID,
-			Details: map[string]any{"owner": in.Owner}, Error: secrets.String(err.Error())})
+			Details: map[string]any{"plugin": in.Plugin}, Error: secrets.String(err.Error())})
 		return "", err
 	}
 	spec, err := m.pol.Harden(in)
 	if err != nil {
-		m.violation("container.create", in.Owner, in.SessionID, err)
+		m.violation("container.create", in.Plugin, in.SessionID, err)
 		return "", err
 	}
 	if err := audit.Check(m.audit); err != nil {
 		m.log.Error("refusing to create a container: the audit log cannot be written", "error", err)
 		return "", &AuditError{Err: err}
 	}
-	waived, err := m.checkGuarantees(ctx, in.Owner, in.SessionID)
+	waived, err := m.checkGuarantees(ctx, in.Plugin, in.SessionID)
 	if err != nil {
 		return "", err
 	}
 	if err := m.confine(ctx, &spec); err != nil {
 		return "", err
 	}
-	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "owner": in.Owner, "memory": spec.Limits.MemoryBytes,
+	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "plugin": in.Plugin, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
 		"network": spec.Network, "mounts": len(spec.Mounts)}
 	if len(waived) > 0 {
@@ -217,7 +217,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 		return "", err
 	}
 	details["container_id"] = id
-	m.tracked.Add(id, in.Owner)
+	m.tracked.Add(id, in.Plugin)
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
 	m.scrub[id] = secrets
@@ -226,22 +226,22 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	m.mu.Unlock()
 	if err := audit.Must(m.audit, audit.Entry{Event: audit.ContainerCreate, SessionID: in.SessionID, Success: true, Details: details}); err != nil {
-		m.unaudited(in.Owner, id, err)
+		m.unaudited(in.Plugin, id, err)
 		return "", &AuditError{Err: err}
 	}
 	if err := ctx.Err(); err != nil {
-		_ = m.Remove(context.WithoutCancel(ctx), in.Owner, id)
+		_ = m.Remove(context.WithoutCancel(ctx), in.Plugin, id)
 		return "", err
 	}
 	return id, nil
 }
 
 // unaudited removes a container whose operation could not be audited.
-func (m *Manager) unaudited(owner, id string, err error) {
+func (m *Manager) unaudited(plugin, id string, err error) {
 	m.log.Error("removing a container whose operation could not be audited", "id", short(id), "error", err)
 	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = m.Remove(rctx, owner, id)
+	_ = m.Remove(rctx, plugin, id)
 }
 
 // checkEnv refuses environment values no process can hold, before the OCI
@@ -264,21 +264,21 @@ func checkEnv(env map[string]string) error {
 func (m *Manager) CheckSpec(s runtime.Spec) error {
 	err := m.pol.CheckCreate(s)
 	if err != nil {
-		m.violation("container.create", s.Owner, s.SessionID, err)
+		m.violation("container.create", s.Plugin, s.SessionID, err)
 	}
 	return err
 }
 
-func (m *Manager) check(owner, id, op string) error {
-	if err := m.tracked.Check(id, owner, op); err != nil {
-		m.violation("container."+op, owner, "", err)
+func (m *Manager) check(plugin, id, op string) error {
+	if err := m.tracked.Check(id, plugin, op); err != nil {
+		m.violation("container."+op, plugin, "", err)
 		return err
 	}
 	return nil
 }
 
-func (m *Manager) entry(event, owner, id string, err error, extra map[string]any) audit.Entry {
-	e := audit.Entry{Event: event, Success: err == nil, Details: map[string]any{"container_id": id, "owner": owner}}
+func (m *Manager) entry(event, plugin, id string, err error, extra map[string]any) audit.Entry {
+	e := audit.Entry{Event: event, Success: err == nil, Details: map[string]any{"container_id": id, "plugin": plugin}}
 	for k, v := range extra {
 		e.Details[k] = v
 	}
@@ -291,19 +291,19 @@ func (m *Manager) entry(event, owner, id string, err error, extra map[string]any
 	return e
 }
 
-func (m *Manager) record(event, owner, id string, err error, extra map[string]any) {
-	m.audit.Record(m.entry(event, owner, id, err, extra))
+func (m *Manager) record(event, plugin, id string, err error, extra map[string]any) {
+	m.audit.Record(m.entry(event, plugin, id, err, extra))
 }
 
-// Start starts a container owner created. A start that cannot be audited is
+// Start starts a container plugin created. A start that cannot be audited is
 // undone: the container is removed and the request refused.
-func (m *Manager) Start(ctx context.Context, owner, id string) error {
-	if err := m.check(owner, id, "start"); err != nil {
+func (m *Manager) Start(ctx context.Context, plugin, id string) error {
+	if err := m.check(plugin, id, "start"); err != nil {
 		return err
 	}
 	err := m.rt.Start(ctx, id)
-	if aerr := audit.Must(m.audit, m.entry(audit.ContainerStart, owner, id, err, nil)); aerr != nil {
-		m.unaudited(owner, id, aerr)
+	if aerr := audit.Must(m.audit, m.entry(audit.ContainerStart, plugin, id, err, nil)); aerr != nil {
+		m.unaudited(plugin, id, aerr)
 		return &AuditError{Err: aerr}
 	}
 	return err
@@ -311,8 +311,8 @@ func (m *Manager) Start(ctx context.Context, owner, id string) error {
 
 // Wait waits for exit. A timeout becomes *TimeoutError, a memory kill
 // *OOMError; otherwise the exit code is returned.
-func (m *Manager) Wait(ctx context.Context, owner, id string, timeout time.Duration) (int, error) {
-	if err := m.check(owner, id, "wait"); err != nil {
+func (m *Manager) Wait(ctx context.Context, plugin, id string, timeout time.Duration) (int, error) {
+	if err := m.check(plugin, id, "wait"); err != nil {
 		return -1, err
 	}
 	m.mu.Lock()
@@ -330,7 +330,7 @@ func (m *Manager) Wait(ctx context.Context, owner, id string, timeout time.Durat
 		err = m.ExitError(id, code)
 	}
 	if err != nil {
-		m.record(audit.ContainerStop, owner, id, err, map[string]any{"exit_code": code})
+		m.record(audit.ContainerStop, plugin, id, err, map[string]any{"exit_code": code})
 	}
 	return code, err
 }
@@ -356,10 +356,10 @@ func (m *Manager) learnExit(ctx context.Context, id string) {
 	m.mu.Unlock()
 }
 
-// State reports whether a container of owner's runs, and if not how it ended
+// State reports whether a container of plugin's runs, and if not how it ended
 // (ExitError then explains it).
-func (m *Manager) State(ctx context.Context, owner, id string) (running bool, code int, err error) {
-	if err := m.check(owner, id, "inspect"); err != nil {
+func (m *Manager) State(ctx context.Context, plugin, id string) (running bool, code int, err error) {
+	if err := m.check(plugin, id, "inspect"); err != nil {
 		return false, 0, err
 	}
 	running, code, err = m.rt.State(ctx, id)
@@ -389,8 +389,8 @@ func (m *Manager) ExitError(id string, code int) error {
 }
 
 // Logs returns the container's stdout and stderr, each capped at max bytes.
-func (m *Manager) Logs(ctx context.Context, owner, id string, max int64) (runtime.Output, error) {
-	if err := m.check(owner, id, "read logs of"); err != nil {
+func (m *Manager) Logs(ctx context.Context, plugin, id string, max int64) (runtime.Output, error) {
+	if err := m.check(plugin, id, "read logs of"); err != nil {
 		return runtime.Output{}, err
 	}
 	return m.rt.Logs(ctx, id, max)
@@ -403,10 +403,10 @@ type ExecRequest struct {
 	runtime.ExecRequest
 }
 
-// Exec runs a command inside a running container of owner's. TimedOut
+// Exec runs a command inside a running container of plugin's. TimedOut
 // reports a command ended by its timeout.
-func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest) (res runtime.ExecResult, timedOut bool, err error) {
-	if err := m.check(owner, id, "exec in"); err != nil {
+func (m *Manager) Exec(ctx context.Context, plugin, id string, req ExecRequest) (res runtime.ExecResult, timedOut bool, err error) {
+	if err := m.check(plugin, id, "exec in"); err != nil {
 		return runtime.ExecResult{}, false, err
 	}
 	if len(req.Command) == 0 {
@@ -420,26 +420,26 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest) (
 	}
 	res, err = m.rt.Exec(ctx, id, req.ExecRequest)
 	timedOut = err == nil && res.TimedOut
-	m.record(audit.ContainerExec, owner, id, err, map[string]any{"command": req.Command[0], "exit_code": res.ExitCode, "timed_out": timedOut})
+	m.record(audit.ContainerExec, plugin, id, err, map[string]any{"command": req.Command[0], "exit_code": res.ExitCode, "timed_out": timedOut})
 	return res, timedOut, err
 }
 
 // Signal sends a signal to the container's init process (catatonit, which
 // forwards it to the container's command).
-func (m *Manager) Signal(ctx context.Context, owner, id, sig string) error {
-	if err := m.check(owner, id, "signal"); err != nil {
+func (m *Manager) Signal(ctx context.Context, plugin, id, sig string) error {
+	if err := m.check(plugin, id, "signal"); err != nil {
 		return err
 	}
 	err := m.rt.Signal(ctx, id, sig)
-	m.record(audit.ContainerSignal, owner, id, err, map[string]any{"signal": sig})
+	m.record(audit.ContainerSignal, plugin, id, err, map[string]any{"signal": sig})
 	return err
 }
 
 // SignalAll sends a signal to every process of the container's user but
 // init, by running kill -SIG -1 inside the container as that user: the
 // kernel then reaches a shell and whatever it waits for.
-func (m *Manager) SignalAll(ctx context.Context, owner, id, sig string) error {
-	if err := m.check(owner, id, "signal"); err != nil {
+func (m *Manager) SignalAll(ctx context.Context, plugin, id, sig string) error {
+	if err := m.check(plugin, id, "signal"); err != nil {
 		return err
 	}
 	if strings.Trim(sig, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" || sig == "" {
@@ -450,39 +450,39 @@ func (m *Manager) SignalAll(ctx context.Context, owner, id, sig string) error {
 	if err == nil && res.ExitCode != 0 && !strings.Contains(strings.ToLower(string(res.Stderr)), "no such process") {
 		err = fmt.Errorf("kill -s %s -- -1 in the container exited %d: %s", sig, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	m.record(audit.ContainerSignal, owner, id, err, map[string]any{"signal": sig, "scope": "all"})
+	m.record(audit.ContainerSignal, plugin, id, err, map[string]any{"signal": sig, "scope": "all"})
 	return err
 }
 
-// Stop stops a container of owner's.
-func (m *Manager) Stop(ctx context.Context, owner, id string, grace time.Duration) error {
-	if err := m.check(owner, id, "stop"); err != nil {
+// Stop stops a container of plugin's.
+func (m *Manager) Stop(ctx context.Context, plugin, id string, grace time.Duration) error {
+	if err := m.check(plugin, id, "stop"); err != nil {
 		return err
 	}
 	err := m.rt.Stop(ctx, id, grace)
-	m.record(audit.ContainerStop, owner, id, err, nil)
+	m.record(audit.ContainerStop, plugin, id, err, nil)
 	return err
 }
 
-// Remove force-removes a container of owner's and forgets it. Removing one
+// Remove force-removes a container of plugin's and forgets it. Removing one
 // that is already gone is a success (audited at info, not as a violation).
 // A removal the runtime could not do (the service is down) is retried in
 // the background until it succeeds; the error is still returned.
-func (m *Manager) Remove(ctx context.Context, owner, id string) error {
-	if err := m.tracked.Check(id, owner, "remove"); err != nil {
+func (m *Manager) Remove(ctx context.Context, plugin, id string) error {
+	if err := m.tracked.Check(id, plugin, "remove"); err != nil {
 		var gone *RemovedError
 		if errors.As(err, &gone) {
 			m.audit.Record(audit.Entry{Event: audit.ContainerRemove, Success: true,
-				Details: map[string]any{"container_id": id, "owner": owner, "already_removed": true}})
+				Details: map[string]any{"container_id": id, "plugin": plugin, "already_removed": true}})
 			return nil
 		}
-		m.violation("container.remove", owner, "", err)
+		m.violation("container.remove", plugin, "", err)
 		return err
 	}
 	err := m.rt.Remove(ctx, id)
-	m.record(audit.ContainerRemove, owner, id, err, nil)
+	m.record(audit.ContainerRemove, plugin, id, err, nil)
 	if err != nil {
-		m.retryLater(owner, id)
+		m.retryLater(plugin, id)
 		return err
 	}
 	m.forget(id)
@@ -530,15 +530,15 @@ func (m *Manager) bindLocked(id, run string) {
 	m.runOf[id] = run
 }
 
-// BindRun counts a container of owner's, created before the run existed (a
+// BindRun counts a container of plugin's, created before the run existed (a
 // warm pool's), as serving run: the run's slots are then held until it is
 // removed too. A container already bound to another run is refused: one
 // container serves one run.
-func (m *Manager) BindRun(owner, id, run string) error {
+func (m *Manager) BindRun(plugin, id, run string) error {
 	if run == "" {
 		return fmt.Errorf("bind container %s to a run: no run id", short(id))
 	}
-	if err := m.check(owner, id, "bind"); err != nil {
+	if err := m.check(plugin, id, "bind"); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -568,9 +568,9 @@ func (m *Manager) RunGone(run string) <-chan struct{} {
 }
 
 // retryLater queues a failed removal for the retrier.
-func (m *Manager) retryLater(owner, id string) {
+func (m *Manager) retryLater(plugin, id string) {
 	m.mu.Lock()
-	m.pending[id] = owner
+	m.pending[id] = plugin
 	m.mu.Unlock()
 	select {
 	case m.kick <- struct{}{}:
@@ -610,12 +610,12 @@ func (m *Manager) retryRemovals() {
 		case <-timer:
 		}
 		timer = nil
-		for id, owner := range m.pendingCopy() {
+		for id, plugin := range m.pendingCopy() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := m.rt.Remove(ctx, id)
 			cancel()
 			if err == nil {
-				m.record(audit.ContainerRemove, owner, id, nil, map[string]any{"retried": true})
+				m.record(audit.ContainerRemove, plugin, id, nil, map[string]any{"retried": true})
 				m.forget(id)
 			}
 		}
@@ -688,11 +688,11 @@ func (m *Manager) RemoveOlderThan(ctx context.Context, age time.Duration) (int, 
 	return n, nil
 }
 
-// RemoveOwnedBy removes every container of one owner (a crashed plugin's).
-func (m *Manager) RemoveOwnedBy(ctx context.Context, owner string) int {
+// RemoveOwnedBy removes every container of one plugin (a crashed plugin's).
+func (m *Manager) RemoveOwnedBy(ctx context.Context, plugin string) int {
 	n := 0
 	for _, id := range m.tracked.IDs() {
-		if m.tracked.Check(id, owner, "remove") == nil && m.Remove(ctx, owner, id) == nil {
+		if m.tracked.Check(id, plugin, "remove") == nil && m.Remove(ctx, plugin, id) == nil {
 			n++
 		}
 	}

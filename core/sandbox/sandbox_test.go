@@ -103,7 +103,7 @@ func newTestManager(t *testing.T, rt runtime.Runtime, waive ...runtime.Guarantee
 }
 
 func intent(m *Manager) policy.Intent {
-	return policy.Intent{Image: "mcp-forge/python:3.11", Limits: m.Policy().Settings().Defaults, Owner: "p"}
+	return policy.Intent{Image: "mcp-forge/python:3.11", Limits: m.Policy().Settings().Defaults, Plugin: "p"}
 }
 
 func TestWaitMapsOOMAndTimeout(t *testing.T) {

@@ -12,42 +12,42 @@ const recentMax = 4096
 
 // Tracker is the set of containers this forge instance created, with the
 // plugin that owns each. Only tracked containers may be touched, and only by
-// their owner. It also remembers recently removed containers, so that an
-// owner that asks again for one of its own (a kernel backend removes a dead
+// their plugin. It also remembers recently removed containers, so that an
+// plugin that asks again for one of its own (a kernel backend removes a dead
 // kernel's container, then closes the session) is told it is gone rather
 // than being reported as touching a container that is not ours.
 type Tracker struct {
-	mu     sync.Mutex
-	owners map[string]string
-	recent map[string]string // removed id → its owner
-	order  []string          // removal order, oldest first
+	mu      sync.Mutex
+	plugins map[string]string
+	recent  map[string]string // removed id → its plugin
+	order   []string          // removal order, oldest first
 }
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker {
-	return &Tracker{owners: map[string]string{}, recent: map[string]string{}}
+	return &Tracker{plugins: map[string]string{}, recent: map[string]string{}}
 }
 
-// Add records a container created for owner.
-func (t *Tracker) Add(id, owner string) {
+// Add records a container created for plugin.
+func (t *Tracker) Add(id, plugin string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.owners[id] = owner
+	t.plugins[id] = plugin
 }
 
 // Remove forgets a container, remembering that it was removed.
 func (t *Tracker) Remove(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	owner, ok := t.owners[id]
+	plugin, ok := t.plugins[id]
 	if !ok {
 		return
 	}
-	delete(t.owners, id)
+	delete(t.plugins, id)
 	if _, seen := t.recent[id]; !seen {
 		t.order = append(t.order, id)
 	}
-	t.recent[id] = owner
+	t.recent[id] = plugin
 	for len(t.order) > recentMax {
 		delete(t.recent, t.order[0])
 		t.order = t.order[1:]
@@ -55,7 +55,7 @@ func (t *Tracker) Remove(id string) {
 }
 
 // RemovedError is an operation on a container of the caller's own that was
-// already removed: a race between owner and core, not a violation.
+// already removed: a race between plugin and core, not a violation.
 type RemovedError struct {
 	ID, Op string
 }
@@ -64,25 +64,25 @@ func (e *RemovedError) Error() string {
 	return fmt.Sprintf("cannot %s container %s: it was already removed", e.Op, short(e.ID))
 }
 
-// Check refuses an operation on a container that is not ours or not owner's.
-// The core itself passes owner "" to act on any container it created. A
-// container of owner's that was removed gives *RemovedError.
-func (t *Tracker) Check(id, owner, op string) error {
+// Check refuses an operation on a container that is not ours or not plugin's.
+// The core itself passes plugin "" to act on any container it created. A
+// container of plugin's that was removed gives *RemovedError.
+func (t *Tracker) Check(id, plugin, op string) error {
 	t.mu.Lock()
-	o, ok := t.owners[id]
+	o, ok := t.plugins[id]
 	gone, removed := t.recent[id]
 	t.mu.Unlock()
 	if !ok {
-		if removed && (owner == "" || gone == owner) {
+		if removed && (plugin == "" || gone == plugin) {
 			return &RemovedError{ID: id, Op: op}
 		}
 		if removed {
-			return &policy.Violation{Rule: "not-owner", Detail: fmt.Sprintf("cannot %s container %q: it belonged to plugin %q, not %q", op, short(id), gone, owner)}
+			return &policy.Violation{Rule: "not-owner", Detail: fmt.Sprintf("cannot %s container %q: it belonged to plugin %q, not %q", op, short(id), gone, plugin)}
 		}
 		return &policy.Violation{Rule: "not-our-container", Detail: fmt.Sprintf("cannot %s container %q: it was not created by this forge instance", op, short(id))}
 	}
-	if owner != "" && o != owner {
-		return &policy.Violation{Rule: "not-owner", Detail: fmt.Sprintf("cannot %s container %q: it belongs to plugin %q, not %q", op, short(id), o, owner)}
+	if plugin != "" && o != plugin {
+		return &policy.Violation{Rule: "not-owner", Detail: fmt.Sprintf("cannot %s container %q: it belongs to plugin %q, not %q", op, short(id), o, plugin)}
 	}
 	return nil
 }
@@ -91,8 +91,8 @@ func (t *Tracker) Check(id, owner, op string) error {
 func (t *Tracker) IDs() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]string, 0, len(t.owners))
-	for id := range t.owners {
+	out := make([]string, 0, len(t.plugins))
+	for id := range t.plugins {
 		out = append(out, id)
 	}
 	return out

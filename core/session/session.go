@@ -1,6 +1,6 @@
 // Package session is the registry of stateful sessions: who owns which
 // session, its state, the internal id it has below the engine, what its
-// owner documented of it, and which sessions have been idle too long (the
+// client documented of it, and which sessions have been idle too long (the
 // reaper's candidates). It keeps no kernel: starting, running and closing
 // kernels is the engine's (through the backend plugins); the registry
 // holds what the engine knows of each session, under one lock.
@@ -63,11 +63,11 @@ var ErrNoSession = errors.New("no such session")
 // whoever holds the session's operation lock (Lock), which every
 // operation on its kernel holds.
 type Session struct {
-	ID         string // the id its owner chose; unique only per owner
+	ID         string // the id its client chose; unique only per client
 	Internal   string // InternalID(Owner, ID): the id below the engine (plugins, workspace, containers, audit)
 	Backend    string
 	Language   string
-	Owner      string // the MCP connection that created it
+	Client     string // the MCP connection that created it
 	Created    time.Time
 	LastActive time.Time
 	State      string
@@ -83,7 +83,7 @@ type Session struct {
 
 	Start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
 	Grant *toolbridge.Grant          // the session's tool grant (mounted from the start), or nil
-	// Pending: the owner has a checkpoint of this session (a server
+	// Pending: the client has a checkpoint of this session (a server
 	// restart, the idle reaper), restored when its first kernel starts.
 	Pending bool
 
@@ -120,21 +120,21 @@ type View struct {
 	Undocumented         []string
 }
 
-// internalIDHash is how many hex digits of the owner hash an internal id
+// internalIDHash is how many hex digits of the client hash an internal id
 // carries: 64 bits, so that collisions among one server's sessions are
 // beyond reach.
 const internalIDHash = 16
 
 // InternalID names a session below the engine: plugins, the host services,
 // its workspace directory, its container's label and the audit log all see
-// this id, never the bare user id, so sessions of two owners with the same
+// this id, never the bare user id, so sessions of two clients with the same
 // id never share a kernel, a directory or an audit trail. It keeps a
 // readable prefix of the user id for operators and is at most 48
 // characters whatever the id's length (workspace.DirName then keeps it as
 // its directory's name): at most 31 characters of the id, '-', and 16 hex
-// digits of a hash of (owner, id). It is stable across restarts.
-func InternalID(owner, id string) string {
-	h := sha256.Sum256([]byte(owner + "\x00" + id))
+// digits of a hash of (client, id). It is stable across restarts.
+func InternalID(client, id string) string {
+	h := sha256.Sum256([]byte(client + "\x00" + id))
 	prefix := id
 	if max := 47 - internalIDHash; len(prefix) > max {
 		prefix = prefix[:max]
@@ -142,7 +142,7 @@ func InternalID(owner, id string) string {
 	return prefix + "-" + hex.EncodeToString(h[:])[:internalIDHash]
 }
 
-// CheckID refuses a session id its owner cannot have chosen (rule
+// CheckID refuses a session id its client cannot have chosen (rule
 // session-id): it becomes a path component below the engine.
 func CheckID(id string) error {
 	if workspace.CheckSessionID(id) != nil {
@@ -151,7 +151,7 @@ func CheckID(id string) error {
 	return nil
 }
 
-// NotFound is the refusal of an id owner has no session of.
+// NotFound is the refusal of an id client has no session of.
 func NotFound(id string) error {
 	return &refusal.Error{Rule: RuleSessionNotFound, Err: ErrNoSession,
 		Msg: fmt.Sprintf("%v %q for this connection (sessions are created by an execute_<language> call with a session_id; list_sessions shows yours)", ErrNoSession, id)}
@@ -173,11 +173,11 @@ func (s *Session) view() View {
 }
 
 // key is how the registry finds a session: ids are chosen by their
-// owners, so two owners (tenants over HTTP, connections over stdio) may
+// clients, so two clients (tenants over HTTP, connections over stdio) may
 // both call theirs "main".
-type key struct{ owner, id string }
+type key struct{ client, id string }
 
-// Registry is the table of sessions, keyed by owner and id.
+// Registry is the table of sessions, keyed by client and id.
 type Registry struct {
 	mu       sync.Mutex
 	sessions map[key]*Session
@@ -189,38 +189,38 @@ func NewRegistry() *Registry {
 	return &Registry{sessions: map[key]*Session{}, starts: map[string]*Starts{}}
 }
 
-// Get returns owner's session id, or nil. Another owner's session with
+// Get returns client's session id, or nil. Another client's session with
 // the same id is not seen at all.
-func (r *Registry) Get(owner, id string) *Session {
+func (r *Registry) Get(client, id string) *Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sessions[key{owner, id}]
+	return r.sessions[key{client, id}]
 }
 
-// Live reports whether owner has a session id in the table.
-func (r *Registry) Live(owner, id string) bool { return r.Get(owner, id) != nil }
+// Live reports whether client has a session id in the table.
+func (r *Registry) Live(client, id string) bool { return r.Get(client, id) != nil }
 
 // Admission is what Acquire's admit sees of the table, under its lock.
 type Admission struct {
-	Open  int      // sessions open, of every owner
-	Owned []string // the ids of the owner's open sessions
+	Open  int      // sessions open, of every client
+	Owned []string // the ids of the client's open sessions
 }
 
-// Acquire returns owner's session id, or when there is none the session
+// Acquire returns client's session id, or when there is none the session
 // admit returns, added to the table (created true). admit runs under the
 // registry's lock, so that what it checks (the number of sessions open,
-// the owner's) still holds when its session is added: it must not block.
+// the client's) still holds when its session is added: it must not block.
 // An error from admit is returned as it is.
-func (r *Registry) Acquire(owner, id string, admit func(Admission) (*Session, error)) (s *Session, created bool, err error) {
+func (r *Registry) Acquire(client, id string, admit func(Admission) (*Session, error)) (s *Session, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := key{owner, id}
+	k := key{client, id}
 	if s := r.sessions[k]; s != nil {
 		return s, false, nil
 	}
 	a := Admission{Open: len(r.sessions)}
 	for k := range r.sessions {
-		if k.owner == owner {
+		if k.client == client {
 			a.Owned = append(a.Owned, k.id)
 		}
 	}
@@ -235,7 +235,7 @@ func (r *Registry) Acquire(owner, id string, admit func(Admission) (*Session, er
 // Drop takes a session out of the table; it is gone.
 func (r *Registry) Drop(s *Session) {
 	r.mu.Lock()
-	if k := (key{s.Owner, s.ID}); r.sessions[k] == s {
+	if k := (key{s.Client, s.ID}); r.sessions[k] == s {
 		delete(r.sessions, k)
 	}
 	s.State = StateGone
@@ -273,20 +273,20 @@ func (r *Registry) View(s *Session) View {
 	return s.view()
 }
 
-// List returns the views of owner's sessions, or with all every one,
+// List returns the views of client's sessions, or with all every one,
 // ordered by id. Variables are left out (the state resource has them).
-func (r *Registry) List(owner string, all bool) []View {
+func (r *Registry) List(client string, all bool) []View {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := []View{}
 	for _, s := range r.sessions {
-		if all || s.Owner == owner {
+		if all || s.Client == client {
 			v := s.view()
 			v.Variables = nil
 			out = append(out, v)
 		}
 	}
-	// With all, two owners' sessions may share an id: Created orders them.
+	// With all, two clients' sessions may share an id: Created orders them.
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].ID != out[j].ID {
 			return out[i].ID < out[j].ID

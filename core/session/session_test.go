@@ -30,7 +30,7 @@ func rule(t *testing.T, err error) string {
 func add(t *testing.T, r *Registry, owner, id string) *Session {
 	t.Helper()
 	s, created, err := r.Acquire(owner, id, func(Admission) (*Session, error) {
-		return &Session{ID: id, Owner: owner, Internal: InternalID(owner, id), Backend: "k", State: StateIdle, LastActive: time.Now(), Docs: map[string]string{}}, nil
+		return &Session{ID: id, Client: owner, Internal: InternalID(owner, id), Backend: "k", State: StateIdle, LastActive: time.Now(), Docs: map[string]string{}}, nil
 	})
 	if err != nil || !created {
 		t.Fatalf("add %s/%s: %v %v", owner, id, created, err)
@@ -103,7 +103,7 @@ func TestAcquireOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, c, _ := r.Acquire("o", "s", func(Admission) (*Session, error) { return &Session{ID: "s", Owner: "o"}, nil })
+			_, c, _ := r.Acquire("o", "s", func(Admission) (*Session, error) { return &Session{ID: "s", Client: "o"}, nil })
 			if c {
 				mu.Lock()
 				created++

@@ -36,7 +36,7 @@ const MaxConns = 16
 type Grant struct {
 	s        *Service
 	token    string
-	owner    string
+	plugin   string
 	client   string
 	session  string
 	language string
@@ -169,7 +169,7 @@ func (g *Grant) Extend(ctx context.Context, tools []string) error {
 	g.genBytes = n + 1
 	g.mu.Unlock()
 	g.s.rec.Record(audit.Entry{Event: EventGrant, SessionID: g.session, UserID: g.client, Success: true,
-		Details: map[string]any{"action": "extend", "tools": all, "plugin": g.owner, "bridge": g.s.plugin, "run_id": g.runID, "language": g.language}})
+		Details: map[string]any{"action": "extend", "tools": all, "plugin": g.plugin, "bridge": g.s.plugin, "run_id": g.runID, "language": g.language}})
 	return nil
 }
 
@@ -293,7 +293,7 @@ func (g *Grant) Close() {
 	}
 	g.s.forget(g)
 	g.s.rec.Record(audit.Entry{Event: EventGrant, SessionID: g.session, UserID: g.client, Success: err == nil, Error: audit.ErrText(err),
-		Details: map[string]any{"action": "end", "plugin": g.owner, "bridge": g.s.plugin, "calls": total}})
+		Details: map[string]any{"action": "end", "plugin": g.plugin, "bridge": g.s.plugin, "calls": total}})
 }
 
 var errTooLong = errors.New("line too long")
@@ -597,7 +597,7 @@ func (g *Grant) audit(req wireRequest, server, tool string, start time.Time, out
 	g.mu.Unlock()
 	e := audit.Entry{Event: EventCall, SessionID: g.session, UserID: client, Success: outcome == "ok",
 		Details: map[string]any{"server": server, "tool": tool, "duration_ms": time.Since(start).Milliseconds(), "outcome": outcome,
-			"run_id": run, "plugin": g.owner, "bridge": g.s.plugin, "request_id": req.ID}}
+			"run_id": run, "plugin": g.plugin, "bridge": g.s.plugin, "request_id": req.ID}}
 	if len(server)+len(tool) > 200 {
 		e.Details["server"], e.Details["tool"] = "(too long)", ""
 	}

@@ -300,7 +300,7 @@ func list(s []string) string {
 
 // IssueRequest asks for a grant.
 type IssueRequest struct {
-	Owner    string   // the backend plugin that will create the container
+	Plugin   string   // the backend plugin that will create the container
 	Client   string   // the MCP connection that asked (audit)
 	Session  string   // the session's internal id, "" for a stateless run (audit)
 	RunID    string   // the run (audit)
@@ -317,7 +317,7 @@ func (s *Service) Issue(ctx context.Context, req IssueRequest) (*Grant, error) {
 	if _, err := rand.Read(tok); err != nil {
 		return nil, err
 	}
-	g := &Grant{s: s, token: hex.EncodeToString(tok), owner: req.Owner, client: req.Client, session: req.Session, runID: req.RunID,
+	g := &Grant{s: s, token: hex.EncodeToString(tok), plugin: req.Plugin, client: req.Client, session: req.Session, runID: req.RunID,
 		language: req.Language, approve: req.Approve, tools: map[string]bool{}, conns: map[closer]struct{}{},
 		sem: make(chan struct{}, s.bcfg.MaxConcurrentCalls)}
 	g.dir = filepath.Join(s.root, g.token)
@@ -341,13 +341,13 @@ func (s *Service) Issue(ctx context.Context, req IssueRequest) (*Grant, error) {
 }
 
 // Grant looks up a grant for the host services: only a live grant issued
-// to owner resolves.
-func (s *Service) Grant(owner, token string) (*Grant, error) {
+// to plugin resolves.
+func (s *Service) Grant(plugin, token string) (*Grant, error) {
 	s.mu.Lock()
 	g := s.grants[token]
 	s.mu.Unlock()
-	if g == nil || g.owner != owner || g.isClosed() {
-		return nil, refusal(RuleNotGranted, "tools grant %q is not one the core issued to plugin %s for a live run", cut(token), owner)
+	if g == nil || g.plugin != plugin || g.isClosed() {
+		return nil, refusal(RuleNotGranted, "tools grant %q is not one the core issued to plugin %s for a live run", cut(token), plugin)
 	}
 	return g, nil
 }

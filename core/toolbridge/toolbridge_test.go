@@ -292,7 +292,7 @@ func (c *client) call(tool string, args any) response {
 
 func issue(t *testing.T, s *Service, tools ...string) *Grant {
 	t.Helper()
-	g, err := s.Issue(context.Background(), IssueRequest{Owner: "python", Client: "c1", RunID: "r1", Language: "python", Tools: tools})
+	g, err := s.Issue(context.Background(), IssueRequest{Plugin: "python", Client: "c1", RunID: "r1", Language: "python", Tools: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,7 +648,7 @@ func TestGeneratedNames(t *testing.T) {
 	for _, bad := range []string{"../escape", "/abs", "bridge.sock", "a/../../b", "python/.hidden"} {
 		t.Run(bad, func(t *testing.T) {
 			s, _ := testService(t, &fakeBridge{gen: map[string][]byte{bad: []byte("x")}}, nil)
-			_, err := s.Issue(context.Background(), IssueRequest{Owner: "python", Language: "python", Tools: []string{"mem.echo"}})
+			_, err := s.Issue(context.Background(), IssueRequest{Plugin: "python", Language: "python", Tools: []string{"mem.echo"}})
 			if err == nil || !strings.Contains(err.Error(), "names must be clean relative paths") {
 				t.Fatalf("got %v", err)
 			}

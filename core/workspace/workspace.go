@@ -138,13 +138,13 @@ func (m *Manager) SessionPath(sessionID string) string {
 // ErrBind is a refused Bind.
 var ErrBind = errors.New("cannot bind workspace")
 
-// Bind gives session sessionID the workspace poolID, which owner (a plugin)
+// Bind gives session sessionID the workspace poolID, which plugin
 // created for a kernel it started before the session existed: from then on
 // the session's files, checkpoints and quota are that workspace's, and a
 // container created for sessionID mounts it. A pool workspace belongs to one
 // session only, and a session that already has files of its own (or another
 // binding) cannot switch.
-func (m *Manager) Bind(sessionID, poolID, owner string) error {
+func (m *Manager) Bind(sessionID, poolID, plugin string) error {
 	if err := CheckSessionID(sessionID); err != nil {
 		return err
 	}
@@ -158,8 +158,8 @@ func (m *Manager) Bind(sessionID, poolID, owner string) error {
 	defer m.mu.Unlock()
 	pool := filepath.Join(m.Root(), m.name(poolID))
 	switch {
-	case m.claimed[m.name(poolID)] != owner || !m.provisioned[pool]:
-		return fmt.Errorf("%w %s to session %s: %s did not create it", ErrBind, poolID, sessionID, owner)
+	case m.claimed[m.name(poolID)] != plugin || !m.provisioned[pool]:
+		return fmt.Errorf("%w %s to session %s: %s did not create it", ErrBind, poolID, sessionID, plugin)
 	case m.boundBy[poolID] != "":
 		return fmt.Errorf("%w %s to session %s: it belongs to session %s", ErrBind, poolID, sessionID, m.boundBy[poolID])
 	case m.bound[sessionID] != "":
@@ -278,21 +278,21 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
-// Claim records that owner made (or reused) a session workspace, so that it
+// Claim records that plugin made (or reused) a session workspace, so that it
 // may remove it later with RemoveClaimed.
-func (m *Manager) Claim(w *Workspace, owner string) {
+func (m *Manager) Claim(w *Workspace, plugin string) {
 	if w.Ephemeral {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.claimed[w.Name] = owner
+	m.claimed[w.Name] = plugin
 }
 
-// RemoveClaimed deletes a session workspace if owner made its current
+// RemoveClaimed deletes a session workspace if plugin made its current
 // incarnation: a plugin can remove what it created, never a workspace the
 // same session id got later from another plugin. It reports whether it did.
-func (m *Manager) RemoveClaimed(sessionID, owner string) (bool, error) {
+func (m *Manager) RemoveClaimed(sessionID, plugin string) (bool, error) {
 	if CheckSessionID(sessionID) != nil {
 		return false, nil
 	}
@@ -300,7 +300,7 @@ func (m *Manager) RemoveClaimed(sessionID, owner string) (bool, error) {
 	m.mu.Lock()
 	// A bound workspace (or a bound session's) is the core's.
 	_, isSession := m.bound[sessionID]
-	mine := m.claimed[name] == owner && m.boundBy[sessionID] == "" && !isSession
+	mine := m.claimed[name] == plugin && m.boundBy[sessionID] == "" && !isSession
 	if mine {
 		delete(m.claimed, name)
 	}

@@ -257,7 +257,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 	}
 	for k, want := range map[string]string{environments.LabelBuilder: "forgedemo", environments.LabelBuilderVersion: "0.3.0",
 		environments.LabelPackages: `["forgedemo","helper-one","extra-pkg>=1.0"]`, environments.LabelInstance: forge.Instance(s.Base),
-		environments.LabelBaseImage: "mcp-forge/python:3.11", environments.LabelTemplate: "demo", environments.LabelOwner: "local"} {
+		environments.LabelBaseImage: "mcp-forge/python:3.11", environments.LabelTemplate: "demo", environments.LabelClient: "local"} {
 		if im.Labels[k] != want {
 			t.Errorf("label %s = %q, want %q", k, im.Labels[k], want)
 		}

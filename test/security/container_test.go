@@ -35,7 +35,7 @@ func run(t *testing.T, c *testenv.Core, code string, lim func(*runtime.Limits)) 
 	defer cancel()
 	return c.Manager.Run(ctx, policy.Intent{
 		Image: pythonImage, Command: []string{"python3", "-c", code},
-		Limits: l, Owner: "test", Labels: map[string]string{runtime.LabelCodeHash: audit.HashCode(code)},
+		Limits: l, Plugin: "test", Labels: map[string]string{runtime.LabelCodeHash: audit.HashCode(code)},
 	}, 1<<20)
 }
 
@@ -182,7 +182,7 @@ func TestRefusedBeforePodman(t *testing.T) {
 		"podman socket":    {Image: pythonImage, Mounts: []runtime.Mount{{Source: "/run/podman/podman.sock", Target: "/x"}}},
 	}
 	for name, in := range intents {
-		in.Owner, in.SessionID, in.Limits = "test", "s1", defaults
+		in.Plugin, in.SessionID, in.Limits = "test", "s1", defaults
 		if _, err := c.Manager.Create(context.Background(), in); err == nil {
 			t.Errorf("%s: created", name)
 		} else if !errors.As(err, new(*policy.Violation)) {
@@ -190,7 +190,7 @@ func TestRefusedBeforePodman(t *testing.T) {
 		}
 	}
 	// A full spec asking for privileges is refused the same way.
-	spec, _ := c.Manager.Policy().Harden(policy.Intent{Image: pythonImage, Limits: defaults, Owner: "test"})
+	spec, _ := c.Manager.Policy().Harden(policy.Intent{Image: pythonImage, Limits: defaults, Plugin: "test"})
 	spec.Privileged = true
 	if err := c.Manager.CheckSpec(spec); err == nil {
 		t.Error("privileged spec accepted")
@@ -219,7 +219,7 @@ func TestReconcileRemovesOrphans(t *testing.T) {
 	dead := testenv.NewCore(t, func(c *config.Config) { base = c.Volumes.BasePath },
 		func(o *sandbox.Options) { o.ServerID = "999999999-1" })
 	in := policy.Intent{Image: pythonImage, Command: []string{"sleep", "300"},
-		Limits: dead.Manager.Policy().Settings().Defaults, Owner: "test"}
+		Limits: dead.Manager.Policy().Settings().Defaults, Plugin: "test"}
 	id, err := dead.Manager.Create(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestRuntimeErrorsHoldNoEnvironment(t *testing.T) {
 	c := testenv.NewCore(t, nil)
 	spec, err := c.Manager.Policy().Harden(policy.Intent{Image: pythonImage, Command: []string{"true"},
 		Env:    map[string]string{"PLANTEDNAME_Z": "PLANTEDVALUE-1\x00PLANTEDVALUE-2"},
-		Limits: c.Manager.Policy().Settings().Defaults, Owner: "test", Instance: "test-" + filepath.Base(c.Base)})
+		Limits: c.Manager.Policy().Settings().Defaults, Plugin: "test", Instance: "test-" + filepath.Base(c.Base)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func TestResolvedImageMustBeApproved(t *testing.T) {
 	prefix := strings.TrimPrefix(r.ID, "sha256:")[:12]
 	before, _ := c.Manager.Ours(context.Background())
 	_, err := c.Manager.Create(context.Background(), policy.Intent{Image: prefix, Command: []string{"true"},
-		Limits: c.Manager.Policy().Settings().Defaults, Owner: "test"})
+		Limits: c.Manager.Policy().Settings().Defaults, Plugin: "test"})
 	var v *policy.Violation
 	t.Logf("%q → %v", prefix, err)
 	if !errors.As(err, &v) || v.Rule != "image-not-allowed" || !strings.Contains(err.Error(), "localhost/mcp-forge/r:4.2") {
@@ -156,7 +156,7 @@ func TestResolvedImageMustBeApproved(t *testing.T) {
 	// The approved name itself resolves to that same image and is created
 	// from its ID.
 	id, err := c.Manager.Create(context.Background(), policy.Intent{Image: "mcp-forge/r:4.2", Command: []string{"true"},
-		Limits: c.Manager.Policy().Settings().Defaults, Owner: "test"})
+		Limits: c.Manager.Policy().Settings().Defaults, Plugin: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func base() runtime.Spec {
 		Command:        []string{"python3", "/forge/runner.py"},
 		Env:            map[string]string{"MPLBACKEND": "Agg"},
 		WorkDir:        "/work",
-		Labels: map[string]string{runtime.LabelManaged: "true", runtime.LabelInstance: "abc", runtime.LabelOwner: "python",
+		Labels: map[string]string{runtime.LabelManaged: "true", runtime.LabelInstance: "abc", runtime.LabelPlugin: "python",
 			runtime.LabelOneShot: "true", "io.mcp-forge.server": "1-2"},
 		User: "1000:1000", Network: "none", ReadOnlyRoot: true, TmpfsSize: 64 << 20, NoNewPrivileges: true,
 		CapDrop: []string{"ALL"}, UserNS: "private", UserNSStart: 2147483647, Init: true,
@@ -36,7 +36,7 @@ func base() runtime.Spec {
 			{Source: "/var/lib/mcp-forge/sessions/r1/out", Target: "/work"},
 		},
 		Limits: runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 30 * time.Second},
-		Owner:  "python",
+		Plugin: "python",
 	}
 }
 
