@@ -68,10 +68,10 @@ func (e *FullError) Error() string {
 }
 
 // Store keeps one checkpoint per client and session id. Clients and ids are
-// the engine's (ids valid by workspace.CheckSessionID); an client never
+// the engine's (ids valid by workspace.CheckSessionID); a client never
 // sees another's checkpoints.
 type Store interface {
-	// Put stores m (m.Owner's checkpoint of m.SessionID), replacing the
+	// Put stores m (m.Client's checkpoint of m.SessionID), replacing the
 	// previous one only once the new one is whole: on an error the
 	// previous one is kept and nothing of the new one is left. write puts
 	// the checkpoint's files into dir, at most budget bytes (quota, the

@@ -40,7 +40,7 @@ func NewDir(root string, quota int64) *Dir {
 
 var _ Store = (*Dir)(nil)
 
-// clientKey names an client's directory of checkpoints: a hash, so that an
+// clientKey names a client's directory of checkpoints: a hash, so that an
 // client's name (a tenant, a connection) never becomes a path, and stable
 // across restarts so the same client finds its checkpoints again.
 func clientKey(client string) string {

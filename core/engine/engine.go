@@ -101,7 +101,7 @@ type Engine struct {
 	toolsWhy string
 }
 
-// SessionQuota is an client's limit on live sessions (tenant.SessionQuota).
+// SessionQuota is a client's limit on live sessions (tenant.SessionQuota).
 type SessionQuota interface {
 	// CheckSessions refuses a new session of client, who has live ones
 	// (called under the session registry's lock: it must not block).

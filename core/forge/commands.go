@@ -256,7 +256,7 @@ func Watchdog(cfg config.Config, serverID string) error {
 		Runtime:  machine.runtime(cfg),
 		Log:      log,
 		Release: func() (int, error) {
-			return fsquota.ReleaseOwner(cfg.Volumes.BasePath, serverID, log.Named("quota"))
+			return fsquota.ReleaseServer(cfg.Volumes.BasePath, serverID, log.Named("quota"))
 		},
 		Audit: func() (audit.Recorder, func(), error) {
 			al, err := machine.audit(cfg)

@@ -98,7 +98,7 @@ type Options struct {
 	// process (the same form as sandbox.ServerID). Letters, digits, '.', '_'
 	// and '-' only.
 	Server string
-	// Alive reports whether the server named by an server still runs; Sweep
+	// Alive reports whether the server named by a server still runs; Sweep
 	// releases only the workspaces of servers that are not alive. Default:
 	// servers of the form "<pid>-<start time>" checked against /proc.
 	Alive func(server string) bool
@@ -183,8 +183,8 @@ func (q *Quota) Mechanism() Mechanism { return q.mech }
 // Enforced reports whether Provision gives workspaces a kernel-enforced size.
 func (q *Quota) Enforced() bool { return q.mech.Enforced() }
 
-// Owner is the server this Quota records on its images.
-func (q *Quota) Owner() string { return q.server }
+// Server is the server this Quota records on its images.
+func (q *Quota) Server() string { return q.server }
 
 // Provision creates path as an empty directory of at most size bytes whose
 // root belongs to uid:gid (-1 keeps root, for Podman's `U` bind option to
@@ -267,7 +267,7 @@ func (q *Quota) Sweep() (int, error) {
 		if server == q.server || q.alive(server) {
 			continue
 		}
-		k, err := sweepOwner(filepath.Join(root, server), q.log)
+		k, err := sweepServer(filepath.Join(root, server), q.log)
 		n += k
 		if err != nil {
 			errs = append(errs, err)
@@ -320,11 +320,11 @@ func (q *Quota) Close() error {
 	return nil
 }
 
-// ReleaseOwner releases the workspaces one server that is no longer
+// ReleaseServer releases the workspaces one server that is no longer
 // running left under base. The watchdog of a killed server calls it once
 // the server's containers are gone, so the server's filesystems do not wait
 // for the next server to start on that base path.
-func ReleaseOwner(base, server string, log hclog.Logger) (int, error) {
+func ReleaseServer(base, server string, log hclog.Logger) (int, error) {
 	if !ownerPattern.MatchString(server) || server == "." || server == ".." {
 		return 0, fmt.Errorf("quota server %q: use 1-64 letters, digits, '.', '_' or '-'", server)
 	}
@@ -339,7 +339,7 @@ func ReleaseOwner(base, server string, log hclog.Logger) (int, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return sweepOwner(dir, log)
+	return sweepServer(dir, log)
 }
 
 func (q *Quota) claim(path string) error {

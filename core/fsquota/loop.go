@@ -427,10 +427,10 @@ func backingFile(major, minor uint32) (string, error) {
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)"), nil
 }
 
-// sweepOwner releases every workspace of a dead server whose state is in dir:
+// sweepServer releases every workspace of a dead server whose state is in dir:
 // mounts of its images, mount points left immutable (after a reboot, say),
 // loop devices still attached, and then the images.
-func sweepOwner(dir string, log hclog.Logger) (int, error) {
+func sweepServer(dir string, log hclog.Logger) (int, error) {
 	var errs []error
 	released := map[string]bool{} // image paths
 	points := map[string]bool{}   // workspace directories, removed once bare

@@ -510,7 +510,7 @@ func TestSweepWithoutStateDirectory(t *testing.T) {
 			}
 			return q.Sweep()
 		}},
-		{"watchdog", func(base string) (int, error) { return ReleaseOwner(base, "dead-1", nil) }},
+		{"watchdog", func(base string) (int, error) { return ReleaseServer(base, "dead-1", nil) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dead := loopQuota(t, Options{Server: "dead-1", Alive: func(string) bool { return false }})

@@ -72,7 +72,7 @@ type Engine interface {
 	runtime.Images
 }
 
-// Manager creates and operates sandbox containers on behalf of an plugin.
+// Manager creates and operates sandbox containers on behalf of a plugin.
 type Manager struct {
 	rt       Engine
 	pol      *policy.Policy
