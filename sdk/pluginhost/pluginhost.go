@@ -51,6 +51,7 @@ type Client struct {
 	builder  *shim.BuilderClient
 	bridge   *shim.BridgeClient
 	lifeline *os.File // held open while the plugin may live (see sdk/plugin's parent watch)
+	fds      *shim.FDSender
 }
 
 // Options adjust a launch.
@@ -127,27 +128,39 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
+	// Fd 4 is the plugin's end of its own fd channel, over which its Dials
+	// get local sockets instead of a relay; each plugin has its own, and no
+	// other child of the core inherits either end (both close-on-exec).
+	fds, fdPlugin, err := shim.NewFDChannel()
+	if err != nil {
+		lifeR.Close()
+		lifeW.Close()
+		return nil, fmt.Errorf("start plugin %s: %w", path, err)
+	}
 	cmd := exec.Command(path)
 	cmd.Dir = opts.Dir
-	cmd.ExtraFiles = []*os.File{lifeR}
+	cmd.ExtraFiles = []*os.File{lifeR, fdPlugin}
 	// SkipHostEnv: only these reach the plugin, never the core's environment.
-	cmd.Env = []string{plugin.ParentFDEnv + "=3", plugin.MaxMessageEnv + "=" + strconv.Itoa(maxMessage)}
+	cmd.Env = []string{plugin.ParentFDEnv + "=3", shim.FDChannelEnv + "=4", plugin.MaxMessageEnv + "=" + strconv.Itoa(maxMessage)}
+	closeOwn := func() { lifeW.Close(); fds.Close() }
 	cfg := shim.ClientConfig(maxMessage)
 	cfg.Cmd, cfg.Logger, cfg.SkipHostEnv, cfg.AutoMTLS = cmd, logger, true, true
 	if opts.SHA256 != "" {
 		sum, err := hex.DecodeString(opts.SHA256)
 		if err != nil || len(sum) != sha256.Size {
 			lifeR.Close()
-			lifeW.Close()
+			fdPlugin.Close()
+			closeOwn()
 			return nil, fmt.Errorf("plugin %s: pinned sha256 %q is not 64 hex digits", path, opts.SHA256)
 		}
 		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
 	gp := goplugin.NewClient(cfg)
 	rpc, err := gp.Client()
-	lifeR.Close() // the plugin has its copy
+	lifeR.Close() // the plugin has its copies
+	fdPlugin.Close()
 	if err != nil {
-		lifeW.Close()
+		closeOwn()
 		gp.Kill()
 		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
 			return nil, fmt.Errorf("plugin %s is incompatible: %v; this core speaks plugin API versions %v (upgrade whichever side is older)", path, err, shim.CoreAPIVersions)
@@ -159,11 +172,12 @@ func Launch(path string, logger hclog.Logger, opts Options) (*Client, error) {
 	}
 	c, err := dispense(gp, rpc)
 	if err != nil {
-		lifeW.Close()
+		closeOwn()
 		gp.Kill()
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
-	c.lifeline = lifeW
+	c.lifeline, c.fds = lifeW, fds
+	c.setFDChannel(fds)
 	v1 := opts.V1Builder
 	v1.WorkDir = opts.Dir
 	c.builder.UseV1Paths(v1)
@@ -245,6 +259,19 @@ func dispense(gp *goplugin.Client, rpc goplugin.ClientProtocol) (*Client, error)
 		}
 	}
 	return c, nil
+}
+
+// setFDChannel hands fds to whichever plugin types the plugin serves.
+func (c *Client) setFDChannel(fds *shim.FDSender) {
+	if c.backend != nil {
+		c.backend.SetFDChannel(fds)
+	}
+	if c.builder != nil {
+		c.builder.SetFDChannel(fds)
+	}
+	if c.bridge != nil {
+		c.bridge.SetFDChannel(fds)
+	}
 }
 
 // Describe asks the plugin who it is and checks the answer: a semver
@@ -344,6 +371,9 @@ func (c *Client) Kill() {
 	c.gp.Kill()
 	if c.lifeline != nil {
 		c.lifeline.Close()
+	}
+	if c.fds != nil {
+		c.fds.Close()
 	}
 }
 

@@ -8,11 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 )
 
 // BenchmarkDialRoundTrip: a 200-byte ping-pong with a sandbox's socket,
@@ -43,14 +39,7 @@ func BenchmarkDialRoundTrip(b *testing.B) {
 			go io.Copy(conn, conn)
 		}
 	}()
-	gl, _ := net.Listen("unix", filepath.Join(b.TempDir(), "g.sock"))
-	s := grpc.NewServer(shim.ServerOptions(shim.DefaultMaxMessage)...)
-	shim.RegisterHost(s, lh)
-	go s.Serve(gl)
-	defer s.Stop()
-	cc, _ := grpc.NewClient("unix://"+gl.Addr().String(), append(shim.DialOptions(shim.DefaultMaxMessage), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	defer cc.Close()
-	wire := shim.NewHostClient(cc).Sandbox()
+	wire, wireFD := OverWire(b, lh, DialStream), OverWire(b, lh, DialFD)
 	msg := make([]byte, 200)
 	pingpong := func(b *testing.B, conn net.Conn) {
 		buf := make([]byte, 200)
@@ -64,12 +53,17 @@ func BenchmarkDialRoundTrip(b *testing.B) {
 		defer conn.Close()
 		pingpong(b, conn)
 	})
-	b.Run("dial", func(b *testing.B) {
-		conn, err := wire.Dial(context.Background(), c.ID, "echo")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer conn.Close()
-		pingpong(b, conn)
-	})
+	for _, w := range []struct {
+		name string
+		h    host.Host
+	}{{"dial", wire.Host}, {"dial-fd", wireFD.Host}} {
+		b.Run(w.name, func(b *testing.B) {
+			conn, err := w.h.Sandbox().Dial(context.Background(), c.ID, "echo")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			pingpong(b, conn)
+		})
+	}
 }

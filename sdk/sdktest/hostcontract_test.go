@@ -1,15 +1,9 @@
 package sdktest
 
 import (
-	"net"
-	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/internal/shim"
 )
 
 // LocalHost passes the host-services contract the core's host services
@@ -23,22 +17,15 @@ func TestLocalHostContract(t *testing.T) {
 
 // The same contract holds across the plugin connection: LocalHost served
 // by the shim's host services and reached through its client, as a plugin
-// reaches the core's (Dial's byte stream included).
+// reaches the core's, with Dial carried either way.
 func TestLocalHostContractOverWire(t *testing.T) {
 	t.Parallel()
-	h := NewLocalHost(t.TempDir())
-	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "host.sock"))
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []DialMode{DialStream, DialFD} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			h := NewLocalHost(t.TempDir())
+			wire := OverWire(t, h, mode)
+			RunHost(t, HostUnderTest{Host: wire.Host, UnknownKind: host.KindNotFound, WorkspaceOf: h.WorkspaceOf})
+		})
 	}
-	s := grpc.NewServer(shim.ServerOptions(shim.DefaultMaxMessage)...)
-	shim.RegisterHost(s, h)
-	go s.Serve(l)
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("unix://"+l.Addr().String(), append(shim.DialOptions(shim.DefaultMaxMessage), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	RunHost(t, HostUnderTest{Host: shim.NewHostClient(conn), UnknownKind: host.KindNotFound, WorkspaceOf: h.WorkspaceOf})
 }

@@ -2124,9 +2124,13 @@ func (*DialRequest_Data) isDialRequest_Kind() {}
 
 // DialOpen names the endpoint Dial connects to.
 type DialOpen struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"` // a container this plugin created
-	Endpoint      string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`                          // one of its CreateRequest.endpoints
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"` // a container this plugin created
+	Endpoint    string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`                          // one of its CreateRequest.endpoints
+	// The plugin can take the connection as a file descriptor over the
+	// channel the core gave it at launch (MCP_FORGE_FD_CHANNEL); the core
+	// decides whether it does (see DialOpened.fd_nonce).
+	FdChannel     bool `protobuf:"varint,3,opt,name=fd_channel,json=fdChannel,proto3" json:"fd_channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2173,6 +2177,13 @@ func (x *DialOpen) GetEndpoint() string {
 		return x.Endpoint
 	}
 	return ""
+}
+
+func (x *DialOpen) GetFdChannel() bool {
+	if x != nil {
+		return x.FdChannel
+	}
+	return false
 }
 
 // DialResponse is one message of Dial's stream from the core: first opened
@@ -2277,7 +2288,11 @@ func (*DialResponse_Data) isDialResponse_Kind() {}
 func (*DialResponse_Closed) isDialResponse_Kind() {}
 
 type DialOpened struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the core sent the connected socket over the fd channel,
+	// tagged with this nonce, instead of relaying it: the stream then ends.
+	// Empty: the bytes follow on this stream.
+	FdNonce       []byte `protobuf:"bytes,1,opt,name=fd_nonce,json=fdNonce,proto3" json:"fd_nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2310,6 +2325,13 @@ func (x *DialOpened) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DialOpened.ProtoReflect.Descriptor instead.
 func (*DialOpened) Descriptor() ([]byte, []int) {
 	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DialOpened) GetFdNonce() []byte {
+	if x != nil {
+		return x.FdNonce
+	}
+	return nil
 }
 
 type DialClosed struct {
@@ -2589,17 +2611,20 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\vDialRequest\x12/\n" +
 	"\x04open\x18\x01 \x01(\v2\x19.forge.plugin.v2.DialOpenH\x00R\x04open\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
-	"\x04kind\"I\n" +
+	"\x04kind\"h\n" +
 	"\bDialOpen\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x1a\n" +
-	"\bendpoint\x18\x02 \x01(\tR\bendpoint\"\x9a\x01\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1d\n" +
+	"\n" +
+	"fd_channel\x18\x03 \x01(\bR\tfdChannel\"\x9a\x01\n" +
 	"\fDialResponse\x125\n" +
 	"\x06opened\x18\x01 \x01(\v2\x1b.forge.plugin.v2.DialOpenedH\x00R\x06opened\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x125\n" +
 	"\x06closed\x18\x03 \x01(\v2\x1b.forge.plugin.v2.DialClosedH\x00R\x06closedB\x06\n" +
-	"\x04kind\"\f\n" +
+	"\x04kind\"'\n" +
 	"\n" +
-	"DialOpened\"\f\n" +
+	"DialOpened\x12\x19\n" +
+	"\bfd_nonce\x18\x01 \x01(\fR\afdNonce\"\f\n" +
 	"\n" +
 	"DialClosed\"\xb3\x01\n" +
 	"\rRecordRequest\x12\x14\n" +

@@ -267,8 +267,13 @@ type pluginClient struct {
 	broker     *plugin.GRPCBroker
 	plugin     pb.PluginServiceClient
 	maxMessage int
-	api        int // negotiated, set by Configure
+	api        int       // negotiated, set by Configure
+	fds        *FDSender // the plugin's fd channel, if the core launched it with one
 }
+
+// SetFDChannel makes the host services Configure serves send local sockets
+// over fds (before Configure).
+func (c *pluginClient) SetFDChannel(fds *FDSender) { c.fds = fds }
 
 func newPluginClient(broker *plugin.GRPCBroker, conn grpc.ClientConnInterface, maxMessage int) pluginClient {
 	return pluginClient{broker: broker, plugin: pb.NewPluginServiceClient(conn), maxMessage: maxMessage}
@@ -302,7 +307,7 @@ func (c *pluginClient) Configure(ctx context.Context, h host.Host, cfg, core []b
 	id := c.broker.NextId()
 	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(append(opts, ServerOptions(c.maxMessage)...)...)
-		RegisterHost(s, h)
+		RegisterHost(s, h, c.fds)
 		if apiVersion == 1 {
 			registerHostV1(s, h)
 		}

@@ -14,39 +14,75 @@ import (
 )
 
 // Dial is host.Sandbox.Dial over SandboxService.Dial: the first request
-// names the endpoint, the first response says the core connected, then both
-// sides carry bytes until each half-closes.
+// names the endpoint, the first response says the core connected. Then
+// either the core sent the connected socket over the fd channel (the
+// response's nonce says so) and the stream ends, or both sides carry bytes
+// on the stream until each half-closes.
 func (c *sandboxClient) Dial(ctx context.Context, id, endpoint string) (net.Conn, error) {
+	conn, nonce, err := c.dial(ctx, id, endpoint, c.fds != nil)
+	if err != nil || nonce == nil {
+		return conn, err
+	}
+	if fc, err := c.fds.take(nonce, c.fds.wait); err == nil {
+		return fdConn{UnixConn: fc.(*net.UnixConn), addr: endpointAddr(id + "/" + endpoint)}, nil
+	}
+	// The socket did not come: the stream, which every core serves.
+	conn, _, err = c.dial(ctx, id, endpoint, false)
+	return conn, err
+}
+
+// dial opens a Dial stream; with fd set it lets the core send the socket
+// instead, and then returns the nonce it is tagged with and no conn.
+func (c *sandboxClient) dial(ctx context.Context, id, endpoint string, fd bool) (net.Conn, []byte, error) {
 	// The stream outlives the dial's context: it is the connection's, and
 	// ends with Close.
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.c.Dial(sctx)
 	if err == nil {
-		err = stream.Send(&pb.DialRequest{Kind: &pb.DialRequest_Open{Open: &pb.DialOpen{ContainerId: id, Endpoint: endpoint}}})
+		err = stream.Send(&pb.DialRequest{Kind: &pb.DialRequest_Open{Open: &pb.DialOpen{ContainerId: id, Endpoint: endpoint, FdChannel: fd}}})
 	}
 	if err != nil {
 		cancel()
-		return nil, fromStatus(err)
+		return nil, nil, fromStatus(err)
 	}
-	opened := make(chan error, 1)
+	type answer struct {
+		nonce []byte
+		err   error
+	}
+	opened := make(chan answer, 1)
 	go func() {
 		r, err := stream.Recv()
 		if err == nil && r.GetOpened() == nil {
 			err = &host.Error{Kind: host.KindInternal, Message: "dial: the core answered the open with data, not opened"}
 		}
-		opened <- err
+		opened <- answer{r.GetOpened().GetFdNonce(), err}
 	}()
+	var a answer
 	select {
-	case err = <-opened:
+	case a = <-opened:
 	case <-ctx.Done():
-		err = ctx.Err()
+		a.err = ctx.Err()
 	}
-	if err != nil {
+	if a.err != nil {
 		cancel()
-		return nil, fromStatus(err)
+		return nil, nil, fromStatus(a.err)
 	}
-	return newStreamConn(stream, cancel, id+"/"+endpoint), nil
+	if len(a.nonce) > 0 {
+		cancel() // the stream's work is done
+		return nil, a.nonce, nil
+	}
+	return newStreamConn(stream, cancel, id+"/"+endpoint), nil, nil
 }
+
+// fdConn is a socket the core sent: the endpoint's connection itself,
+// named as a stream's is.
+type fdConn struct {
+	*net.UnixConn
+	addr endpointAddr
+}
+
+func (c fdConn) LocalAddr() net.Addr  { return endpointAddr("plugin") }
+func (c fdConn) RemoteAddr() net.Addr { return c.addr }
 
 // dialStream is the plugin's side of SandboxService.Dial.
 type dialStream interface {
@@ -349,6 +385,13 @@ func (s *sandboxServer) Dial(stream pb.SandboxService_DialServer) error {
 		return toStatus(err)
 	}
 	defer conn.Close()
+	if open.FdChannel {
+		// The plugin's own copy of the socket, when it can take one; on any
+		// failure the stream relays, as for a plugin without the channel.
+		if nonce, ok, err := s.fds.send(conn); err == nil && ok {
+			return stream.Send(&pb.DialResponse{Kind: &pb.DialResponse_Opened{Opened: &pb.DialOpened{FdNonce: nonce}}})
+		}
+	}
 	if err := stream.Send(&pb.DialResponse{Kind: &pb.DialResponse_Opened{Opened: &pb.DialOpened{}}}); err != nil {
 		return err
 	}

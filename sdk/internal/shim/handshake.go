@@ -100,6 +100,9 @@ func ServeBridgeConfig(info Info, factory bridge.Factory, maxMessage int) *goplu
 }
 
 func serveConfig(set map[int]goplugin.PluginSet, maxMessage int) *goplugin.ServeConfig {
+	// Take the inherited fd channel now, before the plugin may start any
+	// child process: from here on it is held close-on-exec.
+	processFDChannel()
 	opts := ServerOptions(maxMessage)
 	return &goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"google.golang.org/grpc"
@@ -61,15 +62,27 @@ func fromStatus(err error) error {
 	return &host.Error{Kind: host.KindUnavailable, Message: st.Message()}
 }
 
-// RegisterHost serves h's services on s.
-func RegisterHost(s *grpc.Server, h host.Host) {
-	pb.RegisterSandboxServiceServer(s, &sandboxServer{impl: h.Sandbox()})
+// RegisterHost serves h's services on s; fds (nil: none) is the plugin's
+// fd channel, over which Dial sends local sockets instead of relaying them.
+func RegisterHost(s *grpc.Server, h host.Host, fds *FDSender) {
+	pb.RegisterSandboxServiceServer(s, &sandboxServer{impl: h.Sandbox(), fds: fds})
 	pb.RegisterAuditServiceServer(s, &auditServer{impl: h.Audit()})
 }
 
 // NewHostClient returns a host.Host over conn.
 func NewHostClient(conn *grpc.ClientConn) host.Host {
-	return &hostClient{sb: &sandboxClient{c: pb.NewSandboxServiceClient(conn)}, au: &auditClient{c: pb.NewAuditServiceClient(conn)}}
+	return &hostClient{sb: &sandboxClient{c: pb.NewSandboxServiceClient(conn), fds: processFDChannel()}, au: &auditClient{c: pb.NewAuditServiceClient(conn)}}
+}
+
+// NewHostClientFD is NewHostClient for a plugin whose fd channel end is
+// pluginEnd (which it takes) rather than FDChannelEnv's: for tests that
+// serve the host services in process.
+func NewHostClientFD(conn *grpc.ClientConn, pluginEnd *os.File) (host.Host, error) {
+	r, err := newFDReceiverFile(pluginEnd)
+	if err != nil {
+		return nil, err
+	}
+	return &hostClient{sb: &sandboxClient{c: pb.NewSandboxServiceClient(conn), fds: r}, au: &auditClient{c: pb.NewAuditServiceClient(conn)}}, nil
 }
 
 type hostClient struct {
@@ -83,6 +96,7 @@ func (h *hostClient) Audit() host.Audit     { return h.au }
 type sandboxServer struct {
 	pb.UnimplementedSandboxServiceServer
 	impl host.Sandbox
+	fds  *FDSender // nil: Dial relays every connection
 }
 
 func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.CreateResponse, error) {
@@ -229,7 +243,8 @@ func (s *sandboxServer) ReadFiles(ctx context.Context, r *pb.ReadFilesRequest) (
 }
 
 type sandboxClient struct {
-	c pb.SandboxServiceClient
+	c   pb.SandboxServiceClient
+	fds *fdReceiver // this process's fd channel; nil: every Dial is a stream
 }
 
 func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Container, error) {
