@@ -44,7 +44,7 @@ const errors = [
   ["document_state", { session_id: "a/b" }, "is invalid"],
   ["document_state", { session_id: "ts", variables: { "": "x" } }, "variable name"],
   ["destroy_session", { session_id: "nope" }, "no such session"],
-  ["destroy_session", { session_id: "x".repeat(60) }, "is invalid"],
+  ["destroy_session", { session_id: "x".repeat(129) }, "is invalid"],
 ];
 for (const [name, args, want] of errors) {
   let r;
