@@ -176,8 +176,8 @@ buf:
 	@$(BUF) --version 2>/dev/null | grep -qx '$(BUF_VERSION)' || GOFLAGS= CGO_ENABLED=0 go install github.com/bufbuild/buf/cmd/buf@v$(BUF_VERSION)
 
 proto-lint: buf
-	cd sdk/proto && $(BUF) lint && $(BUF) breaking --against api-v1.json
+	cd sdk/proto && $(BUF) lint && $(BUF) breaking --against api-v1.json && $(BUF) breaking --against api-v2.json
 
-## proto-baseline: rewrite the API v1 descriptor set (only for additive changes that passed proto-lint)
+## proto-baseline: rewrite the API v2 descriptor set (only for additive changes that passed proto-lint; API v1's, api-v1.json, never changes)
 proto-baseline: proto-lint
-	cd sdk/proto && $(BUF) build --exclude-source-info -o api-v1.json && python3 -c "import json; d = json.load(open('api-v1.json')); f = open('api-v1.json', 'w'); json.dump(d, f, indent=1); f.write('\\n')"
+	cd sdk/proto && $(BUF) build --exclude-source-info --path forge/plugin/v2 -o api-v2.json && python3 -c "import json; d = json.load(open('api-v2.json')); f = open('api-v2.json', 'w'); json.dump(d, f, indent=1); f.write('\\n')"
