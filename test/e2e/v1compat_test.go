@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -66,21 +62,7 @@ func TestV1PluginsThroughMCP(t *testing.T) {
 	if out.Stdout != "42\n" {
 		t.Fatalf("the session lost its state: %q", out.Stdout)
 	}
-	res, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: mcpserver.EnvironmentURI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		Plugins []struct {
-			Name       string
-			APIVersion int `json:"api_version"`
-		} `json:"plugins"`
-	}
-	json.Unmarshal([]byte(res.Contents[0].Text), &info)
-	got := map[string]int{}
-	for _, p := range info.Plugins {
-		got[p.Name] = p.APIVersion
-	}
+	got := testenv.PluginAPIs(t, s)
 	if got["python"] != 1 || got["jupyter"] != 1 || got["r"] != 2 {
 		t.Fatalf("negotiated API versions %v; want 1 for the v1 builds, 2 for today's", got)
 	}

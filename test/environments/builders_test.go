@@ -424,37 +424,11 @@ func TestV1UVBuilderThroughMCP(t *testing.T) {
 	if !ex.Success || strings.TrimSpace(ex.Stdout) != "3.0" {
 		t.Fatalf("the v1 builder's image: %s", testenv.Text(r))
 	}
-	if api := pluginAPI(t, s, "uv"); api != 1 {
+	if api := testenv.PluginAPIs(t, s)["uv"]; api != 1 {
 		t.Fatalf("the uv plugin negotiated API %d; want 1 (the v1 build)", api)
 	}
 	// Its layers are where the core starts it and resolves them.
 	if ents, err := os.ReadDir(filepath.Join(s.Base, "builds", "uv", "uv", "layers")); err != nil || len(ents) == 0 {
 		t.Fatalf("no layer in the builder's work directory: %v", err)
 	}
-}
-
-// pluginAPI is the plugin API version the named plugin negotiated, from the
-// environment resource.
-func pluginAPI(t *testing.T, s *testenv.Server, name string) int {
-	t.Helper()
-	res, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: mcpserver.EnvironmentURI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		Plugins []struct {
-			Name       string
-			APIVersion int `json:"api_version"`
-		} `json:"plugins"`
-	}
-	if err := json.Unmarshal([]byte(res.Contents[0].Text), &info); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range info.Plugins {
-		if p.Name == name {
-			return p.APIVersion
-		}
-	}
-	t.Fatalf("plugin %s is not in the environment resource: %s", name, res.Contents[0].Text)
-	return 0
 }

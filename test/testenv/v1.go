@@ -1,12 +1,17 @@
 package testenv
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 )
 
 // V1Commit is the last tree of plugin API v1: its SDK and plugins are what
@@ -79,3 +84,27 @@ func BuildV1(t testing.TB, pkgs ...string) map[string]string {
 type v1Missing struct{ out string }
 
 func (e *v1Missing) Error() string { return strings.TrimSpace(e.out) }
+
+// PluginAPIs is the plugin API version the server negotiated with each
+// loaded plugin, by name, as its environment resource reports them.
+func PluginAPIs(t *testing.T, s *Server) map[string]int {
+	t.Helper()
+	res, err := s.Session.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: mcpserver.EnvironmentURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Plugins []struct {
+			Name       string
+			APIVersion int `json:"api_version"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &info); err != nil {
+		t.Fatalf("environment resource: %v", err)
+	}
+	got := map[string]int{}
+	for _, p := range info.Plugins {
+		got[p.Name] = p.APIVersion
+	}
+	return got
+}
