@@ -3,6 +3,7 @@ module github.com/mcp-forge/mcp-forge/sdk
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/blang/semver/v4 v4.0.0
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/google/go-cmp v0.7.0
@@ -14,7 +15,6 @@ require (
 )
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
