@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -240,5 +244,40 @@ func TestCheckpointStoreFull(t *testing.T) {
 	}
 	if !audited {
 		t.Error("the refusal is not audited with its rule")
+	}
+}
+
+// listed is a checkpoint store that counts List calls and keeps its
+// checkpoints wherever the test says.
+type listed struct {
+	checkpoint.Store
+	lists int
+}
+
+func (l *listed) List(client string) []checkpoint.Meta { l.lists++; return l.Store.List(client) }
+
+// A store given with WithCheckpointStore is the one the engine uses, not
+// the default directory under volumes.base_path.
+func TestWithCheckpointStore(t *testing.T) {
+	cfg := config.Default()
+	cfg.Volumes.BasePath = t.TempDir()
+	elsewhere := t.TempDir()
+	store := &listed{Store: checkpoint.NewDir(elsewhere, 1<<20)}
+	if _, err := store.Put(checkpoint.Meta{Client: "c1", SessionID: "s", Language: "python", Backend: "kernel"}, 0,
+		func(dir string, _ int64) ([]string, error) { return nil, os.MkdirAll(dir, 0o700) }); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := enginetest.Audit(t)
+	e, err := New(cfg, policy.New(policy.FromConfig(cfg), nil), enginetest.NewPlugins().Add("kernel", enginetest.Stateful("python")),
+		workspace.New(cfg.Volumes.BasePath, "t", 0, nil), rec, hclog.NewNullLogger(), WithCheckpointStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.Checkpoints("c1")
+	if store.lists != 1 || len(got) != 1 || got[0].SessionID != "s" {
+		t.Fatalf("the engine listed %d times and saw %+v; want its given store, holding s", store.lists, got)
+	}
+	if _, err := os.Stat(checkpointRoot(cfg)); !os.IsNotExist(err) {
+		t.Fatalf("the default store under volumes.base_path was made: %v", err)
 	}
 }

@@ -125,15 +125,30 @@ type limits struct {
 	code, output, image, envValue, envTotal int64
 }
 
+// Option changes how New builds an engine.
+type Option func(*Engine)
+
+// WithCheckpointStore keeps checkpoints in store instead of the default
+// directory under volumes.base_path (checkpoint.Dir): where several servers
+// share sessions, a store they all reach.
+func WithCheckpointStore(store checkpoint.Store) Option {
+	return func(e *Engine) { e.ckpts = store }
+}
+
 // New returns an engine after checking the routing configuration against
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
-func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
+func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger, opts ...Option) (*Engine, error) {
 	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
-		ckpts: checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota)),
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize),
 			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.ckpts == nil {
+		e.ckpts = checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota))
+	}
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}
