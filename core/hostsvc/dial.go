@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -17,6 +18,7 @@ const (
 	RuleEndpointUndeclared = "endpoint-undeclared" // a Dial to an endpoint the intent did not declare
 	RuleEndpointLink       = "endpoint-link"       // a link where the sandbox's socket should be
 	RuleEndpointType       = "endpoint-type"       // something else than a socket there
+	RuleEndpointLimit      = "endpoint-limit"      // a Dial past the plugin's open channels (the SDK's MaxOpenChannels)
 )
 
 // Endpoint is an endpoint a container declared, as the core placed it.
@@ -55,7 +57,9 @@ func (h *Host) SetChannels(c Channels) { h.channels = c }
 // listens yet" is not, since a plugin polls through it while its sandbox
 // starts.
 func (h *Host) Dial(ctx context.Context, id, name string) (net.Conn, error) {
-	details := map[string]any{"container_id": id, "plugin": h.plugin, "endpoint": name}
+	// What the plugin sent is cut before it is logged: a refused Dial of a
+	// megabyte-long id would otherwise write it twice per line.
+	details := map[string]any{"container_id": refusal.Cut(id), "plugin": h.plugin, "endpoint": refusal.Cut(name)}
 	t, err := h.workspaceOf(id)
 	if err != nil {
 		h.refuseDial("", RuleEndpointNotOwned, details, err, false)
@@ -65,7 +69,7 @@ func (h *Host) Dial(ctx context.Context, id, name string) (net.Conn, error) {
 	ep, ok := t.endpoints[name]
 	h.mu.Unlock()
 	if !ok {
-		err := host.Errorf(host.KindNotFound, "container %s declares no endpoint %q (declare it in the intent's Endpoints)", id, name)
+		err := host.Errorf(host.KindNotFound, "container %s declares no endpoint %s (declare it in the intent's Endpoints)", refusal.Cut(id), refusal.Quoted(name))
 		h.refuseDial(t.SessionID, RuleEndpointUndeclared, details, err, false)
 		return nil, err
 	}
@@ -88,6 +92,12 @@ func (h *Host) Dial(ctx context.Context, id, name string) (net.Conn, error) {
 		h.rec.Record(audit.Entry{Event: audit.ChannelOpen, Severity: audit.Error, SessionID: t.SessionID, Success: false, Error: err.Error(), Details: details})
 	}
 	return nil, err
+}
+
+// RefuseChannel audits a Dial the plugin connection refused before it got
+// here: the plugin had too many channels open.
+func (h *Host) RefuseChannel(id, name string, err error) {
+	h.refuseDial("", RuleEndpointLimit, map[string]any{"container_id": refusal.Cut(id), "plugin": h.plugin, "endpoint": refusal.Cut(name)}, err, false)
 }
 
 // refuseDial audits a refused Dial under rule: a channel.open the plugin

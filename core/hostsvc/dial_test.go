@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -66,5 +67,28 @@ func TestDialAudit(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("audit lines %v; want %v", got, want)
 		}
+	}
+}
+
+// What a plugin sends is cut before it is logged, and a channel the plugin
+// connection refused (too many open) is audited under its rule.
+func TestDialAuditBounded(t *testing.T) {
+	r := newRig(t, 0)
+	huge := strings.Repeat("x", 1<<20)
+	if _, err := r.h.Dial(context.Background(), huge, huge); kindOf(err) != host.KindNotFound || len(err.Error()) > 1024 {
+		t.Fatalf("Dial of a megabyte id: %d bytes of error, kind %s", len(err.Error()), kindOf(err))
+	}
+	r.h.RefuseChannel(huge, "s", host.Errorf(host.KindUnavailable, "too many"))
+	lines := r.rec.find(audit.ChannelOpen)
+	if len(lines) != 2 {
+		t.Fatalf("%d channel.open lines, want 2", len(lines))
+	}
+	for _, e := range lines {
+		if n := len(e.Details["container_id"].(string)) + len(e.Details["endpoint"].(string)) + len(e.Error); n > 1024 {
+			t.Errorf("an audit line carries %d bytes of what the plugin sent", n)
+		}
+	}
+	if lines[1].Details["rule"] != RuleEndpointLimit || lines[1].Success {
+		t.Errorf("the refused channel's line: %+v", lines[1])
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -385,7 +386,7 @@ func (h *Host) workspaceOf(id string) (*tracked, error) {
 	defer h.mu.Unlock()
 	ws, ok := h.workspaces[id]
 	if !ok {
-		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", id, h.plugin)
+		return nil, host.Errorf(host.KindNotFound, "container %s is not one of plugin %s's", refusal.Cut(id), h.plugin)
 	}
 	return ws, nil
 }

@@ -34,3 +34,11 @@ func Quoted(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// Cut is s as Quoted cuts it, unquoted: for an audit detail.
+func Cut(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%s… (%d bytes)", s[:64], len(s))
+	}
+	return s
+}

@@ -367,6 +367,19 @@ func (d *deadline) wait() <-chan struct{} {
 	return d.ch
 }
 
+// MaxDialData is the most one DialRequest may carry (host.proto).
+const MaxDialData = 64 << 10
+
+// MaxOpenChannels bounds the Dials one plugin has open through the core at
+// once (a connection handed over as a descriptor stops counting then).
+const MaxOpenChannels = 512
+
+// ChannelRefuser is a host that records a Dial the shim refused before it
+// reached the host (over MaxOpenChannels), so the refusal is audited.
+type ChannelRefuser interface {
+	RefuseChannel(containerID, endpoint string, err error)
+}
+
 // Dial serves SandboxService.Dial: the endpoint comes from the first
 // message, then bytes are pumped both ways; each side's end of data is a
 // half-close of the other.
@@ -380,6 +393,15 @@ func (s *sandboxServer) Dial(stream pb.SandboxService_DialServer) error {
 		return toStatus(host.Errorf(host.KindInvalid, "dial: the first message must name the endpoint (open)"))
 	}
 	ctx := stream.Context()
+	if s.open.Add(1) > MaxOpenChannels {
+		s.open.Add(-1)
+		err := host.Errorf(host.KindUnavailable, "dial: this plugin already has %d channels open, the most the core keeps for one plugin; close one first", MaxOpenChannels)
+		if r, ok := s.impl.(ChannelRefuser); ok {
+			r.RefuseChannel(open.ContainerId, open.Endpoint, err)
+		}
+		return toStatus(err)
+	}
+	defer s.open.Add(-1)
 	conn, err := s.impl.Dial(ctx, open.ContainerId, open.Endpoint)
 	if err != nil {
 		return toStatus(err)
@@ -406,6 +428,13 @@ func (s *sandboxServer) Dial(stream pb.SandboxService_DialServer) error {
 			}
 			if err != nil {
 				fromPlugin <- err
+				return
+			}
+			// The protocol's bound (DialRequest.data, twice what this SDK's
+			// sender makes): a larger message would sit in the core's memory
+			// while the sandbox does not read.
+			if len(r.GetData()) > MaxDialData {
+				fromPlugin <- host.Errorf(host.KindInvalid, "dial: a message of %d bytes, more than the protocol's %d", len(r.GetData()), MaxDialData)
 				return
 			}
 			if _, err := conn.Write(r.GetData()); err != nil {

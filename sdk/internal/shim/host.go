@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -97,6 +98,9 @@ type sandboxServer struct {
 	pb.UnimplementedSandboxServiceServer
 	impl host.Sandbox
 	fds  *FDSender // nil: Dial relays every connection
+	// open counts the plugin's Dials in progress or relayed (at most
+	// MaxOpenChannels): each holds a socket and a stream window of the core.
+	open atomic.Int32
 }
 
 func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.CreateResponse, error) {
