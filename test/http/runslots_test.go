@@ -15,10 +15,15 @@ import (
 )
 
 // Code whose call returns while its sandbox keeps running: it answers on
-// the resident runner's channel itself, then sleeps.
-const answerEarly = "import json, os, time\n" +
-	"fd = os.open('/forge/chan/done', os.O_WRONLY)\n" +
-	"os.write(fd, (json.dumps({'repr': 'early'}) + '\\n').encode())\n" +
+// the resident runner's connection itself (the one socket it has open),
+// then sleeps.
+const answerEarly = "import json, os, stat, time\n" +
+	"for fd in map(int, os.listdir('/proc/self/fd')):\n" +
+	"    try:\n" +
+	"        if stat.S_ISSOCK(os.fstat(fd).st_mode):\n" +
+	"            os.write(fd, (json.dumps({'repr': 'early'}) + '\\n').encode())\n" +
+	"    except OSError:\n" +
+	"        pass  # listdir's own descriptor, closed by now\n" +
 	"time.sleep(200)\n"
 
 // A tenant's max_concurrent_runs bounds its sandboxes, not its calls in
