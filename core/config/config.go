@@ -13,6 +13,7 @@ type Config struct {
 	Images             Images                `toml:"images"`
 	Sessions           Sessions              `toml:"sessions"`
 	Volumes            Volumes               `toml:"volumes"`
+	Runtime            Runtime               `toml:"runtime"`
 	Security           Security              `toml:"security"`
 	EnvironmentBuilder EnvironmentBuilder    `toml:"environment_builder"`
 	MCPTools           map[string]MCPTool    `toml:"mcp_tools"`
@@ -23,6 +24,62 @@ type Config struct {
 	Quotas  Quotas            `toml:"quotas"`
 	Tenants map[string]Tenant `toml:"tenants"`
 	Auth    Auth              `toml:"auth"`
+}
+
+// Runtime is where sandboxes run: the local Podman, or a Kubernetes
+// cluster when a team outgrows one machine (docs/kubernetes.md).
+type Runtime struct {
+	Kind       string     `toml:"kind"` // "podman" or "kubernetes"
+	Kubernetes Kubernetes `toml:"kubernetes"`
+}
+
+// Kubernetes places sandboxes as pods of one namespace.
+type Kubernetes struct {
+	// Kubeconfig is the file with the core's credentials; empty: the
+	// in-cluster service account, else $KUBECONFIG, else ~/.kube/config.
+	Kubeconfig string `toml:"kubeconfig"`
+	Context    string `toml:"context"` // of Kubeconfig; empty: its current context
+	Namespace  string `toml:"namespace"`
+	// ImageRegistry prefixes image names ("registry.example.org/team"):
+	// mcp-forge/python:3.11 runs as registry.example.org/team/mcp-forge/python:3.11.
+	ImageRegistry string `toml:"image_registry"`
+	PullPolicy    string `toml:"pull_policy"`   // Always, IfNotPresent or Never
+	RuntimeClass  string `toml:"runtime_class"` // e.g. "gvisor"; empty: the cluster's default
+	// NodeName pins every sandbox to one node (a cluster without a
+	// scheduler); empty: the scheduler places them.
+	NodeName     string            `toml:"node_name"`
+	NodeSelector map[string]string `toml:"node_selector"`
+	Tolerations  []Toleration      `toml:"tolerations"`
+	// SeccompProfile is MCP-Forge's profile as a Localhost profile: its
+	// path under the kubelet's seccomp directory on every node (install it
+	// from `mcp-forge seccomp-profile`). Empty: RuntimeDefault, which
+	// leaves the seccomp guarantee missing.
+	SeccompProfile string `toml:"seccomp_profile"`
+	// CPURequest and MemoryRequest are what a sandbox asks the scheduler
+	// for; its limits are the run's. Small, so that warm pods fit.
+	CPURequest    string `toml:"cpu_request"`
+	MemoryRequest Size   `toml:"memory_request"`
+	// WorkspaceMedium is the workspace's emptyDir medium: "" (the node's
+	// disk, where a full workspace is evicted, not refused with ENOSPC)
+	// or "Memory" (a tmpfs of the quota's size, counted in the memory limit).
+	WorkspaceMedium string `toml:"workspace_medium"`
+	// UserNamespaces runs pods with hostUsers: false (Kubernetes 1.33+ and a
+	// runtime that supports it, containerd 2 or CRI-O).
+	UserNamespaces bool `toml:"user_namespaces"`
+	// NodePidsLimit is the kubelet's podPidsLimit on the nodes (the API
+	// does not show it); 0: unknown, and the pids guarantee is missing.
+	NodePidsLimit int `toml:"node_pids_limit"`
+	// SessionLifetime bounds a session pod (activeDeadlineSeconds), in
+	// seconds: what ends it if the core dies without removing it.
+	SessionLifetime int `toml:"session_lifetime"`
+}
+
+// Toleration lets sandboxes run on tainted nodes (a node pool for them).
+type Toleration struct {
+	Key      string `toml:"key"`
+	Operator string `toml:"operator"` // Equal or Exists
+	Value    string `toml:"value"`
+	Effect   string `toml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute or "" (all)
 }
 
 // Auth is token verification beyond API keys.
@@ -358,6 +415,10 @@ func systemDefault() Config {
 			MaxFileSize:     10 << 20,
 			InlineFileSize:  256 << 10,
 		},
+		Runtime: Runtime{Kind: "podman", Kubernetes: Kubernetes{
+			Namespace: "mcp-forge", PullPolicy: "IfNotPresent", NodeSelector: map[string]string{}, Tolerations: []Toleration{},
+			CPURequest: "50m", MemoryRequest: 64 << 20, SessionLifetime: 24 * 3600,
+		}},
 		Security: Security{
 			AuditLog:              "/var/log/mcp-forge/audit.log",
 			AuditMaxSize:          100 << 20,

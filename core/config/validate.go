@@ -47,6 +47,8 @@ func Validate(c Config) Errors {
 	v.absOrEmpty("server.log_file", c.Server.LogFile)
 	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)
 
+	validateRuntime(&v, c.Runtime)
+
 	e := c.Execution
 	v.backends("execution.default_backend", e.DefaultBackend)
 	v.positive("execution.default_timeout", e.DefaultTimeout)
@@ -400,3 +402,49 @@ func sortedKeys[V any](m map[string]V) []string {
 // MaxFileSizeLimit is the largest volumes.max_file_size: 4/3 of it (base64)
 // plus the message around it stays under the go-sdk's 16 MiB stdio frame.
 const MaxFileSizeLimit = 12 << 20
+
+// dnsLabel is a Kubernetes namespace or node name segment (RFC 1123).
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// cpuQuantity is a Kubernetes CPU quantity: cores ("0.5", "2") or millicores ("50m").
+var cpuQuantity = regexp.MustCompile(`^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$`)
+
+func validateRuntime(v *validator, r Runtime) {
+	v.oneOf("runtime.kind", r.Kind, "podman", "kubernetes")
+	k := r.Kubernetes
+	const p = "runtime.kubernetes."
+	v.absOrEmpty(p+"kubeconfig", k.Kubeconfig)
+	if !dnsLabel.MatchString(k.Namespace) {
+		v.add(p+"namespace", fmt.Sprintf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", k.Namespace))
+	}
+	v.oneOf(p+"pull_policy", k.PullPolicy, "Always", "IfNotPresent", "Never")
+	if k.ImageRegistry != "" && (strings.Contains(k.ImageRegistry, "://") || strings.HasSuffix(k.ImageRegistry, "/") || strings.ContainsAny(k.ImageRegistry, " @")) {
+		v.add(p+"image_registry", fmt.Sprintf("%q is not a registry prefix (host[:port][/path], no scheme, no trailing '/')", k.ImageRegistry))
+	}
+	if k.RuntimeClass != "" && !dnsLabel.MatchString(k.RuntimeClass) {
+		v.add(p+"runtime_class", fmt.Sprintf("%q is not a RuntimeClass name", k.RuntimeClass))
+	}
+	if k.NodeName != "" && !regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`).MatchString(k.NodeName) {
+		v.add(p+"node_name", fmt.Sprintf("%q is not a node name", k.NodeName))
+	}
+	for i, t := range k.Tolerations {
+		tp := fmt.Sprintf("%stolerations[%d].", p, i)
+		v.oneOf(tp+"operator", t.Operator, "Equal", "Exists")
+		v.oneOf(tp+"effect", t.Effect, "", "NoSchedule", "PreferNoSchedule", "NoExecute")
+		if t.Operator == "Exists" && t.Value != "" {
+			v.add(tp+"value", "a toleration with operator Exists takes no value")
+		}
+	}
+	if k.SeccompProfile != "" && (path.IsAbs(k.SeccompProfile) || strings.Contains(k.SeccompProfile, "..")) {
+		v.add(p+"seccomp_profile", fmt.Sprintf("%q must be a path relative to the kubelet's seccomp directory (e.g. \"mcp-forge.json\")", k.SeccompProfile))
+	}
+	if !cpuQuantity.MatchString(k.CPURequest) {
+		v.add(p+"cpu_request", fmt.Sprintf("%q is not a CPU quantity (\"50m\", \"0.5\", \"1\")", k.CPURequest))
+	}
+	v.size(p+"memory_request", k.MemoryRequest)
+	v.oneOf(p+"workspace_medium", k.WorkspaceMedium, "", "Memory")
+	if k.NodePidsLimit < 0 {
+		v.add(p+"node_pids_limit", "must be 0 (unknown) or the kubelet's podPidsLimit")
+	}
+	v.positive(p+"session_lifetime", k.SessionLifetime)
+}

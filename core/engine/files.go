@@ -29,6 +29,9 @@ const (
 	RuleFileSize     = "file-size"
 	RuleFileQuota    = "file-quota"
 	RuleFileEncoding = "file-encoding"
+	// RuleRuntimeUnsupported refuses what the configured runtime does not
+	// serve yet (a session's files on Kubernetes).
+	RuleRuntimeUnsupported = "runtime-unsupported"
 )
 
 // OutputDir is the directory, relative to a session's working directory,
@@ -88,6 +91,9 @@ func (e *Engine) sessionFiles(client, id, tool string) (*session.Session, *works
 		return nil, nil, err
 	}
 	f, err := e.ws.SessionFiles(s.Internal)
+	if errors.Is(err, workspace.ErrRemote) {
+		return nil, nil, e.refuse(client, id, tool, &RequestError{Rule: RuleRuntimeUnsupported, Msg: err.Error()}, nil)
+	}
 	if err != nil {
 		return nil, nil, e.refuse(client, id, tool, &RequestError{Rule: RuleFileNotFound,
 			Msg: fmt.Sprintf("session %q has no files yet: its kernel has not started (run code in it first)", id)}, nil)

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -70,12 +71,19 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	fmt.Fprintf(w, "ok    %-16s %s\n", "config", orDefaults(o.ConfigPath))
 	sts := m.inspect(ctx, cfg)
 	images := slices.Sorted(maps.Keys(Images(sts)))
-	rt := m.runtime(cfg)
+	rt, err := m.runtime(cfg)
+	if err != nil {
+		fmt.Fprintf(w, "FAIL  %-16s %v\n", "runtime", err)
+		return ErrFailed
+	}
 	// bound: the core doctor diagnoses is the one serve runs, watchdog first.
+	guarantees := doctor.Guarantees(withHostGaps(cfg, rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
-		doctor.Guarantees(withHostGaps(rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg),
-		doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images), pluginCheck(cfg, sts),
-		doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion)}
+		guarantees, doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images)}
+	if k, ok := rt.(*kubernetes.Client); ok {
+		checks = []doctor.Check{k.Doctor(images), doctor.Paths(cfg), guarantees}
+	}
+	checks = append(checks, pluginCheck(cfg, sts), doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion))
 	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {
 		checks = append(checks, httpserver.Doctor(cfg, addr))
 	}
@@ -151,7 +159,10 @@ func listImages(ctx context.Context, cfg config.Config, o Options, m parts) erro
 		fmt.Fprintf(w, "no plugins found in %s; run `make build`\n", PluginDir(cfg))
 		return ErrFailed
 	}
-	rt := m.runtime(cfg)
+	rt, err := m.runtime(cfg)
+	if err != nil {
+		return err
+	}
 	var failed error
 	byImage := Images(sts)
 	for _, img := range slices.Sorted(maps.Keys(byImage)) {
@@ -251,9 +262,13 @@ func Watchdog(cfg config.Config, serverID string) error {
 	}
 	defer closeLog()
 	log = log.Named("watchdog")
+	rt, err := machine.runtime(cfg)
+	if err != nil {
+		return err
+	}
 	n, err := watchdog.Run(pipe, watchdog.Options{
 		ServerID: serverID,
-		Runtime:  machine.runtime(cfg),
+		Runtime:  rt,
 		Log:      log,
 		Release: func() (int, error) {
 			return fsquota.ReleaseServer(cfg.Volumes.BasePath, serverID, log.Named("quota"))

@@ -160,8 +160,12 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 func NewWithGaps(ctx context.Context, cfg config.Config, log hclog.Logger, gaps ...runtime.Gap) (*Forge, error) {
 	m := machine
 	real := m.runtime
-	m.runtime = func(cfg config.Config) Runtime {
-		return gapRuntime{Runtime: real(cfg), gaps: func() []runtime.Gap { return gaps }}
+	m.runtime = func(cfg config.Config) (Runtime, error) {
+		rt, err := real(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return gaps }}, nil
 	}
 	return build(ctx, cfg, log, m)
 }
@@ -203,8 +207,12 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
-	rt := withHostGaps(m.runtime(cfg), fsq, m.bound)
-	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath)})
+	raw, err := m.runtime(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt := withHostGaps(cfg, raw, fsq, m.bound)
+	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw)})
 	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {
 		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)
@@ -219,6 +227,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	ws := workspace.New(cfg.Volumes.BasePath, sb.ServerTag(), int64(cfg.Volumes.SessionQuota), fsq)
 	f.Workspaces = ws
+	if remoteOf(raw) != nil {
+		ws.SetRemote()
+	}
 	// The plugins' warm pools provision workspaces as they start: a server
 	// that does not start releases them as a stopping one does (its
 	// watchdog, told of a clean stop, leaves them alone).

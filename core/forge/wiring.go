@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -28,6 +29,29 @@ import (
 type Runtime interface {
 	runtime.Runtime
 	runtime.ImageBuilder
+}
+
+// runtimeFor is the runtime [runtime] kind names.
+func runtimeFor(cfg config.Config) (Runtime, error) {
+	if cfg.Runtime.Kind == "kubernetes" {
+		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota)})
+	}
+	return podman.New(cfg.Server.PodmanSocket), nil
+}
+
+// remoteOf is rt's way to its sandboxes' workspaces, if they are not the
+// core's directories.
+func remoteOf(rt Runtime) runtime.RemoteWorkspace {
+	for {
+		switch r := rt.(type) {
+		case gapRuntime:
+			rt = r.Runtime
+		case runtime.RemoteWorkspace:
+			return r
+		default:
+			return nil
+		}
+	}
 }
 
 // quota gives workspaces their size-limited filesystems (fsquota.Quota).
@@ -42,7 +66,7 @@ type quota interface {
 // replace them (a scripted runtime, a recording quota, a plugin start
 // that provisions like a warm pool).
 type parts struct {
-	runtime     func(config.Config) Runtime
+	runtime     func(config.Config) (Runtime, error)
 	quota       func(config.Config, hclog.Logger) (quota, error)
 	audit       func(config.Config) (*audit.Logger, error)
 	loadPlugins func(ctx context.Context, m *plugins.Manager, hostFor plugins.HostFactory) []error
@@ -58,7 +82,7 @@ type parts struct {
 
 // machine are the real parts.
 var machine = parts{
-	runtime: func(cfg config.Config) Runtime { return podman.New(cfg.Server.PodmanSocket) },
+	runtime: runtimeFor,
 	quota: func(cfg config.Config, log hclog.Logger) (quota, error) {
 		// Never Required: a workspace the kernel cannot bound is refused
 		// by the policy, as a missing workspace-quota guarantee, when its
@@ -210,7 +234,12 @@ func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
 	return rep.With(g.gaps()...), nil
 }
 
-// withHostGaps is rt lacking what hostGaps says.
-func withHostGaps(rt Runtime, q interface{ Enforced() bool }, bound bool) Runtime {
+// withHostGaps is rt lacking what hostGaps says. A Kubernetes runtime's
+// sandboxes have neither the host's workspaces nor its watchdog: the pod's
+// emptyDir and activeDeadlineSeconds are in the runtime's own report.
+func withHostGaps(cfg config.Config, rt Runtime, q interface{ Enforced() bool }, bound bool) Runtime {
+	if cfg.Runtime.Kind == "kubernetes" {
+		return rt
+	}
 	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return hostGaps(q, bound) }}
 }

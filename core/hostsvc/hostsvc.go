@@ -56,7 +56,11 @@ type tracked struct {
 
 // New returns the host services for plugin plugin.
 func New(plugin string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
-	return &Host{plugin: plugin, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: WorkspaceSockets{}}
+	h := &Host{plugin: plugin, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: WorkspaceSockets{}}
+	if m != nil && m.Remote() != nil {
+		h.channels = RemoteSockets{m.Remote()}
+	}
+	return h
 }
 
 // Sandbox implements host.Host.
@@ -139,7 +143,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	}
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
-		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, Plugin: h.plugin,
+		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, WorkspacePath: w.Path, Plugin: h.plugin,
 	})
 	if err != nil {
 		cleanup()
@@ -351,10 +355,13 @@ func (h *Host) Crashed(keep func(sessionID string) bool) int {
 
 // ReadFiles implements host.Sandbox: regular files of one workspace
 // directory, never following symlinks the sandboxed code may have planted.
-func (h *Host) ReadFiles(_ context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+func (h *Host) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
 	ws, err := h.workspaceOf(id)
 	if err != nil {
 		return nil, err
+	}
+	if r := h.m.Remote(); r != nil {
+		return remoteReadFiles(ctx, r, id, subdir, maxFile, maxTotal)
 	}
 	// The directory itself may have been replaced by a symlink from inside.
 	dir, err := ws.PlainDir(subdir)
@@ -392,14 +399,17 @@ func (h *Host) workspaceOf(id string) (*tracked, error) {
 }
 
 // PutFile implements host.Sandbox.
-func (h *Host) PutFile(_ context.Context, id, path string, data []byte) error {
+func (h *Host) PutFile(ctx context.Context, id, path string, data []byte) error {
 	ws, err := h.workspaceOf(id)
 	if err != nil {
 		return err
 	}
-	if len(data) > host.MaxFileBytes {
+	switch r := h.m.Remote(); {
+	case len(data) > host.MaxFileBytes:
 		err = host.Errorf(host.KindInvalid, "file %q is %d bytes, over the %d-byte limit of one file; split it", path, len(data), host.MaxFileBytes)
-	} else {
+	case r != nil:
+		err = remotePutFile(ctx, r, id, path, data)
+	default:
 		err = fileErr(ws.PutFile(path, data))
 	}
 	h.rec.Record(audit.Entry{Event: audit.WorkspaceWrite, SessionID: ws.SessionID, Success: err == nil, Error: audit.ErrText(err),
@@ -408,13 +418,16 @@ func (h *Host) PutFile(_ context.Context, id, path string, data []byte) error {
 }
 
 // GetFile implements host.Sandbox.
-func (h *Host) GetFile(_ context.Context, id, path string, max int64) ([]byte, error) {
+func (h *Host) GetFile(ctx context.Context, id, path string, max int64) ([]byte, error) {
 	ws, err := h.workspaceOf(id)
 	if err != nil {
 		return nil, err
 	}
 	if max <= 0 || max > host.MaxFileBytes {
 		max = host.MaxFileBytes
+	}
+	if r := h.m.Remote(); r != nil {
+		return remoteGetFile(ctx, r, id, path, max)
 	}
 	data, err := ws.GetFile(path, max)
 	return data, fileErr(err)

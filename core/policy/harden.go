@@ -21,8 +21,10 @@ type Intent struct {
 	Limits    runtime.Limits    // already resolved by ResolveLimits
 	SessionID string
 	Workspace string // the workspace directory's name; SessionID if empty
-	Plugin    string
-	Instance  string
+	// WorkspacePath is the workspace's host directory (runtime.Spec's).
+	WorkspacePath string
+	Plugin        string
+	Instance      string
 }
 
 // Harden turns an intent into a full spec with every required setting, then
@@ -67,6 +69,7 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		Limits:          in.Limits,
 		SessionID:       in.SessionID,
 		Workspace:       in.Workspace,
+		WorkspacePath:   in.WorkspacePath,
 		Plugin:          in.Plugin,
 	}
 	return s, p.CheckCreate(s)

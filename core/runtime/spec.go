@@ -73,6 +73,11 @@ type Spec struct {
 	Limits          Limits
 	SessionID       string
 	Workspace       string // directory under <base>/sessions and <base>/uploads; SessionID if empty
+	// WorkspacePath is the host directory of the workspace the mounts lie
+	// in: a runtime whose sandboxes cannot see the core's filesystem
+	// (Kubernetes) copies it into the sandbox and mounts its subdirectories
+	// from there.
+	WorkspacePath string
 	Plugin          string // plugin that asked for it
 }
 

@@ -81,6 +81,7 @@ type Manager struct {
 	log      hclog.Logger
 	instance string
 	server   string
+	remote   runtime.RemoteWorkspace
 
 	mu       sync.Mutex
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
@@ -111,13 +112,16 @@ type Manager struct {
 type Options struct {
 	Instance string // shared by every server on one base path
 	ServerID string // default: this process (tests simulate dead servers)
+	// Remote is the runtime's way to the workspaces of its sandboxes when
+	// they do not live in the core's directory (Kubernetes); nil: they do.
+	Remote runtime.RemoteWorkspace
 }
 
 // New returns a manager over rt.
 func New(rt Engine, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
-		instance: o.Instance, server: o.ServerID,
+		instance: o.Instance, server: o.ServerID, remote: o.Remote,
 		limits: map[string]runtime.Limits{}, verdicts: map[string]runtime.OOMVerdict{},
 		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
 		runs: map[string]*runContainers{}, runOf: map[string]string{},
@@ -140,6 +144,10 @@ func (m *Manager) ServerTag() string {
 	sum := sha256.Sum256([]byte(m.server))
 	return hex.EncodeToString(sum[:4])
 }
+
+// Remote is how the workspaces of this runtime's sandboxes are reached when
+// they live where the sandboxes run; nil when they are the core's directories.
+func (m *Manager) Remote() runtime.RemoteWorkspace { return m.remote }
 
 // Policy is the policy the manager applies.
 func (m *Manager) Policy() *policy.Policy { return m.pol }

@@ -120,6 +120,9 @@ func (m *Manager) SessionFiles(sessionID string) (*Files, error) {
 	if err := CheckSessionID(sessionID); err != nil {
 		return nil, err
 	}
+	if m.remote {
+		return nil, ErrRemote
+	}
 	root := m.SessionPath(sessionID) + "/" + SessionWorkDir
 	var st unix.Stat_t
 	if err := unix.Lstat(root, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -135,6 +138,9 @@ func (m *Manager) SessionFiles(sessionID string) (*Files, error) {
 // that a walk would find nothing; true means only that one may find
 // something, and the walk itself resolves rel without following links.
 func (m *Manager) SessionHasDir(sessionID, rel string) bool {
+	if m.remote {
+		return false
+	}
 	var st unix.Stat_t
 	err := unix.Lstat(m.SessionPath(sessionID)+"/"+SessionWorkDir+"/"+rel, &st)
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR

@@ -76,7 +76,17 @@ type Manager struct {
 	bound       map[string]string // session id → the pool workspace id it was given (Bind)
 	boundBy     map[string]string // pool workspace id → the session it belongs to
 	full        map[string]bool   // workspace paths found full (CheckFull): a fill is reported once
+	// remote: the sandboxes' workspaces live where they run (a pod); the
+	// directories here are only what each starts with.
+	remote bool
 }
+
+// ErrRemote refuses a session's files on a runtime whose workspaces live
+// in the sandboxes (Kubernetes): the core's copy is not what the session holds.
+var ErrRemote = errors.New("on the Kubernetes runtime a session's files live in its pod, and the file tools and checkpoints do not reach them yet; files written by code come back in execute results")
+
+// SetRemote says that the runtime keeps workspaces where its sandboxes run.
+func (m *Manager) SetRemote() { m.remote = true }
 
 // Provisioner gives each workspace its own size-limited filesystem, so the
 // kernel enforces the quota (fsquota.Quota). Release undoes Provision.

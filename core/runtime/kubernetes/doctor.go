@@ -1,0 +1,140 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// Permission is one thing the core does in the sandbox namespace.
+type Permission struct {
+	Resource, Subresource, Verb string
+}
+
+// Permissions are the least the core needs (docs/kubernetes.md's Role).
+var Permissions = []Permission{
+	{"pods", "", "create"}, {"pods", "", "get"}, {"pods", "", "list"}, {"pods", "", "watch"}, {"pods", "", "delete"},
+	{"pods", "exec", "create"}, {"pods", "exec", "get"}, {"pods", "attach", "create"}, {"pods", "attach", "get"},
+	{"networkpolicies", "", "list"},
+}
+
+// Doctor checks the cluster for serving sandboxes: the API server, the
+// core's permissions, the namespace, the nodes, the images and the
+// runtime class. (Guarantees are doctor's own check over the runtime.)
+func (c *Client) Doctor(images []string) doctor.Check {
+	return func(ctx context.Context) []doctor.Result {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return []doctor.Result{{Name: "kubernetes", Status: doctor.Fail, Detail: err.Error(),
+				Fix: "check runtime.kubernetes.kubeconfig and that the API server runs (`make kube-up` starts a local one)"}}
+		}
+		out := []doctor.Result{{Name: "kubernetes", Status: doctor.OK, Detail: fmt.Sprintf("API server %s, %s", info.Socket, info.Version)}}
+		cx, cancel := op(ctx)
+		defer cancel()
+		ns, err := c.cs.CoreV1().Namespaces().Get(cx, c.k.Namespace, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, doctor.Result{Name: "namespace", Status: doctor.Fail, Detail: "namespace " + c.k.Namespace + " does not exist", Fix: "create it (docs/kubernetes.md) or set runtime.kubernetes.namespace"})
+		case err != nil && !apierrors.IsForbidden(err):
+			out = append(out, doctor.Result{Name: "namespace", Status: doctor.Fail, Detail: err.Error()})
+		case err == nil:
+			detail := "namespace " + c.k.Namespace
+			st := doctor.OK
+			if lvl := ns.Labels["pod-security.kubernetes.io/enforce"]; lvl != "restricted" {
+				st, detail = doctor.Warn, detail+" does not enforce the restricted Pod Security Standard"
+			} else {
+				detail += ", Pod Security restricted enforced"
+			}
+			out = append(out, doctor.Result{Name: "namespace", Status: st, Detail: detail, Fix: "label it pod-security.kubernetes.io/enforce=restricted"})
+		}
+		var missing []string
+		for _, p := range Permissions {
+			rev, err := c.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(cx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.k.Namespace, Verb: p.Verb, Resource: p.Resource, Subresource: p.Subresource}}}, metav1.CreateOptions{})
+			if err != nil || !rev.Status.Allowed {
+				name := p.Resource
+				if p.Subresource != "" {
+					name += "/" + p.Subresource
+				}
+				missing = append(missing, p.Verb+" "+name)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, doctor.Result{Name: "rbac", Status: doctor.Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in " + c.k.Namespace,
+				Fix: "bind the Role of docs/kubernetes.md to the core's user or service account"})
+		} else {
+			out = append(out, doctor.Result{Name: "rbac", Status: doctor.OK, Detail: fmt.Sprintf("all %d permissions the core needs in %s", len(Permissions), c.k.Namespace)})
+		}
+		if c.k.NodeName != "" {
+			n, err := c.cs.CoreV1().Nodes().Get(cx, c.k.NodeName, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				out = append(out, doctor.Result{Name: "node", Status: doctor.Fail, Detail: fmt.Sprintf("node %s: %v", c.k.NodeName, err), Fix: "set runtime.kubernetes.node_name to a node of the cluster"})
+			case !ready(n):
+				out = append(out, doctor.Result{Name: "node", Status: doctor.Warn, Detail: "node " + n.Name + " is not Ready", Fix: "check its kubelet"})
+			default:
+				out = append(out, doctor.Result{Name: "node", Status: doctor.OK, Detail: fmt.Sprintf("node %s Ready, %s CPU, %s memory allocatable", n.Name, n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory())})
+			}
+		}
+		if c.k.RuntimeClass != "" {
+			if _, err := c.cs.NodeV1().RuntimeClasses().Get(cx, c.k.RuntimeClass, metav1.GetOptions{}); err != nil {
+				out = append(out, doctor.Result{Name: "runtime class", Status: doctor.Fail, Detail: fmt.Sprintf("RuntimeClass %s: %v", c.k.RuntimeClass, err), Fix: "install it (gVisor, Kata) or unset runtime.kubernetes.runtime_class"})
+			} else {
+				out = append(out, doctor.Result{Name: "runtime class", Status: doctor.OK, Detail: c.k.RuntimeClass})
+			}
+		}
+		for _, img := range images {
+			ii, ok, err := c.Image(ctx, img)
+			switch {
+			case err != nil:
+				out = append(out, doctor.Result{Name: "image", Status: doctor.Fail, Detail: img + ": " + err.Error()})
+			case !ok:
+				out = append(out, doctor.Result{Name: "image", Status: doctor.Fail, Detail: ImageRef(c.k.ImageRegistry, img) + " is on no node (pull_policy Never)",
+					Fix: "import it on the nodes (`make kube-up` does for its cluster) or push it to runtime.kubernetes.image_registry"})
+			case c.k.PullPolicy == "Never":
+				out = append(out, doctor.Result{Name: "image", Status: doctor.OK, Detail: fmt.Sprintf("%s on the node(s), %d MB", ii.ID, ii.Size>>20)})
+			default:
+				out = append(out, doctor.Result{Name: "image", Status: doctor.OK, Detail: ii.ID + " (pulled by the node, " + c.k.PullPolicy + ")"})
+			}
+		}
+		return out
+	}
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// BuildLayer implements runtime.ImageBuilder: custom environments are not
+// built for a cluster yet (the image would have to be pushed to a registry
+// and pulled by digest), so a build is refused with that reason.
+func (c *Client) BuildLayer(context.Context, runtime.LayerBuild) (string, error) {
+	return "", ErrNoBuilds
+}
+
+// Tag implements runtime.ImageBuilder.
+func (c *Client) Tag(context.Context, string, string) error { return ErrNoBuilds }
+
+// Images implements runtime.ImageBuilder: no custom environments exist.
+func (c *Client) Images(context.Context, map[string]string) ([]runtime.ImageInfo, error) {
+	return nil, nil
+}
+
+// RemoveImage implements runtime.ImageBuilder.
+func (c *Client) RemoveImage(context.Context, string) error { return ErrNoBuilds }
+
+// ErrNoBuilds refuses a custom environment on the Kubernetes runtime.
+var ErrNoBuilds = fmt.Errorf("custom environments are not built on the Kubernetes runtime yet (an image pushed to runtime.kubernetes.image_registry and pulled by digest); run the core on Podman to build them")

@@ -1,0 +1,248 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// stream is one exec or attach: its command (nil for attach) and streams.
+type stream struct {
+	Container      string
+	Command        []string // nil: attach to the container's own stdin
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// execFunc runs s in pod and returns the command's exit code (0 for an
+// attach that ended).
+type execFunc func(ctx context.Context, pod string, s stream) (int, error)
+
+// apiExec is execFunc through the API server: WebSocket (what current API
+// servers prefer), SPDY where the upgrade fails.
+func (c *Client) apiExec(ctx context.Context, pod string, s stream) (int, error) {
+	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.k.Namespace).Name(pod)
+	if s.Command == nil {
+		req = req.SubResource("attach").VersionedParams(&corev1.PodAttachOptions{
+			Container: s.Container, Stdin: s.Stdin != nil, Stdout: s.Stdout != nil, Stderr: s.Stderr != nil}, scheme.ParameterCodec)
+	} else {
+		req = req.SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+			Container: s.Container, Command: s.Command, Stdin: s.Stdin != nil, Stdout: s.Stdout != nil, Stderr: s.Stderr != nil}, scheme.ParameterCodec)
+	}
+	ws, err := remotecommand.NewWebSocketExecutor(c.rest, http.MethodGet, req.URL().String())
+	if err != nil {
+		return -1, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.rest, http.MethodPost, req.URL())
+	if err != nil {
+		return -1, err
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return -1, err
+	}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr})
+	var code utilexec.CodeExitError
+	if errors.As(err, &code) {
+		return code.Code, nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
+}
+
+// run runs a short command of the core's in a container of pod id and
+// returns its output.
+func (c *Client) run(ctx context.Context, id, container string, cmd []string, stdin []byte) (runtime.ExecResult, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	var out, errb bytes.Buffer
+	s := stream{Container: container, Command: cmd, Stdout: &out, Stderr: &errb}
+	if stdin != nil {
+		s.Stdin = bytes.NewReader(stdin)
+	}
+	code, err := c.exec(cx, id, s)
+	if err != nil {
+		return runtime.ExecResult{}, fail("exec in "+container, id, err)
+	}
+	return runtime.ExecResult{ExitCode: code, Output: runtime.Output{Stdout: out.Bytes(), Stderr: errb.Bytes(),
+		StdoutTotal: int64(out.Len()), StderrTotal: int64(errb.Len())}}, nil
+}
+
+// execWrap starts an exec's command: the API has no environment or working
+// directory for an exec, and the core needs its process group to bound it.
+// It reports the group on stderr's first line (execMark), which the core
+// takes out, then becomes the command.
+const execWrap = `my ($dir, $n) = splice(@ARGV, 0, 2); for (splice(@ARGV, 0, $n)) { my ($k, $v) = split /=/, $_, 2; $ENV{$k} = $v }
+setpgrp(0, 0); syswrite STDERR, "\0forge-exec $$\n";
+if ($dir ne '' && !chdir $dir) { print STDERR "cd $dir: $!\n"; exit 126 }
+exec { $ARGV[0] } @ARGV; print STDERR "exec $ARGV[0]: $!\n"; exit 127;`
+
+const execMark = "\x00forge-exec "
+
+// killScript signals a process group (pid > 0) or every process but init.
+const killScript = `kill $ARGV[0], $ARGV[1] or do { print STDERR "kill: $!\n"; exit 1 }`
+
+func killCmd(sig string, target int) []string {
+	if target > 0 {
+		return []string{"perl", "-e", killScript, "-" + sig, strconv.Itoa(target)}
+	}
+	return []string{"perl", "-e", killScript, sig, "-1"}
+}
+
+// Exec implements runtime.Containers.
+func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (runtime.ExecResult, error) {
+	cmd := []string{"perl", "-e", execWrap, req.WorkDir, strconv.Itoa(len(req.Env))}
+	for _, k := range sortedKeys(req.Env) {
+		cmd = append(cmd, k+"="+req.Env[k])
+	}
+	cmd = append(cmd, req.Command...)
+	out, errw := &capped{max: req.Max}, &capped{max: req.Max}
+	var ow, ew io.Writer = out, errw
+	if req.Stdout != nil {
+		ow = io.MultiWriter(out, req.Stdout)
+	}
+	if req.Stderr != nil {
+		ew = io.MultiWriter(errw, req.Stderr)
+	}
+	mark := &marked{w: ew, pid: make(chan int, 1)}
+	s := stream{Container: containerSandbox, Command: cmd, Stdout: ow, Stderr: mark}
+	if req.Stdin != nil {
+		s.Stdin = bytes.NewReader(req.Stdin)
+	}
+	done := make(chan struct{})
+	var timedOut bool
+	var bound sync.WaitGroup
+	if req.Timeout > 0 {
+		bound.Add(1)
+		go func() {
+			defer bound.Done()
+			timedOut = c.bound(ctx, id, req.Timeout, mark.pid, done)
+		}()
+	}
+	code, err := c.exec(ctx, id, s)
+	close(done)
+	bound.Wait()
+	if err != nil {
+		return runtime.ExecResult{}, fail("exec", id, err)
+	}
+	return runtime.ExecResult{ExitCode: code, TimedOut: timedOut, Output: runtime.Output{
+		Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}}, nil
+}
+
+// bound ends an exec past timeout: SIGTERM to its process group, SIGKILL
+// runtime.ExecKillGrace later, sent by another exec in the same container.
+func (c *Client) bound(ctx context.Context, id string, timeout time.Duration, pids <-chan int, done <-chan struct{}) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	var pid int
+	select {
+	case <-done:
+		return false
+	case <-ctx.Done():
+		return false
+	case pid = <-pids:
+	}
+	select {
+	case <-done:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	sent := false
+	for _, sig := range []string{"TERM", "KILL"} {
+		select {
+		case <-done:
+			return sent
+		default:
+		}
+		if _, err := c.run(context.WithoutCancel(ctx), id, containerSandbox, killCmd(sig, pid), nil); err != nil {
+			c.log.Warn("could not end a command past its timeout", "pod", id, "signal", sig, "error", err)
+		}
+		sent = true
+		select {
+		case <-done:
+			return true
+		case <-time.After(runtime.ExecKillGrace):
+		}
+	}
+	return sent
+}
+
+// marked takes execWrap's first line out of stderr and passes on the
+// process group it names.
+type marked struct {
+	w    io.Writer
+	head []byte
+	past bool
+	pid  chan int
+}
+
+func (m *marked) Write(p []byte) (int, error) {
+	if m.past {
+		return m.w.Write(p)
+	}
+	n := len(p)
+	m.head = append(m.head, p...)
+	i := bytes.IndexByte(m.head, '\n')
+	if i < 0 && len(m.head) < 64 {
+		return n, nil
+	}
+	m.past = true
+	rest := m.head
+	if i >= 0 && bytes.HasPrefix(m.head, []byte(execMark)) {
+		if pid, err := strconv.Atoi(string(m.head[len(execMark):i])); err == nil && pid > 1 {
+			m.pid <- pid
+		}
+		rest = m.head[i+1:]
+	}
+	m.head = nil
+	if len(rest) > 0 {
+		if _, err := m.w.Write(rest); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// capped keeps the first max bytes written and counts them all.
+type capped struct {
+	max   int64
+	buf   bytes.Buffer
+	total int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.total += int64(len(p))
+	if room := c.max - int64(c.buf.Len()); room > 0 {
+		if int64(len(p)) > room {
+			c.buf.Write(p[:room])
+		} else {
+			c.buf.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+// errExit is a helper command of the core that failed in the pod.
+func errExit(what string, r runtime.ExecResult) error {
+	return fmt.Errorf("%s: exit %d: %s", what, r.ExitCode, bytes.TrimSpace(r.Stderr))
+}

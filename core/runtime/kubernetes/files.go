@@ -1,0 +1,339 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// seed streams the core's copy of the workspace into the seed container as
+// a tar. The copy is the core's own (the sandbox never saw it), read
+// without following links: a link is sent as a link.
+func (c *Client) seed(ctx context.Context, id, dir string) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeTar(pw, dir)) }()
+	var errb bytes.Buffer
+	_, err := c.exec(ctx, id, stream{Container: containerSeed, Stdin: pr, Stderr: &errb})
+	pr.Close()
+	if err != nil {
+		return fmt.Errorf("attach to the seed container: %w %s", err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return nil
+}
+
+func writeTar(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	if dir != "" {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			if rel == "." {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			link := ""
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				if link, err = os.Readlink(p); err != nil {
+					return err
+				}
+			} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+				return nil // sockets, fifos: nothing a pod could use
+			}
+			h, err := tar.FileInfoHeader(fi, link)
+			if err != nil {
+				return err
+			}
+			h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
+			if fi.IsDir() {
+				h.Name += "/"
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			if !fi.Mode().IsRegular() {
+				return nil
+			}
+			f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.CopyN(tw, f, fi.Size())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("workspace %s: %w", dir, err)
+		}
+	}
+	return tw.Close()
+}
+
+// wsPath is rel's place in the keeper's view of the workspace; rel is
+// relative and clean (the core checked it), and a path leaving the
+// workspace is refused again here.
+func wsPath(rel string) (string, error) {
+	clean := path.Clean("/" + rel)
+	if strings.Contains(rel, "\x00") {
+		return "", fmt.Errorf("path %q: %w", rel, runtime.ErrNoFile)
+	}
+	return wsDir + clean, nil
+}
+
+// readDirScript prints the regular files directly in a directory: for each,
+// its name, size and whether its content follows (within the caps), NUL
+// separated. A link is never followed, nor listed.
+const readDirScript = `my ($dir, $maxf, $maxt) = @ARGV; opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
+binmode STDOUT; my $used = 0;
+for my $n (sort grep { $_ ne '.' && $_ ne '..' } readdir $d) { my @st = lstat("$dir/$n"); next unless @st && -f _;
+  my $size = $st[7]; my $take = $size <= $maxf && $used + $size <= $maxt;
+  my $data = ''; if ($take) { open(my $f, '<:raw', "$dir/$n") or next; local $/; $data = <$f> // ''; $data = substr($data, 0, $size); $used += length $data }
+  print $n, "\0", $take ? length($data) : $size, "\0", $take ? 1 : 0, "\0", $data }`
+
+// ReadDir implements runtime.RemoteWorkspace.
+func (c *Client) ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal int64) ([]runtime.File, error) {
+	dir, err := wsPath(rel)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readDirScript, dir, strconv.FormatInt(maxFile, 10), strconv.FormatInt(maxTotal, 10)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch res.ExitCode {
+	case 0:
+	case 3:
+		return nil, nil // no such directory: no files
+	default:
+		return nil, errExit("read directory "+rel, res)
+	}
+	return parseFiles(res.Stdout)
+}
+
+func parseFiles(b []byte) ([]runtime.File, error) {
+	var out []runtime.File
+	for len(b) > 0 {
+		parts := bytes.SplitN(b, []byte{0}, 4)
+		if len(parts) < 4 {
+			return nil, errors.New("read directory: a truncated listing")
+		}
+		size, err := strconv.ParseInt(string(parts[1]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("read directory: %w", err)
+		}
+		f := runtime.File{Name: string(parts[0]), Size: size}
+		rest := parts[3]
+		if string(parts[2]) == "1" {
+			if int64(len(rest)) < size {
+				return nil, errors.New("read directory: a truncated file")
+			}
+			f.Data, rest = rest[:size], rest[size:]
+		} else {
+			f.Skipped = true
+		}
+		out = append(out, f)
+		b = rest
+	}
+	return out, nil
+}
+
+const readFileScript = `my ($p, $max) = @ARGV; my @st = lstat $p; if (!@st || !-f _) { print STDERR "$p: not a regular file\n"; exit 3 }
+if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } open(my $f, '<:raw', $p) or do { print STDERR "$p: $!\n"; exit 1 }; binmode STDOUT; local $/; print scalar <$f>`
+
+// ReadFile implements runtime.RemoteWorkspace.
+func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byte, error) {
+	p, err := wsPath(rel)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readFileScript, p, strconv.FormatInt(max, 10)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch res.ExitCode {
+	case 0:
+		return res.Stdout, nil
+	case 3:
+		return nil, fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
+	case 4:
+		return nil, fmt.Errorf("%s is %s bytes, over %d: %w", rel, bytes.TrimSpace(res.Stderr), max, runtime.ErrTooLarge)
+	}
+	return nil, errExit("read "+rel, res)
+}
+
+const writeFileScript = `use File::Path qw(make_path); use File::Basename; my $p = $ARGV[0]; make_path(dirname($p));
+open(my $f, '>:raw', "$p.forge-tmp") or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) }; binmode STDIN; local $/; my $d = <STDIN> // '';
+print $f $d or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) }; close $f or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) };
+rename("$p.forge-tmp", $p) or do { print STDERR "$p: $!\n"; exit 1 }`
+
+// WriteFile implements runtime.RemoteWorkspace.
+func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte) error {
+	p, err := wsPath(rel)
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", writeFileScript, p}, data)
+	if err != nil {
+		return err
+	}
+	switch res.ExitCode {
+	case 0:
+		return nil
+	case 5:
+		return fmt.Errorf("write %s: %w", rel, runtime.ErrNoSpace)
+	}
+	return errExit("write "+rel, res)
+}
+
+// relayScript connects to a unix socket (from its directory: no path
+// length limit) and relays it to stdin and stdout; one byte 1 says it is
+// connected, exit 3 that nothing listens there yet.
+const relayScript = `use Socket; use File::Basename; my $p = $ARGV[0]; chdir(dirname($p)) or do { print STDERR "$p: $!\n"; exit 3 };
+socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die "socket: $!";
+connect($s, pack_sockaddr_un(basename($p))) or do { print STDERR "$p: $!\n"; exit($!{ENOENT} || $!{ECONNREFUSED} ? 3 : 1) };
+$| = 1; binmode STDOUT; binmode STDIN; syswrite STDOUT, "\x01";
+my ($in, $out) = (1, 1);
+while ($out) { my $rin = ''; vec($rin, fileno(STDIN), 1) = 1 if $in; vec($rin, fileno($s), 1) = 1;
+  next if select(my $r = $rin, undef, undef, undef) < 0;
+  if ($in && vec($r, fileno(STDIN), 1)) { my $n = sysread(STDIN, my $b, 65536); if (!$n) { $in = 0; shutdown($s, 1) } else { my $o = 0; while ($o < $n) { my $w = syswrite($s, $b, $n - $o, $o); exit 0 unless defined $w; $o += $w } } }
+  if (vec($r, fileno($s), 1)) { my $n = sysread($s, my $b, 65536); if (!$n) { $out = 0 } else { my $o = 0; while ($o < $n) { my $w = syswrite(STDOUT, $b, $n - $o, $o); exit 0 unless defined $w; $o += $w } } } }`
+
+// DialSocket implements runtime.RemoteWorkspace: an exec in the keeper
+// relays the socket; the caller gets one end of a socketpair, so that it
+// has deadlines and half-close like any unix connection.
+func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, error) {
+	p, err := c.info(id)
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := socketPlace(p.mounts, target)
+	if !ok {
+		return nil, fmt.Errorf("%s is under no mount of the workspace", target)
+	}
+	sp, err := wsPath(rel)
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs, err := socketPair()
+	if err != nil {
+		return nil, err
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb bytes.Buffer
+	ended := make(chan struct{})
+	var code int
+	var xerr error
+	// The relay lives as long as the connection, not as the Dial's context.
+	go func() {
+		defer close(ended)
+		code, xerr = c.exec(context.WithoutCancel(ctx), id, stream{Container: containerKeeper,
+			Command: []string{"perl", "-e", relayScript, sp}, Stdin: inR, Stdout: outW, Stderr: &errb})
+		outW.Close()
+		inR.Close()
+	}()
+	first := make([]byte, 1)
+	got := make(chan error, 1)
+	go func() { _, err := io.ReadFull(outR, first); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil || first[0] != 1 {
+			<-ended
+			ours.Close()
+			theirs.Close()
+			if code == 3 {
+				return nil, fmt.Errorf("%s: %w", target, runtime.ErrNoListener)
+			}
+			return nil, fmt.Errorf("relay to %s in pod %s: %v %v %s", target, id, xerr, err, bytes.TrimSpace(errb.Bytes()))
+		}
+	case <-ctx.Done():
+		inW.Close()
+		ours.Close()
+		theirs.Close()
+		return nil, ctx.Err()
+	}
+	go func() { // the caller's writes to the pod
+		_, _ = io.Copy(inW, bufio.NewReaderSize(theirs, 32<<10))
+		inW.Close()
+	}()
+	go func() { // the pod's answers to the caller
+		_, _ = io.Copy(theirs, outR)
+		_ = theirs.CloseWrite()
+		<-ended
+		theirs.Close()
+	}()
+	return ours, nil
+}
+
+// socketPlace is the workspace path of a socket at target in the sandbox.
+func socketPlace(mounts []mountPlace, target string) (string, bool) {
+	best := -1
+	for i, m := range mounts {
+		if m.ReadOnly {
+			continue
+		}
+		if target == m.Target || strings.HasPrefix(target, strings.TrimSuffix(m.Target, "/")+"/") {
+			if best < 0 || len(m.Target) > len(mounts[best].Target) {
+				best = i
+			}
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	m := mounts[best]
+	rest := strings.TrimPrefix(strings.TrimPrefix(target, strings.TrimSuffix(m.Target, "/")), "/")
+	return path.Join(m.Rel, rest), true
+}
+
+// socketPair is a connected pair of unix stream sockets.
+func socketPair() (*net.UnixConn, *net.UnixConn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	conv := func(fd int, name string) (*net.UnixConn, error) {
+		f := os.NewFile(uintptr(fd), name)
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			return nil, err
+		}
+		return c.(*net.UnixConn), nil
+	}
+	a, err := conv(fds[0], "channel")
+	if err != nil {
+		syscall.Close(fds[1])
+		return nil, nil, err
+	}
+	b, err := conv(fds[1], "relay")
+	if err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return a, b, nil
+}

@@ -1,0 +1,77 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// Guarantees implements runtime.Guarantor: what a pod built by podSpec
+// gets on this cluster, as far as the configuration and the API can tell.
+// Memory, CPU and OOM detection are the pod's limits and its status;
+// read-only root and the lifetime bound (activeDeadlineSeconds) are fields
+// every cluster honours; the rest depends on the cluster and is a gap
+// unless the configuration says the cluster provides it.
+func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
+	var gaps []runtime.Gap
+	if c.k.SeccompProfile == "" {
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.Seccomp, Why: "pods get the container runtime's RuntimeDefault profile, not MCP-Forge's",
+			Fix: "install `mcp-forge seccomp-profile` under the kubelet's seccomp directory on every node and set runtime.kubernetes.seccomp_profile"})
+	}
+	if !c.k.UserNamespaces {
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.UserNamespace, Why: "pods share the node's user ids (hostUsers is not false)",
+			Fix: "on Kubernetes >= 1.33 with containerd 2 or CRI-O set runtime.kubernetes.user_namespaces = true"})
+	}
+	if c.k.NodePidsLimit <= 0 {
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.Pids, Why: "a pod's process count is bounded only by the kubelet's podPidsLimit, which the API does not show",
+			Fix: "set podPidsLimit in the kubelet configuration of the nodes and runtime.kubernetes.node_pids_limit to it"})
+	}
+	gaps = append(gaps, runtime.Gap{Guarantee: runtime.OpenFiles, Why: "Kubernetes sets no open-files limit per pod (the container runtime's default RLIMIT_NOFILE applies)",
+		Fix: "waive open-files, or set a low default RLIMIT_NOFILE in the container runtime of the nodes"})
+	if c.k.WorkspaceMedium != "Memory" {
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.WorkspaceQuota, Why: "a disk-backed emptyDir past its sizeLimit is evicted, not refused with ENOSPC",
+			Fix: "set runtime.kubernetes.workspace_medium = \"Memory\" (a tmpfs of the quota's size, counted in the memory limit)"})
+	}
+	if why := c.denyAll(ctx); why != "" {
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.NoNetwork, Why: why,
+			Fix: fmt.Sprintf("create a NetworkPolicy in namespace %s selecting %s=true with policyTypes [Ingress, Egress] and no rules (docs/kubernetes.md), on a CNI that enforces NetworkPolicy", c.k.Namespace, runtime.LabelManaged)})
+	}
+	return runtime.Report{}.With(gaps...), nil
+}
+
+// denyAll says why sandbox pods may have network, or "" when a NetworkPolicy
+// denies them all traffic. Whether the CNI enforces it the API cannot say:
+// docs/kubernetes.md asks the operator for one that does.
+func (c *Client) denyAll(ctx context.Context) string {
+	cx, cancel := op(ctx)
+	defer cancel()
+	list, err := c.cs.NetworkingV1().NetworkPolicies(c.k.Namespace).List(cx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("the NetworkPolicies of namespace %s cannot be read (%v)", c.k.Namespace, err)
+	}
+	ours := labels.Set{runtime.LabelManaged: "true"}
+	for _, p := range list.Items {
+		if denies(p, ours) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("no NetworkPolicy of namespace %s denies sandbox pods all ingress and egress", c.k.Namespace)
+}
+
+func denies(p networkingv1.NetworkPolicy, pod labels.Set) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil || !sel.Matches(pod) {
+		return false
+	}
+	var in, out bool
+	for _, t := range p.Spec.PolicyTypes {
+		in = in || t == networkingv1.PolicyTypeIngress
+		out = out || t == networkingv1.PolicyTypeEgress
+	}
+	return in && out && len(p.Spec.Ingress) == 0 && len(p.Spec.Egress) == 0
+}

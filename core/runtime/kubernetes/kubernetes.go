@@ -1,0 +1,600 @@
+// Package kubernetes runs sandboxes as pods of a Kubernetes cluster: the
+// core's runtime when a team outgrows one machine. A pod is built from the
+// same policy-checked spec as a Podman container; its workspace is an
+// emptyDir filled from the core's copy before the sandbox starts, and files
+// and sockets are reached through the API server (exec and attach), so the
+// core needs no pod network and never touches a sandbox's files itself.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// opTimeout bounds an API call that should return promptly.
+const opTimeout = 60 * time.Second
+
+// startTimeout bounds how long a pod may take to get its workspace: image
+// pulls on a cold node take a while.
+const startTimeout = 5 * time.Minute
+
+// Client is the Kubernetes runtime.
+type Client struct {
+	cs    kubernetes.Interface
+	rest  *rest.Config
+	k     config.Kubernetes
+	quota int64
+	log   hclog.Logger
+	// exec runs a command in a container of a pod (the API server's exec
+	// or attach subresource); tests give it the kubelet's own handler.
+	exec execFunc
+
+	mu   sync.Mutex
+	pods map[string]*podInfo // pods this core created or adopted
+}
+
+// podInfo is what the core keeps of a pod it created.
+type podInfo struct {
+	workspace string       // host directory seeded into the pod at Start
+	mounts    []mountPlace // the sandbox's mounts, to reach its sockets
+	seeded    bool
+}
+
+// Options are what the runtime takes beyond its configuration section.
+type Options struct {
+	Quota int64 // volumes.session_quota: the workspace emptyDir's size
+	Log   hclog.Logger
+}
+
+// RESTConfig is the core's credentials: the kubeconfig file, else the
+// in-cluster service account, else $KUBECONFIG or ~/.kube/config.
+func RESTConfig(k config.Kubernetes) (*rest.Config, error) {
+	if k.Kubeconfig == "" {
+		if c, err := rest.InClusterConfig(); err == nil {
+			return c, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.Kubeconfig != "" {
+		rules.ExplicitPath = k.Kubeconfig
+	}
+	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("runtime.kubernetes.kubeconfig: %w (set it to the core's kubeconfig, or run the core in the cluster)", err)
+	}
+	return c, nil
+}
+
+// New connects to the cluster named by k. Nothing is called yet: a cluster
+// that is down is reported by the first call (and by doctor).
+func New(k config.Kubernetes, o Options) (*Client, error) {
+	rc, err := RESTConfig(k)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return NewWithClient(cs, rc, k, o), nil
+}
+
+// NewWithClient is New over a given clientset (tests: a fake one).
+func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes, o Options) *Client {
+	if o.Log == nil {
+		o.Log = hclog.NewNullLogger()
+	}
+	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, log: o.Log, pods: map[string]*podInfo{}}
+	c.exec = c.apiExec
+	return c
+}
+
+func op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, opTimeout)
+}
+
+// fail wraps an API error with what was done and to which pod.
+func fail(what, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s of pod %s: %w (the core's Role lacks this permission: docs/kubernetes.md lists it)", what, id, err)
+	}
+	return fmt.Errorf("%s of pod %s: %w", what, id, err)
+}
+
+// ErrNotOurs is a pod this core did not create.
+var ErrNotOurs = errors.New("no such sandbox pod")
+
+// Info implements runtime.Runtime.
+func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
+	v, err := c.cs.Discovery().ServerVersion()
+	if err != nil {
+		return runtime.Info{}, fmt.Errorf("kubernetes API server %s: %w", c.host(), err)
+	}
+	oci := "the cluster's default"
+	if c.k.RuntimeClass != "" {
+		oci = "RuntimeClass " + c.k.RuntimeClass
+	}
+	return runtime.Info{Socket: c.host(), Version: v.GitVersion, APIVersion: v.Major + "." + v.Minor, OCIRuntime: oci, CgroupsV2: true, CgroupsMode: "cluster"}, nil
+}
+
+func (c *Client) host() string {
+	if c.rest == nil {
+		return "(in-process)"
+	}
+	return c.rest.Host
+}
+
+// Create implements runtime.Containers: the pod starts at once, but its
+// sandbox waits for the workspace, which Start sends.
+func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
+	name := podName()
+	pod, err := podSpec(s, c.k, c.k.Namespace, name, c.quota)
+	if err != nil {
+		return "", err
+	}
+	mounts, _ := places(s)
+	cx, cancel := op(ctx)
+	defer cancel()
+	if _, err := c.cs.CoreV1().Pods(c.k.Namespace).Create(cx, pod, metav1.CreateOptions{}); err != nil {
+		return "", fail("create", name, err)
+	}
+	c.mu.Lock()
+	c.pods[name] = &podInfo{workspace: s.WorkspacePath, mounts: mounts}
+	c.mu.Unlock()
+	return name, nil
+}
+
+func (c *Client) info(id string) (*podInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pods[id]
+	if !ok {
+		return nil, fmt.Errorf("pod %s: %w", id, ErrNotOurs)
+	}
+	return p, nil
+}
+
+// Start implements runtime.Containers: it waits for the seed container and
+// streams the workspace into it; the sandbox starts when that ends.
+func (c *Client) Start(ctx context.Context, id string) error {
+	p, err := c.info(id)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	seeded := p.seeded
+	p.seeded = true
+	c.mu.Unlock()
+	if seeded {
+		return fmt.Errorf("pod %s was already started", id)
+	}
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if _, err := c.waitPod(sctx, id, func(pod *corev1.Pod) (bool, error) {
+		if st, ok := status(pod.Status.InitContainerStatuses, containerSeed); ok && st.State.Running != nil {
+			return true, nil
+		}
+		return false, stuck(pod)
+	}); err != nil {
+		return fmt.Errorf("start pod %s: %w", id, err)
+	}
+	if err := c.seed(sctx, id, p.workspace); err != nil {
+		return fmt.Errorf("start pod %s: send its workspace: %w", id, err)
+	}
+	return nil
+}
+
+// stuck says why a pod cannot go on, from its status: an image that is not
+// there, a container that cannot be created, a pod the node refused.
+func stuck(pod *corev1.Pod) error {
+	if pod.Status.Phase == corev1.PodFailed {
+		return fmt.Errorf("the pod failed: %s %s", pod.Status.Reason, pod.Status.Message)
+	}
+	all := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+	for _, st := range all {
+		if w := st.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return fmt.Errorf("container %s: %s: %s", st.Name, w.Reason, w.Message)
+			}
+		}
+		if t := st.State.Terminated; t != nil && st.Name == containerSeed && t.ExitCode != 0 {
+			return fmt.Errorf("the workspace could not be unpacked (exit %d, %s)", t.ExitCode, t.Message)
+		}
+	}
+	return nil
+}
+
+func status(list []corev1.ContainerStatus, name string) (corev1.ContainerStatus, bool) {
+	for _, st := range list {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return corev1.ContainerStatus{}, false
+}
+
+// waitPod watches pod id until done says so (or fails).
+func (c *Client) waitPod(ctx context.Context, id string, done func(*corev1.Pod) (bool, error)) (*corev1.Pod, error) {
+	api := c.cs.CoreV1().Pods(c.k.Namespace)
+	for {
+		pod, err := api.Get(ctx, id, metav1.GetOptions{})
+		if err != nil {
+			return nil, fail("get", id, err)
+		}
+		if ok, err := done(pod); ok || err != nil {
+			return pod, err
+		}
+		w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", id).String(), ResourceVersion: pod.ResourceVersion})
+		if err != nil {
+			return nil, fail("watch", id, err)
+		}
+		again := false
+		for !again {
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				return nil, ctx.Err()
+			case ev, open := <-w.ResultChan():
+				if !open {
+					again = true
+					break
+				}
+				switch ev.Type {
+				case watch.Deleted:
+					w.Stop()
+					return nil, fmt.Errorf("pod %s was deleted", id)
+				case watch.Error:
+					again = true
+				case watch.Added, watch.Modified:
+					p, ok := ev.Object.(*corev1.Pod)
+					if !ok {
+						continue
+					}
+					if ok, err := done(p); ok || err != nil {
+						w.Stop()
+						return p, err
+					}
+				}
+			}
+		}
+		w.Stop()
+	}
+}
+
+// sandboxEnded reports the sandbox container's end, if it ended.
+func sandboxEnded(pod *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
+	if st, ok := status(pod.Status.ContainerStatuses, containerSandbox); ok && st.State.Terminated != nil {
+		return st.State.Terminated, true
+	}
+	return nil, false
+}
+
+// Wait implements runtime.Containers.
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (int, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pod, err := c.waitPod(wctx, id, func(pod *corev1.Pod) (bool, error) {
+		if _, ok := sandboxEnded(pod); ok {
+			return true, nil
+		}
+		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			return true, nil
+		}
+		return false, stuck(pod)
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		c.kill(id)
+		return -1, runtime.ErrTimeout
+	}
+	if err != nil {
+		return -1, err
+	}
+	if t, ok := sandboxEnded(pod); ok {
+		return int(t.ExitCode), nil
+	}
+	return -1, fmt.Errorf("pod %s ended (%s: %s) before its sandbox ran", id, pod.Status.Reason, pod.Status.Message)
+}
+
+// kill ends the sandbox's command: every process but its init, which then
+// exits as its command did (137). A pod cannot signal its PID 1 with
+// SIGKILL from inside, and deleting the pod would lose its files.
+func (c *Client) kill(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.run(ctx, id, containerSandbox, killCmd("KILL", -1), nil); err != nil {
+		c.log.Debug("kill of a sandbox's processes failed; deleting its pod", "pod", id, "error", err)
+		_ = c.Remove(ctx, id)
+	}
+}
+
+// State implements runtime.Containers.
+func (c *Client) State(ctx context.Context, id string) (bool, int, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	pod, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(cx, id, metav1.GetOptions{})
+	if err != nil {
+		return false, 0, fail("get", id, err)
+	}
+	if t, ok := sandboxEnded(pod); ok {
+		return false, int(t.ExitCode), nil
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return false, -1, nil
+	}
+	return true, 0, nil
+}
+
+// OOMKilled implements runtime.Containers, from the pod's status: the
+// runtime records an OOM kill in the container's cgroup as its reason.
+func (c *Client) OOMKilled(ctx context.Context, id string) (runtime.OOMVerdict, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	pod, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(cx, id, metav1.GetOptions{})
+	if err != nil {
+		return runtime.OOMUnknown, fail("get", id, err)
+	}
+	t, ok := sandboxEnded(pod)
+	if !ok {
+		return runtime.OOMUnknown, nil
+	}
+	if t.Reason == "OOMKilled" {
+		return runtime.OOMKill, nil
+	}
+	return runtime.NoOOMKill, nil
+}
+
+// Logs implements runtime.Containers: the sandbox's init keeps stdout and
+// stderr apart in its run directory (the log API would merge them).
+func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output, error) {
+	script := `cat ` + runDir + `/totals 2>/dev/null || echo "0 0"`
+	res, err := c.run(ctx, id, containerKeeper, []string{"sh", "-c", script}, nil)
+	if err != nil {
+		return runtime.Output{}, err
+	}
+	var out runtime.Output
+	fmt.Sscanf(string(res.Stdout), "%d %d", &out.StdoutTotal, &out.StderrTotal)
+	for _, s := range []struct {
+		name string
+		into *[]byte
+	}{{"stdout", &out.Stdout}, {"stderr", &out.Stderr}} {
+		r, err := c.run(ctx, id, containerKeeper, []string{"head", "-c", fmt.Sprint(max), runDir + "/" + s.name}, nil)
+		if err != nil {
+			return runtime.Output{}, err
+		}
+		*s.into = r.Stdout
+	}
+	// A run still going has no totals yet: what was kept is what is known.
+	out.StdoutTotal = maxInt(out.StdoutTotal, int64(len(out.Stdout)))
+	out.StderrTotal = maxInt(out.StderrTotal, int64(len(out.Stderr)))
+	return out, nil
+}
+
+func maxInt(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Signal implements runtime.Containers: to the sandbox's init, which
+// passes it to the command. SIGKILL cannot reach a PID 1 from inside: it
+// goes to every other process, which ends the command and then the init.
+func (c *Client) Signal(ctx context.Context, id, sig string) error {
+	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
+	cmd := []string{"perl", "-e", killScript, sig, "1"}
+	if sig == "KILL" {
+		cmd = killCmd(sig, -1)
+	}
+	res, err := c.run(ctx, id, containerSandbox, cmd, nil)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 && sig != "KILL" {
+		return errExit("signal "+sig+" to pod "+id, res)
+	}
+	return nil
+}
+
+// Stop implements runtime.Containers: SIGTERM, then SIGKILL past grace.
+func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error {
+	if running, _, err := c.State(ctx, id); err != nil || !running {
+		return err
+	}
+	_ = c.Signal(ctx, id, "TERM")
+	wctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if _, err := c.waitPod(wctx, id, func(pod *corev1.Pod) (bool, error) { _, ok := sandboxEnded(pod); return ok, nil }); err == nil {
+		return nil
+	}
+	c.kill(id)
+	return nil
+}
+
+// removeWait bounds how long Remove waits for a pod to be gone: until then
+// it still holds its node's resources, and the run its slot.
+const removeWait = 30 * time.Second
+
+// Remove implements runtime.Containers: the pod is deleted at once (its
+// workspace goes with it) and Remove returns when it is gone.
+func (c *Client) Remove(ctx context.Context, id string) error {
+	cx, cancel := context.WithTimeout(ctx, removeWait)
+	defer cancel()
+	api := c.cs.CoreV1().Pods(c.k.Namespace)
+	zero := int64(0)
+	err := api.Delete(cx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	c.mu.Lock()
+	delete(c.pods, id)
+	c.mu.Unlock()
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fail("delete", id, err)
+	}
+	for {
+		if _, err := api.Get(cx, id, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return fail("get", id, err)
+		}
+		select {
+		case <-cx.Done():
+			return fmt.Errorf("pod %s was deleted but is still there after %s", id, removeWait)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// List implements runtime.Containers: pods of this namespace marked
+// managed, filtered by every label asked (labels too long for Kubernetes
+// are matched on the pod's annotation).
+func (c *Client) List(ctx context.Context, want map[string]string) ([]runtime.Container, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	sel := labels.Set{runtime.LabelManaged: "true"}
+	list, err := c.cs.CoreV1().Pods(c.k.Namespace).List(cx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fail("list", "(all)", err)
+	}
+	var out []runtime.Container
+	for i := range list.Items {
+		p := &list.Items[i]
+		all := specLabels(p)
+		match := true
+		for k, v := range want {
+			if all[k] != v {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		state := "running"
+		if _, ok := sandboxEnded(p); ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			state = "exited"
+		} else if p.DeletionTimestamp != nil {
+			state = "removing"
+		}
+		img := ""
+		for _, ct := range p.Spec.Containers {
+			if ct.Name == containerSandbox {
+				img = ct.Image
+			}
+		}
+		out = append(out, runtime.Container{ID: p.Name, Name: p.Name, Image: img, ImageID: img, State: state, Created: p.CreationTimestamp.Time, Labels: all})
+		c.adopt(p)
+	}
+	return out, nil
+}
+
+// adopt learns a pod another core made (its mounts), so that the sandbox
+// manager can remove it and a later core reach it.
+func (c *Client) adopt(p *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pods[p.Name]; ok {
+		return
+	}
+	info := &podInfo{seeded: true}
+	_ = jsonUnmarshal(p.Annotations[annotationMounts], &info.mounts)
+	c.pods[p.Name] = info
+}
+
+// Image implements runtime.Images. With pull_policy Never the image must be
+// on the node (its status lists the images it holds); otherwise the node
+// pulls it and a missing image fails the pod's start with its reason.
+func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
+	ref := ImageRef(c.k.ImageRegistry, name)
+	info := runtime.ImageInfo{ID: ref, Names: []string{ref}}
+	if c.k.PullPolicy != "Never" {
+		return info, true, nil
+	}
+	cx, cancel := op(ctx)
+	defer cancel()
+	var nodes []corev1.Node
+	if c.k.NodeName != "" {
+		n, err := c.cs.CoreV1().Nodes().Get(cx, c.k.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return runtime.ImageInfo{}, false, fmt.Errorf("node %s (runtime.kubernetes.node_name): %w", c.k.NodeName, err)
+		}
+		nodes = []corev1.Node{*n}
+	} else {
+		l, err := c.cs.CoreV1().Nodes().List(cx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(c.k.NodeSelector).String()})
+		if err != nil {
+			return runtime.ImageInfo{}, false, fmt.Errorf("list nodes: %w", err)
+		}
+		nodes = l.Items
+	}
+	if len(nodes) == 0 {
+		return runtime.ImageInfo{}, false, nil
+	}
+	for _, n := range nodes { // pull_policy Never: every node a pod may land on must have it
+		found := false
+		for _, img := range n.Status.Images {
+			for _, nm := range img.Names {
+				if nm == ref || nm == "docker.io/"+ref {
+					found = true
+					info.Size = img.SizeBytes
+					info.Digests = append(info.Digests, digestsOf(img.Names)...)
+				}
+			}
+		}
+		if !found {
+			return runtime.ImageInfo{}, false, nil
+		}
+	}
+	return info, true, nil
+}
+
+func digestsOf(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if strings.Contains(n, "@sha256:") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Exists reports whether a kubeconfig file is there, for doctor's message.
+func Exists(k config.Kubernetes) bool {
+	if k.Kubeconfig != "" {
+		_, err := os.Stat(k.Kubeconfig)
+		return err == nil
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return true
+	}
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		return true
+	}
+	home, _ := os.UserHomeDir()
+	_, err := os.Stat(filepath.Join(home, ".kube", "config"))
+	return err == nil
+}

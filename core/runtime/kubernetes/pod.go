@@ -1,0 +1,333 @@
+package kubernetes
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// The containers of a sandbox pod. The sandbox runs the intent's command
+// under initScript; seed fills the workspace before it starts; keeper
+// outlives it, so that files can be read back after a run ended and
+// endpoints reached while it runs, always inside the pod's confinement.
+const (
+	containerSandbox = "sandbox"
+	containerSeed    = "seed"
+	containerKeeper  = "keeper"
+)
+
+// Paths in the pod's containers.
+const (
+	wsDir  = "/forge/ws"  // the whole workspace, in seed and keeper
+	runDir = "/forge/run" // the sandbox's captured output, in sandbox and keeper
+)
+
+// Annotations of a sandbox pod.
+const (
+	// annotationLabels holds every label of the spec as JSON: a label value
+	// of the core (a 64-hex code hash, a 128-character session id) may not
+	// fit a Kubernetes label, so only those that do are labels too.
+	annotationLabels = "mcp-forge.io/labels"
+	// annotationMounts holds the sandbox's mounts (target → place in the
+	// workspace), so that a core that adopts the pod reaches its sockets.
+	annotationMounts = "mcp-forge.io/mounts"
+)
+
+// lifetimeGrace is how long a stateless pod outlives its run's timeout
+// before the cluster ends it (activeDeadlineSeconds), were the core gone.
+const lifetimeGrace = 60
+
+// initScript is the sandbox container's PID 1: images carry no init and a
+// pod gets none injected (Podman's --init). It forwards signals to the
+// command, reaps orphans, captures stdout and stderr apart (the log API
+// merges them) keeping FORGE_LOG_MAX bytes of each and counting the rest,
+// and exits as the command did (128+n for signal n). Perl because every
+// Debian-based image has perl-base (essential).
+const initScript = `use strict; use POSIX ();
+my $max = $ENV{FORGE_LOG_MAX} || 1048576; delete $ENV{FORGE_LOG_MAX};
+pipe(my $or, my $ow) or die "pipe: $!"; pipe(my $er, my $ew) or die "pipe: $!";
+my $pid = fork; defined $pid or die "fork: $!";
+if (!$pid) { close $or; close $er; open STDOUT, '>&', $ow; open STDERR, '>&', $ew; close $ow; close $ew;
+  exec { $ARGV[0] } @ARGV; print STDERR "exec $ARGV[0]: $!\n"; POSIX::_exit(127); }
+close $ow; close $ew;
+for my $s (qw(INT TERM HUP QUIT USR1 USR2 WINCH ALRM)) { $SIG{$s} = sub { kill $s, $pid } }
+open my $fo, '>', '/forge/run/stdout' or die "stdout: $!"; open my $fe, '>', '/forge/run/stderr' or die "stderr: $!";
+my @s = ([$or, $fo, 0, 1], [$er, $fe, 0, 1]);
+my ($status, $gone);
+while (grep { $_->[3] } @s) {
+  my $rin = ''; vec($rin, fileno($_->[0]), 1) = 1 for grep { $_->[3] } @s;
+  my $n = select(my $rout = $rin, undef, undef, defined $status ? 0.2 : 1);
+  if ($n > 0) { for my $e (grep { $_->[3] && vec($rout, fileno($_->[0]), 1) } @s) {
+    my $got = sysread($e->[0], my $buf, 65536);
+    if (!$got) { $e->[3] = 0; next }
+    my $keep = $max - $e->[2]; $keep = 0 if $keep < 0; $keep = $got if $keep > $got;
+    syswrite($e->[1], $buf, $keep) if $keep; $e->[2] += $got; } }
+  while ((my $w = waitpid(-1, POSIX::WNOHANG())) > 0) { if ($w == $pid) { $status = $?; $gone = time } }
+  last if defined $status && ($n == 0 || time - $gone > 2);
+}
+while (!defined $status) { my $w = waitpid(-1, 0); last if $w < 0; $status = $? if $w == $pid }
+open my $ft, '>', '/forge/run/totals'; print $ft "$s[0][2] $s[1][2]\n"; close $ft;
+exit(($status & 127) ? 128 + ($status & 127) : $status >> 8);
+`
+
+// keeperScript keeps the keeper container alive until the pod is deleted.
+const keeperScript = `$SIG{TERM} = sub { exit 0 }; sleep 3600 while 1;`
+
+// podName is a fresh pod name (a DNS label).
+func podName() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "forge-" + hex.EncodeToString(b)
+}
+
+// mountPlace is a mount's place in the workspace.
+type mountPlace struct {
+	Target   string `json:"target"`
+	Rel      string `json:"rel"` // "" or "." for the workspace itself
+	ReadOnly bool   `json:"ro,omitempty"`
+}
+
+// places maps the spec's mounts into its workspace: every mount must lie in
+// it, since a pod cannot mount the core's directories (no host paths).
+func places(s runtime.Spec) ([]mountPlace, error) {
+	var out []mountPlace
+	for _, m := range s.Mounts {
+		rel, ok := within(s.WorkspacePath, m.Source)
+		if !ok {
+			return nil, fmt.Errorf("mount of %s at %s is not in the sandbox's workspace: the Kubernetes runtime copies only the workspace into a pod (tool grants need the bridge, which is not yet served on Kubernetes)", m.Source, m.Target)
+		}
+		out = append(out, mountPlace{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
+	}
+	return out, nil
+}
+
+func within(root, p string) (string, bool) {
+	if root == "" {
+		return "", false
+	}
+	root, p = path.Clean(root), path.Clean(p)
+	if p == root {
+		return ".", true
+	}
+	if !strings.HasPrefix(p, root+"/") {
+		return "", false
+	}
+	return strings.TrimPrefix(p, root+"/"), true
+}
+
+// ImageRef is the reference a pod is created with for image name: the
+// registry prefix before it, else a name without a registry is a local
+// one (localhost/, as Podman names the images it builds).
+func ImageRef(registry, name string) string {
+	if registry != "" {
+		return registry + "/" + strings.TrimPrefix(name, "localhost/")
+	}
+	first, _, found := strings.Cut(name, "/")
+	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return name
+	}
+	return "localhost/" + name
+}
+
+// podSpec builds the pod of a spec that passed the policy. It translates:
+// whatever the spec forbids (privileges, host namespaces, host paths) was
+// refused before, and a spec that still carries it is refused here.
+func podSpec(s runtime.Spec, k config.Kubernetes, ns, name string, quota int64) (*corev1.Pod, error) {
+	if s.Privileged || len(s.CapAdd) > 0 || len(s.Devices) > 0 || s.PidNS == "host" || s.IPCNS == "host" || s.Network == "host" {
+		return nil, fmt.Errorf("refusing a spec with privileges or host namespaces (the policy should have refused it)")
+	}
+	if s.Network != "none" {
+		return nil, fmt.Errorf("security.allow_network is not served on Kubernetes: sandbox pods have no network (the deny-all NetworkPolicy); set allow_network = false")
+	}
+	uid, gid, err := ids(s.User)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := places(s)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		if len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(v)) == 0 {
+			labels[k] = v
+		}
+	}
+	labels[runtime.LabelManaged] = "true"
+	all, _ := json.Marshal(s.Labels)
+	mj, _ := json.Marshal(mounts)
+
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if k.SeccompProfile != "" {
+		p := k.SeccompProfile
+		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &p}
+	}
+	f, t := false, true
+	confined := func() *corev1.SecurityContext {
+		return &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &f, Privileged: &f, ReadOnlyRootFilesystem: &t, RunAsNonRoot: &t,
+			RunAsUser: &uid, RunAsGroup: &gid,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+	}
+	limits := corev1.ResourceList{}
+	if s.Limits.MemoryBytes > 0 {
+		limits[corev1.ResourceMemory] = *resource.NewQuantity(s.Limits.MemoryBytes, resource.BinarySI)
+	}
+	if s.Limits.CPUQuota > 0 {
+		// A quota in µs per 100 ms period is a thousandth of a core per 100 µs.
+		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(s.Limits.CPUQuota/100, 10), resource.DecimalSI)
+	}
+	requests := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(k.CPURequest),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(k.MemoryRequest), resource.BinarySI),
+	}
+	for r, q := range requests {
+		if l, ok := limits[r]; ok && q.Cmp(l) > 0 {
+			requests[r] = l // a request may not exceed its limit
+		}
+	}
+	helper := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	var env []corev1.EnvVar
+	for _, key := range sortedKeys(s.Env) {
+		env = append(env, corev1.EnvVar{Name: key, Value: s.Env[key]})
+	}
+	env = append(env, corev1.EnvVar{Name: "FORGE_LOG_MAX", Value: strconv.Itoa(maxLog)})
+	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: runDir}}
+	for _, m := range mounts {
+		sub := m.Rel
+		if sub == "." {
+			sub = ""
+		}
+		vm = append(vm, corev1.VolumeMount{Name: "ws", MountPath: m.Target, SubPath: sub, ReadOnly: m.ReadOnly})
+	}
+	ws := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMedium(k.WorkspaceMedium)}
+	if quota > 0 {
+		ws.SizeLimit = resource.NewQuantity(quota, resource.BinarySI)
+	}
+	tmp := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	if s.TmpfsSize > 0 {
+		tmp.SizeLimit = resource.NewQuantity(s.TmpfsSize, resource.BinarySI)
+	}
+	image := s.ImageID
+	if image == "" {
+		image = ImageRef(k.ImageRegistry, s.Image)
+	}
+	deadline := int64(k.SessionLifetime)
+	if s.Labels[runtime.LabelOneShot] == "true" && s.Limits.Timeout > 0 {
+		deadline = int64(s.Limits.Timeout.Seconds()) + lifetimeGrace
+	}
+	grace := int64(2)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, Labels: labels,
+			Annotations: map[string]string{annotationLabels: string(all), annotationMounts: string(mj)},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			NodeName:                      k.NodeName,
+			NodeSelector:                  k.NodeSelector,
+			AutomountServiceAccountToken:  &f,
+			EnableServiceLinks:            &f,
+			ActiveDeadlineSeconds:         &deadline,
+			TerminationGracePeriodSeconds: &grace,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: &t, FSGroup: &gid, SeccompProfile: seccomp,
+			},
+			Volumes: []corev1.Volume{
+				{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: ws}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: tmp}},
+				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(3*maxLog, resource.BinarySI)}}},
+			},
+			InitContainers: []corev1.Container{{
+				Name: containerSeed, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+				// The workspace arrives as a tar on stdin (Start attaches);
+				// the sandbox starts only once it is all there.
+				Command: []string{"tar", "-x", "-f", "-", "-C", wsDir, "--no-same-owner", "--delay-directory-restore"},
+				Stdin:   true, StdinOnce: true,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}},
+				SecurityContext: confined(), Resources: helper,
+			}},
+			Containers: []corev1.Container{
+				{
+					Name: containerSandbox, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+					Command:    append([]string{"perl", "-e", initScript, "--"}, s.Command...),
+					WorkingDir: s.WorkDir, Env: env, VolumeMounts: vm, SecurityContext: confined(),
+					Resources: corev1.ResourceRequirements{Limits: limits, Requests: requests},
+				},
+				{
+					Name: containerKeeper, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+					Command:         []string{"perl", "-e", keeperScript},
+					VolumeMounts:    []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}, {Name: "run", MountPath: runDir, ReadOnly: true}},
+					SecurityContext: confined(), Resources: helper,
+				},
+			},
+		},
+	}
+	if k.RuntimeClass != "" {
+		rc := k.RuntimeClass
+		pod.Spec.RuntimeClassName = &rc
+	}
+	if k.UserNamespaces {
+		pod.Spec.HostUsers = &f
+	}
+	for _, t := range k.Tolerations {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator),
+			Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return pod, nil
+}
+
+// maxLog is how much of each of stdout and stderr the sandbox keeps: the
+// most an MCP result carries (execution.max_output is at most this).
+const maxLog = 4 << 20
+
+func ids(user string) (uid, gid int64, err error) {
+	u, g, ok := strings.Cut(user, ":")
+	if !ok {
+		g = u
+	}
+	uid, err1 := strconv.ParseInt(u, 10, 64)
+	gid, err2 := strconv.ParseInt(g, 10, 64)
+	if err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
+		return 0, 0, fmt.Errorf("security.sandbox_user %q: a pod runs as a numeric non-root uid:gid", user)
+	}
+	return uid, gid, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// specLabels reads back the labels a pod was created with.
+func specLabels(p *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	if err := json.Unmarshal([]byte(p.Annotations[annotationLabels]), &out); err != nil || len(out) == 0 {
+		out = map[string]string{}
+		for k, v := range p.Labels {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+// File is a regular file read back from a sandbox's workspace.
+type File struct {
+	Name    string
+	Data    []byte
+	Size    int64
+	Skipped bool // over a size cap: Data is empty
+}
+
+// ErrNoFile is a workspace path with no regular file (missing, or not a
+// regular file: a link is never followed).
+var ErrNoFile = errors.New("no such regular file in the workspace")
+
+// ErrNoListener is an endpoint nothing listens on yet.
+var ErrNoListener = errors.New("nothing listens on the endpoint yet")
+
+// ErrTooLarge is a file over the size asked for.
+var ErrTooLarge = errors.New("the file is larger than allowed")
+
+// ErrNoSpace is a full workspace.
+var ErrNoSpace = errors.New("no space left in the workspace")
+
+// RemoteWorkspace is a runtime whose sandboxes keep their workspace where
+// they run (a Kubernetes pod), not in the core's directory: the core's copy
+// is only what the sandbox starts with, and files and sockets are reached
+// through the runtime, inside the sandbox's own confinement.
+type RemoteWorkspace interface {
+	// ReadDir reads the regular files directly in rel (relative to the
+	// workspace), each at most maxFile bytes, maxTotal in all.
+	ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal int64) ([]File, error)
+	// ReadFile reads one regular file, at most max bytes (more: an error).
+	ReadFile(ctx context.Context, id, rel string, max int64) ([]byte, error)
+	// WriteFile writes one file, creating its directories.
+	WriteFile(ctx context.Context, id, rel string, data []byte) error
+	// DialSocket connects to the unix socket at path in the container.
+	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
+}
