@@ -78,7 +78,7 @@ type Spec struct {
 	// (Kubernetes) copies it into the sandbox and mounts its subdirectories
 	// from there.
 	WorkspacePath string
-	Plugin          string // plugin that asked for it
+	Plugin        string // plugin that asked for it
 }
 
 // UserNSSize is how many ids a private user namespace map covers.
