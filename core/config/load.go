@@ -299,6 +299,9 @@ func setScalar(f reflect.Value, raw string) error {
 		}
 		f.SetBool(b)
 	case reflect.Slice:
+		if f.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("a list of tables is only configurable in the file")
+		}
 		var items []string
 		for _, s := range strings.Split(raw, ",") {
 			if s = strings.TrimSpace(s); s != "" {

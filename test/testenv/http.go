@@ -74,7 +74,7 @@ func StartHTTPAt(t testing.TB, base, extra string, env ...string) *HTTPServer {
 	}
 	s.LogFile = logf.Name()
 	s.Cmd = exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--config", cfg)
-	s.Cmd.Env = append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+s.AuditLog), env...)
+	s.Cmd.Env = append(append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+s.AuditLog), runtimeEnv(t)...), env...)
 	s.Cmd.Stderr, s.Cmd.Stdout = logf, logf
 	if err := s.Cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func StartServerBinary(t testing.TB, bin, base, extra string) *Server {
 	cmd := exec.Command(bin, "--config", cfg.Name(), "serve")
 	// The test's own base path and audit log come from the environment, so
 	// extra may open any table.
-	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"))
+	cmd.Env = append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log")), runtimeEnv(t)...)
 	logName := strings.TrimSuffix(cfg.Name(), ".toml") + ".log"
 	logf, _ := os.Create(logName)
 	cmd.Stderr = logf
