@@ -39,6 +39,9 @@ func NewInProcessLacking(t testing.TB, mutate func(*config.Config), gaps ...runt
 	cfg.Volumes.BasePath = base
 	cfg.Security.AuditLog = filepath.Join(base, "audit.log")
 	cfg.Server.PluginDir = filepath.Join(RepoRoot(), "bin")
+	if Kube() {
+		applyKube(t, &cfg)
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -8,6 +9,10 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
 )
 
 // KubeConfigEnv names the forge.toml `make kube-up` printed (its
@@ -78,4 +83,46 @@ func readKubeEnv(path string) ([]string, error) {
 		env = append(env, "FORGE_SECURITY_WAIVE="+strings.Join(f.Security.Waive, ","))
 	}
 	return env, nil
+}
+
+// applyKube points cfg at the cluster of KubeConfigEnv (a core built in
+// the test process, as NewCore makes).
+func applyKube(t testing.TB, cfg *config.Config) {
+	t.Helper()
+	f := struct {
+		Runtime  *config.Runtime `toml:"runtime"`
+		Security struct {
+			Waive []string `toml:"waive"`
+		} `toml:"security"`
+	}{Runtime: &cfg.Runtime}
+	if _, err := toml.DecodeFile(os.Getenv(KubeConfigEnv), &f); err != nil {
+		t.Fatalf("%s: %v", KubeConfigEnv, err)
+	}
+	cfg.Security.Waive = append(cfg.Security.Waive, f.Security.Waive...)
+}
+
+// kubeEngine is the runtime a test core's manager runs on, and how it
+// reaches its workspaces (nil on Podman).
+func kubeEngine(t testing.TB, cfg config.Config) (sandbox.Engine, *kubernetes.Client) {
+	t.Helper()
+	k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, k
+}
+
+// requireKube fails when the cluster of KubeConfigEnv does not answer.
+func requireKube(ctx context.Context, t testing.TB) {
+	t.Helper()
+	var cfg config.Config
+	cfg.Runtime = config.Default().Runtime
+	applyKube(t, &cfg)
+	k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{})
+	if err == nil {
+		_, err = k.Info(ctx)
+	}
+	if err != nil {
+		t.Fatalf("the cluster of %s is required for the Kubernetes leg: %v (`make kube-up` starts it)", KubeConfigEnv, err)
+	}
 }

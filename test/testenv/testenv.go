@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
@@ -28,6 +29,10 @@ func Require(t testing.TB) {
 	// Generous: a busy 2-core machine can take seconds to answer.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if Kube() {
+		requireKube(ctx, t)
+		return
+	}
 	if _, err := podman.New("").Info(ctx); err != nil {
 		t.Fatalf("Podman is required for end-to-end tests: %v", err)
 	}
@@ -83,6 +88,9 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	cfg := config.Default()
 	cfg.Volumes.BasePath = base
 	cfg.Security.AuditLog = filepath.Join(base, "audit.log")
+	if Kube() {
+		applyKube(t, &cfg)
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -104,7 +112,13 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	for _, f := range opts {
 		f(&o)
 	}
-	m := sandbox.New(podman.New(cfg.Server.PodmanSocket), pol, al, hclog.NewNullLogger(), o)
+	var rt sandbox.Engine = podman.New(cfg.Server.PodmanSocket)
+	if Kube() {
+		var k *kubernetes.Client
+		rt, k = kubeEngine(t, cfg)
+		o.Remote = k
+	}
+	m := sandbox.New(rt, pol, al, hclog.NewNullLogger(), o)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -16,14 +16,14 @@ import (
 
 // Permission is one thing the core does in the sandbox namespace.
 type Permission struct {
-	Resource, Subresource, Verb string
+	Group, Resource, Subresource, Verb string
 }
 
 // Permissions are the least the core needs (docs/kubernetes.md's Role).
 var Permissions = []Permission{
-	{"pods", "", "create"}, {"pods", "", "get"}, {"pods", "", "list"}, {"pods", "", "watch"}, {"pods", "", "delete"},
-	{"pods", "exec", "create"}, {"pods", "exec", "get"}, {"pods", "attach", "create"}, {"pods", "attach", "get"},
-	{"networkpolicies", "", "list"},
+	{"", "pods", "", "create"}, {"", "pods", "", "get"}, {"", "pods", "", "list"}, {"", "pods", "", "watch"}, {"", "pods", "", "delete"},
+	{"", "pods", "exec", "create"}, {"", "pods", "exec", "get"}, {"", "pods", "attach", "create"}, {"", "pods", "attach", "get"},
+	{"networking.k8s.io", "networkpolicies", "", "list"},
 }
 
 // Doctor checks the cluster for serving sandboxes: the API server, the
@@ -58,7 +58,7 @@ func (c *Client) Doctor(images []string) doctor.Check {
 		var missing []string
 		for _, p := range Permissions {
 			rev, err := c.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(cx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.k.Namespace, Verb: p.Verb, Resource: p.Resource, Subresource: p.Subresource}}}, metav1.CreateOptions{})
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.k.Namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource}}}, metav1.CreateOptions{})
 			if err != nil || !rev.Status.Allowed {
 				name := p.Resource
 				if p.Subresource != "" {

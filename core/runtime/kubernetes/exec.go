@@ -90,7 +90,7 @@ func (c *Client) run(ctx context.Context, id, container string, cmd []string, st
 // directory for an exec, and the core needs its process group to bound it.
 // It reports the group on stderr's first line (execMark), which the core
 // takes out, then becomes the command.
-const execWrap = `my ($dir, $n) = splice(@ARGV, 0, 2); for (splice(@ARGV, 0, $n)) { my ($k, $v) = split /=/, $_, 2; $ENV{$k} = $v }
+const execWrap = `delete $ENV{$_} for grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV; my ($dir, $n) = splice(@ARGV, 0, 2); for (splice(@ARGV, 0, $n)) { my ($k, $v) = split /=/, $_, 2; $ENV{$k} = $v }
 setpgrp(0, 0); syswrite STDERR, "\0forge-exec $$\n";
 if ($dir ne '' && !chdir $dir) { print STDERR "cd $dir: $!\n"; exit 126 }
 exec { $ARGV[0] } @ARGV; print STDERR "exec $ARGV[0]: $!\n"; exit 127;`

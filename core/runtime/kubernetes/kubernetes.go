@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -59,6 +61,8 @@ type podInfo struct {
 	mounts    []mountPlace // the sandbox's mounts, to reach its sockets
 	seeded    bool
 }
+
+var klogOnce sync.Once
 
 // Options are what the runtime takes beyond its configuration section.
 type Options struct {
@@ -105,6 +109,12 @@ func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
 	}
+	// client-go logs through klog to stderr; what it says belongs in the
+	// core's log (a relay's stdin copier reports the close of its pipe).
+	klogOnce.Do(func() {
+		log := o.Log.Named("client-go")
+		klog.SetLogger(funcr.New(func(prefix, args string) { log.Debug(prefix, "args", args) }, funcr.Options{}))
+	})
 	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, log: o.Log, pods: map[string]*podInfo{}}
 	c.exec = c.apiExec
 	return c
@@ -204,6 +214,18 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	}
 	if err := c.seed(sctx, id, p.workspace); err != nil {
 		return fmt.Errorf("start pod %s: send its workspace: %w", id, err)
+	}
+	// Started as a Podman container is: its command runs (or already
+	// ended), and its keeper serves files and endpoints.
+	if _, err := c.waitPod(sctx, id, func(pod *corev1.Pod) (bool, error) {
+		keeper, _ := status(pod.Status.ContainerStatuses, containerKeeper)
+		sandbox, _ := status(pod.Status.ContainerStatuses, containerSandbox)
+		if keeper.State.Running != nil && (sandbox.State.Running != nil || sandbox.State.Terminated != nil) {
+			return true, nil
+		}
+		return false, stuck(pod)
+	}); err != nil {
+		return fmt.Errorf("start pod %s: %w", id, err)
 	}
 	return nil
 }

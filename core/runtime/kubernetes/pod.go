@@ -54,10 +54,13 @@ const lifetimeGrace = 60
 // pod gets none injected (Podman's --init). It forwards signals to the
 // command, reaps orphans, captures stdout and stderr apart (the log API
 // merges them) keeping FORGE_LOG_MAX bytes of each and counting the rest,
-// and exits as the command did (128+n for signal n). Perl because every
+// and exits as the command did (128+n for signal n). It also drops the
+// API server's address, which the kubelet puts in every container's
+// environment whatever enableServiceLinks says. Perl because every
 // Debian-based image has perl-base (essential).
 const initScript = `use strict; use POSIX ();
 my $max = $ENV{FORGE_LOG_MAX} || 1048576; delete $ENV{FORGE_LOG_MAX};
+delete $ENV{$_} for grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV;
 pipe(my $or, my $ow) or die "pipe: $!"; pipe(my $er, my $ew) or die "pipe: $!";
 my $pid = fork; defined $pid or die "fork: $!";
 if (!$pid) { close $or; close $er; open STDOUT, '>&', $ow; open STDERR, '>&', $ew; close $ow; close $ew;

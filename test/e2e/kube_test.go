@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	kube "github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// kubeClient is the core's own view of the test cluster.
+func kubeClient(t *testing.T) (kubernetes.Interface, config.Kubernetes) {
+	t.Helper()
+	cfg, err := config.Load(os.Getenv(testenv.KubeConfigEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := kube.RESTConfig(cfg.Runtime.Kubernetes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, cfg.Runtime.Kubernetes
+}
+
+// TestKubeSandboxPods checks a live session's pod as the cluster holds it,
+// and the sandbox from inside: the confinement the pod spec asks for is
+// what the code gets.
+func TestKubeSandboxPods(t *testing.T) {
+	if !testenv.Kube() {
+		t.Skip("Kubernetes runtime only: set " + testenv.KubeConfigEnv + " (scripts/test.sh's Kubernetes leg)")
+	}
+	s := testenv.StartServer(t, "")
+	probe := `
+import os, socket, json
+out = {"uid": os.getuid(), "ifaces": sorted(os.listdir("/sys/class/net"))}
+out["token"] = os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount")
+out["service_env"] = sorted(k for k in os.environ if k.startswith("KUBERNETES_") or k.endswith("_SERVICE_HOST"))
+for name, addr in (("api", ("10.96.0.1", 443)), ("host_api", ("127.0.0.1", 6443)), ("out", ("1.1.1.1", 80))):
+    try:
+        socket.create_connection(addr, timeout=3); out[name] = "connected"
+    except OSError as e:
+        out[name] = type(e).__name__
+try:
+    open("/forge-root-write", "w"); out["root_write"] = "written"
+except OSError as e:
+    out["root_write"] = e.strerror
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+out["capeff"] = st["CapEff"].strip(); out["nonewprivs"] = st["NoNewPrivs"].strip(); out["seccomp"] = st["Seccomp"].strip()
+print(json.dumps(out))
+`
+	var o out
+	res := s.Call(t, "execute_python", map[string]any{"code": probe, "session_id": "kube-probe"}, &o)
+	if res.IsError {
+		t.Fatalf("probe failed: %s", testenv.Text(res))
+	}
+	var p struct {
+		UID                         int
+		Ifaces                      []string
+		Token                       bool
+		ServiceEnv                  []string `json:"service_env"`
+		API                         string
+		HostAPI                     string `json:"host_api"`
+		Out                         string
+		RootWrite                   string `json:"root_write"`
+		CapEff, NoNewPrivs, Seccomp string
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(o.Stdout)), &p); err != nil {
+		t.Fatalf("probe output %q: %v", o.Stdout, err)
+	}
+	t.Logf("probe: %+v", p)
+	switch {
+	case p.UID != 1000:
+		t.Errorf("uid %d, want 1000", p.UID)
+	case p.Token:
+		t.Error("a service account token is mounted")
+	case len(p.ServiceEnv) > 0:
+		t.Errorf("service links in the environment: %v", p.ServiceEnv)
+	case p.API == "connected" || p.HostAPI == "connected" || p.Out == "connected":
+		t.Errorf("network reached: api %s, host api %s, out %s", p.API, p.HostAPI, p.Out)
+	case p.RootWrite != "Read-only file system":
+		t.Errorf("writing / gave %q", p.RootWrite)
+	case strings.Trim(p.CapEff, "0") != "" || p.NoNewPrivs != "1" || p.Seccomp != "2":
+		t.Errorf("CapEff %s NoNewPrivs %s Seccomp %s: want no capabilities, no new privileges, a seccomp filter", p.CapEff, p.NoNewPrivs, p.Seccomp)
+	}
+
+	cs, k := kubeClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session *corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Labels["io.mcp-forge.one-shot"] != "true" && pods.Items[i].DeletionTimestamp == nil {
+			session = &pods.Items[i]
+		}
+	}
+	if session == nil {
+		t.Fatalf("no session pod among %d managed pods", len(pods.Items))
+	}
+	sp := session.Spec
+	if sp.AutomountServiceAccountToken == nil || *sp.AutomountServiceAccountToken || sp.EnableServiceLinks == nil || *sp.EnableServiceLinks {
+		t.Error("the pod may mount a token or get service links")
+	}
+	if sp.HostNetwork || sp.HostPID || sp.HostIPC || sp.ActiveDeadlineSeconds == nil {
+		t.Errorf("host namespaces or no deadline: %+v", sp)
+	}
+	for _, v := range sp.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("volume %s is a host path", v.Name)
+		}
+	}
+	if sp.SecurityContext.SeccompProfile == nil || sp.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
+		t.Errorf("seccomp %+v, want MCP-Forge's Localhost profile", sp.SecurityContext.SeccompProfile)
+	}
+}
