@@ -55,6 +55,8 @@ func remoteErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, runtime.ErrLink):
+		return host.Errorf(host.KindPolicy, "%v", err)
 	case errors.Is(err, runtime.ErrNoFile):
 		return host.Errorf(host.KindNotFound, "%v", err)
 	case errors.Is(err, runtime.ErrTooLarge), errors.Is(err, runtime.ErrNoSpace):

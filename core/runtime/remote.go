@@ -24,6 +24,9 @@ var ErrNoListener = errors.New("nothing listens on the endpoint yet")
 // ErrTooLarge is a file over the size asked for.
 var ErrTooLarge = errors.New("the file is larger than allowed")
 
+// ErrLink is a workspace path with a symbolic link on it (never followed).
+var ErrLink = errors.New("a symbolic link is on the path, and links are never followed")
+
 // ErrNoSpace is a full workspace.
 var ErrNoSpace = errors.New("no space left in the workspace")
 

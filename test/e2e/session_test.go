@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -29,11 +28,7 @@ import (
 // entry (servers on base share base/audit.log) names that pool workspace.
 func sessionContainers(t *testing.T, base, id string) []string {
 	t.Helper()
-	out, err := exec.Command("podman", "ps", "-a", "--filter", "label=io.mcp-forge.instance="+forge.Instance(base),
-		"--format", `{{.ID}} {{index .Labels "io.mcp-forge.session"}}`).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sandboxes := testenv.Sandboxes(t, map[string]string{"io.mcp-forge.instance": forge.Instance(base)})
 	internal := regexp.MustCompile("^" + regexp.QuoteMeta(id) + "-[0-9a-f]{16}$")
 	pooled := map[string]bool{}
 	if _, err := os.Stat(filepath.Join(base, "audit.log")); err == nil {
@@ -44,9 +39,9 @@ func sessionContainers(t *testing.T, base, id string) []string {
 		}
 	}
 	var ids []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && (internal.MatchString(f[1]) || pooled[f[1]]) {
-			ids = append(ids, f[0])
+	for _, c := range sandboxes {
+		if sid := c.Labels["io.mcp-forge.session"]; internal.MatchString(sid) || pooled[sid] {
+			ids = append(ids, c.ID)
 		}
 	}
 	return ids

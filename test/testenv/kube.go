@@ -7,11 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
+	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 )
 
@@ -125,4 +128,30 @@ func requireKube(ctx context.Context, t testing.TB) {
 	if err != nil {
 		t.Fatalf("the cluster of %s is required for the Kubernetes leg: %v (`make kube-up` starts it)", KubeConfigEnv, err)
 	}
+}
+
+// Sandboxes lists the sandboxes (containers or pods) carrying every one of
+// labels, on the runtime this run's servers use.
+func Sandboxes(t testing.TB, labels map[string]string) []runtime.Container {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var lister interface {
+		List(context.Context, map[string]string) ([]runtime.Container, error)
+	} = podman.New("")
+	if Kube() {
+		var cfg config.Config
+		cfg.Runtime = config.Default().Runtime
+		applyKube(t, &cfg)
+		k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lister = k
+	}
+	list, err := lister.List(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }

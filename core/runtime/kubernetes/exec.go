@@ -102,14 +102,14 @@ const killScript = `kill $ARGV[0], $ARGV[1] or do { print STDERR "kill: $!\n"; e
 
 func killCmd(sig string, target int) []string {
 	if target > 0 {
-		return []string{"perl", "-e", killScript, "-" + sig, strconv.Itoa(target)}
+		return []string{"perl", "-e", killScript, "--", "-" + sig, strconv.Itoa(target)}
 	}
-	return []string{"perl", "-e", killScript, sig, "-1"}
+	return []string{"perl", "-e", killScript, "--", sig, "-1"}
 }
 
 // Exec implements runtime.Containers.
 func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (runtime.ExecResult, error) {
-	cmd := []string{"perl", "-e", execWrap, req.WorkDir, strconv.Itoa(len(req.Env))}
+	cmd := []string{"perl", "-e", execWrap, "--", req.WorkDir, strconv.Itoa(len(req.Env))}
 	for _, k := range sortedKeys(req.Env) {
 		cmd = append(cmd, k+"="+req.Env[k])
 	}
@@ -174,8 +174,8 @@ func (c *Client) bound(ctx context.Context, id string, timeout time.Duration, pi
 			return sent
 		default:
 		}
-		if _, err := c.run(context.WithoutCancel(ctx), id, containerSandbox, killCmd(sig, pid), nil); err != nil {
-			c.log.Warn("could not end a command past its timeout", "pod", id, "signal", sig, "error", err)
+		if res, err := c.run(context.WithoutCancel(ctx), id, containerSandbox, killCmd(sig, pid), nil); err != nil || res.ExitCode != 0 {
+			c.log.Warn("could not end a command past its timeout", "pod", id, "signal", sig, "error", err, "stderr", string(res.Stderr))
 		}
 		sent = true
 		select {

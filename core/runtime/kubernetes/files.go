@@ -101,10 +101,16 @@ func wsPath(rel string) (string, error) {
 	return wsDir + clean, nil
 }
 
+// noLink refuses (exit 6) a path of the workspace with a link on it, as the
+// core refuses one in a workspace of its own: inside the pod a link could
+// only lead to what the pod sees, but a link where a file should be is the
+// sandbox's doing, and is refused the same way on every runtime.
+const noLink = `sub nolink { my $acc = '/forge/ws'; for my $c (grep { length } split m{/}, substr($_[0], length $acc)) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; if (-l _) { print STDERR "$acc is a symbolic link\n"; exit 6 } } } `
+
 // readDirScript prints the regular files directly in a directory: for each,
 // its name, size and whether its content follows (within the caps), NUL
 // separated. A link is never followed, nor listed.
-const readDirScript = `my ($dir, $maxf, $maxt) = @ARGV; opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
+const readDirScript = noLink + `my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
 binmode STDOUT; my $used = 0;
 for my $n (sort grep { $_ ne '.' && $_ ne '..' } readdir $d) { my @st = lstat("$dir/$n"); next unless @st && -f _;
   my $size = $st[7]; my $take = $size <= $maxf && $used + $size <= $maxt;
@@ -117,7 +123,7 @@ func (c *Client) ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal 
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readDirScript, dir, strconv.FormatInt(maxFile, 10), strconv.FormatInt(maxTotal, 10)}, nil)
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readDirScript, "--", dir, strconv.FormatInt(maxFile, 10), strconv.FormatInt(maxTotal, 10)}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +131,8 @@ func (c *Client) ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal 
 	case 0:
 	case 3:
 		return nil, nil // no such directory: no files
+	case 6:
+		return nil, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	default:
 		return nil, errExit("read directory "+rel, res)
 	}
@@ -158,7 +166,7 @@ func parseFiles(b []byte) ([]runtime.File, error) {
 	return out, nil
 }
 
-const readFileScript = `my ($p, $max) = @ARGV; my @st = lstat $p; if (!@st || !-f _) { print STDERR "$p: not a regular file\n"; exit 3 }
+const readFileScript = noLink + `my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st || !-f _) { print STDERR "$p: not a regular file\n"; exit 3 }
 if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } open(my $f, '<:raw', $p) or do { print STDERR "$p: $!\n"; exit 1 }; binmode STDOUT; local $/; print scalar <$f>`
 
 // ReadFile implements runtime.RemoteWorkspace.
@@ -167,7 +175,7 @@ func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readFileScript, p, strconv.FormatInt(max, 10)}, nil)
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readFileScript, "--", p, strconv.FormatInt(max, 10)}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +186,13 @@ func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byt
 		return nil, fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
 	case 4:
 		return nil, fmt.Errorf("%s is %s bytes, over %d: %w", rel, bytes.TrimSpace(res.Stderr), max, runtime.ErrTooLarge)
+	case 6:
+		return nil, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	}
 	return nil, errExit("read "+rel, res)
 }
 
-const writeFileScript = `use File::Path qw(make_path); use File::Basename; my $p = $ARGV[0]; make_path(dirname($p));
+const writeFileScript = noLink + `use File::Path qw(make_path); use File::Basename; my $p = $ARGV[0]; nolink($p); make_path(dirname($p));
 open(my $f, '>:raw', "$p.forge-tmp") or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) }; binmode STDIN; local $/; my $d = <STDIN> // '';
 print $f $d or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) }; close $f or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) };
 rename("$p.forge-tmp", $p) or do { print STDERR "$p: $!\n"; exit 1 }`
@@ -196,7 +206,7 @@ func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte) err
 	if data == nil {
 		data = []byte{}
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", writeFileScript, p}, data)
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", writeFileScript, "--", p}, data)
 	if err != nil {
 		return err
 	}
@@ -205,6 +215,8 @@ func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte) err
 		return nil
 	case 5:
 		return fmt.Errorf("write %s: %w", rel, runtime.ErrNoSpace)
+	case 6:
+		return fmt.Errorf("write %s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	}
 	return errExit("write "+rel, res)
 }
@@ -252,7 +264,7 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	go func() {
 		defer close(ended)
 		code, xerr = c.exec(context.WithoutCancel(ctx), id, stream{Container: containerKeeper,
-			Command: []string{"perl", "-e", relayScript, sp}, Stdin: inR, Stdout: outW, Stderr: &errb})
+			Command: []string{"perl", "-e", relayScript, "--", sp}, Stdin: inR, Stdout: outW, Stderr: &errb})
 		outW.Close()
 		inR.Close()
 	}()

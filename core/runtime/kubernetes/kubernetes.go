@@ -428,7 +428,7 @@ func maxInt(a, b int64) int64 {
 // goes to every other process, which ends the command and then the init.
 func (c *Client) Signal(ctx context.Context, id, sig string) error {
 	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
-	cmd := []string{"perl", "-e", killScript, sig, "1"}
+	cmd := []string{"perl", "-e", killScript, "--", sig, "1"}
 	if sig == "KILL" {
 		cmd = killCmd(sig, -1)
 	}
