@@ -67,6 +67,7 @@ type Plugins interface {
 
 // Engine executes requests through plugins.
 type Engine struct {
+	remote  RemoteSessions // nil: sessions' files are the workspace's directories
 	cfg     config.Config
 	pol     *policy.Policy
 	plugins Plugins

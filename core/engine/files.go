@@ -83,14 +83,43 @@ func (e *Engine) inlineFileSize() int64 {
 func (e *Engine) MaxFileSize() int64    { return e.maxFileSize() }
 func (e *Engine) InlineFileSize() int64 { return e.inlineFileSize() }
 
+// SessionFS is a session's working directory wherever it lives: a
+// directory of the core's (workspace.Files), or the session's pod on a
+// runtime whose workspaces live where the sandboxes run.
+type SessionFS interface {
+	ReadFile(rel string, max int64) ([]byte, error)
+	WriteFile(rel string, data []byte) error
+	List(rel string, max int) ([]workspace.Entry, bool, error)
+	Snapshot(rel string, max int) map[string]workspace.Stamp
+}
+
+// RemoteSessions, when set, reaches a session's working directory by its
+// internal id where the runtime keeps it (forge sets it for Kubernetes).
+type RemoteSessions func(internalID string) (SessionFS, error)
+
+// SetRemoteSessions makes the file tools reach sessions through r.
+func (e *Engine) SetRemoteSessions(r RemoteSessions) { e.remote = r }
+
+// sessionFS is the working directory of session internal.
+func (e *Engine) sessionFS(internal string) (SessionFS, error) {
+	if e.remote != nil {
+		return e.remote(internal)
+	}
+	f, err := e.ws.SessionFiles(internal)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // sessionFiles finds a session of client and its working directory,
 // auditing a refusal.
-func (e *Engine) sessionFiles(client, id, tool string) (*session.Session, *workspace.Files, error) {
+func (e *Engine) sessionFiles(client, id, tool string) (*session.Session, SessionFS, error) {
 	s, err := e.lookup(client, id, tool)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := e.ws.SessionFiles(s.Internal)
+	f, err := e.sessionFS(s.Internal)
 	if errors.Is(err, workspace.ErrRemote) {
 		return nil, nil, e.refuse(client, id, tool, &RequestError{Rule: RuleRuntimeUnsupported, Msg: err.Error()}, nil)
 	}
@@ -175,13 +204,13 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 	// Refuse what cannot fit before writing: a full workspace would
 	// otherwise also fail the session's own next write.
 	var st unix.Statfs_t
-	if unix.Statfs(f.Root(), &st) == nil {
+	if local, ok := f.(*workspace.Files); ok && unix.Statfs(local.Root(), &st) == nil {
 		if free := int64(st.Bavail) * st.Bsize; int64(len(data)) > free {
 			e.checkFull(s, tool) // refused for want of space: perhaps none is left
 			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session's workspace has %d bytes free", workspace.ErrNoSpace, quoted(rel), len(data), free))
 		}
 	}
-	if q := e.ws.Quota(); q > 0 && !e.ws.Enforced() {
+	if q := e.ws.Quota(); q > 0 && !e.ws.Enforced() && e.remote == nil {
 		if used, _ := (&workspace.Workspace{Path: e.ws.SessionPath(s.Internal)}).Usage(q); used+int64(len(data)) > q {
 			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), len(data), used))
 		}
@@ -243,10 +272,10 @@ func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, err
 // outputSnapshot stamps the files in a session's output directory before a
 // run, so that afterwards only what the run wrote comes back.
 func (e *Engine) outputSnapshot(id string) map[string]workspace.Stamp {
-	if !e.ws.SessionHasDir(id, OutputDir) {
+	if e.remote == nil && !e.ws.SessionHasDir(id, OutputDir) {
 		return nil // no output directory (most sessions): one lstat, no walk
 	}
-	f, err := e.ws.SessionFiles(id)
+	f, err := e.sessionFS(id)
 	if err != nil {
 		return nil // no working directory yet: everything after the run is new
 	}
@@ -256,10 +285,10 @@ func (e *Engine) outputSnapshot(id string) map[string]workspace.Stamp {
 // outputFiles returns the files of the output directory that are new or
 // changed since before: small ones with their content, within a total.
 func (e *Engine) outputFiles(id string, before map[string]workspace.Stamp) ([]OutputFile, []string) {
-	if !e.ws.SessionHasDir(id, OutputDir) {
+	if e.remote == nil && !e.ws.SessionHasDir(id, OutputDir) {
 		return nil, nil // none before or after the run (or the run removed it)
 	}
-	f, err := e.ws.SessionFiles(id)
+	f, err := e.sessionFS(id)
 	if err != nil {
 		return nil, nil
 	}

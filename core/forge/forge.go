@@ -298,6 +298,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return ok, err
 	}
 	eng.SetTools(tools, toolsWhy)
+	if r := remoteOf(raw); r != nil {
+		eng.SetRemoteSessions(crashes.sessionFS(r, ws))
+	}
 	crashes.resolve(eng)
 	f.MCP = mcpserver.New(eng, cfg)
 

@@ -177,6 +177,22 @@ func (c *crashes) add(name string, h *hostsvc.Host) {
 
 func (c *crashes) resolve(e *engine.Engine) { c.engine.Store(e) }
 
+// sessionFS finds the pod of a session among every plugin's containers
+// (under its own id, or the pool workspace it was bound to): the session
+// tools' way to its files on a runtime that keeps them there.
+func (c *crashes) sessionFS(r runtime.RemoteWorkspace, ws *workspace.Manager) engine.RemoteSessions {
+	return func(internal string) (engine.SessionFS, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, h := range c.hosts {
+			if id, ok := h.SessionContainer(internal, ws.Bound(internal)); ok {
+				return hostsvc.SessionFS{R: r, ID: id}, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: session %s has no sandbox yet", workspace.ErrNotFound, internal)
+	}
+}
+
 func (c *crashes) crashed(name string) {
 	eng := c.engine.Load()
 	keep := func(string) bool { return false }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
+	"strings"
+	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -76,4 +79,92 @@ func (s RemoteSockets) DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn,
 		return nil, fmt.Errorf("%w: %v", workspace.ErrNoListener, err)
 	}
 	return c, err
+}
+
+// SessionContainer is the container of this plugin's that holds the
+// workspace of one of sessionIDs (a session's id, or the pool workspace it
+// was bound to), if any.
+func (h *Host) SessionContainer(sessionIDs ...string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for cid, t := range h.workspaces {
+		if t.Ephemeral {
+			continue
+		}
+		for _, id := range sessionIDs {
+			if id != "" && t.SessionID == id {
+				return cid, true
+			}
+		}
+	}
+	return "", false
+}
+
+// remoteOpTimeout bounds one file operation of a session tool in a pod.
+const remoteOpTimeout = time.Minute
+
+// SessionFS is the working directory of a session whose workspace lives
+// in its sandbox (runtime.RemoteWorkspace), with the errors of a workspace
+// of the core's, so that the file tools refuse alike on every runtime.
+type SessionFS struct {
+	R  runtime.RemoteWorkspace
+	ID string // the session's container
+}
+
+func (f SessionFS) rel(p string) string { return path.Join(workspace.SessionWorkDir, p) }
+
+func (f SessionFS) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), remoteOpTimeout)
+}
+
+// ReadFile implements engine.SessionFS.
+func (f SessionFS) ReadFile(rel string, max int64) ([]byte, error) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	data, err := f.R.ReadFile(ctx, f.ID, f.rel(rel), max)
+	return data, asWorkspaceErr(err)
+}
+
+// WriteFile implements engine.SessionFS.
+func (f SessionFS) WriteFile(rel string, data []byte) error {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	return asWorkspaceErr(f.R.WriteFile(ctx, f.ID, f.rel(rel), data))
+}
+
+// List implements engine.SessionFS.
+func (f SessionFS) List(rel string, max int) ([]workspace.Entry, bool, error) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	list, more, err := f.R.ListFiles(ctx, f.ID, f.rel(rel), max)
+	if err != nil {
+		return nil, false, asWorkspaceErr(err)
+	}
+	out := make([]workspace.Entry, 0, len(list))
+	for _, e := range list {
+		out = append(out, workspace.NewEntry(strings.TrimPrefix(e.Path, workspace.SessionWorkDir+"/"), e.Type, e.Size, e.Modified, e.Ino))
+	}
+	return out, more, nil
+}
+
+// Snapshot implements engine.SessionFS.
+func (f SessionFS) Snapshot(rel string, max int) map[string]workspace.Stamp {
+	entries, _, err := f.List(rel, max)
+	if err != nil {
+		return map[string]workspace.Stamp{}
+	}
+	return workspace.SnapshotOf(entries)
+}
+
+// asWorkspaceErr is a runtime's file error as core/workspace's sentinel.
+func asWorkspaceErr(err error) error {
+	for _, m := range []struct{ from, to error }{
+		{runtime.ErrNoFile, workspace.ErrNotFound}, {runtime.ErrLink, workspace.ErrLink},
+		{runtime.ErrTooLarge, workspace.ErrTooLarge}, {runtime.ErrNoSpace, workspace.ErrNoSpace},
+	} {
+		if errors.Is(err, m.from) {
+			return fmt.Errorf("%w: %v", m.to, err)
+		}
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 )
 
 // File is a regular file read back from a sandbox's workspace.
@@ -12,6 +13,15 @@ type File struct {
 	Data    []byte
 	Size    int64
 	Skipped bool // over a size cap: Data is empty
+}
+
+// Entry is one thing in a workspace, as List finds it.
+type Entry struct {
+	Path     string // relative to the directory listed's workspace root
+	Type     string // file, directory, symlink, fifo, socket, device or other
+	Size     int64
+	Modified time.Time
+	Ino      uint64
 }
 
 // ErrNoFile is a workspace path with no regular file (missing, or not a
@@ -42,6 +52,9 @@ type RemoteWorkspace interface {
 	ReadFile(ctx context.Context, id, rel string, max int64) ([]byte, error)
 	// WriteFile writes one file, creating its directories.
 	WriteFile(ctx context.Context, id, rel string, data []byte) error
+	// ListFiles walks rel without following links: up to max entries, and
+	// whether more were left out.
+	ListFiles(ctx context.Context, id, rel string, max int) ([]Entry, bool, error)
 	// DialSocket connects to the unix socket at path in the container.
 	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
 }

@@ -359,6 +359,23 @@ type Entry struct {
 	ino      uint64    // with Size and Modified: the file's version, for Snapshot
 }
 
+// NewEntry is an entry found elsewhere than in a directory of the core's
+// (a sandbox's pod), with the inode Snapshot tells versions apart by.
+func NewEntry(path, typ string, size int64, modified time.Time, ino uint64) Entry {
+	return Entry{Path: path, Type: typ, Size: size, Modified: modified, ino: ino}
+}
+
+// SnapshotOf stamps the regular files among entries (Snapshot's stamps).
+func SnapshotOf(entries []Entry) map[string]Stamp {
+	out := map[string]Stamp{}
+	for _, e := range entries {
+		if e.Type == "file" {
+			out[e.Path] = Stamp{Size: e.Size, MTime: e.Modified.UnixNano(), Ino: e.ino}
+		}
+	}
+	return out
+}
+
 // List walks rel (a directory) without following links and returns up to
 // max entries sorted by path; truncated says that more were left out.
 func (f *Files) List(rel string, max int) (entries []Entry, truncated bool, err error) {
@@ -441,17 +458,11 @@ type Stamp struct {
 // Snapshot stamps the regular files under rel (missing: empty), up to max.
 // The stamps come from the walk's own fstatat: no file is opened.
 func (f *Files) Snapshot(rel string, max int) map[string]Stamp {
-	out := map[string]Stamp{}
 	entries, _, err := f.List(rel, max)
 	if err != nil {
-		return out
+		return map[string]Stamp{}
 	}
-	for _, e := range entries {
-		if e.Type == "file" {
-			out[e.Path] = Stamp{Size: e.Size, MTime: e.Modified.UnixNano(), Ino: e.ino}
-		}
-	}
-	return out
+	return SnapshotOf(entries)
 }
 
 // Remove deletes one regular file or link beneath the root (never a

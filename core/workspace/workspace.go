@@ -83,7 +83,7 @@ type Manager struct {
 
 // ErrRemote refuses a session's files on a runtime whose workspaces live
 // in the sandboxes (Kubernetes): the core's copy is not what the session holds.
-var ErrRemote = errors.New("on the Kubernetes runtime a session's files live in its pod, and the file tools and checkpoints do not reach them yet; files written by code come back in execute results")
+var ErrRemote = errors.New("on the Kubernetes runtime a session's files live in its pod, and checkpoints do not reach them yet (checkpoint_session, restore_session and checkpoint_on_shutdown need the Podman runtime)")
 
 // SetRemote says that the runtime keeps workspaces where its sandboxes run.
 func (m *Manager) SetRemote() { m.remote = true }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
@@ -190,6 +191,66 @@ func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byt
 		return nil, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	}
 	return nil, errExit("read "+rel, res)
+}
+
+// listScript walks a directory without following links, depth first in
+// name order, printing type, size, mtime (ns), inode and path (relative to
+// the workspace) of up to max entries, NUL separated; a last line "more"
+// says that it stopped at max.
+const listScript = noLink + `use Fcntl ':mode'; my ($root, $max) = @ARGV; nolink($root); my $n = 0; my $more = 0; binmode STDOUT;
+my @st0 = lstat $root; if (!@st0) { exit 3 } if (!-d _) { exit 7 }
+sub kind { my $m = shift; S_ISREG($m) ? 'file' : S_ISDIR($m) ? 'directory' : S_ISLNK($m) ? 'symlink' : S_ISFIFO($m) ? 'fifo' : S_ISSOCK($m) ? 'socket' : (S_ISCHR($m) || S_ISBLK($m)) ? 'device' : 'other' }
+sub walk { my ($dir, $depth) = @_; opendir(my $d, $dir) or return; my @names = sort grep { $_ ne '.' && $_ ne '..' } readdir $d; closedir $d;
+  for my $name (@names) { if ($n >= $max) { $more = 1; return } my $p = "$dir/$name"; my @st = lstat $p or next; my $k = kind($st[2]);
+    my $rel = substr($p, length('/forge/ws/')); my $mt = $st[9] * 1000000000; print join("\0", $k, $k eq 'file' ? $st[7] : 0, $mt, $st[1], $rel), "\0"; $n++;
+    walk($p, $depth + 1) if $k eq 'directory' && $depth < 64; return if $more } }
+walk($root, 0); print "\0more" if $more;`
+
+// ListFiles implements runtime.RemoteWorkspace.
+func (c *Client) ListFiles(ctx context.Context, id, rel string, max int) ([]runtime.Entry, bool, error) {
+	dir, err := wsPath(rel)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", listScript, "--", dir, strconv.Itoa(max)}, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	switch res.ExitCode {
+	case 0:
+	case 3:
+		return nil, false, fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
+	case 6:
+		return nil, false, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
+	case 7:
+		return nil, false, fmt.Errorf("%s is not a directory: %w", rel, runtime.ErrNoFile)
+	default:
+		return nil, false, errExit("list "+rel, res)
+	}
+	return parseEntries(res.Stdout)
+}
+
+func parseEntries(b []byte) ([]runtime.Entry, bool, error) {
+	more := bytes.HasSuffix(b, []byte("\x00more"))
+	b = bytes.TrimSuffix(b, []byte("\x00more"))
+	fields := bytes.Split(b, []byte{0})
+	if len(fields) > 0 && len(fields[len(fields)-1]) == 0 {
+		fields = fields[:len(fields)-1]
+	}
+	if len(fields)%5 != 0 {
+		return nil, false, errors.New("list: a truncated listing")
+	}
+	var out []runtime.Entry
+	for i := 0; i < len(fields); i += 5 {
+		size, err1 := strconv.ParseInt(string(fields[i+1]), 10, 64)
+		mt, err2 := strconv.ParseInt(string(fields[i+2]), 10, 64)
+		ino, err3 := strconv.ParseUint(string(fields[i+3]), 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return nil, false, fmt.Errorf("list: %w", err)
+		}
+		out = append(out, runtime.Entry{Type: string(fields[i]), Size: size, Modified: time.Unix(0, mt), Ino: ino, Path: string(fields[i+4])})
+	}
+	return out, more, nil
 }
 
 const writeFileScript = noLink + `use File::Path qw(make_path); use File::Basename; my $p = $ARGV[0]; nolink($p); make_path(dirname($p));
