@@ -42,7 +42,7 @@ func remotePutFile(ctx context.Context, r runtime.RemoteWorkspace, id, path stri
 	if err != nil {
 		return fileErr(err)
 	}
-	return remoteErr(r.WriteFile(ctx, id, rel, data))
+	return remoteErr(r.WriteFile(ctx, id, rel, data, false))
 }
 
 func remoteGetFile(ctx context.Context, r runtime.RemoteWorkspace, id, path string, max int64) ([]byte, error) {
@@ -58,7 +58,7 @@ func remoteErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, runtime.ErrLink):
+	case errors.Is(err, runtime.ErrLink), errors.Is(err, runtime.ErrNotRegular):
 		return host.Errorf(host.KindPolicy, "%v", err)
 	case errors.Is(err, runtime.ErrNoFile):
 		return host.Errorf(host.KindNotFound, "%v", err)
@@ -129,7 +129,9 @@ func (f SessionFS) ReadFile(rel string, max int64) ([]byte, error) {
 func (f SessionFS) WriteFile(rel string, data []byte) error {
 	ctx, cancel := f.ctx()
 	defer cancel()
-	return asWorkspaceErr(f.R.WriteFile(ctx, f.ID, f.rel(rel), data))
+	// An upload replaces a link the code left at its path, as in a
+	// workspace of the core's (never writing through it).
+	return asWorkspaceErr(f.R.WriteFile(ctx, f.ID, f.rel(rel), data, true))
 }
 
 // List implements engine.SessionFS.
@@ -159,7 +161,7 @@ func (f SessionFS) Snapshot(rel string, max int) map[string]workspace.Stamp {
 // asWorkspaceErr is a runtime's file error as core/workspace's sentinel.
 func asWorkspaceErr(err error) error {
 	for _, m := range []struct{ from, to error }{
-		{runtime.ErrNoFile, workspace.ErrNotFound}, {runtime.ErrLink, workspace.ErrLink},
+		{runtime.ErrNoFile, workspace.ErrNotFound}, {runtime.ErrLink, workspace.ErrLink}, {runtime.ErrNotRegular, workspace.ErrNotRegular},
 		{runtime.ErrTooLarge, workspace.ErrTooLarge}, {runtime.ErrNoSpace, workspace.ErrNoSpace},
 	} {
 		if errors.Is(err, m.from) {

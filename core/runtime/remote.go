@@ -28,6 +28,10 @@ type Entry struct {
 // regular file: a link is never followed).
 var ErrNoFile = errors.New("no such regular file in the workspace")
 
+// ErrNotRegular is a workspace path holding something else than a
+// regular file (a directory, a pipe).
+var ErrNotRegular = errors.New("not a regular file")
+
 // ErrNoListener is an endpoint nothing listens on yet.
 var ErrNoListener = errors.New("nothing listens on the endpoint yet")
 
@@ -50,8 +54,10 @@ type RemoteWorkspace interface {
 	ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal int64) ([]File, error)
 	// ReadFile reads one regular file, at most max bytes (more: an error).
 	ReadFile(ctx context.Context, id, rel string, max int64) ([]byte, error)
-	// WriteFile writes one file, creating its directories.
-	WriteFile(ctx context.Context, id, rel string, data []byte) error
+	// WriteFile writes one file, creating its directories. A link at rel
+	// itself is replaced with replaceLink, else refused; a link on the way
+	// to it is always refused.
+	WriteFile(ctx context.Context, id, rel string, data []byte, replaceLink bool) error
 	// ListFiles walks rel without following links: up to max entries, and
 	// whether more were left out.
 	ListFiles(ctx context.Context, id, rel string, max int) ([]Entry, bool, error)

@@ -102,11 +102,14 @@ func wsPath(rel string) (string, error) {
 	return wsDir + clean, nil
 }
 
-// noLink refuses (exit 6) a path of the workspace with a link on it, as the
-// core refuses one in a workspace of its own: inside the pod a link could
+// noLink refuses (exit 6) a path of the workspace with a link on it (but
+// its last component with a true second argument: a write replaces a link
+// there, never writing through it), as the core refuses one in a workspace
+// of its own: inside the pod a link could
 // only lead to what the pod sees, but a link where a file should be is the
 // sandbox's doing, and is refused the same way on every runtime.
-const noLink = `sub nolink { my $acc = '/forge/ws'; for my $c (grep { length } split m{/}, substr($_[0], length $acc)) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; if (-l _) { print STDERR "$acc is a symbolic link\n"; exit 6 } } } `
+const noLink = `sub nolink { my ($p, $last) = @_; my $acc = '/forge/ws'; my @c = grep { length } split m{/}, substr($p, length $acc); pop @c if $last;
+  for my $c (@c) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; if (-l _) { print STDERR "$acc is a symbolic link\n"; exit 6 } } } `
 
 // readDirScript prints the regular files directly in a directory: for each,
 // its name, size and whether its content follows (within the caps), NUL
@@ -167,7 +170,8 @@ func parseFiles(b []byte) ([]runtime.File, error) {
 	return out, nil
 }
 
-const readFileScript = noLink + `my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st || !-f _) { print STDERR "$p: not a regular file\n"; exit 3 }
+const readFileScript = noLink + `my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
+if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 }
 if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } open(my $f, '<:raw', $p) or do { print STDERR "$p: $!\n"; exit 1 }; binmode STDOUT; local $/; print scalar <$f>`
 
 // ReadFile implements runtime.RemoteWorkspace.
@@ -189,6 +193,8 @@ func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byt
 		return nil, fmt.Errorf("%s is %s bytes, over %d: %w", rel, bytes.TrimSpace(res.Stderr), max, runtime.ErrTooLarge)
 	case 6:
 		return nil, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
+	case 8:
+		return nil, fmt.Errorf("%s %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrNotRegular)
 	}
 	return nil, errExit("read "+rel, res)
 }
@@ -253,13 +259,13 @@ func parseEntries(b []byte) ([]runtime.Entry, bool, error) {
 	return out, more, nil
 }
 
-const writeFileScript = noLink + `use File::Path qw(make_path); use File::Basename; my $p = $ARGV[0]; nolink($p); make_path(dirname($p));
-open(my $f, '>:raw', "$p.forge-tmp") or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) }; binmode STDIN; local $/; my $d = <STDIN> // '';
-print $f $d or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) }; close $f or do { print STDERR "$p: $!\n"; exit($!{ENOSPC} ? 5 : 1) };
-rename("$p.forge-tmp", $p) or do { print STDERR "$p: $!\n"; exit 1 }`
+const writeFileScript = noLink + `use File::Path qw(make_path); use File::Basename; my ($p, $replace) = @ARGV; nolink($p, $replace); make_path(dirname($p));
+my $t = "$p.forge-tmp"; sub fail { my $no = $!{ENOSPC} || $!{EDQUOT}; print STDERR "$p: $!\n"; unlink $t; exit($no ? 5 : 1) }
+open(my $f, '>:raw', $t) or fail(); binmode STDIN; local $/; my $d = <STDIN> // '';
+print $f $d or fail(); close $f or fail(); rename($t, $p) or fail();`
 
 // WriteFile implements runtime.RemoteWorkspace.
-func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte) error {
+func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte, replaceLink bool) error {
 	p, err := wsPath(rel)
 	if err != nil {
 		return err
@@ -267,7 +273,7 @@ func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte) err
 	if data == nil {
 		data = []byte{}
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", writeFileScript, "--", p}, data)
+	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", writeFileScript, "--", p, map[bool]string{true: "1", false: "0"}[replaceLink]}, data)
 	if err != nil {
 		return err
 	}
