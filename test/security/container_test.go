@@ -100,7 +100,12 @@ print(json.dumps(out))
 	if strings.Trim(out.CapEff, "0") != "" {
 		t.Errorf("CapEff = %s", out.CapEff)
 	}
-	// uid_map "0 <host> <n>": container root is a high host uid, never 0 or 1000.
+	// uid_map "0 <host> <n>": container root is a high host uid, never 0 or
+	// 1000. A pod without hostUsers: false has none: the test cluster's
+	// containerd cannot give it, and its forge.toml waives user-namespace.
+	if testenv.Kube() {
+		return
+	}
 	if len(out.UIDMap) < 3 || out.UIDMap[1] == "0" || out.UIDMap[1] == "1000" {
 		t.Errorf("user namespace map %v: container users are host accounts", out.UIDMap)
 	}
