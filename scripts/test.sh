@@ -50,6 +50,9 @@ fi
 echo "== unit and end-to-end tests"
 go test -count=1 -timeout 40m ./... ./sdk/...
 
+echo "== Kubernetes: a real single-node cluster, the end-to-end matrix on it"
+scripts/test-kube.sh
+
 echo "== nothing left on the host: no mount or loop device of a test's base path"
 # Every test base path is /var/tmp/forge-*; each test fails on what its
 # servers leave (test/testenv Leftovers), this catches what slipped by (a

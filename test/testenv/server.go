@@ -62,6 +62,27 @@ func StartServerAt(t testing.TB, base, extra string) *Server {
 func StartServerBinary(t testing.TB, bin, base, extra string) *Server {
 	t.Helper()
 	Require(t)
+	return startServer(t, bin, base, extra, runtimeEnv(t))
+}
+
+// StartServerOn starts a server whose sandboxes run on Kubernetes (kube,
+// which needs KubeConfigEnv) or Podman, whatever this run's default: the
+// benchmarks measure both in one run.
+func StartServerOn(t testing.TB, kube bool, extra string) *Server {
+	t.Helper()
+	skipUnlessE2E(t)
+	var env []string
+	if kube {
+		if !Kube() {
+			t.Skip("the Kubernetes column needs " + KubeConfigEnv + " (`make kube-up` prints the config)")
+		}
+		env = runtimeEnv(t)
+	}
+	return startServer(t, Binary(t), BaseDir(t), extra, env)
+}
+
+func startServer(t testing.TB, bin, base, extra string, rtEnv []string) *Server {
+	t.Helper()
 	cfg, err := os.CreateTemp(base, "forge-*.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +94,7 @@ func StartServerBinary(t testing.TB, bin, base, extra string) *Server {
 	cmd := exec.Command(bin, "--config", cfg.Name(), "serve")
 	// The test's own base path and audit log come from the environment, so
 	// extra may open any table.
-	cmd.Env = append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log")), runtimeEnv(t)...)
+	cmd.Env = append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log")), rtEnv...)
 	logName := strings.TrimSuffix(cfg.Name(), ".toml") + ".log"
 	logf, _ := os.Create(logName)
 	cmd.Stderr = logf

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The Kubernetes leg of `make test`: brings up the single-node cluster of
+# scripts/kube-up.sh (binaries cached by version outside the repository),
+# runs the same end-to-end tests with their servers' sandboxes as pods on
+# it (test/testenv: FORGE_TEST_KUBE_CONFIG), then tears the cluster down.
+#   FORGE_KUBE_KEEP=1   leave the cluster up afterwards
+#   KUBE_RUN=regexp     only these tests (default: the matrix below)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export FORGE_E2E=1
+
+# The tests that hold on both runtimes: one suite, two runtimes. Those not
+# here test what only Podman has (its CLI, loop-device workspaces, the
+# watchdog of host processes), or what the Kubernetes runtime refuses with
+# a reason (checkpoints, custom environments, the tool bridge:
+# docs/kubernetes.md).
+e2e='TestKubeSandboxPods|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestStatelessInputFiles|TestExecTimeoutNeedsNothingInTheImage|TestSIGKILLIsNotOOM|TestHostExec|TestHostSignalAll|TestHostFiles|TestWarmRunsBehaveAsCold|TestLongSessionIDs|TestEightConcurrentCalls|TestSessionFiles|TestSessionFilesOwnership|TestSessionFilesQuota'
+security='TestSandboxConfinement|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSIGKILLIsNotOOM|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
+http='TestHTTPSameChecksAsStdio|TestHTTPTenantIsolation|TestHTTPQuotas'
+
+up=$(scripts/kube-up.sh | tail -n 1)
+case "$up" in
+  FORGE_CONFIG=*) cfg=${up#FORGE_CONFIG=} ;;
+  *) echo "kube-up did not end with FORGE_CONFIG=...: $up" >&2; exit 1 ;;
+esac
+if [ "${FORGE_KUBE_KEEP:-0}" != 1 ]; then
+  trap 'scripts/kube-down.sh >&2 || true' EXIT
+fi
+echo "== the same end-to-end tests with sandboxes as pods ($cfg)"
+bin/mcp-forge doctor --config "$cfg" >/dev/null || bin/mcp-forge doctor --config "$cfg" | grep -v '^ok' || true
+if [ -n "${KUBE_RUN:-}" ]; then
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/
+else
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($e2e)\$" ./test/e2e/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($security)\$" ./test/security/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($http)\$" ./test/http/
+fi

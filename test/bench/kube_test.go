@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// runtimeFigures are one runtime's column of the Kubernetes table.
+type runtimeFigures struct {
+	warm, warmP90, cold, session, sessionP90, startWarm, startCold, concurrentWall, concurrentP95 float64
+}
+
+// measureRuntime takes the table's figures on one runtime: a warm and a
+// cold stateless run, a session execute, a new session from the warm pool
+// and cold, and 20 stateless runs at once.
+func measureRuntime(b *testing.B, kube bool, n int) runtimeFigures {
+	var f runtimeFigures
+	s := testenv.StartServerOn(b, kube, benchConfig)
+	call := func(args map[string]any) func() error {
+		return func() error { callArgs(b, s, "execute_python", args); return nil }
+	}
+	print1 := map[string]any{"code": "print(1)"}
+	call(print1)() // plugin, image and first connection
+	testenv.WaitFor(b, "the warm pools", 3*time.Minute, func() bool { return warmReady(b, s, "jupyter") >= 1 })
+	d, _ := measure(n, call(print1))
+	f.warm, f.warmP90 = stats(d)
+	call(map[string]any{"code": "y = 0", "session_id": "bench"})()
+	d, _ = measure(n, call(map[string]any{"code": "y = 1", "session_id": "bench"}))
+	f.session, f.sessionP90 = stats(d)
+	var starts []time.Duration
+	for i := range 5 {
+		testenv.WaitFor(b, "the session pool to refill", 3*time.Minute, func() bool { return warmReady(b, s, "jupyter") >= i+2 })
+		d, _ := measure(1, call(map[string]any{"code": "1", "session_id": fmt.Sprintf("new%d", i)}))
+		starts = append(starts, d...)
+	}
+	f.startWarm, _ = stats(starts)
+	starts = nil
+	for i := range 3 { // an environment matches no warm kernel: started for the request
+		d, _ := measure(1, call(map[string]any{"code": "1", "session_id": fmt.Sprintf("cold%d", i), "environment": map[string]any{"BENCH_COLD": fmt.Sprint(i)}}))
+		starts = append(starts, d...)
+	}
+	f.startCold, _ = stats(starts)
+	var mu sync.Mutex
+	var each []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_python", Arguments: print1})
+			if err != nil || res.IsError {
+				b.Errorf("a concurrent run failed: %v %s", err, testenv.Text(res))
+			}
+			mu.Lock()
+			each = append(each, time.Since(t0))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	f.concurrentWall = float64(time.Since(start).Microseconds()) / 1000
+	f.concurrentP95 = testenv.Percentile(each, 95)
+
+	cs := testenv.StartServerOn(b, kube, benchConfig+coldConfig)
+	cold := func() error { callArgs(b, cs, "execute_python", print1); return nil }
+	cold()
+	d, _ = measure(max(n/4, 3), cold)
+	f.cold, _ = stats(d)
+	return f
+}
+
+// BenchmarkKubernetesTable: issue 23's table, the Kubernetes column beside
+// the Podman one, both measured in this run on this machine (the
+// Kubernetes cluster of `make kube-up`). Goals: warm stateless run ≤ 2× the
+// Podman warm figure.
+func BenchmarkKubernetesTable(b *testing.B) {
+	if !testenv.Kube() {
+		b.Skip("needs " + testenv.KubeConfigEnv + ": `make bench-kube` brings the cluster up")
+	}
+	n := max(b.N, 10)
+	b.ResetTimer()
+	p := measureRuntime(b, false, n)
+	k := measureRuntime(b, true, n)
+	b.StopTimer()
+	for _, m := range []struct {
+		name       string
+		kube, podm float64
+	}{
+		{"warm-run", k.warm, p.warm}, {"warm-run-p90", k.warmP90, p.warmP90}, {"cold-run", k.cold, p.cold},
+		{"session-execute", k.session, p.session}, {"session-execute-p90", k.sessionP90, p.sessionP90},
+		{"new-session-warm", k.startWarm, p.startWarm}, {"new-session-cold", k.startCold, p.startCold},
+		{"20-concurrent-wall", k.concurrentWall, p.concurrentWall}, {"20-concurrent-p95", k.concurrentP95, p.concurrentP95},
+	} {
+		b.ReportMetric(m.kube, "kube-"+m.name+"-ms")
+		b.ReportMetric(m.podm, "podman-"+m.name+"-ms")
+		b.Logf("%-20s kubernetes %8.1f ms   podman %8.1f ms   ratio %.2f", m.name, m.kube, m.podm, m.kube/m.podm)
+	}
+	b.ReportMetric(k.warm/p.warm, "ratio-warm-run")
+}
