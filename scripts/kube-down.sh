@@ -24,17 +24,20 @@ done
 
 ctr_() { ctr -a "$ctrd_sock" -n k8s.io "$@"; }
 
-# 1. Pods: deleted through the API while the kubelet still runs, so it stops
-# their containers and tears their sandboxes down the normal way.
-if daemon_pid kube-apiserver >/dev/null && daemon_pid kubelet >/dev/null && [ -f "$pki/admin.header" ]; then
+# 1. Pods: deleted through the API (so they do not come back with the next
+# kube-up), while the kubelet still runs if it does, so it stops their
+# containers and tears their sandboxes down the normal way.
+if daemon_pid kube-apiserver >/dev/null && [ -f "$pki/admin.header" ]; then
   for nsp in $(api GET /api/v1/pods | jq -r '.items[].metadata.namespace' | sort -u); do
     log "deleting the pods in namespace $nsp"
     api DELETE "/api/v1/namespaces/$nsp/pods?gracePeriodSeconds=0" >/dev/null || log "deleting the pods in $nsp failed; containerd's containers are removed below"
   done
-  for _ in $(seq 1 75); do
-    [ -z "$(ctr_ tasks ls -q 2>/dev/null)" ] && break
-    sleep 0.2
-  done
+  if daemon_pid kubelet >/dev/null; then
+    for _ in $(seq 1 75); do
+      [ -n "$(ctr_ tasks ls -q 2>/dev/null)" ] || break
+      sleep 0.2
+    done
+  fi
 fi
 
 # 2. The kubelet, before it can restart anything.
@@ -82,7 +85,23 @@ for top in /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods*; do
 done
 shopt -u nullglob
 
+# libcni caches each attachment's result in /var/lib/cni/results (the CRI
+# offers no other place); a sandbox killed above never had its CNI DEL, so
+# drop our network's entries and the CRI's loopback entries of the same
+# sandboxes. Nothing of another network is touched.
+shopt -s nullglob
+for f in /var/lib/cni/results/mcp-forge-nonet-*-eth0; do
+  id=${f#/var/lib/cni/results/mcp-forge-nonet-}
+  id=${id%-eth0}
+  rm -f "$f" "/var/lib/cni/results/cni-loopback-$id-lo"
+done
+shopt -u nullglob
+
 rm -rf "$run"
+# containerd 1.6 puts every shim's socket under /run/containerd/s whatever
+# its config says; remove those directories only when empty (rmdir), so a
+# system containerd, if one runs, keeps its own.
+rmdir /run/containerd/s /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd 2>/dev/null || true
 
 # 7. What is left, reported (and a failure when anything is).
 left=0

@@ -55,8 +55,9 @@ stray_pids() {
   local exe pid
   exe=$(daemon_exe "$1")
   for pid in $(pgrep -f -- "^$exe " || true); do
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$state/" && printf '%s\n' "$pid"
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$state/"; then printf '%s\n' "$pid"; fi
   done
+  return 0
 }
 
 # stop_daemon NAME: SIGTERM, up to 20 s, then SIGKILL.
@@ -67,7 +68,7 @@ stop_daemon() {
   log "stopping $name (pid $(echo "$pids" | tr '\n' ' '))"
   for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 1 100); do
-    pids=$(for pid in $pids; do [ -d "/proc/$pid" ] && echo "$pid"; done)
+    pids=$(for pid in $pids; do [ ! -d "/proc/$pid" ] || echo "$pid"; done)
     [ -n "$pids" ] || break
     sleep 0.2
   done
