@@ -58,6 +58,7 @@ if daemon_pid containerd >/dev/null; then
   for c in $(ctr_ containers ls -q 2>/dev/null || true); do ctr_ containers delete "$c" >/dev/null 2>&1 || true; done
 fi
 stop_daemon containerd
+stop_daemon registry
 # A shim outlives containerd by design; once its task is gone it should
 # exit. Ours are the ones whose command line names our socket.
 for pid in $(pgrep -f -- "^/usr/bin/containerd-shim-runc-v2 .*-address $ctrd_sock( |$)" || true); do

@@ -11,7 +11,10 @@
 # Env: FORGE_KUBE_VERSION (v1.34.4), FORGE_ETCD_VERSION (v3.6.16),
 # FORGE_KUBE_CACHE (/var/cache/mcp-forge/kube), FORGE_KUBE_STATE
 # (/var/lib/mcp-forge/kube), FORGE_KUBE_SMOKE=0 skips the smoke pod,
-# FORGE_KUBE_KUBECTL=0 skips building kubectl (only for humans).
+# FORGE_KUBE_KUBECTL=0 skips building kubectl (only for humans),
+# FORGE_KUBE_REGISTRY=0 skips the local image registry on 127.0.0.1:5000
+# (FORGE_KUBE_REGISTRY_PORT), FORGE_KUBE_REGISTRY_PUSH=1 also pushes the
+# sandbox images there (the pause image always is: the registry's check).
 # Tear down with scripts/kube-down.sh [--purge].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,14 +31,16 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 # ---------------------------------------------------------------- packages
 need=()
-for p in containerd runc containernetworking-plugins catatonit podman openssl curl jq; do
+pkgs=(containerd runc containernetworking-plugins catatonit podman openssl curl jq)
+[ "${FORGE_KUBE_REGISTRY:-1}" = 0 ] || pkgs+=(docker-registry)
+for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} from apt"
   apt-get update -q >/dev/null
-  # Debian's containerd package enables a system containerd service; this
-  # cluster runs its own containerd and never uses that one.
+  # Debian's containerd and docker-registry packages enable system services;
+  # this cluster runs its own of each and never uses those.
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 "${need[@]}" >/dev/null ||
     die "apt-get install ${need[*]} failed; see the output above"
 fi
@@ -49,7 +54,7 @@ build_all
 # ---------------------------------------------------------------- state
 umask 022
 mkdir -p "$pki" "$run" "$logs" "$state/etcd" "$kubelet_root/seccomp" "$ctrd_root" "$ctrd_state" \
-  "$state/cni" "$state/forge" "$state/images" "$state/containerd/certs.d" "$logs/pods"
+  "$state/cni" "$state/forge" "$state/images" "$state/containerd/certs.d" "$logs/pods" "$state/registry/data"
 chmod 0700 "$pki" "$state/etcd"
 
 # ---------------------------------------------------------------- PKI
@@ -251,6 +256,41 @@ apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-apiserve
   "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:kubelet-api-admin"},
   "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kube-apiserver-kubelet-client"}]}'
 
+# ---------------------------------------------------------------- registry
+# Debian's distribution registry on loopback, plain HTTP, with its own
+# config and storage; containerd pulls from it (certs.d below). No auth:
+# anyone on this host may push, as with any unauthenticated local registry.
+if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
+  cat >"$state/registry/config.yml.tmp" <<EOF
+# written by scripts/kube-up.sh
+version: 0.1
+log:
+  level: warn
+  fields:
+    service: mcp-forge-registry
+storage:
+  filesystem:
+    rootdirectory: $state/registry/data
+  delete:
+    enabled: true
+http:
+  addr: $registry_addr
+  headers:
+    X-Content-Type-Options: [nosniff]
+EOF
+  mv -f "$state/registry/config.yml.tmp" "$state/registry/config.yml"
+  start_daemon registry serve "$state/registry/config.yml"
+  wait_for "the registry on $registry_addr" 30 registry curl -fsS "http://$registry_addr/v2/"
+  mkdir -p "$state/containerd/certs.d/$registry_addr"
+  cat >"$state/containerd/certs.d/$registry_addr/hosts.toml.tmp" <<EOF
+# written by scripts/kube-up.sh: the local registry, plain HTTP on loopback
+server = "http://$registry_addr"
+[host."http://$registry_addr"]
+  capabilities = ["pull", "resolve"]
+EOF
+  mv -f "$state/containerd/certs.d/$registry_addr/hosts.toml.tmp" "$state/containerd/certs.d/$registry_addr/hosts.toml"
+fi
+
 # ---------------------------------------------------------------- containerd
 pause_image=localhost/mcp-forge/pause:catatonit
 # Pods get a network namespace of their own with nothing but lo. The CRI
@@ -359,6 +399,34 @@ fi
 import_image "$pause_image"
 import_image localhost/mcp-forge/python:3.11
 import_image localhost/mcp-forge/r:4.2
+# push_image NAME: podman image -> the local registry as $registry_addr/<path>,
+# skipped when the stamp holds the podman image ID and the registry has the tag.
+push_image() {
+  local name=$1 id t0 path tag stamp
+  path=${name#localhost/}
+  tag=${path##*:}
+  path=${path%:*}
+  stamp=$state/images/registry_${name//\//_}.id
+  id=$(podman image inspect --format '{{.Id}}' "$name")
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$id" ] &&
+    curl -fsS "http://$registry_addr/v2/$path/tags/list" | jq -e --arg t "$tag" '.tags | index($t)' >/dev/null 2>&1; then
+    return 0
+  fi
+  log "pushing $name to $registry_addr/$path:$tag ..."
+  t0=$(date +%s.%N)
+  podman push -q --tls-verify=false "$name" "docker://$registry_addr/$path:$tag" >/dev/null ||
+    die "podman push of $name to $registry_addr failed; see $logs/registry.log"
+  echo "$id" >"$stamp"
+  log "pushed $name in $(elapsed "$t0") s"
+}
+if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
+  push_image "$pause_image"
+  if [ "${FORGE_KUBE_REGISTRY_PUSH:-0}" = 1 ]; then
+    push_image localhost/mcp-forge/python:3.11
+    push_image localhost/mcp-forge/r:4.2
+  fi
+fi
+log "containerd (namespace k8s.io) lists: $(ctr_ images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- kubelet
 # MCP-Forge's seccomp profile as the Localhost profile mcp-forge.json.
@@ -438,6 +506,9 @@ EOF
 mv -f "$state/env.tmp" "$state/env"
 
 # ---------------------------------------------------------------- smoke test
+# As the core's own user (so its RBAC is exercised), a pod as hardened as the
+# core's: PodSecurity "restricted" admits it, the kubelet runs it under the
+# mcp-forge.json seccomp profile, and it must see only lo.
 if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
   fapi() {
     local method=$1 path=$2 body=${3:-} out code
@@ -448,30 +519,40 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
     [ "${code:0:1}" = 2 ]
   }
   (umask 077 && printf 'Authorization: Bearer %s\n' "$(tok forge)" >"$state/run/forge.header")
-  pod=kube-up-smoke
-  fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
-  for _ in $(seq 1 50); do fapi GET "/api/v1/namespaces/$ns/pods/$pod" >/dev/null || break; sleep 0.2; done
-  t0=$(date +%s.%N)
-  fapi POST "/api/v1/namespaces/$ns/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'$pod'","labels":{"io.mcp-forge.managed":"true"}},
-  "spec":{"nodeName":"localhost","restartPolicy":"Never","automountServiceAccountToken":false,"enableServiceLinks":false,
-  "securityContext":{"runAsUser":1000,"runAsGroup":1000,"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"mcp-forge.json"}},
-  "containers":[{"name":"main","image":"localhost/mcp-forge/python:3.11","imagePullPolicy":"Never",
-    "command":["python3","-c","import socket; print(1, sorted(n for _, n in socket.if_nameindex()))"],
-    "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"500m","memory":"256Mi"}},
-    "securityContext":{"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' >"$run/smoke.json" ||
-    die "the forge user could not create the smoke pod: $(jq -r .message "$run/smoke.json")"
-  phase=
-  for _ in $(seq 1 300); do
-    phase=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod" | jq -r .status.phase)
-    case $phase in Succeeded | Failed) break ;; esac
-    sleep 0.1
-  done
-  t_pod=$(elapsed "$t0")
-  out=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod/log") || out="(log not readable: $out)"
-  fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
-  [ "$phase" = Succeeded ] || die "smoke pod ended $phase after $t_pod s: $out; see $logs/kubelet.log"
-  [ "$out" = "1 ['lo']" ] || die "smoke pod printed '$out', wanted \"1 ['lo']\" (a network namespace with only lo)"
-  log "smoke pod: created -> Succeeded in $t_pod s, log \"$out\" (only lo in its network namespace)"
+  # smoke_pod NAME IMAGE PULL_POLICY COMMAND_JSON_OR_EMPTY UNTIL: creates the
+  # pod, waits for phase UNTIL (Succeeded or Running), leaves its log in
+  # $smoke_log and the time in $smoke_secs, deletes it.
+  smoke_pod() {
+    local pod=$1 image=$2 pull=$3 cmd=$4 until=$5 t0 phase=
+    fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
+    for _ in $(seq 1 50); do fapi GET "/api/v1/namespaces/$ns/pods/$pod" >/dev/null || break; sleep 0.2; done
+    t0=$(date +%s.%N)
+    fapi POST "/api/v1/namespaces/$ns/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$pod"'","labels":{"io.mcp-forge.managed":"true"}},
+    "spec":{"nodeName":"localhost","restartPolicy":"Never","automountServiceAccountToken":false,"enableServiceLinks":false,
+    "securityContext":{"runAsUser":1000,"runAsGroup":1000,"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"mcp-forge.json"}},
+    "containers":[{"name":"main","image":"'"$image"'","imagePullPolicy":"'"$pull"'"'"${cmd:+,\"command\":$cmd}"',
+      "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"500m","memory":"256Mi"}},
+      "securityContext":{"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' >"$run/smoke.json" ||
+      die "the forge user could not create the smoke pod $pod: $(jq -r .message "$run/smoke.json")"
+    for _ in $(seq 1 300); do
+      phase=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod" | jq -r .status.phase)
+      case $phase in "$until" | Failed | Succeeded) break ;; esac
+      sleep 0.1
+    done
+    smoke_secs=$(elapsed "$t0")
+    smoke_log=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod/log") || smoke_log="(log not readable: $smoke_log)"
+    fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
+    [ "$phase" = "$until" ] ||
+      die "smoke pod $pod is $phase after $smoke_secs s, not $until: $smoke_log; see $logs/kubelet.log and $logs/containerd.log"
+  }
+  smoke_pod kube-up-smoke localhost/mcp-forge/python:3.11 Never \
+    '["python3","-c","import socket; print(1, sorted(n for _, n in socket.if_nameindex()))"]' Succeeded
+  [ "$smoke_log" = "1 ['lo']" ] || die "smoke pod printed '$smoke_log', wanted \"1 ['lo']\" (a network namespace with only lo)"
+  log "smoke pod: created -> Succeeded in $smoke_secs s, log \"$smoke_log\" (only lo in its network namespace)"
+  if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
+    smoke_pod kube-up-smoke-registry "$registry_addr/mcp-forge/pause:catatonit" Always "" Running
+    log "smoke pod from the registry ($registry_addr/mcp-forge/pause:catatonit, pull Always): created -> Running in $smoke_secs s"
+  fi
 fi
 
 log "cluster up in $(elapsed "$t_start") s; KUBECONFIG=$state/admin.kubeconfig (. $state/env)"

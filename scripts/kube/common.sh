@@ -24,15 +24,17 @@ ctrd_sock=$run/containerd.sock
 etcd_client_port=23790
 etcd_peer_port=23800
 api_url=https://127.0.0.1:6443
+registry_addr=127.0.0.1:${FORGE_KUBE_REGISTRY_PORT:-5000}
 
 # The daemons in start order; kube-down stops them in reverse.
-daemons=(etcd kube-apiserver containerd kubelet)
+daemons=(etcd kube-apiserver registry containerd kubelet)
 
 daemon_exe() {
   case $1 in
     etcd) printf '%s\n' "$etcd_bin/etcd" ;;
     kube-apiserver | kubelet) printf '%s\n' "$kube_bin/$1" ;;
     containerd) command -v containerd ;;
+    registry) printf '/usr/bin/docker-registry\n' ;;
   esac
 }
 
