@@ -156,16 +156,33 @@ kubeconfig "$state/kubelet.kubeconfig" system:node:localhost "$(tok kubelet)"
 # ---------------------------------------------------------------- daemons
 # start_daemon NAME ARGS...: in its own session (it outlives this script),
 # output appended to logs/NAME.log, pid in run/NAME.pid.
+# A running daemon is kept unless its signature (binary, arguments and the
+# files they name) differs from the one it was started with: then it is
+# restarted, so an edited config or a rebuilt binary takes effect. One found
+# running without a signature is adopted as it is.
 start_daemon() {
-  local name=$1 exe
+  local name=$1 exe sig a
   shift
   exe=$(daemon_exe "$name")
-  if daemon_pid "$name" >/dev/null; then return 0; fi
+  sig=$(
+    {
+      printf '%s\n' "$exe" "$@"
+      stat -c '%s %Y' "$exe"
+      for a in "$@"; do if [ -f "$a" ]; then cat "$a"; fi; done
+    } | sha256sum | cut -d' ' -f1
+  )
+  if daemon_pid "$name" >/dev/null; then
+    if [ ! -f "$run/$name.sig" ]; then echo "$sig" >"$run/$name.sig"; fi
+    if [ "$(cat "$run/$name.sig")" = "$sig" ]; then return 0; fi
+    log "$name's binary, arguments or config changed: restarting it"
+    stop_daemon "$name"
+  fi
   [ -z "$(stray_pids "$name")" ] || stop_daemon "$name"
   log "starting $name"
   printf '\n==== %s start %s\n' "$(date -u +%FT%TZ)" "$name" >>"$logs/$name.log"
   setsid "$exe" "$@" </dev/null >>"$logs/$name.log" 2>&1 &
   echo $! >"$run/$name.pid"
+  echo "$sig" >"$run/$name.sig"
 }
 # wait_for WHAT SECONDS CMD...: until CMD succeeds, or die pointing at the log.
 wait_for() {
@@ -426,7 +443,7 @@ if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
     push_image localhost/mcp-forge/r:4.2
   fi
 fi
-log "containerd (namespace k8s.io) lists: $(ctr_ images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+log "containerd (namespace k8s.io) lists: $(ctr_ images ls -q | grep -v -e '^sha256:' -e '@sha256:' | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- kubelet
 # MCP-Forge's seccomp profile as the Localhost profile mcp-forge.json.
