@@ -479,6 +479,8 @@ authentication:
 authorization:
   mode: Webhook
 cgroupDriver: cgroupfs
+# This host has cgroups v1; from 1.35 the kubelet refuses it unless told.
+failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://$ctrd_sock
 podPidsLimit: 1024
