@@ -527,7 +527,9 @@ mv -f "$state/env.tmp" "$state/env"
 # ---------------------------------------------------------------- smoke test
 # As the core's own user (so its RBAC is exercised), a pod as hardened as the
 # core's: PodSecurity "restricted" admits it, the kubelet runs it under the
-# mcp-forge.json seccomp profile, and it must see only lo.
+# mcp-forge.json seccomp profile, and it must see only lo. It does not carry
+# io.mcp-forge.managed: a core looking for its own (or a dead core's) pods
+# by that label must never find these.
 if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
   fapi() {
     local method=$1 path=$2 body=${3:-} out code
@@ -546,7 +548,7 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
     fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
     for _ in $(seq 1 50); do fapi GET "/api/v1/namespaces/$ns/pods/$pod" >/dev/null || break; sleep 0.2; done
     t0=$(date +%s.%N)
-    fapi POST "/api/v1/namespaces/$ns/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$pod"'","labels":{"io.mcp-forge.managed":"true"}},
+    fapi POST "/api/v1/namespaces/$ns/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$pod"'","labels":{"app.kubernetes.io/name":"kube-up-smoke"}},
     "spec":{"nodeName":"localhost","restartPolicy":"Never","automountServiceAccountToken":false,"enableServiceLinks":false,
     "securityContext":{"runAsUser":1000,"runAsGroup":1000,"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"mcp-forge.json"}},
     "containers":[{"name":"main","image":"'"$image"'","imagePullPolicy":"'"$pull"'"'"${cmd:+,\"command\":$cmd}"',
