@@ -60,7 +60,8 @@ chmod 0700 "$pki" "$state/etcd"
 # ---------------------------------------------------------------- PKI
 # One CA signs every serving and client certificate; only this script holds
 # its key. Certificates are made once; delete pki/ (or --purge) to renew.
-openssl_q() { openssl "$@" 2>/dev/null; }
+# openssl_q ARGS...: quiet unless it fails (key generation chatters on stderr).
+openssl_q() { local e; e=$(openssl "$@" 2>&1 >/dev/null) || die "openssl $1 failed in $pki: $e"; }
 [ -f "$pki/ca.crt" ] || {
   log "making the cluster CA"
   openssl_q req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key.tmp" -out "$pki/ca.crt.tmp" \
@@ -180,7 +181,8 @@ start_daemon() {
   [ -z "$(stray_pids "$name")" ] || stop_daemon "$name"
   log "starting $name"
   printf '\n==== %s start %s\n' "$(date -u +%FT%TZ)" "$name" >>"$logs/$name.log"
-  setsid "$exe" "$@" </dev/null >>"$logs/$name.log" 2>&1 &
+  # From / so that no daemon keeps a work tree (this repo) in use.
+  (cd / && exec setsid "$exe" "$@") </dev/null >>"$logs/$name.log" 2>&1 &
   echo $! >"$run/$name.pid"
   echo "$sig" >"$run/$name.sig"
 }
