@@ -308,6 +308,9 @@ server = "http://$registry_addr"
   capabilities = ["pull", "resolve"]
 EOF
   mv -f "$state/containerd/certs.d/$registry_addr/hosts.toml.tmp" "$state/containerd/certs.d/$registry_addr/hosts.toml"
+else
+  stop_daemon registry
+  rm -rf "${state:?}/containerd/certs.d/$registry_addr"
 fi
 
 # ---------------------------------------------------------------- containerd
@@ -542,11 +545,12 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
     [ "${code:0:1}" = 2 ]
   }
   (umask 077 && printf 'Authorization: Bearer %s\n' "$(tok forge)" >"$state/run/forge.header")
-  # smoke_pod NAME IMAGE PULL_POLICY COMMAND_JSON_OR_EMPTY UNTIL: creates the
-  # pod, waits for phase UNTIL (Succeeded or Running), leaves its log in
-  # $smoke_log and the time in $smoke_secs, deletes it.
+  # smoke_pod NAME IMAGE PULL_POLICY COMMAND_JSON_OR_EMPTY UNTIL [CHECK]:
+  # creates the pod, waits for phase UNTIL (Succeeded or Running), runs
+  # CHECK POD if given, leaves its log in $smoke_log and the time in
+  # $smoke_secs, deletes it.
   smoke_pod() {
-    local pod=$1 image=$2 pull=$3 cmd=$4 until=$5 t0 phase=
+    local pod=$1 image=$2 pull=$3 cmd=$4 until=$5 check=${6:-} t0 phase='' check_err=''
     fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
     for _ in $(seq 1 50); do fapi GET "/api/v1/namespaces/$ns/pods/$pod" >/dev/null || break; sleep 0.2; done
     t0=$(date +%s.%N)
@@ -564,17 +568,37 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
     done
     smoke_secs=$(elapsed "$t0")
     smoke_log=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod/log") || smoke_log="(log not readable: $smoke_log)"
+    if [ "$phase" = "$until" ] && [ -n "$check" ]; then check_err=$("$check" "$pod" 2>&1) || check_err="failed: ${check_err:-no output}"; fi
     fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
     [ "$phase" = "$until" ] ||
       die "smoke pod $pod is $phase after $smoke_secs s, not $until: $smoke_log; see $logs/kubelet.log and $logs/containerd.log"
+    case $check_err in failed:*) die "smoke pod $pod: $check ${check_err}" ;; esac
+    smoke_check=$check_err
+  }
+  # exec_check POD: an exec through the API server and the kubelet as the
+  # core's user (the core's data plane), timed; needs the kubectl built above.
+  exec_check() {
+    local t0 out
+    t0=$(date +%s.%N)
+    out=$("$kube_bin/kubectl" --kubeconfig "$state/forge.kubeconfig" -n "$ns" exec "$1" -- /catatonit --version 2>&1) ||
+      { printf '%s\n' "$out"; return 1; }
+    case $out in *catatonit*) ;; *) printf 'unexpected output %s\n' "$out"; return 1 ;; esac
+    printf 'exec "%s" in %s s' "$out" "$(elapsed "$t0")"
   }
   smoke_pod kube-up-smoke localhost/mcp-forge/python:3.11 Never \
     '["python3","-c","import socket; print(1, sorted(n for _, n in socket.if_nameindex()))"]' Succeeded
   [ "$smoke_log" = "1 ['lo']" ] || die "smoke pod printed '$smoke_log', wanted \"1 ['lo']\" (a network namespace with only lo)"
   log "smoke pod: created -> Succeeded in $smoke_secs s, log \"$smoke_log\" (only lo in its network namespace)"
+  # A long-running pod for exec: the pause image (catatonit -P), pulled from
+  # the registry when there is one (which checks the registry too).
+  check=
+  if runs_version "$kube_bin/kubectl"; then check=exec_check; fi
   if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
-    smoke_pod kube-up-smoke-registry "$registry_addr/mcp-forge/pause:catatonit" Always "" Running
-    log "smoke pod from the registry ($registry_addr/mcp-forge/pause:catatonit, pull Always): created -> Running in $smoke_secs s"
+    smoke_pod kube-up-smoke-exec "$registry_addr/mcp-forge/pause:catatonit" Always "" Running $check
+    log "smoke pod from the registry ($registry_addr/mcp-forge/pause:catatonit, pull Always): created -> Running in $smoke_secs s${smoke_check:+; $smoke_check}"
+  elif [ -n "$check" ]; then
+    smoke_pod kube-up-smoke-exec "$pause_image" Never "" Running $check
+    log "smoke pod $pause_image: created -> Running in $smoke_secs s; $smoke_check"
   fi
 fi
 
