@@ -585,10 +585,20 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
     case $out in *catatonit*) ;; *) printf 'unexpected output %s\n' "$out"; return 1 ;; esac
     printf 'exec "%s" in %s s' "$out" "$(elapsed "$t0")"
   }
-  smoke_pod kube-up-smoke localhost/mcp-forge/python:3.11 Never \
-    '["python3","-c","import socket; print(1, sorted(n for _, n in socket.if_nameindex()))"]' Succeeded
-  [ "$smoke_log" = "1 ['lo']" ] || die "smoke pod printed '$smoke_log', wanted \"1 ['lo']\" (a network namespace with only lo)"
-  log "smoke pod: created -> Succeeded in $smoke_secs s, log \"$smoke_log\" (only lo in its network namespace)"
+  # It prints its network interfaces, its seccomp mode and what
+  # io_uring_setup(2) returns: MCP-Forge's profile answers ENOSYS (38), where
+  # containerd's default profile or none would let the call through (EFAULT
+  # for the null argument), so only our profile gives "38".
+  py="import socket, ctypes, re
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(425, 1, None)
+mode = re.search(r'Seccomp:\s*(\d+)', open('/proc/self/status').read()).group(1)
+print(1, sorted(n for _, n in socket.if_nameindex()), 'seccomp=' + mode, 'io_uring_setup=%d' % (ctypes.get_errno() if r < 0 else 0))"
+  want="1 ['lo'] seccomp=2 io_uring_setup=38"
+  smoke_pod kube-up-smoke localhost/mcp-forge/python:3.11 Never "$(jq -cn --arg c "$py" '["python3", "-c", $c]')" Succeeded
+  [ "$smoke_log" = "$want" ] ||
+    die "smoke pod printed '$smoke_log', wanted \"$want\" (a network namespace with only lo, under MCP-Forge's seccomp profile)"
+  log "smoke pod: created -> Succeeded in $smoke_secs s, log \"$smoke_log\" (only lo; MCP-Forge's seccomp profile)"
   # A long-running pod for exec: the pause image (catatonit -P), pulled from
   # the registry when there is one (which checks the registry too).
   check=
