@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
 
-.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install
+.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down
 
 ## all: the same as build
 all: build
@@ -50,6 +50,14 @@ images:
 ## run: set up, build, and start the server on stdio with the built-in defaults
 run: setup build
 	@$(BIN)/mcp-forge serve
+
+## kube-up: (root) a real single-node Kubernetes cluster on this host; prints FORGE_CONFIG=<its forge.toml> last
+kube-up:
+	@scripts/kube-up.sh
+
+## kube-down: (root) stop that cluster, unmount, remove its cgroups (scripts/kube-down.sh --purge also removes its state)
+kube-down:
+	@scripts/kube-down.sh
 
 ## doctor: build, then check this host (Podman, runtime, cgroups, images, plugins)
 doctor: build

@@ -1,0 +1,616 @@
+#!/usr/bin/env bash
+# Brings up a real single-node Kubernetes cluster on this host for MCP-Forge's
+# Kubernetes runtime: etcd, kube-apiserver, containerd (its own config,
+# socket, root and state: never the system's) and a kubelet, with no
+# scheduler or controller-manager (pods carry nodeName). Offline: binaries are
+# built from the Go module proxy once and cached by version, everything else
+# comes from apt. Each step checks first, so running it again on an up cluster
+# takes seconds. Progress goes to stderr; the last line of stdout is
+# FORGE_CONFIG=<path of a forge.toml for this cluster>.
+#
+# Env: FORGE_KUBE_VERSION (v1.34.4), FORGE_ETCD_VERSION (v3.6.16),
+# FORGE_KUBE_CACHE (/var/cache/mcp-forge/kube), FORGE_KUBE_STATE
+# (/var/lib/mcp-forge/kube), FORGE_KUBE_SMOKE=0 skips the smoke pod,
+# FORGE_KUBE_KUBECTL=0 skips building kubectl (only for humans),
+# FORGE_KUBE_REGISTRY=0 skips the local image registry on 127.0.0.1:5000
+# (FORGE_KUBE_REGISTRY_PORT), FORGE_KUBE_REGISTRY_PUSH=1 also pushes the
+# sandbox images there (the pause image always is: the registry's check).
+# Tear down with scripts/kube-down.sh [--purge].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+prog=kube-up
+# shellcheck source=scripts/kube/common.sh
+. scripts/kube/common.sh
+# shellcheck source=scripts/kube/build.sh
+. scripts/kube/build.sh
+
+[ "$(id -u)" = 0 ] || die "run as root (the kubelet and containerd need it): sudo $0"
+t_start=$(date +%s.%N)
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# ---------------------------------------------------------------- packages
+need=()
+pkgs=(containerd runc containernetworking-plugins catatonit podman openssl curl jq)
+[ "${FORGE_KUBE_REGISTRY:-1}" = 0 ] || pkgs+=(docker-registry)
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]} from apt"
+  apt-get update -q >/dev/null
+  # Debian's containerd and docker-registry packages enable system services;
+  # this cluster runs its own of each and never uses those.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 "${need[@]}" >/dev/null ||
+    die "apt-get install ${need[*]} failed; see the output above"
+fi
+for f in /usr/lib/cni/loopback /usr/bin/catatonit /usr/sbin/runc /usr/bin/containerd-shim-runc-v2; do
+  [ -x "$f" ] || die "$f is missing after installing the packages; reinstall the package that owns it"
+done
+
+# ---------------------------------------------------------------- binaries
+build_all
+
+# ---------------------------------------------------------------- state
+umask 022
+mkdir -p "$pki" "$run" "$logs" "$state/etcd" "$kubelet_root/seccomp" "$ctrd_root" "$ctrd_state" \
+  "$state/cni" "$state/forge" "$state/images" "$state/containerd/certs.d" "$logs/pods" "$state/registry/data"
+chmod 0700 "$pki" "$state/etcd"
+
+# ---------------------------------------------------------------- PKI
+# One CA signs every serving and client certificate; only this script holds
+# its key. Certificates are made once; delete pki/ (or --purge) to renew.
+# openssl_q ARGS...: quiet unless it fails (key generation chatters on stderr).
+openssl_q() { local e; e=$(openssl "$@" 2>&1 >/dev/null) || die "openssl $1 failed in $pki: $e"; }
+[ -f "$pki/ca.crt" ] || {
+  log "making the cluster CA"
+  openssl_q req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key.tmp" -out "$pki/ca.crt.tmp" \
+    -days 3650 -subj "/CN=mcp-forge-kube-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign"
+  chmod 0600 "$pki/ca.key.tmp"
+  mv -f "$pki/ca.key.tmp" "$pki/ca.key"
+  mv -f "$pki/ca.crt.tmp" "$pki/ca.crt"
+}
+# cert NAME SUBJECT EXTKEYUSAGE [SAN]
+cert() {
+  local name=$1 subj=$2 eku=$3 san=${4:-} ext
+  [ -f "$pki/$name.crt" ] && [ -f "$pki/$name.key" ] && return 0
+  ext=$(mktemp)
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    [ -z "$san" ] || echo "subjectAltName=$san"
+  } >"$ext"
+  openssl_q req -new -newkey rsa:2048 -nodes -keyout "$pki/$name.key.tmp" -out "$pki/$name.csr" -subj "$subj"
+  openssl_q x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$ext" -out "$pki/$name.crt.tmp"
+  rm -f "$ext" "$pki/$name.csr"
+  chmod 0600 "$pki/$name.key.tmp"
+  mv -f "$pki/$name.key.tmp" "$pki/$name.key"
+  mv -f "$pki/$name.crt.tmp" "$pki/$name.crt"
+}
+cert apiserver "/CN=kube-apiserver" serverAuth "IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes.default.svc"
+cert kubelet "/CN=localhost" serverAuth "DNS:localhost,IP:127.0.0.1"
+cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" clientAuth
+# etcd speaks TLS with client certificates even on loopback: a plain-HTTP
+# etcd would let any local user read and write the whole cluster.
+cert etcd-server "/CN=etcd" serverAuth,clientAuth "IP:127.0.0.1,DNS:localhost"
+cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
+[ -f "$pki/sa.key" ] || {
+  openssl_q genrsa -out "$pki/sa.key.tmp" 2048
+  chmod 0600 "$pki/sa.key.tmp"
+  openssl_q rsa -in "$pki/sa.key.tmp" -pubout -out "$pki/sa.pub"
+  mv -f "$pki/sa.key.tmp" "$pki/sa.key"
+}
+
+# Tokens: admin (scripts only), the kubelet, and the core's own user.
+for t in admin kubelet forge; do
+  [ -s "$pki/token-$t" ] || { (umask 077 && openssl rand -hex 32 >"$pki/token-$t.tmp") && mv -f "$pki/token-$t.tmp" "$pki/token-$t"; }
+done
+tok() { cat "$pki/token-$1"; }
+(
+  umask 077
+  {
+    printf '%s,admin,uid-admin,"system:masters"\n' "$(tok admin)"
+    printf '%s,system:node:localhost,uid-kubelet,"system:nodes"\n' "$(tok kubelet)"
+    printf '%s,mcp-forge-core,uid-mcp-forge-core\n' "$(tok forge)"
+  } >"$pki/tokens.csv.tmp"
+  printf 'Authorization: Bearer %s\n' "$(tok admin)" >"$pki/admin.header.tmp"
+)
+mv -f "$pki/tokens.csv.tmp" "$pki/tokens.csv"
+mv -f "$pki/admin.header.tmp" "$pki/admin.header"
+
+# kubeconfig FILE USER TOKEN: one cluster, one user, the CA embedded so the
+# file works on its own.
+kubeconfig() {
+  local file=$1 user=$2 token=$3
+  (
+    umask 077
+    cat >"$file.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: mcp-forge
+  cluster:
+    server: $api_url
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: $user
+  user:
+    token: $token
+contexts:
+- name: mcp-forge
+  context:
+    cluster: mcp-forge
+    user: $user
+    namespace: mcp-forge
+current-context: mcp-forge
+EOF
+  )
+  mv -f "$file.tmp" "$file"
+}
+kubeconfig "$state/admin.kubeconfig" admin "$(tok admin)"
+kubeconfig "$state/forge.kubeconfig" mcp-forge-core "$(tok forge)"
+kubeconfig "$state/kubelet.kubeconfig" system:node:localhost "$(tok kubelet)"
+
+# ---------------------------------------------------------------- daemons
+# start_daemon NAME ARGS...: in its own session (it outlives this script),
+# output appended to logs/NAME.log, pid in run/NAME.pid.
+# A running daemon is kept unless its signature (binary, arguments and the
+# files they name) differs from the one it was started with: then it is
+# restarted, so an edited config or a rebuilt binary takes effect. One found
+# running without a signature is adopted as it is.
+start_daemon() {
+  local name=$1 exe sig a
+  shift
+  exe=$(daemon_exe "$name")
+  sig=$(
+    {
+      printf '%s\n' "$exe" "$@"
+      stat -c '%s %Y' "$exe"
+      for a in "$@"; do if [ -f "$a" ]; then cat "$a"; fi; done
+    } | sha256sum | cut -d' ' -f1
+  )
+  if daemon_pid "$name" >/dev/null; then
+    if [ ! -f "$run/$name.sig" ]; then echo "$sig" >"$run/$name.sig"; fi
+    if [ "$(cat "$run/$name.sig")" = "$sig" ]; then return 0; fi
+    log "$name's binary, arguments or config changed: restarting it"
+    stop_daemon "$name"
+  fi
+  [ -z "$(stray_pids "$name")" ] || stop_daemon "$name"
+  log "starting $name"
+  printf '\n==== %s start %s\n' "$(date -u +%FT%TZ)" "$name" >>"$logs/$name.log"
+  # From / so that no daemon keeps a work tree (this repo) in use.
+  (cd / && exec setsid "$exe" "$@") </dev/null >>"$logs/$name.log" 2>&1 &
+  echo $! >"$run/$name.pid"
+  echo "$sig" >"$run/$name.sig"
+}
+# wait_for WHAT SECONDS CMD...: until CMD succeeds, or die pointing at the log.
+wait_for() {
+  local what=$1 secs=$2 log_name=$3
+  shift 3
+  for _ in $(seq 1 $((secs * 5))); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if [ -n "$log_name" ] && ! daemon_pid "$log_name" >/dev/null; then
+      die "$log_name exited while waiting for $what; see the end of $logs/$log_name.log"
+    fi
+    sleep 0.2
+  done
+  die "$what not ready after $secs s; see ${log_name:+$logs/$log_name.log}"
+}
+
+# etcd
+start_daemon etcd --name forge --data-dir "$state/etcd" \
+  --listen-client-urls "https://127.0.0.1:$etcd_client_port" --advertise-client-urls "https://127.0.0.1:$etcd_client_port" \
+  --listen-peer-urls "https://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "https://127.0.0.1:$etcd_peer_port" \
+  --initial-cluster "forge=https://127.0.0.1:$etcd_peer_port" --initial-cluster-state new \
+  --cert-file "$pki/etcd-server.crt" --key-file "$pki/etcd-server.key" --trusted-ca-file "$pki/ca.crt" --client-cert-auth \
+  --peer-cert-file "$pki/etcd-server.crt" --peer-key-file "$pki/etcd-server.key" --peer-trusted-ca-file "$pki/ca.crt" --peer-client-cert-auth \
+  --listen-metrics-urls "" --log-level warn
+etcd_healthy() {
+  curl -fsS --cacert "$pki/ca.crt" --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key" \
+    "https://127.0.0.1:$etcd_client_port/health" | grep -q '"health":"true"'
+}
+wait_for "etcd on 127.0.0.1:$etcd_client_port" 30 etcd etcd_healthy
+
+# kube-apiserver
+start_daemon kube-apiserver \
+  --bind-address 127.0.0.1 --secure-port 6443 --advertise-address 127.0.0.1 \
+  --etcd-servers "https://127.0.0.1:$etcd_client_port" --etcd-cafile "$pki/ca.crt" \
+  --etcd-certfile "$pki/apiserver-etcd-client.crt" --etcd-keyfile "$pki/apiserver-etcd-client.key" \
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --anonymous-auth=false --token-auth-file "$pki/tokens.csv" \
+  --authorization-mode Node,RBAC \
+  --enable-admission-plugins NodeRestriction,PodSecurity --allow-privileged=false \
+  --kubelet-preferred-address-types Hostname --kubelet-certificate-authority "$pki/ca.crt" \
+  --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+  --service-cluster-ip-range 10.96.0.0/24 --endpoint-reconciler-type none \
+  --profiling=false --v 1
+wait_for "kube-apiserver /readyz" 90 kube-apiserver api GET /readyz
+
+# ---------------------------------------------------------------- objects
+# Server-side apply: creates or updates, so a second run changes nothing.
+apply() {
+  local path=$1 body=$2
+  api PATCH "$path?fieldManager=kube-up&force=true" "$body" application/apply-patch+yaml >/dev/null ||
+    die "applying $path failed: $(api PATCH "$path?fieldManager=kube-up&force=true" "$body" application/apply-patch+yaml | jq -r .message 2>/dev/null)"
+}
+ns=mcp-forge
+apply "/api/v1/namespaces/$ns" '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"'$ns'","labels":{
+  "pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest",
+  "pod-security.kubernetes.io/warn":"restricted","pod-security.kubernetes.io/audit":"restricted"}}}'
+# No controller-manager creates it; pods name it (and mount no token).
+apply "/api/v1/namespaces/$ns/serviceaccounts/default" \
+  '{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":"'$ns'"},"automountServiceAccountToken":false}'
+# Pods have no network here anyway (only lo); the policy states the intent
+# for clusters that do have a network and an enforcing CNI.
+apply "/apis/networking.k8s.io/v1/namespaces/$ns/networkpolicies/mcp-forge-deny-all" \
+  '{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"mcp-forge-deny-all","namespace":"'$ns'"},
+  "spec":{"podSelector":{"matchLabels":{"io.mcp-forge.managed":"true"}},"policyTypes":["Ingress","Egress"]}}'
+apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles/mcp-forge-core" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"mcp-forge-core","namespace":"'$ns'"},"rules":[
+  {"apiGroups":[""],"resources":["pods"],"verbs":["create","get","list","watch","delete","deletecollection"]},
+  {"apiGroups":[""],"resources":["pods/exec","pods/attach","pods/portforward"],"verbs":["create","get"]},
+  {"apiGroups":[""],"resources":["pods/log"],"verbs":["get"]},
+  {"apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["get","list"]},
+  {"apiGroups":[""],"resources":["events"],"verbs":["list"]}]}'
+apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings/mcp-forge-core" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"mcp-forge-core","namespace":"'$ns'"},
+  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"mcp-forge-core"},
+  "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mcp-forge-core"}]}'
+apply "/apis/rbac.authorization.k8s.io/v1/clusterroles/mcp-forge-core-nodes" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"mcp-forge-core-nodes"},
+  "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}]}'
+apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-core-nodes" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"mcp-forge-core-nodes"},
+  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"mcp-forge-core-nodes"},
+  "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mcp-forge-core"}]}'
+# The kubelet authorizes the API server's client certificate (exec, attach,
+# logs, port-forward) with a SubjectAccessReview: this binding is what lets it.
+apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-apiserver-kubelet" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"mcp-forge-apiserver-kubelet"},
+  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:kubelet-api-admin"},
+  "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kube-apiserver-kubelet-client"}]}'
+
+# ---------------------------------------------------------------- registry
+# Debian's distribution registry on loopback, plain HTTP, with its own
+# config and storage; containerd pulls from it (certs.d below). No auth:
+# anyone on this host may push, as with any unauthenticated local registry.
+if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
+  cat >"$state/registry/config.yml.tmp" <<EOF
+# written by scripts/kube-up.sh
+version: 0.1
+log:
+  level: warn
+  fields:
+    service: mcp-forge-registry
+storage:
+  filesystem:
+    rootdirectory: $state/registry/data
+  delete:
+    enabled: true
+http:
+  addr: $registry_addr
+  headers:
+    X-Content-Type-Options: [nosniff]
+EOF
+  mv -f "$state/registry/config.yml.tmp" "$state/registry/config.yml"
+  start_daemon registry serve "$state/registry/config.yml"
+  wait_for "the registry on $registry_addr" 30 registry curl -fsS "http://$registry_addr/v2/"
+  mkdir -p "$state/containerd/certs.d/$registry_addr"
+  cat >"$state/containerd/certs.d/$registry_addr/hosts.toml.tmp" <<EOF
+# written by scripts/kube-up.sh: the local registry, plain HTTP on loopback
+server = "http://$registry_addr"
+[host."http://$registry_addr"]
+  capabilities = ["pull", "resolve"]
+EOF
+  mv -f "$state/containerd/certs.d/$registry_addr/hosts.toml.tmp" "$state/containerd/certs.d/$registry_addr/hosts.toml"
+else
+  stop_daemon registry
+  rm -rf "${state:?}/containerd/certs.d/$registry_addr"
+fi
+
+# ---------------------------------------------------------------- containerd
+pause_image=localhost/mcp-forge/pause:catatonit
+# Pods get a network namespace of their own with nothing but lo. The CRI
+# insists on an address for eth0 in the CNI result ("failed to find network
+# info for sandbox") and the loopback plugin reports only lo; loopback passes
+# a prevResult through untouched, and libcni leaves the first plugin's
+# prevResult as written. So this one loopback plugin brings lo up and
+# hands the CRI a stub eth0 result with 127.0.0.1: no interface is created.
+cat >"$state/cni/10-mcp-forge-nonet.conflist.tmp" <<'EOF'
+{
+  "cniVersion": "1.0.0",
+  "name": "mcp-forge-nonet",
+  "plugins": [
+    {
+      "type": "loopback",
+      "prevResult": {
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0"}],
+        "ips": [{"interface": 0, "address": "127.0.0.1/8"}]
+      }
+    }
+  ]
+}
+EOF
+mv -f "$state/cni/10-mcp-forge-nonet.conflist.tmp" "$state/cni/10-mcp-forge-nonet.conflist"
+
+cat >"$state/containerd/config.toml.tmp" <<EOF
+# written by scripts/kube-up.sh: the cluster's own containerd (not the system's)
+version = 2
+root = "$ctrd_root"
+state = "$ctrd_state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+
+[grpc]
+  address = "$ctrd_sock"
+[ttrpc]
+  address = "$ctrd_sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$state/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  # This VM refuses lowering oom_score_adj: without this every sandbox fails.
+  restrict_oom_score_adj = true
+  # Network namespaces under our state dir, not /run/netns.
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        # runc's own state, else /run/containerd/runc (the system's tree).
+        Root = "$run/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$state/cni"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$state/containerd/certs.d"
+EOF
+mv -f "$state/containerd/config.toml.tmp" "$state/containerd/config.toml"
+start_daemon containerd --config "$state/containerd/config.toml"
+ctr_() { ctr -a "$ctrd_sock" -n k8s.io "$@"; }
+# ctr_has_image NAME (the list is read whole first: grep -q on a pipe would
+# close it early and, with pipefail, fail on ctr's SIGPIPE).
+ctr_has_image() { local l; l=$(ctr_ images ls -q) && grep -qxF "$1" <<<"$l"; }
+wait_for "containerd on $ctrd_sock" 30 containerd ctr_ version
+
+# import_image NAME: podman image -> containerd, skipped when the stamp holds
+# the podman image ID and containerd still lists the name.
+import_image() {
+  local name=$1 id t0
+  id=$(podman image inspect --format '{{.Id}}' "$name" 2>/dev/null) ||
+    die "podman has no image $name; build it first (make images)"
+  if [ "$(cat "$state/images/${name//\//_}.id" 2>/dev/null)" = "$id" ] && ctr_has_image "$name"; then
+    return 0
+  fi
+  log "importing $name (podman ${id:0:12}) into containerd ..."
+  t0=$(date +%s.%N)
+  podman save "$name" | ctr_ images import - >/dev/null ||
+    die "importing $name into containerd failed"
+  ctr_has_image "$name" || die "containerd does not list $name after the import; it lists: $(ctr_ images ls -q | tr '\n' ' ')"
+  echo "$id" >"$state/images/${name//\//_}.id"
+  log "imported $name in $(elapsed "$t0") s"
+}
+
+# The pause image: FROM scratch with Debian's static catatonit in pause mode.
+cat_ver=$(dpkg-query -W -f='${Version}' catatonit)
+if ! podman image exists "$pause_image" || [ "$(podman image inspect --format '{{index .Labels "io.mcp-forge.catatonit"}}' "$pause_image")" != "$cat_ver" ]; then
+  log "building $pause_image (catatonit $cat_ver)"
+  ctx=$(mktemp -d)
+  cp /usr/bin/catatonit "$ctx/catatonit"
+  printf 'FROM scratch\nLABEL io.mcp-forge.catatonit=%s\nCOPY catatonit /catatonit\nUSER 65535:65535\nENTRYPOINT ["/catatonit", "-P"]\n' "$cat_ver" >"$ctx/Containerfile"
+  podman build -q -t "$pause_image" "$ctx" >/dev/null || { rm -rf "$ctx"; die "podman build of $pause_image failed"; }
+  rm -rf "$ctx"
+fi
+import_image "$pause_image"
+import_image localhost/mcp-forge/python:3.11
+import_image localhost/mcp-forge/r:4.2
+# push_image NAME: podman image -> the local registry as $registry_addr/<path>,
+# skipped when the stamp holds the podman image ID and the registry has the tag.
+push_image() {
+  local name=$1 id t0 path tag stamp
+  path=${name#localhost/}
+  tag=${path##*:}
+  path=${path%:*}
+  stamp=$state/images/registry_${name//\//_}.id
+  id=$(podman image inspect --format '{{.Id}}' "$name")
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$id" ] &&
+    curl -fsS "http://$registry_addr/v2/$path/tags/list" | jq -e --arg t "$tag" '.tags | index($t)' >/dev/null 2>&1; then
+    return 0
+  fi
+  log "pushing $name to $registry_addr/$path:$tag ..."
+  t0=$(date +%s.%N)
+  podman push -q --tls-verify=false "$name" "docker://$registry_addr/$path:$tag" >/dev/null ||
+    die "podman push of $name to $registry_addr failed; see $logs/registry.log"
+  echo "$id" >"$stamp"
+  log "pushed $name in $(elapsed "$t0") s"
+}
+if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
+  push_image "$pause_image"
+  if [ "${FORGE_KUBE_REGISTRY_PUSH:-0}" = 1 ]; then
+    push_image localhost/mcp-forge/python:3.11
+    push_image localhost/mcp-forge/r:4.2
+  fi
+fi
+log "containerd (namespace k8s.io) lists: $(ctr_ images ls -q | grep -v -e '^sha256:' -e '@sha256:' | tr '\n' ' ')"
+
+# ---------------------------------------------------------------- kubelet
+# MCP-Forge's seccomp profile as the Localhost profile mcp-forge.json.
+seccomp_json=$(mktemp)
+if [ -x bin/mcp-forge ] && bin/mcp-forge seccomp-profile >"$seccomp_json" 2>/dev/null && [ -s "$seccomp_json" ]; then :; else
+  env GOWORK= PATH="$PATH:/usr/local/go/bin" \
+    GOFLAGS=-tags=containers_image_openpgp,remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper \
+    CGO_ENABLED=0 go run ./scripts/kube/seccompjson >"$seccomp_json" ||
+    { rm -f "$seccomp_json"; die "could not produce MCP-Forge's seccomp profile (go run ./scripts/kube/seccompjson in $repo)"; }
+fi
+jq -e .defaultAction "$seccomp_json" >/dev/null || { rm -f "$seccomp_json"; die "the seccomp profile is not JSON with a defaultAction"; }
+chmod 0644 "$seccomp_json"
+mv -f "$seccomp_json" "$kubelet_root/seccomp/mcp-forge.json"
+
+cat >"$state/kubelet-config.yaml.tmp" <<EOF
+# written by scripts/kube-up.sh
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: $pki/kubelet.crt
+tlsPrivateKeyFile: $pki/kubelet.key
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: false
+  x509:
+    clientCAFile: $pki/ca.crt
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+# This host has cgroups v1; from 1.35 the kubelet refuses it unless told.
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://$ctrd_sock
+podPidsLimit: 1024
+seccompDefault: false
+podLogsDir: $logs/pods
+volumePluginDir: $kubelet_root/volume-plugins
+resolvConf: ""
+serializeImagePulls: false
+EOF
+mv -f "$state/kubelet-config.yaml.tmp" "$state/kubelet-config.yaml"
+start_daemon kubelet --config "$state/kubelet-config.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
+  --root-dir "$kubelet_root" --cert-dir "$kubelet_root/pki" --hostname-override localhost --v 1
+node_ready() {
+  api GET /api/v1/nodes/localhost | jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null
+}
+wait_for "node localhost Ready" 90 kubelet node_ready
+
+# ---------------------------------------------------------------- forge.toml
+cat >"$state/forge.toml.tmp" <<EOF
+# written by scripts/kube-up.sh: every sandbox on the local single-node cluster
+[runtime]
+kind = "kubernetes"
+[runtime.kubernetes]
+kubeconfig = "$state/forge.kubeconfig"
+namespace = "$ns"
+node_name = "localhost"          # no scheduler in this cluster
+pull_policy = "Never"            # images imported into containerd
+seccomp_profile = "mcp-forge.json"
+[volumes]
+base_path = "$state/forge"      # the core's own state for this cluster
+EOF
+mv -f "$state/forge.toml.tmp" "$state/forge.toml"
+cat >"$state/env.tmp" <<EOF
+# written by scripts/kube-up.sh: . $state/env
+KUBECONFIG=$state/admin.kubeconfig
+FORGE_KUBECONFIG=$state/forge.kubeconfig
+CONTAINERD_ADDRESS=$ctrd_sock
+CONTAINERD_NAMESPACE=k8s.io
+PATH=$kube_bin:\$PATH
+export KUBECONFIG FORGE_KUBECONFIG CONTAINERD_ADDRESS CONTAINERD_NAMESPACE PATH
+EOF
+mv -f "$state/env.tmp" "$state/env"
+
+# ---------------------------------------------------------------- smoke test
+# As the core's own user (so its RBAC is exercised), a pod as hardened as the
+# core's: PodSecurity "restricted" admits it, the kubelet runs it under the
+# mcp-forge.json seccomp profile, and it must see only lo. It does not carry
+# io.mcp-forge.managed: a core looking for its own (or a dead core's) pods
+# by that label must never find these.
+if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
+  fapi() {
+    local method=$1 path=$2 body=${3:-} out code
+    out=$(mktemp)
+    code=$(curl -sS -o "$out" -w '%{http_code}' --cacert "$pki/ca.crt" -H "@$state/run/forge.header" \
+      -H 'Content-Type: application/json' -X "$method" ${body:+--data-binary "$body"} "$api_url$path") || code=000
+    cat "$out"; rm -f "$out"
+    [ "${code:0:1}" = 2 ]
+  }
+  (umask 077 && printf 'Authorization: Bearer %s\n' "$(tok forge)" >"$state/run/forge.header")
+  # smoke_pod NAME IMAGE PULL_POLICY COMMAND_JSON_OR_EMPTY UNTIL [CHECK]:
+  # creates the pod, waits for phase UNTIL (Succeeded or Running), runs
+  # CHECK POD if given, leaves its log in $smoke_log and the time in
+  # $smoke_secs, deletes it.
+  smoke_pod() {
+    local pod=$1 image=$2 pull=$3 cmd=$4 until=$5 check=${6:-} t0 phase='' check_err=''
+    fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
+    for _ in $(seq 1 50); do fapi GET "/api/v1/namespaces/$ns/pods/$pod" >/dev/null || break; sleep 0.2; done
+    t0=$(date +%s.%N)
+    fapi POST "/api/v1/namespaces/$ns/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$pod"'","labels":{"app.kubernetes.io/name":"kube-up-smoke"}},
+    "spec":{"nodeName":"localhost","restartPolicy":"Never","automountServiceAccountToken":false,"enableServiceLinks":false,
+    "securityContext":{"runAsUser":1000,"runAsGroup":1000,"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"mcp-forge.json"}},
+    "containers":[{"name":"main","image":"'"$image"'","imagePullPolicy":"'"$pull"'"'"${cmd:+,\"command\":$cmd}"',
+      "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"500m","memory":"256Mi"}},
+      "securityContext":{"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' >"$run/smoke.json" ||
+      die "the forge user could not create the smoke pod $pod: $(jq -r .message "$run/smoke.json")"
+    for _ in $(seq 1 300); do
+      phase=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod" | jq -r .status.phase)
+      case $phase in "$until" | Failed | Succeeded) break ;; esac
+      sleep 0.1
+    done
+    smoke_secs=$(elapsed "$t0")
+    smoke_log=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod/log") || smoke_log="(log not readable: $smoke_log)"
+    if [ "$phase" = "$until" ] && [ -n "$check" ]; then check_err=$("$check" "$pod" 2>&1) || check_err="failed: ${check_err:-no output}"; fi
+    fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
+    [ "$phase" = "$until" ] ||
+      die "smoke pod $pod is $phase after $smoke_secs s, not $until: $smoke_log; see $logs/kubelet.log and $logs/containerd.log"
+    case $check_err in failed:*) die "smoke pod $pod: $check ${check_err}" ;; esac
+    smoke_check=$check_err
+  }
+  # exec_check POD: an exec through the API server and the kubelet as the
+  # core's user (the core's data plane), timed; needs the kubectl built above.
+  exec_check() {
+    local t0 out
+    t0=$(date +%s.%N)
+    out=$("$kube_bin/kubectl" --kubeconfig "$state/forge.kubeconfig" -n "$ns" exec "$1" -- /catatonit --version 2>&1) ||
+      { printf '%s\n' "$out"; return 1; }
+    case $out in *catatonit*) ;; *) printf 'unexpected output %s\n' "$out"; return 1 ;; esac
+    printf 'exec "%s" in %s s' "$out" "$(elapsed "$t0")"
+  }
+  # It prints its network interfaces, its seccomp mode and what
+  # io_uring_setup(2) returns: MCP-Forge's profile answers ENOSYS (38), where
+  # containerd's default profile or none would let the call through (EFAULT
+  # for the null argument), so only our profile gives "38".
+  py="import socket, ctypes, re
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(425, 1, None)
+mode = re.search(r'Seccomp:\s*(\d+)', open('/proc/self/status').read()).group(1)
+print(1, sorted(n for _, n in socket.if_nameindex()), 'seccomp=' + mode, 'io_uring_setup=%d' % (ctypes.get_errno() if r < 0 else 0))"
+  want="1 ['lo'] seccomp=2 io_uring_setup=38"
+  smoke_pod kube-up-smoke localhost/mcp-forge/python:3.11 Never "$(jq -cn --arg c "$py" '["python3", "-c", $c]')" Succeeded
+  [ "$smoke_log" = "$want" ] ||
+    die "smoke pod printed '$smoke_log', wanted \"$want\" (a network namespace with only lo, under MCP-Forge's seccomp profile)"
+  log "smoke pod: created -> Succeeded in $smoke_secs s, log \"$smoke_log\" (only lo; MCP-Forge's seccomp profile)"
+  # A long-running pod for exec: the pause image (catatonit -P), pulled from
+  # the registry when there is one (which checks the registry too).
+  check=
+  if runs_version "$kube_bin/kubectl"; then check=exec_check; fi
+  if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
+    smoke_pod kube-up-smoke-exec "$registry_addr/mcp-forge/pause:catatonit" Always "" Running $check
+    log "smoke pod from the registry ($registry_addr/mcp-forge/pause:catatonit, pull Always): created -> Running in $smoke_secs s${smoke_check:+; $smoke_check}"
+  elif [ -n "$check" ]; then
+    smoke_pod kube-up-smoke-exec "$pause_image" Never "" Running $check
+    log "smoke pod $pause_image: created -> Running in $smoke_secs s; $smoke_check"
+  fi
+fi
+
+log "cluster up in $(elapsed "$t_start") s; KUBECONFIG=$state/admin.kubeconfig (. $state/env)"
+printf 'FORGE_CONFIG=%s\n' "$state/forge.toml"

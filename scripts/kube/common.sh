@@ -1,0 +1,93 @@
+# Shared by scripts/kube-up.sh and scripts/kube-down.sh (sourced, not run):
+# where everything lives and how the cluster's daemons are found and stopped.
+# shellcheck shell=bash
+# The paths are used by the scripts that source this file.
+# shellcheck disable=SC2034
+
+log() { printf '%s: %s\n' "${prog:-kube}" "$*" >&2; }
+die() { printf '%s: error: %s\n' "${prog:-kube}" "$*" >&2; exit 1; }
+
+kube_version=${FORGE_KUBE_VERSION:-v1.34.4}
+etcd_version=${FORGE_ETCD_VERSION:-v3.6.16}
+kube_cache=${FORGE_KUBE_CACHE:-/var/cache/mcp-forge/kube}
+state=${FORGE_KUBE_STATE:-/var/lib/mcp-forge/kube}
+kube_bin=$kube_cache/$kube_version/bin
+etcd_bin=$kube_cache/etcd-$etcd_version/bin
+
+pki=$state/pki
+run=$state/run
+logs=$state/logs
+kubelet_root=$state/kubelet
+ctrd_root=$state/containerd/root
+ctrd_state=$state/containerd/state
+ctrd_sock=$run/containerd.sock
+etcd_client_port=23790
+etcd_peer_port=23800
+api_url=https://127.0.0.1:6443
+registry_addr=127.0.0.1:${FORGE_KUBE_REGISTRY_PORT:-5000}
+
+# The daemons in start order; kube-down stops them in reverse.
+daemons=(etcd kube-apiserver registry containerd kubelet)
+
+daemon_exe() {
+  case $1 in
+    etcd) printf '%s\n' "$etcd_bin/etcd" ;;
+    kube-apiserver | kubelet) printf '%s\n' "$kube_bin/$1" ;;
+    containerd) command -v containerd ;;
+    registry) printf '/usr/bin/docker-registry\n' ;;
+  esac
+}
+
+# daemon_pid NAME: the pid in NAME's pidfile when that process is alive and
+# runs NAME's binary (a recycled pid of another program does not count).
+daemon_pid() {
+  local pidf=$run/$1.pid pid exe
+  [ -f "$pidf" ] || return 1
+  pid=$(cat "$pidf")
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  [ "${exe% (deleted)}" = "$(daemon_exe "$1")" ] || return 1
+  printf '%s\n' "$pid"
+}
+
+# stray_pids NAME: processes of NAME's binary that use this state directory
+# but are not in the pidfile (a crashed script's leftovers). Matched by the
+# exact binary path and this state dir in the command line, never by name.
+stray_pids() {
+  local exe pid
+  exe=$(daemon_exe "$1")
+  for pid in $(pgrep -f -- "^$exe " || true); do
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$state/"; then printf '%s\n' "$pid"; fi
+  done
+  return 0
+}
+
+# stop_daemon NAME: SIGTERM, up to 20 s, then SIGKILL.
+stop_daemon() {
+  local name=$1 pids pid
+  pids=$( { daemon_pid "$name" || true; stray_pids "$name"; } | sort -u)
+  [ -n "$pids" ] || return 0
+  log "stopping $name (pid $(echo "$pids" | tr '\n' ' '))"
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 100); do
+    pids=$(for pid in $pids; do [ ! -d "/proc/$pid" ] || echo "$pid"; done)
+    [ -n "$pids" ] || break
+    sleep 0.2
+  done
+  for pid in $pids; do log "$name pid $pid ignored SIGTERM for 20 s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; done
+  rm -f "$run/$name.pid"
+}
+
+# api METHOD PATH [BODY] [CONTENT-TYPE]: a request to the API server as the
+# scripts' admin; prints the body, returns non-zero on an HTTP error status.
+# The token is read from a 0600 header file, never put on a command line
+# (other users can read command lines in /proc).
+api() {
+  local method=$1 path=$2 body=${3:-} ctype=${4:-application/json} out code
+  out=$(mktemp)
+  code=$(curl -sS -o "$out" -w '%{http_code}' --cacert "$pki/ca.crt" \
+    -H "@$pki/admin.header" -H "Content-Type: $ctype" \
+    -X "$method" ${body:+--data-binary "$body"} "$api_url$path") || code=000
+  cat "$out"; rm -f "$out"
+  [ "${code:0:1}" = 2 ]
+}
