@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
 
-.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down
+.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube bench-kube
 
 ## all: the same as build
 all: build
@@ -54,6 +54,14 @@ run: setup build
 ## kube-up: (root) a real single-node Kubernetes cluster on this host; prints FORGE_CONFIG=<its forge.toml> last
 kube-up:
 	@scripts/kube-up.sh
+
+## test-kube: the end-to-end matrix with sandboxes as pods on that cluster (up first, down after; FORGE_KUBE_KEEP=1 keeps it)
+test-kube: setup build
+	@scripts/test-kube.sh
+
+## bench-kube: issue 23's table, the Kubernetes column beside the Podman one, measured in one run
+bench-kube: setup build
+	@cfg=$$(scripts/kube-up.sh | tail -n 1); FORGE_TEST_KUBE_CONFIG=$${cfg#FORGE_CONFIG=} $(BENCH) -bench '^BenchmarkKubernetesTable$$' -benchtime 20x | tee $(BIN)/bench-kube.txt
 
 ## kube-down: (root) stop that cluster, unmount, remove its cgroups (scripts/kube-down.sh --purge also removes its state)
 kube-down:

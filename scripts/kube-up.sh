@@ -514,8 +514,15 @@ namespace = "$ns"
 node_name = "localhost"          # no scheduler in this cluster
 pull_policy = "Never"            # images imported into containerd
 seccomp_profile = "mcp-forge.json"
+workspace_medium = "Memory"      # a tmpfs workspace: a write past the quota fails with ENOSPC
+node_pids_limit = 1024           # the kubelet's podPidsLimit (kubelet-config.yaml)
 [volumes]
 base_path = "$state/forge"      # the core's own state for this cluster
+[security]
+audit_log = "$state/forge/audit.log"
+# What this cluster cannot give: containerd 1.6 has no user namespaces for
+# pods (hostUsers: false), and Kubernetes no open-files limit per pod.
+waive = ["user-namespace", "open-files"]
 EOF
 mv -f "$state/forge.toml.tmp" "$state/forge.toml"
 cat >"$state/env.tmp" <<EOF
