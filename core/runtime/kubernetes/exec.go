@@ -12,11 +12,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	// client-go's executors fail with this package's UpgradeFailureError;
+	// apimachinery's httpstream has a type of its own that never matches.
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
