@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -454,5 +455,84 @@ func TestList(t *testing.T) {
 	p2, err2 := c2.info(a)
 	if err1 != nil || err2 != nil || !equality.Semantic.DeepEqual(p1.mounts, p2.mounts) || len(p2.mounts) != 3 || !p2.seeded {
 		t.Errorf("adopted pod %s: %+v, %v; want the mounts %+v, seeded", a, p2, err2, p1)
+	}
+}
+
+// With pull_policy Never an image is there only if every node a pod may
+// land on lists it; other policies leave it to the node's pull.
+func TestImage(t *testing.T) {
+	node := func(name string, labels map[string]string, images ...corev1.ContainerImage) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Status: corev1.NodeStatus{Images: images}}
+	}
+	python := corev1.ContainerImage{Names: []string{"localhost/mcp-forge/python@sha256:" + strings.Repeat("ab", 32), "localhost/mcp-forge/python:3.11"}, SizeBytes: 700 << 20}
+	other := corev1.ContainerImage{Names: []string{"docker.io/library/busybox:1"}, SizeBytes: 4 << 20}
+	pool := map[string]string{"pool": "sandboxes"}
+	nodes := []*corev1.Node{node("a", pool, python, other), node("b", pool, python), node("c", nil, other)}
+	cases := []struct {
+		name   string
+		policy string
+		nodeN  string
+		sel    map[string]string
+		image  string
+		found  bool
+	}{
+		{"pinned node has it", "Never", "a", nil, "mcp-forge/python:3.11", true},
+		{"pinned node lacks it", "Never", "c", nil, "mcp-forge/python:3.11", false},
+		{"every selected node has it", "Never", "", pool, "mcp-forge/python:3.11", true},
+		{"one node of all lacks it", "Never", "", nil, "mcp-forge/python:3.11", false},
+		{"docker.io name", "Never", "c", nil, "library/busybox:1", false}, // a name without a registry is a local one
+		{"pulled by the node", "IfNotPresent", "c", nil, "mcp-forge/python:3.11", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := testKube()
+			k.PullPolicy, k.NodeName, k.NodeSelector = tc.policy, tc.nodeN, tc.sel
+			cl := newCluster(t, k)
+			for _, n := range nodes {
+				if _, err := cl.cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			info, ok, err := cl.c.Image(context.Background(), tc.image)
+			if err != nil || ok != tc.found {
+				t.Fatalf("Image(%s): %v, %v; want found %v", tc.image, ok, err, tc.found)
+			}
+			if ok && info.ID != ImageRef("", tc.image) {
+				t.Errorf("Image ID %q; want the reference pods are created with, %q", info.ID, ImageRef("", tc.image))
+			}
+			if ok && tc.policy == "Never" && (info.Size != python.SizeBytes || len(info.Digests) == 0 || !strings.Contains(info.Digests[0], "@sha256:")) {
+				t.Errorf("Image info %+v; want the node's size and digest", info)
+			}
+		})
+	}
+	cl := newCluster(t, func() config.Kubernetes { k := testKube(); k.PullPolicy, k.NodeName = "Never", "gone"; return k }())
+	if _, _, err := cl.c.Image(context.Background(), "mcp-forge/python:3.11"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.node_name") {
+		t.Errorf("Image on a node that does not exist: %v; want an error naming runtime.kubernetes.node_name", err)
+	}
+}
+
+// An exec of a pod the API server does not have, or whose container the
+// kubelet cannot reach, is an error that names the pod.
+func TestExecErrors(t *testing.T) {
+	cl := newCluster(t, testKube())
+	ctx := context.Background()
+	id := cl.started(t, specIn(hostWorkspace(t)))
+	cl.mu.Lock()
+	cl.broken[id] = true
+	cl.mu.Unlock()
+	if _, err := cl.c.Exec(ctx, id, runtime.ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "exec of pod "+id) || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("Exec in an unreachable container: %v; want the pod and the kubelet's reason", err)
+	}
+	if _, err := cl.c.ReadFile(ctx, id, "a.txt", 10); err == nil || !strings.Contains(err.Error(), "exec in keeper of pod "+id) {
+		t.Errorf("ReadFile in an unreachable container: %v; want the pod and container", err)
+	}
+	if err := cl.cs.CoreV1().Pods(cl.k.Namespace).Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.c.Exec(ctx, id, runtime.ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "exec of pod "+id) {
+		t.Errorf("Exec in a deleted pod: %v; want an error naming it", err)
+	}
+	if _, err := NewWithClient(cl.cs, nil, cl.k, Options{}).Exec(ctx, id, runtime.ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "REST config") {
+		t.Errorf("Exec without a REST config: %v; want an error, not a panic", err)
 	}
 }
