@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -34,6 +35,17 @@ func hostWorkspace(t *testing.T) string {
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// More than one stream frame, and names a shell would split.
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i*7 + i>>12)
+	}
+	if err := os.MkdirAll(filepath.Join(d, "dir with space"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "dir with space", "ünï -x.bin"), big, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Chmod(filepath.Join(d, "code/runner.py"), 0o755); err != nil {
 		t.Fatal(err)
@@ -164,6 +176,10 @@ func TestLifecycle(t *testing.T) {
 				if err != nil || string(b) != data {
 					t.Errorf("workspace file %s in the pod: %q, %v; want %q", rel, b, err, data)
 				}
+			}
+			want3, _ := os.ReadFile(filepath.Join(dir, "dir with space", "ünï -x.bin"))
+			if b, err := os.ReadFile(cl.ws(id, "dir with space", "ünï -x.bin")); err != nil || !bytes.Equal(b, want3) || len(b) != 3<<20 {
+				t.Errorf("the 3 MiB file in the pod: %d bytes, %v; want its %d bytes", len(b), err, len(want3))
 			}
 			if fi, err := os.Stat(cl.ws(id, "code/runner.py")); err != nil || fi.Mode().Perm() != 0o755 {
 				t.Errorf("runner.py's mode in the pod: %v, %v; want 0755", fi.Mode(), err)

@@ -212,7 +212,11 @@ func TestPodSpecConfines(t *testing.T) {
 			check(ps.AutomountServiceAccountToken != nil && !*ps.AutomountServiceAccountToken, "automountServiceAccountToken false")
 			check(ps.EnableServiceLinks != nil && !*ps.EnableServiceLinks, "enableServiceLinks false")
 			check(!ps.HostNetwork && !ps.HostPID && !ps.HostIPC, "no host namespaces")
-			check(ps.HostUsers == nil || !*ps.HostUsers || !k.UserNamespaces, "hostUsers false when user namespaces are asked")
+			if k.UserNamespaces {
+				check(ps.HostUsers != nil && !*ps.HostUsers, "hostUsers false: user namespaces were asked")
+			} else {
+				check(ps.HostUsers == nil, "hostUsers left to the cluster (true) when user namespaces are not asked")
+			}
 			check(ps.SecurityContext != nil && ps.SecurityContext.SeccompProfile != nil, "a seccomp profile")
 			if k.SeccompProfile != "" {
 				check(ps.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost && *ps.SecurityContext.SeccompProfile.LocalhostProfile == k.SeccompProfile, "MCP-Forge's Localhost profile")
@@ -223,7 +227,24 @@ func TestPodSpecConfines(t *testing.T) {
 			for _, v := range ps.Volumes {
 				check(v.HostPath == nil && v.EmptyDir != nil, "volume "+v.Name+" is an emptyDir, no host path")
 			}
+			ws := ps.Volumes[0]
+			check(ws.Name == "ws" && ws.EmptyDir != nil && string(ws.EmptyDir.Medium) == k.WorkspaceMedium, "the workspace is an emptyDir of workspace_medium")
+			check(ws.EmptyDir != nil && ws.EmptyDir.SizeLimit != nil && ws.EmptyDir.SizeLimit.Value() == 1<<30, "the workspace is bounded by the quota")
 			sandbox := ps.Containers[0]
+			// Each of the spec's mounts is its place in the workspace, as read-only as asked.
+			for _, m := range s.Mounts {
+				found := false
+				for _, vm := range sandbox.VolumeMounts {
+					if vm.MountPath == m.Target {
+						rel := strings.TrimPrefix(strings.TrimPrefix(m.Source, s.WorkspacePath), "/")
+						found = vm.Name == "ws" && vm.SubPath == rel && vm.ReadOnly == m.ReadOnly
+					}
+				}
+				check(found, "the mount at "+m.Target+" is the workspace's "+m.Source+", read-only as asked")
+			}
+			for _, vm := range ps.Containers[1].VolumeMounts {
+				check(vm.Name != "run" || vm.ReadOnly, "the keeper reads the run directory only")
+			}
 			check(sandbox.Name == containerSandbox && sandbox.Resources.Limits.Memory().Value() == s.Limits.MemoryBytes, "the sandbox's memory limit is the run's")
 			check(sandbox.Resources.Limits.Cpu().MilliValue() == s.Limits.CPUQuota/100, "the sandbox's CPU limit is its quota (50000 µs per 100 ms: 500m)")
 			check(slices.Equal(sandbox.Command[4:], s.Command), "the sandbox runs the command under its init")
