@@ -341,8 +341,8 @@ func containerOf(p *corev1.Pod, name string) (corev1.Container, bool) {
 
 // mapper rewrites a container's paths to where its volume mounts are on
 // this host: the ws volume at <root>/forge/ws (a subPath below it), run
-// at <root>/forge/run, tmp at <root>/tmp. An argument that is such a path
-// is rewritten, and so is every such path inside one (the scripts).
+// at <root>/forge/run, tmp at <root>/tmp. Every mount path in an argument
+// is rewritten, inside scripts too.
 func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []string {
 	root := cl.root(pod)
 	type mount struct{ in, host string }
@@ -358,19 +358,17 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 	slices.SortFunc(ms, func(a, b mount) int { return len(b.in) - len(a.in) }) // the longest mount first
 	var pairs []string
 	for _, m := range ms {
-		pairs = append(pairs, m.in+"/", m.host+"/")
+		pairs = append(pairs, m.in, m.host)
 	}
-	inside := strings.NewReplacer(pairs...) // one pass: a host path put in is not rewritten again
+	// One pass, the longest mount first: a host path put in is not
+	// rewritten again. Scripts that take a mount path apart (its length,
+	// its components) see the host path throughout, so they work as in
+	// the pod.
+	inside := strings.NewReplacer(pairs...)
 	return func(argv []string) []string {
 		out := make([]string, len(argv))
 		for i, a := range argv {
 			out[i] = inside.Replace(a)
-			for _, m := range ms {
-				if a == m.in {
-					out[i] = m.host
-					break
-				}
-			}
 		}
 		return out
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,6 +202,12 @@ func TestReadDir(t *testing.T) {
 		{"a file, not a directory", "a.txt", 1000, 1000, nil},
 		{"dot-dot stays in the workspace", "../../../etc", 1000, 1000, nil},
 	}
+	if err := os.Symlink("list", cl.ws(id, "list-link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.c.ReadDir(context.Background(), id, "list-link", 1000, 1000); !errors.Is(err, runtime.ErrLink) {
+		t.Errorf("ReadDir through a link: %v; want ErrLink", err)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			files, err := cl.c.ReadDir(context.Background(), id, tc.rel, tc.maxFile, tc.maxT)
@@ -231,7 +238,12 @@ func TestReadWriteFile(t *testing.T) {
 	cl := newCluster(t, testKube())
 	ctx := context.Background()
 	id := cl.started(t, specIn(hostWorkspace(t)))
-	if err := os.Symlink("a.txt", cl.ws(id, "rel-link")); err != nil {
+	for link, to := range map[string]string{"rel-link": "a.txt", "dlink": "sub"} {
+		if err := os.Symlink(to, cl.ws(id, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(cl.ws(id, "fifo-in-pod"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reads := []struct {
@@ -246,8 +258,10 @@ func TestReadWriteFile(t *testing.T) {
 		{"over its cap", "a.txt", 4, "", runtime.ErrTooLarge},
 		{"missing", "nope", 100, "", runtime.ErrNoFile},
 		{"a directory", "sub", 100, "", runtime.ErrNoFile},
-		{"a link in the workspace", "link", 100, "", runtime.ErrNoFile},
-		{"another link", "rel-link", 100, "", runtime.ErrNoFile},
+		{"a link", "link", 100, "", runtime.ErrLink},
+		{"another link", "rel-link", 100, "", runtime.ErrLink},
+		{"through a linked directory", "dlink/b.bin", 100, "", runtime.ErrLink},
+		{"a fifo", "fifo-in-pod", 100, "", runtime.ErrNoFile},
 		{"dot-dot stays in the workspace", "../../../../etc/hostname", 1 << 20, "", runtime.ErrNoFile},
 		{"a NUL", "a.txt\x00.png", 100, "", runtime.ErrNoFile},
 	}
@@ -286,12 +300,17 @@ func TestReadWriteFile(t *testing.T) {
 			}
 		})
 	}
-	// A write through a link replaces the link, never its target.
-	if err := cl.c.WriteFile(ctx, id, "rel-link", []byte("over")); err != nil {
-		t.Fatal(err)
+	// A write to a link, or through one, is refused; nothing is written.
+	for _, rel := range []string{"rel-link", "dlink/new.txt"} {
+		if err := cl.c.WriteFile(ctx, id, rel, []byte("over")); !errors.Is(err, runtime.ErrLink) {
+			t.Errorf("WriteFile(%s): %v; want ErrLink", rel, err)
+		}
 	}
 	if a, _ := os.ReadFile(cl.ws(id, "a.txt")); string(a) != "replaced" {
 		t.Errorf("a write to a link changed its target: a.txt is %q", a)
+	}
+	if _, err := os.Lstat(cl.ws(id, "sub", "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a write through a linked directory landed in its target: %v", err)
 	}
 }
 
@@ -417,9 +436,11 @@ func TestSignal(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "signal TERM to pod "+id+": exit 1") || !strings.Contains(err.Error(), "No such process") {
 		t.Errorf("Signal with no init in the fake pod: %v; want its exit and stderr", err)
 	}
-	want := []string{"perl", "-e", killScript, "TERM", "1"}
-	if !slices.ContainsFunc(cl.served(), func(c served) bool { return c.Container == containerSandbox && slices.Equal(c.Command, want) }) {
-		t.Errorf("Signal did not send %v to the sandbox", want)
+	if !slices.ContainsFunc(cl.served(), func(c served) bool {
+		args, ok := killArgs(c.Command)
+		return ok && c.Container == containerSandbox && slices.Equal(args, []string{"TERM", "1"})
+	}) {
+		t.Errorf("Signal did not send TERM to the sandbox's pid 1; served %+v", cl.served())
 	}
 	// SIGKILL cannot reach a PID 1 from inside: every other process gets it.
 	done := async(func() error {
@@ -435,5 +456,65 @@ func TestSignal(t *testing.T) {
 	}
 	if !slices.ContainsFunc(cl.served(), func(c served) bool { return slices.Equal(c.Command, killCmd("KILL", -1)) }) {
 		t.Errorf("Signal KILL did not send %v", killCmd("KILL", -1))
+	}
+}
+
+// ListFiles walks a directory depth first in name order without following
+// links, up to max entries, and says when it stopped there.
+func TestListFiles(t *testing.T) {
+	cl := newCluster(t, testKube())
+	ctx := context.Background()
+	id := cl.started(t, specIn(hostWorkspace(t)))
+	type e struct {
+		path, typ string
+		size      int64
+	}
+	entries := func(es []runtime.Entry) []e {
+		var out []e
+		for _, x := range es {
+			out = append(out, e{x.Path, x.Type, x.Size})
+		}
+		return out
+	}
+	if err := os.Symlink("a.txt", cl.ws(id, "sub", "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(cl.ws(id, "sub", "p"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(cl.ws(id, "sub", "d", "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cl.ws(id, "sub", "d", "e", "f"), []byte("123"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, rel string
+		max       int
+		want      []e
+		more      bool
+		err       error
+	}{
+		{"a tree", "sub", 100, []e{{"sub/b.bin", "file", 9}, {"sub/d", "directory", 0}, {"sub/d/e", "directory", 0}, {"sub/d/e/f", "file", 3}, {"sub/l", "symlink", 0}, {"sub/p", "fifo", 0}}, false, nil},
+		{"cut at max", "sub", 3, []e{{"sub/b.bin", "file", 9}, {"sub/d", "directory", 0}, {"sub/d/e", "directory", 0}}, true, nil},
+		{"missing", "nope", 100, nil, false, runtime.ErrNoFile},
+		{"a file", "a.txt", 100, nil, false, runtime.ErrNoFile},
+		{"through a link", "link", 100, nil, false, runtime.ErrLink},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, more, err := cl.c.ListFiles(ctx, id, tc.rel, tc.max)
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("ListFiles(%s): %v; want %v", tc.rel, err, tc.err)
+			}
+			if !slices.Equal(entries(got), tc.want) || more != tc.more {
+				t.Errorf("ListFiles(%s, %d) = %v, more %v; want %v, more %v", tc.rel, tc.max, entries(got), more, tc.want, tc.more)
+			}
+			for _, x := range got {
+				if x.Modified.IsZero() || x.Ino == 0 {
+					t.Errorf("%s has no mtime or inode: %+v", x.Path, x)
+				}
+			}
+		})
 	}
 }
