@@ -55,7 +55,7 @@ type served struct {
 }
 
 type cluster struct {
-	t  *testing.T
+	t  testing.TB
 	cs *fake.Clientset
 	c  *Client
 	k  config.Kubernetes
@@ -84,7 +84,7 @@ func testKube() config.Kubernetes {
 }
 
 // newCluster is a fake cluster and a Client of it.
-func newCluster(t *testing.T, k config.Kubernetes) *cluster {
+func newCluster(t testing.TB, k config.Kubernetes) *cluster {
 	t.Helper()
 	cl := &cluster{t: t, cs: fake.NewClientset(), k: k, roots: map[string]string{}, procs: map[string]map[int]*os.Process{},
 		attached: map[string]int{}, inits: map[string]int{}, broken: map[string]bool{}}
@@ -599,7 +599,7 @@ func (cl *cluster) runIn(pod, dir string, argv []string, env []string, in io.Rea
 }
 
 // waitFor polls cond (a condition of the fake, not a sleep as a guess).
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

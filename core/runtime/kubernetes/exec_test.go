@@ -518,3 +518,21 @@ func TestListFiles(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkExec is one Exec round trip through the in-process API server
+// (the kubelet's streaming server, execWrap and `true` on this host).
+func BenchmarkExec(b *testing.B) {
+	for _, proto := range []string{"websocket", "spdy"} {
+		b.Run(proto, func(b *testing.B) {
+			cl := newCluster(b, testKube())
+			cl.spdyOnly.Store(proto == "spdy")
+			id := cl.started(b, specIn(hostWorkspace(b)))
+			b.ResetTimer()
+			for range b.N {
+				if res, err := cl.c.Exec(context.Background(), id, runtime.ExecRequest{Command: []string{"true"}, Stdin: []byte("x"), Max: 10}); err != nil || res.ExitCode != 0 {
+					b.Fatalf("Exec: %+v, %v", res, err)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -23,7 +26,7 @@ import (
 
 // hostWorkspace is the core's copy of a workspace: files, a directory, a
 // link (sent as a link) and a fifo (not sent).
-func hostWorkspace(t *testing.T) string {
+func hostWorkspace(t testing.TB) string {
 	t.Helper()
 	d := t.TempDir()
 	files := map[string]string{"a.txt": "alpha", "code/runner.py": "print('hi')\n", "sub/b.bin": "\x00\x01binary\xff", "out/.keep": ""}
@@ -87,7 +90,7 @@ func (cl *cluster) watches() int {
 
 // started is a pod created and started from the workspace dir, its
 // sandbox running.
-func (cl *cluster) started(t *testing.T, s runtime.Spec) string {
+func (cl *cluster) started(t testing.TB, s runtime.Spec) string {
 	t.Helper()
 	ctx := context.Background()
 	id, err := cl.c.Create(ctx, s)
@@ -111,7 +114,7 @@ func async[T any](f func() T) <-chan T {
 	return ch
 }
 
-func returned[T any](t *testing.T, what string, d time.Duration, ch <-chan T) T {
+func returned[T any](t testing.TB, what string, d time.Duration, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
@@ -550,5 +553,34 @@ func TestExecErrors(t *testing.T) {
 	}
 	if _, err := NewWithClient(cl.cs, nil, cl.k, Options{}).Exec(ctx, id, runtime.ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "REST config") {
 		t.Errorf("Exec without a REST config: %v; want an error, not a panic", err)
+	}
+}
+
+// A watch the API server ends (its timeout, a restart) or that reports an
+// error is started again from a fresh Get: Wait still sees the exit.
+func TestWaitRewatches(t *testing.T) {
+	cl := newCluster(t, testKube())
+	ctx := context.Background()
+	id := cl.started(t, specIn(hostWorkspace(t)))
+	var calls atomic.Int32
+	cl.cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		switch calls.Add(1) {
+		case 1: // ended at once
+			w := watch.NewFake()
+			w.Stop()
+			return true, w, nil
+		case 2: // an error event
+			w := watch.NewRaceFreeFake()
+			w.Error(&metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+			return true, w, nil
+		}
+		return false, nil, nil // the field-selecting watch of newCluster
+	})
+	before := cl.watches()
+	wait := async(func() waited { c, err := cl.c.Wait(ctx, id, 10*time.Second); return waited{c, err} })
+	waitFor(t, "a third watch", 5*time.Second, func() bool { return cl.watches() >= before+3 })
+	cl.status(id, sandboxEndedWith(3, "Error"))
+	if w := returned(t, "Wait", 10*time.Second, wait); w.err != nil || w.code != 3 {
+		t.Errorf("Wait across ended watches: %d, %v; want 3", w.code, w.err)
 	}
 }

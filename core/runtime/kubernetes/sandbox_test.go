@@ -167,5 +167,10 @@ func TestSandboxSignals(t *testing.T) {
 		if _, err := cl.c.ReadFile(ctx, id, "a.txt", 100); err != nil {
 			t.Errorf("the workspace after the timeout: %v; want it still readable", err)
 		}
+		// Stopping what ended sends nothing.
+		n := len(cl.served())
+		if err := cl.c.Stop(ctx, id, time.Second); err != nil || len(cl.served()) != n {
+			t.Errorf("Stop of an ended sandbox: %v, sent %+v; want nil and nothing sent", err, cl.served()[n:])
+		}
 	})
 }
