@@ -5,11 +5,15 @@ package kubernetes
 // and an httptest API server whose exec and attach subresources are served
 // as a real one serves them: WebSocket v5 requests through the API
 // server's own stream translator, SPDY straight to the kubelet's own
-// ServeExec / ServeAttach. The "container runtime" behind them runs the
-// command on this host with os/exec, under a temporary root per pod, so
-// that the perl and shell scripts the runtime sends into pods really run.
-// It is a fake for what it does not model (no confinement, no pid
-// namespace): the cluster tier tests those on a real kubelet.
+// ServeExec / ServeAttach (or SPDY only, to make client-go fall back). The
+// "container runtime" behind them runs commands on this host with os/exec
+// under a temporary root per pod, each container's volume mounts mapped
+// into it, so that the perl and shell scripts the runtime sends into pods
+// really run: the seed attach runs the pod's own tar, startSandbox runs
+// the sandbox container's command (the init script). A pod's pid
+// namespace is emulated for kill only (-1: all but the init, 1: the init).
+// It is a fake for what it does not model (no confinement, no namespaces,
+// commands run as this user): the cluster tier tests those on a kubelet.
 
 import (
 	"bytes"
