@@ -257,11 +257,11 @@ func TestReadWriteFile(t *testing.T) {
 		{"at its cap", "a.txt", 5, "alpha", nil},
 		{"over its cap", "a.txt", 4, "", runtime.ErrTooLarge},
 		{"missing", "nope", 100, "", runtime.ErrNoFile},
-		{"a directory", "sub", 100, "", runtime.ErrNoFile},
+		{"a directory", "sub", 100, "", runtime.ErrNotRegular},
 		{"a link", "link", 100, "", runtime.ErrLink},
 		{"another link", "rel-link", 100, "", runtime.ErrLink},
 		{"through a linked directory", "dlink/b.bin", 100, "", runtime.ErrLink},
-		{"a fifo", "fifo-in-pod", 100, "", runtime.ErrNoFile},
+		{"a fifo", "fifo-in-pod", 100, "", runtime.ErrNotRegular},
 		{"dot-dot stays in the workspace", "../../../../etc/hostname", 1 << 20, "", runtime.ErrNoFile},
 		{"a NUL", "a.txt\x00.png", 100, "", runtime.ErrNoFile},
 	}
@@ -284,7 +284,7 @@ func TestReadWriteFile(t *testing.T) {
 	}
 	for _, tc := range writes {
 		t.Run("write "+tc.name, func(t *testing.T) {
-			if err := cl.c.WriteFile(ctx, id, tc.rel, tc.data); err != nil {
+			if err := cl.c.WriteFile(ctx, id, tc.rel, tc.data, false); err != nil {
 				t.Fatalf("WriteFile: %v", err)
 			}
 			got, err := os.ReadFile(cl.ws(id, tc.rel))
@@ -300,17 +300,36 @@ func TestReadWriteFile(t *testing.T) {
 			}
 		})
 	}
-	// A write to a link, or through one, is refused; nothing is written.
-	for _, rel := range []string{"rel-link", "dlink/new.txt"} {
-		if err := cl.c.WriteFile(ctx, id, rel, []byte("over")); !errors.Is(err, runtime.ErrLink) {
-			t.Errorf("WriteFile(%s): %v; want ErrLink", rel, err)
+	// A write to a link, or through one, is refused and nothing is written;
+	// asked to replace a link at its path, a write replaces the link, never
+	// writing through it, and still refuses a link above it.
+	refused := []struct {
+		rel     string
+		replace bool
+	}{{"rel-link", false}, {"dlink/new.txt", false}, {"dlink/new.txt", true}}
+	for _, tc := range refused {
+		if err := cl.c.WriteFile(ctx, id, tc.rel, []byte("over"), tc.replace); !errors.Is(err, runtime.ErrLink) {
+			t.Errorf("WriteFile(%s, replace link %v): %v; want ErrLink", tc.rel, tc.replace, err)
 		}
+	}
+	if _, err := os.Lstat(cl.ws(id, "sub", "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a write through a linked directory landed in its target: %v", err)
+	}
+	if err := cl.c.WriteFile(ctx, id, "rel-link", []byte("over"), true); err != nil {
+		t.Errorf("WriteFile replacing a link: %v", err)
 	}
 	if a, _ := os.ReadFile(cl.ws(id, "a.txt")); string(a) != "replaced" {
 		t.Errorf("a write to a link changed its target: a.txt is %q", a)
 	}
-	if _, err := os.Lstat(cl.ws(id, "sub", "new.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a write through a linked directory landed in its target: %v", err)
+	if fi, err := os.Lstat(cl.ws(id, "rel-link")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("rel-link after a replacing write: %v, %v; want a regular file", fi, err)
+	}
+	// A write that fails leaves no temporary file: a directory where the file should be.
+	if err := cl.c.WriteFile(ctx, id, "sub", []byte("x"), false); err == nil {
+		t.Error("WriteFile over a directory succeeded")
+	}
+	if _, err := os.Lstat(cl.ws(id, "sub.forge-tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed write left its temporary file: %v", err)
 	}
 }
 
