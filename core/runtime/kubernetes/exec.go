@@ -12,10 +12,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	// client-go's executors fail with this package's UpgradeFailureError;
+	// apimachinery's httpstream has a type of its own that never matches.
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
@@ -35,7 +38,21 @@ type execFunc func(ctx context.Context, pod string, s stream) (int, error)
 // apiExec is execFunc through the API server: WebSocket (what current API
 // servers prefer), SPDY where the upgrade fails.
 func (c *Client) apiExec(ctx context.Context, pod string, s stream) (int, error) {
-	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.k.Namespace).Name(pod)
+	// The request is built from the REST config, not from the clientset's
+	// REST client: it is only a URL here (the executors dial it), and a
+	// fake clientset has no REST client, so tests exec against their own
+	// API server endpoint.
+	if c.rest == nil {
+		return -1, errors.New("exec in a pod needs the API server's REST config (NewWithClient was given none)")
+	}
+	rc := rest.CopyConfig(c.rest)
+	rc.APIPath, rc.GroupVersion = "/api", &corev1.SchemeGroupVersion
+	base, versioned, err := rest.DefaultServerUrlFor(rc)
+	if err != nil {
+		return -1, fmt.Errorf("the API server's address %q: %w", c.rest.Host, err)
+	}
+	req := rest.NewRequestWithClient(base, versioned, rest.ClientContentConfig{GroupVersion: corev1.SchemeGroupVersion}, nil).
+		Verb(http.MethodPost).Resource("pods").Namespace(c.k.Namespace).Name(pod)
 	if s.Command == nil {
 		req = req.SubResource("attach").VersionedParams(&corev1.PodAttachOptions{
 			Container: s.Container, Stdin: s.Stdin != nil, Stdout: s.Stdout != nil, Stderr: s.Stderr != nil}, scheme.ParameterCodec)

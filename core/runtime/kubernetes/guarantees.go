@@ -44,8 +44,10 @@ func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
 	return runtime.Report{}.With(gaps...), nil
 }
 
-// denyAll says why sandbox pods may have network, or "" when a NetworkPolicy
-// denies them all traffic. Whether the CNI enforces it the API cannot say:
+// denyAll says why sandbox pods may have network, or "" when NetworkPolicies
+// deny them all traffic. Policies add up: a direction is closed when some
+// policy selecting the pods isolates it, and opened again by any rule of any
+// policy selecting them. Whether the CNI enforces them the API cannot say:
 // docs/kubernetes.md asks the operator for one that does.
 func (c *Client) denyAll(ctx context.Context) string {
 	cx, cancel := op(ctx)
@@ -55,23 +57,22 @@ func (c *Client) denyAll(ctx context.Context) string {
 		return fmt.Sprintf("the NetworkPolicies of namespace %s cannot be read (%v)", c.k.Namespace, err)
 	}
 	ours := labels.Set{runtime.LabelManaged: "true"}
+	var in, out bool
 	for _, p := range list.Items {
-		if denies(p, ours) {
-			return ""
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+		if err != nil || !sel.Matches(ours) {
+			continue
+		}
+		if len(p.Spec.Ingress) > 0 || len(p.Spec.Egress) > 0 {
+			return fmt.Sprintf("NetworkPolicy %s of namespace %s has rules that let sandbox pods some traffic (they add to any deny-all)", p.Name, c.k.Namespace)
+		}
+		for _, t := range p.Spec.PolicyTypes {
+			in = in || t == networkingv1.PolicyTypeIngress
+			out = out || t == networkingv1.PolicyTypeEgress
 		}
 	}
+	if in && out {
+		return ""
+	}
 	return fmt.Sprintf("no NetworkPolicy of namespace %s denies sandbox pods all ingress and egress", c.k.Namespace)
-}
-
-func denies(p networkingv1.NetworkPolicy, pod labels.Set) bool {
-	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
-	if err != nil || !sel.Matches(pod) {
-		return false
-	}
-	var in, out bool
-	for _, t := range p.Spec.PolicyTypes {
-		in = in || t == networkingv1.PolicyTypeIngress
-		out = out || t == networkingv1.PolicyTypeEgress
-	}
-	return in && out && len(p.Spec.Ingress) == 0 && len(p.Spec.Egress) == 0
 }

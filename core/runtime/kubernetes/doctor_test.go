@@ -1,0 +1,104 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
+)
+
+// Doctor reports each thing a cluster must provide, with a fix for what
+// is missing: the namespace and its Pod Security level, every permission
+// of the Role (by its API group), the node, the runtime class, the images.
+func TestDoctor(t *testing.T) {
+	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
+	baseline := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandboxes"}}
+	ready := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "localhost"}, Status: corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		Images:     []corev1.ContainerImage{{Names: []string{"localhost/mcp-forge/python:3.11"}, SizeBytes: 700 << 20}},
+	}}
+	notReady := ready.DeepCopy()
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	gvisor := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}
+	cases := []struct {
+		name    string
+		objects []k8sruntime.Object
+		deny    []string // "verb group/resource/subresource" the core may not
+		want    map[string]doctor.Status
+		says    map[string]string
+	}{
+		{"all there", []k8sruntime.Object{restricted, ready, gvisor}, nil,
+			map[string]doctor.Status{"kubernetes": doctor.OK, "namespace": doctor.OK, "rbac": doctor.OK, "node": doctor.OK, "runtime class": doctor.OK, "image": doctor.OK},
+			map[string]string{"kubernetes": "v1.37.2", "namespace": "restricted enforced", "rbac": "all 10 permissions", "node": "Ready", "image": "700 MB"}},
+		{"nothing there", nil, nil,
+			map[string]doctor.Status{"kubernetes": doctor.OK, "namespace": doctor.Fail, "rbac": doctor.OK, "node": doctor.Fail, "runtime class": doctor.Fail, "image": doctor.Fail},
+			map[string]string{"namespace": "does not exist", "node": "localhost", "runtime class": "gvisor", "image": "runtime.kubernetes.node_name"}},
+		{"weak namespace, node not ready", []k8sruntime.Object{baseline, notReady, gvisor}, nil,
+			map[string]doctor.Status{"namespace": doctor.Warn, "node": doctor.Warn},
+			map[string]string{"namespace": "does not enforce the restricted", "node": "not Ready"}},
+		{"permissions missing", []k8sruntime.Object{restricted, ready, gvisor}, []string{"create /pods/exec", "list networking.k8s.io/networkpolicies/"},
+			map[string]doctor.Status{"rbac": doctor.Fail},
+			map[string]string{"rbac": "may not create pods/exec, list networkpolicies in sandboxes"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset(tc.objects...)
+			cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2", Major: "1", Minor: "37"}
+			cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+				r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+				ra := r.Spec.ResourceAttributes
+				key := ra.Verb + " " + ra.Group + "/" + ra.Resource + "/" + ra.Subresource
+				r.Status.Allowed = ra.Namespace == "sandboxes"
+				for _, d := range tc.deny {
+					r.Status.Allowed = r.Status.Allowed && d != key
+				}
+				return true, r, nil
+			})
+			k := testKube()
+			k.PullPolicy, k.NodeName, k.RuntimeClass = "Never", "localhost", "gvisor"
+			results := NewWithClient(cs, nil, k, Options{}).Doctor([]string{"mcp-forge/python:3.11"})(context.Background())
+			got := map[string]doctor.Result{}
+			for _, r := range results {
+				got[r.Name] = r
+				// (An image check that fails for its node leaves the fix to the node's row.)
+				if r.Status != doctor.OK && r.Fix == "" && !strings.Contains(r.Detail, "runtime.kubernetes.node_name") {
+					t.Errorf("%s is %s with no fix: %s", r.Name, r.Status, r.Detail)
+				}
+			}
+			for name, st := range tc.want {
+				if got[name].Status != st {
+					t.Errorf("%s: %s (%s); want %s", name, got[name].Status, got[name].Detail, st)
+				}
+			}
+			for name, s := range tc.says {
+				if !strings.Contains(got[name].Detail, s) {
+					t.Errorf("%s says %q; want it to say %q", name, got[name].Detail, s)
+				}
+			}
+		})
+	}
+
+	// An API server that does not answer is one failure that says where to look.
+	cs := fake.NewClientset()
+	cs.Discovery().(*fakediscovery.FakeDiscovery).PrependReactor("get", "version", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	})
+	results := NewWithClient(cs, &rest.Config{Host: "https://127.0.0.1:6443"}, config.Default().Runtime.Kubernetes, Options{}).Doctor(nil)(context.Background())
+	if len(results) != 1 || results[0].Status != doctor.Fail || !strings.Contains(results[0].Detail, "127.0.0.1:6443") || !strings.Contains(results[0].Fix, "kubeconfig") {
+		t.Errorf("Doctor with the API server down: %+v; want one failure naming it, with a fix", results)
+	}
+}
