@@ -91,6 +91,12 @@ func writeTar(w io.Writer, dir string) error {
 	return tw.Close()
 }
 
+// keptPath is rel's place for keeperd, which runs in the keeper's /forge.
+func keptPath(rel string) (string, error) {
+	p, err := wsPath(rel)
+	return strings.TrimPrefix(p, path.Dir(wsDir)+"/"), err
+}
+
 // wsPath is rel's place in the keeper's view of the workspace; rel is
 // relative and clean (the core checked it), and a path leaving the
 // workspace is refused again here.
@@ -108,7 +114,7 @@ func wsPath(rel string) (string, error) {
 // of its own: inside the pod a link could
 // only lead to what the pod sees, but a link where a file should be is the
 // sandbox's doing, and is refused the same way on every runtime.
-const noLink = `sub nolink { my ($p, $last) = @_; my $acc = '/forge/ws'; my @c = grep { length } split m{/}, substr($p, length $acc); pop @c if $last;
+const noLink = `sub nolink { my ($p, $last) = @_; my $acc = 'ws'; my @c = grep { length } split m{/}, substr($p, length $acc); pop @c if $last;
   for my $c (@c) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; if (-l _) { print STDERR "$acc is a symbolic link\n"; exit 6 } } } `
 
 // readDirScript prints the regular files directly in a directory: for each,
@@ -118,16 +124,16 @@ const readDirScript = noLink + `my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); o
 binmode STDOUT; my $used = 0;
 for my $n (sort grep { $_ ne '.' && $_ ne '..' } readdir $d) { my @st = lstat("$dir/$n"); next unless @st && -f _;
   my $size = $st[7]; my $take = $size <= $maxf && $used + $size <= $maxt;
-  my $data = ''; if ($take) { open(my $f, '<:raw', "$dir/$n") or next; local $/; $data = <$f> // ''; $data = substr($data, 0, $size); $used += length $data }
+  my $data = ''; if ($take) { open(my $f, '<:raw', "$dir/$n") or next; read($f, $data, $size); $used += length $data }
   print $n, "\0", $take ? length($data) : $size, "\0", $take ? 1 : 0, "\0", $data }`
 
 // ReadDir implements runtime.RemoteWorkspace.
 func (c *Client) ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal int64) ([]runtime.File, error) {
-	dir, err := wsPath(rel)
+	dir, err := keptPath(rel)
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readDirScript, "--", dir, strconv.FormatInt(maxFile, 10), strconv.FormatInt(maxTotal, 10)}, nil)
+	res, err := c.keep(ctx, id, readDirScript, nil, dir, strconv.FormatInt(maxFile, 10), strconv.FormatInt(maxTotal, 10))
 	if err != nil {
 		return nil, err
 	}
@@ -172,15 +178,16 @@ func parseFiles(b []byte) ([]runtime.File, error) {
 
 const readFileScript = noLink + `my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
 if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 }
-if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } open(my $f, '<:raw', $p) or do { print STDERR "$p: $!\n"; exit 1 }; binmode STDOUT; local $/; print scalar <$f>`
+if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } open(my $f, '<:raw', $p) or do { print STDERR "$p: $!\n"; exit 1 }; my $d = ''; read($f, $d, $max + 1);
+if (length($d) > $max) { print STDERR "more than $max\n"; exit 4 } binmode STDOUT; print $d`
 
 // ReadFile implements runtime.RemoteWorkspace.
 func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byte, error) {
-	p, err := wsPath(rel)
+	p, err := keptPath(rel)
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", readFileScript, "--", p, strconv.FormatInt(max, 10)}, nil)
+	res, err := c.keep(ctx, id, readFileScript, nil, p, strconv.FormatInt(max, 10))
 	if err != nil {
 		return nil, err
 	}
@@ -208,17 +215,17 @@ my @st0 = lstat $root; if (!@st0) { exit 3 } if (!-d _) { exit 7 }
 sub kind { my $m = shift; S_ISREG($m) ? 'file' : S_ISDIR($m) ? 'directory' : S_ISLNK($m) ? 'symlink' : S_ISFIFO($m) ? 'fifo' : S_ISSOCK($m) ? 'socket' : (S_ISCHR($m) || S_ISBLK($m)) ? 'device' : 'other' }
 sub walk { my ($dir, $depth) = @_; opendir(my $d, $dir) or return; my @names = sort grep { $_ ne '.' && $_ ne '..' } readdir $d; closedir $d;
   for my $name (@names) { if ($n >= $max) { $more = 1; return } my $p = "$dir/$name"; my @st = lstat $p or next; my $k = kind($st[2]);
-    my $rel = substr($p, length('/forge/ws/')); my $mt = $st[9] * 1000000000; print join("\0", $k, $k eq 'file' ? $st[7] : 0, $mt, $st[1], $rel), "\0"; $n++;
+    my $rel = substr($p, length('ws/')); my $mt = $st[9] * 1000000000; print join("\0", $k, $k eq 'file' ? $st[7] : 0, $mt, $st[1], $rel), "\0"; $n++;
     walk($p, $depth + 1) if $k eq 'directory' && $depth < 64; return if $more } }
 walk($root, 0); print "\0more" if $more;`
 
 // ListFiles implements runtime.RemoteWorkspace.
 func (c *Client) ListFiles(ctx context.Context, id, rel string, max int) ([]runtime.Entry, bool, error) {
-	dir, err := wsPath(rel)
+	dir, err := keptPath(rel)
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", listScript, "--", dir, strconv.Itoa(max)}, nil)
+	res, err := c.keep(ctx, id, listScript, nil, dir, strconv.Itoa(max))
 	if err != nil {
 		return nil, false, err
 	}
@@ -266,14 +273,14 @@ print $f $d or fail(); close $f or fail(); rename($t, $p) or fail();`
 
 // WriteFile implements runtime.RemoteWorkspace.
 func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte, replaceLink bool) error {
-	p, err := wsPath(rel)
+	p, err := keptPath(rel)
 	if err != nil {
 		return err
 	}
 	if data == nil {
 		data = []byte{}
 	}
-	res, err := c.run(ctx, id, containerKeeper, []string{"perl", "-e", writeFileScript, "--", p, map[bool]string{true: "1", false: "0"}[replaceLink]}, data)
+	res, err := c.keep(ctx, id, writeFileScript, data, p, map[bool]string{true: "1", false: "0"}[replaceLink])
 	if err != nil {
 		return err
 	}

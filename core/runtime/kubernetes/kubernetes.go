@@ -7,11 +7,14 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +63,7 @@ type podInfo struct {
 	workspace string       // host directory seeded into the pod at Start
 	mounts    []mountPlace // the sandbox's mounts, to reach its sockets
 	seeded    bool
+	keeper    *keeper // its file service, once used
 }
 
 var klogOnce sync.Once
@@ -393,26 +397,33 @@ func (c *Client) OOMKilled(ctx context.Context, id string) (runtime.OOMVerdict, 
 // Logs implements runtime.Containers: the sandbox's init keeps stdout and
 // stderr apart in its run directory (the log API would merge them).
 func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output, error) {
-	script := `cat ` + runDir + `/totals 2>/dev/null || echo "0 0"`
-	res, err := c.run(ctx, id, containerKeeper, []string{"sh", "-c", script}, nil)
+	res, err := c.keep(ctx, id, logsScript, nil, path.Base(runDir), strconv.FormatInt(max, 10))
 	if err != nil {
 		return runtime.Output{}, err
 	}
-	var out runtime.Output
-	fmt.Sscanf(string(res.Stdout), "%d %d", &out.StdoutTotal, &out.StderrTotal)
-	for _, s := range []struct {
-		name string
-		into *[]byte
-	}{{"stdout", &out.Stdout}, {"stderr", &out.Stderr}} {
-		r, err := c.run(ctx, id, containerKeeper, []string{"head", "-c", fmt.Sprint(max), runDir + "/" + s.name}, nil)
-		if err != nil {
-			return runtime.Output{}, err
-		}
-		*s.into = r.Stdout
+	if res.ExitCode != 0 {
+		return runtime.Output{}, errExit("read the sandbox's output", res)
 	}
+	return parseLogs(res.Stdout)
+}
+
+// logsScript prints the totals the init counted (none while it runs), the
+// lengths of what follows, then the first max bytes of stdout and stderr.
+const logsScript = `my ($dir, $max) = @ARGV; my @t = (0, 0); if (open(my $f, '<', "$dir/totals")) { @t = split ' ', (<$f> // '0 0') }
+my @d; for my $s ('stdout', 'stderr') { my $b = ''; if (open(my $f, '<:raw', "$dir/$s")) { read($f, $b, $max) } push @d, $b }
+binmode STDOUT; printf "%d %d %d %d\n", $t[0] || 0, $t[1] || 0, length $d[0], length $d[1]; print @d;`
+
+func parseLogs(b []byte) (runtime.Output, error) {
+	head, rest, ok := bytes.Cut(b, []byte("\n"))
+	var out runtime.Output
+	var lo, le int
+	if _, err := fmt.Sscanf(string(head), "%d %d %d %d", &out.StdoutTotal, &out.StderrTotal, &lo, &le); !ok || err != nil || lo < 0 || le < 0 || lo+le != len(rest) {
+		return runtime.Output{}, fmt.Errorf("the sandbox's output: a malformed answer")
+	}
+	out.Stdout, out.Stderr = rest[:lo], rest[lo:]
 	// A run still going has no totals yet: what was kept is what is known.
-	out.StdoutTotal = maxInt(out.StdoutTotal, int64(len(out.Stdout)))
-	out.StderrTotal = maxInt(out.StderrTotal, int64(len(out.Stderr)))
+	out.StdoutTotal = maxInt(out.StdoutTotal, int64(lo))
+	out.StderrTotal = maxInt(out.StderrTotal, int64(le))
 	return out, nil
 }
 
@@ -470,6 +481,9 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	zero := int64(0)
 	err := api.Delete(cx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	c.mu.Lock()
+	if p := c.pods[id]; p != nil && p.keeper != nil {
+		p.keeper.close()
+	}
 	delete(c.pods, id)
 	c.mu.Unlock()
 	if apierrors.IsNotFound(err) {

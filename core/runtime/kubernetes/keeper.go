@@ -1,0 +1,173 @@
+package kubernetes
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// An exec through the API server costs the round trip and the container
+// runtime's exec (≈ 100 ms); a session's every execute lists its output
+// directory, a stateless run reads its results. So the keeper runs one
+// long-lived helper (keeperd) per pod, and each file operation is a
+// request on its stdin: the operation's script forked in the keeper with
+// its arguments and stdin, answered with its exit code, stdout and stderr.
+
+// keeperd serves requests from the directory of the workspace's mount (its
+// first argument names the mount), where
+// the requests' paths are relative: ws/ the workspace, run/ the output.
+// A request is a count of fields, then each field (8 hex digits
+// of length, the bytes): the script, its stdin, its arguments. The answer
+// is the exit code, stdout and stderr, each a field. The script runs in a
+// child, as `perl -e` would run it.
+const keeperd = `use strict; use POSIX (); binmode STDIN; binmode STDOUT; $| = 1; my $ws = shift @ARGV; chdir "$ws/.." or die "chdir $ws/..: $!";
+sub rd { my $n = shift; my $b = ''; while (length($b) < $n) { my $r = sysread(STDIN, $b, $n - length($b), length($b)); POSIX::_exit(0) unless $r } $b }
+sub field { my $n = hex(rd(8)); $n ? rd($n) : '' }
+sub out { my $d = shift; my $b = sprintf('%08x', length $d) . $d; my $o = 0; while ($o < length $b) { my $w = syswrite(STDOUT, $b, length($b) - $o, $o); POSIX::_exit(0) unless defined $w; $o += $w } }
+while (1) {
+  my $n = hex(rd(8)); my @f = map { field() } 1 .. $n; my ($script, $in, @args) = @f;
+  pipe(my $ir, my $iw) or die; pipe(my $or, my $ow) or die; pipe(my $er, my $ew) or die;
+  my $pid = fork; defined $pid or die "fork: $!";
+  if (!$pid) { close $iw; close $or; close $er; open STDIN, '<&', $ir; open STDOUT, '>&', $ow; open STDERR, '>&', $ew; close $ir; close $ow; close $ew;
+    binmode STDOUT; @ARGV = @args; eval $script; if ($@) { print STDERR $@; POSIX::_exit(1) } close STDOUT; close STDERR; POSIX::_exit(0) }
+  close $ir; close $ow; close $ew;
+  my %buf = (o => '', e => ''); my %fh = (o => $or, e => $er); my $off = 0;
+  my $win = length($in) ? 1 : 0; close $iw unless $win;
+  while (%fh || $win) { my ($r, $w) = ('', ''); vec($r, fileno($fh{$_}), 1) = 1 for keys %fh; vec($w, fileno($iw), 1) = 1 if $win;
+    next if select($r, $w, undef, undef) < 0;
+    if ($win && vec($w, fileno($iw), 1)) { my $x = syswrite($iw, $in, 65536, $off); if (!defined $x) { $win = 0; close $iw } else { $off += $x; if ($off >= length $in) { $win = 0; close $iw } } }
+    for my $k (keys %fh) { next unless vec($r, fileno($fh{$k}), 1); my $x = sysread($fh{$k}, my $b, 65536); if (!$x) { close $fh{$k}; delete $fh{$k} } else { $buf{$k} .= $b } } }
+  waitpid($pid, 0); my $st = $?; my $code = ($st & 127) ? 128 + ($st & 127) : $st >> 8;
+  out($code); out($buf{o}); out($buf{e});
+}`
+
+// maxAnswer bounds one field of an answer: the largest is a directory read
+// up to its total cap (host.MaxFileBytes per file, a few files).
+const maxAnswer = 64 << 20
+
+// keeper is the connection to a pod's keeperd.
+type keeper struct {
+	mu    sync.Mutex
+	in    *io.PipeWriter
+	out   *bufio.Reader
+	outR  *io.PipeReader
+	ended chan struct{}
+	err   error // why it ended
+}
+
+// keeperOf is pod id's keeperd, started on first use (and again if it ended).
+func (c *Client) keeperOf(ctx context.Context, id string) (*keeper, error) {
+	p, err := c.info(id)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	k := p.keeper
+	c.mu.Unlock()
+	if k != nil {
+		select {
+		case <-k.ended:
+		default:
+			return k, nil
+		}
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	k = &keeper{in: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, ended: make(chan struct{})}
+	go func() {
+		var errb capped
+		errb.max = 4096
+		_, err := c.exec(context.WithoutCancel(ctx), id, stream{Container: containerKeeper,
+			Command: []string{"perl", "-e", keeperd, "--", wsDir}, Stdin: inR, Stdout: outW, Stderr: &errb})
+		if err == nil {
+			err = fmt.Errorf("the pod's file service ended: %s", errb.buf.String())
+		}
+		k.err = err
+		outW.CloseWithError(err)
+		inR.CloseWithError(err)
+		close(k.ended)
+	}()
+	c.mu.Lock()
+	p.keeper = k
+	c.mu.Unlock()
+	return k, nil
+}
+
+func (k *keeper) close() {
+	k.in.Close()
+	k.outR.Close()
+}
+
+// call runs script with args and stdin in the keeper of pod id: what c.run
+// of `perl -e script -- args` would answer, without an exec per call.
+func (c *Client) keep(ctx context.Context, id, script string, stdin []byte, args ...string) (runtime.ExecResult, error) {
+	k, err := c.keeperOf(ctx, id)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cx, cancel := op(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-cx.Done():
+			k.close() // a request cut in the middle leaves the stream unusable
+		case <-done:
+		}
+	}()
+	fields := append([]string{script, string(stdin)}, args...)
+	req := []byte(fmt.Sprintf("%08x", len(fields)))
+	for _, f := range fields {
+		req = append(req, fmt.Sprintf("%08x", len(f))...)
+		req = append(req, f...)
+	}
+	if _, err := k.in.Write(req); err != nil {
+		return runtime.ExecResult{}, fail("exec in keeper", id, fmt.Errorf("%w (%v)", err, k.err))
+	}
+	var res runtime.ExecResult
+	for i, into := range []*[]byte{nil, &res.Stdout, &res.Stderr} {
+		b, err := readField(k.out)
+		if err != nil {
+			k.close()
+			return runtime.ExecResult{}, fail("exec in keeper", id, err)
+		}
+		if i == 0 {
+			if res.ExitCode, err = strconv.Atoi(string(b)); err != nil {
+				k.close()
+				return runtime.ExecResult{}, fail("exec in keeper", id, fmt.Errorf("exit code %q", b))
+			}
+			continue
+		}
+		*into = b
+	}
+	res.StdoutTotal, res.StderrTotal = int64(len(res.Stdout)), int64(len(res.Stderr))
+	return res, nil
+}
+
+func readField(r *bufio.Reader) ([]byte, error) {
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, err
+	}
+	var n [4]byte
+	if _, err := hex.Decode(n[:], head[:]); err != nil {
+		return nil, fmt.Errorf("a malformed answer: %w", err)
+	}
+	size := int(n[0])<<24 | int(n[1])<<16 | int(n[2])<<8 | int(n[3])
+	if size > maxAnswer {
+		return nil, errors.New("an answer over its bound")
+	}
+	b := make([]byte, size)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
