@@ -202,7 +202,10 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	// The workspace quota and the lifetime bound are guarantees of the
 	// sandboxes as much as the runtime's limits are: their gaps are
 	// reported with the runtime's.
-	fsq, err := m.quota(cfg, log.Named("quota"))
+	var fsq quota = podQuota{}
+	if cfg.Runtime.Kind != "kubernetes" {
+		fsq, err = m.quota(cfg, log.Named("quota"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}

@@ -31,6 +31,17 @@ type Runtime interface {
 	runtime.ImageBuilder
 }
 
+// podQuota is the quota of workspaces that are only the staging copies of
+// pods' workspaces: plain directories, each bounded where it is used, by
+// its pod's emptyDir (the runtime's workspace-quota guarantee).
+type podQuota struct{}
+
+func (podQuota) Provision(string, int64, int, int) error { return nil }
+func (podQuota) Release(string) error                    { return nil }
+func (podQuota) Enforced() bool                          { return true }
+func (podQuota) Sweep() (int, error)                     { return 0, nil }
+func (podQuota) Close() error                            { return nil }
+
 // runtimeFor is the runtime [runtime] kind names.
 func runtimeFor(cfg config.Config) (Runtime, error) {
 	if cfg.Runtime.Kind == "kubernetes" {
