@@ -143,7 +143,7 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *session.Session, why s
 	if err == nil {
 		info.Saved, info.Skipped = rep.Saved, rep.Skipped
 	}
-	f, ferr := e.ws.SessionFiles(s.Internal)
+	f, ferr := e.checkpointFS(s.Internal)
 	if err == nil {
 		err = ferr
 	}
@@ -246,7 +246,7 @@ func (e *Engine) restoreLocked(ctx context.Context, s *session.Session, meta che
 	}
 	e.sessions.SetState(s, session.StateBusy)
 	var info CheckpointInfo
-	f, err := e.ws.SessionFiles(s.Internal)
+	f, err := e.checkpointFS(s.Internal)
 	if err == nil {
 		err = e.ckpts.Read(s.Client, s.ID, f.CopyIn)
 	}

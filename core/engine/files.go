@@ -93,6 +93,33 @@ type SessionFS interface {
 	Snapshot(rel string, max int) map[string]workspace.Stamp
 }
 
+// CheckpointFS is a session's working directory as a checkpoint copies
+// it out and back in.
+type CheckpointFS interface {
+	SessionFS
+	RegularSize(rel string) (int64, error)
+	Remove(rel string) error
+	// CopyOut copies the tree into dst on the core's host, at most limit
+	// bytes, and names what it left out (links, pipes).
+	CopyOut(dst string, limit int64, skip func(string) bool) (left []string, used int64, err error)
+	// CopyIn writes the regular files of src (as CopyOut made it) back.
+	CopyIn(src string) error
+}
+
+// checkpointFS is the working directory of session internal, for a
+// checkpoint.
+func (e *Engine) checkpointFS(internal string) (CheckpointFS, error) {
+	f, err := e.sessionFS(internal)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := f.(CheckpointFS)
+	if !ok {
+		return nil, workspace.ErrRemote
+	}
+	return c, nil
+}
+
 // RemoteSessions, when set, reaches a session's working directory by its
 // internal id where the runtime keeps it (forge sets it for Kubernetes).
 type RemoteSessions func(internalID string) (SessionFS, error)

@@ -467,7 +467,7 @@ func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(in
 func (e *Engine) CloseAll(ctx context.Context) {
 	for _, s := range e.sessions.All() {
 		s.Lock()
-		if e.cfg.Sessions.CheckpointOnShutdown && e.remote == nil && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {
+		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {
 			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
 				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "client", s.Client, "error", err)
 			} else {

@@ -45,7 +45,7 @@ func (podQuota) Close() error                            { return nil }
 // runtimeFor is the runtime [runtime] kind names.
 func runtimeFor(cfg config.Config) (Runtime, error) {
 	if cfg.Runtime.Kind == "kubernetes" {
-		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota)})
+		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids)})
 	}
 	return podman.New(cfg.Server.PodmanSocket), nil
 }

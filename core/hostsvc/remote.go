@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path"
 	"strings"
@@ -156,6 +157,48 @@ func (f SessionFS) Snapshot(rel string, max int) map[string]workspace.Stamp {
 		return map[string]workspace.Stamp{}
 	}
 	return workspace.SnapshotOf(entries)
+}
+
+// RegularSize implements engine.CheckpointFS.
+func (f SessionFS) RegularSize(rel string) (int64, error) {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	n, err := f.R.FileSize(ctx, f.ID, f.rel(rel))
+	return n, asWorkspaceErr(err)
+}
+
+// Remove implements engine.CheckpointFS.
+func (f SessionFS) Remove(rel string) error {
+	ctx, cancel := f.ctx()
+	defer cancel()
+	return asWorkspaceErr(f.R.RemoveFile(ctx, f.ID, f.rel(rel)))
+}
+
+// copyTimeout bounds a whole workspace's copy out of or into a pod.
+const copyTimeout = 10 * time.Minute
+
+// CopyOut implements engine.CheckpointFS: the pod's tar of the working
+// directory, unpacked here as only directories and regular files, within
+// limit (workspace.Untar).
+func (f SessionFS) CopyOut(dst string, limit int64, skip func(string) bool) ([]string, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(f.R.TarOut(ctx, f.ID, workspace.SessionWorkDir, pw)) }()
+	left, used, err := workspace.Untar(pr, dst, limit, skip)
+	pr.CloseWithError(errors.New("copy ended")) // a copy stopped at its limit ends the pod's tar
+	return left, used, asWorkspaceErr(err)
+}
+
+// CopyIn implements engine.CheckpointFS.
+func (f SessionFS) CopyIn(src string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(workspace.Tar(pw, src)) }()
+	err := f.R.TarIn(ctx, f.ID, workspace.SessionWorkDir, pr)
+	pr.Close()
+	return asWorkspaceErr(err)
 }
 
 // asWorkspaceErr is a runtime's file error as core/workspace's sentinel.

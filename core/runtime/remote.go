@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"time"
 )
@@ -61,6 +62,14 @@ type RemoteWorkspace interface {
 	// ListFiles walks rel without following links: up to max entries, and
 	// whether more were left out.
 	ListFiles(ctx context.Context, id, rel string, max int) ([]Entry, bool, error)
+	// FileSize is the size of the regular file at rel.
+	FileSize(ctx context.Context, id, rel string) (int64, error)
+	// RemoveFile removes the file or link at rel (never a directory).
+	RemoveFile(ctx context.Context, id, rel string) error
+	// TarOut writes the tree under rel as a tar (links as links).
+	TarOut(ctx context.Context, id, rel string, w io.Writer) error
+	// TarIn unpacks a tar beneath rel.
+	TarIn(ctx context.Context, id, rel string, r io.Reader) error
 	// DialSocket connects to the unix socket at path in the container.
 	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
 }

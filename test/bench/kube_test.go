@@ -22,17 +22,24 @@ type runtimeFigures struct {
 // and cold, and 20 stateless runs at once.
 func measureRuntime(b *testing.B, kube bool, n int) runtimeFigures {
 	var f runtimeFigures
-	s := testenv.StartServerOn(b, kube, benchConfig)
+	s := testenv.StartServerOn(b, kube, benchConfig+"[plugins.python.config]\nwarm = 2\n")
 	call := func(args map[string]any) func() error {
 		return func() error { callArgs(b, s, "execute_python", args); return nil }
 	}
 	print1 := map[string]any{"code": "print(1)"}
 	call(print1)() // plugin, image and first connection
 	testenv.WaitFor(b, "the warm pools", 3*time.Minute, func() bool { return warmReady(b, s, "jupyter") >= 1 })
-	d, _ := measure(n, call(print1))
-	f.warm, f.warmP90 = stats(d)
+	// At an agent's pace (calls seconds apart): the pool is full again
+	// before each call, which takes a warm sandbox from it, the claim.
+	var warm []time.Duration
+	for range n {
+		testenv.WaitWarm(b, s.Session, "python", 2)
+		d, _ := measure(1, call(print1))
+		warm = append(warm, d...)
+	}
+	f.warm, f.warmP90 = stats(warm)
 	call(map[string]any{"code": "y = 0", "session_id": "bench"})()
-	d, _ = measure(n, call(map[string]any{"code": "y = 1", "session_id": "bench"}))
+	d, _ := measure(n, call(map[string]any{"code": "y = 1", "session_id": "bench"}))
 	f.session, f.sessionP90 = stats(d)
 	var starts []time.Duration
 	for i := range 5 {
@@ -80,7 +87,7 @@ func measureRuntime(b *testing.B, kube bool, n int) runtimeFigures {
 // BenchmarkKubernetesTable: issue 23's table, the Kubernetes column beside
 // the Podman one, both measured in this run on this machine (the
 // Kubernetes cluster of `make kube-up`). Goals: warm stateless run ≤ 2× the
-// Podman warm figure.
+// Podman warm figure, the warm-pool claim (a warm run) ≤ 300 ms p50.
 func BenchmarkKubernetesTable(b *testing.B) {
 	if !testenv.Kube() {
 		b.Skip("needs " + testenv.KubeConfigEnv + ": `make bench-kube` brings the cluster up")

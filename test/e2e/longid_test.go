@@ -61,9 +61,6 @@ func TestLongSessionIDs(t *testing.T) {
 		}) {
 			t.Fatalf("%s: variables: %+v", lang, vars)
 		}
-		if testenv.Kube() {
-			continue // checkpoints are not served on Kubernetes yet (runtime-unsupported)
-		}
 		var ck mcpserver.CheckpointOutput
 		if res := testenv.Call(t, cs, "checkpoint_session", map[string]any{"session_id": id}, &ck); res.IsError || !slices.Contains(ck.Saved, "answer") {
 			t.Fatalf("%s: checkpoint: %s %+v", lang, testenv.Text(res), ck)
@@ -80,9 +77,6 @@ func TestLongSessionIDs(t *testing.T) {
 	}
 	if err := cs.Close(); err != nil {
 		t.Fatalf("the server did not exit cleanly: %v", err)
-	}
-	if testenv.Kube() {
-		return // what follows is checkpoints, not served on Kubernetes yet
 	}
 
 	cs = testenv.StartServerAt(t, base, "").Session

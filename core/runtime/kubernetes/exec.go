@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,9 +106,16 @@ func (c *Client) run(ctx context.Context, id, container string, cmd []string, st
 
 // execWrap starts an exec's command: the API has no environment or working
 // directory for an exec, and the core needs its process group to bound it.
+// The environment comes first on stdin (a length line, then K=V pairs NUL
+// separated), never in the command: exec arguments are in the request's
+// URL, which the API server's audit log and proxies record. The rest of
+// stdin is the command's.
 // It reports the group on stderr's first line (execMark), which the core
 // takes out, then becomes the command.
-const execWrap = `delete $ENV{$_} for grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV; my ($dir, $n) = splice(@ARGV, 0, 2); for (splice(@ARGV, 0, $n)) { my ($k, $v) = split /=/, $_, 2; $ENV{$k} = $v }
+const execWrap = `delete $ENV{$_} for grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV; my $dir = shift @ARGV;
+my $h = ''; while ($h !~ /\n$/) { sysread(STDIN, my $c, 1) or last; $h .= $c } my $n = int($h); my $env = '';
+while (length($env) < $n) { sysread(STDIN, $env, $n - length($env), length($env)) or last }
+for (split /\0/, $env) { my ($k, $v) = split /=/, $_, 2; $ENV{$k} = $v if defined $v }
 setpgrp(0, 0); syswrite STDERR, "\0forge-exec $$\n";
 if ($dir ne '' && !chdir $dir) { print STDERR "cd $dir: $!\n"; exit 126 }
 exec { $ARGV[0] } @ARGV; print STDERR "exec $ARGV[0]: $!\n"; exit 127;`
@@ -126,11 +134,13 @@ func killCmd(sig string, target int) []string {
 
 // Exec implements runtime.Containers.
 func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (runtime.ExecResult, error) {
-	cmd := []string{"perl", "-e", execWrap, "--", req.WorkDir, strconv.Itoa(len(req.Env))}
+	cmd := append([]string{"perl", "-e", execWrap, "--", req.WorkDir}, req.Command...)
+	var env []byte
 	for _, k := range sortedKeys(req.Env) {
-		cmd = append(cmd, k+"="+req.Env[k])
+		env = append(append(append(env, k...), '='), req.Env[k]...)
+		env = append(env, 0)
 	}
-	cmd = append(cmd, req.Command...)
+	stdin := io.MultiReader(strings.NewReader(strconv.Itoa(len(env))+"\n"), bytes.NewReader(env), bytes.NewReader(req.Stdin))
 	out, errw := &capped{max: req.Max}, &capped{max: req.Max}
 	var ow, ew io.Writer = out, errw
 	if req.Stdout != nil {
@@ -140,23 +150,34 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		ew = io.MultiWriter(errw, req.Stderr)
 	}
 	mark := &marked{w: ew, pid: make(chan int, 1)}
-	s := stream{Container: containerSandbox, Command: cmd, Stdout: ow, Stderr: mark}
-	if req.Stdin != nil {
-		s.Stdin = bytes.NewReader(req.Stdin)
-	}
+	s := stream{Container: containerSandbox, Command: cmd, Stdin: stdin, Stdout: ow, Stderr: mark}
 	done := make(chan struct{})
 	var timedOut bool
 	var bound sync.WaitGroup
+	// The stream is cut once the command's group was killed and a grace
+	// passed: a process that left the group (setsid) and holds the
+	// stream's stdout does not hold the exec beyond its bound.
+	ectx, cut := context.WithCancel(ctx)
+	defer cut()
 	if req.Timeout > 0 {
 		bound.Add(1)
 		go func() {
 			defer bound.Done()
-			timedOut = c.bound(ctx, id, req.Timeout, mark.pid, done)
+			if timedOut = c.bound(ctx, id, req.Timeout, mark.pid, done); timedOut {
+				select {
+				case <-done:
+				case <-time.After(runtime.ExecKillGrace):
+					cut()
+				}
+			}
 		}()
 	}
-	code, err := c.exec(ctx, id, s)
+	code, err := c.exec(ectx, id, s)
 	close(done)
 	bound.Wait()
+	if err != nil && timedOut && ctx.Err() == nil {
+		code, err = 137, nil // cut at its bound: a timeout, reported as one
+	}
 	if err != nil {
 		return runtime.ExecResult{}, fail("exec", id, err)
 	}

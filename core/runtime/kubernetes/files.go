@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -9,17 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
@@ -29,7 +27,7 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 // without following links: a link is sent as a link.
 func (c *Client) seed(ctx context.Context, id, dir string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeTar(pw, dir)) }()
+	go func() { pw.CloseWithError(workspace.Tar(pw, dir)) }()
 	var errb bytes.Buffer
 	_, err := c.exec(ctx, id, stream{Container: containerSeed, Stdin: pr, Stderr: &errb})
 	pr.Close()
@@ -37,58 +35,6 @@ func (c *Client) seed(ctx context.Context, id, dir string) error {
 		return fmt.Errorf("attach to the seed container: %w %s", err, bytes.TrimSpace(errb.Bytes()))
 	}
 	return nil
-}
-
-func writeTar(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	if dir != "" {
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(dir, p)
-			if rel == "." {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(p); err != nil {
-					return err
-				}
-			} else if !fi.Mode().IsRegular() && !fi.IsDir() {
-				return nil // sockets, fifos: nothing a pod could use
-			}
-			h, err := tar.FileInfoHeader(fi, link)
-			if err != nil {
-				return err
-			}
-			h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
-			if fi.IsDir() {
-				h.Name += "/"
-			}
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if !fi.Mode().IsRegular() {
-				return nil
-			}
-			f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.CopyN(tw, f, fi.Size())
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("workspace %s: %w", dir, err)
-		}
-	}
-	return tw.Close()
 }
 
 // keptPath is rel's place for keeperd, which runs in the keeper's /forge.
@@ -120,11 +66,11 @@ const noLink = `sub nolink { my ($p, $last) = @_; my $acc = 'ws'; my @c = grep {
 // readDirScript prints the regular files directly in a directory: for each,
 // its name, size and whether its content follows (within the caps), NUL
 // separated. A link is never followed, nor listed.
-const readDirScript = noLink + `my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
+const readDirScript = noLink + `use Fcntl; my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
 binmode STDOUT; my $used = 0;
 for my $n (sort grep { $_ ne '.' && $_ ne '..' } readdir $d) { my @st = lstat("$dir/$n"); next unless @st && -f _;
   my $size = $st[7]; my $take = $size <= $maxf && $used + $size <= $maxt;
-  my $data = ''; if ($take) { open(my $f, '<:raw', "$dir/$n") or next; read($f, $data, $size); $used += length $data }
+  my $data = ''; if ($take) { sysopen(my $f, "$dir/$n", O_RDONLY | O_NONBLOCK | O_NOFOLLOW) or next; next unless -f $f; binmode $f; read($f, $data, $size); $used += length $data }
   print $n, "\0", $take ? length($data) : $size, "\0", $take ? 1 : 0, "\0", $data }`
 
 // ReadDir implements runtime.RemoteWorkspace.
@@ -176,9 +122,10 @@ func parseFiles(b []byte) ([]runtime.File, error) {
 	return out, nil
 }
 
-const readFileScript = noLink + `my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
+const readFileScript = noLink + `use Fcntl; my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
 if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 }
-if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } open(my $f, '<:raw', $p) or do { print STDERR "$p: $!\n"; exit 1 }; my $d = ''; read($f, $d, $max + 1);
+if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } sysopen(my $f, $p, O_RDONLY | O_NONBLOCK | O_NOFOLLOW) or do { print STDERR "$p: $!\n"; exit($!{ELOOP} ? 6 : 1) };
+if (!-f $f) { print STDERR "is not a regular file\n"; exit 8 } binmode $f; my $d = ''; read($f, $d, $max + 1);
 if (length($d) > $max) { print STDERR "more than $max\n"; exit 4 } binmode STDOUT; print $d`
 
 // ReadFile implements runtime.RemoteWorkspace.
@@ -266,9 +213,9 @@ func parseEntries(b []byte) ([]runtime.Entry, bool, error) {
 	return out, more, nil
 }
 
-const writeFileScript = noLink + `use File::Path qw(make_path); use File::Basename; my ($p, $replace) = @ARGV; nolink($p, $replace); make_path(dirname($p));
-my $t = "$p.forge-tmp"; sub fail { my $no = $!{ENOSPC} || $!{EDQUOT}; print STDERR "$p: $!\n"; unlink $t; exit($no ? 5 : 1) }
-open(my $f, '>:raw', $t) or fail(); binmode STDIN; local $/; my $d = <STDIN> // '';
+const writeFileScript = noLink + `use Fcntl; use File::Path qw(make_path); use File::Basename; my ($p, $replace) = @ARGV; nolink($p, $replace); make_path(dirname($p));
+my $t = "$p.forge-" . join('', map { sprintf '%02x', int rand 256 } 1 .. 8); sub fail { my $no = $!{ENOSPC} || $!{EDQUOT}; print STDERR "$p: $!\n"; unlink $t; exit($no ? 5 : 1) }
+sysopen(my $f, $t, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644) or fail(); binmode $f; binmode STDIN; local $/; my $d = <STDIN> // '';
 print $f $d or fail(); close $f or fail(); rename($t, $p) or fail();`
 
 // WriteFile implements runtime.RemoteWorkspace.
@@ -293,6 +240,92 @@ func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte, rep
 		return fmt.Errorf("write %s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	}
 	return errExit("write "+rel, res)
+}
+
+const statScript = noLink + `my ($p) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "no such file\n"; exit 3 }
+if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 } print $st[7]`
+
+const removeScript = noLink + `my ($p) = @ARGV; nolink($p, 1); my @st = lstat $p; if (!@st) { exit 3 } if (-d _) { print STDERR "is a directory\n"; exit 8 }
+unlink $p or do { print STDERR "$p: $!\n"; exit 1 }`
+
+// fileErr is the error of a keeper helper's exit code (0: none).
+func fileErr(rel string, res runtime.ExecResult) error {
+	msg := bytes.TrimSpace(res.Stderr)
+	switch res.ExitCode {
+	case 0:
+		return nil
+	case 3:
+		return fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
+	case 6:
+		return fmt.Errorf("%s: %s: %w", rel, msg, runtime.ErrLink)
+	case 8:
+		return fmt.Errorf("%s %s: %w", rel, msg, runtime.ErrNotRegular)
+	}
+	return errExit(rel, res)
+}
+
+// FileSize implements runtime.RemoteWorkspace.
+func (c *Client) FileSize(ctx context.Context, id, rel string) (int64, error) {
+	p, err := keptPath(rel)
+	if err != nil {
+		return 0, err
+	}
+	res, err := c.keep(ctx, id, statScript, nil, p)
+	if err != nil {
+		return 0, err
+	}
+	if err := fileErr(rel, res); err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(string(res.Stdout), 10, 64)
+}
+
+// RemoveFile implements runtime.RemoteWorkspace.
+func (c *Client) RemoveFile(ctx context.Context, id, rel string) error {
+	p, err := keptPath(rel)
+	if err != nil {
+		return err
+	}
+	res, err := c.keep(ctx, id, removeScript, nil, p)
+	if err != nil {
+		return err
+	}
+	return fileErr(rel, res)
+}
+
+// TarOut implements runtime.RemoteWorkspace: tar in the keeper (its own
+// exec: a workspace is larger than a file service answer), which archives
+// links as links.
+func (c *Client) TarOut(ctx context.Context, id, rel string, w io.Writer) error {
+	dir, err := wsPath(rel)
+	if err != nil {
+		return err
+	}
+	var errb capped
+	errb.max = 4096
+	code, err := c.exec(ctx, id, stream{Container: containerKeeper, Command: []string{"tar", "-c", "-f", "-", "-C", dir, "."}, Stdout: w, Stderr: &errb})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("tar exited %d: %s", code, bytes.TrimSpace(errb.buf.Bytes()))
+	}
+	return fail("copy out of", id, err)
+}
+
+// TarIn implements runtime.RemoteWorkspace.
+func (c *Client) TarIn(ctx context.Context, id, rel string, r io.Reader) error {
+	dir, err := wsPath(rel)
+	if err != nil {
+		return err
+	}
+	var errb capped
+	errb.max = 4096
+	code, err := c.exec(ctx, id, stream{Container: containerKeeper, Command: []string{"tar", "-x", "-f", "-", "-C", dir, "--no-same-owner"}, Stdin: r, Stderr: &errb})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("tar exited %d: %s", code, bytes.TrimSpace(errb.buf.Bytes()))
+		if bytes.Contains(errb.buf.Bytes(), []byte("No space left")) {
+			err = fmt.Errorf("%w: %v", runtime.ErrNoSpace, err)
+		}
+	}
+	return fail("copy into", id, err)
 }
 
 // relayScript connects to a unix socket (from its directory: no path

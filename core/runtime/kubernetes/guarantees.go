@@ -27,9 +27,13 @@ func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
 		gaps = append(gaps, runtime.Gap{Guarantee: runtime.UserNamespace, Why: "pods share the node's user ids (hostUsers is not false)",
 			Fix: "on Kubernetes >= 1.33 with containerd 2 or CRI-O set runtime.kubernetes.user_namespaces = true"})
 	}
-	if c.k.NodePidsLimit <= 0 {
+	switch {
+	case c.k.NodePidsLimit <= 0:
 		gaps = append(gaps, runtime.Gap{Guarantee: runtime.Pids, Why: "a pod's process count is bounded only by the kubelet's podPidsLimit, which the API does not show",
 			Fix: "set podPidsLimit in the kubelet configuration of the nodes and runtime.kubernetes.node_pids_limit to it"})
+	case c.maxPids > 0 && int64(c.k.NodePidsLimit) > c.maxPids:
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.Pids, Why: fmt.Sprintf("the kubelet's podPidsLimit (%d) is above execution.max_pids (%d): a pod may run more processes than any run is allowed", c.k.NodePidsLimit, c.maxPids),
+			Fix: "set podPidsLimit on the nodes at most execution.max_pids (or raise max_pids to it), and runtime.kubernetes.node_pids_limit to it"})
 	}
 	gaps = append(gaps, runtime.Gap{Guarantee: runtime.OpenFiles, Why: "Kubernetes sets no open-files limit per pod (the container runtime's default RLIMIT_NOFILE applies)",
 		Fix: "waive open-files, or set a low default RLIMIT_NOFILE in the container runtime of the nodes"})

@@ -26,7 +26,9 @@ import (
 // A request is a count of fields, then each field (8 hex digits
 // of length, the bytes): the script, its stdin, its arguments. The answer
 // is the exit code, stdout and stderr, each a field. The script runs in a
-// child, as `perl -e` would run it.
+// child, as `perl -e` would run it, for at most 30 s (a pipe the sandbox put
+// where a file was, opened for all that the open checks, does not hold the
+// service).
 const keeperd = `use strict; use POSIX (); binmode STDIN; binmode STDOUT; $| = 1; my $ws = shift @ARGV; chdir "$ws/.." or die "chdir $ws/..: $!";
 sub rd { my $n = shift; my $b = ''; while (length($b) < $n) { my $r = sysread(STDIN, $b, $n - length($b), length($b)); POSIX::_exit(0) unless $r } $b }
 sub field { my $n = hex(rd(8)); $n ? rd($n) : '' }
@@ -36,7 +38,7 @@ while (1) {
   pipe(my $ir, my $iw) or die; pipe(my $or, my $ow) or die; pipe(my $er, my $ew) or die;
   my $pid = fork; defined $pid or die "fork: $!";
   if (!$pid) { close $iw; close $or; close $er; open STDIN, '<&', $ir; open STDOUT, '>&', $ow; open STDERR, '>&', $ew; close $ir; close $ow; close $ew;
-    binmode STDOUT; @ARGV = @args; eval $script; if ($@) { print STDERR $@; POSIX::_exit(1) } close STDOUT; close STDERR; POSIX::_exit(0) }
+    binmode STDOUT; @ARGV = @args; alarm 30; eval $script; if ($@) { print STDERR $@; POSIX::_exit(1) } close STDOUT; close STDERR; POSIX::_exit(0) }
   close $ir; close $ow; close $ew;
   my %buf = (o => '', e => ''); my %fh = (o => $or, e => $er); my $off = 0;
   my $win = length($in) ? 1 : 0; close $iw unless $win;
@@ -54,12 +56,16 @@ const maxAnswer = 64 << 20
 
 // keeper is the connection to a pod's keeperd.
 type keeper struct {
-	mu    sync.Mutex
-	in    *io.PipeWriter
-	out   *bufio.Reader
-	outR  *io.PipeReader
-	ended chan struct{}
-	err   error // why it ended
+	mu sync.Mutex
+	// dead: a request was cut, the stream is out of step (deadMu, not mu,
+	// which a request holds)
+	deadMu sync.Mutex
+	dead   bool
+	in     *io.PipeWriter
+	out    *bufio.Reader
+	outR   *io.PipeReader
+	ended  chan struct{}
+	err    error // why it ended
 }
 
 // keeperOf is pod id's keeperd, started on first use (and again if it ended).
@@ -69,18 +75,13 @@ func (c *Client) keeperOf(ctx context.Context, id string) (*keeper, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	k := p.keeper
-	c.mu.Unlock()
-	if k != nil {
-		select {
-		case <-k.ended:
-		default:
-			return k, nil
-		}
+	defer c.mu.Unlock()
+	if k := p.keeper; k != nil && !k.isDead() {
+		return k, nil
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	k = &keeper{in: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, ended: make(chan struct{})}
+	k := &keeper{in: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, ended: make(chan struct{})}
 	go func() {
 		var errb capped
 		errb.max = 4096
@@ -94,13 +95,27 @@ func (c *Client) keeperOf(ctx context.Context, id string) (*keeper, error) {
 		inR.CloseWithError(err)
 		close(k.ended)
 	}()
-	c.mu.Lock()
 	p.keeper = k
-	c.mu.Unlock()
 	return k, nil
 }
 
+func (k *keeper) isDead() bool {
+	select {
+	case <-k.ended:
+		return true
+	default:
+	}
+	k.deadMu.Lock()
+	defer k.deadMu.Unlock()
+	return k.dead
+}
+
+// close ends the service: its stdin closed, keeperd exits once its current
+// request's child has (30 s at most); a new one serves the next request.
 func (k *keeper) close() {
+	k.deadMu.Lock()
+	k.dead = true
+	k.deadMu.Unlock()
 	k.in.Close()
 	k.outR.Close()
 }

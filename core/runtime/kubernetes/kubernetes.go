@@ -9,6 +9,8 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -45,11 +47,13 @@ const startTimeout = 5 * time.Minute
 
 // Client is the Kubernetes runtime.
 type Client struct {
-	cs    kubernetes.Interface
-	rest  *rest.Config
-	k     config.Kubernetes
-	quota int64
-	log   hclog.Logger
+	cs      kubernetes.Interface
+	rest    *rest.Config
+	k       config.Kubernetes
+	quota   int64
+	maxPids int64
+	hostID  string // hostID()
+	log     hclog.Logger
 	// exec runs a command in a container of a pod (the API server's exec
 	// or attach subresource); tests give it the kubelet's own handler.
 	exec execFunc
@@ -70,8 +74,26 @@ var klogOnce sync.Once
 
 // Options are what the runtime takes beyond its configuration section.
 type Options struct {
-	Quota int64 // volumes.session_quota: the workspace emptyDir's size
-	Log   hclog.Logger
+	Quota   int64 // volumes.session_quota: the workspace emptyDir's size
+	MaxPids int64 // execution.max_pids: the most processes a run may have
+	Log     hclog.Logger
+}
+
+// LabelHost marks the pods of the cores of one host (one process
+// namespace): a core tells a live neighbour from a dead one by its process
+// (core/procid), which only means something on the same host, so it lists,
+// adopts and removes only the pods of its host's cores. Cores on other
+// hosts sharing a namespace leave each other's pods alone.
+const LabelHost = "io.mcp-forge.host"
+
+// hostID names this host's process namespace: its boot, its name and its
+// pid namespace, hashed to a label value.
+func hostID() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	name, _ := os.Hostname()
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	sum := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + "\x00" + name + "\x00" + ns))
+	return hex.EncodeToString(sum[:8])
 }
 
 // RESTConfig is the core's credentials: the kubeconfig file, else the
@@ -119,7 +141,7 @@ func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes
 		log := o.Log.Named("client-go")
 		klog.SetLogger(funcr.New(func(prefix, args string) { log.Debug(prefix, "args", args) }, funcr.Options{}))
 	})
-	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, log: o.Log, pods: map[string]*podInfo{}}
+	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, maxPids: o.MaxPids, hostID: hostID(), log: o.Log, pods: map[string]*podInfo{}}
 	c.exec = c.apiExec
 	return c
 }
@@ -166,7 +188,7 @@ func (c *Client) host() string {
 // sandbox waits for the workspace, which Start sends.
 func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	name := podName()
-	pod, err := podSpec(s, c.k, c.k.Namespace, name, c.quota)
+	pod, err := podSpec(s, c.k, c.k.Namespace, name, c.hostID, c.quota)
 	if err != nil {
 		return "", err
 	}
@@ -231,6 +253,9 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	}); err != nil {
 		return fmt.Errorf("start pod %s: %w", id, err)
 	}
+	// The file service's exec is opened now, while a warm pod waits for
+	// its run: the run's first file operation then costs a round trip.
+	_, _ = c.keeperOf(context.WithoutCancel(ctx), id)
 	return nil
 }
 
@@ -409,8 +434,9 @@ func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output
 
 // logsScript prints the totals the init counted (none while it runs), the
 // lengths of what follows, then the first max bytes of stdout and stderr.
-const logsScript = `my ($dir, $max) = @ARGV; my @t = (0, 0); if (open(my $f, '<', "$dir/totals")) { @t = split ' ', (<$f> // '0 0') }
-my @d; for my $s ('stdout', 'stderr') { my $b = ''; if (open(my $f, '<:raw', "$dir/$s")) { read($f, $b, $max) } push @d, $b }
+const logsScript = `use Fcntl; my ($dir, $max) = @ARGV; my @t = (0, 0);
+my $f; if (sysopen($f, "$dir/totals", O_RDONLY | O_NONBLOCK | O_NOFOLLOW) && -f $f) { read($f, my $l, 64); @t = map { int($_ // 0) } (split ' ', $l // '')[0, 1] }
+my @d; for my $s ('stdout', 'stderr') { my $b = ''; my $g; if (sysopen($g, "$dir/$s", O_RDONLY | O_NONBLOCK | O_NOFOLLOW) && -f $g) { binmode $g; read($g, $b, $max) } push @d, $b }
 binmode STDOUT; printf "%d %d %d %d\n", $t[0] || 0, $t[1] || 0, length $d[0], length $d[1]; print @d;`
 
 func parseLogs(b []byte) (runtime.Output, error) {
@@ -512,7 +538,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 func (c *Client) List(ctx context.Context, want map[string]string) ([]runtime.Container, error) {
 	cx, cancel := op(ctx)
 	defer cancel()
-	sel := labels.Set{runtime.LabelManaged: "true"}
+	sel := labels.Set{runtime.LabelManaged: "true", LabelHost: c.hostID}
 	list, err := c.cs.CoreV1().Pods(c.k.Namespace).List(cx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return nil, fail("list", "(all)", err)

@@ -149,7 +149,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the created pod: %v", err)
 			}
-			want, err := podSpec(s, cl.k, cl.k.Namespace, id, 64<<20)
+			want, err := podSpec(s, cl.k, cl.k.Namespace, id, cl.c.hostID, 64<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -413,8 +413,14 @@ func TestList(t *testing.T) {
 		}
 	}
 	// Marked, without the annotation (made by hand): its labels are all it has.
-	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: cl.k.Namespace, Labels: map[string]string{runtime.LabelManaged: "true", runtime.LabelPlugin: "r"}}}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: cl.k.Namespace, Labels: map[string]string{runtime.LabelManaged: "true", runtime.LabelPlugin: "r", LabelHost: cl.c.hostID}}}
 	if _, err := api.Create(ctx, bare, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A core on another host, sharing the namespace: never listed, so never
+	// reconciled away (its server's process is not this host's to judge).
+	elsewhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: cl.k.Namespace, Labels: map[string]string{runtime.LabelManaged: "true", runtime.LabelPlugin: "r", LabelHost: "ffffffffffffffff"}}}
+	if _, err := api.Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cl.status(b, sandboxEndedWith(0, "Completed"))

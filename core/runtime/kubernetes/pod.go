@@ -148,7 +148,7 @@ func ImageRef(registry, name string) string {
 // podSpec builds the pod of a spec that passed the policy. It translates:
 // whatever the spec forbids (privileges, host namespaces, host paths) was
 // refused before, and a spec that still carries it is refused here.
-func podSpec(s runtime.Spec, k config.Kubernetes, ns, name string, quota int64) (*corev1.Pod, error) {
+func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota int64) (*corev1.Pod, error) {
 	if s.Privileged || len(s.CapAdd) > 0 || len(s.Devices) > 0 || s.PidNS == "host" || s.IPCNS == "host" || s.Network == "host" {
 		return nil, fmt.Errorf("refusing a spec with privileges or host namespaces (the policy should have refused it)")
 	}
@@ -170,6 +170,7 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name string, quota int64) 
 		}
 	}
 	labels[runtime.LabelManaged] = "true"
+	labels[LabelHost] = host
 	all, _ := json.Marshal(s.Labels)
 	mj, _ := json.Marshal(mounts)
 
@@ -203,9 +204,15 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name string, quota int64) 
 			requests[r] = l // a request may not exceed its limit
 		}
 	}
+	// The seed and the keeper write the workspace: on a tmpfs its pages
+	// count in the memory of the container that wrote them.
+	helperMemory := int64(64 << 20)
+	if k.WorkspaceMedium == string(corev1.StorageMediumMemory) && quota > 0 {
+		helperMemory += quota
+	}
 	helper := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: *resource.NewQuantity(helperMemory, resource.BinarySI)},
 	}
 	var env []corev1.EnvVar
 	for _, key := range sortedKeys(s.Env) {

@@ -93,7 +93,7 @@ func goldenKube() config.Kubernetes {
 func TestPodSpecGolden(t *testing.T) {
 	for name, s := range map[string]runtime.Spec{"stateless": statelessSpec(), "session": sessionSpec()} {
 		t.Run(name, func(t *testing.T) {
-			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", 1<<30)
+			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", "0123456789abcdef", 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestPodSpecConfines(t *testing.T) {
 	for name, tc := range podCases() {
 		t.Run(name, func(t *testing.T) {
 			s, k := tc.s, tc.k
-			pod, err := podSpec(s, k, k.Namespace, "forge-0123456789abcdef", 1<<30)
+			pod, err := podSpec(s, k, k.Namespace, "forge-0123456789abcdef", "0123456789abcdef", 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,9 +257,10 @@ func TestPodSpecConfines(t *testing.T) {
 
 			for key, v := range pod.Labels {
 				check(len(validation.IsQualifiedName(key)) == 0 && len(validation.IsValidLabelValue(v)) == 0, "label "+key+"="+v+" is label-safe")
-				check(key == runtime.LabelManaged || s.Labels[key] == v, "label "+key+" comes from the spec")
+				check(key == runtime.LabelManaged || key == LabelHost || s.Labels[key] == v, "label "+key+" comes from the spec")
 			}
 			check(pod.Labels[runtime.LabelManaged] == "true", "marked managed")
+			check(pod.Labels[LabelHost] == "0123456789abcdef", "marked with its core's host")
 			var ann map[string]string
 			check(json.Unmarshal([]byte(pod.Annotations[annotationLabels]), &ann) == nil, "the labels annotation is JSON")
 			for key, v := range s.Labels {
@@ -330,7 +331,7 @@ func TestPodSpecRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := statelessSpec()
 			tc.edit(&s)
-			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", 0)
+			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", "0123456789abcdef", 0)
 			if err == nil {
 				t.Fatalf("podSpec accepted it: %+v", pod.Spec.Containers[0].SecurityContext)
 			}
@@ -347,7 +348,7 @@ func TestPodSpecUserAndRequests(t *testing.T) {
 	s.User = "1234"
 	s.Limits.MemoryBytes = 32 << 20 // below the default 64 MiB request
 	s.Limits.CPUQuota = 2000        // 20m, below the 50m request
-	pod, err := podSpec(s, config.Default().Runtime.Kubernetes, "ns", "p", 0)
+	pod, err := podSpec(s, config.Default().Runtime.Kubernetes, "ns", "p", "0123456789abcdef", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
