@@ -77,6 +77,7 @@ type cluster struct {
 	calls    []served
 	attached map[string]int  // pod → attaches that ended
 	inits    map[string]int  // pod → pid of its sandbox's init, while it runs
+	services map[int]bool    // pids of file services (keeperd), which live with their pod
 	running  sync.WaitGroup  // sandbox containers
 	broken   map[string]bool // pods whose execs fail (the kubelet cannot reach them)
 }
@@ -91,7 +92,7 @@ func testKube() config.Kubernetes {
 func newCluster(t testing.TB, k config.Kubernetes) *cluster {
 	t.Helper()
 	cl := &cluster{t: t, cs: fake.NewClientset(), k: k, roots: map[string]string{}, procs: map[string]map[int]*os.Process{},
-		attached: map[string]int{}, inits: map[string]int{}, broken: map[string]bool{}}
+		attached: map[string]int{}, inits: map[string]int{}, services: map[int]bool{}, broken: map[string]bool{}}
 	// The fake's watch ignores field selectors; the API server does not,
 	// and waitPod relies on it (another pod's events are not this one's).
 	cl.cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
@@ -169,11 +170,18 @@ func (cl *cluster) attaches(pod string) int {
 	return cl.attached[pod]
 }
 
-// live is how many processes the kubelet runs in pod right now.
+// live is how many processes the kubelet runs in pod right now, but its
+// file service (keeperd), which lives as long as the pod.
 func (cl *cluster) live(pod string) int {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	return len(cl.procs[pod])
+	n := 0
+	for pid := range cl.procs[pod] {
+		if !cl.services[pid] {
+			n++
+		}
+	}
+	return n
 }
 
 func (cl *cluster) killAll() {
@@ -575,6 +583,9 @@ func (cl *cluster) runIn(pod, dir string, argv []string, env []string, in io.Rea
 	if init {
 		cl.inits[pod] = pid
 	}
+	if len(argv) > 2 && argv[2] == keeperd {
+		cl.services[pid] = true // the pod's file service lives with the pod
+	}
 	cl.mu.Unlock()
 	for _, ch := range started {
 		ch <- pid
@@ -587,6 +598,7 @@ func (cl *cluster) runIn(pod, dir string, argv []string, env []string, in io.Rea
 	err := cmd.Wait()
 	cl.mu.Lock()
 	delete(cl.procs[pod], pid)
+	delete(cl.services, pid)
 	if init {
 		delete(cl.inits, pod)
 	}
