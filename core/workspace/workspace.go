@@ -83,7 +83,7 @@ type Manager struct {
 
 // ErrRemote refuses a session's files on a runtime whose workspaces live
 // in the sandboxes (Kubernetes): the core's copy is not what the session holds.
-var ErrRemote = errors.New("on the Kubernetes runtime a session's files live in its pod, and checkpoints do not reach them yet (checkpoint_session, restore_session and checkpoint_on_shutdown need the Podman runtime)")
+var ErrRemote = errors.New("the runtime keeps this session's files in its sandbox and cannot copy them for a checkpoint")
 
 // SetRemote says that the runtime keeps workspaces where its sandboxes run.
 func (m *Manager) SetRemote() { m.remote = true }

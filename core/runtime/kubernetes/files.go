@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
@@ -367,10 +369,12 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	ended := make(chan struct{})
 	var code int
 	var xerr error
-	// The relay lives as long as the connection, not as the Dial's context.
+	// The relay lives as long as the connection, not as the Dial's context:
+	// cut ends it when the caller has closed its end, or the Dial failed.
+	rctx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(ended)
-		code, xerr = c.exec(context.WithoutCancel(ctx), id, stream{Container: containerKeeper,
+		code, xerr = c.exec(rctx, id, stream{Container: containerKeeper,
 			Command: []string{"perl", "-e", relayScript, "--", sp}, Stdin: inR, Stdout: outW, Stderr: &errb})
 		outW.Close()
 		inR.Close()
@@ -381,6 +385,7 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	select {
 	case err := <-got:
 		if err != nil || first[0] != 1 {
+			cut()
 			<-ended
 			ours.Close()
 			theirs.Close()
@@ -390,7 +395,9 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 			return nil, fmt.Errorf("relay to %s in pod %s: %v %v %s", target, id, xerr, err, bytes.TrimSpace(errb.Bytes()))
 		}
 	case <-ctx.Done():
+		cut()
 		inW.Close()
+		outR.Close()
 		ours.Close()
 		theirs.Close()
 		return nil, ctx.Err()
@@ -398,14 +405,43 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	go func() { // the caller's writes to the pod
 		_, _ = io.Copy(inW, bufio.NewReaderSize(theirs, 32<<10))
 		inW.Close()
+		// A half-close, or the caller's Close: only the latter hangs up
+		// both ways, and then nothing will read what the pod sends.
+		for !hungUp(theirs) {
+			select {
+			case <-ended:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		cut()
+		outR.Close()
 	}()
 	go func() { // the pod's answers to the caller
 		_, _ = io.Copy(theirs, outR)
 		_ = theirs.CloseWrite()
+		cut() // the pod's end closed, or the caller's: the relay is done
 		<-ended
 		theirs.Close()
 	}()
 	return ours, nil
+}
+
+// hungUp reports whether the peer of c closed both ways (POLLHUP), not
+// only its writing half.
+func hungUp(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return true
+	}
+	hup := false
+	_ = raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			hup = fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
+		}
+	})
+	return hup
 }
 
 // socketPlace is the workspace path of a socket at target in the sandbox.
