@@ -12,9 +12,8 @@ export FORGE_E2E=1
 # The tests that hold on both runtimes: one suite, two runtimes. Those not
 # here test what only Podman has (its CLI, loop-device workspaces, the
 # watchdog of host processes), or what the Kubernetes runtime refuses with
-# a reason (checkpoints, custom environments, the tool bridge:
-# docs/kubernetes.md).
-e2e='TestKubeSandboxPods|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestStatelessInputFiles|TestExecTimeoutNeedsNothingInTheImage|TestSIGKILLIsNotOOM|TestHostExec|TestHostSignalAll|TestHostFiles|TestWarmRunsBehaveAsCold|TestLongSessionIDs|TestEightConcurrentCalls|TestSessionFiles|TestSessionFilesOwnership|TestSessionFilesQuota'
+# a reason (custom environments, the tool bridge: docs/kubernetes.md).
+e2e='TestKubeSandboxPods|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestStatelessInputFiles|TestExecTimeoutNeedsNothingInTheImage|TestSIGKILLIsNotOOM|TestHostExec|TestHostSignalAll|TestHostFiles|TestWarmRunsBehaveAsCold|TestLongSessionIDs|TestEightConcurrentCalls|TestSessionFiles|TestSessionFilesOwnership|TestSessionFilesQuota|TestCheckpointRestore|TestCheckpointR|TestCheckpointForgedMarker|TestCheckpointQuota|TestCheckpointStoreQuota|TestCheckpointSparseFilesStopAtTheQuota|TestCheckpointExpiry|TestCheckpointTenantsAcrossRestart|TestSessionsSurviveServerRestart|TestNoOrphansAfterRestart|TestIdleReaper|TestMaxConcurrentSessions|TestSessionOwnership|TestSameSessionIDTwoConnections|TestWarmSessionNeverShared|TestWarmSessionConfinedLikeCold|TestWarmContainerNeverReused|TestWarmNonMatchingKeyRunsCold|TestTimeoutCountsTheRunNotTheStart|TestExecutionAudited|TestRefusalsAudited|TestAuditHoldsNoSecrets|TestKernelDeathRaisesNoFalseAlarm'
 security='TestSandboxConfinement|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSIGKILLIsNotOOM|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 http='TestHTTPSameChecksAsStdio|TestHTTPTenantIsolation|TestHTTPQuotas'
 
@@ -31,7 +30,7 @@ bin/mcp-forge doctor --config "$cfg" >/dev/null || bin/mcp-forge doctor --config
 if [ -n "${KUBE_RUN:-}" ]; then
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/
 else
-  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($e2e)\$" ./test/e2e/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "^($e2e)\$" ./test/e2e/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($security)\$" ./test/security/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($http)\$" ./test/http/
 fi

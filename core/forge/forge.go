@@ -26,6 +26,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
@@ -202,7 +203,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	// The workspace quota and the lifetime bound are guarantees of the
 	// sandboxes as much as the runtime's limits are: their gaps are
 	// reported with the runtime's.
-	var fsq quota = podQuota{}
+	var fsq quota = podQuota{base: cfg.Volumes.BasePath, server: procid.Self()}
 	if cfg.Runtime.Kind != "kubernetes" {
 		fsq, err = m.quota(cfg, log.Named("quota"))
 	}

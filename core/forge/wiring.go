@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
@@ -33,14 +37,53 @@ type Runtime interface {
 
 // podQuota is the quota of workspaces that are only the staging copies of
 // pods' workspaces: plain directories, each bounded where it is used, by
-// its pod's emptyDir (the runtime's workspace-quota guarantee).
-type podQuota struct{}
+// its pod's emptyDir (the runtime's workspace-quota guarantee). Each has an
+// owner file beside it naming its server, so that the next start removes
+// those of a server that died (a Podman core's loop images carry the same).
+type podQuota struct{ base, server string }
 
-func (podQuota) Provision(string, int64, int, int) error { return nil }
-func (podQuota) Release(string) error                    { return nil }
-func (podQuota) Enforced() bool                          { return true }
-func (podQuota) Sweep() (int, error)                     { return 0, nil }
-func (podQuota) Close() error                            { return nil }
+const ownerSuffix = ".owner"
+
+func (q podQuota) Provision(path string, _ int64, _, _ int) error {
+	if err := os.MkdirAll(path, 0o711); err != nil {
+		return err
+	}
+	return os.WriteFile(path+ownerSuffix, []byte(q.server), 0o600)
+}
+
+func (podQuota) Release(path string) error {
+	if err := os.Remove(path + ownerSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (podQuota) Enforced() bool { return true }
+
+// Sweep removes the staging directories of servers that are gone.
+func (q podQuota) Sweep() (int, error) {
+	owners, err := filepath.Glob(filepath.Join(q.base, "sessions", "*"+ownerSuffix))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, o := range owners {
+		b, err := os.ReadFile(o)
+		if err != nil || string(b) == q.server || procid.Alive(string(b)) {
+			continue
+		}
+		dir := strings.TrimSuffix(o, ownerSuffix)
+		if err := errors.Join(os.RemoveAll(dir), os.Remove(o)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+func (podQuota) Close() error { return nil }
 
 // runtimeFor is the runtime [runtime] kind names.
 func runtimeFor(cfg config.Config) (Runtime, error) {
