@@ -411,7 +411,9 @@ func (rt *containerRuntime) kill(pod string, cmd []string, sig, target string, e
 	_, ours := cl.procs[pod][pid]
 	var all []int
 	for p := range cl.procs[pod] {
-		all = append(all, p)
+		if !cl.services[p] { // the keeper's file service is in another container's pid namespace
+			all = append(all, p)
+		}
 	}
 	init := cl.inits[pod]
 	root := cl.roots[pod]
