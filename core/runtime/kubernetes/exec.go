@@ -141,7 +141,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		env = append(env, 0)
 	}
 	stdin := io.MultiReader(strings.NewReader(strconv.Itoa(len(env))+"\n"), bytes.NewReader(env), bytes.NewReader(req.Stdin))
-	out, errw := &capped{max: req.Max}, &capped{max: req.Max}
+	out, errw := &runtime.Capped{Max: req.Max}, &runtime.Capped{Max: req.Max}
 	var ow, ew io.Writer = out, errw
 	if req.Stdout != nil {
 		ow = io.MultiWriter(out, req.Stdout)
@@ -182,7 +182,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		return runtime.ExecResult{}, fail("exec", id, err)
 	}
 	return runtime.ExecResult{ExitCode: code, TimedOut: timedOut, Output: runtime.Output{
-		Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}}, nil
+		Stdout: out.Buf.Bytes(), Stderr: errw.Buf.Bytes(), StdoutTotal: out.Total, StderrTotal: errw.Total}}, nil
 }
 
 // bound ends an exec past timeout: SIGTERM to its process group, SIGKILL
@@ -259,25 +259,6 @@ func (m *marked) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// capped keeps the first max bytes written and counts them all.
-type capped struct {
-	max   int64
-	buf   bytes.Buffer
-	total int64
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.total += int64(len(p))
-	if room := c.max - int64(c.buf.Len()); room > 0 {
-		if int64(len(p)) > room {
-			c.buf.Write(p[:room])
-		} else {
-			c.buf.Write(p)
-		}
-	}
-	return len(p), nil
 }
 
 // errExit is a helper command of the core that failed in the pod.

@@ -299,35 +299,31 @@ func (c *Client) RemoveFile(ctx context.Context, id, rel string) error {
 // exec: a workspace is larger than a file service answer), which archives
 // links as links.
 func (c *Client) TarOut(ctx context.Context, id, rel string, w io.Writer) error {
-	dir, err := wsPath(rel)
-	if err != nil {
-		return err
-	}
-	var errb capped
-	errb.max = 4096
-	code, err := c.exec(ctx, id, stream{Container: containerKeeper, Command: []string{"tar", "-c", "-f", "-", "-C", dir, "."}, Stdout: w, Stderr: &errb})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("tar exited %d: %s", code, bytes.TrimSpace(errb.buf.Bytes()))
-	}
-	return fail("copy out of", id, err)
+	return c.tar(ctx, id, rel, "copy out of", stream{Stdout: w}, "-c", ".")
 }
 
 // TarIn implements runtime.RemoteWorkspace.
 func (c *Client) TarIn(ctx context.Context, id, rel string, r io.Reader) error {
+	return c.tar(ctx, id, rel, "copy into", stream{Stdin: r}, "-x", "--no-same-owner")
+}
+
+// tar runs the keeper's tar in rel's directory with s's streams.
+func (c *Client) tar(ctx context.Context, id, rel, what string, s stream, args ...string) error {
 	dir, err := wsPath(rel)
 	if err != nil {
 		return err
 	}
-	var errb capped
-	errb.max = 4096
-	code, err := c.exec(ctx, id, stream{Container: containerKeeper, Command: []string{"tar", "-x", "-f", "-", "-C", dir, "--no-same-owner"}, Stdin: r, Stderr: &errb})
+	errb := runtime.Capped{Max: 4096}
+	s.Container, s.Stderr = containerKeeper, &errb
+	s.Command = append([]string{"tar", "-f", "-", "-C", dir}, args...)
+	code, err := c.exec(ctx, id, s)
 	if err == nil && code != 0 {
-		err = fmt.Errorf("tar exited %d: %s", code, bytes.TrimSpace(errb.buf.Bytes()))
-		if bytes.Contains(errb.buf.Bytes(), []byte("No space left")) {
+		err = fmt.Errorf("tar exited %d: %s", code, bytes.TrimSpace(errb.Buf.Bytes()))
+		if bytes.Contains(errb.Buf.Bytes(), []byte("No space left")) {
 			err = fmt.Errorf("%w: %v", runtime.ErrNoSpace, err)
 		}
 	}
-	return fail("copy into", id, err)
+	return fail(what, id, err)
 }
 
 // relayScript connects to a unix socket (from its directory: no path

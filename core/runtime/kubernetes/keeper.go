@@ -83,12 +83,11 @@ func (c *Client) keeperOf(ctx context.Context, id string) (*keeper, error) {
 	outR, outW := io.Pipe()
 	k := &keeper{in: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, ended: make(chan struct{})}
 	go func() {
-		var errb capped
-		errb.max = 4096
+		errb := runtime.Capped{Max: 4096}
 		_, err := c.exec(context.WithoutCancel(ctx), id, stream{Container: containerKeeper,
 			Command: []string{"perl", "-e", keeperd, "--", wsDir}, Stdin: inR, Stdout: outW, Stderr: &errb})
 		if err == nil {
-			err = fmt.Errorf("the pod's file service ended: %s", errb.buf.String())
+			err = fmt.Errorf("the pod's file service ended: %s", errb.Buf.String())
 		}
 		k.err = err
 		outW.CloseWithError(err)

@@ -404,36 +404,17 @@ func (c *Client) OOMKilled(ctx context.Context, id string) (runtime.OOMVerdict, 
 	return oomVerdict(records, data.ID, sinceBoot(data.State.FinishedAt)), nil
 }
 
-// capped keeps the first max bytes written and counts the rest.
-type capped struct {
-	buf   bytes.Buffer
-	max   int64
-	total int64
-}
-
-func (w *capped) Write(p []byte) (int, error) {
-	w.total += int64(len(p))
-	if room := w.max - int64(w.buf.Len()); room > 0 {
-		if int64(len(p)) > room {
-			w.buf.Write(p[:room])
-		} else {
-			w.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
 // Logs returns stdout and stderr separately, each capped at max bytes.
 func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output, error) {
 	cx, err := c.ctx(ctx)
 	if err != nil {
 		return runtime.Output{}, err
 	}
-	out, errw := &capped{max: max}, &capped{max: max}
+	out, errw := &runtime.Capped{Max: max}, &runtime.Capped{Max: max}
 	// The bindings never close these channels: drain them until Logs returns.
 	so, se := make(chan string, 64), make(chan string, 64)
 	var wg sync.WaitGroup
-	drain := func(ch chan string, w *capped) {
+	drain := func(ch chan string, w *runtime.Capped) {
 		defer wg.Done()
 		// Frames carry their own newline; a partial line has none.
 		for frame := range ch {
@@ -451,7 +432,7 @@ func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output
 	if err != nil && !errors.Is(err, io.EOF) {
 		return runtime.Output{}, c.fail(id, "podman logs", err)
 	}
-	return runtime.Output{Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}, nil
+	return runtime.Output{Stdout: out.Buf.Bytes(), Stderr: errw.Buf.Bytes(), StdoutTotal: out.Total, StderrTotal: errw.Total}, nil
 }
 
 // Exec runs a command in a running container, feeding it stdin and copying
@@ -472,7 +453,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		return runtime.ExecResult{}, c.fail(id, "podman exec create", err)
 	}
 	defer containers.ExecRemove(context.WithoutCancel(cx), sid, nil)
-	out, errw := &capped{max: req.Max}, &capped{max: req.Max}
+	out, errw := &runtime.Capped{Max: req.Max}, &runtime.Capped{Max: req.Max}
 	var ow, ew io.Writer = out, errw
 	if req.Stdout != nil {
 		ow = io.MultiWriter(out, req.Stdout)
@@ -511,7 +492,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		return runtime.ExecResult{}, c.fail(id, "podman exec inspect", err)
 	}
 	return runtime.ExecResult{ExitCode: insp.ExitCode, TimedOut: timedOut.Load(), Output: runtime.Output{
-		Stdout: out.buf.Bytes(), Stderr: errw.buf.Bytes(), StdoutTotal: out.total, StderrTotal: errw.total}}, nil
+		Stdout: out.Buf.Bytes(), Stderr: errw.Buf.Bytes(), StdoutTotal: out.Total, StderrTotal: errw.Total}}, nil
 }
 
 // boundExec ends exec session sid past timeout (unless done closes first):
