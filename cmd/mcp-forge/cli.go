@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/forge"
-	"github.com/mcp-forge/mcp-forge/core/seccomp"
 )
 
 // assembly is the entry points of core/forge: one call per command. Tests
@@ -68,7 +67,7 @@ func init() {
 		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
 		"images":  {"images", 0, "list the sandbox images and whether they are built", withConfig(listImages)},
 		"seccomp-profile": {"seccomp-profile", 0, "print MCP-Forge's seccomp profile (JSON), to install on Kubernetes nodes as a Localhost profile", func(_ context.Context, fl flags, _ []string) error {
-			_, err := fl.stdout.Write(seccomp.JSON())
+			_, err := fl.stdout.Write(forge.SeccompProfile())
 			return err
 		}},
 		"version": {"version", 0, "print the version", func(_ context.Context, fl flags, _ []string) error {

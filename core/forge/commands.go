@@ -81,7 +81,15 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
 		guarantees, doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images)}
 	if k, ok := rt.(*kubernetes.Client); ok {
-		checks = []doctor.Check{k.Doctor(images), doctor.Paths(cfg), guarantees}
+		findings := k.Doctor(images)
+		cluster := func(ctx context.Context) []doctor.Result {
+			var out []doctor.Result
+			for _, f := range findings(ctx) {
+				out = append(out, doctor.Result{Name: f.Name, Status: doctor.Status(f.Status), Detail: f.Detail, Fix: f.Fix})
+			}
+			return out
+		}
+		checks = []doctor.Check{cluster, doctor.Paths(cfg), guarantees}
 	}
 	checks = append(checks, pluginCheck(cfg, sts), doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion))
 	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {

@@ -58,6 +58,10 @@ type Forge struct {
 	undo    undoStack // what New did, for Close
 }
 
+// SeccompProfile is MCP-Forge's seccomp profile (JSON), as a Kubernetes
+// node installs it as a Localhost profile.
+func SeccompProfile() []byte { return seccomp.JSON() }
+
 // Instance names the containers of every server sharing a base path.
 func Instance(base string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(base)))

@@ -310,6 +310,7 @@ func (h *Host) Stop(ctx context.Context, id string, grace time.Duration) error {
 // Remove implements host.Sandbox; an ephemeral workspace goes with it.
 func (h *Host) Remove(ctx context.Context, id string) error {
 	h.checkFull(id) // last chance: an ephemeral workspace goes now
+	h.keepRemoteFiles(id)
 	if err := h.m.Remove(ctx, h.plugin, id); err != nil {
 		return asHostErr(err)
 	}

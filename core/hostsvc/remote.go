@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -195,7 +197,7 @@ func (f SessionFS) CopyIn(src string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
 	defer cancel()
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(workspace.Tar(pw, src)) }()
+	go func() { pw.CloseWithError(runtime.TarDir(pw, src)) }()
 	err := f.R.TarIn(ctx, f.ID, workspace.SessionWorkDir, pr)
 	pr.Close()
 	return asWorkspaceErr(err)
@@ -212,4 +214,49 @@ func asWorkspaceErr(err error) error {
 		}
 	}
 	return err
+}
+
+// keepRemoteFiles brings a session's files back from its sandbox before
+// the sandbox goes, when they live there: the session's workspace outlives
+// its container (a kernel that died is restarted in a new one), and the
+// core's copy is what the next one starts with. Directories and regular
+// files only, within the quota (workspace.Untar), swapped in whole.
+func (h *Host) keepRemoteFiles(id string) {
+	r := h.m.Remote()
+	if r == nil {
+		return
+	}
+	t, err := h.workspaceOf(id)
+	if err != nil || t.Ephemeral {
+		return
+	}
+	if err := syncBack(r, id, t.Path, h.ws.Quota()); err != nil {
+		h.rec.Record(audit.Entry{Event: audit.WorkspaceWrite, Severity: audit.Warning, SessionID: t.SessionID, Success: false, Error: err.Error(),
+			Details: map[string]any{"container_id": id, "plugin": h.plugin, "operation": "keep the session's files for its next sandbox"}})
+	}
+}
+
+func syncBack(r runtime.RemoteWorkspace, id, dir string, quota int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	defer cancel()
+	tmp, trash := dir+".sync", dir+".old"
+	_ = os.RemoveAll(tmp)
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(r.TarOut(ctx, id, ".", pw)) }()
+	_, _, err := workspace.Untar(pr, tmp, quota, nil)
+	pr.Close()
+	if err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	_ = os.RemoveAll(trash)
+	if err := os.Rename(dir, trash); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.Rename(trash, dir)
+		return err
+	}
+	return os.RemoveAll(trash)
 }

@@ -5,73 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// Tar writes the tree under dir (a directory of the core's) as a tar:
-// directories, regular files, and links as links (never followed); other
-// files are left out. Owners are not kept: what unpacks it owns it.
-func Tar(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	if dir != "" {
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if os.IsNotExist(err) && p == dir {
-					return filepath.SkipAll
-				}
-				return err
-			}
-			rel, _ := filepath.Rel(dir, p)
-			if rel == "." {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(p); err != nil {
-					return err
-				}
-			} else if !fi.Mode().IsRegular() && !fi.IsDir() {
-				return nil // sockets, fifos: nothing a copy could use
-			}
-			h, err := tar.FileInfoHeader(fi, link)
-			if err != nil {
-				return err
-			}
-			h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
-			if fi.IsDir() {
-				h.Name += "/"
-			}
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if !fi.Mode().IsRegular() {
-				return nil
-			}
-			f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.CopyN(tw, f, fi.Size())
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("workspace %s: %w", dir, err)
-		}
-	}
-	return tw.Close()
-}
 
 // Untar unpacks a tar that a sandbox produced into dst, a new directory of
 // the core's: only directories and regular files (links, devices and

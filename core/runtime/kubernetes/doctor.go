@@ -10,8 +10,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// Finding is one line of doctor's report (core/doctor prints them).
+type Finding struct {
+	Name   string
+	Status string // OK, Warn or Fail
+	Detail string
+	Fix    string
+}
+
+// Statuses of a Finding, as doctor spells them.
+const (
+	OK   = "ok"
+	Warn = "warn"
+	Fail = "FAIL"
 )
 
 // Permission is one thing the core does in the sandbox namespace.
@@ -29,31 +43,31 @@ var Permissions = []Permission{
 // Doctor checks the cluster for serving sandboxes: the API server, the
 // core's permissions, the namespace, the nodes, the images and the
 // runtime class. (Guarantees are doctor's own check over the runtime.)
-func (c *Client) Doctor(images []string) doctor.Check {
-	return func(ctx context.Context) []doctor.Result {
+func (c *Client) Doctor(images []string) func(context.Context) []Finding {
+	return func(ctx context.Context) []Finding {
 		info, err := c.Info(ctx)
 		if err != nil {
-			return []doctor.Result{{Name: "kubernetes", Status: doctor.Fail, Detail: err.Error(),
+			return []Finding{{Name: "kubernetes", Status: Fail, Detail: err.Error(),
 				Fix: "check runtime.kubernetes.kubeconfig and that the API server runs (`make kube-up` starts a local one)"}}
 		}
-		out := []doctor.Result{{Name: "kubernetes", Status: doctor.OK, Detail: fmt.Sprintf("API server %s, %s", info.Socket, info.Version)}}
+		out := []Finding{{Name: "kubernetes", Status: OK, Detail: fmt.Sprintf("API server %s, %s", info.Socket, info.Version)}}
 		cx, cancel := op(ctx)
 		defer cancel()
 		ns, err := c.cs.CoreV1().Namespaces().Get(cx, c.k.Namespace, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			out = append(out, doctor.Result{Name: "namespace", Status: doctor.Fail, Detail: "namespace " + c.k.Namespace + " does not exist", Fix: "create it (docs/kubernetes.md) or set runtime.kubernetes.namespace"})
+			out = append(out, Finding{Name: "namespace", Status: Fail, Detail: "namespace " + c.k.Namespace + " does not exist", Fix: "create it (docs/kubernetes.md) or set runtime.kubernetes.namespace"})
 		case err != nil && !apierrors.IsForbidden(err):
-			out = append(out, doctor.Result{Name: "namespace", Status: doctor.Fail, Detail: err.Error()})
+			out = append(out, Finding{Name: "namespace", Status: Fail, Detail: err.Error()})
 		case err == nil:
 			detail := "namespace " + c.k.Namespace
-			st := doctor.OK
+			st := OK
 			if lvl := ns.Labels["pod-security.kubernetes.io/enforce"]; lvl != "restricted" {
-				st, detail = doctor.Warn, detail+" does not enforce the restricted Pod Security Standard"
+				st, detail = Warn, detail+" does not enforce the restricted Pod Security Standard"
 			} else {
 				detail += ", Pod Security restricted enforced"
 			}
-			out = append(out, doctor.Result{Name: "namespace", Status: st, Detail: detail, Fix: "label it pod-security.kubernetes.io/enforce=restricted"})
+			out = append(out, Finding{Name: "namespace", Status: st, Detail: detail, Fix: "label it pod-security.kubernetes.io/enforce=restricted"})
 		}
 		var missing []string
 		for _, p := range Permissions {
@@ -68,41 +82,41 @@ func (c *Client) Doctor(images []string) doctor.Check {
 			}
 		}
 		if len(missing) > 0 {
-			out = append(out, doctor.Result{Name: "rbac", Status: doctor.Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in " + c.k.Namespace,
+			out = append(out, Finding{Name: "rbac", Status: Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in " + c.k.Namespace,
 				Fix: "bind the Role of docs/kubernetes.md to the core's user or service account"})
 		} else {
-			out = append(out, doctor.Result{Name: "rbac", Status: doctor.OK, Detail: fmt.Sprintf("all %d permissions the core needs in %s", len(Permissions), c.k.Namespace)})
+			out = append(out, Finding{Name: "rbac", Status: OK, Detail: fmt.Sprintf("all %d permissions the core needs in %s", len(Permissions), c.k.Namespace)})
 		}
 		if c.k.NodeName != "" {
 			n, err := c.cs.CoreV1().Nodes().Get(cx, c.k.NodeName, metav1.GetOptions{})
 			switch {
 			case err != nil:
-				out = append(out, doctor.Result{Name: "node", Status: doctor.Fail, Detail: fmt.Sprintf("node %s: %v", c.k.NodeName, err), Fix: "set runtime.kubernetes.node_name to a node of the cluster"})
+				out = append(out, Finding{Name: "node", Status: Fail, Detail: fmt.Sprintf("node %s: %v", c.k.NodeName, err), Fix: "set runtime.kubernetes.node_name to a node of the cluster"})
 			case !ready(n):
-				out = append(out, doctor.Result{Name: "node", Status: doctor.Warn, Detail: "node " + n.Name + " is not Ready", Fix: "check its kubelet"})
+				out = append(out, Finding{Name: "node", Status: Warn, Detail: "node " + n.Name + " is not Ready", Fix: "check its kubelet"})
 			default:
-				out = append(out, doctor.Result{Name: "node", Status: doctor.OK, Detail: fmt.Sprintf("node %s Ready, %s CPU, %s memory allocatable", n.Name, n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory())})
+				out = append(out, Finding{Name: "node", Status: OK, Detail: fmt.Sprintf("node %s Ready, %s CPU, %s memory allocatable", n.Name, n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory())})
 			}
 		}
 		if c.k.RuntimeClass != "" {
 			if _, err := c.cs.NodeV1().RuntimeClasses().Get(cx, c.k.RuntimeClass, metav1.GetOptions{}); err != nil {
-				out = append(out, doctor.Result{Name: "runtime class", Status: doctor.Fail, Detail: fmt.Sprintf("RuntimeClass %s: %v", c.k.RuntimeClass, err), Fix: "install it (gVisor, Kata) or unset runtime.kubernetes.runtime_class"})
+				out = append(out, Finding{Name: "runtime class", Status: Fail, Detail: fmt.Sprintf("RuntimeClass %s: %v", c.k.RuntimeClass, err), Fix: "install it (gVisor, Kata) or unset runtime.kubernetes.runtime_class"})
 			} else {
-				out = append(out, doctor.Result{Name: "runtime class", Status: doctor.OK, Detail: c.k.RuntimeClass})
+				out = append(out, Finding{Name: "runtime class", Status: OK, Detail: c.k.RuntimeClass})
 			}
 		}
 		for _, img := range images {
 			ii, ok, err := c.Image(ctx, img)
 			switch {
 			case err != nil:
-				out = append(out, doctor.Result{Name: "image", Status: doctor.Fail, Detail: img + ": " + err.Error()})
+				out = append(out, Finding{Name: "image", Status: Fail, Detail: img + ": " + err.Error()})
 			case !ok:
-				out = append(out, doctor.Result{Name: "image", Status: doctor.Fail, Detail: ImageRef(c.k.ImageRegistry, img) + " is on no node (pull_policy Never)",
+				out = append(out, Finding{Name: "image", Status: Fail, Detail: ImageRef(c.k.ImageRegistry, img) + " is on no node (pull_policy Never)",
 					Fix: "import it on the nodes (`make kube-up` does for its cluster) or push it to runtime.kubernetes.image_registry"})
 			case c.k.PullPolicy == "Never":
-				out = append(out, doctor.Result{Name: "image", Status: doctor.OK, Detail: fmt.Sprintf("%s on the node(s), %d MB", ii.ID, ii.Size>>20)})
+				out = append(out, Finding{Name: "image", Status: OK, Detail: fmt.Sprintf("%s on the node(s), %d MB", ii.ID, ii.Size>>20)})
 			default:
-				out = append(out, doctor.Result{Name: "image", Status: doctor.OK, Detail: ii.ID + " (pulled by the node, " + c.k.PullPolicy + ")"})
+				out = append(out, Finding{Name: "image", Status: OK, Detail: ii.ID + " (pulled by the node, " + c.k.PullPolicy + ")"})
 			}
 		}
 		return out

@@ -18,7 +18,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/doctor"
 )
 
 // Doctor reports each thing a cluster must provide, with a fix for what
@@ -38,20 +37,20 @@ func TestDoctor(t *testing.T) {
 		name    string
 		objects []k8sruntime.Object
 		deny    []string // "verb group/resource/subresource" the core may not
-		want    map[string]doctor.Status
+		want    map[string]string
 		says    map[string]string
 	}{
 		{"all there", []k8sruntime.Object{restricted, ready, gvisor}, nil,
-			map[string]doctor.Status{"kubernetes": doctor.OK, "namespace": doctor.OK, "rbac": doctor.OK, "node": doctor.OK, "runtime class": doctor.OK, "image": doctor.OK},
+			map[string]string{"kubernetes": OK, "namespace": OK, "rbac": OK, "node": OK, "runtime class": OK, "image": OK},
 			map[string]string{"kubernetes": "v1.37.2", "namespace": "restricted enforced", "rbac": "all 10 permissions", "node": "Ready", "image": "700 MB"}},
 		{"nothing there", nil, nil,
-			map[string]doctor.Status{"kubernetes": doctor.OK, "namespace": doctor.Fail, "rbac": doctor.OK, "node": doctor.Fail, "runtime class": doctor.Fail, "image": doctor.Fail},
+			map[string]string{"kubernetes": OK, "namespace": Fail, "rbac": OK, "node": Fail, "runtime class": Fail, "image": Fail},
 			map[string]string{"namespace": "does not exist", "node": "localhost", "runtime class": "gvisor", "image": "runtime.kubernetes.node_name"}},
 		{"weak namespace, node not ready", []k8sruntime.Object{baseline, notReady, gvisor}, nil,
-			map[string]doctor.Status{"namespace": doctor.Warn, "node": doctor.Warn},
+			map[string]string{"namespace": Warn, "node": Warn},
 			map[string]string{"namespace": "does not enforce the restricted", "node": "not Ready"}},
 		{"permissions missing", []k8sruntime.Object{restricted, ready, gvisor}, []string{"create /pods/exec", "list networking.k8s.io/networkpolicies/"},
-			map[string]doctor.Status{"rbac": doctor.Fail},
+			map[string]string{"rbac": Fail},
 			map[string]string{"rbac": "may not create pods/exec, list networkpolicies in sandboxes"}},
 	}
 	for _, tc := range cases {
@@ -71,11 +70,11 @@ func TestDoctor(t *testing.T) {
 			k := testKube()
 			k.PullPolicy, k.NodeName, k.RuntimeClass = "Never", "localhost", "gvisor"
 			results := NewWithClient(cs, nil, k, Options{}).Doctor([]string{"mcp-forge/python:3.11"})(context.Background())
-			got := map[string]doctor.Result{}
+			got := map[string]Finding{}
 			for _, r := range results {
 				got[r.Name] = r
 				// (An image check that fails for its node leaves the fix to the node's row.)
-				if r.Status != doctor.OK && r.Fix == "" && !strings.Contains(r.Detail, "runtime.kubernetes.node_name") {
+				if r.Status != OK && r.Fix == "" && !strings.Contains(r.Detail, "runtime.kubernetes.node_name") {
 					t.Errorf("%s is %s with no fix: %s", r.Name, r.Status, r.Detail)
 				}
 			}
@@ -98,7 +97,7 @@ func TestDoctor(t *testing.T) {
 		return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
 	})
 	results := NewWithClient(cs, &rest.Config{Host: "https://127.0.0.1:6443"}, config.Default().Runtime.Kubernetes, Options{}).Doctor(nil)(context.Background())
-	if len(results) != 1 || results[0].Status != doctor.Fail || !strings.Contains(results[0].Detail, "127.0.0.1:6443") || !strings.Contains(results[0].Fix, "kubeconfig") {
+	if len(results) != 1 || results[0].Status != Fail || !strings.Contains(results[0].Detail, "127.0.0.1:6443") || !strings.Contains(results[0].Fix, "kubeconfig") {
 		t.Errorf("Doctor with the API server down: %+v; want one failure naming it, with a fix", results)
 	}
 }

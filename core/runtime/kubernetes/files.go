@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
-	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
@@ -29,7 +28,7 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 // without following links: a link is sent as a link.
 func (c *Client) seed(ctx context.Context, id, dir string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(workspace.Tar(pw, dir)) }()
+	go func() { pw.CloseWithError(runtime.TarDir(pw, dir)) }()
 	var errb bytes.Buffer
 	_, err := c.exec(ctx, id, stream{Container: containerSeed, Stdin: pr, Stderr: &errb})
 	pr.Close()

@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -37,7 +36,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
-	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
 // opTimeout bounds an API call that should return promptly.
@@ -69,7 +67,6 @@ type podInfo struct {
 	workspace string       // host directory seeded into the pod at Start
 	mounts    []mountPlace // the sandbox's mounts, to reach its sockets
 	seeded    bool
-	oneShot   bool    // a stateless run's: its workspace goes with it
 	keeper    *keeper // its file service, once used
 }
 
@@ -202,7 +199,7 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", fail("create", name, err)
 	}
 	c.mu.Lock()
-	c.pods[name] = &podInfo{workspace: s.WorkspacePath, mounts: mounts, oneShot: s.Labels[runtime.LabelOneShot] == "true"}
+	c.pods[name] = &podInfo{workspace: s.WorkspacePath, mounts: mounts}
 	c.mu.Unlock()
 	return name, nil
 }
@@ -497,35 +494,6 @@ func (c *Client) Stop(ctx context.Context, id string, grace time.Duration) error
 	return nil
 }
 
-// syncBack replaces the core's copy of a pod's workspace with what the pod
-// holds: directories and regular files only, within the quota
-// (workspace.Untar), swapped in whole once copied.
-func (c *Client) syncBack(ctx context.Context, id, dir string) error {
-	cx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	tmp := dir + ".sync"
-	trash := dir + ".old"
-	_ = os.RemoveAll(tmp)
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(c.TarOut(cx, id, ".", pw)) }()
-	_, _, err := workspace.Untar(pr, tmp, c.quota, nil)
-	pr.Close()
-	if err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	_ = os.RemoveAll(trash)
-	if err := os.Rename(dir, trash); err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		_ = os.Rename(trash, dir)
-		return err
-	}
-	return os.RemoveAll(trash)
-}
-
 // removeWait bounds how long Remove waits for a pod to be gone: until then
 // it still holds its node's resources, and the run its slot.
 const removeWait = 30 * time.Second
@@ -533,17 +501,6 @@ const removeWait = 30 * time.Second
 // Remove implements runtime.Containers: the pod is deleted at once (its
 // workspace goes with it) and Remove returns when it is gone.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	c.mu.Lock()
-	p := c.pods[id]
-	c.mu.Unlock()
-	if p != nil && !p.oneShot && p.seeded && p.workspace != "" {
-		// A session's workspace outlives its pod (a kernel that died is
-		// restarted in a new one): what the pod holds comes back to the
-		// core's copy, which seeds the next.
-		if err := c.syncBack(ctx, id, p.workspace); err != nil {
-			c.log.Warn("a session pod's files could not be kept for its next pod", "pod", id, "error", err)
-		}
-	}
 	cx, cancel := context.WithTimeout(ctx, removeWait)
 	defer cancel()
 	api := c.cs.CoreV1().Pods(c.k.Namespace)
