@@ -230,33 +230,24 @@ func (h *Host) keepRemoteFiles(id string) {
 	if err != nil || t.Ephemeral {
 		return
 	}
-	if err := syncBack(r, id, t.Path, h.ws.Quota()); err != nil {
+	if err := syncBack(r, h.ws, id, t.Path); err != nil && !errors.Is(err, workspace.ErrNotFound) {
 		h.rec.Record(audit.Entry{Event: audit.WorkspaceWrite, Severity: audit.Warning, SessionID: t.SessionID, Success: false, Error: err.Error(),
 			Details: map[string]any{"container_id": id, "plugin": h.plugin, "operation": "keep the session's files for its next sandbox"}})
 	}
 }
 
-func syncBack(r runtime.RemoteWorkspace, id, dir string, quota int64) error {
+func syncBack(r runtime.RemoteWorkspace, ws *workspace.Manager, id, dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
 	defer cancel()
-	tmp, trash := dir+".sync", dir+".old"
+	tmp := dir + ".sync"
 	_ = os.RemoveAll(tmp)
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(r.TarOut(ctx, id, ".", pw)) }()
-	_, _, err := workspace.Untar(pr, tmp, quota, nil)
+	_, _, err := workspace.Untar(pr, tmp, ws.Quota(), nil)
 	pr.Close()
 	if err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
-	_ = os.RemoveAll(trash)
-	if err := os.Rename(dir, trash); err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		_ = os.Rename(trash, dir)
-		return err
-	}
-	return os.RemoveAll(trash)
+	return ws.Replace(dir, tmp)
 }

@@ -80,3 +80,39 @@ func TestUntar(t *testing.T) {
 		})
 	}
 }
+
+func TestReplace(t *testing.T) {
+	m := New(t.TempDir(), "tag", 0, nil)
+	w, err := m.Create("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.Path, "old"), []byte("1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := w.Path + ".sync"
+	os.MkdirAll(tmp, 0o700)
+	os.WriteFile(filepath.Join(tmp, "new"), []byte("2"), 0o600)
+	if err := m.Replace(w.Path, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Path, "new")); err != nil {
+		t.Errorf("the new tree is not in place: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Path, "old")); err == nil {
+		t.Error("the old tree is still there")
+	}
+	// Removed meanwhile: the replacement must not bring it back.
+	if err := m.Remove(w); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(tmp, 0o700)
+	if err := m.Replace(w.Path, tmp); !errors.Is(err, ErrNotFound) {
+		t.Errorf("replacing a removed workspace: %v, want ErrNotFound", err)
+	}
+	for _, p := range []string{w.Path, tmp} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is there after the workspace was removed", p)
+		}
+	}
+}

@@ -273,6 +273,32 @@ func (m *Manager) remove(path string) error {
 	return removeAll(path) // rootless.go
 }
 
+// Replace puts the tree at tmp in place of workspace path, unless the
+// workspace was removed meanwhile (then tmp is discarded and ErrNotFound
+// returned): under the manager's lock, so that a removal or Close and a
+// replacement never interleave (a replacement after the removal would
+// bring the directory back).
+func (m *Manager) Replace(path, tmp string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.provisioned[path] {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("%w: workspace %s was removed", ErrNotFound, path)
+	}
+	trash := path + ".old"
+	_ = os.RemoveAll(trash)
+	if err := os.Rename(path, trash); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Rename(trash, path)
+		os.RemoveAll(tmp)
+		return err
+	}
+	return os.RemoveAll(trash)
+}
+
 // Close removes every workspace this manager still holds (server shutdown).
 func (m *Manager) Close() error {
 	m.mu.Lock()
