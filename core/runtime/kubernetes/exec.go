@@ -141,14 +141,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		env = append(env, 0)
 	}
 	stdin := io.MultiReader(strings.NewReader(strconv.Itoa(len(env))+"\n"), bytes.NewReader(env), bytes.NewReader(req.Stdin))
-	out, errw := &runtime.Capped{Max: req.Max}, &runtime.Capped{Max: req.Max}
-	var ow, ew io.Writer = out, errw
-	if req.Stdout != nil {
-		ow = io.MultiWriter(out, req.Stdout)
-	}
-	if req.Stderr != nil {
-		ew = io.MultiWriter(errw, req.Stderr)
-	}
+	out, errw, ow, ew := runtime.ExecStreams(req)
 	mark := &marked{w: ew, pid: make(chan int, 1)}
 	s := stream{Container: containerSandbox, Command: cmd, Stdin: stdin, Stdout: ow, Stderr: mark}
 	done := make(chan struct{})
@@ -181,8 +174,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 	if err != nil {
 		return runtime.ExecResult{}, fail("exec", id, err)
 	}
-	return runtime.ExecResult{ExitCode: code, TimedOut: timedOut, Output: runtime.Output{
-		Stdout: out.Buf.Bytes(), Stderr: errw.Buf.Bytes(), StdoutTotal: out.Total, StderrTotal: errw.Total}}, nil
+	return runtime.ExecResult{ExitCode: code, TimedOut: timedOut, Output: runtime.OutputOf(out, errw)}, nil
 }
 
 // bound ends an exec past timeout: SIGTERM to its process group, SIGKILL

@@ -453,14 +453,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 		return runtime.ExecResult{}, c.fail(id, "podman exec create", err)
 	}
 	defer containers.ExecRemove(context.WithoutCancel(cx), sid, nil)
-	out, errw := &runtime.Capped{Max: req.Max}, &runtime.Capped{Max: req.Max}
-	var ow, ew io.Writer = out, errw
-	if req.Stdout != nil {
-		ow = io.MultiWriter(out, req.Stdout)
-	}
-	if req.Stderr != nil {
-		ew = io.MultiWriter(errw, req.Stderr)
-	}
+	out, errw, ow, ew := runtime.ExecStreams(req)
 	t := true
 	opts := &containers.ExecStartAndAttachOptions{OutputStream: &ow, ErrorStream: &ew, AttachOutput: &t, AttachError: &t}
 	if req.Stdin != nil {
@@ -491,8 +484,7 @@ func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (
 	if err != nil {
 		return runtime.ExecResult{}, c.fail(id, "podman exec inspect", err)
 	}
-	return runtime.ExecResult{ExitCode: insp.ExitCode, TimedOut: timedOut.Load(), Output: runtime.Output{
-		Stdout: out.Buf.Bytes(), Stderr: errw.Buf.Bytes(), StdoutTotal: out.Total, StderrTotal: errw.Total}}, nil
+	return runtime.ExecResult{ExitCode: insp.ExitCode, TimedOut: timedOut.Load(), Output: runtime.OutputOf(out, errw)}, nil
 }
 
 // boundExec ends exec session sid past timeout (unless done closes first):
