@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +19,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
-
-func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 // seed streams the core's copy of the workspace into the seed container as
 // a tar. The copy is the core's own (the sandbox never saw it), read

@@ -11,11 +11,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -584,7 +584,7 @@ func (c *Client) adopt(p *corev1.Pod) {
 		return
 	}
 	info := &podInfo{seeded: true}
-	_ = jsonUnmarshal(p.Annotations[annotationMounts], &info.mounts)
+	_ = json.Unmarshal([]byte(p.Annotations[annotationMounts]), &info.mounts)
 	c.pods[p.Name] = info
 }
 
@@ -642,21 +642,4 @@ func digestsOf(names []string) []string {
 		}
 	}
 	return out
-}
-
-// Exists reports whether a kubeconfig file is there, for doctor's message.
-func Exists(k config.Kubernetes) bool {
-	if k.Kubeconfig != "" {
-		_, err := os.Stat(k.Kubeconfig)
-		return err == nil
-	}
-	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		return true
-	}
-	if env := os.Getenv("KUBECONFIG"); env != "" {
-		return true
-	}
-	home, _ := os.UserHomeDir()
-	_, err := os.Stat(filepath.Join(home, ".kube", "config"))
-	return err == nil
 }
