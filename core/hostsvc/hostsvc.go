@@ -115,6 +115,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		}
 	}
 	var mounts []runtime.Mount
+	outDir := "" // the working directory's place in the workspace
 	for _, m := range in.Mounts {
 		src, err := w.Dir(m.Subdir)
 		if err != nil {
@@ -125,6 +126,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		if grant != nil && !m.ReadOnly && m.Target == in.WorkDir {
 			// Image content of tool results lands in the working directory.
 			grant.Attach(src, m.Target)
+			outDir = m.Subdir
 		}
 	}
 	if grant != nil {
@@ -148,6 +150,9 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if err != nil {
 		cleanup()
 		return host.Container{}, asHostErr(err)
+	}
+	if r := h.m.Remote(); grant != nil && r != nil {
+		grant.SetRemote(remoteGrant{r: r, id: id, outDir: outDir})
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}}

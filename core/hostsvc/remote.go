@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
@@ -250,4 +251,20 @@ func syncBack(r runtime.RemoteWorkspace, ws *workspace.Manager, id, dir string) 
 		return err
 	}
 	return ws.Replace(dir, tmp)
+}
+
+// remoteGrant is a tool grant's sandbox on a remote runtime: it has copies
+// of the grant's directory and of its working directory.
+type remoteGrant struct {
+	r      runtime.RemoteWorkspace
+	id     string
+	outDir string
+}
+
+func (g remoteGrant) Sync(ctx context.Context) error {
+	return g.r.SyncMount(ctx, g.id, bridge.SandboxDir)
+}
+
+func (g remoteGrant) WriteOutput(ctx context.Context, name string, data []byte) error {
+	return remotePutFile(ctx, g.r, g.id, path.Join(g.outDir, name), data)
 }

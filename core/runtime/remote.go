@@ -72,4 +72,7 @@ type RemoteWorkspace interface {
 	TarIn(ctx context.Context, id, rel string, r io.Reader) error
 	// DialSocket connects to the unix socket at path in the container.
 	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
+	// SyncMount copies the core's directory of the read-only mount at
+	// target into the sandbox again (it changed): the sandbox has a copy.
+	SyncMount(ctx context.Context, id, target string) error
 }

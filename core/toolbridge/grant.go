@@ -60,6 +60,23 @@ type Grant struct {
 	conns    map[closer]struct{}
 	closed   bool
 	genBytes int
+	remote   Remote // the sandbox keeps its own copies (a pod), or nil
+}
+
+// Remote is a sandbox that does not see the grant's directory or its
+// output directory on this host but has copies of its own (a pod of the
+// Kubernetes runtime): the grant brings its copy up to date after each
+// change and writes the images of tool results into it.
+type Remote interface {
+	Sync(ctx context.Context) error
+	WriteOutput(ctx context.Context, name string, data []byte) error
+}
+
+// SetRemote tells the grant its sandbox is r (nil: on this host).
+func (g *Grant) SetRemote(r Remote) {
+	g.mu.Lock()
+	g.remote = r
+	g.mu.Unlock()
 }
 
 type closer interface{ Close() error }
@@ -167,7 +184,13 @@ func (g *Grant) Extend(ctx context.Context, tools []string) error {
 	}
 	g.mu.Lock()
 	g.genBytes = n + 1
+	r := g.remote
 	g.mu.Unlock()
+	if r != nil {
+		if err := r.Sync(ctx); err != nil {
+			return fmt.Errorf("copy the tools' code into the sandbox: %w", err)
+		}
+	}
 	g.s.rec.Record(audit.Entry{Event: EventGrant, SessionID: g.session, UserID: g.client, Success: true,
 		Details: map[string]any{"action": "extend", "tools": all, "plugin": g.plugin, "bridge": g.s.plugin, "run_id": g.runID, "language": g.language}})
 	return nil
@@ -543,11 +566,14 @@ func (g *Grant) saveImages(id int64, imgs []backend.Image) []string {
 		return nil
 	}
 	g.mu.Lock()
-	dir, ctr := g.outHost, g.outCtr
+	dir, ctr, r := g.outHost, g.outCtr, g.remote
 	g.mu.Unlock()
 	if dir == "" {
 		g.s.log.Warn("a tool returned images but the sandbox has no output directory; they were dropped", "count", len(imgs))
 		return nil
+	}
+	if r != nil {
+		return g.sendImages(r, id, ctr, imgs)
 	}
 	var uid, gid = -1, -1
 	if st, err := os.Stat(dir); err == nil {
@@ -557,16 +583,8 @@ func (g *Grant) saveImages(id int64, imgs []backend.Image) []string {
 	}
 	var out []string
 	for _, img := range imgs {
-		ext := imageExt[img.MIMEType]
-		if ext == "" {
-			ext = ".bin"
-		}
 		for try := 0; try < 5; try++ {
-			g.mu.Lock()
-			g.seq++
-			n := g.seq
-			g.mu.Unlock()
-			name := fmt.Sprintf("tool-%d-%d%s", id, n, ext)
+			name := g.imageName(id, img.MIMEType)
 			f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 			if errors.Is(err, os.ErrExist) {
 				continue
@@ -585,6 +603,36 @@ func (g *Grant) saveImages(id int64, imgs []backend.Image) []string {
 			}
 			break
 		}
+	}
+	return out
+}
+
+// imageName is the next name for an image of call id's result.
+func (g *Grant) imageName(id int64, mime string) string {
+	ext := imageExt[mime]
+	if ext == "" {
+		ext = ".bin"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seq++
+	return fmt.Sprintf("tool-%d-%d%s", id, g.seq, ext)
+}
+
+// sendImages writes a result's images into a remote sandbox's output
+// directory (the runtime refuses a link there, and the names are this
+// grant's own sequence).
+func (g *Grant) sendImages(r Remote, id int64, ctr string, imgs []backend.Image) []string {
+	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
+	defer cancel()
+	var out []string
+	for _, img := range imgs {
+		name := g.imageName(id, img.MIMEType)
+		if err := r.WriteOutput(ctx, name, img.Data); err != nil {
+			g.s.log.Warn("could not save a tool's image in the sandbox", "error", err)
+			continue
+		}
+		out = append(out, ctr+"/"+name)
 	}
 	return out
 }

@@ -353,7 +353,7 @@ func containerOf(p *corev1.Pod, name string) (corev1.Container, bool) {
 
 // mapper rewrites a container's paths to where its volume mounts are on
 // this host: the ws volume at <root>/forge/ws (a subPath below it), run
-// at <root>/forge/run, tmp at <root>/tmp. Every mount path in an argument
+// at <root>/forge/run, copy-N at <root>/forge/copy/N, tmp at <root>/tmp. Every mount path in an argument
 // is rewritten, inside scripts too.
 func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []string {
 	root := cl.root(pod)
@@ -361,11 +361,17 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 	var ms []mount
 	for _, vm := range c.VolumeMounts {
 		host := map[string]string{"ws": filepath.Join(root, wsDir, vm.SubPath), "run": filepath.Join(root, runDir), "tmp": filepath.Join(root, "tmp")}[vm.Name]
+		if n, ok := strings.CutPrefix(vm.Name, "copy-"); ok {
+			host = filepath.Join(root, "forge", "copy", n)
+		}
 		if host == "" {
 			continue
 		}
 		_ = os.MkdirAll(host, 0o755)
 		ms = append(ms, mount{strings.TrimSuffix(vm.MountPath, "/"), host})
+	}
+	if c.Name == containerSeed { // it unpacks where its mounts are
+		ms = append(ms, mount{seedRoot, filepath.Join(root, seedRoot)})
 	}
 	slices.SortFunc(ms, func(a, b mount) int { return len(b.in) - len(a.in) }) // the longest mount first
 	var pairs []string

@@ -23,9 +23,15 @@ import (
 // seed streams the core's copy of the workspace into the seed container as
 // a tar. The copy is the core's own (the sandbox never saw it), read
 // without following links: a link is sent as a link.
-func (c *Client) seed(ctx context.Context, id, dir string) error {
+func (c *Client) seed(ctx context.Context, id, dir string, mounts []mountPlace) error {
+	trees := []runtime.Tree{{Dir: dir, Prefix: path.Base(wsDir)}}
+	for _, m := range mounts {
+		if m.Copy > 0 {
+			trees = append(trees, runtime.Tree{Dir: m.Source, Prefix: strings.TrimPrefix(copyDir(m.Copy), seedRoot+"/")})
+		}
+	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(runtime.TarDir(pw, dir)) }()
+	go func() { pw.CloseWithError(runtime.TarTrees(pw, trees...)) }()
 	var errb bytes.Buffer
 	_, err := c.exec(ctx, id, stream{Container: containerSeed, Stdin: pr, Stderr: &errb})
 	pr.Close()
@@ -309,6 +315,11 @@ func (c *Client) tar(ctx context.Context, id, rel, what string, s stream, args .
 	if err != nil {
 		return err
 	}
+	return c.tarAt(ctx, id, dir, what, s, args...)
+}
+
+// tarAt runs the keeper's tar in its directory dir.
+func (c *Client) tarAt(ctx context.Context, id, dir, what string, s stream, args ...string) error {
 	errb := runtime.Capped{Max: 4096}
 	s.Container, s.Stderr = containerKeeper, &errb
 	s.Command = append([]string{"tar", "-f", "-", "-C", dir}, args...)

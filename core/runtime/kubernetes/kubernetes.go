@@ -67,7 +67,8 @@ type podInfo struct {
 	workspace string       // host directory seeded into the pod at Start
 	mounts    []mountPlace // the sandbox's mounts, to reach its sockets
 	seeded    bool
-	keeper    *keeper // its file service, once used
+	keeper    *keeper            // its file service, once used
+	unrelay   context.CancelFunc // ends the relay of its copied sockets
 }
 
 var klogOnce sync.Once
@@ -238,7 +239,7 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	}); err != nil {
 		return fmt.Errorf("start pod %s: %w", id, err)
 	}
-	if err := c.seed(sctx, id, p.workspace); err != nil {
+	if err := c.seed(sctx, id, p.workspace, p.mounts); err != nil {
 		return fmt.Errorf("start pod %s: send its workspace: %w", id, err)
 	}
 	// Started as a Podman container is: its command runs (or already
@@ -256,6 +257,22 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	// The file service's exec is opened now, while a warm pod waits for
 	// its run: the run's first file operation then costs a round trip.
 	_, _ = c.keeperOf(context.WithoutCancel(ctx), id)
+	// The copied sockets listen before the sandbox is handed over: its
+	// first call through one must not find nothing there.
+	socks, err := socketsOf(p.mounts)
+	if err != nil {
+		return fmt.Errorf("start pod %s: %w", id, err)
+	}
+	if len(socks) > 0 {
+		rctx, unrelay := context.WithCancel(context.WithoutCancel(ctx))
+		if err := c.startRelay(rctx, sctx, id, socks); err != nil {
+			unrelay()
+			return fmt.Errorf("start pod %s: %w", id, err)
+		}
+		c.mu.Lock()
+		p.unrelay = unrelay
+		c.mu.Unlock()
+	}
 	return nil
 }
 
@@ -507,8 +524,13 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	zero := int64(0)
 	err := api.Delete(cx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	c.mu.Lock()
-	if p := c.pods[id]; p != nil && p.keeper != nil {
-		p.keeper.close()
+	if p := c.pods[id]; p != nil {
+		if p.keeper != nil {
+			p.keeper.close()
+		}
+		if p.unrelay != nil {
+			p.unrelay()
+		}
 	}
 	delete(c.pods, id)
 	c.mu.Unlock()

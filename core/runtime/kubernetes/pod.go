@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,8 +32,9 @@ const (
 
 // Paths in the pod's containers.
 const (
-	wsDir  = "/forge/ws"  // the whole workspace, in seed and keeper
-	runDir = "/forge/run" // the sandbox's captured output, in sandbox and keeper
+	wsDir    = "/forge/ws"  // the whole workspace, in seed and keeper
+	runDir   = "/forge/run" // the sandbox's captured output, in sandbox and keeper
+	seedRoot = "/forge"     // where the seed unpacks: ws/ and copy/<n>/ beneath
 )
 
 // Annotations of a sandbox pod.
@@ -96,23 +98,34 @@ func podName() string {
 	return "forge-" + hex.EncodeToString(b)
 }
 
-// mountPlace is a mount's place in the workspace.
+// mountPlace is a mount's place in the workspace, or a copy.
 type mountPlace struct {
 	Target   string `json:"target"`
 	Rel      string `json:"rel"` // "" or "." for the workspace itself
 	ReadOnly bool   `json:"ro,omitempty"`
+	// Copy numbers (from 1) a read-only mount of a directory of the core's
+	// outside the workspace: the pod gets a copy of Source (relay.go).
+	Copy   int    `json:"copy,omitempty"`
+	Source string `json:"-"`
 }
 
-// places maps the spec's mounts into its workspace: every mount must lie in
-// it, since a pod cannot mount the core's directories (no host paths).
+// places maps the spec's mounts into its workspace, since a pod cannot
+// mount the core's directories (no host paths); a read-only mount of
+// another directory of the core's becomes a copy.
 func places(s runtime.Spec) ([]mountPlace, error) {
 	var out []mountPlace
+	copies := 0
 	for _, m := range s.Mounts {
 		rel, ok := within(s.WorkspacePath, m.Source)
-		if !ok {
-			return nil, fmt.Errorf("mount of %s at %s is not in the sandbox's workspace: the Kubernetes runtime copies only the workspace into a pod (tool grants need the bridge, which is not yet served on Kubernetes)", m.Source, m.Target)
+		switch {
+		case ok:
+			out = append(out, mountPlace{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
+		case m.ReadOnly:
+			copies++
+			out = append(out, mountPlace{Target: m.Target, ReadOnly: true, Copy: copies, Source: m.Source})
+		default:
+			return nil, fmt.Errorf("writable mount of %s at %s is not in the sandbox's workspace: a pod gets the workspace, and only copies of the core's other directories, read-only", m.Source, m.Target)
 		}
-		out = append(out, mountPlace{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
 	}
 	return out, nil
 }
@@ -220,13 +233,23 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	}
 	env = append(env, corev1.EnvVar{Name: "FORGE_LOG_MAX", Value: strconv.Itoa(maxLog)})
 	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: runDir}}
+	seedMounts := []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}}
+	var copies []corev1.Volume
 	for _, m := range mounts {
+		if m.Copy > 0 {
+			vm = append(vm, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: m.Target, ReadOnly: true})
+			seedMounts = append(seedMounts, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: copyDir(m.Copy)})
+			copies = append(copies, corev1.Volume{Name: copyVolume(m.Copy), VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(copySize, resource.BinarySI)}}})
+			continue
+		}
 		sub := m.Rel
 		if sub == "." {
 			sub = ""
 		}
 		vm = append(vm, corev1.VolumeMount{Name: "ws", MountPath: m.Target, SubPath: sub, ReadOnly: m.ReadOnly})
 	}
+	keeperMounts := append(slices.Clone(seedMounts), corev1.VolumeMount{Name: "run", MountPath: runDir, ReadOnly: true})
 	ws := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMedium(k.WorkspaceMedium)}
 	if quota > 0 {
 		ws.SizeLimit = resource.NewQuantity(quota, resource.BinarySI)
@@ -260,18 +283,18 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: &t, FSGroup: &gid, SeccompProfile: seccomp,
 			},
-			Volumes: []corev1.Volume{
+			Volumes: append([]corev1.Volume{
 				{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: ws}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: tmp}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(3*maxLog, resource.BinarySI)}}},
-			},
+			}, copies...),
 			InitContainers: []corev1.Container{{
 				Name: containerSeed, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
 				// The workspace arrives as a tar on stdin (Start attaches);
 				// the sandbox starts only once it is all there.
-				Command: []string{"tar", "-x", "-f", "-", "-C", wsDir, "--no-same-owner", "--delay-directory-restore"},
+				Command: []string{"tar", "-x", "-f", "-", "-C", seedRoot, "--no-same-owner", "--delay-directory-restore"},
 				Stdin:   true, StdinOnce: true,
-				VolumeMounts:    []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}},
+				VolumeMounts:    seedMounts,
 				SecurityContext: confined(), Resources: helper,
 			}},
 			Containers: []corev1.Container{
@@ -284,7 +307,7 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 				{
 					Name: containerKeeper, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
 					Command:         []string{"perl", "-e", keeperScript},
-					VolumeMounts:    []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}, {Name: "run", MountPath: runDir, ReadOnly: true}},
+					VolumeMounts:    keeperMounts,
 					SecurityContext: confined(), Resources: helper,
 				},
 			},

@@ -72,6 +72,14 @@ func sessionSpec() runtime.Spec {
 	return s
 }
 
+// toolsSpec is a session granted tools: the grant's directory, outside the
+// workspace, mounted read-only (a copy in the pod).
+func toolsSpec() runtime.Spec {
+	s := sessionSpec()
+	s.Mounts = append(s.Mounts, runtime.Mount{Source: "/var/lib/mcp-forge/tools/g-0123", Target: "/forge/tools", ReadOnly: true})
+	return s
+}
+
 // goldenKube is a production-like section: a pinned node, MCP-Forge's
 // seccomp profile, the workspace in memory, user namespaces, a taint.
 func goldenKube() config.Kubernetes {
@@ -91,7 +99,7 @@ func goldenKube() config.Kubernetes {
 // change to anything that confines a sandbox pod shows up in review. Run
 // with -update to accept a deliberate change.
 func TestPodSpecGolden(t *testing.T) {
-	for name, s := range map[string]runtime.Spec{"stateless": statelessSpec(), "session": sessionSpec()} {
+	for name, s := range map[string]runtime.Spec{"stateless": statelessSpec(), "session": sessionSpec(), "tools": toolsSpec()} {
 		t.Run(name, func(t *testing.T) {
 			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", "0123456789abcdef", 1<<30)
 			if err != nil {

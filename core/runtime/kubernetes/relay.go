@@ -1,0 +1,348 @@
+package kubernetes
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"path"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// A read-only mount of a directory of the core's (a tool grant: generated
+// code and the socket its sandbox calls tools through) cannot reach a pod:
+// the pod gets a copy of the directory, and every unix socket in it is
+// served in the keeper, which carries each connection the sandbox opens
+// over one exec to the core's own socket. Nothing in the pod can reach the
+// core any other way, and what the core's end does with a connection (its
+// limits, its audit) is the same as on Podman.
+
+// copyDir is copy n's place in the seed and the keeper (from 1).
+func copyDir(n int) string { return fmt.Sprintf("/forge/copy/%d", n) }
+
+// copyVolume is copy n's emptyDir.
+func copyVolume(n int) string { return fmt.Sprintf("copy-%d", n) }
+
+// copySize bounds a copy: generated code (toolbridge.MaxGenerated) and
+// room to spare.
+const copySize = 64 << 20
+
+// hostSocket is a unix socket of the core's in a copied directory: where
+// the keeper listens for it, and where the core's end is.
+type hostSocket struct {
+	InPod string // in the keeper's view
+	Host  string
+}
+
+// socketsOf finds the sockets in the copied mounts' directories.
+func socketsOf(mounts []mountPlace) ([]hostSocket, error) {
+	var out []hostSocket
+	for _, m := range mounts {
+		if m.Copy == 0 || m.Source == "" {
+			continue
+		}
+		err := filepath.WalkDir(m.Source, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type()&fs.ModeSocket == 0 {
+				return nil
+			}
+			rel, err := filepath.Rel(m.Source, p)
+			if err != nil {
+				return err
+			}
+			out = append(out, hostSocket{InPod: path.Join(copyDir(m.Copy), filepath.ToSlash(rel)), Host: p})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("copy of %s: %w", m.Source, err)
+		}
+	}
+	return out, nil
+}
+
+// Frames between listenScript and the core: a type byte, the connection's
+// number and the length of the data that follows (big-endian uint32s).
+// From the pod: O (a connection opened; data: the listener's index as a
+// uint32), D (data), E (the sandbox closed its writing half), C (gone).
+// To the pod: D, E (the core's end closed its writing half), C (close it).
+const frameHeader = 9
+
+// maxFrame bounds a frame's data: the script reads 64 KiB at a time.
+const maxFrame = 1 << 20
+
+// listenScript listens on each socket path it is given (replacing what is
+// there), sends an R frame once all listen, and carries connections as
+// frames. At most 64 connections at once: more are closed at once.
+const listenScript = `use strict; use Socket; use File::Basename;
+$SIG{PIPE} = 'IGNORE'; binmode STDIN; binmode STDOUT;
+my @l;
+for my $p (@ARGV) { chdir(dirname($p)) or die "$p: $!\n"; unlink(basename($p));
+  socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die "socket: $!\n"; bind($s, pack_sockaddr_un(basename($p))) or die "bind $p: $!\n";
+  chmod 0666, basename($p); listen($s, 64) or die "listen $p: $!\n"; push @l, $s }
+chdir '/';
+sub out { my ($t, $id, $d) = @_; $d = '' unless defined $d; my $m = pack('aNN', $t, $id, length $d) . $d; my $o = 0;
+  while ($o < length $m) { my $w = syswrite(STDOUT, $m, length($m) - $o, $o); exit 0 unless defined $w; $o += $w } }
+out('R', 0);
+my (%c, $in); my $next = 1; $in = '';
+sub drop { my $e = delete $c{$_[0]} or return; close $e->{s} }
+while (1) {
+  my $rin = ''; vec($rin, fileno(STDIN), 1) = 1; vec($rin, fileno($_), 1) = 1 for @l;
+  for my $e (values %c) { vec($rin, fileno($e->{s}), 1) = 1 unless $e->{rd} }
+  next if select(my $r = $rin, undef, undef, undef) < 0;
+  if (vec($r, fileno(STDIN), 1)) { my $n = sysread(STDIN, $in, 65536, length $in); exit 0 unless $n;
+    while (length $in >= 9) { my ($t, $id, $len) = unpack('aNN', $in); last if length $in < 9 + $len;
+      my $d = substr($in, 9, $len); substr($in, 0, 9 + $len) = '';
+      my $e = $c{$id} or next;
+      if ($t eq 'D') { my $o = 0; while ($o < $len) { my $w = syswrite($e->{s}, $d, $len - $o, $o); if (!defined $w) { out('C', $id); drop($id); last } $o += $w } }
+      elsif ($t eq 'E') { shutdown($e->{s}, 1); $e->{wr} = 1; drop($id) if $e->{rd} }
+      else { drop($id) } } }
+  for my $i (0 .. $#l) { next unless vec($r, fileno($l[$i]), 1); accept(my $s, $l[$i]) or next;
+    if (keys(%c) >= 64) { close $s; next } my $id = $next++; $c{$id} = { s => $s }; out('O', $id, pack('N', $i)) }
+  for my $id (keys %c) { my $e = $c{$id} or next; next if $e->{rd} || !vec($r, fileno($e->{s}), 1);
+    my $n = sysread($e->{s}, my $b, 65536);
+    if ($n) { out('D', $id, $b) } elsif (defined $n) { out('E', $id); $e->{rd} = 1; drop($id) if $e->{wr} } else { out('C', $id); drop($id) } } }`
+
+// relay is the core's end of a pod's listenScript.
+type relay struct {
+	socks []hostSocket
+	wmu   sync.Mutex
+	w     io.Writer // the exec's stdin
+
+	mu    sync.Mutex
+	conns map[uint32]*relayConn
+}
+
+type relayConn struct {
+	c      net.Conn
+	podEOF bool // the sandbox closed its writing half
+	ourEOF bool // the core's socket did
+}
+
+// startRelay serves pod id's copied sockets until ctx ends or the pod
+// goes; it returns once the keeper listens on all of them.
+func (c *Client) startRelay(ctx context.Context, ready context.Context, id string, socks []hostSocket) error {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := &relay{socks: socks, w: inW, conns: map[uint32]*relayConn{}}
+	args := []string{"perl", "-e", listenScript, "--"}
+	for _, s := range socks {
+		args = append(args, s.InPod)
+	}
+	errb := &runtime.Capped{Max: 4096}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := c.exec(ctx, id, stream{Container: containerKeeper, Command: args, Stdin: inR, Stdout: outW, Stderr: errb})
+		outW.CloseWithError(err)
+		inR.Close()
+		ended <- err
+	}()
+	br := bufio.NewReaderSize(outR, 64<<10)
+	first := make(chan error, 1)
+	go func() {
+		t, _, _, err := readFrame(br)
+		if err == nil && t != 'R' {
+			err = fmt.Errorf("the relay answered %q first", t)
+		}
+		first <- err
+	}()
+	select {
+	case err := <-first:
+		if err != nil {
+			inW.Close()
+			outR.Close()
+			xerr := <-ended
+			return fmt.Errorf("relay the sockets of pod %s: %v %v %s", id, err, xerr, errb.Buf.String())
+		}
+	case <-ready.Done():
+		inW.Close()
+		outR.Close()
+		return fmt.Errorf("relay the sockets of pod %s: %w", id, ready.Err())
+	}
+	go func() {
+		r.serve(br)
+		inW.Close()
+		outR.Close()
+		r.closeAll()
+		if err := <-ended; err != nil && ctx.Err() == nil {
+			c.log.Debug("the socket relay of a pod ended", "pod", id, "error", err, "stderr", errb.Buf.String())
+		}
+	}()
+	return nil
+}
+
+func readFrame(r *bufio.Reader) (byte, uint32, []byte, error) {
+	var h [frameHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(h[5:])
+	if n > maxFrame {
+		return 0, 0, nil, fmt.Errorf("a relay frame of %d bytes", n)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return 0, 0, nil, err
+	}
+	return h[0], binary.BigEndian.Uint32(h[1:5]), data, nil
+}
+
+func (r *relay) send(t byte, id uint32, data []byte) error {
+	var h [frameHeader]byte
+	h[0] = t
+	binary.BigEndian.PutUint32(h[1:5], id)
+	binary.BigEndian.PutUint32(h[5:], uint32(len(data)))
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if _, err := r.w.Write(h[:]); err != nil {
+		return err
+	}
+	_, err := r.w.Write(data)
+	return err
+}
+
+// serve reads the pod's frames until the exec ends.
+func (r *relay) serve(br *bufio.Reader) {
+	for {
+		t, id, data, err := readFrame(br)
+		if err != nil {
+			return
+		}
+
+		switch t {
+		case 'O':
+			if len(data) != 4 || int(binary.BigEndian.Uint32(data)) >= len(r.socks) {
+				return // out of step: the pod's relay is not ours
+			}
+			r.open(id, r.socks[binary.BigEndian.Uint32(data)].Host)
+		case 'D':
+			if rc := r.conn(id); rc != nil {
+				_ = rc.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+				if _, err := rc.c.Write(data); err != nil {
+					r.drop(id, true)
+				}
+			}
+		case 'E':
+			if rc := r.conn(id); rc != nil {
+				if uc, ok := rc.c.(*net.UnixConn); ok {
+					_ = uc.CloseWrite()
+				}
+				r.mu.Lock()
+				rc.podEOF = true
+				done := rc.ourEOF
+				r.mu.Unlock()
+				if done {
+					r.drop(id, false)
+				}
+			}
+		case 'C':
+			r.drop(id, false)
+		}
+	}
+}
+
+func (r *relay) conn(id uint32) *relayConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns[id]
+}
+
+// open dials the core's socket for a connection the sandbox opened, and
+// carries what the core's end answers back.
+func (r *relay) open(id uint32, sock string) {
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		_ = r.send('C', id, nil)
+		return
+	}
+	rc := &relayConn{c: c}
+	r.mu.Lock()
+	r.conns[id] = rc
+	r.mu.Unlock()
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if r.send('D', id, buf[:n]) != nil {
+					r.drop(id, false)
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				_ = r.send('E', id, nil)
+				r.mu.Lock()
+				rc.ourEOF = true
+				done := rc.podEOF
+				r.mu.Unlock()
+				if done {
+					r.drop(id, false)
+				}
+				return
+			}
+			if err != nil {
+				r.drop(id, true)
+				return
+			}
+		}
+	}()
+}
+
+// drop closes a connection; tell says the pod does not know yet.
+func (r *relay) drop(id uint32, tell bool) {
+	r.mu.Lock()
+	rc := r.conns[id]
+	delete(r.conns, id)
+	r.mu.Unlock()
+	if rc == nil {
+		return
+	}
+	rc.c.Close()
+	if tell {
+		_ = r.send('C', id, nil)
+	}
+}
+
+func (r *relay) closeAll() {
+	r.mu.Lock()
+	conns := r.conns
+	r.conns = map[uint32]*relayConn{}
+	r.mu.Unlock()
+	for _, rc := range conns {
+		rc.c.Close()
+	}
+}
+
+// SyncMount implements runtime.RemoteWorkspace: the copy at target is
+// brought up to date with its directory (a tool grant given more tools).
+// Files are replaced, not rewritten in place, as tar unpacks them: a
+// sandbox reading one sees the old or the new file.
+func (c *Client) SyncMount(ctx context.Context, id, target string) error {
+	p, err := c.info(id)
+	if err != nil {
+		return err
+	}
+	for _, m := range p.mounts {
+		if m.Copy == 0 || m.Target != target {
+			continue
+		}
+		if m.Source == "" {
+			return fmt.Errorf("the copy at %s in pod %s was made by another core: it cannot be brought up to date", target, id)
+		}
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(runtime.TarDir(pw, m.Source)) }()
+		err := c.tarAt(ctx, id, copyDir(m.Copy), "copy "+m.Source+" into", stream{Stdin: pr}, "-x", "--no-same-owner")
+		pr.Close()
+		return err
+	}
+	return fmt.Errorf("pod %s has no copy at %s", id, target)
+}
