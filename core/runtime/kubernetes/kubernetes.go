@@ -196,13 +196,30 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	mounts, _ := places(s)
 	cx, cancel := op(ctx)
 	defer cancel()
-	if _, err := c.cs.CoreV1().Pods(c.k.Namespace).Create(cx, pod, metav1.CreateOptions{}); err != nil {
+	made, err := c.cs.CoreV1().Pods(c.k.Namespace).Create(cx, pod, metav1.CreateOptions{})
+	if err != nil {
 		return "", fail("create", name, err)
+	}
+	if err := dropped(pod, made); err != nil {
+		zero := int64(0)
+		_ = c.cs.CoreV1().Pods(c.k.Namespace).Delete(context.WithoutCancel(cx), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		return "", err
 	}
 	c.mu.Lock()
 	c.pods[name] = &podInfo{workspace: s.WorkspacePath, mounts: mounts}
 	c.mu.Unlock()
 	return name, nil
+}
+
+// dropped refuses a pod the API server stored without a confinement it
+// was asked for: a server whose feature gate is off drops a field it does
+// not serve (hostUsers) instead of refusing it, and the pod would run
+// without it.
+func dropped(asked, made *corev1.Pod) error {
+	if asked.Spec.HostUsers != nil && !*asked.Spec.HostUsers && (made.Spec.HostUsers == nil || *made.Spec.HostUsers) {
+		return fmt.Errorf("the API server dropped hostUsers: false from pod %s (its UserNamespacesSupport feature gate is off): the pod was deleted; enable user namespaces on the cluster, or set runtime.kubernetes.user_namespaces = false and waive the user-namespace guarantee", asked.Name)
+	}
+	return nil
 }
 
 func (c *Client) info(id string) (*podInfo, error) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -593,3 +594,25 @@ func TestWaitRewatches(t *testing.T) {
 
 // isService is the stream of a pod's file service, which Start opens.
 func isService(s served) bool { return len(s.Command) > 2 && s.Command[2] == keeperd }
+
+// An API server whose user-namespace feature gate is off stores the pod
+// without hostUsers: false; Create refuses it and deletes the pod rather
+// than run it in the node's user namespace.
+func TestCreateRefusesDroppedHostUsers(t *testing.T) {
+	k := testKube()
+	k.UserNamespaces = true
+	cl := newCluster(t, k)
+	cl.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		p.Spec.HostUsers = nil // as a server without UserNamespacesSupport does
+		return false, nil, nil
+	})
+	_, err := cl.c.Create(context.Background(), specIn(hostWorkspace(t)))
+	if err == nil || !strings.Contains(err.Error(), "dropped hostUsers: false") {
+		t.Fatalf("Create: %v; want the dropped field refused", err)
+	}
+	list, _ := cl.cs.CoreV1().Pods(k.Namespace).List(context.Background(), metav1.ListOptions{})
+	if len(list.Items) != 0 {
+		t.Errorf("%d pods left; want the refused pod deleted", len(list.Items))
+	}
+}
