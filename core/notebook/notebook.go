@@ -215,7 +215,13 @@ func codeCell(c session.Cell) Cell {
 	if c.StderrBytes > int64(len(c.Stderr)) {
 		forge["stderr_bytes"] = c.StderrBytes
 	}
-	for _, s := range []struct{ name, text string }{{"stdout", c.Stdout}, {"stderr", c.Stderr}} {
+	stderr := c.Stderr
+	if e := c.Error; e != nil && len(e.Traceback) > 0 && stderr == strings.Join(e.Traceback, "\n")+"\n" {
+		// A kernel backend that saw no stderr gives the traceback as stderr
+		// (sdk/kernel); in a notebook the error output shows it already.
+		stderr = ""
+	}
+	for _, s := range []struct{ name, text string }{{"stdout", c.Stdout}, {"stderr", stderr}} {
 		if s.text != "" {
 			cell.Outputs = append(cell.Outputs, Output{OutputType: "stream", Name: s.name, Text: lines(s.text)})
 		}

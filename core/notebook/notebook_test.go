@@ -37,9 +37,13 @@ func TestBuild(t *testing.T) {
 					Stdout: "hi\n", ResultRepr: "2", ResultJSON: "2", Rich: map[string]string{"text/html": "<b>2</b>", "application/json": "{\"a\": 1}"}},
 				{Count: 2, Code: "plot()", Success: true, Stderr: "warn\n", Images: []backend.Image{{Name: "image-1.png", MIMEType: "image/png", Data: png}}},
 				{Count: 3, Code: "1/0", Error: &backend.ExecError{Name: "ZeroDivisionError", Message: "division by zero", Traceback: []string{"Traceback\n", "ZeroDivisionError\n"}}},
+				// The traceback as stderr (a kernel backend's) is the error output only.
+				{Count: 4, Code: "1/0", Stderr: "Traceback\nZeroDivisionError\n", Error: &backend.ExecError{Name: "ZeroDivisionError", Traceback: []string{"Traceback", "ZeroDivisionError"}}},
+				// Other stderr before an error is kept.
+				{Count: 5, Code: "warn(); 1/0", Stderr: "careful\n", Error: &backend.ExecError{Name: "ZeroDivisionError", Traceback: []string{"Traceback"}}},
 			}},
 			kernel: Kernelspec{"python3", "Python 3 (ipykernel)", "python"}, langName: "python", version: "3.11.2",
-			cells: [][]string{{"code", "stream", "execute_result"}, {"code", "stream", "display_data"}, {"code", "error"}},
+			cells: [][]string{{"code", "stream", "execute_result"}, {"code", "stream", "display_data"}, {"code", "error"}, {"code", "error"}, {"code", "stream", "error"}},
 			check: func(t *testing.T, nb map[string]any) {
 				cells := nb["cells"].([]any)
 				first := cells[0].(map[string]any)
