@@ -27,7 +27,6 @@ const (
 	NotebookTemplate = "mcp://forge/sessions/{id}/notebook"
 )
 
-func historyURI(id string) string  { return "mcp://forge/sessions/" + id + "/history" }
 func notebookURI(id string) string { return "mcp://forge/sessions/" + id + "/notebook" }
 
 // ForkInput is fork_session's input.
