@@ -337,7 +337,6 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	var res backend.ExecuteResult
 	var files []OutputFile
-	started := time.Now()
 	if s != nil {
 		res, files, err = e.executeSession(ctx, s, created, breq, toolRun{ids: toolIDs, client: req.Client, approve: req.Approve}, emit)
 	} else if len(toolIDs) > 0 {
@@ -371,7 +370,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}
 	if s != nil && err == nil {
-		e.recordCell(s, req.Code, started, res) // history.go
+		e.recordCell(s, req.Code, res) // history.go
 	}
 	e.complete(req, runID, name, res, err)
 	return Result{ExecuteResult: res, Backend: name, Files: files}, err

@@ -22,8 +22,10 @@ import (
 const RuleHistoryOff = "history-off"
 
 // recordCell adds what a session's execute ran and returned to its history.
-func (e *Engine) recordCell(s *session.Session, code string, started time.Time, res backend.ExecuteResult) {
-	c := session.Cell{Code: code, Started: started, Duration: res.Duration, Success: res.Success,
+// The cell started when the kernel began it: its duration before now (a
+// session's first call also started the kernel, which is not the cell's).
+func (e *Engine) recordCell(s *session.Session, code string, res backend.ExecuteResult) {
+	c := session.Cell{Code: code, Started: time.Now().Add(-res.Duration), Duration: res.Duration, Success: res.Success,
 		Stdout: res.Stdout, Stderr: res.Stderr, StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
 		ResultJSON: res.ResultJSON, ResultRepr: res.ResultRepr, Images: slices.Clone(res.Images)}
 	if len(res.Rich) > 0 {
