@@ -12,7 +12,8 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 sock=${FORGE_PODMAN_SOCKET:-/run/podman/podman.sock}
 
 need_pkgs=()
-for p in podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl procps e2fsprogs gcc libc6-dev; do
+# python3-nbformat: the end-to-end tests validate exported notebooks with nbformat's own validator.
+for p in podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns iproute2 curl procps e2fsprogs gcc libc6-dev python3-nbformat; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -203,7 +203,24 @@ type Sessions struct {
 	// on the host (<base_path>/state/checkpoints): a checkpoint that would
 	// pass it is refused (rule checkpoint-store-full).
 	CheckpointStoreQuota Size `toml:"checkpoint_store_quota"`
+	// HistoryCells bounds the executed cells a session keeps (code,
+	// outputs, images, errors, timing) for its history resource and
+	// export_notebook; the oldest go first. 0: no history is kept.
+	HistoryCells int `toml:"history_cells"`
+	// HistoryBytes bounds the bytes of one session's history, in the
+	// server's memory; at most MaxHistoryBytes, because an exported
+	// notebook travels in one MCP message.
+	HistoryBytes Size `toml:"history_bytes"`
 }
+
+// Bounds of a session's history. MaxHistoryBytes: a notebook of that many
+// bytes, its images in base64, fits one 16 MiB stdio message;
+// MinHistoryBytes: room for a few cells of ordinary size.
+const (
+	MaxHistoryBytes = 8 << 20
+	MinHistoryBytes = 64 << 10
+	MaxHistoryCells = 10000
+)
 
 // Volumes is where per-session and per-run directories live on the host.
 type Volumes struct {
@@ -406,7 +423,7 @@ func systemDefault() Config {
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
 		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{},
-			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600, CheckpointStoreQuota: 10 << 30},
+			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600, CheckpointStoreQuota: 10 << 30, HistoryCells: 200, HistoryBytes: 4 << 20},
 		Volumes: Volumes{
 			BasePath:        "/var/lib/mcp-forge",
 			SessionQuota:    1 << 30,

@@ -83,6 +83,13 @@ func Validate(c Config) Errors {
 	v.positive("sessions.cleanup_interval", c.Sessions.CleanupInterval)
 	v.positive("sessions.checkpoint_ttl", c.Sessions.CheckpointTTL)
 	v.backends("sessions.default_backend", c.Sessions.DefaultBackend)
+	if n := c.Sessions.HistoryCells; n < 0 || n > MaxHistoryCells {
+		v.add("sessions.history_cells", fmt.Sprintf("must be between 0 (no history) and %d, got %d", MaxHistoryCells, n))
+	}
+	if n, ok := v.size("sessions.history_bytes", c.Sessions.HistoryBytes); ok && (n < MinHistoryBytes || n > MaxHistoryBytes) {
+		v.add("sessions.history_bytes", fmt.Sprintf("must be between %s and %s: a session's history is exported as one notebook in one MCP message (got %s)",
+			FormatSize(MinHistoryBytes), FormatSize(MaxHistoryBytes), c.Sessions.HistoryBytes))
+	}
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
 	// The store must hold at least one session's checkpoint.

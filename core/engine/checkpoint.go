@@ -124,11 +124,18 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 // the core's own (session, time, sizes, files): only the variables' names
 // come from the kernel, checked (runInKernel).
 func (e *Engine) checkpointLocked(ctx context.Context, s *session.Session, why string) (CheckpointInfo, error) {
+	return e.saveLocked(ctx, s, s.ID, why)
+}
+
+// saveLocked is checkpointLocked storing the checkpoint as the client's
+// checkpoint of session id as: s's own id, or the id of a fork that
+// restores from it (fork.go).
+func (e *Engine) saveLocked(ctx context.Context, s *session.Session, as, why string) (CheckpointInfo, error) {
 	cp := e.checkpointCode(s.Backend)
 	if cp == nil {
 		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
 	}
-	info := CheckpointInfo{SessionID: s.ID, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: time.Now()}
+	info := CheckpointInfo{SessionID: as, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: time.Now()}
 	quotaErr := func(detail string) error {
 		return &RequestError{Rule: checkpoint.RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against (%s; a file counts at its apparent size even if sparse, or its allocated size if larger): "+
 			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Volumes.SessionQuota, detail)}
@@ -170,6 +177,9 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *session.Session, why s
 		f.Remove(ckptFile)
 	}
 	d := map[string]any{"session": s.ID, "reason": why, "saved": len(info.Saved), "skipped": len(info.Skipped), "bytes": info.Bytes}
+	if as != s.ID {
+		d["as"] = as
+	}
 	var re *RequestError
 	if errors.As(err, &re) {
 		d["rule"] = re.Rule

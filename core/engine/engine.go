@@ -369,6 +369,9 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}
+	if s != nil && err == nil {
+		e.recordCell(s, req.Code, res) // history.go
+	}
 	e.complete(req, runID, name, res, err)
 	return Result{ExecuteResult: res, Backend: name, Files: files}, err
 }

@@ -54,6 +54,14 @@ type Checkpoints interface {
 	Checkpoints(client string) []checkpoint.Meta
 }
 
+// Notebooks is what fork_session, export_notebook and the history and
+// notebook resources need (notebook.go).
+type Notebooks interface {
+	ForkSession(ctx context.Context, client, from, to string) (engine.ForkInfo, error)
+	History(client, id, tool string) (session.History, session.View, error)
+	ExportNotebook(client, id, tool string) (engine.Notebook, error)
+}
+
 // Inventory is what the resources describe of what is loaded: the plugins,
 // their warm pools and the tool bridge.
 type Inventory interface {
@@ -68,6 +76,7 @@ type Engine interface {
 	Sessions
 	Files
 	Checkpoints
+	Notebooks
 	Inventory
 }
 

@@ -34,13 +34,14 @@ const EnvironmentURI = "mcp://forge/environment/info"
 
 // Server holds the MCP server and what its handlers need.
 type Server struct {
-	mcp      *mcp.Server
-	exec     Executor
-	sessions Sessions
-	files    Files
-	ckpts    Checkpoints
-	inv      Inventory
-	cfg      config.Config
+	mcp       *mcp.Server
+	exec      Executor
+	sessions  Sessions
+	files     Files
+	ckpts     Checkpoints
+	notebooks Notebooks
+	inv       Inventory
+	cfg       config.Config
 
 	conns sync.Map // *mcp.ServerSession → connection id
 	next  atomic.Int64
@@ -57,7 +58,7 @@ type Server struct {
 // New builds the MCP server: an execute_<language> tool for every language
 // the engine offers, the session tools and the resources.
 func New(eng Engine, cfg config.Config) *Server {
-	s := &Server{exec: eng, sessions: eng, files: eng, ckpts: eng, inv: eng, cfg: cfg}
+	s := &Server{exec: eng, sessions: eng, files: eng, ckpts: eng, notebooks: eng, inv: eng, cfg: cfg}
 	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
 		&mcp.ServerOptions{Instructions: instructions(langs, cfg)})
@@ -75,7 +76,8 @@ func New(eng Engine, cfg config.Config) *Server {
 		})
 	}
 	s.addSessionTools()
-	s.addFileTools() // files.go
+	s.addFileTools()     // files.go
+	s.addNotebookTools() // notebook.go
 	if cfg.EnvironmentBuilder.Enabled {
 		s.envsReason = "the environment service was not set up"
 		s.addEnvironmentTools() // environments.go

@@ -80,6 +80,7 @@ type Session struct {
 	Variables   []backend.Variable
 	VarsUpdated time.Time
 	VarsError   string
+	History     History // history.go: the executed cells, bounded
 
 	Start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
 	Grant *toolbridge.Grant          // the session's tool grant (mounted from the start), or nil

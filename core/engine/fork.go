@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/workspace"
+)
+
+// Forks: a new session (its own id, kernel, container and workspace) that
+// starts with a copy of another session's variables and working directory.
+// The copy is the checkpoint mechanism: the source's kernel saves its
+// namespace with its files into the checkpoint store under the new id, a
+// new kernel restores it as restore_session would, and the store's copy is
+// removed. So a fork copies what a checkpoint saves, is bounded like one
+// (volumes.session_quota, sessions.checkpoint_store_quota), and lists
+// what it could not copy the same way.
+
+// RuleForkTarget refuses a fork into an id that is taken.
+const RuleForkTarget = "fork-target"
+
+// ForkInfo describes a fork.
+type ForkInfo struct {
+	SessionID string            // the new session
+	Source    string            // the session it was forked from
+	Saved     []string          // variables copied
+	Skipped   map[string]string // variables that could not be copied → why
+	FilesLeft []string          // entries of the working directory not copied (links, pipes)
+	NotCopied []string          // what else the fork does not have, and why
+	Bytes     int64             // namespace and files copied
+	Duration  time.Duration
+	View      session.View
+}
+
+// forkID names a fork when its client names none: the source's id (cut
+// to leave room), "-fork-" and a random suffix.
+func forkID(from string) string {
+	suffix := "-fork-" + newID()[:6]
+	if max := workspace.MaxSessionID - len(suffix); len(from) > max {
+		from = from[:max]
+	}
+	return from + suffix
+}
+
+// ForkSession starts session to (forkID(from) when empty) with a copy of
+// client's session from: its variables, working directory, documentation
+// and history. The source must be live and idle; it is not changed.
+func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (ForkInfo, error) {
+	const tool = "fork_session"
+	src, err := e.lookup(client, from, tool)
+	if err != nil {
+		return ForkInfo{}, err
+	}
+	if to == "" {
+		to = forkID(from)
+	}
+	if err := session.CheckID(to); err != nil {
+		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source": from})
+	}
+	if e.checkpointCode(src.Backend) == nil {
+		return ForkInfo{}, e.refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be forked: a fork copies variables with the backend's checkpoint code, and it reports none", e.LanguageName(src.Language), src.Backend), nil)
+	}
+	taken := refusal.New(RuleForkTarget, "new_session_id %q is taken: you have a session or a checkpoint of that id (list_sessions shows both); choose another id, or omit new_session_id for a fresh one", to)
+	if _, ok := e.readCheckpoint(client, to); ok || e.sessions.Live(client, to) {
+		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source": from})
+	}
+	started := time.Now()
+	// Admitted like any new session (sessions.max_concurrent, the tenant's
+	// quota) before the source's kernel is asked for anything.
+	dst, created, err := e.acquire(ctx, Request{Language: src.Language, SessionID: to, Client: client, CustomImage: src.Start.Image, Environment: src.Start.Env}, src.Backend, tool)
+	if err != nil {
+		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source": from})
+	}
+	if !created {
+		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source": from})
+	}
+	dst.Lock()
+	defer dst.Unlock()
+	dst.Pending = false // no checkpoint of its own: what it restores is the fork's copy
+
+	src.Lock()
+	if st := e.sessions.State(src); st != session.StateIdle {
+		src.Unlock()
+		e.sessions.Drop(dst)
+		return ForkInfo{}, e.refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", from, st), nil)
+	}
+	saved, err := e.saveLocked(ctx, src, to, "fork into "+to)
+	var docs map[string]string
+	var note string
+	var hist session.History
+	e.sessions.Update(src, func(s *session.Session) { docs, note, hist = maps.Clone(s.Docs), s.Note, s.History.Clone() })
+	var notCopied []string
+	if src.Grant != nil {
+		notCopied = append(notCopied, fmt.Sprintf("the MCP tools granted to %q: a fork starts without mcp_tools, and a session's tools are granted on its first call, so use a new session with mcp_tools for code that calls tools", from))
+	}
+	src.Unlock()
+	if err != nil {
+		e.sessions.Drop(dst)
+		return ForkInfo{}, e.refuse(client, from, tool, fmt.Errorf("fork session %q into %q: %w", from, to, err), nil)
+	}
+	defer e.ckpts.Remove(client, to) // once restored (or not), the copy is the fork's kernel's, not a checkpoint
+
+	if err = e.open(ctx, dst, false); err != nil {
+		e.sessions.Drop(dst)
+		e.removeWorkspace(dst.Internal)
+		return ForkInfo{}, fmt.Errorf("fork session %q into %q: start its kernel: %w", from, to, err)
+	}
+	info, err := e.restoreLocked(ctx, dst, saved, "fork of "+from)
+	if err != nil {
+		// A fork with part of its source's state is no fork: nothing is left.
+		_ = e.destroyLocked(ctx, dst, "its fork failed", false)
+		return ForkInfo{}, fmt.Errorf("fork session %q into %q: %w", from, to, err)
+	}
+	e.sessions.Update(dst, func(s *session.Session) {
+		s.Docs, s.Note, s.History = docs, note, hist
+		if s.Docs == nil {
+			s.Docs = map[string]string{}
+		}
+	})
+	took := time.Since(started)
+	e.rec.Record(audit.Entry{Event: "session.fork", SessionID: dst.Internal, UserID: client, Success: true, Severity: audit.Info,
+		Details: map[string]any{"session": to, "source": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
+			"bytes": saved.Bytes, "fork_ms": took.Milliseconds()}})
+	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied,
+		Bytes: saved.Bytes, Duration: took, View: e.sessions.View(dst)}, nil
+}
