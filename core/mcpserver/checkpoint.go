@@ -3,7 +3,8 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,20 +37,7 @@ func (s *Server) addCheckpointTools() {
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "Checkpointed session %s: %d variable(s) saved (%s), %d bytes.", info.SessionID, len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
-		if len(info.Skipped) > 0 {
-			names := make([]string, 0, len(info.Skipped))
-			for k := range info.Skipped {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			b.WriteString("\nNot saved:")
-			for _, k := range names {
-				fmt.Fprintf(&b, "\n- %s: %s", k, info.Skipped[k])
-			}
-		}
-		if len(info.FilesLeft) > 0 {
-			fmt.Fprintf(&b, "\nFiles left out: %s", strings.Join(info.FilesLeft, ", "))
-		}
+		leftOut(&b, "Not saved:", info.Skipped, info.FilesLeft)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, CheckpointOutput{CheckpointInfo: CheckpointInfo(info)}, nil
 	})
 	addTool(s.mcp, &mcp.Tool{
@@ -67,4 +55,18 @@ func (s *Server) addCheckpointTools() {
 		notice := checkpoint.RestoreNotice(info)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: notice}}}, CheckpointOutput{CheckpointInfo: CheckpointInfo(info), Notice: notice}, nil
 	})
+}
+
+// leftOut lists what a checkpoint or fork did not carry: variables with
+// the reason, then files.
+func leftOut(b *strings.Builder, title string, skipped map[string]string, files []string) {
+	if len(skipped) > 0 {
+		b.WriteString("\n" + title)
+		for _, k := range slices.Sorted(maps.Keys(skipped)) {
+			fmt.Fprintf(b, "\n- %s: %s", k, skipped[k])
+		}
+	}
+	if len(files) > 0 {
+		fmt.Fprintf(b, "\nFiles left out: %s", strings.Join(files, ", "))
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -173,20 +172,7 @@ func forkText(info engine.ForkInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: %d variable(s) copied (%s), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(),
 		len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
-	if len(info.Skipped) > 0 {
-		names := make([]string, 0, len(info.Skipped))
-		for k := range info.Skipped {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		b.WriteString("\nNot copied:")
-		for _, k := range names {
-			fmt.Fprintf(&b, "\n- %s: %s", k, info.Skipped[k])
-		}
-	}
-	if len(info.FilesLeft) > 0 {
-		fmt.Fprintf(&b, "\nFiles left out: %s", strings.Join(info.FilesLeft, ", "))
-	}
+	leftOut(&b, "Not copied:", info.Skipped, info.FilesLeft)
 	for _, n := range info.NotCopied {
 		fmt.Fprintf(&b, "\nnote: %s", n)
 	}

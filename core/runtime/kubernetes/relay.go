@@ -236,13 +236,7 @@ func (r *relay) serve(br *bufio.Reader) {
 				if uc, ok := rc.c.(*net.UnixConn); ok {
 					_ = uc.CloseWrite()
 				}
-				r.mu.Lock()
-				rc.podEOF = true
-				done := rc.ourEOF
-				r.mu.Unlock()
-				if done {
-					r.drop(id, false)
-				}
+				r.halfClosed(id, rc, true)
 			}
 		case 'C':
 			r.drop(id, false)
@@ -280,13 +274,7 @@ func (r *relay) open(id uint32, sock string) {
 			}
 			if errors.Is(err, io.EOF) {
 				_ = r.send('E', id, nil)
-				r.mu.Lock()
-				rc.ourEOF = true
-				done := rc.podEOF
-				r.mu.Unlock()
-				if done {
-					r.drop(id, false)
-				}
+				r.halfClosed(id, rc, false)
 				return
 			}
 			if err != nil {
@@ -295,6 +283,22 @@ func (r *relay) open(id uint32, sock string) {
 			}
 		}
 	}()
+}
+
+// halfClosed records that one side (the pod's, or the core's) closed its
+// writing half: once both have, the connection is done.
+func (r *relay) halfClosed(id uint32, rc *relayConn, pod bool) {
+	r.mu.Lock()
+	if pod {
+		rc.podEOF = true
+	} else {
+		rc.ourEOF = true
+	}
+	done := rc.podEOF && rc.ourEOF
+	r.mu.Unlock()
+	if done {
+		r.drop(id, false)
+	}
 }
 
 // drop closes a connection; tell says the pod does not know yet.
