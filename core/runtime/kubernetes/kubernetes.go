@@ -588,12 +588,25 @@ func (c *Client) adopt(p *corev1.Pod) {
 	c.pods[p.Name] = info
 }
 
-// Image implements runtime.Images. With pull_policy Never the image must be
-// on the node (its status lists the images it holds); otherwise the node
-// pulls it and a missing image fails the pod's start with its reason.
+// Image implements runtime.Images. With image_registry the registry says
+// (an image's ID is then its digest reference, which pods run: a retag
+// cannot change what a pod or a build gets), except that with pull_policy
+// Never an image only preloaded on the nodes still runs by name. Without
+// a registry, with pull_policy Never the image must be on the node (its
+// status lists the images it holds); otherwise the node pulls it and a
+// missing image fails the pod's start with its reason.
 func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
+	if c.k.ImageRegistry != "" {
+		info, ok, err := c.registryImage(ctx, name)
+		if err != nil || ok || c.k.PullPolicy != "Never" || isDigestRef(name) {
+			return info, ok, err
+		}
+	}
 	ref := ImageRef(c.k.ImageRegistry, name)
 	info := runtime.ImageInfo{ID: ref, Names: []string{ref}}
+	if cn := c.coreName(ref); cn != ref {
+		info.Names = append(info.Names, cn) // the name the image allowlist checks
+	}
 	if c.k.PullPolicy != "Never" {
 		return info, true, nil
 	}
