@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -216,6 +217,11 @@ func checkLayer(t *testing.T, id string, layers int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a node checks when it unpacks: every blob's digest, and the
+	// config's diff_ids against the uncompressed layers.
+	if err := validate.Image(img); err != nil {
+		t.Fatalf("%s does not validate: %v", id, err)
+	}
 	ls, err := img.Layers()
 	if err != nil || len(ls) != layers {
 		t.Fatalf("%d layers, %v; want the base's and one more, %d", len(ls), err, layers)
@@ -301,5 +307,23 @@ func TestRegistryRefusals(t *testing.T) {
 	down := registryClient(t, "127.0.0.1:1", "IfNotPresent")
 	if _, _, err := down.Image(ctx, "mcp-forge/custom:x"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry 127.0.0.1:1") {
 		t.Errorf("Image with the registry down: %v; want an error naming runtime.kubernetes.image_registry", err)
+	}
+}
+
+// doctor's registry findings: it answers and takes pushes, and which base
+// images are missing from it (they run from the nodes, but no environment
+// can be built on them); a registry that does not answer fails.
+func TestRegistryDoctor(t *testing.T) {
+	reg := newTestRegistry(t)
+	reg.pushBase(t, "mcp-forge/python:3.11")
+	ctx := context.Background()
+	got := registryClient(t, reg.host, "Never").registryFindings(ctx, []string{"mcp-forge/python:3.11", "mcp-forge/r:4.2"})
+	if len(got) != 2 || got[0].Status != OK || !strings.Contains(got[0].Detail, "may push") ||
+		got[1].Status != Warn || !strings.Contains(got[1].Detail, "mcp-forge/r:4.2") || strings.Contains(got[1].Detail, "python") {
+		t.Errorf("findings %+v; want the registry ok and r:4.2 (only) missing", got)
+	}
+	got = registryClient(t, "127.0.0.1:1", "Never").registryFindings(ctx, []string{"mcp-forge/python:3.11"})
+	if len(got) != 1 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "cannot push") {
+		t.Errorf("findings with the registry down %+v; want one failure", got)
 	}
 }
