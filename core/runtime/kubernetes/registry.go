@@ -121,9 +121,15 @@ func (c *Client) registryImage(ctx context.Context, image string) (runtime.Image
 	if err != nil {
 		return runtime.ImageInfo{}, false, c.registryFail("look up "+ref.String(), err)
 	}
-	info, err := c.describe(ref.Context(), desc)
-	if err != nil {
-		return runtime.ImageInfo{}, false, c.registryFail("read "+ref.String(), err)
+	key := ref.Context().Digest(desc.Digest.String()).String()
+	var info runtime.ImageInfo
+	if v, ok := c.described.Load(key); ok {
+		info = v.(runtime.ImageInfo)
+	} else {
+		if info, err = c.describe(ref.Context(), desc); err != nil {
+			return runtime.ImageInfo{}, false, c.registryFail("read "+ref.String(), err)
+		}
+		c.described.Store(key, info)
 	}
 	if t, ok := ref.(name.Tag); ok {
 		info.Names = []string{t.String(), c.coreName(t.String())}
@@ -383,6 +389,7 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 	for _, t := range tags {
 		_ = remote.Delete(t, opts...) // refused where tags go with their manifest
 	}
+	c.described.Delete(d.String())
 	if err := remote.Delete(d, opts...); err != nil && !notFound(err) {
 		var te *transport.Error
 		if errors.As(err, &te) && te.StatusCode == http.StatusMethodNotAllowed {

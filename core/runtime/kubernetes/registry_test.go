@@ -303,6 +303,21 @@ func TestRegistryRefusals(t *testing.T) {
 		t.Errorf("Image of a node-only image: %+v, %v, %v; want it by name, with the core's name", im, ok, err)
 	}
 
+	// The registry down, pull_policy Never: what the nodes hold runs by
+	// name; anything else is the registry's error.
+	k.ImageRegistry = "127.0.0.1:1"
+	cl = newCluster(t, k)
+	node.Status.Images[0].Names = []string{"127.0.0.1:1/mcp-forge/r:4.2"}
+	if _, err := cl.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if im, ok, err := cl.c.Image(ctx, "mcp-forge/r:4.2"); err != nil || !ok || im.ID != "127.0.0.1:1/mcp-forge/r:4.2" {
+		t.Errorf("Image of a node's image with the registry down: %+v, %v, %v; want it by name", im, ok, err)
+	}
+	if _, _, err := cl.c.Image(ctx, "mcp-forge/custom:x"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry") {
+		t.Errorf("Image of an environment with the registry down: %v; want the registry's error", err)
+	}
+
 	// A registry that does not answer is an error, never "not there".
 	down := registryClient(t, "127.0.0.1:1", "IfNotPresent")
 	if _, _, err := down.Image(ctx, "mcp-forge/custom:x"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry 127.0.0.1:1") {
