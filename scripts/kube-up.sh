@@ -436,7 +436,7 @@ push_image() {
   path=${path%:*}
   stamp=$state/images/registry_${name//\//_}.id
   id=$(podman image inspect --format '{{.Id}}' "$name")
-  digest=$(sed -n 2p "$stamp" 2>/dev/null)
+  digest=$(sed -n 2p "$stamp" 2>/dev/null || true)
   if [ "$(head -n 1 "$stamp" 2>/dev/null)" != "$id" ] || [ -z "$digest" ] ||
     ! curl -fsS "http://$registry_addr/v2/$path/tags/list" | jq -e --arg t "$tag" '.tags | index($t)' >/dev/null 2>&1; then
     log "pushing $name to $registry_addr/$path:$tag ..."
