@@ -13,8 +13,10 @@
 # (/var/lib/mcp-forge/kube), FORGE_KUBE_SMOKE=0 skips the smoke pod,
 # FORGE_KUBE_KUBECTL=0 skips building kubectl (only for humans),
 # FORGE_KUBE_REGISTRY=0 skips the local image registry on 127.0.0.1:5000
-# (FORGE_KUBE_REGISTRY_PORT), FORGE_KUBE_REGISTRY_PUSH=1 also pushes the
-# sandbox images there (the pause image always is: the registry's check).
+# (FORGE_KUBE_REGISTRY_PORT); with it the sandbox images are pushed there
+# too and the forge.toml names it (image_registry: custom environments are
+# built there), unless FORGE_KUBE_REGISTRY_PUSH=0 (the pause image always
+# is pushed: the registry's check).
 # Tear down with scripts/kube-down.sh [--purge].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -421,31 +423,46 @@ fi
 import_image "$pause_image"
 import_image localhost/mcp-forge/python:3.11
 import_image localhost/mcp-forge/r:4.2
-# push_image NAME: podman image -> the local registry as $registry_addr/<path>,
-# skipped when the stamp holds the podman image ID and the registry has the tag.
+# push_image NAME [PULL]: podman image -> the local registry as
+# $registry_addr/<path>, skipped when the stamp holds the podman image ID and
+# the registry has the tag. With PULL, containerd also pulls it from there by
+# tag and by digest: the core runs a registry image by its digest, and a
+# node that holds it under that name starts pods without a pull
+# (IfNotPresent), as under pull_policy Never.
 push_image() {
-  local name=$1 id t0 path tag stamp
+  local name=$1 pull=${2:-} id t0 path tag stamp digest ref
   path=${name#localhost/}
   tag=${path##*:}
   path=${path%:*}
   stamp=$state/images/registry_${name//\//_}.id
   id=$(podman image inspect --format '{{.Id}}' "$name")
-  if [ "$(cat "$stamp" 2>/dev/null)" = "$id" ] &&
-    curl -fsS "http://$registry_addr/v2/$path/tags/list" | jq -e --arg t "$tag" '.tags | index($t)' >/dev/null 2>&1; then
-    return 0
+  digest=$(sed -n 2p "$stamp" 2>/dev/null || true)
+  if [ "$(head -n 1 "$stamp" 2>/dev/null)" != "$id" ] || [ -z "$digest" ] ||
+    ! curl -fsS "http://$registry_addr/v2/$path/tags/list" | jq -e --arg t "$tag" '.tags | index($t)' >/dev/null 2>&1; then
+    log "pushing $name to $registry_addr/$path:$tag ..."
+    t0=$(date +%s.%N)
+    rm -f "$stamp" "$run/push.digest"
+    podman push -q --tls-verify=false --digestfile "$run/push.digest" "$name" "docker://$registry_addr/$path:$tag" >/dev/null ||
+      die "podman push of $name to $registry_addr failed; see $logs/registry.log"
+    digest=$(cat "$run/push.digest")
+    printf '%s\n%s\n' "$id" "$digest" >"$stamp"
+    log "pushed $name in $(elapsed "$t0") s ($digest)"
   fi
-  log "pushing $name to $registry_addr/$path:$tag ..."
-  t0=$(date +%s.%N)
-  podman push -q --tls-verify=false "$name" "docker://$registry_addr/$path:$tag" >/dev/null ||
-    die "podman push of $name to $registry_addr failed; see $logs/registry.log"
-  echo "$id" >"$stamp"
-  log "pushed $name in $(elapsed "$t0") s"
+  [ -n "$pull" ] || return 0
+  if ! ctr_has_image "$registry_addr/$path@$digest" || ! ctr_has_image "$registry_addr/$path:$tag"; then
+    t0=$(date +%s.%N)
+    for ref in "$registry_addr/$path:$tag" "$registry_addr/$path@$digest"; do
+      ctr_ images pull -q --plain-http "$ref" >/dev/null || die "containerd could not pull $ref from the local registry; see $logs/registry.log"
+    done
+    log "containerd pulled $registry_addr/$path:$tag (@$digest) in $(elapsed "$t0") s"
+  fi
 }
 if [ "${FORGE_KUBE_REGISTRY:-1}" != 0 ]; then
   push_image "$pause_image"
-  if [ "${FORGE_KUBE_REGISTRY_PUSH:-0}" = 1 ]; then
-    push_image localhost/mcp-forge/python:3.11
-    push_image localhost/mcp-forge/r:4.2
+  if [ "${FORGE_KUBE_REGISTRY_PUSH:-1}" != 0 ]; then
+    push_image localhost/mcp-forge/python:3.11 pull
+    push_image localhost/mcp-forge/r:4.2 pull
+    image_registry=$registry_addr
   fi
 fi
 log "containerd (namespace k8s.io) lists: $(ctr_ images ls -q | grep -v -e '^sha256:' -e '@sha256:' | tr '\n' ' ')"
@@ -513,6 +530,7 @@ kubeconfig = "$state/forge.kubeconfig"
 namespace = "$ns"
 node_name = "localhost"          # no scheduler in this cluster
 pull_policy = "Never"            # images imported into containerd
+image_registry = "${image_registry:-}"  # custom environments are pushed there; empty: none can be built
 seccomp_profile = "mcp-forge.json"
 workspace_medium = "Memory"      # a tmpfs workspace: a write past the quota fails with ENOSPC
 node_pids_limit = 1024           # the kubelet's podPidsLimit (kubelet-config.yaml)

@@ -16,10 +16,12 @@ export CGO_ENABLED=${CGO_ENABLED:-0} PATH=$PATH:/usr/local/go/bin
 # The tests that hold on both runtimes: one suite, two runtimes. Those not
 # here test what only Podman has (its CLI, loop-device workspaces, the
 # watchdog of host processes), or what the Kubernetes runtime refuses with
-# a reason (custom environments, the tool bridge: docs/kubernetes.md).
+# a reason. Custom environments run on it with kube-up's registry
+# (test/environments), the tool bridge through the keeper's relay.
 e2e='TestKubeSandboxPods|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestStatelessInputFiles|TestExecTimeoutNeedsNothingInTheImage|TestSIGKILLIsNotOOM|TestHostExec|TestHostSignalAll|TestHostFiles|TestWarmRunsBehaveAsCold|TestLongSessionIDs|TestEightConcurrentCalls|TestSessionFiles|TestSessionFilesOwnership|TestSessionFilesQuota|TestCheckpointRestore|TestCheckpointR|TestCheckpointForgedMarker|TestCheckpointQuota|TestCheckpointStoreQuota|TestCheckpointSparseFilesStopAtTheQuota|TestCheckpointExpiry|TestCheckpointTenantsAcrossRestart|TestSessionsSurviveServerRestart|TestNoOrphansAfterRestart|TestIdleReaper|TestMaxConcurrentSessions|TestSessionOwnership|TestSameSessionIDTwoConnections|TestWarmSessionNeverShared|TestWarmSessionConfinedLikeCold|TestWarmContainerNeverReused|TestWarmNonMatchingKeyRunsCold|TestTimeoutCountsTheRunNotTheStart|TestExecutionAudited|TestRefusalsAudited|TestAuditHoldsNoSecrets|TestKernelDeathRaisesNoFalseAlarm|TestToolBridge|TestToolBridgeRoundTrip|TestRealMCPBridge|TestHostileBridgedServer'
 security='TestSandboxConfinement|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSIGKILLIsNotOOM|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 http='TestHTTPSameChecksAsStdio|TestHTTPTenantIsolation|TestHTTPQuotas'
+environments='TestEnvironmentLifecycle|TestEnvironmentApprovalByElicitation|TestEnvironmentsBelongToTenants|TestEnvironmentAutoCleanup|TestDeleteRightAfterARun|TestEnvironmentLayerCarriesNoHostPath|TestUVBuilderEndToEnd'
 
 up=$(scripts/kube-up.sh | tail -n 1)
 case "$up" in
@@ -32,9 +34,10 @@ fi
 echo "== the same end-to-end tests with sandboxes as pods ($cfg)"
 bin/mcp-forge doctor --config "$cfg" >/dev/null || bin/mcp-forge doctor --config "$cfg" | grep -v '^ok' || true
 if [ -n "${KUBE_RUN:-}" ]; then
-  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/ ./test/environments/
 else
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "^($e2e)\$" ./test/e2e/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($security)\$" ./test/security/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($http)\$" ./test/http/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($environments)\$" ./test/environments/
 fi

@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
@@ -24,6 +25,13 @@ const cleanupInterval = time.Hour
 func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt Runtime) {
 	cfg := f.Config
 	if !cfg.EnvironmentBuilder.Enabled {
+		return
+	}
+	if cfg.Runtime.Kind == "kubernetes" && cfg.Runtime.Kubernetes.ImageRegistry == "" {
+		// A node runs only what it can pull: refused before any builder
+		// fetches a package, with the key that enables it.
+		f.Log.Warn("custom environments are unavailable", "reason", kubernetes.ErrNoBuilds)
+		f.MCP.SetEnvironments(nil, kubernetes.ErrNoBuilds.Error())
 		return
 	}
 	bld := cfg.EnvironmentBuilder.Builder

@@ -21,7 +21,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -109,7 +108,7 @@ func TestUVBuilderEndToEnd(t *testing.T) {
 			strings.Contains(all, "installed 3 of 3 packages") && strings.Contains(all, "check")
 	})
 	// The image carries the lock with the wheels' hashes as served.
-	im, ok, err := podman.New("").Image(context.Background(), "mcp-forge/custom:uv-list")
+	im, ok, err := testenv.Images(t).Image(context.Background(), "mcp-forge/custom:uv-list")
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -338,7 +337,7 @@ use_allowlist = false
 			t.Errorf("%s holds the index password", f)
 		}
 	}
-	im, _, _ := podman.New("").Image(context.Background(), out.Image)
+	im, _, _ := testenv.Images(t).Image(context.Background(), out.Image)
 	if strings.Contains(fmt.Sprint(im.Labels), secret) {
 		t.Errorf("the image labels hold the index password: %v", im.Labels)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -51,7 +50,7 @@ func TestDeleteRightAfterARun(t *testing.T) {
 	if res := s.Call(t, "delete_environment", map[string]any{"name": "quick"}, &del); res.IsError || !del.Deleted {
 		t.Fatalf("delete right after a run: %s", testenv.Text(res))
 	}
-	if _, ok, _ := podman.New("").Image(ctx, "mcp-forge/custom:quick"); ok {
+	if _, ok, _ := testenv.Images(t).Image(ctx, "mcp-forge/custom:quick"); ok {
 		t.Fatal("the image is still there")
 	}
 	refusals := 0

@@ -23,7 +23,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -113,6 +112,8 @@ func serveWith(t testing.TB, base, toml string, opts *mcp.ClientOptions) *testen
 	// defaults to one of the host's).
 	cmd.Env = append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log"),
 		"FORGE_ENVIRONMENT_BUILDER_UV_CACHE_PATH="+filepath.Join(base, "uv-cache"))
+	// On the Kubernetes leg, its sandboxes are pods and its images go to the cluster's registry.
+	cmd.Env = append(cmd.Env, testenv.RuntimeEnv(t)...)
 	logf, _ := os.Create(filepath.Join(base, "server.log"))
 	cmd.Stderr = logf
 	client := mcp.NewClient(&mcp.Implementation{Name: "forge-envs-e2e", Version: "1"}, opts)
@@ -136,7 +137,7 @@ func serveWith(t testing.TB, base, toml string, opts *mcp.ClientOptions) *testen
 
 // removeImages removes every image a test server built (by its instance label).
 func removeImages(t testing.TB, base string) {
-	rt := podman.New("")
+	rt := testenv.Images(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ims, err := rt.Images(ctx, map[string]string{environments.LabelInstance: forge.Instance(base)})
@@ -163,7 +164,7 @@ func removeImages(t testing.TB, base string) {
 
 func ourImages(t testing.TB, base string) []string {
 	t.Helper()
-	ims, err := podman.New("").Images(context.Background(), map[string]string{environments.LabelInstance: forge.Instance(base)})
+	ims, err := testenv.Images(t).Images(context.Background(), map[string]string{environments.LabelInstance: forge.Instance(base)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 	})
 
 	// Labels on the real image.
-	im, ok, err := podman.New("").Image(ctx, "mcp-forge/custom:demo")
+	im, ok, err := testenv.Images(t).Image(ctx, "mcp-forge/custom:demo")
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -354,7 +355,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 	if res := s.Call(t, "delete_environment", map[string]any{"name": "demo"}, &del); !del.Deleted {
 		t.Fatal(testenv.Text(res))
 	}
-	if _, ok, _ := podman.New("").Image(ctx, "mcp-forge/custom:demo"); ok {
+	if _, ok, _ := testenv.Images(t).Image(ctx, "mcp-forge/custom:demo"); ok {
 		t.Fatal("image still there")
 	}
 	if res := s.Call(t, "delete_environment", map[string]any{"name": "demo"}, &del); !res.IsError || del.Deleted {
@@ -374,7 +375,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 func TestEnvironmentLimits(t *testing.T) {
 	testenv.Require(t)
 	ctx := context.Background()
-	baseImg, ok, err := podman.New("").Image(ctx, "mcp-forge/python:3.11")
+	baseImg, ok, err := testenv.Images(t).Image(ctx, "mcp-forge/python:3.11")
 	if err != nil || !ok {
 		t.Fatal("base image missing", err)
 	}
@@ -593,7 +594,7 @@ path = %q
 			t.Fatalf("bob built on alice's environment (%s): %s", base, testenv.Text(res))
 		}
 	}
-	if _, ok, _ := podman.New("").Image(context.Background(), "mcp-forge/custom:bobs"); ok {
+	if _, ok, _ := testenv.Images(t).Image(context.Background(), "mcp-forge/custom:bobs"); ok {
 		t.Fatal("bob's image on alice's environment exists")
 	}
 	if b, _ := os.ReadFile(s.AuditLog); strings.Count(string(b), `"rule":"`+environments.RuleOwner+`"`) < 4 || !strings.Contains(string(b), `"field":"base_image"`) {
@@ -607,7 +608,7 @@ path = %q
 	if res := testenv.Call(t, bob, "delete_environment", map[string]any{"name": "alices"}, &del); !res.IsError || del.Deleted {
 		t.Fatalf("bob deleted it: %s", testenv.Text(res))
 	}
-	if _, ok, _ := podman.New("").Image(context.Background(), "mcp-forge/custom:alices"); !ok {
+	if _, ok, _ := testenv.Images(t).Image(context.Background(), "mcp-forge/custom:alices"); !ok {
 		t.Fatal("alice's environment is gone")
 	}
 }
@@ -643,10 +644,10 @@ path = %q
 	s2 := serve(t, base, cfg, nil)
 	testenv.WaitFor(t, "the cleanup at start", 60*time.Second, func() bool { return auditEvents(t, s2, environments.EventCleanup) == 1 })
 	ctx := context.Background()
-	if _, ok, _ := podman.New("").Image(ctx, "mcp-forge/custom:older"); ok {
+	if _, ok, _ := testenv.Images(t).Image(ctx, "mcp-forge/custom:older"); ok {
 		t.Fatal("the least recently used environment was kept")
 	}
-	if _, ok, _ := podman.New("").Image(ctx, "mcp-forge/custom:newer"); !ok {
+	if _, ok, _ := testenv.Images(t).Image(ctx, "mcp-forge/custom:newer"); !ok {
 		t.Fatal("the newest environment was removed")
 	}
 	b, _ := os.ReadFile(s2.AuditLog)

@@ -15,7 +15,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -53,7 +52,7 @@ func TestUVBuilderStopsDecompressionBomb(t *testing.T) {
 	testenv.Require(t)
 	const payload, room = 1 << 30, 48 << 20
 	ix := testindex.New(t, []testindex.Project{{Name: "forgetest-bomb", Version: "1.0", Payload: payload}, {Name: "forge-c", Version: "1.0"}})
-	base, ok, err := podman.New("").Image(context.Background(), "mcp-forge/python:3.11")
+	base, ok, err := testenv.Images(t).Image(context.Background(), "mcp-forge/python:3.11")
 	if err != nil || !ok {
 		t.Fatalf("base image: %v %v", ok, err)
 	}
@@ -97,7 +96,7 @@ func TestUVBuilderStopsDecompressionBomb(t *testing.T) {
 	if grew > 3*room {
 		t.Fatalf("the build wrote %d bytes before it was stopped; the layer had room for %d", grew, room)
 	}
-	if _, ok, _ := podman.New("").Image(context.Background(), "mcp-forge/custom:uv-bomb"); ok {
+	if _, ok, _ := testenv.Images(t).Image(context.Background(), "mcp-forge/custom:uv-bomb"); ok {
 		t.Fatal("an image of the refused build exists")
 	}
 	if now := entries(t, filepath.Join(s.Base, "builds", "uv", "uv", "layers")); strings.Join(now, " ") != strings.Join(layers, " ") {

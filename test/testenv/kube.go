@@ -155,3 +155,30 @@ func Sandboxes(t testing.TB, labels map[string]string) []runtime.Container {
 	}
 	return list
 }
+
+// RuntimeEnv is the environment a test's own `mcp-forge serve` needs to
+// run its sandboxes where this run's servers do (none on Podman).
+func RuntimeEnv(t testing.TB) []string { return runtimeEnv(t) }
+
+// ImageStore is where custom environments are built: Podman's local
+// images, or the cluster's registry (runtime.kubernetes.image_registry).
+type ImageStore interface {
+	runtime.ImageBuilder
+	runtime.Images
+}
+
+// Images is the image store of the runtime this run's servers use.
+func Images(t testing.TB) ImageStore {
+	t.Helper()
+	if !Kube() {
+		return podman.New("")
+	}
+	var cfg config.Config
+	cfg.Runtime = config.Default().Runtime
+	applyKube(t, &cfg)
+	k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

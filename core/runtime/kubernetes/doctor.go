@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // Finding is one line of doctor's report (core/doctor prints them).
@@ -105,6 +103,9 @@ func (c *Client) Doctor(images []string) func(context.Context) []Finding {
 				out = append(out, Finding{Name: "runtime class", Status: OK, Detail: c.k.RuntimeClass})
 			}
 		}
+		if c.k.ImageRegistry != "" {
+			out = append(out, c.registryFindings(ctx, images)...)
+		}
 		for _, img := range images {
 			ii, ok, err := c.Image(ctx, img)
 			switch {
@@ -113,6 +114,8 @@ func (c *Client) Doctor(images []string) func(context.Context) []Finding {
 			case !ok:
 				out = append(out, Finding{Name: "image", Status: Fail, Detail: ImageRef(c.k.ImageRegistry, img) + " is on no node (pull_policy Never)",
 					Fix: "import it on the nodes (`make kube-up` does for its cluster) or push it to runtime.kubernetes.image_registry"})
+			case isDigestRef(ii.ID):
+				out = append(out, Finding{Name: "image", Status: OK, Detail: fmt.Sprintf("%s in the registry, %d MB compressed (pulled by digest)", ii.ID, ii.Size>>20)})
 			case c.k.PullPolicy == "Never":
 				out = append(out, Finding{Name: "image", Status: OK, Detail: fmt.Sprintf("%s on the node(s), %d MB", ii.ID, ii.Size>>20)})
 			default:
@@ -131,24 +134,3 @@ func ready(n *corev1.Node) bool {
 	}
 	return false
 }
-
-// BuildLayer implements runtime.ImageBuilder: custom environments are not
-// built for a cluster yet (the image would have to be pushed to a registry
-// and pulled by digest), so a build is refused with that reason.
-func (c *Client) BuildLayer(context.Context, runtime.LayerBuild) (string, error) {
-	return "", ErrNoBuilds
-}
-
-// Tag implements runtime.ImageBuilder.
-func (c *Client) Tag(context.Context, string, string) error { return ErrNoBuilds }
-
-// Images implements runtime.ImageBuilder: no custom environments exist.
-func (c *Client) Images(context.Context, map[string]string) ([]runtime.ImageInfo, error) {
-	return nil, nil
-}
-
-// RemoveImage implements runtime.ImageBuilder.
-func (c *Client) RemoveImage(context.Context, string) error { return ErrNoBuilds }
-
-// ErrNoBuilds refuses a custom environment on the Kubernetes runtime.
-var ErrNoBuilds = fmt.Errorf("custom environments are not built on the Kubernetes runtime yet (an image pushed to runtime.kubernetes.image_registry and pulled by digest); run the core on Podman to build them")

@@ -60,6 +60,10 @@ type Client struct {
 
 	mu   sync.Mutex
 	pods map[string]*podInfo // pods this core created or adopted
+
+	// described caches what the registry said of an image by digest
+	// (immutable): a run then costs the registry one manifest request.
+	described sync.Map // digest reference -> runtime.ImageInfo
 }
 
 // podInfo is what the core keeps of a pod it created.
@@ -627,12 +631,43 @@ func (c *Client) adopt(p *corev1.Pod) {
 	c.pods[p.Name] = info
 }
 
-// Image implements runtime.Images. With pull_policy Never the image must be
-// on the node (its status lists the images it holds); otherwise the node
-// pulls it and a missing image fails the pod's start with its reason.
+// Image implements runtime.Images. With image_registry the registry says
+// (an image's ID is then its digest reference, which pods run: a retag
+// cannot change what a pod or a build gets), except that with pull_policy
+// Never an image only preloaded on the nodes still runs by name. Without
+// a registry, with pull_policy Never the image must be on the node (its
+// status lists the images it holds); otherwise the node pulls it and a
+// missing image fails the pod's start with its reason.
 func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
+	var regErr error
+	if c.k.ImageRegistry != "" {
+		info, ok, err := c.registryImage(ctx, name)
+		if err != nil || ok || c.k.PullPolicy != "Never" || isDigestRef(name) {
+			if err == nil || c.k.PullPolicy != "Never" || isDigestRef(name) {
+				return info, ok, err
+			}
+			// The registry is down: an image preloaded on the nodes still
+			// runs (no environment is), as it would without a registry.
+			regErr = err
+		}
+	}
+	info, ok, err := c.nodeImage(ctx, name)
+	if regErr != nil && (err != nil || !ok) {
+		return runtime.ImageInfo{}, false, regErr
+	}
+	if regErr != nil {
+		c.log.Warn("the registry does not answer; running an image the nodes hold by name", "image", info.ID, "error", regErr)
+	}
+	return info, ok, err
+}
+
+// nodeImage is Image without a registry's word.
+func (c *Client) nodeImage(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
 	ref := ImageRef(c.k.ImageRegistry, name)
 	info := runtime.ImageInfo{ID: ref, Names: []string{ref}}
+	if cn := c.coreName(ref); cn != ref {
+		info.Names = append(info.Names, cn) // the name the image allowlist checks
+	}
 	if c.k.PullPolicy != "Never" {
 		return info, true, nil
 	}

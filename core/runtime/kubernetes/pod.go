@@ -148,6 +148,9 @@ func within(root, p string) (string, bool) {
 // registry prefix before it, else a name without a registry is a local
 // one (localhost/, as Podman names the images it builds).
 func ImageRef(registry, name string) string {
+	if registry != "" && strings.HasPrefix(name, registry+"/") {
+		return name // already the registry's: an image ID or a listed name
+	}
 	if registry != "" {
 		return registry + "/" + strings.TrimPrefix(name, "localhost/")
 	}
@@ -262,6 +265,13 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	if image == "" {
 		image = ImageRef(k.ImageRegistry, s.Image)
 	}
+	// An image by digest (an environment's, or a base image the registry
+	// holds) never changes: the node pulls it once, whatever pull_policy
+	// says of images by name (a preloaded node has no custom environment).
+	pull := corev1.PullPolicy(k.PullPolicy)
+	if isDigestRef(image) {
+		pull = corev1.PullIfNotPresent
+	}
 	deadline := int64(k.SessionLifetime)
 	if s.Labels[runtime.LabelOneShot] == "true" && s.Limits.Timeout > 0 {
 		deadline = int64(s.Limits.Timeout.Seconds()) + lifetimeGrace
@@ -289,7 +299,7 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(3*maxLog, resource.BinarySI)}}},
 			}, copies...),
 			InitContainers: []corev1.Container{{
-				Name: containerSeed, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+				Name: containerSeed, Image: image, ImagePullPolicy: pull,
 				// The workspace arrives as a tar on stdin (Start attaches);
 				// the sandbox starts only once it is all there.
 				Command: []string{"tar", "-x", "-f", "-", "-C", seedRoot, "--no-same-owner", "--delay-directory-restore"},
@@ -299,13 +309,13 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 			}},
 			Containers: []corev1.Container{
 				{
-					Name: containerSandbox, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+					Name: containerSandbox, Image: image, ImagePullPolicy: pull,
 					Command:    append([]string{"perl", "-e", initScript, "--"}, s.Command...),
 					WorkingDir: s.WorkDir, Env: env, VolumeMounts: vm, SecurityContext: confined(),
 					Resources: corev1.ResourceRequirements{Limits: limits, Requests: requests},
 				},
 				{
-					Name: containerKeeper, Image: image, ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+					Name: containerKeeper, Image: image, ImagePullPolicy: pull,
 					Command:         []string{"perl", "-e", keeperScript},
 					VolumeMounts:    keeperMounts,
 					SecurityContext: confined(), Resources: helper,

@@ -99,7 +99,11 @@ func goldenKube() config.Kubernetes {
 // change to anything that confines a sandbox pod shows up in review. Run
 // with -update to accept a deliberate change.
 func TestPodSpecGolden(t *testing.T) {
-	for name, s := range map[string]runtime.Spec{"stateless": statelessSpec(), "session": sessionSpec(), "tools": toolsSpec()} {
+	// A custom environment's session: its image by digest from the
+	// registry, pulled if not present whatever pull_policy says.
+	custom := sessionSpec()
+	custom.Image, custom.ImageID = "mcp-forge/custom:stats", "127.0.0.1:5000/mcp-forge/custom@sha256:"+strings.Repeat("0f", 32)
+	for name, s := range map[string]runtime.Spec{"stateless": statelessSpec(), "session": sessionSpec(), "custom": custom, "tools": toolsSpec()} {
 		t.Run(name, func(t *testing.T) {
 			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", "0123456789abcdef", 1<<30)
 			if err != nil {
@@ -167,6 +171,8 @@ func podCases() map[string]struct {
 	plain := config.Default().Runtime.Kubernetes
 	ws := statelessSpec()
 	ws.Mounts = append(ws.Mounts, runtime.Mount{Source: testWorkspace, Target: "/ws"})
+	custom := sessionSpec()
+	custom.ImageID = "127.0.0.1:5000/mcp-forge/custom@sha256:" + strings.Repeat("0f", 32)
 	return map[string]struct {
 		s runtime.Spec
 		k config.Kubernetes
@@ -176,6 +182,7 @@ func podCases() map[string]struct {
 		"stateless, default kube":  {statelessSpec(), plain},
 		"session, default kube":    {sessionSpec(), plain},
 		"workspace itself mounted": {ws, plain},
+		"custom image by digest":   {custom, goldenKube()},
 	}
 }
 
@@ -381,6 +388,10 @@ func TestImageRef(t *testing.T) {
 		{"", "registry:5000/python:3.11", "registry:5000/python:3.11"},
 		{"registry.example.org/team", "mcp-forge/python:3.11", "registry.example.org/team/mcp-forge/python:3.11"},
 		{"registry.example.org/team", "localhost/mcp-forge/python:3.11", "registry.example.org/team/mcp-forge/python:3.11"},
+		// Names the registry gave (an image ID by digest, a listed tag) are left as they are.
+		{"127.0.0.1:5000", "127.0.0.1:5000/mcp-forge/custom@sha256:" + strings.Repeat("ab", 32), "127.0.0.1:5000/mcp-forge/custom@sha256:" + strings.Repeat("ab", 32)},
+		{"registry.example.org/team", "registry.example.org/team/mcp-forge/custom:x", "registry.example.org/team/mcp-forge/custom:x"},
+		{"registry.example.org/team", "registry.example.org/teamx/python:1", "registry.example.org/team/registry.example.org/teamx/python:1"},
 	}
 	for _, tc := range cases {
 		if got := ImageRef(tc.registry, tc.name); got != tc.want {
