@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ func TestBuild(t *testing.T) {
 		// cells: each cell's type and its outputs' types, in order
 		cells   [][]string
 		check   func(t *testing.T, nb map[string]any)
+		raw     func(t *testing.T, data []byte) // checks of the notebook's bytes
 		version string
 	}{
 		{
@@ -104,6 +106,24 @@ func TestBuild(t *testing.T) {
 			cells: [][]string{{"code"}},
 		},
 		{
+			// A pandas DataFrame's text/html is most of a notebook's bytes:
+			// written as Jupyter writes it, not with Go's HTML escapes
+			// (\u003c is six bytes for one and unreadable in a diff).
+			name: "html and code with <, > and & are written as they are",
+			info: Info{SessionID: "h", Language: "python"},
+			hist: session.History{Cells: []session.Cell{{Count: 1, Code: "a < b and b > c & d", Success: true, Stdout: "<tag> & </tag>\n",
+				ResultRepr: "x", Rich: map[string]string{"text/html": "<table><tr><td>1</td></tr></table>"}}}},
+			kernel: Kernelspec{"python3", "Python 3 (ipykernel)", "python"}, langName: "python",
+			cells: [][]string{{"code", "stream", "execute_result"}},
+			raw: func(t *testing.T, data []byte) {
+				for _, want := range []string{`"a < b and b > c & d"`, `"<tag> & </tag>\n"`, `"<table><tr><td>1</td></tr></table>"`} {
+					if !strings.Contains(string(data), want) {
+						t.Errorf("the notebook lacks %s as written:\n%s", want, data)
+					}
+				}
+			},
+		},
+		{
 			name: "empty history", info: Info{SessionID: "e", Language: "python"},
 			kernel: Kernelspec{"python3", "Python 3 (ipykernel)", "python"}, langName: "python", cells: [][]string{},
 		},
@@ -157,6 +177,9 @@ func TestBuild(t *testing.T) {
 			}
 			if c.check != nil {
 				c.check(t, nb)
+			}
+			if c.raw != nil {
+				c.raw(t, data)
 			}
 			validate(t, data)
 		})
