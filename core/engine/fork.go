@@ -61,24 +61,24 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 		to = forkID(from)
 	}
 	if err := session.CheckID(to); err != nil {
-		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source_session": from})
 	}
 	if e.checkpointCode(src.Backend) == nil {
 		return ForkInfo{}, e.refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be forked: a fork copies variables with the backend's checkpoint code, and it reports none", e.LanguageName(src.Language), src.Backend), nil)
 	}
 	taken := refusal.New(RuleForkTarget, "new_session_id %q is taken: you have a session or a checkpoint of that id (list_sessions shows both); choose another id, or omit new_session_id for a fresh one", to)
 	if _, ok := e.readCheckpoint(client, to); ok || e.sessions.Live(client, to) {
-		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source_session": from})
 	}
 	started := time.Now()
 	// Admitted like any new session (sessions.max_concurrent, the tenant's
 	// quota) before the source's kernel is asked for anything.
 	dst, created, err := e.acquire(ctx, Request{Language: src.Language, SessionID: to, Client: client, CustomImage: src.Start.Image, Environment: src.Start.Env}, src.Backend, tool)
 	if err != nil {
-		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source_session": from})
 	}
 	if !created {
-		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source_session": from})
 	}
 	dst.Lock()
 	defer dst.Unlock()
@@ -125,7 +125,7 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	})
 	took := time.Since(started)
 	e.rec.Record(audit.Entry{Event: "session.fork", SessionID: dst.Internal, UserID: client, Success: true, Severity: audit.Info,
-		Details: map[string]any{"session": to, "source": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
+		Details: map[string]any{"session": to, "source_session": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
 			"bytes": saved.Bytes, "fork_ms": took.Milliseconds()}})
 	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied,
 		Bytes: saved.Bytes, Duration: took, View: e.sessions.View(dst)}, nil

@@ -139,6 +139,20 @@ func TestForkRefusals(t *testing.T) {
 			}
 		})
 	}
+	// The refusal of a fork into a taken id names the source session in
+	// the audit log (as itself: "source" is a key the log hashes as code).
+	var named bool
+	for _, a := range r.audit() {
+		if a.Details["rule"] == RuleForkTarget && a.Details["tool"] == "fork_session" {
+			named = true
+			if a.Details["source_session"] != "s" {
+				t.Errorf("a fork-target refusal without the source session: %v", a.Details)
+			}
+		}
+	}
+	if !named {
+		t.Error("no fork-target refusal in the audit log")
+	}
 	fakeCheckpoint(t, r.e, "c1", "kept", "python", time.Now())
 	if _, err := r.e.ForkSession(ctx, "c1", "s", "kept"); refusedBy(t, err) != RuleForkTarget {
 		t.Fatalf("a fork over a checkpoint: %v", err)
