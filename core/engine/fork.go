@@ -70,6 +70,12 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	if _, ok := e.readCheckpoint(client, to); ok || e.sessions.Live(client, to) {
 		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source_session": from})
 	}
+	// A busy source is refused now, not waited for: its session lock is
+	// held for the whole run (up to execution.max_timeout), and the wait
+	// would hold the fork's session slot, out of the caller's reach.
+	if err := e.forkable(client, src); err != nil {
+		return ForkInfo{}, err
+	}
 	started := time.Now()
 	// Admitted like any new session (sessions.max_concurrent, the tenant's
 	// quota) before the source's kernel is asked for anything.
@@ -85,10 +91,10 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	dst.Pending = false // no checkpoint of its own: what it restores is the fork's copy
 
 	src.Lock()
-	if st := e.sessions.State(src); st != session.StateIdle {
+	if err := e.forkable(client, src); err != nil { // again: it may have changed while the lock was waited for
 		src.Unlock()
 		e.sessions.Drop(dst)
-		return ForkInfo{}, e.refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", from, st), nil)
+		return ForkInfo{}, err
 	}
 	saved, err := e.saveLocked(ctx, src, to, "fork into "+to)
 	var docs map[string]string
@@ -129,4 +135,12 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 			"bytes": saved.Bytes, "fork_ms": took.Milliseconds()}})
 	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied,
 		Bytes: saved.Bytes, Duration: took, View: e.sessions.View(dst)}, nil
+}
+
+// forkable refuses a source that is not live and idle (checkpoint-state).
+func (e *Engine) forkable(client string, src *session.Session) error {
+	if st := e.sessions.State(src); st != session.StateIdle {
+		return e.refuse(client, src.ID, "fork_session", refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", src.ID, st), nil)
+	}
+	return nil
 }
