@@ -208,8 +208,10 @@ type Sessions struct {
 	// export_notebook; the oldest go first. 0: no history is kept.
 	HistoryCells int `toml:"history_cells"`
 	// HistoryBytes bounds the bytes of one session's history, in the
-	// server's memory; at most MaxHistoryBytes, because an exported
-	// notebook travels in one MCP message.
+	// server's memory, counted as the cells take them in a notebook
+	// (escapes, one string per line, images in base64: session.Cell.Size);
+	// at most MaxHistoryBytes, because an exported notebook travels in one
+	// MCP message.
 	HistoryBytes Size `toml:"history_bytes"`
 }
 

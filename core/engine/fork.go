@@ -61,34 +61,40 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 		to = forkID(from)
 	}
 	if err := session.CheckID(to); err != nil {
-		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source_session": from})
 	}
 	if e.checkpointCode(src.Backend) == nil {
 		return ForkInfo{}, e.refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be forked: a fork copies variables with the backend's checkpoint code, and it reports none", e.LanguageName(src.Language), src.Backend), nil)
 	}
 	taken := refusal.New(RuleForkTarget, "new_session_id %q is taken: you have a session or a checkpoint of that id (list_sessions shows both); choose another id, or omit new_session_id for a fresh one", to)
 	if _, ok := e.readCheckpoint(client, to); ok || e.sessions.Live(client, to) {
-		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source_session": from})
+	}
+	// A busy source is refused now, not waited for: its session lock is
+	// held for the whole run (up to execution.max_timeout), and the wait
+	// would hold the fork's session slot, out of the caller's reach.
+	if err := e.forkable(client, src); err != nil {
+		return ForkInfo{}, err
 	}
 	started := time.Now()
 	// Admitted like any new session (sessions.max_concurrent, the tenant's
 	// quota) before the source's kernel is asked for anything.
 	dst, created, err := e.acquire(ctx, Request{Language: src.Language, SessionID: to, Client: client, CustomImage: src.Start.Image, Environment: src.Start.Env}, src.Backend, tool)
 	if err != nil {
-		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, err, map[string]any{"source_session": from})
 	}
 	if !created {
-		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source": from})
+		return ForkInfo{}, e.refuse(client, to, tool, taken, map[string]any{"source_session": from})
 	}
 	dst.Lock()
 	defer dst.Unlock()
 	dst.Pending = false // no checkpoint of its own: what it restores is the fork's copy
 
 	src.Lock()
-	if st := e.sessions.State(src); st != session.StateIdle {
+	if err := e.forkable(client, src); err != nil { // again: it may have changed while the lock was waited for
 		src.Unlock()
 		e.sessions.Drop(dst)
-		return ForkInfo{}, e.refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", from, st), nil)
+		return ForkInfo{}, err
 	}
 	saved, err := e.saveLocked(ctx, src, to, "fork into "+to)
 	var docs map[string]string
@@ -125,8 +131,16 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	})
 	took := time.Since(started)
 	e.rec.Record(audit.Entry{Event: "session.fork", SessionID: dst.Internal, UserID: client, Success: true, Severity: audit.Info,
-		Details: map[string]any{"session": to, "source": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
+		Details: map[string]any{"session": to, "source_session": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
 			"bytes": saved.Bytes, "fork_ms": took.Milliseconds()}})
 	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied,
 		Bytes: saved.Bytes, Duration: took, View: e.sessions.View(dst)}, nil
+}
+
+// forkable refuses a source that is not live and idle (checkpoint-state).
+func (e *Engine) forkable(client string, src *session.Session) error {
+	if st := e.sessions.State(src); st != session.StateIdle {
+		return e.refuse(client, src.ID, "fork_session", refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", src.ID, st), nil)
+	}
+	return nil
 }

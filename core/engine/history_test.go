@@ -139,11 +139,72 @@ func TestForkRefusals(t *testing.T) {
 			}
 		})
 	}
+	// The refusal of a fork into a taken id names the source session in
+	// the audit log (as itself: "source" is a key the log hashes as code).
+	var named bool
+	for _, a := range r.audit() {
+		if a.Details["rule"] == RuleForkTarget && a.Details["tool"] == "fork_session" {
+			named = true
+			if a.Details["source_session"] != "s" {
+				t.Errorf("a fork-target refusal without the source session: %v", a.Details)
+			}
+		}
+	}
+	if !named {
+		t.Error("no fork-target refusal in the audit log")
+	}
 	fakeCheckpoint(t, r.e, "c1", "kept", "python", time.Now())
 	if _, err := r.e.ForkSession(ctx, "c1", "s", "kept"); refusedBy(t, err) != RuleForkTarget {
 		t.Fatalf("a fork over a checkpoint: %v", err)
 	}
 	if got := forkID(strings.Repeat("a", 128)); len(got) > 128 || session.CheckID(got) != nil || !strings.Contains(got, "-fork-") {
 		t.Fatalf("generated fork id %q", got)
+	}
+}
+
+// A fork of a busy session is refused at once (checkpoint-state), before
+// it is admitted: it does not wait, holding a session slot and out of its
+// caller's reach, for a run that may last execution.max_timeout.
+func TestForkOfBusySessionRefused(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	r := newRig(t, nil, func(r *rig) {
+		r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+			if req.Code == "long" {
+				close(started)
+				<-release
+			}
+			return backend.ExecuteResult{Success: true}, nil
+		}
+	})
+	r.kernel.Caps.Checkpoint = &backend.Checkpoint{Save: "save", Load: "load"}
+	r.pm.Add("kernel", r.kernel) // statuses are read at Add
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.e.Execute(context.Background(), Request{Language: "python", SessionID: "s", Client: "c1", Code: "long"}, nil)
+		done <- err
+	}()
+	<-started
+	forked := make(chan error, 1)
+	go func() {
+		_, err := r.e.ForkSession(context.Background(), "c1", "s", "f")
+		forked <- err
+	}()
+	select {
+	case err := <-forked:
+		if refusedBy(t, err) != checkpoint.RuleCheckpointState || !strings.Contains(err.Error(), "busy") {
+			t.Errorf("fork of a busy session: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the fork of a busy session waited for its run")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.e.sessions.Live("c1", "f") {
+		t.Error("a refused fork left its session")
 	}
 }

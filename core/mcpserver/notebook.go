@@ -209,11 +209,16 @@ func (s *Server) historyResource(ctx context.Context, req *mcp.ReadResourceReque
 		Notebook string        `json:"notebook"`
 	}{v.ID, v.Language, historyCells(h), h.Dropped, h.Bytes,
 		map[string]any{"history_cells": s.cfg.Sessions.HistoryCells, "history_bytes": s.cfg.Sessions.HistoryBytes.String()}, notebookURI(v.ID)}
-	data, err := json.MarshalIndent(body, "", "  ")
-	if err != nil {
-		return nil, err
+	// Without HTML escapes, as the notebook (core/notebook): code and
+	// text/html are most of a history, and "<" is not six bytes.
+	var data strings.Builder
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("the history of session %q as JSON: %w", id, err)
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: data.String()}}}, nil
 }
 
 func (s *Server) notebookResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ func TestBuild(t *testing.T) {
 		// cells: each cell's type and its outputs' types, in order
 		cells   [][]string
 		check   func(t *testing.T, nb map[string]any)
+		raw     func(t *testing.T, data []byte) // checks of the notebook's bytes
 		version string
 	}{
 		{
@@ -104,6 +106,24 @@ func TestBuild(t *testing.T) {
 			cells: [][]string{{"code"}},
 		},
 		{
+			// A pandas DataFrame's text/html is most of a notebook's bytes:
+			// written as Jupyter writes it, not with Go's HTML escapes
+			// (\u003c is six bytes for one and unreadable in a diff).
+			name: "html and code with <, > and & are written as they are",
+			info: Info{SessionID: "h", Language: "python"},
+			hist: session.History{Cells: []session.Cell{{Count: 1, Code: "a < b and b > c & d", Success: true, Stdout: "<tag> & </tag>\n",
+				ResultRepr: "x", Rich: map[string]string{"text/html": "<table><tr><td>1</td></tr></table>"}}}},
+			kernel: Kernelspec{"python3", "Python 3 (ipykernel)", "python"}, langName: "python",
+			cells: [][]string{{"code", "stream", "execute_result"}},
+			raw: func(t *testing.T, data []byte) {
+				for _, want := range []string{`"a < b and b > c & d"`, `"<tag> & </tag>\n"`, `"<table><tr><td>1</td></tr></table>"`} {
+					if !strings.Contains(string(data), want) {
+						t.Errorf("the notebook lacks %s as written:\n%s", want, data)
+					}
+				}
+			},
+		},
+		{
 			name: "empty history", info: Info{SessionID: "e", Language: "python"},
 			kernel: Kernelspec{"python3", "Python 3 (ipykernel)", "python"}, langName: "python", cells: [][]string{},
 		},
@@ -158,6 +178,9 @@ func TestBuild(t *testing.T) {
 			if c.check != nil {
 				c.check(t, nb)
 			}
+			if c.raw != nil {
+				c.raw(t, data)
+			}
 			validate(t, data)
 		})
 	}
@@ -184,3 +207,43 @@ func validate(t *testing.T, data []byte) {
 // debianPython is Debian's interpreter, which python3-nbformat installs
 // into (a python3 earlier on PATH, pyenv's, lacks it).
 const debianPython = "/usr/bin/python3"
+
+// A cell's Size (what it counts against sessions.history_bytes) bounds
+// what it takes in the notebook, whatever its output: escapes of control
+// characters and invalid UTF-8, one JSON string per line, base64 images.
+// Otherwise a history within its bound exports as a notebook several
+// times larger, past what an MCP client reads in one message.
+func TestSizeBoundsTheNotebook(t *testing.T) {
+	const n = 100_000
+	img := make([]byte, n)
+	for i := range img {
+		img[i] = byte(i)
+	}
+	for name, c := range map[string]session.Cell{
+		"control characters": {Stdout: strings.Repeat("\x01", n)},
+		"empty lines":        {Stdout: strings.Repeat("\n", n), Stderr: strings.Repeat("\n", n)},
+		"quotes":             {Code: strings.Repeat(`"\`, n/2), ResultRepr: strings.Repeat(`"`, n)},
+		"invalid utf-8":      {Stdout: strings.Repeat("\xff", n)},
+		"line separators":    {Stdout: strings.Repeat("\u2028", n/3)},
+		"an image":           {Images: []backend.Image{{Name: "i.png", MIMEType: "image/png", Data: img}}},
+		"html":               {ResultRepr: "x", Rich: map[string]string{"text/html": strings.Repeat("<td>\n", n/5)}},
+		"error":              {Error: &backend.ExecError{Name: "E", Message: strings.Repeat("\x02", n), Traceback: []string{strings.Repeat("\x1b[0m\n", n/5)}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.Count = 1
+			empty, err := Build(Info{SessionID: "s", Language: "python"}, session.History{Cells: []session.Cell{{Count: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := Build(Info{SessionID: "s", Language: "python"}, session.History{Cells: []session.Cell{c}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The outputs' own JSON (output_type, name, metadata) is
+			// not the content's: a few hundred bytes per output.
+			if grown, size := int64(len(data)-len(empty)), c.Size(); grown > size+1024 {
+				t.Errorf("the cell takes %d bytes in the notebook, its Size is %d", grown, size)
+			}
+		})
+	}
+}

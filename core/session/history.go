@@ -1,8 +1,10 @@
 package session
 
 import (
+	"encoding/base64"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -36,22 +38,67 @@ type Cell struct {
 	OutputsLeft bool
 }
 
-// Size is what a cell counts against the history's byte bound.
+// Size is what a cell counts against the history's byte bound: the bytes
+// it takes written in the notebook (and at most that in the history
+// resource), not its raw length. A control character or an invalid UTF-8
+// byte is a six-byte escape there, each line its own indented JSON string
+// and an image base64. Counted raw, a history of 4 MiB of printed bytes
+// 0x01 was a 24 MiB notebook, past what an MCP client reads in one message
+// (the Go SDK's: 16 MiB), and export_notebook closed its connection.
 func (c Cell) Size() int64 {
-	n := len(c.Code) + len(c.Stdout) + len(c.Stderr) + len(c.ResultJSON) + len(c.ResultRepr)
+	n := jsonSize(c.Code) + jsonSize(c.Stdout) + jsonSize(c.Stderr) + jsonSize(c.ResultJSON) + jsonSize(c.ResultRepr)
 	for k, v := range c.Rich {
-		n += len(k) + len(v)
+		n += jsonSize(k) + jsonSize(v)
 	}
 	for _, im := range c.Images {
-		n += len(im.Name) + len(im.MIMEType) + len(im.Data)
+		// base64 in the notebook, or (SVG) its text as lines
+		n += jsonSize(im.Name) + jsonSize(im.MIMEType) + max(base64.StdEncoding.EncodedLen(len(im.Data)), jsonSize(string(im.Data)))
 	}
 	if e := c.Error; e != nil {
-		n += len(e.Name) + len(e.Message)
+		n += jsonSize(e.Name) + jsonSize(e.Message)
 		for _, l := range e.Traceback {
-			n += len(l)
+			n += jsonSize(l)
 		}
 	}
 	return int64(n)
+}
+
+// lineCost is what a newline adds in a notebook: its escape, and the
+// line after it a new string of the indented list of lines (quotes, comma,
+// newline and up to seven spaces of indent).
+const lineCost = 13
+
+// jsonSize bounds the bytes s takes in a notebook (core/notebook), as JSON
+// without HTML escapes: quotes and backslashes escaped in two bytes, other
+// control characters, invalid UTF-8 and U+2028/U+2029 in six, newlines
+// lineCost.
+func jsonSize(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '\n':
+				n += lineCost
+			case c == '"', c == '\\', c == '\r', c == '\t':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // withoutOutputs is c with only its code, count and timing.

@@ -351,3 +351,81 @@ func TestForkLargeDataFrame(t *testing.T) {
 	}
 	t.Logf("fork of a session with a 100 MB DataFrame: %.2f s (server-side %.2f s), %d bytes copied", took.Seconds(), o.ForkTime, o.Bytes)
 }
+
+// Printed bytes that JSON escapes (here 0x01, six bytes each in the
+// notebook) count as the notebook takes them: a history within
+// sessions.history_bytes exports in one message an MCP client reads
+// (counted raw, this notebook was 24 MiB and the client closed its
+// connection), and the history resource reads too.
+func TestNotebookOfUnprintableOutput(t *testing.T) {
+	p := testenv.NewInProcess(t, nil)
+	cs := p.Connect(t)
+	for range 4 {
+		run(t, cs, "python", "ctl", "import sys; sys.stdout.write('\\x01' * 1_000_000)")
+	}
+	run(t, cs, "python", "ctl", "print('done')")
+	var o notebookOut
+	if res := testenv.Call(t, cs, "export_notebook", map[string]any{"session_id": "ctl"}, &o); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	if o.Size > 6<<20 || o.Cells+o.Dropped != 5 {
+		t.Fatalf("notebook of %d bytes, %d cells, %d dropped (history_bytes is 4 MiB)", o.Size, o.Cells, o.Dropped)
+	}
+	nbformatValidate(t, []byte(o.Notebook))
+	var nb ipynb
+	if err := json.Unmarshal([]byte(o.Notebook), &nb); err != nil || len(nb.Cells) == 0 {
+		t.Fatalf("%v, %d cells", err, len(nb.Cells))
+	}
+	if last := nb.Cells[len(nb.Cells)-1]; len(last.Outputs) != 1 || outputs(last.Outputs[0]) != "stdout:done\n" {
+		t.Fatalf("the last cell: %+v", last)
+	}
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp://forge/sessions/ctl/history"}); err != nil {
+		t.Fatalf("history resource: %v", err)
+	}
+}
+
+// A busy session's fork is refused at once (checkpoint-state), audited
+// with the source, instead of waiting for the run with a session slot.
+func TestForkOfBusySession(t *testing.T) {
+	p := testenv.NewInProcess(t, nil)
+	cs := p.Connect(t)
+	run(t, cs, "python", "busy", "x = 1")
+	done := make(chan out, 1)
+	go func() {
+		var o out
+		testenv.Call(t, cs, "execute_python", map[string]any{"code": "import time; time.sleep(8)", "session_id": "busy"}, &o)
+		done <- o
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var l struct {
+			Sessions []struct {
+				ID    string `json:"session_id"`
+				State string `json:"state"`
+			} `json:"sessions"`
+		}
+		testenv.Call(t, cs, "list_sessions", map[string]any{}, &l)
+		if len(l.Sessions) == 1 && l.Sessions[0].State == "busy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session never showed busy: %+v", l)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	start := time.Now()
+	o, res := fork(t, cs, "busy", "busy-fork")
+	if took := time.Since(start); !res.IsError || o.Error == nil || !strings.Contains(o.Error.Message, "busy") || took > 3*time.Second {
+		t.Fatalf("fork of a busy session after %s: %s", took, testenv.Text(res))
+	}
+	if r := <-done; !r.Success {
+		t.Fatalf("the run: %+v", r)
+	}
+	audit, err := os.ReadFile(p.Forge.Config.Security.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(audit), `"rule":"checkpoint-state"`) || !strings.Contains(string(audit), `"tool":"fork_session"`) {
+		t.Fatal("the refused fork is not in the audit log with its rule")
+	}
+}
