@@ -174,6 +174,11 @@ type Execution struct {
 	MaxImageSize      Size              `toml:"max_image_size"` // per returned image file
 	MaxEnvValue       Size              `toml:"max_env_value"`  // per environment variable of a call
 	MaxEnvTotal       Size              `toml:"max_env_total"`  // all environment variables of a call, names and values
+	// ProgressInterval (seconds) bounds the gap between two progress
+	// notifications of a running call whose client sent a progressToken:
+	// with no output in that time a keep-alive is sent, so a client that
+	// resets its request timeout on progress keeps waiting for a long run.
+	ProgressInterval int `toml:"progress_interval"`
 }
 
 // Images says which images containers may use. Which image a backend runs
@@ -420,6 +425,7 @@ func systemDefault() Config {
 			MaxImageSize:      5 << 20,
 			MaxEnvValue:       32 << 10,
 			MaxEnvTotal:       256 << 10,
+			ProgressInterval:  10,
 		},
 		Images: Images{
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},

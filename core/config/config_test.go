@@ -125,6 +125,8 @@ func TestLoadErrors(t *testing.T) {
 		{"plugin languages", "[plugins.x]\npath = \"/x\"\nlanguages = [\"c++\"]\n", nil, []string{`plugins.x.languages[0]: "c++" is not a language id`}},
 		{"env value over the kernel's limit", "[execution]\nmax_env_value = \"1m\"\nmax_env_total = \"1m\"\n", nil, []string{"execution.max_env_value: must be at most 128k"}},
 		{"env total over the limit", "[execution]\nmax_env_total = \"2m\"\n", nil, []string{"execution.max_env_total: must be at most 1m"}},
+		{"progress interval zero", "[execution]\nprogress_interval = 0\n", nil, []string{"execution.progress_interval: must be 1-30 seconds"}},
+		{"progress interval over a client timeout's half", "[execution]\nprogress_interval = 31\n", nil, []string{"execution.progress_interval: must be 1-30 seconds"}},
 		{"env total below value", "[execution]\nmax_env_value = \"64k\"\nmax_env_total = \"32k\"\n", nil, []string{"execution.max_env_total: must be >= execution.max_env_value"}},
 		{"removed image keys", "[images]\npython = \"mcp-forge/python:3.11\"\n", nil, []string{"images.python: unknown key"}},
 		{"transport", "[server]\ntransport = \"grpc\"\n", nil, []string{"server.transport: must be one of stdio, http"}},

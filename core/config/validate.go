@@ -73,6 +73,11 @@ func Validate(c Config) Errors {
 		v.add("execution.max_env_total", fmt.Sprintf("must be at most %s: environment and arguments share the kernel's exec limit (got %s)", FormatSize(MaxEnvTotal), e.MaxEnvTotal))
 	}
 	v.sizeAtLeast("execution.max_env_total", e.MaxEnvTotal, "execution.max_env_value", e.MaxEnvValue)
+	if n := e.ProgressInterval; n < 1 || n > MaxProgressInterval {
+		// A keep-alive rarer than a client's usual request timeout (the
+		// TypeScript SDK's is 60 s) would not keep that client waiting.
+		v.add("execution.progress_interval", fmt.Sprintf("must be 1-%d seconds, below the usual 60 s client request timeout that progress resets (got %d)", MaxProgressInterval, n))
+	}
 
 	if len(c.Images.Allowed) == 0 {
 		v.add("images.allowed", "must list at least one image pattern")
@@ -288,6 +293,11 @@ const (
 	MaxEnvValue = 128 << 10
 	MaxEnvTotal = 1 << 20
 )
+
+// MaxProgressInterval is the longest execution.progress_interval (seconds):
+// half the TypeScript SDK's default 60 s request timeout, so that one lost
+// or late keep-alive does not let such a client give up.
+const MaxProgressInterval = 30
 
 // ValidLanguage reports whether s can be a language id: lower-case letters,
 // digits and '_', starting with a letter, so that execute_<id> is a tool name.

@@ -337,6 +337,7 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	var res backend.ExecuteResult
 	var files []OutputFile
+	runStart := time.Now()
 	if s != nil {
 		res, files, err = e.executeSession(ctx, s, created, breq, toolRun{ids: toolIDs, client: req.Client, approve: req.Approve}, emit)
 	} else if len(toolIDs) > 0 {
@@ -355,6 +356,11 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		if b, err = e.plugins.Backend(ctx, name); err == nil {
 			res, err = b.Execute(ctx, breq)
 		}
+	}
+	if s == nil && err != nil && ctx.Err() != nil {
+		// A stateless run keeps nothing: the backend stopped it (its
+		// container is removed) when the call's context ended.
+		e.auditCancelled(req.Client, "", "", runID, name, cancelCause(ctx), "stopped", time.Since(runStart)) // cancel.go
 	}
 	if s != nil {
 		e.checkFull(s, tool)
@@ -410,7 +416,14 @@ func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteRe
 	if res.Error != nil {
 		entry.Details["error_name"] = res.Error.Name
 	}
-	if err != nil {
+	switch {
+	case (res.Error != nil && res.Error.Name == ErrorCancelled) || errors.Is(err, context.Canceled):
+		// The client ended the call (cancel.go): not a failure of the server.
+		entry.Details["reason"] = "cancelled"
+		if err != nil {
+			entry.Error = err.Error()
+		}
+	case err != nil:
 		entry.Severity, entry.Error = audit.Error, err.Error()
 	}
 	e.rec.Record(entry)

@@ -422,6 +422,9 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 	if !strings.Contains(string(doc), "| `warning` |") || !strings.Contains(string(doc), EventRefused) {
 		t.Error("docs/audit.md has no severity table")
 	}
+	if !strings.Contains(string(doc), "`"+EventCancelled+"`") {
+		t.Errorf("docs/audit.md does not list %s", EventCancelled)
+	}
 }
 
 // An allowed custom image that is not on the machine is a refusal saying

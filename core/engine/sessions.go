@@ -221,7 +221,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	var res backend.ExecuteResult
 	if err == nil {
-		res, err = sb.ExecuteInSession(ctx, breq, emit)
+		res, err = e.runInSession(ctx, sb, s, breq, emit) // cancel.go
 	}
 	e.sessions.Update(s, func(s *session.Session) {
 		s.LastActive = time.Now()

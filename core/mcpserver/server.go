@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -322,12 +323,14 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 			return result, ExecuteOutput{Error: info}, nil
 		}
 	}
+	emit, stop := progress(ctx, req, time.Duration(s.cfg.Execution.ProgressInterval)*time.Second)
 	res, err := s.exec.Execute(ctx, engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
 		Approve:    approver(req.Session),
 		InputFiles: inputFiles(in.InputFiles),
-	}, progress(ctx, req))
+	}, emit)
+	stop()
 	if err != nil {
 		result, info := failure(err)
 		return result, ExecuteOutput{Error: info, Backend: res.Backend}, nil
@@ -478,20 +481,79 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: EnvironmentURI, MIMEType: "application/json", Text: string(data)}}}, nil
 }
 
-// progress forwards a session's output as MCP progress notifications when
-// the client asked for progress.
-func progress(ctx context.Context, req *mcp.CallToolRequest) func(backend.StreamEvent) {
+// progress forwards a run's output as MCP progress notifications when the
+// client asked for progress (a progressToken), and sends a keep-alive
+// whenever nothing was sent for interval, so that a client that resets its
+// request timeout on progress keeps waiting for a long run, a stateless one
+// too (stateless backends return their output only at the end: the plugin
+// API's Execute does not stream). stop ends the keep-alive; it must be
+// called before the answer goes back, so no progress follows it.
+func progress(ctx context.Context, req *mcp.CallToolRequest, interval time.Duration) (emit func(backend.StreamEvent), stop func()) {
 	if req == nil || req.Session == nil || req.Params == nil {
-		return nil
+		return nil, func() {}
 	}
 	token := req.Params.GetProgressToken()
 	if token == nil {
-		return nil
+		return nil, func() {}
 	}
-	n := 0.0
-	return func(ev backend.StreamEvent) {
-		n++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: string(ev.Name) + ": " + ev.Text})
+	if interval <= 0 { // a configuration built without config.Default
+		interval = 10 * time.Second
+	}
+	p := &progressor{ctx: ctx, ss: req.Session, token: token, start: time.Now()}
+	p.last = p.start
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.keepAlive(interval, done)
+	}()
+	return func(ev backend.StreamEvent) { p.send(string(ev.Name) + ": " + ev.Text) },
+		func() { close(done); wg.Wait() }
+}
+
+// progressor numbers one call's progress notifications (Progress must
+// increase) and remembers when the last one went out.
+type progressor struct {
+	ctx   context.Context
+	ss    *mcp.ServerSession
+	token any
+	start time.Time
+
+	mu   sync.Mutex // held while sending: notifications go out in order
+	n    float64
+	last time.Time
+}
+
+func (p *progressor) send(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	p.last = time.Now()
+	_ = p.ss.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: p.n, Message: msg})
+}
+
+// keepAlive sends a notification each time interval passes since the last
+// one, until done is closed or the call's context ends.
+func (p *progressor) keepAlive(interval time.Duration, done <-chan struct{}) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		wait := time.Until(p.last.Add(interval))
+		p.mu.Unlock()
+		if wait <= 0 {
+			p.send(fmt.Sprintf("running: %.0f s", time.Since(p.start).Seconds()))
+			wait = interval
+		}
+		t.Reset(wait)
 	}
 }
 
