@@ -52,7 +52,7 @@ path = %q
 	code := fmt.Sprintf(`import os, tempfile, forgedemo
 fd, p = tempfile.mkstemp()
 os.write(fd, b"x"); os.close(fd)
-print("mode", oct(os.stat("/tmp").st_mode & 0o7777), "host", os.path.exists(%q))`, base)
+print("mode", oct(os.stat("/tmp").st_mode & 0o1777), "host", os.path.exists(%q))`, base) // a pod's /tmp is setgid too (fsGroup)
 	res = s.Call(t, "execute_python", map[string]any{"code": code, "custom_image": out.Image}, &ex)
 	if !ex.Success || !strings.Contains(ex.Stdout, "mode 0o1777 host False") {
 		t.Fatalf("in the environment: %s", testenv.Text(res))
