@@ -94,7 +94,7 @@ func newTestbed(t *testing.T) *testbed {
 	cfg.EnvironmentBuilder.Enabled = false
 	tb := &testbed{cfg: cfg, rt: runtimetest.New(runtime.ImageInfo{Names: []string{image}}), quota: &fakeQuota{}}
 	tb.parts = parts{
-		runtime: func(config.Config) (Runtime, error) { return fakeRuntime{tb.rt}, nil },
+		runtime: func(config.Config, hclog.Logger) (Runtime, error) { return fakeRuntime{tb.rt}, nil },
 		quota:   func(config.Config, hclog.Logger) (quota, error) { return tb.quota, nil },
 		audit: func(cfg config.Config) (*audit.Logger, error) {
 			al, err := machine.audit(cfg)

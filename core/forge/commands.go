@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
@@ -71,7 +73,7 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	fmt.Fprintf(w, "ok    %-16s %s\n", "config", orDefaults(o.ConfigPath))
 	sts := m.inspect(ctx, cfg)
 	images := slices.Sorted(maps.Keys(Images(sts)))
-	rt, err := m.runtime(cfg)
+	rt, err := m.runtime(cfg, hclog.NewNullLogger())
 	if err != nil {
 		fmt.Fprintf(w, "FAIL  %-16s %v\n", "runtime", err)
 		return ErrFailed
@@ -167,7 +169,7 @@ func listImages(ctx context.Context, cfg config.Config, o Options, m parts) erro
 		fmt.Fprintf(w, "no plugins found in %s; run `make build`\n", PluginDir(cfg))
 		return ErrFailed
 	}
-	rt, err := m.runtime(cfg)
+	rt, err := m.runtime(cfg, hclog.NewNullLogger())
 	if err != nil {
 		return err
 	}
@@ -270,7 +272,7 @@ func Watchdog(cfg config.Config, serverID string) error {
 	}
 	defer closeLog()
 	log = log.Named("watchdog")
-	rt, err := machine.runtime(cfg)
+	rt, err := machine.runtime(cfg, log)
 	if err != nil {
 		return err
 	}

@@ -165,8 +165,8 @@ func New(ctx context.Context, cfg config.Config, log hclog.Logger) (*Forge, erro
 func NewWithGaps(ctx context.Context, cfg config.Config, log hclog.Logger, gaps ...runtime.Gap) (*Forge, error) {
 	m := machine
 	real := m.runtime
-	m.runtime = func(cfg config.Config) (Runtime, error) {
-		rt, err := real(cfg)
+	m.runtime = func(cfg config.Config, log hclog.Logger) (Runtime, error) {
+		rt, err := real(cfg, log)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +215,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
-	raw, err := m.runtime(cfg)
+	raw, err := m.runtime(cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -86,9 +86,9 @@ func (q podQuota) Sweep() (int, error) {
 func (podQuota) Close() error { return nil }
 
 // runtimeFor is the runtime [runtime] kind names.
-func runtimeFor(cfg config.Config) (Runtime, error) {
+func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
 	if cfg.Runtime.Kind == "kubernetes" {
-		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids)})
+		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids), Log: log.Named("kubernetes")})
 	}
 	return podman.New(cfg.Server.PodmanSocket), nil
 }
@@ -120,7 +120,7 @@ type quota interface {
 // replace them (a scripted runtime, a recording quota, a plugin start
 // that provisions like a warm pool).
 type parts struct {
-	runtime     func(config.Config) (Runtime, error)
+	runtime     func(config.Config, hclog.Logger) (Runtime, error)
 	quota       func(config.Config, hclog.Logger) (quota, error)
 	audit       func(config.Config) (*audit.Logger, error)
 	loadPlugins func(ctx context.Context, m *plugins.Manager, hostFor plugins.HostFactory) []error

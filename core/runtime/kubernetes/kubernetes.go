@@ -147,8 +147,27 @@ func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes
 		klog.SetLogger(funcr.New(func(prefix, args string) { log.Debug(prefix, "args", args) }, funcr.Options{}))
 	})
 	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, maxPids: o.MaxPids, hostID: hostID(), log: o.Log, pods: map[string]*podInfo{}}
-	c.exec = c.apiExec
+	c.exec = c.tracedExec
 	return c
+}
+
+// tracedExec is apiExec with each exec in the debug log: every one costs
+// the container runtime's exec (about 100 ms), so each is worth seeing.
+func (c *Client) tracedExec(ctx context.Context, pod string, s stream) (int, error) {
+	t0 := time.Now()
+	code, err := c.apiExec(ctx, pod, s)
+	what := "attach"
+	if len(s.Command) > 0 {
+		what = s.Command[0]
+		if len(s.Command) > 2 && s.Command[0] == "perl" {
+			what = "perl " + strings.SplitN(s.Command[2], "\n", 2)[0]
+			if len(what) > 60 {
+				what = what[:60]
+			}
+		}
+	}
+	c.log.Debug("exec", "pod", pod, "container", s.Container, "command", what, "exit", code, "took", time.Since(t0), "error", err)
+	return code, err
 }
 
 func op(ctx context.Context) (context.Context, context.CancelFunc) {
