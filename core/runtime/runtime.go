@@ -177,3 +177,15 @@ func VersionBelow(v, min string) bool {
 	have.Pre, want.Pre = nil, nil
 	return have.LT(want)
 }
+
+// HasLabels reports whether have carries every label of want: engines and
+// registries filter by labels loosely (or not at all), so a runtime checks
+// again what it hands out.
+func HasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}

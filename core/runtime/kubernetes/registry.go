@@ -338,21 +338,13 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 	var out []runtime.ImageInfo
 	for _, k := range order {
 		im := byDigest[k]
-		if hasLabels(im.Labels, labels) {
+		if runtime.HasLabels(im.Labels, labels) {
 			out = append(out, *im)
 		}
 	}
 	return out, nil
 }
 
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
-}
 
 // RemoveImage implements runtime.ImageBuilder: the manifest ref names (by
 // digest, or the one its tag points at) is deleted, and with it every tag

@@ -121,7 +121,7 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 		// A label filter of several labels is an AND on Podman 4.3 and 5;
 		// checked again here so that an engine treating it as OR cannot
 		// hand out another forge's images.
-		if !hasLabels(im.Labels, labels) {
+		if !runtime.HasLabels(im.Labels, labels) {
 			continue
 		}
 		out = append(out, runtime.ImageInfo{ID: im.ID, Size: im.Size, Labels: im.Labels, Names: im.RepoTags,
@@ -130,14 +130,6 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 	return out, nil
 }
 
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
-}
 
 // RemoveImage removes an image by name or ID; an image already gone is not
 // an error.
