@@ -85,3 +85,20 @@ func TestCollectorImageBudget(t *testing.T) {
 		t.Fatalf("%d images, notices %q", len(c.res.Images), c.res.Notices)
 	}
 }
+
+// A result is bounded like output: 'r' * 20_000_000 must not make an
+// answer no client reads (found by the hostile review).
+func TestCollectorBoundsTheResult(t *testing.T) {
+	c := &collector{b: &Backend{}, maxOut: 100, maxImg: 100}
+	big := strings.Repeat("é", 80) // 160 bytes: a cut at 100 lands inside none
+	c.event(jupyter.Event{Kind: "execute_result", Data: map[string]any{"text/plain": big, "text/html": "<b>" + big + "</b>", "text/markdown": "ok"}})
+	if len(c.res.ResultRepr) > 100 || !strings.HasPrefix(big, c.res.ResultRepr) || c.res.ResultRepr == "" {
+		t.Fatalf("result of %d bytes: %.20q", len(c.res.ResultRepr), c.res.ResultRepr)
+	}
+	if _, ok := c.res.Rich["text/html"]; ok || c.res.Rich["text/markdown"] != "ok" {
+		t.Fatalf("rich %v", c.res.Rich)
+	}
+	if len(c.res.Notices) != 2 {
+		t.Fatalf("notices %q", c.res.Notices)
+	}
+}

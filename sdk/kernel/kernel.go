@@ -369,12 +369,22 @@ func (c *collector) bundle(data map[string]any, isResult bool) {
 	}
 	text, _ := data["text/plain"].(string)
 	if isResult || (c.b.spec.ValuesAsDisplay && !gotImage && text != "") {
+		// A result is output too: bounded like stdout, so that one value
+		// cannot make an answer larger than a client reads.
+		if int64(len(text)) > c.maxOut {
+			c.res.Notices = append(c.res.Notices, fmt.Sprintf("the result's text (%d bytes) was cut at the %d-byte output limit (execution.max_output)", len(text), c.maxOut))
+			text = strings.ToValidUTF8(text[:c.maxOut], "")
+		}
 		c.res.ResultRepr = text
 		if c.res.Rich == nil {
 			c.res.Rich = map[string]string{}
 		}
 		for mime, v := range data {
 			if s, ok := v.(string); ok && mime != "text/plain" && !strings.HasPrefix(mime, "image/") {
+				if int64(len(s)) > c.maxOut {
+					c.res.Notices = append(c.res.Notices, fmt.Sprintf("the result's %s (%d bytes) was not returned: over the %d-byte output limit (execution.max_output)", mime, len(s), c.maxOut))
+					continue
+				}
 				c.res.Rich[mime] = s
 			}
 		}
