@@ -345,7 +345,6 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 	return out, nil
 }
 
-
 // RemoveImage implements runtime.ImageBuilder: the manifest ref names (by
 // digest, or the one its tag points at) is deleted, and with it every tag
 // of it. An image already gone is not an error.

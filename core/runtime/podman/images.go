@@ -130,7 +130,6 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 	return out, nil
 }
 
-
 // RemoveImage removes an image by name or ID; an image already gone is not
 // an error.
 func (c *Client) RemoveImage(ctx context.Context, ref string) error {
