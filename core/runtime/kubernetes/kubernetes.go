@@ -661,14 +661,12 @@ func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, boo
 	var regErr error
 	if c.k.ImageRegistry != "" {
 		info, ok, err := c.registryImage(ctx, name)
-		if err != nil || ok || c.k.PullPolicy != "Never" || isDigestRef(name) {
-			if err == nil || c.k.PullPolicy != "Never" || isDigestRef(name) {
-				return info, ok, err
-			}
-			// The registry is down: an image preloaded on the nodes still
-			// runs (no environment is), as it would without a registry.
-			regErr = err
+		if c.k.PullPolicy != "Never" || isDigestRef(name) || (err == nil && ok) {
+			return info, ok, err
 		}
+		// pull_policy Never: an image preloaded on the nodes runs by name,
+		// also while the registry does not answer (no environment does).
+		regErr = err
 	}
 	info, ok, err := c.nodeImage(ctx, name)
 	if regErr != nil && (err != nil || !ok) {
