@@ -170,6 +170,9 @@ func (s *Server) addJobTools() {
 // job list; other URIs change only when the caller acts (or not at all).
 func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
+	if s.noSubscriptions != "" {
+		return errors.New(s.noSubscriptions)
+	}
 	if uri == JobsURI {
 		return nil
 	}
@@ -181,6 +184,12 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	}
 	return fmt.Errorf("resources/subscribe: %s does not change on its own; only jobs (%s) and the job list (%s) can be subscribed to", uri, JobTemplate, JobsURI)
 }
+
+// NoSubscriptions refuses resources/subscribe with why: a transport
+// whose sessions end with each request (stateless streamable HTTP) has no
+// one to tell of a change, and a subscription that is accepted and never
+// heard from would mislead.
+func (s *Server) NoSubscriptions(why string) { s.noSubscriptions = why }
 
 func jobViews(rs []jobs.Record) []JobView {
 	out := make([]JobView, len(rs))

@@ -55,6 +55,8 @@ type Server struct {
 
 	// The approval questions asked and not yet answered (approvals.go).
 	questions questions
+
+	noSubscriptions string // why resources/subscribe is refused (jobs.go); "": allowed
 }
 
 // New builds the MCP server: an execute_<language> tool for every language
