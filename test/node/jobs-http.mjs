@@ -59,7 +59,13 @@ if (!(sub instanceof Error) || !/wait_job/.test(String(sub))) fail(`resources/su
 const w = await call(alice, "wait_job", { job_id: id, timeout: 60 });
 const r = w.structuredContent;
 if (w.isError || r?.state !== "done" || r.result?.stdout !== "tick 0\ntick 1\ntick 2\ntick 3\n") fail(`wait_job: ${JSON.stringify(w)}`);
-const after = await call(alice, "execute_python", { code: "1" });
+// The slot is given back once the job's sandbox is gone, just after its end.
+let after;
+for (let i = 0; i < 50; i++) {
+  after = await call(alice, "execute_python", { code: "1" });
+  if (after.structuredContent?.error?.type !== "QuotaExceeded") break;
+  await sleep(200);
+}
 if (after.isError) fail(`alice's run after the job: ${JSON.stringify(after)}`);
 console.log(`ok: job=${id} elapsed_s=${r.elapsed_s.toFixed(1)}`);
 await alice.close();
