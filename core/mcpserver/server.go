@@ -154,6 +154,9 @@ func instructions(langs []route.Language, cfg config.Config) string {
 		fmt.Fprintf(&b, "Pass a session_id to keep state across calls (one kernel per session); document_state attaches notes to a session's variables, readable at %s.\n", StateTemplate)
 		b.WriteString(fileInstructions) // files.go
 	}
+	if len(tools) > 0 {
+		b.WriteString("For work longer than a call should wait, pass background: true: the call answers with a job_id at once; wait_job, list_jobs, cancel_job and mcp://forge/jobs/{id} follow it.\n")
+	}
 	if cfg.EnvironmentBuilder.Enabled && len(tools) > 0 {
 		fmt.Fprintf(&b, "build_environment makes an image mcp-forge/custom:<name> with extra packages; pass it as custom_image to run code in it (%s lists yours and the templates).\n", EnvironmentsURI)
 	}
