@@ -419,18 +419,20 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
+	capImages(&res) // a session's run was capped before its cell was recorded
+	if err == nil {
+		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
+	}
+	e.complete(req, runID, name, res, err)
+	return Result{ExecuteResult: res, Backend: name, Files: files}, err
+}
+
+// capImages keeps a result's first MaxImages images, with a notice.
+func capImages(res *backend.ExecuteResult) {
 	if n := len(res.Images); n > MaxImages {
 		res.Images = res.Images[:MaxImages]
 		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned: save the others as files or combine them", n, MaxImages))
 	}
-	if err == nil {
-		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
-	}
-	if s != nil && err == nil {
-		e.recordCell(s, req.Code, res) // history.go
-	}
-	e.complete(req, runID, name, res, err)
-	return Result{ExecuteResult: res, Backend: name, Files: files}, err
 }
 
 // endRun gives a run's slot back, and ends hold (the tenant's run slot),

@@ -244,6 +244,11 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	res.Notices = append(notices, res.Notices...)
 	files, more := e.outputFiles(s.Internal, before)
 	res.Notices = append(res.Notices, more...)
+	if err == nil {
+		// Under the session's lock: cells are recorded in the order they ran.
+		capImages(&res)
+		e.recordCell(s, breq.Code, res) // history.go
+	}
 	return res, files, err
 }
 
