@@ -10,7 +10,9 @@ import (
 // Every network.* check names its field and says what is wrong; valid
 // values of each form are accepted.
 func TestNetworkValidation(t *testing.T) {
-	alice := func(c *Config) { c.Tenants = map[string]Tenant{"alice": {APIKeySHA256: []string{strings.Repeat("a", 64)}}} }
+	alice := func(c *Config) {
+		c.Tenants = map[string]Tenant{"alice": {APIKeySHA256: []string{strings.Repeat("a", 64)}}}
+	}
 	cases := []struct {
 		name string
 		edit func(*Config)

@@ -474,7 +474,11 @@ func (p *Proxy) forward(ctx context.Context, client *tracked, req *http.Request,
 	// chunked) ends this client connection too.
 	toEOF := resp.ContentLength < 0 && len(resp.TransferEncoding) == 0
 	resp.Close = toEOF || req.Close
-	err = resp.Write(client)
+	bw := bufio.NewWriter(client) // Response.Write writes a line at a time
+	err = resp.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	p.finish(g, l, client, err)
 	return err == nil && !resp.Close
 }

@@ -60,7 +60,7 @@ func (d *dialLog) list() []string {
 
 // world is local servers reached through a proxy by made-up names.
 type world struct {
-	t         *testing.T
+	t         testing.TB
 	http      *httptest.Server
 	tls       *httptest.Server
 	hport     int // of http
@@ -74,7 +74,7 @@ type world struct {
 	headerTTL time.Duration
 }
 
-func port(t *testing.T, addr string) int {
+func port(t testing.TB, addr string) int {
 	_, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func port(t *testing.T, addr string) int {
 	return n
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, dials: &dialLog{}, rec: &recorder{}, headerTTL: 300 * time.Millisecond}
 	mux := http.NewServeMux()
