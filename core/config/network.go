@@ -27,8 +27,10 @@ type Network struct {
 	// RequireApproval asks the user (MCP elicitation) before a grant is
 	// made; a client that cannot be asked gets no network.
 	RequireApproval bool `toml:"require_approval"`
-	// The budget of one grant (one run): connections opened, bytes sent
-	// and received, and seconds from the grant. Past a budget new
+	// The budget of one grant (one run): connections (each one to a
+	// granted host and port counts, even when its address is then refused
+	// or does not answer), bytes sent and received, and seconds from the
+	// grant. Past a budget new
 	// connections are refused and, for bytes and time, open ones are cut.
 	MaxConnections int  `toml:"max_connections"`
 	MaxUpload      Size `toml:"max_upload"`

@@ -37,6 +37,9 @@ const (
 	DefaultHeaderTimeout  = 10 * time.Second
 	DefaultDialTimeout    = 10 * time.Second
 	DefaultMaxHeaderBytes = 32 << 10
+	// MaxResponseHeaderBytes bounds an upstream response's status line and
+	// headers (net/http's client default).
+	MaxResponseHeaderBytes = 1 << 20
 )
 
 // Options configure a Proxy; the zero value of each field is its default.
@@ -454,14 +457,26 @@ func (p *Proxy) forward(ctx context.Context, client *tracked, req *http.Request,
 		p.answerIfFresh(client, l, err)
 		return false
 	}
-	ubr := bufio.NewReader(up)
-	resp, err := http.ReadResponse(ubr, out)
-	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 {
+	// The upstream's headers are bounded too: a hostile server could
+	// otherwise fill the core's memory with one endless header.
+	ulim := &headerLimit{r: up}
+	ubr := bufio.NewReader(ulim)
+	var resp *http.Response
+	for {
+		ulim.arm(MaxResponseHeaderBytes)
+		resp, err = http.ReadResponse(ubr, out)
+		ulim.disarm()
+		if ulim.over {
+			err = fmt.Errorf("the server's response headers are over %d bytes", MaxResponseHeaderBytes)
+		}
+		if err != nil || resp.StatusCode < 100 || resp.StatusCode >= 200 {
+			break
+		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			err = errors.New("the server switched protocols, which was not asked for")
 			break
 		}
-		resp, err = http.ReadResponse(ubr, out) // an interim response (103 Early Hints): the final one follows
+		// An interim response (103 Early Hints): the final one follows.
 	}
 	if err != nil {
 		p.finish(g, l, client, err)

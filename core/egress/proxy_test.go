@@ -670,3 +670,67 @@ func TestOwnAddresses(t *testing.T) {
 		t.Errorf("an own address inside a granted CIDR: %q", why)
 	}
 }
+
+// A request body is forwarded whole (chunked or not), and a hostile
+// upstream's endless headers are cut off at the limit, not held in memory.
+func TestProxyBodiesAndHostileUpstream(t *testing.T) {
+	w := newWorld(t)
+	hostile, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostile.Close()
+	go func() {
+		for {
+			c, err := hostile.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = http.ReadRequest(bufio.NewReader(c))
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Endless: ")
+				chunk := bytes.Repeat([]byte("a"), 64<<10)
+				for i := 0; i < 64; i++ { // 4 MiB of one header
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	hp := strconv.Itoa(port(t, hostile.Addr().String()))
+	w.resolver["hostile.test"] = []string{"127.0.0.1"}
+	g, proxy := w.grant(w.policy(func(n *config.Network) { n.AllowedHosts = append(n.AllowedHosts, "hostile.test:"+hp) }), "files.test", "hostile.test")
+	c := w.client(proxy)
+	for _, chunked := range []bool{false, true} {
+		body := io.Reader(bytes.NewReader(make([]byte, 100<<10)))
+		if chunked {
+			body = io.MultiReader(body) // no length known: sent chunked
+		}
+		resp, err := c.Post("http://files.test:"+strconv.Itoa(w.hport)+"/upload", "application/octet-stream", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != "102400" {
+			t.Errorf("chunked %v: upstream received %q bytes", chunked, got)
+		}
+	}
+	resp, err := c.Get("http://hostile.test:" + hp + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("endless headers: %s", resp.Status)
+	}
+	e := w.last()
+	if e.Details["outcome"] != OutcomeError || !strings.Contains(e.Error, "response headers are over") {
+		t.Errorf("audited %+v", e)
+	}
+	if _, _, down := g.Used(); down > 2*MaxResponseHeaderBytes {
+		t.Errorf("read %d bytes of headers", down)
+	}
+}
