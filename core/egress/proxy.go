@@ -136,6 +136,7 @@ func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, g *Grant) {
 		return
 	}
 	defer g.untrack(client)
+	// The proxy stopping (ctx) ends the connection as the run's end would.
 	stop := context.AfterFunc(ctx, func() { client.cut(RuleClosed) })
 	defer stop()
 	lim := &headerLimit{r: client}
@@ -174,7 +175,7 @@ func (p *Proxy) malformed(client *tracked, g *Grant, over bool, err error) {
 	var ne net.Error
 	switch {
 	case client.cutBy() != "":
-		return // cut (the grant ended): spend already said why
+		return // cut while it waited for a request: nothing was connected, nothing to audit
 	case over:
 		p.refuseStatus(client, g, l, http.StatusRequestHeaderFieldsTooLarge,
 			refusal.New(RuleHeaders, "the request's line and headers are over %d bytes", p.maxHeader))
