@@ -25,6 +25,7 @@ type Config struct {
 	Quotas  Quotas            `toml:"quotas"`
 	Tenants map[string]Tenant `toml:"tenants"`
 	Auth    Auth              `toml:"auth"`
+	Network Network           `toml:"network"`
 }
 
 // Runtime is where sandboxes run: the local Podman, or a Kubernetes
@@ -515,5 +516,6 @@ func systemDefault() Config {
 		Tenants:  map[string]Tenant{},
 		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30,
 			AuthorizationServers: []string{}}},
+		Network: defaultNetwork(),
 	}
 }

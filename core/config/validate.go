@@ -48,6 +48,7 @@ func Validate(c Config) Errors {
 	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)
 
 	validateRuntime(&v, c.Runtime)
+	validateNetwork(&v, c)
 
 	e := c.Execution
 	v.backends("execution.default_backend", e.DefaultBackend)
