@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
+	"github.com/mcp-forge/mcp-forge/core/metrics"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
@@ -44,7 +45,14 @@ func (c httpCore) SessionCount(t string) int         { return len(c.f.Engine.Ses
 func (c httpCore) PluginStatuses() []httpserver.PluginStatus {
 	var out []httpserver.PluginStatus
 	for _, p := range c.f.Plugins.Statuses() {
-		out = append(out, httpserver.PluginStatus{Name: p.Name, Languages: p.Capabilities.Languages, Restarts: p.Restarts})
+		st := httpserver.PluginStatus{Name: p.Name, Languages: p.Capabilities.Languages, Restarts: p.Restarts}
+		if w := c.f.Engine.WarmPool(context.Background(), p); w != nil {
+			st.WarmPool = &metrics.Pool{Ready: w.Warm, Starting: w.Starting, InUse: w.InUse, Hits: w.Hits, Misses: w.Misses, Grown: w.Grown, Shrunk: w.Shrunk}
+			for _, n := range w.Target {
+				st.WarmPool.Target += n
+			}
+		}
+		out = append(out, st)
 	}
 	return out
 }

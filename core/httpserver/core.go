@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/metrics"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 )
 
@@ -55,6 +56,7 @@ type PluginStatus struct {
 	Name      string
 	Languages []string
 	Restarts  int
+	WarmPool  *metrics.Pool // nil: it keeps none
 }
 
 // Readiness answers /readyz: the server is ready when every check is OK.

@@ -115,6 +115,15 @@ func New(cfg config.Config, core Core, addr string, log hclog.Logger) (*Server, 
 			}
 			return out
 		},
+		WarmPools: func() map[string]metrics.Pool {
+			out := map[string]metrics.Pool{}
+			for _, p := range core.PluginStatuses() {
+				if p.WarmPool != nil {
+					out[p.Name] = *p.WarmPool
+				}
+			}
+			return out
+		},
 	}, reg.Names(), languages, backends)
 
 	for _, name := range reg.Names() {

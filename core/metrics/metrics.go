@@ -27,6 +27,14 @@ type Source struct {
 	Sessions func() map[string]int
 	// PluginRestarts counts restarts per plugin since start.
 	PluginRestarts func() map[string]int
+	// WarmPools are the warm pools of the backends that keep one.
+	WarmPools func() map[string]Pool
+}
+
+// Pool is a backend's warm pool at scrape time (backend.WarmPool).
+type Pool struct {
+	Target, Ready, Starting, InUse int   // target: summed over its keys
+	Hits, Misses, Grown, Shrunk    int64 // since the plugin started
 }
 
 // Metrics is one server's registry.
@@ -171,6 +179,16 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 var (
 	sessionsDesc = prometheus.NewDesc("mcp_forge_sessions_live", "Live stateful sessions per tenant.", []string{"tenant"}, nil)
 	restartsDesc = prometheus.NewDesc("mcp_forge_plugin_restarts_total", "Plugin restarts after a crash, per plugin.", []string{"plugin"}, nil)
+	poolDescs    = map[string]*prometheus.Desc{
+		"target":   prometheus.NewDesc("mcp_forge_warm_pool_target", "Ready containers a backend's warm pool refills to now (grown by misses, shrunk when quiet).", []string{"plugin"}, nil),
+		"ready":    prometheus.NewDesc("mcp_forge_warm_pool_ready", "Ready containers in a backend's warm pool.", []string{"plugin"}, nil),
+		"starting": prometheus.NewDesc("mcp_forge_warm_pool_starting", "Containers a backend's warm pool is starting.", []string{"plugin"}, nil),
+		"in_use":   prometheus.NewDesc("mcp_forge_warm_pool_in_use", "Warm containers running a run.", []string{"plugin"}, nil),
+		"hits":     prometheus.NewDesc("mcp_forge_warm_pool_hits_total", "Runs served by a warm container.", []string{"plugin"}, nil),
+		"misses":   prometheus.NewDesc("mcp_forge_warm_pool_misses_total", "Runs that found no warm container and ran cold.", []string{"plugin"}, nil),
+		"grown":    prometheus.NewDesc("mcp_forge_warm_pool_grown_total", "Misses that grew a warm pool's target.", []string{"plugin"}, nil),
+		"shrunk":   prometheus.NewDesc("mcp_forge_warm_pool_shrunk_total", "Quiet periods that shrank a warm pool's target.", []string{"plugin"}, nil),
+	}
 )
 
 // sourceCollector reads live values at scrape time, so gauges never drift
@@ -183,6 +201,9 @@ type sourceCollector struct {
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sessionsDesc
 	ch <- restartsDesc
+	for _, d := range poolDescs {
+		ch <- d
+	}
 }
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -203,6 +224,16 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.PluginRestarts != nil {
 		for p, n := range c.src.PluginRestarts() {
 			ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(n), p)
+		}
+	}
+	if c.src.WarmPools != nil {
+		for p, w := range c.src.WarmPools() {
+			for name, v := range map[string]float64{"target": float64(w.Target), "ready": float64(w.Ready), "starting": float64(w.Starting), "in_use": float64(w.InUse)} {
+				ch <- prometheus.MustNewConstMetric(poolDescs[name], prometheus.GaugeValue, v, p)
+			}
+			for name, v := range map[string]int64{"hits": w.Hits, "misses": w.Misses, "grown": w.Grown, "shrunk": w.Shrunk} {
+				ch <- prometheus.MustNewConstMetric(poolDescs[name], prometheus.CounterValue, float64(v), p)
+			}
 		}
 	}
 }

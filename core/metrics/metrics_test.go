@@ -72,7 +72,19 @@ func TestMetricsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Source{Sessions: func() map[string]int { return nil }, PluginRestarts: func() map[string]int { return map[string]int{"p": 0} }}, []string{"a"}, nil, nil)
+	m := New(Source{Sessions: func() map[string]int { return nil }, PluginRestarts: func() map[string]int { return map[string]int{"p": 0} },
+		WarmPools: func() map[string]Pool { return map[string]Pool{"p": {Target: 3, Ready: 2, Hits: 5, Misses: 1, Grown: 1}} }}, []string{"a"}, nil, nil)
+	exp := `
+# HELP mcp_forge_warm_pool_target Ready containers a backend's warm pool refills to now (grown by misses, shrunk when quiet).
+# TYPE mcp_forge_warm_pool_target gauge
+mcp_forge_warm_pool_target{plugin="p"} 3
+# HELP mcp_forge_warm_pool_grown_total Misses that grew a warm pool's target.
+# TYPE mcp_forge_warm_pool_grown_total counter
+mcp_forge_warm_pool_grown_total{plugin="p"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(exp), "mcp_forge_warm_pool_target", "mcp_forge_warm_pool_grown_total"); err != nil {
+		t.Error(err)
+	}
 	// Vectors appear once they have a child.
 	m.Audit(audit.Entry{Event: audit.ExecutionComplete, Success: true})
 	m.Audit(audit.Entry{Event: audit.SecurityViolation})
