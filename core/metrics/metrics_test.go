@@ -73,7 +73,9 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(Source{Sessions: func() map[string]int { return nil }, PluginRestarts: func() map[string]int { return map[string]int{"p": 0} },
-		WarmPools: func() map[string]Pool { return map[string]Pool{"p": {Target: 3, Ready: 2, Hits: 5, Misses: 1, Grown: 1}} }}, []string{"a"}, nil, nil)
+		WarmPools: func() map[string]Pool {
+			return map[string]Pool{"p": {Target: 3, Ready: 2, Hits: 5, Misses: 1, Grown: 1}}
+		}}, []string{"a"}, nil, nil)
 	exp := `
 # HELP mcp_forge_warm_pool_target Ready containers a backend's warm pool refills to now (grown by misses, shrunk when quiet).
 # TYPE mcp_forge_warm_pool_target gauge
