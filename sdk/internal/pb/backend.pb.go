@@ -335,7 +335,7 @@ func (x *CheckpointCode) GetHint() string {
 // WarmPool is a pool of pre-started containers, each used by one run.
 type WarmPool struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Size          int32                  `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`                            // ready containers wanted per key
+	Size          int32                  `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`                            // ready containers wanted per key when quiet
 	MemoryCap     int64                  `protobuf:"varint,2,opt,name=memory_cap,json=memoryCap,proto3" json:"memory_cap,omitempty"` // bytes their memory limits may sum to; 0: none
 	Warm          int32                  `protobuf:"varint,3,opt,name=warm,proto3" json:"warm,omitempty"`                            // ready now
 	Starting      int32                  `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
@@ -348,6 +348,10 @@ type WarmPool struct {
 	LastRefillMs  int64                  `protobuf:"varint,11,opt,name=last_refill_ms,json=lastRefillMs,proto3" json:"last_refill_ms,omitempty"` // create to ready, the last one
 	MeanRefillMs  int64                  `protobuf:"varint,12,opt,name=mean_refill_ms,json=meanRefillMs,proto3" json:"mean_refill_ms,omitempty"`
 	LastFailure   string                 `protobuf:"bytes,13,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
+	MaxSize       int32                  `protobuf:"varint,14,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`                                                          // what a key's target grows to on misses
+	Target        map[string]int32       `protobuf:"bytes,15,rep,name=target,proto3" json:"target,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // ready containers wanted now, per key
+	Grown         int64                  `protobuf:"varint,16,opt,name=grown,proto3" json:"grown,omitempty"`                                                                             // misses that grew a target
+	Shrunk        int64                  `protobuf:"varint,17,opt,name=shrunk,proto3" json:"shrunk,omitempty"`                                                                           // quiet periods that shrank one
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +475,34 @@ func (x *WarmPool) GetLastFailure() string {
 		return x.LastFailure
 	}
 	return ""
+}
+
+func (x *WarmPool) GetMaxSize() int32 {
+	if x != nil {
+		return x.MaxSize
+	}
+	return 0
+}
+
+func (x *WarmPool) GetTarget() map[string]int32 {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *WarmPool) GetGrown() int64 {
+	if x != nil {
+		return x.Grown
+	}
+	return 0
+}
+
+func (x *WarmPool) GetShrunk() int64 {
+	if x != nil {
+		return x.Shrunk
+	}
+	return 0
 }
 
 type ExecuteRequest struct {
@@ -1810,7 +1842,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x04save\x18\x01 \x01(\tR\x04save\x12\x12\n" +
 	"\x04load\x18\x02 \x01(\tR\x04load\x12\x18\n" +
 	"\amissing\x18\x03 \x01(\tR\amissing\x12\x12\n" +
-	"\x04hint\x18\x04 \x01(\tR\x04hint\"\xef\x02\n" +
+	"\x04hint\x18\x04 \x01(\tR\x04hint\"\xb2\x04\n" +
 	"\bWarmPool\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x05R\x04size\x12\x1d\n" +
 	"\n" +
@@ -1826,7 +1858,14 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	" \x01(\x03R\aretired\x12$\n" +
 	"\x0elast_refill_ms\x18\v \x01(\x03R\flastRefillMs\x12$\n" +
 	"\x0emean_refill_ms\x18\f \x01(\x03R\fmeanRefillMs\x12!\n" +
-	"\flast_failure\x18\r \x01(\tR\vlastFailure\"\xc5\x04\n" +
+	"\flast_failure\x18\r \x01(\tR\vlastFailure\x12\x19\n" +
+	"\bmax_size\x18\x0e \x01(\x05R\amaxSize\x12=\n" +
+	"\x06target\x18\x0f \x03(\v2%.forge.plugin.v2.WarmPool.TargetEntryR\x06target\x12\x14\n" +
+	"\x05grown\x18\x10 \x01(\x03R\x05grown\x12\x16\n" +
+	"\x06shrunk\x18\x11 \x01(\x03R\x06shrunk\x1a9\n" +
+	"\vTargetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xc5\x04\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -1979,7 +2018,7 @@ func file_forge_plugin_v2_backend_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v2_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_forge_plugin_v2_backend_proto_goTypes = []any{
 	(*CapabilitiesResponse)(nil),   // 0: forge.plugin.v2.CapabilitiesResponse
 	(*StatsRequest)(nil),           // 1: forge.plugin.v2.StatsRequest
@@ -2005,51 +2044,53 @@ var file_forge_plugin_v2_backend_proto_goTypes = []any{
 	(*ExecuteSessionResponse)(nil), // 21: forge.plugin.v2.ExecuteSessionResponse
 	(*Variable)(nil),               // 22: forge.plugin.v2.Variable
 	(*InspectResponse)(nil),        // 23: forge.plugin.v2.InspectResponse
-	nil,                            // 24: forge.plugin.v2.ExecuteRequest.EnvEntry
-	nil,                            // 25: forge.plugin.v2.ExecuteRequest.InputFilesEntry
-	nil,                            // 26: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
-	nil,                            // 27: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
-	nil,                            // 28: forge.plugin.v2.ExecuteResponse.RichEntry
-	nil,                            // 29: forge.plugin.v2.OpenSessionRequest.EnvEntry
+	nil,                            // 24: forge.plugin.v2.WarmPool.TargetEntry
+	nil,                            // 25: forge.plugin.v2.ExecuteRequest.EnvEntry
+	nil,                            // 26: forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	nil,                            // 27: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	nil,                            // 28: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	nil,                            // 29: forge.plugin.v2.ExecuteResponse.RichEntry
+	nil,                            // 30: forge.plugin.v2.OpenSessionRequest.EnvEntry
 }
 var file_forge_plugin_v2_backend_proto_depIdxs = []int32{
 	3,  // 0: forge.plugin.v2.CapabilitiesResponse.checkpoint:type_name -> forge.plugin.v2.CheckpointCode
 	4,  // 1: forge.plugin.v2.CapabilitiesResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
 	4,  // 2: forge.plugin.v2.StatsResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
-	24, // 3: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
-	25, // 4: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
-	26, // 5: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
-	27, // 6: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
-	7,  // 7: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
-	8,  // 8: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
-	28, // 9: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
-	29, // 10: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
-	20, // 11: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
-	9,  // 12: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
-	22, // 13: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
-	10, // 14: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
-	1,  // 15: forge.plugin.v2.BackendService.Stats:input_type -> forge.plugin.v2.StatsRequest
-	5,  // 16: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
-	11, // 17: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
-	6,  // 18: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
-	13, // 19: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
-	19, // 20: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
-	15, // 21: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
-	17, // 22: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
-	0,  // 23: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
-	2,  // 24: forge.plugin.v2.BackendService.Stats:output_type -> forge.plugin.v2.StatsResponse
-	9,  // 25: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
-	12, // 26: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
-	21, // 27: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
-	14, // 28: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
-	23, // 29: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
-	16, // 30: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
-	18, // 31: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	24, // 3: forge.plugin.v2.WarmPool.target:type_name -> forge.plugin.v2.WarmPool.TargetEntry
+	25, // 4: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
+	26, // 5: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	27, // 6: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	28, // 7: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	7,  // 8: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
+	8,  // 9: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
+	29, // 10: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
+	30, // 11: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
+	20, // 12: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
+	9,  // 13: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
+	22, // 14: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
+	10, // 15: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
+	1,  // 16: forge.plugin.v2.BackendService.Stats:input_type -> forge.plugin.v2.StatsRequest
+	5,  // 17: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
+	11, // 18: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
+	6,  // 19: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
+	13, // 20: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
+	19, // 21: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
+	15, // 22: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
+	17, // 23: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
+	0,  // 24: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
+	2,  // 25: forge.plugin.v2.BackendService.Stats:output_type -> forge.plugin.v2.StatsResponse
+	9,  // 26: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
+	12, // 27: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
+	21, // 28: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
+	14, // 29: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
+	23, // 30: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
+	16, // 31: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
+	18, // 32: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
+	24, // [24:33] is the sub-list for method output_type
+	15, // [15:24] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v2_backend_proto_init() }
@@ -2067,7 +2108,7 @@ func file_forge_plugin_v2_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_backend_proto_rawDesc), len(file_forge_plugin_v2_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

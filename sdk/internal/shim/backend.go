@@ -365,7 +365,20 @@ func warmPoolToPB(w *backend.WarmPool) *pb.WarmPool {
 	}
 	return &pb.WarmPool{Size: int32(w.Size), MemoryCap: w.MemoryCap, Warm: int32(w.Warm), Starting: int32(w.Starting), InUse: int32(w.InUse),
 		Hits: w.Hits, Misses: w.Misses, Refills: w.Refills, Failures: w.Failures, Retired: w.Retired,
-		LastRefillMs: w.LastRefill.Milliseconds(), MeanRefillMs: w.MeanRefill.Milliseconds(), LastFailure: w.LastFailure}
+		LastRefillMs: w.LastRefill.Milliseconds(), MeanRefillMs: w.MeanRefill.Milliseconds(), LastFailure: w.LastFailure,
+		MaxSize: int32(w.MaxSize), Target: convertMap(w.Target, func(n int) int32 { return int32(n) }), Grown: w.Grown, Shrunk: w.Shrunk}
+}
+
+// convertMap converts a map's values.
+func convertMap[K comparable, A, B any](m map[K]A, f func(A) B) map[K]B {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]B, len(m))
+	for k, v := range m {
+		out[k] = f(v)
+	}
+	return out
 }
 
 func warmPoolFromPB(w *pb.WarmPool) *backend.WarmPool {
@@ -374,7 +387,8 @@ func warmPoolFromPB(w *pb.WarmPool) *backend.WarmPool {
 	}
 	return &backend.WarmPool{Size: int(w.Size), MemoryCap: w.MemoryCap, Warm: int(w.Warm), Starting: int(w.Starting), InUse: int(w.InUse),
 		Hits: w.Hits, Misses: w.Misses, Refills: w.Refills, Failures: w.Failures, Retired: w.Retired,
-		LastRefill: time.Duration(w.LastRefillMs) * time.Millisecond, MeanRefill: time.Duration(w.MeanRefillMs) * time.Millisecond, LastFailure: w.LastFailure}
+		LastRefill: time.Duration(w.LastRefillMs) * time.Millisecond, MeanRefill: time.Duration(w.MeanRefillMs) * time.Millisecond, LastFailure: w.LastFailure,
+		MaxSize: int(w.MaxSize), Target: convertMap(w.Target, func(n int32) int { return int(n) }), Grown: w.Grown, Shrunk: w.Shrunk}
 }
 
 // Execute implements backend.Backend.
