@@ -5,6 +5,7 @@ import (
 	"context"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,7 +160,7 @@ func (p *pool[T]) Stats() backend.WarmPool {
 	s.MaxSize = p.maxSize
 	s.Target = map[string]int{}
 	for k := range p.keys {
-		s.Target[k] = p.want(k)
+		s.Target[keyLabel(k)] += p.want(k)
 	}
 	if p.refillN > 0 {
 		s.MeanRefill = p.refillT / time.Duration(p.refillN)
@@ -324,4 +325,14 @@ func (p *pool[T]) startOne(ctx context.Context, key string) {
 	p.idle[key] = append(p.idle[key], item[T]{v: v, born: t0}) // the lifetime counts from before create
 	p.mu.Unlock()
 	p.wake()
+}
+
+// keyLabel names a pool key for people: its image, and its memory limit
+// when it has one (never the environment a key may hold).
+func keyLabel(key string) string {
+	image, rest, _ := strings.Cut(key, "\x00")
+	if mem, _, _ := strings.Cut(rest, "\x00"); mem != "" {
+		return image + " memory=" + mem
+	}
+	return image
 }

@@ -306,3 +306,15 @@ func TestPoolAdapts(t *testing.T) {
 		t.Fatalf("shrunk %d times, want 2", s.Shrunk)
 	}
 }
+
+func TestPoolKeyLabel(t *testing.T) {
+	for key, want := range map[string]string{
+		poolKey("mcp-forge/python:3.11", "", nil):                  "mcp-forge/python:3.11",
+		poolKey("img", "1g", map[string]string{"TOKEN": "secret"}): "img memory=1g",
+		"a": "a",
+	} {
+		if got := keyLabel(key); got != want {
+			t.Errorf("keyLabel(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
