@@ -348,13 +348,13 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 			breq.ToolsGrant = g.Token()
 			var b backend.Backend
 			if b, err = e.plugins.Backend(ctx, name); err == nil {
-				res, err = b.Execute(ctx, breq)
+				res, err = backend.ExecuteStreaming(ctx, b, breq, emit)
 			}
 		}
 	} else {
 		var b backend.Backend
 		if b, err = e.plugins.Backend(ctx, name); err == nil {
-			res, err = b.Execute(ctx, breq)
+			res, err = backend.ExecuteStreaming(ctx, b, breq, emit) // output as progress, if the backend streams
 		}
 	}
 	if s == nil && err != nil && ctx.Err() != nil {

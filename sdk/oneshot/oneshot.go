@@ -231,7 +231,7 @@ var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".
 // Execute implements backend.Backend.
 func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	if b.spec.Resident {
-		return b.executeResident(ctx, req)
+		return b.executeResident(ctx, req, nil)
 	}
 	return b.executeCold(ctx, req)
 }
