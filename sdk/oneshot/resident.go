@@ -348,7 +348,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 				}
 			}
 			cancelWait()
-			fw.end(time.Second) // ends with its container, or here
+			fw.end(followEndWait) // ends with its container, or here
 			b.sb.Remove(bg, id)
 		}()
 	}()

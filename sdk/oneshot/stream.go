@@ -48,6 +48,11 @@ var followCommand = []string{"/bin/sh", "-c",
 	`tail -c +1 -f -s 0.2 "$1" 2>/dev/null & exec tail -c +1 -f -s 0.2 "$2" 1>&2 2>/dev/null`,
 	"sh", metaDir + "/stdout", metaDir + "/stderr"}
 
+// followEndWait bounds the wait, once a run's container has exited, for its
+// follower's exec to end with it (at once on Podman and Kubernetes) before
+// the exec is cancelled, which the core audits as a failed exec.
+const followEndWait = 5 * time.Second
+
 // follower follows one run's output. stop ends the events (none is sent
 // once it returns); end ends the command, once the container is gone (it
 // ends with the container on Podman and Kubernetes; end is for a host
@@ -90,7 +95,7 @@ func (b *Backend) follow(ctx context.Context, id string, timeout time.Duration, 
 			}
 			_, _ = b.sb.Exec(fctx, id, host.ExecRequest{Command: followCommand, MaxBytes: 1, Timeout: timeout,
 				Output: func(s host.Stream, p []byte) {
-					if !f.c.add(s, p) {
+					if f.c.add(s, p) {
 						cancel() // the cap is reached: nothing more is sent
 					}
 				}})
@@ -151,12 +156,17 @@ func newCoalescer(limit int64, emit func(backend.StreamEvent)) *coalescer {
 	return &coalescer{emit: emit, left: limit, stopped: make(chan struct{})}
 }
 
-// add takes p of stream s, and reports whether more may be taken.
-func (c *coalescer) add(s host.Stream, p []byte) bool {
+// add takes p of stream s, and reports whether the limit is reached (no
+// more will be taken). After close it drops p: the follower's command then
+// ends with the container, not cancelled (which the core audits as failed).
+func (c *coalescer) add(s host.Stream, p []byte) (full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.left <= 0 {
+	if c.closed {
 		return false
+	}
+	if c.left <= 0 {
+		return true
 	}
 	i := 0
 	if s == host.Stderr {
@@ -167,7 +177,7 @@ func (c *coalescer) add(s host.Stream, p []byte) bool {
 	}
 	c.left -= int64(len(p))
 	c.pending[i] = append(c.pending[i], p...)
-	return c.left > 0
+	return c.left <= 0
 }
 
 // flush sends what is ready (see coalescer).

@@ -72,16 +72,16 @@ func TestCoalescerBounds(t *testing.T) {
 	const limit = 1 << 20
 	var events []backend.StreamEvent
 	co := newCoalescer(limit, func(ev backend.StreamEvent) { events = append(events, ev) })
-	more := true
+	full := false
 	writes := 0
-	for ; writes < 1_000_000 && more; writes++ {
-		more = co.add(host.Stdout, []byte("line ✓\n"))
+	for ; writes < 1_000_000 && !full; writes++ {
+		full = co.add(host.Stdout, []byte("line ✓\n"))
 	}
-	if more || writes >= 1_000_000 {
+	if !full || writes >= 1_000_000 {
 		t.Fatalf("add took %d writes of 9 bytes and still asks for more, over a %d-byte limit", writes, limit)
 	}
-	if co.add(host.Stderr, []byte("late\n")) {
-		t.Error("add takes more after the limit")
+	if !co.add(host.Stderr, []byte("late\n")) {
+		t.Error("add does not report the limit reached")
 	}
 	co.flush()
 	co.flush()
@@ -109,7 +109,7 @@ func TestCoalescerClosed(t *testing.T) {
 	co.close()
 	co.close() // twice is harmless
 	if co.add(host.Stdout, []byte("after\n")) {
-		t.Error("add takes output after close")
+		t.Error("add after close reports the limit: the follower would be cancelled, not left to end with its container")
 	}
 	co.flush()
 	if len(events) != 0 {
