@@ -290,3 +290,27 @@ func TestStreamLocal(t *testing.T) {
 		})
 	}
 }
+
+// A program printing a million lines sends a few events, not a million,
+// and no more than its output cap in all.
+func TestStreamLocalBounded(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	if _, err := exec.LookPath("tail"); err != nil {
+		t.Skip("tail not on PATH")
+	}
+	b := sdktest.Serve(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(`{"warm": 0}`))
+	const limit = 10_000
+	var events, total int
+	code := "import time\ntime.sleep(0.7)\nfor i in range(1000000):\n    print(i)\ntime.sleep(1)"
+	r, err := b.(backend.StreamingBackend).ExecuteStream(context.Background(), backend.ExecuteRequest{Code: code, Timeout: time.Minute, MaxOutputBytes: limit},
+		func(ev backend.StreamEvent) { events, total = events+1, total+len(ev.Text) })
+	if err != nil || !r.Success || r.StdoutBytes < 6_000_000 {
+		t.Fatalf("%v %+v", err, r.Error)
+	}
+	if events == 0 || events > 20 || total > limit {
+		t.Fatalf("%d events of %d bytes in all for a million lines, want a few and at most %d bytes", events, total, limit)
+	}
+	t.Logf("a million lines: %d events, %d bytes", events, total)
+}
