@@ -12,6 +12,7 @@ type Config struct {
 	Execution          Execution             `toml:"execution"`
 	Images             Images                `toml:"images"`
 	Sessions           Sessions              `toml:"sessions"`
+	Jobs               Jobs                  `toml:"jobs"`
 	Volumes            Volumes               `toml:"volumes"`
 	Runtime            Runtime               `toml:"runtime"`
 	Security           Security              `toml:"security"`
@@ -24,6 +25,7 @@ type Config struct {
 	Quotas  Quotas            `toml:"quotas"`
 	Tenants map[string]Tenant `toml:"tenants"`
 	Auth    Auth              `toml:"auth"`
+	Network Network           `toml:"network"`
 }
 
 // Runtime is where sandboxes run: the local Podman, or a Kubernetes
@@ -179,7 +181,33 @@ type Execution struct {
 	// with no output in that time a keep-alive is sent, so a client that
 	// resets its request timeout on progress keeps waiting for a long run.
 	ProgressInterval int `toml:"progress_interval"`
+	// MaxBackgroundTimeout (seconds) bounds a background job's run
+	// (background: true), which may be longer than a call's max_timeout.
+	MaxBackgroundTimeout int `toml:"max_background_timeout"`
 }
+
+// LongestTimeout is the longest any run may last, a call's or a job's: the
+// bound of a sandbox's life.
+func (e Execution) LongestTimeout() int { return max(e.MaxTimeout, e.MaxBackgroundTimeout) }
+
+// Jobs configures background runs (execute_<language> with background:
+// true): docs/jobs.md.
+type Jobs struct {
+	// DefaultTimeout (seconds) is a job's limit when its call gives none.
+	DefaultTimeout int `toml:"default_timeout"`
+	// ResultTTL (seconds) is how long a finished job (its state, output and
+	// result) is kept for its owner, across client connections and server
+	// restarts.
+	ResultTTL int `toml:"result_ttl"`
+	// MaxPerClient bounds the jobs one client (a tenant over HTTP) holds,
+	// finished ones included: the oldest finished one makes room, and a
+	// new job is refused while all of them still run.
+	MaxPerClient int `toml:"max_per_client"`
+}
+
+// MaxJobsPerClient bounds jobs.max_per_client: every job's record is
+// kept in the server's memory.
+const MaxJobsPerClient = 1000
 
 // Images says which images containers may use. Which image a backend runs
 // is its plugin's setting: [plugins.NAME.config] image, by default the one
@@ -409,24 +437,26 @@ func systemDefault() Config {
 			RequestBodyTimeout: 60,
 		},
 		Execution: Execution{
-			DefaultBackend:    map[string]string{},
-			DefaultTimeout:    300,
-			MaxTimeout:        1800,
-			DefaultMemory:     512 << 20,
-			MaxMemory:         2 << 30,
-			DefaultCPUQuota:   50000,
-			MaxCPUQuota:       100000,
-			DefaultPids:       128,
-			MaxPids:           1024,
-			NoFile:            1024,
-			MaxConcurrentRuns: 8,
-			MaxCodeSize:       4 << 20,
-			MaxOutput:         1 << 20,
-			MaxImageSize:      5 << 20,
-			MaxEnvValue:       32 << 10,
-			MaxEnvTotal:       256 << 10,
-			ProgressInterval:  10,
+			DefaultBackend:       map[string]string{},
+			DefaultTimeout:       300,
+			MaxTimeout:           1800,
+			DefaultMemory:        512 << 20,
+			MaxMemory:            2 << 30,
+			DefaultCPUQuota:      50000,
+			MaxCPUQuota:          100000,
+			DefaultPids:          128,
+			MaxPids:              1024,
+			NoFile:               1024,
+			MaxConcurrentRuns:    8,
+			MaxCodeSize:          4 << 20,
+			MaxOutput:            1 << 20,
+			MaxImageSize:         5 << 20,
+			MaxEnvValue:          32 << 10,
+			MaxEnvTotal:          256 << 10,
+			ProgressInterval:     10,
+			MaxBackgroundTimeout: 4 * 3600,
 		},
+		Jobs: Jobs{DefaultTimeout: 3600, ResultTTL: 3600, MaxPerClient: 20},
 		Images: Images{
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
@@ -486,5 +516,6 @@ func systemDefault() Config {
 		Tenants:  map[string]Tenant{},
 		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30,
 			AuthorizationServers: []string{}}},
+		Network: defaultNetwork(),
 	}
 }

@@ -48,6 +48,7 @@ func Validate(c Config) Errors {
 	v.absOrEmpty("server.plugin_dir", c.Server.PluginDir)
 
 	validateRuntime(&v, c.Runtime)
+	validateNetwork(&v, c)
 
 	e := c.Execution
 	v.backends("execution.default_backend", e.DefaultBackend)
@@ -77,6 +78,14 @@ func Validate(c Config) Errors {
 		// A keep-alive rarer than a client's usual request timeout (the
 		// TypeScript SDK's is 60 s) would not keep that client waiting.
 		v.add("execution.progress_interval", fmt.Sprintf("must be 1-%d seconds, below the usual 60 s client request timeout that progress resets (got %d)", MaxProgressInterval, n))
+	}
+	v.positive("execution.max_background_timeout", e.MaxBackgroundTimeout)
+	v.atLeast("execution.max_background_timeout", e.MaxBackgroundTimeout, "execution.max_timeout", e.MaxTimeout)
+	v.positive("jobs.default_timeout", c.Jobs.DefaultTimeout)
+	v.atLeast("execution.max_background_timeout", e.MaxBackgroundTimeout, "jobs.default_timeout", c.Jobs.DefaultTimeout)
+	v.positive("jobs.result_ttl", c.Jobs.ResultTTL)
+	if n := c.Jobs.MaxPerClient; n < 1 || n > MaxJobsPerClient {
+		v.add("jobs.max_per_client", fmt.Sprintf("must be 1-%d: every job's record is kept in the server's memory (got %d)", MaxJobsPerClient, n))
 	}
 
 	if len(c.Images.Allowed) == 0 {

@@ -99,6 +99,9 @@ func failedExit(res *backend.ExecuteResult) {
 
 // cancelCause says why a call's context ended, for the user and the log.
 func cancelCause(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+		return c.Error() // a job's: cancel_job, the server's shutdown
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "the call's deadline passed"
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -49,6 +50,10 @@ type Request struct {
 	// Approve asks this request's MCP client to approve a tool call
 	// (elicitation); nil: no client can be asked.
 	Approve toolbridge.Approver
+	// Background: the run is a job (StartJob), whose timeout may be up to
+	// execution.max_background_timeout.
+	Background bool
+	Job        string // the job's id, set by StartJob (audited with the run)
 }
 
 // Result is a backend's result and the backend that produced it.
@@ -100,6 +105,8 @@ type Engine struct {
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
 	toolsWhy string
+
+	jobs *jobs.Registry // background runs (jobs.go)
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).
@@ -151,6 +158,9 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 		e.ckpts = checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota))
 	}
 	if err := e.check(pm.Statuses()); err != nil {
+		return nil, err
+	}
+	if err := e.openJobs(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -258,45 +268,81 @@ func auditID(client, id string) string {
 // failures are in the result; errors are refusals (*RequestError, audited
 // with their rule) or failures of the server, the plugin or the engine.
 func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.StreamEvent)) (Result, error) {
-	tool := "execute_" + req.Language
+	p, err := e.prepare(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	return e.run(ctx, p, emit, nil)
+}
+
+// prepared is a request that passed every check, with what its run needs.
+type prepared struct {
+	req     Request
+	tool    string
+	name    string // the backend
+	s       *session.Session
+	created bool // s was created by this request: drop it if the run never starts
+	toolIDs []string
+	inputs  map[string][]byte
+	timeout int // seconds
+}
+
+// drop forgets a session this request created and that will not run.
+func (p *prepared) drop(e *Engine) {
+	if p.created {
+		e.sessions.Drop(p.s)
+	}
+}
+
+// prepare checks a request, routes it and acquires its session: every
+// refusal a call can get before its code runs, audited with its rule.
+func (e *Engine) prepare(ctx context.Context, req Request) (*prepared, error) {
+	p := &prepared{req: req, tool: "execute_" + req.Language}
 	err := e.validate(req)
-	var name string
 	if err == nil {
-		name, err = e.pick(req)
+		p.name, err = e.pick(req)
 	}
-	var toolIDs []string
 	if err == nil && len(req.MCPTools) > 0 {
-		toolIDs, err = e.resolveTools(ctx, req, name)
+		p.toolIDs, err = e.resolveTools(ctx, req, p.name)
 	}
-	var s *session.Session
-	var created bool
 	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.sessions.Live(req.Client, req.SessionID)) {
 		err = e.checkPresent(ctx, req.CustomImage)
 	}
 	if err == nil && req.SessionID != "" {
-		s, created, err = e.acquire(ctx, req, name, tool)
+		p.s, p.created, err = e.acquire(ctx, req, p.name, p.tool)
+	}
+	if err == nil && p.s != nil && !p.created {
+		err = e.checkSessionJob(p.s) // jobs.go
 	}
 	if err != nil {
 		d := map[string]any{"language": req.Language, "backend": req.Backend}
 		if req.CustomImage != "" {
 			d["image"] = req.CustomImage
 		}
-		return Result{}, e.refuse(req.Client, req.SessionID, tool, err, d)
+		return nil, e.refuse(req.Client, req.SessionID, p.tool, err, d)
 	}
-	if s != nil {
-		name = s.Backend // an existing session keeps its backend
+	if p.s != nil {
+		p.name = p.s.Backend // an existing session keeps its backend
 	}
-	inputs, err := e.inputFiles(req, name) // audited there
+	p.inputs, err = e.inputFiles(req, p.name) // audited there
 	if err != nil {
-		if created {
-			e.sessions.Drop(s)
-		}
-		return Result{}, err
+		p.drop(e)
+		return nil, err
 	}
-	timeout := e.cfg.Execution.DefaultTimeout
+	p.timeout = e.cfg.Execution.DefaultTimeout
+	if req.Background {
+		p.timeout = e.cfg.Jobs.DefaultTimeout
+	}
 	if req.Timeout > 0 {
-		timeout = req.Timeout
+		p.timeout = req.Timeout
 	}
+	return p, nil
+}
+
+// run runs a prepared request; started, when set, is told the run's id
+// once the run has its slot and begins.
+func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamEvent), started func(runID string)) (Result, error) {
+	req, name, s := p.req, p.name, p.s
 	runID := newID()
 	sessionID := "" // what the backend sees: the internal id
 	if s != nil {
@@ -304,23 +350,26 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 	}
 	details := map[string]any{
 		"run_id": runID, "language": req.Language, "backend": name, "code_sha256": audit.HashCode(req.Code), "code_bytes": len(req.Code),
-		"timeout_s": timeout, "image": req.CustomImage, "env_names": slices.Sorted(maps.Keys(req.Environment)),
+		"timeout_s": p.timeout, "image": req.CustomImage, "env_names": slices.Sorted(maps.Keys(req.Environment)),
 	}
 	if s != nil {
 		details["session"] = req.SessionID
 	}
-	if len(inputs) > 0 {
+	if req.Job != "" {
+		details["job"] = req.Job
+	}
+	if len(p.inputs) > 0 {
 		n := 0
-		for _, d := range inputs {
+		for _, d := range p.inputs {
 			n += len(d)
 		}
-		details["input_files"], details["input_bytes"] = len(inputs), n
+		details["input_files"], details["input_bytes"] = len(p.inputs), n
 	}
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: sessionID, UserID: req.Client, Success: true, Details: details})
 	breq := backend.ExecuteRequest{
-		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(timeout) * time.Second,
+		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(p.timeout) * time.Second,
 		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: sessionID, RunID: runID,
-		InputFiles: inputs,
+		InputFiles: p.inputs,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
 	select {
@@ -329,20 +378,22 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		// run's containers are gone, which may be after the answer.
 		defer e.endRun(runID, tenant.HoldRun(ctx))
 	case <-ctx.Done():
-		if created {
-			e.sessions.Drop(s)
-		}
+		p.drop(e)
 		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
 		return Result{Backend: name}, ctx.Err()
 	}
+	if started != nil {
+		started(runID)
+	}
 	var res backend.ExecuteResult
 	var files []OutputFile
+	var err error
 	runStart := time.Now()
 	if s != nil {
-		res, files, err = e.executeSession(ctx, s, created, breq, toolRun{ids: toolIDs, client: req.Client, approve: req.Approve}, emit)
-	} else if len(toolIDs) > 0 {
+		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve}, emit)
+	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
-		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: toolIDs, Approve: req.Approve})
+		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: p.toolIDs, Approve: req.Approve})
 		if err == nil {
 			defer g.Close() // the grant ends with the run: socket closed, directory removed
 			breq.ToolsGrant = g.Token()
@@ -363,23 +414,25 @@ func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.Str
 		e.auditCancelled(req.Client, "", "", runID, name, cancelCause(ctx), "stopped", time.Since(runStart)) // cancel.go
 	}
 	if s != nil {
-		e.checkFull(s, tool)
+		e.checkFull(s, p.tool)
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
+	capImages(&res) // a session's run was capped before its cell was recorded
+	if err == nil {
+		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
+	}
+	e.complete(req, runID, name, res, err)
+	return Result{ExecuteResult: res, Backend: name, Files: files}, err
+}
+
+// capImages keeps a result's first MaxImages images, with a notice.
+func capImages(res *backend.ExecuteResult) {
 	if n := len(res.Images); n > MaxImages {
 		res.Images = res.Images[:MaxImages]
 		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned: save the others as files or combine them", n, MaxImages))
 	}
-	if err == nil {
-		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
-	}
-	if s != nil && err == nil {
-		e.recordCell(s, req.Code, res) // history.go
-	}
-	e.complete(req, runID, name, res, err)
-	return Result{ExecuteResult: res, Backend: name, Files: files}, err
 }
 
 // endRun gives a run's slot back, and ends hold (the tenant's run slot),

@@ -244,6 +244,11 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	res.Notices = append(notices, res.Notices...)
 	files, more := e.outputFiles(s.Internal, before)
 	res.Notices = append(res.Notices, more...)
+	if err == nil {
+		// Under the session's lock: cells are recorded in the order they ran.
+		capImages(&res)
+		e.recordCell(s, breq.Code, res) // history.go
+	}
 	return res, files, err
 }
 
@@ -450,6 +455,7 @@ func (e *Engine) Reaper(ctx context.Context) {
 	periodic.Every(ctx, time.Duration(e.cfg.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
 		e.ReapIdle(ctx)
 		e.ExpireCheckpoints(time.Now())
+		e.SweepJobs() // jobs.go
 		return true
 	})
 }
@@ -465,6 +471,7 @@ func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(in
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
 // first, so its client finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
+	e.stopJobs() // jobs.go: a job's session is free once its run stops
 	for _, s := range e.sessions.All() {
 		s.Lock()
 		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {

@@ -60,8 +60,12 @@ func (e *Engine) validate(req Request) error {
 	if req.Timeout < 0 {
 		return refusal.New(RuleTimeout, "timeout %d: must be a positive number of seconds", req.Timeout)
 	}
-	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max {
-		return refusal.New(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s (execution.max_timeout)", req.Timeout, max)
+	if max := e.cfg.Execution.MaxTimeout; req.Timeout > max && !req.Background {
+		return refusal.New(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s of a call (execution.max_timeout): pass background: true to run it as a job of up to %d s (execution.max_background_timeout)",
+			req.Timeout, max, e.cfg.Execution.MaxBackgroundTimeout)
+	}
+	if max := e.cfg.Execution.MaxBackgroundTimeout; req.Timeout > max && req.Background {
+		return refusal.New(RuleTimeoutMax, "timeout %d s exceeds the maximum %d s of a background job (execution.max_background_timeout)", req.Timeout, max)
 	}
 	for _, n := range req.MCPTools {
 		if !toolName.MatchString(n) {

@@ -142,7 +142,7 @@ func PluginSettings(cfg config.Config) func(string) map[string]any {
 		// default_memory travels as the configuration writes it ("512m"):
 		// that is the plugins' wire format.
 		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg,
-			"default_memory": cfg.Execution.DefaultMemory.String(), "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.MaxTimeout}
+			"default_memory": cfg.Execution.DefaultMemory.String(), "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.LongestTimeout()}
 	}
 }
 
@@ -352,7 +352,7 @@ func (f *Forge) toolBridge(bridges *bridgeChoice) (*toolbridge.Service, string) 
 // sweep removes this server's containers that outlived any possible run,
 // e.g. after a plugin crashed mid-call.
 func (f *Forge) sweep(ctx context.Context) {
-	maxAge := time.Duration(f.Config.Execution.MaxTimeout)*time.Second + 5*time.Minute
+	maxAge := time.Duration(f.Config.Execution.LongestTimeout())*time.Second + 5*time.Minute
 	periodic.Every(ctx, time.Duration(f.Config.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
 		if n, err := f.Sandbox.RemoveOlderThan(ctx, maxAge); err == nil && n > 0 {
 			f.Log.Info("removed stale containers", "count", n)

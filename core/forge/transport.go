@@ -31,6 +31,8 @@ func (c httpCore) MCPServer(*http.Request) *mcp.Server { return c.f.MCP.MCP() }
 func (c httpCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 	f := c.f
 	f.MCP.SetIdentity(reg.Identify)
+	f.MCP.NoSubscriptions("resources/subscribe is not available over this server's HTTP transport (stateless: no connection outlives a request to carry notifications); " +
+		"read the resource again, or call wait_job, which answers when the job ends")
 	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(f.Audit, obs))
 	f.Engine.SessionQuota = reg.SessionQuota(f.Audit, obs)
 }

@@ -77,6 +77,7 @@ type Engine interface {
 	Files
 	Checkpoints
 	Notebooks
+	Jobs
 	Inventory
 }
 
@@ -91,6 +92,7 @@ type SessionView struct {
 	Created              time.Time          `json:"created,omitzero"`
 	LastActivity         time.Time          `json:"last_activity,omitzero"`
 	Executions           int                `json:"executions,omitempty"`
+	Job                  string             `json:"job_id,omitempty" jsonschema:"the background job running in the session: other calls in it are refused until it ends"`
 	LostReason           string             `json:"lost_reason,omitempty" jsonschema:"why the kernel died, for a dead session"`
 	Note                 string             `json:"note,omitempty"`
 	Documented           map[string]string  `json:"documented_variables,omitempty" jsonschema:"variable name → its documentation"`

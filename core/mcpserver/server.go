@@ -41,6 +41,7 @@ type Server struct {
 	files     Files
 	ckpts     Checkpoints
 	notebooks Notebooks
+	jobs      Jobs
 	inv       Inventory
 	cfg       config.Config
 
@@ -54,15 +55,19 @@ type Server struct {
 
 	// The approval questions asked and not yet answered (approvals.go).
 	questions questions
+
+	noSubscriptions string // why resources/subscribe is refused (jobs.go); "": allowed
 }
 
 // New builds the MCP server: an execute_<language> tool for every language
 // the engine offers, the session tools and the resources.
 func New(eng Engine, cfg config.Config) *Server {
-	s := &Server{exec: eng, sessions: eng, files: eng, ckpts: eng, notebooks: eng, inv: eng, cfg: cfg}
+	s := &Server{exec: eng, sessions: eng, files: eng, ckpts: eng, notebooks: eng, jobs: eng, inv: eng, cfg: cfg}
 	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
-		&mcp.ServerOptions{Instructions: instructions(langs, cfg)})
+		&mcp.ServerOptions{Instructions: instructions(langs, cfg),
+			SubscribeHandler:   s.subscribe, // jobs.go
+			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil }})
 	s.mcp.AddReceivingMiddleware(checkURIs, s.auditRejectedArguments)
 	in, out := s.executeInputSchema(), schemaFor[ExecuteOutput]()
 	for _, l := range langs {
@@ -79,6 +84,7 @@ func New(eng Engine, cfg config.Config) *Server {
 	s.addSessionTools()
 	s.addFileTools()     // files.go
 	s.addNotebookTools() // notebook.go
+	s.addJobTools()      // jobs.go
 	if cfg.EnvironmentBuilder.Enabled {
 		s.envsReason = "the environment service was not set up"
 		s.addEnvironmentTools() // environments.go
@@ -148,6 +154,9 @@ func instructions(langs []route.Language, cfg config.Config) string {
 		fmt.Fprintf(&b, "Pass a session_id to keep state across calls (one kernel per session); document_state attaches notes to a session's variables, readable at %s.\n", StateTemplate)
 		b.WriteString(fileInstructions) // files.go
 	}
+	if len(tools) > 0 {
+		b.WriteString("For work longer than a call should wait, pass background: true: the call answers with a job_id at once; wait_job, list_jobs, cancel_job and mcp://forge/jobs/{id} follow it.\n")
+	}
 	if cfg.EnvironmentBuilder.Enabled && len(tools) > 0 {
 		fmt.Fprintf(&b, "build_environment makes an image mcp-forge/custom:<name> with extra packages; pass it as custom_image to run code in it (%s lists yours and the templates).\n", EnvironmentsURI)
 	}
@@ -216,6 +225,7 @@ type ExecuteInput struct {
 	Environment map[string]string `json:"environment,omitempty"`
 	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"MCP tools the code may call: a configured server (every tool its policy allows) or server.tool; see mcp://forge/tools/available (needs a bridge plugin)"`
 	InputFiles  []InputFileInput  `json:"input_files,omitempty"`
+	Background  bool              `json:"background,omitempty"`
 }
 
 // InputFileInput is one input file of a stateless run: uploaded (content)
@@ -242,6 +252,9 @@ func (s *Server) executeInputSchema() *jsonschema.Schema {
 		"input_files": fmt.Sprintf("stateless runs only (without session_id): files placed read-only in the run's working directory, each uploaded in this call "+
 			"(path, content, encoding) or copied from a session of yours (path, from_session, source_path); each at most %s (volumes.max_file_size), "+
 			"at most %d files", s.cfg.Volumes.MaxFileSize, 100),
+		"background": fmt.Sprintf("run as a background job and answer at once with its job_id: for work longer than a client waits. "+
+			"Follow it with wait_job, list_jobs or %s, stop it with cancel_job; its timeout defaults to %d s, at most %d s (execution.max_background_timeout). "+
+			"A job in a session holds the session until it ends (other calls in it are refused)", JobTemplate, s.cfg.Jobs.DefaultTimeout, e.MaxBackgroundTimeout),
 		"environment": fmt.Sprintf("environment variables for the code: names of letters, digits and '_' (not FORGE_*), values without NUL bytes, "+
 			"each at most %s, all together at most %s; a session takes them when it starts", e.MaxEnvValue, e.MaxEnvTotal),
 	}
@@ -264,7 +277,7 @@ type ErrorInfo struct {
 
 // ExecuteOutput is the structured result of every execute_<language> tool.
 type ExecuteOutput struct {
-	Success       bool              `json:"success" jsonschema:"the code ran to its end without an error"`
+	Success       bool              `json:"success" jsonschema:"the code ran to its end without an error (with background: the job was started)"`
 	Stdout        string            `json:"stdout"`
 	Stderr        string            `json:"stderr"`
 	Result        string            `json:"result,omitempty" jsonschema:"the value of the final expression as JSON text (parse it), present when the value has a JSON form"`
@@ -280,6 +293,8 @@ type ExecuteOutput struct {
 	Rich          map[string]string `json:"rich,omitempty" jsonschema:"other output by MIME type, e.g. text/html"`
 	Backend       string            `json:"backend,omitempty" jsonschema:"the backend plugin that ran the code"`
 	Files         []OutputFileRef   `json:"files,omitempty" jsonschema:"files a session run wrote to output/ in its working directory: small ones attached as embedded resources, larger ones as resource links"`
+	JobID         string            `json:"job_id,omitempty" jsonschema:"with background: the job started (wait_job, cancel_job, mcp://forge/jobs/{id})"`
+	JobState      string            `json:"job_state,omitempty" jsonschema:"with background: the job's state when the call answered"`
 }
 
 // conn names an MCP connection. Sessions belong to the connection that
@@ -323,13 +338,17 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 			return result, ExecuteOutput{Error: info}, nil
 		}
 	}
-	emit, stop := progress(ctx, req, time.Duration(s.cfg.Execution.ProgressInterval)*time.Second)
-	res, err := s.exec.Execute(ctx, engine.Request{
+	ereq := engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
 		Approve:    approver(req.Session),
 		InputFiles: inputFiles(in.InputFiles),
-	}, emit)
+	}
+	if in.Background {
+		return s.startJob(ctx, req, ereq) // jobs.go
+	}
+	emit, stop := progress(ctx, req, time.Duration(s.cfg.Execution.ProgressInterval)*time.Second)
+	res, err := s.exec.Execute(ctx, ereq, emit)
 	stop()
 	if err != nil {
 		result, info := failure(err)

@@ -258,7 +258,7 @@ func TestToolsComeFromCapabilities(t *testing.T) {
 			desc = tool.Description
 		}
 	}
-	if strings.Join(names, ",") != "build_environment,checkpoint_session,delete_environment,destroy_session,document_state,download_file,execute_bf,export_notebook,fork_session,list_environments,list_files,list_sessions,restart_session,restore_session,upload_file" {
+	if strings.Join(names, ",") != "build_environment,cancel_job,checkpoint_session,delete_environment,destroy_session,document_state,download_file,execute_bf,export_notebook,fork_session,list_environments,list_files,list_jobs,list_sessions,restart_session,restore_session,upload_file,wait_job" {
 		t.Fatalf("%v", names)
 	}
 	for _, want := range []string{"Run Brainfuck code", "the brainy backend runs Brainfuck 1.0 in image mcp-forge/custom:bf with tape 30000. Runs on a tape.",

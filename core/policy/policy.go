@@ -344,7 +344,7 @@ func (p *Policy) ResolveLimits(r LimitRequest) (runtime.Limits, error) {
 	if r.Timeout != 0 {
 		max := int64(p.s.Max.Timeout.Seconds())
 		if r.Timeout < 0 || r.Timeout > max {
-			return l, &LimitError{"timeout", fmt.Sprintf("%d seconds is outside 1..%d (execution.max_timeout)", r.Timeout, max)}
+			return l, &LimitError{"timeout", fmt.Sprintf("%d seconds is outside 1..%d (the longer of execution.max_timeout and execution.max_background_timeout)", r.Timeout, max)}
 		}
 		l.Timeout = secs(r.Timeout)
 	}

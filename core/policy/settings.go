@@ -30,7 +30,7 @@ func FromConfig(c config.Config) Settings {
 		},
 		Max: runtime.Limits{
 			MemoryBytes: int64(e.MaxMemory), CPUQuota: int64(e.MaxCPUQuota),
-			Pids: int64(e.MaxPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.MaxTimeout)),
+			Pids: int64(e.MaxPids), NoFile: int64(e.NoFile), Timeout: secs(int64(e.LongestTimeout())), // a background job's may pass a call's
 		},
 	}
 }

@@ -5,7 +5,7 @@ import "time"
 // idle reports whether a session has waited longer than limit for a call
 // (caller holds the registry's lock).
 func idle(s *Session, limit time.Duration) bool {
-	return s.State != StateBusy && s.State != StateStarting && s.State != StateGone && time.Since(s.LastActive) > limit
+	return s.State != StateBusy && s.State != StateStarting && s.State != StateGone && s.Job == "" && time.Since(s.LastActive) > limit
 }
 
 // ReapIdle calls destroy for every session idle longer than limit, holding

@@ -73,6 +73,9 @@ type Session struct {
 	State      string
 	LostReason string
 	Executions int
+	// Job is the background job that holds the session ("": none): a
+	// call in the session is refused until it ends.
+	Job string
 
 	Docs        map[string]string
 	Note        string
@@ -111,6 +114,7 @@ type View struct {
 	Created              time.Time
 	LastActivity         time.Time
 	Executions           int
+	Job                  string
 	LostReason           string
 	Note                 string
 	Documented           map[string]string
@@ -160,7 +164,7 @@ func NotFound(id string) error {
 
 func (s *Session) view() View {
 	v := View{ID: s.ID, Language: s.Language, Backend: s.Backend, State: s.State, Created: s.Created, LastActivity: s.LastActive,
-		Executions: s.Executions, LostReason: s.LostReason, Note: s.Note, DocumentationUpdated: s.DocsUpdated,
+		Executions: s.Executions, Job: s.Job, LostReason: s.LostReason, Note: s.Note, DocumentationUpdated: s.DocsUpdated,
 		Variables: s.Variables, IntrospectedAt: s.VarsUpdated, IntrospectionError: s.VarsError}
 	if len(s.Docs) > 0 {
 		v.Documented = maps.Clone(s.Docs)

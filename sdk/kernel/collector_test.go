@@ -102,3 +102,23 @@ func TestCollectorBoundsTheResult(t *testing.T) {
 		t.Fatalf("notices %q", c.res.Notices)
 	}
 }
+
+// display(HTML(...)) and display(Markdown(...)) come back as rich output,
+// each type's in the order shown, the final value's after them; over the
+// output limit a type's next output is left out with a notice.
+func TestDisplayedRichOutputIsKept(t *testing.T) {
+	c := &collector{b: &Backend{}, maxOut: 40, maxImg: 100}
+	c.event(jupyter.Event{Kind: "display_data", Data: map[string]any{"text/html": "<b>one</b>", "text/plain": "<HTML>"}})
+	c.event(jupyter.Event{Kind: "display_data", Data: map[string]any{"text/markdown": "# hi", "text/plain": "<Markdown>"}})
+	c.event(jupyter.Event{Kind: "execute_result", Data: map[string]any{"text/html": "<i>last</i>", "text/plain": "<HTML>"}})
+	if got := c.res.Rich["text/html"]; got != "<b>one</b>\n<i>last</i>" {
+		t.Fatalf("text/html %q", got)
+	}
+	if got := c.res.Rich["text/markdown"]; got != "# hi" {
+		t.Fatalf("text/markdown %q", got)
+	}
+	c.event(jupyter.Event{Kind: "display_data", Data: map[string]any{"text/html": strings.Repeat("x", 30)}})
+	if got := c.res.Rich["text/html"]; got != "<b>one</b>\n<i>last</i>" || len(c.res.Notices) != 1 {
+		t.Fatalf("over the limit: %q, notices %v", got, c.res.Notices)
+	}
+}

@@ -376,24 +376,41 @@ func (c *collector) bundle(data map[string]any, isResult bool) {
 			text = strings.ToValidUTF8(text[:c.maxOut], "")
 		}
 		c.res.ResultRepr = text
-		if c.res.Rich == nil {
-			c.res.Rich = map[string]string{}
-		}
-		for mime, v := range data {
-			if s, ok := v.(string); ok && mime != "text/plain" && !strings.HasPrefix(mime, "image/") {
-				if int64(len(s)) > c.maxOut {
-					c.res.Notices = append(c.res.Notices, fmt.Sprintf("the result's %s (%d bytes) was not returned: over the %d-byte output limit (execution.max_output)", mime, len(s), c.maxOut))
-					continue
-				}
-				c.res.Rich[mime] = s
-			}
-		}
+		c.rich(data, "the result's")
 		var probe any
 		if json.Unmarshal([]byte(text), &probe) == nil {
 			if _, isNum := probe.(float64); isNum {
 				c.res.ResultJSON = text
 			}
 		}
+		return
+	}
+	// display(HTML(...)), display(Markdown(...)): shown in a notebook, so
+	// returned too, after any earlier output of the same type.
+	c.rich(data, "a display's")
+}
+
+// rich adds a bundle's rich text representations (HTML, Markdown, JSON,
+// LaTeX: not text/plain, not images) to the result, each type's outputs in
+// the order they came, bounded per type by the output limit.
+func (c *collector) rich(data map[string]any, what string) {
+	for mime, v := range data {
+		s, ok := v.(string)
+		if !ok || mime == "text/plain" || strings.HasPrefix(mime, "image/") {
+			continue
+		}
+		if c.res.Rich == nil {
+			c.res.Rich = map[string]string{}
+		}
+		prev, had := c.res.Rich[mime]
+		if had {
+			s = prev + "\n" + s
+		}
+		if int64(len(s)) > c.maxOut {
+			c.res.Notices = append(c.res.Notices, fmt.Sprintf("%s %s (%d bytes) was not returned: over the %d-byte output limit (execution.max_output)", what, mime, len(v.(string)), c.maxOut))
+			continue
+		}
+		c.res.Rich[mime] = s
 	}
 }
 

@@ -1,7 +1,9 @@
 package oneshot
 
 import (
+	"cmp"
 	"context"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -10,8 +12,10 @@ import (
 )
 
 // pool keeps up to size ready items per configured key, within a memory
-// cap, started one at a time in the background. An item is taken by one run
-// and never returned: the run destroys it.
+// cap, started in the background, up to parallel at once: a burst that
+// drains the pool is refilled by as many starts as the machine has cores,
+// not one after another. An item is taken by one run and never returned:
+// the run destroys it.
 type pool[T any] struct {
 	start   func(ctx context.Context, key string) (T, error)
 	alive   func(T) bool // false: the item died while idle
@@ -24,9 +28,13 @@ type pool[T any] struct {
 	maxAge   time.Duration
 	lifetime time.Duration // an item is usable while age + timeout <= lifetime
 	now      func() time.Time
-	backoff  time.Duration
+	parallel int // starts under way at most
 
-	mu       sync.Mutex
+	mu        sync.Mutex
+	backoff   time.Duration
+	notBefore time.Time // after a failed start, none before this
+	inflight  int
+	starts    sync.WaitGroup
 	idle     map[string][]item[T]
 	starting map[string]int
 	inUse    int
@@ -50,12 +58,13 @@ type poolOptions struct {
 	maxAge   time.Duration
 	lifetime time.Duration
 	tick     time.Duration
+	parallel int // starts at once; 0: the machine's cores
 }
 
 func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Context, string) (T, error), alive func(T) bool, discard func(T)) *pool[T] {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pool[T]{start: start, alive: alive, discard: discard, keys: keys, size: o.size, memCap: o.memCap,
-		maxAge: o.maxAge, lifetime: o.lifetime, now: time.Now, backoff: time.Second,
+		maxAge: o.maxAge, lifetime: o.lifetime, now: time.Now, backoff: time.Second, parallel: cmp.Or(o.parallel, runtime.NumCPU()),
 		idle: map[string][]item[T]{}, starting: map[string]int{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	p.stats.Size, p.stats.MemoryCap = o.size, o.memCap
 	tick := o.tick
@@ -147,6 +156,7 @@ func (p *pool[T]) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	<-p.done
+	p.starts.Wait() // each removes its item, the pool being closed
 	var wg sync.WaitGroup
 	for _, v := range all {
 		wg.Add(1)
@@ -166,17 +176,9 @@ func (p *pool[T]) loop(ctx context.Context, tick time.Duration) {
 	defer close(p.done)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	var notBefore time.Time
 	for {
 		p.sweep()
-		if p.now().After(notBefore) {
-			if err := p.fill(ctx); err != nil {
-				notBefore = p.now().Add(p.backoff)
-				p.backoff = min(2*p.backoff, 30*time.Second)
-			} else {
-				p.backoff = time.Second
-			}
-		}
+		p.fill(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -220,16 +222,18 @@ func (p *pool[T]) used() int64 {
 	return n
 }
 
-// fill starts items, one at a time, until every key has size or the
-// memory cap is reached. It returns the first start error.
-func (p *pool[T]) fill(ctx context.Context) error {
+// fill starts items, up to parallel at once, until every key has size or
+// the memory cap is reached (items starting count against both). It does
+// not wait for them: each start wakes the loop when it ends.
+func (p *pool[T]) fill(ctx context.Context) {
 	keys := make([]string, 0, len(p.keys))
 	for k := range p.keys {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for {
-		p.mu.Lock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && ctx.Err() == nil && p.inflight < p.parallel && !p.now().Before(p.notBefore) {
 		key := ""
 		for _, k := range keys {
 			if len(p.idle[k])+p.starting[k] < p.size && (p.memCap <= 0 || p.used()+p.keys[k] <= p.memCap) {
@@ -237,33 +241,45 @@ func (p *pool[T]) fill(ctx context.Context) error {
 				break
 			}
 		}
-		if key == "" || p.closed || ctx.Err() != nil {
-			p.mu.Unlock()
-			return nil
+		if key == "" {
+			return
 		}
 		p.starting[key]++
-		p.mu.Unlock()
-		t0 := p.now()
-		v, err := p.start(ctx, key)
-		took := p.now().Sub(t0)
-		p.mu.Lock()
-		p.starting[key]--
-		if err != nil {
-			p.stats.Failures++
-			p.stats.LastFailure = err.Error()
-			p.mu.Unlock()
-			return err
-		}
-		p.stats.Refills++
-		p.stats.LastRefill = took
-		p.refillN++
-		p.refillT += took
-		if p.closed {
-			p.mu.Unlock()
-			p.discard(v)
-			return nil
-		}
-		p.idle[key] = append(p.idle[key], item[T]{v: v, born: t0}) // the lifetime counts from before create
-		p.mu.Unlock()
+		p.inflight++
+		p.starts.Add(1)
+		go p.startOne(ctx, key)
 	}
+}
+
+// startOne starts one item of key for the pool. A failure holds further
+// starts back, doubling up to 30 s while they keep failing.
+func (p *pool[T]) startOne(ctx context.Context, key string) {
+	defer p.starts.Done()
+	t0 := p.now()
+	v, err := p.start(ctx, key)
+	took := p.now().Sub(t0)
+	p.mu.Lock()
+	p.starting[key]--
+	p.inflight--
+	if err != nil {
+		p.stats.Failures++
+		p.stats.LastFailure = err.Error()
+		p.notBefore = p.now().Add(p.backoff)
+		p.backoff = min(2*p.backoff, 30*time.Second)
+		p.mu.Unlock()
+		return
+	}
+	p.backoff = time.Second
+	p.stats.Refills++
+	p.stats.LastRefill = took
+	p.refillN++
+	p.refillT += took
+	if p.closed {
+		p.mu.Unlock()
+		p.discard(v)
+		return
+	}
+	p.idle[key] = append(p.idle[key], item[T]{v: v, born: t0}) // the lifetime counts from before create
+	p.mu.Unlock()
+	p.wake()
 }

@@ -235,3 +235,43 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// A drained pool is refilled by up to parallel starts at once, never more:
+// a burst is not served by one start after another.
+func TestPoolRefillsInParallel(t *testing.T) {
+	for _, parallel := range []int{1, 3} {
+		var mu sync.Mutex
+		now, peak := 0, 0
+		release := make(chan struct{})
+		n := 0
+		start := func(ctx context.Context, key string) (int, error) {
+			mu.Lock()
+			now++
+			peak = max(peak, now)
+			n++
+			id := n
+			mu.Unlock()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			now--
+			mu.Unlock()
+			return id, nil
+		}
+		p := newPool(map[string]int64{"a": 1, "b": 1}, poolOptions{size: 2, parallel: parallel, tick: time.Hour}, start,
+			func(int) bool { return true }, func(int) {})
+		waitUntil(t, "starts under way", func() bool { return p.Stats().Starting == parallel })
+		time.Sleep(20 * time.Millisecond) // no more than parallel begin
+		mu.Lock()
+		got := peak
+		mu.Unlock()
+		if got != parallel {
+			t.Fatalf("parallel %d: %d starts at once", parallel, got)
+		}
+		close(release)
+		waitUntil(t, "the pool full", func() bool { return p.Stats().Warm == 4 })
+		p.Close()
+	}
+}

@@ -172,6 +172,11 @@ var rules = []rule{
 	{"cmd/mcp-forge parses flags, loads the configuration and calls core/forge: it imports no other core package but core/config", func(from, to string) bool {
 		return from == "cmd/mcp-forge" && internal(to) && to != "core/forge" && to != "core/config"
 	}},
+	// The egress proxy enforces the network policy on whatever connection
+	// it is handed: it knows nothing of sandboxes, runtimes or the engine.
+	{"core/egress: of this module only core/config, core/audit and core/refusal", func(from, to string) bool {
+		return from == "core/egress" && internal(to) && to != "core/config" && to != "core/audit" && to != "core/refusal"
+	}},
 	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
 		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"
 	}},
@@ -243,6 +248,8 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"cmd/mcp-forge", "core/engine"},
 		{"cmd/mcp-forge", "core/httpserver"},
 		{"cmd/mcp-forge", "sdk/plugin"},
+		{"core/egress", "core/runtime"},
+		{"core/egress", "core/engine"},
 	}
 	for _, c := range cases {
 		forbidden := false
@@ -257,7 +264,7 @@ func TestRulesForbidSomething(t *testing.T) {
 	for _, c := range []struct{ from, to string }{
 		{"core/engine", "sdk/backend"}, {"plugins/jupyter", "sdk/jupyter"}, {"core/runtime/podman", "core/runtime"},
 		{"core/runtime/podman", "github.com/containers/podman/v5/pkg/bindings"}, {"cmd/mcp-forge", "core/forge"},
-		{"core/route", "core/config"}, {"core/route", "sdk/backend"}, {"core/route", "strings"}, {"core/checkpoint", "core/workspace"},
+		{"core/route", "core/config"}, {"core/route", "sdk/backend"}, {"core/egress", "core/audit"}, {"core/route", "strings"}, {"core/checkpoint", "core/workspace"},
 		{"core/checkpoint", "os"}, {"core/session", "core/toolbridge"}, {"core/engine", "core/route"}, {"core/mcpserver", "core/session"},
 		{"core/config", "github.com/docker/go-units"},
 		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},

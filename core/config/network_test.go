@@ -1,0 +1,156 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every network.* check names its field and says what is wrong; valid
+// values of each form are accepted.
+func TestNetworkValidation(t *testing.T) {
+	alice := func(c *Config) {
+		c.Tenants = map[string]Tenant{"alice": {APIKeySHA256: []string{strings.Repeat("a", 64)}}}
+	}
+	cases := []struct {
+		name string
+		edit func(*Config)
+		path string // "" when valid
+		msg  string
+	}{
+		{"defaults", func(*Config) {}, "", ""},
+		{"every form", func(c *Config) {
+			c.Network.AllowedHosts = []string{"files.example.org", "API.Example.ORG.:8443", "*.example.org", "*.pythonhosted.org:443",
+				"localhost", "203.0.113.7", "[2001:db8::1]:443", "2001:db8::2", "xn--bcher-kva.example"}
+			c.Network.AllowedCIDRs = []string{"127.0.0.1/32", "10.0.0.0/8", "fd00::/8"}
+			c.Network.RequireApproval = true
+		}, "", ""},
+		{"tenant table", func(c *Config) {
+			alice(c)
+			c.Network.Tenants = map[string]NetworkTenant{"alice": {AllowedHosts: []string{"api.example.org"}, AllowedCIDRs: []string{"10.20.0.0/16"}}}
+		}, "", ""},
+		{"star alone", func(c *Config) { c.Network.AllowedHosts = []string{"*"} }, "network.allowed_hosts[0]", "alone would match every host"},
+		{"star with port", func(c *Config) { c.Network.AllowedHosts = []string{"ok.example.org", "*:443"} }, "network.allowed_hosts[1]", "alone would match every host"},
+		{"wildcard over a tld", func(c *Config) { c.Network.AllowedHosts = []string{"*.org"} }, "network.allowed_hosts[0]", "below a top-level domain"},
+		{"wildcard inside", func(c *Config) { c.Network.AllowedHosts = []string{"files.*.org"} }, "network.allowed_hosts[0]", "is not a host pattern"},
+		{"partial wildcard", func(c *Config) { c.Network.AllowedHosts = []string{"f*.example.org"} }, "network.allowed_hosts[0]", "names are letters, digits and '-'"},
+		{"url", func(c *Config) { c.Network.AllowedHosts = []string{"https://files.example.org"} }, "network.allowed_hosts[0]", "is not a number"},
+		{"path", func(c *Config) { c.Network.AllowedHosts = []string{"files.example.org/data"} }, "network.allowed_hosts[0]", "is not a host pattern"},
+		{"port zero", func(c *Config) { c.Network.AllowedHosts = []string{"files.example.org:0"} }, "network.allowed_hosts[0]", "port 0 is out of range 1-65535"},
+		{"port too big", func(c *Config) { c.Network.AllowedHosts = []string{"files.example.org:65536"} }, "network.allowed_hosts[0]", "port 65536 is out of range"},
+		{"port sign", func(c *Config) { c.Network.AllowedHosts = []string{"files.example.org:+80"} }, "network.allowed_hosts[0]", "is not a number"},
+		{"empty port", func(c *Config) { c.Network.AllowedHosts = []string{"files.example.org:"} }, "network.allowed_hosts[0]", "is not a number"},
+		{"empty", func(c *Config) { c.Network.AllowedHosts = []string{""} }, "network.allowed_hosts[0]", "empty name"},
+		{"unicode", func(c *Config) { c.Network.AllowedHosts = []string{"bücher.example"} }, "network.allowed_hosts[0]", "punycode"},
+		{"numeric ip form", func(c *Config) { c.Network.AllowedHosts = []string{"2130706433"} }, "network.allowed_hosts[0]", "digits only"},
+		{"octal ip form", func(c *Config) { c.Network.AllowedHosts = []string{"0177.0.0.1"} }, "network.allowed_hosts[0]", "digits only"},
+		{"label dash", func(c *Config) { c.Network.AllowedHosts = []string{"-a.example.org"} }, "network.allowed_hosts[0]", "starts or ends with '-'"},
+		{"long label", func(c *Config) { c.Network.AllowedHosts = []string{strings.Repeat("a", 64) + ".org"} }, "network.allowed_hosts[0]", "1-63 characters"},
+		{"ipv6 zone", func(c *Config) { c.Network.AllowedHosts = []string{"fe80::1%eth0"} }, "network.allowed_hosts[0]", "zone"},
+		{"bracketed v4", func(c *Config) { c.Network.AllowedHosts = []string{"[10.0.0.1]:80"} }, "network.allowed_hosts[0]", "IPv6 address only"},
+		{"unclosed bracket", func(c *Config) { c.Network.AllowedHosts = []string{"[2001:db8::1:443"} }, "network.allowed_hosts[0]", "closing ]"},
+		{"cidr", func(c *Config) { c.Network.AllowedCIDRs = []string{"10.0.0.0"} }, "network.allowed_cidrs[0]", "is not a CIDR"},
+		{"cidr host bits", func(c *Config) { c.Network.AllowedCIDRs = []string{"10.1.2.3/8"} }, "network.allowed_cidrs[0]", "write 10.0.0.0/8"},
+		{"cidr everything", func(c *Config) { c.Network.AllowedCIDRs = []string{"127.0.0.1/32", "0.0.0.0/0"} }, "network.allowed_cidrs[1]", "covers every address"},
+		{"cidr everything v6", func(c *Config) { c.Network.AllowedCIDRs = []string{"::/0"} }, "network.allowed_cidrs[0]", "covers every address"},
+		{"cidr mapped", func(c *Config) { c.Network.AllowedCIDRs = []string{"::ffff:10.0.0.0/104"} }, "network.allowed_cidrs[0]", "write it as IPv4"},
+		{"connections", func(c *Config) { c.Network.MaxConnections = 0 }, "network.max_connections", "must be > 0"},
+		{"duration", func(c *Config) { c.Network.MaxDuration = -1 }, "network.max_duration", "must be > 0"},
+		{"upload", func(c *Config) { c.Network.MaxUpload = 0 }, "network.max_upload", "is empty"},
+		{"download", func(c *Config) { c.Network.MaxDownload = -5 }, "network.max_download", ""},
+		{"unknown tenant", func(c *Config) {
+			c.Network.Tenants = map[string]NetworkTenant{"bob": {AllowedHosts: []string{"api.example.org"}}}
+		}, "network.tenants.bob", `no tenant "bob" is configured: add [tenants.bob]`},
+		{"tenant host", func(c *Config) {
+			alice(c)
+			c.Network.Tenants = map[string]NetworkTenant{"alice": {AllowedHosts: []string{"ok.example.org", "*"}}}
+		}, "network.tenants.alice.allowed_hosts[1]", "alone would match every host"},
+		{"tenant cidr", func(c *Config) {
+			alice(c)
+			c.Network.Tenants = map[string]NetworkTenant{"alice": {AllowedCIDRs: []string{"10.0.0.1/8"}}}
+		}, "network.tenants.alice.allowed_cidrs[0]", "write 10.0.0.0/8"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			tc.edit(&c)
+			errs := Validate(c)
+			if tc.path == "" {
+				if len(errs) > 0 {
+					t.Fatalf("a valid network section refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 {
+				t.Fatalf("want exactly one error at %s, got %v", tc.path, errs)
+			}
+			if errs[0].Path != tc.path || !strings.Contains(errs[0].Msg, tc.msg) {
+				t.Errorf("got %s: %s; want %s: ...%s...", errs[0].Path, errs[0].Msg, tc.path, tc.msg)
+			}
+		})
+	}
+}
+
+// Patterns are normalized, and String reads back as the same pattern.
+func TestParseHostPattern(t *testing.T) {
+	cases := []struct {
+		in, want string
+		port     int
+		wildcard bool
+	}{
+		{"Files.Example.ORG.", "files.example.org", 0, false},
+		{"*.Example.org:443", "*.example.org:443", 443, true},
+		{"203.0.113.7:8080", "203.0.113.7:8080", 8080, false},
+		{"[2001:DB8::1]:443", "[2001:db8::1]:443", 443, false},
+		{"2001:db8::1", "2001:db8::1", 0, false},
+		{"::ffff:10.1.2.3", "10.1.2.3", 0, false},
+		{"[::ffff:10.1.2.3]:80", "10.1.2.3:80", 80, false},
+		{"localhost", "localhost", 0, false},
+	}
+	for _, tc := range cases {
+		p, err := ParseHostPattern(tc.in)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.in, err)
+		}
+		if p.String() != tc.want || p.Port != tc.port || p.Wildcard() != tc.wildcard {
+			t.Errorf("%q: got %q port %d wildcard %v, want %q port %d wildcard %v", tc.in, p, p.Port, p.Wildcard(), tc.want, tc.port, tc.wildcard)
+		}
+		back, err := ParseHostPattern(p.String())
+		if err != nil || back != p {
+			t.Errorf("%q: %q reads back as %+v (%v)", tc.in, p, back, err)
+		}
+	}
+}
+
+// A file's [network] reaches its user with the field paths, and the
+// environment overrides the lists.
+func TestNetworkLoad(t *testing.T) {
+	file := "[network]\nallowed_hosts = [\"*\", \"ok.example.org\"]\nallowed_cidrs = [\"10.1.0.0/8\"]\nmax_upload = \"lots\"\n" +
+		"[network.tenants.ghost]\nallowed_hosts = [\"a.example.org\"]\n"
+	path := filepath.Join(t.TempDir(), "forge.toml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadWith(path, envOf(nil))
+	if err == nil {
+		t.Fatal("expected an error")
+	}
+	for _, w := range []string{`network.allowed_hosts[0]: "*" alone would match every host`, "network.allowed_cidrs[0]: \"10.1.0.0/8\" has bits set past its prefix length: write 10.0.0.0/8",
+		"network.max_upload:", `network.tenants.ghost: no tenant "ghost" is configured`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	good := filepath.Join(t.TempDir(), "forge.toml")
+	if err := os.WriteFile(good, []byte("[network]\nmax_download = \"10m\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadWith(good, envOf(map[string]string{"FORGE_NETWORK_ALLOWED_HOSTS": "pypi.org, files.pythonhosted.org:443"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Network.AllowedHosts, " "); got != "pypi.org files.pythonhosted.org:443" || cfg.Network.MaxDownload != 10<<20 {
+		t.Errorf("got hosts %q, max_download %d", got, cfg.Network.MaxDownload)
+	}
+}

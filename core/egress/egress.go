@@ -1,0 +1,69 @@
+// Package egress is the core side of network by host name (issue 24,
+// docs/network.md): a run is granted the hosts it asked for that the
+// operator's [network] policy allows (Policy.Grant), and the egress proxy
+// (Proxy) serves HTTP proxy traffic for that grant: plain HTTP requests in
+// absolute form and CONNECT tunnels, only to granted names and ports. The
+// proxy resolves names itself and dials the address it checked (never the
+// name, so a second answer cannot rebind it), refuses loopback, private,
+// link-local, metadata, multicast, CGNAT and the core's own addresses
+// unless the operator granted that range, enforces the grant's budgets and
+// audits every connection (host, port, address, bytes, duration, outcome,
+// rule), never a payload, a path or a query string.
+//
+// The proxy reads bytes from any net.Conn it is handed: the in-sandbox
+// forwarder and the channel that carries its connections here are wired
+// elsewhere.
+package egress
+
+import (
+	"context"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+)
+
+// Rules of refusals and cuts, each in the audit line of the connection or
+// the grant it refused.
+const (
+	RuleHost              = "network-host"               // a name that is not granted (or not allowed, at grant time)
+	RulePort              = "network-port"               // a granted host on a port that is not
+	RuleIPLiteral         = "network-ip-literal"         // an IP address that is not granted
+	RuleAddress           = "network-address"            // a name resolving only to refused addresses
+	RuleResolve           = "network-resolve"            // a name that does not resolve
+	RuleRequest           = "network-request"            // a malformed or unsupported request
+	RuleHeaders           = "network-request-headers"    // request headers over the limit
+	RuleHeaderTimeout     = "network-header-timeout"     // request headers that did not arrive in time
+	RuleBudgetConnections = "network-budget-connections" // network.max_connections spent
+	RuleBudgetUpload      = "network-budget-upload"      // network.max_upload spent
+	RuleBudgetDownload    = "network-budget-download"    // network.max_download spent
+	RuleBudgetDuration    = "network-budget-duration"    // network.max_duration passed
+	RuleClosed            = "network-grant-closed"       // the run ended
+	RuleApproval          = "network-approval"           // approval required and not given
+	RuleAudit             = "network-audit"              // the audit log cannot be written
+	RuleEmpty             = "network-empty"              // a grant of nothing
+)
+
+// Audit events.
+const (
+	EventGrant      = "network.grant"
+	EventConnection = "network.connection"
+)
+
+// Outcomes of a connection, in its audit line.
+const (
+	OutcomeDone       = "done"        // it ended by itself
+	OutcomeRefused    = "refused"     // never dialled: rule says why
+	OutcomeCut        = "cut"         // ended by the core: rule says why
+	OutcomeDialFailed = "dial-failed" // every checked address refused the connection
+	OutcomeError      = "error"       // the upstream or the client broke the protocol
+)
+
+// Recorder receives the audit lines of grants and connections; the core's
+// audit log (*audit.Logger) is one. When it can report failures
+// (audit.Writer) a connection is refused while the log cannot be written.
+type Recorder interface {
+	Record(audit.Entry)
+}
+
+// Approver asks the user whether the run may have the network it asked for
+// (MCP elicitation). supported is false when the client cannot be asked.
+type Approver func(ctx context.Context, message string) (approved, supported bool, err error)

@@ -1,0 +1,346 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+)
+
+// Grant is the network of one run: the hosts and ports it may reach, the
+// ranges it may reach although they are refused by default, its budget and
+// its open connections. Close ends it.
+type Grant struct {
+	rec     Recorder
+	budget  Budget
+	cidrs   []netip.Prefix
+	tenant  string
+	client  string
+	session string
+	run     string
+
+	names map[string][]int     // exact names
+	wild  map[string][]int     // "*.example.org" → ports
+	ips   map[netip.Addr][]int // IP literals
+
+	mu     sync.Mutex
+	timer  *time.Timer
+	conns  map[*tracked]struct{}
+	opened int
+	up     int64
+	down   int64
+	spent  string // the rule that ended the grant ("" while it lives)
+}
+
+func newGrant(p *Policy, r Request, cidrs []netip.Prefix) *Grant {
+	return &Grant{rec: p.rec, budget: p.budget, cidrs: slices.Clone(cidrs), tenant: r.Tenant, client: r.Client, session: r.Session, run: r.RunID,
+		names: map[string][]int{}, wild: map[string][]int{}, ips: map[netip.Addr][]int{}, conns: map[*tracked]struct{}{}}
+}
+
+// add grants ports of a host (a pattern without its port).
+func (g *Grant) add(h config.HostPattern, ports []int) {
+	m, k := g.names, h.Name
+	switch {
+	case h.Addr.IsValid():
+		g.ips[h.Addr] = union(g.ips[h.Addr], ports)
+		return
+	case h.Wildcard():
+		m = g.wild
+	}
+	m[k] = union(m[k], ports)
+}
+
+func union(a, b []int) []int {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// approve asks the user for the grant (network.require_approval).
+func (g *Grant) approve(ctx context.Context, ask Approver) error {
+	hosts := strings.Join(g.Hosts(), ", ")
+	if ask == nil {
+		return refusal.New(RuleApproval, "network to %s needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator", hosts)
+	}
+	ok, supported, err := ask(ctx, "Allow this run to connect to "+hosts+"?")
+	switch {
+	case err != nil:
+		return fmt.Errorf("ask for approval of network to %s: %w", hosts, err)
+	case !supported:
+		return refusal.New(RuleApproval, "network to %s needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator", hosts)
+	case !ok:
+		return refusal.New(RuleApproval, "network to %s was declined by the user", hosts)
+	}
+	return nil
+}
+
+// start begins the grant's time budget.
+func (g *Grant) start() {
+	g.timer = time.AfterFunc(g.budget.Duration, func() { g.spend(RuleBudgetDuration) })
+}
+
+// Hosts lists what was granted, one "host:port" each, sorted: for the
+// result's notices and the audit log.
+func (g *Grant) Hosts() []string {
+	var out []string
+	emit := func(h string, ports []int, v6 bool) {
+		for _, p := range ports {
+			if v6 {
+				out = append(out, fmt.Sprintf("[%s]:%d", h, p))
+			} else {
+				out = append(out, fmt.Sprintf("%s:%d", h, p))
+			}
+		}
+	}
+	for _, m := range []map[string][]int{g.names, g.wild} {
+		for _, h := range slices.Sorted(maps.Keys(m)) {
+			emit(h, m[h], false)
+		}
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(g.ips), func(a, b netip.Addr) int { return a.Compare(b) }) {
+		emit(a.String(), g.ips[a], a.Is6())
+	}
+	return out
+}
+
+// Close ends the grant (the run ended): every open connection is cut and
+// new ones are refused. Idempotent.
+func (g *Grant) Close() { g.spend(RuleClosed) }
+
+// spend ends the grant with rule: open connections are cut.
+func (g *Grant) spend(rule string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.spent != "" {
+		return
+	}
+	g.spent = rule
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	for t := range g.conns {
+		t.cut(rule)
+	}
+}
+
+// check refuses a target the grant does not name: its host, then its port.
+func (g *Grant) check(t config.HostPattern) error {
+	var ports []int
+	switch {
+	case t.Addr.IsValid():
+		var ok bool
+		if ports, ok = g.ips[t.Addr]; !ok {
+			return refusal.New(RuleIPLiteral, "%s is an IP address this run was not granted: connect by a granted name (%s)", t.Host(), g.list())
+		}
+	default:
+		ports = g.names[t.Name]
+		for w, ps := range g.wild {
+			if strings.HasSuffix(t.Name, w[1:]) {
+				ports = union(ports, ps)
+			}
+		}
+		if ports == nil {
+			return refusal.New(RuleHost, "%s is not granted to this run (granted: %s): ask for it in the run's network list", t.Host(), g.list())
+		}
+	}
+	if !slices.Contains(ports, t.Port) {
+		return refusal.New(RulePort, "%s is granted on port%s %s only, not %d", t.Host(), plural(ports), joinPorts(ports), t.Port)
+	}
+	return nil
+}
+
+func (g *Grant) list() string { return strings.Join(g.Hosts(), ", ") }
+
+// open counts a new upstream connection against the budget.
+func (g *Grant) open() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.spentErr(); err != nil {
+		return err
+	}
+	if g.opened >= g.budget.Connections {
+		return refusal.New(RuleBudgetConnections, "this run opened its %d connections (network.max_connections): open fewer (reuse connections, or fetch less)", g.budget.Connections)
+	}
+	g.opened++
+	return nil
+}
+
+// spentErr is the refusal of a spent grant. Called with mu held.
+func (g *Grant) spentErr() error {
+	if g.spent == "" {
+		return nil
+	}
+	return g.ended(g.spent)
+}
+
+// ended is the error of a connection refused or cut by rule.
+func (g *Grant) ended(rule string) error {
+	switch rule {
+	case RuleClosed:
+		return refusal.New(RuleClosed, "the run this network was granted to has ended")
+	case RuleBudgetDuration:
+		return refusal.New(RuleBudgetDuration, "this run's network time is over (network.max_duration, %s)", g.budget.Duration)
+	case RuleBudgetUpload:
+		return refusal.New(RuleBudgetUpload, "this run sent its %s (network.max_upload)", config.FormatSize(g.budget.Upload))
+	case RuleBudgetDownload:
+		return refusal.New(RuleBudgetDownload, "this run received its %s (network.max_download)", config.FormatSize(g.budget.Download))
+	}
+	return refusal.New(rule, "this run's network has ended (%s)", rule)
+}
+
+// track registers a connection so that spend can cut it; a spent grant
+// refuses it.
+func (g *Grant) track(c net.Conn) (*tracked, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.spentErr(); err != nil {
+		return nil, err
+	}
+	t := &tracked{Conn: c}
+	g.conns[t] = struct{}{}
+	return t, nil
+}
+
+func (g *Grant) untrack(t *tracked) {
+	g.mu.Lock()
+	delete(g.conns, t)
+	g.mu.Unlock()
+}
+
+// take admits n bytes in one direction within the budget and returns how
+// many fit; past the budget the grant is spent (every connection cut).
+func (g *Grant) take(upload bool, n int) int {
+	if n <= 0 {
+		return n
+	}
+	g.mu.Lock()
+	used, limit, rule := &g.down, g.budget.Download, RuleBudgetDownload
+	if upload {
+		used, limit, rule = &g.up, g.budget.Upload, RuleBudgetUpload
+	}
+	fit := int64(n)
+	if left := limit - *used; fit > left {
+		fit = max(left, 0)
+	}
+	*used += fit
+	g.mu.Unlock()
+	if fit < int64(n) {
+		g.spend(rule)
+	}
+	return int(fit)
+}
+
+// Used is what the grant has spent: connections opened, bytes sent and
+// received.
+func (g *Grant) Used() (connections int, upload, download int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.opened, g.up, g.down
+}
+
+// tracked is a connection of the grant; cut closes it and says why.
+type tracked struct {
+	net.Conn
+	why atomic.Pointer[string]
+}
+
+func (t *tracked) cut(rule string) {
+	t.why.CompareAndSwap(nil, &rule)
+	_ = t.Conn.Close()
+}
+
+// cutBy is the rule that cut the connection, "" if none did.
+func (t *tracked) cutBy() string {
+	if p := t.why.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// errBudget ends a copy at the edge of a byte budget.
+var errBudget = errors.New("egress: byte budget spent")
+
+// counted is an upstream connection whose bytes count against the grant
+// (writes are uploads, reads downloads) and towards its audit line.
+type counted struct {
+	*tracked
+	g        *Grant
+	up, down atomic.Int64
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	fit := c.g.take(true, len(b))
+	n, err := c.tracked.Write(b[:fit])
+	c.up.Add(int64(n))
+	if err == nil && fit < len(b) {
+		err = errBudget
+	}
+	return n, err
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	n, err := c.tracked.Read(b)
+	fit := c.g.take(false, n)
+	c.down.Add(int64(fit))
+	if fit < n {
+		return fit, errBudget
+	}
+	return n, err
+}
+
+// CloseWrite half-closes a TCP connection (a tunnel whose client finished
+// sending).
+func (c *counted) CloseWrite() error {
+	if cw, ok := c.tracked.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// record writes the audit line of one connection.
+func (g *Grant) record(l *connLog) {
+	d := map[string]any{"host": l.host, "port": l.port, "method": l.method, "outcome": l.outcome, "run_id": g.run,
+		"duration_ms": time.Since(l.start).Milliseconds()}
+	if g.tenant != "" {
+		d["tenant"] = g.tenant
+	}
+	if l.address != "" {
+		d["address"] = l.address
+	}
+	if l.up != nil {
+		d["bytes_up"], d["bytes_down"] = l.up.up.Load(), l.up.down.Load()
+	}
+	if l.rule != "" {
+		d["rule"] = l.rule
+	}
+	sev := audit.Info
+	if l.outcome != OutcomeDone {
+		sev = audit.Warning
+	}
+	g.rec.Record(audit.Entry{Event: EventConnection, Severity: sev, SessionID: g.session, UserID: g.client,
+		Success: l.outcome == OutcomeDone, Error: l.err, Details: d})
+}
+
+// connLog is what the audit line of one connection says.
+type connLog struct {
+	start   time.Time
+	method  string
+	host    string
+	port    int
+	address string
+	up      *counted
+	outcome string
+	rule    string
+	err     string
+}

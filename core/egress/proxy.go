@@ -1,0 +1,603 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+)
+
+// Resolver looks names up for the proxy; *net.Resolver is one, and tests
+// map names to local servers.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Dialer opens a TCP connection to an address ("ip:port"); the proxy only
+// ever hands it an address it checked.
+type Dialer func(ctx context.Context, network, address string) (net.Conn, error)
+
+// Defaults of Options.
+const (
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultDialTimeout    = 10 * time.Second
+	DefaultMaxHeaderBytes = 32 << 10
+	// MaxResponseHeaderBytes bounds an upstream response's status line and
+	// headers (net/http's client default).
+	MaxResponseHeaderBytes = 1 << 20
+)
+
+// Options configure a Proxy; the zero value of each field is its default.
+type Options struct {
+	Resolver Resolver // nil: net.DefaultResolver (the core's resolver)
+	Dial     Dialer   // nil: a net.Dialer
+	// OwnAddrs lists the core's own addresses (nil: this machine's
+	// interfaces), refused like loopback.
+	OwnAddrs func() ([]netip.Addr, error)
+	Log      hclog.Logger
+	// HeaderTimeout bounds the wait for a request's headers (a client that
+	// trickles them holds a goroutine and a connection: slowloris), and
+	// the idle time between two requests of one connection.
+	HeaderTimeout  time.Duration
+	DialTimeout    time.Duration // each address tried
+	MaxHeaderBytes int           // request line and headers
+}
+
+// Proxy serves HTTP proxy traffic for grants: plain HTTP requests in
+// absolute form, forwarded one upstream connection each without following
+// redirects, and CONNECT tunnels whose bytes pass untouched (no TLS
+// interception).
+type Proxy struct {
+	resolver  Resolver
+	dial      Dialer
+	own       *ownAddrs
+	log       hclog.Logger
+	headerTO  time.Duration
+	dialTO    time.Duration
+	maxHeader int
+}
+
+// New is a Proxy with o's settings.
+func New(o Options) *Proxy {
+	p := &Proxy{resolver: o.Resolver, dial: o.Dial, log: o.Log, headerTO: o.HeaderTimeout, dialTO: o.DialTimeout, maxHeader: o.MaxHeaderBytes,
+		own: &ownAddrs{lookup: o.OwnAddrs}}
+	if p.resolver == nil {
+		p.resolver = net.DefaultResolver
+	}
+	if p.dial == nil {
+		p.dial = (&net.Dialer{}).DialContext
+	}
+	if p.own.lookup == nil {
+		p.own.lookup = interfaceAddrs
+	}
+	if p.log == nil {
+		p.log = hclog.NewNullLogger()
+	}
+	if p.headerTO <= 0 {
+		p.headerTO = DefaultHeaderTimeout
+	}
+	if p.dialTO <= 0 {
+		p.dialTO = DefaultDialTimeout
+	}
+	if p.maxHeader <= 0 {
+		p.maxHeader = DefaultMaxHeaderBytes
+	}
+	return p
+}
+
+// Serve serves every connection ln accepts for g until ln fails (closed)
+// or ctx ends, then waits for those connections to end.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener, g *Grant) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.ServeConn(ctx, c, g)
+		}()
+	}
+}
+
+// ServeConn serves one client connection (one the in-sandbox forwarder
+// accepted, carried here) for g: requests one after another, or one
+// CONNECT tunnel. It returns when the connection ends, ctx ends or g is
+// spent, and closes conn.
+func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, g *Grant) {
+	defer conn.Close()
+	client, err := g.track(conn)
+	if err != nil {
+		l := &connLog{start: time.Now(), method: "-", host: "-"}
+		p.refuse(client0(conn), g, l, err)
+		return
+	}
+	defer g.untrack(client)
+	// The proxy stopping (ctx) ends the connection as the run's end would.
+	stop := context.AfterFunc(ctx, func() { client.cut(RuleClosed) })
+	defer stop()
+	lim := &headerLimit{r: client}
+	br := bufio.NewReaderSize(lim, 4096)
+	for {
+		buffered := br.Buffered()
+		lim.arm(p.maxHeader + 4096)
+		_ = client.SetReadDeadline(time.Now().Add(p.headerTO))
+		req, err := http.ReadRequest(br)
+		_ = client.SetReadDeadline(time.Time{})
+		read := lim.disarm()
+		if err != nil {
+			if buffered == 0 && read == 0 {
+				return // an idle connection closed, timed out or cut: nothing was asked
+			}
+			p.malformed(client, g, lim.over, err)
+			return
+		}
+		if req.Method == http.MethodConnect {
+			p.tunnel(ctx, client, br, req, g)
+			return
+		}
+		if !p.forward(ctx, client, req, g) {
+			return
+		}
+	}
+}
+
+// client0 is conn as a tracked one, for answering a refusal before it
+// was tracked.
+func client0(c net.Conn) *tracked { return &tracked{Conn: c} }
+
+// malformed answers a request that could not be read, and audits it.
+func (p *Proxy) malformed(client *tracked, g *Grant, over bool, err error) {
+	l := &connLog{start: time.Now(), method: "-", host: "-"}
+	var ne net.Error
+	switch {
+	case client.cutBy() != "":
+		return // cut while it waited for a request: nothing was connected, nothing to audit
+	case over:
+		p.refuseStatus(client, g, l, http.StatusRequestHeaderFieldsTooLarge,
+			refusal.New(RuleHeaders, "the request's line and headers are over %d bytes", p.maxHeader))
+	case errors.As(err, &ne) && ne.Timeout():
+		p.refuseStatus(client, g, l, http.StatusRequestTimeout,
+			refusal.New(RuleHeaderTimeout, "the request's headers did not arrive within %s", p.headerTO))
+	default:
+		p.refuseStatus(client, g, l, http.StatusBadRequest,
+			refusal.New(RuleRequest, "the request could not be read as HTTP: %s", clean(err.Error())))
+	}
+}
+
+// target parses a request's host[:port]; defPort applies without a port
+// (0: a port is required).
+func target(hostport string, defPort int) (config.HostPattern, error) {
+	if hostport == "" {
+		return config.HostPattern{}, refusal.New(RuleRequest, "the request names no host: send an absolute URL (http://host/path) or CONNECT host:port")
+	}
+	t, err := config.ParseHostPattern(hostport)
+	if err != nil {
+		return config.HostPattern{}, refusal.New(RuleRequest, "the request's host: %s", clean(err.Error()))
+	}
+	if t.Wildcard() {
+		return config.HostPattern{}, refusal.New(RuleRequest, "the request's host %s is a wildcard, not a host", clean(t.Name))
+	}
+	if t.Port == 0 {
+		if defPort == 0 {
+			return config.HostPattern{}, refusal.New(RuleRequest, "CONNECT %s names no port: CONNECT host:port", clean(hostport))
+		}
+		t.Port = defPort
+	}
+	return t, nil
+}
+
+// connect checks a target against the grant, resolves it, checks the
+// addresses and dials one of them. On a refusal or a failure it answers
+// the client and audits, and returns nil.
+func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config.HostPattern, l *connLog) *counted {
+	l.host, l.port = t.Host(), t.Port
+	if err := g.check(t); err != nil {
+		p.refuse(client, g, l, err)
+		return nil
+	}
+	if err := g.open(); err != nil {
+		p.refuse(client, g, l, err)
+		return nil
+	}
+	if err := audit.Check(g.rec); err != nil {
+		// Fail closed: a connection nobody could trace is not made.
+		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
+		return nil
+	}
+	addrs := []netip.Addr{t.Addr}
+	if !t.Addr.IsValid() {
+		rctx, cancel := context.WithTimeout(ctx, p.dialTO)
+		var err error
+		addrs, err = p.resolver.LookupNetIP(rctx, "ip", t.Name)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			why := "no address"
+			if err != nil {
+				why = clean(err.Error())
+			}
+			p.refuseStatus(client, g, l, http.StatusBadGateway, refusal.New(RuleResolve, "%s does not resolve (%s)", t.Name, why))
+			return nil
+		}
+	}
+	var ok []netip.Addr
+	var refused []string
+	for _, a := range addrs {
+		a = a.Unmap()
+		if why := p.refusedAddr(a, g); why != "" {
+			refused = append(refused, a.String()+" is "+why)
+			continue
+		}
+		ok = append(ok, a)
+	}
+	if len(ok) == 0 {
+		l.address = addrs[0].Unmap().String()
+		p.refuse(client, g, l, refusal.New(RuleAddress, "%s is refused: %s; only the operator can allow such a range (network.allowed_cidrs)", t.Host(), strings.Join(refused, ", ")))
+		return nil
+	}
+	var lastErr error
+	for _, a := range ok {
+		// The address checked, never the name: a second lookup could answer
+		// another address (DNS rebinding).
+		addr := netip.AddrPortFrom(a, uint16(t.Port)).String()
+		dctx, cancel := context.WithTimeout(ctx, p.dialTO)
+		c, err := p.dial(dctx, "tcp", addr)
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		l.address = addr
+		up, err := g.track(c)
+		if err != nil {
+			c.Close()
+			p.refuse(client, g, l, err)
+			return nil
+		}
+		l.up = &counted{tracked: up, g: g}
+		return l.up
+	}
+	l.address = netip.AddrPortFrom(ok[0], uint16(t.Port)).String()
+	l.outcome, l.err = OutcomeDialFailed, fmt.Sprintf("connect to %s: %s", t, clean(lastErr.Error()))
+	p.answer(client, http.StatusBadGateway, "", l.err)
+	g.record(l)
+	return nil
+}
+
+// refusedAddr says why a may not be dialled ("": it may).
+func (p *Proxy) refusedAddr(a netip.Addr, g *Grant) string {
+	for _, c := range g.cidrs {
+		if c.Contains(a) {
+			return ""
+		}
+	}
+	if why := refusedClass(a); why != "" {
+		return why
+	}
+	own, err := p.own.has(a)
+	if err != nil {
+		p.log.Warn("egress: cannot list this machine's addresses; refusing every address until it can", "error", err)
+		return "possibly the core's own (its addresses cannot be listed)"
+	}
+	if own {
+		return "the core's own"
+	}
+	return ""
+}
+
+// tunnel serves CONNECT: after 200 the bytes pass both ways untouched
+// until either side ends, the grant is spent or ctx ends.
+func (p *Proxy) tunnel(ctx context.Context, client *tracked, br *bufio.Reader, req *http.Request, g *Grant) {
+	l := &connLog{start: time.Now(), method: http.MethodConnect, host: "-"}
+	t, err := target(req.Host, 0)
+	if err != nil {
+		p.refuse(client, g, l, err)
+		return
+	}
+	up := p.connect(ctx, client, g, t, l)
+	if up == nil {
+		return
+	}
+	defer g.untrack(up.tracked)
+	defer up.Close()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		p.finish(g, l, client, err)
+		return
+	}
+	errs := make(chan error, 2)
+	go func() {
+		_, err := io.Copy(up, br) // what the client sent after CONNECT is already in br
+		if err == nil {
+			_ = up.CloseWrite()
+		}
+		errs <- err
+	}()
+	go func() {
+		_, err := io.Copy(client, up)
+		if err == nil {
+			if cw, ok := client.Conn.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			}
+		}
+		errs <- err
+	}()
+	first := <-errs
+	if first != nil {
+		up.Close()
+		client.Close()
+	}
+	second := <-errs
+	p.finish(g, l, client, errors.Join(first, second))
+}
+
+// finish writes a dialled connection's audit line.
+func (p *Proxy) finish(g *Grant, l *connLog, client *tracked, err error) {
+	switch rule := firstNonEmpty(l.up.cutBy(), client.cutBy()); {
+	case rule != "":
+		l.outcome, l.rule, l.err = OutcomeCut, rule, g.ended(rule).Error()
+	case err != nil && !isClosed(err):
+		l.outcome, l.err = OutcomeError, clean(err.Error())
+	default:
+		l.outcome = OutcomeDone
+	}
+	g.record(l)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// isClosed reports an error of a connection that ended the ordinary way:
+// one side closed (a reset is how many peers close a finished TLS stream).
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// hopHeaders are one connection's, never forwarded (RFC 9110 7.6.1), with
+// the proxy's own credentials.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
+
+func dropHop(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// forward serves one plain HTTP request over its own upstream connection
+// and reports whether the client connection may carry another. Redirects
+// go back to the client as they are: one it follows is its own request,
+// checked as any other.
+func (p *Proxy) forward(ctx context.Context, client *tracked, req *http.Request, g *Grant) bool {
+	l := &connLog{start: time.Now(), method: req.Method, host: "-"}
+	defer req.Body.Close()
+	switch {
+	case req.URL.Scheme == "https":
+		p.refuse(client, g, l, refusal.New(RuleRequest, "https:// goes through CONNECT (set HTTPS_PROXY), not as a plain request"))
+		return false
+	case req.URL.Scheme != "http" || req.URL.Host == "":
+		p.refuse(client, g, l, refusal.New(RuleRequest, "a proxy request needs an absolute http:// URL (send it through HTTP_PROXY), got a request for %s", refusal.Quoted(clean(req.URL.Path))))
+		return false
+	case req.Header.Get("Upgrade") != "":
+		// An upgraded connection would be a tunnel outside these checks'
+		// accounting of requests; wss:// goes through CONNECT.
+		p.refuse(client, g, l, refusal.New(RuleRequest, "protocol upgrades are not proxied as plain HTTP: use wss:// (CONNECT)"))
+		return false
+	}
+	t, err := target(req.URL.Host, 80)
+	if err != nil {
+		p.refuse(client, g, l, err)
+		return false
+	}
+	up := p.connect(ctx, client, g, t, l)
+	if up == nil {
+		return false
+	}
+	defer g.untrack(up.tracked)
+	defer up.Close()
+	if req.Header.Get("Expect") == "100-continue" {
+		// The client waits for this before its body; upstream gets the
+		// body at once.
+		if _, err := io.WriteString(client, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			p.finish(g, l, client, err)
+			return false
+		}
+	}
+	u := *req.URL
+	u.Scheme, u.Host, u.User = "", "", nil
+	out := &http.Request{Method: req.Method, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: req.Header.Clone(),
+		Body: req.Body, ContentLength: req.ContentLength, Host: t.String(), Close: true}
+	if t.Port == 80 {
+		out.Host = t.Host()
+		if t.Addr.Is6() {
+			out.Host = "[" + out.Host + "]"
+		}
+	}
+	if len(req.TransferEncoding) > 0 {
+		out.TransferEncoding = []string{"chunked"}
+	}
+	dropHop(out.Header)
+	if err := out.Write(up); err != nil {
+		p.finish(g, l, client, err)
+		p.answerIfFresh(client, l, err)
+		return false
+	}
+	// The upstream's headers are bounded too: a hostile server could
+	// otherwise fill the core's memory with one endless header.
+	ulim := &headerLimit{r: up}
+	ubr := bufio.NewReader(ulim)
+	var resp *http.Response
+	for {
+		ulim.arm(MaxResponseHeaderBytes)
+		resp, err = http.ReadResponse(ubr, out)
+		ulim.disarm()
+		if ulim.over {
+			err = fmt.Errorf("the server's response headers are over %d bytes", MaxResponseHeaderBytes)
+		}
+		if err != nil || resp.StatusCode < 100 || resp.StatusCode >= 200 {
+			break
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			err = errors.New("the server switched protocols, which was not asked for")
+			break
+		}
+		// An interim response (103 Early Hints): the final one follows.
+	}
+	if err != nil {
+		p.finish(g, l, client, err)
+		p.answerIfFresh(client, l, err)
+		return false
+	}
+	defer resp.Body.Close()
+	dropHop(resp.Header)
+	// Framing is ours to write: a body read to EOF (no length, not
+	// chunked) ends this client connection too.
+	toEOF := resp.ContentLength < 0 && len(resp.TransferEncoding) == 0
+	resp.Close = toEOF || req.Close
+	bw := bufio.NewWriter(client) // Response.Write writes a line at a time
+	err = resp.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	p.finish(g, l, client, err)
+	return err == nil && !resp.Close
+}
+
+// answerIfFresh answers 502 when the upstream failed before any response
+// (and the grant did not cut it: then the connection is gone).
+func (p *Proxy) answerIfFresh(client *tracked, l *connLog, err error) {
+	if l.rule == "" && client.cutBy() == "" {
+		p.answer(client, http.StatusBadGateway, "", "upstream "+l.host+": "+clean(err.Error()))
+	}
+}
+
+// refuse answers a refusal with 403 and audits it.
+func (p *Proxy) refuse(client *tracked, g *Grant, l *connLog, err error) {
+	p.refuseStatus(client, g, l, http.StatusForbidden, err)
+}
+
+func (p *Proxy) refuseStatus(client *tracked, g *Grant, l *connLog, status int, err error) {
+	var re *refusal.Error
+	l.outcome, l.err = OutcomeRefused, clean(err.Error())
+	if errors.As(err, &re) {
+		l.rule = re.Rule
+		if re.Rule == RuleRequest && status == http.StatusForbidden {
+			status = http.StatusBadRequest // the client's mistake, not the policy's
+		}
+	}
+	if client != nil {
+		p.answer(client, status, l.rule, l.err)
+	}
+	g.record(l)
+}
+
+// RuleHeader names the rule of a refusal in the proxy's answer, for code
+// that wants to tell refusals apart.
+const RuleHeader = "X-Mcp-Forge-Rule"
+
+// answer writes a final response and closes the connection: the reason
+// phrase carries the message too, since most clients show only the status
+// line of a refused CONNECT.
+func (p *Proxy) answer(client *tracked, status int, rule, msg string) {
+	text := "mcp-forge egress: " + msg
+	if rule != "" {
+		text += " (rule " + rule + ")"
+	}
+	reason := http.StatusText(status)
+	if len(text) <= 200 {
+		reason += " - " + text
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n", status, reason)
+	if rule != "" {
+		fmt.Fprintf(&b, "%s: %s\r\n", RuleHeader, rule)
+	}
+	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s\n", len(text)+1, text)
+	_ = client.SetWriteDeadline(time.Now().Add(p.headerTO))
+	_, _ = io.WriteString(client, b.String())
+	_ = client.Close()
+}
+
+// clean makes text safe for a status line and the audit log: printable
+// ASCII only, at most 300 bytes.
+func clean(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			b[i] = '?'
+		}
+	}
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+// headerLimit caps what a request's line and headers may read.
+type headerLimit struct {
+	r     io.Reader
+	left  int // < 0: no limit
+	read  int
+	armed bool
+	over  bool
+}
+
+func (h *headerLimit) arm(n int) { h.left, h.read, h.armed, h.over = n, 0, true, false }
+
+func (h *headerLimit) disarm() int { h.armed = false; return h.read }
+
+var errHeaderLimit = errors.New("request headers too large")
+
+func (h *headerLimit) Read(b []byte) (int, error) {
+	if h.armed {
+		if h.left <= 0 {
+			h.over = true
+			return 0, errHeaderLimit
+		}
+		if len(b) > h.left {
+			b = b[:h.left]
+		}
+	}
+	n, err := h.r.Read(b)
+	if h.armed {
+		h.left -= n
+		h.read += n
+	}
+	return n, err
+}

@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/jobs"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
+)
+
+// Background runs (execute_<language> with background: true): the run is
+// prepared and checked as a call's is, then runs detached from the call
+// that started it, bounded by its own timeout (up to
+// execution.max_background_timeout), and its owner follows it through
+// core/jobs. A job in a session holds the session: other calls in it are
+// refused (rule session-job) until the job ends, rather than waiting
+// behind it for up to hours.
+
+// Audit events of jobs.
+const (
+	EventJobLost   = "job.lost"   // a job that was running when the server stopped, found at the next start
+	EventJobCancel = "job.cancel" // cancel_job asked a job to stop
+)
+
+// RuleSessionJob refuses a call in a session a background job holds.
+const RuleSessionJob = "session-job"
+
+// errJobCancelled is the cause of a job's context when cancel_job ends
+// it: the user reads it in the result ("cancel_job was called after …").
+var errJobCancelled = errors.New("cancel_job was called")
+
+// errServerStopped is the cause when the server shuts down under a job.
+var errServerStopped = errors.New("the server shut down")
+
+// maxJobResult bounds the JSON of a job's result kept in memory and on
+// disk; past it the images are left out (a notice says so).
+const maxJobResult = 32 << 20
+
+func jobsRoot(cfg config.Config) string {
+	return filepath.Join(cfg.Volumes.BasePath, "state", "jobs")
+}
+
+// openJobs loads the job records of earlier runs of the server: the jobs
+// that were running when it stopped are lost, and audited as such.
+func (e *Engine) openJobs() error {
+	store, err := jobs.NewStore(jobsRoot(e.cfg))
+	if err != nil {
+		return fmt.Errorf("background jobs: %w (volumes.base_path must be writable by the server)", err)
+	}
+	reg, lost, err := jobs.New(jobs.Options{Store: store, TTL: time.Duration(e.cfg.Jobs.ResultTTL) * time.Second, MaxPerClient: e.cfg.Jobs.MaxPerClient,
+		TailBytes: int(e.limits.output), Server: os.Getpid()})
+	if err != nil {
+		return fmt.Errorf("background jobs: %w", err)
+	}
+	for _, r := range lost {
+		e.rec.Record(audit.Entry{Event: EventJobLost, Severity: audit.Warning, SessionID: auditID(r.Client, r.SessionID), UserID: r.Client, Success: false, Error: r.Reason,
+			Details: map[string]any{"job": r.ID, "run_id": r.RunID, "language": r.Language, "session": r.SessionID, "server": r.Server}})
+	}
+	e.jobs = reg
+	return nil
+}
+
+// OnJobChange makes fn hear of every change of any job (its state, its
+// output at most once a second), for resource-updated notifications.
+func (e *Engine) OnJobChange(fn func(jobs.Record)) { e.jobs.OnChange(fn) }
+
+// checkSessionJob refuses a call in a session a job holds.
+func (e *Engine) checkSessionJob(s *session.Session) error {
+	v := e.sessions.View(s)
+	if v.Job == "" {
+		return nil
+	}
+	return refusal.New(RuleSessionJob, "session %q is running background job %s: wait for it (wait_job) or stop it (cancel_job), then call again; a job holds its session until it ends",
+		s.ID, v.Job)
+}
+
+// StartJob checks and prepares req as Execute does (a refusal is returned
+// at once) and runs it in the background: the answer is the queued job.
+func (e *Engine) StartJob(ctx context.Context, req Request) (jobs.Record, error) {
+	req.Background, req.Job = true, jobs.NewID()
+	p, err := e.prepare(ctx, req)
+	if err != nil {
+		return jobs.Record{}, err
+	}
+	if p.s != nil {
+		var holder string
+		e.sessions.Update(p.s, func(s *session.Session) {
+			if holder = s.Job; holder == "" {
+				s.Job = req.Job
+			}
+		})
+		if holder != "" { // another job took it since prepare
+			p.drop(e)
+			return jobs.Record{}, e.refuse(req.Client, req.SessionID, p.tool, e.checkSessionJob(p.s), nil)
+		}
+	}
+	// The job outlives the call: its context keeps the call's values (the
+	// tenant's admission) but not its end.
+	jctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	j, err := e.jobs.Add(jobs.Record{ID: req.Job, Client: req.Client, Language: req.Language, SessionID: req.SessionID, Backend: p.name,
+		CodeSHA256: audit.HashCode(req.Code), TimeoutS: p.timeout}, cancel)
+	if err != nil {
+		cancel(nil)
+		e.releaseSessionJob(p.s, req.Job)
+		p.drop(e)
+		return jobs.Record{}, e.refuse(req.Client, req.SessionID, p.tool, err, map[string]any{"job": req.Job})
+	}
+	// The tenant's run slot is held from now, not from when the job gets
+	// a slot of the server: a queued job counts against the quota.
+	hold := tenant.HoldRun(ctx)
+	go func() {
+		defer hold()
+		emit := func(ev backend.StreamEvent) { j.Output(ev.Name == host.Stderr, ev.Text) }
+		res, err := e.run(jctx, p, emit, func(runID string) { j.Start(p.name, runID) })
+		state, why := jobOutcome(jctx, res, err)
+		e.releaseSessionJob(p.s, req.Job) // free before anyone waiting hears the job ended
+		j.Finish(state, why, jobResult(res, err))
+	}()
+	return j.Record(), nil
+}
+
+func (e *Engine) releaseSessionJob(s *session.Session, id string) {
+	if s == nil {
+		return
+	}
+	e.sessions.Update(s, func(s *session.Session) {
+		if s.Job == id {
+			s.Job = ""
+		}
+	})
+}
+
+// jobOutcome is the state a finished run leaves its job in, and why.
+func jobOutcome(ctx context.Context, res Result, err error) (jobs.State, string) {
+	switch {
+	case res.Error != nil && res.Error.Name == ErrorCancelled:
+		return jobs.Cancelled, res.Error.Message
+	case err != nil && ctx.Err() != nil:
+		return jobs.Cancelled, cancelCause(ctx) + ": the run was stopped"
+	case err != nil:
+		return jobs.Failed, err.Error()
+	case res.Success:
+		return jobs.Done, ""
+	case res.Error != nil:
+		return jobs.Failed, res.Error.Name + ": " + res.Error.Message
+	default:
+		return jobs.Failed, fmt.Sprintf("the code exited with code %d", res.ExitCode)
+	}
+}
+
+// jobResult is the JSON form a job keeps of its result: the result, or
+// for a run that failed before its code ran, nothing (the reason says it).
+func jobResult(res Result, err error) json.RawMessage {
+	if err != nil && res.Duration == 0 && res.Stdout == "" && res.Stderr == "" {
+		return nil
+	}
+	data, merr := json.Marshal(res)
+	if merr == nil && len(data) > maxJobResult && len(res.Images) > 0 {
+		res.Notices = append(res.Notices, fmt.Sprintf("the job's %d image(s) were left out of its kept result: with them it passed %d MiB; save them as files", len(res.Images), maxJobResult>>20))
+		res.Images = nil
+		data, merr = json.Marshal(res)
+	}
+	if merr != nil {
+		return nil
+	}
+	return data
+}
+
+// JobResult decodes a finished job's result; ok is false when it has none.
+func JobResult(r jobs.Record) (res Result, ok bool) {
+	if len(r.Result) == 0 || json.Unmarshal(r.Result, &res) != nil {
+		return Result{}, false
+	}
+	return res, true
+}
+
+// Job returns client's job id.
+func (e *Engine) Job(client, id, tool string) (jobs.Record, error) {
+	j, err := e.jobs.Get(client, id)
+	if err != nil {
+		return jobs.Record{}, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
+	}
+	return j.Record(), nil
+}
+
+// WaitJob waits up to wait for client's job id to finish and returns it as
+// it is then (finished or not).
+func (e *Engine) WaitJob(ctx context.Context, client, id string, wait time.Duration) (jobs.Record, error) {
+	j, err := e.jobs.Get(client, id)
+	if err != nil {
+		return jobs.Record{}, e.refuse(client, "", "wait_job", err, map[string]any{"job": refusal.Quoted(id)})
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-j.Done():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return j.Record(), nil
+}
+
+// Jobs lists client's jobs, newest first, without their results.
+func (e *Engine) Jobs(client string) []jobs.Record { return e.jobs.List(client) }
+
+// CancelJob stops client's job id: a session's code is interrupted (its
+// state kept, as at a timeout), a stateless run's sandbox removed. It
+// waits for the job to end, up to the interrupt's grace and a little
+// more, and returns the job as it is then.
+func (e *Engine) CancelJob(ctx context.Context, client, id string) (jobs.Record, error) {
+	j, err := e.jobs.Get(client, id)
+	if err != nil {
+		return jobs.Record{}, e.refuse(client, "", "cancel_job", err, map[string]any{"job": refusal.Quoted(id)})
+	}
+	r := j.Record()
+	if r.State.Finished() {
+		return r, nil
+	}
+	e.rec.Record(audit.Entry{Event: EventJobCancel, SessionID: auditID(client, r.SessionID), UserID: client, Success: true,
+		Details: map[string]any{"job": id, "run_id": r.RunID, "state": string(r.State), "session": r.SessionID}})
+	j.Cancel(errJobCancelled)
+	t := time.NewTimer(cancelGrace + 5*time.Second)
+	defer t.Stop()
+	select {
+	case <-j.Done():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return j.Record(), nil
+}
+
+// SweepJobs forgets the finished jobs kept past jobs.result_ttl.
+func (e *Engine) SweepJobs() int { return e.jobs.Sweep() }
+
+// stopJobs ends every job at shutdown: it is recorded lost (with why)
+// before its work is cancelled, so that the record says what happened
+// whichever finishes first, and the sessions it holds become free.
+func (e *Engine) stopJobs() {
+	running := e.jobs.Running()
+	for _, j := range running {
+		j.Abandon("the server shut down while the job ran, and its sandbox went with it: run the code again", errServerStopped)
+	}
+	for _, s := range e.sessions.All() {
+		e.sessions.Update(s, func(s *session.Session) { s.Job = "" })
+	}
+}

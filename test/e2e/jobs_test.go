@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// Background jobs through the official TypeScript SDK over stdio
+// (test/node/jobs.mjs): a long stateless job answered at once, subscribed
+// to, polled while running and waited for past the client's request
+// timeout (progress resets it); session jobs in Python and R holding their
+// sessions and cancelled with the state kept; the start overhead against a
+// foreground call. The job lasts FORGE_TEST_JOB_SECONDS (60; the issue's
+// figure is 180).
+func TestTypeScriptSDKJobs(t *testing.T) {
+	dir, cfg := nodeSetup(t, "sdk")
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[execution]\nprogress_interval = 2\n")
+	f.Close()
+	cmd := exec.Command("node", "jobs.mjs", testenv.Binary(t), "--config", cfg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "JOB_SECONDS="+envOr("FORGE_TEST_JOB_SECONDS", "60"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: job=") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", lastLine(string(out), "ok: "))
+
+	// Each cancel_job is audited, and the run's cancellation says by whom.
+	log, err := os.Open(filepath.Join(filepath.Dir(cfg), "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cancels, interrupted := 0, map[string]bool{}
+	sc := bufio.NewScanner(log)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Event   string         `json:"event"`
+			Details map[string]any `json:"details"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		switch {
+		case e.Event == "job.cancel":
+			cancels++
+		case e.Event == "execution.cancelled" && e.Details["cause"] == "cancel_job was called":
+			interrupted[fmt.Sprint(e.Details["session"], "/", e.Details["outcome"])] = true
+		}
+	}
+	if cancels != 2 || !interrupted["job-python/interrupted"] || !interrupted["job-r/interrupted"] {
+		t.Fatalf("job.cancel ×%d (want 2), cancellations %v (want job-python and job-r interrupted)", cancels, interrupted)
+	}
+}

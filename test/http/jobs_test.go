@@ -1,0 +1,83 @@
+package httpe2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// Background jobs over HTTP through the official TypeScript SDK
+// (test/node/jobs-http.mjs): a job outlives its client's connection and is
+// found again by the same tenant, is invisible to another, and holds its
+// tenant's run slot.
+func TestHTTPJobsTypeScriptSDK(t *testing.T) {
+	testenv.Require(t)
+	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in test/node (make test does)")
+	}
+	tenants, keys := testenv.TenantKeys(t, "bob", "alice")
+	s := testenv.StartHTTP(t, tenants+"max_concurrent_runs = 1\n") // alice's table is the last
+	cmd := exec.Command("node", "jobs-http.mjs", s.URL)
+	cmd.Env = append(os.Environ(), "ALICE_KEY="+keys["alice"], "BOB_KEY="+keys["bob"])
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: job=") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// A job running when the server is killed is reported lost, with the
+// reason, by the next server on the same base path, to its owner only; the
+// restart is audited (job.lost).
+func TestHTTPJobLostAcrossRestart(t *testing.T) {
+	testenv.Require(t)
+	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
+	base := testenv.BaseDir(t)
+	s := testenv.StartHTTPAt(t, base, tenants)
+	cs := s.MustConnect(t, keys["alice"])
+	var started struct {
+		JobID string `json:"job_id"`
+	}
+	testenv.Call(t, cs, "execute_python", map[string]any{"code": "import time\nprint('begun', flush=True)\ntime.sleep(600)", "background": true}, &started)
+	if started.JobID == "" {
+		t.Fatal("no job id")
+	}
+	testenv.WaitFor(t, "the job to run", time.Minute, func() bool {
+		b, _ := os.ReadFile(s.AuditLog)
+		return strings.Contains(string(b), `"job":"`+started.JobID+`"`) && strings.Contains(string(b), `"event":"execution.request"`)
+	})
+	cs.Close()
+	s.Cmd.Process.Signal(syscall.SIGKILL)
+	s.Exited(time.Minute)
+
+	s2 := testenv.StartHTTPAt(t, base, tenants)
+	type job struct {
+		JobID  string `json:"job_id"`
+		State  string `json:"state"`
+		Reason string `json:"reason"`
+	}
+	var list struct {
+		Jobs []job `json:"jobs"`
+	}
+	testenv.Call(t, s2.MustConnect(t, keys["alice"]), "list_jobs", map[string]any{}, &list)
+	if len(list.Jobs) != 1 || list.Jobs[0].JobID != started.JobID || list.Jobs[0].State != "lost" || !strings.Contains(list.Jobs[0].Reason, "stopped while the job was running") {
+		t.Fatalf("alice's jobs after the restart: %+v", list.Jobs)
+	}
+	list.Jobs = nil
+	testenv.Call(t, s2.MustConnect(t, keys["bob"]), "list_jobs", map[string]any{}, &list)
+	if len(list.Jobs) != 0 {
+		t.Fatalf("bob sees %+v", list.Jobs)
+	}
+	b, _ := os.ReadFile(s2.AuditLog)
+	if !strings.Contains(string(b), `"event":"job.lost"`) {
+		t.Fatal("the lost job is not audited")
+	}
+}
