@@ -140,3 +140,28 @@ func TestStreamFallbackAndLateEvents(t *testing.T) {
 		}
 	})
 }
+
+// The plumbing's cost on a run that prints nothing: a stateless run over
+// the plugin's gRPC connection through Execute (unary) and through
+// ExecuteStream (server streaming), the path a client asking for progress
+// now takes.
+func BenchmarkExecuteStreamPlumbing(b *testing.B) {
+	factory := func(host.Host, backend.Config) (backend.Backend, error) { return &streamer{}, nil }
+	c := sdktest.Serve(b, plugin.Info{Name: "fake", Version: "0.0.1"}, factory, sdktest.NewLocalHost(b.TempDir()), nil)
+	req := backend.ExecuteRequest{Code: "x", MaxOutputBytes: 1 << 20}
+	b.Run("Execute", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := c.Execute(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ExecuteStream", func(b *testing.B) {
+		sb := c.(backend.StreamingBackend)
+		for i := 0; i < b.N; i++ {
+			if _, err := sb.ExecuteStream(context.Background(), req, func(backend.StreamEvent) {}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
