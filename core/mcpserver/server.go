@@ -451,7 +451,7 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 			Languages: c.Languages, Stateful: c.Stateful, Image: c.Image, DefaultImage: c.DefaultImage, LanguageVersion: c.LanguageVersion,
 			Packages: c.Packages, Checksum: p.Checksum, Error: p.Error, Restarts: p.Restarts})
 		if w := s.inv.WarmPool(ctx, p); w != nil {
-			plugins[len(plugins)-1].WarmPool = map[string]any{"size": w.Size, "memory_cap": w.MemoryCap, "warm": w.Warm, "starting": w.Starting,
+			plugins[len(plugins)-1].WarmPool = map[string]any{"size": w.Size, "max_size": w.MaxSize, "target": w.Target, "grown": w.Grown, "shrunk": w.Shrunk, "memory_cap": w.MemoryCap, "warm": w.Warm, "starting": w.Starting,
 				"in_use": w.InUse, "hits": w.Hits, "misses": w.Misses, "refills": w.Refills, "failures": w.Failures, "retired": w.Retired,
 				"last_refill_ms": w.LastRefill.Milliseconds(), "mean_refill_ms": w.MeanRefill.Milliseconds(), "last_failure": w.LastFailure}
 		}

@@ -69,16 +69,20 @@ type StatsReporter interface {
 // WarmPool is the state of a pool of pre-started containers, each given to
 // one run and then destroyed.
 type WarmPool struct {
-	Size        int   // ready containers wanted per key
-	MemoryCap   int64 // bytes the warm containers' memory limits may sum to; 0: none
-	Warm        int   // started, ready and waiting for a run
-	Starting    int   // being started
-	InUse       int   // taken by a run that has not finished
-	Hits        int64 // runs served by a warm container
-	Misses      int64 // runs that found none for their key and ran cold
-	Refills     int64 // containers started for the pool
-	Failures    int64 // starts that failed
-	Retired     int64 // idle containers removed unused (too old, dead)
+	Size        int            // ready containers wanted per key when the pool is quiet
+	MaxSize     int            // what a key's target grows to on misses
+	Target      map[string]int // ready containers wanted now, per key (grown by misses, shrunk when quiet)
+	Grown       int64          // misses that grew a target
+	Shrunk      int64          // quiet periods that shrank one
+	MemoryCap   int64          // bytes the warm containers' memory limits may sum to; 0: none
+	Warm        int            // started, ready and waiting for a run
+	Starting    int            // being started
+	InUse       int            // taken by a run that has not finished
+	Hits        int64          // runs served by a warm container
+	Misses      int64          // runs that found none for their key and ran cold
+	Refills     int64          // containers started for the pool
+	Failures    int64          // starts that failed
+	Retired     int64          // idle containers removed unused (too old, dead)
 	LastRefill  time.Duration
 	MeanRefill  time.Duration
 	LastFailure string

@@ -159,6 +159,11 @@ type Config struct {
 	// under the default limits and no extra environment; 0 turns the pool
 	// off. Unset: Spec.Warm when the image is the plugin's default, else 0.
 	Warm *int `json:"warm"`
+	// WarmMax is what a busy pool grows to: each run that finds no ready
+	// container raises its target by one, up to WarmMax and the memory
+	// cap, and a minute without runs gives one back, down to Warm.
+	// Unset: twice Warm.
+	WarmMax *int `json:"warm_max"`
 	// WarmMemory caps the summed memory limits of the warm containers
 	// ("2g"); "" or "0": no cap beyond Warm.
 	WarmMemory string `json:"warm_memory"`

@@ -21,8 +21,12 @@ type pool[T any] struct {
 	alive   func(T) bool // false: the item died while idle
 	discard func(T)      // removes an item; may block
 	keys    map[string]int64
-	size    int
+	size    int // ready items wanted per key when the pool is quiet
+	maxSize int // what a key's target may grow to on misses
 	memCap  int64
+	// shrinkAfter: a key not taken from for this long gives one item of
+	// its grown target back (and again after as long again).
+	shrinkAfter time.Duration
 	// maxAge retires an idle item so that its container's lifetime (bounded
 	// by the engine from its start) still covers a run's timeout.
 	maxAge   time.Duration
@@ -31,20 +35,22 @@ type pool[T any] struct {
 	parallel int // starts under way at most
 
 	mu        sync.Mutex
+	target    map[string]int       // ready items wanted per key now: size, grown by misses
+	lastTake  map[string]time.Time // when the key was last taken from, or its target last changed
 	backoff   time.Duration
 	notBefore time.Time // after a failed start, none before this
 	inflight  int
 	starts    sync.WaitGroup
-	idle     map[string][]item[T]
-	starting map[string]int
-	inUse    int
-	closed   bool
-	stats    backend.WarmPool
-	refillN  int64
-	refillT  time.Duration
-	kick     chan struct{}
-	cancel   context.CancelFunc
-	done     chan struct{}
+	idle      map[string][]item[T]
+	starting  map[string]int
+	inUse     int
+	closed    bool
+	stats     backend.WarmPool
+	refillN   int64
+	refillT   time.Duration
+	kick      chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 type item[T any] struct {
@@ -59,12 +65,17 @@ type poolOptions struct {
 	lifetime time.Duration
 	tick     time.Duration
 	parallel int // starts at once; 0: the machine's cores
+	maxSize  int // a key's target at most (0: size, no growth)
+	// shrinkAfter: idle time after which a grown target gives one back
+	// (0: a minute).
+	shrinkAfter time.Duration
 }
 
 func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Context, string) (T, error), alive func(T) bool, discard func(T)) *pool[T] {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pool[T]{start: start, alive: alive, discard: discard, keys: keys, size: o.size, memCap: o.memCap,
 		maxAge: o.maxAge, lifetime: o.lifetime, now: time.Now, backoff: time.Second, parallel: cmp.Or(o.parallel, runtime.NumCPU()),
+		maxSize: max(o.maxSize, o.size), shrinkAfter: cmp.Or(o.shrinkAfter, time.Minute), target: map[string]int{}, lastTake: map[string]time.Time{},
 		idle: map[string][]item[T]{}, starting: map[string]int{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	p.stats.Size, p.stats.MemoryCap = o.size, o.memCap
 	tick := o.tick
@@ -93,6 +104,7 @@ func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 		p.wake()
 	}()
 	defer p.mu.Unlock()
+	p.lastTake[key] = p.now()
 	q := p.idle[key]
 	for len(q) > 0 {
 		it := q[0]
@@ -109,7 +121,20 @@ func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 	}
 	p.idle[key] = q
 	p.stats.Misses++
+	// A miss of a configured key: the pool was too small for this pace.
+	if t := p.want(key); t < p.maxSize {
+		p.target[key] = t + 1
+		p.stats.Grown++
+	}
 	return zero, false
+}
+
+// want is key's target now (caller holds p.mu).
+func (p *pool[T]) want(key string) int {
+	if t, ok := p.target[key]; ok {
+		return t
+	}
+	return p.size
 }
 
 // Done ends a run that took an item.
@@ -131,6 +156,11 @@ func (p *pool[T]) Stats() backend.WarmPool {
 		s.Starting += n
 	}
 	s.InUse = p.inUse
+	s.MaxSize = p.maxSize
+	s.Target = map[string]int{}
+	for k := range p.keys {
+		s.Target[k] = p.want(k)
+	}
 	if p.refillN > 0 {
 		s.MeanRefill = p.refillT / time.Duration(p.refillN)
 	}
@@ -192,6 +222,18 @@ func (p *pool[T]) loop(ctx context.Context, tick time.Duration) {
 func (p *pool[T]) sweep() {
 	p.mu.Lock()
 	var gone []T
+	for k, t := range p.target {
+		if t > p.size && p.now().Sub(p.lastTake[k]) > p.shrinkAfter {
+			p.target[k] = t - 1
+			p.lastTake[k] = p.now() // one step per quiet period
+			p.stats.Shrunk++
+			if q := p.idle[k]; len(q) > t-1 {
+				gone = append(gone, q[len(q)-1].v) // the youngest: the oldest go first anyway
+				p.idle[k] = q[:len(q)-1]
+				p.stats.Retired++
+			}
+		}
+	}
 	for k, q := range p.idle {
 		keep := q[:0]
 		for _, it := range q {
@@ -236,7 +278,7 @@ func (p *pool[T]) fill(ctx context.Context) {
 	for !p.closed && ctx.Err() == nil && p.inflight < p.parallel && !p.now().Before(p.notBefore) {
 		key := ""
 		for _, k := range keys {
-			if len(p.idle[k])+p.starting[k] < p.size && (p.memCap <= 0 || p.used()+p.keys[k] <= p.memCap) {
+			if len(p.idle[k])+p.starting[k] < p.want(k) && (p.memCap <= 0 || p.used()+p.keys[k] <= p.memCap) {
 				key = k
 				break
 			}

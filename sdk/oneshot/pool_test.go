@@ -161,9 +161,14 @@ func TestPool(t *testing.T) {
 			waitUntil(t, "two retired", func() bool { return p.Stats().Retired >= 2 })
 		}},
 		{"failures are counted and retried with backoff", map[string]int64{"a": mb}, poolOptions{size: 1, tick: 5 * time.Millisecond}, func(t *testing.T, p *pool[int], f *fakeItems) {
+			waitUntil(t, "one warm", func() bool { return p.Stats().Warm == 1 })
 			f.mu.Lock()
 			f.fail = errors.New("podman is away")
 			f.mu.Unlock()
+			if _, ok := p.Take("a", time.Second); !ok { // its refill fails
+				t.Fatal("no warm item")
+			}
+			p.Done()
 			waitUntil(t, "a failure", func() bool { return p.Stats().Failures >= 1 })
 			time.Sleep(50 * time.Millisecond)
 			if s := p.Stats(); s.Failures > 2 || s.LastFailure != "podman is away" {
@@ -273,5 +278,31 @@ func TestPoolRefillsInParallel(t *testing.T) {
 		close(release)
 		waitUntil(t, "the pool full", func() bool { return p.Stats().Warm == 4 })
 		p.Close()
+	}
+}
+
+// A miss grows its key's target, up to maxSize; a key left alone gives the
+// growth back, one item per quiet period, down to size.
+func TestPoolAdapts(t *testing.T) {
+	f := newFake()
+	p := newPool(map[string]int64{"a": 1}, poolOptions{size: 1, maxSize: 3, shrinkAfter: 30 * time.Millisecond, tick: 5 * time.Millisecond}, f.start, f.alive, f.discard)
+	defer p.Close()
+	waitUntil(t, "one warm", func() bool { return p.Stats().Warm == 1 })
+	p.mu.Lock()
+	p.shrinkAfter = time.Hour // no shrinking while the burst is made
+	p.mu.Unlock()
+	for i := 0; i < 6; i++ { // a burst: takes faster than refills, then misses
+		p.Take("a", time.Second)
+	}
+	if s := p.Stats(); s.Target["a"] != 3 || s.MaxSize != 3 || s.Grown != 2 {
+		t.Fatalf("after a burst: %+v", s)
+	}
+	waitUntil(t, "three warm", func() bool { return p.Stats().Warm == 3 })
+	p.mu.Lock()
+	p.shrinkAfter = 30 * time.Millisecond
+	p.mu.Unlock()
+	waitUntil(t, "back to one", func() bool { s := p.Stats(); return s.Target["a"] == 1 && s.Warm == 1 })
+	if s := p.Stats(); s.Shrunk != 2 {
+		t.Fatalf("shrunk %d times, want 2", s.Shrunk)
 	}
 }

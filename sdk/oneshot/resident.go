@@ -449,6 +449,13 @@ func (b *Backend) startPool() error {
 	if size == 0 {
 		return nil
 	}
+	maxSize := 2 * size
+	if b.cfg.WarmMax != nil {
+		maxSize = *b.cfg.WarmMax
+	}
+	if maxSize < size || maxSize > 64 {
+		return fmt.Errorf("warm_max: %d is outside warm (%d)..64", maxSize, size)
+	}
 	memCap, err := parseSize(b.cfg.WarmMemory)
 	if err != nil {
 		return fmt.Errorf("warm_memory: %w", err)
@@ -471,7 +478,7 @@ func (b *Backend) startPool() error {
 	if lifetime <= 0 {
 		lifetime = 5 * time.Minute
 	}
-	b.pool = newPool(map[string]int64{key: per}, poolOptions{size: size, memCap: memCap, maxAge: min(lifetime/2, 10*time.Minute), lifetime: lifetime},
+	b.pool = newPool(map[string]int64{key: per}, poolOptions{size: size, maxSize: maxSize, memCap: memCap, maxAge: min(lifetime/2, 10*time.Minute), lifetime: lifetime},
 		func(ctx context.Context, _ string) (*resident, error) {
 			r, err := b.startResident(ctx, intent)
 			var se *startError
