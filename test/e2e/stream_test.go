@@ -77,8 +77,11 @@ func TestStatelessRunStreamsProgress(t *testing.T) {
 			if first.IsZero() {
 				t.Fatalf("no progress notification carried the first line before the answer; notifications: %+v", got)
 			}
-			if ahead := answered.Sub(first); ahead < time.Second {
-				t.Fatalf("the first line came %s before the answer, want it ~3 s ahead (it was printed before a 3 s sleep)", ahead)
+			// Printed before a 3 s sleep, it comes about 2.3 s ahead on an
+			// idle machine (followed from 0.5 s into the run); well over a
+			// second under load.
+			if ahead := answered.Sub(first); ahead < 300*time.Millisecond {
+				t.Fatalf("the first line came %s before the answer: not while the program slept", ahead)
 			}
 			if !strings.HasPrefix("first line\nsecond line\n", streamed) {
 				t.Errorf("streamed stdout %q is not the program's own output", streamed)
