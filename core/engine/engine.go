@@ -399,13 +399,13 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 			breq.ToolsGrant = g.Token()
 			var b backend.Backend
 			if b, err = e.plugins.Backend(ctx, name); err == nil {
-				res, err = b.Execute(ctx, breq)
+				res, err = backend.ExecuteStreaming(ctx, b, breq, emit)
 			}
 		}
 	} else {
 		var b backend.Backend
 		if b, err = e.plugins.Backend(ctx, name); err == nil {
-			res, err = b.Execute(ctx, breq)
+			res, err = backend.ExecuteStreaming(ctx, b, breq, emit) // output as progress, if the backend streams
 		}
 	}
 	if s == nil && err != nil && ctx.Err() != nil {

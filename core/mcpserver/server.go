@@ -504,9 +504,10 @@ func (s *Server) environment(ctx context.Context, req *mcp.ReadResourceRequest) 
 // client asked for progress (a progressToken), and sends a keep-alive
 // whenever nothing was sent for interval, so that a client that resets its
 // request timeout on progress keeps waiting for a long run, a stateless one
-// too (stateless backends return their output only at the end: the plugin
-// API's Execute does not stream). stop ends the keep-alive; it must be
-// called before the answer goes back, so no progress follows it.
+// too (a stateless backend streams its output only if it implements
+// backend.StreamingBackend; otherwise it comes with the result alone).
+// stop ends the keep-alive; it must be called before the answer goes back,
+// so no progress follows it.
 func progress(ctx context.Context, req *mcp.CallToolRequest, interval time.Duration) (emit func(backend.StreamEvent), stop func()) {
 	if req == nil || req.Session == nil || req.Params == nil {
 		return nil, func() {}

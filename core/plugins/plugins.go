@@ -547,6 +547,13 @@ func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (b
 	return r, s.crashed(err)
 }
 
+// ExecuteStream implements backend.StreamingBackend (the shim's client
+// always does: ExecuteStream, or Execute for a plugin without it).
+func (s *supervised) ExecuteStream(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	r, err := backend.ExecuteStreaming(ctx, s.b, req, emit)
+	return r, s.crashed(err)
+}
+
 // ConfigError is an operator's [plugins.NAME.config] that the plugin's
 // declared schema refuses: a configuration error, which stops the server
 // (as one of the core's own keys would), not a plugin that failed to load.

@@ -226,3 +226,91 @@ func TestOutputReadBeforeRemoval(t *testing.T) {
 		}
 	}
 }
+
+// A stateless run's output reaches the core while the run goes on, over
+// the plugin's gRPC connection, cold and warm: the first line comes seconds
+// before the answer, as the program's own text, and nothing after it.
+func TestStreamLocal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	if _, err := exec.LookPath("tail"); err != nil {
+		t.Skip("tail not on PATH")
+	}
+	for _, warm := range []string{"0", "1"} {
+		t.Run("warm="+warm, func(t *testing.T) {
+			b := sdktest.Serve(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(`{"warm": `+warm+`}`))
+			sb, ok := b.(backend.StreamingBackend)
+			if !ok {
+				t.Fatalf("the core's client %T is not a backend.StreamingBackend", b)
+			}
+			type event struct {
+				at time.Time
+				backend.StreamEvent
+			}
+			var mu sync.Mutex
+			var got []event
+			var returned bool
+			code := "import sys, time\nprint('first line')\nprint('to stderr', file=sys.stderr)\ntime.sleep(3)\nprint('second line')"
+			r, err := sb.ExecuteStream(context.Background(), backend.ExecuteRequest{Code: code, Timeout: time.Minute, MaxOutputBytes: 1000},
+				func(ev backend.StreamEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					if returned {
+						t.Errorf("event after the result: %+v", ev)
+					}
+					got = append(got, event{time.Now(), ev})
+				})
+			answered := time.Now()
+			mu.Lock()
+			returned = true
+			mu.Unlock()
+			if err != nil || !r.Success || r.Stdout != "first line\nsecond line\n" || r.Stderr != "to stderr\n" {
+				t.Fatalf("%v %+v", err, r)
+			}
+			var out, errs string
+			var first time.Time
+			for _, ev := range got {
+				switch ev.Name {
+				case host.Stdout:
+					out += ev.Text
+					if first.IsZero() && strings.Contains(out, "first line\n") {
+						first = ev.at
+					}
+				case host.Stderr:
+					errs += ev.Text
+				}
+			}
+			if first.IsZero() || answered.Sub(first) < time.Second {
+				t.Fatalf("first line streamed at %v, answer at %v (events %+v)", first, answered, got)
+			}
+			if !strings.HasPrefix("first line\nsecond line\n", out) || !strings.HasPrefix("to stderr\n", errs) || errs == "" {
+				t.Errorf("streamed stdout %q, stderr %q: not the program's own output", out, errs)
+			}
+		})
+	}
+}
+
+// A program printing a million lines sends a few events, not a million,
+// and no more than its output cap in all.
+func TestStreamLocalBounded(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	if _, err := exec.LookPath("tail"); err != nil {
+		t.Skip("tail not on PATH")
+	}
+	b := sdktest.Serve(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(`{"warm": 0}`))
+	const limit = 10_000
+	var events, total int
+	code := "import time\ntime.sleep(0.7)\nfor i in range(1000000):\n    print(i)\ntime.sleep(1)"
+	r, err := b.(backend.StreamingBackend).ExecuteStream(context.Background(), backend.ExecuteRequest{Code: code, Timeout: time.Minute, MaxOutputBytes: limit},
+		func(ev backend.StreamEvent) { events, total = events+1, total+len(ev.Text) })
+	if err != nil || !r.Success || r.StdoutBytes < 6_000_000 {
+		t.Fatalf("%v %+v", err, r.Error)
+	}
+	if events == 0 || events > 20 || total > limit {
+		t.Fatalf("%d events of %d bytes in all for a million lines, want a few and at most %d bytes", events, total, limit)
+	}
+	t.Logf("a million lines: %d events, %d bytes", events, total)
+}

@@ -295,6 +295,34 @@ type Backend interface {
 	Execute(ctx context.Context, req ExecuteRequest) (ExecuteResult, error)
 }
 
+// StreamingBackend is implemented by a stateless backend that can report a
+// run's output while it runs, as ExecuteInSession does for a session: the
+// core then forwards it to the agent as progress. It is optional and found
+// by a type assertion (like StatsReporter); a backend without it keeps
+// working, its output coming with the result only.
+//
+// ExecuteStream runs req exactly as Execute does and returns the same
+// result. emit, never nil, receives the program's own stdout and stderr
+// text in the order produced: only events named "stdout" or "stderr",
+// at most req.MaxOutputBytes in all, and not one event per write (coalesce
+// them, e.g. every 100 ms, so that a program printing a million lines does
+// not send a million events). It is progress for the agent: the result
+// stays the authority, and emit may not be called at all.
+type StreamingBackend interface {
+	Backend
+	ExecuteStream(ctx context.Context, req ExecuteRequest, emit func(StreamEvent)) (ExecuteResult, error)
+}
+
+// ExecuteStreaming runs req on b, with its output sent to emit while it
+// runs when b is a StreamingBackend and emit is not nil, else with
+// b.Execute.
+func ExecuteStreaming(ctx context.Context, b Backend, req ExecuteRequest, emit func(StreamEvent)) (ExecuteResult, error) {
+	if sb, ok := b.(StreamingBackend); ok && emit != nil {
+		return sb.ExecuteStream(ctx, req, emit)
+	}
+	return b.Execute(ctx, req)
+}
+
 // Config is the plugin's configuration: [plugins.NAME.config] from
 // forge.toml merged over settings the core provides (images, limits).
 type Config json.RawMessage

@@ -84,6 +84,11 @@
 // which the core takes as that container serving the run (its slots are
 // held until the container is removed). A runner that dies instead (a timeout, an OOM kill,
 // os._exit) is reported from the container's end, as a cold run is.
+//
+// Through ExecuteStream (backend.StreamingBackend) a resident run still
+// going half a second after its request has its stdout and stderr files
+// followed with tail(1) exec'd in its container, and what they gain sent as
+// events while it runs: the runner needs nothing more (see stream.go).
 package oneshot
 
 import (
@@ -236,7 +241,7 @@ var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".
 // Execute implements backend.Backend.
 func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
 	if b.spec.Resident {
-		return b.executeResident(ctx, req)
+		return b.executeResident(ctx, req, nil)
 	}
 	return b.executeCold(ctx, req)
 }

@@ -235,7 +235,9 @@ func poolKey(image, memory string, env map[string]string) string {
 // executeResident runs the code on a warm container of its key, or on one
 // started for it; either way the timeout starts when the runner gets the
 // code, and the container serves this run only.
-func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteRequest) (backend.ExecuteResult, error) {
+// emit, if not nil, receives the program's output while it runs
+// (ExecuteStream).
+func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 	start := time.Now()
 	p := b.params(req)
 	timeout := req.Timeout
@@ -284,7 +286,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 				return backend.ExecuteResult{}, err
 			}
 		}
-		res, err := b.runResident(ctx, r, req, timeout, p.maxOut, p.maxImg, start)
+		res, err := b.runResident(ctx, r, req, timeout, p.maxOut, p.maxImg, start, emit)
 		if errors.Is(err, errNotDelivered) && warm {
 			// Died idle between the liveness check and the send: the code
 			// never ran, so it runs cold.
@@ -302,7 +304,7 @@ type waitOut struct {
 
 // runResident sends the code and collects the result. The container is
 // removed in the background once it has exited.
-func (b *Backend) runResident(ctx context.Context, r *resident, req backend.ExecuteRequest, timeout time.Duration, maxOut, maxImg int64, start time.Time) (backend.ExecuteResult, error) {
+func (b *Backend) runResident(ctx context.Context, r *resident, req backend.ExecuteRequest, timeout time.Duration, maxOut, maxImg int64, start time.Time, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 	id := r.ctr.ID
 	bg := context.WithoutCancel(ctx)
 	if !r.alive() {
@@ -316,6 +318,8 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		return backend.ExecuteResult{}, err
 	}
 	// The clock starts now, with the code in the runner's hands.
+	fw := b.follow(ctx, id, timeout, maxOut, emit)
+	defer fw.stop() // first: no output is sent after the result
 	wctx, cancelWait := context.WithCancel(bg)
 	waitCh := make(chan waitOut, 1)
 	go func() {
@@ -344,6 +348,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 				}
 			}
 			cancelWait()
+			fw.end(followEndWait) // ends with its container, or here
 			b.sb.Remove(bg, id)
 		}()
 	}()

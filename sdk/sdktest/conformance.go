@@ -134,6 +134,47 @@ func RunBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Option) {
 			t.Fatalf("stderr: %+v", r)
 		}
 	})
+	t.Run("streamed output", func(t *testing.T) {
+		// A backend.StreamingBackend (the core's client of any plugin is
+		// one) gives the result Execute gives; its events, if any, are the
+		// program's stdout and stderr, in order, within the output cap.
+		sb, ok := b.(backend.StreamingBackend)
+		if !ok {
+			t.Skip("not a backend.StreamingBackend")
+		}
+		for _, code := range []string{s.Print, s.Stderr} {
+			if code == "" {
+				continue
+			}
+			const limit = 1 << 20
+			var mu sync.Mutex
+			var out, errs strings.Builder
+			r, err := sb.ExecuteStream(ctx, backend.ExecuteRequest{Code: code, Language: s.Language, Timeout: time.Minute, MaxOutputBytes: limit}, func(ev backend.StreamEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch ev.Name {
+				case host.Stdout:
+					out.WriteString(ev.Text)
+				case host.Stderr:
+					errs.WriteString(ev.Text)
+				default:
+					t.Errorf("event of stream %q", ev.Name)
+				}
+			})
+			if err != nil {
+				t.Fatalf("ExecuteStream returned a Go error for user code: %v", err)
+			}
+			want := exec(t, code, time.Minute)
+			if r.Success != want.Success || r.Stdout != want.Stdout || r.Stderr != want.Stderr {
+				t.Fatalf("ExecuteStream's result %+v is not Execute's %+v", r, want)
+			}
+			mu.Lock()
+			if !strings.HasPrefix(r.Stdout, out.String()) || !strings.HasPrefix(r.Stderr, errs.String()) || out.Len()+errs.Len() > limit {
+				t.Errorf("streamed stdout %q and stderr %q are not the result's own output %q, %q", out.String(), errs.String(), r.Stdout, r.Stderr)
+			}
+			mu.Unlock()
+		}
+	})
 	t.Run("result value", func(t *testing.T) {
 		need(t, s.Expr)
 		r := exec(t, s.Expr, time.Minute)

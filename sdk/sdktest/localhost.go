@@ -31,7 +31,8 @@ import (
 // Where it can, it behaves like the sandbox: the host's environment is not
 // passed on (only a default PATH, HOME=/tmp and the intent's Env); the
 // container's Env and WorkDir apply to its command and to Exec; a timeout or
-// a kill ends the whole process group, not just the first process; and only
+// a kill ends the whole process group, not just the first process; an Exec
+// ends when the container's command does; and only
 // an argument or environment value that is, as a whole, a path under a mount
 // target is rewritten to the workspace (code passed as an argument is never
 // touched).
@@ -340,7 +341,19 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 	so := &streamWriter{name: host.Stdout, mu: &mu, out: req.Output}
 	se := &streamWriter{name: host.Stderr, mu: &mu, out: req.Output}
 	x.Stdout, x.Stderr = so, se
-	err = x.Run()
+	if err = x.Start(); err == nil {
+		// The command ends with its container, as an exec does in a real one.
+		over := make(chan struct{})
+		go func() {
+			select {
+			case <-c.done:
+				_ = syscall.Kill(-x.Process.Pid, syscall.SIGKILL)
+			case <-over:
+			}
+		}()
+		err = x.Wait()
+		close(over)
+	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && x.ProcessState == nil {
 		return host.ExecResult{ExitCode: 127, Output: host.Output{Stderr: []byte(err.Error())}}, nil

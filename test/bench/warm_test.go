@@ -19,11 +19,14 @@ type warmServer struct {
 	s      *testenv.Server
 	plugin string
 	code   string
+	// progress: calls carry a progress token, so that the run's output is
+	// streamed (the path of a client that asks for progress).
+	progress bool
 }
 
-func startWarm(b *testing.B, bin, plugin, code string) *warmServer {
+func startWarm(b *testing.B, bin, plugin, code string, progress bool) *warmServer {
 	cfg := benchConfig + "[plugins." + plugin + ".config]\nwarm = 2\n"
-	w := &warmServer{b: b, plugin: plugin, code: code}
+	w := &warmServer{b: b, plugin: plugin, code: code, progress: progress}
 	if bin == "" {
 		w.s = testenv.StartServer(b, cfg)
 	} else {
@@ -36,7 +39,11 @@ func startWarm(b *testing.B, bin, plugin, code string) *warmServer {
 
 func (w *warmServer) call() {
 	tool := "execute_" + w.plugin
-	res, err := w.s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": w.code}})
+	params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": w.code}}
+	if w.progress {
+		params.SetProgressToken("bench")
+	}
+	res, err := w.s.Session.CallTool(context.Background(), params)
 	if err != nil || res.IsError {
 		w.b.Fatalf("%s failed: %v %s", tool, err, testenv.Text(res))
 	}
@@ -75,7 +82,7 @@ func (w *warmServer) checkHits(before *testenv.WarmPool, n int) *testenv.WarmPoo
 // and a bare `podman run --rm` of the same image in the same run; the hits
 // are checked.
 func warmBench(b *testing.B, plugin, code string, bare []string) {
-	w := startWarm(b, "", plugin, code)
+	w := startWarm(b, "", plugin, code, false)
 	run := func() error {
 		out, err := exec.Command("podman", append([]string{"run", "--rm", "--network", "none"}, bare...)...).CombinedOutput()
 		if err != nil {
@@ -114,12 +121,12 @@ func warmBench(b *testing.B, plugin, code string, bare []string) {
 // its plugins beside it, e.g. main built into a temporary directory), both
 // running at once and called in turn, so that the two see the same load:
 // a change's cost on the warm path, in one run.
-func warmAgainstBench(b *testing.B, plugin, code string) {
+func warmAgainstBench(b *testing.B, plugin, code string, progress bool) {
 	bin := os.Getenv("FORGE_BENCH_BASELINE")
 	if bin == "" {
 		b.Skip("FORGE_BENCH_BASELINE (another build's mcp-forge) is not set")
 	}
-	this, base := startWarm(b, "", plugin, code), startWarm(b, bin, plugin, code)
+	this, base := startWarm(b, "", plugin, code, progress), startWarm(b, bin, plugin, code, progress)
 	n := b.N
 	b.ResetTimer()
 	b.StopTimer()
@@ -143,16 +150,29 @@ func warmAgainstBench(b *testing.B, plugin, code string) {
 	b.ReportMetric(bm, "baseline-median-ms")
 	b.ReportMetric(bp, "baseline-p90-ms")
 	b.ReportMetric(tm/bm, "ratio-median")
-	b.Logf("execute_%s %q warm, %d runs each, in turn: this tree median %.2f ms p90 %.2f ms; %s median %.2f ms p90 %.2f ms; ratio %.3f",
-		plugin, code, n, tm, tp, bin, bm, bp, tm/bm)
+	b.Logf("execute_%s %q warm (progress token: %v), %d runs each, in turn: this tree median %.2f ms p90 %.2f ms; %s median %.2f ms p90 %.2f ms; ratio %.3f",
+		plugin, code, progress, n, tm, tp, bin, bm, bp, tm/bm)
 }
 
 // BenchmarkStatelessWarmAgainstPython: a warm execute_python here and on
 // FORGE_BENCH_BASELINE's build, in turn. Goal: unchanged within noise.
-func BenchmarkStatelessWarmAgainstPython(b *testing.B) { warmAgainstBench(b, "python", "print(1)") }
+func BenchmarkStatelessWarmAgainstPython(b *testing.B) {
+	warmAgainstBench(b, "python", "print(1)", false)
+}
 
 // BenchmarkStatelessWarmAgainstR: the same for execute_r.
-func BenchmarkStatelessWarmAgainstR(b *testing.B) { warmAgainstBench(b, "r", "cat(1)") }
+func BenchmarkStatelessWarmAgainstR(b *testing.B) { warmAgainstBench(b, "r", "cat(1)", false) }
+
+// BenchmarkStatelessWarmAgainstPythonProgress: the same with a progress
+// token, which makes a stateless run stream its output here (issue 25)
+// and not on a build from before. Goal: unchanged within noise (a run this
+// short ends before its output is followed).
+func BenchmarkStatelessWarmAgainstPythonProgress(b *testing.B) {
+	warmAgainstBench(b, "python", "print(1)", true)
+}
+
+// BenchmarkStatelessWarmAgainstRProgress: the same for execute_r.
+func BenchmarkStatelessWarmAgainstRProgress(b *testing.B) { warmAgainstBench(b, "r", "cat(1)", true) }
 
 // BenchmarkStatelessWarmPython: execute_python of print(1) on a warm
 // container vs podman run python3 -c. Goal: 25 ms median.

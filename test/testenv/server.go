@@ -65,6 +65,14 @@ func StartServerBinary(t testing.TB, bin, base, extra string) *Server {
 	return startServer(t, bin, base, extra, runtimeEnv(t))
 }
 
+// StartServerClient is StartServer with a client of the given options (a
+// progress handler, say).
+func StartServerClient(t testing.TB, extra string, opts *mcp.ClientOptions) *Server {
+	t.Helper()
+	Require(t)
+	return startServerClient(t, Binary(t), BaseDir(t), extra, runtimeEnv(t), opts)
+}
+
 // StartServerOn starts a server whose sandboxes run on Kubernetes (kube,
 // which needs KubeConfigEnv) or Podman, whatever this run's default: the
 // benchmarks measure both in one run.
@@ -83,6 +91,11 @@ func StartServerOn(t testing.TB, kube bool, extra string) *Server {
 
 func startServer(t testing.TB, bin, base, extra string, rtEnv []string) *Server {
 	t.Helper()
+	return startServerClient(t, bin, base, extra, rtEnv, nil)
+}
+
+func startServerClient(t testing.TB, bin, base, extra string, rtEnv []string, opts *mcp.ClientOptions) *Server {
+	t.Helper()
 	cfg, err := os.CreateTemp(base, "forge-*.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +111,7 @@ func startServer(t testing.TB, bin, base, extra string, rtEnv []string) *Server 
 	logName := strings.TrimSuffix(cfg.Name(), ".toml") + ".log"
 	logf, _ := os.Create(logName)
 	cmd.Stderr = logf
-	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)

@@ -781,6 +781,145 @@ func (x *ExecuteSessionRequest) GetInputFiles() map[string][]byte {
 	return nil
 }
 
+// ExecuteStreamRequest is ExecuteRequest for ExecuteStream (a wire twin:
+// the same fields under the RPC's own name).
+type ExecuteStreamRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Code           string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Language       string                 `protobuf:"bytes,2,opt,name=language,proto3" json:"language,omitempty"`
+	Image          string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"` // empty: the backend's default image
+	TimeoutSeconds int64                  `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	Memory         string                 `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"` // empty: the configured default
+	Env            map[string]string      `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	MaxOutputBytes int64                  `protobuf:"varint,7,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	MaxImageBytes  int64                  `protobuf:"varint,8,opt,name=max_image_bytes,json=maxImageBytes,proto3" json:"max_image_bytes,omitempty"`
+	SessionId      string                 `protobuf:"bytes,9,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RunId          string                 `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// tools_grant is an opaque token of a tool grant (mcp_tools) the core
+	// issued to this plugin for this run: copy it into the container's
+	// intent (CreateRequest.tools_grant). Empty: no tools.
+	ToolsGrant string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
+	// Files placed read-only in a stateless run's working directory: clean
+	// relative path -> content (only to backends reporting input_files).
+	InputFiles    map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteStreamRequest) Reset() {
+	*x = ExecuteStreamRequest{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteStreamRequest) ProtoMessage() {}
+
+func (x *ExecuteStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExecuteStreamRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ExecuteStreamRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *ExecuteStreamRequest) GetMemory() string {
+	if x != nil {
+		return x.Memory
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ExecuteStreamRequest) GetMaxOutputBytes() int64 {
+	if x != nil {
+		return x.MaxOutputBytes
+	}
+	return 0
+}
+
+func (x *ExecuteStreamRequest) GetMaxImageBytes() int64 {
+	if x != nil {
+		return x.MaxImageBytes
+	}
+	return 0
+}
+
+func (x *ExecuteStreamRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetToolsGrant() string {
+	if x != nil {
+		return x.ToolsGrant
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetInputFiles() map[string][]byte {
+	if x != nil {
+		return x.InputFiles
+	}
+	return nil
+}
+
 type ExecError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // exception class or error kind ("SyntaxError", "Timeout", "OutOfMemory")
@@ -794,7 +933,7 @@ type ExecError struct {
 
 func (x *ExecError) Reset() {
 	*x = ExecError{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +945,7 @@ func (x *ExecError) String() string {
 func (*ExecError) ProtoMessage() {}
 
 func (x *ExecError) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[7]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +958,7 @@ func (x *ExecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecError.ProtoReflect.Descriptor instead.
 func (*ExecError) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{7}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecError) GetName() string {
@@ -868,7 +1007,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1019,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[8]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1032,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{8}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Image) GetName() string {
@@ -941,7 +1080,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1092,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[9]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1105,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{9}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecuteResponse) GetSuccess() bool {
@@ -1082,7 +1221,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1233,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[10]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1246,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{10}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{11}
 }
 
 type OpenSessionRequest struct {
@@ -1128,7 +1267,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1279,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[11]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1292,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{11}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpenSessionRequest) GetSessionId() string {
@@ -1214,7 +1353,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1365,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[12]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1378,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{12}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpenSessionResponse) GetSessionId() string {
@@ -1279,7 +1418,7 @@ type InterruptRequest struct {
 
 func (x *InterruptRequest) Reset() {
 	*x = InterruptRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1430,7 @@ func (x *InterruptRequest) String() string {
 func (*InterruptRequest) ProtoMessage() {}
 
 func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[13]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1443,7 @@ func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
 func (*InterruptRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{13}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InterruptRequest) GetSessionId() string {
@@ -1322,7 +1461,7 @@ type InterruptResponse struct {
 
 func (x *InterruptResponse) Reset() {
 	*x = InterruptResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1473,7 @@ func (x *InterruptResponse) String() string {
 func (*InterruptResponse) ProtoMessage() {}
 
 func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[14]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1486,7 @@ func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
 func (*InterruptResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{14}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{15}
 }
 
 type RestartSessionRequest struct {
@@ -1359,7 +1498,7 @@ type RestartSessionRequest struct {
 
 func (x *RestartSessionRequest) Reset() {
 	*x = RestartSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1510,7 @@ func (x *RestartSessionRequest) String() string {
 func (*RestartSessionRequest) ProtoMessage() {}
 
 func (x *RestartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[15]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1523,7 @@ func (x *RestartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{15}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RestartSessionRequest) GetSessionId() string {
@@ -1402,7 +1541,7 @@ type RestartSessionResponse struct {
 
 func (x *RestartSessionResponse) Reset() {
 	*x = RestartSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1553,7 @@ func (x *RestartSessionResponse) String() string {
 func (*RestartSessionResponse) ProtoMessage() {}
 
 func (x *RestartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[16]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1566,7 @@ func (x *RestartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartSessionResponse.ProtoReflect.Descriptor instead.
 func (*RestartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{16}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{17}
 }
 
 type CloseSessionRequest struct {
@@ -1439,7 +1578,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1590,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[17]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1603,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{17}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1482,7 +1621,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1633,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[18]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1646,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{18}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{19}
 }
 
 type InspectRequest struct {
@@ -1519,7 +1658,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1670,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[19]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1683,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{19}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InspectRequest) GetSessionId() string {
@@ -1564,7 +1703,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1715,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[20]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1728,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{20}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StreamEvent) GetName() string {
@@ -1621,7 +1760,7 @@ type ExecuteSessionResponse struct {
 
 func (x *ExecuteSessionResponse) Reset() {
 	*x = ExecuteSessionResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1772,7 @@ func (x *ExecuteSessionResponse) String() string {
 func (*ExecuteSessionResponse) ProtoMessage() {}
 
 func (x *ExecuteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[21]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1785,7 @@ func (x *ExecuteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{21}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExecuteSessionResponse) GetKind() isExecuteSessionResponse_Kind {
@@ -1690,6 +1829,92 @@ func (*ExecuteSessionResponse_Stream) isExecuteSessionResponse_Kind() {}
 
 func (*ExecuteSessionResponse_Result) isExecuteSessionResponse_Kind() {}
 
+// ExecuteStreamResponse is one message of ExecuteStream's stream: the
+// run's output while it runs (at most max_output_bytes in all), then
+// exactly one result, which stays the authority (a wire twin of
+// ExecuteSessionResponse).
+type ExecuteStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecuteStreamResponse_Stream
+	//	*ExecuteStreamResponse_Result
+	Kind          isExecuteStreamResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteStreamResponse) Reset() {
+	*x = ExecuteStreamResponse{}
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteStreamResponse) ProtoMessage() {}
+
+func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExecuteStreamResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ExecuteStreamResponse) GetKind() isExecuteStreamResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecuteStreamResponse) GetStream() *StreamEvent {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteStreamResponse_Stream); ok {
+			return x.Stream
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteStreamResponse) GetResult() *ExecuteResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteStreamResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isExecuteStreamResponse_Kind interface {
+	isExecuteStreamResponse_Kind()
+}
+
+type ExecuteStreamResponse_Stream struct {
+	Stream *StreamEvent `protobuf:"bytes,1,opt,name=stream,proto3,oneof"`
+}
+
+type ExecuteStreamResponse_Result struct {
+	Result *ExecuteResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*ExecuteStreamResponse_Stream) isExecuteStreamResponse_Kind() {}
+
+func (*ExecuteStreamResponse_Result) isExecuteStreamResponse_Kind() {}
+
 type Variable struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1703,7 +1928,7 @@ type Variable struct {
 
 func (x *Variable) Reset() {
 	*x = Variable{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[22]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1940,7 @@ func (x *Variable) String() string {
 func (*Variable) ProtoMessage() {}
 
 func (x *Variable) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[22]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1953,7 @@ func (x *Variable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variable.ProtoReflect.Descriptor instead.
 func (*Variable) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{22}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Variable) GetName() string {
@@ -1775,7 +2000,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[23]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +2012,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_backend_proto_msgTypes[23]
+	mi := &file_forge_plugin_v2_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +2025,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{23}
+	return file_forge_plugin_v2_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InspectResponse) GetVariables() []*Variable {
@@ -1911,6 +2136,29 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fInputFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xd7\x04\n" +
+	"\x14ExecuteStreamRequest\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
+	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\tR\x05image\x12'\n" +
+	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\x12\x16\n" +
+	"\x06memory\x18\x05 \x01(\tR\x06memory\x12@\n" +
+	"\x03env\x18\x06 \x03(\v2..forge.plugin.v2.ExecuteStreamRequest.EnvEntryR\x03env\x12(\n" +
+	"\x10max_output_bytes\x18\a \x01(\x03R\x0emaxOutputBytes\x12&\n" +
+	"\x0fmax_image_bytes\x18\b \x01(\x03R\rmaxImageBytes\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\t \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06run_id\x18\n" +
+	" \x01(\tR\x05runId\x12\x1f\n" +
+	"\vtools_grant\x18\v \x01(\tR\n" +
+	"toolsGrant\x12V\n" +
+	"\vinput_files\x18\f \x03(\v25.forge.plugin.v2.ExecuteStreamRequest.InputFilesEntryR\n" +
+	"inputFiles\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
+	"\x0fInputFilesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x83\x01\n" +
 	"\tExecError\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1985,6 +2233,10 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x16ExecuteSessionResponse\x126\n" +
 	"\x06stream\x18\x01 \x01(\v2\x1c.forge.plugin.v2.StreamEventH\x00R\x06stream\x12:\n" +
 	"\x06result\x18\x02 \x01(\v2 .forge.plugin.v2.ExecuteResponseH\x00R\x06resultB\x06\n" +
+	"\x04kind\"\x93\x01\n" +
+	"\x15ExecuteStreamResponse\x126\n" +
+	"\x06stream\x18\x01 \x01(\v2\x1c.forge.plugin.v2.StreamEventH\x00R\x06stream\x12:\n" +
+	"\x06result\x18\x02 \x01(\v2 .forge.plugin.v2.ExecuteResponseH\x00R\x06resultB\x06\n" +
 	"\x04kind\"\x88\x01\n" +
 	"\bVariable\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1994,11 +2246,12 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x04repr\x18\x04 \x01(\tR\x04repr\x12!\n" +
 	"\fdetails_json\x18\x05 \x01(\tR\vdetailsJson\"J\n" +
 	"\x0fInspectResponse\x127\n" +
-	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v2.VariableR\tvariables2\xa4\x06\n" +
+	"\tvariables\x18\x01 \x03(\v2\x19.forge.plugin.v2.VariableR\tvariables2\x86\a\n" +
 	"\x0eBackendService\x12[\n" +
 	"\fCapabilities\x12$.forge.plugin.v2.CapabilitiesRequest\x1a%.forge.plugin.v2.CapabilitiesResponse\x12F\n" +
 	"\x05Stats\x12\x1d.forge.plugin.v2.StatsRequest\x1a\x1e.forge.plugin.v2.StatsResponse\x12L\n" +
-	"\aExecute\x12\x1f.forge.plugin.v2.ExecuteRequest\x1a .forge.plugin.v2.ExecuteResponse\x12X\n" +
+	"\aExecute\x12\x1f.forge.plugin.v2.ExecuteRequest\x1a .forge.plugin.v2.ExecuteResponse\x12`\n" +
+	"\rExecuteStream\x12%.forge.plugin.v2.ExecuteStreamRequest\x1a&.forge.plugin.v2.ExecuteStreamResponse0\x01\x12X\n" +
 	"\vOpenSession\x12#.forge.plugin.v2.OpenSessionRequest\x1a$.forge.plugin.v2.OpenSessionResponse\x12c\n" +
 	"\x0eExecuteSession\x12&.forge.plugin.v2.ExecuteSessionRequest\x1a'.forge.plugin.v2.ExecuteSessionResponse0\x01\x12R\n" +
 	"\tInterrupt\x12!.forge.plugin.v2.InterruptRequest\x1a\".forge.plugin.v2.InterruptResponse\x12L\n" +
@@ -2018,7 +2271,7 @@ func file_forge_plugin_v2_backend_proto_rawDescGZIP() []byte {
 	return file_forge_plugin_v2_backend_proto_rawDescData
 }
 
-var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_forge_plugin_v2_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_forge_plugin_v2_backend_proto_goTypes = []any{
 	(*CapabilitiesResponse)(nil),   // 0: forge.plugin.v2.CapabilitiesResponse
 	(*StatsRequest)(nil),           // 1: forge.plugin.v2.StatsRequest
@@ -2027,70 +2280,80 @@ var file_forge_plugin_v2_backend_proto_goTypes = []any{
 	(*WarmPool)(nil),               // 4: forge.plugin.v2.WarmPool
 	(*ExecuteRequest)(nil),         // 5: forge.plugin.v2.ExecuteRequest
 	(*ExecuteSessionRequest)(nil),  // 6: forge.plugin.v2.ExecuteSessionRequest
-	(*ExecError)(nil),              // 7: forge.plugin.v2.ExecError
-	(*Image)(nil),                  // 8: forge.plugin.v2.Image
-	(*ExecuteResponse)(nil),        // 9: forge.plugin.v2.ExecuteResponse
-	(*CapabilitiesRequest)(nil),    // 10: forge.plugin.v2.CapabilitiesRequest
-	(*OpenSessionRequest)(nil),     // 11: forge.plugin.v2.OpenSessionRequest
-	(*OpenSessionResponse)(nil),    // 12: forge.plugin.v2.OpenSessionResponse
-	(*InterruptRequest)(nil),       // 13: forge.plugin.v2.InterruptRequest
-	(*InterruptResponse)(nil),      // 14: forge.plugin.v2.InterruptResponse
-	(*RestartSessionRequest)(nil),  // 15: forge.plugin.v2.RestartSessionRequest
-	(*RestartSessionResponse)(nil), // 16: forge.plugin.v2.RestartSessionResponse
-	(*CloseSessionRequest)(nil),    // 17: forge.plugin.v2.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 18: forge.plugin.v2.CloseSessionResponse
-	(*InspectRequest)(nil),         // 19: forge.plugin.v2.InspectRequest
-	(*StreamEvent)(nil),            // 20: forge.plugin.v2.StreamEvent
-	(*ExecuteSessionResponse)(nil), // 21: forge.plugin.v2.ExecuteSessionResponse
-	(*Variable)(nil),               // 22: forge.plugin.v2.Variable
-	(*InspectResponse)(nil),        // 23: forge.plugin.v2.InspectResponse
-	nil,                            // 24: forge.plugin.v2.WarmPool.TargetEntry
-	nil,                            // 25: forge.plugin.v2.ExecuteRequest.EnvEntry
-	nil,                            // 26: forge.plugin.v2.ExecuteRequest.InputFilesEntry
-	nil,                            // 27: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
-	nil,                            // 28: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
-	nil,                            // 29: forge.plugin.v2.ExecuteResponse.RichEntry
-	nil,                            // 30: forge.plugin.v2.OpenSessionRequest.EnvEntry
+	(*ExecuteStreamRequest)(nil),   // 7: forge.plugin.v2.ExecuteStreamRequest
+	(*ExecError)(nil),              // 8: forge.plugin.v2.ExecError
+	(*Image)(nil),                  // 9: forge.plugin.v2.Image
+	(*ExecuteResponse)(nil),        // 10: forge.plugin.v2.ExecuteResponse
+	(*CapabilitiesRequest)(nil),    // 11: forge.plugin.v2.CapabilitiesRequest
+	(*OpenSessionRequest)(nil),     // 12: forge.plugin.v2.OpenSessionRequest
+	(*OpenSessionResponse)(nil),    // 13: forge.plugin.v2.OpenSessionResponse
+	(*InterruptRequest)(nil),       // 14: forge.plugin.v2.InterruptRequest
+	(*InterruptResponse)(nil),      // 15: forge.plugin.v2.InterruptResponse
+	(*RestartSessionRequest)(nil),  // 16: forge.plugin.v2.RestartSessionRequest
+	(*RestartSessionResponse)(nil), // 17: forge.plugin.v2.RestartSessionResponse
+	(*CloseSessionRequest)(nil),    // 18: forge.plugin.v2.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 19: forge.plugin.v2.CloseSessionResponse
+	(*InspectRequest)(nil),         // 20: forge.plugin.v2.InspectRequest
+	(*StreamEvent)(nil),            // 21: forge.plugin.v2.StreamEvent
+	(*ExecuteSessionResponse)(nil), // 22: forge.plugin.v2.ExecuteSessionResponse
+	(*ExecuteStreamResponse)(nil),  // 23: forge.plugin.v2.ExecuteStreamResponse
+	(*Variable)(nil),               // 24: forge.plugin.v2.Variable
+	(*InspectResponse)(nil),        // 25: forge.plugin.v2.InspectResponse
+	nil,                            // 26: forge.plugin.v2.WarmPool.TargetEntry
+	nil,                            // 27: forge.plugin.v2.ExecuteRequest.EnvEntry
+	nil,                            // 28: forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	nil,                            // 29: forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	nil,                            // 30: forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	nil,                            // 31: forge.plugin.v2.ExecuteStreamRequest.EnvEntry
+	nil,                            // 32: forge.plugin.v2.ExecuteStreamRequest.InputFilesEntry
+	nil,                            // 33: forge.plugin.v2.ExecuteResponse.RichEntry
+	nil,                            // 34: forge.plugin.v2.OpenSessionRequest.EnvEntry
 }
 var file_forge_plugin_v2_backend_proto_depIdxs = []int32{
 	3,  // 0: forge.plugin.v2.CapabilitiesResponse.checkpoint:type_name -> forge.plugin.v2.CheckpointCode
 	4,  // 1: forge.plugin.v2.CapabilitiesResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
 	4,  // 2: forge.plugin.v2.StatsResponse.warm_pool:type_name -> forge.plugin.v2.WarmPool
-	24, // 3: forge.plugin.v2.WarmPool.target:type_name -> forge.plugin.v2.WarmPool.TargetEntry
-	25, // 4: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
-	26, // 5: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
-	27, // 6: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
-	28, // 7: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
-	7,  // 8: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
-	8,  // 9: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
-	29, // 10: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
-	30, // 11: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
-	20, // 12: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
-	9,  // 13: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
-	22, // 14: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
-	10, // 15: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
-	1,  // 16: forge.plugin.v2.BackendService.Stats:input_type -> forge.plugin.v2.StatsRequest
-	5,  // 17: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
-	11, // 18: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
-	6,  // 19: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
-	13, // 20: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
-	19, // 21: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
-	15, // 22: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
-	17, // 23: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
-	0,  // 24: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
-	2,  // 25: forge.plugin.v2.BackendService.Stats:output_type -> forge.plugin.v2.StatsResponse
-	9,  // 26: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
-	12, // 27: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
-	21, // 28: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
-	14, // 29: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
-	23, // 30: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
-	16, // 31: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
-	18, // 32: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
-	24, // [24:33] is the sub-list for method output_type
-	15, // [15:24] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	26, // 3: forge.plugin.v2.WarmPool.target:type_name -> forge.plugin.v2.WarmPool.TargetEntry
+	27, // 4: forge.plugin.v2.ExecuteRequest.env:type_name -> forge.plugin.v2.ExecuteRequest.EnvEntry
+	28, // 5: forge.plugin.v2.ExecuteRequest.input_files:type_name -> forge.plugin.v2.ExecuteRequest.InputFilesEntry
+	29, // 6: forge.plugin.v2.ExecuteSessionRequest.env:type_name -> forge.plugin.v2.ExecuteSessionRequest.EnvEntry
+	30, // 7: forge.plugin.v2.ExecuteSessionRequest.input_files:type_name -> forge.plugin.v2.ExecuteSessionRequest.InputFilesEntry
+	31, // 8: forge.plugin.v2.ExecuteStreamRequest.env:type_name -> forge.plugin.v2.ExecuteStreamRequest.EnvEntry
+	32, // 9: forge.plugin.v2.ExecuteStreamRequest.input_files:type_name -> forge.plugin.v2.ExecuteStreamRequest.InputFilesEntry
+	8,  // 10: forge.plugin.v2.ExecuteResponse.error:type_name -> forge.plugin.v2.ExecError
+	9,  // 11: forge.plugin.v2.ExecuteResponse.images:type_name -> forge.plugin.v2.Image
+	33, // 12: forge.plugin.v2.ExecuteResponse.rich:type_name -> forge.plugin.v2.ExecuteResponse.RichEntry
+	34, // 13: forge.plugin.v2.OpenSessionRequest.env:type_name -> forge.plugin.v2.OpenSessionRequest.EnvEntry
+	21, // 14: forge.plugin.v2.ExecuteSessionResponse.stream:type_name -> forge.plugin.v2.StreamEvent
+	10, // 15: forge.plugin.v2.ExecuteSessionResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
+	21, // 16: forge.plugin.v2.ExecuteStreamResponse.stream:type_name -> forge.plugin.v2.StreamEvent
+	10, // 17: forge.plugin.v2.ExecuteStreamResponse.result:type_name -> forge.plugin.v2.ExecuteResponse
+	24, // 18: forge.plugin.v2.InspectResponse.variables:type_name -> forge.plugin.v2.Variable
+	11, // 19: forge.plugin.v2.BackendService.Capabilities:input_type -> forge.plugin.v2.CapabilitiesRequest
+	1,  // 20: forge.plugin.v2.BackendService.Stats:input_type -> forge.plugin.v2.StatsRequest
+	5,  // 21: forge.plugin.v2.BackendService.Execute:input_type -> forge.plugin.v2.ExecuteRequest
+	7,  // 22: forge.plugin.v2.BackendService.ExecuteStream:input_type -> forge.plugin.v2.ExecuteStreamRequest
+	12, // 23: forge.plugin.v2.BackendService.OpenSession:input_type -> forge.plugin.v2.OpenSessionRequest
+	6,  // 24: forge.plugin.v2.BackendService.ExecuteSession:input_type -> forge.plugin.v2.ExecuteSessionRequest
+	14, // 25: forge.plugin.v2.BackendService.Interrupt:input_type -> forge.plugin.v2.InterruptRequest
+	20, // 26: forge.plugin.v2.BackendService.Inspect:input_type -> forge.plugin.v2.InspectRequest
+	16, // 27: forge.plugin.v2.BackendService.RestartSession:input_type -> forge.plugin.v2.RestartSessionRequest
+	18, // 28: forge.plugin.v2.BackendService.CloseSession:input_type -> forge.plugin.v2.CloseSessionRequest
+	0,  // 29: forge.plugin.v2.BackendService.Capabilities:output_type -> forge.plugin.v2.CapabilitiesResponse
+	2,  // 30: forge.plugin.v2.BackendService.Stats:output_type -> forge.plugin.v2.StatsResponse
+	10, // 31: forge.plugin.v2.BackendService.Execute:output_type -> forge.plugin.v2.ExecuteResponse
+	23, // 32: forge.plugin.v2.BackendService.ExecuteStream:output_type -> forge.plugin.v2.ExecuteStreamResponse
+	13, // 33: forge.plugin.v2.BackendService.OpenSession:output_type -> forge.plugin.v2.OpenSessionResponse
+	22, // 34: forge.plugin.v2.BackendService.ExecuteSession:output_type -> forge.plugin.v2.ExecuteSessionResponse
+	15, // 35: forge.plugin.v2.BackendService.Interrupt:output_type -> forge.plugin.v2.InterruptResponse
+	25, // 36: forge.plugin.v2.BackendService.Inspect:output_type -> forge.plugin.v2.InspectResponse
+	17, // 37: forge.plugin.v2.BackendService.RestartSession:output_type -> forge.plugin.v2.RestartSessionResponse
+	19, // 38: forge.plugin.v2.BackendService.CloseSession:output_type -> forge.plugin.v2.CloseSessionResponse
+	29, // [29:39] is the sub-list for method output_type
+	19, // [19:29] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_forge_plugin_v2_backend_proto_init() }
@@ -2098,9 +2361,13 @@ func file_forge_plugin_v2_backend_proto_init() {
 	if File_forge_plugin_v2_backend_proto != nil {
 		return
 	}
-	file_forge_plugin_v2_backend_proto_msgTypes[21].OneofWrappers = []any{
+	file_forge_plugin_v2_backend_proto_msgTypes[22].OneofWrappers = []any{
 		(*ExecuteSessionResponse_Stream)(nil),
 		(*ExecuteSessionResponse_Result)(nil),
+	}
+	file_forge_plugin_v2_backend_proto_msgTypes[23].OneofWrappers = []any{
+		(*ExecuteStreamResponse_Stream)(nil),
+		(*ExecuteStreamResponse_Result)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2108,7 +2375,7 @@ func file_forge_plugin_v2_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_backend_proto_rawDesc), len(file_forge_plugin_v2_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	BackendService_Capabilities_FullMethodName   = "/forge.plugin.v2.BackendService/Capabilities"
 	BackendService_Stats_FullMethodName          = "/forge.plugin.v2.BackendService/Stats"
 	BackendService_Execute_FullMethodName        = "/forge.plugin.v2.BackendService/Execute"
+	BackendService_ExecuteStream_FullMethodName  = "/forge.plugin.v2.BackendService/ExecuteStream"
 	BackendService_OpenSession_FullMethodName    = "/forge.plugin.v2.BackendService/OpenSession"
 	BackendService_ExecuteSession_FullMethodName = "/forge.plugin.v2.BackendService/ExecuteSession"
 	BackendService_Interrupt_FullMethodName      = "/forge.plugin.v2.BackendService/Interrupt"
@@ -39,6 +40,12 @@ type BackendServiceClient interface {
 	// Stats is live (v2 only): read on every metrics scrape and resource read.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
+	// ExecuteStream is Execute with the run's stdout and stderr sent while it
+	// runs; added to API v2 later, so a plugin built with an older SDK
+	// answers Unimplemented and the core calls Execute. The SDK serves it for
+	// every backend: one that is not a backend.StreamingBackend sends the
+	// result alone.
+	ExecuteStream(ctx context.Context, in *ExecuteStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error)
 	// Stateful backends only.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
 	ExecuteSession(ctx context.Context, in *ExecuteSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteSessionResponse], error)
@@ -86,6 +93,25 @@ func (c *backendServiceClient) Execute(ctx context.Context, in *ExecuteRequest, 
 	return out, nil
 }
 
+func (c *backendServiceClient) ExecuteStream(ctx context.Context, in *ExecuteStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &BackendService_ServiceDesc.Streams[0], BackendService_ExecuteStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecuteStreamRequest, ExecuteStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BackendService_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamResponse]
+
 func (c *backendServiceClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(OpenSessionResponse)
@@ -98,7 +124,7 @@ func (c *backendServiceClient) OpenSession(ctx context.Context, in *OpenSessionR
 
 func (c *backendServiceClient) ExecuteSession(ctx context.Context, in *ExecuteSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteSessionResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &BackendService_ServiceDesc.Streams[0], BackendService_ExecuteSession_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &BackendService_ServiceDesc.Streams[1], BackendService_ExecuteSession_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +190,12 @@ type BackendServiceServer interface {
 	// Stats is live (v2 only): read on every metrics scrape and resource read.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
+	// ExecuteStream is Execute with the run's stdout and stderr sent while it
+	// runs; added to API v2 later, so a plugin built with an older SDK
+	// answers Unimplemented and the core calls Execute. The SDK serves it for
+	// every backend: one that is not a backend.StreamingBackend sends the
+	// result alone.
+	ExecuteStream(*ExecuteStreamRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error
 	// Stateful backends only.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
 	ExecuteSession(*ExecuteSessionRequest, grpc.ServerStreamingServer[ExecuteSessionResponse]) error
@@ -189,6 +221,9 @@ func (UnimplementedBackendServiceServer) Stats(context.Context, *StatsRequest) (
 }
 func (UnimplementedBackendServiceServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Execute not implemented")
+}
+func (UnimplementedBackendServiceServer) ExecuteStream(*ExecuteStreamRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method ExecuteStream not implemented")
 }
 func (UnimplementedBackendServiceServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method OpenSession not implemented")
@@ -282,6 +317,17 @@ func _BackendService_Execute_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _BackendService_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecuteStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BackendServiceServer).ExecuteStream(m, &grpc.GenericServerStream[ExecuteStreamRequest, ExecuteStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BackendService_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamResponse]
 
 func _BackendService_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(OpenSessionRequest)
@@ -425,6 +471,11 @@ var BackendService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExecuteStream",
+			Handler:       _BackendService_ExecuteStream_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "ExecuteSession",
 			Handler:       _BackendService_ExecuteSession_Handler,

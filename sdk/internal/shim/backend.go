@@ -3,9 +3,12 @@ package shim
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -17,6 +20,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/configschema"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Info mirrors the SDK's plugin.Info without importing it.
@@ -206,6 +210,34 @@ func (s *backendServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.
 	return out, nil
 }
 
+// ExecuteStream is Execute with the run's output streamed, for a backend
+// that implements backend.StreamingBackend; any other sends its result
+// alone, so that the core can always call ExecuteStream.
+func (s *backendServer) ExecuteStream(sr *pb.ExecuteStreamRequest, stream pb.BackendService_ExecuteStreamServer) error {
+	b, err := s.backend()
+	if err != nil {
+		return err
+	}
+	req := requestFromPB(twin(sr, &pb.ExecuteRequest{}))
+	var res backend.ExecuteResult
+	var replaced []string
+	if sb, ok := b.(backend.StreamingBackend); ok {
+		es := newEventSender(s.maxMessage, func(ev *pb.StreamEvent) error {
+			return stream.Send(&pb.ExecuteStreamResponse{Kind: &pb.ExecuteStreamResponse_Stream{Stream: ev}})
+		})
+		res, err = sb.ExecuteStream(stream.Context(), req, es.emit)
+		replaced = es.close()
+	} else {
+		res, err = b.Execute(stream.Context(), req)
+	}
+	if err != nil {
+		return toStatus(err)
+	}
+	out := resultToPB(res)
+	prepareResult(out, s.maxMessage, replaced)
+	return stream.Send(&pb.ExecuteStreamResponse{Kind: &pb.ExecuteStreamResponse_Result{Result: out}})
+}
+
 func requestFromPB(r *pb.ExecuteRequest) backend.ExecuteRequest {
 	return backend.ExecuteRequest{
 		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
@@ -258,7 +290,8 @@ func resultFromPB(r *pb.ExecuteResponse) backend.ExecuteResult {
 // BackendClient is the core's handle on a backend plugin.
 type BackendClient struct {
 	pluginClient
-	backend pb.BackendServiceClient
+	backend  pb.BackendServiceClient
+	noStream atomic.Bool // the plugin answered ExecuteStream Unimplemented
 }
 
 // pluginClient is the core's side of the Plugin service, which every
@@ -400,16 +433,64 @@ func (c *BackendClient) Execute(ctx context.Context, req backend.ExecuteRequest)
 	return resultFromPB(r), nil
 }
 
+// ExecuteStream implements backend.StreamingBackend: ExecuteStream of API
+// v2, with emit receiving the run's output, at most req.MaxOutputBytes of
+// text in all whatever the plugin sends; Execute for a plugin that does
+// not serve it (API v1, or v2 built with an SDK from before the RPC),
+// which is then remembered.
+func (c *BackendClient) ExecuteStream(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	if c.api < 2 || c.noStream.Load() {
+		return c.Execute(ctx, req)
+	}
+	stream, err := c.backend.ExecuteStream(ctx, twin(requestToPB(req), &pb.ExecuteStreamRequest{}))
+	if err != nil {
+		return backend.ExecuteResult{}, fromStatus(err)
+	}
+	left := req.MaxOutputBytes
+	for first := true; ; first = false {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return backend.ExecuteResult{}, errors.New("the backend's streamed execute ended without a result")
+		}
+		if status.Code(err) == codes.Unimplemented && first {
+			// Nothing ran: the plugin does not know the RPC.
+			c.noStream.Store(true)
+			return c.Execute(ctx, req)
+		}
+		if err != nil {
+			return backend.ExecuteResult{}, fromStatus(err)
+		}
+		switch k := ev.Kind.(type) {
+		case *pb.ExecuteStreamResponse_Stream:
+			name := host.Stream(k.Stream.Name)
+			if err := name.Check(); err != nil {
+				return backend.ExecuteResult{}, fmt.Errorf("the backend streamed output: %w", err)
+			}
+			text := k.Stream.Text
+			if left > 0 && int64(len(text)) > left {
+				text = sanitize.Cut(text, int(left))
+			}
+			if left > 0 && emit != nil && text != "" {
+				left -= int64(len(text))
+				emit(backend.StreamEvent{Name: name, Text: text})
+			}
+		case *pb.ExecuteStreamResponse_Result:
+			return resultFromPB(k.Result), nil
+		}
+	}
+}
+
 // Compile-time checks of both sides of the wire.
 var (
-	_ backend.SessionBackend  = (*BackendClient)(nil)
-	_ pb.BackendServiceServer = (*backendServer)(nil)
-	_ pb.PluginServiceServer  = (*backendServer)(nil)
-	_ host.Sandbox            = (*sandboxClient)(nil)
-	_ host.Audit              = (*auditClient)(nil)
-	_ pb.SandboxServiceServer = (*sandboxServer)(nil)
-	_ pb.AuditServiceServer   = (*auditServer)(nil)
-	_ plugin.GRPCPlugin       = (*BackendPlugin)(nil)
+	_ backend.SessionBackend   = (*BackendClient)(nil)
+	_ backend.StreamingBackend = (*BackendClient)(nil)
+	_ pb.BackendServiceServer  = (*backendServer)(nil)
+	_ pb.PluginServiceServer   = (*backendServer)(nil)
+	_ host.Sandbox             = (*sandboxClient)(nil)
+	_ host.Audit               = (*auditClient)(nil)
+	_ pb.SandboxServiceServer  = (*sandboxServer)(nil)
+	_ pb.AuditServiceServer    = (*auditServer)(nil)
+	_ plugin.GRPCPlugin        = (*BackendPlugin)(nil)
 )
 
 // IsUnavailable reports a transport failure: the plugin process is gone.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -47,25 +48,56 @@ func (s *backendServer) ExecuteSession(sr *pb.ExecuteSessionRequest, stream pb.B
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex // a backend may emit from several goroutines; a stream sends from one
-	var replaced []string
-	res, err := sb.ExecuteInSession(stream.Context(), requestFromPB(r), func(ev backend.StreamEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		text, bad := sanitize.UTF8(ev.Text)
-		if bad {
-			replaced = append(replaced, string(ev.Name))
-		}
-		_ = stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Stream{Stream: &pb.StreamEvent{Name: string(ev.Name), Text: fitEvent(text, s.maxMessage)}}})
+	es := newEventSender(s.maxMessage, func(ev *pb.StreamEvent) error {
+		return stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Stream{Stream: ev}})
 	})
+	res, err := sb.ExecuteInSession(stream.Context(), requestFromPB(r), es.emit)
+	replaced := es.close()
 	if err != nil {
 		return toStatus(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	out := resultToPB(res)
 	prepareResult(out, s.maxMessage, replaced)
 	return stream.Send(&pb.ExecuteSessionResponse{Kind: &pb.ExecuteSessionResponse_Result{Result: out}})
+}
+
+// eventSender sends a backend's output events on a server stream: made
+// valid UTF-8 (the streams a replacement happened in are named in the
+// result's notice) and within the message limit, one at a time (a backend
+// may emit from several goroutines; a stream sends from one), and never
+// after close, which comes before the result is sent.
+type eventSender struct {
+	maxMessage int
+	send       func(*pb.StreamEvent) error
+
+	mu       sync.Mutex
+	closed   bool
+	replaced []string
+}
+
+func newEventSender(maxMessage int, send func(*pb.StreamEvent) error) *eventSender {
+	return &eventSender{maxMessage: maxMessage, send: send}
+}
+
+func (e *eventSender) emit(ev backend.StreamEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	text, bad := sanitize.UTF8(ev.Text)
+	if bad && !slices.Contains(e.replaced, string(ev.Name)) {
+		e.replaced = append(e.replaced, string(ev.Name))
+	}
+	_ = e.send(&pb.StreamEvent{Name: string(ev.Name), Text: fitEvent(text, e.maxMessage)})
+}
+
+// close ends the sending and returns the streams whose text was replaced.
+func (e *eventSender) close() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	return e.replaced
 }
 
 func (s *backendServer) Interrupt(ctx context.Context, r *pb.InterruptRequest) (*pb.InterruptResponse, error) {
