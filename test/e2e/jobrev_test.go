@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,39 +88,6 @@ func TestJobRevTimeoutEnforced(t *testing.T) {
 	t.Logf("timeout 5: %s after %s: %s", j.State, took.Round(100*time.Millisecond), j.Reason)
 }
 
-// The job list resource can be subscribed to; a subscription accepted must
-// be heard from when a job of the list changes.
-func TestJobRevJobListSubscription(t *testing.T) {
-	tenants, keys := testenv.TenantKeys(t, "alice")
-	s := testenv.StartHTTP(t, tenants)
-	got := make(chan string, 100)
-	cs, err := s.Connect(t, keys["alice"], &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
-		got <- r.Params.URI
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcp://forge/jobs"}); err != nil {
-		t.Skipf("subscribe refused on this transport: %v", err)
-	}
-	var j revJob
-	testenv.Call(t, cs, "execute_python", map[string]any{"code": "print(1)", "background": true}, &j)
-	testenv.Call(t, cs, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 60}, &j)
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case u := <-got:
-			if u == "mcp://forge/jobs" {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("subscribed to mcp://forge/jobs, started and finished job %s (%s): no notifications/resources/updated for the list (ResourceUpdated is only sent for mcp://forge/jobs/{id})", j.JobID, j.State)
-		}
-	}
-}
-
 // A background job's result is what the same code returns in the foreground.
 func TestJobRevResultEqualsForeground(t *testing.T) {
 	s := testenv.StartServer(t, "")
@@ -139,22 +109,162 @@ func TestJobRevResultEqualsForeground(t *testing.T) {
 	}
 }
 
-// A job printing 30 MB in 100-byte lines must not cost the server far
+// A session job printing 6 MB in 100-byte flushed lines (each its own
+// stream event) must not cost the server far
 // more than the same run in the foreground (the job keeps a tail of each
 // stream; see core/jobs TestJobRevTailIsLinear).
 func TestJobRevBigOutput(t *testing.T) {
 	s := testenv.StartServer(t, "")
-	code := "import sys\nline = 'x' * 99 + '\\n'\nfor i in range(300000):\n    sys.stdout.write(line)\n"
+	code := "for i in range(60000):\n    print('x' * 99, flush=True)\n"
 	start := time.Now()
-	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": code, "timeout": 280}, nil)
+	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": code, "timeout": 280, "session_id": "fg"}, nil)
 	fg := time.Since(start)
 	var j revJob
 	start = time.Now()
-	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": code, "background": true, "timeout": 280}, &j)
+	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": code, "background": true, "timeout": 280, "session_id": "bg"}, &j)
 	testenv.Call(t, s.Session, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 290}, &j)
 	bg := time.Since(start)
-	t.Logf("30 MB of output: foreground %s, background %s (%s)", fg.Round(100*time.Millisecond), bg.Round(100*time.Millisecond), j.State)
+	t.Logf("6 MB of output: foreground %s, background %s (%s)", fg.Round(100*time.Millisecond), bg.Round(100*time.Millisecond), j.State)
 	if bg > 3*fg+5*time.Second {
 		t.Fatalf("the job took %s against %s in the foreground", bg, fg)
+	}
+}
+
+// Another tenant who knows (or guesses) a job id gets nothing of it: not
+// its state, not a cancel, not a read; hostile ids and URIs are refused
+// without touching anything. (Subscriptions are refused over this HTTP
+// transport, which is stateless.)
+func TestJobRevOwnership(t *testing.T) {
+	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
+	s := testenv.StartHTTP(t, tenants)
+	alice, bob := s.MustConnect(t, keys["alice"]), s.MustConnect(t, keys["bob"])
+	var j revJob
+	testenv.Call(t, alice, "execute_python", map[string]any{"code": "import time\ntime.sleep(60)", "background": true}, &j)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, id := range []string{j.JobID, "../../state/jobs/" + j.JobID, strings.Repeat("é", 1<<16), "job-" + strings.Repeat("0", 16)} {
+		for _, tool := range []string{"wait_job", "cancel_job"} {
+			res, err := bob.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"job_id": id, "timeout": 1}})
+			if err != nil || !res.IsError {
+				t.Errorf("bob's %s of %.40q: %v %+v", tool, id, err, res)
+			}
+		}
+	}
+	for _, uri := range []string{"mcp://forge/jobs/" + j.JobID, "mcp://forge/jobs/../jobs/" + j.JobID, "mcp://forge/jobs/%6aob-" + j.JobID[4:], "mcp://forge/jobs/" + j.JobID + "/"} {
+		if r, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("bob reads %s: %+v", uri, r.Contents[0].Text)
+		}
+	}
+	var after revJob
+	testenv.Call(t, alice, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 1}, &after)
+	if after.State != "running" && after.State != "queued" {
+		t.Fatalf("alice's job after bob's attempts: %+v", after)
+	}
+	testenv.Call(t, alice, "cancel_job", map[string]any{"job_id": j.JobID}, nil)
+}
+
+// A graceful stop with a session job running: the server exits promptly,
+// the job is recorded lost, and checkpoint_on_shutdown still saves the
+// session (its state before the job) for the client after the restart.
+func TestJobRevShutdownWithSessionJob(t *testing.T) {
+	tenants, keys := testenv.TenantKeys(t, "alice")
+	base := testenv.BaseDir(t)
+	cfg := tenants + "[sessions]\ncheckpoint_on_shutdown = true\n"
+	s := testenv.StartHTTPAt(t, base, cfg)
+	cs := s.MustConnect(t, keys["alice"])
+	testenv.Call(t, cs, "execute_python", map[string]any{"code": "x = 42", "session_id": "ck"}, nil)
+	var j revJob
+	testenv.Call(t, cs, "execute_python", map[string]any{"code": "import time\nprint('begun', flush=True)\ntime.sleep(600)", "session_id": "ck", "background": true}, &j)
+	testenv.WaitFor(t, "the job to run", time.Minute, func() bool {
+		var v revJob
+		testenv.Call(t, cs, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 1}, &v)
+		return v.State == "running"
+	})
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	_ = s.Stop(t)
+	took := time.Since(start)
+	t.Logf("SIGTERM with a session job running: exited after %s", took.Round(100*time.Millisecond))
+	if took > 30*time.Second {
+		t.Errorf("shutdown took %s with a session job running", took)
+	}
+	s2 := testenv.StartHTTPAt(t, base, cfg)
+	cs2 := s2.MustConnect(t, keys["alice"])
+	var after revJob
+	testenv.Call(t, cs2, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 1}, &after)
+	if after.State != "lost" {
+		t.Errorf("the job after a graceful stop: %+v", after)
+	}
+	var out struct {
+		Stdout string `json:"stdout"`
+	}
+	testenv.Call(t, cs2, "execute_python", map[string]any{"code": "print(x)", "session_id": "ck"}, &out)
+	if strings.TrimSpace(out.Stdout) != "42" {
+		t.Errorf("session ck after the restart (checkpoint_on_shutdown): stdout %q, want 42", out.Stdout)
+	}
+}
+
+// destroy_session and restart_session while a job runs in the session:
+// the job must end saying what happened to it, not as the code's own
+// failure.
+func TestJobRevSessionOpsEndJob(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	for _, tool := range []string{"restart_session", "destroy_session"} {
+		sid := "ops-" + strings.TrimSuffix(tool, "_session")
+		testenv.Call(t, s.Session, "execute_python", map[string]any{"code": "x = 1", "session_id": sid}, nil)
+		var j revJob
+		testenv.Call(t, s.Session, "execute_python", map[string]any{"code": "import time\ntime.sleep(60)", "session_id": sid, "background": true}, &j)
+		time.Sleep(3 * time.Second)
+		res, took, err := callWithin(t, s.Session, 30*time.Second, tool, map[string]any{"session_id": sid})
+		if err != nil {
+			t.Errorf("%s with a job: %v after %s", tool, err, took)
+			continue
+		}
+		var after revJob
+		testenv.Call(t, s.Session, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 20}, &after)
+		t.Logf("%s (isError %v, %s) -> job %s: %q", tool, res.IsError, took.Round(100*time.Millisecond), after.State, after.Reason)
+		if !res.IsError && (after.State == "failed" && !strings.Contains(after.Reason, tool)) {
+			t.Errorf("%s ended the session's job as %s with reason %q: it does not say %s stopped it (a job holds its session: refuse, or end it cancelled naming the tool)", tool, after.State, after.Reason, tool)
+		}
+	}
+}
+
+// mcp://forge/jobs is advertised and its subscription accepted: a job of
+// the list starting and ending must be heard of there, as the job's own
+// URI is (the control).
+func TestJobRevSubscribeStdio(t *testing.T) {
+	testenv.Require(t)
+	base := testenv.BaseDir(t)
+	cmd := exec.Command(testenv.Binary(t), "serve")
+	cmd.Env = append(append(os.Environ(), "FORGE_VOLUMES_BASE_PATH="+base, "FORGE_SECURITY_AUDIT_LOG="+filepath.Join(base, "audit.log")), testenv.RuntimeEnv(t)...)
+	got := make(chan string, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "jobrev", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+		got <- r.Params.URI
+	}}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	t.Logf("protocol %s", cs.InitializeResult().ProtocolVersion)
+	var j revJob
+	testenv.Call(t, cs, "execute_python", map[string]any{"code": "import time\ntime.sleep(3)\nprint(1)", "background": true}, &j)
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcp://forge/jobs/" + j.JobID}); err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcp://forge/jobs"})
+	testenv.Call(t, cs, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 60}, &j)
+	time.Sleep(2 * time.Second)
+	heard := map[string]bool{}
+	for len(got) > 0 {
+		heard[<-got] = true
+	}
+	t.Logf("heard %v", heard)
+	if !heard["mcp://forge/jobs/"+j.JobID] {
+		t.Errorf("stdio: no notification for the subscribed job")
+	}
+	if !heard["mcp://forge/jobs"] {
+		t.Errorf("stdio: subscribed to mcp://forge/jobs, a job of the list started and ended: no notification for the list")
 	}
 }
