@@ -268,3 +268,23 @@ func TestJobRevSubscribeStdio(t *testing.T) {
 		t.Errorf("stdio: subscribed to mcp://forge/jobs, a job of the list started and ended: no notification for the list")
 	}
 }
+
+// A job that creates its session, and whose kernel then dies: the job ends
+// failed and the session is free again for the next call.
+func TestJobRevJobKernelDies(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	var j revJob
+	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": "import os, time\ntime.sleep(2)\nos._exit(3)", "session_id": "dies", "background": true}, &j)
+	wres := testenv.Call(t, s.Session, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 60}, &j)
+	t.Logf("job %s (isError %v): %q", j.State, wres.IsError, j.Reason)
+	if j.State != "failed" || !wres.IsError {
+		t.Errorf("a job whose kernel died: %+v isError %v", j, wres.IsError)
+	}
+	var out struct {
+		Stdout string `json:"stdout"`
+	}
+	res := testenv.Call(t, s.Session, "execute_python", map[string]any{"code": "print('alive')", "session_id": "dies"}, &out)
+	if res.IsError || strings.TrimSpace(out.Stdout) != "alive" {
+		t.Errorf("the session after its job's kernel died: isError %v stdout %q %+v", res.IsError, out.Stdout, res.Content)
+	}
+}
