@@ -421,19 +421,33 @@ func (j *Job) changed() {
 type tail struct {
 	buf   []byte
 	total int64
+	max   int // TailBytes, set by write
 }
 
+// write keeps up to 2×max bytes and drops the oldest max only when past
+// that, so that each byte is copied a bounded number of times: dropping to
+// max on every write copied the whole tail per write (a loop of print()
+// in a job cost seconds of the server's CPU per megabyte).
 func (t *tail) write(s string, max int) {
 	t.total += int64(len(s))
+	t.max = max
 	t.buf = append(t.buf, s...)
-	if max > 0 && len(t.buf) > max {
-		cut := len(t.buf) - max
-		// Start at a rune boundary: the tail is shown as text.
-		for cut < len(t.buf) && t.buf[cut]&0xC0 == 0x80 {
-			cut++
-		}
-		t.buf = append(t.buf[:0], t.buf[cut:]...)
+	if max > 0 && len(t.buf) > 2*max {
+		t.buf = append(t.buf[:0], t.last(max)...)
 	}
 }
 
-func (t *tail) String() string { return string(t.buf) }
+// last is the buffer's last max bytes (all when max is 0), starting at a
+// rune boundary: the tail is shown as text.
+func (t *tail) last(max int) []byte {
+	if max <= 0 || len(t.buf) <= max {
+		return t.buf
+	}
+	cut := len(t.buf) - max
+	for cut < len(t.buf) && t.buf[cut]&0xC0 == 0x80 {
+		cut++
+	}
+	return t.buf[cut:]
+}
+
+func (t *tail) String() string { return string(t.last(t.max)) }
