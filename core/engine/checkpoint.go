@@ -103,6 +103,9 @@ func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (Chec
 	if e.checkpointCode(s.Backend) == nil {
 		return CheckpointInfo{}, e.refuse(client, id, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be checkpointed: the backend reports no checkpoint code", e.LanguageName(s.Language), s.Backend), nil)
 	}
+	if err := e.refuseIfJob(s, tool); err != nil { // jobs.go
+		return CheckpointInfo{}, err
+	}
 	s.Lock()
 	defer s.Unlock()
 	if st := e.sessions.State(s); st != session.StateIdle {
@@ -224,6 +227,9 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	s, created, err := e.acquire(ctx, Request{Language: meta.Language, SessionID: id, Client: client}, meta.Backend, tool)
 	if err != nil {
 		return CheckpointInfo{}, session.View{}, e.refuse(client, id, tool, err, nil)
+	}
+	if err := e.refuseIfJob(s, tool); err != nil { // jobs.go
+		return CheckpointInfo{}, session.View{}, err
 	}
 	s.Lock()
 	defer s.Unlock()

@@ -142,5 +142,5 @@ func (e *Engine) forkable(client string, src *session.Session) error {
 	if st := e.sessions.State(src); st != session.StateIdle {
 		return e.refuse(client, src.ID, "fork_session", refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", src.ID, st), nil)
 	}
-	return nil
+	return e.refuseIfJob(src, "fork_session") // jobs.go: a queued job's session is idle, but not free
 }

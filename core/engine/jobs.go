@@ -85,6 +85,29 @@ func (e *Engine) checkSessionJob(s *session.Session) error {
 		s.ID, v.Job)
 }
 
+// refuseIfJob refuses tool on a session a job holds (audited), rather than
+// have it wait for the session's lock for the job's whole run.
+func (e *Engine) refuseIfJob(s *session.Session, tool string) error {
+	if err := e.checkSessionJob(s); err != nil {
+		return e.refuse(s.Client, s.ID, tool, err, nil)
+	}
+	return nil
+}
+
+// cancelSessionJob cancels the job holding s, if any, with why: the
+// session is going (destroy_session), and the job ends cancelled saying so.
+func (e *Engine) cancelSessionJob(s *session.Session, why string) {
+	id := e.sessions.View(s).Job
+	if id == "" {
+		return
+	}
+	if j, err := e.jobs.Get(s.Client, id); err == nil {
+		e.rec.Record(audit.Entry{Event: EventJobCancel, SessionID: s.Internal, UserID: s.Client, Success: true,
+			Details: map[string]any{"job": id, "session": s.ID, "by": why}})
+		j.Cancel(errors.New(why))
+	}
+}
+
 // StartJob checks and prepares req as Execute does (a refusal is returned
 // at once) and runs it in the background: the answer is the queued job.
 func (e *Engine) StartJob(ctx context.Context, req Request) (jobs.Record, error) {
@@ -127,7 +150,7 @@ func (e *Engine) StartJob(ctx context.Context, req Request) (jobs.Record, error)
 		e.releaseSessionJob(p.s, req.Job) // free before anyone waiting hears the job ended
 		j.Finish(state, why, jobResult(res, err))
 	}()
-	return j.Record(), nil
+	return j.Full(), nil
 }
 
 func (e *Engine) releaseSessionJob(s *session.Session, id string) {
@@ -167,8 +190,12 @@ func jobResult(res Result, err error) json.RawMessage {
 	}
 	data, merr := json.Marshal(res)
 	if merr == nil && len(data) > maxJobResult && len(res.Images) > 0 {
-		res.Notices = append(res.Notices, fmt.Sprintf("the job's %d image(s) were left out of its kept result: with them it passed %d MiB; save them as files", len(res.Images), maxJobResult>>20))
-		res.Images = nil
+		n := len(res.Images)
+		for merr == nil && len(data) > maxJobResult && len(res.Images) > 0 {
+			res.Images = res.Images[:len(res.Images)-1] // the last ones go first
+			data, merr = json.Marshal(res)
+		}
+		res.Notices = append(res.Notices, fmt.Sprintf("%d of the job's %d image(s) were left out of its kept result, which holds at most %d MiB: save them as files", n-len(res.Images), n, maxJobResult>>20))
 		data, merr = json.Marshal(res)
 	}
 	if merr != nil {
@@ -191,24 +218,36 @@ func (e *Engine) Job(client, id, tool string) (jobs.Record, error) {
 	if err != nil {
 		return jobs.Record{}, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
 	}
-	return j.Record(), nil
+	return j.Full(), nil
 }
 
-// WaitJob waits up to wait for client's job id to finish and returns it as
-// it is then (finished or not).
-func (e *Engine) WaitJob(ctx context.Context, client, id string, wait time.Duration) (jobs.Record, error) {
+// DefaultJobWait is how long (seconds) wait_job waits when the call says
+// nothing: below the usual 60 s request timeout of a client that ignores
+// progress.
+const DefaultJobWait = 30
+
+// WaitJob waits up to seconds (0: DefaultJobWait) for client's job id to
+// finish and returns it as it is then (finished or not).
+func (e *Engine) WaitJob(ctx context.Context, client, id string, seconds int) (jobs.Record, error) {
+	const tool = "wait_job"
+	if seconds == 0 {
+		seconds = DefaultJobWait
+	}
+	if max := e.cfg.Execution.MaxBackgroundTimeout; seconds < 0 || seconds > max {
+		return jobs.Record{}, e.refuse(client, "", tool, refusal.New(RuleTimeout, "timeout %d: wait_job waits 1-%d seconds (execution.max_background_timeout)", seconds, max), nil)
+	}
 	j, err := e.jobs.Get(client, id)
 	if err != nil {
-		return jobs.Record{}, e.refuse(client, "", "wait_job", err, map[string]any{"job": refusal.Quoted(id)})
+		return jobs.Record{}, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
 	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(time.Duration(seconds) * time.Second)
 	defer t.Stop()
 	select {
 	case <-j.Done():
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return j.Record(), nil
+	return j.Full(), nil
 }
 
 // Jobs lists client's jobs, newest first, without their results.
@@ -225,7 +264,7 @@ func (e *Engine) CancelJob(ctx context.Context, client, id string) (jobs.Record,
 	}
 	r := j.Record()
 	if r.State.Finished() {
-		return r, nil
+		return j.Full(), nil
 	}
 	e.rec.Record(audit.Entry{Event: EventJobCancel, SessionID: auditID(client, r.SessionID), UserID: client, Success: true,
 		Details: map[string]any{"job": id, "run_id": r.RunID, "state": string(r.State), "session": r.SessionID}})
@@ -237,7 +276,7 @@ func (e *Engine) CancelJob(ctx context.Context, client, id string) (jobs.Record,
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return j.Record(), nil
+	return j.Full(), nil
 }
 
 // SweepJobs forgets the finished jobs kept past jobs.result_ttl.

@@ -44,7 +44,7 @@ func (g *gate) run(ctx context.Context, req backend.ExecuteRequest, emit func(ba
 
 func waitState(t *testing.T, r *rig, client, id string, want jobs.State) jobs.Record {
 	t.Helper()
-	rec, err := r.e.WaitJob(context.Background(), client, id, 5*time.Second)
+	rec, err := r.e.WaitJob(context.Background(), client, id, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -290,7 +290,7 @@ func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (ses
 	if err != nil {
 		return session.View{}, err
 	}
-	if refresh {
+	if refresh && e.checkSessionJob(s) == nil { // a job's session shows its last introspection
 		s.Lock()
 		e.introspect(ctx, s)
 		s.Unlock()
@@ -309,6 +309,9 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 	if err := session.CheckDocs(vars, note); err != nil {
 		return session.View{}, e.refuse(client, id, tool, err, nil)
 	}
+	if err := e.refuseIfJob(s, tool); err != nil { // jobs.go
+		return session.View{}, err
+	}
 	s.Lock()
 	defer s.Unlock()
 	if err := e.sessions.Document(s, vars, note, clear); err != nil {
@@ -323,6 +326,9 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 func (e *Engine) RestartSession(ctx context.Context, client, id string) (session.View, error) {
 	s, err := e.lookup(client, id, "restart_session")
 	if err != nil {
+		return session.View{}, err
+	}
+	if err := e.refuseIfJob(s, "restart_session"); err != nil {
 		return session.View{}, err
 	}
 	e.claim(ctx, s, false)
@@ -361,6 +367,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	if err != nil {
 		return err
 	}
+	e.cancelSessionJob(s, "destroy_session was called") // jobs.go
 	closed := e.claim(ctx, s, true)
 	defer s.Unlock()
 	defer e.ckpts.Remove(s.Client, s.ID) // a checkpoint goes with its session

@@ -76,6 +76,8 @@ type Record struct {
 	// Server is the process that ran the job: a record whose server is
 	// not this one and that had not finished was lost with it.
 	Server int `json:"server,omitempty"`
+	// Notices are for the answer that started the job (not kept).
+	Notices []string `json:"-"`
 }
 
 // Job is one background run.
@@ -90,6 +92,9 @@ type Job struct {
 	saved    time.Time // when the record was last written while running
 	notified time.Time // when output last told the registry's watcher
 	lostWhy  string    // Abandon's reason: the job ends lost, however its work ends
+	// onDisk: the result is only in the store (Full reads it), so that
+	// finished jobs do not hold their results in memory.
+	onDisk bool
 }
 
 // Registry holds the jobs of every client.
@@ -146,7 +151,8 @@ func New(o Options) (*Registry, []Record, error) {
 			_ = r.store.Remove(rec.ID)
 			continue
 		}
-		j := &Job{r: r, rec: rec, done: make(chan struct{})}
+		j := &Job{r: r, rec: rec, done: make(chan struct{}), onDisk: len(rec.Result) > 0}
+		j.rec.Result = nil
 		close(j.done)
 		r.jobs[rec.ID] = j
 	}
@@ -215,6 +221,9 @@ func (r *Registry) Add(rec Record, cancel context.CancelCauseFunc) (*Job, error)
 				len(mine), r.max)
 		}
 		delete(r.jobs, evict.rec.ID)
+		v := evict.Record()
+		j.rec.Notices = append(j.rec.Notices, fmt.Sprintf("your job %s (%s at %s) was forgotten to make room: you hold at most %d jobs (jobs.max_per_client)",
+			v.ID, v.State, v.Finished.UTC().Format(time.RFC3339), r.max))
 	}
 	r.jobs[rec.ID] = j
 	r.mu.Unlock()
@@ -234,7 +243,7 @@ func (r *Registry) Get(client, id string) (*Job, error) {
 	r.mu.Lock()
 	j := r.jobs[id]
 	r.mu.Unlock()
-	if j == nil || j.rec.Client != client {
+	if j == nil || j.rec.Client != client || r.expired(j.Record()) {
 		return nil, &refusal.Error{Rule: RuleJobNotFound, Err: ErrNoJob, Msg: fmt.Sprintf(
 			"no job %q of yours: list_jobs shows your jobs; a finished job is kept for jobs.result_ttl (%s) after it ended", id, r.ttl)}
 	}
@@ -254,7 +263,7 @@ func (r *Registry) List(client string) []Record {
 	out := make([]Record, 0, len(js))
 	for _, j := range js {
 		v := j.Record()
-		v.Result = nil
+		v.Stdout, v.Stderr = "", "" // a list of tails would be megabytes: read the job
 		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b Record) int { return b.Created.Compare(a.Created) })
@@ -294,11 +303,28 @@ func (r *Registry) Running() []*Job {
 	return out
 }
 
-// Record is a copy of what is known of the job now.
+// Full is the job's record with its result, read from the store when it
+// is kept there.
+func (j *Job) Full() Record {
+	v := j.Record()
+	j.mu.Lock()
+	v.Result, v.Notices = j.rec.Result, j.rec.Notices
+	onDisk := j.onDisk
+	j.mu.Unlock()
+	if onDisk && j.r.store != nil {
+		if rec, err := j.r.store.Read(v.ID); err == nil {
+			v.Result = rec.Result
+		}
+	}
+	return v
+}
+
+// Record is a copy of what is known of the job now, without its result.
 func (j *Job) Record() Record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	v := j.rec
+	v.Result, v.Notices = nil, nil
 	if !v.State.Finished() {
 		v.Stdout, v.Stderr = j.out.String(), j.err.String()
 		v.StdoutBytes, v.StderrBytes = j.out.total, j.err.total
@@ -379,7 +405,11 @@ func (j *Job) Finish(state State, why string, result json.RawMessage) {
 	j.rec.StdoutBytes, j.rec.StderrBytes = j.out.total, j.err.total
 	j.rec.State, j.rec.Reason, j.rec.Result, j.rec.Finished = state, why, result, j.r.now()
 	j.mu.Unlock()
-	j.save(true)
+	if j.saveFull() && len(result) > 0 {
+		j.mu.Lock()
+		j.rec.Result, j.onDisk = nil, true
+		j.mu.Unlock()
+	}
 	close(j.done)
 	if j.cancel != nil {
 		j.cancel(nil) // release the context's resources
@@ -396,7 +426,7 @@ func (j *Job) save(force bool) {
 	}
 	j.mu.Lock()
 	now := j.r.now()
-	if !force && now.Sub(j.saved) < 5*time.Second {
+	if j.rec.State.Finished() || !force && now.Sub(j.saved) < 5*time.Second { // a finished record (its result) is saveFull's
 		j.mu.Unlock()
 		return
 	}
@@ -406,14 +436,24 @@ func (j *Job) save(force bool) {
 	_ = j.r.store.Save(rec) // a disk that fails loses the record of a lost job, not the job
 }
 
+// saveFull writes the record with its result; false: there is no store,
+// or the write failed (the result then stays in memory).
+func (j *Job) saveFull() bool {
+	if j.r.store == nil {
+		return false
+	}
+	j.mu.Lock()
+	rec := j.rec
+	j.mu.Unlock()
+	return j.r.store.Save(rec) == nil
+}
+
 func (j *Job) changed() {
 	j.r.mu.Lock()
 	fn := j.r.onChange
 	j.r.mu.Unlock()
 	if fn != nil {
-		v := j.Record()
-		v.Result = nil
-		fn(v)
+		fn(j.Record())
 	}
 }
 

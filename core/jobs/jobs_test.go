@@ -84,7 +84,7 @@ func TestRestartFindsJobsLost(t *testing.T) {
 	old.mu.Lock()
 	old.rec.Finished = time.Now().Add(-2 * time.Hour)
 	old.mu.Unlock()
-	old.save(true)
+	old.saveFull()
 	if err := os.WriteFile(filepath.Join(dir, "job-zz.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestRestartFindsJobsLost(t *testing.T) {
 	default:
 		t.Fatal("a lost job is not done")
 	}
-	if j, err := r2.Get("c", done.rec.ID); err != nil || string(j.Record().Result) != `{"x":1}` || j.Record().State != Done {
+	if j, err := r2.Get("c", done.rec.ID); err != nil || string(j.Full().Result) != `{"x":1}` || j.Record().State != Done {
 		t.Fatalf("finished job: %v %+v", err, j)
 	}
 	if _, err := r2.Get("c", old.rec.ID); rule(err) != RuleJobNotFound {

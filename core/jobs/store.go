@@ -56,6 +56,19 @@ func (s *Store) Remove(id string) error {
 	return nil
 }
 
+// Read reads one job's record.
+func (s *Store) Read(id string) (Record, error) {
+	data, err := os.ReadFile(s.path(id))
+	if err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Record{}, fmt.Errorf("the record of job %s: %w", id, err)
+	}
+	return rec, nil
+}
+
 // Load reads every record. A file that is not a record (a partial write
 // of an older version, a stray file) is skipped and left for the operator.
 func (s *Store) Load() ([]Record, error) {

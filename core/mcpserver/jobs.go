@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,7 +31,7 @@ func jobURI(id string) string { return "mcp://forge/jobs/" + id }
 type Jobs interface {
 	StartJob(ctx context.Context, req engine.Request) (jobs.Record, error)
 	Job(client, id, tool string) (jobs.Record, error)
-	WaitJob(ctx context.Context, client, id string, wait time.Duration) (jobs.Record, error)
+	WaitJob(ctx context.Context, client, id string, seconds int) (jobs.Record, error)
 	Jobs(client string) []jobs.Record
 	CancelJob(ctx context.Context, client, id string) (jobs.Record, error)
 	OnJobChange(fn func(jobs.Record))
@@ -80,10 +81,6 @@ type WaitInput struct {
 	Timeout int    `json:"timeout,omitempty"`
 }
 
-// defaultWait is how long wait_job waits when the call says nothing:
-// below the usual 60 s request timeout of a client that ignores progress.
-const defaultWait = 30
-
 func jobView(r jobs.Record) JobView {
 	v := JobView{ID: r.ID, State: string(r.State), Language: r.Language, SessionID: r.SessionID, Backend: r.Backend, Reason: r.Reason,
 		Created: r.Created, Started: r.Started, Finished: r.Finished, TimeoutS: r.TimeoutS, Stdout: r.Stdout, Stderr: r.Stderr,
@@ -99,17 +96,36 @@ func jobView(r jobs.Record) JobView {
 }
 
 func (s *Server) addJobTools() {
+	// Told from the jobs' goroutines: one sender, so that a slow
+	// subscriber holds no job up and notifications do not pile up as
+	// goroutines (when it lags, updates are dropped: each says only "read
+	// it again", and the next one says it too).
+	updates := make(chan string, 256)
+	go func() {
+		for uri := range updates {
+			_ = s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
+	}()
+	var states sync.Map // job id → its last state told
 	s.jobs.OnJobChange(func(r jobs.Record) {
-		// Told from the job's goroutine: a slow subscriber must not hold
-		// the job up.
-		go func() {
-			_ = s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: jobURI(r.ID)})
-		}()
+		uris := []string{jobURI(r.ID)}
+		if prev, loaded := states.Swap(r.ID, r.State); !loaded || prev != r.State {
+			uris = append(uris, JobsURI) // the list changes with states, not output
+		}
+		if r.State.Finished() {
+			states.Delete(r.ID)
+		}
+		for _, u := range uris {
+			select {
+			case updates <- u:
+			default:
+			}
+		}
 	})
 	jobOut := schemaFor[JobOutput]()
 	waitIn := schemaFor[WaitInput]()
 	waitIn.Properties["timeout"].Description = fmt.Sprintf("seconds to wait for the job to end (default %d, at most %d); the job keeps running after it. "+
-		"A client that sent a progressToken gets progress every %d s while it waits", defaultWait, s.cfg.Execution.MaxBackgroundTimeout, s.cfg.Execution.ProgressInterval)
+		"A client that sent a progressToken gets progress every %d s while it waits", engine.DefaultJobWait, s.cfg.Execution.MaxBackgroundTimeout, s.cfg.Execution.ProgressInterval)
 	addTool(s.mcp, &mcp.Tool{
 		Name: "wait_job", Title: "Wait for a background job",
 		Description: "Wait until a background job (execute_<language> with background: true) has finished, or until timeout, and return it: its state " +
@@ -117,17 +133,8 @@ func (s *Server) addJobTools() {
 			"(with its images as image content). The job is also readable at " + JobTemplate + ".",
 		InputSchema: waitIn, OutputSchema: jobOut,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, JobOutput, error) {
-		wait := in.Timeout
-		if wait == 0 {
-			wait = defaultWait
-		}
-		if wait < 0 || wait > s.cfg.Execution.MaxBackgroundTimeout {
-			err := refusal.New(engine.RuleTimeout, "timeout %d: wait_job waits 1-%d seconds (execution.max_background_timeout)", in.Timeout, s.cfg.Execution.MaxBackgroundTimeout)
-			res, e := failure(err)
-			return res, JobOutput{JobView: JobView{ID: in.JobID}, Error: e}, nil
-		}
 		_, stop := progress(ctx, req, time.Duration(s.cfg.Execution.ProgressInterval)*time.Second)
-		r, err := s.jobs.WaitJob(ctx, s.conn(req.Session), in.JobID, time.Duration(wait)*time.Second)
+		r, err := s.jobs.WaitJob(ctx, s.conn(req.Session), in.JobID, in.Timeout)
 		stop()
 		return s.jobResult(in.JobID, r, err)
 	})
@@ -312,6 +319,9 @@ func (s *Server) startJob(ctx context.Context, req *mcp.CallToolRequest, ereq en
 	}
 	text := fmt.Sprintf("Started background job %s: %s runs %s, for at most %d s. Follow it with wait_job (job_id %q), list_jobs or the resource %s; stop it with cancel_job.",
 		r.ID, s.exec.LanguageName(r.Language), where, r.TimeoutS, r.ID, jobURI(r.ID))
+	for _, n := range r.Notices {
+		text += "\nnote: " + n
+	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}},
-		ExecuteOutput{Success: true, JobID: r.ID, JobState: string(r.State), Backend: r.Backend}, nil
+		ExecuteOutput{Success: true, JobID: r.ID, JobState: string(r.State), Backend: r.Backend, Notices: r.Notices}, nil
 }

@@ -109,13 +109,13 @@ func TestJobRevResultEqualsForeground(t *testing.T) {
 	}
 }
 
-// A session job printing 6 MB in 100-byte flushed lines (each its own
+// A session job printing 600 KB in 100-byte flushed lines (each its own
 // stream event) must not cost the server far
 // more than the same run in the foreground (the job keeps a tail of each
 // stream; see core/jobs TestJobRevTailIsLinear).
 func TestJobRevBigOutput(t *testing.T) {
 	s := testenv.StartServer(t, "")
-	code := "for i in range(60000):\n    print('x' * 99, flush=True)\n"
+	code := "for i in range(6000):\n    print('x' * 99, flush=True)\n"
 	start := time.Now()
 	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": code, "timeout": 280, "session_id": "fg"}, nil)
 	fg := time.Since(start)
@@ -124,7 +124,7 @@ func TestJobRevBigOutput(t *testing.T) {
 	testenv.Call(t, s.Session, "execute_python", map[string]any{"code": code, "background": true, "timeout": 280, "session_id": "bg"}, &j)
 	testenv.Call(t, s.Session, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 290}, &j)
 	bg := time.Since(start)
-	t.Logf("6 MB of output: foreground %s, background %s (%s)", fg.Round(100*time.Millisecond), bg.Round(100*time.Millisecond), j.State)
+	t.Logf("600 KB of output: foreground %s, background %s (%s)", fg.Round(100*time.Millisecond), bg.Round(100*time.Millisecond), j.State)
 	if bg > 3*fg+5*time.Second {
 		t.Fatalf("the job took %s against %s in the foreground", bg, fg)
 	}
