@@ -240,14 +240,19 @@ func (e *Engine) WaitJob(ctx context.Context, client, id string, seconds int) (j
 	if err != nil {
 		return jobs.Record{}, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
 	}
-	t := time.NewTimer(time.Duration(seconds) * time.Second)
+	return awaitJob(ctx, j, time.Duration(seconds)*time.Second), nil
+}
+
+// awaitJob waits up to wait for j to end, or for ctx, and returns j then.
+func awaitJob(ctx context.Context, j *jobs.Job, wait time.Duration) jobs.Record {
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-j.Done():
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return j.Full(), nil
+	return j.Full()
 }
 
 // Jobs lists client's jobs, newest first, without their results.
@@ -269,14 +274,7 @@ func (e *Engine) CancelJob(ctx context.Context, client, id string) (jobs.Record,
 	e.rec.Record(audit.Entry{Event: EventJobCancel, SessionID: auditID(client, r.SessionID), UserID: client, Success: true,
 		Details: map[string]any{"job": id, "run_id": r.RunID, "state": string(r.State), "session": r.SessionID}})
 	j.Cancel(errJobCancelled)
-	t := time.NewTimer(cancelGrace + 5*time.Second)
-	defer t.Stop()
-	select {
-	case <-j.Done():
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return j.Full(), nil
+	return awaitJob(ctx, j, cancelGrace+5*time.Second), nil
 }
 
 // SweepJobs forgets the finished jobs kept past jobs.result_ttl.

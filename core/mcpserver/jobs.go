@@ -140,7 +140,7 @@ func (s *Server) addJobTools() {
 	})
 	addTool(s.mcp, &mcp.Tool{
 		Name: "list_jobs", Title: "List your background jobs",
-		Description: fmt.Sprintf("Your background jobs, newest first, with their states and the last part of their output; a finished job is kept for %d s (jobs.result_ttl) "+
+		Description: fmt.Sprintf("Your background jobs, newest first, with their states and output sizes (wait_job or mcp://forge/jobs/{id} give a job's output); a finished job is kept for %d s (jobs.result_ttl) "+
 			"after it ended, across reconnects and server restarts (a job that was running when the server stopped is listed as lost, with the reason).", s.cfg.Jobs.ResultTTL),
 		InputSchema: schemaFor[struct{}](), OutputSchema: schemaFor[JobsOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobsOutput, error) {
