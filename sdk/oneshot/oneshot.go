@@ -162,7 +162,7 @@ type Config struct {
 	// WarmMax is what a busy pool grows to: each run that finds no ready
 	// container raises its target by one, up to WarmMax and the memory
 	// cap, and a minute without runs gives one back, down to Warm.
-	// Unset: twice Warm.
+	// Unset: four times Warm (a burst of 8 finds 8 ready after one earlier burst).
 	WarmMax *int `json:"warm_max"`
 	// WarmMemory caps the summed memory limits of the warm containers
 	// ("2g"); "" or "0": no cap beyond Warm.

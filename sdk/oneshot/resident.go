@@ -449,7 +449,7 @@ func (b *Backend) startPool() error {
 	if size == 0 {
 		return nil
 	}
-	maxSize := 2 * size
+	maxSize := min(4*size, 64)
 	if b.cfg.WarmMax != nil {
 		maxSize = *b.cfg.WarmMax
 	}
