@@ -18,7 +18,7 @@ import (
 // to, polled while running and waited for past the client's request
 // timeout (progress resets it); session jobs in Python and R holding their
 // sessions and cancelled with the state kept; the start overhead against a
-// foreground call. The job lasts FORGE_TEST_JOB_SECONDS (60; the issue's
+// foreground call. The job lasts FORGE_TEST_JOB_SECONDS (30; the issue's
 // figure is 180).
 func TestTypeScriptSDKJobs(t *testing.T) {
 	dir, cfg := nodeSetup(t, "sdk")
@@ -30,7 +30,7 @@ func TestTypeScriptSDKJobs(t *testing.T) {
 	f.Close()
 	cmd := exec.Command("node", "jobs.mjs", testenv.Binary(t), "--config", cfg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "JOB_SECONDS="+envOr("FORGE_TEST_JOB_SECONDS", "60"))
+	cmd.Env = append(os.Environ(), "JOB_SECONDS="+envOr("FORGE_TEST_JOB_SECONDS", "30"))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ok: job=") {
 		t.Fatalf("TypeScript client: %v\n%s", err, out)

@@ -51,8 +51,11 @@ func TestHTTPJobLostAcrossRestart(t *testing.T) {
 		t.Fatal("no job id")
 	}
 	testenv.WaitFor(t, "the job to run", time.Minute, func() bool {
-		b, _ := os.ReadFile(s.AuditLog)
-		return strings.Contains(string(b), `"job":"`+started.JobID+`"`) && strings.Contains(string(b), `"event":"execution.request"`)
+		var v struct {
+			State string `json:"state"`
+		}
+		testenv.Call(t, cs, "wait_job", map[string]any{"job_id": started.JobID, "timeout": 1}, &v)
+		return v.State == "running" // its record says so: it was past its run slot
 	})
 	cs.Close()
 	s.Cmd.Process.Signal(syscall.SIGKILL)
