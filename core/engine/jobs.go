@@ -212,11 +212,20 @@ func JobResult(r jobs.Record) (res Result, ok bool) {
 	return res, true
 }
 
-// Job returns client's job id.
-func (e *Engine) Job(client, id, tool string) (jobs.Record, error) {
+// job finds client's job id, or refuses (audited) for tool.
+func (e *Engine) job(client, id, tool string) (*jobs.Job, error) {
 	j, err := e.jobs.Get(client, id)
 	if err != nil {
-		return jobs.Record{}, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
+		return nil, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
+	}
+	return j, nil
+}
+
+// Job returns client's job id.
+func (e *Engine) Job(client, id, tool string) (jobs.Record, error) {
+	j, err := e.job(client, id, tool)
+	if err != nil {
+		return jobs.Record{}, err
 	}
 	return j.Full(), nil
 }
@@ -236,9 +245,9 @@ func (e *Engine) WaitJob(ctx context.Context, client, id string, seconds int) (j
 	if max := e.cfg.Execution.MaxBackgroundTimeout; seconds < 0 || seconds > max {
 		return jobs.Record{}, e.refuse(client, "", tool, refusal.New(RuleTimeout, "timeout %d: wait_job waits 1-%d seconds (execution.max_background_timeout)", seconds, max), nil)
 	}
-	j, err := e.jobs.Get(client, id)
+	j, err := e.job(client, id, tool)
 	if err != nil {
-		return jobs.Record{}, e.refuse(client, "", tool, err, map[string]any{"job": refusal.Quoted(id)})
+		return jobs.Record{}, err
 	}
 	return awaitJob(ctx, j, time.Duration(seconds)*time.Second), nil
 }
@@ -263,9 +272,9 @@ func (e *Engine) Jobs(client string) []jobs.Record { return e.jobs.List(client) 
 // waits for the job to end, up to the interrupt's grace and a little
 // more, and returns the job as it is then.
 func (e *Engine) CancelJob(ctx context.Context, client, id string) (jobs.Record, error) {
-	j, err := e.jobs.Get(client, id)
+	j, err := e.job(client, id, "cancel_job")
 	if err != nil {
-		return jobs.Record{}, e.refuse(client, "", "cancel_job", err, map[string]any{"job": refusal.Quoted(id)})
+		return jobs.Record{}, err
 	}
 	r := j.Record()
 	if r.State.Finished() {

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,22 +36,8 @@ func TestTypeScriptSDKJobs(t *testing.T) {
 	t.Logf("%s", lastLine(string(out), "ok: "))
 
 	// Each cancel_job is audited, and the run's cancellation says by whom.
-	log, err := os.Open(filepath.Join(filepath.Dir(cfg), "audit.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
 	cancels, interrupted := 0, map[string]bool{}
-	sc := bufio.NewScanner(log)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Event   string         `json:"event"`
-			Details map[string]any `json:"details"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
+	for _, e := range auditEntries(t, filepath.Join(filepath.Dir(cfg), "audit.log")) { // containment_test.go
 		switch {
 		case e.Event == "job.cancel":
 			cancels++
