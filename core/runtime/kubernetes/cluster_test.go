@@ -312,6 +312,21 @@ func (cl *cluster) kubelet(w http.ResponseWriter, r *http.Request, sub, ns, pod,
 	remotecommand.ServeExec(w, r, rt, pod, "", container, r.URL.Query()["command"], opts, time.Minute, remotecommand.DefaultStreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 }
 
+// unreachable makes the kubelet fail every exec in pod from now on. The
+// file service Start opened in the background may have connected before
+// that (it does under load): it is dropped, so the next file operation
+// dials, as it would after the kubelet lost the container.
+func (cl *cluster) unreachable(pod string) {
+	cl.mu.Lock()
+	cl.broken[pod] = true
+	cl.mu.Unlock()
+	cl.c.mu.Lock()
+	if p, ok := cl.c.pods[pod]; ok && p.keeper != nil {
+		p.keeper.close()
+	}
+	cl.c.mu.Unlock()
+}
+
 // containerRuntime is what the kubelet's streaming server calls.
 type containerRuntime struct {
 	cl       *cluster

@@ -302,9 +302,7 @@ func TestWaitTimeout(t *testing.T) {
 
 	// The kubelet cannot reach the container: the pod goes.
 	id2 := cl.started(t, specIn(hostWorkspace(t)))
-	cl.mu.Lock()
-	cl.broken[id2] = true
-	cl.mu.Unlock()
+	cl.unreachable(id2)
 	if _, err := cl.c.Wait(ctx, id2, 200*time.Millisecond); !errors.Is(err, runtime.ErrTimeout) {
 		t.Fatalf("Wait past its timeout: %v; want ErrTimeout", err)
 	}
@@ -543,9 +541,7 @@ func TestExecErrors(t *testing.T) {
 	cl := newCluster(t, testKube())
 	ctx := context.Background()
 	id := cl.started(t, specIn(hostWorkspace(t)))
-	cl.mu.Lock()
-	cl.broken[id] = true
-	cl.mu.Unlock()
+	cl.unreachable(id)
 	if _, err := cl.c.Exec(ctx, id, runtime.ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "exec of pod "+id) || !strings.Contains(err.Error(), "not running") {
 		t.Errorf("Exec in an unreachable container: %v; want the pod and the kubelet's reason", err)
 	}
