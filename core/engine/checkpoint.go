@@ -260,6 +260,7 @@ func (e *Engine) restoreLocked(ctx context.Context, s *session.Session, meta che
 	if cp == nil {
 		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
 	}
+	s.Wrote() // the checkpoint's files replace the workspace's
 	e.sessions.SetState(s, session.StateBusy)
 	var info CheckpointInfo
 	f, err := e.checkpointFS(s.Internal)

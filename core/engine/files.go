@@ -242,6 +242,7 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), len(data), used))
 		}
 	}
+	s.Wrote() // before the write: an execute listing meanwhile does not keep the old state
 	if err := f.WriteFile(clean, data); err != nil {
 		if errors.Is(err, workspace.ErrNoSpace) {
 			e.checkFull(s, tool)
@@ -310,14 +311,15 @@ func (e *Engine) outputSnapshot(id string) map[string]workspace.Stamp {
 }
 
 // outputFiles returns the files of the output directory that are new or
-// changed since before: small ones with their content, within a total.
-func (e *Engine) outputFiles(id string, before map[string]workspace.Stamp) ([]OutputFile, []string) {
+// changed since before: small ones with their content, within a total;
+// and the directory's listing it compared (nil: none taken).
+func (e *Engine) outputFiles(id string, before map[string]workspace.Stamp) ([]OutputFile, []string, map[string]workspace.Stamp) {
 	if e.remote == nil && !e.ws.SessionHasDir(id, OutputDir) {
-		return nil, nil // none before or after the run (or the run removed it)
+		return nil, nil, nil // none before or after the run (or the run removed it)
 	}
 	f, err := e.sessionFS(id)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	after := f.Snapshot(OutputDir, maxOutputListing)
 	var changed []string
@@ -345,7 +347,7 @@ func (e *Engine) outputFiles(id string, before map[string]workspace.Stamp) ([]Ou
 		}
 		out = append(out, of)
 	}
-	return out, notices
+	return out, notices, after
 }
 
 // Types Go's table lacks, for files analyses write.

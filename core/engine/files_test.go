@@ -125,6 +125,59 @@ func TestSessionOutputDirectoryAppears(t *testing.T) {
 	}
 }
 
+// An execute compares the output directory with what the last one left:
+// a file the kernel wrote between two calls comes with the next one (it
+// would otherwise never be reported), a file the client uploaded does not
+// (the upload makes the next execute list the directory first).
+func TestSessionOutputsBetweenCalls(t *testing.T) {
+	r := newRig(t, nil, nil)
+	out := func(id string) string { return filepath.Join(r.ws.SessionPath(id), "work", OutputDir) }
+	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		if req.Code == "write" {
+			return backend.ExecuteResult{Success: true}, os.WriteFile(filepath.Join(out(req.SessionID), "a.csv"), []byte("1"), 0o644)
+		}
+		return backend.ExecuteResult{Success: true}, os.MkdirAll(out(req.SessionID), 0o755)
+	}
+	files := func(code string) string {
+		t.Helper()
+		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code, Client: "c1"})
+		if err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+		var got []string
+		for _, f := range res.Files {
+			got = append(got, f.Path+"="+string(f.Data))
+		}
+		return strings.Join(got, " ")
+	}
+	internal := session.InternalID("c1", "s1")
+	steps := []struct {
+		name, code, want string
+		between          func()
+	}{
+		{"first", "mkdir", "", nil},
+		{"written by the run", "write", "output/a.csv=1", nil},
+		{"unchanged", "mkdir", "", nil},
+		{"written by the kernel between calls", "mkdir", "output/b.csv=2", func() {
+			os.WriteFile(filepath.Join(out(internal), "b.csv"), []byte("2"), 0o644)
+		}},
+		{"uploaded between calls", "mkdir", "", func() {
+			if _, err := r.e.UploadFile("c1", "s1", OutputDir+"/c.csv", "3", "text"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"after the upload", "write", "output/a.csv=1", nil},
+	}
+	for _, st := range steps {
+		if st.between != nil {
+			st.between()
+		}
+		if got := files(st.code); got != st.want {
+			t.Errorf("%s: files %q, want %q", st.name, got, st.want)
+		}
+	}
+}
+
 // Every file line names the session by its internal id (docs/audit.md), as
 // the session's execution and container lines do, and carries the id the
 // caller chose in details.session: two owners' sessions "s1" stay apart.

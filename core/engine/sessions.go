@@ -164,7 +164,13 @@ func severity(err error) string {
 func (e *Engine) executeSession(ctx context.Context, s *session.Session, created bool, breq backend.ExecuteRequest, tools toolRun, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
 	s.Lock()
 	defer s.Unlock()
-	before := e.outputSnapshot(s.Internal) // under s's lock: only this run's files come back
+	// Under s's lock: only this run's files come back. What the last
+	// execute saw is the start, unless the core wrote into the workspace
+	// since (a file the kernel wrote between calls comes with this one).
+	before, seen := s.Outputs()
+	if !seen {
+		before = e.outputSnapshot(s.Internal)
+	}
 	var notices []string
 	switch state := e.sessions.State(s); {
 	case state == session.StateGone:
@@ -242,7 +248,9 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		}
 	})
 	res.Notices = append(notices, res.Notices...)
-	files, more := e.outputFiles(s.Internal, before)
+	writes := s.Writes()
+	files, more, after := e.outputFiles(s.Internal, before)
+	s.SetOutputs(after, writes)
 	res.Notices = append(res.Notices, more...)
 	if err == nil {
 		// Under the session's lock: cells are recorded in the order they ran.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -92,6 +93,34 @@ type Session struct {
 	Pending bool
 
 	op sync.Mutex
+	// outputs is the output directory as the last execute left it (under
+	// op), good while writes is still outputsAt: the core's own writes
+	// into the workspace (an upload, a restore) count in writes. The next
+	// execute compares with it instead of listing the directory first, a
+	// round trip through the API server on Kubernetes.
+	outputs   map[string]workspace.Stamp
+	outputsAt uint64
+	writes    atomic.Uint64
+}
+
+// Wrote records a write of the core's into the session's workspace: the
+// next execute lists its output directory afresh.
+func (s *Session) Wrote() { s.writes.Add(1) }
+
+// Writes is the count of Wrote calls, read before a listing whose result
+// goes to SetOutputs.
+func (s *Session) Writes() uint64 { return s.writes.Load() }
+
+// Outputs is the output directory as the last execute left it, if nothing
+// the core wrote since may have changed it (caller holds the lock).
+func (s *Session) Outputs() (map[string]workspace.Stamp, bool) {
+	return s.outputs, s.outputs != nil && s.outputsAt == s.writes.Load()
+}
+
+// SetOutputs keeps an execute's listing of the output directory, taken
+// when Writes was at (caller holds the lock).
+func (s *Session) SetOutputs(m map[string]workspace.Stamp, at uint64) {
+	s.outputs, s.outputsAt = m, at
 }
 
 // Lock takes the session's operation lock: one operation on its kernel

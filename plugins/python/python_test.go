@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -224,6 +226,75 @@ func TestOutputReadBeforeRemoval(t *testing.T) {
 		if len(late) > 0 {
 			t.Fatalf("warm=%s: read %v of removed containers", warm, late)
 		}
+	}
+}
+
+// readsHost counts the plugin's reads of a container's files.
+type readsHost struct {
+	*sdktest.LocalHost
+	mu    sync.Mutex
+	reads []string
+}
+
+func (h *readsHost) Sandbox() host.Sandbox { return h }
+
+func (h *readsHost) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	h.mu.Lock()
+	h.reads = append(h.reads, subdir)
+	h.mu.Unlock()
+	return h.LocalHost.ReadFiles(ctx, id, subdir, maxFile, maxTotal)
+}
+
+// A warm run's output and images come in the runner's answer: the plugin
+// reads no file (on Kubernetes each read is a round trip through the API
+// server). What the runner cannot give (a stdout the code replaced, images
+// over the answer's budget) is read from the files, to the same result.
+func TestWarmAnswerCarriesOutput(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	const img = "import os\nopen(os.path.join(os.environ['FORGE_OUT'], 'a.png'), 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' * %d)\n"
+	cases := []struct {
+		name, code     string
+		stdout, stderr string
+		imageBytes     int
+		reads          []string
+	}{
+		{"output and an image", fmt.Sprintf(img, 10) + "print('out')\nimport sys; print('err', file=sys.stderr)", "out\n", "err\n", 80, nil},
+		{"nothing", "1", "", "", 0, nil},
+		{"output over the cap", "print('x' * 5000)", strings.Repeat("x", 1000), "", 0, nil},
+		{"stdout replaced", "import os\nprint('before', flush=True)\nos.dup2(os.open('/dev/null', os.O_WRONLY), 1)\nprint('gone')", "before\n", "", 0, []string{"meta"}},
+		{"images over the budget", fmt.Sprintf(img, 150_000) + "print('big')", "big\n", "", 1_200_000, []string{"out"}},
+	}
+	h := &readsHost{LocalHost: sdktest.NewLocalHost(t.TempDir())}
+	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 1}`))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if st, _ := b.(backend.StatsReporter).Stats(context.Background()); st.WarmPool != nil && st.WarmPool.Warm == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("pool never warm")
+				}
+			}
+			h.mu.Lock()
+			h.reads = nil
+			h.mu.Unlock()
+			r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: c.code, Timeout: time.Minute, MaxOutputBytes: 1000, MaxImageBytes: 2 << 20})
+			if err != nil || r.Error != nil || r.Stdout != c.stdout || r.Stderr != c.stderr {
+				t.Fatalf("%v %+v", err, r)
+			}
+			if c.imageBytes > 0 && (len(r.Images) != 1 || len(r.Images[0].Data) != c.imageBytes || r.Images[0].Name != "a.png") {
+				t.Fatalf("images %d; want a.png of %d bytes: %q", len(r.Images), c.imageBytes, r.Notices)
+			}
+			h.mu.Lock()
+			reads := h.reads
+			h.mu.Unlock()
+			if !slices.Equal(reads, c.reads) {
+				t.Errorf("read %v; want %v", reads, c.reads)
+			}
+		})
 	}
 }
 

@@ -12,11 +12,13 @@
 # opened for appending; they are emptied when the request arrives, so only
 # the program's output is returned.
 import ast
+import base64
 import io
 import json
 import linecache
 import os
 import socket
+import stat
 import sys
 import traceback
 
@@ -29,6 +31,9 @@ REPR_CAP = int(os.environ.get("FORGE_MAX_REPR", "65536"))
 FILENAME = "<code>"
 RUNNER = os.path.abspath(__file__)
 CONN = None  # resident mode: the host's connection, where the envelope goes
+MAX_IMAGE = 0  # resident mode: images up to this size may go in the answer
+INLINE_BUDGET = 1 << 20  # what the answer carries besides the envelope (sdk/oneshot inlineAnswer)
+IMAGE_TYPES = (".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 
 class Capped(io.RawIOBase):
@@ -182,6 +187,10 @@ def main(src=None):
             except OSError:
                 pass
         try:
+            result["inline"] = inlined()
+        except (OSError, ValueError):
+            pass  # the host reads the files
+        try:
             CONN.sendall((json.dumps(result) + "\n").encode())
             CONN.close()
         except OSError:
@@ -194,9 +203,70 @@ def main(src=None):
     os._exit(code)
 
 
+def read_same(path, st):
+    """path's content if it is still the regular file st describes, else None."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+            return None
+        data = os.read(fd, st.st_size + 1)
+    finally:
+        os.close(fd)
+    return data if len(data) == st.st_size else None
+
+
+def inlined():
+    """The program's output and the images it left, for the answer (sdk/oneshot
+    "inlined"): the host then reads no file, which on Kubernetes is a round
+    trip through the API server each. Within INLINE_BUDGET in all; a part
+    that does not fit (or a descriptor the code replaced) is left out and
+    the host reads its files. An image over MAX_IMAGE is listed without
+    data, as the host's read would skip it; empty files are not images."""
+    budget = INLINE_BUDGET
+    inline = {}
+    out = {}
+    for fd, key in ((1, "stdout"), (2, "stderr")):
+        # fd is write-only: the file the host would read, if it still is fd's
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > budget:
+            break
+        data = read_same(os.path.join(META, key), st)
+        if data is None:
+            break
+        budget -= len(data)
+        out[key] = base64.b64encode(data).decode()
+    else:
+        inline["output"] = out
+    if MAX_IMAGE <= 0:
+        return inline
+    files = []
+    with os.scandir(OUT) as it:
+        names = sorted(e.name for e in it)
+    for name in names:
+        if not name.lower().endswith(IMAGE_TYPES):
+            continue
+        path = os.path.join(OUT, name)
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            continue
+        if st.st_size > MAX_IMAGE:
+            files.append({"name": name, "size": st.st_size})
+            continue
+        if st.st_size > budget or len(files) >= 256:
+            return inline
+        data = read_same(path, st)
+        if data is None:
+            return inline
+        budget -= len(data)
+        files.append({"name": name, "size": len(data), "data": base64.b64encode(data).decode()})
+    inline["files"] = files
+    return inline
+
+
 def resident():
     """Wait for one request on the runner's socket, then run it like main()."""
-    global CAP, CONN
+    global CAP, CONN, MAX_IMAGE
     # Modules the operator asked to have ready (a warm container's point).
     for name in filter(None, os.environ.get("FORGE_PRELOAD", "").split(",")):
         try:
@@ -216,6 +286,7 @@ def resident():
     with CONN.makefile("rb") as f:
         req = json.loads(f.readline().decode("utf-8"))
     CAP = int(req.get("max_output") or CAP)
+    MAX_IMAGE = int(req.get("max_image") or 0)
     # Forget what start-up printed: the program's output starts here.
     for fd in (1, 2):
         try:

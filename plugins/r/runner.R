@@ -42,6 +42,8 @@ local({
     "my $env = <$d>; if (defined $env) { select($c); $| = 1; print $c $env; } close($c);"
   )
   CAP <- as.numeric(Sys.getenv("FORGE_MAX_OUTPUT", "1048576"))
+  MAX_IMAGE <- 0 # resident mode: images up to this size may go in the answer
+  INLINE_BUDGET <- 1048576 # what the answer carries besides the envelope (sdk/oneshot inlineAnswer)
   code <- NULL
   if (nzchar(CHAN)) {
     loadNamespace("jsonlite")
@@ -76,8 +78,51 @@ local({
     code <- req$code
     Encoding(code) <- "UTF-8"
     if (!is.null(req$max_output) && req$max_output > 0) CAP <- req$max_output
+    if (!is.null(req$max_image) && req$max_image > 0) MAX_IMAGE <- req$max_image
     # Forget what start-up printed: the program's output starts here.
     for (s in c("stdout", "stderr")) close(file(file.path(META, s), "w"))
+  }
+
+  # The program's output and the images it left, for the answer (sdk/oneshot
+  # "inlined"): the host then reads no file, which on Kubernetes is a round
+  # trip through the API server each. Within INLINE_BUDGET in all; a part
+  # that does not fit is left out and the host reads its files. An image
+  # over MAX_IMAGE is listed without data, as the host's read would skip
+  # it. Links and empty files are passed over (R cannot tell a FIFO from a
+  # file, and a FIFO is empty: reading one would wait).
+  inlined <- function() {
+    b64 <- function(x) gsub("\n", "", jsonlite::base64_enc(x), fixed = TRUE) # it breaks lines
+    budget <- INLINE_BUDGET
+    out <- list()
+    for (s in c("stdout", "stderr")) {
+      p <- file.path(META, s)
+      size <- file.size(p)
+      if (is.na(size) || size > budget || nzchar(Sys.readlink(p))) return(NULL)
+      data <- if (size > 0) readBin(p, "raw", size) else raw(0)
+      if (length(data) != size) return(NULL)
+      budget <- budget - size
+      out[[s]] <- b64(data)
+    }
+    inl <- list(output = out)
+    if (MAX_IMAGE <= 0) return(inl)
+    files <- list()
+    for (name in sort(list.files(OUT, all.files = TRUE, no.. = TRUE), method = "radix")) {
+      if (!grepl("[.](png|jpe?g|svg|gif)$", tolower(name))) next
+      p <- file.path(OUT, name)
+      info <- file.info(p)
+      if (is.na(info$size) || info$isdir || nzchar(Sys.readlink(p)) || info$size == 0) next
+      if (info$size > MAX_IMAGE) {
+        files[[length(files) + 1L]] <- list(name = name, size = info$size)
+        next
+      }
+      if (info$size > budget || length(files) >= 256L) return(inl)
+      data <- readBin(p, "raw", info$size)
+      if (length(data) != info$size) return(inl)
+      budget <- budget - info$size
+      files[[length(files) + 1L]] <- list(name = name, size = info$size, data = b64(data))
+    }
+    inl$files <- files
+    inl
   }
 
   result <- list(exit_code = 0L)
@@ -98,6 +143,8 @@ local({
         if (size > CAP) writeBin(readBin(p, "raw", CAP), p)
       }
     }
+    inl <- tryCatch(inlined(), error = function(e) NULL)
+    if (!is.null(inl)) result$inline <<- inl
     writeLines(as.character(jsonlite::toJSON(result, auto_unbox = TRUE, null = "null", digits = NA)), out)
     close(out)
   }

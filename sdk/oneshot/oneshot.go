@@ -64,12 +64,23 @@
 //     takes an accepted connection as "ready",
 //  3. accepts ONE connection, then closes and removes the socket (later
 //     connections find nothing),
-//  4. reads one line from it: {"code": "...", "max_output": N},
+//  4. reads one line from it: {"code": "...", "max_output": N,
+//     "max_image": M} (max_image may be absent: 0),
 //  5. empties its stdout and stderr files (start-up noise is not the
 //     program's), runs the code as above with N as the output cap,
 //  6. cuts the stdout and stderr files to N bytes (counting what they held
 //     in stdout_bytes and stderr_bytes), writes the envelope as ONE line
 //     on the connection, and exits.
+//
+// The envelope may carry "inline": {"output": {"stdout": B64, "stderr":
+// B64}, "files": [{"name": NAME, "size": BYTES, "data": B64}]}, what the
+// backend would otherwise read from the files (on Kubernetes each read is
+// a round trip through the API server): the stdout and stderr files whole,
+// and the image files in $FORGE_OUT (regular, non-empty), each listed with
+// its data when it is at most M bytes, without it when larger. Each part
+// is optional (absent: the backend reads those files); a runner leaves a
+// part out rather than exceed 1 MiB of data in all. The backend holds both
+// parts to the caps it applies to the files.
 //
 // The runner writes nothing before the request: the backend takes a
 // connection that ends or speaks while idle as a dead container.
@@ -234,6 +245,9 @@ type envelope struct {
 	StdoutBytes int64              `json:"stdout_bytes"`
 	StderrBytes int64              `json:"stderr_bytes"`
 	ExitCode    int                `json:"exit_code"`
+	// Inline: a resident runner's answer only (a cold run's result.json
+	// is a file the code can write); see inlined.
+	Inline *inlined `json:"inline"`
 }
 
 var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml", ".gif": "image/gif"}
@@ -295,6 +309,7 @@ func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (
 	for _, f := range meta {
 		var env2 envelope
 		if f.Name == "result.json" && !f.Skipped && json.Unmarshal(f.Data, &env2) == nil {
+			env2.Inline = nil // the code could have written it
 			o.env = &env2
 		}
 	}
@@ -348,6 +363,9 @@ type outcome struct {
 	stdout, stderr           []byte
 	stdoutTotal, stderrTotal int64
 	notices                  []string
+	outputRead               bool        // stdout and stderr came in the runner's answer
+	files                    []host.File // the output directory, when filesRead
+	filesRead                bool        // it came in the runner's answer
 }
 
 // finish turns an outcome into the result, the same for every path: cold,
@@ -398,7 +416,10 @@ func (b *Backend) finish(ctx context.Context, req backend.ExecuteRequest, id str
 	if res.Error == nil && res.ExitCode != 0 {
 		res.Error = &backend.ExecError{Name: "SystemExit", Message: fmt.Sprintf("exit code %d", res.ExitCode)}
 	}
-	files, _ := b.sb.ReadFiles(ctx, id, "out", maxImg, 4*maxImg)
+	files := o.files
+	if !o.filesRead {
+		files, _ = b.sb.ReadFiles(ctx, id, "out", maxImg, 4*maxImg)
+	}
 	for _, f := range files {
 		mime, ok := imageTypes[strings.ToLower(path.Ext(f.Name))]
 		if _, input := req.InputFiles[f.Name]; !ok || input {

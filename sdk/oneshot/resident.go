@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -169,6 +170,9 @@ var errNotDelivered = errors.New("the warm runner ended before it took the code"
 type request struct {
 	Code      string `json:"code"`
 	MaxOutput int64  `json:"max_output"`
+	// MaxImage: the runner may put images up to this size in its answer
+	// (see inlined); 0: it puts none.
+	MaxImage int64 `json:"max_image,omitempty"`
 }
 
 // sendTimeout bounds the write of a request: a runner that accepted but
@@ -312,7 +316,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		b.sb.Remove(bg, id)
 		return backend.ExecuteResult{}, errNotDelivered
 	}
-	if err := r.send(request{Code: req.Code, MaxOutput: maxOut}, 4*maxOut+(1<<20)); err != nil {
+	if err := r.send(request{Code: req.Code, MaxOutput: maxOut, MaxImage: maxImg}, 4*maxOut+(1<<20)+inlineAnswer); err != nil {
 		r.close()
 		b.sb.Remove(bg, id)
 		return backend.ExecuteResult{}, err
@@ -358,6 +362,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		if r.err == nil {
 			o.env = &r.env
 			o.w = host.WaitResult{ExitCode: r.env.ExitCode}
+			o.fromAnswer(maxOut, maxImg)
 			break
 		}
 		// The channel broke without an answer: the container's end says why.
@@ -386,8 +391,74 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		waited = true
 		return backend.ExecuteResult{}, ctx.Err()
 	}
-	b.readOutput(ctx, id, maxOut, &o)
+	if !o.outputRead {
+		b.readOutput(ctx, id, maxOut, &o)
+	}
 	return b.finish(ctx, req, id, o, maxImg, start), nil
+}
+
+// inlineAnswer is what the inlined part may add to an answer: the
+// runner's budget (1 MiB, in runner.py and runner.R) in base64, with room.
+const inlineAnswer = 2 << 20
+
+// inlined is what a resident runner may put in its answer besides the
+// envelope: the program's output and the images in the output directory,
+// when they are small. The files are then not read: on Kubernetes each
+// read is a round trip through the API server. Each part is absent when
+// the runner could not give it (a file descriptor the code replaced, more
+// than the budget): the files are read as before. It is the sandbox's word
+// like the files themselves, so it is held to the same caps.
+type inlined struct {
+	Output *struct {
+		Stdout []byte `json:"stdout"` // base64 in the JSON
+		Stderr []byte `json:"stderr"`
+	} `json:"output"`
+	Files *[]inlineFile `json:"files"`
+}
+
+type inlineFile struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	Data []byte `json:"data"` // absent: over max_image
+}
+
+// maxInlineFiles bounds the images one answer may list.
+const maxInlineFiles = 256
+
+// fromAnswer takes the output and the images from the runner's answer,
+// held to the caps ReadFiles applies (maxOut per stream; maxImg per
+// image, 4*maxImg in all). A part the answer lacks, or that is not what a
+// read of the files could give, is read from the files.
+func (o *outcome) fromAnswer(maxOut, maxImg int64) {
+	in := o.env.Inline
+	o.env.Inline = nil
+	if in == nil {
+		return
+	}
+	if out := in.Output; out != nil {
+		cut := func(b []byte) []byte { return b[:min(int64(len(b)), maxOut)] }
+		o.stdout, o.stderr = cut(out.Stdout), cut(out.Stderr)
+		o.stdoutTotal, o.stderrTotal = int64(len(out.Stdout)), int64(len(out.Stderr))
+		o.outputRead = true
+	}
+	if in.Files == nil || len(*in.Files) > maxInlineFiles {
+		return
+	}
+	files := []host.File{}
+	total := int64(0)
+	for _, f := range *in.Files {
+		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") || !utf8.ValidString(f.Name) || f.Size < int64(len(f.Data)) {
+			return // not what a listing of the directory gives
+		}
+		hf := host.File{Name: f.Name, Size: f.Size}
+		if f.Data == nil || f.Size > maxImg || total+f.Size > 4*maxImg {
+			hf.Skipped = true
+		} else {
+			hf.Data, total = f.Data, total+f.Size
+		}
+		files = append(files, hf)
+	}
+	o.files, o.filesRead = files, true
 }
 
 // readOutput reads the program's stdout and stderr files. The runner cuts

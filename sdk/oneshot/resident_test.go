@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +228,55 @@ func FuzzRunnerAnswer(f *testing.F) {
 			t.Fatalf("an envelope %+v from %q (limit %d)", env, data, limit)
 		}
 	})
+}
+
+// What a runner's answer carries is the sandbox's word: it is held to the
+// caps a read of the files applies, and a part that is not what a read
+// could give is read from the files instead.
+func TestFromAnswer(t *testing.T) {
+	t.Parallel()
+	const maxOut, maxImg = 4, 10
+	cases := []struct {
+		name                  string
+		inline                string
+		outputRead, filesRead bool
+		stdout                string
+		stdoutTotal           int64
+		files                 []host.File
+	}{
+		{"none", ``, false, false, "", 0, nil},
+		{"output only", `{"output": {"stdout": "aGk=", "stderr": ""}}`, true, false, "hi", 2, nil},
+		{"output over the cap", `{"output": {"stdout": "aGVsbG8gd29ybGQ="}, "files": []}`, true, true, "hell", 11, []host.File{}},
+		{"an image, one over its cap, one listed without data", `{"output": {}, "files": [{"name": "a.png", "size": 2, "data": "aGk="}, {"name": "b.png", "size": 11, "data": "aGVsbG8gd29ybGQ="}, {"name": "c.png", "size": 99}]}`, true, true, "", 0,
+			[]host.File{{Name: "a.png", Size: 2, Data: []byte("hi")}, {Name: "b.png", Size: 11, Skipped: true}, {Name: "c.png", Size: 99, Skipped: true}}},
+		{"past the total", `{"files": [{"name": "a.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "b.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "c.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "d.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "e.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}]}`, false, true, "", 0,
+			[]host.File{{Name: "a.png", Size: 10, Data: []byte("0123456789")}, {Name: "b.png", Size: 10, Data: []byte("0123456789")}, {Name: "c.png", Size: 10, Data: []byte("0123456789")}, {Name: "d.png", Size: 10, Data: []byte("0123456789")}, {Name: "e.png", Size: 10, Skipped: true}}},
+		{"a path for a name", `{"files": [{"name": "../x.png", "size": 2, "data": "aGk="}]}`, false, false, "", 0, nil},
+		{"a dot", `{"files": [{"name": "..", "size": 0}]}`, false, false, "", 0, nil},
+		{"a size below the data", `{"files": [{"name": "a.png", "size": 1, "data": "aGk="}]}`, false, false, "", 0, nil},
+		{"a NUL in a name", `{"files": [{"name": "a\u0000.png", "size": 0}]}`, false, false, "", 0, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			line := `{"exit_code": 0}`
+			if c.inline != "" {
+				line = `{"exit_code": 0, "inline": ` + c.inline + `}`
+			}
+			env, err := readEnvelope(bufio.NewReader(strings.NewReader(line+"\n")), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := outcome{env: &env}
+			o.fromAnswer(maxOut, maxImg)
+			if o.outputRead != c.outputRead || o.filesRead != c.filesRead || string(o.stdout) != c.stdout || o.stdoutTotal != c.stdoutTotal {
+				t.Fatalf("output %v %q (%d), files %v; want %v %q (%d), %v", o.outputRead, o.stdout, o.stdoutTotal, o.filesRead, c.outputRead, c.stdout, c.stdoutTotal, c.filesRead)
+			}
+			if !reflect.DeepEqual(o.files, c.files) {
+				t.Fatalf("files %+v; want %+v", o.files, c.files)
+			}
+			if env.Inline != nil {
+				t.Fatal("the inlined part is kept in the envelope")
+			}
+		})
+	}
 }
