@@ -242,7 +242,13 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), len(data), used))
 		}
 	}
-	s.Wrote() // before the write: an execute listing meanwhile does not keep the old state
+	// Before and after the write: an execute's listing taken meanwhile is
+	// not kept as the directory's state either way.
+	inOutput := strings.HasPrefix(clean, OutputDir+"/")
+	if inOutput {
+		s.Wrote()
+		defer s.Wrote()
+	}
 	if err := f.WriteFile(clean, data); err != nil {
 		if errors.Is(err, workspace.ErrNoSpace) {
 			e.checkFull(s, tool)

@@ -156,10 +156,7 @@ func (f SessionFS) List(rel string, max int) ([]workspace.Entry, bool, error) {
 // Snapshot implements engine.SessionFS.
 func (f SessionFS) Snapshot(rel string, max int) map[string]workspace.Stamp {
 	entries, _, err := f.List(rel, max)
-	if err != nil {
-		return map[string]workspace.Stamp{}
-	}
-	return workspace.SnapshotOf(entries)
+	return workspace.SnapshotResult(entries, err)
 }
 
 // RegularSize implements engine.CheckpointFS.

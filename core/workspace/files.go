@@ -459,10 +459,21 @@ type Stamp struct {
 // The stamps come from the walk's own fstatat: no file is opened.
 func (f *Files) Snapshot(rel string, max int) map[string]Stamp {
 	entries, _, err := f.List(rel, max)
-	if err != nil {
+	return SnapshotResult(entries, err)
+}
+
+// SnapshotResult is a snapshot from a listing's result: a directory that
+// is missing, or a link or file in its place, holds no files; any other
+// failure gives nil (not known), which an execute does not keep as the
+// directory's state.
+func SnapshotResult(entries []Entry, err error) map[string]Stamp {
+	switch {
+	case err == nil:
+		return SnapshotOf(entries)
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLink), errors.Is(err, ErrNotRegular), errors.Is(err, ErrPath):
 		return map[string]Stamp{}
 	}
-	return SnapshotOf(entries)
+	return nil
 }
 
 // Remove deletes one regular file or link beneath the root (never a

@@ -250,10 +250,12 @@ def inlined():
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             continue
+        if len(files) >= 256:  # sdk/oneshot maxInlineFiles
+            return inline
         if st.st_size > MAX_IMAGE:
             files.append({"name": name, "size": st.st_size})
             continue
-        if st.st_size > budget or len(files) >= 256:
+        if st.st_size > budget:
             return inline
         data = read_same(path, st)
         if data is None:

@@ -111,11 +111,12 @@ local({
       p <- file.path(OUT, name)
       info <- file.info(p)
       if (is.na(info$size) || info$isdir || nzchar(Sys.readlink(p)) || info$size == 0) next
+      if (length(files) >= 256L) return(inl) # sdk/oneshot maxInlineFiles
       if (info$size > MAX_IMAGE) {
         files[[length(files) + 1L]] <- list(name = name, size = info$size)
         next
       }
-      if (info$size > budget || length(files) >= 256L) return(inl)
+      if (info$size > budget) return(inl)
       data <- readBin(p, "raw", info$size)
       if (length(data) != info$size) return(inl)
       budget <- budget - info$size

@@ -362,7 +362,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		if r.err == nil {
 			o.env = &r.env
 			o.w = host.WaitResult{ExitCode: r.env.ExitCode}
-			o.fromAnswer(maxOut, maxImg)
+			o.fromAnswer(maxOut, maxImg, req.InputFiles)
 			break
 		}
 		// The channel broke without an answer: the container's end says why.
@@ -383,6 +383,7 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 		case <-r.answered:
 			if r.err == nil {
 				o.env = &r.env
+				o.fromAnswer(maxOut, maxImg, req.InputFiles)
 			}
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -428,8 +429,10 @@ const maxInlineFiles = 256
 // fromAnswer takes the output and the images from the runner's answer,
 // held to the caps ReadFiles applies (maxOut per stream; maxImg per
 // image, 4*maxImg in all). A part the answer lacks, or that is not what a
-// read of the files could give, is read from the files.
-func (o *outcome) fromAnswer(maxOut, maxImg int64) {
+// read of the files could give, is read from the files. The run's input
+// files are mounted where its images are: they are not its output, and
+// count toward nothing.
+func (o *outcome) fromAnswer(maxOut, maxImg int64, inputs map[string][]byte) {
 	in := o.env.Inline
 	o.env.Inline = nil
 	if in == nil {
@@ -449,6 +452,9 @@ func (o *outcome) fromAnswer(maxOut, maxImg int64) {
 	for _, f := range *in.Files {
 		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") || !utf8.ValidString(f.Name) || f.Size < int64(len(f.Data)) {
 			return // not what a listing of the directory gives
+		}
+		if _, input := inputs[f.Name]; input {
+			continue
 		}
 		hf := host.File{Name: f.Name, Size: f.Size}
 		if f.Data == nil || f.Size > maxImg || total+f.Size > 4*maxImg {

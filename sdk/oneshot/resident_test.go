@@ -251,6 +251,8 @@ func TestFromAnswer(t *testing.T) {
 			[]host.File{{Name: "a.png", Size: 2, Data: []byte("hi")}, {Name: "b.png", Size: 11, Skipped: true}, {Name: "c.png", Size: 99, Skipped: true}}},
 		{"past the total", `{"files": [{"name": "a.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "b.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "c.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "d.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "e.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}]}`, false, true, "", 0,
 			[]host.File{{Name: "a.png", Size: 10, Data: []byte("0123456789")}, {Name: "b.png", Size: 10, Data: []byte("0123456789")}, {Name: "c.png", Size: 10, Data: []byte("0123456789")}, {Name: "d.png", Size: 10, Data: []byte("0123456789")}, {Name: "e.png", Size: 10, Skipped: true}}},
+		{"an input image counts toward nothing", `{"files": [{"name": "in.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "a.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "b.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "c.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}, {"name": "d.png", "size": 10, "data": "MDEyMzQ1Njc4OQ=="}]}`, false, true, "", 0,
+			[]host.File{{Name: "a.png", Size: 10, Data: []byte("0123456789")}, {Name: "b.png", Size: 10, Data: []byte("0123456789")}, {Name: "c.png", Size: 10, Data: []byte("0123456789")}, {Name: "d.png", Size: 10, Data: []byte("0123456789")}}},
 		{"a path for a name", `{"files": [{"name": "../x.png", "size": 2, "data": "aGk="}]}`, false, false, "", 0, nil},
 		{"a dot", `{"files": [{"name": "..", "size": 0}]}`, false, false, "", 0, nil},
 		{"a size below the data", `{"files": [{"name": "a.png", "size": 1, "data": "aGk="}]}`, false, false, "", 0, nil},
@@ -267,7 +269,7 @@ func TestFromAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := outcome{env: &env}
-			o.fromAnswer(maxOut, maxImg)
+			o.fromAnswer(maxOut, maxImg, map[string][]byte{"in.png": []byte("x")})
 			if o.outputRead != c.outputRead || o.filesRead != c.filesRead || string(o.stdout) != c.stdout || o.stdoutTotal != c.stdoutTotal {
 				t.Fatalf("output %v %q (%d), files %v; want %v %q (%d), %v", o.outputRead, o.stdout, o.stdoutTotal, o.filesRead, c.outputRead, c.stdout, c.stdoutTotal, c.filesRead)
 			}
