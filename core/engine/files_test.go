@@ -138,18 +138,7 @@ func TestSessionOutputsBetweenCalls(t *testing.T) {
 		}
 		return backend.ExecuteResult{Success: true}, os.MkdirAll(out(req.SessionID), 0o755)
 	}
-	files := func(code string) string {
-		t.Helper()
-		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code, Client: "c1"})
-		if err != nil {
-			t.Fatalf("%s: %v", code, err)
-		}
-		var got []string
-		for _, f := range res.Files {
-			got = append(got, f.Path+"="+string(f.Data))
-		}
-		return strings.Join(got, " ")
-	}
+	files := func(code string) string { return r.outputsOf(t, code, true) }
 	internal := session.InternalID("c1", "s1")
 	steps := []struct {
 		name, code, want string

@@ -43,18 +43,7 @@ func TestUploadDuringTheLastListingIsNotOutput(t *testing.T) {
 	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 		return backend.ExecuteResult{Success: true}, os.MkdirAll(out(req.SessionID), 0o755)
 	}
-	files := func() string {
-		t.Helper()
-		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: "x = 1", Client: "c1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, f := range res.Files {
-			got = append(got, f.Path)
-		}
-		return strings.Join(got, " ")
-	}
+	files := func() string { return r.outputsOf(t, "x = 1", false) }
 	files() // the kernel and output/ exist
 	done := make(chan error, 1)
 	go func() {
@@ -113,18 +102,7 @@ func TestFailedListingIsNotKept(t *testing.T) {
 		}
 		return backend.ExecuteResult{Success: true}, nil
 	}
-	files := func(code string) string {
-		t.Helper()
-		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code, Client: "c1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, f := range res.Files {
-			got = append(got, f.Path)
-		}
-		return strings.Join(got, " ")
-	}
+	files := func(code string) string { return r.outputsOf(t, code, false) }
 	files("write")
 	files("flaky")
 	if got := files("noop"); got != "" {
@@ -140,20 +118,32 @@ func TestUploadElsewhereKeepsTheListing(t *testing.T) {
 	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 		return backend.ExecuteResult{Success: true}, os.MkdirAll(out(req.SessionID), 0o755)
 	}
-	exec := func() []OutputFile {
-		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: "1", Client: "c1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Files
-	}
-	exec()
+	r.outputsOf(t, "1", false)
 	// a background thread of the kernel writes, then the client uploads data
 	os.WriteFile(filepath.Join(out(session.InternalID("c1", "s1")), "b.csv"), []byte("2"), 0o644)
 	if _, err := r.e.UploadFile("c1", "s1", "data.csv", "x", "text"); err != nil {
 		t.Fatal(err)
 	}
-	if got := exec(); len(got) == 0 {
+	if got := r.outputsOf(t, "1", false); got != "output/b.csv" {
 		t.Error("output/b.csv, written by the kernel between the calls, is never returned")
 	}
+}
+
+// outputsOf runs code in c1's session s1 and returns the output files
+// the run returned: their paths, with "=" and the data when withData.
+func (r *rig) outputsOf(t *testing.T, code string, withData bool) string {
+	t.Helper()
+	res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code, Client: "c1"})
+	if err != nil {
+		t.Fatalf("%s: %v", code, err)
+	}
+	var got []string
+	for _, f := range res.Files {
+		if withData {
+			got = append(got, f.Path+"="+string(f.Data))
+		} else {
+			got = append(got, f.Path)
+		}
+	}
+	return strings.Join(got, " ")
 }

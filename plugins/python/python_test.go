@@ -177,27 +177,33 @@ func TestWarmLocal(t *testing.T) {
 	sdktest.RunBackend(t, b, Snippets)
 }
 
-// removalHost fails a read of a container that is already removed, and
-// reads slowly, so that a removal racing the read shows.
-type removalHost struct {
+// readsHost records the plugin's reads of a container's files; with
+// slow set it reads slowly, so that a removal racing the read shows, and
+// records reads of containers already removed.
+type readsHost struct {
 	*sdktest.LocalHost
+	slow    bool
 	mu      sync.Mutex
+	reads   []string
 	removed map[string]bool
 	late    []string
 }
 
-func (h *removalHost) Sandbox() host.Sandbox { return h }
+func (h *readsHost) Sandbox() host.Sandbox { return h }
 
-func (h *removalHost) Remove(ctx context.Context, id string) error {
+func (h *readsHost) Remove(ctx context.Context, id string) error {
 	h.mu.Lock()
 	h.removed[id] = true
 	h.mu.Unlock()
 	return h.LocalHost.Remove(ctx, id)
 }
 
-func (h *removalHost) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
-	time.Sleep(50 * time.Millisecond) // widens the window a removal could take
+func (h *readsHost) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
+	if h.slow {
+		time.Sleep(50 * time.Millisecond) // widens the window a removal could take
+	}
 	h.mu.Lock()
+	h.reads = append(h.reads, subdir)
 	if h.removed[id] {
 		h.late = append(h.late, subdir)
 	}
@@ -212,7 +218,7 @@ func TestOutputReadBeforeRemoval(t *testing.T) {
 		t.Skip("python3 not on PATH")
 	}
 	for _, warm := range []string{"0", "1"} {
-		h := &removalHost{LocalHost: sdktest.NewLocalHost(t.TempDir()), removed: map[string]bool{}}
+		h := &readsHost{LocalHost: sdktest.NewLocalHost(t.TempDir()), slow: true, removed: map[string]bool{}}
 		b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": `+warm+`}`))
 		for i := 0; i < 3; i++ {
 			r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "print('out')", Timeout: time.Minute})
@@ -227,22 +233,6 @@ func TestOutputReadBeforeRemoval(t *testing.T) {
 			t.Fatalf("warm=%s: read %v of removed containers", warm, late)
 		}
 	}
-}
-
-// readsHost counts the plugin's reads of a container's files.
-type readsHost struct {
-	*sdktest.LocalHost
-	mu    sync.Mutex
-	reads []string
-}
-
-func (h *readsHost) Sandbox() host.Sandbox { return h }
-
-func (h *readsHost) ReadFiles(ctx context.Context, id, subdir string, maxFile, maxTotal int64) ([]host.File, error) {
-	h.mu.Lock()
-	h.reads = append(h.reads, subdir)
-	h.mu.Unlock()
-	return h.LocalHost.ReadFiles(ctx, id, subdir, maxFile, maxTotal)
 }
 
 // A warm run's output and images come in the runner's answer: the plugin
@@ -266,7 +256,7 @@ func TestWarmAnswerCarriesOutput(t *testing.T) {
 		{"stdout replaced", "import os\nprint('before', flush=True)\nos.dup2(os.open('/dev/null', os.O_WRONLY), 1)\nprint('gone')", "before\n", "", 0, []string{"meta"}},
 		{"images over the budget", fmt.Sprintf(img, 150_000) + "print('big')", "big\n", "", 1_200_000, []string{"out"}},
 	}
-	h := &readsHost{LocalHost: sdktest.NewLocalHost(t.TempDir())}
+	h := &readsHost{LocalHost: sdktest.NewLocalHost(t.TempDir()), removed: map[string]bool{}}
 	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 1}`))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
