@@ -107,7 +107,11 @@ func (b *Backend) residentIntent(image string, req backend.ExecuteRequest) host.
 // is ready. The container is removed on any error except a *startError,
 // whose container the caller reports on and removes.
 func (b *Backend) startResident(ctx context.Context, in host.Intent) (*resident, error) {
-	ctr, err := b.sb.Create(ctx, in)
+	// The create is not cut short (a pool closing mid-refill): a reply lost
+	// to a cancel would leave a container made that nothing removes. The
+	// host bounds the call; a cancel then ends the start below, which
+	// removes the container.
+	ctr, err := b.sb.Create(context.WithoutCancel(ctx), in)
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,52 @@ type localCtr struct {
 	stdout    lockedBuffer
 	stderr    lockedBuffer
 	done      chan struct{}
+
+	// Its execs: Remove ends them and waits for them before the workspace
+	// goes, as removing a real container ends its execs; else one still
+	// writing there races the removal.
+	execMu sync.Mutex
+	gone   bool
+	execs  map[int]bool // process group ids
+	execWG sync.WaitGroup
+}
+
+var errRemoving = host.Errorf(host.KindNotFound, "the container is being removed")
+
+// startExec starts x as an exec of c, unless c is being removed.
+func (c *localCtr) startExec(x *exec.Cmd) error {
+	c.execMu.Lock()
+	defer c.execMu.Unlock()
+	if c.gone {
+		return errRemoving
+	}
+	if err := x.Start(); err != nil {
+		return err
+	}
+	if c.execs == nil {
+		c.execs = map[int]bool{}
+	}
+	c.execs[x.Process.Pid] = true
+	c.execWG.Add(1)
+	return nil
+}
+
+func (c *localCtr) execEnded(x *exec.Cmd) {
+	c.execMu.Lock()
+	delete(c.execs, x.Process.Pid)
+	c.execMu.Unlock()
+	c.execWG.Done()
+}
+
+// endExecs kills every exec of c and waits for them; none starts after.
+func (c *localCtr) endExecs() {
+	c.execMu.Lock()
+	c.gone = true
+	for pid := range c.execs {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	c.execMu.Unlock()
+	c.execWG.Wait()
 }
 
 type lockedBuffer struct {
@@ -135,7 +181,7 @@ func (c *localCtr) command(ctx context.Context, argv []string) *exec.Cmd {
 }
 
 // Create implements host.Sandbox.
-func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, error) {
+func (h *LocalHost) Create(ctx context.Context, in host.Intent) (host.Container, error) {
 	if len(in.Command) == 0 {
 		return host.Container{}, host.Errorf(host.KindInvalid, "no command")
 	}
@@ -184,6 +230,11 @@ func (h *LocalHost) Create(_ context.Context, in host.Intent) (host.Container, e
 		h.sessions[in.SessionID] = ws
 	}
 	h.mu.Unlock()
+	// As the core does: a caller gone meanwhile gets no container.
+	if err := ctx.Err(); err != nil {
+		h.Remove(context.WithoutCancel(ctx), id)
+		return host.Container{}, err
+	}
 	return host.Container{ID: id}, nil
 }
 
@@ -341,7 +392,8 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 	so := &streamWriter{name: host.Stdout, mu: &mu, out: req.Output}
 	se := &streamWriter{name: host.Stderr, mu: &mu, out: req.Output}
 	x.Stdout, x.Stderr = so, se
-	if err = x.Start(); err == nil {
+	if err = c.startExec(x); err == nil {
+		defer c.execEnded(x)
 		// The command ends with its container, as an exec does in a real one.
 		over := make(chan struct{})
 		go func() {
@@ -353,6 +405,9 @@ func (h *LocalHost) Exec(ctx context.Context, id string, req host.ExecRequest) (
 		}()
 		err = x.Wait()
 		close(over)
+	}
+	if errors.Is(err, errRemoving) {
+		return host.ExecResult{}, fmt.Errorf("exec in %s: %w", id, err)
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && x.ProcessState == nil {
@@ -418,6 +473,7 @@ func (h *LocalHost) Remove(_ context.Context, id string) error {
 		c.killGroup(syscall.SIGKILL)
 		<-c.done
 	}
+	c.endExecs()
 	if c.in.SessionID == "" {
 		os.RemoveAll(c.workspace)
 	}
