@@ -33,6 +33,7 @@ const (
 	ContainerRemove   = "container.remove"
 	ContainerExec     = "container.exec"
 	ContainerSignal   = "container.signal"
+	ContainerClamp    = "container.clamp" // a warm-up container held to its limits
 	WorkspaceWrite    = "workspace.write"
 	ChannelOpen       = "channel.open"
 	ContainerReap     = "container.reconcile"

@@ -220,7 +220,8 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, err
 	}
 	rt := withHostGaps(cfg, raw, fsq, m.bound)
-	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw)})
+	cpu, _ := raw.(sandbox.CPUUpdater) // Podman; a pod's quota stays as created
+	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw), CPU: cpu})
 	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {
 		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)

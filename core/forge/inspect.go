@@ -78,6 +78,7 @@ func (noSandbox) GetFile(context.Context, string, string, int64) ([]byte, error)
 	return nil, refused()
 }
 func (noSandbox) RemoveWorkspace(context.Context, string) error { return refused() }
+func (noSandbox) Clamp(context.Context, string) error           { return refused() }
 func (noSandbox) Dial(context.Context, string, string) (net.Conn, error) {
 	return nil, refused()
 }

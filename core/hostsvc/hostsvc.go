@@ -146,6 +146,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
 		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, WorkspacePath: w.Path, Plugin: h.plugin,
+		WarmUp: in.WarmUp,
 	})
 	if err != nil {
 		cleanup()
@@ -186,6 +187,11 @@ func asHostErr(err error) error {
 		return host.Errorf(host.KindUnavailable, "%v", err)
 	}
 	return host.Errorf(host.KindInternal, "%v", err)
+}
+
+// Clamp implements host.Sandbox.
+func (h *Host) Clamp(ctx context.Context, id string) error {
+	return wrap(h.m.Clamp(ctx, h.plugin, id))
 }
 
 // Start implements host.Sandbox.

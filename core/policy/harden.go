@@ -25,6 +25,9 @@ type Intent struct {
 	WorkspacePath string
 	Plugin        string
 	Instance      string
+	// WarmUp: a CPU allowance until the plugin clamps the container
+	// (host.Intent.WarmUp); the manager grants it, not Harden.
+	WarmUp bool
 }
 
 // Harden turns an intent into a full spec with every required setting, then

@@ -82,6 +82,7 @@ type Manager struct {
 	instance string
 	server   string
 	remote   runtime.RemoteWorkspace
+	cpu      CPUUpdater
 
 	mu       sync.Mutex
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
@@ -90,6 +91,7 @@ type Manager struct {
 	pending  map[string]string             // container id → plugin, whose removal failed and is retried
 	runs     map[string]*runContainers     // run id → its containers not yet removed
 	runOf    map[string]string             // container id → the run it serves
+	warm     map[string]*warmUp            // container id → its warm-up, until clamped (warmup.go)
 	kick     chan struct{}                 // wakes the removal retrier
 	stop     chan struct{}                 // ends it
 	stopOnce sync.Once
@@ -115,16 +117,19 @@ type Options struct {
 	// Remote is the runtime's way to the workspaces of its sandboxes when
 	// they do not live in the core's directory (Kubernetes); nil: they do.
 	Remote runtime.RemoteWorkspace
+	// CPU lowers a warm-up container's CPU quota to its limit (warmup.go);
+	// nil: no warm-up allowance is given.
+	CPU CPUUpdater
 }
 
 // New returns a manager over rt.
 func New(rt Engine, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
-		instance: o.Instance, server: o.ServerID, remote: o.Remote,
+		instance: o.Instance, server: o.ServerID, remote: o.Remote, cpu: o.CPU,
 		limits: map[string]runtime.Limits{}, verdicts: map[string]runtime.OOMVerdict{},
 		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
-		runs: map[string]*runContainers{}, runOf: map[string]string{},
+		runs: map[string]*runContainers{}, runOf: map[string]string{}, warm: map[string]*warmUp{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	if m.server == "" {
@@ -202,9 +207,17 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	if err := m.confine(ctx, &spec); err != nil {
 		return "", err
 	}
+	clampTo := int64(0)
+	if in.WarmUp {
+		clampTo = m.allowWarmUp(&spec)
+	}
 	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "plugin": in.Plugin, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
 		"network": spec.Network, "mounts": len(spec.Mounts)}
+	if clampTo > 0 {
+		// What the container is held to from Clamp on; the allowance before.
+		details["cpu_quota"], details["warm_up_cpu_quota"] = clampTo, spec.Limits.CPUQuota
+	}
 	if len(waived) > 0 {
 		details["waived"] = gapNames(waived)
 	}
@@ -226,6 +239,10 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	details["container_id"] = id
 	m.tracked.Add(id, in.Plugin)
+	if clampTo > 0 {
+		m.startWarmUp(in.Plugin, id, clampTo)
+		spec.Limits.CPUQuota = clampTo
+	}
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
 	m.scrub[id] = secrets
@@ -504,6 +521,7 @@ func (m *Manager) forget(id string) {
 	delete(m.verdicts, id)
 	delete(m.scrub, id)
 	delete(m.pending, id)
+	m.dropWarmUpLocked(id)
 	if r, ok := m.runOf[id]; ok {
 		delete(m.runOf, id)
 		if rc := m.runs[r]; rc != nil {

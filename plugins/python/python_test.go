@@ -140,7 +140,8 @@ func TestWarmLocal(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not on PATH")
 	}
-	b := sdktest.Serve(t, Info, New, sdktest.NewLocalHost(t.TempDir()), []byte(`{"warm": 1}`))
+	h := sdktest.NewLocalHost(t.TempDir())
+	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 1}`))
 	pool := func() backend.WarmPool {
 		st, err := b.(backend.StatsReporter).Stats(context.Background())
 		if err != nil || st.WarmPool == nil {
@@ -173,6 +174,11 @@ func TestWarmLocal(t *testing.T) {
 			t.Fatalf("process %s served two runs", r.ResultJSON)
 		}
 		pids[r.ResultJSON] = true
+	}
+	// Each warm container warmed up beyond its limits and was clamped
+	// before the code was sent to it.
+	if early, clamps := h.WarmUpViolations(); len(early) > 0 || clamps < 3 {
+		t.Fatalf("code sent before the clamp to %v; %d clamps for 3 warm runs", early, clamps)
 	}
 	sdktest.RunBackend(t, b, Snippets)
 }

@@ -48,7 +48,18 @@ type Intent struct {
 	// Endpoints are the unix sockets the container will listen on, which
 	// the plugin reaches through Sandbox.Dial.
 	Endpoints []Endpoint
+	// WarmUp: the container starts with a CPU allowance beyond its limits
+	// (the host's cores), so a pooled runner or kernel warms up fast, and
+	// is held to its limits from Sandbox.Clamp on. The core clamps it
+	// anyway WarmUpLimit after its creation. A runtime that cannot change
+	// limits live ignores it: the container has its limits from the start.
+	// No user code may reach the container before Clamp returns.
+	WarmUp bool
 }
+
+// WarmUpLimit is how long after its creation a WarmUp container keeps its
+// larger allowance at most: then the core clamps it, Clamp or not.
+const WarmUpLimit = 30 * time.Second
 
 // Endpoint is a unix socket a sandbox listens on, reached only through Dial.
 type Endpoint struct {
@@ -195,6 +206,11 @@ type Sandbox interface {
 	// KindUnavailable: nothing listens there yet (retry). The connection
 	// supports deadlines and half-close (CloseWrite).
 	Dial(ctx context.Context, id, endpoint string) (net.Conn, error)
+	// Clamp holds a container created with Intent.WarmUp to its limits;
+	// when it returns nil they hold. Clamping a container created without
+	// WarmUp, or again, does nothing. An error: the container could not be
+	// held to its limits and was removed.
+	Clamp(ctx context.Context, id string) error
 }
 
 // Event is an audit record a plugin adds to the core's log.

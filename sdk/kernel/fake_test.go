@@ -423,6 +423,8 @@ func (h *fakeHost) GetFile(context.Context, string, string, int64) ([]byte, erro
 	return nil, nil
 }
 
+func (h *fakeHost) Clamp(context.Context, string) error { return nil }
+
 func (h *fakeHost) RemoveWorkspace(_ context.Context, sessionID string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

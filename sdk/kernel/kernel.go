@@ -177,7 +177,7 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	s := b.take(ctx, req)
 	var err error
 	if s == nil {
-		s, err = b.open(ctx, req)
+		s, err = b.open(ctx, req, false)
 	}
 	b.mu.Lock()
 	if err != nil {
@@ -192,7 +192,10 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	return backend.SessionInfo{SessionID: s.id, ContainerID: s.ctr, Language: b.spec.Language, WorkspaceID: s.workspace}, nil
 }
 
-func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*session, error) {
+// open starts a kernel for req. warmUp: for the pool, started beyond its
+// limits (host.Intent.WarmUp) and clamped once it answers, before any code
+// of a session can reach it.
+func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest, warmUp bool) (*session, error) {
 	conn := jupyter.NewConnection(kernelDir + "/k")
 	connJSON, err := json.Marshal(conn)
 	// A fresh socket directory for every kernel start: files the previous
@@ -227,6 +230,7 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		Labels:     map[string]string{"kind": "session"},
 		ToolsGrant: req.ToolsGrant,
 		Endpoints:  kernelEndpoints(conn),
+		WarmUp:     warmUp,
 	})
 	if err != nil {
 		return nil, err
@@ -261,6 +265,12 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest) (*se
 		case d := <-ch:
 			if d.err != nil {
 				return fail(fmt.Errorf("the %s kernel did not start: %w", b.spec.Language, d.err))
+			}
+			if warmUp {
+				if err := b.sb.Clamp(ctx, ctr.ID); err != nil {
+					d.c.Close()
+					return fail(fmt.Errorf("hold the warm kernel's container to its limits: %w", err))
+				}
 			}
 			return &session{id: req.SessionID, ctr: ctr.ID, client: d.c}, nil
 		case <-tick.C:

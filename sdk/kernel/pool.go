@@ -85,7 +85,7 @@ func (b *Backend) startWarm() {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	start := time.Now()
-	s, err := b.open(ctx, backend.OpenSessionRequest{SessionID: id})
+	s, err := b.open(ctx, backend.OpenSessionRequest{SessionID: id}, true)
 	b.mu.Lock()
 	p := &b.pool
 	p.starting--

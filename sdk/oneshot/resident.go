@@ -552,6 +552,10 @@ func (b *Backend) startPool() error {
 	key := poolKey(b.cfg.Image, "", nil)
 	intent := b.residentIntent(b.cfg.Image, backend.ExecuteRequest{Timeout: life})
 	intent.Labels = map[string]string{"warm": "true"}
+	// The runner's start (interpreter, imports) is not the user's: it runs
+	// on the host's cores, and the container is clamped to its limits
+	// before it joins the pool, so no code ever runs beyond them.
+	intent.WarmUp = true
 	lifetime := life
 	if lifetime <= 0 {
 		lifetime = time.Duration(b.cfg.DefaultTimeout) * time.Second
@@ -565,6 +569,13 @@ func (b *Backend) startPool() error {
 			var se *startError
 			if errors.As(err, &se) {
 				b.sb.Remove(context.WithoutCancel(ctx), se.ctr.ID)
+			}
+			if err == nil {
+				if err = b.sb.Clamp(ctx, r.ctr.ID); err != nil {
+					r.close()
+					b.sb.Remove(context.WithoutCancel(ctx), r.ctr.ID)
+					return nil, fmt.Errorf("hold the warm container to its limits: %w", err)
+				}
 			}
 			return r, err
 		},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -84,6 +86,14 @@ func TestWarmRunsBehaveAsCold(t *testing.T) {
 		{"r plot", "r", "plot(1:10)", 0, func(o out, res *mcp.CallToolResult) string {
 			return fmt.Sprintf("%v %d", o.Success, pngCount(res))
 		}},
+		// A warm container warms up beyond its CPU limit; the code sees only
+		// the limit (cgroup v1 here, v2 elsewhere).
+		{"python cpu quota", "python", cpuQuotaPython, 0, func(o out, _ *mcp.CallToolResult) string {
+			return fmt.Sprintf("%v %s", o.Success, o.Result)
+		}},
+		{"r cpu quota", "r", cpuQuotaR, 0, func(o out, _ *mcp.CallToolResult) string {
+			return fmt.Sprintf("%v %s", o.Success, o.Result)
+		}},
 	}
 	got := map[string]map[string]string{}
 	for _, mode := range []string{"cold", "warm"} {
@@ -93,6 +103,9 @@ func TestWarmRunsBehaveAsCold(t *testing.T) {
 				cfg = coldConfig
 			}
 			s := testenv.StartServer(t, cfg)
+			if mode == "warm" {
+				t.Cleanup(func() { checkWarmUpClamped(t, s.AuditLog) })
+			}
 			got[mode] = map[string]string{}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
@@ -137,9 +150,46 @@ func TestWarmRunsBehaveAsCold(t *testing.T) {
 		"r print and value":                `true "to stdout\n" "to stderr\n" "42"`,
 		"python runtime error":             `ZeroDivisionError line 2 "division by zero" stderr-has-traceback=true`,
 		"python output cap and subprocess": "true",
+		"python cpu quota":                 `true "50000"`,
+		"r cpu quota":                      `true "50000"`,
 	} {
 		if g := got["warm"][name]; !strings.HasPrefix(g, want) {
 			t.Errorf("%s: got %s, want %s...", name, g, want)
+		}
+	}
+}
+
+const cpuQuotaPython = `import os
+p = '/sys/fs/cgroup/cpu.max'
+open(p).read().split()[0] if os.path.exists(p) else open('/sys/fs/cgroup/cpu/cpu.cfs_quota_us').read().strip()`
+
+const cpuQuotaR = `p <- '/sys/fs/cgroup/cpu.max'
+if (file.exists(p)) strsplit(readLines(p), ' ')[[1]][1] else readLines('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')`
+
+// checkWarmUpClamped: warm containers were created with an allowance above
+// their CPU limit (on a host of more than one core) and each was clamped
+// to the limit, by its plugin, before it served code.
+func checkWarmUpClamped(t *testing.T, auditLog string) {
+	t.Helper()
+	allowed, clamped := map[string]bool{}, map[string]bool{}
+	for _, e := range auditEntries(t, auditLog) {
+		id, _ := e.Details["container_id"].(string)
+		switch {
+		case e.Event == audit.ContainerCreate && e.Details["warm_up_cpu_quota"] != nil:
+			if q, _ := e.Details["warm_up_cpu_quota"].(float64); q <= e.Details["cpu_quota"].(float64) {
+				t.Errorf("warm-up allowance %v not above the limit %v", q, e.Details["cpu_quota"])
+			}
+			allowed[id] = true
+		case e.Event == audit.ContainerClamp && e.Success && e.Details["reason"] == nil:
+			clamped[id] = true
+		}
+	}
+	if runtime.NumCPU() > 1 && len(allowed) == 0 {
+		t.Errorf("no warm container was given a warm-up allowance")
+	}
+	for id := range allowed {
+		if !clamped[id] {
+			t.Errorf("warm container %s was not clamped by its plugin", id)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/bindings/system"
+	"github.com/containers/podman/v5/pkg/domain/entities/types"
 	"github.com/containers/podman/v5/pkg/errorhandling"
 	"github.com/containers/podman/v5/pkg/specgen"
 	dockerContainer "github.com/docker/docker/api/types/container"
@@ -659,4 +660,17 @@ func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, boo
 		info.Created = *data.Created
 	}
 	return info, true, nil
+}
+
+// UpdateCPU sets a running container's CPU quota (µs per 100 ms), in
+// place: the cgroup holds it when the call returns.
+func (c *Client) UpdateCPU(ctx context.Context, id string, quota int64) error {
+	cx, cancel, err := c.op(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	period := uint64(100000)
+	_, err = containers.Update(cx, &types.ContainerUpdateOptions{NameOrID: id, Resources: &spec.LinuxResources{CPU: &spec.LinuxCPU{Quota: &quota, Period: &period}}})
+	return c.fail(id, "podman update", err)
 }

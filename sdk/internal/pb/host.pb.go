@@ -155,7 +155,10 @@ type CreateRequest struct {
 	ToolsGrant string `protobuf:"bytes,14,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
 	// Unix sockets the container listens on, which the plugin reaches only
 	// through Dial (by name, never by path).
-	Endpoints     []*Endpoint `protobuf:"bytes,15,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Endpoints []*Endpoint `protobuf:"bytes,15,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// warm_up: a CPU allowance beyond the limits until Clamp (or the core's
+	// own clamp 30 s after creation); no user code before Clamp returns.
+	WarmUp        bool `protobuf:"varint,16,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +296,13 @@ func (x *CreateRequest) GetEndpoints() []*Endpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *CreateRequest) GetWarmUp() bool {
+	if x != nil {
+		return x.WarmUp
+	}
+	return false
 }
 
 // Endpoint is a unix socket a sandbox listens on.
@@ -1697,6 +1707,86 @@ func (x *RemoveWorkspaceRequest) GetSessionId() string {
 	return ""
 }
 
+type ClampRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClampRequest) Reset() {
+	*x = ClampRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClampRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClampRequest) ProtoMessage() {}
+
+func (x *ClampRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClampRequest.ProtoReflect.Descriptor instead.
+func (*ClampRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ClampRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+type ClampResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClampResponse) Reset() {
+	*x = ClampResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClampResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClampResponse) ProtoMessage() {}
+
+func (x *ClampResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClampResponse.ProtoReflect.Descriptor instead.
+func (*ClampResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{28}
+}
+
 type StopRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -1707,7 +1797,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[27]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1809,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[27]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1822,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{27}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StopRequest) GetContainerId() string {
@@ -1757,7 +1847,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[28]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1859,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[28]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1872,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{28}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{30}
 }
 
 type RemoveWorkspaceResponse struct {
@@ -1793,7 +1883,7 @@ type RemoveWorkspaceResponse struct {
 
 func (x *RemoveWorkspaceResponse) Reset() {
 	*x = RemoveWorkspaceResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1895,7 @@ func (x *RemoveWorkspaceResponse) String() string {
 func (*RemoveWorkspaceResponse) ProtoMessage() {}
 
 func (x *RemoveWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1908,7 @@ func (x *RemoveWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*RemoveWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{29}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{31}
 }
 
 type ReadFilesRequest struct {
@@ -1833,7 +1923,7 @@ type ReadFilesRequest struct {
 
 func (x *ReadFilesRequest) Reset() {
 	*x = ReadFilesRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1935,7 @@ func (x *ReadFilesRequest) String() string {
 func (*ReadFilesRequest) ProtoMessage() {}
 
 func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1948,7 @@ func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFilesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{30}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadFilesRequest) GetContainerId() string {
@@ -1901,7 +1991,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2003,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2016,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{31}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *File) GetName() string {
@@ -1966,7 +2056,7 @@ type ReadFilesResponse struct {
 
 func (x *ReadFilesResponse) Reset() {
 	*x = ReadFilesResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2068,7 @@ func (x *ReadFilesResponse) String() string {
 func (*ReadFilesResponse) ProtoMessage() {}
 
 func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2081,7 @@ func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFilesResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{32}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadFilesResponse) GetFiles() []*File {
@@ -2009,7 +2099,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2111,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2124,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{33}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{35}
 }
 
 // DialRequest is one message of Dial's stream from the plugin: the first
@@ -2053,7 +2143,7 @@ type DialRequest struct {
 
 func (x *DialRequest) Reset() {
 	*x = DialRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2155,7 @@ func (x *DialRequest) String() string {
 func (*DialRequest) ProtoMessage() {}
 
 func (x *DialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2168,7 @@ func (x *DialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRequest.ProtoReflect.Descriptor instead.
 func (*DialRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{34}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DialRequest) GetKind() isDialRequest_Kind {
@@ -2137,7 +2227,7 @@ type DialOpen struct {
 
 func (x *DialOpen) Reset() {
 	*x = DialOpen{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2239,7 @@ func (x *DialOpen) String() string {
 func (*DialOpen) ProtoMessage() {}
 
 func (x *DialOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2252,7 @@ func (x *DialOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialOpen.ProtoReflect.Descriptor instead.
 func (*DialOpen) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{35}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DialOpen) GetContainerId() string {
@@ -2203,7 +2293,7 @@ type DialResponse struct {
 
 func (x *DialResponse) Reset() {
 	*x = DialResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2305,7 @@ func (x *DialResponse) String() string {
 func (*DialResponse) ProtoMessage() {}
 
 func (x *DialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2318,7 @@ func (x *DialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialResponse.ProtoReflect.Descriptor instead.
 func (*DialResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{36}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DialResponse) GetKind() isDialResponse_Kind {
@@ -2299,7 +2389,7 @@ type DialOpened struct {
 
 func (x *DialOpened) Reset() {
 	*x = DialOpened{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2401,7 @@ func (x *DialOpened) String() string {
 func (*DialOpened) ProtoMessage() {}
 
 func (x *DialOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2414,7 @@ func (x *DialOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialOpened.ProtoReflect.Descriptor instead.
 func (*DialOpened) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{37}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DialOpened) GetFdNonce() []byte {
@@ -2342,7 +2432,7 @@ type DialClosed struct {
 
 func (x *DialClosed) Reset() {
 	*x = DialClosed{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2444,7 @@ func (x *DialClosed) String() string {
 func (*DialClosed) ProtoMessage() {}
 
 func (x *DialClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2457,7 @@ func (x *DialClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialClosed.ProtoReflect.Descriptor instead.
 func (*DialClosed) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{38}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{40}
 }
 
 // RecordRequest is one audit record (v1: AuditEvent).
@@ -2385,7 +2475,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2487,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2500,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{39}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RecordRequest) GetEvent() string {
@@ -2463,7 +2553,7 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\x0eWorkspaceMount\x12\x16\n" +
 	"\x06subdir\x18\x01 \x01(\tR\x06subdir\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x8b\x06\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xa4\x06\n" +
 	"\rCreateRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x129\n" +
@@ -2483,7 +2573,8 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"codeSha256\x12\x1f\n" +
 	"\vtools_grant\x18\x0e \x01(\tR\n" +
 	"toolsGrant\x127\n" +
-	"\tendpoints\x18\x0f \x03(\v2\x19.forge.plugin.v2.EndpointR\tendpoints\x1a6\n" +
+	"\tendpoints\x18\x0f \x03(\v2\x19.forge.plugin.v2.EndpointR\tendpoints\x12\x17\n" +
+	"\awarm_up\x18\x10 \x01(\bR\x06warmUp\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +
@@ -2589,7 +2680,10 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"7\n" +
 	"\x16RemoveWorkspaceRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"K\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"1\n" +
+	"\fClampRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"\x0f\n" +
+	"\rClampResponse\"K\n" +
 	"\vStopRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x19\n" +
 	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"\x0e\n" +
@@ -2638,7 +2732,7 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\vSignalScope\x12\x1c\n" +
 	"\x18SIGNAL_SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SIGNAL_SCOPE_INIT\x10\x01\x12\x14\n" +
-	"\x10SIGNAL_SCOPE_ALL\x10\x022\x8d\t\n" +
+	"\x10SIGNAL_SCOPE_ALL\x10\x022\xd5\t\n" +
 	"\x0eSandboxService\x12I\n" +
 	"\x06Create\x12\x1e.forge.plugin.v2.CreateRequest\x1a\x1f.forge.plugin.v2.CreateResponse\x12F\n" +
 	"\x05Start\x12\x1d.forge.plugin.v2.StartRequest\x1a\x1e.forge.plugin.v2.StartResponse\x12C\n" +
@@ -2654,7 +2748,8 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"ExecStream\x12\".forge.plugin.v2.ExecStreamRequest\x1a#.forge.plugin.v2.ExecStreamResponse0\x01\x12L\n" +
 	"\aPutFile\x12\x1f.forge.plugin.v2.PutFileRequest\x1a .forge.plugin.v2.PutFileResponse\x12L\n" +
 	"\aGetFile\x12\x1f.forge.plugin.v2.GetFileRequest\x1a .forge.plugin.v2.GetFileResponse\x12d\n" +
-	"\x0fRemoveWorkspace\x12'.forge.plugin.v2.RemoveWorkspaceRequest\x1a(.forge.plugin.v2.RemoveWorkspaceResponse\x12G\n" +
+	"\x0fRemoveWorkspace\x12'.forge.plugin.v2.RemoveWorkspaceRequest\x1a(.forge.plugin.v2.RemoveWorkspaceResponse\x12F\n" +
+	"\x05Clamp\x12\x1d.forge.plugin.v2.ClampRequest\x1a\x1e.forge.plugin.v2.ClampResponse\x12G\n" +
 	"\x04Dial\x12\x1c.forge.plugin.v2.DialRequest\x1a\x1d.forge.plugin.v2.DialResponse(\x010\x012Y\n" +
 	"\fAuditService\x12I\n" +
 	"\x06Record\x12\x1e.forge.plugin.v2.RecordRequest\x1a\x1f.forge.plugin.v2.RecordResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
@@ -2672,7 +2767,7 @@ func file_forge_plugin_v2_host_proto_rawDescGZIP() []byte {
 }
 
 var file_forge_plugin_v2_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_forge_plugin_v2_host_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_forge_plugin_v2_host_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_forge_plugin_v2_host_proto_goTypes = []any{
 	(SignalScope)(0),                // 0: forge.plugin.v2.SignalScope
 	(*WorkspaceMount)(nil),          // 1: forge.plugin.v2.WorkspaceMount
@@ -2702,41 +2797,43 @@ var file_forge_plugin_v2_host_proto_goTypes = []any{
 	(*GetFileRequest)(nil),          // 25: forge.plugin.v2.GetFileRequest
 	(*GetFileResponse)(nil),         // 26: forge.plugin.v2.GetFileResponse
 	(*RemoveWorkspaceRequest)(nil),  // 27: forge.plugin.v2.RemoveWorkspaceRequest
-	(*StopRequest)(nil),             // 28: forge.plugin.v2.StopRequest
-	(*StopResponse)(nil),            // 29: forge.plugin.v2.StopResponse
-	(*RemoveWorkspaceResponse)(nil), // 30: forge.plugin.v2.RemoveWorkspaceResponse
-	(*ReadFilesRequest)(nil),        // 31: forge.plugin.v2.ReadFilesRequest
-	(*File)(nil),                    // 32: forge.plugin.v2.File
-	(*ReadFilesResponse)(nil),       // 33: forge.plugin.v2.ReadFilesResponse
-	(*RecordResponse)(nil),          // 34: forge.plugin.v2.RecordResponse
-	(*DialRequest)(nil),             // 35: forge.plugin.v2.DialRequest
-	(*DialOpen)(nil),                // 36: forge.plugin.v2.DialOpen
-	(*DialResponse)(nil),            // 37: forge.plugin.v2.DialResponse
-	(*DialOpened)(nil),              // 38: forge.plugin.v2.DialOpened
-	(*DialClosed)(nil),              // 39: forge.plugin.v2.DialClosed
-	(*RecordRequest)(nil),           // 40: forge.plugin.v2.RecordRequest
-	nil,                             // 41: forge.plugin.v2.CreateRequest.EnvEntry
-	nil,                             // 42: forge.plugin.v2.CreateRequest.FilesEntry
-	nil,                             // 43: forge.plugin.v2.CreateRequest.LabelsEntry
-	nil,                             // 44: forge.plugin.v2.ExecRequest.EnvEntry
-	nil,                             // 45: forge.plugin.v2.ExecStreamRequest.EnvEntry
+	(*ClampRequest)(nil),            // 28: forge.plugin.v2.ClampRequest
+	(*ClampResponse)(nil),           // 29: forge.plugin.v2.ClampResponse
+	(*StopRequest)(nil),             // 30: forge.plugin.v2.StopRequest
+	(*StopResponse)(nil),            // 31: forge.plugin.v2.StopResponse
+	(*RemoveWorkspaceResponse)(nil), // 32: forge.plugin.v2.RemoveWorkspaceResponse
+	(*ReadFilesRequest)(nil),        // 33: forge.plugin.v2.ReadFilesRequest
+	(*File)(nil),                    // 34: forge.plugin.v2.File
+	(*ReadFilesResponse)(nil),       // 35: forge.plugin.v2.ReadFilesResponse
+	(*RecordResponse)(nil),          // 36: forge.plugin.v2.RecordResponse
+	(*DialRequest)(nil),             // 37: forge.plugin.v2.DialRequest
+	(*DialOpen)(nil),                // 38: forge.plugin.v2.DialOpen
+	(*DialResponse)(nil),            // 39: forge.plugin.v2.DialResponse
+	(*DialOpened)(nil),              // 40: forge.plugin.v2.DialOpened
+	(*DialClosed)(nil),              // 41: forge.plugin.v2.DialClosed
+	(*RecordRequest)(nil),           // 42: forge.plugin.v2.RecordRequest
+	nil,                             // 43: forge.plugin.v2.CreateRequest.EnvEntry
+	nil,                             // 44: forge.plugin.v2.CreateRequest.FilesEntry
+	nil,                             // 45: forge.plugin.v2.CreateRequest.LabelsEntry
+	nil,                             // 46: forge.plugin.v2.ExecRequest.EnvEntry
+	nil,                             // 47: forge.plugin.v2.ExecStreamRequest.EnvEntry
 }
 var file_forge_plugin_v2_host_proto_depIdxs = []int32{
-	41, // 0: forge.plugin.v2.CreateRequest.env:type_name -> forge.plugin.v2.CreateRequest.EnvEntry
+	43, // 0: forge.plugin.v2.CreateRequest.env:type_name -> forge.plugin.v2.CreateRequest.EnvEntry
 	1,  // 1: forge.plugin.v2.CreateRequest.mounts:type_name -> forge.plugin.v2.WorkspaceMount
-	42, // 2: forge.plugin.v2.CreateRequest.files:type_name -> forge.plugin.v2.CreateRequest.FilesEntry
-	43, // 3: forge.plugin.v2.CreateRequest.labels:type_name -> forge.plugin.v2.CreateRequest.LabelsEntry
+	44, // 2: forge.plugin.v2.CreateRequest.files:type_name -> forge.plugin.v2.CreateRequest.FilesEntry
+	45, // 3: forge.plugin.v2.CreateRequest.labels:type_name -> forge.plugin.v2.CreateRequest.LabelsEntry
 	3,  // 4: forge.plugin.v2.CreateRequest.endpoints:type_name -> forge.plugin.v2.Endpoint
-	44, // 5: forge.plugin.v2.ExecRequest.env:type_name -> forge.plugin.v2.ExecRequest.EnvEntry
-	45, // 6: forge.plugin.v2.ExecStreamRequest.env:type_name -> forge.plugin.v2.ExecStreamRequest.EnvEntry
+	46, // 5: forge.plugin.v2.ExecRequest.env:type_name -> forge.plugin.v2.ExecRequest.EnvEntry
+	47, // 6: forge.plugin.v2.ExecStreamRequest.env:type_name -> forge.plugin.v2.ExecStreamRequest.EnvEntry
 	14, // 7: forge.plugin.v2.ExecResponse.output:type_name -> forge.plugin.v2.Output
 	19, // 8: forge.plugin.v2.ExecStreamResponse.chunk:type_name -> forge.plugin.v2.OutputChunk
 	18, // 9: forge.plugin.v2.ExecStreamResponse.result:type_name -> forge.plugin.v2.ExecResponse
 	0,  // 10: forge.plugin.v2.SignalRequest.scope:type_name -> forge.plugin.v2.SignalScope
-	32, // 11: forge.plugin.v2.ReadFilesResponse.files:type_name -> forge.plugin.v2.File
-	36, // 12: forge.plugin.v2.DialRequest.open:type_name -> forge.plugin.v2.DialOpen
-	38, // 13: forge.plugin.v2.DialResponse.opened:type_name -> forge.plugin.v2.DialOpened
-	39, // 14: forge.plugin.v2.DialResponse.closed:type_name -> forge.plugin.v2.DialClosed
+	34, // 11: forge.plugin.v2.ReadFilesResponse.files:type_name -> forge.plugin.v2.File
+	38, // 12: forge.plugin.v2.DialRequest.open:type_name -> forge.plugin.v2.DialOpen
+	40, // 13: forge.plugin.v2.DialResponse.opened:type_name -> forge.plugin.v2.DialOpened
+	41, // 14: forge.plugin.v2.DialResponse.closed:type_name -> forge.plugin.v2.DialClosed
 	2,  // 15: forge.plugin.v2.SandboxService.Create:input_type -> forge.plugin.v2.CreateRequest
 	5,  // 16: forge.plugin.v2.SandboxService.Start:input_type -> forge.plugin.v2.StartRequest
 	10, // 17: forge.plugin.v2.SandboxService.Wait:input_type -> forge.plugin.v2.WaitRequest
@@ -2744,33 +2841,35 @@ var file_forge_plugin_v2_host_proto_depIdxs = []int32{
 	13, // 19: forge.plugin.v2.SandboxService.Logs:input_type -> forge.plugin.v2.LogsRequest
 	16, // 20: forge.plugin.v2.SandboxService.Exec:input_type -> forge.plugin.v2.ExecRequest
 	21, // 21: forge.plugin.v2.SandboxService.Signal:input_type -> forge.plugin.v2.SignalRequest
-	28, // 22: forge.plugin.v2.SandboxService.Stop:input_type -> forge.plugin.v2.StopRequest
+	30, // 22: forge.plugin.v2.SandboxService.Stop:input_type -> forge.plugin.v2.StopRequest
 	8,  // 23: forge.plugin.v2.SandboxService.Remove:input_type -> forge.plugin.v2.RemoveRequest
-	31, // 24: forge.plugin.v2.SandboxService.ReadFiles:input_type -> forge.plugin.v2.ReadFilesRequest
+	33, // 24: forge.plugin.v2.SandboxService.ReadFiles:input_type -> forge.plugin.v2.ReadFilesRequest
 	17, // 25: forge.plugin.v2.SandboxService.ExecStream:input_type -> forge.plugin.v2.ExecStreamRequest
 	23, // 26: forge.plugin.v2.SandboxService.PutFile:input_type -> forge.plugin.v2.PutFileRequest
 	25, // 27: forge.plugin.v2.SandboxService.GetFile:input_type -> forge.plugin.v2.GetFileRequest
 	27, // 28: forge.plugin.v2.SandboxService.RemoveWorkspace:input_type -> forge.plugin.v2.RemoveWorkspaceRequest
-	35, // 29: forge.plugin.v2.SandboxService.Dial:input_type -> forge.plugin.v2.DialRequest
-	40, // 30: forge.plugin.v2.AuditService.Record:input_type -> forge.plugin.v2.RecordRequest
-	4,  // 31: forge.plugin.v2.SandboxService.Create:output_type -> forge.plugin.v2.CreateResponse
-	6,  // 32: forge.plugin.v2.SandboxService.Start:output_type -> forge.plugin.v2.StartResponse
-	11, // 33: forge.plugin.v2.SandboxService.Wait:output_type -> forge.plugin.v2.WaitResponse
-	12, // 34: forge.plugin.v2.SandboxService.State:output_type -> forge.plugin.v2.StateResponse
-	15, // 35: forge.plugin.v2.SandboxService.Logs:output_type -> forge.plugin.v2.LogsResponse
-	18, // 36: forge.plugin.v2.SandboxService.Exec:output_type -> forge.plugin.v2.ExecResponse
-	22, // 37: forge.plugin.v2.SandboxService.Signal:output_type -> forge.plugin.v2.SignalResponse
-	29, // 38: forge.plugin.v2.SandboxService.Stop:output_type -> forge.plugin.v2.StopResponse
-	9,  // 39: forge.plugin.v2.SandboxService.Remove:output_type -> forge.plugin.v2.RemoveResponse
-	33, // 40: forge.plugin.v2.SandboxService.ReadFiles:output_type -> forge.plugin.v2.ReadFilesResponse
-	20, // 41: forge.plugin.v2.SandboxService.ExecStream:output_type -> forge.plugin.v2.ExecStreamResponse
-	24, // 42: forge.plugin.v2.SandboxService.PutFile:output_type -> forge.plugin.v2.PutFileResponse
-	26, // 43: forge.plugin.v2.SandboxService.GetFile:output_type -> forge.plugin.v2.GetFileResponse
-	30, // 44: forge.plugin.v2.SandboxService.RemoveWorkspace:output_type -> forge.plugin.v2.RemoveWorkspaceResponse
-	37, // 45: forge.plugin.v2.SandboxService.Dial:output_type -> forge.plugin.v2.DialResponse
-	34, // 46: forge.plugin.v2.AuditService.Record:output_type -> forge.plugin.v2.RecordResponse
-	31, // [31:47] is the sub-list for method output_type
-	15, // [15:31] is the sub-list for method input_type
+	28, // 29: forge.plugin.v2.SandboxService.Clamp:input_type -> forge.plugin.v2.ClampRequest
+	37, // 30: forge.plugin.v2.SandboxService.Dial:input_type -> forge.plugin.v2.DialRequest
+	42, // 31: forge.plugin.v2.AuditService.Record:input_type -> forge.plugin.v2.RecordRequest
+	4,  // 32: forge.plugin.v2.SandboxService.Create:output_type -> forge.plugin.v2.CreateResponse
+	6,  // 33: forge.plugin.v2.SandboxService.Start:output_type -> forge.plugin.v2.StartResponse
+	11, // 34: forge.plugin.v2.SandboxService.Wait:output_type -> forge.plugin.v2.WaitResponse
+	12, // 35: forge.plugin.v2.SandboxService.State:output_type -> forge.plugin.v2.StateResponse
+	15, // 36: forge.plugin.v2.SandboxService.Logs:output_type -> forge.plugin.v2.LogsResponse
+	18, // 37: forge.plugin.v2.SandboxService.Exec:output_type -> forge.plugin.v2.ExecResponse
+	22, // 38: forge.plugin.v2.SandboxService.Signal:output_type -> forge.plugin.v2.SignalResponse
+	31, // 39: forge.plugin.v2.SandboxService.Stop:output_type -> forge.plugin.v2.StopResponse
+	9,  // 40: forge.plugin.v2.SandboxService.Remove:output_type -> forge.plugin.v2.RemoveResponse
+	35, // 41: forge.plugin.v2.SandboxService.ReadFiles:output_type -> forge.plugin.v2.ReadFilesResponse
+	20, // 42: forge.plugin.v2.SandboxService.ExecStream:output_type -> forge.plugin.v2.ExecStreamResponse
+	24, // 43: forge.plugin.v2.SandboxService.PutFile:output_type -> forge.plugin.v2.PutFileResponse
+	26, // 44: forge.plugin.v2.SandboxService.GetFile:output_type -> forge.plugin.v2.GetFileResponse
+	32, // 45: forge.plugin.v2.SandboxService.RemoveWorkspace:output_type -> forge.plugin.v2.RemoveWorkspaceResponse
+	29, // 46: forge.plugin.v2.SandboxService.Clamp:output_type -> forge.plugin.v2.ClampResponse
+	39, // 47: forge.plugin.v2.SandboxService.Dial:output_type -> forge.plugin.v2.DialResponse
+	36, // 48: forge.plugin.v2.AuditService.Record:output_type -> forge.plugin.v2.RecordResponse
+	32, // [32:49] is the sub-list for method output_type
+	15, // [15:32] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -2785,11 +2884,11 @@ func file_forge_plugin_v2_host_proto_init() {
 		(*ExecStreamResponse_Chunk)(nil),
 		(*ExecStreamResponse_Result)(nil),
 	}
-	file_forge_plugin_v2_host_proto_msgTypes[34].OneofWrappers = []any{
+	file_forge_plugin_v2_host_proto_msgTypes[36].OneofWrappers = []any{
 		(*DialRequest_Open)(nil),
 		(*DialRequest_Data)(nil),
 	}
-	file_forge_plugin_v2_host_proto_msgTypes[36].OneofWrappers = []any{
+	file_forge_plugin_v2_host_proto_msgTypes[38].OneofWrappers = []any{
 		(*DialResponse_Opened)(nil),
 		(*DialResponse_Data)(nil),
 		(*DialResponse_Closed)(nil),
@@ -2800,7 +2899,7 @@ func file_forge_plugin_v2_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_host_proto_rawDesc), len(file_forge_plugin_v2_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

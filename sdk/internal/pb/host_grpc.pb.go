@@ -33,6 +33,7 @@ const (
 	SandboxService_PutFile_FullMethodName         = "/forge.plugin.v2.SandboxService/PutFile"
 	SandboxService_GetFile_FullMethodName         = "/forge.plugin.v2.SandboxService/GetFile"
 	SandboxService_RemoveWorkspace_FullMethodName = "/forge.plugin.v2.SandboxService/RemoveWorkspace"
+	SandboxService_Clamp_FullMethodName           = "/forge.plugin.v2.SandboxService/Clamp"
 	SandboxService_Dial_FullMethodName            = "/forge.plugin.v2.SandboxService/Dial"
 )
 
@@ -56,6 +57,9 @@ type SandboxServiceClient interface {
 	PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*PutFileResponse, error)
 	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error)
 	RemoveWorkspace(ctx context.Context, in *RemoveWorkspaceRequest, opts ...grpc.CallOption) (*RemoveWorkspaceResponse, error)
+	// Clamp holds a container created with warm_up to its limits; an error:
+	// it could not be, and the container was removed.
+	Clamp(ctx context.Context, in *ClampRequest, opts ...grpc.CallOption) (*ClampResponse, error)
 	// Dial opens a byte stream to an endpoint of a container this plugin
 	// created, declared in its CreateRequest. NOT_FOUND: no such endpoint;
 	// UNAVAILABLE: nothing listens there yet (retry).
@@ -219,6 +223,16 @@ func (c *sandboxServiceClient) RemoveWorkspace(ctx context.Context, in *RemoveWo
 	return out, nil
 }
 
+func (c *sandboxServiceClient) Clamp(ctx context.Context, in *ClampRequest, opts ...grpc.CallOption) (*ClampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClampResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Clamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sandboxServiceClient) Dial(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DialRequest, DialResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[1], SandboxService_Dial_FullMethodName, cOpts...)
@@ -252,6 +266,9 @@ type SandboxServiceServer interface {
 	PutFile(context.Context, *PutFileRequest) (*PutFileResponse, error)
 	GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error)
 	RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*RemoveWorkspaceResponse, error)
+	// Clamp holds a container created with warm_up to its limits; an error:
+	// it could not be, and the container was removed.
+	Clamp(context.Context, *ClampRequest) (*ClampResponse, error)
 	// Dial opens a byte stream to an endpoint of a container this plugin
 	// created, declared in its CreateRequest. NOT_FOUND: no such endpoint;
 	// UNAVAILABLE: nothing listens there yet (retry).
@@ -307,6 +324,9 @@ func (UnimplementedSandboxServiceServer) GetFile(context.Context, *GetFileReques
 }
 func (UnimplementedSandboxServiceServer) RemoveWorkspace(context.Context, *RemoveWorkspaceRequest) (*RemoveWorkspaceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveWorkspace not implemented")
+}
+func (UnimplementedSandboxServiceServer) Clamp(context.Context, *ClampRequest) (*ClampResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Clamp not implemented")
 }
 func (UnimplementedSandboxServiceServer) Dial(grpc.BidiStreamingServer[DialRequest, DialResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Dial not implemented")
@@ -577,6 +597,24 @@ func _SandboxService_RemoveWorkspace_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_Clamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).Clamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_Clamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).Clamp(ctx, req.(*ClampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SandboxService_Dial_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(SandboxServiceServer).Dial(&grpc.GenericServerStream[DialRequest, DialResponse]{ServerStream: stream})
 }
@@ -642,6 +680,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveWorkspace",
 			Handler:    _SandboxService_RemoveWorkspace_Handler,
+		},
+		{
+			MethodName: "Clamp",
+			Handler:    _SandboxService_Clamp_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -108,6 +108,7 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Cr
 		Image: r.Image, Command: r.Command, Env: r.Env, WorkDir: r.Workdir,
 		Timeout: time.Duration(r.TimeoutSeconds) * time.Second, Memory: r.Memory, CPUQuota: r.CpuQuota, Pids: r.Pids,
 		SessionID: r.SessionId, Files: r.Files, Labels: r.Labels, CodeHash: r.CodeSha256, ToolsGrant: r.ToolsGrant,
+		WarmUp: r.WarmUp,
 	}
 	for _, m := range r.Mounts {
 		in.Mounts = append(in.Mounts, host.Mount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
@@ -226,6 +227,10 @@ func (s *sandboxServer) RemoveWorkspace(ctx context.Context, r *pb.RemoveWorkspa
 	return &pb.RemoveWorkspaceResponse{}, toStatus(s.impl.RemoveWorkspace(ctx, r.SessionId))
 }
 
+func (s *sandboxServer) Clamp(ctx context.Context, r *pb.ClampRequest) (*pb.ClampResponse, error) {
+	return &pb.ClampResponse{}, toStatus(s.impl.Clamp(ctx, r.ContainerId))
+}
+
 func (s *sandboxServer) Stop(ctx context.Context, r *pb.StopRequest) (*pb.StopResponse, error) {
 	return &pb.StopResponse{}, toStatus(s.impl.Stop(ctx, r.ContainerId, time.Duration(r.GraceMs)*time.Millisecond))
 }
@@ -256,6 +261,7 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 		Image: in.Image, Command: in.Command, Env: in.Env, Workdir: in.WorkDir,
 		TimeoutSeconds: int64(in.Timeout / time.Second), Memory: in.Memory, CpuQuota: in.CPUQuota, Pids: in.Pids,
 		SessionId: in.SessionID, Files: in.Files, Labels: in.Labels, CodeSha256: in.CodeHash, ToolsGrant: in.ToolsGrant,
+		WarmUp: in.WarmUp,
 	}
 	for _, m := range in.Mounts {
 		r.Mounts = append(r.Mounts, &pb.WorkspaceMount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
@@ -355,6 +361,16 @@ func (c *sandboxClient) GetFile(ctx context.Context, id, path string, max int64)
 
 func (c *sandboxClient) RemoveWorkspace(ctx context.Context, sessionID string) error {
 	_, err := c.c.RemoveWorkspace(ctx, &pb.RemoveWorkspaceRequest{SessionId: sessionID})
+	return fromStatus(err)
+}
+
+func (c *sandboxClient) Clamp(ctx context.Context, id string) error {
+	_, err := c.c.Clamp(ctx, &pb.ClampRequest{ContainerId: id})
+	if status.Code(err) == codes.Unimplemented {
+		// A core without Clamp knows no warm_up either: the container had
+		// its limits from the start.
+		return nil
+	}
 	return fromStatus(err)
 }
 

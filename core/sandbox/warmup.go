@@ -1,0 +1,107 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// CPUUpdater changes a running container's CPU quota in place (Options.CPU).
+// Without one, warm-up containers have their limits from the start.
+type CPUUpdater interface {
+	UpdateCPU(ctx context.Context, id string, quota int64) error
+}
+
+// warmUpLimit is how long a warm-up container keeps its allowance at most
+// (host.WarmUpLimit): a plugin that never clamps is clamped by the core.
+var warmUpLimit = 30 * time.Second
+
+// warmUp is a container running with a warm-up allowance: the quota it is
+// held to once clamped, and the timer that clamps it anyway.
+type warmUp struct {
+	plugin string
+	quota  int64
+	timer  *time.Timer
+}
+
+// warmUpQuota is the allowance a warm-up gets: the host's cores (at most
+// ten, the policy's ceiling), never less than the container's own quota.
+func warmUpQuota(own int64) int64 {
+	q := min(int64(goruntime.NumCPU())*100000, 1_000_000)
+	return max(q, own)
+}
+
+// allowWarmUp raises spec's CPU quota for a warm-up, when the runtime can
+// lower it again; it returns the quota the container is to be held to, or
+// 0 when it gets no allowance.
+func (m *Manager) allowWarmUp(spec *runtime.Spec) int64 {
+	if m.cpu == nil || spec.Limits.CPUQuota <= 0 {
+		return 0
+	}
+	own := spec.Limits.CPUQuota
+	if q := warmUpQuota(own); q > own {
+		spec.Limits.CPUQuota = q
+		return own
+	}
+	return 0
+}
+
+// startWarmUp tracks a created warm-up container until it is clamped.
+func (m *Manager) startWarmUp(plugin, id string, quota int64) {
+	w := &warmUp{plugin: plugin, quota: quota}
+	m.mu.Lock()
+	m.warm[id] = w
+	w.timer = time.AfterFunc(warmUpLimit, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.clamp(ctx, id, "warm-up-limit"); err != nil {
+			m.log.Warn("clamping a warm-up container past its limit failed; it was removed", "id", short(id), "error", err)
+		}
+	})
+	m.mu.Unlock()
+}
+
+// Clamp holds a warm-up container of plugin's to its limits (host.Sandbox
+// Clamp). A container without a warm-up allowance, or clamped already,
+// needs nothing. If the runtime cannot lower the quota the container is
+// removed: nothing may run in it beyond its limits.
+func (m *Manager) Clamp(ctx context.Context, plugin, id string) error {
+	if err := m.check(plugin, id, "clamp"); err != nil {
+		return err
+	}
+	return m.clamp(ctx, id, "")
+}
+
+func (m *Manager) clamp(ctx context.Context, id, why string) error {
+	m.mu.Lock()
+	w := m.warm[id]
+	delete(m.warm, id)
+	m.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	w.timer.Stop()
+	err := m.cpu.UpdateCPU(ctx, id, w.quota)
+	extra := map[string]any{"cpu_quota": w.quota}
+	if why != "" {
+		extra["reason"] = why
+	}
+	m.record(audit.ContainerClamp, w.plugin, id, err, extra)
+	if err != nil {
+		_ = m.Remove(context.WithoutCancel(ctx), w.plugin, id)
+		return fmt.Errorf("the container could not be held to its CPU limit (%d), so it was removed: %w", w.quota, err)
+	}
+	return nil
+}
+
+// dropWarmUp forgets a removed container's warm-up.
+func (m *Manager) dropWarmUpLocked(id string) {
+	if w := m.warm[id]; w != nil {
+		w.timer.Stop()
+		delete(m.warm, id)
+	}
+}
