@@ -97,6 +97,8 @@ bench: setup build
 	$(BENCH) -bench '^BenchmarkSession(Python|R)$$' -benchtime 200x | tee $(BENCH_OUT)/session.txt
 	$(BENCH) -bench '^BenchmarkSessionChannelPython$$' -benchtime 300x | tee $(BENCH_OUT)/channel.txt
 	$(BENCH) -bench '^Benchmark(SessionStartPython|ConcurrentLoad|IdleSessionMemory)$$' -benchtime 1x | tee $(BENCH_OUT)/start.txt
+	$(BENCH) -bench '^BenchmarkUnderLoad$$' -benchtime 50x | tee $(BENCH_OUT)/load.txt
+	$(BENCH) -bench '^BenchmarkStatelessColdDefault$$' -benchtime 20x | tee $(BENCH_OUT)/colddefault.txt
 	@[ -d test/mcpservers/node_modules/@modelcontextprotocol/server-everything ] || (cd test/mcpservers && npm install --no-audit --no-fund --loglevel=error)
 	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/ | tee $(BENCH_OUT)/bridge.txt
 	$(BENCH) -bench '^BenchmarkBridge' -benchtime 200x | tee $(BENCH_OUT)/bridgecall.txt

@@ -318,3 +318,60 @@ func TestPoolKeyLabel(t *testing.T) {
 		}
 	}
 }
+
+// A taker that misses while a start is under way waits for it instead of
+// starting its own; one waiter per start; a cancelled wait is a miss.
+func TestTakeWaiting(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	next := 0
+	start := func(ctx context.Context, _ string) (int, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		next++
+		return next, nil
+	}
+	// One item, no growth: one start under way at a time.
+	p := newPool(map[string]int64{"a": 1}, poolOptions{size: 1, parallel: 1}, start, func(int) bool { return true }, func(int) {})
+	defer p.Close()
+	waitUntil(t, "a start under way", func() bool { return p.Stats().Starting == 1 })
+
+	got := make(chan bool, 1)
+	go func() { _, ok := p.TakeWaiting(context.Background(), "a", time.Second); got <- ok }()
+	waitUntil(t, "the taker to wait", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.waiting["a"] == 1 })
+	// The one start is waited for: a second taker does not wait.
+	if _, ok := p.TakeWaiting(context.Background(), "a", time.Second); ok {
+		t.Fatal("a second taker got an item no start makes")
+	}
+	select {
+	case <-got:
+		t.Fatal("the waiter returned before the start ended")
+	default:
+	}
+	release <- struct{}{}
+	if !<-got {
+		t.Fatal("the waiter did not get the item its start made")
+	}
+	if st := p.Stats(); st.Hits != 1 || st.Misses != 1 {
+		t.Fatalf("a waited take is a hit (and the second taker a miss): %+v", st)
+	}
+	// A cancelled wait is a miss, at once.
+	waitUntil(t, "the next start", func() bool { return p.Stats().Starting == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	if _, ok := p.TakeWaiting(ctx, "a", time.Second); ok {
+		t.Fatal("a cancelled wait got an item")
+	}
+	// Closing the pool ends a wait.
+	go func() { _, ok := p.TakeWaiting(context.Background(), "a", time.Second); got <- ok }()
+	waitUntil(t, "the taker to wait", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.waiting["a"] == 1 })
+	go p.Close()
+	if <-got {
+		t.Fatal("a wait on a closed pool got an item")
+	}
+}

@@ -123,6 +123,25 @@ func (b *Backend) startResident(ctx context.Context, in host.Intent) (*resident,
 	return r, err
 }
 
+// startWarmedUp is startResident for a runner whose start (interpreter,
+// imports) is not the user's: it runs on the host's cores
+// (host.Intent.WarmUp), and the container is clamped to its limits once the
+// runner is ready, before any code is sent, so no code ever runs beyond
+// them. Under the default half-core quota that halves a cold R start.
+func (b *Backend) startWarmedUp(ctx context.Context, in host.Intent) (*resident, error) {
+	in.WarmUp = true
+	r, err := b.startResident(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.sb.Clamp(ctx, r.ctr.ID); err != nil {
+		r.close()
+		b.sb.Remove(context.WithoutCancel(ctx), r.ctr.ID)
+		return nil, fmt.Errorf("hold the %s runner's container to its limits: %w", b.spec.Language, err)
+	}
+	return r, nil
+}
+
 // connect starts the container and dials its runner until it accepts:
 // KindUnavailable is a runner not listening yet.
 func (b *Backend) connect(ctx context.Context, ctr host.Container) (*resident, error) {
@@ -258,7 +277,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 		if need <= 0 {
 			need = time.Duration(b.cfg.DefaultTimeout) * time.Second
 		}
-		if r, warm = b.pool.Take(poolKey(p.image, req.Memory, req.Env), need); warm {
+		if r, warm = b.pool.TakeWaiting(ctx, poolKey(p.image, req.Memory, req.Env), need); warm {
 			defer b.pool.Done()
 			// A warm container's own limit is the longest; a run asking for
 			// none gets the default, as a cold one does.
@@ -275,7 +294,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 				return backend.ExecuteResult{}, err
 			}
-			r, err = b.startResident(ctx, in)
+			r, err = b.startWarmedUp(ctx, in)
 			var se *startError
 			if errors.As(err, &se) {
 				return b.failedStart(ctx, req, se, p.maxOut, p.maxImg, start)
@@ -552,10 +571,6 @@ func (b *Backend) startPool() error {
 	key := poolKey(b.cfg.Image, "", nil)
 	intent := b.residentIntent(b.cfg.Image, backend.ExecuteRequest{Timeout: life})
 	intent.Labels = map[string]string{"warm": "true"}
-	// The runner's start (interpreter, imports) is not the user's: it runs
-	// on the host's cores, and the container is clamped to its limits
-	// before it joins the pool, so no code ever runs beyond them.
-	intent.WarmUp = true
 	lifetime := life
 	if lifetime <= 0 {
 		lifetime = time.Duration(b.cfg.DefaultTimeout) * time.Second
@@ -565,17 +580,10 @@ func (b *Backend) startPool() error {
 	}
 	b.pool = newPool(map[string]int64{key: per}, poolOptions{size: size, maxSize: maxSize, memCap: memCap, maxAge: min(lifetime/2, 10*time.Minute), lifetime: lifetime},
 		func(ctx context.Context, _ string) (*resident, error) {
-			r, err := b.startResident(ctx, intent)
+			r, err := b.startWarmedUp(ctx, intent)
 			var se *startError
 			if errors.As(err, &se) {
 				b.sb.Remove(context.WithoutCancel(ctx), se.ctr.ID)
-			}
-			if err == nil {
-				if err = b.sb.Clamp(ctx, r.ctr.ID); err != nil {
-					r.close()
-					b.sb.Remove(context.WithoutCancel(ctx), r.ctr.ID)
-					return nil, fmt.Errorf("hold the warm container to its limits: %w", err)
-				}
 			}
 			return r, err
 		},

@@ -42,7 +42,12 @@ func measure(n int, f func() error) ([]time.Duration, error) {
 // statelessBench compares a tool call through MCP with a bare `podman run
 // --rm` of the same image and command, measured in the same run.
 func statelessBench(b *testing.B, tool, code string, bare []string) {
-	s := testenv.StartServer(b, benchConfig+coldConfig)
+	statelessBenchConfig(b, benchConfig+coldConfig, tool, code, bare)
+}
+
+// statelessBenchConfig is statelessBench on a server configured with cfg.
+func statelessBenchConfig(b *testing.B, cfg, tool, code string, bare []string) {
+	s := testenv.StartServer(b, cfg)
 	n := b.N
 	call := func() error {
 		res, err := s.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"code": code}})
@@ -87,6 +92,15 @@ const coldConfig = "[plugins.python.config]\nwarm = 0\n[plugins.r.config]\nwarm 
 // BenchmarkStatelessPython: execute_python of print(1) vs podman run python3 -c.
 func BenchmarkStatelessPython(b *testing.B) {
 	statelessBench(b, "execute_python", "print(1)", []string{"mcp-forge/python:3.11", "python3", "-c", "print(1)"})
+}
+
+// BenchmarkStatelessColdDefault: a cold run (the pools off) with the
+// default configuration, half a core per run, vs a bare podman run: the
+// cold path a user's run takes when the pool is empty (issue 26).
+func BenchmarkStatelessColdDefault(b *testing.B) {
+	for _, lp := range loadPlugins {
+		b.Run(lp.plugin, func(b *testing.B) { statelessBenchConfig(b, coldConfig, "execute_"+lp.plugin, lp.code, lp.bare) })
+	}
 }
 
 // BenchmarkStatelessR: execute_r of print(1) vs podman run Rscript -e.

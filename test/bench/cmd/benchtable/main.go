@@ -118,6 +118,39 @@ var specs = []spec{
 		}},
 }
 
+// Issue 26's figures under load, with the default configuration (and the
+// lifted quota's beside them, in the JSON's metrics).
+func init() {
+	for _, l := range []struct {
+		lang, plugin              string
+		p50, p95, burst, pacedP95 float64
+	}{{"Python", "python", 15, 60, 30, 15}, {"R", "r", 20, 150, 50, 15}} {
+		bench := []string{"BenchmarkUnderLoad/default/" + l.plugin}
+		specs = append(specs,
+			spec{figure: "back-to-back stateless " + l.lang + ", p50 (default config)", benchmarks: bench, measured: "b2b-p50-ms", unit: "ms",
+				goal: fmt.Sprintf("≤ %.0f ms", l.p50), pass: atMost(l.p50)},
+			spec{figure: "back-to-back stateless " + l.lang + ", p95 (default config)", benchmarks: bench, measured: "b2b-p95-ms", unit: "ms",
+				goal: fmt.Sprintf("≤ %.0f ms", l.p95), pass: atMost(l.p95)},
+			spec{figure: "burst of 8 " + l.lang + " after an earlier burst, p50 (default config)", benchmarks: bench, measured: "burst8-p50-ms", unit: "ms",
+				goal: fmt.Sprintf("≤ %.0f ms", l.burst), pass: atMost(l.burst)},
+			spec{figure: "sustained back-to-back " + l.lang + " vs bare podman run sequential (default config)", benchmarks: bench,
+				measured: "runs-per-s", baseline: "podman-runs-per-s", unit: "runs/s", goal: "≥ 2×",
+				pass: func(m, base float64, _ Metrics) bool { return base > 0 && m/base >= 2 }},
+			spec{figure: "paced (one call a second) " + l.lang + ", p95 (default config)", benchmarks: bench, measured: "paced-p95-ms", unit: "ms",
+				goal: fmt.Sprintf("≤ %.0f ms", l.pacedP95), pass: atMost(l.pacedP95)},
+		)
+	}
+	for _, l := range []struct{ lang, plugin string }{{"Python", "python"}, {"R", "r"}} {
+		specs = append(specs, spec{figure: "stateless " + l.lang + ", cold (pool off), default config vs bare podman run --rm",
+			benchmarks: []string{"BenchmarkStatelessColdDefault/" + l.plugin}, measured: "forge-median-ms", baseline: "podman-run-median-ms", unit: "ms", goal: "reported"})
+	}
+	specs = append(specs, spec{figure: "idle memory of the pools at default sizes (the containers)", benchmarks: []string{"BenchmarkUnderLoad/default/idle"},
+		measured: "pools-idle-mb", unit: "MB", goal: "≤ 400 MB", pass: atMost(400),
+		note: func(all Metrics) string {
+			return fmt.Sprintf("%.0f containers; server + plugins PSS %.0f MB", all["pooled-containers"], all["server-pss-mb"])
+		}})
+}
+
 // Table builds the rows from parsed metrics.
 func Table(ran map[string]Metrics) []Row {
 	var rows []Row
