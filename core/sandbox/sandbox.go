@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -83,6 +84,7 @@ type Manager struct {
 	server   string
 	remote   runtime.RemoteWorkspace
 	cpu      CPUUpdater
+	noWarmUp atomic.Bool // a live update failed: no more allowances
 
 	mu       sync.Mutex
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
@@ -209,7 +211,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	clampTo := int64(0)
 	if in.WarmUp {
-		clampTo = m.allowWarmUp(&spec)
+		clampTo = m.allowWarmUp(&spec, waived)
 	}
 	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "plugin": in.Plugin, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
@@ -733,6 +735,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
+	m.stopWarmUps()
 	done := make(chan struct{})
 	go func() { m.creates.Wait(); close(done) }()
 	select {

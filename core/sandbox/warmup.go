@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -20,12 +22,16 @@ type CPUUpdater interface {
 // (host.WarmUpLimit): a plugin that never clamps is clamped by the core.
 var warmUpLimit = 30 * time.Second
 
-// warmUp is a container running with a warm-up allowance: the quota it is
-// held to once clamped, and the timer that clamps it anyway.
+// warmUp is a container created with a warm-up allowance: the quota it is
+// held to once clamped, the timer that clamps it anyway, and the clamp's
+// outcome, which every caller of Clamp waits for and gets.
 type warmUp struct {
 	plugin string
 	quota  int64
 	timer  *time.Timer
+	once   sync.Once
+	done   chan struct{}
+	err    error
 }
 
 // warmUpQuota is the allowance a warm-up gets: the host's cores (at most
@@ -36,10 +42,12 @@ func warmUpQuota(own int64) int64 {
 }
 
 // allowWarmUp raises spec's CPU quota for a warm-up, when the runtime can
-// lower it again; it returns the quota the container is to be held to, or
-// 0 when it gets no allowance.
-func (m *Manager) allowWarmUp(spec *runtime.Spec) int64 {
-	if m.cpu == nil || spec.Limits.CPUQuota <= 0 {
+// lower it again and enforces CPU quotas at all (not waived); it returns
+// the quota the container is to be held to, or 0 when it gets no
+// allowance.
+func (m *Manager) allowWarmUp(spec *runtime.Spec, waived []runtime.Gap) int64 {
+	if m.cpu == nil || m.noWarmUp.Load() || spec.Limits.CPUQuota <= 0 ||
+		slices.ContainsFunc(waived, func(g runtime.Gap) bool { return g.Guarantee == runtime.CPU }) {
 		return 0
 	}
 	own := spec.Limits.CPUQuota
@@ -50,12 +58,18 @@ func (m *Manager) allowWarmUp(spec *runtime.Spec) int64 {
 	return 0
 }
 
-// startWarmUp tracks a created warm-up container until it is clamped.
+// startWarmUp tracks a created warm-up container until it is removed.
 func (m *Manager) startWarmUp(plugin, id string, quota int64) {
-	w := &warmUp{plugin: plugin, quota: quota}
+	w := &warmUp{plugin: plugin, quota: quota, done: make(chan struct{})}
 	m.mu.Lock()
 	m.warm[id] = w
 	w.timer = time.AfterFunc(warmUpLimit, func() {
+		m.mu.Lock()
+		closing := m.closing
+		m.mu.Unlock()
+		if closing {
+			return // Shutdown removes every container
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := m.clamp(ctx, id, "warm-up-limit"); err != nil {
@@ -66,9 +80,10 @@ func (m *Manager) startWarmUp(plugin, id string, quota int64) {
 }
 
 // Clamp holds a warm-up container of plugin's to its limits (host.Sandbox
-// Clamp). A container without a warm-up allowance, or clamped already,
-// needs nothing. If the runtime cannot lower the quota the container is
-// removed: nothing may run in it beyond its limits.
+// Clamp). A container without a warm-up allowance needs nothing; one being
+// clamped is waited for. If the runtime cannot lower the quota the
+// container is removed, and every Clamp of it fails: nothing may run in it
+// beyond its limits.
 func (m *Manager) Clamp(ctx context.Context, plugin, id string) error {
 	if err := m.check(plugin, id, "clamp"); err != nil {
 		return err
@@ -79,29 +94,52 @@ func (m *Manager) Clamp(ctx context.Context, plugin, id string) error {
 func (m *Manager) clamp(ctx context.Context, id, why string) error {
 	m.mu.Lock()
 	w := m.warm[id]
-	delete(m.warm, id)
 	m.mu.Unlock()
 	if w == nil {
 		return nil
 	}
-	w.timer.Stop()
-	err := m.cpu.UpdateCPU(ctx, id, w.quota)
-	extra := map[string]any{"cpu_quota": w.quota}
-	if why != "" {
-		extra["reason"] = why
+	w.once.Do(func() {
+		defer close(w.done)
+		w.timer.Stop()
+		err := m.cpu.UpdateCPU(ctx, id, w.quota)
+		extra := map[string]any{"cpu_quota": w.quota}
+		if why != "" {
+			extra["reason"] = why
+		}
+		if aerr := audit.Must(m.audit, m.entry(audit.ContainerClamp, w.plugin, id, err, extra)); aerr != nil && err == nil {
+			err = &AuditError{Err: aerr}
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				// A runtime that refuses live updates refuses them all:
+				// later containers get their limits from the start.
+				m.noWarmUp.Store(true)
+			}
+			w.err = fmt.Errorf("the container could not be held to its CPU limit (%d), so it was removed: %w", w.quota, err)
+			_ = m.Remove(context.WithoutCancel(ctx), w.plugin, id)
+		}
+	})
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	m.record(audit.ContainerClamp, w.plugin, id, err, extra)
-	if err != nil {
-		_ = m.Remove(context.WithoutCancel(ctx), w.plugin, id)
-		return fmt.Errorf("the container could not be held to its CPU limit (%d), so it was removed: %w", w.quota, err)
-	}
-	return nil
 }
 
-// dropWarmUp forgets a removed container's warm-up.
+// dropWarmUpLocked forgets a removed container's warm-up.
 func (m *Manager) dropWarmUpLocked(id string) {
 	if w := m.warm[id]; w != nil {
 		w.timer.Stop()
 		delete(m.warm, id)
+	}
+}
+
+// stopWarmUps stops the clamp timers (Shutdown removes the containers).
+func (m *Manager) stopWarmUps() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.warm {
+		w.timer.Stop()
 	}
 }

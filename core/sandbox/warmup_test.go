@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // cpuRecorder records the quotas a manager sets live; err fails them.
@@ -58,12 +59,14 @@ func TestWarmUp(t *testing.T) {
 		clampErr  bool
 		removed   bool
 		clampedBy string // the audit line's reason
+		cpuGap    bool   // the runtime does not enforce CPU quotas (waived)
 	}{
 		{name: "clamped by its plugin", updater: true, warmUp: true, clampBy: "p", limit: time.Hour, created: allowance, set: []int64{own}},
 		{name: "clamped by the core past the limit", updater: true, warmUp: true, limit: 20 * time.Millisecond, created: allowance, set: []int64{own}, clampedBy: "warm-up-limit"},
 		{name: "a clamp that fails removes the container", updater: true, failing: true, warmUp: true, clampBy: "p", limit: time.Hour, created: allowance, set: []int64{own}, clampErr: true, removed: true},
 		{name: "no warm-up asked: nothing to clamp", updater: true, clampBy: "p", limit: time.Hour, created: own},
 		{name: "a runtime that cannot clamp gives no allowance", warmUp: true, clampBy: "p", limit: time.Hour, created: own},
+		{name: "no allowance where CPU quotas are not enforced", updater: true, cpuGap: true, warmUp: true, clampBy: "p", limit: time.Hour, created: own},
 		{name: "another plugin cannot clamp", updater: true, warmUp: true, clampBy: "other", limit: time.Hour, created: allowance, clampErr: true},
 	}
 	for _, c := range cases {
@@ -75,7 +78,12 @@ func TestWarmUp(t *testing.T) {
 			warmUpLimit = c.limit
 			defer func() { warmUpLimit = old }()
 			rt := &fakeRuntime{}
-			m, rec := newTestManager(t, rt)
+			var waive []runtime.Guarantee
+			if c.cpuGap {
+				rt.gaps = runtime.Report{}.With(runtime.Gap{Guarantee: runtime.CPU, Why: "rootless on cgroups v1"})
+				waive = append(waive, runtime.CPU)
+			}
+			m, rec := newTestManager(t, rt, waive...)
 			rec.mu = &sync.Mutex{}
 			cpu := &cpuRecorder{}
 			if c.failing {
@@ -118,6 +126,60 @@ func TestWarmUp(t *testing.T) {
 			if removed := rt.removes > 0; removed != c.removed {
 				t.Fatalf("removed: %v, want %v", removed, c.removed)
 			}
+			if c.failing {
+				// A runtime that refused one update gives no more allowances.
+				if _, err := m.Create(ctx, in); err != nil || rt.spec.Limits.CPUQuota != own {
+					t.Fatalf("after a failed clamp: created with quota %d (%v), want %d", rt.spec.Limits.CPUQuota, err, own)
+				}
+			}
 		})
+	}
+}
+
+// blockingCPU holds every update until released.
+type blockingCPU struct {
+	cpuRecorder
+	release chan struct{}
+}
+
+func (b *blockingCPU) UpdateCPU(ctx context.Context, id string, q int64) error {
+	<-b.release
+	return b.cpuRecorder.UpdateCPU(ctx, id, q)
+}
+
+// A Clamp while the core's own clamp is under way waits for it: it never
+// answers that the limits hold before they do.
+func TestClampWaitsForAClampUnderWay(t *testing.T) {
+	if warmUpQuota(50000) <= 50000 {
+		t.Skip("one core: no allowance beyond the quota")
+	}
+	old := warmUpLimit
+	warmUpLimit = time.Millisecond
+	defer func() { warmUpLimit = old }()
+	rt := &fakeRuntime{}
+	m, rec := newTestManager(t, rt)
+	rec.mu = &sync.Mutex{}
+	cpu := &blockingCPU{release: make(chan struct{})}
+	m.cpu = cpu
+	in := intent(m)
+	in.WarmUp = true
+	id, err := m.Create(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the timer's clamp is under way, held
+	answered := make(chan error, 1)
+	go func() { answered <- m.Clamp(context.Background(), "p", id) }()
+	select {
+	case err := <-answered:
+		t.Fatalf("Clamp answered %v while the update was still under way", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(cpu.release)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if got := cpu.set(); len(got) != 1 {
+		t.Fatalf("updates %v: want one", got)
 	}
 }

@@ -44,8 +44,6 @@ type pool[T any] struct {
 	starts    sync.WaitGroup
 	idle      map[string][]item[T]
 	starting  map[string]int
-	waiting   map[string]int // takers waiting for a start under way (TakeWaiting)
-	arrived   chan struct{}  // closed (and replaced) when a start ends or the pool closes
 	inUse     int
 	closed    bool
 	stats     backend.WarmPool
@@ -79,7 +77,7 @@ func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Con
 	p := &pool[T]{start: start, alive: alive, discard: discard, keys: keys, size: o.size, memCap: o.memCap,
 		maxAge: o.maxAge, lifetime: o.lifetime, now: time.Now, backoff: time.Second, parallel: cmp.Or(o.parallel, runtime.NumCPU()),
 		maxSize: max(o.maxSize, o.size), shrinkAfter: cmp.Or(o.shrinkAfter, time.Minute), target: map[string]int{}, lastTake: map[string]time.Time{},
-		idle: map[string][]item[T]{}, starting: map[string]int{}, waiting: map[string]int{}, arrived: make(chan struct{}), kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+		idle: map[string][]item[T]{}, starting: map[string]int{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	p.stats.Size, p.stats.MemoryCap = o.size, o.memCap
 	tick := o.tick
 	if tick <= 0 {
@@ -108,9 +106,21 @@ func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 	}()
 	defer p.mu.Unlock()
 	p.lastTake[key] = p.now()
-	if v, ok := p.takeLocked(key, timeout, &dead); ok {
-		return v, true
+	q := p.idle[key]
+	for len(q) > 0 {
+		it := q[0]
+		q = q[1:]
+		if p.lifetime > 0 && p.now().Sub(it.born)+timeout > p.lifetime || !p.alive(it.v) {
+			dead = append(dead, it.v)
+			p.stats.Retired++
+			continue
+		}
+		p.idle[key] = q
+		p.inUse++
+		p.stats.Hits++
+		return it.v, true
 	}
+	p.idle[key] = q
 	p.stats.Misses++
 	// A miss of a configured key: the pool was too small for this pace.
 	if t := p.want(key); t < p.maxSize {
@@ -118,87 +128,6 @@ func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 		p.stats.Grown++
 	}
 	return zero, false
-}
-
-// takeLocked takes a ready item of key that covers timeout; the dead ones
-// met are added to dead (caller holds p.mu).
-func (p *pool[T]) takeLocked(key string, timeout time.Duration, dead *[]T) (T, bool) {
-	q := p.idle[key]
-	defer func() { p.idle[key] = q }()
-	for len(q) > 0 {
-		it := q[0]
-		q = q[1:]
-		if p.lifetime > 0 && p.now().Sub(it.born)+timeout > p.lifetime || !p.alive(it.v) {
-			*dead = append(*dead, it.v)
-			p.stats.Retired++
-			continue
-		}
-		p.inUse++
-		p.stats.Hits++
-		return it.v, true
-	}
-	var zero T
-	return zero, false
-}
-
-// TakeWaiting is Take that, on a miss while starts of key are under way
-// that no other taker waits for, waits for one of them (up to twice the
-// mean start, at least 0.5 s, at most 10 s) rather than have the caller
-// start a container of its own: a start begun earlier is ready sooner than
-// a new one, which would also compete with it for the CPU. Back-to-back
-// runs that outpace the refills then wait a fraction of a start, not a
-// whole one under contention. A taker served after a wait counts as a hit.
-func (p *pool[T]) TakeWaiting(ctx context.Context, key string, timeout time.Duration) (T, bool) {
-	v, ok := p.Take(key, timeout)
-	if ok {
-		return v, true
-	}
-	var zero T
-	p.mu.Lock()
-	wait := 2 * time.Second
-	if p.refillN > 0 {
-		wait = min(max(2*p.refillT/time.Duration(p.refillN), 500*time.Millisecond), 10*time.Second)
-	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	var dead []T
-	defer func() {
-		for _, d := range dead {
-			go p.discard(d)
-		}
-	}()
-	for !p.closed && p.starting[key] > p.waiting[key] {
-		p.waiting[key]++
-		arrived := p.arrived
-		p.mu.Unlock()
-		var gaveUp bool
-		select {
-		case <-arrived:
-		case <-deadline.C:
-			gaveUp = true
-		case <-ctx.Done():
-			gaveUp = true
-		}
-		p.mu.Lock()
-		p.waiting[key]--
-		if gaveUp {
-			break
-		}
-		if v, ok := p.takeLocked(key, timeout, &dead); ok {
-			p.stats.Misses--
-			p.mu.Unlock()
-			p.wake()
-			return v, true
-		}
-	}
-	p.mu.Unlock()
-	return zero, false
-}
-
-// startEndedLocked wakes the takers waiting for a start (caller holds p.mu).
-func (p *pool[T]) startEndedLocked() {
-	close(p.arrived)
-	p.arrived = make(chan struct{})
 }
 
 // want is key's target now (caller holds p.mu).
@@ -248,7 +177,6 @@ func (p *pool[T]) Close() {
 		return
 	}
 	p.closed = true
-	p.startEndedLocked() // takers waiting for a start give up
 	var all []T
 	for k, q := range p.idle {
 		for _, it := range q {
@@ -377,7 +305,6 @@ func (p *pool[T]) startOne(ctx context.Context, key string) {
 	p.starting[key]--
 	p.inflight--
 	if err != nil {
-		p.startEndedLocked()
 		p.stats.Failures++
 		p.stats.LastFailure = err.Error()
 		p.notBefore = p.now().Add(p.backoff)
@@ -391,13 +318,11 @@ func (p *pool[T]) startOne(ctx context.Context, key string) {
 	p.refillN++
 	p.refillT += took
 	if p.closed {
-		p.startEndedLocked()
 		p.mu.Unlock()
 		p.discard(v)
 		return
 	}
 	p.idle[key] = append(p.idle[key], item[T]{v: v, born: t0}) // the lifetime counts from before create
-	p.startEndedLocked()
 	p.mu.Unlock()
 	p.wake()
 }

@@ -123,11 +123,12 @@ func (b *Backend) startResident(ctx context.Context, in host.Intent) (*resident,
 	return r, err
 }
 
-// startWarmedUp is startResident for a runner whose start (interpreter,
-// imports) is not the user's: it runs on the host's cores
+// startWarmedUp is startResident for a pool's runner, whose start
+// (interpreter, imports) is the plugin's alone (the configured image, no
+// environment or file of a user's): it runs on the host's cores
 // (host.Intent.WarmUp), and the container is clamped to its limits once the
 // runner is ready, before any code is sent, so no code ever runs beyond
-// them. Under the default half-core quota that halves a cold R start.
+// them.
 func (b *Backend) startWarmedUp(ctx context.Context, in host.Intent) (*resident, error) {
 	in.WarmUp = true
 	r, err := b.startResident(ctx, in)
@@ -277,7 +278,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 		if need <= 0 {
 			need = time.Duration(b.cfg.DefaultTimeout) * time.Second
 		}
-		if r, warm = b.pool.TakeWaiting(ctx, poolKey(p.image, req.Memory, req.Env), need); warm {
+		if r, warm = b.pool.Take(poolKey(p.image, req.Memory, req.Env), need); warm {
 			defer b.pool.Done()
 			// A warm container's own limit is the longest; a run asking for
 			// none gets the default, as a cold one does.
@@ -294,7 +295,10 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 				return backend.ExecuteResult{}, err
 			}
-			r, err = b.startWarmedUp(ctx, in)
+			// No warm-up allowance: the run's environment, input files and
+			// image are the user's, and act before the runner is ready
+			// (an R profile among the files, a preload in the environment).
+			r, err = b.startResident(ctx, in)
 			var se *startError
 			if errors.As(err, &se) {
 				return b.failedStart(ctx, req, se, p.maxOut, p.maxImg, start)

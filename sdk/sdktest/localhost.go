@@ -43,10 +43,8 @@ type LocalHost struct {
 	ctrs     map[string]*localCtr
 	sessions map[string]string // session id → workspace made for it
 	removed  map[string]bool   // containers removed: removing them again succeeds, as in the core
-	// WarmUp containers clamped, and those written to before (warmConn)
-	clamps     int
-	violations []string
-	Events     []host.Event
+	clamps   int               // WarmUp containers clamped
+	Events   []host.Event
 }
 
 type localCtr struct {
@@ -627,29 +625,7 @@ func (h *LocalHost) Dial(ctx context.Context, id, endpoint string) (net.Conn, er
 		}
 		return nil, host.Errorf(host.KindInternal, "endpoint %q of container %s: %v", endpoint, id, err)
 	}
-	if c.in.WarmUp {
-		return &warmConn{UnixConn: conn.(*net.UnixConn), h: h, c: c, id: id}, nil
-	}
 	return conn, nil
-}
-
-// warmConn is a connection to a WarmUp container: a write before Clamp is
-// recorded (WarmUpViolations), as the core would have let code run beyond
-// the container's limits.
-type warmConn struct {
-	*net.UnixConn
-	h  *LocalHost
-	c  *localCtr
-	id string
-}
-
-func (w *warmConn) Write(p []byte) (int, error) {
-	w.h.mu.Lock()
-	if !w.c.clamped {
-		w.h.violations = append(w.h.violations, w.id)
-	}
-	w.h.mu.Unlock()
-	return w.UnixConn.Write(p)
 }
 
 // Clamp implements host.Sandbox: it records that the container is held to
@@ -668,12 +644,11 @@ func (h *LocalHost) Clamp(_ context.Context, id string) error {
 	return nil
 }
 
-// WarmUpViolations are the WarmUp containers written to (code sent) before
-// they were clamped, and Clamps how many were clamped.
-func (h *LocalHost) WarmUpViolations() (ids []string, clamps int) {
+// Clamps is how many WarmUp containers were clamped.
+func (h *LocalHost) Clamps() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]string(nil), h.violations...), h.clamps
+	return h.clamps
 }
 
 // WorkspaceOf is the directory of container id's workspace ("" for none),
