@@ -381,3 +381,29 @@ func TestStreamLocalBounded(t *testing.T) {
 	}
 	t.Logf("a million lines: %d events, %d bytes", events, total)
 }
+
+// A cold run warms up beyond its quota only when nothing of the user's
+// reaches its container before the code: with an environment of the
+// user's it is created within its limits (no clamp to make).
+func TestColdWarmUpOnlyWithoutUserInput(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	h := sdktest.NewLocalHost(t.TempDir())
+	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 0}`))
+	run := func(env map[string]string) {
+		t.Helper()
+		r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "1", Env: env, Timeout: time.Minute, MaxOutputBytes: 1000})
+		if err != nil || !r.Success {
+			t.Fatalf("%v %+v", err, r)
+		}
+	}
+	run(nil)
+	if n := h.Clamps(); n != 1 {
+		t.Fatalf("a plain cold run: %d clamps, want 1", n)
+	}
+	run(map[string]string{"PYTHONPATH": "/tmp"})
+	if n := h.Clamps(); n != 1 {
+		t.Fatalf("a cold run with the user's environment was given a warm-up (%d clamps)", n)
+	}
+}

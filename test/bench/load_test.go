@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,20 +123,16 @@ func underLoad(b *testing.B, s *testenv.Server, plugin, code string, bare []stri
 	bareRate := float64(n) / time.Since(t0).Seconds()
 	b.StopTimer()
 	p := testenv.Pool(b, s.Session, plugin)
-	ms := func(d []time.Duration, q float64) float64 {
-		s := append([]time.Duration(nil), d...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(ms(b2b, 0.5), "b2b-p50-ms")
-	b.ReportMetric(ms(b2b, 0.95), "b2b-p95-ms")
-	b.ReportMetric(ms(burst, 0.5), "burst8-p50-ms")
-	b.ReportMetric(ms(paced, 0.95), "paced-p95-ms")
+	ms := testenv.Percentile
+	b.ReportMetric(ms(b2b, 50), "b2b-p50-ms")
+	b.ReportMetric(ms(b2b, 95), "b2b-p95-ms")
+	b.ReportMetric(ms(burst, 50), "burst8-p50-ms")
+	b.ReportMetric(ms(paced, 95), "paced-p95-ms")
 	b.ReportMetric(rate, "runs-per-s")
 	b.ReportMetric(bareRate, "podman-runs-per-s")
 	b.ReportMetric(rate/bareRate, "throughput-ratio")
 	b.Logf("execute_%s %q, %d calls each: back to back p50 %.1f ms p95 %.1f ms, %.1f runs/s (bare podman run %.1f runs/s, %.2f×); burst of 8 p50 %.1f ms; paced p95 %.1f ms; pool %+v",
-		plugin, code, n, ms(b2b, 0.5), ms(b2b, 0.95), rate, bareRate, rate/bareRate, ms(burst, 0.5), ms(paced, 0.95), *p)
+		plugin, code, n, ms(b2b, 50), ms(b2b, 95), rate, bareRate, rate/bareRate, ms(burst, 50), ms(paced, 95), *p)
 }
 
 // poolMemory is what the server's containers hold, all of them idle and
