@@ -36,6 +36,12 @@ type Network struct {
 	MaxUpload      Size `toml:"max_upload"`
 	MaxDownload    Size `toml:"max_download"`
 	MaxDuration    int  `toml:"max_duration"`
+	// Hosts answers the proxy's lookups of these names (exact, lower-case
+	// names) with these addresses instead of DNS, as /etc/hosts does: for
+	// a service without a public DNS name, or a test's local server. The
+	// addresses are checked like any answer (a private one needs a range
+	// of AllowedCIDRs) and a name still has to be granted.
+	Hosts map[string]string `toml:"hosts"`
 	// Tenants add hosts and ranges for one tenant ([network.tenants.NAME],
 	// NAME a configured [tenants.NAME]) to the lists above.
 	Tenants map[string]NetworkTenant `toml:"tenants"`
@@ -50,7 +56,7 @@ type NetworkTenant struct {
 // defaultNetwork grants nothing: hosts are the operator's to list.
 func defaultNetwork() Network {
 	return Network{AllowedHosts: []string{}, AllowedCIDRs: []string{}, MaxConnections: 100,
-		MaxUpload: 64 << 20, MaxDownload: 1 << 30, MaxDuration: 1800, Tenants: map[string]NetworkTenant{}}
+		MaxUpload: 64 << 20, MaxDownload: 1 << 30, MaxDuration: 1800, Hosts: map[string]string{}, Tenants: map[string]NetworkTenant{}}
 }
 
 // HostPattern is one parsed entry of network.allowed_hosts, or a host a
@@ -238,6 +244,15 @@ func validateNetwork(v *validator, c Config) {
 	v.size("network.max_upload", n.MaxUpload)
 	v.size("network.max_download", n.MaxDownload)
 	v.positive("network.max_duration", n.MaxDuration)
+	for _, name := range sortedKeys(n.Hosts) {
+		p := fmt.Sprintf("network.hosts[%q]", name)
+		if h, err := ParseHostPattern(name); err != nil || h.Name != name || h.Wildcard() || h.Port != 0 {
+			v.add(p, "the key must be a lower-case DNS name without a port or a wildcard (\"files.example.org\")")
+		}
+		if a, err := netip.ParseAddr(n.Hosts[name]); err != nil || a.Zone() != "" {
+			v.add(p, fmt.Sprintf("%q is not an IP address (\"203.0.113.7\" or \"2001:db8::1\")", n.Hosts[name]))
+		}
+	}
 	for _, name := range sortedKeys(n.Tenants) {
 		p := "network.tenants." + name
 		if _, ok := c.Tenants[name]; !ok {

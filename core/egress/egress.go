@@ -10,9 +10,10 @@
 // audits every connection (host, port, address, bytes, duration, outcome,
 // rule), never a payload, a path or a query string.
 //
-// The proxy reads bytes from any net.Conn it is handed: the in-sandbox
-// forwarder and the channel that carries its connections here are wired
-// elsewhere.
+// The proxy reads bytes from any net.Conn it is handed. A run's Channel
+// (channel.go) is a unix socket served for its grant, mounted into its
+// sandbox with the forwarder that carries connections from 127.0.0.1
+// there.
 package egress
 
 import (
@@ -40,6 +41,7 @@ const (
 	RuleApproval          = "network-approval"           // approval required and not given
 	RuleAudit             = "network-audit"              // the audit log cannot be written
 	RuleEmpty             = "network-empty"              // a grant of nothing
+	RuleNotGranted        = "network-not-granted"        // a container intent naming a channel not opened for its plugin
 )
 
 // Audit events.

@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -46,6 +47,7 @@ type Request struct {
 	Environment map[string]string
 	MCPTools    []string
 	InputFiles  []InputFile // stateless runs only (inputs.go)
+	Network     []string    // hosts a stateless run asks to reach (network.go)
 	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
 	// (elicitation); nil: no client can be asked.
@@ -104,6 +106,7 @@ type Engine struct {
 	notices  []func() string  // notices.go: added to every result
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
+	network  *network            // nil: no network grants (network.go)
 	toolsWhy string
 
 	jobs *jobs.Registry // background runs (jobs.go)
@@ -389,7 +392,16 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	var files []OutputFile
 	var err error
 	runStart := time.Now()
-	if s != nil {
+	var channel *egress.Channel
+	if s == nil && len(req.Network) > 0 {
+		if channel, err = e.openNetwork(ctx, req, runID, name); channel != nil {
+			defer channel.Close() // the run's end cuts its connections, a background process's too
+			breq.NetworkGrant = channel.Token()
+		}
+	}
+	if err != nil {
+		// refused or not opened: nothing runs
+	} else if s != nil {
 		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
@@ -420,6 +432,9 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
 	capImages(&res) // a session's run was capped before its cell was recorded
+	if channel != nil && err == nil {
+		res.Notices = append(res.Notices, networkNotice(channel, name))
+	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}

@@ -82,6 +82,9 @@ func (e *Engine) validate(req Request) error {
 		}
 		return refusal.New(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and %s", req.MCPTools, why)
 	}
+	if err := e.checkNetwork(req); err != nil { // network.go
+		return err
+	}
 	if req.CustomImage != "" {
 		if err := e.pol.CheckImage(req.CustomImage); err != nil {
 			detail := err.Error()

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
@@ -203,6 +204,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	ps := policy.FromConfig(cfg)
 	ps.ToolGrantTarget = bridge.SandboxDir
+	ps.NetworkTarget = egress.SandboxDir
 	pol := policy.New(ps, filepath.EvalSymlinks)
 	// The workspace quota and the lifetime bound are guarantees of the
 	// sandboxes as much as the runtime's limits are: their gaps are
@@ -250,11 +252,17 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	// What the plugins' hosts and the crash handler need is in place
 	// before any plugin starts; the tool bridge and the engine, which need
 	// the plugins running, are resolved below, before anything is served.
+	netPolicy, channels, err := network(cfg, al, log.Named("egress")) // network.go
+	if err != nil {
+		return nil, err
+	}
+	f.undo.push("network channels", func(context.Context) error { channels.Close(); return nil })
 	grants := &grants{}
 	crashes := &crashes{sb: sb, log: log, hosts: map[string]*hostsvc.Host{}}
 	hostFor := func(name string) host.Host {
 		h := hostsvc.New(name, sb, al, ws)
 		h.SetGrants(grants.Grant)
+		h.SetNetwork(channels.Lookup)
 		crashes.add(name, h)
 		return h
 	}
@@ -307,6 +315,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return ok, err
 	}
 	eng.SetTools(tools, toolsWhy)
+	eng.SetNetwork(netPolicy, channels)
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
@@ -35,7 +36,8 @@ type Host struct {
 	mu         sync.Mutex
 	workspaces map[string]*tracked // container id → its workspace
 
-	grants   GrantFunc // nil: no tool grants
+	grants   GrantFunc   // nil: no tool grants
+	network  NetworkFunc // nil: no network grants
 	channels Channels
 }
 
@@ -46,6 +48,14 @@ type GrantFunc func(plugin, token string) (*toolbridge.Grant, error)
 // SetGrants lets containers of this plugin mount the tool grants the core
 // issued to it (host.Intent.ToolsGrant).
 func (h *Host) SetGrants(f GrantFunc) { h.grants = f }
+
+// NetworkFunc resolves a network grant token for plugin plugin
+// (egress.Channels.Lookup): only a live channel opened for that plugin.
+type NetworkFunc func(plugin, token string) (*egress.Channel, error)
+
+// SetNetwork lets containers of this plugin mount the network channels
+// the core opened for it (host.Intent.NetworkGrant).
+func (h *Host) SetNetwork(f NetworkFunc) { h.network = f }
 
 type tracked struct {
 	*workspace.Workspace
@@ -83,6 +93,23 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
 				Details: map[string]any{"rule": toolbridge.RuleNotGranted, "operation": "container.create", "plugin": h.plugin}})
 			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
+		}
+	}
+	var channel *egress.Channel
+	if in.NetworkGrant != "" {
+		var err error
+		if h.network == nil {
+			err = errors.New("this server grants no network (no [network] policy is served)")
+		} else {
+			channel, err = h.network(h.plugin, in.NetworkGrant)
+		}
+		if err != nil {
+			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
+				Details: map[string]any{"rule": egress.RuleNotGranted, "operation": "container.create", "plugin": h.plugin}})
+			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
+		}
+		if len(in.Command) == 0 {
+			return host.Container{}, host.Errorf(host.KindInvalid, "a container with a network grant needs a command: the forwarder starts before it")
 		}
 	}
 	places, err := host.EndpointPlaces(in)
@@ -133,6 +160,11 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		mounts = append(mounts, runtime.Mount{Source: grant.Dir(), Target: bridge.SandboxDir, ReadOnly: true})
 		in.Env = grant.Env(in.Env)
 	}
+	if channel != nil {
+		mounts = append(mounts, runtime.Mount{Source: channel.Dir(), Target: egress.SandboxDir, ReadOnly: true})
+		in.Env = channel.Env(in.Env)
+		in.Command = egress.Command(in.Command)
+	}
 	labels := map[string]string{}
 	for k, v := range in.Labels {
 		labels[runtime.LabelPluginPrefix+k] = v
@@ -151,6 +183,9 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if err != nil {
 		cleanup()
 		return host.Container{}, asHostErr(err)
+	}
+	if channel != nil {
+		channel.Mounted()
 	}
 	if r := h.m.Remote(); grant != nil && r != nil {
 		grant.SetRemote(remoteGrant{r: r, id: id, outDir: outDir})

@@ -225,6 +225,7 @@ type ExecuteInput struct {
 	Environment map[string]string `json:"environment,omitempty"`
 	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"MCP tools the code may call: a configured server (every tool its policy allows) or server.tool; see mcp://forge/tools/available (needs a bridge plugin)"`
 	InputFiles  []InputFileInput  `json:"input_files,omitempty"`
+	Network     []string          `json:"network,omitempty"`
 	Background  bool              `json:"background,omitempty"`
 }
 
@@ -255,6 +256,7 @@ func (s *Server) executeInputSchema() *jsonschema.Schema {
 		"background": fmt.Sprintf("run as a background job and answer at once with its job_id: for work longer than a client waits. "+
 			"Follow it with wait_job, list_jobs or %s, stop it with cancel_job; its timeout defaults to %d s, at most %d s (execution.max_background_timeout). "+
 			"A job in a session holds the session until it ends (other calls in it are refused)", JobTemplate, s.cfg.Jobs.DefaultTimeout, e.MaxBackgroundTimeout),
+		"network": networkDescription(s.cfg.Network),
 		"environment": fmt.Sprintf("environment variables for the code: names of letters, digits and '_' (not FORGE_*), values without NUL bytes, "+
 			"each at most %s, all together at most %s; a session takes them when it starts", e.MaxEnvValue, e.MaxEnvTotal),
 	}
@@ -262,6 +264,20 @@ func (s *Server) executeInputSchema() *jsonschema.Schema {
 		sch.Properties[k].Description = d
 	}
 	return sch
+}
+
+// networkDescription says what a run may ask for under this policy.
+func networkDescription(n config.Network) string {
+	allowed := "none: the operator allows no host ([network] allowed_hosts)"
+	if len(n.AllowedHosts) > 0 {
+		allowed = strings.Join(n.AllowedHosts, ", ")
+	}
+	if len(n.Tenants) > 0 {
+		allowed += " (and a tenant's own)"
+	}
+	return "stateless runs only (without session_id): hosts the code may reach over HTTP and HTTPS, e.g. [\"files.example.org\", \"api.example.org:443\"] " +
+		"(no port: every port the policy allows, else 80 and 443). Ordinary code works unchanged (HTTP_PROXY and HTTPS_PROXY are set: urllib, requests, pip, uv, " +
+		"R's download.file and curl); nothing else is reachable. Allowed: " + allowed
 }
 
 // ErrorInfo is a failure: of the user's code (type is the language's error
@@ -343,6 +359,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: s.conn(req.Session),
 		Approve:    approver(req.Session),
 		InputFiles: inputFiles(in.InputFiles),
+		Network:    in.Network,
 	}
 	if in.Background {
 		return s.startJob(ctx, req, ereq) // jobs.go

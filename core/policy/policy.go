@@ -47,6 +47,9 @@ type Settings struct {
 	// sandbox (the bridge protocol's directory, set by the assembly so that
 	// the rules import nothing of the plugin SDK); empty refuses every grant.
 	ToolGrantTarget string
+	// NetworkTarget is where a run's network channel directory is mounted
+	// (egress.SandboxDir, set by the assembly); empty refuses every one.
+	NetworkTarget string
 	Defaults        runtime.Limits
 	Max             runtime.Limits
 	// Waived are the guarantees sandboxes may go without, each with the
@@ -218,6 +221,7 @@ func forbiddenMount(p string) string {
 //	<base>/uploads/<session>/…    read-write, only this container's session
 //	<base>/shared/readonly/…      read-only
 //	<base>/tools/<grant>          read-only at Settings.ToolGrantTarget (a tool grant)
+//	<base>/net/<channel>          read-only at Settings.NetworkTarget (a network channel)
 func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 		return violation("mount", "mount paths must be absolute (source %q, target %q)", m.Source, m.Target)
@@ -262,6 +266,16 @@ func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 		}
 		if filepath.Clean(m.Target) != p.s.ToolGrantTarget {
 			return violation("mount", "a tool grant is mounted at %s only, not %q", p.s.ToolGrantTarget, m.Target)
+		}
+		return checkNoDotDot(m.Source)
+	case parts[0] == "net" && len(parts) == 2:
+		// A network channel (core/egress): the core alone adds this mount,
+		// for a channel opened for the plugin that creates the container.
+		if !m.ReadOnly {
+			return violation("mount-readonly", "%s is a network channel and must be mounted read-only", m.Source)
+		}
+		if p.s.NetworkTarget == "" || filepath.Clean(m.Target) != p.s.NetworkTarget {
+			return violation("mount", "a network channel is mounted at %s only, not %q", p.s.NetworkTarget, m.Target)
 		}
 		return checkNoDotDot(m.Source)
 	case parts[0] == "shared" && len(parts) >= 2 && parts[1] == "readonly":

@@ -395,3 +395,12 @@ func (r *Registry) Running(name string) int {
 	defer r.mu.Unlock()
 	return s.running
 }
+
+// Name is the tenant of the call ctx belongs to, "" when no tenant was
+// admitted (stdio, or a server without tenants).
+func Name(ctx context.Context) string {
+	if a, _ := ctx.Value(admissionKey{}).(*admission); a != nil {
+		return a.s.name
+	}
+	return ""
+}

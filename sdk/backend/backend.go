@@ -250,6 +250,10 @@ type ExecuteRequest struct {
 	// directory: clean relative path (no "..", not absolute) -> content.
 	// Sent only to backends whose Capabilities report InputFiles.
 	InputFiles map[string][]byte
+	// NetworkGrant is an opaque token of the network (hosts) granted to
+	// this run; copy it into host.Intent.NetworkGrant of the container
+	// that runs the code, never into a pooled one. "": none.
+	NetworkGrant string
 }
 
 // ExecError describes a failure of the user's code.

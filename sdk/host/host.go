@@ -45,6 +45,11 @@ type Intent struct {
 	// directory read-only at bridge.SandboxDir and sets its environment.
 	// Only a grant issued to this plugin is accepted.
 	ToolsGrant string
+	// NetworkGrant is the token of ExecuteRequest.NetworkGrant: the core
+	// mounts the run's channel to its egress proxy, sets HTTP_PROXY and
+	// the like, and starts the in-sandbox forwarder before Command. Only a
+	// grant issued to this plugin is accepted.
+	NetworkGrant string
 	// Endpoints are the unix sockets the container will listen on, which
 	// the plugin reaches through Sandbox.Dial.
 	Endpoints []Endpoint

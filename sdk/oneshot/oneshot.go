@@ -286,7 +286,7 @@ func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (
 	if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	in.CodeHash, in.ToolsGrant = p.codeHash, req.ToolsGrant
+	in.CodeHash, in.ToolsGrant, in.NetworkGrant = p.codeHash, req.ToolsGrant, req.NetworkGrant
 	in.Labels = map[string]string{host.LabelRun: req.RunID}
 	ctr, err := b.sb.Create(ctx, in)
 	if err != nil {

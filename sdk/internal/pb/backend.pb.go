@@ -523,7 +523,11 @@ type ExecuteRequest struct {
 	ToolsGrant string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
 	// Files placed read-only in a stateless run's working directory: clean
 	// relative path -> content (only to backends reporting input_files).
-	InputFiles    map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	InputFiles map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// network_grant is an opaque token of the network (hosts) the core
+	// granted this run: copy it into the container's intent
+	// (CreateRequest.network_grant). Empty: no network.
+	NetworkGrant  string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +644,13 @@ func (x *ExecuteRequest) GetInputFiles() map[string][]byte {
 		return x.InputFiles
 	}
 	return nil
+}
+
+func (x *ExecuteRequest) GetNetworkGrant() string {
+	if x != nil {
+		return x.NetworkGrant
+	}
+	return ""
 }
 
 // ExecuteSessionRequest is ExecuteRequest for ExecuteSession (v1 used
@@ -801,7 +812,11 @@ type ExecuteStreamRequest struct {
 	ToolsGrant string `protobuf:"bytes,11,opt,name=tools_grant,json=toolsGrant,proto3" json:"tools_grant,omitempty"`
 	// Files placed read-only in a stateless run's working directory: clean
 	// relative path -> content (only to backends reporting input_files).
-	InputFiles    map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	InputFiles map[string][]byte `protobuf:"bytes,12,rep,name=input_files,json=inputFiles,proto3" json:"input_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// network_grant is an opaque token of the network (hosts) the core
+	// granted this run: copy it into the container's intent
+	// (CreateRequest.network_grant). Empty: no network.
+	NetworkGrant  string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -918,6 +933,13 @@ func (x *ExecuteStreamRequest) GetInputFiles() map[string][]byte {
 		return x.InputFiles
 	}
 	return nil
+}
+
+func (x *ExecuteStreamRequest) GetNetworkGrant() string {
+	if x != nil {
+		return x.NetworkGrant
+	}
+	return ""
 }
 
 type ExecError struct {
@@ -2090,7 +2112,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x06shrunk\x18\x11 \x01(\x03R\x06shrunk\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xc5\x04\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xea\x04\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2107,7 +2129,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\vtools_grant\x18\v \x01(\tR\n" +
 	"toolsGrant\x12P\n" +
 	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v2.ExecuteRequest.InputFilesEntryR\n" +
-	"inputFiles\x1a6\n" +
+	"inputFiles\x12#\n" +
+	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2136,7 +2159,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fInputFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xd7\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xfc\x04\n" +
 	"\x14ExecuteStreamRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2153,7 +2176,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\vtools_grant\x18\v \x01(\tR\n" +
 	"toolsGrant\x12V\n" +
 	"\vinput_files\x18\f \x03(\v25.forge.plugin.v2.ExecuteStreamRequest.InputFilesEntryR\n" +
-	"inputFiles\x1a6\n" +
+	"inputFiles\x12#\n" +
+	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +

@@ -158,7 +158,11 @@ type CreateRequest struct {
 	Endpoints []*Endpoint `protobuf:"bytes,15,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	// warm_up: a CPU allowance beyond the limits until Clamp (or the core's
 	// own clamp 30 s after creation); no user code before Clamp returns.
-	WarmUp        bool `protobuf:"varint,16,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
+	WarmUp bool `protobuf:"varint,16,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
+	// network_grant: a token from ExecuteRequest; the core mounts that
+	// run's channel to its egress proxy, sets the proxy variables and starts
+	// the in-sandbox forwarder before the command.
+	NetworkGrant  string `protobuf:"bytes,17,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,6 +307,13 @@ func (x *CreateRequest) GetWarmUp() bool {
 		return x.WarmUp
 	}
 	return false
+}
+
+func (x *CreateRequest) GetNetworkGrant() string {
+	if x != nil {
+		return x.NetworkGrant
+	}
+	return ""
 }
 
 // Endpoint is a unix socket a sandbox listens on.
@@ -2553,7 +2564,7 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\x0eWorkspaceMount\x12\x16\n" +
 	"\x06subdir\x18\x01 \x01(\tR\x06subdir\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xa4\x06\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xc9\x06\n" +
 	"\rCreateRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x129\n" +
@@ -2574,7 +2585,8 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\vtools_grant\x18\x0e \x01(\tR\n" +
 	"toolsGrant\x127\n" +
 	"\tendpoints\x18\x0f \x03(\v2\x19.forge.plugin.v2.EndpointR\tendpoints\x12\x17\n" +
-	"\awarm_up\x18\x10 \x01(\bR\x06warmUp\x1a6\n" +
+	"\awarm_up\x18\x10 \x01(\bR\x06warmUp\x12#\n" +
+	"\rnetwork_grant\x18\x11 \x01(\tR\fnetworkGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +

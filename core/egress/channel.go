@@ -1,0 +1,229 @@
+package egress
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// What a sandbox with a grant sees: the run's channel directory, read-only
+// at SandboxDir, holding the socket to the core's proxy and the forwarder,
+// which listens on 127.0.0.1:ForwarderPort and carries each connection
+// there. The proxy variables of ProxyEnv point ordinary code (urllib,
+// requests, pip, uv, R's download.file and curl) at the forwarder; code
+// that ignores them has no route out at all.
+const (
+	SandboxDir    = "/forge/net"
+	SocketName    = "egress.sock"
+	ForwarderName = "forward.pl"
+	ForwarderPort = 3128
+	// EnvHosts lists the granted "host:port"s, comma-separated, for code
+	// that wants to know.
+	EnvHosts = "FORGE_NETWORK"
+)
+
+//go:embed forward.pl
+var forwarder []byte
+
+// proxyURL is where the forwarder listens, as the proxy variables name it.
+var proxyURL = "http://127.0.0.1:" + strconv.Itoa(ForwarderPort)
+
+// Channels holds the live channels of runs with a grant, by token: a
+// backend copies the token into its container's intent, and the core
+// mounts that channel, only for the plugin it was opened for.
+type Channels struct {
+	proxy *Proxy
+	root  string
+
+	mu   sync.Mutex
+	live map[string]*Channel
+}
+
+// NewChannels keeps channel directories under root (created 0711: a
+// sandbox sees only its own, mounted).
+func NewChannels(p *Proxy, root string) (*Channels, error) {
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return nil, fmt.Errorf("network channels: %w", err)
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return nil, fmt.Errorf("network channels: %w", err)
+	}
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries { // a previous process's: their grants are gone
+		_ = os.RemoveAll(filepath.Join(root, e.Name()))
+	}
+	return &Channels{proxy: p, root: root, live: map[string]*Channel{}}, nil
+}
+
+// Channel is one grant's way in from its sandbox: a directory with the
+// forwarder and a unix socket served by the proxy for that grant. Close
+// ends the grant (open connections are cut) and removes the directory.
+type Channel struct {
+	c      *Channels
+	g      *Grant
+	token  string
+	plugin string
+	dir    string
+	ln     net.Listener
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	mounted int
+}
+
+// Open serves grant g to the containers plugin creates with the channel's
+// token.
+func (c *Channels) Open(g *Grant, plugin string) (*Channel, error) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	ch := &Channel{c: c, g: g, token: hex.EncodeToString(b), plugin: plugin, done: make(chan struct{})}
+	ch.dir = filepath.Join(c.root, ch.token)
+	if err := os.Mkdir(ch.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("network channel: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ch.dir, ForwarderName), forwarder, 0o644); err != nil {
+		os.RemoveAll(ch.dir)
+		return nil, fmt.Errorf("network channel: %w", err)
+	}
+	p := filepath.Join(ch.dir, SocketName)
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		os.RemoveAll(ch.dir)
+		return nil, fmt.Errorf("network channel: %w", err)
+	}
+	// The sandbox's user is not the core's.
+	if err := os.Chmod(p, 0o666); err != nil {
+		ln.Close()
+		os.RemoveAll(ch.dir)
+		return nil, fmt.Errorf("network channel: %w", err)
+	}
+	ch.ln = ln
+	ctx, cancel := context.WithCancel(context.Background())
+	ch.cancel = cancel
+	go func() {
+		defer close(ch.done)
+		_ = c.proxy.Serve(ctx, ln, g)
+	}()
+	c.mu.Lock()
+	c.live[ch.token] = ch
+	c.mu.Unlock()
+	return ch, nil
+}
+
+// Lookup is the live channel token names, if it was opened for plugin.
+func (c *Channels) Lookup(plugin, token string) (*Channel, error) {
+	c.mu.Lock()
+	ch := c.live[token]
+	c.mu.Unlock()
+	if ch == nil || ch.plugin != plugin {
+		return nil, errors.New("the network grant is not one this server issued to this plugin, or its run has ended")
+	}
+	return ch, nil
+}
+
+// Close ends every live channel (the server stops).
+func (c *Channels) Close() {
+	c.mu.Lock()
+	all := slices.Collect(maps.Values(c.live))
+	c.mu.Unlock()
+	for _, ch := range all {
+		ch.Close()
+	}
+}
+
+// Token is the opaque id a backend copies into its container's intent.
+func (ch *Channel) Token() string { return ch.token }
+
+// Dir is the channel's directory on the host, mounted read-only at
+// SandboxDir.
+func (ch *Channel) Dir() string { return ch.dir }
+
+// Grant is what the channel serves.
+func (ch *Channel) Grant() *Grant { return ch.g }
+
+// Mounted counts a container the channel was mounted into.
+func (ch *Channel) Mounted() {
+	ch.mu.Lock()
+	ch.mounted++
+	ch.mu.Unlock()
+}
+
+// Mounts is how many containers the channel was mounted into: 0 after a
+// run means its backend did not pass the grant on.
+func (ch *Channel) Mounts() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.mounted
+}
+
+// Env returns env with the proxy variables and EnvHosts added.
+func (ch *Channel) Env(env map[string]string) map[string]string {
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+		out[k] = proxyURL
+	}
+	// Nothing is reached directly: a no_proxy from the user must not send
+	// code around the forwarder into no route.
+	delete(out, "NO_PROXY")
+	delete(out, "no_proxy")
+	out[EnvHosts] = strings.Join(ch.g.Hosts(), ",")
+	return out
+}
+
+// Command wraps a container's command so that the forwarder listens
+// before it runs; an image without perl fails with a clear message.
+func Command(cmd []string) []string {
+	script := `command -v perl >/dev/null 2>&1 || { echo "mcp-forge: network needs perl in the sandbox image (the mcp-forge images have it)" >&2; exit 125; }; ` +
+		`perl ` + SandboxDir + "/" + ForwarderName + ` ` + SandboxDir + "/" + SocketName + ` ` + strconv.Itoa(ForwarderPort) + ` || exit 125; exec "$@"`
+	return append([]string{"/bin/sh", "-c", script, "sh"}, cmd...)
+}
+
+// Close ends the grant (connections cut), stops serving and removes the
+// directory. Idempotent.
+func (ch *Channel) Close() {
+	ch.c.mu.Lock()
+	_, live := ch.c.live[ch.token]
+	delete(ch.c.live, ch.token)
+	ch.c.mu.Unlock()
+	if !live {
+		return
+	}
+	ch.g.Close()
+	ch.cancel()
+	<-ch.done
+	os.RemoveAll(ch.dir)
+}
+
+// HostsResolver answers names of hosts (network.hosts) itself and asks
+// next for the others.
+type HostsResolver struct {
+	Hosts map[string]netip.Addr
+	Next  Resolver
+}
+
+// LookupNetIP implements Resolver.
+func (r HostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, ok := r.Hosts[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
+		if (network == "ip4" && !a.Is4()) || (network == "ip6" && !a.Is6()) {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		return []netip.Addr{a}, nil
+	}
+	return r.Next.LookupNetIP(ctx, network, host)
+}

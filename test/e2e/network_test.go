@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// networkServers are the local servers a granted run reaches: plain HTTP
+// (a file, a redirect to a host that is not granted) and HTTPS with the
+// test's own CA, both on 127.0.0.1 and reached by names that network.hosts
+// maps there.
+type networkServers struct {
+	plain, tls    *httptest.Server
+	port, tlsPort string
+	caPEM         string
+}
+
+func newNetworkServers(t *testing.T) *networkServers {
+	t.Helper()
+	var s networkServers
+	mux := http.NewServeMux()
+	mux.HandleFunc("/data", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from files.test") })
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://other.test:"+s.port+"/data", http.StatusFound)
+	})
+	s.plain = httptest.NewServer(mux)
+	t.Cleanup(s.plain.Close)
+	s.tls = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello over tls") }))
+	t.Cleanup(s.tls.Close)
+	_, s.port, _ = net.SplitHostPort(s.plain.Listener.Addr().String())
+	_, s.tlsPort, _ = net.SplitHostPort(s.tls.Listener.Addr().String())
+	s.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.tls.Certificate().Raw}))
+	return &s
+}
+
+// configure allows files.test and secure.test on the servers' ports (and
+// other.test on none), maps names to 127.0.0.1 or a private address, and
+// lets the proxy reach 127.0.0.1, which it refuses otherwise.
+func (s *networkServers) configure(c *config.Config) {
+	c.Network.AllowedHosts = []string{"files.test:" + s.port, "secure.test:" + s.tlsPort, "private.test:" + s.port}
+	c.Network.AllowedCIDRs = []string{"127.0.0.1/32"}
+	c.Network.Hosts = map[string]string{"files.test": "127.0.0.1", "secure.test": "127.0.0.1", "other.test": "127.0.0.1", "private.test": "10.255.255.1"}
+}
+
+// A granted run reaches the granted names from ordinary Python code
+// (urllib over HTTP_PROXY and HTTPS_PROXY, TLS through CONNECT untouched);
+// everything else is refused with its rule or has no route, and each
+// connection is audited. A run without network has none, and a run asking
+// for what the policy does not allow is refused before it starts.
+func TestNetworkByHostName(t *testing.T) {
+	s := newNetworkServers(t)
+	p := testenv.NewInProcess(t, s.configure)
+	cs := p.Connect(t)
+	code := fmt.Sprintf(`import json, os, socket, ssl, urllib.request, urllib.error, http.client
+P, T = %q, %q
+out = {}
+def get(url, **kw):
+    try:
+        with urllib.request.urlopen(url, timeout=20, **kw) as r:
+            return r.read().decode()
+    except urllib.error.HTTPError as e:
+        return 'HTTP %%d %%s' %% (e.code, e.headers.get('X-Mcp-Forge-Rule'))
+    except Exception as e:
+        return 'error ' + type(e).__name__
+out['granted'] = get('http://files.test:%%s/data' %% P)
+ctx = ssl.create_default_context(cafile='ca.pem'); ctx.check_hostname = False
+out['tls'] = get('https://secure.test:%%s/' %% T, context=ctx)
+out['ungranted'] = get('http://other.test:%%s/data' %% P)
+out['ip_literal'] = get('http://127.0.0.1:%%s/data' %% P)
+out['private'] = get('http://private.test:%%s/data' %% P)
+out['redirect'] = get('http://files.test:%%s/redirect' %% P)
+c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=20)
+c.set_tunnel('files.test', 1)
+try:
+    c.connect(); out['connect_port'] = 'connected'
+except OSError as e:
+    out['connect_port'] = str(e)
+def raw(host, port):
+    try:
+        socket.create_connection((host, port), timeout=5).close(); return 'connected'
+    except OSError as e:
+        return 'error ' + type(e).__name__
+out['raw_host'] = raw('127.0.0.1', int(P))
+out['raw_out'] = raw('1.1.1.1', 80)
+try:
+    socket.getaddrinfo('files.test', 80); out['dns'] = 'resolved'
+except OSError as e:
+    out['dns'] = 'error ' + type(e).__name__
+out['env'] = os.environ.get('FORGE_NETWORK')
+print(json.dumps(out))`, s.port, s.tlsPort)
+	var o out
+	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": code, "network": []string{"files.test", "secure.test", "private.test"},
+		"input_files": []map[string]any{{"path": "ca.pem", "content": s.caPEM}}}, &o)
+	if res.IsError || !o.Success {
+		t.Fatalf("run with network: %s %+v", testenv.Text(res), o)
+	}
+	for k, want := range map[string]string{
+		`"granted": "hello from files.test"`:                                                     "a granted name over plain HTTP",
+		`"tls": "hello over tls"`:                                                                "a granted name over HTTPS (CONNECT)",
+		`"ungranted": "HTTP 403 ` + egress.RuleHost:                                              "a name not granted",
+		`"ip_literal": "HTTP 403 ` + egress.RuleIPLiteral:                                        "an IP literal",
+		`"private": "HTTP 403 ` + egress.RuleAddress:                                             "a granted name resolving to a private address",
+		`"redirect": "HTTP 403 ` + egress.RuleHost:                                               "a redirect to a name not granted",
+		`"connect_port": "Tunnel connection failed: 403`:                                         "a CONNECT to a port not granted",
+		`"raw_host": "error ConnectionRefusedError"`:                                             "a raw socket to the host's server",
+		`"raw_out": "error OSError"`:                                                             "a raw socket out",
+		`"dns": "error gaierror"`:                                                                "a DNS lookup in the sandbox",
+		`"env": "files.test:` + s.port + `,private.test:` + s.port + `,secure.test:` + s.tlsPort: "FORGE_NETWORK",
+	} {
+		if !strings.Contains(o.Stdout, k) {
+			t.Errorf("%s: want %s in %s", want, k, o.Stdout)
+		}
+	}
+	if !strings.Contains(strings.Join(o.Notices, "\n"), "network granted: files.test:"+s.port) {
+		t.Errorf("no notice of the grant: %q", o.Notices)
+	}
+
+	// Each refusal is audited with its rule, the granted connections as done.
+	rules, done := map[string]bool{}, 0
+	grants := 0
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		switch e.Event {
+		case egress.EventGrant:
+			grants++
+		case egress.EventConnection:
+			if r, _ := e.Details["rule"].(string); r != "" {
+				rules[r] = true
+			}
+			if e.Details["outcome"] == egress.OutcomeDone {
+				done++
+			}
+		}
+	}
+	for _, r := range []string{egress.RuleHost, egress.RuleIPLiteral, egress.RuleAddress, egress.RulePort} {
+		if !rules[r] {
+			t.Errorf("no connection audited with rule %s (rules: %v)", r, rules)
+		}
+	}
+	if grants != 1 || done < 2 {
+		t.Errorf("audit: %d grants, %d connections done; want 1 and at least 2", grants, done)
+	}
+
+	// Without network, no proxy and no route.
+	o = out{}
+	res = testenv.Call(t, cs, "execute_python", map[string]any{"code": fmt.Sprintf(`import os, urllib.request
+try:
+    urllib.request.urlopen('http://files.test:%s/data', timeout=5); r = 'reached'
+except Exception as e:
+    r = type(e).__name__
+(os.environ.get('HTTP_PROXY'), r)`, s.port)}, &o)
+	if res.IsError || o.ResultRepr != "(None, 'URLError')" {
+		t.Errorf("a run without network: %s %+v", testenv.Text(res), o)
+	}
+
+	// Refused before anything runs: a host the policy does not allow, a
+	// port it does not allow, network in a session.
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"host not allowed", map[string]any{"network": []string{"evil.example.org"}}, "evil.example.org"},
+		{"port not allowed", map[string]any{"network": []string{"files.test:22"}}, "port"},
+		{"session", map[string]any{"network": []string{"files.test"}, "session_id": "net"}, "session"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.args["code"] = "print('ran')"
+			var o out
+			res := testenv.Call(t, cs, "execute_python", c.args, &o)
+			if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, c.want) || strings.Contains(o.Stdout, "ran") {
+				t.Fatalf("want a RequestError naming %q, got %s %+v", c.want, testenv.Text(res), o)
+			}
+		})
+	}
+	refused := 0
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		if e.Event == "request.refused" && strings.HasPrefix(fmt.Sprint(e.Details["rule"]), "network-") {
+			refused++
+		}
+	}
+	if refused != 3 {
+		t.Errorf("%d network refusals audited, want 3", refused)
+	}
+}
+
+// R reaches a granted name with download.file and url() connections
+// (libcurl honours http_proxy), and not one that is not granted.
+func TestNetworkFromR(t *testing.T) {
+	s := newNetworkServers(t)
+	p := testenv.NewInProcess(t, s.configure)
+	cs := p.Connect(t)
+	code := fmt.Sprintf(`f <- tempfile()
+download.file("http://files.test:%[1]s/data", f, method = "libcurl", quiet = TRUE)
+cat("granted:", readLines(f, warn = FALSE), "\n")
+r <- tryCatch(readLines(url("http://other.test:%[1]s/data", method = "libcurl"), warn = FALSE), error = function(e) "refused", warning = function(w) "refused")
+cat("ungranted:", r, "\n")`, s.port)
+	var o out
+	res := testenv.Call(t, cs, "execute_r", map[string]any{"code": code, "network": []string{"files.test"}}, &o)
+	if res.IsError || !o.Success {
+		t.Fatalf("R run with network: %s %+v", testenv.Text(res), o)
+	}
+	if !strings.Contains(o.Stdout, "granted: hello from files.test") || !strings.Contains(o.Stdout, "ungranted: refused") {
+		t.Fatalf("R: %q", o.Stdout)
+	}
+}
