@@ -55,6 +55,14 @@ func TestNetworkValidation(t *testing.T) {
 		{"cidr everything", func(c *Config) { c.Network.AllowedCIDRs = []string{"127.0.0.1/32", "0.0.0.0/0"} }, "network.allowed_cidrs[1]", "covers every address"},
 		{"cidr everything v6", func(c *Config) { c.Network.AllowedCIDRs = []string{"::/0"} }, "network.allowed_cidrs[0]", "covers every address"},
 		{"cidr mapped", func(c *Config) { c.Network.AllowedCIDRs = []string{"::ffff:10.0.0.0/104"} }, "network.allowed_cidrs[0]", "write it as IPv4"},
+		{"hosts name", func(c *Config) { c.Network.Hosts = map[string]string{"*.example.org": "10.0.0.1"} }, `network.hosts["*.example.org"]`, "lower-case DNS name"},
+		{"hosts upper", func(c *Config) { c.Network.Hosts = map[string]string{"Files.example.org": "10.0.0.1"} }, `network.hosts["Files.example.org"]`, "lower-case DNS name"},
+		{"hosts port", func(c *Config) { c.Network.Hosts = map[string]string{"files.example.org:80": "10.0.0.1"} }, `network.hosts["files.example.org:80"]`, "without a port"},
+		{"hosts address", func(c *Config) { c.Network.Hosts = map[string]string{"files.example.org": "10.0.0"} }, `network.hosts["files.example.org"]`, "is not an IP address"},
+		{"hosts zone", func(c *Config) { c.Network.Hosts = map[string]string{"files.example.org": "fe80::1%eth0"} }, `network.hosts["files.example.org"]`, "is not an IP address"},
+		{"hosts fine", func(c *Config) {
+			c.Network.Hosts = map[string]string{"files.example.org": "10.0.0.1", "v6.example.org": "2001:db8::1"}
+		}, "", ""},
 		{"connections", func(c *Config) { c.Network.MaxConnections = 0 }, "network.max_connections", "must be > 0"},
 		{"duration", func(c *Config) { c.Network.MaxDuration = -1 }, "network.max_duration", "must be > 0"},
 		{"upload", func(c *Config) { c.Network.MaxUpload = 0 }, "network.max_upload", "is empty"},

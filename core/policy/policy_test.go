@@ -18,6 +18,7 @@ func testSettings(base string) Settings {
 		UserNSStart:     2147483647,
 		BasePath:        base,
 		ToolGrantTarget: "/forge/tools",
+		NetworkTarget:   "/forge/net",
 		TmpfsMax:        64 << 20,
 		Seccomp:         base + "/mcp-forge-seccomp-test.json",
 		Defaults:        runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
@@ -141,6 +142,18 @@ func TestCheckCreateRules(t *testing.T) {
 		}},
 		{"mount-outside-base", func(s *runtime.Spec) {
 			s.Mounts = []runtime.Mount{{Source: base + "/tools", Target: "/forge/tools", ReadOnly: true}}
+		}},
+		{"", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/net/ab12", Target: "/forge/net", ReadOnly: true}}
+		}},
+		{"mount-readonly", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/net/ab12", Target: "/forge/net"}}
+		}},
+		{"mount", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/net/ab12", Target: "/forge/tools", ReadOnly: true}}
+		}},
+		{"mount-outside-base", func(s *runtime.Spec) {
+			s.Mounts = []runtime.Mount{{Source: base + "/net", Target: "/forge/net", ReadOnly: true}}
 		}},
 		{"mount-outside-base", func(s *runtime.Spec) {
 			s.Mounts = []runtime.Mount{{Source: base + "/tools/ab12/python", Target: "/forge/tools", ReadOnly: true}}

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +33,11 @@ func newNetworkServers(t *testing.T) *networkServers {
 	var s networkServers
 	mux := http.NewServeMux()
 	mux.HandleFunc("/data", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from files.test") })
+	mux.HandleFunc("/simple/forgetest/", func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.Sum256(testWheel)
+		fmt.Fprintf(w, "<html><body><a href=\"/files/forgetest-0.1-py3-none-any.whl#sha256=%x\">forgetest-0.1-py3-none-any.whl</a></body></html>", sum)
+	})
+	mux.HandleFunc("/files/forgetest-0.1-py3-none-any.whl", func(w http.ResponseWriter, r *http.Request) { w.Write(testWheel) })
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://other.test:"+s.port+"/data", http.StatusFound)
 	})
@@ -41,6 +50,24 @@ func newNetworkServers(t *testing.T) *networkServers {
 	s.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.tls.Certificate().Raw}))
 	return &s
 }
+
+// testWheel is a pure-Python wheel of package forgetest 0.1, served by a
+// local package index.
+var testWheel = func() []byte {
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	for name, body := range map[string]string{
+		"forgetest/__init__.py":            "VALUE = 42\n",
+		"forgetest-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: forgetest\nVersion: 0.1\n",
+		"forgetest-0.1.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: mcp-forge-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+		"forgetest-0.1.dist-info/RECORD":   "",
+	} {
+		w, _ := z.Create(name)
+		io.WriteString(w, body)
+	}
+	z.Close()
+	return b.Bytes()
+}()
 
 // configure allows files.test and secure.test on the servers' ports (and
 // other.test on none), maps names to 127.0.0.1 or a private address, and
@@ -149,6 +176,17 @@ print(json.dumps(out))`, s.port, s.tlsPort)
 		t.Errorf("audit: %d grants, %d connections done; want 1 and at least 2", grants, done)
 	}
 
+	// pip downloads from a granted package index through HTTP_PROXY.
+	o = out{}
+	res = testenv.Call(t, cs, "execute_python", map[string]any{"network": []string{"files.test"}, "code": fmt.Sprintf(`import subprocess, sys, os
+r = subprocess.run([sys.executable, '-m', 'pip', 'download', '--no-deps', '--disable-pip-version-check', '--no-cache-dir', '-q', '-d', 'dl',
+    '--index-url', 'http://files.test:%s/simple/', '--trusted-host', 'files.test', 'forgetest'], capture_output=True, text=True)
+print(r.returncode, r.stderr[-500:])
+sorted(os.listdir('dl')) if os.path.isdir('dl') else []`, s.port)}, &o)
+	if res.IsError || o.ResultRepr != "['forgetest-0.1-py3-none-any.whl']" {
+		t.Errorf("pip download from a granted index: %s %+v", testenv.Text(res), o)
+	}
+
 	// Without network, no proxy and no route.
 	o = out{}
 	res = testenv.Call(t, cs, "execute_python", map[string]any{"code": fmt.Sprintf(`import os, urllib.request
@@ -210,5 +248,38 @@ cat("ungranted:", r, "\n")`, s.port)
 	}
 	if !strings.Contains(o.Stdout, "granted: hello from files.test") || !strings.Contains(o.Stdout, "ungranted: refused") {
 		t.Fatalf("R: %q", o.Stdout)
+	}
+}
+
+// A flood past the grant's budget is refused with the budget's rule while
+// what came before it was served.
+func TestNetworkBudget(t *testing.T) {
+	s := newNetworkServers(t)
+	p := testenv.NewInProcess(t, func(c *config.Config) {
+		s.configure(c)
+		c.Network.MaxConnections = 3
+	})
+	cs := p.Connect(t)
+	var o out
+	res := testenv.Call(t, cs, "execute_python", map[string]any{"network": []string{"files.test"}, "code": fmt.Sprintf(`import urllib.request, urllib.error
+got = []
+for i in range(6):
+    try:
+        got.append(urllib.request.urlopen('http://files.test:%s/data', timeout=20).status)
+    except urllib.error.HTTPError as e:
+        got.append(e.headers.get('X-Mcp-Forge-Rule'))
+got`, s.port)}, &o)
+	want := fmt.Sprintf("[200, 200, 200, '%s', '%s', '%s']", egress.RuleBudgetConnections, egress.RuleBudgetConnections, egress.RuleBudgetConnections)
+	if res.IsError || o.ResultRepr != want {
+		t.Fatalf("want %s, got %s %+v", want, testenv.Text(res), o)
+	}
+	n := 0
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		if e.Event == egress.EventConnection && e.Details["rule"] == egress.RuleBudgetConnections {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d connections audited as past the budget, want 3", n)
 	}
 }

@@ -1,0 +1,119 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A channel serves its grant on its socket, only to the plugin it was
+// opened for, and its Close cuts what is open and removes its directory.
+func TestChannel(t *testing.T) {
+	w := newWorld(t)
+	p := w.policy(nil)
+	g, err := p.Grant(context.Background(), Request{Hosts: []string{"files.test"}, RunID: "run-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := New(Options{Resolver: w.resolver, Dial: w.dials.dial})
+	root := filepath.Join(t.TempDir(), "net")
+	cs, err := NewChannels(px, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cs.Open(g, "python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Lookup("r", ch.Token()); err == nil {
+		t.Fatal("another plugin looked the channel up")
+	}
+	if _, err := cs.Lookup("python", "0123"); err == nil {
+		t.Fatal("an unknown token was looked up")
+	}
+	if got, err := cs.Lookup("python", ch.Token()); err != nil || got != ch {
+		t.Fatalf("lookup: %v %v", got, err)
+	}
+	if fwd, err := os.ReadFile(filepath.Join(ch.Dir(), ForwarderName)); err != nil || len(fwd) == 0 {
+		t.Fatalf("the forwarder is not in the channel: %v", err)
+	}
+
+	// A granted GET through the socket, and an open connection cut by Close.
+	c, err := net.Dial("unix", filepath.Join(ch.Dir(), SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	url := "http://files.test:" + strconv.Itoa(w.hport) + "/data"
+	io.WriteString(c, "GET "+url+" HTTP/1.1\r\nHost: files.test\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET through the channel: %v %v", resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	ch.Close()
+	ch.Close() // idempotent
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection outlived the channel")
+	}
+	if _, err := os.Stat(ch.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the channel's directory is left: %v", err)
+	}
+	if _, err := cs.Lookup("python", ch.Token()); err == nil {
+		t.Fatal("a closed channel was looked up")
+	}
+	if n, _, _ := g.Used(); n != 1 {
+		t.Fatalf("%d connections counted, want 1", n)
+	}
+}
+
+// The proxy variables replace the user's, and no_proxy cannot send code
+// around the forwarder.
+func TestChannelEnv(t *testing.T) {
+	w := newWorld(t)
+	g, err := w.policy(nil).Grant(context.Background(), Request{Hosts: []string{"files.test", "other.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ch := &Channel{g: g}
+	env := ch.Env(map[string]string{"HTTP_PROXY": "http://evil:1", "no_proxy": "*", "NO_PROXY": "*", "KEEP": "1"})
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+		if env[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	if _, ok := env["no_proxy"]; ok || env["NO_PROXY"] != "" || env["KEEP"] != "1" {
+		t.Errorf("env: %v", env)
+	}
+	h := strconv.Itoa(w.hport)
+	if env[EnvHosts] != "files.test:"+h+",other.test:"+h {
+		t.Errorf("%s = %q", EnvHosts, env[EnvHosts])
+	}
+	cmd := Command([]string{"python3", "run.py"})
+	if cmd[0] != "/bin/sh" || !strings.Contains(cmd[2], "perl "+SandboxDir+"/"+ForwarderName) || cmd[len(cmd)-2] != "python3" {
+		t.Errorf("command: %q", cmd)
+	}
+}
+
+func TestHostsResolver(t *testing.T) {
+	r := HostsResolver{Hosts: map[string]netip.Addr{"a.test": netip.MustParseAddr("10.0.0.1")}, Next: mapResolver{"b.test": {"10.0.0.2"}}}
+	for _, c := range []struct{ network, host, want string }{
+		{"ip", "a.test", "10.0.0.1"}, {"ip", "A.Test.", "10.0.0.1"}, {"ip4", "a.test", "10.0.0.1"}, {"ip6", "a.test", ""},
+		{"ip", "b.test", "10.0.0.2"}, {"ip", "c.test", ""},
+	} {
+		got, err := r.LookupNetIP(context.Background(), c.network, c.host)
+		if (c.want == "") != (err != nil) || (err == nil && got[0].String() != c.want) {
+			t.Errorf("%s %s: %v %v, want %q", c.network, c.host, got, err, c.want)
+		}
+	}
+}
