@@ -14,12 +14,12 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
-	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"

@@ -50,8 +50,8 @@ type Settings struct {
 	// NetworkTarget is where a run's network channel directory is mounted
 	// (egress.SandboxDir, set by the assembly); empty refuses every one.
 	NetworkTarget string
-	Defaults        runtime.Limits
-	Max             runtime.Limits
+	Defaults      runtime.Limits
+	Max           runtime.Limits
 	// Waived are the guarantees sandboxes may go without, each with the
 	// setting that waived it (config.Waivers); every other one is required.
 	Waived map[runtime.Guarantee]string
