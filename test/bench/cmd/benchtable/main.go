@@ -111,6 +111,11 @@ var specs = []spec{
 		note: func(all Metrics) string {
 			return fmt.Sprintf("p95 stateless %.0f ms, session %.0f ms; burst %.1f s", all["stateless-p95-ms"], all["session-p95-ms"], all["wall-ms"]/1000)
 		}},
+	{figure: "HTTP GET of 1 KiB from sandbox code through a network grant vs the same code on the host, direct", benchmarks: []string{"BenchmarkNetworkGet"},
+		measured: "proxied-median-ms", baseline: "direct-median-ms", unit: "ms", goal: "reported",
+		note: func(all Metrics) string {
+			return fmt.Sprintf("on the run's socket without the forwarder %.2f ms", all["socket-median-ms"])
+		}},
 	{figure: "host memory per idle Python session: server + plugins (baseline column: the container)", benchmarks: []string{"BenchmarkIdleSessionMemory"},
 		measured: "host-mb-per-session", baseline: "container-mb-per-session", unit: "MB", goal: "server + plugin ≤ 15 MB", pass: atMost(15),
 		note: func(all Metrics) string {
