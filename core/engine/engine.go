@@ -394,7 +394,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	runStart := time.Now()
 	var channel *egress.Channel
 	if s == nil && len(req.Network) > 0 {
-		if channel, err = e.openNetwork(ctx, req, runID, name); channel != nil {
+		if channel, err = e.openNetwork(ctx, netAsk{hosts: req.Network, client: req.Client, run: runID, tool: p.tool, approve: req.Approve}, name); channel != nil {
 			defer channel.Close() // the run's end cuts its connections, a background process's too
 			breq.NetworkGrant = channel.Token()
 		}
@@ -402,7 +402,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	if err != nil {
 		// refused or not opened: nothing runs
 	} else if s != nil {
-		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve}, emit)
+		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, tool: p.tool}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
 		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: p.toolIDs, Approve: req.Approve})
@@ -508,6 +508,8 @@ type toolRun struct {
 	ids     []string
 	client  string
 	approve toolbridge.Approver
+	network []string // hosts asked for (a session's first call grants them)
+	tool    string
 }
 
 // resolveTools checks that backend forwards tool grants and expands

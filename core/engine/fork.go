@@ -105,6 +105,9 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	if src.Grant != nil {
 		notCopied = append(notCopied, fmt.Sprintf("the MCP tools granted to %q: a fork starts without mcp_tools, and a session's tools are granted on its first call, so use a new session with mcp_tools for code that calls tools", from))
 	}
+	if src.Network != nil {
+		notCopied = append(notCopied, fmt.Sprintf("the network granted to %q: a fork starts without network, and a session's network is granted on its first call, so use a new session with network for code that needs it", from))
+	}
 	src.Unlock()
 	if err != nil {
 		e.sessions.Drop(dst)

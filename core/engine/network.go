@@ -8,12 +8,14 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
+	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 )
 
 // Rules of network requests refused before any grant is looked at.
 const (
-	RuleNetworkSession     = "network-session"     // network asked for in a session
+	RuleNetworkSession     = "network-session"     // network asked for on a later call of a session started without
 	RuleNetworkUnavailable = "network-unavailable" // this server grants no network
 )
 
@@ -34,22 +36,28 @@ func (e *Engine) checkNetwork(req Request) error {
 	switch {
 	case len(req.Network) == 0:
 		return nil
-	case req.SessionID != "":
-		return refusal.New(RuleNetworkSession, "network %s: a session cannot be granted network yet (its kernel outlives any one run's grant): omit session_id to run the code in a fresh container with network, and pass data to the session as input files", quotedList(req.Network))
 	case e.network == nil:
 		return refusal.New(RuleNetworkUnavailable, "network %s: this server grants no network", quotedList(req.Network))
 	}
 	return nil
 }
 
-// openNetwork grants what the run asked for under the policy and opens
-// the channel its backend's container mounts. A refusal is audited with
-// its rule.
-func (e *Engine) openNetwork(ctx context.Context, req Request, runID, backendName string) (*egress.Channel, error) {
-	g, err := e.network.policy.Grant(ctx, egress.Request{Hosts: req.Network, Tenant: tenant.Name(ctx), Client: req.Client, RunID: runID,
-		Approve: egress.Approver(req.Approve)})
+// netAsk is what a stateless run, or a session's first call, asks for.
+type netAsk struct {
+	hosts           []string
+	client, session string // session: the internal id ("" for a stateless run)
+	run, tool       string
+	approve         toolbridge.Approver
+}
+
+// openNetwork grants what a run or session asked for under the policy and
+// opens the channel its backend's container mounts. A refusal is audited
+// with its rule.
+func (e *Engine) openNetwork(ctx context.Context, a netAsk, backendName string) (*egress.Channel, error) {
+	g, err := e.network.policy.Grant(ctx, egress.Request{Hosts: a.hosts, Tenant: tenant.Name(ctx), Client: a.client, Session: a.session, RunID: a.run,
+		Approve: egress.Approver(a.approve)})
 	if err != nil {
-		return nil, e.refuse(req.Client, "", "execute_"+req.Language, err, map[string]any{"run_id": runID, "network": req.Network})
+		return nil, e.refuse(a.client, a.session, a.tool, err, map[string]any{"run_id": a.run, "network": a.hosts})
 	}
 	ch, err := e.network.channels.Open(g, backendName)
 	if err != nil {
@@ -57,6 +65,24 @@ func (e *Engine) openNetwork(ctx context.Context, req Request, runID, backendNam
 		return nil, fmt.Errorf("open the run's network channel: %w", err)
 	}
 	return ch, nil
+}
+
+// sessionNetwork checks a session call's network against the session's,
+// which its container mounted when it started, and returns the notice of
+// what the session's network has used.
+func (e *Engine) sessionNetwork(s *session.Session, created bool, tools toolRun) (string, error) {
+	hosts := tools.network
+	if s.Network == nil {
+		if len(hosts) > 0 && !created {
+			return "", e.refuse(tools.client, s.ID, tools.tool, refusal.New(RuleNetworkSession, "network %s: session %q was started without network, and a session's network channel is mounted when its kernel starts: pass network on a session's first call (destroy_session, then call again with network), or run this code without session_id", quotedList(hosts), s.ID), map[string]any{"network": hosts})
+		}
+		return "", nil
+	}
+	n := networkNotice(s.Network, s.Backend)
+	if len(hosts) > 0 && !created {
+		n += "; network applies when a session starts: this session keeps what it was granted then"
+	}
+	return n, nil
 }
 
 // networkNotice says what the run was granted and used, or that its

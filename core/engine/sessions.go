@@ -223,6 +223,11 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		s.Grant.BeginRun(breq.RunID, tools.client, tools.approve) // a fresh call budget per execute
 		breq.ToolsGrant = s.Grant.Token()
 	}
+	if n, err := e.sessionNetwork(s, created, tools); err != nil { // network.go
+		return backend.ExecuteResult{}, nil, err
+	} else if n != "" {
+		notices = append(notices, n)
+	}
 	e.sessions.SetState(s, session.StateBusy)
 	sb, err := e.sessionBackend(ctx, s.Backend)
 	var res backend.ExecuteResult
@@ -507,21 +512,34 @@ func (e *Engine) CloseAll(ctx context.Context) {
 // session started without tools gets no grant: its kernel can then come
 // from the warm pool, which holds containers without a tools mount.
 func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools toolRun) error {
+	if len(tools.network) > 0 {
+		ch, err := e.openNetwork(ctx, netAsk{hosts: tools.network, client: s.Client, session: s.Internal, tool: tools.tool, approve: tools.approve}, s.Backend)
+		if err != nil {
+			return err
+		}
+		s.Network, s.Start.NetworkGrant = ch, ch.Token()
+	}
 	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
 		return nil
 	}
 	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: s.Backend, Client: s.Client, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
 	if err != nil {
+		e.closeGrant(s) // the network granted above
 		return err
 	}
 	s.Grant, s.Start.ToolsGrant = g, g.Token()
 	return nil
 }
 
-// closeGrant ends a session's tool grant (caller holds s's lock).
+// closeGrant ends a session's tool grant and network (caller holds s's
+// lock).
 func (e *Engine) closeGrant(s *session.Session) {
 	if s.Grant != nil {
 		s.Grant.Close()
 		s.Grant, s.Start.ToolsGrant = nil, ""
+	}
+	if s.Network != nil {
+		s.Network.Close()
+		s.Network, s.Start.NetworkGrant = nil, ""
 	}
 }

@@ -275,7 +275,7 @@ func networkDescription(n config.Network) string {
 	if len(n.Tenants) > 0 {
 		allowed += " (and a tenant's own)"
 	}
-	return "stateless runs only (without session_id): hosts the code may reach over HTTP and HTTPS, e.g. [\"files.example.org\", \"api.example.org:443\"] " +
+	return "hosts the code may reach over HTTP and HTTPS (a session takes them on its first call and keeps them), e.g. [\"files.example.org\", \"api.example.org:443\"] " +
 		"(no port: every port the policy allows, else 80 and 443). Ordinary code works unchanged (HTTP_PROXY and HTTPS_PROXY are set: urllib, requests, pip, uv, " +
 		"R's download.file and curl); nothing else is reachable. Allowed: " + allowed
 }

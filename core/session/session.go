@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -88,6 +89,9 @@ type Session struct {
 
 	Start backend.OpenSessionRequest // how it was opened; a dead kernel is restarted the same way
 	Grant *toolbridge.Grant          // the session's tool grant (mounted from the start), or nil
+	// Network is the session's network channel (mounted from the start),
+	// or nil.
+	Network *egress.Channel
 	// Pending: the client has a checkpoint of this session (a server
 	// restart, the idle reaper), restored when its first kernel starts.
 	Pending bool

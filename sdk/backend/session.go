@@ -19,6 +19,9 @@ type OpenSessionRequest struct {
 	// kernel is being restarted): start a kernel for SessionID, which
 	// mounts that workspace, never a pre-started one.
 	WorkspaceID string
+	// NetworkGrant: as ExecuteRequest.NetworkGrant, for the session's
+	// container; never a pre-started one.
+	NetworkGrant string
 }
 
 // SessionInfo describes an open session.

@@ -149,7 +149,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	id := make([]byte, 6)
 	rand.Read(id)
 	req.SessionID = "t" + hex.EncodeToString(id)
-	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant})
+	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant, NetworkGrant: req.NetworkGrant})
 	if err != nil {
 		return backend.ExecuteResult{}, err
 	}
@@ -219,18 +219,19 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest, warm
 		env[k] = v
 	}
 	ctr, err := b.sb.Create(ctx, host.Intent{
-		Image:      image,
-		Command:    b.spec.Command(kernelDir + "/kernel.json"),
-		Env:        env,
-		WorkDir:    workDir,
-		Memory:     req.Memory,
-		SessionID:  req.SessionID,
-		Mounts:     []host.Mount{{Subdir: sockDir, Target: kernelDir}, {Subdir: "work", Target: workDir}},
-		Files:      map[string][]byte{sockDir + "/kernel.json": connJSON},
-		Labels:     map[string]string{"kind": "session"},
-		ToolsGrant: req.ToolsGrant,
-		Endpoints:  kernelEndpoints(conn),
-		WarmUp:     warmUp,
+		Image:        image,
+		Command:      b.spec.Command(kernelDir + "/kernel.json"),
+		Env:          env,
+		WorkDir:      workDir,
+		Memory:       req.Memory,
+		SessionID:    req.SessionID,
+		Mounts:       []host.Mount{{Subdir: sockDir, Target: kernelDir}, {Subdir: "work", Target: workDir}},
+		Files:        map[string][]byte{sockDir + "/kernel.json": connJSON},
+		Labels:       map[string]string{"kind": "session"},
+		ToolsGrant:   req.ToolsGrant,
+		NetworkGrant: req.NetworkGrant,
+		Endpoints:    kernelEndpoints(conn),
+		WarmUp:       warmUp,
 	})
 	if err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func (b *Backend) Pool() *backend.WarmPool {
 // configured image with the default limits and the spec's environment only,
 // and no tools directory to mount (a warm container was created without).
 func (b *Backend) matches(req backend.OpenSessionRequest) bool {
-	return req.WorkspaceID == "" && req.ToolsGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
+	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
 }
 
 // fill starts kernels until the pool holds its size (ready or starting).

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -208,7 +210,6 @@ except Exception as e:
 	}{
 		{"host not allowed", map[string]any{"network": []string{"evil.example.org"}}, "evil.example.org"},
 		{"port not allowed", map[string]any{"network": []string{"files.test:22"}}, "port"},
-		{"session", map[string]any{"network": []string{"files.test"}, "session_id": "net"}, "session"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.args["code"] = "print('ran')"
@@ -225,8 +226,8 @@ except Exception as e:
 			refused++
 		}
 	}
-	if refused != 3 {
-		t.Errorf("%d network refusals audited, want 3", refused)
+	if refused != 2 {
+		t.Errorf("%d network refusals audited, want 2", refused)
 	}
 }
 
@@ -281,5 +282,50 @@ got`, s.port)}, &o)
 	}
 	if n != 3 {
 		t.Errorf("%d connections audited as past the budget, want 3", n)
+	}
+}
+
+// A session granted network on its first call keeps it in its kernel,
+// Python (ipykernel) and R (IRkernel); a session started without network
+// is refused network later; destroying the session closes its channel.
+func TestNetworkInSession(t *testing.T) {
+	s := newNetworkServers(t)
+	p := testenv.NewInProcess(t, s.configure)
+	cs := p.Connect(t)
+	get := fmt.Sprintf("import urllib.request\nurllib.request.urlopen('http://files.test:%s/data', timeout=20).read().decode()", s.port)
+	for _, c := range []struct{ lang, code, want string }{
+		{"python", get, "'hello from files.test'"},
+		{"r", fmt.Sprintf(`readLines(url("http://files.test:%s/data", method = "libcurl"), warn = FALSE)`, s.port), `"hello from files.test"`},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			sid := "net-" + c.lang
+			for i, args := range []map[string]any{
+				{"code": c.code, "session_id": sid, "network": []string{"files.test"}},
+				{"code": c.code, "session_id": sid}, // the second call keeps the session's network
+			} {
+				var o out
+				res := testenv.Call(t, cs, "execute_"+c.lang, args, &o)
+				if res.IsError || !o.Success || !strings.Contains(o.ResultRepr+o.Stdout, c.want) {
+					t.Fatalf("call %d: %s %+v", i+1, testenv.Text(res), o)
+				}
+				if !strings.Contains(strings.Join(o.Notices, "\n"), "network granted: files.test:"+s.port) {
+					t.Errorf("call %d: no notice of the session's network: %q", i+1, o.Notices)
+				}
+			}
+			var d map[string]any
+			if res := testenv.Call(t, cs, "destroy_session", map[string]any{"session_id": sid}, &d); res.IsError {
+				t.Fatalf("destroy: %s", testenv.Text(res))
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(filepath.Join(p.Forge.Config.Volumes.BasePath, "net")); len(entries) != 0 {
+		t.Errorf("channels left after their sessions: %d", len(entries))
+	}
+	// A session started without network is not granted it later.
+	execIn(t, cs, "python", "plain", "x = 1")
+	var o out
+	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": get, "session_id": "plain", "network": []string{"files.test"}}, &o)
+	if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, "started without network") {
+		t.Fatalf("network on a later call: %s %+v", testenv.Text(res), o)
 	}
 }

@@ -1282,7 +1282,10 @@ type OpenSessionRequest struct {
 	// Set when the session already has a workspace (its kernel is being
 	// restarted): the plugin must start a kernel that mounts it, never hand
 	// over a pre-started one. Containers created for session_id mount it.
-	WorkspaceId   string `protobuf:"bytes,6,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	WorkspaceId string `protobuf:"bytes,6,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// network_grant: as ExecuteRequest.network_grant, for the session's
+	// container (the grant lasts as long as the session, within its budget).
+	NetworkGrant  string `protobuf:"bytes,7,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1355,6 +1358,13 @@ func (x *OpenSessionRequest) GetToolsGrant() string {
 func (x *OpenSessionRequest) GetWorkspaceId() string {
 	if x != nil {
 		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *OpenSessionRequest) GetNetworkGrant() string {
+	if x != nil {
+		return x.NetworkGrant
 	}
 	return ""
 }
@@ -2217,7 +2227,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\x9d\x02\n" +
+	"\x13CapabilitiesRequest\"\xc2\x02\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2226,7 +2236,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x03env\x18\x04 \x03(\v2,.forge.plugin.v2.OpenSessionRequest.EnvEntryR\x03env\x12\x1f\n" +
 	"\vtools_grant\x18\x05 \x01(\tR\n" +
 	"toolsGrant\x12!\n" +
-	"\fworkspace_id\x18\x06 \x01(\tR\vworkspaceId\x1a6\n" +
+	"\fworkspace_id\x18\x06 \x01(\tR\vworkspaceId\x12#\n" +
+	"\rnetwork_grant\x18\a \x01(\tR\fnetworkGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
