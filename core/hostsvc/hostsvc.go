@@ -81,36 +81,16 @@ func (h *Host) Audit() host.Audit { return auditSvc{h} }
 
 // Create implements host.Sandbox.
 func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, error) {
-	var grant *toolbridge.Grant
-	if in.ToolsGrant != "" {
-		var err error
-		if h.grants == nil {
-			err = errors.New("this server serves no tool grants (no bridge plugin)")
-		} else {
-			grant, err = h.grants(h.plugin, in.ToolsGrant)
-		}
-		if err != nil {
-			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
-				Details: map[string]any{"rule": toolbridge.RuleNotGranted, "operation": "container.create", "plugin": h.plugin}})
-			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
-		}
+	grant, err := lookupGrant(h, in, in.ToolsGrant, h.grants, toolbridge.RuleNotGranted, "this server serves no tool grants (no bridge plugin)")
+	if err != nil {
+		return host.Container{}, err
 	}
-	var channel *egress.Channel
-	if in.NetworkGrant != "" {
-		var err error
-		if h.network == nil {
-			err = errors.New("this server grants no network (no [network] policy is served)")
-		} else {
-			channel, err = h.network(h.plugin, in.NetworkGrant)
-		}
-		if err != nil {
-			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
-				Details: map[string]any{"rule": egress.RuleNotGranted, "operation": "container.create", "plugin": h.plugin}})
-			return host.Container{}, host.Errorf(host.KindPolicy, "%v", err)
-		}
-		if len(in.Command) == 0 {
-			return host.Container{}, host.Errorf(host.KindInvalid, "a container with a network grant needs a command: the forwarder starts before it")
-		}
+	channel, err := lookupGrant(h, in, in.NetworkGrant, h.network, egress.RuleNotGranted, "this server grants no network (no [network] policy is served)")
+	if err != nil {
+		return host.Container{}, err
+	}
+	if channel != nil && len(in.Command) == 0 {
+		return host.Container{}, host.Errorf(host.KindInvalid, "a container with a network grant needs a command: the forwarder starts before it")
 	}
 	places, err := host.EndpointPlaces(in)
 	if err != nil {
@@ -205,6 +185,25 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		go h.watchQuota(wctx, id, t)
 	}
 	return host.Container{ID: id}, nil
+}
+
+// lookupGrant resolves a grant token of the intent (nil for none) that the
+// core issued to this plugin; any other is audited as a violation.
+func lookupGrant[G any](h *Host, in host.Intent, token string, lookup func(plugin, token string) (*G, error), rule, none string) (*G, error) {
+	if token == "" {
+		return nil, nil
+	}
+	var g *G
+	err := errors.New(none)
+	if lookup != nil {
+		g, err = lookup(h.plugin, token)
+	}
+	if err != nil {
+		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
+			Details: map[string]any{"rule": rule, "operation": "container.create", "plugin": h.plugin}})
+		return nil, host.Errorf(host.KindPolicy, "%v", err)
+	}
+	return g, nil
 }
 
 func asHostErr(err error) error {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
@@ -80,15 +82,27 @@ func (s *networkServers) configure(c *config.Config) {
 	c.Network.Hosts = map[string]string{"files.test": "127.0.0.1", "secure.test": "127.0.0.1", "other.test": "127.0.0.1", "private.test": "10.255.255.1"}
 }
 
+// networkCore is a core configured for the local servers, edit applied
+// after, and a client of it.
+func networkCore(t *testing.T, edit func(*config.Config)) (*networkServers, *testenv.InProcess, *mcp.ClientSession) {
+	t.Helper()
+	s := newNetworkServers(t)
+	p := testenv.NewInProcess(t, func(c *config.Config) {
+		s.configure(c)
+		if edit != nil {
+			edit(c)
+		}
+	})
+	return s, p, p.Connect(t)
+}
+
 // A granted run reaches the granted names from ordinary Python code
 // (urllib over HTTP_PROXY and HTTPS_PROXY, TLS through CONNECT untouched);
 // everything else is refused with its rule or has no route, and each
 // connection is audited. A run without network has none, and a run asking
 // for what the policy does not allow is refused before it starts.
 func TestNetworkByHostName(t *testing.T) {
-	s := newNetworkServers(t)
-	p := testenv.NewInProcess(t, s.configure)
-	cs := p.Connect(t)
+	s, p, cs := networkCore(t, nil)
 	code := fmt.Sprintf(`import json, os, socket, ssl, urllib.request, urllib.error, http.client
 P, T = %q, %q
 out = {}
@@ -234,9 +248,7 @@ except Exception as e:
 // R reaches a granted name with download.file and url() connections
 // (libcurl honours http_proxy), and not one that is not granted.
 func TestNetworkFromR(t *testing.T) {
-	s := newNetworkServers(t)
-	p := testenv.NewInProcess(t, s.configure)
-	cs := p.Connect(t)
+	s, _, cs := networkCore(t, nil)
 	code := fmt.Sprintf(`f <- tempfile()
 download.file("http://files.test:%[1]s/data", f, method = "libcurl", quiet = TRUE)
 cat("granted:", readLines(f, warn = FALSE), "\n")
@@ -255,12 +267,7 @@ cat("ungranted:", r, "\n")`, s.port)
 // A flood past the grant's budget is refused with the budget's rule while
 // what came before it was served.
 func TestNetworkBudget(t *testing.T) {
-	s := newNetworkServers(t)
-	p := testenv.NewInProcess(t, func(c *config.Config) {
-		s.configure(c)
-		c.Network.MaxConnections = 3
-	})
-	cs := p.Connect(t)
+	s, p, cs := networkCore(t, func(c *config.Config) { c.Network.MaxConnections = 3 })
 	var o out
 	res := testenv.Call(t, cs, "execute_python", map[string]any{"network": []string{"files.test"}, "code": fmt.Sprintf(`import urllib.request, urllib.error
 got = []
@@ -289,9 +296,7 @@ got`, s.port)}, &o)
 // Python (ipykernel) and R (IRkernel); a session started without network
 // is refused network later; destroying the session closes its channel.
 func TestNetworkInSession(t *testing.T) {
-	s := newNetworkServers(t)
-	p := testenv.NewInProcess(t, s.configure)
-	cs := p.Connect(t)
+	s, p, cs := networkCore(t, nil)
 	get := fmt.Sprintf("import urllib.request\nurllib.request.urlopen('http://files.test:%s/data', timeout=20).read().decode()", s.port)
 	for _, c := range []struct{ lang, code, want string }{
 		{"python", get, "'hello from files.test'"},
