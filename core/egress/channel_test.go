@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A channel serves its grant on its socket, only to the plugin it was
@@ -115,5 +116,74 @@ func TestHostsResolver(t *testing.T) {
 		if (c.want == "") != (err != nil) || (err == nil && got[0].String() != c.want) {
 			t.Errorf("%s %s: %v %v, want %q", c.network, c.host, got, err, c.want)
 		}
+	}
+}
+
+// A sandbox cannot make the core hold more than MaxOpen of its connections
+// at once, nor write more than MaxRefusalLines refusals one line each:
+// what is past them is counted in one line when the grant ends.
+func TestFloodBounds(t *testing.T) {
+	w := newWorld(t)
+	g, u := w.grant(w.policy(nil), "files.test")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := 0; i < MaxOpen; i++ {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "G") // a request that never ends
+		held = append(held, c)
+	}
+	time.Sleep(200 * time.Millisecond) // the proxy has them all
+	for i := 0; i < 5; i++ {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("connection %d over the bound: %v, want closed at once", MaxOpen+i+1, err)
+		}
+		c.Close()
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	time.Sleep(200 * time.Millisecond)
+	url := "http://nope.test/"
+	for i := 0; i < MaxRefusalLines+50; i++ {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET "+url+" HTTP/1.1\r\nHost: nope.test\r\n\r\n")
+		io.Copy(io.Discard, c)
+		c.Close()
+	}
+	g.Close()
+	over, refused := 0, 0
+	for _, e := range w.rec.all(EventConnection) {
+		switch {
+		case e.Details["rule"] == RuleOpenConnections:
+			over++
+		case e.Details["outcome"] == OutcomeRefused: // the held ones' unfinished requests too
+			refused++
+		}
+	}
+	if over != 1 || refused != MaxRefusalLines {
+		t.Fatalf("%d lines over the open bound (want 1), %d refusal lines (want %d)", over, refused, MaxRefusalLines)
+	}
+	sum := w.rec.all(EventSuppressed)
+	if len(sum) != 1 {
+		t.Fatalf("%d summaries, want 1", len(sum))
+	}
+	if n, _ := sum[0].Details["refused"].(int); n < 50 || sum[0].Details["closed_over_open_limit"] != 5 {
+		t.Fatalf("summary: %+v", sum)
 	}
 }

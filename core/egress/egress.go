@@ -42,12 +42,29 @@ const (
 	RuleAudit             = "network-audit"              // the audit log cannot be written
 	RuleEmpty             = "network-empty"              // a grant of nothing
 	RuleNotGranted        = "network-not-granted"        // a container intent naming a channel not opened for its plugin
+	RuleOpenConnections   = "network-open-connections"   // past MaxOpen client connections of a grant at once (or the proxy's MaxOpenAll)
 )
 
 // Audit events.
 const (
 	EventGrant      = "network.grant"
 	EventConnection = "network.connection"
+	// EventSuppressed counts, at the grant's end, the refusals past
+	// MaxRefusalLines that were not written one line each.
+	EventSuppressed = "network.refusals_suppressed"
+)
+
+// Bounds of what one sandbox can make the core hold or write, whatever its
+// budget: client connections open at once per grant and in the whole
+// proxy (each is a descriptor and a goroutine of the core's), and audit
+// lines of refused connections per grant (a loop of refused requests
+// would otherwise fill the log). Past MaxOpen a connection is closed at
+// once; past MaxRefusalLines refusals are counted and written as one
+// EventSuppressed line when the grant ends.
+const (
+	MaxOpen         = 64
+	MaxOpenAll      = 2048
+	MaxRefusalLines = 200
 )
 
 // Outcomes of a connection, in its audit line.

@@ -38,9 +38,13 @@ type Grant struct {
 	timer  *time.Timer
 	conns  map[*tracked]struct{}
 	opened int
-	up     int64
-	down   int64
-	spent  string // the rule that ended the grant ("" while it lives)
+	// refusals counts refused connections; past MaxRefusalLines they are
+	// not audited one by one. overflow counts connections closed past
+	// MaxOpen.
+	refusals, overflow int
+	up                 int64
+	down               int64
+	spent              string // the rule that ended the grant ("" while it lives)
 }
 
 func newGrant(p *Policy, r Request, cidrs []netip.Prefix) *Grant {
@@ -116,7 +120,31 @@ func (g *Grant) Hosts() []string {
 
 // Close ends the grant (the run ended): every open connection is cut and
 // new ones are refused. Idempotent.
-func (g *Grant) Close() { g.spend(RuleClosed) }
+func (g *Grant) Close() {
+	g.spend(RuleClosed)
+	g.mu.Lock()
+	suppressed, overflow := max(g.refusals-MaxRefusalLines, 0), g.overflow
+	g.refusals, g.overflow = min(g.refusals, MaxRefusalLines), 0
+	g.mu.Unlock()
+	if suppressed > 0 || overflow > 0 {
+		g.rec.Record(audit.Entry{Event: EventSuppressed, Severity: audit.Warning, SessionID: g.session, UserID: g.client, Success: false,
+			Details: map[string]any{"run_id": g.run, "refused": suppressed, "closed_over_open_limit": overflow, "rule": RuleOpenConnections}})
+	}
+}
+
+// overflowed counts a client connection closed over MaxOpen (or the
+// proxy's MaxOpenAll); the first one is audited, later ones counted.
+func (g *Grant) overflowed() {
+	g.mu.Lock()
+	g.overflow++
+	first := g.overflow == 1
+	g.mu.Unlock()
+	if first {
+		g.rec.Record(audit.Entry{Event: EventConnection, Severity: audit.Warning, SessionID: g.session, UserID: g.client, Success: false,
+			Error:   fmt.Sprintf("this run holds %d connections to the proxy open at once: more are closed (counted when the run ends)", MaxOpen),
+			Details: map[string]any{"run_id": g.run, "outcome": OutcomeRefused, "rule": RuleOpenConnections, "host": "-", "method": "-"}})
+	}
+}
 
 // spend ends the grant with rule: open connections are cut.
 func (g *Grant) spend(rule string) {
@@ -310,6 +338,15 @@ func (c *counted) CloseWrite() error {
 
 // record writes the audit line of one connection.
 func (g *Grant) record(l *connLog) {
+	if l.outcome == OutcomeRefused {
+		g.mu.Lock()
+		g.refusals++
+		over := g.refusals > MaxRefusalLines
+		g.mu.Unlock()
+		if over {
+			return // counted: Close writes how many
+		}
+	}
 	d := map[string]any{"host": l.host, "port": l.port, "method": l.method, "outcome": l.outcome, "run_id": g.run,
 		"duration_ms": time.Since(l.start).Milliseconds()}
 	if g.tenant != "" {

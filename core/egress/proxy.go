@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,6 +71,7 @@ type Proxy struct {
 	headerTO  time.Duration
 	dialTO    time.Duration
 	maxHeader int
+	all       atomic.Int32 // client connections served, all grants
 }
 
 // New is a Proxy with o's settings.
@@ -107,17 +109,41 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, g *Grant) error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var open atomic.Int32 // this grant's connections being served
+	backoff := time.Duration(0)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return err
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of descriptors, for one: wait and go on, as net/http
+			// does, rather than leave the run's socket unserved.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("egress: accept failed; retrying", "error", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		backoff = 0
+		if open.Load() >= MaxOpen || p.all.Load() >= MaxOpenAll {
+			c.Close()
+			g.overflowed()
+			continue
+		}
+		open.Add(1)
+		p.all.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer open.Add(-1)
+			defer p.all.Add(-1)
 			p.ServeConn(ctx, c, g)
 		}()
 	}
