@@ -3,6 +3,7 @@ package e2e
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/pem"
 	"fmt"
@@ -332,5 +333,50 @@ func TestNetworkInSession(t *testing.T) {
 	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": get, "session_id": "plain", "network": []string{"files.test"}}, &o)
 	if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, "started without network") {
 		t.Fatalf("network on a later call: %s %+v", testenv.Text(res), o)
+	}
+}
+
+// With network.require_approval the user is asked (MCP elicitation) naming
+// the hosts: an accept grants them, a decline refuses the run, and a
+// client that cannot be asked gets no network.
+func TestNetworkApprovalByElicitation(t *testing.T) {
+	s, p, plain := networkCore(t, func(c *config.Config) { c.Network.RequireApproval = true })
+	var asked []string
+	answer := "accept"
+	client := mcp.NewClient(&mcp.Implementation{Name: "forge-e2e-approver", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, r.Params.Message)
+			return &mcp.ElicitResult{Action: answer, Content: map[string]any{}}, nil
+		}})
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := p.Forge.MCP.MCP().Connect(context.Background(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := client.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	code := fmt.Sprintf("import urllib.request\nurllib.request.urlopen('http://files.test:%s/data', timeout=20).read().decode()", s.port)
+	args := map[string]any{"code": code, "network": []string{"files.test"}}
+	var o out
+	res := testenv.Call(t, cs, "execute_python", args, &o)
+	if res.IsError || o.ResultRepr != "'hello from files.test'" || len(asked) != 1 || !strings.Contains(asked[0], "files.test:"+s.port) {
+		t.Fatalf("approved: %s %+v (asked %q)", testenv.Text(res), o, asked)
+	}
+	for _, c := range []struct {
+		name string
+		cs   *mcp.ClientSession
+		want string
+	}{
+		{"declined", cs, "declined"},
+		{"cannot be asked", plain, "cannot be asked"},
+	} {
+		answer = "decline"
+		o = out{}
+		res := testenv.Call(t, c.cs, "execute_python", args, &o)
+		if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" || !strings.Contains(o.Error.Message, c.want) {
+			t.Errorf("%s: %s %+v", c.name, testenv.Text(res), o)
+		}
 	}
 }
