@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // What a sandbox with a grant sees: the run's channel directory, read-only
@@ -80,8 +81,7 @@ type Channel struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu      sync.Mutex
-	mounted int
+	mounted atomic.Int32
 }
 
 // Open serves grant g to the containers plugin creates with the channel's
@@ -155,19 +155,11 @@ func (ch *Channel) Dir() string { return ch.dir }
 func (ch *Channel) Grant() *Grant { return ch.g }
 
 // Mounted counts a container the channel was mounted into.
-func (ch *Channel) Mounted() {
-	ch.mu.Lock()
-	ch.mounted++
-	ch.mu.Unlock()
-}
+func (ch *Channel) Mounted() { ch.mounted.Add(1) }
 
 // Mounts is how many containers the channel was mounted into: 0 after a
 // run means its backend did not pass the grant on.
-func (ch *Channel) Mounts() int {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	return ch.mounted
-}
+func (ch *Channel) Mounts() int { return int(ch.mounted.Load()) }
 
 // Env returns env with the proxy variables and EnvHosts added.
 func (ch *Channel) Env(env map[string]string) map[string]string {
