@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -126,7 +127,14 @@ type Logger struct {
 	now     func() time.Time
 	onError func(error)
 	hooks   atomic.Pointer[[]func(*Entry)]
+	mirror  io.Writer // every line written to the file, copied (security.audit_stdout)
 }
+
+// Mirror copies every line, once written to the file, to w as well (the
+// process's stdout in a cluster, where log collection picks it up). The
+// file stays the record: a failed copy is reported, never a failed entry.
+// Call it before the Logger is shared.
+func (l *Logger) Mirror(w io.Writer) { l.mirror = w }
 
 // AddHook runs fn on every entry before it is written, after redaction: it
 // may add what the caller's layer knows (the tenant of a container) and
@@ -284,6 +292,11 @@ func (l *Logger) Write(e Entry) error {
 		return err
 	}
 	l.err = nil
+	if l.mirror != nil {
+		if _, err := l.mirror.Write(line); err != nil {
+			l.onError(fmt.Errorf("copy audit line to standard output: %w", err))
+		}
+	}
 	return nil
 }
 

@@ -396,3 +396,37 @@ func BenchmarkRedact(b *testing.B) {
 		Redact(d)
 	}
 }
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// A mirror (stdout in a cluster) gets exactly the file's lines, redacted
+// alike; a mirror that fails is reported and the file keeps the entry.
+func TestMirror(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	l.Mirror(&out)
+	l.Record(Entry{Event: "container.create", Details: map[string]any{"api_key": "sekrit", "image": "python"}})
+	l.Record(Entry{Event: "container.remove"})
+	file, _ := os.ReadFile(path)
+	if string(file) != out.String() || strings.Count(out.String(), "\n") != 2 || strings.Contains(out.String(), "sekrit") {
+		t.Fatalf("mirror %q, file %q", out.String(), file)
+	}
+	var reported []error
+	l.OnError(func(err error) { reported = append(reported, err) })
+	l.Mirror(failingWriter{})
+	if err := l.Write(Entry{Event: "container.start"}); err != nil {
+		t.Fatalf("a failed mirror failed the entry: %v", err)
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "standard output") {
+		t.Errorf("reported %v", reported)
+	}
+	if es := readEntries(t, path); len(es) != 3 || es[2].Event != "container.start" {
+		t.Errorf("file entries %+v", es)
+	}
+}

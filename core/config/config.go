@@ -129,6 +129,9 @@ type Server struct {
 	// headers arrived, to send the whole request body: a client that stalls
 	// would otherwise hold its request slot and a goroutine forever.
 	RequestBodyTimeout int `toml:"request_body_timeout"`
+	// TenantsFile is a TOML file of [tenants.NAME] tables added to those of
+	// forge.toml: the API key hashes kept apart (a Kubernetes Secret).
+	TenantsFile string `toml:"tenants_file"`
 	// AllowUnauthenticated lets the HTTP transport listen on a non-loopback
 	// address with no tenants configured. Off: such a server refuses to start.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
@@ -276,7 +279,11 @@ type Volumes struct {
 
 // Security holds the sandbox hardening switches and the audit log.
 type Security struct {
-	AuditLog              string `toml:"audit_log"`
+	AuditLog string `toml:"audit_log"`
+	// AuditStdout copies every audit line to standard output as well, where
+	// a cluster's log collection picks it up; HTTP transport only (over
+	// stdio, standard output carries MCP).
+	AuditStdout           bool   `toml:"audit_stdout"`
 	AuditMaxSize          Size   `toml:"audit_max_size"`
 	AuditKeep             int    `toml:"audit_keep"`
 	EnforceResourceLimits bool   `toml:"enforce_resource_limits"`

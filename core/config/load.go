@@ -70,6 +70,7 @@ func LoadWith(path string, env Lookup) (Config, error) {
 func finish(raw reflect.Value, errs Errors, env Lookup) (Config, error) {
 	errs = append(errs, substitute(raw.Elem(), "", env)...)
 	errs = append(errs, applyEnv(raw.Elem(), "", env)...)
+	errs = append(errs, mergeTenantsFile(raw.Elem())...)
 	cfg, sizeErrs := parseRaw(raw)
 	errs = append(errs, sizeErrs...)
 	// A size that did not parse is 0 now: Validate would call it empty too.

@@ -144,7 +144,11 @@ var machine = parts{
 		return fsquota.New(cfg.Volumes.BasePath, log, fsquota.Options{})
 	},
 	audit: func(cfg config.Config) (*audit.Logger, error) {
-		return audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+		l, err := audit.Open(cfg.Security.AuditLog, int64(cfg.Security.AuditMaxSize), cfg.Security.AuditKeep)
+		if err == nil && cfg.Security.AuditStdout {
+			l.Mirror(os.Stdout)
+		}
+		return l, err
 	},
 	loadPlugins: func(ctx context.Context, m *plugins.Manager, _ plugins.HostFactory) []error { return m.LoadAll(ctx) },
 	watchdog:    startWatchdog,

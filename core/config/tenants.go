@@ -1,0 +1,66 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+
+	"github.com/BurntSushi/toml"
+)
+
+// tenantsFile is what server.tenants_file may hold: [tenants.NAME] tables
+// and nothing else, so that a file kept apart for its secrets (a
+// Kubernetes Secret mounted into the core's pod) cannot change the rest of
+// the configuration.
+type tenantsFile struct {
+	Tenants map[string]Tenant `toml:"tenants"`
+}
+
+// mergeTenantsFile adds the tenants of server.tenants_file to raw's
+// [tenants]. A name in both is an error: which one holds would otherwise
+// depend on the order of loading.
+func mergeTenantsFile(raw reflect.Value) Errors {
+	path := raw.FieldByName("Server").FieldByName("TenantsFile").String()
+	if path == "" {
+		return nil
+	}
+	const field = "server.tenants_file"
+	fail := func(format string, args ...any) Errors {
+		return Errors{{Path: field, Msg: fmt.Sprintf(format, args...)}}
+	}
+	if !filepath.IsAbs(path) {
+		return fail("%q must be an absolute path", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fail("%v (the file of [tenants.NAME] tables; unset it to keep tenants in forge.toml)", err)
+	}
+	var f tenantsFile
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		return fail("%s: %v", path, err)
+	}
+	var errs Errors
+	for _, k := range md.Undecoded() {
+		errs = append(errs, FieldError{Path: field, Msg: fmt.Sprintf("%s: unknown key %s (the file holds [tenants.NAME] tables only)", path, k)})
+	}
+	have := raw.FieldByName("Tenants")
+	if have.IsNil() {
+		have.Set(reflect.MakeMap(have.Type()))
+	}
+	names := make([]string, 0, len(f.Tenants))
+	for name := range f.Tenants {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if have.MapIndex(reflect.ValueOf(name)).IsValid() {
+			errs = append(errs, FieldError{Path: field, Msg: fmt.Sprintf("%s: tenant %q is also in forge.toml's [tenants]: keep each tenant in one place", path, name)})
+			continue
+		}
+		have.SetMapIndex(reflect.ValueOf(name), reflect.ValueOf(f.Tenants[name]))
+	}
+	return errs
+}
