@@ -27,6 +27,10 @@ ctr_() { ctr -a "$ctrd_sock" -n k8s.io "$@"; }
 # 1. Pods: deleted through the API (so they do not come back with the next
 # kube-up), while the kubelet still runs if it does, so it stops their
 # containers and tears their sandboxes down the normal way.
+# First the controllers, which would otherwise start the core's replicas
+# again as the pods are deleted.
+stop_daemon kube-controller-manager
+stop_daemon kube-scheduler
 if daemon_pid kube-apiserver >/dev/null && [ -f "$pki/admin.header" ]; then
   for nsp in $(api GET /api/v1/pods | jq -r '.items[].metadata.namespace' | sort -u); do
     log "deleting the pods in namespace $nsp"
@@ -98,6 +102,11 @@ for f in /var/lib/cni/results/mcp-forge-nonet-*-eth0; do
 done
 shopt -u nullglob
 
+# The core pods' bridge and their addresses (host-local keeps one file per pod).
+svc_rule=(-s "$core_net" -d 10.96.0.1/32 -p tcp --dport 443 -j DNAT --to-destination "$core_gw:6443")
+while iptables -t nat -C PREROUTING "${svc_rule[@]}" 2>/dev/null; do iptables -t nat -D PREROUTING "${svc_rule[@]}" || break; done
+if ip link show "$core_bridge" >/dev/null 2>&1; then ip link delete "$core_bridge" || log "could not delete the bridge $core_bridge"; fi
+rm -rf "${state:?}/cni-ipam"
 rm -rf "$run"
 # containerd 1.6 puts every shim's socket under /run/containerd/s whatever
 # its config says; remove those directories only when empty (rmdir), so a

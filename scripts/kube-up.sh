@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Brings up a real single-node Kubernetes cluster on this host for MCP-Forge's
 # Kubernetes runtime: etcd, kube-apiserver, containerd (its own config,
-# socket, root and state: never the system's) and a kubelet, with no
-# scheduler or controller-manager (pods carry nodeName). Offline: binaries are
+# socket, root and state: never the system's), a kubelet, and the
+# controller-manager and scheduler that the core's own Deployment needs
+# (deploy/; the core's sandboxes carry nodeName). Offline: binaries are
 # built from the Go module proxy once and cached by version, everything else
 # comes from apt. Each step checks first, so running it again on an up cluster
 # takes seconds. Progress goes to stderr; the last line of stdout is
@@ -33,7 +34,7 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 # ---------------------------------------------------------------- packages
 need=()
-pkgs=(containerd runc containernetworking-plugins catatonit podman openssl curl jq)
+pkgs=(containerd runc containernetworking-plugins catatonit podman openssl curl jq iptables)
 [ "${FORGE_KUBE_REGISTRY:-1}" = 0 ] || pkgs+=(docker-registry)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
@@ -92,7 +93,14 @@ cert() {
   mv -f "$pki/$name.key.tmp" "$pki/$name.key"
   mv -f "$pki/$name.crt.tmp" "$pki/$name.crt"
 }
-cert apiserver "/CN=kube-apiserver" serverAuth "IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes.default.svc"
+# The API server's certificate names the bridge address it listens on; one
+# made before it did is made again.
+apiserver_san="IP:$core_gw,IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes.default.svc"
+if [ -f "$pki/apiserver.crt" ] && ! openssl x509 -in "$pki/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -qF "IP Address:$core_gw"; then
+  log "the API server's certificate does not name $core_gw: making it again"
+  rm -f "$pki/apiserver.crt" "$pki/apiserver.key"
+fi
+cert apiserver "/CN=kube-apiserver" serverAuth "$apiserver_san"
 cert kubelet "/CN=localhost" serverAuth "DNS:localhost,IP:127.0.0.1"
 cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" clientAuth
 # etcd speaks TLS with client certificates even on loopback: a plain-HTTP
@@ -202,6 +210,20 @@ wait_for() {
   die "$what not ready after $secs s; see ${log_name:+$logs/$log_name.log}"
 }
 
+# The core's bridge, with its address, before the API server binds it (the
+# CNI bridge plugin adopts it when the first core pod joins).
+ip link show "$core_bridge" >/dev/null 2>&1 || ip link add "$core_bridge" type bridge ||
+  die "could not create the bridge $core_bridge for the core's pods"
+ip -4 addr show dev "$core_bridge" | grep -qF "inet $core_gw/" || ip addr add "$core_gw/${core_net#*/}" dev "$core_bridge" ||
+  die "could not give $core_bridge the address $core_gw (is $core_net in use on this host?)"
+ip link set "$core_bridge" up
+# In-cluster clients (the core's pods) dial the kubernetes Service,
+# 10.96.0.1:443. There is no kube-proxy here: one DNAT rule from the
+# bridge's network stands in for it (kube-down removes it).
+svc_rule=(-s "$core_net" -d 10.96.0.1/32 -p tcp --dport 443 -j DNAT --to-destination "$core_gw:6443")
+iptables -t nat -C PREROUTING "${svc_rule[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${svc_rule[@]}" ||
+  die "could not add the DNAT rule for the kubernetes Service (iptables -t nat -A PREROUTING ${svc_rule[*]})"
+
 # etcd
 start_daemon etcd --name forge --data-dir "$state/etcd" \
   --listen-client-urls "https://127.0.0.1:$etcd_client_port" --advertise-client-urls "https://127.0.0.1:$etcd_client_port" \
@@ -218,7 +240,7 @@ wait_for "etcd on 127.0.0.1:$etcd_client_port" 30 etcd etcd_healthy
 
 # kube-apiserver
 start_daemon kube-apiserver \
-  --bind-address 127.0.0.1 --secure-port 6443 --advertise-address 127.0.0.1 \
+  --bind-address "$core_gw" --secure-port 6443 --advertise-address "$core_gw" \
   --etcd-servers "https://127.0.0.1:$etcd_client_port" --etcd-cafile "$pki/ca.crt" \
   --etcd-certfile "$pki/apiserver-etcd-client.crt" --etcd-keyfile "$pki/apiserver-etcd-client.key" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -232,6 +254,20 @@ start_daemon kube-apiserver \
   --service-cluster-ip-range 10.96.0.0/24 --endpoint-reconciler-type none \
   --profiling=false --v 1
 wait_for "kube-apiserver /readyz" 90 kube-apiserver api GET /readyz
+
+# kube-controller-manager: Deployments, ReplicaSets, Services' endpoints,
+# PodDisruptionBudgets, owner references and the root CA published to
+# every namespace (what a pod's service account token volume needs). No
+# node lifecycle, so nothing evicts a sandbox. It acts as admin (a test
+# cluster's shortcut for per-controller service accounts).
+start_daemon kube-controller-manager --kubeconfig "$state/admin.kubeconfig" \
+  --bind-address 127.0.0.1 --secure-port 10257 --leader-elect=false \
+  --controllers deployment,replicaset,garbagecollector,endpoint,endpointslice,disruption,root-ca-cert-publisher,serviceaccount,namespace \
+  --root-ca-file "$pki/ca.crt" --use-service-account-credentials=false --v 1
+# kube-scheduler for pods that name no node (the core's Deployment of
+# deploy/base); the core's sandboxes here carry node_name.
+start_daemon kube-scheduler --kubeconfig "$state/admin.kubeconfig" \
+  --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false --v 1
 
 # ---------------------------------------------------------------- objects
 # Server-side apply: creates or updates, so a second run changes nothing.
@@ -252,23 +288,23 @@ apply "/api/v1/namespaces/$ns/serviceaccounts/default" \
 apply "/apis/networking.k8s.io/v1/namespaces/$ns/networkpolicies/mcp-forge-deny-all" \
   '{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"mcp-forge-deny-all","namespace":"'$ns'"},
   "spec":{"podSelector":{"matchLabels":{"io.mcp-forge.managed":"true"}},"policyTypes":["Ingress","Egress"]}}'
-apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles/mcp-forge-core" \
-  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"mcp-forge-core","namespace":"'$ns'"},"rules":[
+apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles/mcp-forge-host" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"mcp-forge-host","namespace":"'$ns'"},"rules":[
   {"apiGroups":[""],"resources":["pods"],"verbs":["create","get","list","watch","delete","deletecollection"]},
   {"apiGroups":[""],"resources":["pods/exec","pods/attach","pods/portforward"],"verbs":["create","get"]},
   {"apiGroups":[""],"resources":["pods/log"],"verbs":["get"]},
   {"apiGroups":["networking.k8s.io"],"resources":["networkpolicies"],"verbs":["get","list"]},
   {"apiGroups":[""],"resources":["events"],"verbs":["list"]}]}'
-apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings/mcp-forge-core" \
-  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"mcp-forge-core","namespace":"'$ns'"},
-  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"mcp-forge-core"},
+apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings/mcp-forge-host" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"mcp-forge-host","namespace":"'$ns'"},
+  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"mcp-forge-host"},
   "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mcp-forge-core"}]}'
-apply "/apis/rbac.authorization.k8s.io/v1/clusterroles/mcp-forge-core-nodes" \
-  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"mcp-forge-core-nodes"},
+apply "/apis/rbac.authorization.k8s.io/v1/clusterroles/mcp-forge-host-nodes" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"mcp-forge-host-nodes"},
   "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}]}'
-apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-core-nodes" \
-  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"mcp-forge-core-nodes"},
-  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"mcp-forge-core-nodes"},
+apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-host-nodes" \
+  '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"mcp-forge-host-nodes"},
+  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"mcp-forge-host-nodes"},
   "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mcp-forge-core"}]}'
 # The kubelet authorizes the API server's client certificate (exec, attach,
 # logs, port-forward) with a SubjectAccessReview: this binding is what lets it.
@@ -323,17 +359,34 @@ pause_image=localhost/mcp-forge/pause:catatonit
 # a prevResult through untouched, and libcni leaves the first plugin's
 # prevResult as written. So this one loopback plugin brings lo up and
 # hands the CRI a stub eth0 result with 127.0.0.1: no interface is created.
-cat >"$state/cni/10-mcp-forge-nonet.conflist.tmp" <<'EOF'
+#
+# The core's own pods (namespace $core_ns) are the exception: they need the
+# API server and a port a client reaches. scripts/kube/cni-net decides by
+# the pod's namespace and hands the config to the bridge plugin for those,
+# to loopback for every other pod. Its directory holds it and links to
+# Debian's plugins.
+mkdir -p "$state/cni-bin" "$state/cni-ipam"
+install -m 0755 scripts/kube/cni-net "$state/cni-bin/mcp-forge-net"
+for p in /usr/lib/cni/*; do ln -sfn "$p" "$state/cni-bin/$(basename "$p")"; done
+cat >"$state/cni/10-mcp-forge-nonet.conflist.tmp" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "mcp-forge-nonet",
   "plugins": [
     {
-      "type": "loopback",
-      "prevResult": {
-        "cniVersion": "1.0.0",
-        "interfaces": [{"name": "eth0"}],
-        "ips": [{"interface": 0, "address": "127.0.0.1/8"}]
+      "type": "mcp-forge-net",
+      "coreNamespace": "$core_ns",
+      "core": {
+        "type": "bridge", "bridge": "$core_bridge", "isGateway": true, "isDefaultGateway": true, "ipMasq": false,
+        "ipam": {"type": "host-local", "dataDir": "$state/cni-ipam", "ranges": [[{"subnet": "$core_net", "gateway": "$core_gw"}]]}
+      },
+      "sandbox": {
+        "type": "loopback",
+        "prevResult": {
+          "cniVersion": "1.0.0",
+          "interfaces": [{"name": "eth0"}],
+          "ips": [{"interface": 0, "address": "127.0.0.1/8"}]
+        }
       }
     }
   ]
@@ -378,7 +431,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         Root = "$run/runc"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$state/cni-bin"
     conf_dir = "$state/cni"
     max_conf_num = 1
   [plugins."io.containerd.grpc.v1.cri".registry]
@@ -519,6 +572,13 @@ node_ready() {
   api GET /api/v1/nodes/localhost | jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null
 }
 wait_for "node localhost Ready" 90 kubelet node_ready
+# The kubelet registers the node tainted not-ready; the node lifecycle
+# controller, which would lift the taint, is not run here (it would also
+# evict pods when a heartbeat is late). Pods the scheduler places need it gone.
+if api GET /api/v1/nodes/localhost | jq -e '.spec.taints // [] | any(.key == "node.kubernetes.io/not-ready")' >/dev/null; then
+  api PATCH /api/v1/nodes/localhost '{"spec":{"taints":null}}' application/merge-patch+json >/dev/null ||
+    die "could not lift the not-ready taint of node localhost"
+fi
 
 # ---------------------------------------------------------------- forge.toml
 cat >"$state/forge.toml.tmp" <<EOF
@@ -528,7 +588,7 @@ kind = "kubernetes"
 [runtime.kubernetes]
 kubeconfig = "$state/forge.kubeconfig"
 namespace = "$ns"
-node_name = "localhost"          # no scheduler in this cluster
+node_name = "localhost"          # the one node: sandboxes skip the scheduler
 pull_policy = "Never"            # images imported into containerd
 image_registry = "${image_registry:-}"  # custom environments are pushed there; empty: none can be built
 seccomp_profile = "mcp-forge.json"

@@ -123,8 +123,12 @@ type Server struct {
 	AllowedOrigins []string `toml:"allowed_origins"` // browser origins trusted for cross-origin POSTs
 	// AdminAddr serves /healthz, /readyz and /metrics on their own
 	// listener; empty serves them on the MCP listener.
-	AdminAddr       string `toml:"admin_addr"`
-	ShutdownTimeout int    `toml:"shutdown_timeout"` // seconds running calls get to finish
+	AdminAddr string `toml:"admin_addr"`
+	// AdminPublic lets AdminAddr be a non-loopback address: its /metrics
+	// (tenant names, counts; no code) is then open to whoever reaches it,
+	// as the kubelet's probes and a cluster's Prometheus must.
+	AdminPublic     bool `toml:"admin_public"`
+	ShutdownTimeout int  `toml:"shutdown_timeout"` // seconds running calls get to finish
 	// RequestBodyTimeout is how many seconds an HTTP client has, once its
 	// headers arrived, to send the whole request body: a client that stalls
 	// would otherwise hold its request slot and a goroutine forever.

@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"net/http"
@@ -71,7 +72,8 @@ func readiness(ctx context.Context, rt Runtime, pol *policy.Policy, sts []plugin
 		checks = append(checks, httpserver.Check{Name: "podman", Detail: err.Error()})
 	} else {
 		podmanOK = true
-		checks = append(checks, httpserver.Check{Name: "podman", OK: true, Detail: "Podman " + info.Version + " at " + info.Socket})
+		engine := cmp.Or(info.Engine, "Podman")
+		checks = append(checks, httpserver.Check{Name: strings.ToLower(engine), OK: true, Detail: engine + " " + info.Version + " at " + info.Socket})
 		checks = append(checks, guaranteeCheck(ctx, rt, pol))
 	}
 	var loaded, failed []string

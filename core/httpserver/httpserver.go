@@ -86,11 +86,13 @@ func New(cfg config.Config, core Core, addr string, log hclog.Logger) (*Server, 
 	if err := CheckBind(addr, reg.Authenticated(), cfg.Server.AllowUnauthenticated); err != nil {
 		return nil, err
 	}
-	if a := cfg.Server.AdminAddr; a != "" {
-		// The admin listener has no authentication: it must stay local
-		// unless the operator allowed unauthenticated listeners.
+	if a := cfg.Server.AdminAddr; a != "" && !cfg.Server.AdminPublic {
+		// The admin listener has no authentication: it runs no code, but
+		// /metrics names tenants and counts their calls. It stays local
+		// unless the operator said who reaches it.
 		if err := CheckBind(a, false, cfg.Server.AllowUnauthenticated); err != nil {
-			return nil, fmt.Errorf("server.admin_addr: %w", err)
+			return nil, fmt.Errorf("server.admin_addr: %s would serve /metrics (tenant names and call counts) without authentication to anyone who reaches it: "+
+				"bind it to 127.0.0.1, or set server.admin_public = true where only probes and scrapers reach it (a pod network)", a)
 		}
 	}
 	s := &Server{cfg: cfg, addr: addr, log: log, core: core, Tenants: reg}

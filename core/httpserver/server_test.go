@@ -365,6 +365,21 @@ func TestNewWiresTheCore(t *testing.T) {
 	}
 }
 
+// server.admin_public lets the admin listener bind a pod's address, where
+// the kubelet probes it; the MCP listener still needs its keys.
+func TestAdminPublic(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Server.AdminAddr, cfg.Server.AdminPublic = "0.0.0.0:0", true
+	if _, err := New(cfg, newFakeCore(), "0.0.0.0:0", hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "refusing to serve 0.0.0.0:0 without authentication") {
+		t.Errorf("an unauthenticated MCP listener: %v", err)
+	}
+	authenticated(&cfg)
+	if _, err := New(cfg, newFakeCore(), "0.0.0.0:0", hclog.NewNullLogger()); err != nil {
+		t.Errorf("admin_public refused: %v", err)
+	}
+}
+
 // What New and Serve refuse to start with.
 func TestConfigurationRefused(t *testing.T) {
 	t.Parallel()
@@ -381,7 +396,7 @@ func TestConfigurationRefused(t *testing.T) {
 		want  string
 	}{
 		{"public without auth", "0.0.0.0:0", nil, false, "refusing to serve 0.0.0.0:0 without authentication"},
-		{"public admin", "127.0.0.1:0", func(c *config.Config) { c.Server.AdminAddr = "0.0.0.0:9" }, false, "server.admin_addr: refusing"},
+		{"public admin", "127.0.0.1:0", func(c *config.Config) { c.Server.AdminAddr = "0.0.0.0:9" }, false, "server.admin_addr: 0.0.0.0:9 would serve /metrics (tenant names and call counts) without authentication"},
 		{"bad JWKS", "127.0.0.1:0", func(c *config.Config) {
 			authenticated(c)
 			c.Auth.JWT = config.JWT{JWKSFile: filepath.Join(t.TempDir(), "none.json"), Issuer: "i", Audience: "a", TenantClaim: "sub"}

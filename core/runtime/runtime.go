@@ -17,6 +17,7 @@ var ErrTimeout = errors.New("timed out")
 
 // Info describes the engine, for doctor and start-up checks.
 type Info struct {
+	Engine      string // "Podman" or "Kubernetes"; "": Podman
 	Socket      string
 	Version     string
 	APIVersion  string

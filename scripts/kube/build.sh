@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubelet, kubectl and etcd from the Go module proxy
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and etcd from the Go module proxy
 # into a cache keyed by version (nothing of it goes into the repository).
 # Sourced by scripts/kube-up.sh, which sets log/die and the version variables;
 # runnable alone too: scripts/kube/build.sh prints the bin directories.
@@ -90,7 +90,7 @@ build_all() {
   vpkg=k8s.io/component-base/version
   local kflags="-s -w -X $vpkg.gitVersion=$kube_version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
   if ! runs_version "$kube_bin/kube-apiserver" || ! runs_version "$kube_bin/kubelet" ||
-    ! runs_version "$kube_bin/kube-controller-manager" ||
+    ! runs_version "$kube_bin/kube-controller-manager" || ! runs_version "$kube_bin/kube-scheduler" ||
     { [ "${FORGE_KUBE_KUBECTL:-1}" = 1 ] && ! runs_version "$kube_bin/kubectl"; }; then
     tools_module "$kmod" k8s.io/kubernetes "$kube_version"
   fi
@@ -99,6 +99,9 @@ build_all() {
   # Deployments, ReplicaSets, endpoints and the garbage collector: what the
   # core's own manifests (deploy/) need to run in the cluster.
   build_one "$kmod" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_bin/kube-controller-manager" "$kflags" "$kube_version, about 1-2 min once"
+  # Places the pods of manifests that name no node (deploy/base); the
+  # core's sandboxes carry node_name in kube-up's cluster.
+  build_one "$kmod" k8s.io/kubernetes/cmd/kube-scheduler "$kube_bin/kube-scheduler" "$kflags" "$kube_version, about 1 min once"
   if [ "${FORGE_KUBE_KUBECTL:-1}" = 1 ]; then
     build_one "$kmod" k8s.io/kubernetes/cmd/kubectl "$kube_bin/kubectl" "$kflags" "$kube_version, for humans, about 1 min once"
   fi

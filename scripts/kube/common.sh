@@ -23,16 +23,23 @@ ctrd_state=$state/containerd/state
 ctrd_sock=$run/containerd.sock
 etcd_client_port=23790
 etcd_peer_port=23800
-api_url=https://127.0.0.1:6443
+# The core's own pods (deploy/, namespace mcp-forge-system) join a bridge
+# with this network; sandbox pods stay with nothing but lo. The API server
+# listens on the bridge's address, where the host and those pods reach it.
+core_bridge=forge0
+core_net=10.244.89.0/24
+core_gw=10.244.89.1
+core_ns=mcp-forge-system
+api_url=https://$core_gw:6443
 registry_addr=127.0.0.1:${FORGE_KUBE_REGISTRY_PORT:-5000}
 
 # The daemons in start order; kube-down stops them in reverse.
-daemons=(etcd kube-apiserver registry containerd kubelet)
+daemons=(etcd kube-apiserver kube-controller-manager kube-scheduler registry containerd kubelet)
 
 daemon_exe() {
   case $1 in
     etcd) printf '%s\n' "$etcd_bin/etcd" ;;
-    kube-apiserver | kubelet) printf '%s\n' "$kube_bin/$1" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet) printf '%s\n' "$kube_bin/$1" ;;
     containerd) command -v containerd ;;
     registry) printf '/usr/bin/docker-registry\n' ;;
   esac

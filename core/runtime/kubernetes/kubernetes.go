@@ -198,7 +198,7 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 	if c.k.RuntimeClass != "" {
 		oci = "RuntimeClass " + c.k.RuntimeClass
 	}
-	return runtime.Info{Socket: c.host(), Version: v.GitVersion, APIVersion: v.Major + "." + v.Minor, OCIRuntime: oci, CgroupsV2: true, CgroupsMode: "cluster"}, nil
+	return runtime.Info{Engine: "Kubernetes", Socket: c.host(), Version: v.GitVersion, APIVersion: v.Major + "." + v.Minor, OCIRuntime: oci, CgroupsV2: true, CgroupsMode: "cluster"}, nil
 }
 
 func (c *Client) host() string {

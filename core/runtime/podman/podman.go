@@ -161,6 +161,7 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 		return runtime.Info{}, c.fail("", "podman info", err)
 	}
 	out := runtime.Info{
+		Engine:      "Podman",
 		Socket:      c.socket,
 		Version:     info.Version.Version,
 		APIVersion:  info.Version.APIVersion,
