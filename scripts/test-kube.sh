@@ -31,13 +31,25 @@ esac
 if [ "${FORGE_KUBE_KEEP:-0}" != 1 ]; then
   trap 'scripts/kube-down.sh >&2 || true' EXIT
 fi
+# The core itself in the cluster (test/cluster): its image from bin/,
+# imported into the node's containerd as kube-up imports the sandbox images.
+. scripts/kube/common.sh
+core_image=$(images/core/build.sh | tail -n 1)
+if ! ctr -a "$ctrd_sock" -n k8s.io images ls -q | grep -qxF "$core_image"; then
+  podman save "$core_image" | ctr -a "$ctrd_sock" -n k8s.io images import - >/dev/null ||
+    { echo "importing $core_image into the cluster's containerd failed" >&2; exit 1; }
+fi
+export FORGE_TEST_CORE_IMAGE=$core_image FORGE_TEST_KUBECTL=$kube_bin/kubectl FORGE_TEST_KUBE_ADMIN=$state/admin.kubeconfig
+
 echo "== the same end-to-end tests with sandboxes as pods ($cfg)"
 bin/mcp-forge doctor --config "$cfg" >/dev/null || bin/mcp-forge doctor --config "$cfg" | grep -v '^ok' || true
 if [ -n "${KUBE_RUN:-}" ]; then
-  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/ ./test/environments/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/ ./test/environments/ ./test/cluster/
 else
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "^($e2e)\$" ./test/e2e/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($security)\$" ./test/security/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($http)\$" ./test/http/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($environments)\$" ./test/environments/
+  echo "== the core in the cluster: deploy/ applied with kubectl ($core_image)"
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 15m ./test/cluster/
 fi

@@ -1,0 +1,510 @@
+// Package cluster tests MCP-Forge's core running inside the cluster: the
+// manifests of deploy/ applied with kubectl to scripts/kube-up.sh's
+// cluster, the core's image (images/core) as its pods, reached over HTTP
+// with API keys at a pod's address, its sandboxes pods beside it.
+//
+// scripts/test-kube.sh runs it after the other Kubernetes tests, with
+// FORGE_TEST_KUBE_CONFIG (kube-up's forge.toml: its directory holds the
+// admin kubeconfig) and FORGE_TEST_CORE_IMAGE (the image it imported).
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+const (
+	coreNS    = "mcp-forge-system"
+	sandboxNS = "mcp-forge"
+	coreSA    = "mcp-forge"
+	selector  = "app.kubernetes.io/name=mcp-forge,app.kubernetes.io/component=core"
+)
+
+// cluster is what a test of the deployed core works with.
+type cluster struct {
+	admin   *kubernetes.Clientset
+	rest    *rest.Config
+	kubectl string
+	adminKC string
+	image   string
+}
+
+func setup(t *testing.T) *cluster {
+	t.Helper()
+	if os.Getenv("FORGE_E2E") != "1" {
+		t.Skip("end-to-end: set FORGE_E2E=1")
+	}
+	cfg := os.Getenv(testenv.KubeConfigEnv)
+	image := os.Getenv("FORGE_TEST_CORE_IMAGE")
+	if cfg == "" || image == "" {
+		t.Skip("the core in the cluster: set " + testenv.KubeConfigEnv + " and FORGE_TEST_CORE_IMAGE (scripts/test-kube.sh does)")
+	}
+	c := &cluster{image: image, adminKC: cmpOr(os.Getenv("FORGE_TEST_KUBE_ADMIN"), filepath.Join(filepath.Dir(cfg), "admin.kubeconfig"))}
+	var err error
+	if c.rest, err = clientcmd.BuildConfigFromFlags("", c.adminKC); err != nil {
+		t.Fatalf("admin kubeconfig %s: %v", c.adminKC, err)
+	}
+	// Hundreds of authorizer checks: client-go's default of 5 a second would take minutes.
+	c.rest.QPS, c.rest.Burst = 500, 1000
+	if c.admin, err = kubernetes.NewForConfig(c.rest); err != nil {
+		t.Fatal(err)
+	}
+	if c.kubectl, err = exec.LookPath(cmpOr(os.Getenv("FORGE_TEST_KUBECTL"), "kubectl")); err != nil {
+		t.Fatalf("kubectl (kube-up builds it; FORGE_TEST_KUBECTL names it): %v", err)
+	}
+	return c
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// run is kubectl with the admin's credentials.
+func (c *cluster) run(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(c.kubectl, append([]string{"--kubeconfig", c.adminKC}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// overlay writes a kustomization over deploy/<of> that names the image
+// under test and replaces the tenants Secret with tenants, as an operator's
+// overlay does.
+func (c *cluster) overlay(t *testing.T, of, tenants string) string {
+	t.Helper()
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "deploy", of))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, tag, _ := strings.Cut(strings.TrimPrefix(c.image, "localhost/"), ":")
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: localhost/mcp-forge/core
+    newName: localhost/%s
+    newTag: %q
+secretGenerator:
+  - name: mcp-forge-tenants
+    namespace: %s
+    behavior: replace
+    files:
+      - tenants.toml
+`, rel, name, tag, coreNS)
+	for f, body := range map[string]string{"kustomization.yaml": k, "tenants.toml": tenants} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// deploy applies the overlay, waits for the rollout and returns the ready
+// core pods. The cleanup removes what the manifests made, except the
+// sandbox namespace the other tests share, and fails on sandbox pods the
+// core left behind after its graceful stop.
+func (c *cluster) deploy(t *testing.T, dir string) []corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	before := map[string]bool{}
+	if l, err := c.admin.CoreV1().Pods(sandboxNS).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range l.Items {
+			before[p.Name] = true
+		}
+	}
+	start := time.Now()
+	c.run(t, "apply", "-k", dir)
+	t.Cleanup(func() { c.teardown(t, before) })
+	c.run(t, "-n", coreNS, "rollout", "status", "deployment/mcp-forge", "--timeout=180s")
+	t.Logf("kubectl apply -k to a rolled-out Deployment in %v", time.Since(start).Round(time.Millisecond))
+	return c.readyPods(t)
+}
+
+func (c *cluster) readyPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	l, err := c.admin.CoreV1().Pods(coreNS).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+			continue
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no ready core pod in %s:\n%s", coreNS, c.run(t, "-n", coreNS, "describe", "pods"))
+	}
+	return out
+}
+
+func (c *cluster) teardown(t *testing.T, before map[string]bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if t.Failed() {
+		logs, _ := exec.Command(c.kubectl, "--kubeconfig", c.adminKC, "-n", coreNS, "logs", "-l", selector, "--tail=40", "--all-containers").CombinedOutput()
+		t.Logf("core logs:\n%s", logs)
+	}
+	del := func(err error, what string) {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s: %v", what, err)
+		}
+	}
+	del(c.admin.AppsV1().Deployments(coreNS).Delete(ctx, "mcp-forge", metav1.DeleteOptions{}), "the Deployment")
+	// The core's pods stop gracefully (SIGTERM): each removes its sandboxes.
+	for ctx.Err() == nil {
+		l, err := c.admin.CoreV1().Pods(coreNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err == nil && len(l.Items) == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	rbac := c.admin.RbacV1()
+	del(rbac.RoleBindings(sandboxNS).Delete(ctx, "mcp-forge-core", metav1.DeleteOptions{}), "the RoleBinding")
+	del(rbac.Roles(sandboxNS).Delete(ctx, "mcp-forge-core", metav1.DeleteOptions{}), "the Role")
+	del(rbac.ClusterRoleBindings().Delete(ctx, "mcp-forge-core", metav1.DeleteOptions{}), "the ClusterRoleBinding")
+	del(rbac.ClusterRoles().Delete(ctx, "mcp-forge-core", metav1.DeleteOptions{}), "the ClusterRole")
+	del(c.admin.CoreV1().Namespaces().Delete(ctx, coreNS, metav1.DeleteOptions{}), "namespace "+coreNS)
+	for ctx.Err() == nil {
+		if _, err := c.admin.CoreV1().Namespaces().Get(ctx, coreNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	l, err := c.admin.CoreV1().Pods(sandboxNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("list sandbox pods: %v", err)
+		return
+	}
+	var left []string
+	for _, p := range l.Items {
+		if !before[p.Name] && p.DeletionTimestamp == nil {
+			left = append(left, p.Name)
+			zero := int64(0)
+			_ = c.admin.CoreV1().Pods(sandboxNS).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("the core left sandbox pods after its graceful stop: %v", left)
+	}
+}
+
+type execOut = mcpserver.ExecuteOutput
+
+func connect(t *testing.T, url, key string) *mcp.ClientSession {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: testenv.Bearer{Key: key}}, DisableStandaloneSSE: true, MaxRetries: -1}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "forge-cluster-e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// `kubectl apply -k` of deploy/base, with an operator's tenants, gives a
+// server that runs Python and R, stateless and in sessions, for each
+// tenant apart; answers its probes; is scraped for metrics; and writes its
+// audit trail to stdout as JSON lines holding a hash of the code, never
+// the code.
+func TestCoreInCluster(t *testing.T) {
+	c := setup(t)
+	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
+	pods := c.deploy(t, c.overlay(t, "base", tenants))
+	if len(pods) != 1 {
+		t.Fatalf("%d ready core pods, want the base's 1", len(pods))
+	}
+	pod := pods[0]
+	mcpURL := "http://" + pod.Status.PodIP + ":8080/mcp"
+	admin := "http://" + pod.Status.PodIP + ":9090"
+
+	code, body := get(t, admin+"/readyz")
+	var ready struct {
+		Ready  bool
+		Checks []struct {
+			Name   string
+			OK     bool
+			Detail string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &ready); code != http.StatusOK || err != nil || !ready.Ready ||
+		!slices.ContainsFunc(ready.Checks, func(ch struct {
+			Name   string
+			OK     bool
+			Detail string
+		}) bool {
+			return ch.Name == "kubernetes" && ch.OK
+		}) {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	if resp, err := http.Post(mcpURL, "application/json", strings.NewReader(`{}`)); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/mcp without a key: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	alice, bob := connect(t, mcpURL, keys["alice"]), connect(t, mcpURL, keys["bob"])
+	const marker = "forge-cluster-marker-3f9a"
+	var o execOut
+	if res := testenv.Call(t, alice, "execute_python", map[string]any{"code": "# " + marker + "\nimport socket\nprint(6 * 7, sorted(n for _, n in socket.if_nameindex()))"}, &o); res.IsError || o.Stdout != "42 ['lo']\n" {
+		t.Fatalf("stateless Python: %s %+v", testenv.Text(res), o)
+	}
+	o = execOut{}
+	if res := testenv.Call(t, alice, "execute_r", map[string]any{"code": "cat(6 * 7)"}, &o); res.IsError || o.Stdout != "42" {
+		t.Fatalf("stateless R: %s %+v", testenv.Text(res), o)
+	}
+	for _, step := range []struct{ lang, code, want string }{
+		{"python", "x = 41", ""}, {"python", "x + 1", "42"},
+		{"r", "y <- 41", ""}, {"r", "y + 1", "[1] 42"},
+	} {
+		var o execOut
+		res := testenv.Call(t, alice, "execute_"+step.lang, map[string]any{"code": step.code, "session_id": "main-" + step.lang}, &o)
+		if res.IsError || !o.Success || o.ResultRepr != step.want {
+			t.Fatalf("%s session, %q: %s %+v", step.lang, step.code, testenv.Text(res), o)
+		}
+	}
+	var sessions mcpserver.SessionsOutput
+	if res := testenv.Call(t, bob, "list_sessions", map[string]any{}, &sessions); res.IsError || len(sessions.Sessions) != 0 {
+		t.Fatalf("bob sees sessions: %s %+v", testenv.Text(res), sessions)
+	}
+	o = execOut{}
+	if res := testenv.Call(t, bob, "execute_python", map[string]any{"code": "'x' in globals()", "session_id": "main-python"}, &o); res.IsError || o.ResultRepr != "False" {
+		t.Fatalf("bob's main-python holds alice's x: %s %+v", testenv.Text(res), o)
+	}
+
+	code, body = get(t, admin+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `tenant="alice"`) {
+		t.Fatalf("/metrics: %d, alice not counted:\n%.2000s", code, body)
+	}
+
+	// The audit trail on stdout: JSON lines with the tenant and a code
+	// hash; the code itself nowhere in the pod's output.
+	logs, err := c.admin.CoreV1().Pods(coreNS).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(logs), marker) {
+		t.Fatal("the code appears in the core's output")
+	}
+	events := map[string]int{}
+	hashed, alices := 0, 0
+	sc := bufio.NewScanner(strings.NewReader(string(logs)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Event   string         `json:"event"`
+			Tenant  string         `json:"user_id"`
+			Details map[string]any `json:"details"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Event == "" {
+			continue
+		}
+		events[e.Event]++
+		if h, _ := e.Details["code_sha256"].(string); len(h) == 64 {
+			hashed++
+		}
+		if e.Tenant == "alice" {
+			alices++
+		}
+	}
+	if events["container.create"] == 0 || hashed == 0 || alices == 0 {
+		t.Fatalf("audit lines on stdout: %v, %d with a code hash, %d of alice's", events, hashed, alices)
+	}
+	t.Logf("audit on stdout: %d lines of %d kinds, %d with a code hash, %d of alice's", sum(events), len(events), hashed, alices)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// The core's service account may do what rbac.yaml grants and nothing
+// else: every resource the API server serves, every verb it takes, in the
+// sandbox namespace, the core's own, another, and cluster-wide, asked of
+// the API server's authorizer (SubjectAccessReview); and a few of those
+// refusals tried for real with the account's own token.
+func TestCoreRBAC(t *testing.T) {
+	c := setup(t)
+	tenants, _ := testenv.TenantKeys(t, "alice")
+	c.deploy(t, c.overlay(t, "base", tenants))
+	ctx := context.Background()
+	user := "system:serviceaccount:" + coreNS + ":" + coreSA
+
+	type grant struct{ ns, resource, verb string }
+	// What rbac.yaml gives, and what every authenticated account may ask
+	// about itself (system:basic-user).
+	want := map[grant]bool{}
+	for _, v := range []string{"create", "get", "list", "watch", "delete"} {
+		want[grant{sandboxNS, "pods", v}] = true
+	}
+	for _, r := range []string{"pods/exec", "pods/attach"} {
+		want[grant{sandboxNS, r, "create"}], want[grant{sandboxNS, r, "get"}] = true, true
+	}
+	want[grant{sandboxNS, "networkpolicies.networking.k8s.io", "list"}] = true
+	want[grant{"", "nodes", "get"}], want[grant{"", "nodes", "list"}] = true, true
+	for _, r := range []string{"selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectrulesreviews.authorization.k8s.io", "selfsubjectreviews.authentication.k8s.io"} {
+		for _, ns := range []string{"", sandboxNS, coreNS, "kube-system"} {
+			want[grant{ns, r, "create"}] = true
+		}
+	}
+
+	lists, err := c.admin.Discovery().ServerPreferredResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	var extra []string
+	for _, l := range lists {
+		gv, _ := schemaGroup(l.GroupVersion)
+		for _, r := range l.APIResources {
+			res := r.Name
+			if gv != "" {
+				res += "." + gv
+			}
+			namespaces := []string{""}
+			if r.Namespaced {
+				namespaces = []string{sandboxNS, coreNS, "kube-system"}
+			}
+			name, sub, _ := strings.Cut(r.Name, "/")
+			for _, ns := range namespaces {
+				for _, v := range r.Verbs {
+					ok := c.review(t, user, authzv1.ResourceAttributes{Namespace: ns, Group: gv, Resource: name, Subresource: sub, Verb: v})
+					checked++
+					if ok != want[grant{ns, res, v}] {
+						extra = append(extra, fmt.Sprintf("%s %s in %q: allowed=%v", v, res, ns, ok))
+					}
+				}
+			}
+		}
+	}
+	// Subresources are not in the preferred list's verbs for every kind;
+	// the ones the core must not touch, asked by name.
+	for _, g := range []grant{{sandboxNS, "pods/log", "get"}, {sandboxNS, "pods/portforward", "create"}, {sandboxNS, "pods/ephemeralcontainers", "patch"},
+		{sandboxNS, "pods/eviction", "create"}, {coreNS, "pods/exec", "create"}, {"kube-system", "pods/exec", "create"}, {sandboxNS, "secrets", "get"}} {
+		res, sub, _ := strings.Cut(g.resource, "/")
+		checked++
+		if c.allowedSub(t, user, g.ns, res, sub, g.verb) != want[g] {
+			extra = append(extra, fmt.Sprintf("%s %s in %q: allowed, want refused", g.verb, g.resource, g.ns))
+		}
+	}
+	// namespaces: get of the sandbox namespace only (doctor's Pod Security check).
+	if !c.allowed(t, user, "", "", "namespaces", "get", sandboxNS) || c.allowed(t, user, "", "", "namespaces", "get", coreNS) {
+		extra = append(extra, "namespaces get: want mcp-forge only")
+	}
+	if len(extra) > 0 {
+		t.Fatalf("the core's account differs from rbac.yaml in %d of %d checks:\n%s", len(extra), checked, strings.Join(extra, "\n"))
+	}
+	t.Logf("%d authorizer checks match rbac.yaml", checked)
+
+	// For real, with the account's token.
+	tok, err := c.admin.CoreV1().ServiceAccounts(coreNS).CreateToken(ctx, coreSA, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := rest.AnonymousClientConfig(c.rest)
+	sa.BearerToken = tok.Status.Token
+	cs, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(sandboxNS).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("the core cannot list its sandboxes: %v", err)
+	}
+	for what, err := range map[string]error{
+		"list secrets in " + sandboxNS: second(cs.CoreV1().Secrets(sandboxNS).List(ctx, metav1.ListOptions{})),
+		"read its own tenants Secret":  second(cs.CoreV1().Secrets(coreNS).List(ctx, metav1.ListOptions{})),
+		"list pods in kube-system":     second(cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})),
+		"create a pod in " + coreNS: second(cs.CoreV1().Pods(coreNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "localhost/mcp-forge/pause:catatonit"}}}}, metav1.CreateOptions{})),
+		"delete namespace " + sandboxNS: cs.CoreV1().Namespaces().Delete(ctx, sandboxNS, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}),
+		"scale its own Deployment":      second(cs.AppsV1().Deployments(coreNS).Get(ctx, "mcp-forge", metav1.GetOptions{})),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// allowed asks the API server's authorizer whether user may verb resource
+// (of group, in ns; "" cluster-wide), optionally the object name.
+func (c *cluster) allowed(t *testing.T, user, ns, group, resource, verb, name string) bool {
+	t.Helper()
+	return c.review(t, user, authzv1.ResourceAttributes{Namespace: ns, Group: group, Resource: resource, Verb: verb, Name: name})
+}
+
+func (c *cluster) allowedSub(t *testing.T, user, ns, resource, sub, verb string) bool {
+	t.Helper()
+	return c.review(t, user, authzv1.ResourceAttributes{Namespace: ns, Resource: resource, Subresource: sub, Verb: verb})
+}
+
+func (c *cluster) review(t *testing.T, user string, attrs authzv1.ResourceAttributes) bool {
+	t.Helper()
+	sar, err := c.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + coreNS, "system:authenticated"}, ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SubjectAccessReview %+v: %v", attrs, err)
+	}
+	return sar.Status.Allowed
+}
+
+func schemaGroup(groupVersion string) (group, version string) {
+	if g, v, ok := strings.Cut(groupVersion, "/"); ok {
+		return g, v
+	}
+	return "", groupVersion
+}
