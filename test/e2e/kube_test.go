@@ -48,7 +48,7 @@ import os, socket, json
 out = {"uid": os.getuid(), "ifaces": sorted(os.listdir("/sys/class/net"))}
 out["token"] = os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount")
 out["service_env"] = sorted(k for k in os.environ if k.startswith("KUBERNETES_") or k.endswith("_SERVICE_HOST"))
-for name, addr in (("api", ("10.96.0.1", 443)), ("host_api", ("127.0.0.1", 6443)), ("out", ("1.1.1.1", 80))):
+for name, addr in (("api", ("10.96.0.1", 443)), ("host_api", ("127.0.0.1", 6443)), ("bridge_api", ("10.244.89.1", 6443)), ("out", ("1.1.1.1", 80))):
     try:
         socket.create_connection(addr, timeout=3); out[name] = "connected"
     except OSError as e:
@@ -73,6 +73,7 @@ print(json.dumps(out))
 		ServiceEnv                  []string `json:"service_env"`
 		API                         string
 		HostAPI                     string `json:"host_api"`
+		BridgeAPI                   string `json:"bridge_api"` // where the core's own pods reach it (kube-up)
 		Out                         string
 		RootWrite                   string `json:"root_write"`
 		CapEff, NoNewPrivs, Seccomp string
@@ -88,8 +89,8 @@ print(json.dumps(out))
 		t.Error("a service account token is mounted")
 	case len(p.ServiceEnv) > 0:
 		t.Errorf("service links in the environment: %v", p.ServiceEnv)
-	case p.API == "connected" || p.HostAPI == "connected" || p.Out == "connected":
-		t.Errorf("network reached: api %s, host api %s, out %s", p.API, p.HostAPI, p.Out)
+	case p.API == "connected" || p.HostAPI == "connected" || p.BridgeAPI == "connected" || p.Out == "connected":
+		t.Errorf("network reached: api %s, host api %s, bridge api %s, out %s", p.API, p.HostAPI, p.BridgeAPI, p.Out)
 	case p.RootWrite != "Read-only file system":
 		t.Errorf("writing / gave %q", p.RootWrite)
 	case strings.Trim(p.CapEff, "0") != "" || p.NoNewPrivs != "1" || p.Seccomp != "2":
