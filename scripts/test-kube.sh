@@ -39,7 +39,7 @@ if ! ctr -a "$ctrd_sock" -n k8s.io images ls -q | grep -qxF "$core_image"; then
   podman save "$core_image" | ctr -a "$ctrd_sock" -n k8s.io images import - >/dev/null ||
     { echo "importing $core_image into the cluster's containerd failed" >&2; exit 1; }
 fi
-export FORGE_TEST_CORE_IMAGE=$core_image FORGE_TEST_KUBECTL=$kube_bin/kubectl FORGE_TEST_KUBE_ADMIN=$state/admin.kubeconfig
+export FORGE_TEST_CORE_IMAGE=$core_image FORGE_TEST_KUBECTL=$kube_bin/kubectl FORGE_TEST_KUBE_ADMIN=$state/admin.kubeconfig FORGE_TEST_CONTAINERD=$ctrd_sock
 
 echo "== the same end-to-end tests with sandboxes as pods ($cfg)"
 bin/mcp-forge doctor --config "$cfg" >/dev/null || bin/mcp-forge doctor --config "$cfg" | grep -v '^ok' || true

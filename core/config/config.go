@@ -74,6 +74,11 @@ type Kubernetes struct {
 	// SessionLifetime bounds a session pod (activeDeadlineSeconds), in
 	// seconds: what ends it if the core dies without removing it.
 	SessionLifetime int `toml:"session_lifetime"`
+	// CorePod is "NAMESPACE/NAME" of the core's own pod when the core runs
+	// in the cluster (deploy/ fills it from the downward API): its
+	// sandboxes are marked with that pod, and the replica holding the
+	// reaper's Lease removes the sandboxes of core pods that are gone.
+	CorePod string `toml:"core_pod"`
 }
 
 // Toleration lets sandboxes run on tainted nodes (a node pool for them).

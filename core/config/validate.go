@@ -450,6 +450,12 @@ func validateRuntime(v *validator, r Runtime) {
 	if k.ImageRegistry != "" && (strings.Contains(k.ImageRegistry, "://") || strings.HasSuffix(k.ImageRegistry, "/") || strings.ContainsAny(k.ImageRegistry, " @")) {
 		v.add(p+"image_registry", fmt.Sprintf("%q is not a registry prefix (host[:port][/path], no scheme, no trailing '/')", k.ImageRegistry))
 	}
+	if k.CorePod != "" {
+		ns, name, ok := strings.Cut(k.CorePod, "/")
+		if !ok || !dnsLabel.MatchString(ns) || !regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`).MatchString(name) {
+			v.add(p+"core_pod", fmt.Sprintf("%q is not NAMESPACE/NAME of a pod (deploy/ sets it to \"${POD_NAMESPACE}/${POD_NAME}\")", k.CorePod))
+		}
+	}
 	if k.RuntimeClass != "" && !dnsLabel.MatchString(k.RuntimeClass) {
 		v.add(p+"runtime_class", fmt.Sprintf("%q is not a RuntimeClass name", k.RuntimeClass))
 	}

@@ -231,6 +231,10 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		log.Info("removed containers left by a previous run", "count", n)
 	}
 
+	if stop := startOrphanReaper(raw, al); stop != nil {
+		f.undo.push("orphan reaper", func(context.Context) error { stop(); return nil })
+	}
+
 	if n, err := fsq.Sweep(); err != nil {
 		log.Warn("could not release workspaces left by a previous run", "error", err)
 	} else if n > 0 {

@@ -93,6 +93,31 @@ func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
 	return podman.New(cfg.Server.PodmanSocket), nil
 }
 
+// reapEvery is how often the replica holding the reaper's Lease looks for
+// sandboxes of core pods that are gone.
+const reapEvery = 10 * time.Second
+
+// startOrphanReaper runs the Kubernetes runtime's orphan reaper of a core
+// in the cluster (each replica reconciles only its own sandboxes; the
+// Lease holder removes those of replicas that are gone), each removal
+// audited. nil: no reaper (Podman, or a core outside the cluster).
+func startOrphanReaper(rt Runtime, al audit.Recorder) (stop func()) {
+	k, ok := rt.(*kubernetes.Client)
+	if !ok || k.CorePod() == "" {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.RunReaper(ctx, reapEvery, func(x kubernetes.Reaped) {
+			al.Record(audit.Entry{Event: audit.ContainerReap, SessionID: x.Session, Success: x.Err == nil,
+				Details: map[string]any{"container_id": x.Pod, "image": x.Image, "left_by": x.LeftBy}, Error: audit.ErrText(x.Err)})
+		})
+	}()
+	return func() { cancel(); <-done }
+}
+
 // remoteOf is rt's way to its sandboxes' workspaces, if they are not the
 // core's directories.
 func remoteOf(rt Runtime) runtime.RemoteWorkspace {

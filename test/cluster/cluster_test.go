@@ -144,6 +144,14 @@ func (c *cluster) deploy(t *testing.T, dir string) []corev1.Pod {
 			before[p.Name] = true
 		}
 	}
+	// A namespace of an earlier deployment still being deleted takes no
+	// new objects: wait it out.
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+		ns, err := c.admin.CoreV1().Namespaces().Get(ctx, coreNS, metav1.GetOptions{})
+		if err != nil || ns.DeletionTimestamp == nil {
+			break
+		}
+	}
 	start := time.Now()
 	c.run(t, "apply", "-k", dir)
 	t.Cleanup(func() { c.teardown(t, before) })
@@ -395,6 +403,8 @@ func TestCoreRBAC(t *testing.T) {
 	}
 	want[grant{sandboxNS, "networkpolicies.networking.k8s.io", "list"}] = true
 	want[grant{"", "nodes", "get"}], want[grant{"", "nodes", "list"}] = true, true
+	want[grant{coreNS, "pods", "get"}] = true
+	want[grant{coreNS, "leases.coordination.k8s.io", "create"}] = true
 	for _, r := range []string{"selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectrulesreviews.authorization.k8s.io", "selfsubjectreviews.authentication.k8s.io"} {
 		for _, ns := range []string{"", sandboxNS, coreNS, "kube-system"} {
 			want[grant{ns, r, "create"}] = true
@@ -443,6 +453,12 @@ func TestCoreRBAC(t *testing.T) {
 	// namespaces: get of the sandbox namespace only (doctor's Pod Security check).
 	if !c.allowed(t, user, "", "", "namespaces", "get", sandboxNS) || c.allowed(t, user, "", "", "namespaces", "get", coreNS) {
 		extra = append(extra, "namespaces get: want mcp-forge only")
+	}
+	// leases: get and update of the reaper's only.
+	for _, v := range []string{"get", "update"} {
+		if !c.allowed(t, user, coreNS, "coordination.k8s.io", "leases", v, "mcp-forge-reaper") || c.allowed(t, user, coreNS, "coordination.k8s.io", "leases", v, "other") {
+			extra = append(extra, "leases "+v+": want mcp-forge-reaper only")
+		}
 	}
 	if len(extra) > 0 {
 		t.Fatalf("the core's account differs from rbac.yaml in %d of %d checks:\n%s", len(extra), checked, strings.Join(extra, "\n"))
@@ -507,4 +523,102 @@ func schemaGroup(groupVersion string) (group, version string) {
 		return g, v
 	}
 	return "", groupVersion
+}
+
+// sandboxesOf lists the live sandbox pods the core pod name made.
+func (c *cluster) sandboxesOf(t *testing.T, name string) []string {
+	t.Helper()
+	l, err := c.admin.CoreV1().Pods(sandboxNS).List(context.Background(), metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil && strings.HasPrefix(p.Annotations["io.mcp-forge.core-pod"], coreNS+"/"+name+"/") {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// kill SIGKILLs the core process of pod p through the node's containerd
+// (the test runs on kube-up's node), then deletes the pod with no grace:
+// a replica lost with its node, which stops nothing and sweeps nothing.
+func (c *cluster) kill(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	sock := os.Getenv("FORGE_TEST_CONTAINERD")
+	if sock == "" || len(p.Status.ContainerStatuses) == 0 {
+		t.Skip("killing a replica needs the node's containerd: set FORGE_TEST_CONTAINERD (scripts/test-kube.sh does)")
+	}
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	if out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
+		t.Fatalf("SIGKILL the core of %s (container %s): %v\n%s", p.Name, id, err, out)
+	}
+	zero := int64(0)
+	if err := c.admin.CoreV1().Pods(coreNS).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two replicas (deploy/overlays/replicas); one is killed outright (SIGKILL,
+// its pod deleted: no shutdown, no sweep of its own). The other goes on
+// serving, and the replica holding the reaper's Lease removes the dead
+// one's sandboxes, audited; the Deployment replaces it.
+func TestReplicaLossReapsItsSandboxes(t *testing.T) {
+	c := setup(t)
+	tenants, keys := testenv.TenantKeys(t, "alice")
+	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
+	if len(pods) != 2 {
+		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
+	}
+	a, b := pods[0], pods[1]
+	onA := connect(t, "http://"+a.Status.PodIP+":8080/mcp", keys["alice"])
+	var o execOut
+	if res := testenv.Call(t, onA, "execute_python", map[string]any{"code": "x = 1", "session_id": "doomed"}, &o); res.IsError || !o.Success {
+		t.Fatalf("session on %s: %s", a.Name, testenv.Text(res))
+	}
+	left := c.sandboxesOf(t, a.Name)
+	if len(left) == 0 {
+		t.Fatalf("no sandbox pod is marked as %s's", a.Name)
+	}
+	killed := time.Now()
+	c.kill(t, a)
+	onB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["alice"])
+	o = execOut{}
+	if res := testenv.Call(t, onB, "execute_python", map[string]any{"code": "print(6 * 7)"}, &o); res.IsError || o.Stdout != "42\n" {
+		t.Fatalf("%s after %s was killed: %s", b.Name, a.Name, testenv.Text(res))
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(c.sandboxesOf(t, a.Name)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's sandboxes %v are still there 2 minutes after it was killed", a.Name, c.sandboxesOf(t, a.Name))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	t.Logf("%d sandbox pods of the killed replica %s removed %v after the kill (the Lease lasts 15 s, a sweep every 10 s)", len(left), a.Name, took.Round(100*time.Millisecond))
+	c.run(t, "-n", coreNS, "rollout", "status", "deployment/mcp-forge", "--timeout=180s")
+
+	// Audited by whichever replica holds the Lease.
+	audited := map[string]bool{}
+	for _, p := range c.readyPods(t) {
+		logs, err := c.admin.CoreV1().Pods(coreNS).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(logs), "\n") {
+			var e struct {
+				Event   string         `json:"event"`
+				Details map[string]any `json:"details"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Event == "container.reconcile" && e.Details["left_by"] == coreNS+"/"+a.Name {
+				audited[fmt.Sprint(e.Details["container_id"])] = true
+			}
+		}
+	}
+	for _, p := range left {
+		if !audited[p] {
+			t.Errorf("the removal of %s (left by %s) is not audited; audited: %v", p, a.Name, audited)
+		}
+	}
 }

@@ -52,7 +52,8 @@ type Client struct {
 	k       config.Kubernetes
 	quota   int64
 	maxPids int64
-	hostID  string // hostID()
+	hostID  string  // hostID(), or of the core's own pod (identify)
+	core    corePod // the core's own pod when it runs in the cluster
 	log     hclog.Logger
 	// exec runs a command in a container of a pod (the API server's exec
 	// or attach subresource); tests give it the kubelet's own handler.
@@ -120,8 +121,9 @@ func RESTConfig(k config.Kubernetes) (*rest.Config, error) {
 	return c, nil
 }
 
-// New connects to the cluster named by k. Nothing is called yet: a cluster
-// that is down is reported by the first call (and by doctor).
+// New connects to the cluster named by k. Nothing is called yet (a cluster
+// that is down is reported by the first call, and by doctor), except for a
+// core in the cluster, which reads its own pod (core_pod).
 func New(k config.Kubernetes, o Options) (*Client, error) {
 	rc, err := RESTConfig(k)
 	if err != nil {
@@ -132,7 +134,13 @@ func New(k config.Kubernetes, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return NewWithClient(cs, rc, k, o), nil
+	c := NewWithClient(cs, rc, k, o)
+	if k.CorePod != "" {
+		if err := c.identify(context.Background()); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // NewWithClient is New over a given clientset (tests: a fake one).
@@ -215,6 +223,9 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	pod, err := podSpec(s, c.k, c.k.Namespace, name, c.hostID, c.quota)
 	if err != nil {
 		return "", err
+	}
+	if c.core.uid != "" {
+		pod.Annotations[AnnotationCorePod] = c.core.String()
 	}
 	mounts, _ := places(s)
 	cx, cancel := op(ctx)

@@ -1,0 +1,175 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// AnnotationCorePod names the core pod that made a sandbox, as
+// "NAMESPACE/NAME/UID", when the core runs in the cluster
+// (runtime.kubernetes.core_pod).
+const AnnotationCorePod = "io.mcp-forge.core-pod"
+
+// ReaperLease is the Lease, in the core's namespace, that the replica
+// removing other replicas' orphans holds.
+const ReaperLease = "mcp-forge-reaper"
+
+// corePod is the core's own pod.
+type corePod struct{ ns, name, uid string }
+
+func (p corePod) String() string { return p.ns + "/" + p.name + "/" + p.uid }
+
+// CorePod is the core's own pod, NAMESPACE/NAME, once identified; "": the
+// core runs outside the cluster.
+func (c *Client) CorePod() string {
+	if c.core.uid == "" {
+		return ""
+	}
+	return c.core.ns + "/" + c.core.name
+}
+
+// identify reads the core's own pod: its UID names the host of its
+// sandboxes, so that a core restarted in the same pod (a new process, a
+// new pid namespace) still finds and reconciles its predecessor's.
+func (c *Client) identify(ctx context.Context) error {
+	ns, name, _ := strings.Cut(c.k.CorePod, "/")
+	cx, cancel := op(ctx)
+	defer cancel()
+	p, err := c.cs.CoreV1().Pods(ns).Get(cx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("runtime.kubernetes.core_pod: the core's own pod %s: %w (deploy/ sets it from the downward API; the core needs get on pods of its namespace)", c.k.CorePod, err)
+	}
+	c.core = corePod{ns: ns, name: name, uid: string(p.UID)}
+	sum := sha256.Sum256([]byte("pod\x00" + c.core.uid))
+	c.hostID = hex.EncodeToString(sum[:8])
+	return nil
+}
+
+// Reaped is a sandbox pod removed because the core pod that made it is gone.
+type Reaped struct {
+	Pod, Session, Image string
+	LeftBy              string // the core pod, NAMESPACE/NAME
+	Err                 error
+}
+
+// ReapOrphans removes the sandbox pods whose core pod no longer exists
+// (deleted, evicted, replaced by a pod of the same name): nothing else
+// removes them, since each core reconciles only its own. A core pod that
+// cannot be read for another reason keeps its sandboxes until a later sweep.
+func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	list, err := c.cs.CoreV1().Pods(c.k.Namespace).List(cx, metav1.ListOptions{LabelSelector: labels.Set{runtime.LabelManaged: "true"}.String()})
+	if err != nil {
+		return nil, fail("list", "(all)", err)
+	}
+	alive := map[string]bool{c.core.String(): true}
+	var out []Reaped
+	for i := range list.Items {
+		p := &list.Items[i]
+		owner := p.Annotations[AnnotationCorePod]
+		if owner == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		live, seen := alive[owner]
+		if !seen {
+			live = c.coreAlive(cx, owner)
+			alive[owner] = live
+		}
+		if live {
+			continue
+		}
+		zero := int64(0)
+		err := c.cs.CoreV1().Pods(c.k.Namespace).Delete(cx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		img := ""
+		for _, ct := range p.Spec.Containers {
+			if ct.Name == containerSandbox {
+				img = ct.Image
+			}
+		}
+		ns, rest, _ := strings.Cut(owner, "/")
+		name, _, _ := strings.Cut(rest, "/")
+		out = append(out, Reaped{Pod: p.Name, Session: specLabels(p)[runtime.LabelSession], Image: img, LeftBy: ns + "/" + name, Err: err})
+	}
+	return out, nil
+}
+
+// coreAlive: the pod NAMESPACE/NAME/UID exists with that UID. Only an
+// answer that it does not counts as dead.
+func (c *Client) coreAlive(ctx context.Context, owner string) bool {
+	parts := strings.Split(owner, "/")
+	if len(parts) != 3 {
+		return true // not ours to judge
+	}
+	p, err := c.cs.CoreV1().Pods(parts[0]).Get(ctx, parts[1], metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		c.log.Warn("cannot tell whether a core pod is alive; its sandboxes stay", "pod", parts[0]+"/"+parts[1], "error", err)
+		return true
+	}
+	return string(p.UID) == parts[2]
+}
+
+// RunReaper sweeps for orphans every interval while this replica holds
+// the ReaperLease, so that one replica at a time does it, until ctx ends.
+// record sees each pod removed. It does nothing for a core outside the
+// cluster (no core_pod).
+func (c *Client) RunReaper(ctx context.Context, every time.Duration, record func(Reaped)) {
+	if c.core.uid == "" {
+		return
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.core.ns, Name: ReaperLease},
+		Client:     c.cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.core.name},
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true, Name: ReaperLease,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					c.log.Info("holding the reaper's Lease: removing the sandboxes of core pods that are gone", "lease", c.core.ns+"/"+ReaperLease)
+					t := time.NewTicker(every)
+					defer t.Stop()
+					for {
+						reaped, err := c.ReapOrphans(lctx)
+						if err != nil && lctx.Err() == nil {
+							c.log.Warn("orphan sweep failed", "error", err)
+						}
+						for _, r := range reaped {
+							record(r)
+						}
+						select {
+						case <-lctx.Done():
+							return
+						case <-t.C:
+						}
+					}
+				},
+				OnStoppedLeading: func() { c.log.Debug("reaper's Lease released or lost") },
+			},
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package kubernetes
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// The reaper removes sandboxes whose core pod is gone or was replaced by a
+// pod of the same name, and keeps its own, a live replica's, and those of
+// no core pod (a core outside the cluster).
+func TestReapOrphans(t *testing.T) {
+	core := func(name, uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge-system", Name: name, UID: types.UID(uid)}}
+	}
+	sandbox := func(name, owner string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge", Name: name,
+			Labels: map[string]string{runtime.LabelManaged: "true"}, Annotations: map[string]string{}}}
+		if owner != "" {
+			p.Annotations[AnnotationCorePod] = owner
+		}
+		return p
+	}
+	cs := fake.NewClientset(
+		core("core-a", "uid-a"), core("core-b", "uid-b"), core("core-c", "uid-c2"),
+		sandbox("mine", "mcp-forge-system/core-a/uid-a"),
+		sandbox("live", "mcp-forge-system/core-b/uid-b"),
+		sandbox("gone", "mcp-forge-system/core-x/uid-x"),
+		sandbox("gone-too", "mcp-forge-system/core-x/uid-x"),
+		sandbox("replaced", "mcp-forge-system/core-c/uid-c1"),
+		sandbox("host-core", ""),
+	)
+	k := config.Default().Runtime.Kubernetes
+	k.CorePod = "mcp-forge-system/core-a"
+	c := NewWithClient(cs, nil, k, Options{})
+	if err := c.identify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.CorePod() != "mcp-forge-system/core-a" || c.hostID == hostID() {
+		t.Fatalf("identified as %q, host %s", c.CorePod(), c.hostID)
+	}
+	reaped, err := c.ReapOrphans(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range reaped {
+		names = append(names, r.Pod+"<"+r.LeftBy)
+	}
+	slices.Sort(names)
+	if want := []string{"gone-too<mcp-forge-system/core-x", "gone<mcp-forge-system/core-x", "replaced<mcp-forge-system/core-c"}; !slices.Equal(names, want) {
+		t.Fatalf("reaped %v, want %v", names, want)
+	}
+	left, _ := cs.CoreV1().Pods("mcp-forge").List(context.Background(), metav1.ListOptions{})
+	var kept []string
+	for _, p := range left.Items {
+		kept = append(kept, p.Name)
+	}
+	slices.Sort(kept)
+	if want := []string{"host-core", "live", "mine"}; !slices.Equal(kept, want) {
+		t.Fatalf("kept %v, want %v", kept, want)
+	}
+	// The same pod, a new process: the same host, so it reconciles its predecessor's sandboxes.
+	c2 := NewWithClient(cs, nil, k, Options{})
+	if err := c2.identify(context.Background()); err != nil || c2.hostID != c.hostID {
+		t.Fatalf("a restarted core in the same pod has host %s, want %s (%v)", c2.hostID, c.hostID, err)
+	}
+	k.CorePod = "mcp-forge-system/nobody"
+	if err := NewWithClient(cs, nil, k, Options{}).identify(context.Background()); err == nil {
+		t.Fatal("a core_pod that does not exist was accepted")
+	}
+}
