@@ -105,6 +105,9 @@ shopt -u nullglob
 # The core pods' bridge and their addresses (host-local keeps one file per pod).
 svc_rule=(-s "$core_net" -d 10.96.0.1/32 -p tcp --dport 443 -j DNAT --to-destination "$core_gw:6443")
 while iptables -t nat -C PREROUTING "${svc_rule[@]}" 2>/dev/null; do iptables -t nat -D PREROUTING "${svc_rule[@]}" || break; done
+api_rule=(-d "$core_gw/32" -p tcp --dport 6443 -j MCP-FORGE-API)
+while iptables -C INPUT "${api_rule[@]}" 2>/dev/null; do iptables -D INPUT "${api_rule[@]}" || break; done
+if iptables -S MCP-FORGE-API >/dev/null 2>&1; then iptables -F MCP-FORGE-API && iptables -X MCP-FORGE-API || log "could not remove the chain MCP-FORGE-API"; fi
 if ip link show "$core_bridge" >/dev/null 2>&1; then ip link delete "$core_bridge" || log "could not delete the bridge $core_bridge"; fi
 rm -rf "${state:?}/cni-ipam"
 rm -rf "$run"

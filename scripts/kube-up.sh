@@ -223,6 +223,17 @@ ip link set "$core_bridge" up
 svc_rule=(-s "$core_net" -d 10.96.0.1/32 -p tcp --dport 443 -j DNAT --to-destination "$core_gw:6443")
 iptables -t nat -C PREROUTING "${svc_rule[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${svc_rule[@]}" ||
   die "could not add the DNAT rule for the kubernetes Service (iptables -t nat -A PREROUTING ${svc_rule[*]})"
+# The API server listens on the bridge's address, which Linux answers on
+# any interface: only this host (lo) and the core's pods (the bridge) may
+# reach it there, as they could when it listened on 127.0.0.1.
+iptables -N MCP-FORGE-API 2>/dev/null || true
+iptables -F MCP-FORGE-API
+iptables -A MCP-FORGE-API -i lo -j RETURN
+iptables -A MCP-FORGE-API -i "$core_bridge" -j RETURN
+iptables -A MCP-FORGE-API -j DROP
+api_rule=(-d "$core_gw/32" -p tcp --dport 6443 -j MCP-FORGE-API)
+iptables -C INPUT "${api_rule[@]}" 2>/dev/null || iptables -I INPUT "${api_rule[@]}" ||
+  die "could not limit who reaches the API server on $core_gw (iptables -I INPUT ${api_rule[*]})"
 
 # etcd
 start_daemon etcd --name forge --data-dir "$state/etcd" \
@@ -575,9 +586,10 @@ wait_for "node localhost Ready" 90 kubelet node_ready
 # The kubelet registers the node tainted not-ready; the node lifecycle
 # controller, which would lift the taint, is not run here (it would also
 # evict pods when a heartbeat is late). Pods the scheduler places need it gone.
-if api GET /api/v1/nodes/localhost | jq -e '.spec.taints // [] | any(.key == "node.kubernetes.io/not-ready")' >/dev/null; then
-  api PATCH /api/v1/nodes/localhost '{"spec":{"taints":null}}' application/merge-patch+json >/dev/null ||
-    die "could not lift the not-ready taint of node localhost"
+node_json=$(api GET /api/v1/nodes/localhost)
+if jq -e '.spec.taints // [] | any(.key == "node.kubernetes.io/not-ready")' <<<"$node_json" >/dev/null; then
+  api PATCH /api/v1/nodes/localhost "$(jq -c '{spec: {taints: ([.spec.taints[] | select(.key != "node.kubernetes.io/not-ready")])}}' <<<"$node_json")" \
+    application/merge-patch+json >/dev/null || die "could not lift the not-ready taint of node localhost"
 fi
 
 # ---------------------------------------------------------------- forge.toml

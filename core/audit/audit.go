@@ -130,10 +130,10 @@ type Logger struct {
 	mirror  io.Writer // every line written to the file, copied (security.audit_stdout)
 }
 
-// Mirror copies every line, once written to the file, to w as well (the
-// process's stdout in a cluster, where log collection picks it up). The
-// file stays the record: a failed copy is reported, never a failed entry.
-// Call it before the Logger is shared.
+// Mirror copies every line to w as well (the process's stdout in a
+// cluster, where log collection picks it up), also when the file could not
+// take it. A failed copy is reported, never a failed entry. Call it before
+// the Logger is shared.
 func (l *Logger) Mirror(w io.Writer) { l.mirror = w }
 
 // AddHook runs fn on every entry before it is written, after redaction: it
@@ -286,17 +286,19 @@ func (l *Logger) Write(e Entry) error {
 	line = append(line, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// The copy goes out whether the file took the line or not: where the
+	// file is a pod's scratch space, the copy is what the cluster keeps.
+	if l.mirror != nil && !l.closed {
+		if _, err := l.mirror.Write(line); err != nil {
+			l.onError(fmt.Errorf("copy audit line to standard output: %w", err))
+		}
+	}
 	if err := l.write(line); err != nil {
 		l.err = err
 		l.onError(err)
 		return err
 	}
 	l.err = nil
-	if l.mirror != nil {
-		if _, err := l.mirror.Write(line); err != nil {
-			l.onError(fmt.Errorf("copy audit line to standard output: %w", err))
-		}
-	}
 	return nil
 }
 

@@ -429,4 +429,16 @@ func TestMirror(t *testing.T) {
 	if es := readEntries(t, path); len(es) != 3 || es[2].Event != "container.start" {
 		t.Errorf("file entries %+v", es)
 	}
+	// The file gone bad (a directory where it was): the copy still goes out.
+	out.Reset()
+	l.Mirror(&out)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(Entry{Event: "container.stop"}); err == nil || !strings.Contains(out.String(), `"container.stop"`) {
+		t.Errorf("unwritable file: error %v, copy %q", err, out.String())
+	}
 }

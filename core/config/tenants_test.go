@@ -69,20 +69,3 @@ func TestTenantsFile(t *testing.T) {
 		t.Errorf("a relative tenants_file: %v", err)
 	}
 }
-
-// The audit log goes to standard output only where standard output is not MCP.
-func TestAuditStdout(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		transport, want string
-	}{{"http", ""}, {"stdio", "security.audit_stdout: standard output carries MCP over stdio"}} {
-		_, err := LoadWith("", envOf(map[string]string{"FORGE_SECURITY_AUDIT_STDOUT": "true", "FORGE_SERVER_TRANSPORT": c.transport}))
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("%s: %q, want %q", c.transport, got, c.want)
-		}
-	}
-}

@@ -116,9 +116,6 @@ func Validate(c Config) Errors {
 
 	s := c.Security
 	v.abs("security.audit_log", s.AuditLog)
-	if s.AuditStdout && c.Server.Transport != "http" {
-		v.add("security.audit_stdout", "standard output carries MCP over stdio: copy the audit log there only with server.transport = \"http\"")
-	}
 	v.size("security.audit_max_size", s.AuditMaxSize)
 	if s.AuditKeep < 0 {
 		v.add("security.audit_keep", "must be >= 0")

@@ -166,7 +166,7 @@ func TestReadiness(t *testing.T) {
 				waive[runtime.Pids] = "security.waive[1]"
 			}
 			pol := policy.New(policy.Settings{Waived: waive}, nil)
-			if d := cmp.Diff(c.want, readiness(context.Background(), fakeRuntime{c.rt}, pol, c.sts)); d != "" {
+			if d := cmp.Diff(c.want, readiness(context.Background(), "podman", fakeRuntime{c.rt}, pol, c.sts)); d != "" {
 				t.Errorf("checks (-want +got):\n%s", d)
 			}
 		})

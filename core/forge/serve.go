@@ -74,6 +74,10 @@ func serve(ctx context.Context, cfg config.Config, o Options, m parts) error {
 		defer stop()
 	}
 	addr, useHTTP := HTTPAddress(cfg, o.HTTPAddr)
+	if cfg.Security.AuditStdout && !useHTTP {
+		// Decided here, where --http counts as much as server.transport.
+		return errors.New("security.audit_stdout: standard output carries MCP over stdio; copy the audit log there only when serving HTTP (server.transport = \"http\" or --http)")
+	}
 	if useHTTP {
 		// Refuse an unauthenticated public bind before starting anything.
 		if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated() || cfg.Auth.JWT.JWKSFile != "", cfg.Server.AllowUnauthenticated); err != nil {

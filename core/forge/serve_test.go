@@ -168,6 +168,25 @@ func TestServeHTTPRefusesAPublicBindWithoutAuth(t *testing.T) {
 	}
 }
 
+// The audit log goes to standard output only where standard output is
+// not MCP: with --http or server.transport = "http", never over stdio.
+func TestServeAuditStdout(t *testing.T) {
+	t.Parallel()
+	tb := newTestbed(t)
+	quiet(t, tb)
+	cfg := tb.cfg
+	cfg.Security.AuditStdout = true
+	err := serve(context.Background(), cfg, Options{MCPIn: strings.NewReader(""), MCPOut: io.Discard}, tb.parts)
+	if err == nil || !strings.Contains(err.Error(), "security.audit_stdout: standard output carries MCP over stdio") || tb.audit != nil {
+		t.Fatalf("over stdio: %v (audit opened: %v)", err, tb.audit != nil)
+	}
+	// --http is HTTP too: past that check (to the bind check here).
+	err = serve(context.Background(), cfg, Options{HTTPAddr: "0.0.0.0:0"}, tb.parts)
+	if err == nil || !strings.Contains(err.Error(), "refusing to serve 0.0.0.0:0") {
+		t.Fatalf("with --http: %v", err)
+	}
+}
+
 func TestHTTPAddress(t *testing.T) {
 	t.Parallel()
 	httpCfg := config.Default()

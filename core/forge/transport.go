@@ -62,18 +62,20 @@ func (c httpCore) PluginStatuses() []httpserver.PluginStatus {
 // its waiver), a plugin is loaded, and the images of the loaded backends
 // (as they report them) exist.
 func (c httpCore) Ready(ctx context.Context) []httpserver.Check {
-	return readiness(ctx, c.f.runtime, c.f.Sandbox.Policy(), c.f.Plugins.Statuses())
+	return readiness(ctx, c.f.Config.Runtime.Kind, c.f.runtime, c.f.Sandbox.Policy(), c.f.Plugins.Statuses())
 }
 
-func readiness(ctx context.Context, rt Runtime, pol *policy.Policy, sts []plugins.Status) []httpserver.Check {
+// readiness: the first check is named after the runtime (kind, "podman"
+// or "kubernetes"), up or down, so that an alert keyed on it holds.
+func readiness(ctx context.Context, kind string, rt Runtime, pol *policy.Policy, sts []plugins.Status) []httpserver.Check {
 	var checks []httpserver.Check
 	podmanOK := false
+	name := cmp.Or(kind, "podman")
 	if info, err := rt.Info(ctx); err != nil {
-		checks = append(checks, httpserver.Check{Name: "podman", Detail: err.Error()})
+		checks = append(checks, httpserver.Check{Name: name, Detail: err.Error()})
 	} else {
 		podmanOK = true
-		engine := cmp.Or(info.Engine, "Podman")
-		checks = append(checks, httpserver.Check{Name: strings.ToLower(engine), OK: true, Detail: engine + " " + info.Version + " at " + info.Socket})
+		checks = append(checks, httpserver.Check{Name: name, OK: true, Detail: cmp.Or(info.Engine, "Podman") + " " + info.Version + " at " + info.Socket})
 		checks = append(checks, guaranteeCheck(ctx, rt, pol))
 	}
 	var loaded, failed []string

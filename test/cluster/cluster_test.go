@@ -404,6 +404,7 @@ func TestCoreRBAC(t *testing.T) {
 	want[grant{sandboxNS, "networkpolicies.networking.k8s.io", "list"}] = true
 	want[grant{"", "nodes", "get"}], want[grant{"", "nodes", "list"}] = true, true
 	want[grant{coreNS, "pods", "get"}] = true
+	want[grant{"", "runtimeclasses.node.k8s.io", "get"}] = true
 	want[grant{coreNS, "leases.coordination.k8s.io", "create"}] = true
 	for _, r := range []string{"selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectrulesreviews.authorization.k8s.io", "selfsubjectreviews.authentication.k8s.io"} {
 		for _, ns := range []string{"", sandboxNS, coreNS, "kube-system"} {

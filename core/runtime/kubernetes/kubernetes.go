@@ -86,10 +86,12 @@ type Options struct {
 }
 
 // LabelHost marks the pods of the cores of one host (one process
-// namespace): a core tells a live neighbour from a dead one by its process
-// (core/procid), which only means something on the same host, so it lists,
-// adopts and removes only the pods of its host's cores. Cores on other
-// hosts sharing a namespace leave each other's pods alone.
+// namespace), or of one core pod when the core runs in the cluster (its
+// UID: see identify): a core tells a live neighbour from a dead one by its
+// process (core/procid), which only means something on the same host, so
+// it lists, adopts and removes only the pods of its host's cores. Cores
+// on other hosts sharing a namespace leave each other's pods alone; the
+// sandboxes of core pods that are gone are the reaper's (reaper.go).
 const LabelHost = "io.mcp-forge.host"
 
 // hostID names this host's process namespace: its boot, its name and its

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -70,8 +71,8 @@ type Reaped struct {
 // cannot be read for another reason keeps its sandboxes until a later sweep.
 func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 	cx, cancel := op(ctx)
-	defer cancel()
 	list, err := c.cs.CoreV1().Pods(c.k.Namespace).List(cx, metav1.ListOptions{LabelSelector: labels.Set{runtime.LabelManaged: "true"}.String()})
+	cancel()
 	if err != nil {
 		return nil, fail("list", "(all)", err)
 	}
@@ -85,14 +86,16 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 		}
 		live, seen := alive[owner]
 		if !seen {
-			live = c.coreAlive(cx, owner)
+			live = c.coreAlive(ctx, owner)
 			alive[owner] = live
 		}
-		if live {
+		if live || ctx.Err() != nil {
 			continue
 		}
 		zero := int64(0)
+		cx, cancel := op(ctx)
 		err := c.cs.CoreV1().Pods(c.k.Namespace).Delete(cx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		cancel()
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -109,14 +112,22 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 	return out, nil
 }
 
-// coreAlive: the pod NAMESPACE/NAME/UID exists with that UID. Only an
-// answer that it does not counts as dead.
+// terminatingMargin is how long past its grace period a core pod may stay
+// Terminating before it counts as dead: a pod of a lost node stays
+// Terminating until the Node object goes.
+const terminatingMargin = 30 * time.Second
+
+// coreAlive: the pod NAMESPACE/NAME/UID exists with that UID and has not
+// ended (an evicted pod stays, Failed, until pod GC) or outstayed its
+// grace period. Only an answer that it does not counts as dead.
 func (c *Client) coreAlive(ctx context.Context, owner string) bool {
 	parts := strings.Split(owner, "/")
 	if len(parts) != 3 {
 		return true // not ours to judge
 	}
-	p, err := c.cs.CoreV1().Pods(parts[0]).Get(ctx, parts[1], metav1.GetOptions{})
+	cx, cancel := op(ctx)
+	defer cancel()
+	p, err := c.cs.CoreV1().Pods(parts[0]).Get(cx, parts[1], metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return false
@@ -124,7 +135,18 @@ func (c *Client) coreAlive(ctx context.Context, owner string) bool {
 		c.log.Warn("cannot tell whether a core pod is alive; its sandboxes stay", "pod", parts[0]+"/"+parts[1], "error", err)
 		return true
 	}
-	return string(p.UID) == parts[2]
+	return coreRunning(p, parts[2], time.Now())
+}
+
+func coreRunning(p *corev1.Pod, uid string, now time.Time) bool {
+	if string(p.UID) != uid || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return false
+	}
+	if d := p.DeletionTimestamp; d != nil {
+		// The deletion timestamp is when the grace period ends.
+		return now.Before(d.Add(terminatingMargin))
+	}
+	return true
 }
 
 // RunReaper sweeps for orphans every interval while this replica holds

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,9 +15,11 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
-// The reaper removes sandboxes whose core pod is gone or was replaced by a
-// pod of the same name, and keeps its own, a live replica's, and those of
-// no core pod (a core outside the cluster).
+// The reaper removes sandboxes whose core pod is gone, was replaced by a
+// pod of the same name, was evicted (Failed) or stays Terminating long
+// past its grace period (a lost node), and keeps its own, a live
+// replica's, one still stopping, and those of no core pod (a core outside
+// the cluster).
 func TestReapOrphans(t *testing.T) {
 	core := func(name, uid string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge-system", Name: name, UID: types.UID(uid)}}
@@ -38,6 +41,20 @@ func TestReapOrphans(t *testing.T) {
 		sandbox("replaced", "mcp-forge-system/core-c/uid-c1"),
 		sandbox("host-core", ""),
 	)
+	evicted := core("core-e", "uid-e")
+	evicted.Status.Phase = corev1.PodFailed
+	stuck := core("core-t", "uid-t")
+	long := metav1.NewTime(time.Now().Add(-time.Hour))
+	stuck.DeletionTimestamp = &long
+	stopping := core("core-s", "uid-s")
+	soon := metav1.NewTime(time.Now().Add(10 * time.Second))
+	stopping.DeletionTimestamp = &soon
+	for _, p := range []*corev1.Pod{evicted, stuck, stopping,
+		sandbox("evicted", "mcp-forge-system/core-e/uid-e"), sandbox("lost-node", "mcp-forge-system/core-t/uid-t"), sandbox("stopping", "mcp-forge-system/core-s/uid-s")} {
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	k := config.Default().Runtime.Kubernetes
 	k.CorePod = "mcp-forge-system/core-a"
 	c := NewWithClient(cs, nil, k, Options{})
@@ -56,7 +73,7 @@ func TestReapOrphans(t *testing.T) {
 		names = append(names, r.Pod+"<"+r.LeftBy)
 	}
 	slices.Sort(names)
-	if want := []string{"gone-too<mcp-forge-system/core-x", "gone<mcp-forge-system/core-x", "replaced<mcp-forge-system/core-c"}; !slices.Equal(names, want) {
+	if want := []string{"evicted<mcp-forge-system/core-e", "gone-too<mcp-forge-system/core-x", "gone<mcp-forge-system/core-x", "lost-node<mcp-forge-system/core-t", "replaced<mcp-forge-system/core-c"}; !slices.Equal(names, want) {
 		t.Fatalf("reaped %v, want %v", names, want)
 	}
 	left, _ := cs.CoreV1().Pods("mcp-forge").List(context.Background(), metav1.ListOptions{})
@@ -65,7 +82,7 @@ func TestReapOrphans(t *testing.T) {
 		kept = append(kept, p.Name)
 	}
 	slices.Sort(kept)
-	if want := []string{"host-core", "live", "mine"}; !slices.Equal(kept, want) {
+	if want := []string{"host-core", "live", "mine", "stopping"}; !slices.Equal(kept, want) {
 		t.Fatalf("kept %v, want %v", kept, want)
 	}
 	// The same pod, a new process: the same host, so it reconciles its predecessor's sandboxes.
