@@ -432,6 +432,9 @@ const MaxFileSizeLimit = 12 << 20
 // dnsLabel is a Kubernetes namespace or node name segment (RFC 1123).
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
+// objectName is a Kubernetes object name (a DNS subdomain): a node, a pod.
+var objectName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
 // cpuQuantity is a Kubernetes CPU quantity: cores ("0.5", "2") or millicores ("50m").
 var cpuQuantity = regexp.MustCompile(`^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$`)
 
@@ -449,14 +452,14 @@ func validateRuntime(v *validator, r Runtime) {
 	}
 	if k.CorePod != "" {
 		ns, name, ok := strings.Cut(k.CorePod, "/")
-		if !ok || !dnsLabel.MatchString(ns) || !regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`).MatchString(name) {
+		if !ok || !dnsLabel.MatchString(ns) || !objectName.MatchString(name) {
 			v.add(p+"core_pod", fmt.Sprintf("%q is not NAMESPACE/NAME of a pod (deploy/ sets it to \"${POD_NAMESPACE}/${POD_NAME}\")", k.CorePod))
 		}
 	}
 	if k.RuntimeClass != "" && !dnsLabel.MatchString(k.RuntimeClass) {
 		v.add(p+"runtime_class", fmt.Sprintf("%q is not a RuntimeClass name", k.RuntimeClass))
 	}
-	if k.NodeName != "" && !regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`).MatchString(k.NodeName) {
+	if k.NodeName != "" && !objectName.MatchString(k.NodeName) {
 		v.add(p+"node_name", fmt.Sprintf("%q is not a node name", k.NodeName))
 	}
 	for i, t := range k.Tolerations {

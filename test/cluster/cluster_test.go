@@ -10,6 +10,7 @@ package cluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,7 +64,7 @@ func setup(t *testing.T) *cluster {
 	if cfg == "" || image == "" {
 		t.Skip("the core in the cluster: set " + testenv.KubeConfigEnv + " and FORGE_TEST_CORE_IMAGE (scripts/test-kube.sh does)")
 	}
-	c := &cluster{image: image, adminKC: cmpOr(os.Getenv("FORGE_TEST_KUBE_ADMIN"), filepath.Join(filepath.Dir(cfg), "admin.kubeconfig"))}
+	c := &cluster{image: image, adminKC: cmp.Or(os.Getenv("FORGE_TEST_KUBE_ADMIN"), filepath.Join(filepath.Dir(cfg), "admin.kubeconfig"))}
 	var err error
 	if c.rest, err = clientcmd.BuildConfigFromFlags("", c.adminKC); err != nil {
 		t.Fatalf("admin kubeconfig %s: %v", c.adminKC, err)
@@ -73,17 +74,10 @@ func setup(t *testing.T) *cluster {
 	if c.admin, err = kubernetes.NewForConfig(c.rest); err != nil {
 		t.Fatal(err)
 	}
-	if c.kubectl, err = exec.LookPath(cmpOr(os.Getenv("FORGE_TEST_KUBECTL"), "kubectl")); err != nil {
+	if c.kubectl, err = exec.LookPath(cmp.Or(os.Getenv("FORGE_TEST_KUBECTL"), "kubectl")); err != nil {
 		t.Fatalf("kubectl (kube-up builds it; FORGE_TEST_KUBECTL names it): %v", err)
 	}
 	return c
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // run is kubectl with the admin's credentials.

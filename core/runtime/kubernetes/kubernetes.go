@@ -100,7 +100,12 @@ func hostID() string {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	name, _ := os.Hostname()
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	sum := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + "\x00" + name + "\x00" + ns))
+	return labelHash(strings.TrimSpace(string(boot)), name, ns)
+}
+
+// labelHash is parts, joined, hashed to a label value.
+func labelHash(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(sum[:8])
 }
 

@@ -2,8 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -30,7 +28,19 @@ const ReaperLease = "mcp-forge-reaper"
 // corePod is the core's own pod.
 type corePod struct{ ns, name, uid string }
 
-func (p corePod) String() string { return p.ns + "/" + p.name + "/" + p.uid }
+func (p corePod) String() string { return p.pod() + "/" + p.uid }
+
+// pod is NAMESPACE/NAME.
+func (p corePod) pod() string { return p.ns + "/" + p.name }
+
+// parseCorePod reads an AnnotationCorePod value.
+func parseCorePod(s string) (corePod, bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return corePod{}, false
+	}
+	return corePod{ns: parts[0], name: parts[1], uid: parts[2]}, true
+}
 
 // CorePod is the core's own pod, NAMESPACE/NAME, once identified; "": the
 // core runs outside the cluster.
@@ -38,7 +48,7 @@ func (c *Client) CorePod() string {
 	if c.core.uid == "" {
 		return ""
 	}
-	return c.core.ns + "/" + c.core.name
+	return c.core.pod()
 }
 
 // identify reads the core's own pod: its UID names the host of its
@@ -53,8 +63,7 @@ func (c *Client) identify(ctx context.Context) error {
 		return fmt.Errorf("runtime.kubernetes.core_pod: the core's own pod %s: %w (deploy/ sets it from the downward API; the core needs get on pods of its namespace)", c.k.CorePod, err)
 	}
 	c.core = corePod{ns: ns, name: name, uid: string(p.UID)}
-	sum := sha256.Sum256([]byte("pod\x00" + c.core.uid))
-	c.hostID = hex.EncodeToString(sum[:8])
+	c.hostID = labelHash("pod", c.core.uid)
 	return nil
 }
 
@@ -80,14 +89,14 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 	var out []Reaped
 	for i := range list.Items {
 		p := &list.Items[i]
-		owner := p.Annotations[AnnotationCorePod]
-		if owner == "" || p.DeletionTimestamp != nil {
-			continue
+		owner, ok := parseCorePod(p.Annotations[AnnotationCorePod])
+		if !ok || p.DeletionTimestamp != nil {
+			continue // none (a core outside the cluster), or not ours to judge
 		}
-		live, seen := alive[owner]
+		live, seen := alive[owner.String()]
 		if !seen {
 			live = c.coreAlive(ctx, owner)
-			alive[owner] = live
+			alive[owner.String()] = live
 		}
 		if live || ctx.Err() != nil {
 			continue
@@ -105,9 +114,7 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 				img = ct.Image
 			}
 		}
-		ns, rest, _ := strings.Cut(owner, "/")
-		name, _, _ := strings.Cut(rest, "/")
-		out = append(out, Reaped{Pod: p.Name, Session: specLabels(p)[runtime.LabelSession], Image: img, LeftBy: ns + "/" + name, Err: err})
+		out = append(out, Reaped{Pod: p.Name, Session: specLabels(p)[runtime.LabelSession], Image: img, LeftBy: owner.pod(), Err: err})
 	}
 	return out, nil
 }
@@ -120,22 +127,18 @@ const terminatingMargin = 30 * time.Second
 // coreAlive: the pod NAMESPACE/NAME/UID exists with that UID and has not
 // ended (an evicted pod stays, Failed, until pod GC) or outstayed its
 // grace period. Only an answer that it does not counts as dead.
-func (c *Client) coreAlive(ctx context.Context, owner string) bool {
-	parts := strings.Split(owner, "/")
-	if len(parts) != 3 {
-		return true // not ours to judge
-	}
+func (c *Client) coreAlive(ctx context.Context, owner corePod) bool {
 	cx, cancel := op(ctx)
 	defer cancel()
-	p, err := c.cs.CoreV1().Pods(parts[0]).Get(cx, parts[1], metav1.GetOptions{})
+	p, err := c.cs.CoreV1().Pods(owner.ns).Get(cx, owner.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return false
 	case err != nil:
-		c.log.Warn("cannot tell whether a core pod is alive; its sandboxes stay", "pod", parts[0]+"/"+parts[1], "error", err)
+		c.log.Warn("cannot tell whether a core pod is alive; its sandboxes stay", "pod", owner.pod(), "error", err)
 		return true
 	}
-	return coreRunning(p, parts[2], time.Now())
+	return coreRunning(p, owner.uid, time.Now())
 }
 
 func coreRunning(p *corev1.Pod, uid string, now time.Time) bool {
