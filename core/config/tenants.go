@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,35 @@ import (
 // the configuration.
 type tenantsFile struct {
 	Tenants map[string]Tenant `toml:"tenants"`
+}
+
+// maxTenantsFile bounds the tenants file: thousands of tenants fit.
+const maxTenantsFile = 4 << 20
+
+// readRegular reads a regular file of at most max bytes. Anything else (a
+// FIFO, which would block the load, or /dev/zero, which never ends) is
+// refused before it is opened; links are followed, as a mounted Secret's are.
+func readRegular(path string, max int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return data, nil
 }
 
 // mergeTenantsFile adds the tenants of server.tenants_file to raw's
@@ -33,7 +63,7 @@ func mergeTenantsFile(raw reflect.Value) Errors {
 	if !filepath.IsAbs(path) {
 		return fail("%q must be an absolute path", path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, maxTenantsFile)
 	if err != nil {
 		return fail("%v (the file of [tenants.NAME] tables; unset it to keep tenants in forge.toml)", err)
 	}

@@ -29,7 +29,7 @@ func TestTenantsFile(t *testing.T) {
 			want: "unknown key server.port (the file holds [tenants.NAME] tables only)"},
 		{name: "validated", file: "[tenants.alice]\napi_key_sha256 = [\"not-a-hash\"]\n", want: "tenants.alice.api_key_sha256[0]: must be the sha256"},
 		{name: "syntax", file: "[tenants.alice\n", want: "server.tenants_file: FILE:"},
-		{name: "missing", want: "server.tenants_file: open FILE: no such file"},
+		{name: "missing", want: "server.tenants_file: stat FILE: no such file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -65,7 +65,9 @@ func TestTenantsFile(t *testing.T) {
 			}
 		})
 	}
-	if _, err := LoadWith("", envOf(map[string]string{"FORGE_SERVER_TENANTS_FILE": "tenants.toml"})); err == nil || !strings.Contains(err.Error(), "must be an absolute path") {
-		t.Errorf("a relative tenants_file: %v", err)
+	for path, want := range map[string]string{"tenants.toml": "must be an absolute path", "/dev/zero": "/dev/zero is not a regular file", "/": "/ is not a regular file"} {
+		if _, err := LoadWith("", envOf(map[string]string{"FORGE_SERVER_TENANTS_FILE": path})); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("tenants_file %s: %v, want %q", path, err, want)
+		}
 	}
 }
