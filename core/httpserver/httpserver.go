@@ -45,6 +45,40 @@ type Server struct {
 	Metrics *metrics.Metrics
 
 	main, admin *http.Server
+	readiness   readyCache
+}
+
+// readyTTL is how long one answer of the core's checks serves /readyz.
+// The admin listener needs no key (a pod's probes reach it), and each
+// check asks the engine (the API server, on Kubernetes): requests in a
+// burst, whoever sends them, share one round of checks.
+const readyTTL = time.Second
+
+// readyCache holds the last round of checks.
+type readyCache struct {
+	mu     sync.Mutex // held through a round: requests meanwhile wait for it
+	at     time.Time
+	checks []Check
+	now    func() time.Time // nil: time.Now
+}
+
+// get returns checks at most readyTTL old, running them when there are
+// none. A round runs to its own deadline whoever asked for it: a client
+// that hangs up would otherwise leave a failed round for the next probe.
+func (c *readyCache) get(ctx context.Context, run func(context.Context) []Check) []Check {
+	now := c.now
+	if now == nil {
+		now = time.Now
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && now().Sub(c.at) < readyTTL {
+		return c.checks
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c.checks, c.at = run(rctx), now()
+	return c.checks
 }
 
 // CheckBind refuses an address that would expose an unauthenticated server
@@ -360,9 +394,7 @@ func (s *Server) Serve(ctx context.Context, ready func(mainAddr, adminAddr strin
 // core passes: Podman answers, a backend plugin is loaded, its images
 // exist); 503 with what is missing otherwise.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	checks := s.core.Ready(ctx)
+	checks := s.readiness.get(r.Context(), s.core.Ready)
 	all := len(checks) > 0
 	for _, c := range checks {
 		all = all && c.OK

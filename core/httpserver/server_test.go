@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -460,5 +461,55 @@ func TestShutdownCutsAfterTheDeadline(t *testing.T) {
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := bufio.NewReader(conn).ReadByte(); err == nil {
 		t.Error("the held request's connection is still open")
+	}
+}
+
+// countingReady counts rounds of checks; each takes a while, as one that
+// asks an API server does.
+type countingReady struct{ n atomic.Int32 }
+
+func (c *countingReady) Ready(ctx context.Context) []Check {
+	c.n.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return []Check{{Name: "engine", OK: ctx.Err() == nil}}
+}
+
+// A burst of /readyz requests shares one round of checks, an answer
+// serves readyTTL, and a requester that hangs up does not fail the round.
+func TestReadyCache(t *testing.T) {
+	t.Parallel()
+	var c readyCache
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	core := &countingReady{}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := c.get(gone, core.Ready); len(got) != 1 || !got[0].OK {
+		t.Errorf("the round of a requester that hung up: %+v", got)
+	}
+	burst := func() {
+		var wg sync.WaitGroup
+		for i := 0; i < 50; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if got := c.get(context.Background(), core.Ready); len(got) != 1 || !got[0].OK {
+					t.Errorf("checks %+v", got)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	burst()
+	if n := core.n.Load(); n != 1 {
+		t.Errorf("within readyTTL: %d rounds; want 1", n)
+	}
+	mu.Lock()
+	now = now.Add(readyTTL)
+	mu.Unlock()
+	burst()
+	if n := core.n.Load(); n != 2 {
+		t.Errorf("a burst after readyTTL: %d rounds; want 2", n)
 	}
 }

@@ -22,6 +22,14 @@ type OpenSessionRequest struct {
 	// NetworkGrant: as ExecuteRequest.NetworkGrant, for the session's
 	// container; never a pre-started one.
 	NetworkGrant string
+	// Resume is set when the session's kernel already runs, in
+	// ResumeContainer (a container the core made this plugin's again, e.g.
+	// after the replica of the core that opened it was lost): connect to it
+	// with Resume, the SessionInfo.ResumeState returned when the session
+	// was opened, and start nothing. A backend that cannot must fail, never
+	// open a fresh kernel in its place.
+	Resume          []byte
+	ResumeContainer string
 }
 
 // SessionInfo describes an open session.
@@ -36,6 +44,14 @@ type SessionInfo struct {
 	// plugin creates for SessionID (a restarted kernel) mounts it too; empty
 	// means SessionID.
 	WorkspaceID string
+	// ResumeState is what the backend needs to reach this kernel again
+	// without starting it (OpenSessionRequest.Resume), e.g. its connection
+	// key; the core keeps it where only the core reads it. Empty: the
+	// session cannot be resumed.
+	ResumeState []byte
+	// Resumed: the request's Resume was honoured, this is the kernel that
+	// was running.
+	Resumed bool
 }
 
 // StreamEvent is output produced while a session execute runs.

@@ -265,6 +265,10 @@ func (c *Client) request(ctx context.Context, s zmq4.Socket, msgType string, con
 	}
 }
 
+// Connection is the connection the client was dialled with (its key
+// included): what reaches the same kernel again.
+func (c *Client) Connection() Connection { return c.conn }
+
 // KernelInfo asks the kernel for its kernel_info_reply content.
 func (c *Client) KernelInfo(ctx context.Context) (map[string]any, error) {
 	m, err := c.request(ctx, c.shell, "kernel_info_request", map[string]any{})

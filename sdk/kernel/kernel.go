@@ -174,9 +174,11 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	}
 	b.sessions[req.SessionID] = nil // reserve
 	b.mu.Unlock()
-	s := b.take(ctx, req)
+	var s *session
 	var err error
-	if s == nil {
+	if len(req.Resume) > 0 {
+		s, err = b.resume(ctx, req)
+	} else if s = b.take(ctx, req); s == nil {
 		s, err = b.open(ctx, req, false)
 	}
 	b.mu.Lock()
@@ -189,7 +191,51 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	if err != nil {
 		return backend.SessionInfo{}, err
 	}
-	return backend.SessionInfo{SessionID: s.id, ContainerID: s.ctr, Language: b.spec.Language, WorkspaceID: s.workspace}, nil
+	state, err := json.Marshal(resumeState{Version: 1, Connection: s.client.Connection(), Workspace: s.workspace})
+	if err != nil {
+		return backend.SessionInfo{}, err
+	}
+	return backend.SessionInfo{SessionID: s.id, ContainerID: s.ctr, Language: b.spec.Language, WorkspaceID: s.workspace,
+		ResumeState: state, Resumed: len(req.Resume) > 0}, nil
+}
+
+// resumeState is SessionInfo.ResumeState: what reaches a running kernel
+// again, its connection (with the key that signs every message) and the
+// workspace its container mounts.
+type resumeState struct {
+	Version    int                `json:"v"`
+	Connection jupyter.Connection `json:"connection"`
+	Workspace  string             `json:"workspace,omitempty"`
+}
+
+// resumeTimeout bounds reaching a running kernel again: one that does not
+// answer kernel_info by then (busy with a long cell, or not the kernel the
+// state was for) is not resumed.
+var resumeTimeout = 15 * time.Second
+
+// resume connects to the kernel already running in req.ResumeContainer,
+// starting nothing: a kernel that does not answer with the state's key is
+// an error, never replaced by a fresh one.
+func (b *Backend) resume(ctx context.Context, req backend.OpenSessionRequest) (*session, error) {
+	var st resumeState
+	if err := json.Unmarshal(req.Resume, &st); err != nil || st.Version != 1 || st.Connection.Key == "" {
+		return nil, host.Errorf(host.KindInvalid, "session %s: the resume state is not one this %s backend wrote (version 1 with a connection key)", req.SessionID, b.spec.Language)
+	}
+	if req.ResumeContainer == "" {
+		return nil, host.Errorf(host.KindInvalid, "session %s: a resume needs the container the kernel runs in", req.SessionID)
+	}
+	if cs, err := b.sb.State(ctx, req.ResumeContainer); err != nil {
+		return nil, fmt.Errorf("session %s: the kernel's container: %w", req.SessionID, err)
+	} else if !cs.Running {
+		return nil, host.Errorf(host.KindUnavailable, "session %s: the kernel's container has stopped (%s); its state is lost", req.SessionID, cs.Message)
+	}
+	dctx, cancel := context.WithTimeout(ctx, resumeTimeout)
+	defer cancel()
+	c, err := jupyter.Dial(dctx, st.Connection, b.dialer(req.ResumeContainer))
+	if err != nil {
+		return nil, host.Errorf(host.KindUnavailable, "session %s: the running %s kernel did not answer: %v", req.SessionID, b.spec.Language, err)
+	}
+	return &session{id: req.SessionID, workspace: st.Workspace, ctr: req.ResumeContainer, client: c}, nil
 }
 
 // open starts a kernel for req. warmUp: for the pool, started beyond its

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -481,4 +482,89 @@ func TestWarmPoolFailures(t *testing.T) {
 	}
 	// After the back-off the pool fills.
 	waitFor(t, "the pool after the back-off", func() bool { p := b.Pool(); return p.Warm == 2 })
+}
+
+// A session's kernel is reached again from another backend instance (the
+// plugin of another replica of the core) with the state the first one
+// returned: the same kernel, nothing started. A state that is not the
+// kernel's (another key), garbage, or a stopped container fails, and
+// never starts a fresh kernel in its place.
+func TestResume(t *testing.T) {
+	resumeTimeout = time.Second // the wrong key's wait
+	t.Parallel()
+	h := newFakeHost(t)
+	first := newBackend(t, h, testSpec(), `{"warm":0}`)
+	info := open(t, first, backend.OpenSessionRequest{SessionID: "s1"})
+	if len(info.ResumeState) == 0 || info.Resumed {
+		t.Fatalf("SessionInfo of a new session %+v", info)
+	}
+	if _, err := first.ExecuteInSession(ctx, backend.ExecuteRequest{SessionID: "s1", Code: "x = 1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The first instance is lost without closing anything.
+	s, _ := first.get("s1")
+	s.client.Close()
+	first.mu.Lock()
+	delete(first.sessions, "s1")
+	first.mu.Unlock()
+
+	forged := func(f func(*resumeState)) []byte {
+		var st resumeState
+		if err := json.Unmarshal(info.ResumeState, &st); err != nil {
+			t.Fatal(err)
+		}
+		f(&st)
+		b, _ := json.Marshal(st)
+		return b
+	}
+	for _, tc := range []struct {
+		name      string
+		req       backend.OpenSessionRequest
+		kind      host.Kind
+		errSubstr string
+	}{
+		{"garbage", backend.OpenSessionRequest{SessionID: "s1", Resume: []byte("{"), ResumeContainer: info.ContainerID}, host.KindInvalid, "not one this python backend wrote"},
+		{"another version", backend.OpenSessionRequest{SessionID: "s1", Resume: forged(func(s *resumeState) { s.Version = 2 }), ResumeContainer: info.ContainerID}, host.KindInvalid, "version 1"},
+		{"no container", backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState}, host.KindInvalid, "needs the container"},
+		{"another key", backend.OpenSessionRequest{SessionID: "s1", Resume: forged(func(s *resumeState) { s.Connection.Key = strings.Repeat("0", 64) }), ResumeContainer: info.ContainerID}, host.KindUnavailable, "did not answer"},
+	} {
+		second := newBackend(t, h, testSpec(), `{"warm":0}`)
+		_, err := second.OpenSession(ctx, tc.req)
+		if kindOf(err) != tc.kind || err == nil || !strings.Contains(err.Error(), tc.errSubstr) {
+			t.Errorf("%s: OpenSession = %v; want %v with %q", tc.name, err, tc.kind, tc.errSubstr)
+		}
+		if _, err := second.get("s1"); err == nil {
+			t.Errorf("%s: a failed resume left a session", tc.name)
+		}
+	}
+
+	second := newBackend(t, h, testSpec(), `{"warm":0}`)
+	got, err := second.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState, ResumeContainer: info.ContainerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Resumed || got.ContainerID != info.ContainerID || got.SessionID != "s1" || string(got.ResumeState) != string(info.ResumeState) {
+		t.Errorf("resumed SessionInfo %+v; opened as %+v", got, info)
+	}
+	if res, err := second.ExecuteInSession(ctx, backend.ExecuteRequest{SessionID: "s1", Code: "y = 2"}, nil); err != nil || !res.Success {
+		t.Fatalf("execute after the resume: %+v, %v", res, err)
+	}
+	intents, _, _, _, _ := h.snapshot()
+	if len(intents) != 1 {
+		t.Errorf("%d containers created; a resume creates none", len(intents))
+	}
+	k := h.kernelOf(info.ContainerID)
+	k.mu.Lock()
+	codes := append([]string(nil), k.codes...)
+	k.mu.Unlock()
+	if d := cmp.Diff([]string{"x = 1", "y = 2"}, codes); d != "" {
+		t.Errorf("the one kernel ran (-want +got):\n%s", d)
+	}
+
+	// A kernel whose container stopped is not resumed.
+	h.set(func(h *fakeHost) { h.ctrs[info.ContainerID].running = false })
+	third := newBackend(t, h, testSpec(), `{"warm":0}`)
+	if _, err := third.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState, ResumeContainer: info.ContainerID}); kindOf(err) != host.KindUnavailable || !strings.Contains(err.Error(), "state is lost") {
+		t.Errorf("resume in a stopped container = %v", err)
+	}
 }

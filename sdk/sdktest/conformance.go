@@ -64,6 +64,16 @@ type Option func(*options)
 type options struct {
 	tracker *Tracker
 	root    string
+	another func(t *testing.T) backend.Backend
+}
+
+// WithAnotherInstance checks that a session opened in the backend can be
+// resumed in another instance of it (another process of the same plugin,
+// over the same host, as the plugin of another replica of the core is),
+// with its state: another returns that instance. A backend that returns
+// no SessionInfo.ResumeState skips the check.
+func WithAnotherInstance(another func(t *testing.T) backend.Backend) Option {
+	return func(o *options) { o.another = another }
 }
 
 // WithTracker checks, through a Tracker wrapped around the host the backend
@@ -537,6 +547,50 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 			t.Fatalf("reopened session: %+v", r)
 		}
 	})
+	t.Run("resume in another instance", func(t *testing.T) {
+		need(t, s.SetState, s.GetState, s.StateOut)
+		if o.another == nil {
+			t.Skip("no WithAnotherInstance")
+		}
+		id := prefix + "u"
+		if o.tracker != nil {
+			o.tracker.opened(id)
+		}
+		info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: id})
+		if err != nil {
+			t.Fatalf("open session %s: %v", id, err)
+		}
+		wsMu.Lock()
+		workspaces[id] = cmp.Or(info.WorkspaceID, id)
+		wsMu.Unlock()
+		if info.Resumed {
+			t.Errorf("a new session says it was resumed: %+v", info)
+		}
+		if len(info.ResumeState) == 0 {
+			t.Skip("the backend returns no resume state: its sessions cannot be resumed")
+		}
+		if r := run(t, id, s.SetState, time.Minute, nil); !r.Success {
+			t.Fatalf("set state: %+v", r.Error)
+		}
+		other, ok := o.another(t).(backend.SessionBackend)
+		if !ok {
+			t.Fatal("the other instance has no sessions")
+		}
+		got, err := other.OpenSession(ctx, backend.OpenSessionRequest{SessionID: id, Resume: info.ResumeState, ResumeContainer: info.ContainerID})
+		if err != nil {
+			t.Fatalf("resume %s in another instance: %v", id, err)
+		}
+		if !got.Resumed || got.ContainerID != info.ContainerID || got.SessionID != id {
+			t.Fatalf("resumed as %+v; opened as container %s: a resume must reach the running kernel, never start one", got, info.ContainerID)
+		}
+		r, err := other.ExecuteInSession(ctx, backend.ExecuteRequest{Code: s.GetState, Language: s.Language, SessionID: id, Timeout: time.Minute, MaxOutputBytes: 1 << 20}, nil)
+		if out := strings.TrimSpace(r.Stdout); err != nil || !r.Success || out != s.StateOut {
+			t.Fatalf("state in the other instance: want %q, got %q (%+v, %v)", s.StateOut, out, r.Error, err)
+		}
+		if err := other.CloseSession(ctx, id); err != nil {
+			t.Errorf("close %s in the other instance: %v", id, err)
+		}
+	})
 	t.Run("unknown session is an error", func(t *testing.T) {
 		_, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: s.Print, Language: s.Language, SessionID: prefix + "nosuch", Timeout: time.Minute}, nil)
 		var he *host.Error
@@ -548,7 +602,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		}
 	})
 	t.Run("close leaves nothing", func(t *testing.T) {
-		for _, id := range []string{"a", "b", "s", "e", "t", "r", "k", "f", "d"} {
+		for _, id := range []string{"a", "b", "s", "e", "t", "r", "k", "f", "d", "u"} {
 			if err := sb.CloseSession(ctx, prefix+id); err != nil {
 				t.Errorf("close %s: %v", id, err)
 			}

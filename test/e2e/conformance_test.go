@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/sdktest"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -115,7 +116,8 @@ func TestConformanceReal(t *testing.T) {
 			h, root, cfg := core.PluginHost(t, c.name)
 			tr := sdktest.Track(h)
 			b := sdktest.Launch(t, bin, tr, withoutPool(t, cfg))
-			opts := []sdktest.Option{sdktest.WithTracker(tr), sdktest.WithWorkspaceRoot(root)}
+			opts := []sdktest.Option{sdktest.WithTracker(tr), sdktest.WithWorkspaceRoot(root),
+				sdktest.WithAnotherInstance(func(t *testing.T) backend.Backend { return sdktest.Launch(t, bin, tr, withoutPool(t, cfg)) })}
 			if c.session {
 				sdktest.RunSessionBackend(t, b, c.snippets, opts...)
 			} else {

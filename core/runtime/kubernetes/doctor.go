@@ -26,16 +26,48 @@ const (
 	Fail = "FAIL"
 )
 
-// Permission is one thing the core does in the sandbox namespace.
+// Permission is one thing the core does in a namespace; Name: on that
+// object only.
 type Permission struct {
 	Group, Resource, Subresource, Verb string
+	Name                               string
 }
 
 // Permissions are the least the core needs (docs/kubernetes.md's Role).
 var Permissions = []Permission{
-	{"", "pods", "", "create"}, {"", "pods", "", "get"}, {"", "pods", "", "list"}, {"", "pods", "", "watch"}, {"", "pods", "", "delete"},
-	{"", "pods", "exec", "create"}, {"", "pods", "exec", "get"}, {"", "pods", "attach", "create"}, {"", "pods", "attach", "get"},
-	{"networking.k8s.io", "networkpolicies", "", "list"},
+	{"", "pods", "", "create", ""}, {"", "pods", "", "get", ""}, {"", "pods", "", "list", ""}, {"", "pods", "", "watch", ""}, {"", "pods", "", "delete", ""},
+	{"", "pods", "exec", "create", ""}, {"", "pods", "exec", "get", ""}, {"", "pods", "attach", "create", ""}, {"", "pods", "attach", "get", ""},
+	{"networking.k8s.io", "networkpolicies", "", "list", ""},
+}
+
+// CorePermissions are what a core in the cluster (runtime.kubernetes.
+// core_pod) also needs in its own namespace: read its pod, and hold the
+// reaper's Lease (deploy/base/rbac.yaml).
+var CorePermissions = []Permission{
+	{"", "pods", "", "get", ""},
+	{"coordination.k8s.io", "leases", "", "create", ""},
+	{"coordination.k8s.io", "leases", "", "get", ReaperLease}, {"coordination.k8s.io", "leases", "", "update", ReaperLease},
+}
+
+// missing returns the permissions of want the core lacks in ns, as
+// "verb resource[/sub][ name]".
+func (c *Client) missing(ctx context.Context, ns string, want []Permission) []string {
+	var out []string
+	for _, p := range want {
+		rev, err := c.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource, Name: p.Name}}}, metav1.CreateOptions{})
+		if err != nil || !rev.Status.Allowed {
+			name := p.Resource
+			if p.Subresource != "" {
+				name += "/" + p.Subresource
+			}
+			if p.Name != "" {
+				name += " " + p.Name
+			}
+			out = append(out, p.Verb+" "+name)
+		}
+	}
+	return out
 }
 
 // Doctor checks the cluster for serving sandboxes: the API server, the
@@ -67,23 +99,19 @@ func (c *Client) Doctor(images []string) func(context.Context) []Finding {
 			}
 			out = append(out, Finding{Name: "namespace", Status: st, Detail: detail, Fix: "label it pod-security.kubernetes.io/enforce=restricted"})
 		}
-		var missing []string
-		for _, p := range Permissions {
-			rev, err := c.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(cx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.k.Namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource}}}, metav1.CreateOptions{})
-			if err != nil || !rev.Status.Allowed {
-				name := p.Resource
-				if p.Subresource != "" {
-					name += "/" + p.Subresource
-				}
-				missing = append(missing, p.Verb+" "+name)
-			}
-		}
-		if len(missing) > 0 {
+		if missing := c.missing(cx, c.k.Namespace, Permissions); len(missing) > 0 {
 			out = append(out, Finding{Name: "rbac", Status: Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in " + c.k.Namespace,
 				Fix: "bind the Role of docs/kubernetes.md to the core's user or service account"})
 		} else {
 			out = append(out, Finding{Name: "rbac", Status: OK, Detail: fmt.Sprintf("all %d permissions the core needs in %s", len(Permissions), c.k.Namespace)})
+		}
+		if ns, _, ok := strings.Cut(c.k.CorePod, "/"); ok {
+			if missing := c.missing(cx, ns, CorePermissions); len(missing) > 0 {
+				out = append(out, Finding{Name: "rbac (core)", Status: Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in its own namespace " + ns + ": it cannot read its pod or reap a lost replica's sandboxes",
+					Fix: "apply deploy/base/rbac.yaml (its Role mcp-forge-core in " + ns + ")"})
+			} else {
+				out = append(out, Finding{Name: "rbac (core)", Status: OK, Detail: fmt.Sprintf("all %d permissions the core needs in its own namespace %s", len(CorePermissions), ns)})
+			}
 		}
 		if c.k.NodeName != "" {
 			n, err := c.cs.CoreV1().Nodes().Get(cx, c.k.NodeName, metav1.GetOptions{})

@@ -36,22 +36,29 @@ func TestDoctor(t *testing.T) {
 	cases := []struct {
 		name    string
 		objects []k8sruntime.Object
-		deny    []string // "verb group/resource/subresource" the core may not
+		deny    []string // "verb group/resource/subresource[ name]" the core may not
 		want    map[string]string
 		says    map[string]string
+		corePod string // runtime.kubernetes.core_pod
 	}{
 		{"all there", []k8sruntime.Object{restricted, ready, gvisor}, nil,
 			map[string]string{"kubernetes": OK, "namespace": OK, "rbac": OK, "node": OK, "runtime class": OK, "image": OK},
-			map[string]string{"kubernetes": "v1.37.2", "namespace": "restricted enforced", "rbac": "all 10 permissions", "node": "Ready", "image": "700 MB"}},
+			map[string]string{"kubernetes": "v1.37.2", "namespace": "restricted enforced", "rbac": "all 10 permissions", "node": "Ready", "image": "700 MB"}, ""},
 		{"nothing there", nil, nil,
 			map[string]string{"kubernetes": OK, "namespace": Fail, "rbac": OK, "node": Fail, "runtime class": Fail, "image": Fail},
-			map[string]string{"namespace": "does not exist", "node": "localhost", "runtime class": "gvisor", "image": "runtime.kubernetes.node_name"}},
+			map[string]string{"namespace": "does not exist", "node": "localhost", "runtime class": "gvisor", "image": "runtime.kubernetes.node_name"}, ""},
 		{"weak namespace, node not ready", []k8sruntime.Object{baseline, notReady, gvisor}, nil,
 			map[string]string{"namespace": Warn, "node": Warn},
-			map[string]string{"namespace": "does not enforce the restricted", "node": "not Ready"}},
+			map[string]string{"namespace": "does not enforce the restricted", "node": "not Ready"}, ""},
 		{"permissions missing", []k8sruntime.Object{restricted, ready, gvisor}, []string{"create /pods/exec", "list networking.k8s.io/networkpolicies/"},
 			map[string]string{"rbac": Fail},
-			map[string]string{"rbac": "may not create pods/exec, list networkpolicies in sandboxes"}},
+			map[string]string{"rbac": "may not create pods/exec, list networkpolicies in sandboxes"}, ""},
+		{"a core in the cluster", []k8sruntime.Object{restricted, ready, gvisor}, nil,
+			map[string]string{"rbac": OK, "rbac (core)": OK},
+			map[string]string{"rbac (core)": "all 4 permissions the core needs in its own namespace forge-system"}, "forge-system/core-0"},
+		{"a core in the cluster without its Lease", []k8sruntime.Object{restricted, ready, gvisor}, []string{"update coordination.k8s.io/leases/ mcp-forge-reaper"},
+			map[string]string{"rbac": OK, "rbac (core)": Fail},
+			map[string]string{"rbac (core)": "may not update leases mcp-forge-reaper in its own namespace forge-system"}, "forge-system/core-0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,15 +67,15 @@ func TestDoctor(t *testing.T) {
 			cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 				r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 				ra := r.Spec.ResourceAttributes
-				key := ra.Verb + " " + ra.Group + "/" + ra.Resource + "/" + ra.Subresource
-				r.Status.Allowed = ra.Namespace == "sandboxes"
+				key := strings.TrimSpace(ra.Verb + " " + ra.Group + "/" + ra.Resource + "/" + ra.Subresource + " " + ra.Name)
+				r.Status.Allowed = ra.Namespace == "sandboxes" || ra.Namespace == "forge-system"
 				for _, d := range tc.deny {
 					r.Status.Allowed = r.Status.Allowed && d != key
 				}
 				return true, r, nil
 			})
 			k := testKube()
-			k.PullPolicy, k.NodeName, k.RuntimeClass = "Never", "localhost", "gvisor"
+			k.PullPolicy, k.NodeName, k.RuntimeClass, k.CorePod = "Never", "localhost", "gvisor", tc.corePod
 			results := NewWithClient(cs, nil, k, Options{}).Doctor([]string{"mcp-forge/python:3.11"})(context.Background())
 			got := map[string]Finding{}
 			for _, r := range results {

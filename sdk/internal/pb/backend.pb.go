@@ -1285,9 +1285,17 @@ type OpenSessionRequest struct {
 	WorkspaceId string `protobuf:"bytes,6,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
 	// network_grant: as ExecuteRequest.network_grant, for the session's
 	// container (the grant lasts as long as the session, within its budget).
-	NetworkGrant  string `protobuf:"bytes,7,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NetworkGrant string `protobuf:"bytes,7,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
+	// resume: the session's kernel already runs, in resume_container_id (a
+	// container the core made this plugin's again, e.g. after the replica of
+	// the core that opened it was lost): connect to it with this state, the
+	// OpenSessionResponse.resume_state the plugin returned when it opened
+	// the session, and start nothing. A plugin that cannot must fail, never
+	// open a fresh kernel in its place (the core checks resumed).
+	Resume            []byte `protobuf:"bytes,8,opt,name=resume,proto3" json:"resume,omitempty"`
+	ResumeContainerId string `protobuf:"bytes,9,opt,name=resume_container_id,json=resumeContainerId,proto3" json:"resume_container_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *OpenSessionRequest) Reset() {
@@ -1369,6 +1377,20 @@ func (x *OpenSessionRequest) GetNetworkGrant() string {
 	return ""
 }
 
+func (x *OpenSessionRequest) GetResume() []byte {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
+func (x *OpenSessionRequest) GetResumeContainerId() string {
+	if x != nil {
+		return x.ResumeContainerId
+	}
+	return ""
+}
+
 // OpenSessionResponse is the opened session (v1: SessionInfo).
 type OpenSessionResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1378,7 +1400,15 @@ type OpenSessionResponse struct {
 	// The workspace the kernel's container mounts, when it is not session_id
 	// (a pre-started kernel opened under a pool id); the core binds it to the
 	// session so that its files tools, checkpoints and quota follow the kernel.
-	WorkspaceId   string `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	WorkspaceId string `protobuf:"bytes,4,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// What the plugin needs to reach this kernel again without starting it
+	// (OpenSessionRequest.resume), e.g. its connection key; opaque to the
+	// core, which keeps it where only the core reads it. Empty: sessions of
+	// this backend cannot be resumed.
+	ResumeState []byte `protobuf:"bytes,5,opt,name=resume_state,json=resumeState,proto3" json:"resume_state,omitempty"`
+	// The request's resume was honoured: this is the kernel that was
+	// running, not a new one.
+	Resumed       bool `protobuf:"varint,6,opt,name=resumed,proto3" json:"resumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1439,6 +1469,20 @@ func (x *OpenSessionResponse) GetWorkspaceId() string {
 		return x.WorkspaceId
 	}
 	return ""
+}
+
+func (x *OpenSessionResponse) GetResumeState() []byte {
+	if x != nil {
+		return x.ResumeState
+	}
+	return nil
+}
+
+func (x *OpenSessionResponse) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
 }
 
 type InterruptRequest struct {
@@ -2227,7 +2271,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\xc2\x02\n" +
+	"\x13CapabilitiesRequest\"\x8a\x03\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2237,16 +2281,20 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\vtools_grant\x18\x05 \x01(\tR\n" +
 	"toolsGrant\x12!\n" +
 	"\fworkspace_id\x18\x06 \x01(\tR\vworkspaceId\x12#\n" +
-	"\rnetwork_grant\x18\a \x01(\tR\fnetworkGrant\x1a6\n" +
+	"\rnetwork_grant\x18\a \x01(\tR\fnetworkGrant\x12\x16\n" +
+	"\x06resume\x18\b \x01(\fR\x06resume\x12.\n" +
+	"\x13resume_container_id\x18\t \x01(\tR\x11resumeContainerId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x1a\n" +
 	"\blanguage\x18\x03 \x01(\tR\blanguage\x12!\n" +
-	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\"1\n" +
+	"\fworkspace_id\x18\x04 \x01(\tR\vworkspaceId\x12!\n" +
+	"\fresume_state\x18\x05 \x01(\fR\vresumeState\x12\x18\n" +
+	"\aresumed\x18\x06 \x01(\bR\aresumed\"1\n" +
 	"\x10InterruptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x13\n" +

@@ -35,11 +35,11 @@ func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionReques
 	if err != nil {
 		return nil, err
 	}
-	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceID: r.WorkspaceId, NetworkGrant: r.NetworkGrant})
+	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceID: r.WorkspaceId, NetworkGrant: r.NetworkGrant, Resume: r.Resume, ResumeContainer: r.ResumeContainerId})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.OpenSessionResponse{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language, WorkspaceId: info.WorkspaceID}, nil
+	return &pb.OpenSessionResponse{SessionId: info.SessionID, ContainerId: info.ContainerID, Language: info.Language, WorkspaceId: info.WorkspaceID, ResumeState: info.ResumeState, Resumed: info.Resumed}, nil
 }
 
 func (s *backendServer) ExecuteSession(sr *pb.ExecuteSessionRequest, stream pb.BackendService_ExecuteSessionServer) error {
@@ -143,11 +143,18 @@ func (s *backendServer) CloseSession(ctx context.Context, r *pb.CloseSessionRequ
 
 // OpenSession implements backend.SessionBackend.
 func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
-	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceId: r.WorkspaceID, NetworkGrant: r.NetworkGrant})
+	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceId: r.WorkspaceID, NetworkGrant: r.NetworkGrant, Resume: r.Resume, ResumeContainerId: r.ResumeContainer})
 	if err != nil {
 		return backend.SessionInfo{}, fromStatus(err)
 	}
-	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language, WorkspaceID: info.WorkspaceId}, nil
+	if len(r.Resume) > 0 && !info.Resumed {
+		// A plugin built before resume ignores the field and opens a fresh
+		// kernel: the session's state would be silently gone. That kernel
+		// is closed and the resume refused.
+		_, _ = c.backend.CloseSession(context.WithoutCancel(ctx), &pb.CloseSessionRequest{SessionId: r.SessionID})
+		return backend.SessionInfo{}, host.Errorf(host.KindInvalid, "the backend plugin does not resume running sessions (it started a new kernel instead, now closed): rebuild it with the current SDK")
+	}
+	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language, WorkspaceID: info.WorkspaceId, ResumeState: info.ResumeState, Resumed: info.Resumed}, nil
 }
 
 // ExecuteInSession implements backend.SessionBackend.

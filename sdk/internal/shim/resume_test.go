@@ -1,0 +1,96 @@
+package shim
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
+)
+
+// resumingBackend opens sessions; it honours Resume only when honour is
+// set (a plugin built before resume ignores the field).
+type resumingBackend struct {
+	countingBackend
+	honour bool
+	mu     sync.Mutex
+	opened []backend.OpenSessionRequest
+	closed []string
+}
+
+func (b *resumingBackend) OpenSession(_ context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.opened = append(b.opened, r)
+	return backend.SessionInfo{SessionID: r.SessionID, ContainerID: "c-" + r.SessionID, ResumeState: []byte("state"), Resumed: b.honour && len(r.Resume) > 0}, nil
+}
+
+func (b *resumingBackend) CloseSession(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = append(b.closed, id)
+	return nil
+}
+
+func (*resumingBackend) ExecuteInSession(context.Context, backend.ExecuteRequest, func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	return backend.ExecuteResult{}, nil
+}
+func (*resumingBackend) Interrupt(context.Context, string) error { return nil }
+func (*resumingBackend) Inspect(context.Context, string) ([]backend.Variable, error) {
+	return nil, nil
+}
+func (*resumingBackend) RestartSession(context.Context, string) error { return nil }
+
+func serveSessions(t *testing.T, b *resumingBackend) *BackendClient {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer()
+	pb.RegisterBackendServiceServer(s, &backendServer{pluginServer: pluginServer[backend.Backend]{kind: "backend", info: Info{Name: "k"}, impl: b, set: true, maxMessage: DefaultMaxMessage}})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	conn, err := grpc.NewClient("passthrough:///k", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &BackendClient{pluginClient: pluginClient{api: 2}, backend: pb.NewBackendServiceClient(conn)}
+}
+
+// The resume fields cross the wire both ways; a plugin that does not
+// honour a resume (it opened a fresh kernel) has that kernel closed and
+// the resume refused, so a session's state is never silently replaced.
+func TestResumeCrosses(t *testing.T) {
+	ctx := context.Background()
+	for _, honour := range []bool{true, false} {
+		b := &resumingBackend{honour: honour}
+		c := serveSessions(t, b)
+		info, err := c.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s"})
+		if err != nil || string(info.ResumeState) != "state" || info.Resumed {
+			t.Fatalf("honour %v: open = %+v, %v", honour, info, err)
+		}
+		info, err = c.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s", Resume: []byte("state"), ResumeContainer: "c-s"})
+		b.mu.Lock()
+		last, closed := b.opened[len(b.opened)-1], b.closed
+		b.mu.Unlock()
+		if string(last.Resume) != "state" || last.ResumeContainer != "c-s" {
+			t.Errorf("honour %v: the plugin got %+v", honour, last)
+		}
+		if honour {
+			if err != nil || !info.Resumed || len(closed) != 0 {
+				t.Errorf("an honoured resume = %+v, %v; closed %v", info, err, closed)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "does not resume running sessions") || len(closed) != 1 || closed[0] != "s" {
+			t.Errorf("an ignored resume = %+v, %v; closed %v", info, err, closed)
+		}
+	}
+}
