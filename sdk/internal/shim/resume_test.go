@@ -2,14 +2,9 @@ package shim
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/internal/pb"
@@ -48,22 +43,6 @@ func (*resumingBackend) Inspect(context.Context, string) ([]backend.Variable, er
 }
 func (*resumingBackend) RestartSession(context.Context, string) error { return nil }
 
-func serveSessions(t *testing.T, b *resumingBackend) *BackendClient {
-	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	s := grpc.NewServer()
-	pb.RegisterBackendServiceServer(s, &backendServer{pluginServer: pluginServer[backend.Backend]{kind: "backend", info: Info{Name: "k"}, impl: b, set: true, maxMessage: DefaultMaxMessage}})
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("passthrough:///k", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return &BackendClient{pluginClient: pluginClient{api: 2}, backend: pb.NewBackendServiceClient(conn)}
-}
-
 // The resume fields cross the wire both ways; a plugin that does not
 // honour a resume (it opened a fresh kernel) has that kernel closed and
 // the resume refused, so a session's state is never silently replaced.
@@ -71,7 +50,7 @@ func TestResumeCrosses(t *testing.T) {
 	ctx := context.Background()
 	for _, honour := range []bool{true, false} {
 		b := &resumingBackend{honour: honour}
-		c := serveSessions(t, b)
+		c := serveBackend(t, &pb.BackendService_ServiceDesc, b)
 		info, err := c.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s"})
 		if err != nil || string(info.ResumeState) != "state" || info.Resumed {
 			t.Fatalf("honour %v: open = %+v, %v", honour, info, err)
