@@ -50,6 +50,7 @@ type fakeKernel struct {
 	codes                            []string
 	interrupts                       int
 	stopOnce                         sync.Once
+	release                          func() // after the sockets close: frees what their path goes through
 }
 
 func startFakeKernel(conn jupyter.Connection, hostPrefix string, deaf bool, dies func()) (*fakeKernel, error) {
@@ -83,6 +84,9 @@ func (k *fakeKernel) stop() {
 		k.cancel()
 		for _, s := range []zmq4.Socket{k.shell, k.control, k.stdin, k.iopub, k.hb} {
 			s.Close()
+		}
+		if k.release != nil {
+			k.release()
 		}
 	})
 }
@@ -335,20 +339,24 @@ func (h *fakeHost) Start(_ context.Context, id string) error {
 		return err
 	}
 	// Bound through the directory's /proc/self/fd link: the workspace's
-	// path may be longer than a socket path holds.
+	// path may be longer than a socket path holds. The fd stays open as
+	// long as the kernel: a listener unlinks the path it was bound at when
+	// it closes, and a closed fd's number may by then name another test's
+	// directory, whose kernel would lose its socket.
 	dir, err := unix.Open(filepath.Join(c.workspace, sockDir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dir)
 	k, err := startFakeKernel(conn, fmt.Sprintf("/proc/self/fd/%d/k", dir), h.deaf, func() {
 		h.mu.Lock()
 		c.running, c.oom = false, true
 		h.mu.Unlock()
 	})
 	if err != nil {
+		unix.Close(dir)
 		return err
 	}
+	k.release = func() { unix.Close(dir) }
 	c.kernel, c.running = k, true
 	return nil
 }
