@@ -538,6 +538,7 @@ func TestResume(t *testing.T) {
 		}
 	}
 
+	resumeTimeout = time.Minute // the real one's: a loaded machine may be slow
 	second := newBackend(t, h, testSpec(), `{"warm":0}`)
 	got, err := second.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState, ResumeContainer: info.ContainerID})
 	if err != nil {
