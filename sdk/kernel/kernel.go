@@ -191,7 +191,7 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 	if err != nil {
 		return backend.SessionInfo{}, err
 	}
-	state, err := json.Marshal(resumeState{Version: 1, Connection: s.client.Connection(), Workspace: s.workspace})
+	state, err := json.Marshal(resumeState{Version: 1, Session: s.id, Container: s.ctr, Connection: s.client.Connection(), Workspace: s.workspace})
 	if err != nil {
 		return backend.SessionInfo{}, err
 	}
@@ -201,9 +201,12 @@ func (b *Backend) OpenSession(ctx context.Context, req backend.OpenSessionReques
 
 // resumeState is SessionInfo.ResumeState: what reaches a running kernel
 // again, its connection (with the key that signs every message) and the
-// workspace its container mounts.
+// workspace its container mounts, bound to the session and the container
+// it was written for.
 type resumeState struct {
 	Version    int                `json:"v"`
+	Session    string             `json:"session"`
+	Container  string             `json:"container"`
 	Connection jupyter.Connection `json:"connection"`
 	Workspace  string             `json:"workspace,omitempty"`
 }
@@ -218,12 +221,26 @@ var resumeTimeout = 15 * time.Second
 // an error, never replaced by a fresh one.
 func (b *Backend) resume(ctx context.Context, req backend.OpenSessionRequest) (*session, error) {
 	var st resumeState
-	if err := json.Unmarshal(req.Resume, &st); err != nil || st.Version != 1 || st.Connection.Key == "" {
+	if err := json.Unmarshal(req.Resume, &st); err != nil || st.Version != 1 || st.Connection.Key == "" || st.Session == "" || st.Container == "" {
 		return nil, host.Errorf(host.KindInvalid, "session %s: the resume state is not one this %s backend wrote (version 1 with a connection key)", req.SessionID, b.spec.Language)
 	}
 	if req.ResumeContainer == "" {
 		return nil, host.Errorf(host.KindInvalid, "session %s: a resume needs the container the kernel runs in", req.SessionID)
 	}
+	// One kernel, one session: a state is good only for the session and
+	// container it was written for, and a kernel this backend already
+	// serves is not taken a second time.
+	if st.Session != req.SessionID || st.Container != req.ResumeContainer {
+		return nil, host.Errorf(host.KindInvalid, "session %s: the resume state is of session %s in container %s, not of container %s", req.SessionID, st.Session, st.Container, req.ResumeContainer)
+	}
+	b.mu.Lock()
+	for id, other := range b.sessions {
+		if other != nil && other.ctr == req.ResumeContainer {
+			b.mu.Unlock()
+			return nil, host.Errorf(host.KindInvalid, "session %s: container %s already serves session %s here", req.SessionID, req.ResumeContainer, id)
+		}
+	}
+	b.mu.Unlock()
 	if cs, err := b.sb.State(ctx, req.ResumeContainer); err != nil {
 		return nil, fmt.Errorf("session %s: the kernel's container: %w", req.SessionID, err)
 	} else if !cs.Running {

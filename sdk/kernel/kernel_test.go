@@ -526,6 +526,8 @@ func TestResume(t *testing.T) {
 		{"garbage", backend.OpenSessionRequest{SessionID: "s1", Resume: []byte("{"), ResumeContainer: info.ContainerID}, host.KindInvalid, "not one this python backend wrote"},
 		{"another version", backend.OpenSessionRequest{SessionID: "s1", Resume: forged(func(s *resumeState) { s.Version = 2 }), ResumeContainer: info.ContainerID}, host.KindInvalid, "version 1"},
 		{"no container", backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState}, host.KindInvalid, "needs the container"},
+		{"another session's state", backend.OpenSessionRequest{SessionID: "s2", Resume: info.ResumeState, ResumeContainer: info.ContainerID}, host.KindInvalid, "is of session s1"},
+		{"another container", backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState, ResumeContainer: "c9"}, host.KindInvalid, "not of container c9"},
 		{"another key", backend.OpenSessionRequest{SessionID: "s1", Resume: forged(func(s *resumeState) { s.Connection.Key = strings.Repeat("0", 64) }), ResumeContainer: info.ContainerID}, host.KindUnavailable, "did not answer"},
 	} {
 		second := newBackend(t, h, testSpec(), `{"warm":0}`)
@@ -533,7 +535,7 @@ func TestResume(t *testing.T) {
 		if kindOf(err) != tc.kind || err == nil || !strings.Contains(err.Error(), tc.errSubstr) {
 			t.Errorf("%s: OpenSession = %v; want %v with %q", tc.name, err, tc.kind, tc.errSubstr)
 		}
-		if _, err := second.get("s1"); err == nil {
+		if _, err := second.get(tc.req.SessionID); err == nil {
 			t.Errorf("%s: a failed resume left a session", tc.name)
 		}
 	}
@@ -546,6 +548,14 @@ func TestResume(t *testing.T) {
 	}
 	if !got.Resumed || got.ContainerID != info.ContainerID || got.SessionID != "s1" || string(got.ResumeState) != string(info.ResumeState) {
 		t.Errorf("resumed SessionInfo %+v; opened as %+v", got, info)
+	}
+	// The kernel is not taken twice, under the same id or another.
+	if _, err := second.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s1", Resume: info.ResumeState, ResumeContainer: info.ContainerID}); kindOf(err) != host.KindInvalid {
+		t.Errorf("a second resume of s1 = %v", err)
+	}
+	other := forged(func(s *resumeState) { s.Session = "s3" })
+	if _, err := second.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s3", Resume: other, ResumeContainer: info.ContainerID}); kindOf(err) != host.KindInvalid || !strings.Contains(err.Error(), "already serves session s1") {
+		t.Errorf("a resume of s1's kernel as s3 = %v", err)
 	}
 	if res, err := second.ExecuteInSession(ctx, backend.ExecuteRequest{SessionID: "s1", Code: "y = 2"}, nil); err != nil || !res.Success {
 		t.Fatalf("execute after the resume: %+v, %v", res, err)

@@ -564,7 +564,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		workspaces[id] = cmp.Or(info.WorkspaceID, id)
 		wsMu.Unlock()
 		if info.Resumed {
-			t.Errorf("a new session says it was resumed: %+v", info)
+			t.Errorf("a new session (container %s) says it was resumed", info.ContainerID)
 		}
 		if len(info.ResumeState) == 0 {
 			t.Skip("the backend returns no resume state: its sessions cannot be resumed")
@@ -581,7 +581,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 			t.Fatalf("resume %s in another instance: %v", id, err)
 		}
 		if !got.Resumed || got.ContainerID != info.ContainerID || got.SessionID != id {
-			t.Fatalf("resumed as %+v; opened as container %s: a resume must reach the running kernel, never start one", got, info.ContainerID)
+			t.Fatalf("resumed as session %s in container %s (resumed %v); opened in container %s: a resume must reach the running kernel, never start one", got.SessionID, got.ContainerID, got.Resumed, info.ContainerID)
 		}
 		r, err := other.ExecuteInSession(ctx, backend.ExecuteRequest{Code: s.GetState, Language: s.Language, SessionID: id, Timeout: time.Minute, MaxOutputBytes: 1 << 20}, nil)
 		if out := strings.TrimSpace(r.Stdout); err != nil || !r.Success || out != s.StateOut {

@@ -15,6 +15,7 @@ import (
 type resumingBackend struct {
 	countingBackend
 	honour bool
+	lie    bool // says it resumed, of another container
 	mu     sync.Mutex
 	opened []backend.OpenSessionRequest
 	closed []string
@@ -24,7 +25,11 @@ func (b *resumingBackend) OpenSession(_ context.Context, r backend.OpenSessionRe
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.opened = append(b.opened, r)
-	return backend.SessionInfo{SessionID: r.SessionID, ContainerID: "c-" + r.SessionID, ResumeState: []byte("state"), Resumed: b.honour && len(r.Resume) > 0}, nil
+	ctr := "c-" + r.SessionID
+	if b.lie {
+		ctr = "c-new"
+	}
+	return backend.SessionInfo{SessionID: r.SessionID, ContainerID: ctr, ResumeState: []byte("state"), Resumed: (b.honour || b.lie) && len(r.Resume) > 0}, nil
 }
 
 func (b *resumingBackend) CloseSession(_ context.Context, id string) error {
@@ -48,12 +53,16 @@ func (*resumingBackend) RestartSession(context.Context, string) error { return n
 // the resume refused, so a session's state is never silently replaced.
 func TestResumeCrosses(t *testing.T) {
 	ctx := context.Background()
-	for _, honour := range []bool{true, false} {
-		b := &resumingBackend{honour: honour}
+	for _, tc := range []struct {
+		honour, lie bool
+		refusal     string
+	}{{true, false, ""}, {false, false, "does not resume running sessions"}, {false, true, "answered of session s in container c-new"}} {
+		honour := tc.honour
+		b := &resumingBackend{honour: tc.honour, lie: tc.lie}
 		c := serveBackend(t, &pb.BackendService_ServiceDesc, b)
 		info, err := c.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s"})
 		if err != nil || string(info.ResumeState) != "state" || info.Resumed {
-			t.Fatalf("honour %v: open = %+v, %v", honour, info, err)
+			t.Fatalf("%+v: open = %+v, %v", tc, info, err)
 		}
 		info, err = c.OpenSession(ctx, backend.OpenSessionRequest{SessionID: "s", Resume: []byte("state"), ResumeContainer: "c-s"})
 		b.mu.Lock()
@@ -68,8 +77,8 @@ func TestResumeCrosses(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), "does not resume running sessions") || len(closed) != 1 || closed[0] != "s" {
-			t.Errorf("an ignored resume = %+v, %v; closed %v", info, err, closed)
+		if err == nil || !strings.Contains(err.Error(), tc.refusal) || len(closed) != 1 || closed[0] != "s" {
+			t.Errorf("%+v: a resume not honoured = %+v, %v; closed %v", tc, info, err, closed)
 		}
 	}
 }

@@ -147,12 +147,16 @@ func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRe
 	if err != nil {
 		return backend.SessionInfo{}, fromStatus(err)
 	}
-	if len(r.Resume) > 0 && !info.Resumed {
+	if len(r.Resume) > 0 && (!info.Resumed || info.ContainerId != r.ResumeContainer || info.SessionId != r.SessionID) {
 		// A plugin built before resume ignores the field and opens a fresh
-		// kernel: the session's state would be silently gone. That kernel
-		// is closed and the resume refused.
+		// kernel; one that says it resumed may still answer of another
+		// container. Either way the session's state would be silently
+		// gone: what it opened is closed and the resume refused.
 		_, _ = c.backend.CloseSession(context.WithoutCancel(ctx), &pb.CloseSessionRequest{SessionId: r.SessionID})
-		return backend.SessionInfo{}, host.Errorf(host.KindInvalid, "the backend plugin does not resume running sessions (it started a new kernel instead, now closed): rebuild it with the current SDK")
+		if !info.Resumed {
+			return backend.SessionInfo{}, host.Errorf(host.KindInvalid, "the backend plugin does not resume running sessions (it started a new kernel instead, now closed): rebuild it with the current SDK")
+		}
+		return backend.SessionInfo{}, host.Errorf(host.KindInvalid, "the backend plugin says it resumed session %s in container %s, but answered of session %s in container %s: refused, and closed", r.SessionID, r.ResumeContainer, info.SessionId, info.ContainerId)
 	}
 	return backend.SessionInfo{SessionID: info.SessionId, ContainerID: info.ContainerId, Language: info.Language, WorkspaceID: info.WorkspaceId, ResumeState: info.ResumeState, Resumed: info.Resumed}, nil
 }
