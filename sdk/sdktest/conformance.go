@@ -349,7 +349,7 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 	prefix := fmt.Sprintf("conf%d", time.Now().UnixNano()%1_000_000)
 	var wsMu sync.Mutex
 	workspaces := map[string]string{} // session → the workspace its containers mount
-	open := func(t *testing.T, id string) string {
+	openInfo := func(t *testing.T, id string) backend.SessionInfo {
 		t.Helper()
 		id = prefix + id
 		if o.tracker != nil {
@@ -360,14 +360,15 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 			t.Fatalf("open session %s: %v", id, err)
 		}
 		if info.SessionID != id || info.Language != s.Language {
-			t.Fatalf("open session: got %+v, want id %s language %s", info, id, s.Language)
+			t.Fatalf("open session: got session %s language %s, want id %s language %s", info.SessionID, info.Language, id, s.Language)
 		}
 		wsMu.Lock()
 		workspaces[id] = cmp.Or(info.WorkspaceID, id)
 		wsMu.Unlock()
 		t.Cleanup(func() { sb.CloseSession(ctx, id) })
-		return id
+		return info
 	}
+	open := func(t *testing.T, id string) string { t.Helper(); return openInfo(t, id).SessionID }
 	run := func(t *testing.T, id, code string, timeout time.Duration, emit func(backend.StreamEvent)) backend.ExecuteResult {
 		t.Helper()
 		r, err := sb.ExecuteInSession(ctx, backend.ExecuteRequest{Code: code, Language: s.Language, SessionID: id, Timeout: timeout, MaxOutputBytes: 1 << 20}, emit)
@@ -552,17 +553,8 @@ func RunSessionBackend(t *testing.T, b backend.Backend, s Snippets, opts ...Opti
 		if o.another == nil {
 			t.Skip("no WithAnotherInstance")
 		}
-		id := prefix + "u"
-		if o.tracker != nil {
-			o.tracker.opened(id)
-		}
-		info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: id})
-		if err != nil {
-			t.Fatalf("open session %s: %v", id, err)
-		}
-		wsMu.Lock()
-		workspaces[id] = cmp.Or(info.WorkspaceID, id)
-		wsMu.Unlock()
+		info := openInfo(t, "u")
+		id := info.SessionID
 		if info.Resumed {
 			t.Errorf("a new session (container %s) says it was resumed", info.ContainerID)
 		}
