@@ -88,7 +88,8 @@ func (podQuota) Close() error { return nil }
 // runtimeFor is the runtime [runtime] kind names.
 func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
 	if cfg.Runtime.Kind == "kubernetes" {
-		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids), Log: log.Named("kubernetes")})
+		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids),
+			SessionGrace: time.Duration(cfg.Sessions.IdleTimeout) * time.Second, Log: log.Named("kubernetes")})
 	}
 	return podman.New(cfg.Server.PodmanSocket), nil
 }

@@ -680,8 +680,8 @@ func (m *Manager) Reconcile(ctx context.Context) (int, error) {
 	var errs []error
 	for _, c := range list {
 		srv := c.Labels[runtime.LabelServer]
-		if srv == m.server || procid.Alive(srv) {
-			continue
+		if srv == m.server || procid.Alive(srv) || c.Labels[runtime.LabelRecorded] == "true" {
+			continue // a recorded session is the core's that claims it
 		}
 		err := m.rt.Remove(ctx, c.ID)
 		m.audit.Record(audit.Entry{Event: audit.ContainerReap, SessionID: c.Labels[runtime.LabelSession], Success: err == nil,

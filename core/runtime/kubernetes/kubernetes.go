@@ -62,6 +62,11 @@ type Client struct {
 	mu   sync.Mutex
 	pods map[string]*podInfo // pods this core created or adopted
 
+	// The reaper keeps the recorded sessions of a gone core for
+	// sessionGrace (records.go), from when it first found each.
+	sessionGrace time.Duration
+	unclaimed    map[string]time.Time
+
 	// described caches what the registry said of an image by digest
 	// (immutable): a run then costs the registry one manifest request.
 	described sync.Map // digest reference -> runtime.ImageInfo
@@ -82,6 +87,10 @@ var klogOnce sync.Once
 type Options struct {
 	Quota   int64 // volumes.session_quota: the workspace emptyDir's size
 	MaxPids int64 // execution.max_pids: the most processes a run may have
+	// SessionGrace is how long the reaper keeps the recorded session of
+	// a core pod that is gone for another replica to claim
+	// (sessions.idle_timeout).
+	SessionGrace time.Duration
 	Log     hclog.Logger
 }
 
@@ -161,7 +170,8 @@ func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes
 		log := o.Log.Named("client-go")
 		klog.SetLogger(funcr.New(func(prefix, args string) { log.Debug(prefix, "args", args) }, funcr.Options{}))
 	})
-	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, maxPids: o.MaxPids, hostID: hostID(), log: o.Log, pods: map[string]*podInfo{}}
+	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, maxPids: o.MaxPids, hostID: hostID(), log: o.Log, pods: map[string]*podInfo{},
+		sessionGrace: o.SessionGrace, unclaimed: map[string]time.Time{}}
 	c.exec = c.tracedExec
 	return c
 }
@@ -581,17 +591,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	api := c.cs.CoreV1().Pods(c.k.Namespace)
 	zero := int64(0)
 	err := api.Delete(cx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	c.mu.Lock()
-	if p := c.pods[id]; p != nil {
-		if p.keeper != nil {
-			p.keeper.close()
-		}
-		if p.unrelay != nil {
-			p.unrelay()
-		}
-	}
-	delete(c.pods, id)
-	c.mu.Unlock()
+	c.forget(id)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -627,6 +627,9 @@ func (c *Client) List(ctx context.Context, want map[string]string) ([]runtime.Co
 	for i := range list.Items {
 		p := &list.Items[i]
 		all := specLabels(p)
+		if v := p.Labels[runtime.LabelRecorded]; v != "" {
+			all[runtime.LabelRecorded] = v // set after create, so not in the spec's
+		}
 		match := true
 		for k, v := range want {
 			if all[k] != v {

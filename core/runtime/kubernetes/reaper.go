@@ -101,6 +101,9 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 		if live || ctx.Err() != nil {
 			continue
 		}
+		if p.Labels[runtime.LabelRecorded] == "true" && !c.unclaimedTooLong(p.Name, time.Now()) {
+			continue // another replica may take its session over
+		}
 		zero := int64(0)
 		cx, cancel := op(ctx)
 		err := c.cs.CoreV1().Pods(c.k.Namespace).Delete(cx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
@@ -117,6 +120,25 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 		out = append(out, Reaped{Pod: p.Name, Session: specLabels(p)[runtime.LabelSession], Image: img, LeftBy: owner.pod(), Err: err})
 	}
 	return out, nil
+}
+
+// unclaimedTooLong: the recorded session of a gone core in pod has waited
+// for another replica to claim it for longer than sessions.idle_timeout
+// (from when this reaper first found it so), the idle bound it would have
+// had under its own core.
+func (c *Client) unclaimedTooLong(pod string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since, ok := c.unclaimed[pod]
+	if !ok {
+		c.unclaimed[pod] = now
+		return false
+	}
+	if now.Sub(since) < c.sessionGrace {
+		return false
+	}
+	delete(c.unclaimed, pod)
+	return true
 }
 
 // terminatingMargin is how long past its grace period a core pod may stay

@@ -1,0 +1,243 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// Sessions recorded in the cluster (runtime.SessionStore), so that any
+// replica of a core in the cluster can take a session over from one that
+// is gone. The record is a Secret owned by the session's pod: only the
+// core's service account reads Secrets (a sandbox has no token), the
+// kernel's key in it never reaches a label, and the garbage collector
+// removes it with the pod. Which core serves the session is the pod's
+// LabelHost, changed only by an update that names the pod's
+// resourceVersion, so two replicas claiming at once cannot both win.
+
+// SecretTypeSession is the type of a session record's Secret.
+const SecretTypeSession corev1.SecretType = "mcp-forge.io/session"
+
+// AnnotationReleased marks a session pod whose core handed it over
+// (stopping gracefully): any replica may claim it at once.
+const AnnotationReleased = "io.mcp-forge.released"
+
+// recordKey is the record's key in the Secret's data.
+const recordKey = "record"
+
+// recordName is the Secret of session internal's record: a hash, since an
+// internal id is longer than a name may be and says whose session it is.
+func recordName(internal string) string { return "mcp-forge-session-" + labelHash("session", internal) }
+
+var _ runtime.SessionStore = (*Client)(nil)
+
+// RecordSession implements runtime.SessionStore.
+func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.SessionRecord) error {
+	if c.core.uid == "" {
+		return errors.New("sessions are recorded only by a core in the cluster (runtime.kubernetes.core_pod)")
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	cx, cancel := op(ctx)
+	defer cancel()
+	pods := c.cs.CoreV1().Pods(c.k.Namespace)
+	p, err := pods.Get(cx, pod, metav1.GetOptions{})
+	if err != nil {
+		return fail("get", pod, err)
+	}
+	if p.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s is being deleted", pod)
+	}
+	if p.Labels[LabelHost] != c.hostID {
+		return fmt.Errorf("pod %s is not this core's: it records only the sessions it serves", pod)
+	}
+	want := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: recordName(r.Internal), Namespace: c.k.Namespace,
+			Labels:          map[string]string{runtime.LabelManaged: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}},
+		},
+		Type: SecretTypeSession,
+		Data: map[string][]byte{recordKey: data},
+	}
+	secrets := c.cs.CoreV1().Secrets(c.k.Namespace)
+	if _, err := secrets.Create(cx, want, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		// A restarted session's new kernel: the record moves to its pod.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			have, err := secrets.Get(cx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if have.Type != SecretTypeSession {
+				return fmt.Errorf("secret %s is not a session record (type %q)", want.Name, have.Type)
+			}
+			have.OwnerReferences, have.Data, have.Labels = want.OwnerReferences, want.Data, want.Labels
+			_, err = secrets.Update(cx, have, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("update session record %s: %w", want.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("create session record %s: %w", want.Name, err)
+	}
+	return c.updatePod(cx, pod, func(p *corev1.Pod) error {
+		if p.UID != want.OwnerReferences[0].UID {
+			return fmt.Errorf("pod %s was replaced while its session was recorded", pod)
+		}
+		p.Labels[runtime.LabelRecorded] = "true"
+		return nil
+	})
+}
+
+// updatePod applies change to the pod and updates it, again on a conflict.
+func (c *Client) updatePod(ctx context.Context, pod string, change func(*corev1.Pod) error) error {
+	pods := c.cs.CoreV1().Pods(c.k.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return fail("get", pod, err)
+		}
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		if err := change(p); err != nil {
+			return err
+		}
+		_, err = pods.Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// FindSession implements runtime.SessionStore: the record must be a
+// session Secret owned by the very pod (its UID) it names, of the session
+// asked, and the pod's sandbox still running. Anything else is no record:
+// labels and annotations alone never lead to a session.
+func (c *Client) FindSession(ctx context.Context, internal string) (runtime.SessionRecord, string, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	s, err := c.cs.CoreV1().Secrets(c.k.Namespace).Get(cx, recordName(internal), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	} else if err != nil {
+		return runtime.SessionRecord{}, "", fmt.Errorf("read session record: %w", err)
+	}
+	var r runtime.SessionRecord
+	if s.Type != SecretTypeSession || json.Unmarshal(s.Data[recordKey], &r) != nil || r.Internal != internal || len(r.Resume) == 0 {
+		c.log.Warn("a session record that is not one of ours; ignored", "secret", s.Name, "type", s.Type)
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	}
+	var owner *metav1.OwnerReference
+	for i := range s.OwnerReferences {
+		if o := &s.OwnerReferences[i]; o.Kind == "Pod" && o.APIVersion == "v1" {
+			owner = o
+		}
+	}
+	if owner == nil {
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	}
+	p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(cx, owner.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	} else if err != nil {
+		return runtime.SessionRecord{}, "", fail("get", owner.Name, err)
+	}
+	if p.UID != owner.UID || p.Labels[runtime.LabelManaged] != "true" || p.DeletionTimestamp != nil {
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	}
+	if _, ended := sandboxEnded(p); ended || p.Status.Phase != corev1.PodRunning {
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	}
+	return r, p.Name, nil
+}
+
+// ClaimSession implements runtime.SessionStore: a pod served by a core pod
+// that is gone, or handed over, becomes this core's.
+func (c *Client) ClaimSession(ctx context.Context, pod string) error {
+	cx, cancel := op(ctx)
+	defer cancel()
+	pods := c.cs.CoreV1().Pods(c.k.Namespace)
+	p, err := pods.Get(cx, pod, metav1.GetOptions{})
+	if err != nil {
+		return fail("get", pod, err)
+	}
+	if p.Labels[LabelHost] != c.hostID && p.Annotations[AnnotationReleased] == "" {
+		if owner, ok := parseCorePod(p.Annotations[AnnotationCorePod]); ok && c.coreAlive(ctx, owner) {
+			return &runtime.HeldError{By: owner.pod()}
+		}
+	}
+	p.Labels[LabelHost] = c.hostID
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[AnnotationCorePod] = c.core.String()
+	delete(p.Annotations, AnnotationReleased)
+	// The resourceVersion read above: of two replicas claiming at once,
+	// the second update is refused.
+	made, err := pods.Update(cx, p, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return &runtime.HeldError{By: "another replica claiming it at the same time"}
+	} else if err != nil {
+		return fail("update", pod, err)
+	}
+	c.adopt(made)
+	return nil
+}
+
+// OwnsSession implements runtime.SessionStore.
+func (c *Client) OwnsSession(ctx context.Context, pod string) (bool, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(cx, pod, metav1.GetOptions{})
+	if err != nil {
+		return false, fail("get", pod, err)
+	}
+	return p.Labels[LabelHost] == c.hostID && p.Annotations[AnnotationReleased] == "", nil
+}
+
+// ReleaseSession implements runtime.SessionStore; the pod leaves this
+// core's reconciliation too.
+func (c *Client) ReleaseSession(ctx context.Context, pod string) error {
+	cx, cancel := op(ctx)
+	defer cancel()
+	err := c.updatePod(cx, pod, func(p *corev1.Pod) error {
+		if p.Labels[LabelHost] != c.hostID {
+			return fmt.Errorf("pod %s is not this core's to hand over", pod)
+		}
+		p.Annotations[AnnotationReleased] = c.core.String()
+		return nil
+	})
+	if err == nil {
+		c.forget(pod)
+	}
+	return err
+}
+
+// forget drops what this core keeps of a pod it removed or no longer
+// serves: its file service and socket relays end.
+func (c *Client) forget(pod string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.pods[pod]; p != nil {
+		if p.keeper != nil {
+			p.keeper.close()
+		}
+		if p.unrelay != nil {
+			p.unrelay()
+		}
+	}
+	delete(c.pods, pod)
+}
