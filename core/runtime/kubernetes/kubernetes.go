@@ -91,7 +91,7 @@ type Options struct {
 	// a core pod that is gone for another replica to claim
 	// (sessions.idle_timeout).
 	SessionGrace time.Duration
-	Log     hclog.Logger
+	Log          hclog.Logger
 }
 
 // LabelHost marks the pods of the cores of one host (one process

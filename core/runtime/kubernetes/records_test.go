@@ -147,7 +147,9 @@ func TestSessionRecords(t *testing.T) {
 	stopped := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge", Name: "sb-stopped", UID: "uid-sb-stopped", Labels: map[string]string{runtime.LabelManaged: "true"}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
 	cs.CoreV1().Pods("mcp-forge").Create(ctx, stopped, metav1.CreateOptions{})
-	forge("stopped", func(s *corev1.Secret) { s.OwnerReferences[0].Name, s.OwnerReferences[0].UID = "sb-stopped", "uid-sb-stopped" })
+	forge("stopped", func(s *corev1.Secret) {
+		s.OwnerReferences[0].Name, s.OwnerReferences[0].UID = "sb-stopped", "uid-sb-stopped"
+	})
 	for _, id := range []string{"never", "wrong-type", "wrong-uid", "no-owner", "wrong-session", "no-state", "stopped"} {
 		if r, pod, err := b.FindSession(ctx, id); !errors.Is(err, runtime.ErrNoRecord) {
 			t.Errorf("%s: found %+v in %q (%v)", id, r, pod, err)
