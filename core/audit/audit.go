@@ -34,7 +34,9 @@ const (
 	ContainerRemove   = "container.remove"
 	ContainerExec     = "container.exec"
 	ContainerSignal   = "container.signal"
-	ContainerClamp    = "container.clamp" // a warm-up container held to its limits
+	ContainerClamp    = "container.clamp"   // a warm-up container held to its limits
+	ContainerAdopt    = "container.adopt"   // a session's container taken over from another core
+	ContainerRelease  = "container.release" // a session's container handed over to another core
 	WorkspaceWrite    = "workspace.write"
 	ChannelOpen       = "channel.open"
 	ContainerReap     = "container.reconcile"
@@ -45,6 +47,8 @@ const (
 	BuildComplete     = "build.complete"
 	SessionCreate     = "session.create"
 	SessionDestroy    = "session.destroy"
+	SessionAdopt      = "session.adopt"    // a session another core opened, served here from now on
+	SessionHandover   = "session.handover" // a session left for another core (a graceful stop)
 	PluginLoad        = "plugin.load"
 	PluginEvent       = "plugin.event"
 	WatchdogEvent     = "watchdog.cleanup"

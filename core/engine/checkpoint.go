@@ -96,7 +96,7 @@ func (e *Engine) runInKernel(ctx context.Context, s *session.Session, code strin
 // the checkpoint store, replacing its previous checkpoint.
 func (e *Engine) CheckpointSession(ctx context.Context, client, id string) (CheckpointInfo, error) {
 	const tool = "checkpoint_session"
-	s, err := e.lookup(client, id, tool)
+	s, err := e.lookup(ctx, client, id, tool)
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
@@ -205,7 +205,7 @@ func (e *Engine) storeFull(s *session.Session, used int64) error {
 func (e *Engine) RestoreSession(ctx context.Context, client, id string) (CheckpointInfo, session.View, error) {
 	const tool = "restore_session"
 	if session.CheckID(id) != nil {
-		_, err := e.lookup(client, id, tool) // audits the invalid id
+		_, err := e.lookup(ctx, client, id, tool) // audits the invalid id
 		return CheckpointInfo{}, session.View{}, err
 	}
 	// Another client's checkpoint of the same id lives under another client

@@ -28,6 +28,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -110,6 +111,9 @@ type Engine struct {
 	toolsWhy string
 
 	jobs *jobs.Registry // background runs (jobs.go)
+
+	store runtime.SessionStore // nil: sessions live in this replica only (handover.go)
+	hosts SessionHosts
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).

@@ -415,7 +415,7 @@ func TestEveryRuleIsDocumented(t *testing.T) {
 	for _, rule := range []string{RuleCodeEmpty, RuleCodeSize, RuleCodeNUL, RuleTimeout, RuleTimeoutMax, RuleMCPTools, RuleImage, RuleEnvName, RuleEnvReserved,
 		RuleEnvNUL, RuleEnvValueSize, RuleEnvTotalSize, route.RuleBackendUnknown, route.RuleBackendUnavailable, route.RuleBackendAmbiguous, route.RuleBackendLanguage,
 		route.RuleBackendStateless, route.RuleNoBackend, session.RuleSessionID, session.RuleSessionNotFound, session.RuleSessionLanguage, session.RuleSessionsMax, session.RuleVariableName, session.RuleStateDocsSize, RuleArguments, RuleImageMissing,
-		RuleMCPToolName, toolbridge.RuleUnknown, toolbridge.RuleDenied, RuleSessionJob, jobs.RuleJobID, jobs.RuleJobNotFound, jobs.RuleJobsMax} {
+		RuleMCPToolName, toolbridge.RuleUnknown, toolbridge.RuleDenied, RuleSessionJob, RuleSessionHeld, RuleSessionMoved, RuleSessionRecord, jobs.RuleJobID, jobs.RuleJobNotFound, jobs.RuleJobsMax} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -141,8 +142,8 @@ func (e *Engine) sessionFS(internal string) (SessionFS, error) {
 
 // sessionFiles finds a session of client and its working directory,
 // auditing a refusal.
-func (e *Engine) sessionFiles(client, id, tool string) (*session.Session, SessionFS, error) {
-	s, err := e.lookup(client, id, tool)
+func (e *Engine) sessionFiles(ctx context.Context, client, id, tool string) (*session.Session, SessionFS, error) {
+	s, err := e.lookup(ctx, client, id, tool)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -206,7 +207,7 @@ func (e *Engine) checkFull(s *session.Session, tool string) {
 // in a session's working directory, where its code finds it.
 func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo, error) {
 	const tool = "upload_file"
-	s, f, err := e.sessionFiles(client, id, tool)
+	s, f, err := e.sessionFiles(context.Background(), client, id, tool)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -265,7 +266,7 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 // ReadFile reads rel from a session's working directory for download_file
 // (tool) or resources/read.
 func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
-	s, f, err := e.sessionFiles(client, id, tool)
+	s, f, err := e.sessionFiles(context.Background(), client, id, tool)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -288,7 +289,7 @@ func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
 // without following links.
 func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, error) {
 	const tool = "list_files"
-	s, f, err := e.sessionFiles(client, id, tool)
+	s, f, err := e.sessionFiles(context.Background(), client, id, tool)
 	if err != nil {
 		return nil, false, err
 	}

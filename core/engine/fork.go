@@ -53,7 +53,7 @@ func forkID(from string) string {
 // and history. The source must be live and idle; it is not changed.
 func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (ForkInfo, error) {
 	const tool = "fork_session"
-	src, err := e.lookup(client, from, tool)
+	src, err := e.lookup(ctx, client, from, tool)
 	if err != nil {
 		return ForkInfo{}, err
 	}

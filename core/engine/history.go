@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,7 +43,8 @@ func (e *Engine) recordCell(s *session.Session, code string, res backend.Execute
 // History is a session's history, for its owner (tool names the reader
 // for the audit log: resources/read).
 func (e *Engine) History(client, id, tool string) (session.History, session.View, error) {
-	s, err := e.lookup(client, id, tool)
+	ctx := context.Background() // in memory, but for a session to take over
+	s, err := e.lookup(ctx, client, id, tool)
 	if err != nil {
 		return session.History{}, session.View{}, err
 	}
@@ -63,13 +65,14 @@ type Notebook struct {
 // ExportNotebook writes a session's history as a notebook for its owner
 // (export_notebook, or resources/read of the notebook resource).
 func (e *Engine) ExportNotebook(client, id, tool string) (Notebook, error) {
+	ctx := context.Background() // in memory, but for a session to take over
 	if e.cfg.Sessions.HistoryCells == 0 {
-		if _, err := e.lookup(client, id, tool); err != nil {
+		if _, err := e.lookup(ctx, client, id, tool); err != nil {
 			return Notebook{}, err
 		}
 		return Notebook{}, e.refuse(client, id, tool, refusal.New(RuleHistoryOff, "session %q has no history to export: the operator turned history off (sessions.history_cells = 0)", id), nil)
 	}
-	s, err := e.lookup(client, id, tool)
+	s, err := e.lookup(ctx, client, id, tool)
 	if err != nil {
 		return Notebook{}, err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -104,7 +105,7 @@ func (e *Engine) sessionInput(client, tool, where string, in InputFile) ([]byte,
 	if src == "" {
 		src = in.Path
 	}
-	s, f, err := e.sessionFiles(client, in.FromSession, tool)
+	s, f, err := e.sessionFiles(context.Background(), client, in.FromSession, tool)
 	if err != nil {
 		return nil, err
 	}

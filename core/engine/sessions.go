@@ -26,11 +26,18 @@ import (
 // another client's session with the same id is not seen at all, so the
 // answer (and the audit rule, session-not-found) is that of an id nobody
 // has opened.
-func (e *Engine) lookup(client, id, tool string) (*session.Session, error) {
+func (e *Engine) lookup(ctx context.Context, client, id, tool string) (*session.Session, error) {
 	if err := session.CheckID(id); err != nil {
 		return nil, e.refuse(client, id, tool, err, nil)
 	}
 	s := e.sessions.Get(client, id)
+	if s == nil {
+		// Another replica may have opened it (handover.go).
+		if err := e.adopt(ctx, client, id, tool); err != nil {
+			return nil, e.refuse(client, id, tool, err, nil)
+		}
+		s = e.sessions.Get(client, id)
+	}
 	if s == nil {
 		return nil, e.refuse(client, id, tool, session.NotFound(id), nil)
 	}
@@ -61,6 +68,12 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 	var ckpt checkpoint.Meta
 	var hasCkpt bool
 	if !e.sessions.Live(req.Client, req.SessionID) {
+		// Another replica may have opened it (handover.go).
+		if err := e.adopt(ctx, req.Client, req.SessionID, tool); err != nil {
+			return nil, false, err
+		}
+	}
+	if !e.sessions.Live(req.Client, req.SessionID) {
 		ckpt, hasCkpt = e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
 	}
 	var quotaErr error // refused by the client's quota: recorded outside the lock
@@ -70,21 +83,15 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
 				req.SessionID, have, have, ckpt.Language)
 		}
-		if e.SessionQuota != nil {
-			if quotaErr = e.SessionQuota.CheckSessions(req.Client, a.Owned); quotaErr != nil {
-				return nil, quotaErr
-			}
-		}
-		if a.Open >= e.cfg.Sessions.MaxConcurrent {
-			return nil, refusal.New(session.RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
-				req.SessionID, a.Open, e.cfg.Sessions.MaxConcurrent, e.cfg.Sessions.IdleTimeout)
+		if quotaErr = e.admit(req.Client, req.SessionID, a); quotaErr != nil {
+			return nil, quotaErr
 		}
 		now := time.Now()
 		internal := session.InternalID(req.Client, req.SessionID)
 		return &session.Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Client: req.Client, Created: now, LastActive: now, State: session.StateStarting,
 			Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, Pending: hasCkpt}, nil
 	})
-	if quotaErr != nil {
+	if quotaErr != nil && e.SessionQuota != nil {
 		e.SessionQuota.Refused(ctx, req.Client, tool, req.SessionID, quotaErr)
 	}
 	if err != nil {
@@ -97,6 +104,21 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 			req.SessionID, have, have, s.Language, e.LanguageName(req.Language))
 	}
 	return s, created, nil
+}
+
+// admit refuses one more live session of client's beyond its quota or
+// sessions.max_concurrent (under the registry's lock: see Acquire).
+func (e *Engine) admit(client, id string, a session.Admission) error {
+	if e.SessionQuota != nil {
+		if err := e.SessionQuota.CheckSessions(client, a.Owned); err != nil {
+			return err
+		}
+	}
+	if a.Open >= e.cfg.Sessions.MaxConcurrent {
+		return refusal.New(session.RuleSessionsMax, "cannot start session %q: %d sessions are open, the limit (sessions.max_concurrent = %d); destroy one with destroy_session, or wait for idle sessions to be removed after sessions.idle_timeout (%d s)",
+			id, a.Open, e.cfg.Sessions.MaxConcurrent, e.cfg.Sessions.IdleTimeout)
+	}
+	return nil
 }
 
 // open starts the session's kernel (caller holds s's lock); restart: the
@@ -143,6 +165,7 @@ func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) err
 		}
 		if err == nil {
 			e.sessions.CountStart(s.Backend, warm, took)
+			e.record(ctx, s, info) // handover.go
 		}
 	}
 	return err
@@ -198,6 +221,9 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		}
 		notices = append(notices, fmt.Sprintf("session %q was restarted before this run: %s. Variables and imports from before are gone.", s.ID, reason))
 	default:
+		if err := e.stillOwned(ctx, s); err != nil { // handover.go
+			return backend.ExecuteResult{}, nil, err
+		}
 		if len(breq.Env) > 0 {
 			notices = append(notices, "environment applies when a session starts; it was ignored for this existing session")
 		}
@@ -299,7 +325,7 @@ func (e *Engine) introspect(ctx context.Context, s *session.Session) {
 
 // View returns a session's state, refreshing the variables when asked.
 func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (session.View, error) {
-	s, err := e.lookup(client, id, "resources/read")
+	s, err := e.lookup(ctx, client, id, "resources/read")
 	if err != nil {
 		return session.View{}, err
 	}
@@ -315,7 +341,7 @@ func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (ses
 // refreshes the introspection.
 func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[string]string, note *string, clear bool) (session.View, error) {
 	const tool = "document_state"
-	s, err := e.lookup(client, id, tool)
+	s, err := e.lookup(ctx, client, id, tool)
 	if err != nil {
 		return session.View{}, err
 	}
@@ -337,7 +363,7 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 // RestartSession clears a session's namespace, keeping its container; a
 // dead session gets a new kernel.
 func (e *Engine) RestartSession(ctx context.Context, client, id string) (session.View, error) {
-	s, err := e.lookup(client, id, "restart_session")
+	s, err := e.lookup(ctx, client, id, "restart_session")
 	if err != nil {
 		return session.View{}, err
 	}
@@ -376,7 +402,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 			Details: map[string]any{"session": id, "reason": "destroyed by the client: its checkpoint removed"}})
 		return nil
 	}
-	s, err := e.lookup(client, id, "destroy_session")
+	s, err := e.lookup(ctx, client, id, "destroy_session")
 	if err != nil {
 		return err
 	}
@@ -494,6 +520,10 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	e.stopJobs() // jobs.go: a job's session is free once its run stops
 	for _, s := range e.sessions.All() {
 		s.Lock()
+		if e.handOver(ctx, s) { // handover.go: another replica serves it next
+			s.Unlock()
+			continue
+		}
 		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {
 			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
 				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "client", s.Client, "error", err)

@@ -323,6 +323,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))
 	}
+	if st := sessionStore(raw); st != nil {
+		eng.SetSessionStore(st, sessionHosts{crashes})
+	}
 	crashes.resolve(eng)
 	f.MCP = mcpserver.New(eng, cfg)
 

@@ -343,3 +343,65 @@ func withHostGaps(cfg config.Config, rt Runtime, q interface{ Enforced() bool },
 	}
 	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return hostGaps(q, bound) }}
 }
+
+// sessionStore is where a core in the cluster records its sessions for
+// its replicas to take over (engine.SetSessionStore); nil: nowhere (Podman,
+// or a core outside the cluster, which has no replicas).
+func sessionStore(rt Runtime) runtime.SessionStore {
+	for {
+		switch r := rt.(type) {
+		case gapRuntime:
+			rt = r.Runtime
+		case *kubernetes.Client:
+			if r.CorePod() == "" {
+				return nil
+			}
+			return r
+		default:
+			return nil
+		}
+	}
+}
+
+// sessionHosts moves session containers between this core and its
+// replicas through each plugin's host services (engine.SessionHosts).
+type sessionHosts struct{ c *crashes }
+
+func (s sessionHosts) host(plugin string) (*hostsvc.Host, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if h := s.c.hosts[plugin]; h != nil {
+		return h, nil
+	}
+	return nil, fmt.Errorf("plugin %s is not running", plugin)
+}
+
+func (s sessionHosts) Endpoints(plugin, container string) (string, []runtime.SessionEndpoint, bool) {
+	h, err := s.host(plugin)
+	if err != nil {
+		return "", nil, false
+	}
+	return h.Endpoints(container)
+}
+
+func (s sessionHosts) Adopt(plugin, container, workspace string, eps []runtime.SessionEndpoint) error {
+	h, err := s.host(plugin)
+	if err != nil {
+		return err
+	}
+	return h.Adopt(container, workspace, eps)
+}
+
+func (s sessionHosts) Release(plugin, container string) {
+	if h, err := s.host(plugin); err == nil {
+		h.Release(container)
+	}
+}
+
+func (s sessionHosts) Remove(ctx context.Context, plugin, container string) error {
+	h, err := s.host(plugin)
+	if err != nil {
+		return err
+	}
+	return h.Remove(ctx, container)
+}

@@ -537,6 +537,24 @@ func (m *Manager) forget(id string) {
 	m.mu.Unlock()
 }
 
+// Adopt makes a running container another core created for plugin
+// (a session handed over through the runtime, which claimed it first)
+// this manager's, as if it had created it.
+func (m *Manager) Adopt(plugin, id string) {
+	m.tracked.Add(id, plugin)
+	m.record(audit.ContainerAdopt, plugin, id, nil, nil)
+}
+
+// Release hands a container over to another core: it is forgotten without
+// being removed, and its plugin's later operations on it find it gone.
+func (m *Manager) Release(id string) {
+	if m.tracked.Check(id, "", "release") != nil {
+		return
+	}
+	m.forget(id)
+	m.record(audit.ContainerRelease, "", id, nil, nil)
+}
+
 // runContainers are the containers of one run that are not yet removed;
 // gone is closed when the last one is.
 type runContainers struct {

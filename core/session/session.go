@@ -95,6 +95,10 @@ type Session struct {
 	// Pending: the client has a checkpoint of this session (a server
 	// restart, the idle reaper), restored when its first kernel starts.
 	Pending bool
+	// Container is the session kernel's container once the session is
+	// recorded in the runtime for another core to take over ("": it is
+	// not).
+	Container string
 
 	op sync.Mutex
 	// outputs is the output directory as the last execute left it (under

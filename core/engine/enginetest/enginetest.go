@@ -91,6 +91,11 @@ type Backend struct {
 	// Warm, when set, names the pool workspace OpenSession reports for a
 	// new session (as a backend that hands over a pre-started kernel).
 	Warm func() string
+	// Resumable: OpenSession reports a container and a resume state, and
+	// resumes (Resume set) without starting anything; ResumeErr fails a
+	// resume.
+	Resumable bool
+	ResumeErr error
 
 	mu     sync.Mutex
 	open   map[string]backend.OpenSessionRequest
@@ -155,7 +160,14 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 
 // OpenSession implements backend.SessionBackend.
 func (b *Backend) OpenSession(_ context.Context, req backend.OpenSessionRequest) (backend.SessionInfo, error) {
-	b.event("open %s", req.SessionID)
+	if req.Resume != nil {
+		b.event("resume %s %s %s", req.SessionID, req.ResumeContainer, req.Resume)
+		if b.ResumeErr != nil {
+			return backend.SessionInfo{}, b.ResumeErr
+		}
+	} else {
+		b.event("open %s", req.SessionID)
+	}
 	if b.OpenErr != nil {
 		return backend.SessionInfo{}, b.OpenErr
 	}
@@ -169,7 +181,13 @@ func (b *Backend) OpenSession(_ context.Context, req backend.OpenSessionRequest)
 	}
 	b.open[req.SessionID] = req
 	info := backend.SessionInfo{SessionID: req.SessionID}
-	if b.Warm != nil && req.WorkspaceID == "" {
+	if b.Resumable {
+		info.ContainerID, info.ResumeState = "ctr-"+req.SessionID, []byte("state of "+req.SessionID)
+		if req.Resume != nil {
+			info.ContainerID, info.Resumed = req.ResumeContainer, true
+		}
+	}
+	if b.Warm != nil && req.WorkspaceID == "" && req.Resume == nil {
 		info.WorkspaceID = b.Warm()
 	}
 	return info, nil
