@@ -213,6 +213,21 @@ func (e *Engine) letGo(ctx context.Context, s *session.Session, why string) {
 		Details: map[string]any{"session": s.ID, "container": s.Container, "reason": why, "executions": s.Executions}})
 }
 
+// successors reports whether another replica will be there to take the
+// sessions over when this one stops (a rolling update, not the removal
+// of the Deployment).
+func (e *Engine) successors(ctx context.Context) bool {
+	if e.store == nil {
+		return false
+	}
+	n, err := e.store.Successors(ctx)
+	if err != nil {
+		e.log.Warn("cannot tell whether another replica takes this one's sessions over; closing them", "error", err)
+		return false
+	}
+	return n > 0
+}
+
 // handOver leaves a recorded session to the other replicas at a graceful
 // stop (caller holds s's lock): false if it is not recorded or the cluster
 // did not take it, and the session is then closed like any other.

@@ -72,6 +72,18 @@ func (s *replicaStore) OwnsSession(_ context.Context, ctr string) (bool, error) 
 	return s.c.holder[ctr] == s.name && !s.c.released[ctr], nil
 }
 
+func (s *replicaStore) Successors(context.Context) (int, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	n := 0
+	for _, r := range []string{"a", "b"} {
+		if r != s.name && !s.c.dead[r] {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (s *replicaStore) ReleaseSession(_ context.Context, ctr string) error {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()

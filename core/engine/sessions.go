@@ -517,10 +517,11 @@ func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(in
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
 // first, so its client finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
-	e.stopJobs() // jobs.go: a job's session is free once its run stops
+	e.stopJobs()                  // jobs.go: a job's session is free once its run stops
+	handOver := e.successors(ctx) // handover.go
 	for _, s := range e.sessions.All() {
 		s.Lock()
-		if e.handOver(ctx, s) { // handover.go: another replica serves it next
+		if handOver && e.handOver(ctx, s) { // another replica serves it next
 			s.Unlock()
 			continue
 		}

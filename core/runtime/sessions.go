@@ -63,4 +63,7 @@ type SessionStore interface {
 	OwnsSession(ctx context.Context, container string) (bool, error)
 	// ReleaseSession hands the session over: any core may claim it now.
 	ReleaseSession(ctx context.Context, container string) error
+	// Successors is how many other cores could take this one's sessions
+	// over when it stops.
+	Successors(ctx context.Context) (int, error)
 }

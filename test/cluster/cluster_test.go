@@ -389,15 +389,19 @@ func TestCoreRBAC(t *testing.T) {
 	// What rbac.yaml gives, and what every authenticated account may ask
 	// about itself (system:basic-user).
 	want := map[grant]bool{}
-	for _, v := range []string{"create", "get", "list", "watch", "delete"} {
+	for _, v := range []string{"create", "get", "list", "watch", "delete", "update"} {
 		want[grant{sandboxNS, "pods", v}] = true
+	}
+	// Session records: by name, never listed.
+	for _, v := range []string{"create", "get", "update"} {
+		want[grant{sandboxNS, "secrets", v}] = true
 	}
 	for _, r := range []string{"pods/exec", "pods/attach"} {
 		want[grant{sandboxNS, r, "create"}], want[grant{sandboxNS, r, "get"}] = true, true
 	}
 	want[grant{sandboxNS, "networkpolicies.networking.k8s.io", "list"}] = true
 	want[grant{"", "nodes", "get"}], want[grant{"", "nodes", "list"}] = true, true
-	want[grant{coreNS, "pods", "get"}] = true
+	want[grant{coreNS, "pods", "get"}], want[grant{coreNS, "pods", "list"}] = true, true
 	want[grant{"", "runtimeclasses.node.k8s.io", "get"}] = true
 	want[grant{coreNS, "leases.coordination.k8s.io", "create"}] = true
 	for _, r := range []string{"selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectrulesreviews.authorization.k8s.io", "selfsubjectreviews.authentication.k8s.io"} {
@@ -438,7 +442,7 @@ func TestCoreRBAC(t *testing.T) {
 	// Subresources are not in the preferred list's verbs for every kind;
 	// the ones the core must not touch, asked by name.
 	for _, g := range []grant{{sandboxNS, "pods/log", "get"}, {sandboxNS, "pods/portforward", "create"}, {sandboxNS, "pods/ephemeralcontainers", "patch"},
-		{sandboxNS, "pods/eviction", "create"}, {coreNS, "pods/exec", "create"}, {"kube-system", "pods/exec", "create"}, {sandboxNS, "secrets", "get"}} {
+		{sandboxNS, "pods/eviction", "create"}, {coreNS, "pods/exec", "create"}, {"kube-system", "pods/exec", "create"}, {coreNS, "secrets", "get"}} {
 		res, sub, _ := strings.Cut(g.resource, "/")
 		checked++
 		if c.allowedSub(t, user, g.ns, res, sub, g.verb) != want[g] {
@@ -556,33 +560,70 @@ func (c *cluster) kill(t *testing.T, p corev1.Pod) {
 }
 
 // Two replicas (deploy/overlays/replicas); one is killed outright (SIGKILL,
-// its pod deleted: no shutdown, no sweep of its own). The other goes on
-// serving, and the replica holding the reaper's Lease removes the dead
-// one's sandboxes, audited; the Deployment replaces it.
-func TestReplicaLossReapsItsSandboxes(t *testing.T) {
+// its pod deleted: no shutdown, no sweep of its own) while it serves a
+// Python and an R session. The other takes both over with their
+// variables at the client's next call; the replica holding the reaper's
+// Lease removes the dead one's other sandboxes, audited; the Deployment
+// replaces it. Another tenant never reaches the sessions taken over.
+func TestReplicaLoss(t *testing.T) {
 	c := setup(t)
-	tenants, keys := testenv.TenantKeys(t, "alice")
+	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
 	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
 	if len(pods) != 2 {
 		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
 	}
 	a, b := pods[0], pods[1]
 	onA := connect(t, "http://"+a.Status.PodIP+":8080/mcp", keys["alice"])
-	var o execOut
-	if res := testenv.Call(t, onA, "execute_python", map[string]any{"code": "x = 1", "session_id": "doomed"}, &o); res.IsError || !o.Success {
-		t.Fatalf("session on %s: %s", a.Name, testenv.Text(res))
+	for _, step := range []struct{ lang, code string }{{"python", "x = 41"}, {"r", "y <- 41"}} {
+		var o execOut
+		if res := testenv.Call(t, onA, "execute_"+step.lang, map[string]any{"code": step.code, "session_id": "kept-" + step.lang}, &o); res.IsError || !o.Success {
+			t.Fatalf("%s session on %s: %s", step.lang, a.Name, testenv.Text(res))
+		}
 	}
 	left := c.sandboxesOf(t, a.Name)
-	if len(left) == 0 {
-		t.Fatalf("no sandbox pod is marked as %s's", a.Name)
+	if len(left) < 2 {
+		t.Fatalf("sandbox pods marked as %s's: %v, want its two sessions' at least", a.Name, left)
 	}
 	killed := time.Now()
 	c.kill(t, a)
+
+	// The client's next calls reach the other replica (as the Service
+	// would send them): the sessions go on with their variables.
 	onB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["alice"])
-	o = execOut{}
-	if res := testenv.Call(t, onB, "execute_python", map[string]any{"code": "print(6 * 7)"}, &o); res.IsError || o.Stdout != "42\n" {
-		t.Fatalf("%s after %s was killed: %s", b.Name, a.Name, testenv.Text(res))
+	var failover time.Duration
+	for _, step := range []struct{ lang, code, want string }{{"python", "x + 1", "42"}, {"r", "y + 1", "[1] 42"}} {
+		var o execOut
+		start := time.Now()
+		res := testenv.Call(t, onB, "execute_"+step.lang, map[string]any{"code": step.code, "session_id": "kept-" + step.lang}, &o)
+		if res.IsError || o.ResultRepr != step.want {
+			t.Fatalf("%s session on %s after %s was killed: %s %+v", step.lang, b.Name, a.Name, testenv.Text(res), o)
+		}
+		if failover == 0 {
+			failover = time.Since(killed)
+		}
+		t.Logf("%s session taken over by %s in a call of %v", step.lang, b.Name, time.Since(start).Round(time.Millisecond))
 	}
+	t.Logf("failover: %v from the SIGKILL of %s to the first result of its session on %s", failover.Round(time.Millisecond), a.Name, b.Name)
+	// Later calls pay only the check that this replica still serves it.
+	var calls []time.Duration
+	for range 20 {
+		var o execOut
+		start := time.Now()
+		if res := testenv.Call(t, onB, "execute_python", map[string]any{"code": "x", "session_id": "kept-python"}, &o); res.IsError || o.ResultRepr != "41" {
+			t.Fatalf("call after the takeover: %s", testenv.Text(res))
+		}
+		calls = append(calls, time.Since(start))
+	}
+	slices.Sort(calls)
+	t.Logf("session calls on the replica that took it over: p50 %v, max %v (20 calls)", calls[len(calls)/2].Round(100*time.Microsecond), calls[len(calls)-1].Round(100*time.Microsecond))
+
+	// Another tenant's call of the same id is a session of its own.
+	bobOnB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["bob"])
+	var o execOut
+	if res := testenv.Call(t, bobOnB, "execute_python", map[string]any{"code": "'x' in globals()", "session_id": "kept-python"}, &o); res.IsError || o.ResultRepr != "False" {
+		t.Fatalf("bob's kept-python: %s %+v", testenv.Text(res), o)
+	}
+
 	deadline := time.Now().Add(2 * time.Minute)
 	for len(c.sandboxesOf(t, a.Name)) > 0 {
 		if time.Now().After(deadline) {
@@ -591,7 +632,21 @@ func TestReplicaLossReapsItsSandboxes(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	took := time.Since(killed)
-	t.Logf("%d sandbox pods of the killed replica %s removed %v after the kill (the Lease lasts 15 s, a sweep every 10 s)", len(left), a.Name, took.Round(100*time.Millisecond))
+	t.Logf("%d sandbox pods of the killed replica %s taken over or removed %v after the kill (the Lease lasts 15 s, a sweep every 10 s)", len(left), a.Name, took.Round(100*time.Millisecond))
+	kept := map[string]bool{}
+	for _, p := range c.sandboxesOf(t, b.Name) {
+		kept[p] = true
+	}
+	var reaped []string
+	for _, p := range left {
+		if !kept[p] {
+			reaped = append(reaped, p)
+		}
+	}
+	if len(left)-len(reaped) < 2 {
+		t.Fatalf("of %s's sandboxes %v, %s serves %v: want its two sessions'", a.Name, left, b.Name, kept)
+	}
+	left = reaped
 	c.run(t, "-n", coreNS, "rollout", "status", "deployment/mcp-forge", "--timeout=180s")
 
 	// Audited by whichever replica holds the Lease.

@@ -40,11 +40,19 @@ var Permissions = []Permission{
 	{"networking.k8s.io", "networkpolicies", "", "list", ""},
 }
 
+// SessionPermissions are what a core in the cluster also needs in the
+// sandbox namespace to record its sessions and take over its replicas'
+// (records.go).
+var SessionPermissions = []Permission{
+	{"", "pods", "", "update", ""},
+	{"", "secrets", "", "create", ""}, {"", "secrets", "", "get", ""}, {"", "secrets", "", "update", ""},
+}
+
 // CorePermissions are what a core in the cluster (runtime.kubernetes.
-// core_pod) also needs in its own namespace: read its pod, and hold the
-// reaper's Lease (deploy/base/rbac.yaml).
+// core_pod) also needs in its own namespace: read its pod and its
+// replicas', and hold the reaper's Lease (deploy/base/rbac.yaml).
 var CorePermissions = []Permission{
-	{"", "pods", "", "get", ""},
+	{"", "pods", "", "get", ""}, {"", "pods", "", "list", ""},
 	{"coordination.k8s.io", "leases", "", "create", ""},
 	{"coordination.k8s.io", "leases", "", "get", ReaperLease}, {"coordination.k8s.io", "leases", "", "update", ReaperLease},
 }
@@ -111,6 +119,12 @@ func (c *Client) Doctor(images []string) func(context.Context) []Finding {
 					Fix: "apply deploy/base/rbac.yaml (its Role mcp-forge-core in " + ns + ")"})
 			} else {
 				out = append(out, Finding{Name: "rbac (core)", Status: OK, Detail: fmt.Sprintf("all %d permissions the core needs in its own namespace %s", len(CorePermissions), ns)})
+			}
+			if missing := c.missing(cx, c.k.Namespace, SessionPermissions); len(missing) > 0 {
+				out = append(out, Finding{Name: "rbac (sessions)", Status: Warn, Detail: "the core may not " + strings.Join(missing, ", ") + " in " + c.k.Namespace + ": its sessions are not recorded in the cluster, and are lost with the replica that opened them",
+					Fix: "apply deploy/base/rbac.yaml (its Role mcp-forge-core in " + c.k.Namespace + ")"})
+			} else {
+				out = append(out, Finding{Name: "rbac (sessions)", Status: OK, Detail: fmt.Sprintf("all %d permissions to record sessions and take over a lost replica's in %s", len(SessionPermissions), c.k.Namespace)})
 			}
 		}
 		if c.k.NodeName != "" {

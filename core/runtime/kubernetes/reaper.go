@@ -25,8 +25,12 @@ const AnnotationCorePod = "io.mcp-forge.core-pod"
 // removing other replicas' orphans holds.
 const ReaperLease = "mcp-forge-reaper"
 
-// corePod is the core's own pod.
-type corePod struct{ ns, name, uid string }
+// corePod is the core's own pod; labels select its replicas (its own,
+// less what differs between a Deployment's revisions).
+type corePod struct {
+	ns, name, uid string
+	labels        map[string]string
+}
 
 func (p corePod) String() string { return p.pod() + "/" + p.uid }
 
@@ -62,7 +66,12 @@ func (c *Client) identify(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime.kubernetes.core_pod: the core's own pod %s: %w (deploy/ sets it from the downward API; the core needs get on pods of its namespace)", c.k.CorePod, err)
 	}
-	c.core = corePod{ns: ns, name: name, uid: string(p.UID)}
+	c.core = corePod{ns: ns, name: name, uid: string(p.UID), labels: map[string]string{}}
+	for k, v := range p.Labels {
+		if k != "pod-template-hash" && k != "controller-revision-hash" {
+			c.core.labels[k] = v
+		}
+	}
 	c.hostID = labelHash("pod", c.core.uid)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -240,4 +241,26 @@ func (c *Client) forget(pod string) {
 		}
 	}
 	delete(c.pods, pod)
+}
+
+// Successors implements runtime.SessionStore: the core's other replicas
+// (pods with its labels) that are not stopping, a new revision's too. When
+// the Deployment itself is deleted there are none, and the sessions close.
+func (c *Client) Successors(ctx context.Context) (int, error) {
+	if c.core.uid == "" || len(c.core.labels) == 0 {
+		return 0, nil
+	}
+	cx, cancel := op(ctx)
+	defer cancel()
+	list, err := c.cs.CoreV1().Pods(c.core.ns).List(cx, metav1.ListOptions{LabelSelector: labels.Set(c.core.labels).String()})
+	if err != nil {
+		return 0, fmt.Errorf("list the core's replicas: %w", err)
+	}
+	n := 0
+	for _, p := range list.Items {
+		if string(p.UID) != c.core.uid && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -203,3 +203,34 @@ func TestReapKeepsRecorded(t *testing.T) {
 		t.Fatalf("past the grace: reaped %+v", reaped)
 	}
 }
+
+// A core's successors are its replicas that are not stopping, of any
+// revision of its Deployment; none once the Deployment is deleted.
+func TestSuccessors(t *testing.T) {
+	ctx := context.Background()
+	core := func(name, hash string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge-system", Name: name, UID: types.UID("uid-" + name),
+			Labels: map[string]string{"app": "forge", "pod-template-hash": hash}}}
+	}
+	other := core("other-app", "h1")
+	other.Labels["app"] = "other"
+	cs := fake.NewClientset(core("core-a", "h1"), core("core-b", "h1"), core("core-new", "h2"), other)
+	k := config.Default().Runtime.Kubernetes
+	k.CorePod = "mcp-forge-system/core-a"
+	c := NewWithClient(cs, nil, k, Options{})
+	if err := c.identify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Successors(ctx); n != 2 || err != nil {
+		t.Fatalf("successors %d (%v), want core-b and core-new", n, err)
+	}
+	for _, name := range []string{"core-b", "core-new"} {
+		p, _ := cs.CoreV1().Pods("mcp-forge-system").Get(ctx, name, metav1.GetOptions{})
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+		cs.CoreV1().Pods("mcp-forge-system").Update(ctx, p, metav1.UpdateOptions{})
+	}
+	if n, err := c.Successors(ctx); n != 0 || err != nil {
+		t.Fatalf("successors of a deleted Deployment: %d (%v)", n, err)
+	}
+}
