@@ -175,10 +175,10 @@ func (e *Engine) takeOver(ctx context.Context, s *session.Session, rec runtime.S
 // handBack undoes a claim that could not be completed: any replica may try
 // again.
 func (e *Engine) handBack(ctx context.Context, s *session.Session, ctr string) {
-	e.hosts.Release(s.Backend, ctr)
 	if err := e.store.ReleaseSession(context.WithoutCancel(ctx), ctr); err != nil {
 		e.log.Warn("could not hand a session back", "session", s.ID, "container", ctr, "error", err)
 	}
+	e.hosts.Release(s.Backend, ctr)
 }
 
 // stillOwned checks, before a call runs in a recorded session, that no
@@ -204,6 +204,7 @@ func (e *Engine) stillOwned(ctx context.Context, s *session.Session) error {
 // (caller holds s's lock): the plugin's channels to it close before the
 // plugin forgets it, so nothing it sends on the way out reaches the kernel.
 func (e *Engine) letGo(ctx context.Context, s *session.Session, why string) {
+	e.store.Forget(s.Container)
 	e.hosts.Release(s.Backend, s.Container)
 	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
 		_ = sb.CloseSession(ctx, s.Internal)

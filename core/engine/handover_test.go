@@ -72,6 +72,8 @@ func (s *replicaStore) OwnsSession(_ context.Context, ctr string) (bool, error) 
 	return s.c.holder[ctr] == s.name && !s.c.released[ctr], nil
 }
 
+func (s *replicaStore) Forget(string) {}
+
 func (s *replicaStore) Successors(context.Context) (int, error) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()

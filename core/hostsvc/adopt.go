@@ -2,9 +2,7 @@ package hostsvc
 
 import (
 	"fmt"
-	"net"
 	"sort"
-	"sync"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
@@ -54,9 +52,9 @@ func (h *Host) Adopt(id, workspaceID string, eps []runtime.SessionEndpoint) erro
 	return nil
 }
 
-// Release hands container id over to another core: the plugin's channels
-// to it close (whatever it sends next cannot reach the kernel), and it
-// is forgotten without being removed.
+// Release hands container id over to another core: it is forgotten
+// without being removed, and the plugin may no longer reach it (the
+// runtime cuts the channels already open: runtime.SessionStore.Forget).
 func (h *Host) Release(id string) {
 	h.mu.Lock()
 	t, ok := h.workspaces[id]
@@ -65,56 +63,5 @@ func (h *Host) Release(id string) {
 	h.m.Release(id)
 	if ok {
 		t.stop()
-		t.closeConns()
-	}
-}
-
-// conns are the open channels of one container.
-type conns struct {
-	mu   sync.Mutex
-	open map[*trackedConn]bool
-	shut bool
-}
-
-type trackedConn struct {
-	net.Conn
-	of   *conns
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.of.mu.Lock()
-		delete(c.of.open, c)
-		c.of.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
-
-// track keeps conn among the container's open channels; one opened after
-// the container was released is closed at once.
-func (t *tracked) track(conn net.Conn) net.Conn {
-	c := &trackedConn{Conn: conn, of: &t.conns}
-	t.conns.mu.Lock()
-	defer t.conns.mu.Unlock()
-	if t.conns.shut {
-		conn.Close()
-		return c
-	}
-	if t.conns.open == nil {
-		t.conns.open = map[*trackedConn]bool{}
-	}
-	t.conns.open[c] = true
-	return c
-}
-
-func (t *tracked) closeConns() {
-	t.conns.mu.Lock()
-	t.conns.shut = true
-	open := t.conns.open
-	t.conns.open = nil
-	t.conns.mu.Unlock()
-	for c := range open {
-		c.Conn.Close()
 	}
 }

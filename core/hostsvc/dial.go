@@ -78,13 +78,7 @@ func (h *Host) Dial(ctx context.Context, id, name string) (net.Conn, error) {
 	switch {
 	case err == nil:
 		h.rec.Record(audit.Entry{Event: audit.ChannelOpen, SessionID: t.SessionID, Success: true, Details: details})
-		if _, local := conn.(*net.UnixConn); local {
-			// Passed to the plugin as a descriptor (a runtime whose
-			// sandboxes share the host's filesystem): no core-side end
-			// to close at a hand-over, which only remote runtimes do.
-			return conn, nil
-		}
-		return t.track(conn), nil
+		return conn, nil
 	case errors.Is(err, workspace.ErrNoListener):
 		return nil, host.Errorf(host.KindUnavailable, "endpoint %q of container %s: %v (retry once the sandbox listens)", name, id, err)
 	case errors.Is(err, workspace.ErrLink):

@@ -62,7 +62,6 @@ type tracked struct {
 	stop      context.CancelFunc // ends the quota watch
 	exceeded  string             // why the container was killed, if it was
 	endpoints map[string]Endpoint
-	conns     conns // its open channels (adopt.go)
 }
 
 // New returns the host services for plugin plugin.

@@ -63,6 +63,9 @@ type SessionStore interface {
 	OwnsSession(ctx context.Context, container string) (bool, error)
 	// ReleaseSession hands the session over: any core may claim it now.
 	ReleaseSession(ctx context.Context, container string) error
+	// Forget drops what this core keeps of a container another core
+	// serves now: the channels to it that are open end.
+	Forget(container string)
 	// Successors is how many other cores could take this one's sessions
 	// over when it stops.
 	Successors(ctx context.Context) (int, error)

@@ -375,7 +375,20 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	// The relay lives as long as the connection, not as the Dial's context:
 	// cut ends it when the caller has closed its end, or the Dial failed.
 	rctx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	// A pod handed to another core (forget) cuts it too: a plugin that
+	// keeps the other end reaches nothing more.
+	c.mu.Lock()
+	if p.dials == nil {
+		p.dials = map[*context.CancelFunc]bool{}
+	}
+	p.dials[&cut] = true
+	c.mu.Unlock()
 	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(p.dials, &cut)
+			c.mu.Unlock()
+		}()
 		defer close(ended)
 		code, xerr = c.exec(rctx, id, stream{Container: containerKeeper,
 			Command: []string{"perl", "-e", relayScript, "--", sp}, Stdin: inR, Stdout: outW, Stderr: &errb})

@@ -79,6 +79,9 @@ type podInfo struct {
 	seeded    bool
 	keeper    *keeper            // its file service, once used
 	unrelay   context.CancelFunc // ends the relay of its copied sockets
+	// dials cut the relays of the sockets dialled in it (DialSocket),
+	// each until its connection ends.
+	dials map[*context.CancelFunc]bool
 }
 
 var klogOnce sync.Once

@@ -227,8 +227,11 @@ func (c *Client) ReleaseSession(ctx context.Context, pod string) error {
 	return err
 }
 
+// Forget implements runtime.SessionStore.
+func (c *Client) Forget(pod string) { c.forget(pod) }
+
 // forget drops what this core keeps of a pod it removed or no longer
-// serves: its file service and socket relays end.
+// serves: its file service, socket relays and dialled sockets end.
 func (c *Client) forget(pod string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -238,6 +241,9 @@ func (c *Client) forget(pod string) {
 		}
 		if p.unrelay != nil {
 			p.unrelay()
+		}
+		for cut := range p.dials {
+			(*cut)()
 		}
 	}
 	delete(c.pods, pod)
