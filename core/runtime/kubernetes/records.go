@@ -51,10 +51,9 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 	}
 	cx, cancel := op(ctx)
 	defer cancel()
-	pods := c.cs.CoreV1().Pods(c.k.Namespace)
-	p, err := pods.Get(cx, pod, metav1.GetOptions{})
+	p, err := c.getPod(cx, pod)
 	if err != nil {
-		return fail("get", pod, err)
+		return err
 	}
 	if p.DeletionTimestamp != nil {
 		return fmt.Errorf("pod %s is being deleted", pod)
@@ -101,19 +100,28 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 	})
 }
 
+// getPod reads a sandbox pod.
+func (c *Client) getPod(ctx context.Context, pod string) (*corev1.Pod, error) {
+	p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return nil, fail("get", pod, err)
+	}
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	return p, nil
+}
+
 // updatePod applies change to the pod and updates it, again on a conflict.
 func (c *Client) updatePod(ctx context.Context, pod string, change func(*corev1.Pod) error) error {
 	pods := c.cs.CoreV1().Pods(c.k.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := pods.Get(ctx, pod, metav1.GetOptions{})
+		p, err := c.getPod(ctx, pod)
 		if err != nil {
-			return fail("get", pod, err)
-		}
-		if p.Labels == nil {
-			p.Labels = map[string]string{}
-		}
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
+			return err
 		}
 		if err := change(p); err != nil {
 			return err
@@ -170,10 +178,9 @@ func (c *Client) FindSession(ctx context.Context, internal string) (runtime.Sess
 func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 	cx, cancel := op(ctx)
 	defer cancel()
-	pods := c.cs.CoreV1().Pods(c.k.Namespace)
-	p, err := pods.Get(cx, pod, metav1.GetOptions{})
+	p, err := c.getPod(cx, pod)
 	if err != nil {
-		return fail("get", pod, err)
+		return err
 	}
 	if p.Labels[LabelHost] != c.hostID && p.Annotations[AnnotationReleased] == "" {
 		if owner, ok := parseCorePod(p.Annotations[AnnotationCorePod]); ok && c.coreAlive(ctx, owner) {
@@ -181,14 +188,11 @@ func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 		}
 	}
 	p.Labels[LabelHost] = c.hostID
-	if p.Annotations == nil {
-		p.Annotations = map[string]string{}
-	}
 	p.Annotations[AnnotationCorePod] = c.core.String()
 	delete(p.Annotations, AnnotationReleased)
 	// The resourceVersion read above: of two replicas claiming at once,
 	// the second update is refused.
-	made, err := pods.Update(cx, p, metav1.UpdateOptions{})
+	made, err := c.cs.CoreV1().Pods(c.k.Namespace).Update(cx, p, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		return &runtime.HeldError{By: "another replica claiming it at the same time"}
 	} else if err != nil {
@@ -202,9 +206,9 @@ func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 func (c *Client) OwnsSession(ctx context.Context, pod string) (bool, error) {
 	cx, cancel := op(ctx)
 	defer cancel()
-	p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(cx, pod, metav1.GetOptions{})
+	p, err := c.getPod(cx, pod)
 	if err != nil {
-		return false, fail("get", pod, err)
+		return false, err
 	}
 	return p.Labels[LabelHost] == c.hostID && p.Annotations[AnnotationReleased] == "", nil
 }
