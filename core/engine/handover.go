@@ -11,7 +11,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
-	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // Sessions that outlive the replica that opened them. With a session
@@ -43,6 +42,8 @@ type SessionHosts interface {
 	Release(plugin, container string)
 	// Remove removes plugin's container, as plugin would.
 	Remove(ctx context.Context, plugin, container string) error
+	// Running reports whether plugin's container still runs.
+	Running(ctx context.Context, plugin, container string) (bool, error)
 }
 
 // SetSessionStore records sessions in st and takes them over from there.
@@ -89,7 +90,7 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 	case errors.Is(err, runtime.ErrNoRecord):
 		return nil
 	case err != nil:
-		return fmt.Errorf("session %q: cannot read the cluster's record of it (%v); retry", id, err)
+		return fmt.Errorf("session %q: cannot read the cluster's record of it: %w; retry", id, err)
 	case rec.Client != client || rec.ID != id:
 		// The internal id is a hash of both: a record that names another
 		// client was not written by a core.
@@ -102,8 +103,12 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 		if quotaErr = e.admit(client, id, a); quotaErr != nil {
 			return nil, quotaErr
 		}
-		return &session.Session{ID: id, Internal: internal, Backend: rec.Backend, Language: rec.Language, Client: client, Created: rec.Created, LastActive: time.Now(),
-			State: session.StateStarting, Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: rec.Image}}, nil
+		ns := &session.Session{ID: id, Internal: internal, Backend: rec.Backend, Language: rec.Language, Client: client, Created: rec.Created, LastActive: time.Now(),
+			State: session.StateStarting, Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: rec.Image}}
+		// Locked before anyone can see it: a destroy or a call waits
+		// for the takeover.
+		ns.Lock()
+		return ns, nil
 	})
 	if quotaErr != nil && e.SessionQuota != nil {
 		e.SessionQuota.Refused(ctx, client, tool, id, quotaErr)
@@ -111,7 +116,6 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 	if err != nil || !created {
 		return err // !created: a call of this client got there first
 	}
-	s.Lock()
 	defer s.Unlock()
 	start := time.Now()
 	err = e.takeOver(ctx, s, rec, ctr)
@@ -157,19 +161,21 @@ func (e *Engine) takeOver(ctx context.Context, s *session.Session, rec runtime.S
 		req.Resume, req.ResumeContainer = rec.Resume, ctr
 		_, err = sb.OpenSession(ctx, req)
 	}
-	var he *host.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.As(err, &he) && he.Kind == host.KindUnavailable:
+	}
+	// Only a container that stopped has lost the kernel: one that runs
+	// may be busy with the cell its replica left running, or the call
+	// was cancelled.
+	if running, serr := e.hosts.Running(context.WithoutCancel(ctx), s.Backend, ctr); serr == nil && !running {
 		if rerr := e.hosts.Remove(context.WithoutCancel(ctx), s.Backend, ctr); rerr != nil {
 			e.log.Warn("could not remove the container of a session whose kernel is lost", "session", s.ID, "container", ctr, "error", rerr)
 		}
 		e.removeWorkspace(s.Internal)
-		return fmt.Errorf("session %q was served by a replica that is gone, and its kernel could not be reached again (%v): its state is lost; call again to start it afresh", s.ID, err)
+		return fmt.Errorf("session %q was served by a replica that is gone, and its kernel has stopped since (%w): its state is lost; call again to start it afresh", s.ID, err)
 	}
 	e.handBack(ctx, s, ctr)
-	return fmt.Errorf("session %q could not be taken over from the replica that served it: %w; retry", s.ID, err)
+	return fmt.Errorf("session %q could not be taken over from the replica that served it: %w; retry (a kernel busy with a long cell answers once it ends)", s.ID, err)
 }
 
 // handBack undoes a claim that could not be completed: any replica may try
@@ -181,23 +187,64 @@ func (e *Engine) handBack(ctx context.Context, s *session.Session, ctr string) {
 	e.hosts.Release(s.Backend, ctr)
 }
 
-// stillOwned checks, before a call runs in a recorded session, that no
-// other replica took it over meanwhile (caller holds s's lock): one that
-// did is forgotten here without touching its kernel, and the call refused
-// for the client to retry where the session is now.
-func (e *Engine) stillOwned(ctx context.Context, s *session.Session) error {
+// stillOwned checks, before anything touches a recorded session's kernel,
+// that no other replica took it over meanwhile (caller holds s's lock):
+// one that did is forgotten here without touching its kernel, and the
+// call refused for the client to retry where the session is now.
+func (e *Engine) stillOwned(ctx context.Context, s *session.Session, tool string) error {
 	if e.store == nil || s.Container == "" {
 		return nil
 	}
 	own, err := e.store.OwnsSession(ctx, s.Container)
 	if err != nil {
-		return fmt.Errorf("session %q: cannot confirm in the cluster that this replica still serves it (%v); retry", s.ID, err)
+		return fmt.Errorf("session %q: cannot confirm in the cluster that this replica still serves it: %w; retry", s.ID, err)
 	}
 	if own {
 		return nil
 	}
 	e.letGo(ctx, s, "taken over by another replica")
-	return refusal.New(RuleSessionMoved, "session %q was taken over by another replica of this server: retry, and the call reaches it there", s.ID)
+	return e.refuse(s.Client, s.ID, tool, refusal.New(RuleSessionMoved, "session %q was taken over by another replica of this server: retry, and the call reaches it there", s.ID), nil)
+}
+
+// stillServed is stillOwned for a session found in the table, not yet
+// locked: the lock is taken only when it was lost.
+func (e *Engine) stillServed(ctx context.Context, s *session.Session, tool string) error {
+	if e.store == nil || s.Container == "" {
+		return nil
+	}
+	own, err := e.store.OwnsSession(ctx, s.Container)
+	if err != nil {
+		return fmt.Errorf("session %q: cannot confirm in the cluster that this replica still serves it: %w; retry", s.ID, err)
+	}
+	if own {
+		return nil
+	}
+	s.Lock()
+	defer s.Unlock()
+	if e.sessions.State(s) == session.StateGone {
+		return e.refuse(s.Client, s.ID, tool, session.NotFound(s.ID), nil)
+	}
+	return e.stillOwned(ctx, s, tool)
+}
+
+// lostTo reports whether the idle reaper must leave s alone (caller holds
+// s's lock): another replica took it over (it is let go here), or the
+// cluster cannot say (the next sweep asks again). The reaper never closes
+// a kernel that may not be this replica's.
+func (e *Engine) lostTo(ctx context.Context, s *session.Session) bool {
+	if e.store == nil || s.Container == "" {
+		return false
+	}
+	own, err := e.store.OwnsSession(ctx, s.Container)
+	switch {
+	case err != nil:
+		e.log.Warn("cannot tell whether this replica still serves an idle session; leaving it to the next sweep", "session", s.ID, "error", err)
+		return true
+	case own:
+		return false
+	}
+	e.letGo(ctx, s, "taken over by another replica")
+	return true
 }
 
 // letGo drops s from this replica, leaving its kernel running for another

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -33,9 +34,10 @@ func newCluster() *cluster {
 
 // replicaStore is one replica's view of the cluster (runtime.SessionStore).
 type replicaStore struct {
-	c    *cluster
-	name string
-	owns int // OwnsSession calls
+	c       *cluster
+	name    string
+	owns    int    // OwnsSession calls
+	claimed func() // when set, runs before each claim (a slow API server)
 }
 
 func (s *replicaStore) RecordSession(_ context.Context, ctr string, r runtime.SessionRecord) error {
@@ -56,6 +58,9 @@ func (s *replicaStore) FindSession(_ context.Context, internal string) (runtime.
 }
 
 func (s *replicaStore) ClaimSession(_ context.Context, ctr string) error {
+	if s.claimed != nil {
+		s.claimed()
+	}
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	if h := s.c.holder[ctr]; h != s.name && !s.c.dead[h] && !s.c.released[ctr] {
@@ -95,8 +100,9 @@ func (s *replicaStore) ReleaseSession(_ context.Context, ctr string) error {
 
 // fakeHosts records what the engine asks of the host services.
 type fakeHosts struct {
-	mu     sync.Mutex
-	events []string
+	mu      sync.Mutex
+	events  []string
+	stopped map[string]bool // containers whose kernel stopped
 }
 
 func (h *fakeHosts) event(e string) {
@@ -121,6 +127,12 @@ func (h *fakeHosts) Adopt(plugin, ctr, ws string, eps []runtime.SessionEndpoint)
 }
 
 func (h *fakeHosts) Release(plugin, ctr string) { h.event("release " + plugin + " " + ctr) }
+
+func (h *fakeHosts) Running(_ context.Context, plugin, ctr string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.stopped[ctr], nil
+}
 
 func (h *fakeHosts) Remove(_ context.Context, plugin, ctr string) error {
 	h.event("remove " + plugin + " " + ctr)
@@ -198,11 +210,15 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("%d ownership checks for one call", b.store.owns-before)
 	}
 
-	// The first replica (say, it was only cut off) no longer serves it.
+	// The first replica (say, it was only cut off) no longer serves it:
+	// not even a destroy reaches the kernel from there.
 	c.dead["a"] = false
-	_, err = a.exec(t, Request{Language: "python", SessionID: "s1", Code: "x"})
+	err = a.e.DestroySession(context.Background(), "c1", "s1")
 	if rule := refusedBy(t, err); rule != RuleSessionMoved {
 		t.Fatalf("rule %s: %v", rule, err)
+	}
+	if !slices.ContainsFunc(a.audit(), func(e audit.Entry) bool { return e.Event == EventRefused && e.Details["rule"] == RuleSessionMoved }) {
+		t.Fatal("the refusal of a session moved away is not audited with its rule")
 	}
 	if want := []string{"release kernel ctr-" + internal}; !slices.Equal(a.hosts.seen(), want) {
 		t.Fatalf("hosts of the replica that lost it: %v", a.hosts.seen())
@@ -263,7 +279,9 @@ func TestHandoverFailures(t *testing.T) {
 		t.Fatalf("violations %v", got)
 	}
 
-	b.kernel.ResumeErr = &host.Error{Kind: host.KindUnavailable, Message: "the running kernel did not answer"}
+	// The kernel's container stopped: the state is lost, the container goes.
+	b.hosts.stopped = map[string]bool{"ctr-" + session.InternalID("c1", "s2"): true}
+	b.kernel.ResumeErr = &host.Error{Kind: host.KindUnavailable, Message: "the kernel's container has stopped"}
 	_, err := b.exec(t, Request{Language: "python", SessionID: "s2"})
 	if err == nil || !strings.Contains(err.Error(), "its state is lost") {
 		t.Fatalf("lost kernel: %v", err)
@@ -272,15 +290,66 @@ func TestHandoverFailures(t *testing.T) {
 		t.Fatalf("hosts %v", b.hosts.seen())
 	}
 
-	b.kernel.ResumeErr = errors.New("plugin busy")
-	_, err = b.exec(t, Request{Language: "python", SessionID: "s3"})
-	if err == nil || !strings.Contains(err.Error(), "retry") {
-		t.Fatalf("failed resume: %v", err)
+	// A kernel that runs but did not answer (busy with a long cell), or a
+	// plugin that failed: handed back for a later call, never removed.
+	for _, fail := range []error{&host.Error{Kind: host.KindUnavailable, Message: "the running kernel did not answer"}, errors.New("plugin busy")} {
+		b.kernel.ResumeErr = fail
+		_, err = b.exec(t, Request{Language: "python", SessionID: "s3"})
+		if err == nil || !strings.Contains(err.Error(), "retry") {
+			t.Fatalf("failed resume: %v", err)
+		}
+		ctr := "ctr-" + session.InternalID("c1", "s3")
+		if !c.released[ctr] || !slices.Contains(b.hosts.seen(), "release kernel "+ctr) || slices.Contains(b.hosts.seen(), "remove kernel "+ctr) {
+			t.Fatalf("%v: not handed back: %v %v", fail, c.released, b.hosts.seen())
+		}
+		if b.e.sessions.Get("c1", "s3") != nil {
+			t.Fatal("a session that was not taken over is listed")
+		}
 	}
-	if ctr := "ctr-" + session.InternalID("c1", "s3"); !c.released[ctr] || !slices.Contains(b.hosts.seen(), "release kernel "+ctr) {
-		t.Fatalf("not handed back: %v %v", c.released, b.hosts.seen())
+	// ...and taken over by the next call once the kernel answers.
+	b.kernel.ResumeErr = nil
+	if _, err := b.exec(t, Request{Language: "python", SessionID: "s3"}); err != nil {
+		t.Fatal(err)
 	}
-	if b.e.sessions.Get("c1", "s3") != nil {
-		t.Fatal("a session that was not taken over is listed")
+}
+
+// A destroy that arrives while a session is being taken over waits for
+// the takeover, then closes the kernel it resumed: nothing comes back.
+func TestDestroyDuringTakeover(t *testing.T) {
+	defer func(g time.Duration) { claimGrace = g }(claimGrace)
+	claimGrace = 10 * time.Millisecond
+	c := newCluster()
+	a, b := newReplica(t, c, "a"), newReplica(t, c, "b")
+	if _, err := a.exec(t, Request{Language: "python", SessionID: "s1"}); err != nil {
+		t.Fatal(err)
 	}
+	c.dead["a"] = true
+	gate := make(chan struct{})
+	b.store.claimed = func() { <-gate }
+	execDone := make(chan error, 1)
+	go func() { _, err := b.exec(t, Request{Language: "python", SessionID: "s1"}); execDone <- err }()
+	for b.e.sessions.Get("c1", "s1") == nil {
+		time.Sleep(time.Millisecond)
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- b.e.DestroySession(context.Background(), "c1", "s1") }()
+	time.Sleep(50 * time.Millisecond) // past claimGrace: a destroy would close the kernel now
+	close(gate)
+	if err := <-destroyed; err != nil {
+		t.Fatal(err)
+	}
+	<-execDone // it ran before the destroy, or found the session gone
+	// Whichever came first, the kernel resumed is the one closed, last.
+	internal := session.InternalID("c1", "s1")
+	ev := withoutInterrupts(b.kernel.Events)
+	if len(ev) < 2 || ev[0] != "resume "+internal+" ctr-"+internal+" state of "+internal || ev[len(ev)-1] != "close "+internal {
+		t.Fatalf("plugin events %v: want the resume first and the close last", b.kernel.Events)
+	}
+	if b.e.sessions.Get("c1", "s1") != nil {
+		t.Fatal("the destroyed session is listed")
+	}
+}
+
+func withoutInterrupts(events []string) []string {
+	return slices.DeleteFunc(slices.Clone(events), func(e string) bool { return strings.HasPrefix(e, "interrupt") })
 }

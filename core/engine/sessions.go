@@ -41,6 +41,9 @@ func (e *Engine) lookup(ctx context.Context, client, id, tool string) (*session.
 	if s == nil {
 		return nil, e.refuse(client, id, tool, session.NotFound(id), nil)
 	}
+	if err := e.stillServed(ctx, s, tool); err != nil { // handover.go
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -221,7 +224,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		}
 		notices = append(notices, fmt.Sprintf("session %q was restarted before this run: %s. Variables and imports from before are gone.", s.ID, reason))
 	default:
-		if err := e.stillOwned(ctx, s); err != nil { // handover.go
+		if err := e.stillOwned(ctx, s, "execute_"+s.Language); err != nil { // handover.go
 			return backend.ExecuteResult{}, nil, err
 		}
 		if len(breq.Env) > 0 {
@@ -444,7 +447,10 @@ func (e *Engine) claim(ctx context.Context, s *session.Session, kill bool) (clos
 		return false
 	case <-time.After(claimGrace):
 	}
-	if !kill {
+	if !kill || e.sessions.State(s) == session.StateStarting {
+		// A kernel still starting (or being taken over from another
+		// replica) is not the plugin's to close yet: wait for it, then
+		// the caller closes it as any other.
 		<-locked
 		return false
 	}
@@ -490,6 +496,9 @@ func (e *Engine) Sessions(client string, all bool) []session.View {
 // ReapIdle destroys sessions idle longer than sessions.idle_timeout.
 func (e *Engine) ReapIdle(ctx context.Context) int {
 	return e.sessions.ReapIdle(time.Duration(e.cfg.Sessions.IdleTimeout)*time.Second, func(s *session.Session) {
+		if e.lostTo(ctx, s) { // handover.go: idle here because another replica serves it
+			return
+		}
 		e.log.Info("removing idle session", "session", s.ID, "client", s.Client, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
 		_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
 	})

@@ -405,3 +405,12 @@ func (s sessionHosts) Remove(ctx context.Context, plugin, container string) erro
 	}
 	return h.Remove(ctx, container)
 }
+
+func (s sessionHosts) Running(ctx context.Context, plugin, container string) (bool, error) {
+	h, err := s.host(plugin)
+	if err != nil {
+		return false, err
+	}
+	st, err := h.State(ctx, container)
+	return st.Running, err
+}

@@ -166,6 +166,9 @@ func (m *Manager) Bind(sessionID, poolID, plugin string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.bound[sessionID] == poolID && m.boundBy[poolID] == sessionID {
+		return nil // bound already (a takeover tried again)
+	}
 	pool := filepath.Join(m.Root(), m.name(poolID))
 	switch {
 	case m.claimed[m.name(poolID)] != plugin || !m.provisioned[pool]:
