@@ -79,6 +79,8 @@ func (s *replicaStore) OwnsSession(_ context.Context, ctr string) (bool, error) 
 
 func (s *replicaStore) Forget(string) {}
 
+func (s *replicaStore) ReleaseAll(context.Context) (int, error) { return 0, nil }
+
 func (s *replicaStore) Successors(context.Context) (int, error) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()

@@ -230,6 +230,15 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	} else if n > 0 {
 		log.Info("removed containers left by a previous run", "count", n)
 	}
+	if st := sessionStore(raw); st != nil {
+		// A restart in the same pod: the previous process's sessions are
+		// anyone's to take over, this process's too.
+		if n, err := st.ReleaseAll(ctx); err != nil {
+			log.Warn("could not hand over the sessions of this pod's previous core process", "error", err)
+		} else if n > 0 {
+			log.Info("handed over the sessions of this pod's previous core process", "count", n)
+		}
+	}
 
 	if stop := startOrphanReaper(raw, al); stop != nil {
 		f.undo.push("orphan reaper", func(context.Context) error { stop(); return nil })

@@ -66,6 +66,9 @@ type SessionStore interface {
 	// Forget drops what this core keeps of a container another core
 	// serves now: the channels to it that are open end.
 	Forget(container string)
+	// ReleaseAll hands over every session recorded as this core's (its
+	// predecessor's, in the same place): at start, it serves none yet.
+	ReleaseAll(ctx context.Context) (int, error)
 	// Successors is how many other cores could take this one's sessions
 	// over when it stops.
 	Successors(ctx context.Context) (int, error)

@@ -378,6 +378,13 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	// A pod handed to another core (forget) cuts it too: a plugin that
 	// keeps the other end reaches nothing more.
 	c.mu.Lock()
+	if c.pods[id] != p {
+		c.mu.Unlock() // forgotten meanwhile (removed, or handed over)
+		cut()
+		ours.Close()
+		theirs.Close()
+		return nil, fmt.Errorf("pod %s is no longer this core's", id)
+	}
 	if p.dials == nil {
 		p.dials = map[*context.CancelFunc]bool{}
 	}

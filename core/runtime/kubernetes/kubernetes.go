@@ -82,6 +82,9 @@ type podInfo struct {
 	// dials cut the relays of the sockets dialled in it (DialSocket),
 	// each until its connection ends.
 	dials map[*context.CancelFunc]bool
+	// recorded: its session is recorded, so another core may serve it
+	// now (records.go); Remove checks first.
+	recorded bool
 }
 
 var klogOnce sync.Once
@@ -593,7 +596,27 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	defer cancel()
 	api := c.cs.CoreV1().Pods(c.k.Namespace)
 	zero := int64(0)
-	err := api.Delete(cx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	c.mu.Lock()
+	recorded := c.pods[id] != nil && c.pods[id].recorded
+	c.mu.Unlock()
+	if recorded {
+		// Another core may have taken its session over: the pod is
+		// removed only while it is this core's, in the version read.
+		p, err := api.Get(cx, id, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			c.forget(id)
+			return nil
+		} else if err != nil {
+			return fail("get", id, err)
+		}
+		if p.Labels[LabelHost] != c.hostID || p.Annotations[AnnotationReleased] != "" {
+			c.forget(id)
+			return fmt.Errorf("pod %s: its session is served by another core now; not removed", id)
+		}
+		opts.Preconditions = &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}
+	}
+	err := api.Delete(cx, id, opts)
 	c.forget(id)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -669,7 +692,7 @@ func (c *Client) adopt(p *corev1.Pod) {
 	if _, ok := c.pods[p.Name]; ok {
 		return
 	}
-	info := &podInfo{seeded: true}
+	info := &podInfo{seeded: true, recorded: p.Labels[runtime.LabelRecorded] == "true"}
 	_ = json.Unmarshal([]byte(p.Annotations[annotationMounts]), &info.mounts)
 	c.pods[p.Name] = info
 }

@@ -96,8 +96,10 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 	}
 	alive := map[string]bool{c.core.String(): true}
 	var out []Reaped
+	listed := map[string]bool{}
 	for i := range list.Items {
 		p := &list.Items[i]
+		listed[p.Name] = true
 		owner, ok := parseCorePod(p.Annotations[AnnotationCorePod])
 		if !ok || p.DeletionTimestamp != nil {
 			continue // none (a core outside the cluster), or not ours to judge
@@ -107,17 +109,25 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 			live = c.coreAlive(ctx, owner)
 			alive[owner.String()] = live
 		}
-		if live || ctx.Err() != nil {
+		recorded := p.Labels[runtime.LabelRecorded] == "true"
+		// A session handed over waits for a claim even while the core
+		// that let it go lives.
+		released := recorded && p.Annotations[AnnotationReleased] != ""
+		if (live && !released) || ctx.Err() != nil {
+			c.claimed(p.Name)
 			continue
 		}
-		if p.Labels[runtime.LabelRecorded] == "true" && !c.unclaimedTooLong(p.Name, time.Now()) {
+		if recorded && !c.unclaimedTooLong(p.Name, time.Now()) {
 			continue // another replica may take its session over
 		}
 		zero := int64(0)
 		cx, cancel := op(ctx)
-		err := c.cs.CoreV1().Pods(c.k.Namespace).Delete(cx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		// In the version listed: a replica that claimed the session
+		// since keeps it.
+		err := c.cs.CoreV1().Pods(c.k.Namespace).Delete(cx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+			Preconditions: &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}})
 		cancel()
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			continue
 		}
 		img := ""
@@ -128,7 +138,22 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]Reaped, error) {
 		}
 		out = append(out, Reaped{Pod: p.Name, Session: specLabels(p)[runtime.LabelSession], Image: img, LeftBy: owner.pod(), Err: err})
 	}
+	c.mu.Lock()
+	for pod := range c.unclaimed {
+		if !listed[pod] {
+			delete(c.unclaimed, pod)
+		}
+	}
+	c.mu.Unlock()
 	return out, nil
+}
+
+// claimed forgets when the reaper found pod waiting for a claim: a live
+// core serves it (again).
+func (c *Client) claimed(pod string) {
+	c.mu.Lock()
+	delete(c.unclaimed, pod)
+	c.mu.Unlock()
 }
 
 // unclaimedTooLong: the recorded session of a gone core in pod has waited

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -81,6 +82,9 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 			if have.Type != SecretTypeSession {
 				return fmt.Errorf("secret %s is not a session record (type %q)", want.Name, have.Type)
 			}
+			if err := c.recordFree(cx, have, p.UID); err != nil {
+				return err
+			}
 			have.OwnerReferences, have.Data, have.Labels = want.OwnerReferences, want.Data, want.Labels
 			_, err = secrets.Update(cx, have, metav1.UpdateOptions{})
 			return err
@@ -91,13 +95,21 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 	} else if err != nil {
 		return fmt.Errorf("create session record %s: %w", want.Name, err)
 	}
-	return c.updatePod(cx, pod, func(p *corev1.Pod) error {
+	err = c.updatePod(cx, pod, func(p *corev1.Pod) error {
 		if p.UID != want.OwnerReferences[0].UID {
 			return fmt.Errorf("pod %s was replaced while its session was recorded", pod)
 		}
 		p.Labels[runtime.LabelRecorded] = "true"
 		return nil
 	})
+	if err == nil {
+		c.mu.Lock()
+		if info := c.pods[pod]; info != nil {
+			info.recorded = true
+		}
+		c.mu.Unlock()
+	}
+	return err
 }
 
 // getPod reads a sandbox pod.
@@ -113,6 +125,27 @@ func (c *Client) getPod(ctx context.Context, pod string) (*corev1.Pod, error) {
 		p.Annotations = map[string]string{}
 	}
 	return p, nil
+}
+
+// recordFree refuses to move a session's record away from a live pod
+// another core serves: this core opened a session of that id without
+// taking it over (it could not), and the record stays the other's.
+func (c *Client) recordFree(ctx context.Context, have *corev1.Secret, to types.UID) error {
+	for _, o := range have.OwnerReferences {
+		if o.Kind != "Pod" || o.UID == to {
+			continue
+		}
+		p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return fail("get", o.Name, err)
+		}
+		if p.UID == o.UID && p.DeletionTimestamp == nil && p.Labels[LabelHost] != c.hostID {
+			return fmt.Errorf("the session is recorded for pod %s, which another replica serves", o.Name)
+		}
+	}
+	return nil
 }
 
 // updatePod applies change to the pod and updates it, again on a conflict.
@@ -173,6 +206,33 @@ func (c *Client) FindSession(ctx context.Context, internal string) (runtime.Sess
 	return r, p.Name, nil
 }
 
+// ReleaseAll implements runtime.SessionStore.
+func (c *Client) ReleaseAll(ctx context.Context) (int, error) {
+	if c.core.uid == "" {
+		return 0, nil
+	}
+	cx, cancel := op(ctx)
+	defer cancel()
+	sel := labels.Set{runtime.LabelManaged: "true", LabelHost: c.hostID, runtime.LabelRecorded: "true"}
+	list, err := c.cs.CoreV1().Pods(c.k.Namespace).List(cx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return 0, fail("list", "(recorded)", err)
+	}
+	n := 0
+	var errs []error
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil || p.Annotations[AnnotationReleased] != "" {
+			continue
+		}
+		if err := c.ReleaseSession(ctx, p.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
 // ClaimSession implements runtime.SessionStore: a pod served by a core pod
 // that is gone, or handed over, becomes this core's.
 func (c *Client) ClaimSession(ctx context.Context, pod string) error {
@@ -183,7 +243,11 @@ func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 		return err
 	}
 	if p.Labels[LabelHost] != c.hostID && p.Annotations[AnnotationReleased] == "" {
-		if owner, ok := parseCorePod(p.Annotations[AnnotationCorePod]); ok && c.coreAlive(ctx, owner) {
+		owner, ok := parseCorePod(p.Annotations[AnnotationCorePod])
+		if !ok {
+			return fmt.Errorf("pod %s names no core pod that serves it (annotation %s): not claimed", pod, AnnotationCorePod)
+		}
+		if c.coreAlive(ctx, owner) {
 			return &runtime.HeldError{By: owner.pod()}
 		}
 	}

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,4 +234,101 @@ func TestSuccessors(t *testing.T) {
 	if n, err := c.Successors(ctx); n != 0 || err != nil {
 		t.Fatalf("successors of a deleted Deployment: %d (%v)", n, err)
 	}
+}
+
+// What the review found: a pod that names no core is not claimed; a
+// session handed over (even back, by a live replica) is reaped once
+// nobody claimed it for the grace, a claim resets the grace; a restarted
+// core hands over its predecessor's sessions; a record is not moved off
+// a live pod another replica serves; and a core does not remove the pod
+// of a session another core took over.
+func TestSessionRecordEdges(t *testing.T) {
+	ctx := context.Background()
+	cs, a, b := recordCluster(t)
+	pods := cs.CoreV1().Pods("mcp-forge")
+
+	// No core annotation: not claimed.
+	p, _ := pods.Get(ctx, "sb2", metav1.GetOptions{})
+	delete(p.Annotations, AnnotationCorePod)
+	pods.Update(ctx, p, metav1.UpdateOptions{})
+	if err := b.ClaimSession(ctx, "sb2"); err == nil || !strings.Contains(err.Error(), "names no core pod") {
+		t.Fatalf("claim of a pod of no core: %v", err)
+	}
+
+	// Handed over by a live replica, never claimed: reaped past the grace.
+	if err := a.RecordSession(ctx, "sb1", record("int-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseSession(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 0 {
+		t.Fatalf("reaped at once: %+v", reaped)
+	}
+	b.mu.Lock()
+	_, waiting := b.unclaimed["sb1"]
+	b.mu.Unlock()
+	if !waiting {
+		t.Fatal("a released session is not waiting for a claim")
+	}
+	// Claimed: the grace starts again from scratch the next time.
+	if err := b.ClaimSession(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	b.ReapOrphans(ctx)
+	b.mu.Lock()
+	_, waiting = b.unclaimed["sb1"]
+	b.mu.Unlock()
+	if waiting {
+		t.Fatal("a claimed session still counts its wait")
+	}
+
+	// A restart in the same pod: the previous process's sessions are handed over.
+	if n, err := b.ReleaseAll(ctx); n != 1 || err != nil {
+		t.Fatalf("released %d (%v), want sb1", n, err)
+	}
+	if own, _ := b.OwnsSession(ctx, "sb1"); own {
+		t.Fatal("still owned after ReleaseAll")
+	}
+	b.mu.Lock()
+	b.unclaimed["sb1"] = time.Now().Add(-2 * time.Hour)
+	b.mu.Unlock()
+	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 1 || reaped[0].Pod != "sb1" {
+		t.Fatalf("a handed-over session nobody claimed: reaped %+v", reaped)
+	}
+
+	// The record of a live session another replica serves stays its own.
+	mustCreatePod(t, cs, a, "sb4")
+	if err := a.RecordSession(ctx, "sb4", record("int-4")); err != nil {
+		t.Fatal(err)
+	}
+	mustCreatePod(t, cs, b, "sb5")
+	if err := b.RecordSession(ctx, "sb5", record("int-4")); err == nil || !strings.Contains(err.Error(), "another replica serves") {
+		t.Fatalf("record moved off a live replica's pod: %v", err)
+	}
+	if _, pod, _ := b.FindSession(ctx, "int-4"); pod != "sb4" {
+		t.Fatalf("record now names %q", pod)
+	}
+
+	// Taken over by b: a's remove of it is refused, the pod stays.
+	cs.CoreV1().Pods("mcp-forge-system").Delete(ctx, "core-a", metav1.DeleteOptions{})
+	a.adopt(mustGet(t, cs, "sb4"))
+	if err := b.ClaimSession(ctx, "sb4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(ctx, "sb4"); err == nil {
+		t.Fatal("a core removed the pod of a session another core serves")
+	}
+	if _, err := pods.Get(ctx, "sb4", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the pod is gone: %v", err)
+	}
+}
+
+func mustGet(t *testing.T, cs *fake.Clientset, name string) *corev1.Pod {
+	t.Helper()
+	p, err := cs.CoreV1().Pods("mcp-forge").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
