@@ -56,7 +56,7 @@ func (e *Engine) SetSessionStore(st runtime.SessionStore, h SessionHosts) {
 // on this replica only; one with a tool grant or network is never
 // recorded, since both are this replica's.
 func (e *Engine) record(ctx context.Context, s *session.Session, info backend.SessionInfo) {
-	s.Container = ""
+	e.setContainer(s, "")
 	if e.store == nil || info.ContainerID == "" || len(info.ResumeState) == 0 || s.Grant != nil || s.Network != nil {
 		return
 	}
@@ -73,7 +73,7 @@ func (e *Engine) record(ctx context.Context, s *session.Session, info backend.Se
 		e.log.Warn("could not record a session in the cluster: only this replica can serve it", "session", s.ID, "client", s.Client, "error", err)
 		return
 	}
-	s.Container = info.ContainerID
+	e.setContainer(s, info.ContainerID)
 	e.log.Debug("session recorded", "session", s.ID, "container", s.Container, "took", time.Since(start))
 }
 
@@ -129,8 +129,7 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 		}
 		return err
 	}
-	s.Container = ctr
-	e.sessions.SetState(s, session.StateIdle)
+	e.sessions.Update(s, func(s *session.Session) { s.Container, s.State = ctr, session.StateIdle })
 	e.rec.Record(audit.Entry{Event: audit.SessionAdopt, SessionID: internal, UserID: client, Success: true, Severity: audit.Info, Details: d})
 	e.log.Info("took a session over from another replica", "session", id, "client", client, "container", ctr, "took", time.Since(start))
 	return nil
@@ -187,20 +186,37 @@ func (e *Engine) handBack(ctx context.Context, s *session.Session, ctr string) {
 	e.hosts.Release(s.Backend, ctr)
 }
 
+// served reports whether this replica still serves s: true for a session
+// that is not recorded.
+func (e *Engine) served(ctx context.Context, s *session.Session) (bool, error) {
+	ctr := e.containerOf(s)
+	if e.store == nil || ctr == "" {
+		return true, nil
+	}
+	own, err := e.store.OwnsSession(ctx, ctr)
+	if err != nil {
+		return false, fmt.Errorf("session %q: cannot confirm in the cluster that this replica still serves it: %w; retry", s.ID, err)
+	}
+	return own, nil
+}
+
+// containerOf is s's recorded container ("": none).
+func (e *Engine) containerOf(s *session.Session) (ctr string) {
+	e.sessions.Update(s, func(s *session.Session) { ctr = s.Container })
+	return ctr
+}
+
+func (e *Engine) setContainer(s *session.Session, ctr string) {
+	e.sessions.Update(s, func(s *session.Session) { s.Container = ctr })
+}
+
 // stillOwned checks, before anything touches a recorded session's kernel,
 // that no other replica took it over meanwhile (caller holds s's lock):
 // one that did is forgotten here without touching its kernel, and the
 // call refused for the client to retry where the session is now.
 func (e *Engine) stillOwned(ctx context.Context, s *session.Session, tool string) error {
-	if e.store == nil || s.Container == "" {
-		return nil
-	}
-	own, err := e.store.OwnsSession(ctx, s.Container)
-	if err != nil {
-		return fmt.Errorf("session %q: cannot confirm in the cluster that this replica still serves it: %w; retry", s.ID, err)
-	}
-	if own {
-		return nil
+	if own, err := e.served(ctx, s); own || err != nil {
+		return err
 	}
 	e.letGo(ctx, s, "taken over by another replica")
 	return e.refuse(s.Client, s.ID, tool, refusal.New(RuleSessionMoved, "session %q was taken over by another replica of this server: retry, and the call reaches it there", s.ID), nil)
@@ -209,15 +225,8 @@ func (e *Engine) stillOwned(ctx context.Context, s *session.Session, tool string
 // stillServed is stillOwned for a session found in the table, not yet
 // locked: the lock is taken only when it was lost.
 func (e *Engine) stillServed(ctx context.Context, s *session.Session, tool string) error {
-	if e.store == nil || s.Container == "" {
-		return nil
-	}
-	own, err := e.store.OwnsSession(ctx, s.Container)
-	if err != nil {
-		return fmt.Errorf("session %q: cannot confirm in the cluster that this replica still serves it: %w; retry", s.ID, err)
-	}
-	if own {
-		return nil
+	if own, err := e.served(ctx, s); own || err != nil {
+		return err
 	}
 	s.Lock()
 	defer s.Unlock()
@@ -232,10 +241,7 @@ func (e *Engine) stillServed(ctx context.Context, s *session.Session, tool strin
 // cluster cannot say (the next sweep asks again). The reaper never closes
 // a kernel that may not be this replica's.
 func (e *Engine) lostTo(ctx context.Context, s *session.Session) bool {
-	if e.store == nil || s.Container == "" {
-		return false
-	}
-	own, err := e.store.OwnsSession(ctx, s.Container)
+	own, err := e.served(ctx, s)
 	switch {
 	case err != nil:
 		e.log.Warn("cannot tell whether this replica still serves an idle session; leaving it to the next sweep", "session", s.ID, "error", err)

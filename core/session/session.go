@@ -78,6 +78,10 @@ type Session struct {
 	// Job is the background job that holds the session ("": none): a
 	// call in the session is refused until it ends.
 	Job string
+	// Container is the session kernel's container once the session is
+	// recorded in the runtime for another core to take over ("": it is
+	// not); written under the operation lock too.
+	Container string
 
 	Docs        map[string]string
 	Note        string
@@ -95,10 +99,6 @@ type Session struct {
 	// Pending: the client has a checkpoint of this session (a server
 	// restart, the idle reaper), restored when its first kernel starts.
 	Pending bool
-	// Container is the session kernel's container once the session is
-	// recorded in the runtime for another core to take over ("": it is
-	// not).
-	Container string
 
 	op sync.Mutex
 	// outputs is the output directory as the last execute left it (under
