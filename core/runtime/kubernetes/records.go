@@ -32,6 +32,11 @@ const SecretTypeSession corev1.SecretType = "mcp-forge.io/session"
 // (stopping gracefully): any replica may claim it at once.
 const AnnotationReleased = "io.mcp-forge.released"
 
+// LabelCoreNamespace marks a session record with the namespace of the
+// core that wrote it: deployments sharing a sandbox namespace (each with
+// its core namespace) never take each other's sessions over.
+const LabelCoreNamespace = "io.mcp-forge.core-namespace"
+
 // recordKey is the record's key in the Secret's data.
 const recordKey = "record"
 
@@ -65,7 +70,7 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: recordName(r.Internal), Namespace: c.k.Namespace,
-			Labels:          map[string]string{runtime.LabelManaged: "true"},
+			Labels:          map[string]string{runtime.LabelManaged: "true", LabelCoreNamespace: c.core.ns},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}},
 		},
 		Type: SecretTypeSession,
@@ -178,6 +183,10 @@ func (c *Client) FindSession(ctx context.Context, internal string) (runtime.Sess
 		return runtime.SessionRecord{}, "", fmt.Errorf("read session record: %w", err)
 	}
 	var r runtime.SessionRecord
+	if s.Labels[LabelCoreNamespace] != c.core.ns {
+		// Another deployment's, sharing the sandbox namespace.
+		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
+	}
 	if s.Type != SecretTypeSession || json.Unmarshal(s.Data[recordKey], &r) != nil || r.Internal != internal || len(r.Resume) == 0 {
 		c.log.Warn("a session record that is not one of ours; ignored", "secret", s.Name, "type", s.Type)
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord

@@ -132,7 +132,7 @@ func TestSessionRecords(t *testing.T) {
 	// What does not lead to a session.
 	secrets := cs.CoreV1().Secrets("mcp-forge")
 	forge := func(internal string, change func(*corev1.Secret)) {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge", Name: recordName(internal),
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge", Name: recordName(internal), Labels: map[string]string{LabelCoreNamespace: "mcp-forge-system"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "sb1", UID: "uid-sb1"}}},
 			Type: SecretTypeSession, Data: map[string][]byte{recordKey: []byte(`{"client":"mallory","internal":"` + internal + `","resume":"e30="}`)}}
 		change(s)
@@ -145,13 +145,14 @@ func TestSessionRecords(t *testing.T) {
 	forge("no-owner", func(s *corev1.Secret) { s.OwnerReferences = nil })
 	forge("wrong-session", func(s *corev1.Secret) { s.Data[recordKey] = []byte(`{"internal":"int-1","resume":"e30="}`) })
 	forge("no-state", func(s *corev1.Secret) { s.Data[recordKey] = []byte(`{"internal":"no-state"}`) })
+	forge("other-deployment", func(s *corev1.Secret) { s.Labels[LabelCoreNamespace] = "other-forge-system" })
 	stopped := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge", Name: "sb-stopped", UID: "uid-sb-stopped", Labels: map[string]string{runtime.LabelManaged: "true"}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
 	cs.CoreV1().Pods("mcp-forge").Create(ctx, stopped, metav1.CreateOptions{})
 	forge("stopped", func(s *corev1.Secret) {
 		s.OwnerReferences[0].Name, s.OwnerReferences[0].UID = "sb-stopped", "uid-sb-stopped"
 	})
-	for _, id := range []string{"never", "wrong-type", "wrong-uid", "no-owner", "wrong-session", "no-state", "stopped"} {
+	for _, id := range []string{"never", "wrong-type", "wrong-uid", "no-owner", "wrong-session", "no-state", "stopped", "other-deployment"} {
 		if r, pod, err := b.FindSession(ctx, id); !errors.Is(err, runtime.ErrNoRecord) {
 			t.Errorf("%s: found %+v in %q (%v)", id, r, pod, err)
 		}
