@@ -267,13 +267,14 @@ start_daemon kube-apiserver \
 wait_for "kube-apiserver /readyz" 90 kube-apiserver api GET /readyz
 
 # kube-controller-manager: Deployments, ReplicaSets, Services' endpoints,
-# PodDisruptionBudgets, owner references and the root CA published to
+# PodDisruptionBudgets, owner references, volumes bound to their claims
+# (and released: the protection controllers), and the root CA published to
 # every namespace (what a pod's service account token volume needs). No
 # node lifecycle, so nothing evicts a sandbox. It acts as admin (a test
 # cluster's shortcut for per-controller service accounts).
 start_daemon kube-controller-manager --kubeconfig "$state/admin.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port 10257 --leader-elect=false \
-  --controllers deployment,replicaset,garbagecollector,endpoint,endpointslice,disruption,root-ca-cert-publisher,serviceaccount,namespace \
+  --controllers deployment,replicaset,garbagecollector,endpoint,endpointslice,disruption,root-ca-cert-publisher,serviceaccount,namespace,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller \
   --root-ca-file "$pki/ca.crt" --use-service-account-credentials=false --v 1
 # kube-scheduler for pods that name no node (the core's Deployment of
 # deploy/base); the core's sandboxes here carry node_name.

@@ -58,7 +58,14 @@ func (d *Dir) Path(client, id string) string {
 // checkpoints hold users' data, readable by the server alone.
 func (d *Dir) mkClientDir(client string) (string, error) {
 	dir := filepath.Join(d.root, clientKey(client))
-	for _, p := range []string{filepath.Dir(d.root), d.root, dir} {
+	// The store's parent is made private only when the store makes it: it
+	// may be the root of a volume the core does not own (a shared
+	// sessions.checkpoint_dir), which is why the store is a directory
+	// beneath it.
+	if err := os.Mkdir(filepath.Dir(d.root), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	for _, p := range []string{d.root, dir} {
 		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}

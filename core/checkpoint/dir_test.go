@@ -293,3 +293,24 @@ func TestCheckpointNames(t *testing.T) {
 		t.Errorf("removing long1 touched long2: %v", err)
 	}
 }
+
+// A store on a volume's root (a shared sessions.checkpoint_dir) leaves the
+// root as the volume gives it: it makes only its own directory private.
+func TestDirOnAVolume(t *testing.T) {
+	volume := t.TempDir()
+	if err := os.Chmod(volume, 0o775|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDir(filepath.Join(volume, "store"), 1<<20)
+	if _, err := d.Put(Meta{Client: "tenant:alice", SessionID: "main"}, 0, files(map[string]int{"a": 10})); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{volume: 0o775 | os.ModeSetgid, filepath.Join(volume, "store"): 0o700} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&(os.ModePerm|os.ModeSetgid) != want {
+			t.Errorf("%s: %v %v, want %v", p, fi.Mode(), err, want)
+		}
+	}
+	if _, err := d.Get("tenant:alice", "main"); err != nil {
+		t.Error(err)
+	}
+}

@@ -29,3 +29,26 @@ func TestCheckpointStoreQuota(t *testing.T) {
 		}
 	}
 }
+
+// sessions.checkpoint_dir is an absolute path, or empty for the host's own
+// store.
+func TestCheckpointDir(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ dir, want string }{
+		{"", ""},
+		{"/var/lib/mcp-forge-checkpoints/store", ""},
+		{"checkpoints", "sessions.checkpoint_dir"},
+	} {
+		cfg, err := LoadWith("", envOf(map[string]string{"FORGE_SESSIONS_CHECKPOINT_DIR": c.dir}))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("checkpoint_dir %q: %q, want an error with %q", c.dir, got, c.want)
+		}
+		if err == nil && cfg.Sessions.CheckpointDir != c.dir {
+			t.Errorf("checkpoint_dir %q read as %q", c.dir, cfg.Sessions.CheckpointDir)
+		}
+	}
+}

@@ -248,6 +248,11 @@ type Sessions struct {
 	// on the host (<base_path>/state/checkpoints): a checkpoint that would
 	// pass it is refused (rule checkpoint-store-full).
 	CheckpointStoreQuota Size `toml:"checkpoint_store_quota"`
+	// CheckpointDir is where checkpoints are kept; empty: the host's own
+	// <base_path>/state/checkpoints. Replicas of a core in a cluster name
+	// a directory on a volume they all mount (ReadWriteMany), so that a
+	// session checkpointed through one is restored through any other.
+	CheckpointDir string `toml:"checkpoint_dir"`
 	// HistoryCells bounds the executed cells a session keeps (code,
 	// outputs, images, errors, timing) for its history resource and
 	// export_notebook; the oldest go first. 0: no history is kept.

@@ -107,6 +107,7 @@ func Validate(c Config) Errors {
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
 	// The store must hold at least one session's checkpoint.
+	v.absOrEmpty("sessions.checkpoint_dir", c.Sessions.CheckpointDir)
 	v.sizeAtLeast("sessions.checkpoint_store_quota", c.Sessions.CheckpointStoreQuota, "volumes.session_quota", c.Volumes.SessionQuota)
 	v.sizeAtLeast("volumes.max_session_quota", c.Volumes.MaxSessionQuota, "volumes.session_quota", c.Volumes.SessionQuota)
 	v.sizeAtLeast("volumes.max_file_size", c.Volumes.MaxFileSize, "volumes.inline_file_size", c.Volumes.InlineFileSize)

@@ -30,10 +30,13 @@ type CheckpointInfo = checkpoint.Meta
 // its working directory; the core moves it to the checkpoint store.
 const ckptFile = backend.CheckpointFile
 
-// checkpointRoot is the forge's checkpoint store: <base>/state/checkpoints.
-// Checkpoints live there across server restarts (unlike workspaces, whose
-// names carry the server's tag).
+// checkpointRoot is the forge's checkpoint store: sessions.checkpoint_dir,
+// by default <base>/state/checkpoints. Checkpoints live there across server
+// restarts (unlike workspaces, whose names carry the server's tag).
 func checkpointRoot(cfg config.Config) string {
+	if cfg.Sessions.CheckpointDir != "" {
+		return filepath.Clean(cfg.Sessions.CheckpointDir)
+	}
 	return filepath.Join(cfg.Volumes.BasePath, "state", "checkpoints")
 }
 

@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -117,6 +119,16 @@ secretGenerator:
     files:
       - tenants.toml
 `, rel, name, tag, coreNS)
+	if of == "overlays/replicas" {
+		k += fmt.Sprintf(`patches:
+  - target:
+      kind: PersistentVolumeClaim
+      name: mcp-forge-checkpoints
+    patch: |-
+      - {op: add, path: /spec/storageClassName, value: ""}
+      - {op: add, path: /spec/volumeName, value: %s}
+`, c.sharedVolume(t))
+	}
 	for f, body := range map[string]string{"kustomization.yaml": k, "tenants.toml": tenants} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
@@ -124,6 +136,57 @@ secretGenerator:
 	}
 	return dir
 }
+
+// sharedVolume makes the ReadWriteMany volume deploy/overlays/replicas
+// claims for its checkpoints, as a cluster's storage would: here a host
+// directory of kube-up's one node (the test runs on it), owned by the
+// core's user, bound to the claim alone. The cleanup, after the
+// deployment's, deletes the volume and the directory.
+func (c *cluster) sharedVolume(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "forge-checkpoints-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.Chmod(dir, 0o700), os.Chown(dir, 65532, 65532)); err != nil {
+		t.Fatal(err)
+	}
+	name := "mcp-forge-checkpoints-" + strings.ToLower(filepath.Base(dir)[len("forge-checkpoints-"):])
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: coreNS, Name: "mcp-forge-checkpoints"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr(corev1.HostPathDirectory)}},
+		},
+	}
+	ctx := context.Background()
+	if _, err := c.admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the checkpoints' volume: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.admin.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete the checkpoints' volume %s: %v", name, err)
+		}
+		for ctx.Err() == nil {
+			if _, err := c.admin.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			t.Errorf("the checkpoints' volume %s is still there a minute after its deletion", name)
+		}
+		os.RemoveAll(dir)
+	})
+	return name
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // deploy applies the overlay, waits for the rollout and returns the ready
 // core pods. The cleanup removes what the manifests made, except the
@@ -574,11 +637,19 @@ func TestReplicaLoss(t *testing.T) {
 	}
 	a, b := pods[0], pods[1]
 	onA := connect(t, "http://"+a.Status.PodIP+":8080/mcp", keys["alice"])
-	for _, step := range []struct{ lang, code string }{{"python", "x = 41"}, {"r", "y <- 41"}} {
+	for _, step := range []struct{ lang, code string }{{"python", "x = 41; z = 7"}, {"r", "y <- 41"}} {
 		var o execOut
 		if res := testenv.Call(t, onA, "execute_"+step.lang, map[string]any{"code": step.code, "session_id": "kept-" + step.lang}, &o); res.IsError || !o.Success {
 			t.Fatalf("%s session on %s: %s", step.lang, a.Name, testenv.Text(res))
 		}
+	}
+	// A checkpoint through A, on the claim both replicas mount (the
+	// session goes on past it: z = 8 on B below).
+	var ck struct {
+		Saved []string `json:"saved"`
+	}
+	if res := testenv.Call(t, onA, "checkpoint_session", map[string]any{"session_id": "kept-python"}, &ck); res.IsError || !slices.Contains(ck.Saved, "z") {
+		t.Fatalf("checkpoint on %s: %s", a.Name, testenv.Text(res))
 	}
 	left := c.sandboxesOf(t, a.Name)
 	if len(left) < 2 {
@@ -604,7 +675,7 @@ func TestReplicaLoss(t *testing.T) {
 	// would send them): the sessions go on with their variables.
 	onB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["alice"])
 	var failover time.Duration
-	for _, step := range []struct{ lang, code, want string }{{"python", "x + 1", "42"}, {"r", "y + 1", "[1] 42"}} {
+	for _, step := range []struct{ lang, code, want string }{{"python", "z = 8\nx + 1", "42"}, {"r", "y + 1", "[1] 42"}} {
 		var o execOut
 		start := time.Now()
 		res := testenv.Call(t, onB, "execute_"+step.lang, map[string]any{"code": step.code, "session_id": "kept-" + step.lang}, &o)
@@ -675,6 +746,16 @@ func TestReplicaLoss(t *testing.T) {
 		if !audited[p] {
 			t.Errorf("the removal of %s (left by %s) is not audited; audited: %v", p, a.Name, audited)
 		}
+	}
+
+	// The checkpoint A wrote is B's to restore: z is back at what it was
+	// then, x with it.
+	ck.Saved = nil
+	if res := testenv.Call(t, onB, "restore_session", map[string]any{"session_id": "kept-python"}, &ck); res.IsError || !slices.Contains(ck.Saved, "z") {
+		t.Fatalf("restore on %s of the checkpoint made on %s: %s", b.Name, a.Name, testenv.Text(res))
+	}
+	if res := testenv.Call(t, onB, "execute_python", map[string]any{"code": "(x, z)", "session_id": "kept-python"}, &o); res.IsError || o.ResultRepr != "(41, 7)" {
+		t.Fatalf("after the restore on %s: %s %+v", b.Name, testenv.Text(res), o)
 	}
 }
 
