@@ -159,7 +159,7 @@ func (c *cluster) sharedVolume(t *testing.T) string {
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: coreNS, Name: "mcp-forge-checkpoints"},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr(corev1.HostPathDirectory)}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr(corev1.HostPathDirectory)}},
 		},
 	}
 	ctx := context.Background()
