@@ -487,6 +487,12 @@ func (e *Engine) removeWorkspace(id string) {
 	}
 }
 
+// SessionsPerClient is how many live sessions each client has here, and
+// OnSessionsChange calls f (which must not block) whenever that changes:
+// a tenant's session quota counted across replicas.
+func (e *Engine) SessionsPerClient() map[string]int { return e.sessions.PerClient() }
+func (e *Engine) OnSessionsChange(f func())         { e.sessions.OnChange(f) }
+
 // Sessions lists the sessions of one connection, or with all every one.
 // Variables are left out (the state resource has them).
 func (e *Engine) Sessions(client string, all bool) []session.View {

@@ -56,7 +56,8 @@ type Forge struct {
 	Tools *toolbridge.Service
 
 	runtime Runtime
-	undo    undoStack // what New did, for Close
+	quotas  *quotaShare // the tenants' quotas across replicas; nil: this core is alone
+	undo    undoStack   // what New did, for Close
 }
 
 // SeccompProfile is MCP-Forge's seccomp profile (JSON), as a Kubernetes
@@ -320,6 +321,11 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
 	f.Engine = eng
+	if f.quotas = shareQuotas(raw, eng); f.quotas != nil {
+		// Undone after the sessions (a stack): the last usage written says
+		// what this replica no longer holds.
+		f.undo.push("quota sharing", func(context.Context) error { f.quotas.stop(); return nil })
+	}
 	f.undo.push("sessions", func(ctx context.Context) error { eng.CloseAll(ctx); return nil })
 	eng.AddResultNotice(sb.GuaranteeNotice) // every result says which waived guarantees it went without
 	eng.RunGone = sb.RunGone

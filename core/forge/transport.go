@@ -37,6 +37,10 @@ func (c httpCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 		"read the resource again, or call wait_job, which answers when the job ends")
 	f.MCP.MCP().AddReceivingMiddleware(reg.Middleware(f.Audit, obs))
 	f.Engine.SessionQuota = reg.SessionQuota(f.Audit, obs)
+	if f.quotas != nil {
+		f.quotas.tenants.Store(reg)
+		reg.Share(f.quotas)
+	}
 }
 
 func (c httpCore) Record(e audit.Entry)              { c.f.Audit.Record(e) }

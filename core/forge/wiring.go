@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
@@ -362,6 +363,58 @@ func sessionStore(rt Runtime) runtime.SessionStore {
 		}
 	}
 }
+
+// quotaShare shares what this replica holds of the tenants' quotas with
+// the other replicas of a core in the cluster, and counts theirs
+// (tenant.Shared): runs from the tenants' registry (once the HTTP
+// transport has one), live sessions from the engine.
+type quotaShare struct {
+	q       *kubernetes.Quotas
+	eng     *engine.Engine
+	tenants atomic.Pointer[tenant.Registry]
+	stop    func()
+}
+
+var _ tenant.Shared = (*quotaShare)(nil)
+
+// shareQuotas starts sharing for a core in the cluster; nil otherwise.
+func shareQuotas(rt Runtime, eng *engine.Engine) *quotaShare {
+	k, ok := sessionStore(rt).(*kubernetes.Client)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &quotaShare{eng: eng}
+	if s.q = k.ShareQuotas(ctx, s.local); s.q == nil {
+		cancel()
+		return nil
+	}
+	s.stop = func() { cancel(); s.q.Wait() }
+	eng.OnSessionsChange(s.q.Changed)
+	return s
+}
+
+func (s *quotaShare) local() map[string]kubernetes.Use {
+	out := map[string]kubernetes.Use{}
+	for client, n := range s.eng.SessionsPerClient() {
+		out[client] = kubernetes.Use{Sessions: n}
+	}
+	if reg := s.tenants.Load(); reg != nil {
+		for name, n := range reg.RunningAll() {
+			u := out[name]
+			u.Runs = n
+			out[name] = u
+		}
+	}
+	return out
+}
+
+func (s *quotaShare) Elsewhere(name string) (tenant.Usage, error) {
+	u, err := s.q.Elsewhere(name)
+	return tenant.Usage{Sessions: u.Sessions, Runs: u.Runs}, err
+}
+
+func (s *quotaShare) Changed() { s.q.Changed() }
 
 // sessionHosts moves session containers between this core and its
 // replicas through each plugin's host services (engine.SessionHosts).

@@ -224,6 +224,32 @@ type Registry struct {
 	mu       sync.Mutex
 	sessions map[key]*Session
 	starts   map[string]*Starts // warm and cold kernel starts per backend
+	changed  func()             // OnChange's
+}
+
+// OnChange calls f (which must not block) whenever a session is added or
+// dropped: what a tenant holds of its session quota changed.
+func (r *Registry) OnChange(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed = f
+}
+
+func (r *Registry) change() {
+	if r.changed != nil {
+		r.changed()
+	}
+}
+
+// PerClient is how many sessions each client has in the table.
+func (r *Registry) PerClient() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for k := range r.sessions {
+		out[k.client]++
+	}
+	return out
 }
 
 // NewRegistry returns an empty registry.
@@ -271,6 +297,7 @@ func (r *Registry) Acquire(client, id string, admit func(Admission) (*Session, e
 		return nil, false, err
 	}
 	r.sessions[k] = s
+	r.change()
 	return s, true, nil
 }
 
@@ -279,6 +306,7 @@ func (r *Registry) Drop(s *Session) {
 	r.mu.Lock()
 	if k := (key{s.Client, s.ID}); r.sessions[k] == s {
 		delete(r.sessions, k)
+		r.change()
 	}
 	s.State = StateGone
 	r.mu.Unlock()

@@ -259,3 +259,26 @@ func TestCheckID(t *testing.T) {
 		t.Errorf("NotFound: %v", err)
 	}
 }
+
+// What each client holds is counted, and every session added or dropped
+// is told (a tenant's quota shared across replicas); a refused admission
+// and a second drop change nothing.
+func TestPerClient(t *testing.T) {
+	r := NewRegistry()
+	changes := 0
+	r.OnChange(func() { changes++ })
+	a := add(t, r, "alice", "a")
+	add(t, r, "alice", "b")
+	add(t, r, "bob", "a")
+	if _, _, err := r.Acquire("bob", "c", func(Admission) (*Session, error) { return nil, errors.New("full") }); err == nil {
+		t.Fatal("admitted")
+	}
+	if got := r.PerClient(); got["alice"] != 2 || got["bob"] != 1 || len(got) != 2 {
+		t.Errorf("per client %v", got)
+	}
+	r.Drop(a)
+	r.Drop(a)
+	if got := r.PerClient(); got["alice"] != 1 || changes != 4 {
+		t.Errorf("per client %v after a drop, %d changes told (want 4)", got, changes)
+	}
+}

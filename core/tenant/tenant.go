@@ -107,6 +107,62 @@ type Registry struct {
 	mu      sync.Mutex
 	tenants map[string]*state
 	now     func() time.Time
+	shared  Shared // the other replicas' usage; nil: this server is alone
+}
+
+// Usage is what a tenant holds of its quotas.
+type Usage struct{ Sessions, Runs int }
+
+// Shared is what the other replicas of a core in a cluster hold of each
+// tenant's quotas, so that a quota holds across them: a run or a session
+// is admitted only if this replica's count and theirs together stay
+// within it.
+type Shared interface {
+	// Elsewhere is what the other replicas hold of tenant's quotas; an
+	// error when that is not known (the quota is then not enforceable,
+	// and the call is refused).
+	Elsewhere(tenant string) (Usage, error)
+	// Changed tells that this replica's usage changed. It must not block.
+	Changed()
+}
+
+// Share counts the other replicas' usage in every quota of runs and
+// sessions.
+func (r *Registry) Share(s Shared) { r.shared = s }
+
+// RunningAll is how many runs each tenant has on this replica.
+func (r *Registry) RunningAll() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.tenants))
+	for name, s := range r.tenants {
+		if s.running > 0 {
+			out[name] = s.running
+		}
+	}
+	return out
+}
+
+// elsewhere is the other replicas' usage of tenant's quotas (none for a
+// server alone); an error is a refusal naming the quota it cannot count.
+func (r *Registry) elsewhere(name, quota, field string) (Usage, error) {
+	if r.shared == nil {
+		return Usage{}, nil
+	}
+	u, err := r.shared.Elsewhere(name)
+	if err != nil {
+		return Usage{}, &QuotaError{Tenant: name, Quota: quota, Field: field, Msg: fmt.Sprintf(
+			"quota %s of tenant %q cannot be counted across the replicas of this server (%v); retry in a few seconds, and if this persists, `mcp-forge doctor` checks the permissions it needs",
+			quota, name, err)}
+	}
+	return u, nil
+}
+
+// changed passes on a change of this replica's usage.
+func (r *Registry) changed() {
+	if r.shared != nil {
+		r.shared.Changed()
+	}
 }
 
 // New builds the registry from the configuration. With no [tenants] there
@@ -206,12 +262,29 @@ func (r *Registry) admit(name string) (*admission, error) {
 		return nil, fmt.Errorf("unknown tenant %q", name)
 	}
 	l := s.limits
+	var other Usage
+	for try := 0; ; try++ {
+		var err error
+		if other, err = r.elsewhere(name, QuotaRuns, l.Field(QuotaRuns)); err != nil {
+			return nil, err
+		}
+		// Full only through what another replica published: its news of
+		// a run just over may be on its way (it publishes each change at
+		// once); wait for it a little before refusing.
+		r.mu.Lock()
+		wait := s.running < l.MaxConcurrentRuns && s.running+other.Runs >= l.MaxConcurrentRuns && try < settleTries
+		r.mu.Unlock()
+		if !wait {
+			break
+		}
+		time.Sleep(settleStep)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s.running >= l.MaxConcurrentRuns {
+	if n := s.running + other.Runs; n >= l.MaxConcurrentRuns {
 		return nil, &QuotaError{Tenant: name, Quota: QuotaRuns, Field: l.Field(QuotaRuns), Msg: fmt.Sprintf(
-			"quota %s exceeded: tenant %q already has %d execution(s) running (a run counts until its sandbox is gone), the limit (%s = %d); wait for one to finish",
-			QuotaRuns, name, s.running, l.Field(QuotaRuns), l.MaxConcurrentRuns)}
+			"quota %s exceeded: tenant %q already has %d execution(s) running%s (a run counts until its sandbox is gone), the limit (%s = %d); wait for one to finish",
+			QuotaRuns, name, n, onOthers(other.Runs), l.Field(QuotaRuns), l.MaxConcurrentRuns)}
 	}
 	res := s.limiter.ReserveN(r.now(), 1)
 	if d := res.DelayFrom(r.now()); !res.OK() || d > 0 {
@@ -221,7 +294,24 @@ func (r *Registry) admit(name string) (*admission, error) {
 			QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())}
 	}
 	s.running++
+	r.changed()
 	return &admission{r: r, s: s, res: res}, nil
+}
+
+// How long a run refused only for what other replicas hold waits for
+// their news: 300 ms, against a few ms for a replica's change to reach
+// the others (test/cluster).
+const (
+	settleStep  = 10 * time.Millisecond
+	settleTries = 30
+)
+
+// onOthers says how much of a count is the other replicas'.
+func onOthers(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d of them through other replicas of this server", n)
 }
 
 // admission is one admitted execution: its run slot is held until the call
@@ -257,6 +347,7 @@ func (a *admission) maybeRelease() {
 	a.r.mu.Lock()
 	a.s.running--
 	a.r.mu.Unlock()
+	a.r.changed()
 }
 
 // refund gives the rate token back: the call was refused after admission
@@ -317,22 +408,28 @@ func (r *Registry) SessionQuota(rec audit.Recorder, obs Observer) *SessionQuota 
 
 // CheckSessions refuses a new live session of tenant when it already has
 // live (the engine's count, taken under the lock that adds the session, so
-// that two calls cannot both take the last place). An unknown name (a
-// client that is no tenant) has no quota.
+// that two calls cannot both take the last place), with what the other
+// replicas of a core in a cluster hold (Registry.Share). An unknown name
+// (a client that is no tenant) has no quota.
 func (q *SessionQuota) CheckSessions(name string, live []string) error {
 	s, ok := q.r.tenants[name]
 	if !ok {
 		return nil
 	}
 	l := s.limits
-	if len(live) < l.MaxSessions {
+	other, err := q.r.elsewhere(name, QuotaSessions, l.Field(QuotaSessions))
+	if err != nil {
+		return err
+	}
+	n := len(live) + other.Sessions
+	if n < l.MaxSessions {
 		return nil
 	}
 	sorted := append([]string(nil), live...)
 	sort.Strings(sorted)
 	return &QuotaError{Tenant: name, Quota: QuotaSessions, Field: l.Field(QuotaSessions), Msg: fmt.Sprintf(
-		"quota %s exceeded: tenant %q has %d live session(s), the limit (%s = %d); destroy one with destroy_session, or reuse one of %v",
-		QuotaSessions, name, len(live), l.Field(QuotaSessions), l.MaxSessions, sorted)}
+		"quota %s exceeded: tenant %q has %d live session(s)%s, the limit (%s = %d); destroy one with destroy_session, or reuse one of %v",
+		QuotaSessions, name, n, onOthers(other.Sessions), l.Field(QuotaSessions), l.MaxSessions, sorted)}
 }
 
 // Refused audits and counts a refusal by CheckSessions, before the answer

@@ -350,3 +350,90 @@ func (c *countObserver) QuotaRefused(tenant, quota string) {
 	}
 	c.refused[tenant+"/"+quota]++
 }
+
+// sharedUsage is what the other replicas hold, as a test sets it.
+type sharedUsage struct {
+	mu      sync.Mutex
+	use     map[string]Usage
+	err     error
+	changes int
+}
+
+func (s *sharedUsage) Elsewhere(t string) (Usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.use[t], s.err
+}
+
+func (s *sharedUsage) Changed() {
+	s.mu.Lock()
+	s.changes++
+	s.mu.Unlock()
+}
+
+// With replicas, a quota counts what the others hold too: a run or a
+// session past the tenant's limit across them is refused, saying how much
+// is elsewhere; a quota that cannot be counted refuses; every change of
+// this replica's runs is passed on.
+func TestSharedAcrossReplicas(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 2, MaxSessions: 2, ExecutionsPerMinute: 600, ExecutionBurst: 100}
+	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, nil)
+	sh := &sharedUsage{use: map[string]Usage{"alice": {Sessions: 1, Runs: 1}}}
+	r.Share(sh)
+	sq := r.SessionQuota(&memRecorder{}, &countObserver{})
+
+	rel, err := r.Admit("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Admit("alice"); err == nil || !strings.Contains(err.Error(), "already has 2 execution(s) running, 1 of them through other replicas") {
+		t.Fatalf("alice's third run across replicas: %v", err)
+	}
+	if b, err := r.Admit("bob"); err != nil {
+		t.Fatalf("bob: %v", err)
+	} else {
+		b()
+	}
+	rel()
+	if got := r.RunningAll(); len(got) != 0 {
+		t.Errorf("running after release: %v", got)
+	}
+	if sh.changes != 4 { // (counted before the run below)
+		t.Errorf("%d changes passed on, want 4 (two admitted, two released)", sh.changes)
+	}
+
+	if err := sq.CheckSessions("alice", nil); err != nil {
+		t.Errorf("alice's first session here, one elsewhere: %v", err)
+	}
+	err = sq.CheckSessions("alice", []string{"a"})
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.Quota != QuotaSessions || !strings.Contains(err.Error(), "has 2 live session(s), 1 of them through other replicas") {
+		t.Errorf("alice's third session across replicas: %v", err)
+	}
+
+	// Full through the other replicas only, and their news of a run
+	// over arrives meanwhile: admitted.
+	sh.mu.Lock()
+	sh.use["alice"] = Usage{Runs: 2}
+	sh.mu.Unlock()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		sh.mu.Lock()
+		sh.use["alice"] = Usage{Runs: 1}
+		sh.mu.Unlock()
+	}()
+	if rel, err := r.Admit("alice"); err != nil {
+		t.Errorf("a run admitted once the other replica's news came: %v", err)
+	} else {
+		rel()
+	}
+
+	sh.err = errors.New("not known yet")
+	for _, err := range []error{second(r.Admit("bob")), sq.CheckSessions("bob", nil)} {
+		if !errors.As(err, &qe) || !strings.Contains(err.Error(), "cannot be counted across the replicas") || !strings.Contains(err.Error(), "not known yet") {
+			t.Errorf("a quota that cannot be counted: %v", err)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

@@ -466,7 +466,11 @@ func TestCoreRBAC(t *testing.T) {
 	want[grant{"", "nodes", "get"}], want[grant{"", "nodes", "list"}] = true, true
 	want[grant{coreNS, "pods", "get"}], want[grant{coreNS, "pods", "list"}] = true, true
 	want[grant{"", "runtimeclasses.node.k8s.io", "get"}] = true
-	want[grant{coreNS, "leases.coordination.k8s.io", "create"}] = true
+	// Leases: the reaper's, and one per replica with its usage of the
+	// tenants' quotas (named by its pod: not known ahead).
+	for _, v := range []string{"create", "get", "update", "list", "watch"} {
+		want[grant{coreNS, "leases.coordination.k8s.io", v}] = true
+	}
 	for _, r := range []string{"selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectrulesreviews.authorization.k8s.io", "selfsubjectreviews.authentication.k8s.io"} {
 		for _, ns := range []string{"", sandboxNS, coreNS, "kube-system"} {
 			want[grant{ns, r, "create"}] = true
@@ -515,12 +519,6 @@ func TestCoreRBAC(t *testing.T) {
 	// namespaces: get of the sandbox namespace only (doctor's Pod Security check).
 	if !c.allowed(t, user, "", "", "namespaces", "get", sandboxNS) || c.allowed(t, user, "", "", "namespaces", "get", coreNS) {
 		extra = append(extra, "namespaces get: want mcp-forge only")
-	}
-	// leases: get and update of the reaper's only.
-	for _, v := range []string{"get", "update"} {
-		if !c.allowed(t, user, coreNS, "coordination.k8s.io", "leases", v, "mcp-forge-reaper") || c.allowed(t, user, coreNS, "coordination.k8s.io", "leases", v, "other") {
-			extra = append(extra, "leases "+v+": want mcp-forge-reaper only")
-		}
 	}
 	if len(extra) > 0 {
 		t.Fatalf("the core's account differs from rbac.yaml in %d of %d checks:\n%s", len(extra), checked, strings.Join(extra, "\n"))
@@ -923,4 +921,89 @@ func timeCalls(t *testing.T, cs *mcp.ClientSession, n int) time.Duration {
 	}
 	slices.Sort(calls)
 	return calls[n/2]
+}
+
+// A tenant's quotas hold across two replicas: each publishes what it
+// holds in a Lease of its own and counts the other's, so a session or a
+// run past the tenant's limit is refused on whichever replica the call
+// reaches, saying how much of it is elsewhere, and what one replica lets
+// go is free on the other at once.
+func TestQuotasAcrossReplicas(t *testing.T) {
+	c := setup(t)
+	tenants, keys := testenv.TenantKeys(t, "carol")
+	tenants += "max_sessions = 2\nmax_concurrent_runs = 1\n"
+	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
+	if len(pods) != 2 {
+		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
+	}
+	a, b := pods[0], pods[1]
+	onA := connect(t, "http://"+a.Status.PodIP+":8080/mcp", keys["carol"])
+	onB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["carol"])
+	exec := func(cs *mcp.ClientSession, code, session string) *mcp.CallToolResult {
+		args := map[string]any{"code": code}
+		if session != "" {
+			args["session_id"] = session
+		}
+		return testenv.Call(t, cs, "execute_python", args, nil)
+	}
+	for _, s := range []struct {
+		on *mcp.ClientSession
+		id string
+	}{{onA, "q1"}, {onB, "q2"}} {
+		if res := exec(s.on, "1", s.id); res.IsError {
+			t.Fatalf("session %s: %s", s.id, testenv.Text(res))
+		}
+	}
+	res := exec(onA, "1", "q3")
+	if text := testenv.Text(res); !res.IsError || !strings.Contains(text, "max_sessions") || !strings.Contains(text, "1 of them through other replicas") {
+		t.Fatalf("carol's third session, on %s with one on %s: %s", a.Name, b.Name, text)
+	}
+	if res := testenv.Call(t, onB, "destroy_session", map[string]any{"session_id": "q2"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	freed := time.Now()
+	for {
+		res := exec(onA, "1", "q3")
+		if !res.IsError {
+			break
+		}
+		if time.Since(freed) > 10*time.Second {
+			t.Fatalf("q3 still refused %v after q2 was destroyed on %s: %s", time.Since(freed), b.Name, testenv.Text(res))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("a session destroyed on one replica is room on the other %v later (the answer of a session's first call included)", time.Since(freed).Round(time.Millisecond))
+
+	// One run at a time across both: a run on B while one runs on A is
+	// refused; once A's is over, B's goes.
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := onA.CallTool(ctx, &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"code": "import time; time.sleep(4)"}})
+		if err != nil {
+			r = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		done <- r
+	}()
+	time.Sleep(time.Second)
+	res = exec(onB, "1 + 1", "")
+	if text := testenv.Text(res); !res.IsError || !strings.Contains(text, "max_concurrent_runs") || !strings.Contains(text, "1 of them through other replicas") {
+		t.Fatalf("a run on %s while one runs on %s: %s", b.Name, a.Name, text)
+	}
+	if r := <-done; r.IsError {
+		t.Fatalf("the run on %s: %s", a.Name, testenv.Text(r))
+	}
+	ended := time.Now()
+	for {
+		res := exec(onB, "1 + 1", "")
+		if !res.IsError {
+			break
+		}
+		if time.Since(ended) > 10*time.Second {
+			t.Fatalf("a run on %s still refused %v after the one on %s ended: %s", b.Name, time.Since(ended), a.Name, testenv.Text(res))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("a run ended on one replica is room on the other %v later (its sandbox's removal and the next run included)", time.Since(ended).Round(time.Millisecond))
 }

@@ -50,11 +50,14 @@ var SessionPermissions = []Permission{
 
 // CorePermissions are what a core in the cluster (runtime.kubernetes.
 // core_pod) also needs in its own namespace: read its pod and its
-// replicas', and hold the reaper's Lease (deploy/base/rbac.yaml).
+// replicas', hold the reaper's Lease, and publish its usage of the
+// tenants' quotas in a Lease of its own while watching its replicas'
+// (quotas.go; deploy/base/rbac.yaml).
 var CorePermissions = []Permission{
 	{"", "pods", "", "get", ""}, {"", "pods", "", "list", ""},
-	{"coordination.k8s.io", "leases", "", "create", ""},
-	{"coordination.k8s.io", "leases", "", "get", ReaperLease}, {"coordination.k8s.io", "leases", "", "update", ReaperLease},
+	{"coordination.k8s.io", "leases", "", "create", ""}, {"coordination.k8s.io", "leases", "", "get", ""},
+	{"coordination.k8s.io", "leases", "", "update", ""}, {"coordination.k8s.io", "leases", "", "list", ""},
+	{"coordination.k8s.io", "leases", "", "watch", ""},
 }
 
 // missing returns the permissions of want the core lacks in ns, as
@@ -115,7 +118,7 @@ func (c *Client) Doctor(images []string) func(context.Context) []Finding {
 		}
 		if ns, _, ok := strings.Cut(c.k.CorePod, "/"); ok {
 			if missing := c.missing(cx, ns, CorePermissions); len(missing) > 0 {
-				out = append(out, Finding{Name: "rbac (core)", Status: Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in its own namespace " + ns + ": it cannot read its pod or reap a lost replica's sandboxes",
+				out = append(out, Finding{Name: "rbac (core)", Status: Fail, Detail: "the core may not " + strings.Join(missing, ", ") + " in its own namespace " + ns + ": it cannot read its pod, reap a lost replica's sandboxes or count the tenants' quotas across replicas (runs and sessions are then refused)",
 					Fix: "apply deploy/base/rbac.yaml (its Role mcp-forge-core in " + ns + ")"})
 			} else {
 				out = append(out, Finding{Name: "rbac (core)", Status: OK, Detail: fmt.Sprintf("all %d permissions the core needs in its own namespace %s", len(CorePermissions), ns)})

@@ -55,13 +55,13 @@ func TestDoctor(t *testing.T) {
 			map[string]string{"rbac": "may not create pods/exec, list networkpolicies in sandboxes"}, ""},
 		{"a core in the cluster", []k8sruntime.Object{restricted, ready, gvisor}, nil,
 			map[string]string{"rbac": OK, "rbac (core)": OK, "rbac (sessions)": OK},
-			map[string]string{"rbac (core)": "all 5 permissions the core needs in its own namespace forge-system", "rbac (sessions)": "all 4 permissions"}, "forge-system/core-0"},
+			map[string]string{"rbac (core)": "all 7 permissions the core needs in its own namespace forge-system", "rbac (sessions)": "all 4 permissions"}, "forge-system/core-0"},
 		{"a core in the cluster that cannot record sessions", []k8sruntime.Object{restricted, ready, gvisor}, []string{"get /secrets/"},
 			map[string]string{"rbac": OK, "rbac (core)": OK, "rbac (sessions)": Warn},
 			map[string]string{"rbac (sessions)": "may not get secrets in sandboxes: its sessions are not recorded"}, "forge-system/core-0"},
-		{"a core in the cluster without its Lease", []k8sruntime.Object{restricted, ready, gvisor}, []string{"update coordination.k8s.io/leases/ mcp-forge-reaper"},
+		{"a core in the cluster without its Leases", []k8sruntime.Object{restricted, ready, gvisor}, []string{"update coordination.k8s.io/leases/", "watch coordination.k8s.io/leases/"},
 			map[string]string{"rbac": OK, "rbac (core)": Fail},
-			map[string]string{"rbac (core)": "may not update leases mcp-forge-reaper in its own namespace forge-system"}, "forge-system/core-0"},
+			map[string]string{"rbac (core)": "may not update leases, watch leases in its own namespace forge-system"}, "forge-system/core-0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

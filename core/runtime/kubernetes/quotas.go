@@ -1,0 +1,260 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	leaseinformers "k8s.io/client-go/informers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// LabelUsage marks the Leases, one per replica of a core in the cluster,
+// in which each replica publishes what it holds of every tenant's quotas
+// (AnnotationUsage), so that a quota holds across replicas.
+const LabelUsage = "io.mcp-forge.usage"
+
+// AnnotationUsage holds a replica's usage: JSON, tenant (hashed) → Use.
+const AnnotationUsage = "io.mcp-forge.usage"
+
+// Timing of the usage Leases: a replica renews its own every usageRenew,
+// and its usage stops counting usageExpiry after its last renewal (a
+// replica that died but whose pod is still there: a lost node).
+const (
+	usageRenew  = 5 * time.Second
+	usageExpiry = 15 * time.Second
+)
+
+// Use is what one replica holds of one tenant's quotas.
+type Use struct {
+	Sessions int `json:"s,omitempty"`
+	Runs     int `json:"r,omitempty"`
+}
+
+// ErrUsageUnknown: the other replicas' usage is not known yet (the watch
+// of their Leases has not synced), so a quota cannot be counted.
+var ErrUsageUnknown = errors.New("the other replicas' usage of the quotas is not known yet")
+
+// Quotas shares this replica's usage of tenants' quotas with its
+// replicas and sums theirs: each replica's Lease (owned by its pod, so it
+// goes with it) is rewritten whenever its usage changes, and the others'
+// are watched, so counting what the others hold costs no API call.
+type Quotas struct {
+	c     *Client
+	lease string
+	local func() map[string]Use // this replica's usage, by tenant name
+	kick  chan struct{}
+	now   func() time.Time
+	done  chan struct{} // closed once the last usage is written
+
+	mu     sync.Mutex
+	synced bool
+	others map[string]published // Lease name → what it says
+	hashes map[string]string    // tenant name → its key in a Lease
+}
+
+type published struct {
+	use     map[string]Use // by hashed tenant
+	expires time.Time
+}
+
+// tenantKey is how a tenant is named in a Lease: a hash, so that tenant
+// names stay out of the cluster's objects.
+func tenantKey(name string) string { return labelHash("tenant", name) }
+
+// ShareQuotas starts sharing this replica's usage (local, called after
+// each Changed and at every renewal) until ctx ends, when it writes the
+// usage a last time (Wait waits for that). It returns at once; Elsewhere
+// fails with ErrUsageUnknown until the other replicas' Leases were read.
+// nil for a core outside the cluster: it has no replicas.
+func (c *Client) ShareQuotas(ctx context.Context, local func() map[string]Use) *Quotas {
+	if c.core.uid == "" {
+		return nil
+	}
+	q := &Quotas{c: c, lease: "mcp-forge-usage-" + c.core.name, local: local, kick: make(chan struct{}, 1), now: time.Now, done: make(chan struct{}),
+		others: map[string]published{}, hashes: map[string]string{}}
+	go q.publish(ctx)
+	go q.watch(ctx)
+	return q
+}
+
+// Changed tells that this replica's usage changed: it is published at
+// once (changes meanwhile go out together). It never blocks.
+func (q *Quotas) Changed() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Elsewhere is what the other live replicas hold of tenant's quotas, as
+// they last published it.
+func (q *Quotas) Elsewhere(tenant string) (Use, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.synced {
+		return Use{}, ErrUsageUnknown
+	}
+	key, ok := q.hashes[tenant]
+	if !ok {
+		key = tenantKey(tenant)
+		q.hashes[tenant] = key
+	}
+	var sum Use
+	now := q.now()
+	for name, p := range q.others {
+		if name == q.lease || now.After(p.expires) {
+			continue
+		}
+		u := p.use[key]
+		sum.Sessions += u.Sessions
+		sum.Runs += u.Runs
+	}
+	return sum, nil
+}
+
+// Wait returns once the usage was written a last time after ShareQuotas'
+// ctx ended.
+func (q *Quotas) Wait() { <-q.done }
+
+// publish writes this replica's Lease on every change and renewal, and
+// once more when ctx ends: what a stopping replica handed over or closed
+// no longer counts.
+func (q *Quotas) publish(ctx context.Context) {
+	defer close(q.done)
+	t := time.NewTicker(usageRenew)
+	defer t.Stop()
+	var last *coordinationv1.Lease
+	for {
+		var err error
+		if last, err = q.write(ctx, last); err != nil && ctx.Err() == nil {
+			q.c.log.Warn("could not publish this replica's usage of the tenants' quotas", "lease", q.c.core.ns+"/"+q.lease, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			if _, err := q.write(context.WithoutCancel(ctx), last); err != nil {
+				q.c.log.Warn("could not publish this replica's usage of the tenants' quotas as it stops", "lease", q.c.core.ns+"/"+q.lease, "error", err)
+			}
+			return
+		case <-q.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// write puts the current usage in the Lease: an update of the version
+// last written, else (a conflict, the first time) of the one read now,
+// else a new Lease owned by this replica's pod.
+func (q *Quotas) write(ctx context.Context, last *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	use := map[string]Use{}
+	for name, u := range q.local() {
+		if u != (Use{}) {
+			use[tenantKey(name)] = u
+		}
+	}
+	raw, err := json.Marshal(use)
+	if err != nil {
+		return last, err
+	}
+	cx, cancel := op(ctx)
+	defer cancel()
+	leases := q.c.cs.CoordinationV1().Leases(q.c.core.ns)
+	fill := func(l *coordinationv1.Lease) {
+		now := metav1.NewMicroTime(q.now())
+		secs := int32(usageExpiry / time.Second)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &q.c.core.name, &secs, &now
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		l.Labels[LabelUsage] = "true"
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[AnnotationUsage] = string(raw)
+	}
+	if last != nil {
+		l := last.DeepCopy()
+		fill(l)
+		if out, err := leases.Update(cx, l, metav1.UpdateOptions{}); err == nil {
+			return out, nil
+		} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("update: %w", err)
+		}
+	}
+	l, err := leases.Get(cx, q.lease, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		fill(l)
+		out, err := leases.Update(cx, l, metav1.UpdateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("update: %w", err)
+		}
+		return out, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("get: %w", err)
+	}
+	yes := true
+	l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: q.lease, Namespace: q.c.core.ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: q.c.core.name, UID: types.UID(q.c.core.uid), Controller: &yes}}}}
+	fill(l)
+	out, err := leases.Create(cx, l, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	return out, nil
+}
+
+// watch keeps what the replicas' Leases say, until ctx ends.
+func (q *Quotas) watch(ctx context.Context) {
+	inf := leaseinformers.NewFilteredLeaseInformer(q.c.cs, q.c.core.ns, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = LabelUsage + "=true" })
+	put := func(obj any) {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			q.mu.Lock()
+			q.others[l.Name] = readUsage(l)
+			q.mu.Unlock()
+		}
+	}
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    put,
+		UpdateFunc: func(_, obj any) { put(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				q.mu.Lock()
+				delete(q.others, l.Name)
+				q.mu.Unlock()
+			}
+		},
+	})
+	go inf.Run(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		q.mu.Lock()
+		q.synced = true
+		q.mu.Unlock()
+	}
+}
+
+// readUsage is what a Lease says; one that says nothing readable counts
+// for nothing and expires as written.
+func readUsage(l *coordinationv1.Lease) published {
+	p := published{use: map[string]Use{}}
+	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+		p.expires = l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	}
+	var use map[string]Use
+	if json.Unmarshal([]byte(l.Annotations[AnnotationUsage]), &use) == nil {
+		maps.Copy(p.use, use)
+	}
+	return p
+}

@@ -1,0 +1,148 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// usage is a replica's own usage as a test sets it.
+type usage struct {
+	mu sync.Mutex
+	m  map[string]Use
+}
+
+func (u *usage) set(m map[string]Use) {
+	u.mu.Lock()
+	u.m = m
+	u.mu.Unlock()
+}
+
+func (u *usage) get() map[string]Use {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.m
+}
+
+// eventually waits for cond, failing with what it last said.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		ok, s := cond()
+		if ok {
+			return
+		}
+		last = s
+	}
+	t.Fatalf("%s: %s", what, last)
+}
+
+// Two replicas see each other's usage of a tenant's quotas, never their
+// own, as soon as it changes; a replica that stops publishes what it
+// still holds (nothing, once its sessions are handed over); the Lease is
+// its pod's, and a Lease not renewed in time no longer counts.
+func TestSharedQuotas(t *testing.T) {
+	cs, a, b := recordCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	actx, stopA := context.WithCancel(ctx)
+	var ua, ub usage
+	ua.set(map[string]Use{"alice": {Sessions: 2, Runs: 1}, "bob": {}})
+	qa := a.ShareQuotas(actx, ua.get)
+	qb := b.ShareQuotas(ctx, ub.get)
+	if qa == nil || qb == nil {
+		t.Fatal("no sharing for a core in the cluster")
+	}
+	eventually(t, "b sees a's usage", func() (bool, string) {
+		u, err := qb.Elsewhere("alice")
+		return err == nil && u == (Use{Sessions: 2, Runs: 1}), "alice elsewhere " + strings.TrimSpace(errText(err)) + " " + useText(u)
+	})
+	if u, err := qa.Elsewhere("alice"); err != nil || u != (Use{}) {
+		t.Errorf("a counts its own usage elsewhere: %+v %v", u, err)
+	}
+	if u, _ := qb.Elsewhere("carol"); u != (Use{}) {
+		t.Errorf("carol elsewhere %+v", u)
+	}
+
+	ub.set(map[string]Use{"alice": {Runs: 3}})
+	qb.Changed()
+	eventually(t, "a sees b's change", func() (bool, string) {
+		u, _ := qa.Elsewhere("alice")
+		return u == (Use{Runs: 3}), useText(u)
+	})
+
+	// The Lease: owned by a's pod, the tenant's name hashed.
+	l, err := cs.CoordinationV1().Leases("mcp-forge-system").Get(ctx, "mcp-forge-usage-core-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != "uid-a" || l.Labels[LabelUsage] != "true" ||
+		strings.Contains(l.Annotations[AnnotationUsage], "alice") || strings.Contains(l.Annotations[AnnotationUsage], "bob") {
+		t.Errorf("a's Lease: owners %+v labels %v annotations %v", l.OwnerReferences, l.Labels, l.Annotations)
+	}
+
+	// a stops having let go of everything: its last word is nothing.
+	ua.set(nil)
+	stopA()
+	qa.Wait()
+	eventually(t, "a's last usage", func() (bool, string) {
+		u, _ := qb.Elsewhere("alice")
+		return u == (Use{}), useText(u)
+	})
+
+	// A Lease past its renewal no longer counts (its replica died with its
+	// pod still there).
+	ua.set(map[string]Use{"alice": {Sessions: 1}})
+	qa = a.ShareQuotas(ctx, ua.get)
+	eventually(t, "a again", func() (bool, string) {
+		u, _ := qb.Elsewhere("alice")
+		return u == (Use{Sessions: 1}), useText(u)
+	})
+	qb.mu.Lock()
+	qb.now = func() time.Time { return time.Now().Add(usageExpiry + time.Second) }
+	qb.mu.Unlock()
+	if u, _ := qb.Elsewhere("alice"); u != (Use{}) {
+		t.Errorf("an expired Lease counts: %+v", u)
+	}
+}
+
+// Until the replicas' Leases are read, what they hold is unknown: a quota
+// cannot be counted, and says so. A core outside the cluster shares
+// nothing.
+func TestSharedQuotasUnknown(t *testing.T) {
+	cs, a, _ := recordCluster(t)
+	cs.PrependReactor("list", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		return true, nil, errors.New("leases is forbidden")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := a.ShareQuotas(ctx, func() map[string]Use { return nil })
+	time.Sleep(50 * time.Millisecond)
+	if _, err := q.Elsewhere("alice"); !errors.Is(err, ErrUsageUnknown) {
+		t.Errorf("elsewhere before the Leases were read: %v", err)
+	}
+	outside := NewWithClient(fake.NewClientset(), nil, a.k, Options{})
+	outside.core = corePod{}
+	if outside.ShareQuotas(ctx, nil) != nil {
+		t.Error("a core outside the cluster shares its quotas")
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func useText(u Use) string { return fmt.Sprintf("%+v", u) }
