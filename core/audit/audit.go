@@ -49,6 +49,7 @@ const (
 	SessionDestroy    = "session.destroy"
 	SessionAdopt      = "session.adopt"    // a session another core opened, served here from now on
 	SessionHandover   = "session.handover" // a session left for another core (a graceful stop)
+	SessionForward    = "session.forward"  // a call of a session another replica serves, sent to it
 	PluginLoad        = "plugin.load"
 	PluginEvent       = "plugin.event"
 	WatchdogEvent     = "watchdog.cleanup"

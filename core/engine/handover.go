@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	heldnote "github.com/mcp-forge/mcp-forge/core/held"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -100,7 +101,7 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 	}
 	var quotaErr error
 	s, created, err := e.sessions.Acquire(client, id, func(a session.Admission) (*session.Session, error) {
-		if quotaErr = e.admit(client, id, a); quotaErr != nil {
+		if quotaErr = e.admit(client, id, a, true); quotaErr != nil {
 			return nil, quotaErr
 		}
 		ns := &session.Session{ID: id, Internal: internal, Backend: rec.Backend, Language: rec.Language, Client: client, Created: rec.Created, LastActive: time.Now(),
@@ -125,7 +126,8 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 		e.rec.Record(audit.Entry{Event: audit.SessionAdopt, SessionID: internal, UserID: client, Success: false, Error: audit.ErrText(err), Severity: audit.Warning, Details: d})
 		var held *runtime.HeldError
 		if errors.As(err, &held) {
-			return refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server (%s): retry; a client kept on one replica (the Service's sessionAffinity: ClientIP) always reaches it", id, held.By)
+			heldnote.Note(ctx, held.By)
+			return refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server (%s), which this call could not be passed to: retry", id, held.By)
 		}
 		return err
 	}

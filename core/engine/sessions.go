@@ -86,7 +86,7 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
 				req.SessionID, have, have, ckpt.Language)
 		}
-		if quotaErr = e.admit(req.Client, req.SessionID, a); quotaErr != nil {
+		if quotaErr = e.admit(req.Client, req.SessionID, a, false); quotaErr != nil {
 			return nil, quotaErr
 		}
 		now := time.Now()
@@ -111,9 +111,13 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 
 // admit refuses one more live session of client's beyond its quota or
 // sessions.max_concurrent (under the registry's lock: see Acquire).
-func (e *Engine) admit(client, id string, a session.Admission) error {
+func (e *Engine) admit(client, id string, a session.Admission, takeover bool) error {
 	if e.SessionQuota != nil {
-		if err := e.SessionQuota.CheckSessions(client, a.Owned); err != nil {
+		check := e.SessionQuota.CheckSessions
+		if takeover {
+			check = e.SessionQuota.CheckTakeover
+		}
+		if err := check(client, a.Owned); err != nil {
 			return err
 		}
 	}

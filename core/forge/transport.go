@@ -41,6 +41,11 @@ func (c httpCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 		f.quotas.tenants.Store(reg)
 		reg.Share(f.quotas)
 	}
+	// Outside the tenants' middleware (added later: it wraps it).
+	if fw := forwarder(f); fw != nil {
+		f.MCP.MCP().AddReceivingMiddleware(fw.Middleware)
+		f.undo.push("forwarding", func(context.Context) error { fw.Close(); return nil })
+	}
 }
 
 func (c httpCore) Record(e audit.Entry)              { c.f.Audit.Record(e) }

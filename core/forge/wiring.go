@@ -16,8 +16,10 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/forward"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
+	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -26,6 +28,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
+	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
@@ -415,6 +418,19 @@ func (s *quotaShare) Elsewhere(name string) (tenant.Usage, error) {
 }
 
 func (s *quotaShare) Changed() { s.q.Changed() }
+
+// forwarder sends the calls of sessions another replica of a core in the
+// cluster serves to that replica (core/forward); nil for a core alone, or
+// one serving TLS (a replica's certificate does not name its pod address:
+// such calls keep their refusal, and a client kept on one replica by the
+// Service's sessionAffinity does not meet them).
+func forwarder(f *Forge) *forward.Forwarder {
+	k, ok := sessionStore(f.runtime).(*kubernetes.Client)
+	if !ok || f.Config.Server.TLSCert != "" {
+		return nil
+	}
+	return forward.New(k.ReplicaAddress, f.Config.Server.Port, httpserver.Path, k.CorePod(), version.Version, f.Audit, f.Log.Named("forward"))
+}
 
 // sessionHosts moves session containers between this core and its
 // replicas through each plugin's host services (engine.SessionHosts).

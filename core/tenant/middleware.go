@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/held"
 )
 
 // ErrNoTenant is a request without a verified token on a server that has
@@ -82,7 +83,13 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 			// The run slot outlives the call while the engine holds it
 			// (HoldRun): until the run's sandbox is gone.
 			defer a.end()
-			return observe(next(context.WithValue(ctx, admissionKey{}, a), method, req))
+			res, err := next(context.WithValue(ctx, admissionKey{}, a), method, req)
+			if held.By(ctx) != "" {
+				// Refused for a session another replica serves, which
+				// counts the call when it is forwarded there (core/forward).
+				a.refund()
+			}
+			return observe(res, err)
 		}
 	}
 }

@@ -923,15 +923,18 @@ func timeCalls(t *testing.T, cs *mcp.ClientSession, n int) time.Duration {
 	return calls[n/2]
 }
 
-// A tenant's quotas hold across two replicas: each publishes what it
-// holds in a Lease of its own and counts the other's, so a session or a
-// run past the tenant's limit is refused on whichever replica the call
-// reaches, saying how much of it is elsewhere, and what one replica lets
-// go is free on the other at once.
-func TestQuotasAcrossReplicas(t *testing.T) {
+// A client may reach either of two replicas for any call. A session's
+// call that reaches the replica not serving it is forwarded to the one
+// that does (the kernel stays where it runs: the first replica still
+// serves it after). A tenant's quotas hold across both: each replica
+// publishes what it holds in a Lease of its own and counts the other's,
+// so a session or a run past the tenant's limit is refused on whichever
+// replica the call reaches, saying how much of it is elsewhere, and what
+// one replica lets go is free on the other at once.
+func TestAnyReplica(t *testing.T) {
 	c := setup(t)
 	tenants, keys := testenv.TenantKeys(t, "carol")
-	tenants += "max_sessions = 2\nmax_concurrent_runs = 1\n"
+	tenants += "max_sessions = 2\nmax_concurrent_runs = 1\nexecutions_per_minute = 600\nexecution_burst = 100\n"
 	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
 	if len(pods) != 2 {
 		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
@@ -950,10 +953,30 @@ func TestQuotasAcrossReplicas(t *testing.T) {
 		on *mcp.ClientSession
 		id string
 	}{{onA, "q1"}, {onB, "q2"}} {
-		if res := exec(s.on, "1", s.id); res.IsError {
+		if res := exec(s.on, "v = 'kept'", s.id); res.IsError {
 			t.Fatalf("session %s: %s", s.id, testenv.Text(res))
 		}
 	}
+	// q1's calls through B reach A, alternating with calls on A: had B
+	// taken q1 over, A's next call would be refused (session-moved).
+	var direct, forwarded []time.Duration
+	for i := range 20 {
+		on, took := onA, &direct
+		if i%2 == 1 {
+			on, took = onB, &forwarded
+		}
+		var o execOut
+		start := time.Now()
+		res := testenv.Call(t, on, "execute_python", map[string]any{"code": "v", "session_id": "q1"}, &o)
+		*took = append(*took, time.Since(start))
+		if res.IsError || o.ResultRepr != "'kept'" {
+			t.Fatalf("q1 (opened on %s) through %s: %s %+v", a.Name, []string{a.Name, b.Name}[i%2], testenv.Text(res), o)
+		}
+	}
+	slices.Sort(direct)
+	slices.Sort(forwarded)
+	t.Logf("a session's calls, p50 of 10: %v on the replica serving it, %v through the other (forwarded: +%v)",
+		direct[5].Round(100*time.Microsecond), forwarded[5].Round(100*time.Microsecond), (forwarded[5] - direct[5]).Round(100*time.Microsecond))
 	res := exec(onA, "1", "q3")
 	if text := testenv.Text(res); !res.IsError || !strings.Contains(text, "max_sessions") || !strings.Contains(text, "1 of them through other replicas") {
 		t.Fatalf("carol's third session, on %s with one on %s: %s", a.Name, b.Name, text)

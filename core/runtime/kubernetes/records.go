@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -346,4 +347,31 @@ func (c *Client) Successors(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// ReplicaAddress is the pod address of replica ("NAMESPACE/NAME", as a
+// HeldError names it), to forward a call there: a pod of this core's
+// namespace with its labels (another replica of the same Deployment, of
+// any revision), running, not being deleted. Anything else is an error,
+// so a call is never sent to a pod that is not one of the core's.
+func (c *Client) ReplicaAddress(ctx context.Context, replica string) (string, error) {
+	ns, name, _ := strings.Cut(replica, "/")
+	if c.core.uid == "" || ns != c.core.ns || name == "" || len(c.core.labels) == 0 {
+		return "", fmt.Errorf("%s is not a replica of this core (its namespace is %s)", replica, c.core.ns)
+	}
+	cx, cancel := op(ctx)
+	defer cancel()
+	p, err := c.cs.CoreV1().Pods(ns).Get(cx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("replica %s: %w", replica, err)
+	}
+	for k, v := range c.core.labels {
+		if p.Labels[k] != v {
+			return "", fmt.Errorf("pod %s is not a replica of this core (label %s)", replica, k)
+		}
+	}
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+		return "", fmt.Errorf("replica %s is not running (%s)", replica, p.Status.Phase)
+	}
+	return p.Status.PodIP, nil
 }
