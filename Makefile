@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
 
-.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube bench-kube
+.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube bench-kube bench-cluster
 
 ## all: the same as build
 all: build
@@ -62,6 +62,10 @@ test-kube: setup build
 ## bench-kube: issue 23's table, the Kubernetes column beside the Podman one, measured in one run
 bench-kube: setup build
 	@cfg=$$(scripts/kube-up.sh | tail -n 1); FORGE_TEST_KUBE_CONFIG=$${cfg#FORGE_CONFIG=} $(BENCH) -bench '^BenchmarkKubernetesTable$$' -benchtime 20x | tee $(BIN)/bench-kube.txt
+
+## bench-cluster: issue 27's per-call figures, two replicas of the core in that cluster: a session's call direct, forwarded, the ownership check
+bench-cluster: setup build
+	@FORGE_KUBE_KEEP=1 KUBE_BENCH='^BenchmarkReplicas$$' scripts/test-kube.sh | tee $(BIN)/bench-cluster.txt
 
 ## kube-down: (root) stop that cluster, unmount, remove its cgroups (scripts/kube-down.sh --purge also removes its state)
 kube-down:

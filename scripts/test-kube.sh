@@ -5,6 +5,7 @@
 # it (test/testenv: FORGE_TEST_KUBE_CONFIG), then tears the cluster down.
 #   FORGE_KUBE_KEEP=1   leave the cluster up afterwards
 #   KUBE_RUN=regexp     only these tests (default: the matrix below)
+#   KUBE_BENCH=regexp   only these benchmarks of test/cluster (KUBE_BENCHTIME, 20x)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FORGE_E2E=1
@@ -43,7 +44,9 @@ export FORGE_TEST_CORE_IMAGE=$core_image FORGE_TEST_KUBECTL=$kube_bin/kubectl FO
 
 echo "== the same end-to-end tests with sandboxes as pods ($cfg)"
 bin/mcp-forge doctor --config "$cfg" >/dev/null || bin/mcp-forge doctor --config "$cfg" | grep -v '^ok' || true
-if [ -n "${KUBE_RUN:-}" ]; then
+if [ -n "${KUBE_BENCH:-}" ]; then
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 15m -run '^$' -bench "$KUBE_BENCH" -benchtime "${KUBE_BENCHTIME:-20x}" ./test/cluster/
+elif [ -n "${KUBE_RUN:-}" ]; then
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/ ./test/environments/ ./test/cluster/
 else
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "^($e2e)\$" ./test/e2e/

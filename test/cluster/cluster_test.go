@@ -56,7 +56,7 @@ type cluster struct {
 	image   string
 }
 
-func setup(t *testing.T) *cluster {
+func setup(t testing.TB) *cluster {
 	t.Helper()
 	if os.Getenv("FORGE_E2E") != "1" {
 		t.Skip("end-to-end: set FORGE_E2E=1")
@@ -83,7 +83,7 @@ func setup(t *testing.T) *cluster {
 }
 
 // run is kubectl with the admin's credentials.
-func (c *cluster) run(t *testing.T, args ...string) string {
+func (c *cluster) run(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(c.kubectl, append([]string{"--kubeconfig", c.adminKC}, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -96,7 +96,7 @@ func (c *cluster) run(t *testing.T, args ...string) string {
 // overlay writes a kustomization over deploy/<of> that names the image
 // under test and replaces the tenants Secret with tenants, as an operator's
 // overlay does.
-func (c *cluster) overlay(t *testing.T, of, tenants string) string {
+func (c *cluster) overlay(t testing.TB, of, tenants string) string {
 	t.Helper()
 	dir := t.TempDir()
 	rel, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "deploy", of))
@@ -142,7 +142,7 @@ secretGenerator:
 // directory of kube-up's one node (the test runs on it), owned by the
 // core's user, bound to the claim alone. The cleanup, after the
 // deployment's, deletes the volume and the directory.
-func (c *cluster) sharedVolume(t *testing.T) string {
+func (c *cluster) sharedVolume(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/var/tmp", "forge-checkpoints-")
 	if err != nil {
@@ -192,7 +192,7 @@ func ptr[T any](v T) *T { return &v }
 // core pods. The cleanup removes what the manifests made, except the
 // sandbox namespace the other tests share, and fails on sandbox pods the
 // core left behind after its graceful stop.
-func (c *cluster) deploy(t *testing.T, dir string) []corev1.Pod {
+func (c *cluster) deploy(t testing.TB, dir string) []corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	before := map[string]bool{}
@@ -217,7 +217,7 @@ func (c *cluster) deploy(t *testing.T, dir string) []corev1.Pod {
 	return c.readyPods(t)
 }
 
-func (c *cluster) readyPods(t *testing.T) []corev1.Pod {
+func (c *cluster) readyPods(t testing.TB) []corev1.Pod {
 	t.Helper()
 	l, err := c.admin.CoreV1().Pods(coreNS).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
@@ -240,7 +240,7 @@ func (c *cluster) readyPods(t *testing.T) []corev1.Pod {
 	return out
 }
 
-func (c *cluster) teardown(t *testing.T, before map[string]bool) {
+func (c *cluster) teardown(t testing.TB, before map[string]bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if t.Failed() {
@@ -293,7 +293,7 @@ func (c *cluster) teardown(t *testing.T, before map[string]bool) {
 
 type execOut = mcpserver.ExecuteOutput
 
-func connect(t *testing.T, url, key string) *mcp.ClientSession {
+func connect(t testing.TB, url, key string) *mcp.ClientSession {
 	t.Helper()
 	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: testenv.Bearer{Key: key}}, DisableStandaloneSSE: true, MaxRetries: -1}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -306,7 +306,7 @@ func connect(t *testing.T, url, key string) *mcp.ClientSession {
 	return cs
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -586,7 +586,7 @@ func schemaGroup(groupVersion string) (group, version string) {
 }
 
 // sandboxesOf lists the live sandbox pods the core pod name made.
-func (c *cluster) sandboxesOf(t *testing.T, name string) []string {
+func (c *cluster) sandboxesOf(t testing.TB, name string) []string {
 	t.Helper()
 	l, err := c.admin.CoreV1().Pods(sandboxNS).List(context.Background(), metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true"})
 	if err != nil {
@@ -604,7 +604,7 @@ func (c *cluster) sandboxesOf(t *testing.T, name string) []string {
 // kill SIGKILLs the core process of pod p through the node's containerd
 // (the test runs on kube-up's node), then deletes the pod with no grace:
 // a replica lost with its node, which stops nothing and sweeps nothing.
-func (c *cluster) kill(t *testing.T, p corev1.Pod) {
+func (c *cluster) kill(t testing.TB, p corev1.Pod) {
 	t.Helper()
 	sock := os.Getenv("FORGE_TEST_CONTAINERD")
 	if sock == "" || len(p.Status.ContainerStatuses) == 0 {
@@ -908,7 +908,7 @@ func firstLine(s string) string {
 }
 
 // timeCalls is the median of n calls reading x in session kept-python.
-func timeCalls(t *testing.T, cs *mcp.ClientSession, n int) time.Duration {
+func timeCalls(t testing.TB, cs *mcp.ClientSession, n int) time.Duration {
 	t.Helper()
 	var calls []time.Duration
 	for range n {
