@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -691,7 +693,21 @@ func TestReplicaLoss(t *testing.T) {
 	t.Logf("session calls, p50 of 20: %v on the replica that opened it, %v on the one that took it over (%.2f×); the per-call check that a replica still serves its session is one pod read, p50 %v",
 		before.Round(100*time.Microsecond), after.Round(100*time.Microsecond), float64(after)/float64(before), gets[len(gets)/2].Round(10*time.Microsecond))
 
-	// Another tenant's call of the same id is a session of its own.
+	// Another tenant's call of the same id is a session of its own, even
+	// with alice's session pods relabelled as bob's (a forged label or
+	// annotation leads nowhere: only the core's record does).
+	bobs := session.InternalID("bob", "kept-python")
+	recorded, err := c.admin.CoreV1().Pods(sandboxNS).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecorded + "=true"})
+	if err != nil || len(recorded.Items) < 2 {
+		t.Fatalf("recorded session pods: %v (%v)", recorded, err)
+	}
+	for _, p := range recorded.Items {
+		p.Labels[runtime.LabelSession] = bobs
+		p.Annotations["io.mcp-forge.session-owner"] = "bob"
+		if _, err := c.admin.CoreV1().Pods(sandboxNS).Update(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("forge the labels of %s: %v", p.Name, err)
+		}
+	}
 	bobOnB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["bob"])
 	var o execOut
 	if res := testenv.Call(t, bobOnB, "execute_python", map[string]any{"code": "'x' in globals()", "session_id": "kept-python"}, &o); res.IsError || o.ResultRepr != "False" {
