@@ -3,6 +3,7 @@ package forge
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -71,7 +72,18 @@ func (c httpCore) PluginStatuses() []httpserver.PluginStatus {
 // its waiver), a plugin is loaded, and the images of the loaded backends
 // (as they report them) exist.
 func (c httpCore) Ready(ctx context.Context) []httpserver.Check {
-	return readiness(ctx, c.f.Config.Runtime.Kind, c.f.runtime, c.f.Sandbox.Policy(), c.f.Plugins.Statuses())
+	checks := readiness(ctx, c.f.Config.Runtime.Kind, c.f.runtime, c.f.Sandbox.Policy(), c.f.Plugins.Statuses())
+	if q := c.f.quotas; q != nil {
+		// Until the other replicas' usage is known, runs and sessions of
+		// tenants are refused: send no calls here yet.
+		known, n := q.q.Known()
+		ch := httpserver.Check{Name: "quotas", OK: known, Detail: fmt.Sprintf("counted across replicas: %d other replica(s) publish their usage", n)}
+		if !known {
+			ch.Detail = "the other replicas' usage of the tenants' quotas is not known yet (their Leases are being read; `mcp-forge doctor` checks the permissions)"
+		}
+		checks = append(checks, ch)
+	}
+	return checks
 }
 
 // readiness: the first check is named after the runtime (kind, "podman"

@@ -336,22 +336,20 @@ func TestCoreInCluster(t *testing.T) {
 	admin := "http://" + pod.Status.PodIP + ":9090"
 
 	code, body := get(t, admin+"/readyz")
+	type check struct {
+		Name   string
+		OK     bool
+		Detail string
+	}
 	var ready struct {
 		Ready  bool
-		Checks []struct {
-			Name   string
-			OK     bool
-			Detail string
-		}
+		Checks []check
 	}
-	if err := json.Unmarshal([]byte(body), &ready); code != http.StatusOK || err != nil || !ready.Ready ||
-		!slices.ContainsFunc(ready.Checks, func(ch struct {
-			Name   string
-			OK     bool
-			Detail string
-		}) bool {
-			return ch.Name == "kubernetes" && ch.OK
-		}) {
+	ok := func(name string) bool {
+		return slices.ContainsFunc(ready.Checks, func(ch check) bool { return ch.Name == name && ch.OK })
+	}
+	// The runtime, and the quotas counted across replicas.
+	if err := json.Unmarshal([]byte(body), &ready); code != http.StatusOK || err != nil || !ready.Ready || !ok("kubernetes") || !ok("quotas") {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	if resp, err := http.Post(mcpURL, "application/json", strings.NewReader(`{}`)); err != nil || resp.StatusCode != http.StatusUnauthorized {

@@ -125,6 +125,21 @@ func (q *Quotas) Elsewhere(tenant string) (Use, error) {
 // ctx ended.
 func (q *Quotas) Wait() { <-q.done }
 
+// Known says whether the other replicas' usage is known (their Leases
+// were read), and how many other live replicas publish theirs: a replica
+// is not ready before.
+func (q *Quotas) Known() (bool, int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n, now := 0, q.now()
+	for name, p := range q.others {
+		if name != q.lease && !now.After(p.expires) {
+			n++
+		}
+	}
+	return q.synced, n
+}
+
 // publish writes this replica's Lease on every change and renewal, and
 // once more when ctx ends: what a stopping replica handed over or closed
 // no longer counts.

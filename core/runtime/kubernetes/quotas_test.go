@@ -67,6 +67,9 @@ func TestSharedQuotas(t *testing.T) {
 		u, err := qb.Elsewhere("alice")
 		return err == nil && u == (Use{Sessions: 2, Runs: 1}), "alice elsewhere " + strings.TrimSpace(errText(err)) + " " + useText(u)
 	})
+	if known, n := qb.Known(); !known || n != 1 {
+		t.Errorf("b knows the others' usage: %v, of %d replicas; want true, 1", known, n)
+	}
 	if u, err := qa.Elsewhere("alice"); err != nil || u != (Use{}) {
 		t.Errorf("a counts its own usage elsewhere: %+v %v", u, err)
 	}
@@ -128,6 +131,9 @@ func TestSharedQuotasUnknown(t *testing.T) {
 	defer cancel()
 	q := a.ShareQuotas(ctx, func() map[string]Use { return nil })
 	time.Sleep(50 * time.Millisecond)
+	if known, _ := q.Known(); known {
+		t.Error("known before the Leases were read")
+	}
 	if _, err := q.Elsewhere("alice"); !errors.Is(err, ErrUsageUnknown) {
 		t.Errorf("elsewhere before the Leases were read: %v", err)
 	}
