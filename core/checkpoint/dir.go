@@ -65,6 +65,11 @@ func (d *Dir) mkClientDir(client string) (string, error) {
 	if err := os.Mkdir(filepath.Dir(d.root), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
+	// Whoever else may write that volume must not point the store
+	// elsewhere.
+	if fi, err := os.Lstat(d.root); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return "", fmt.Errorf("the checkpoint store %s is a symbolic link: refused (make it a directory, or name another sessions.checkpoint_dir)", d.root)
+	}
 	for _, p := range []string{d.root, dir} {
 		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err

@@ -314,3 +314,19 @@ func TestDirOnAVolume(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A store that is a symbolic link (someone else writing the shared volume
+// pointed it elsewhere) takes no checkpoint.
+func TestDirRefusesALinkedStore(t *testing.T) {
+	volume, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(volume, "store")); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDir(filepath.Join(volume, "store"), 1<<20)
+	if _, err := d.Put(Meta{Client: "tenant:alice", SessionID: "main"}, 0, files(map[string]int{"a": 10})); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("a checkpoint into a linked store: %v", err)
+	}
+	if es, _ := os.ReadDir(elsewhere); len(es) != 0 {
+		t.Errorf("written through the link: %v", es)
+	}
+}

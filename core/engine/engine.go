@@ -121,9 +121,6 @@ type SessionQuota interface {
 	// CheckSessions refuses a new session of client, who has live ones
 	// (called under the session registry's lock: it must not block).
 	CheckSessions(client string, live []string) error
-	// CheckTakeover is CheckSessions for a session taken over from
-	// another replica, which may still count it.
-	CheckTakeover(client string, live []string) error
 	// Refused records a refusal of CheckSessions before the answer goes
 	// back (outside the lock).
 	Refused(ctx context.Context, client, tool, sessionID string, err error)

@@ -101,7 +101,10 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 	}
 	var quotaErr error
 	s, created, err := e.sessions.Acquire(client, id, func(a session.Admission) (*session.Session, error) {
-		if quotaErr = e.admit(client, id, a, true); quotaErr != nil {
+		// A session its gone replica still counts (until its Lease goes
+		// with its pod, or expires) counts twice meanwhile: a tenant at
+		// its limit is refused for that while, rather than let past it.
+		if quotaErr = e.admit(client, id, a); quotaErr != nil {
 			return nil, quotaErr
 		}
 		ns := &session.Session{ID: id, Internal: internal, Backend: rec.Backend, Language: rec.Language, Client: client, Created: rec.Created, LastActive: time.Now(),
@@ -126,8 +129,10 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 		e.rec.Record(audit.Entry{Event: audit.SessionAdopt, SessionID: internal, UserID: client, Success: false, Error: audit.ErrText(err), Severity: audit.Warning, Details: d})
 		var held *runtime.HeldError
 		if errors.As(err, &held) {
-			heldnote.Note(ctx, held.By)
-			return refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server (%s), which this call could not be passed to: retry", id, held.By)
+			if held.By != "" {
+				heldnote.Note(ctx, held.By)
+			}
+			return refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server right now: retry", id)
 		}
 		return err
 	}
@@ -135,6 +140,26 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 	e.rec.Record(audit.Entry{Event: audit.SessionAdopt, SessionID: internal, UserID: client, Success: true, Severity: audit.Info, Details: d})
 	e.log.Info("took a session over from another replica", "session", id, "client", client, "container", ctr, "took", time.Since(start))
 	return nil
+}
+
+// HeldElsewhere is the other live replica that serves client's session
+// id ("NAMESPACE/NAME" of its pod), "" when this replica serves it or may
+// (not recorded, handed over, its replica gone, no store, or the cluster
+// cannot say). The HTTP transport forwards the session's calls there
+// before anything of them is admitted or counted here (core/forward).
+func (e *Engine) HeldElsewhere(ctx context.Context, client, id string) string {
+	if e.store == nil || session.CheckID(id) != nil || e.sessions.Live(client, id) {
+		return ""
+	}
+	rec, ctr, err := e.store.FindSession(ctx, session.InternalID(client, id))
+	if err != nil || rec.Client != client || rec.ID != id {
+		return "" // the call's own lookup says (and audits) what is wrong
+	}
+	by, err := e.store.Holder(ctx, ctr)
+	if err != nil {
+		return ""
+	}
+	return by
 }
 
 // takeOver claims the session's container and has its plugin resume the

@@ -70,6 +70,15 @@ func (s *replicaStore) ClaimSession(_ context.Context, ctr string) error {
 	return nil
 }
 
+func (s *replicaStore) Holder(_ context.Context, ctr string) (string, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if h := s.c.holder[ctr]; h != s.name && !s.c.dead[h] && !s.c.released[ctr] {
+		return h, nil
+	}
+	return "", nil
+}
+
 func (s *replicaStore) OwnsSession(_ context.Context, ctr string) (bool, error) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
@@ -190,6 +199,24 @@ func TestHandover(t *testing.T) {
 	if len(b.kernel.Events) != 0 {
 		t.Fatalf("the second replica's plugin was asked: %v", b.kernel.Events)
 	}
+	// Who serves it, asked before anything is admitted (core/forward).
+	if by := b.e.HeldElsewhere(context.Background(), "c1", "s1"); by != "a" {
+		t.Fatalf("held elsewhere: %q, want a", by)
+	}
+	if by := a.e.HeldElsewhere(context.Background(), "c1", "s1"); by != "" {
+		t.Fatalf("a serves it, yet holds it elsewhere: %q", by)
+	}
+	if by := b.e.HeldElsewhere(context.Background(), "c2", "s1"); by != "" {
+		t.Fatalf("another client's s1 held elsewhere: %q", by)
+	}
+	// A destroy reaching b is refused (and forwarded over HTTP), not
+	// taken for the destroy of a session that is only a checkpoint.
+	if rule := refusedBy(t, b.e.DestroySession(context.Background(), "c1", "s1")); rule != RuleSessionHeld {
+		t.Fatalf("destroy through b: rule %s", rule)
+	}
+	if !a.e.sessions.Live("c1", "s1") {
+		t.Fatal("the session is gone from a")
+	}
 
 	// The first replica dies: the second resumes its kernel.
 	c.dead["a"] = true
@@ -202,7 +229,7 @@ func TestHandover(t *testing.T) {
 	if want := []string{"adopt kernel ctr-" + internal + " /k/shell"}; !slices.Equal(b.hosts.seen(), want) {
 		t.Fatalf("hosts %v", b.hosts.seen())
 	}
-	if got := events(b, audit.SessionAdopt); !slices.Equal(got, []string{"session.adopt:false", "session.adopt:true"}) {
+	if got := events(b, audit.SessionAdopt); !slices.Equal(got, []string{"session.adopt:false", "session.adopt:false", "session.adopt:true"}) { // the exec, the destroy, the takeover
 		t.Fatalf("audit %v", got)
 	}
 	// Each later call confirms ownership once.

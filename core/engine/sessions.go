@@ -86,7 +86,7 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
 				req.SessionID, have, have, ckpt.Language)
 		}
-		if quotaErr = e.admit(req.Client, req.SessionID, a, false); quotaErr != nil {
+		if quotaErr = e.admit(req.Client, req.SessionID, a); quotaErr != nil {
 			return nil, quotaErr
 		}
 		now := time.Now()
@@ -111,13 +111,9 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 
 // admit refuses one more live session of client's beyond its quota or
 // sessions.max_concurrent (under the registry's lock: see Acquire).
-func (e *Engine) admit(client, id string, a session.Admission, takeover bool) error {
+func (e *Engine) admit(client, id string, a session.Admission) error {
 	if e.SessionQuota != nil {
-		check := e.SessionQuota.CheckSessions
-		if takeover {
-			check = e.SessionQuota.CheckTakeover
-		}
-		if err := check(client, a.Owned); err != nil {
+		if err := e.SessionQuota.CheckSessions(client, a.Owned); err != nil {
 			return err
 		}
 	}
@@ -403,13 +399,21 @@ func (e *Engine) RestartSession(ctx context.Context, client, id string) (session
 
 // DestroySession removes a session's container and directory.
 func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
+	const tool = "destroy_session"
+	if session.CheckID(id) == nil && !e.sessions.Live(client, id) {
+		// Another replica may serve it, its checkpoint in a store shared
+		// with this one: the session goes first, with it (handover.go).
+		if err := e.adopt(ctx, client, id, tool); err != nil {
+			return e.refuse(client, id, tool, err, nil)
+		}
+	}
 	if session.CheckID(id) == nil && !e.sessions.Live(client, id) && e.ckpts.Remove(client, id) {
 		// Only a checkpoint is left (after a restart or the idle reaper).
 		e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: session.InternalID(client, id), UserID: client, Success: true, Severity: audit.Info,
 			Details: map[string]any{"session": id, "reason": "destroyed by the client: its checkpoint removed"}})
 		return nil
 	}
-	s, err := e.lookup(ctx, client, id, "destroy_session")
+	s, err := e.lookup(ctx, client, id, tool)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,10 @@ type Forge struct {
 
 	runtime Runtime
 	quotas  *quotaShare // the tenants' quotas across replicas; nil: this core is alone
-	undo    undoStack   // what New did, for Close
+	// httpPort is the MCP port served (--http or server.port), where
+	// replicas forward calls to each other.
+	httpPort int
+	undo     undoStack // what New did, for Close
 }
 
 // SeccompProfile is MCP-Forge's seccomp profile (JSON), as a Kubernetes

@@ -151,6 +151,9 @@ func serveHTTP(ctx context.Context, cfg config.Config, addr string, log hclog.Lo
 		return err
 	}
 	defer f.Close()
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		f.httpPort, _ = strconv.Atoi(port) // --http's, which replicas listen on too
+	}
 	srv, err := httpserver.New(cfg, httpCore{f}, addr, log.Named("http"))
 	if err != nil {
 		return err

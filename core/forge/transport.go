@@ -43,7 +43,7 @@ func (c httpCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 		reg.Share(f.quotas)
 	}
 	// Outside the tenants' middleware (added later: it wraps it).
-	if fw := forwarder(f); fw != nil {
+	if fw := forwarder(f, reg); fw != nil {
 		f.MCP.MCP().AddReceivingMiddleware(fw.Middleware)
 		f.undo.push("forwarding", func(context.Context) error { fw.Close(); return nil })
 	}

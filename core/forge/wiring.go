@@ -1,7 +1,9 @@
 package forge
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -420,16 +423,30 @@ func (s *quotaShare) Elsewhere(name string) (tenant.Usage, error) {
 func (s *quotaShare) Changed() { s.q.Changed() }
 
 // forwarder sends the calls of sessions another replica of a core in the
-// cluster serves to that replica (core/forward); nil for a core alone, or
-// one serving TLS (a replica's certificate does not name its pod address:
+// cluster serves to that replica (core/forward), the session named by the
+// call's session_id and the caller by reg; nil for a core alone, or one
+// serving TLS (a replica's certificate does not name its pod address:
 // such calls keep their refusal, and a client kept on one replica by the
 // Service's sessionAffinity does not meet them).
-func forwarder(f *Forge) *forward.Forwarder {
+func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 	k, ok := sessionStore(f.runtime).(*kubernetes.Client)
 	if !ok || f.Config.Server.TLSCert != "" {
 		return nil
 	}
-	return forward.New(k.ReplicaAddress, f.Config.Server.Port, httpserver.Path, k.CorePod(), version.Version, f.Audit, f.Log.Named("forward"))
+	route := func(ctx context.Context, call *mcp.CallToolRequest) string {
+		var args struct {
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal(call.Params.Arguments, &args) != nil || args.SessionID == "" {
+			return ""
+		}
+		client, err := reg.Identify(call)
+		if err != nil {
+			return ""
+		}
+		return f.Engine.HeldElsewhere(ctx, client, args.SessionID)
+	}
+	return forward.New(route, k.ReplicaAddress, cmp.Or(f.httpPort, f.Config.Server.Port), httpserver.Path, k.CorePod(), version.Version, f.Audit, f.Log.Named("forward"))
 }
 
 // sessionHosts moves session containers between this core and its

@@ -1,15 +1,14 @@
-// Package forward sends a tool call that another replica of a core in the
-// cluster must serve (the session it names is that replica's: core/held)
-// to that replica over the pod network, with the caller's own
-// credentials, and answers with that replica's result, its progress
-// passed on. Over HTTP a client may so reach any replica for any call:
-// the session stays where its kernel runs.
+// Package forward sends a tool call of a session that another replica of
+// a core in the cluster serves to that replica over the pod network, with
+// the caller's own credentials, and answers with that replica's result,
+// its progress passed on. Over HTTP a client may so reach any replica for
+// a session's calls: the session stays where its kernel runs.
 package forward
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -29,16 +29,21 @@ import (
 // replica it reaches answers it itself, never forwards it again.
 const Header = "Mcp-Forge-Forwarded-By"
 
-// maxClients bounds the connections kept to replicas (one per replica
-// and credential): past it they are all closed and made again.
-const maxClients = 256
+// maxReplicas bounds the connections kept, one per replica address; past
+// it the oldest unused go (closed apart: a close waits for its calls).
+const maxReplicas = 64
 
 // Locate is the pod address of a replica, "NAMESPACE/NAME", checked to be
 // one of this core's (kubernetes.Client.ReplicaAddress).
 type Locate func(ctx context.Context, replica string) (string, error)
 
-// Forwarder forwards calls refused for a session another replica serves.
+// Route is the replica that serves the session a call names, "" when none
+// other does (engine.HeldElsewhere, with the caller's identity).
+type Route func(ctx context.Context, call *mcp.CallToolRequest) string
+
+// Forwarder forwards the calls of sessions other replicas serve.
 type Forwarder struct {
+	route   Route
 	locate  Locate
 	port    int
 	path    string
@@ -48,168 +53,247 @@ type Forwarder struct {
 	log     hclog.Logger
 
 	mu      sync.Mutex
-	clients map[string]*mcp.ClientSession // address and credential → a connection
+	clients map[string]*conn // replica address → its connection
 
 	seq      atomic.Uint64
 	progress sync.Map // token of a forwarded call → pending
 }
 
+type conn struct {
+	cs   *mcp.ClientSession
+	used time.Time
+}
+
 // pending is where a forwarded call's progress goes back to.
 type pending struct {
+	ctx   context.Context // the caller's request: its progress goes to its stream
 	to    *mcp.ServerSession
 	token any
 }
 
 // New returns a Forwarder to replicas listening on port at path (this
 // replica's own: they run the same configuration).
-func New(locate Locate, port int, path, self, version string, rec audit.Recorder, log hclog.Logger) *Forwarder {
-	return &Forwarder{locate: locate, port: port, path: path, self: self, version: version, rec: rec, log: log, clients: map[string]*mcp.ClientSession{}}
+func New(route Route, locate Locate, port int, path, self, version string, rec audit.Recorder, log hclog.Logger) *Forwarder {
+	if self == "" {
+		self = "a replica" // the header must be there for the loop guard
+	}
+	return &Forwarder{route: route, locate: locate, port: port, path: path, self: self, version: version, rec: rec, log: log, clients: map[string]*conn{}}
 }
 
-// Middleware forwards a tool call that the core refused because another
-// replica serves its session (it must be outside the tenants' middleware,
-// so that this replica's run slot is free before the other replica counts
-// its own). A call that cannot be forwarded keeps its refusal (retry).
+// Middleware forwards a tool call of a session another replica serves. It
+// asks first, so that nothing of the call is admitted or counted here;
+// a call refused all the same (the session moved meanwhile) is forwarded
+// then, and the rate token it took here given back. It must be outside
+// the tenants' middleware (added after it).
 func (f *Forwarder) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		call, ok := req.(*mcp.CallToolRequest)
 		if method != "tools/call" || !ok || call.Params == nil || call.Extra == nil || call.Extra.Header.Get(Header) != "" {
 			return next(ctx, method, req)
 		}
-		wctx, by := held.Watch(ctx)
+		tried := ""
+		if replica := f.route(ctx, call); replica != "" && replica != f.self {
+			res, done, err := f.forward(ctx, replica, call)
+			if done {
+				return res, err
+			}
+			tried = replica
+		}
+		wctx, by, forwarded := held.Watch(ctx)
 		res, err := next(wctx, method, req)
 		replica := by()
-		if err != nil || replica == "" {
+		if err != nil || replica == "" || replica == tried || replica == f.self {
 			return res, err
 		}
-		start := time.Now()
-		out, ferr := f.forward(ctx, replica, call)
-		e := audit.Entry{Event: audit.SessionForward, Success: ferr == nil, Severity: audit.Info, Error: audit.ErrText(ferr),
-			Details: map[string]any{"tool": call.Params.Name, "to": replica, "forward_ms": time.Since(start).Milliseconds()}}
-		if call.Extra.TokenInfo != nil {
-			e.UserID = call.Extra.TokenInfo.UserID
+		out, done, ferr := f.forward(ctx, replica, call)
+		if !done {
+			return res, err // not sent: the refusal stands (retry)
 		}
-		if ferr != nil {
-			e.Severity = audit.Warning
-			f.log.Warn("could not forward a call to the replica serving its session", "tool", call.Params.Name, "replica", replica, "error", ferr)
-		}
-		f.rec.Record(e)
-		if ferr != nil {
-			return res, nil
-		}
-		return out, nil
+		forwarded()
+		return out, ferr
 	}
 }
 
-// forward calls the same tool with the same arguments on replica.
-func (f *Forwarder) forward(ctx context.Context, replica string, call *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// forward calls the same tool with the same arguments on replica,
+// audited. done is false when the call did not reach it (it did not run
+// there: the caller may go on as if never forwarded); otherwise res and
+// err are the answer: the replica's, or a refusal saying the call may
+// have run when its answer was lost on the way.
+func (f *Forwarder) forward(ctx context.Context, replica string, call *mcp.CallToolRequest) (res *mcp.CallToolResult, done bool, err error) {
+	start := time.Now()
+	var args struct {
+		SessionID string `json:"session_id"`
+	}
+	_ = json.Unmarshal(call.Params.Arguments, &args)
+	res, sent, err := f.send(ctx, replica, call)
+	e := audit.Entry{Event: audit.SessionForward, Success: sent && err == nil, Severity: audit.Info, Error: audit.ErrText(err),
+		Details: map[string]any{"tool": call.Params.Name, "session": args.SessionID, "to": replica, "forward_ms": time.Since(start).Milliseconds()}}
+	if call.Extra.TokenInfo != nil {
+		e.UserID = call.Extra.TokenInfo.UserID
+	}
+	switch {
+	case err == nil:
+	case !sent:
+		e.Severity = audit.Warning
+		f.log.Warn("could not reach the replica serving a session", "tool", call.Params.Name, "replica", replica, "error", err)
+	case answered(err) || ctx.Err() != nil:
+		// The replica's own answer (a protocol error), or the caller
+		// went away: passed on as they are.
+	default:
+		e.Severity = audit.Warning
+		f.log.Warn("the answer of a forwarded call was lost", "tool", call.Params.Name, "replica", replica, "error", err)
+		msg := fmt.Sprintf("this call was passed to the replica of this server that serves session %q, and its answer was lost on the way (%v): the code may have run. "+
+			"Look at the session's state (its variables, list_files) before running it again", args.SessionID, err)
+		res, err = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}},
+			StructuredContent: map[string]any{"success": false, "error": map[string]any{"type": "ForwardLost", "message": msg}}}, nil
+	}
+	f.rec.Record(e)
+	return res, sent, err
+}
+
+// send makes the call on replica; sent says whether it left this replica
+// (its connection to the replica was up).
+func (f *Forwarder) send(ctx context.Context, replica string, call *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
 	host, err := f.locate(ctx, replica)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(f.port))
 	cred := call.Extra.Header.Get("Authorization")
-	cs, err := f.client(ctx, addr, cred)
+	cs, err := f.client(addr, cred)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	params := &mcp.CallToolParams{Name: call.Params.Name, Arguments: call.Params.Arguments}
+	params := &mcp.CallToolParams{Name: call.Params.Name}
+	if len(call.Params.Arguments) > 0 {
+		params.Arguments = call.Params.Arguments
+	}
 	if tok := call.Params.GetProgressToken(); tok != nil && call.Session != nil {
 		// A token of this replica's own, so that two callers' equal
 		// tokens on one connection stay apart.
 		fwd := "forward-" + strconv.FormatUint(f.seq.Add(1), 10)
-		f.progress.Store(fwd, pending{to: call.Session, token: tok})
+		f.progress.Store(fwd, pending{ctx: ctx, to: call.Session, token: tok})
 		defer f.progress.Delete(fwd)
 		params.SetProgressToken(fwd)
 	}
-	res, err := cs.CallTool(ctx, params)
+	// The caller's credential rides with this call only (credentials).
+	res, err := cs.CallTool(context.WithValue(ctx, credKey{}, cred), params)
 	if err != nil {
-		f.drop(addr, cred, cs)
-		return nil, fmt.Errorf("call %s on %s (%s): %w", call.Params.Name, replica, addr, err)
+		var dial *net.OpError
+		if !answered(err) && ctx.Err() == nil {
+			f.drop(addr, cs) // the replica may be gone
+		}
+		return nil, !(errors.As(err, &dial) && dial.Op == "dial"), fmt.Errorf("call %s on %s (%s): %w", call.Params.Name, replica, addr, err)
 	}
-	return res, nil
+	return res, true, nil
 }
 
-// client is the connection to addr with credential cred, made once.
-func (f *Forwarder) client(ctx context.Context, addr, cred string) (*mcp.ClientSession, error) {
-	key := addr + "\x00" + credKey(cred)
-	f.mu.Lock()
-	cs := f.clients[key]
-	f.mu.Unlock()
-	if cs != nil {
-		return cs, nil
+// answered says whether err is the replica's own answer (a JSON-RPC
+// error it sent), not one of the client's transport (the codes go-sdk
+// gives those: unknown, closing, rejected by the transport).
+func answered(err error) bool {
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) {
+		return false
 	}
+	switch wire.Code {
+	case -32001, -32003, -32004, -32005:
+		return false
+	}
+	return true
+}
+
+// client is the connection to the replica at addr, made once (its
+// initialize with cred, the first caller's credential).
+func (f *Forwarder) client(addr, cred string) (*mcp.ClientSession, error) {
+	f.mu.Lock()
+	if c := f.clients[addr]; c != nil {
+		c.used = time.Now()
+		f.mu.Unlock()
+		return c.cs, nil
+	}
+	f.mu.Unlock()
 	c := mcp.NewClient(&mcp.Implementation{Name: "mcp-forge-forward", Version: f.version}, &mcp.ClientOptions{ProgressNotificationHandler: f.onProgress})
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
 	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + f.path, DisableStandaloneSSE: true, MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: headers{cred: cred, by: f.self}}}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		HTTPClient: &http.Client{Transport: credentials{by: f.self, base: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}}
+	// Nothing of the first caller's request is kept with the connection.
+	cctx, cancel := context.WithTimeout(context.WithValue(context.Background(), credKey{}, cred), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(cctx, tr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if have := f.clients[key]; have != nil {
-		cs.Close()
-		return have, nil
+	if have := f.clients[addr]; have != nil {
+		f.mu.Unlock()
+		go cs.Close()
+		return have.cs, nil
 	}
-	if len(f.clients) >= maxClients {
-		for k, old := range f.clients {
-			old.Close()
-			delete(f.clients, k)
+	var oldest string
+	if len(f.clients) >= maxReplicas {
+		for a, c := range f.clients {
+			if oldest == "" || c.used.Before(f.clients[oldest].used) {
+				oldest = a
+			}
 		}
+		go f.clients[oldest].cs.Close()
+		delete(f.clients, oldest)
 	}
-	f.clients[key] = cs
+	f.clients[addr] = &conn{cs: cs, used: time.Now()}
+	f.mu.Unlock()
 	return cs, nil
 }
 
-// drop forgets a connection that failed: the replica may be gone.
-func (f *Forwarder) drop(addr, cred string, cs *mcp.ClientSession) {
-	key := addr + "\x00" + credKey(cred)
+// drop forgets a connection that failed; its close (which waits for its
+// other calls) is not waited for.
+func (f *Forwarder) drop(addr string, cs *mcp.ClientSession) {
 	f.mu.Lock()
-	if f.clients[key] == cs {
-		delete(f.clients, key)
+	if c := f.clients[addr]; c != nil && c.cs == cs {
+		delete(f.clients, addr)
 	}
 	f.mu.Unlock()
-	cs.Close()
+	go cs.Close()
 }
 
 // Close closes the connections to replicas.
 func (f *Forwarder) Close() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	for k, cs := range f.clients {
-		cs.Close()
-		delete(f.clients, k)
+	all := f.clients
+	f.clients = map[string]*conn{}
+	f.mu.Unlock()
+	for _, c := range all {
+		c.cs.Close()
 	}
 }
 
 // onProgress passes a forwarded call's progress back to its caller, with
-// the caller's own token.
-func (f *Forwarder) onProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+// the caller's own token, on the caller's request. (Progress that reaches
+// here after the call's answer has nowhere to go.)
+func (f *Forwarder) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	v, ok := f.progress.Load(req.Params.ProgressToken)
 	if !ok {
 		return
 	}
 	p := v.(pending)
-	_ = p.to.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	_ = p.to.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
 }
 
-// credKey keeps a credential out of the map's keys.
-func credKey(cred string) string {
-	sum := sha256.Sum256([]byte(cred))
-	return hex.EncodeToString(sum[:])
+// credKey carries a call's credential to its HTTP requests.
+type credKey struct{}
+
+// credentials sends each request with the credential of the call it
+// belongs to, and marks it as forwarded.
+type credentials struct {
+	by   string
+	base http.RoundTripper
 }
 
-// headers sends the caller's credential and marks the call as forwarded.
-type headers struct{ cred, by string }
-
-func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	if h.cred != "" {
-		r.Header.Set("Authorization", h.cred)
+	if cred, _ := r.Context().Value(credKey{}).(string); cred != "" {
+		r.Header.Set("Authorization", cred)
 	}
-	r.Header.Set(Header, h.by)
-	return http.DefaultTransport.RoundTrip(r)
+	r.Header.Set(Header, c.by)
+	return c.base.RoundTrip(r)
 }

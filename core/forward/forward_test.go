@@ -1,14 +1,17 @@
 package forward
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +33,14 @@ func (r *recorder) Record(e audit.Entry) {
 	r.mu.Unlock()
 }
 
+func (r *recorder) take() []audit.Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.entries
+	r.entries = nil
+	return out
+}
+
 type echoIn struct {
 	Session string `json:"session_id"`
 }
@@ -39,31 +50,44 @@ type echoOut struct {
 	Auth string `json:"auth"`
 }
 
-// replica is one server of two: serves says whether it holds the session
-// (else it notes that "ns/other" does and refuses, as the engine does).
-func replica(t *testing.T, name string, serves bool, fw func() *Forwarder) *httptest.Server {
-	t.Helper()
-	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "execute_python"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
-		if !serves {
-			held.Note(ctx, "ns/other")
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "session-held: retry"}}}, echoOut{}, nil
-		}
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
-		}
-		return nil, echoOut{By: name, Auth: req.Extra.Header.Get("Authorization")}, nil
-	})
-	if f := fw(); f != nil {
-		s.AddReceivingMiddleware(f.Middleware)
-	}
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
-	t.Cleanup(srv.Close)
-	return srv
+// server is one replica: serves says whether it holds the session (else
+// it notes that "ns/other" does and refuses, as the engine does); calls
+// counts its tool calls; forwarded counts refused calls that were
+// forwarded after all (the tenant middleware's refund).
+type server struct {
+	srv                *httptest.Server
+	calls, refundsDone atomic.Int32
 }
 
-func port(t *testing.T, srv *httptest.Server) int {
-	_, p, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+func replica(t *testing.T, name string, serves bool, fw *Forwarder, tools ...string) *server {
+	t.Helper()
+	r := &server{}
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	for _, tool := range append([]string{"execute_python"}, tools...) {
+		mcp.AddTool(s, &mcp.Tool{Name: tool}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
+			r.calls.Add(1)
+			if !serves {
+				held.OnForwarded(ctx, func() { r.refundsDone.Add(1) })
+				held.Note(ctx, "ns/other")
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "session-held: retry"}}}, echoOut{}, nil
+			}
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
+				time.Sleep(50 * time.Millisecond) // a run goes on after its progress
+			}
+			return nil, echoOut{By: name, Auth: req.Extra.Header.Get("Authorization")}, nil
+		})
+	}
+	if fw != nil {
+		s.AddReceivingMiddleware(fw.Middleware)
+	}
+	r.srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func portOf(t *testing.T, url string) int {
+	_, p, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
 	n, err := strconv.Atoi(p)
 	if err != nil {
 		t.Fatal(err)
@@ -79,98 +103,155 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// A call refused for a session another replica serves is answered by
-// that replica, with the caller's credential and its progress; the
-// replica reached never forwards again (no loop); one that cannot be
-// reached leaves the refusal; each forward is audited.
-func TestForward(t *testing.T) {
-	rec := &recorder{}
-	a := replica(t, "a", true, func() *Forwarder { return nil })
-	// A replica that also believes the session is elsewhere: reached by a
-	// forwarded call, it must answer, not forward again.
-	aLooping := replica(t, "a-looping", false, func() *Forwarder {
-		return New(func(context.Context, string) (string, error) { return "127.0.0.1", nil }, 1, "", "ns/a", "test", rec, hclog.NewNullLogger())
-	})
-	located := ""
-	var locateErr error
-	var fw *Forwarder
-	b := replica(t, "b", false, func() *Forwarder {
-		fw = New(func(_ context.Context, r string) (string, error) { located = r; return "127.0.0.1", locateErr }, 0, "", "ns/b", "test", rec, hclog.NewNullLogger())
-		return fw
-	})
-	defer fw.Close()
+type progressLog struct {
+	mu  sync.Mutex
+	got []string
+}
 
-	var progress []string
-	var pmu sync.Mutex
-	c := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-		pmu.Lock()
-		progress = append(progress, r.Params.Message+" "+strconv.Quote(toString(r.Params.ProgressToken)))
-		pmu.Unlock()
-	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.URL, HTTPClient: &http.Client{Transport: bearer{"k1"}}, DisableStandaloneSSE: true}, nil)
+func (p *progressLog) handler(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+	tok, _ := r.Params.ProgressToken.(string)
+	p.mu.Lock()
+	p.got = append(p.got, r.Params.Message+" "+tok)
+	p.mu.Unlock()
+}
+
+func (p *progressLog) take() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := strings.Join(p.got, ",")
+	p.got = nil
+	return out
+}
+
+func connect(t *testing.T, url, key string, p *progressLog) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: p.handler})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	call := func() *mcp.CallToolResult {
-		p := &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"session_id": "s"}}
-		p.SetProgressToken("mine")
-		res, err := cs.CallTool(ctx, p)
-		if err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// lossy is a holder whose answers to tools/call never come back: the
+// connection is cut once the call reached it.
+func lossy(t *testing.T, real http.Handler) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+			return
 		}
-		return res
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		real.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The calls of a session another replica serves are answered by that
+// replica, with each caller's own credential over one connection and its
+// progress with its own token: asked first (nothing runs here), or after
+// a refusal here (whose rate token is then given back). The replica
+// reached never forwards again; an unreachable one leaves the refusal; a
+// protocol error of the holder is passed on; an answer lost on the way
+// says the code may have run. Every forward is audited.
+func TestForward(t *testing.T) {
+	rec := &recorder{}
+	routeTo := atomic.Value{}
+	routeTo.Store("")
+	var locateErr atomic.Value
+	locateErr.Store(errors.New(""))
+	locate := func(context.Context, string) (string, error) {
+		if err := locateErr.Load().(error); err.Error() != "" {
+			return "", err
+		}
+		return "127.0.0.1", nil
 	}
+	a := replica(t, "a", true, nil)
+	// Also believes the session is elsewhere and forwards: reached by a
+	// forwarded call it must answer, not forward again.
+	aLooping := replica(t, "a-looping", false, New(func(context.Context, *mcp.CallToolRequest) string { return "ns/other" }, locate, 1, "", "ns/a", "test", rec, hclog.NewNullLogger()))
+	fw := New(func(context.Context, *mcp.CallToolRequest) string { return routeTo.Load().(string) }, locate, 0, "", "ns/b", "test", rec, hclog.NewNullLogger())
+	defer fw.Close()
+	b := replica(t, "b", false, fw, "execute_r")
+	var alice, bob progressLog
+	onB := connect(t, b.srv.URL, "k1", &alice)
+	bobOnB := connect(t, b.srv.URL, "k2", &bob)
+
+	call := func(cs *mcp.ClientSession, tool string) (*mcp.CallToolResult, error) {
+		p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"session_id": "s"}}
+		p.SetProgressToken("mine")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return cs.CallTool(ctx, p)
+	}
+	text := func(res *mcp.CallToolResult) string {
+		if res == nil || len(res.Content) == 0 {
+			return ""
+		}
+		s, _ := res.Content[0].(*mcp.TextContent)
+		return s.Text
+	}
+	lost := lossy(t, a.srv.Config.Handler)
 
 	for _, tc := range []struct {
-		name      string
-		to        *httptest.Server
-		locate    error
-		want      string // "by" of the answer; "": the refusal
-		forwarded bool
+		name     string
+		route    string
+		to       string // the holder's URL
+		locate   string // a locate error
+		tool     string
+		who      *mcp.ClientSession
+		wantBy   string // the answer is this replica's; "": a refusal or error
+		wantText string // in the refusal or error
+		bCalls   int32  // calls that ran on b
+		refunds  int32
+		success  bool // audited as forwarded
 	}{
-		{"forwarded", a, nil, "a", true},
-		{"no loop", aLooping, nil, "", true},
-		{"unreachable", a, errors.New("replica ns/other is not running"), "", false},
+		{"asked first", "ns/other", a.srv.URL, "", "execute_python", onB, "a", "", 0, 0, true},
+		{"refused, then forwarded", "", a.srv.URL, "", "execute_python", onB, "a", "", 1, 1, true},
+		{"another caller, the same connection", "ns/other", a.srv.URL, "", "execute_python", bobOnB, "a", "", 0, 0, true},
+		{"no loop", "", aLooping.srv.URL, "", "execute_python", onB, "", "session-held", 1, 1, true},
+		{"unreachable", "", a.srv.URL, "replica ns/other is not running", "execute_python", onB, "", "session-held", 1, 0, false},
+		{"the holder's protocol error", "ns/other", a.srv.URL, "", "execute_r", onB, "", "unknown tool", 0, 0, false},
+		{"the answer lost", "ns/other", lost.URL, "", "execute_python", onB, "", "may have run", 0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			locateErr = tc.locate
-			fw.port = port(t, tc.to)
-			pmu.Lock()
-			progress = nil
-			pmu.Unlock()
-			rec.mu.Lock()
-			rec.entries = nil
-			rec.mu.Unlock()
-			res := call()
-			out, _ := res.StructuredContent.(map[string]any)
+			routeTo.Store(tc.route)
+			locateErr.Store(errors.New(tc.locate))
+			fw.port = portOf(t, tc.to)
+			b.calls.Store(0)
+			b.refundsDone.Store(0)
+			res, err := call(tc.who, tc.tool)
+			var out map[string]any
+			if res != nil {
+				out, _ = res.StructuredContent.(map[string]any)
+			}
+			key := map[*mcp.ClientSession]string{onB: "Bearer k1", bobOnB: "Bearer k2"}[tc.who]
 			switch {
-			case tc.want != "" && (res.IsError || out["by"] != tc.want || out["auth"] != "Bearer k1"):
-				t.Fatalf("answer %+v %v, want %s's with the caller's credential", out, res.IsError, tc.want)
-			case tc.want == "" && (!res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session-held")):
-				t.Fatalf("answer %+v, want the refusal", res)
+			case tc.wantBy != "" && (err != nil || res.IsError || out["by"] != tc.wantBy || out["auth"] != key):
+				t.Fatalf("answer %+v %v, want %s's with the caller's credential %s", res, err, tc.wantBy, key)
+			case tc.wantBy == "" && err == nil && !strings.Contains(text(res), tc.wantText):
+				t.Fatalf("answer %q, want one saying %q", text(res), tc.wantText)
+			case tc.wantBy == "" && err != nil && !strings.Contains(err.Error(), tc.wantText):
+				t.Fatalf("error %v, want one saying %q", err, tc.wantText)
 			}
-			if located != "ns/other" {
-				t.Errorf("located %q, want the replica the engine noted", located)
+			if n := b.calls.Load(); n != tc.bCalls {
+				t.Errorf("%d calls ran on b, want %d", n, tc.bCalls)
 			}
-			pmu.Lock()
-			got := strings.Join(progress, ",")
-			pmu.Unlock()
-			if tc.want != "" && got != `half "mine"` {
-				t.Errorf("progress %q, want the holder's with the caller's own token", got)
+			if n := b.refundsDone.Load(); n != tc.refunds {
+				t.Errorf("%d refunds on b, want %d", n, tc.refunds)
 			}
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			if len(rec.entries) != 1 || rec.entries[0].Event != audit.SessionForward || rec.entries[0].Success != tc.forwarded || rec.entries[0].Details["to"] != "ns/other" {
-				t.Errorf("audit %+v, want one session.forward (success %v), none from the replica reached", rec.entries, tc.forwarded)
+			progress := map[*mcp.ClientSession]*progressLog{onB: &alice, bobOnB: &bob}[tc.who].take()
+			if tc.wantBy != "" && progress != "half mine" {
+				t.Errorf("progress %q, want the holder's with the caller's own token", progress)
+			}
+			es := rec.take()
+			if len(es) != 1 || es[0].Event != audit.SessionForward || es[0].Success != tc.success || es[0].Details["to"] != "ns/other" || es[0].Details["session"] != "s" {
+				t.Errorf("audit %+v, want one session.forward of session s (success %v), none from the replica reached", es, tc.success)
 			}
 		})
 	}
-}
-
-func toString(v any) string {
-	s, _ := v.(string)
-	return s
 }

@@ -38,10 +38,15 @@ type SessionEndpoint struct {
 // its sandbox is gone with its state).
 var ErrNoRecord = errors.New("no live session recorded")
 
-// HeldError: another live core serves the session.
+// HeldError: another live core serves the session. By is its pod,
+// "NAMESPACE/NAME"; "" when it is another core claiming the session at the
+// same instant.
 type HeldError struct{ By string }
 
 func (e *HeldError) Error() string {
+	if e.By == "" {
+		return "the session is being claimed by another replica"
+	}
 	return "the session is served by another replica (" + e.By + ")"
 }
 
@@ -58,6 +63,10 @@ type SessionStore interface {
 	// ClaimSession makes this core the one that serves the container's
 	// session: *HeldError while another live core does.
 	ClaimSession(ctx context.Context, container string) error
+	// Holder is the other live core that serves the container's session
+	// ("NAMESPACE/NAME" of its pod), "" when the session is this core's,
+	// handed over, or its core is gone.
+	Holder(ctx context.Context, container string) (string, error)
 	// OwnsSession reports whether this core still serves the container's
 	// session.
 	OwnsSession(ctx context.Context, container string) (bool, error)

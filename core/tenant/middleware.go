@@ -83,13 +83,10 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 			// The run slot outlives the call while the engine holds it
 			// (HoldRun): until the run's sandbox is gone.
 			defer a.end()
-			res, err := next(context.WithValue(ctx, admissionKey{}, a), method, req)
-			if held.By(ctx) != "" {
-				// Refused for a session another replica serves, which
-				// counts the call when it is forwarded there (core/forward).
-				a.refund()
-			}
-			return observe(res, err)
+			// Refused for a session another replica serves and forwarded
+			// there (core/forward): that replica counts the call.
+			held.OnForwarded(ctx, a.refund)
+			return observe(next(context.WithValue(ctx, admissionKey{}, a), method, req))
 		}
 	}
 }

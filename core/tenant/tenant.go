@@ -412,17 +412,6 @@ func (r *Registry) SessionQuota(rec audit.Recorder, obs Observer) *SessionQuota 
 // replicas of a core in a cluster hold (Registry.Share). An unknown name
 // (a client that is no tenant) has no quota.
 func (q *SessionQuota) CheckSessions(name string, live []string) error {
-	return q.check(name, live, 0)
-}
-
-// CheckTakeover is CheckSessions for a session this replica takes over
-// from another, which may still count it until its next word (or, gone,
-// until its Lease goes): it is not counted twice.
-func (q *SessionQuota) CheckTakeover(name string, live []string) error {
-	return q.check(name, live, 1)
-}
-
-func (q *SessionQuota) check(name string, live []string, moving int) error {
 	s, ok := q.r.tenants[name]
 	if !ok {
 		return nil
@@ -432,7 +421,6 @@ func (q *SessionQuota) check(name string, live []string, moving int) error {
 	if err != nil {
 		return err
 	}
-	other.Sessions = max(other.Sessions-moving, 0)
 	n := len(live) + other.Sessions
 	if n < l.MaxSessions {
 		return nil

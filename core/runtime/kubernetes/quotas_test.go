@@ -70,6 +70,10 @@ func TestSharedQuotas(t *testing.T) {
 	if known, n := qb.Known(); !known || n != 1 {
 		t.Errorf("b knows the others' usage: %v, of %d replicas; want true, 1", known, n)
 	}
+	eventually(t, "a knows the others' usage", func() (bool, string) {
+		known, _ := qa.Known()
+		return known, "not yet"
+	})
 	if u, err := qa.Elsewhere("alice"); err != nil || u != (Use{}) {
 		t.Errorf("a counts its own usage elsewhere: %+v %v", u, err)
 	}

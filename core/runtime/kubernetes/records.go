@@ -252,14 +252,10 @@ func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 	if err != nil {
 		return err
 	}
-	if p.Labels[LabelHost] != c.hostID && p.Annotations[AnnotationReleased] == "" {
-		owner, ok := parseCorePod(p.Annotations[AnnotationCorePod])
-		if !ok {
-			return fmt.Errorf("pod %s names no core pod that serves it (annotation %s): not claimed", pod, AnnotationCorePod)
-		}
-		if c.coreAlive(ctx, owner) {
-			return &runtime.HeldError{By: owner.pod()}
-		}
+	if by, err := c.heldBy(ctx, p); err != nil {
+		return err
+	} else if by != "" {
+		return &runtime.HeldError{By: by}
 	}
 	p.Labels[LabelHost] = c.hostID
 	p.Annotations[AnnotationCorePod] = c.core.String()
@@ -268,12 +264,39 @@ func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 	// the second update is refused.
 	made, err := c.cs.CoreV1().Pods(c.k.Namespace).Update(cx, p, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
-		return &runtime.HeldError{By: "another replica claiming it at the same time"}
+		return &runtime.HeldError{}
 	} else if err != nil {
 		return fail("update", pod, err)
 	}
 	c.adopt(made)
 	return nil
+}
+
+// heldBy is the live other core serving sandbox pod p, "" when p is this
+// core's, handed over, or its core is gone.
+func (c *Client) heldBy(ctx context.Context, p *corev1.Pod) (string, error) {
+	if p.Labels[LabelHost] == c.hostID || p.Annotations[AnnotationReleased] != "" {
+		return "", nil
+	}
+	owner, ok := parseCorePod(p.Annotations[AnnotationCorePod])
+	if !ok {
+		return "", fmt.Errorf("pod %s names no core pod that serves it (annotation %s): not claimed", p.Name, AnnotationCorePod)
+	}
+	if c.coreAlive(ctx, owner) {
+		return owner.pod(), nil
+	}
+	return "", nil
+}
+
+// Holder implements runtime.SessionStore.
+func (c *Client) Holder(ctx context.Context, pod string) (string, error) {
+	cx, cancel := op(ctx)
+	defer cancel()
+	p, err := c.getPod(cx, pod)
+	if err != nil {
+		return "", err
+	}
+	return c.heldBy(ctx, p)
 }
 
 // OwnsSession implements runtime.SessionStore.
@@ -371,7 +394,7 @@ func (c *Client) ReplicaAddress(ctx context.Context, replica string) (string, er
 		}
 	}
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
-		return "", fmt.Errorf("replica %s is not running (%s)", replica, p.Status.Phase)
+		return "", fmt.Errorf("replica %s is not running (phase %s, being deleted: %v, address %q)", replica, p.Status.Phase, p.DeletionTimestamp != nil, p.Status.PodIP)
 	}
 	return p.Status.PodIP, nil
 }
