@@ -19,27 +19,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/audit/audittest"
 	"github.com/mcp-forge/mcp-forge/core/held"
 )
-
-type recorder struct {
-	mu      sync.Mutex
-	entries []audit.Entry
-}
-
-func (r *recorder) Record(e audit.Entry) {
-	r.mu.Lock()
-	r.entries = append(r.entries, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) take() []audit.Entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.entries
-	r.entries = nil
-	return out
-}
 
 type echoIn struct {
 	Session string `json:"session_id"`
@@ -159,7 +141,7 @@ func lossy(t *testing.T, real http.Handler) *httptest.Server {
 // protocol error of the holder is passed on; an answer lost on the way
 // says the code may have run. Every forward is audited.
 func TestForward(t *testing.T) {
-	rec := &recorder{}
+	rec := &audittest.Recorder{}
 	routeTo := atomic.Value{}
 	routeTo.Store("")
 	var locateErr atomic.Value
@@ -248,7 +230,7 @@ func TestForward(t *testing.T) {
 			if tc.wantBy != "" && progress != "half mine" {
 				t.Errorf("progress %q, want the holder's with the caller's own token", progress)
 			}
-			es := rec.take()
+			es := rec.Take()
 			if len(es) != 1 || es[0].Event != audit.SessionForward || es[0].Success != tc.success || es[0].Details["to"] != "ns/other" || es[0].Details["session"] != "s" {
 				t.Errorf("audit %+v, want one session.forward of session s (success %v), none from the replica reached", es, tc.success)
 			}

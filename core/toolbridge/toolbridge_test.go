@@ -20,7 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/audit/audittest"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
@@ -84,24 +84,7 @@ func (f *fakeBridge) called() []string {
 	return append([]string(nil), f.calls...)
 }
 
-type recorder struct {
-	mu      sync.Mutex
-	entries []audit.Entry
-}
-
-func (r *recorder) Record(e audit.Entry) {
-	r.mu.Lock()
-	r.entries = append(r.entries, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []audit.Entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]audit.Entry(nil), r.entries...)
-}
-
-func testService(t *testing.T, fb *fakeBridge, mut func(*config.Config)) (*Service, *recorder) {
+func testService(t *testing.T, fb *fakeBridge, mut func(*config.Config)) (*Service, *audittest.Recorder) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.MCPTools = map[string]config.MCPTool{"mem": {Command: "x", Deny: []string{"delete_*"}, Approve: []string{"ask"},
@@ -110,7 +93,7 @@ func testService(t *testing.T, fb *fakeBridge, mut func(*config.Config)) (*Servi
 	if mut != nil {
 		mut(&cfg)
 	}
-	rec := &recorder{}
+	rec := &audittest.Recorder{}
 	// Short root: unix socket paths are limited to 107 bytes.
 	root, err := os.MkdirTemp("", "tb")
 	if err != nil {
@@ -364,14 +347,14 @@ func TestCalls(t *testing.T) {
 			t.Fatalf("got %+v", r.Error)
 		}
 	})
-	for _, e := range rec.all() {
+	for _, e := range rec.Entries() {
 		b, _ := json.Marshal(e)
 		if strings.Contains(string(b), "12345678901234567") || strings.Contains(string(b), "sekrit") || strings.Contains(string(b), "no such entity") {
 			t.Fatalf("the audit log holds arguments or results: %s", b)
 		}
 	}
 	var calls int
-	for _, e := range rec.all() {
+	for _, e := range rec.Entries() {
 		if e.Event == EventCall {
 			calls++
 			if e.Details["server"] == nil || e.Details["outcome"] == nil || e.Details["duration_ms"] == nil {
@@ -431,7 +414,7 @@ func TestDeniedToolMessage(t *testing.T) {
 				t.Errorf("a denied tool is sent to mcp_tools: %q", r.Error.Message)
 			}
 			var rules []any
-			for _, e := range rec.all() {
+			for _, e := range rec.Entries() {
 				if e.Event == EventCall {
 					rules = append(rules, e.Details["rule"])
 				}
@@ -487,7 +470,7 @@ func TestScrubEncodedSecrets(t *testing.T) {
 					t.Errorf("structured result no longer JSON: %s", b)
 				}
 			}
-			for _, e := range rec.all() {
+			for _, e := range rec.Entries() {
 				if b, _ := json.Marshal(e); strings.Contains(string(b), "sekrit") || strings.Contains(string(b), tc.enc) {
 					t.Errorf("audit holds the secret: %s", b)
 				}

@@ -23,11 +23,7 @@ func BenchmarkReplicas(b *testing.B) {
 	c := setup(b)
 	tenants, keys := testenv.TenantKeys(b, "alice")
 	tenants += "executions_per_minute = 60000\nexecution_burst = 10000\n"
-	pods := c.deploy(b, c.overlay(b, "overlays/replicas", tenants))
-	if len(pods) != 2 {
-		b.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
-	}
-	a, other := pods[0], pods[1]
+	a, other := c.replicas(b, tenants)
 	onA := connect(b, "http://"+a.Status.PodIP+":8080/mcp", keys["alice"])
 	onB := connect(b, "http://"+other.Status.PodIP+":8080/mcp", keys["alice"])
 	call := func(cs *mcp.ClientSession) time.Duration {

@@ -219,6 +219,17 @@ func (c *cluster) deploy(t testing.TB, dir string) []corev1.Pod {
 	return c.readyPods(t)
 }
 
+// replicas deploys deploy/overlays/replicas with tenants and returns its
+// two ready core pods.
+func (c *cluster) replicas(t testing.TB, tenants string) (a, b corev1.Pod) {
+	t.Helper()
+	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
+	if len(pods) != 2 {
+		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
+	}
+	return pods[0], pods[1]
+}
+
 func (c *cluster) readyPods(t testing.TB) []corev1.Pod {
 	t.Helper()
 	l, err := c.admin.CoreV1().Pods(coreNS).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
@@ -629,11 +640,7 @@ func (c *cluster) kill(t testing.TB, p corev1.Pod) {
 func TestReplicaLoss(t *testing.T) {
 	c := setup(t)
 	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
-	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
-	if len(pods) != 2 {
-		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
-	}
-	a, b := pods[0], pods[1]
+	a, b := c.replicas(t, tenants)
 	onA := connect(t, "http://"+a.Status.PodIP+":8080/mcp", keys["alice"])
 	for _, step := range []struct{ lang, code string }{{"python", "x = 41; z = 7"}, {"r", "y <- 41"}} {
 		var o execOut
@@ -779,10 +786,7 @@ func TestReplicaLoss(t *testing.T) {
 func TestRollingRestart(t *testing.T) {
 	c := setup(t)
 	tenants, keys := testenv.TenantKeys(t, "alice")
-	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
-	if len(pods) != 2 {
-		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
-	}
+	first, second := c.replicas(t, tenants)
 	var (
 		conn     *mcp.ClientSession
 		on       string
@@ -898,10 +902,7 @@ func TestRollingRestart(t *testing.T) {
 	for range 5 {
 		step()
 	}
-	old := map[string]bool{}
-	for _, p := range pods {
-		old[p.Name] = true
-	}
+	old := map[string]bool{first.Name: true, second.Name: true}
 	if old[on] {
 		t.Fatalf("the stream ends on %s, a replica from before the restart", on)
 	}
@@ -949,11 +950,7 @@ func TestAnyReplica(t *testing.T) {
 	c := setup(t)
 	tenants, keys := testenv.TenantKeys(t, "carol")
 	tenants += "max_sessions = 2\nmax_concurrent_runs = 1\nexecutions_per_minute = 600\nexecution_burst = 100\n"
-	pods := c.deploy(t, c.overlay(t, "overlays/replicas", tenants))
-	if len(pods) != 2 {
-		t.Fatalf("%d ready core pods, want the overlay's 2", len(pods))
-	}
-	a, b := pods[0], pods[1]
+	a, b := c.replicas(t, tenants)
 	onA := connect(t, "http://"+a.Status.PodIP+":8080/mcp", keys["carol"])
 	onB := connect(t, "http://"+b.Status.PodIP+":8080/mcp", keys["carol"])
 	exec := func(cs *mcp.ClientSession, code, session string) *mcp.CallToolResult {
@@ -998,18 +995,22 @@ func TestAnyReplica(t *testing.T) {
 	if res := testenv.Call(t, onB, "destroy_session", map[string]any{"session_id": "q2"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	freed := time.Now()
-	for {
-		res := exec(onA, "1", "q3")
-		if !res.IsError {
-			break
+	// admitted calls until one is, and says how long that took.
+	admitted := func(what string, call func() *mcp.CallToolResult) time.Duration {
+		start := time.Now()
+		for {
+			res := call()
+			if !res.IsError {
+				return time.Since(start)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s: still refused %v later: %s", what, time.Since(start), testenv.Text(res))
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Since(freed) > 10*time.Second {
-			t.Fatalf("q3 still refused %v after q2 was destroyed on %s: %s", time.Since(freed), b.Name, testenv.Text(res))
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("a session destroyed on one replica is room on the other %v later (the answer of a session's first call included)", time.Since(freed).Round(time.Millisecond))
+	took := admitted("q3 on "+a.Name+" after q2 was destroyed on "+b.Name, func() *mcp.CallToolResult { return exec(onA, "1", "q3") })
+	t.Logf("a session destroyed on one replica is room on the other %v later (the answer of a session's first call included)", took.Round(time.Millisecond))
 
 	// One run at a time across both: a run on B while one runs on A is
 	// refused; once A's is over, B's goes.
@@ -1031,16 +1032,6 @@ func TestAnyReplica(t *testing.T) {
 	if r := <-done; r.IsError {
 		t.Fatalf("the run on %s: %s", a.Name, testenv.Text(r))
 	}
-	ended := time.Now()
-	for {
-		res := exec(onB, "1 + 1", "")
-		if !res.IsError {
-			break
-		}
-		if time.Since(ended) > 10*time.Second {
-			t.Fatalf("a run on %s still refused %v after the one on %s ended: %s", b.Name, time.Since(ended), a.Name, testenv.Text(res))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("a run ended on one replica is room on the other %v later (its sandbox's removal and the next run included)", time.Since(ended).Round(time.Millisecond))
+	took = admitted("a run on "+b.Name+" after the one on "+a.Name+" ended", func() *mcp.CallToolResult { return exec(onB, "1 + 1", "") })
+	t.Logf("a run ended on one replica is room on the other %v later (its sandbox's removal and the next run included)", took.Round(time.Millisecond))
 }

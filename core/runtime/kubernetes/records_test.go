@@ -76,6 +76,12 @@ func TestSessionRecords(t *testing.T) {
 	if err != nil || pod != "sb1" || got.Client != "alice" || string(got.Resume) != `{"v":1}` || got.Endpoints[0].Path != "/k/shell" {
 		t.Fatalf("found %+v in %q, %v", got, pod, err)
 	}
+	if by, err := b.Holder(ctx, "sb1"); by != "mcp-forge-system/core-a" || err != nil {
+		t.Fatalf("holder seen by b: %q %v", by, err)
+	}
+	if by, err := a.Holder(ctx, "sb1"); by != "" || err != nil {
+		t.Fatalf("a's own session held by %q (%v)", by, err)
+	}
 	var held *runtime.HeldError
 	if err := b.ClaimSession(ctx, "sb1"); !errors.As(err, &held) || held.By != "mcp-forge-system/core-a" {
 		t.Fatalf("claim of a live replica's session: %v", err)
