@@ -441,7 +441,9 @@ func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 			return ""
 		}
 		client, err := reg.Identify(call)
-		if err != nil {
+		// An execution its tenant's rate refuses asks the cluster nothing:
+		// the tenants' middleware refuses it at once.
+		if err != nil || strings.HasPrefix(call.Params.Name, "execute_") && !reg.RateLeft(client) {
 			return ""
 		}
 		return f.Engine.HeldElsewhere(ctx, client, args.SessionID)

@@ -29,9 +29,11 @@ import (
 // replica it reaches answers it itself, never forwards it again.
 const Header = "Mcp-Forge-Forwarded-By"
 
-// maxReplicas bounds the connections kept, one per replica address; past
-// it the oldest unused go (closed apart: a close waits for its calls).
-const maxReplicas = 64
+// maxConns bounds the connections kept, one per replica address and
+// tenant (a tenant's credential refused there fails its connection only);
+// past it the least recently used goes (closed apart: a close waits for
+// its calls).
+const maxConns = 256
 
 // Locate is the pod address of a replica, "NAMESPACE/NAME", checked to be
 // one of this core's (kubernetes.Client.ReplicaAddress).
@@ -53,7 +55,7 @@ type Forwarder struct {
 	log     hclog.Logger
 
 	mu      sync.Mutex
-	clients map[string]*conn // replica address → its connection
+	clients map[string]*conn // replica address and tenant → a connection
 
 	seq      atomic.Uint64
 	progress sync.Map // token of a forwarded call → pending
@@ -142,8 +144,8 @@ func (f *Forwarder) forward(ctx context.Context, replica string, call *mcp.CallT
 	default:
 		e.Severity = audit.Warning
 		f.log.Warn("the answer of a forwarded call was lost", "tool", call.Params.Name, "replica", replica, "error", err)
-		msg := fmt.Sprintf("this call was passed to the replica of this server that serves session %q, and its answer was lost on the way (%v): the code may have run. "+
-			"Look at the session's state (its variables, list_files) before running it again", args.SessionID, err)
+		msg := fmt.Sprintf("this call was passed to the replica of this server that serves session %q, and its answer was lost on the way: the code may have run. "+
+			"Look at the session's state (its variables, list_files) before running it again", args.SessionID)
 		res, err = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}},
 			StructuredContent: map[string]any{"success": false, "error": map[string]any{"type": "ForwardLost", "message": msg}}}, nil
 	}
@@ -160,7 +162,11 @@ func (f *Forwarder) send(ctx context.Context, replica string, call *mcp.CallTool
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(f.port))
 	cred := call.Extra.Header.Get("Authorization")
-	cs, err := f.client(addr, cred)
+	key := addr + "\x00"
+	if call.Extra.TokenInfo != nil {
+		key += call.Extra.TokenInfo.UserID
+	}
+	cs, err := f.client(key, addr, cred)
 	if err != nil {
 		return nil, false, err
 	}
@@ -176,14 +182,23 @@ func (f *Forwarder) send(ctx context.Context, replica string, call *mcp.CallTool
 		defer f.progress.Delete(fwd)
 		params.SetProgressToken(fwd)
 	}
-	// The caller's credential rides with this call only (credentials).
-	res, err := cs.CallTool(context.WithValue(ctx, credKey{}, cred), params)
+	// The caller's credential rides with this call only (credentials),
+	// which also notes the HTTP status the replica answered with.
+	st := &status{}
+	res, err := cs.CallTool(context.WithValue(context.WithValue(ctx, credKey{}, cred), statusKey{}, st), params)
 	if err != nil {
 		var dial *net.OpError
-		if !answered(err) && ctx.Err() == nil {
-			f.drop(addr, cs) // the replica may be gone
+		// Turned away by the replica's HTTP layer before anything ran
+		// (its own JSON-RPC answer aside).
+		refused := false
+		switch st.get() {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			refused = !answered(err)
 		}
-		return nil, !(errors.As(err, &dial) && dial.Op == "dial"), fmt.Errorf("call %s on %s (%s): %w", call.Params.Name, replica, addr, err)
+		if !answered(err) && !refused && ctx.Err() == nil {
+			f.drop(key, cs) // the replica may be gone
+		}
+		return nil, !refused && !(errors.As(err, &dial) && dial.Op == "dial"), fmt.Errorf("call %s on %s (%s): %w", call.Params.Name, replica, addr, err)
 	}
 	return res, true, nil
 }
@@ -203,11 +218,12 @@ func answered(err error) bool {
 	return true
 }
 
-// client is the connection to the replica at addr, made once (its
-// initialize with cred, the first caller's credential).
-func (f *Forwarder) client(addr, cred string) (*mcp.ClientSession, error) {
+// client is the connection key names, to the replica at addr, made once
+// (its initialize with cred, the first caller's credential, which the
+// connection does not keep).
+func (f *Forwarder) client(key, addr, cred string) (*mcp.ClientSession, error) {
 	f.mu.Lock()
-	if c := f.clients[addr]; c != nil {
+	if c := f.clients[key]; c != nil {
 		c.used = time.Now()
 		f.mu.Unlock()
 		return c.cs, nil
@@ -217,21 +233,25 @@ func (f *Forwarder) client(addr, cred string) (*mcp.ClientSession, error) {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
 	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + f.path, DisableStandaloneSSE: true, MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: credentials{by: f.self, base: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}}
-	// Nothing of the first caller's request is kept with the connection.
-	cctx, cancel := context.WithTimeout(context.WithValue(context.Background(), credKey{}, cred), 10*time.Second)
+	// Nothing of the first caller's request is kept with the connection,
+	// its credential only for the connection's own first requests.
+	box := &credBox{}
+	box.set(cred)
+	cctx, cancel := context.WithTimeout(context.WithValue(context.Background(), credKey{}, box), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(cctx, tr, nil)
+	box.set("")
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	f.mu.Lock()
-	if have := f.clients[addr]; have != nil {
+	if have := f.clients[key]; have != nil {
 		f.mu.Unlock()
 		go cs.Close()
 		return have.cs, nil
 	}
 	var oldest string
-	if len(f.clients) >= maxReplicas {
+	if len(f.clients) >= maxConns {
 		for a, c := range f.clients {
 			if oldest == "" || c.used.Before(f.clients[oldest].used) {
 				oldest = a
@@ -240,17 +260,17 @@ func (f *Forwarder) client(addr, cred string) (*mcp.ClientSession, error) {
 		go f.clients[oldest].cs.Close()
 		delete(f.clients, oldest)
 	}
-	f.clients[addr] = &conn{cs: cs, used: time.Now()}
+	f.clients[key] = &conn{cs: cs, used: time.Now()}
 	f.mu.Unlock()
 	return cs, nil
 }
 
 // drop forgets a connection that failed; its close (which waits for its
 // other calls) is not waited for.
-func (f *Forwarder) drop(addr string, cs *mcp.ClientSession) {
+func (f *Forwarder) drop(key string, cs *mcp.ClientSession) {
 	f.mu.Lock()
-	if c := f.clients[addr]; c != nil && c.cs == cs {
-		delete(f.clients, addr)
+	if c := f.clients[key]; c != nil && c.cs == cs {
+		delete(f.clients, key)
 	}
 	f.mu.Unlock()
 	go cs.Close()
@@ -279,11 +299,38 @@ func (f *Forwarder) onProgress(_ context.Context, req *mcp.ProgressNotificationC
 	_ = p.to.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
 }
 
-// credKey carries a call's credential to its HTTP requests.
+// credKey carries a call's credential to its HTTP requests: a string for
+// a call, a *credBox for a connection's own requests.
 type credKey struct{}
 
+// credBox is the credential of a connection's first requests, cleared
+// once it is made.
+type credBox struct {
+	mu sync.Mutex
+	v  string
+}
+
+func (b *credBox) set(v string) {
+	b.mu.Lock()
+	b.v = v
+	b.mu.Unlock()
+}
+
+func (b *credBox) get() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.v
+}
+
+// statusKey carries a call's status: the HTTP status of its request.
+type statusKey struct{}
+
+type status struct{ code atomic.Int32 }
+
+func (s *status) get() int { return int(s.code.Load()) }
+
 // credentials sends each request with the credential of the call it
-// belongs to, and marks it as forwarded.
+// belongs to, marks it as forwarded, and notes the status it got.
 type credentials struct {
 	by   string
 	base http.RoundTripper
@@ -291,9 +338,18 @@ type credentials struct {
 
 func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	if cred, _ := r.Context().Value(credKey{}).(string); cred != "" {
+	switch cred := r.Context().Value(credKey{}).(type) {
+	case string:
 		r.Header.Set("Authorization", cred)
+	case *credBox:
+		if v := cred.get(); v != "" {
+			r.Header.Set("Authorization", v)
+		}
 	}
 	r.Header.Set(Header, c.by)
-	return c.base.RoundTrip(r)
+	resp, err := c.base.RoundTrip(r)
+	if st, _ := r.Context().Value(statusKey{}).(*status); st != nil && resp != nil {
+		st.code.Store(int32(resp.StatusCode))
+	}
+	return resp, err
 }

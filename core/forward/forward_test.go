@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -235,5 +236,81 @@ func TestForward(t *testing.T) {
 				t.Errorf("audit %+v, want one session.forward of session s (success %v), none from the replica reached", es, tc.success)
 			}
 		})
+	}
+}
+
+// A holder's HTTP layer turning a call away (429: busy; 401: a credential
+// it does not take) ran nothing: the call is answered here as if never
+// forwarded (the refusal says retry), and one tenant's refused credential
+// fails no other tenant's call in flight to the same replica.
+func TestForwardRefusals(t *testing.T) {
+	rec := &audittest.Recorder{}
+	slow := mcp.NewServer(&mcp.Implementation{Name: "holder", Version: "1"}, nil)
+	mcp.AddTool(slow, &mcp.Tool{Name: "execute_python"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
+		time.Sleep(300 * time.Millisecond)
+		return nil, echoOut{By: "holder", Auth: req.Extra.Header.Get("Authorization")}, nil
+	})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return slow }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var busy atomic.Bool
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Authorization") == "Bearer bad":
+			http.Error(w, "unknown API key", http.StatusUnauthorized)
+		case busy.Load():
+			http.Error(w, "too many requests in flight", http.StatusTooManyRequests)
+		default:
+			mcpHandler.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(holder.Close)
+	fw := New(func(context.Context, *mcp.CallToolRequest) string { return "ns/other" },
+		func(context.Context, string) (string, error) { return "127.0.0.1", nil }, portOf(t, holder.URL), "", "ns/b", "test", rec, hclog.NewNullLogger())
+	defer fw.Close()
+	b := mcp.NewServer(&mcp.Implementation{Name: "b", Version: "1"}, nil)
+	mcp.AddTool(b, &mcp.Tool{Name: "execute_python"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
+		held.Note(ctx, "ns/other")
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "session-held: retry"}}}, echoOut{}, nil
+	})
+	b.AddReceivingMiddleware(fw.Middleware)
+	// Tenants are who their keys say (the TokenInfo the server's auth gives).
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		return &auth.TokenInfo{UserID: "tenant-" + token, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	bsrv := httptest.NewServer(auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b }, &mcp.StreamableHTTPOptions{Stateless: true})))
+	t.Cleanup(bsrv.Close)
+	var pl progressLog
+	alice, mallory := connect(t, bsrv.URL, "alice", &pl), connect(t, bsrv.URL, "bad", &pl)
+	call := func(cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_python", Arguments: map[string]any{"session_id": "s"}})
+	}
+
+	busy.Store(true)
+	res, err := call(alice)
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session-held") {
+		t.Fatalf("a busy holder: %+v %v, want the refusal (nothing ran)", res, err)
+	}
+	busy.Store(false)
+
+	done := make(chan error, 1)
+	go func() {
+		res, err := call(alice)
+		if err == nil && (res.IsError || res.StructuredContent.(map[string]any)["by"] != "holder") {
+			err = errors.New("alice's answer: " + res.Content[0].(*mcp.TextContent).Text)
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if res, err := call(mallory); err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session-held") {
+		t.Errorf("a credential the holder refuses: %+v %v, want the refusal", res, err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("alice's call in flight while mallory's was refused: %v", err)
+	}
+	for _, e := range rec.Take() {
+		if strings.Contains(e.Error, "may have run") {
+			t.Errorf("audited as maybe run: %+v", e)
+		}
 	}
 }

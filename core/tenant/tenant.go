@@ -96,6 +96,7 @@ type state struct {
 	limiter  *rate.Limiter
 	running  int // executions whose calls or sandboxes are not over
 	requests int // HTTP requests in flight
+	credit   int // rate tokens given back by refused calls (refund), up to the burst
 }
 
 // Registry holds the tenants of one server.
@@ -286,16 +287,33 @@ func (r *Registry) admit(name string) (*admission, error) {
 			"quota %s exceeded: tenant %q already has %d execution(s) running%s (a run counts until its sandbox is gone), the limit (%s = %d); wait for one to finish",
 			QuotaRuns, name, n, onOthers(other.Runs), l.Field(QuotaRuns), l.MaxConcurrentRuns)}
 	}
-	res := s.limiter.ReserveN(r.now(), 1)
-	if d := res.DelayFrom(r.now()); !res.OK() || d > 0 {
-		res.CancelAt(r.now())
-		return nil, &QuotaError{Tenant: name, Quota: QuotaRate, Field: l.Field(QuotaRate), Msg: fmt.Sprintf(
-			"quota %s exceeded: tenant %q may start %d executions per minute (%s, bursts of %d); retry in %.1f s",
-			QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())}
+	if s.credit > 0 {
+		s.credit-- // a token a refused call gave back
+	} else {
+		res := s.limiter.ReserveN(r.now(), 1)
+		if d := res.DelayFrom(r.now()); !res.OK() || d > 0 {
+			res.CancelAt(r.now())
+			return nil, &QuotaError{Tenant: name, Quota: QuotaRate, Field: l.Field(QuotaRate), Msg: fmt.Sprintf(
+				"quota %s exceeded: tenant %q may start %d executions per minute (%s, bursts of %d); retry in %.1f s",
+				QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())}
+		}
 	}
 	s.running++
 	r.changed()
-	return &admission{r: r, s: s, res: res}, nil
+	return &admission{r: r, s: s}, nil
+}
+
+// RateLeft says whether tenant name may start an execution now (a token
+// of its rate, not taken): a call that will be refused by the rate does
+// no work before (core/forward's lookup of who serves its session).
+func (r *Registry) RateLeft(name string) bool {
+	s, ok := r.tenants[name]
+	if !ok {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return s.credit > 0 || s.limiter.TokensAt(r.now()) >= 1
 }
 
 // How long a run refused only for what other replicas hold waits for
@@ -317,9 +335,8 @@ func onOthers(n int) string {
 // admission is one admitted execution: its run slot is held until the call
 // has ended and every hold on it (HoldRun) is done.
 type admission struct {
-	r   *Registry
-	s   *state
-	res *rate.Reservation
+	r *Registry
+	s *state
 
 	mu       sync.Mutex
 	holds    int
@@ -359,8 +376,10 @@ func (a *admission) refund() {
 		return
 	}
 	a.refunded = true
+	// A credit the next admission spends: a reservation's own cancel
+	// gives nothing back once its instant has passed.
 	a.r.mu.Lock()
-	a.res.CancelAt(a.r.now())
+	a.s.credit = min(a.s.credit+1, a.s.limits.ExecutionBurst)
 	a.r.mu.Unlock()
 }
 

@@ -437,3 +437,33 @@ func TestSharedAcrossReplicas(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// A refund gives the token back with the real clock too: a call refused
+// after admission (the session quota, or forwarded to another replica)
+// leaves the tenant's burst as it was; the credit never passes the burst.
+func TestRefundRealClock(t *testing.T) {
+	q := config.Quotas{MaxConcurrentRuns: 10, MaxSessions: 2, ExecutionsPerMinute: 1, ExecutionBurst: 1}
+	r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+	a, err := r.admit("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the reservation's instant has passed
+	a.refund()
+	a.refund() // once
+	a.end()
+	if !r.RateLeft("alice") {
+		t.Error("no rate left after the refund")
+	}
+	b, err := r.admit("alice")
+	if err != nil {
+		t.Fatalf("the refunded token is not there: %v", err)
+	}
+	b.end()
+	if _, err := r.admit("alice"); err == nil {
+		t.Error("a second call within the burst of one admitted")
+	}
+	if r.RateLeft("alice") {
+		t.Error("rate left with the burst spent")
+	}
+}

@@ -30,9 +30,11 @@ const AnnotationUsage = "io.mcp-forge.usage"
 const (
 	usageRenew  = 5 * time.Second
 	usageExpiry = 15 * time.Second
-	// usageGap bounds the writes of a busy replica to 40 a second; the
+	// usageGap bounds the writes of a busy replica to 10 a second; the
 	// others' wait for news of a run just over (tenant: 300 ms) covers it.
-	usageGap = 25 * time.Millisecond
+	usageGap = 100 * time.Millisecond
+	// maxUse bounds what a Lease may say of one tenant (counts are sums).
+	maxUse = 1 << 20
 )
 
 // Use is what one replica holds of one tenant's quotas.
@@ -250,8 +252,16 @@ func (q *Quotas) watch(ctx context.Context) {
 		}
 	}
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    put,
-		UpdateFunc: func(_, obj any) { put(obj) },
+		AddFunc: put,
+		UpdateFunc: func(old, obj any) {
+			// A relist hands back Leases unchanged: that is no renewal.
+			if o, ok := old.(*coordinationv1.Lease); ok {
+				if l, ok := obj.(*coordinationv1.Lease); ok && o.ResourceVersion != "" && o.ResourceVersion == l.ResourceVersion {
+					return
+				}
+			}
+			put(obj)
+		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
@@ -280,7 +290,7 @@ func (q *Quotas) readUsage(l *coordinationv1.Lease) published {
 	var use map[string]Use
 	if json.Unmarshal([]byte(l.Annotations[AnnotationUsage]), &use) == nil {
 		for k, u := range use {
-			p.use[k] = Use{Sessions: max(u.Sessions, 0), Runs: max(u.Runs, 0)}
+			p.use[k] = Use{Sessions: min(max(u.Sessions, 0), maxUse), Runs: min(max(u.Runs, 0), maxUse)}
 		}
 	}
 	return p
