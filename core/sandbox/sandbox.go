@@ -234,7 +234,9 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	// The create runs to its end even if the caller gives up meanwhile (a
 	// plugin stopping mid-refill): cut short, Podman may still make the
 	// container, untracked and left behind. The runtime bounds the call.
+	t0 := time.Now()
 	id, err := m.rt.Create(context.WithoutCancel(ctx), spec)
+	details["duration_ms"] = time.Since(t0).Milliseconds()
 	if err != nil {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Details: details, Error: secrets.String(err.Error())})
 		return "", err
@@ -328,8 +330,13 @@ func (m *Manager) Start(ctx context.Context, plugin, id string) error {
 	if err := m.check(plugin, id, "start"); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	err := m.rt.Start(ctx, id)
-	if aerr := audit.Must(m.audit, m.entry(audit.ContainerStart, plugin, id, err, nil)); aerr != nil {
+	// The runtime's own time, so a slow start (image mount, user
+	// namespace, the OCI runtime) shows in the audit log apart from the
+	// runner's.
+	took := map[string]any{"duration_ms": time.Since(t0).Milliseconds()}
+	if aerr := audit.Must(m.audit, m.entry(audit.ContainerStart, plugin, id, err, took)); aerr != nil {
 		m.unaudited(plugin, id, aerr)
 		return &AuditError{Err: aerr}
 	}

@@ -46,7 +46,7 @@ func statelessBench(b *testing.B, tool, code string, bare []string) {
 }
 
 // statelessBenchConfig is statelessBench on a server configured with cfg.
-func statelessBenchConfig(b *testing.B, cfg, tool, code string, bare []string) {
+func statelessBenchConfig(b *testing.B, cfg, tool, code string, bare []string) *testenv.Server {
 	s := testenv.StartServer(b, cfg)
 	n := b.N
 	call := func() error {
@@ -83,6 +83,7 @@ func statelessBenchConfig(b *testing.B, cfg, tool, code string, bare []string) {
 	b.ReportMetric(bp, "podman-run-p90-ms")
 	b.ReportMetric(fm/bm, "ratio-median")
 	b.Logf("%s %q, %d runs each: forge median %.0f ms p90 %.0f ms; bare podman run median %.0f ms p90 %.0f ms; ratio %.2f", tool, code, n, fm, fp, bm, bp, fm/bm)
+	return s
 }
 
 // coldConfig turns the stateless plugins' warm pools off: the cold figures
@@ -96,10 +97,25 @@ func BenchmarkStatelessPython(b *testing.B) {
 
 // BenchmarkStatelessColdDefault: a cold run (the pools off) with the
 // default configuration, half a core per run, vs a bare podman run: the
-// cold path a user's run takes when the pool is empty (issue 26).
+// cold path a user's run takes when the pool is empty (issue 26), and
+// where its time goes (the audit log's phases).
 func BenchmarkStatelessColdDefault(b *testing.B) {
 	for _, lp := range loadPlugins {
-		b.Run(lp.plugin, func(b *testing.B) { statelessBenchConfig(b, coldConfig, "execute_"+lp.plugin, lp.code, lp.bare) })
+		b.Run(lp.plugin, func(b *testing.B) {
+			s := statelessBenchConfig(b, coldConfig, "execute_"+lp.plugin, lp.code, lp.bare)
+			readColdPhases(b, s.AuditLog).report(b)
+			// The container alone, no interpreter: what the isolation
+			// rule costs before any language does.
+			d, err := measure(max(b.N/2, 5), func() error {
+				return exec.Command("podman", "run", "--rm", "--network", "none", lp.bare[0], "true").Run()
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, _ := stats(d)
+			b.ReportMetric(m, "podman-run-true-median-ms")
+			b.Logf("bare podman run of true in %s: median %.0f ms", lp.bare[0], m)
+		})
 	}
 }
 

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +16,50 @@ import (
 
 // runtimeFigures are one runtime's column of the Kubernetes table.
 type runtimeFigures struct {
-	warm, warmP90, cold, session, sessionP90, startWarm, startCold, concurrentWall, concurrentP95 float64
+	warm, warmP90, cold, session, sessionP90, raw, startWarm, startCold, concurrentWall, concurrentP95 float64
+	// where a cold run's time goes: the sandbox created and started (a
+	// pod's cold start), then its runner's start
+	coldStart, coldReady float64
+}
+
+// rawRoundTrip is a kernel round trip measured inside its sandbox:
+// jupyter_client's execute of y = 1, n times, against the session's own
+// kernel (its connection file), the median in ms on the last line.
+const rawRoundTrip = `import statistics, sys, time
+from jupyter_client import BlockingKernelClient
+c = BlockingKernelClient(connection_file=sys.argv[1])
+c.load_connection_file()
+c.start_channels()
+c.wait_for_ready(timeout=30)
+d = []
+for _ in range(int(sys.argv[2])):
+    t = time.perf_counter()
+    c.execute_interactive("y = 1", timeout=30, output_hook=lambda m: None)
+    d.append(time.perf_counter() - t)
+c.stop_channels()
+print(statistics.median(d) * 1000)
+`
+
+// rawKernel measures rawRoundTrip in session id's sandbox, which the
+// session's own code names (its hostname: a pod's name, a container's
+// short id) with its kernel's connection file.
+func rawKernel(b *testing.B, kube bool, s *testenv.Server, id string, n int) float64 {
+	res := callArgs(b, s, "execute_python", map[string]any{"session_id": id,
+		"code": "import socket\nfrom ipykernel.connect import get_connection_file\nprint(socket.gethostname(), get_connection_file())"})
+	where := strings.Fields(stdoutOf(res))
+	if len(where) != 2 {
+		b.Fatalf("the session did not name its sandbox and connection file: %q", stdoutOf(res))
+	}
+	out := testenv.SandboxExec(b, kube, where[0], "python3", "-c", rawRoundTrip, where[1], strconv.Itoa(n))
+	lines := strings.Fields(string(out.Stdout))
+	if out.ExitCode != 0 || len(lines) == 0 {
+		b.Fatalf("the raw round trip in %s: exit %d\n%s\n%s", where[0], out.ExitCode, out.Stdout, out.Stderr)
+	}
+	ms, err := strconv.ParseFloat(lines[len(lines)-1], 64)
+	if err != nil {
+		b.Fatalf("the raw round trip in %s: %v", where[0], err)
+	}
+	return ms
 }
 
 // measureRuntime takes the table's figures on one runtime: a warm and a
@@ -41,6 +86,7 @@ func measureRuntime(b *testing.B, kube bool, n int) runtimeFigures {
 	call(map[string]any{"code": "y = 0", "session_id": "bench"})()
 	d, _ := measure(n, call(map[string]any{"code": "y = 1", "session_id": "bench"}))
 	f.session, f.sessionP90 = stats(d)
+	f.raw = rawKernel(b, kube, s, "bench", 2*n)
 	var starts []time.Duration
 	for i := range 5 {
 		testenv.WaitFor(b, "the session pool to refill", 3*time.Minute, func() bool { return warmReady(b, s, "jupyter") >= i+2 })
@@ -81,6 +127,8 @@ func measureRuntime(b *testing.B, kube bool, n int) runtimeFigures {
 	cold()
 	d, _ = measure(max(n/4, 3), cold)
 	f.cold, _ = stats(d)
+	ph := readColdPhases(b, cs.AuditLog)
+	f.coldStart, f.coldReady = ph.create+ph.start, ph.ready
 	return f
 }
 
@@ -102,7 +150,9 @@ func BenchmarkKubernetesTable(b *testing.B) {
 		kube, podm float64
 	}{
 		{"warm-run", k.warm, p.warm}, {"warm-run-p90", k.warmP90, p.warmP90}, {"cold-run", k.cold, p.cold},
+		{"cold-sandbox-start", k.coldStart, p.coldStart}, {"cold-runner-ready", k.coldReady, p.coldReady},
 		{"session-execute", k.session, p.session}, {"session-execute-p90", k.sessionP90, p.sessionP90},
+		{"raw-kernel-in-sandbox", k.raw, p.raw}, {"session-over-raw", k.session - k.raw, p.session - p.raw},
 		{"new-session-warm", k.startWarm, p.startWarm}, {"new-session-cold", k.startCold, p.startCold},
 		{"20-concurrent-wall", k.concurrentWall, p.concurrentWall}, {"20-concurrent-p95", k.concurrentP95, p.concurrentP95},
 	} {

@@ -164,13 +164,17 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-func resultRepr(res *mcp.CallToolResult) string {
+func resultRepr(res *mcp.CallToolResult) string { return resultOf(res).ResultRepr }
+
+func stdoutOf(res *mcp.CallToolResult) string { return resultOf(res).Stdout }
+
+func resultOf(res *mcp.CallToolResult) (o struct {
+	ResultRepr string `json:"result_repr"`
+	Stdout     string `json:"stdout"`
+}) {
 	b, _ := json.Marshal(res.StructuredContent)
-	var o struct {
-		ResultRepr string `json:"result_repr"`
-	}
 	json.Unmarshal(b, &o)
-	return o.ResultRepr
+	return o
 }
 
 // BenchmarkStatelessColdPython: execute_python of print(1) with the pool off

@@ -136,24 +136,56 @@ func Sandboxes(t testing.TB, labels map[string]string) []runtime.Container {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var lister interface {
-		List(context.Context, map[string]string) ([]runtime.Container, error)
-	} = podman.New("")
-	if Kube() {
-		var cfg config.Config
-		cfg.Runtime = config.Default().Runtime
-		applyKube(t, &cfg)
-		k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		lister = k
-	}
-	list, err := lister.List(ctx, labels)
+	list, err := sandboxRuntime(t).List(ctx, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return list
+}
+
+// SandboxExec runs cmd in a sandbox (a container's id or a pod's name, as
+// its hostname gives them) as its own user, on the cluster of
+// KubeConfigEnv (kube) or Podman: a measurement from inside, beside a
+// server's figures (StartServerOn's kube).
+func SandboxExec(t testing.TB, kube bool, id string, cmd ...string) runtime.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var rt interface {
+		Exec(context.Context, string, runtime.ExecRequest) (runtime.ExecResult, error)
+	} = podman.New("")
+	if kube {
+		rt = kubeClient(t)
+	}
+	res, err := rt.Exec(ctx, id, runtime.ExecRequest{Command: cmd, Max: 1 << 20})
+	if err != nil {
+		t.Fatalf("exec %v in %s: %v", cmd, id, err)
+	}
+	return res
+}
+
+// sandboxRuntime is the runtime this run's servers use.
+func sandboxRuntime(t testing.TB) interface {
+	List(context.Context, map[string]string) ([]runtime.Container, error)
+} {
+	t.Helper()
+	if Kube() {
+		return kubeClient(t)
+	}
+	return podman.New("")
+}
+
+// kubeClient is a client of the cluster of KubeConfigEnv.
+func kubeClient(t testing.TB) *kubernetes.Client {
+	t.Helper()
+	var cfg config.Config
+	cfg.Runtime = config.Default().Runtime
+	applyKube(t, &cfg)
+	k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // RuntimeEnv is the environment a test's own `mcp-forge serve` needs to
@@ -173,12 +205,5 @@ func Images(t testing.TB) ImageStore {
 	if !Kube() {
 		return podman.New("")
 	}
-	var cfg config.Config
-	cfg.Runtime = config.Default().Runtime
-	applyKube(t, &cfg)
-	k, err := kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return kubeClient(t)
 }

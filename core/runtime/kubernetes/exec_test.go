@@ -555,3 +555,44 @@ func BenchmarkExec(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKeep is one file-service request (a listing of a workspace
+// directory) on an open keeper: what a session's execute pays after its
+// run to see what it wrote.
+func BenchmarkKeep(b *testing.B) {
+	cl := newCluster(b, testKube())
+	id := cl.started(b, specIn(hostWorkspace(b)))
+	if _, _, err := cl.c.ListFiles(context.Background(), id, "sub", 100); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := cl.c.ListFiles(context.Background(), id, "sub", 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestKeepBuiltin: an operation keeperd runs itself answers like a
+// script's child would, a name it does not know is an error, and the
+// service goes on serving after either.
+func TestKeepBuiltin(t *testing.T) {
+	cl := newCluster(t, testKube())
+	id := cl.started(t, specIn(hostWorkspace(t)))
+	ctx := context.Background()
+	res, err := cl.c.keep(ctx, id, "builtin:nope", nil)
+	if err != nil || res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "no builtin nope") {
+		t.Fatalf("unknown builtin: %+v, %v", res, err)
+	}
+	res, err = cl.c.keep(ctx, id, "builtin:list", nil, "ws/a.txt", "10")
+	if err != nil || res.ExitCode != 7 {
+		t.Fatalf("list of a file: %+v, %v; want exit 7", res, err)
+	}
+	res, err = cl.c.keep(ctx, id, "builtin:list", nil, "ws/link/x", "10")
+	if err != nil || res.ExitCode != 6 {
+		t.Fatalf("list through a link: %+v, %v; want exit 6", res, err)
+	}
+	if _, _, err := cl.c.ListFiles(ctx, id, "sub", 100); err != nil {
+		t.Fatalf("a listing after them: %v", err)
+	}
+}

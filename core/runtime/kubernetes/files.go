@@ -157,26 +157,13 @@ func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byt
 	return nil, errExit("read "+rel, res)
 }
 
-// listScript walks a directory without following links, depth first in
-// name order, printing type, size, mtime (ns), inode and path (relative to
-// the workspace) of up to max entries, NUL separated; a last line "more"
-// says that it stopped at max.
-const listScript = noLink + `use Fcntl ':mode'; my ($root, $max) = @ARGV; nolink($root); my $n = 0; my $more = 0; binmode STDOUT;
-my @st0 = lstat $root; if (!@st0) { exit 3 } if (!-d _) { exit 7 }
-sub kind { my $m = shift; S_ISREG($m) ? 'file' : S_ISDIR($m) ? 'directory' : S_ISLNK($m) ? 'symlink' : S_ISFIFO($m) ? 'fifo' : S_ISSOCK($m) ? 'socket' : (S_ISCHR($m) || S_ISBLK($m)) ? 'device' : 'other' }
-sub walk { my ($dir, $depth) = @_; opendir(my $d, $dir) or return; my @names = sort grep { $_ ne '.' && $_ ne '..' } readdir $d; closedir $d;
-  for my $name (@names) { if ($n >= $max) { $more = 1; return } my $p = "$dir/$name"; my @st = lstat $p or next; my $k = kind($st[2]);
-    my $rel = substr($p, length('ws/')); my $mt = $st[9] * 1000000000; print join("\0", $k, $k eq 'file' ? $st[7] : 0, $mt, $st[1], $rel), "\0"; $n++;
-    walk($p, $depth + 1) if $k eq 'directory' && $depth < 64; return if $more } }
-walk($root, 0); print "\0more" if $more;`
-
 // ListFiles implements runtime.RemoteWorkspace.
 func (c *Client) ListFiles(ctx context.Context, id, rel string, max int) ([]runtime.Entry, bool, error) {
 	dir, err := keptPath(rel)
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := c.keep(ctx, id, listScript, nil, dir, strconv.Itoa(max))
+	res, err := c.keep(ctx, id, "builtin:list", nil, dir, strconv.Itoa(max))
 	if err != nil {
 		return nil, false, err
 	}
