@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -592,7 +594,24 @@ func TestKeepBuiltin(t *testing.T) {
 	if err != nil || res.ExitCode != 6 {
 		t.Fatalf("list through a link: %+v, %v; want exit 6", res, err)
 	}
-	if _, _, err := cl.c.ListFiles(ctx, id, "sub", 100); err != nil {
-		t.Fatalf("a listing after them: %v", err)
+	// A time no int64 of nanoseconds holds is clamped, not a listing that
+	// cannot be parsed.
+	// Year 2300: past 2262, within ext4's range (os.Chtimes goes through
+	// UnixNano, which cannot say it).
+	far := []unix.Timespec{{Sec: 10413792000}, {Sec: 10413792000}}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, cl.ws(id, "sub", "b.bin"), far, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.c.info(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := p.keeper
+	entries, _, err := cl.c.ListFiles(ctx, id, "sub", 100)
+	if err != nil || len(entries) == 0 || entries[0].Path != "sub/b.bin" || entries[0].Modified.Year() < 2250 {
+		t.Fatalf("a listing after them: %+v, %v", entries, err)
+	}
+	if p.keeper != first || first.isDead() {
+		t.Fatal("keeperd was started again: a builtin ended it")
 	}
 }

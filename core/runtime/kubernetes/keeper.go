@@ -28,7 +28,8 @@ import (
 // is the exit code, stdout and stderr, each a field. The script runs in a
 // child, as `perl -e` would run it, for at most 30 s (a pipe the sandbox put
 // where a file was, opened for all that the open checks, does not hold the
-// service).
+// service); a builtin (below) runs in keeperd itself, bounded by its
+// arguments.
 const keeperd = `use strict; use POSIX (); use Fcntl ':mode'; binmode STDIN; binmode STDOUT; $| = 1; my $ws = shift @ARGV; chdir "$ws/.." or die "chdir $ws/..: $!";
 ` + builtins + `
 sub rd { my $n = shift; my $b = ''; while (length($b) < $n) { my $r = sysread(STDIN, $b, $n - length($b), length($b)); POSIX::_exit(0) unless $r } $b }
@@ -56,22 +57,30 @@ while (1) {
 // session's every execute lists its output directory, and the child's
 // fork and the script's compile were most of that request's cost. Only
 // what cannot block runs here (directory reads and lstat: the sandbox can
-// mount nothing that would hang them), bounded by its arguments.
+// mount nothing that would hang them), bounded by its arguments rather
+// than by the child's alarm, so the sandbox cannot make one run long or
+// leave keeperd holding memory.
 //
 // list walks a directory without following links, depth first in name
-// order, answering type, size, mtime (ns), inode and path (relative to the
-// workspace) of up to max entries, NUL separated, and "\0more" if it
-// stopped at max; exit 3: no such directory, 6: a link on its path, 7: not
-// a directory.
+// order, answering type, size, mtime (ns, whole seconds, clamped to what
+// an int64 holds), inode and path (relative to the workspace) of up to max
+// entries, NUL separated, and "\0more" if it stopped at max or after
+// reading 4 max + 1024 names (those it could not lstat count too); exit 3:
+// no such directory, 6: a link on its path, 7: not a directory. A
+// directory is read only if the one opened is the one lstat saw (a link
+// swapped in for it meanwhile is not followed).
 const builtins = `sub kind { my $m = shift; S_ISREG($m) ? 'file' : S_ISDIR($m) ? 'directory' : S_ISLNK($m) ? 'symlink' : S_ISFIFO($m) ? 'fifo' : S_ISSOCK($m) ? 'socket' : (S_ISCHR($m) || S_ISBLK($m)) ? 'device' : 'other' }
 sub linked { my $acc = 'ws'; for my $c (grep { length } split m{/}, substr($_[0], length $acc)) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; return "$acc is a symbolic link\n" if -l _ } undef }
 sub list { my ($root, $max) = @_; my $l = linked($root); return (6, '', $l) if defined $l;
   my @st0 = lstat $root; return (3, '', '') unless @st0; return (7, '', '') unless -d _;
-  my ($n, $more, $o) = (0, 0, ''); my $walk; $walk = sub { my ($dir, $depth) = @_; opendir(my $d, $dir) or return; my @names = sort grep { $_ ne '.' && $_ ne '..' } readdir $d; closedir $d;
-    for my $name (@names) { if ($n >= $max) { $more = 1; return } my $p = "$dir/$name"; my @st = lstat $p or next; my $k = kind($st[2]);
-      $o .= join("\0", $k, $k eq 'file' ? $st[7] : 0, $st[9] * 1000000000, $st[1], substr($p, length('ws/'))) . "\0"; $n++;
-      $walk->($p, $depth + 1) if $k eq 'directory' && $depth < 64; return if $more } };
-  $walk->($root, 0); undef $walk; $o .= "\0more" if $more; return (0, $o, '') }
+  my ($n, $more, $o, $read) = (0, 0, '', 0); my $walk; $walk = sub { my ($dir, $depth, $dev, $ino) = @_;
+    opendir(my $d, $dir) or return; my @ds = stat $d; return unless @ds && $ds[0] == $dev && $ds[1] == $ino;
+    my @names; while (defined(my $e = readdir $d)) { next if $e eq '.' || $e eq '..'; if ($read++ >= 4 * $max + 1024) { $more = 1; last } push @names, $e } closedir $d;
+    for my $name (sort @names) { if ($n >= $max) { $more = 1; return } my $p = "$dir/$name"; my @st = lstat $p or next; my $k = kind($st[2]);
+      my $mt = $st[9] > 9e9 ? 9e9 : $st[9] < -9e9 ? -9e9 : $st[9];
+      $o .= join("\0", $k, $k eq 'file' ? $st[7] : 0, sprintf('%d', $mt * 1000000000), $st[1], substr($p, length('ws/'))) . "\0"; $n++;
+      $walk->($p, $depth + 1, @st[0, 1]) if $k eq 'directory' && $depth < 64 && !$more } };
+  $walk->($root, 0, @st0[0, 1]); undef $walk; $o .= "\0more" if $more; return (0, $o, '') }
 my %builtin = (list => \&list);`
 
 // maxAnswer bounds one field of an answer: the largest is a directory read
@@ -134,7 +143,7 @@ func (k *keeper) isDead() bool {
 }
 
 // close ends the service: its stdin closed, keeperd exits once its current
-// request's child has (30 s at most); a new one serves the next request.
+// request has (a child's: 30 s at most); a new one serves the next request.
 func (k *keeper) close() {
 	k.deadMu.Lock()
 	k.dead = true
