@@ -136,7 +136,7 @@ func Sandboxes(t testing.TB, labels map[string]string) []runtime.Container {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := sandboxRuntime(t).List(ctx, labels)
+	list, err := sandboxRuntime(t, Kube()).List(ctx, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,25 +151,20 @@ func SandboxExec(t testing.TB, kube bool, id string, cmd ...string) runtime.Exec
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var rt interface {
-		Exec(context.Context, string, runtime.ExecRequest) (runtime.ExecResult, error)
-	} = podman.New("")
-	if kube {
-		rt = kubeClient(t)
-	}
-	res, err := rt.Exec(ctx, id, runtime.ExecRequest{Command: cmd, Max: 1 << 20})
+	res, err := sandboxRuntime(t, kube).Exec(ctx, id, runtime.ExecRequest{Command: cmd, Max: 1 << 20})
 	if err != nil {
 		t.Fatalf("exec %v in %s: %v", cmd, id, err)
 	}
 	return res
 }
 
-// sandboxRuntime is the runtime this run's servers use.
-func sandboxRuntime(t testing.TB) interface {
+// sandboxRuntime is the cluster of KubeConfigEnv (kube) or Podman.
+func sandboxRuntime(t testing.TB, kube bool) interface {
 	List(context.Context, map[string]string) ([]runtime.Container, error)
+	Exec(context.Context, string, runtime.ExecRequest) (runtime.ExecResult, error)
 } {
 	t.Helper()
-	if Kube() {
+	if kube {
 		return kubeClient(t)
 	}
 	return podman.New("")

@@ -594,10 +594,9 @@ func TestKeepBuiltin(t *testing.T) {
 	if err != nil || res.ExitCode != 6 {
 		t.Fatalf("list through a link: %+v, %v; want exit 6", res, err)
 	}
-	// A time no int64 of nanoseconds holds is clamped, not a listing that
-	// cannot be parsed.
-	// Year 2300: past 2262, within ext4's range (os.Chtimes goes through
-	// UnixNano, which cannot say it).
+	// A time no int64 of nanoseconds holds (year 2300, within ext4's range;
+	// os.Chtimes goes through UnixNano, which cannot say it) is clamped,
+	// not a listing that cannot be parsed.
 	far := []unix.Timespec{{Sec: 10413792000}, {Sec: 10413792000}}
 	if err := unix.UtimesNanoAt(unix.AT_FDCWD, cl.ws(id, "sub", "b.bin"), far, 0); err != nil {
 		t.Fatal(err)

@@ -58,19 +58,10 @@ func wsPath(rel string) (string, error) {
 	return wsDir + clean, nil
 }
 
-// noLink refuses (exit 6) a path of the workspace with a link on it (but
-// its last component with a true second argument: a write replaces a link
-// there, never writing through it), as the core refuses one in a workspace
-// of its own: inside the pod a link could
-// only lead to what the pod sees, but a link where a file should be is the
-// sandbox's doing, and is refused the same way on every runtime.
-const noLink = `sub nolink { my ($p, $last) = @_; my $acc = 'ws'; my @c = grep { length } split m{/}, substr($p, length $acc); pop @c if $last;
-  for my $c (@c) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; if (-l _) { print STDERR "$acc is a symbolic link\n"; exit 6 } } } `
-
 // readDirScript prints the regular files directly in a directory: for each,
 // its name, size and whether its content follows (within the caps), NUL
 // separated. A link is never followed, nor listed.
-const readDirScript = noLink + `use Fcntl; my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
+const readDirScript = `use Fcntl; my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
 binmode STDOUT; my $used = 0;
 for my $n (sort grep { $_ ne '.' && $_ ne '..' } readdir $d) { my @st = lstat("$dir/$n"); next unless @st && -f _;
   my $size = $st[7]; my $take = $size <= $maxf && $used + $size <= $maxt;
@@ -126,7 +117,7 @@ func parseFiles(b []byte) ([]runtime.File, error) {
 	return out, nil
 }
 
-const readFileScript = noLink + `use Fcntl; my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
+const readFileScript = `use Fcntl; my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
 if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 }
 if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } sysopen(my $f, $p, O_RDONLY | O_NONBLOCK | O_NOFOLLOW) or do { print STDERR "$p: $!\n"; exit($!{ELOOP} ? 6 : 1) };
 if (!-f $f) { print STDERR "is not a regular file\n"; exit 8 } binmode $f; my $d = ''; read($f, $d, $max + 1);
@@ -204,7 +195,7 @@ func parseEntries(b []byte) ([]runtime.Entry, bool, error) {
 	return out, more, nil
 }
 
-const writeFileScript = noLink + `use Fcntl; use File::Path qw(make_path); use File::Basename; my ($p, $replace) = @ARGV; nolink($p, $replace); make_path(dirname($p));
+const writeFileScript = `use Fcntl; use File::Path qw(make_path); use File::Basename; my ($p, $replace) = @ARGV; nolink($p, $replace); make_path(dirname($p));
 my $t = "$p.forge-" . join('', map { sprintf '%02x', int rand 256 } 1 .. 8); sub fail { my $no = $!{ENOSPC} || $!{EDQUOT}; print STDERR "$p: $!\n"; unlink $t; exit($no ? 5 : 1) }
 sysopen(my $f, $t, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644) or fail(); binmode $f; binmode STDIN; local $/; my $d = <STDIN> // '';
 print $f $d or fail(); close $f or fail(); rename($t, $p) or fail();`
@@ -233,10 +224,10 @@ func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte, rep
 	return errExit("write "+rel, res)
 }
 
-const statScript = noLink + `my ($p) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "no such file\n"; exit 3 }
+const statScript = `my ($p) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "no such file\n"; exit 3 }
 if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 } print $st[7]`
 
-const removeScript = noLink + `my ($p) = @ARGV; nolink($p, 1); my @st = lstat $p; if (!@st) { exit 3 } if (-d _) { print STDERR "is a directory\n"; exit 8 }
+const removeScript = `my ($p) = @ARGV; nolink($p, 1); my @st = lstat $p; if (!@st) { exit 3 } if (-d _) { print STDERR "is a directory\n"; exit 8 }
 unlink $p or do { print STDERR "$p: $!\n"; exit 1 }`
 
 // fileErr is the error of a keeper helper's exit code (0: none).

@@ -53,7 +53,15 @@ while (1) {
   out($code); out($buf{o}); out($buf{e});
 }`
 
-// builtins are operations keeperd runs itself, without a child: a
+// builtins are keeperd's own subs. linked names the link on a path of
+// the workspace (but on its last component with a true second argument: a
+// write replaces a link there, never writing through it); nolink, which
+// the scripts' children call, refuses such a path with exit 6, as the core
+// refuses one in a workspace of its own: inside the pod a link could only
+// lead to what the pod sees, but a link where a file should be is the
+// sandbox's doing, and is refused the same way on every runtime.
+//
+// The rest are operations keeperd runs itself, without a child: a
 // session's every execute lists its output directory, and the child's
 // fork and the script's compile were most of that request's cost. Only
 // what cannot block runs here (directory reads and lstat: the sandbox can
@@ -70,7 +78,9 @@ while (1) {
 // directory is read only if the one opened is the one lstat saw (a link
 // swapped in for it meanwhile is not followed).
 const builtins = `sub kind { my $m = shift; S_ISREG($m) ? 'file' : S_ISDIR($m) ? 'directory' : S_ISLNK($m) ? 'symlink' : S_ISFIFO($m) ? 'fifo' : S_ISSOCK($m) ? 'socket' : (S_ISCHR($m) || S_ISBLK($m)) ? 'device' : 'other' }
-sub linked { my $acc = 'ws'; for my $c (grep { length } split m{/}, substr($_[0], length $acc)) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; return "$acc is a symbolic link\n" if -l _ } undef }
+sub linked { my ($p, $last) = @_; my $acc = 'ws'; my @c = grep { length } split m{/}, substr($p, length $acc); pop @c if $last;
+  for my $c (@c) { $acc .= "/$c"; my @st = lstat $acc; last unless @st; return "$acc is a symbolic link\n" if -l _ } undef }
+sub nolink { my $l = linked(@_); return unless defined $l; print STDERR $l; exit 6 }
 sub list { my ($root, $max) = @_; my $l = linked($root); return (6, '', $l) if defined $l;
   my @st0 = lstat $root; return (3, '', '') unless @st0; return (7, '', '') unless -d _;
   my ($n, $more, $o, $read) = (0, 0, '', 0); my $walk; $walk = sub { my ($dir, $depth, $dev, $ino) = @_;
