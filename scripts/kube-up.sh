@@ -456,6 +456,11 @@ ctr_() { ctr -a "$ctrd_sock" -n k8s.io "$@"; }
 # close it early and, with pipefail, fail on ctr's SIGPIPE).
 ctr_has_image() { local l; l=$(ctr_ images ls -q) && grep -qxF "$1" <<<"$l"; }
 wait_for "containerd on $ctrd_sock" 30 containerd ctr_ version
+# The CRI serves the kubelet only once it has recovered its state, which
+# `ctr version` does not wait for: 15 s after a CI run's pods, and a
+# kubelet started before exits ("server is not initialized yet").
+cri_ready() { awk '/^==== .* start containerd$/ { ok = 0 } /msg="Start event monitor"/ { ok = 1 } END { exit !ok }' "$logs/containerd.log"; }
+wait_for "containerd's CRI to recover its state" 120 containerd cri_ready
 
 # import_image NAME: podman image -> containerd, skipped when the stamp holds
 # the podman image ID and containerd still lists the name.
