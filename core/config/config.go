@@ -122,9 +122,15 @@ type Server struct {
 	LogFile      string `toml:"log_file"`   // empty: stderr
 	PluginDir    string `toml:"plugin_dir"`
 	// TLSCert and TLSKey are PEM files; both or neither.
-	TLSCert        string   `toml:"tls_cert"`
-	TLSKey         string   `toml:"tls_key"`
-	MaxRequestBody Size     `toml:"max_request_body"`
+	TLSCert        string `toml:"tls_cert"`
+	TLSKey         string `toml:"tls_key"`
+	MaxRequestBody Size   `toml:"max_request_body"`
+	// MaxMessage bounds every answer the server sends (tool results,
+	// resource reads, notifications), counted on the encoded JSON-RPC
+	// message: the TypeScript SDK's stdio transport drops the connection
+	// on a message over 10 MiB. Larger outputs are cut and larger files
+	// served in parts.
+	MaxMessage     Size     `toml:"max_message"`
 	AllowedOrigins []string `toml:"allowed_origins"` // browser origins trusted for cross-origin POSTs
 	// AdminAddr serves /healthz, /readyz and /metrics on their own
 	// listener; empty serves them on the MCP listener.
@@ -453,6 +459,7 @@ func systemDefault() Config {
 			LogFormat:          "text",
 			PluginDir:          "",
 			MaxRequestBody:     8 << 20,
+			MaxMessage:         9 << 20,
 			AllowedOrigins:     []string{},
 			ShutdownTimeout:    60,
 			RequestBodyTimeout: 60,

@@ -31,6 +31,16 @@ func Validate(c Config) Errors {
 		v.add("server.tls_cert", "tls_cert and tls_key go together: set both (PEM files) or neither")
 	}
 	v.sizeAtLeast("server.max_request_body", c.Server.MaxRequestBody, "execution.max_code_size", c.Execution.MaxCodeSize)
+	if n, ok := v.size("server.max_message", c.Server.MaxMessage); ok {
+		// An answer carries stdout and stderr (each up to max_output once
+		// JSON-escaped) and the images beside them.
+		if o, ok := v.size("execution.max_output", c.Execution.MaxOutput); ok && n < 4*o {
+			v.add("server.max_message", fmt.Sprintf("must be at least 4 × execution.max_output (%s), got %s: an answer holds stdout and stderr and its images; raise it or lower max_output", c.Execution.MaxOutput, c.Server.MaxMessage))
+		}
+		if n < 1<<20 {
+			v.add("server.max_message", fmt.Sprintf("must be at least 1m, got %s", c.Server.MaxMessage))
+		}
+	}
 	for i, o := range c.Server.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			v.add(fmt.Sprintf("server.allowed_origins[%d]", i), fmt.Sprintf("%q is not an origin (scheme://host[:port], e.g. https://agents.example.com)", o))

@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Request is one execute call as the MCP layer received it.
@@ -138,6 +140,7 @@ func (e *Engine) SetTools(s *toolbridge.Service, why string) {
 // limits are the configured sizes, parsed once.
 type limits struct {
 	code, output, image, envValue, envTotal int64
+	message                                 int64 // server.max_message: one answer, encoded
 }
 
 // Option changes how New builds an engine.
@@ -156,7 +159,7 @@ func WithCheckpointStore(store checkpoint.Store) Option {
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger, opts ...Option) (*Engine, error) {
 	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
-		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize),
+		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize), message: int64(cfg.Server.MaxMessage),
 			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
 	for _, o := range opts {
 		o(e)
@@ -435,7 +438,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
-	capImages(&res) // a session's run was capped before its cell was recorded
+	e.capResult(&res) // a session's run was capped before its cell was recorded
 	if channel != nil && err == nil {
 		res.Notices = append(res.Notices, networkNotice(channel, name))
 	}
@@ -446,11 +449,31 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	return Result{ExecuteResult: res, Backend: name, Files: files}, err
 }
 
-// capImages keeps a result's first MaxImages images, with a notice.
-func capImages(res *backend.ExecuteResult) {
-	if n := len(res.Images); n > MaxImages {
-		res.Images = res.Images[:MaxImages]
-		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned: save the others as files or combine them", n, MaxImages))
+// capResult bounds a result to what one answer carries. stdout and stderr
+// are cut where their JSON text reaches max_output: the plugin cut raw
+// bytes, and a control byte takes six once escaped (1 MiB of them made a
+// 12.5 MiB answer that the common clients refuse). Images are kept up to
+// MaxImages and while their base64 fits in server.max_message beside the
+// output (twice max_output, and a 32nd for the rest of the answer), the
+// rest said in a notice. Cutting again is a no-op.
+func (e *Engine) capResult(res *backend.ExecuteResult) {
+	if n := int(e.limits.output); n > 0 {
+		res.Stdout = sanitize.CutJSON(res.Stdout, n)
+		res.Stderr = sanitize.CutJSON(res.Stderr, n)
+	}
+	keep, total := 0, int64(0)
+	room := e.limits.message - 2*e.limits.output - e.limits.message/32
+	for _, im := range res.Images {
+		b := int64(base64.StdEncoding.EncodedLen(len(im.Data)))
+		if keep == MaxImages || (e.limits.message > 0 && total+b > room) {
+			break
+		}
+		keep, total = keep+1, total+b
+	}
+	if n := len(res.Images); keep < n {
+		res.Images = res.Images[:keep]
+		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned (at most %d, and %s in all once encoded: what server.max_message leaves beside the output): save the others as files or combine them",
+			n, keep, MaxImages, config.FormatSize(max(room, 0))))
 	}
 }
 

@@ -30,6 +30,7 @@ const (
 	RuleFileSize     = "file-size"
 	RuleFileQuota    = "file-quota"
 	RuleFileEncoding = "file-encoding"
+	RuleFileOffset   = "file-offset"
 	// RuleRuntimeUnsupported refuses what the configured runtime does not
 	// serve yet (a session's files on Kubernetes).
 	RuleRuntimeUnsupported = "runtime-unsupported"
@@ -283,6 +284,18 @@ func (e *Engine) ReadFile(client, id, rel, tool string) (FileInfo, error) {
 		err = fmt.Errorf("%w (volumes.max_file_size %s); have the code split or compress it", err, config.FormatSize(e.maxFileSize()))
 	}
 	return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
+}
+
+// ReadFileFrom is ReadFile for a read that starts at offset (a file larger
+// than one answer is read in parts): an offset outside the file is refused.
+func (e *Engine) ReadFileFrom(client, id, rel, tool string, offset int64) (FileInfo, error) {
+	fi, err := e.ReadFile(client, id, rel, tool)
+	if err == nil && (offset < 0 || offset > fi.Size || (offset == fi.Size && fi.Size > 0)) {
+		err = e.refuse(client, id, tool, refusal.New(RuleFileOffset, "offset %d is outside %s, which is %d bytes: give 0 to %d", offset, fi.Path, fi.Size, max(fi.Size-1, 0)),
+			map[string]any{"path": auditPath(fi.Path), "offset": offset})
+		return FileInfo{}, err
+	}
+	return fi, err
 }
 
 // ListFiles lists dir (default: the whole working directory) of a session

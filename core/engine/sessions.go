@@ -288,7 +288,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	res.Notices = append(res.Notices, more...)
 	if err == nil {
 		// Under the session's lock: cells are recorded in the order they ran.
-		capImages(&res)
+		e.capResult(&res)
 		e.recordCell(s, breq.Code, res) // history.go
 	}
 	return res, files, err

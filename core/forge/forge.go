@@ -345,7 +345,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		eng.SetSessionStore(st, sessionHosts{crashes})
 	}
 	crashes.resolve(eng)
-	f.MCP = mcpserver.New(eng, cfg)
+	f.MCP = mcpserver.New(eng, cfg, log.Named("mcp"))
 
 	bg, stop := context.WithCancel(context.Background())
 	f.undo.push("background work", func(context.Context) error { stop(); return nil })

@@ -41,6 +41,7 @@ type Sessions interface {
 type Files interface {
 	UploadFile(client, id, rel, content, encoding string) (engine.FileInfo, error)
 	ReadFile(client, id, rel, tool string) (engine.FileInfo, error)
+	ReadFileFrom(client, id, rel, tool string, offset int64) (engine.FileInfo, error)
 	ListFiles(client, id, dir string) ([]workspace.Entry, bool, error)
 	MaxFileSize() int64
 	InlineFileSize() int64

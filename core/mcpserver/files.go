@@ -1,21 +1,27 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/answer"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // FilesTemplate reads a file of a session's working directory. {+path} is
@@ -24,35 +30,64 @@ import (
 // percent-encoded.
 const FilesTemplate = "mcp://forge/sessions/{id}/files/{+path}"
 
+// FilePartsTemplate reads part {part} of a file too large for one answer.
+const FilePartsTemplate = "mcp://forge/sessions/{id}/parts/{part}/{+path}"
+
 // fileInstructions tell an agent how files move in and out of a session.
 const fileInstructions = "upload_file puts a file (text or base64) into a session's working directory, the code's current directory; " +
 	"download_file and list_files read it back. Files a session run writes to " + engine.OutputDir + "/ come back with the run: small ones attached, larger ones as links to " + FilesTemplate + ".\n"
 
 // FileURI is the resource URI of a session's file.
 func FileURI(id, rel string) string {
+	return "mcp://forge/sessions/" + id + "/files/" + escapePath(rel)
+}
+
+// FilePartURI is the resource URI of part n of a session's file.
+func FilePartURI(id, rel string, n int) string {
+	return "mcp://forge/sessions/" + id + "/parts/" + strconv.Itoa(n) + "/" + escapePath(rel)
+}
+
+func escapePath(rel string) string {
 	parts := strings.Split(rel, "/")
 	for i, p := range parts {
 		parts[i] = url.PathEscape(p)
 	}
-	return "mcp://forge/sessions/" + id + "/files/" + strings.Join(parts, "/")
+	return strings.Join(parts, "/")
 }
 
-// parseFileURI splits a file URI into the session id and the path (not yet
-// checked: the engine refuses "..", links and the rest).
-func parseFileURI(uri string) (id, rel string, ok bool) {
+// parseFileURI splits a file or part URI into the session id, the path
+// (not yet checked: the engine refuses "..", links and the rest) and the
+// part (-1: the whole file).
+func parseFileURI(uri string) (id, rel string, part int, ok bool) {
 	rest, ok := strings.CutPrefix(uri, "mcp://forge/sessions/")
-	if !ok {
-		return "", "", false
+	var kind string
+	if ok {
+		id, rest, ok = strings.Cut(rest, "/")
 	}
-	id, rest, ok = strings.Cut(rest, "/files/")
+	if ok {
+		kind, rest, ok = strings.Cut(rest, "/")
+	}
+	part = -1
+	switch {
+	case !ok:
+	case kind == "files":
+	case kind == "parts":
+		var n string
+		var err error
+		n, rest, ok = strings.Cut(rest, "/")
+		if part, err = strconv.Atoi(n); err != nil || part < 0 || n != strconv.Itoa(part) {
+			ok = false
+		}
+	default:
+		ok = false
+	}
 	if !ok || id == "" || rest == "" || strings.ContainsAny(rest, "?#") {
-		return "", "", false
+		return "", "", 0, false
 	}
-	rel, err := url.PathUnescape(rest)
-	if err != nil {
-		return "", "", false
+	if rel, err := url.PathUnescape(rest); err == nil {
+		return id, rel, part, true
 	}
-	return id, rel, true
+	return "", "", 0, false
 }
 
 // UploadInput is upload_file's input.
@@ -69,6 +104,13 @@ type FileInput struct {
 	Path      string `json:"path" jsonschema:"relative to the session's working directory, e.g. output/result.csv"`
 }
 
+// DownloadInput is download_file's input.
+type DownloadInput struct {
+	SessionID string `json:"session_id" jsonschema:"the session"`
+	Path      string `json:"path" jsonschema:"relative to the session's working directory, e.g. output/result.csv"`
+	Offset    int64  `json:"offset,omitempty" jsonschema:"the first byte to return (default 0): a file larger than one answer holds comes in parts; call again with next_offset"`
+}
+
 // ListInput is list_files's input.
 type ListInput struct {
 	SessionID string `json:"session_id" jsonschema:"the session"`
@@ -77,14 +119,19 @@ type ListInput struct {
 
 // FileOutput describes a file uploaded or downloaded, or gives the error.
 type FileOutput struct {
-	SessionID string     `json:"session_id"`
-	Path      string     `json:"path,omitempty" jsonschema:"relative to the session's working directory"`
-	Size      int64      `json:"size,omitempty" jsonschema:"bytes"`
-	MIMEType  string     `json:"mime_type,omitempty"`
-	URI       string     `json:"uri,omitempty" jsonschema:"the file as a resource, readable with resources/read"`
-	Encoding  string     `json:"encoding,omitempty" jsonschema:"of content: text (UTF-8) or base64"`
-	Content   string     `json:"content,omitempty" jsonschema:"the file's content (download_file)"`
-	Error     *ErrorInfo `json:"error,omitempty"`
+	SessionID string `json:"session_id"`
+	Path      string `json:"path,omitempty" jsonschema:"relative to the session's working directory"`
+	Size      int64  `json:"size,omitempty" jsonschema:"bytes"`
+	MIMEType  string `json:"mime_type,omitempty"`
+	URI       string `json:"uri,omitempty" jsonschema:"the file as a resource, readable with resources/read"`
+	Encoding  string `json:"encoding,omitempty" jsonschema:"of content: text (UTF-8) or base64"`
+	Content   string `json:"content,omitempty" jsonschema:"the file's content (download_file): all of it, or the part from offset when next_offset is set"`
+	Offset    int64  `json:"offset,omitempty" jsonschema:"where content starts in the file (download_file of a part)"`
+	Length    int64  `json:"length,omitempty" jsonschema:"bytes of the file in content (download_file)"`
+	// NextOffset is where the next part starts; 0: content reaches the end.
+	NextOffset int64      `json:"next_offset,omitempty" jsonschema:"more of the file follows: call download_file again with offset next_offset (absent: content reaches the end of the file)"`
+	SHA256     string     `json:"sha256,omitempty" jsonschema:"of the whole file (download_file): parts read while the file changed do not add up to it"`
+	Error      *ErrorInfo `json:"error,omitempty"`
 }
 
 // ListOutput lists a session's files.
@@ -125,35 +172,52 @@ func (s *Server) addFileTools() {
 	})
 	addTool(s.mcp, &mcp.Tool{
 		Name: "download_file", Title: "Get a file from a session",
-		Description: fmt.Sprintf("Read a file from a session's working directory, byte for byte: content is text when the file is UTF-8, "+
+		Description: fmt.Sprintf("Read a file from a session's working directory, byte for byte: content is text when it is UTF-8 (and no larger escaped than in base64), "+
 			"base64 otherwise (see encoding); also attached as an embedded resource up to %s, above that as a resource link. At most %s; symbolic links, directories, devices and pipes are refused. "+
-			"On error the result has session_id and error {type, message}.", size(s.files.InlineFileSize()), size(s.files.MaxFileSize())),
-		InputSchema: schemaFor[FileInput](), OutputSchema: schemaFor[FileOutput](),
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in FileInput) (*mcp.CallToolResult, FileOutput, error) {
-		fi, err := s.files.ReadFile(s.conn(req.Session), in.SessionID, in.Path, "download_file")
+			"A file over %s (what one answer holds, server.max_message) comes in parts: content holds the part from offset, next_offset says where the next starts "+
+			"(call again with offset), sha256 is the whole file's; its parts are also resources %s. "+
+			"On error the result has session_id and error {type, message}.", size(s.files.InlineFileSize()), size(s.files.MaxFileSize()), size(s.partSize()), FilePartsTemplate),
+		InputSchema: schemaFor[DownloadInput](), OutputSchema: schemaFor[FileOutput](),
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in DownloadInput) (*mcp.CallToolResult, FileOutput, error) {
+		fi, err := s.files.ReadFileFrom(s.conn(req.Session), in.SessionID, in.Path, "download_file", in.Offset)
 		if err != nil {
 			res, info := failure(err)
 			return res, FileOutput{SessionID: in.SessionID, Path: in.Path, Error: info}, nil
 		}
 		uri := FileURI(in.SessionID, fi.Path)
-		out := FileOutput{SessionID: in.SessionID, Path: fi.Path, Size: fi.Size, MIMEType: fi.MIMEType, URI: uri}
-		rc := contents(uri, fi.MIMEType, fi.Data)
+		sum := sha256.Sum256(fi.Data)
+		out := FileOutput{SessionID: in.SessionID, Path: fi.Path, Size: fi.Size, MIMEType: fi.MIMEType, URI: uri, Offset: in.Offset, SHA256: hex.EncodeToString(sum[:])}
+		part := fi.Data[in.Offset:min(in.Offset+s.partSize(), fi.Size)]
+		out.Length = int64(len(part))
+		if end := in.Offset + out.Length; end < fi.Size {
+			out.NextOffset = end
+		}
+		rc := s.contents(uri, fi.MIMEType, part)
 		if rc.Blob != nil {
-			out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(fi.Data)
+			out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(part)
 		} else {
 			out.Encoding, out.Content = "text", rc.Text
 		}
-		// The content travels once in full (structured content): a second
-		// copy of a large file would double the message past the 16 MiB a
-		// stdio frame may hold, so above the inline size the content list
-		// carries a link to the same bytes.
-		result := &mcp.CallToolResult{Content: []mcp.Content{
-			&mcp.TextContent{Text: fmt.Sprintf("%s (%d bytes, %s) from session %s.", fi.Path, fi.Size, fi.MIMEType, in.SessionID)}}}
-		if fi.Size <= s.files.InlineFileSize() {
+		text := fmt.Sprintf("%s (%d bytes, %s) from session %s.", fi.Path, fi.Size, fi.MIMEType, in.SessionID)
+		if out.NextOffset > 0 || in.Offset > 0 {
+			text = fmt.Sprintf("%s: bytes %d to %d of %d (%s) from session %s.", fi.Path, in.Offset, in.Offset+out.Length, fi.Size, fi.MIMEType, in.SessionID)
+			if out.NextOffset > 0 {
+				text += fmt.Sprintf(" More follows: call download_file with offset %d.", out.NextOffset)
+			}
+		}
+		// The content travels once in full (structured content) unless the
+		// file is small: a second copy doubled the message past what
+		// clients accept, so above the inline size the content list
+		// carries links to the same bytes.
+		result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+		switch {
+		case fi.Size <= s.files.InlineFileSize():
 			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: rc})
-		} else {
+		case fi.Size <= s.partSize():
 			size := fi.Size
 			result.Content = append(result.Content, &mcp.ResourceLink{URI: uri, Name: fi.Path, MIMEType: fi.MIMEType, Size: &size})
+		default:
+			result.Content = append(result.Content, s.partLinks(in.SessionID, fi.Path, fi.MIMEType, fi.Size)...)
 		}
 		return result, out, nil
 	})
@@ -171,10 +235,12 @@ func (s *Server) addFileTools() {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%d entries in session %s.\n", len(entries), in.SessionID)
 		for _, e := range entries {
+			// A name is the code's to choose: quoted when it holds what
+			// could pass for another line (a newline, a control byte).
 			if e.Type == "file" {
-				fmt.Fprintf(&b, "- %s (%d bytes)\n", e.Path, e.Size)
+				fmt.Fprintf(&b, "- %s (%d bytes)\n", displayName(e.Path), e.Size)
 			} else {
-				fmt.Fprintf(&b, "- %s (%s)\n", e.Path, e.Type)
+				fmt.Fprintf(&b, "- %s (%s)\n", displayName(e.Path), e.Type)
 			}
 		}
 		if truncated {
@@ -184,30 +250,78 @@ func (s *Server) addFileTools() {
 	})
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "session-file", Title: "Session file", URITemplate: FilesTemplate,
-		Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s", size(s.files.MaxFileSize())),
+		Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s; one over %s is read in parts (%s)",
+			size(s.files.MaxFileSize()), size(s.partSize()), FilePartsTemplate),
+	}, s.fileResource)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "session-file-part", Title: "Part of a session file", URITemplate: FilePartsTemplate,
+		Description: fmt.Sprintf("Part {part} (from 0) of a file of a session's working directory: its bytes from part × %s, at most %s (what one answer holds, server.max_message)",
+			size(s.partSize()), size(s.partSize())),
 	}, s.fileResource)
 	s.addCheckpointTools() // checkpoint.go
 }
 
-// contents is a file as resource contents: text when it is UTF-8 without
-// NUL bytes, else a blob.
-func contents(uri, mimeType string, data []byte) *mcp.ResourceContents {
+// contents is a file (or a part of one) as resource contents: text when
+// it is UTF-8 without NUL bytes and its JSON text is no larger than base64
+// would be or fits a part anyway (control bytes take six bytes each once
+// escaped), else a blob.
+func (s *Server) contents(uri, mimeType string, data []byte) *mcp.ResourceContents {
 	rc := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
-	if utf8.Valid(data) && !strings.ContainsRune(string(data), 0) {
+	switch {
+	case len(data) == 0:
+		rc.Blob = []byte{} // an empty text would be omitted on the wire
+	case utf8.Valid(data) && !bytes.ContainsRune(data, 0) && s.textFits(data):
 		rc.Text = string(data)
-		if len(data) == 0 {
-			rc.Blob = []byte{} // an empty text would be omitted on the wire
-			rc.Text = ""
-		}
-	} else {
+	default:
 		rc.Blob = data
 	}
 	return rc
 }
 
+func (s *Server) textFits(data []byte) bool {
+	n := sanitize.JSONLen(string(data))
+	return n <= base64.StdEncoding.EncodedLen(len(data)) || int64(n) <= s.partSize()*4/3
+}
+
+// partSize is how many bytes of a file one answer carries: its base64 and
+// the answer's own fields within server.max_message.
+func (s *Server) partSize() int64 {
+	n := (int64(s.cfg.Server.MaxMessage) - answer.Envelope - 16<<10) * 3 / 4
+	if n >= 2<<20 {
+		return n &^ (1<<20 - 1) // whole MiB: parts an agent can count
+	}
+	return max(n&^(64<<10-1), 64<<10)
+}
+
+// maxPartLinks bounds the part links one answer lists (download_file's
+// next_offset reaches every part anyway).
+const maxPartLinks = 32
+
+func (s *Server) partLinks(id, rel, mimeType string, total int64) []mcp.Content {
+	var out []mcp.Content
+	p := s.partSize()
+	for i := int64(0); i*p < total && i < maxPartLinks; i++ {
+		n := min(p, total-i*p)
+		out = append(out, &mcp.ResourceLink{URI: FilePartURI(id, rel, int(i)), Name: fmt.Sprintf("%s (part %d)", rel, i), MIMEType: mimeType, Size: &n})
+	}
+	return out
+}
+
+// displayName is a path as a text listing shows it: as is, or quoted (Go
+// syntax) when it holds a control character, a quote, a backslash or
+// invalid UTF-8, so that no name prints as a line of its own.
+func displayName(p string) string {
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || r == '"' || r == '\\' || r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+			return strconv.Quote(p)
+		}
+	}
+	return p
+}
+
 func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	id, rel, ok := parseFileURI(uri)
+	id, rel, part, ok := parseFileURI(uri)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -223,12 +337,25 @@ func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{contents(uri, fi.MIMEType, fi.Data)}}, nil
+	p := s.partSize()
+	data := fi.Data
+	switch {
+	case part >= 0:
+		if int64(part)*p >= max(fi.Size, 1) {
+			return nil, fmt.Errorf("%s has %d part(s) of at most %s (it is %d bytes): part %d does not exist", fi.Path, (fi.Size+p-1)/p, config.FormatSize(p), fi.Size, part)
+		}
+		data = data[int64(part)*p : min(int64(part+1)*p, fi.Size)]
+	case fi.Size > p:
+		n := (fi.Size + p - 1) / p
+		return nil, fmt.Errorf("%s is %d bytes, more than one answer holds (%s, server.max_message): read its %d parts, %s to %s, or download_file with offset",
+			fi.Path, fi.Size, config.FormatSize(p), n, FilePartURI(id, fi.Path, 0), FilePartURI(id, fi.Path, int(n-1)))
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{s.contents(uri, fi.MIMEType, data)}}, nil
 }
 
 // addOutputFiles attaches what a session run wrote to its output
 // directory: small files as embedded resources, larger ones as links.
-func addOutputFiles(result *mcp.CallToolResult, out *ExecuteOutput, id string, files []engine.OutputFile) {
+func (s *Server) addOutputFiles(result *mcp.CallToolResult, out *ExecuteOutput, id string, files []engine.OutputFile) {
 	if len(files) == 0 {
 		return
 	}
@@ -238,7 +365,7 @@ func addOutputFiles(result *mcp.CallToolResult, out *ExecuteOutput, id string, f
 		ref := OutputFileRef{Path: f.Path, Size: f.Size, MIMEType: f.MIMEType, URI: uri, Inline: f.Data != nil}
 		out.Files = append(out.Files, ref)
 		if f.Data != nil {
-			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: contents(uri, f.MIMEType, f.Data)})
+			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: s.contents(uri, f.MIMEType, f.Data)})
 			lines = append(lines, fmt.Sprintf("- %s (%d bytes, %s), attached", f.Path, f.Size, f.MIMEType))
 		} else {
 			size := f.Size

@@ -245,8 +245,9 @@ func (s *Server) jobResult(id string, r jobs.Record, err error) (*mcp.CallToolRe
 	switch {
 	case ok:
 		o := toOutput(er)
-		out.Result = &o
 		b.WriteString(s.summary(r.Language, er, o))
+		once(&o)
+		out.Result = &o
 		for _, im := range er.Images {
 			res.Content = append(res.Content, &mcp.ImageContent{Data: im.Data, MIMEType: im.MIMEType})
 		}

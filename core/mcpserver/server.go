@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/answer"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
@@ -28,6 +30,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // EnvironmentURI is the resource describing images, limits and plugins.
@@ -60,8 +63,9 @@ type Server struct {
 }
 
 // New builds the MCP server: an execute_<language> tool for every language
-// the engine offers, the session tools and the resources.
-func New(eng Engine, cfg config.Config) *Server {
+// the engine offers, the session tools and the resources. log hears of
+// answers that had to be cut to server.max_message.
+func New(eng Engine, cfg config.Config, log hclog.Logger) *Server {
 	s := &Server{exec: eng, sessions: eng, files: eng, ckpts: eng, notebooks: eng, jobs: eng, inv: eng, cfg: cfg}
 	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
@@ -69,6 +73,11 @@ func New(eng Engine, cfg config.Config) *Server {
 			SubscribeHandler:   s.subscribe, // jobs.go
 			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil }})
 	s.mcp.AddReceivingMiddleware(checkURIs, s.auditRejectedArguments)
+	// Added last, so outermost: it measures the answer every other
+	// middleware returns.
+	guard := answer.Guard{Limit: int(cfg.Server.MaxMessage), Log: log}
+	s.mcp.AddReceivingMiddleware(guard.Receiving)
+	s.mcp.AddSendingMiddleware(guard.Sending)
 	in, out := s.executeInputSchema(), schemaFor[ExecuteOutput]()
 	for _, l := range langs {
 		addTool(s.mcp, &mcp.Tool{
@@ -209,7 +218,8 @@ func describe(l route.Language, cfg config.Config) string {
 	}
 	offer("Without session_id", l.Stateless)
 	offer("With session_id (state kept across calls)", l.Session)
-	b.WriteString("\n\nStructured result: success, stdout, stderr (each cut at execution.max_output; *_bytes give the full size), " +
+	b.WriteString("\n\nStructured result: success, stdout, stderr (each cut where its JSON text reaches execution.max_output; *_bytes give the full size; " +
+		"together over 64 KiB they are sent once, in the text content, with output_in_text), " +
 		"result (the final expression's value as JSON text, when it has a JSON form), result_repr (its printed form), " +
 		"error {type, message, line, traceback}, execution_time (s), exit_code, images, notices, backend.")
 	return b.String()
@@ -311,6 +321,20 @@ type ExecuteOutput struct {
 	Files         []OutputFileRef   `json:"files,omitempty" jsonschema:"files a session run wrote to output/ in its working directory: small ones attached as embedded resources, larger ones as resource links"`
 	JobID         string            `json:"job_id,omitempty" jsonschema:"with background: the job started (wait_job, cancel_job, mcp://forge/jobs/{id})"`
 	JobState      string            `json:"job_state,omitempty" jsonschema:"with background: the job's state when the call answered"`
+	OutputInText  bool              `json:"output_in_text,omitempty" jsonschema:"stdout and stderr were too large to send twice: they are in the text content only, and stdout and stderr here are empty"`
+}
+
+// TwiceLimit is how much output (stdout and stderr together, counted as
+// JSON) an answer carries twice, in its text and in its structured
+// content; larger output goes once, in the text the agent reads.
+const TwiceLimit = 64 << 10
+
+// once leaves large output to the text content alone: sent twice, 1 MiB of
+// output made a message twice its size.
+func once(out *ExecuteOutput) {
+	if sanitize.JSONLen(out.Stdout)+sanitize.JSONLen(out.Stderr) > TwiceLimit {
+		out.Stdout, out.Stderr, out.OutputInText = "", "", true
+	}
 }
 
 // conn names an MCP connection. Sessions belong to the connection that
@@ -376,7 +400,8 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, language
 	for _, im := range res.Images {
 		result.Content = append(result.Content, &mcp.ImageContent{Data: im.Data, MIMEType: im.MIMEType})
 	}
-	addOutputFiles(result, &out, in.SessionID, res.Files) // files.go
+	s.addOutputFiles(result, &out, in.SessionID, res.Files) // files.go
+	once(&out)
 	return result, out, nil
 }
 
@@ -423,7 +448,7 @@ func (s *Server) summary(language string, r engine.Result, out ExecuteOutput) st
 			b.WriteByte('\n')
 		}
 		if total > int64(len(text)) {
-			fmt.Fprintf(&b, "[%s cut at %s: the program wrote %d bytes in all]\n", name, config.FormatSize(int64(len(text))), total)
+			fmt.Fprintf(&b, "[%s cut at %s (execution.max_output, counted as JSON text): the program wrote %d bytes in all, %d are here]\n", name, s.cfg.Execution.MaxOutput, total, len(text))
 		}
 	}
 	section("stdout", r.Stdout, r.StdoutBytes)

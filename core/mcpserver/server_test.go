@@ -87,7 +87,7 @@ func newServer(t *testing.T, pm *enginetest.Plugins, mutate func(*config.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{srv: New(eng, cfg)}
+	r := &rig{srv: New(eng, cfg, hclog.NewNullLogger())}
 	r.audit = func() []auditEntry {
 		var out []auditEntry
 		for _, e := range read() {

@@ -55,9 +55,36 @@ type Spec struct {
 
 // IPyKernelCommand starts ipykernel (in the forge Python image) with the
 // connection file conn; history is off, so nothing is written to $HOME.
+// It launches as ipykernel_launcher does, after ipyLauncherFix.
 func IPyKernelCommand(conn string) []string {
-	return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
+	return []string{"python3", "-c", ipyLauncherFix, "-f", conn, "--HistoryManager.enabled=False"}
 }
+
+// ipyLauncherFix replaces ipykernel's reader of output written to file
+// descriptors 1 and 2 (os.write, a C library, a child process): up to 6.x
+// it decodes each 1000-byte read as strict UTF-8, so invalid bytes, or a
+// character split between two reads, ended its thread; the pipe then
+// filled and the next 64 KiB written blocked the cell until its timeout.
+// This one decodes incrementally, replacing invalid bytes with U+FFFD.
+const ipyLauncherFix = `import codecs, os, sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
+import ipykernel.iostream as _io
+def _watch_pipe_fd(self):
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        bts = os.read(self._fid, 1000)
+        while bts and self._should_watch:
+            self.write(dec.decode(bts))
+            os.write(self._original_stdstream_copy, bts)
+            bts = os.read(self._fid, 1000)
+    except Exception:
+        self._exc = sys.exc_info()
+_io.OutStream._watch_pipe_fd = _watch_pipe_fd
+del _io, _watch_pipe_fd
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+`
 
 // IRKernelCommand starts IRkernel (in the forge R image) with the
 // connection file conn.

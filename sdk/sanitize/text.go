@@ -64,3 +64,55 @@ func InvalidUTF8Notice(fields []string) string {
 	return "the output was not valid UTF-8: invalid bytes in " + strings.Join(fields, ", ") +
 		" were replaced with U+FFFD (" + Replacement + "); write text, or encode binary data (base64) before printing it"
 }
+
+// JSONLen is how many bytes s takes inside a JSON string as encoding/json
+// writes it with HTML escaping on (go-sdk's text content does): a control
+// byte takes six (\u0001), so a cap on raw bytes does not bound a message.
+func JSONLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		w := jsonWidth(s, i)
+		n += w.out
+		i += w.in
+	}
+	return n
+}
+
+// CutJSON returns the longest prefix of s whose JSONLen is at most n,
+// never splitting a character.
+func CutJSON(s string, n int) string {
+	used := 0
+	for i := 0; i < len(s); {
+		w := jsonWidth(s, i)
+		if used+w.out > n {
+			return s[:i]
+		}
+		used += w.out
+		i += w.in
+	}
+	return s
+}
+
+type width struct{ in, out int }
+
+// jsonWidth is the character at s[i]: its bytes in s and in JSON.
+func jsonWidth(s string, i int) width {
+	c := s[i]
+	if c < utf8.RuneSelf {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			return width{1, 2}
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			return width{1, 6}
+		}
+		return width{1, 1}
+	}
+	r, size := utf8.DecodeRuneInString(s[i:])
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return width{1, 6} // \ufffd
+	case r == '\u2028' || r == '\u2029':
+		return width{size, 6}
+	}
+	return width{size, size}
+}

@@ -1,6 +1,8 @@
 package sanitize
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -55,6 +57,45 @@ func TestTrimCut(t *testing.T) {
 	for _, c := range cases {
 		if got := TrimCut(c.in); got != c.want {
 			t.Errorf("TrimCut(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// JSONLen must count exactly what encoding/json writes, or a bound on a
+// message computed from it is wrong.
+func TestJSONLen(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\n\r\t", "\x00\x01\x1f", "<a href='x'>&amp;</a>", "é中😀",
+		"\u2028\u2029", "\xff\xfe bad", "mixed \x01\xffé<\n", strings.Repeat("\x01", 1000)} {
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := JSONLen(s), len(data)-2; got != want {
+			t.Errorf("JSONLen(%q) = %d, encoding/json writes %d", s, got, want)
+		}
+	}
+}
+
+func TestCutJSON(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"hello", 10, "hello"},
+		{"hello", 3, "hel"},
+		{"\x01\x01\x01", 13, "\x01\x01"},
+		{"a\x01", 6, "a"},
+		{"é中", 4, "é"},
+		{"ab\n", 3, "ab"},
+		{"", 0, ""},
+	} {
+		got := CutJSON(tc.s, tc.n)
+		if got != tc.want {
+			t.Errorf("CutJSON(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+		if JSONLen(got) > tc.n {
+			t.Errorf("CutJSON(%q, %d) is %d bytes in JSON", tc.s, tc.n, JSONLen(got))
 		}
 	}
 }

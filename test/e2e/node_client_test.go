@@ -38,3 +38,19 @@ func nodeSetup(t *testing.T, pkg string) (dir, cfg string) {
 	os.WriteFile(cfg, []byte("[volumes]\nbase_path = \""+base+"\"\n[security]\naudit_log = \""+base+"/audit.log\"\n"), 0o600)
 	return dir, cfg
 }
+
+// Answers near and past the 10 MiB the TypeScript SDK's stdio transport
+// accepts (it drops the connection, and the server exits): files of 8,
+// 9.9 and 10 MiB come back in parts byte for byte, and outputs that escape
+// to many times their size (control bytes, NULs, invalid UTF-8, long lines)
+// come back cut, once, the connection alive (test/node/big-answers.mjs).
+func TestTypeScriptSDKBigAnswers(t *testing.T) {
+	dir, cfg := nodeSetup(t, "sdk")
+	cmd := exec.Command("node", "big-answers.mjs", "stdio", testenv.Binary(t), "--config", cfg)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: largest answer") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}

@@ -582,6 +582,27 @@ func TestHTTPTypeScriptSDKClient(t *testing.T) {
 	t.Logf("%s", out)
 }
 
+// Answers near and past the 10 MiB the TypeScript SDK accepts, over
+// streamable HTTP: files in parts, large outputs cut once
+// (test/node/big-answers.mjs, which the stdio test runs too).
+func TestHTTPTypeScriptSDKBigAnswers(t *testing.T) {
+	testenv.Require(t)
+	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in test/node (make test does)")
+	}
+	tenants, keys := testenv.TenantKeys(t, "alice")
+	s := testenv.StartHTTP(t, tenants)
+	cmd := exec.Command("node", "big-answers.mjs", "http", s.URL)
+	cmd.Env = append(os.Environ(), "FORGE_KEY="+keys["alice"])
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: largest answer") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
 // A call still running when server.shutdown_timeout passes is cut, and the
 // server exits instead of waiting for it.
 func TestHTTPShutdownDeadline(t *testing.T) {

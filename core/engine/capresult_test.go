@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
+)
+
+// A result is cut to what one answer carries, counted as JSON: 1 MiB of
+// control bytes (six bytes each once escaped) was sent whole before.
+func TestCapResult(t *testing.T) {
+	img := func(n int) backend.Image {
+		return backend.Image{Name: "p.png", MIMEType: "image/png", Data: make([]byte, n)}
+	}
+	for _, tc := range []struct {
+		name                   string
+		stdout                 string
+		images                 []backend.Image
+		wantStdout, wantImages int
+		notice                 bool
+	}{
+		{name: "plain text within max_output", stdout: strings.Repeat("y", 600), wantStdout: 600},
+		{name: "control bytes cut by their escaped size", stdout: strings.Repeat("\x01", 600), wantStdout: 1000 / 6},
+		{name: "newlines count twice", stdout: strings.Repeat("\n", 600), wantStdout: 500},
+		{name: "images within half the message", images: []backend.Image{img(1000), img(1000)}, wantImages: 2},
+		{name: "images past half the message left out", images: []backend.Image{img(3000), img(3000), img(3000)}, wantImages: 1, notice: true},
+		{name: "more than MaxImages", images: make([]backend.Image, MaxImages+3), wantImages: MaxImages, notice: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Engine{limits: limits{output: 1000, message: 10000}}
+			res := backend.ExecuteResult{Stdout: tc.stdout, Stderr: tc.stdout, Images: tc.images}
+			e.capResult(&res)
+			if len(res.Stdout) != tc.wantStdout || len(res.Stderr) != tc.wantStdout {
+				t.Errorf("stdout %d bytes, stderr %d, want %d", len(res.Stdout), len(res.Stderr), tc.wantStdout)
+			}
+			if sanitize.JSONLen(res.Stdout) > 1000 {
+				t.Errorf("stdout is %d bytes in JSON, over max_output", sanitize.JSONLen(res.Stdout))
+			}
+			if len(res.Images) != tc.wantImages || (len(res.Notices) > 0) != tc.notice {
+				t.Errorf("images %d (want %d), notices %q", len(res.Images), tc.wantImages, res.Notices)
+			}
+		})
+	}
+}
