@@ -565,27 +565,20 @@ func TestHTTPRefusesPublicWithoutAuth(t *testing.T) {
 // The official TypeScript SDK client over streamable HTTP: the stdio
 // client's checks with a key, and 401 without one.
 func TestHTTPTypeScriptSDKClient(t *testing.T) {
-	testenv.Require(t)
-	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in test/node (make test does)")
-	}
-	tenants, keys := testenv.TenantKeys(t, "alice")
-	s := testenv.StartHTTP(t, tenants)
-	cmd := exec.Command("node", "http-client.mjs", s.URL)
-	cmd.Env = append(os.Environ(), "FORGE_KEY="+keys["alice"])
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok: tools=") {
-		t.Fatalf("TypeScript client: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	nodeClient(t, "ok: tools=", "http-client.mjs")
 }
 
 // Answers near and past the 10 MiB the TypeScript SDK accepts, over
 // streamable HTTP: files in parts, large outputs cut once
 // (test/node/big-answers.mjs, which the stdio test runs too).
 func TestHTTPTypeScriptSDKBigAnswers(t *testing.T) {
+	nodeClient(t, "ok: largest answer", "big-answers.mjs", "http")
+}
+
+// nodeClient runs a script of test/node against a server of one tenant,
+// with its key in FORGE_KEY and the server's URL as the last argument, and
+// wants ok in its output.
+func nodeClient(t *testing.T, ok string, args ...string) {
 	testenv.Require(t)
 	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
@@ -593,11 +586,11 @@ func TestHTTPTypeScriptSDKBigAnswers(t *testing.T) {
 	}
 	tenants, keys := testenv.TenantKeys(t, "alice")
 	s := testenv.StartHTTP(t, tenants)
-	cmd := exec.Command("node", "big-answers.mjs", "http", s.URL)
+	cmd := exec.Command("node", append(args, s.URL)...)
 	cmd.Env = append(os.Environ(), "FORGE_KEY="+keys["alice"])
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok: largest answer") {
+	if err != nil || !strings.Contains(string(out), ok) {
 		t.Fatalf("TypeScript client: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
