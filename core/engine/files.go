@@ -296,7 +296,13 @@ func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, err
 	if dir == "" {
 		dir = "."
 	}
-	entries, truncated, err := f.List(dir, maxListEntries)
+	// Checked here, before any runtime's own way to the files: the same
+	// path is refused by the same rule wherever the session runs.
+	clean, err := workspace.CleanPath(dir)
+	if err != nil {
+		return nil, false, e.fileRefusal(client, id, tool, dir, err)
+	}
+	entries, truncated, err := f.List(clean, maxListEntries)
 	if err != nil {
 		return nil, false, e.fileRefusal(client, id, tool, dir, err)
 	}

@@ -45,6 +45,10 @@ var ErrLink = errors.New("a symbolic link is on the path, and links are never fo
 // ErrNoSpace is a full workspace.
 var ErrNoSpace = errors.New("no space left in the workspace")
 
+// ErrPath is a path that would leave the workspace (absolute, or with
+// '..' above its start): refused before anything in the sandbox is asked.
+var ErrPath = errors.New("the path leaves the workspace")
+
 // RemoteWorkspace is a runtime whose sandboxes keep their workspace where
 // they run (a Kubernetes pod), not in the core's directory: the core's copy
 // is only what the sandbox starts with, and files and sockets are reached

@@ -49,13 +49,21 @@ func keptPath(rel string) (string, error) {
 
 // wsPath is rel's place in the keeper's view of the workspace; rel is
 // relative and clean (the core checked it), and a path leaving the
-// workspace is refused again here.
+// workspace is refused again here rather than clamped to its root: a
+// caller that joined a '..' onto a directory of the workspace would
+// otherwise reach the rest of it.
 func wsPath(rel string) (string, error) {
-	clean := path.Clean("/" + rel)
 	if strings.Contains(rel, "\x00") {
 		return "", fmt.Errorf("path %q: %w", rel, runtime.ErrNoFile)
 	}
-	return wsDir + clean, nil
+	clean := path.Clean(rel)
+	if path.IsAbs(rel) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("path %q: %w", rel, runtime.ErrPath)
+	}
+	if clean == "." {
+		return wsDir, nil
+	}
+	return wsDir + "/" + clean, nil
 }
 
 // readDirScript prints the regular files directly in a directory: for each,
@@ -165,7 +173,8 @@ func (c *Client) ListFiles(ctx context.Context, id, rel string, max int) ([]runt
 	case 6:
 		return nil, false, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	case 7:
-		return nil, false, fmt.Errorf("%s is not a directory: %w", rel, runtime.ErrNoFile)
+		// As a workspace of the core's answers (file-type, not file-not-found).
+		return nil, false, fmt.Errorf("%s is not a directory: %w", rel, runtime.ErrNotRegular)
 	default:
 		return nil, false, errExit("list "+rel, res)
 	}
