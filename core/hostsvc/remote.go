@@ -204,6 +204,18 @@ func (f SessionFS) Remove(rel string) error {
 	return asWorkspaceErr(f.R.RemoveFile(ctx, f.ID, p))
 }
 
+// Usage measures the filesystem of the session's workspace in its
+// sandbox (runtime.WorkspaceUsage), for the engine's check of a fill.
+func (f SessionFS) Usage() (runtime.FSUsage, error) {
+	u, ok := f.R.(runtime.WorkspaceUsage)
+	if !ok {
+		return runtime.FSUsage{}, errors.New("the runtime cannot measure a workspace in its sandbox")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fillCheckTimeout)
+	defer cancel()
+	return u.WorkspaceUsage(ctx, f.ID)
+}
+
 // copyTimeout bounds a whole workspace's copy out of or into a pod.
 const copyTimeout = 10 * time.Minute
 

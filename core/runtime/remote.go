@@ -80,3 +80,18 @@ type RemoteWorkspace interface {
 	// target into the sandbox again (it changed): the sandbox has a copy.
 	SyncMount(ctx context.Context, id, target string) error
 }
+
+// FSUsage is what a workspace's filesystem holds and has left, as statfs
+// sees it where the sandbox runs.
+type FSUsage struct {
+	Size, Free int64 // bytes for files, and bytes still free to the sandbox
+	NoInodes   bool  // no inode is left (a filesystem with a count of them)
+}
+
+// WorkspaceUsage is a RemoteWorkspace that can measure a sandbox's
+// workspace filesystem, so that a workspace the sandbox filled is audited
+// as one of the core's is (workspace-quota): the core's copy says nothing
+// of it.
+type WorkspaceUsage interface {
+	WorkspaceUsage(ctx context.Context, id string) (FSUsage, error)
+}

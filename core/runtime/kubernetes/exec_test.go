@@ -621,3 +621,31 @@ func TestKeepBuiltin(t *testing.T) {
 		t.Fatal("keeperd was started again: a builtin ended it")
 	}
 }
+
+// WorkspaceUsage measures the pod's workspace filesystem through the
+// keeper (stat -f), so that a fill is audited as on Podman.
+func TestWorkspaceUsage(t *testing.T) {
+	cl := newCluster(t, testKube())
+	id := cl.started(t, specIn(hostWorkspace(t)))
+	u, err := cl.c.WorkspaceUsage(context.Background(), id)
+	if err != nil || u.Size <= 0 || u.Free < 0 || u.Free > u.Size {
+		t.Fatalf("WorkspaceUsage: %+v, %v; want a filesystem's size and free bytes", u, err)
+	}
+	for _, c := range []struct {
+		in   string
+		want runtime.FSUsage
+		ok   bool
+	}{
+		{"4096 2048 10 100 5\n", runtime.FSUsage{Size: 8 << 20, Free: 40960}, true},
+		{"4096 2048 10 100 0\n", runtime.FSUsage{Size: 8 << 20, Free: 40960, NoInodes: true}, true},
+		{"4096 2048 10 0 0\n", runtime.FSUsage{Size: 8 << 20, Free: 40960}, true}, // no inode count (some filesystems)
+		{"4096 2048 10 100\n", runtime.FSUsage{}, false},
+		{"4096 -1 10 100 5\n", runtime.FSUsage{}, false},
+		{"stat: cannot read file system information\n", runtime.FSUsage{}, false},
+	} {
+		got, err := parseStatfs([]byte(c.in))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseStatfs(%q) = %+v, %v; want %+v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}

@@ -239,6 +239,46 @@ if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pi
 const removeScript = `my ($p) = @ARGV; nolink($p, 1); my @st = lstat $p; if (!@st) { exit 3 } if (-d _) { print STDERR "is a directory\n"; exit 8 }
 unlink $p or do { print STDERR "$p: $!\n"; exit 1 }`
 
+// statfsScript prints the workspace's filesystem as stat -f measures it:
+// block size, blocks, blocks free to the sandbox, inodes, inodes free
+// (Perl has no statfs, and coreutils is essential in every Debian-based
+// image, as perl-base is).
+const statfsScript = `exec { 'stat' } 'stat', '-f', '-c', '%S %b %a %c %d', '--', $ARGV[0]; print STDERR "stat: $!\n"; exit 1`
+
+// WorkspaceUsage implements runtime.WorkspaceUsage: the pod's workspace
+// is its own filesystem (an emptyDir; a tmpfs of the quota's size with
+// workspace_medium Memory).
+func (c *Client) WorkspaceUsage(ctx context.Context, id string) (runtime.FSUsage, error) {
+	dir, err := keptPath(".")
+	if err != nil {
+		return runtime.FSUsage{}, err
+	}
+	res, err := c.keep(ctx, id, statfsScript, nil, dir)
+	if err != nil {
+		return runtime.FSUsage{}, err
+	}
+	if res.ExitCode != 0 {
+		return runtime.FSUsage{}, errExit("statfs of the workspace", res)
+	}
+	return parseStatfs(res.Stdout)
+}
+
+func parseStatfs(b []byte) (runtime.FSUsage, error) {
+	f := strings.Fields(string(b))
+	if len(f) != 5 {
+		return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %q is not 5 numbers", b)
+	}
+	var n [5]int64
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %q: %q is not a count", b, s)
+		}
+		n[i] = v
+	}
+	return runtime.FSUsage{Size: n[0] * n[1], Free: n[0] * n[2], NoInodes: n[3] > 0 && n[4] == 0}, nil
+}
+
 // fileErr is the error of a keeper helper's exit code (0: none).
 func fileErr(rel string, res runtime.ExecResult) error {
 	msg := bytes.TrimSpace(res.Stderr)
