@@ -154,7 +154,11 @@ func TestKubePodDeadlines(t *testing.T) {
 		return *p.Spec.ActiveDeadlineSeconds
 	}
 	pods := func(selector string) []corev1.Pod {
-		l, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true," + selector})
+		sel := "io.mcp-forge.managed=true"
+		if selector != "" {
+			sel += "," + selector
+		}
+		l, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			t.Fatal(err)
 		}
