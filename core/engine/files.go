@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
@@ -199,9 +200,38 @@ func auditPath(p string) string {
 // engine or the host services sees it first): after each execute, and when
 // a file tool finds no space.
 func (e *Engine) checkFull(s *session.Session, tool string) {
-	if f, ok := e.ws.CheckFull(e.ws.SessionPath(s.Internal)); ok {
+	if f, ok := e.sessionFill(s.Internal); ok {
 		e.rec.Record(f.Entry(e.ws.Quota(), s.Internal, map[string]any{"session": s.ID, "tool": tool, "backend": s.Backend}))
 	}
+}
+
+// remoteUsage is a session's working directory that lives in its sandbox
+// and can measure its filesystem there (hostsvc.SessionFS).
+type remoteUsage interface {
+	Usage() (runtime.FSUsage, error)
+}
+
+// sessionFill is workspace.Manager.CheckFull of session internal's
+// workspace, measured where it lives: on a runtime whose workspaces live
+// in their sandboxes the core's copy never fills, the sandbox's does.
+func (e *Engine) sessionFill(internal string) (workspace.Fill, bool) {
+	path := e.ws.SessionPath(internal)
+	if e.remote == nil {
+		return e.ws.CheckFull(path)
+	}
+	f, err := e.remote(internal)
+	if err != nil {
+		return workspace.Fill{}, false // no sandbox now: nothing fills
+	}
+	r, ok := f.(remoteUsage)
+	if !ok {
+		return workspace.Fill{}, false
+	}
+	u, err := r.Usage()
+	if err != nil {
+		return workspace.Fill{}, false
+	}
+	return e.ws.CheckFullOf(path, u.Size, u.Free, u.NoInodes)
 }
 
 // UploadFile writes content (text, or base64 with encoding "base64") to rel
@@ -309,7 +339,13 @@ func (e *Engine) ListFiles(client, id, dir string) ([]workspace.Entry, bool, err
 	if dir == "" {
 		dir = "."
 	}
-	entries, truncated, err := f.List(dir, maxListEntries)
+	// Checked here, before any runtime's own way to the files: the same
+	// path is refused by the same rule wherever the session runs.
+	clean, err := workspace.CleanPath(dir)
+	if err != nil {
+		return nil, false, e.fileRefusal(client, id, tool, dir, err)
+	}
+	entries, truncated, err := f.List(clean, maxListEntries)
 	if err != nil {
 		return nil, false, e.fileRefusal(client, id, tool, dir, err)
 	}

@@ -574,9 +574,30 @@ func (h *Host) checkFull(id string) {
 	if t == nil {
 		return
 	}
-	if f, ok := h.ws.CheckFull(t.Path); ok {
+	if f, ok := h.fill(id, t.Path); ok {
 		h.rec.Record(f.Entry(h.ws.Quota(), t.SessionID, map[string]any{"container_id": id, "plugin": h.plugin}))
 	}
+}
+
+// fillCheckTimeout bounds the measure of a workspace where its sandbox
+// runs (a request to the pod's keeper).
+const fillCheckTimeout = 10 * time.Second
+
+// fill is workspace.Manager.CheckFull of container id's workspace at path,
+// measured where it lives: the core's own filesystem, or the sandbox's
+// (a pod's workspace, of which the core's copy says nothing).
+func (h *Host) fill(id, path string) (workspace.Fill, bool) {
+	r, ok := h.m.Remote().(runtime.WorkspaceUsage)
+	if !ok {
+		return h.ws.CheckFull(path)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fillCheckTimeout)
+	defer cancel()
+	u, err := r.WorkspaceUsage(ctx, id)
+	if err != nil {
+		return workspace.Fill{}, false // the pod is gone or going: its files with it
+	}
+	return h.ws.CheckFullOf(path, u.Size, u.Free, u.NoInodes)
 }
 
 func (h *Host) exceeded(id string) string {

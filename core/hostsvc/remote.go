@@ -62,7 +62,7 @@ func remoteErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, runtime.ErrLink), errors.Is(err, runtime.ErrNotRegular):
+	case errors.Is(err, runtime.ErrLink), errors.Is(err, runtime.ErrNotRegular), errors.Is(err, runtime.ErrPath):
 		return host.Errorf(host.KindPolicy, "%v", err)
 	case errors.Is(err, runtime.ErrNoFile):
 		return host.Errorf(host.KindNotFound, "%v", err)
@@ -115,7 +115,17 @@ type SessionFS struct {
 	ID string // the session's container
 }
 
-func (f SessionFS) rel(p string) string { return path.Join(workspace.SessionWorkDir, p) }
+// rel is p's place in the pod's workspace, checked as a workspace of the
+// core's checks it (workspace.CleanPath): the pod's workspace holds more
+// than the session's working directory (the kernel's directory, its
+// connection file), so a '..' joined here would reach it.
+func (f SessionFS) rel(p string) (string, error) {
+	clean, err := workspace.CleanPath(p)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(workspace.SessionWorkDir, clean), nil
+}
 
 func (f SessionFS) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), remoteOpTimeout)
@@ -123,26 +133,38 @@ func (f SessionFS) ctx() (context.Context, context.CancelFunc) {
 
 // ReadFile implements engine.SessionFS.
 func (f SessionFS) ReadFile(rel string, max int64) ([]byte, error) {
+	p, err := f.rel(rel)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := f.ctx()
 	defer cancel()
-	data, err := f.R.ReadFile(ctx, f.ID, f.rel(rel), max)
+	data, err := f.R.ReadFile(ctx, f.ID, p, max)
 	return data, asWorkspaceErr(err)
 }
 
 // WriteFile implements engine.SessionFS.
 func (f SessionFS) WriteFile(rel string, data []byte) error {
+	p, err := f.rel(rel)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := f.ctx()
 	defer cancel()
 	// An upload replaces a link the code left at its path, as in a
 	// workspace of the core's (never writing through it).
-	return asWorkspaceErr(f.R.WriteFile(ctx, f.ID, f.rel(rel), data, true))
+	return asWorkspaceErr(f.R.WriteFile(ctx, f.ID, p, data, true))
 }
 
 // List implements engine.SessionFS.
 func (f SessionFS) List(rel string, max int) ([]workspace.Entry, bool, error) {
+	p, err := f.rel(rel)
+	if err != nil {
+		return nil, false, err
+	}
 	ctx, cancel := f.ctx()
 	defer cancel()
-	list, more, err := f.R.ListFiles(ctx, f.ID, f.rel(rel), max)
+	list, more, err := f.R.ListFiles(ctx, f.ID, p, max)
 	if err != nil {
 		return nil, false, asWorkspaceErr(err)
 	}
@@ -161,17 +183,37 @@ func (f SessionFS) Snapshot(rel string, max int) map[string]workspace.Stamp {
 
 // RegularSize implements engine.CheckpointFS.
 func (f SessionFS) RegularSize(rel string) (int64, error) {
+	p, err := f.rel(rel)
+	if err != nil {
+		return 0, err
+	}
 	ctx, cancel := f.ctx()
 	defer cancel()
-	n, err := f.R.FileSize(ctx, f.ID, f.rel(rel))
+	n, err := f.R.FileSize(ctx, f.ID, p)
 	return n, asWorkspaceErr(err)
 }
 
 // Remove implements engine.CheckpointFS.
 func (f SessionFS) Remove(rel string) error {
+	p, err := f.rel(rel)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := f.ctx()
 	defer cancel()
-	return asWorkspaceErr(f.R.RemoveFile(ctx, f.ID, f.rel(rel)))
+	return asWorkspaceErr(f.R.RemoveFile(ctx, f.ID, p))
+}
+
+// Usage measures the filesystem of the session's workspace in its
+// sandbox (runtime.WorkspaceUsage), for the engine's check of a fill.
+func (f SessionFS) Usage() (runtime.FSUsage, error) {
+	u, ok := f.R.(runtime.WorkspaceUsage)
+	if !ok {
+		return runtime.FSUsage{}, errors.New("the runtime cannot measure a workspace in its sandbox")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fillCheckTimeout)
+	defer cancel()
+	return u.WorkspaceUsage(ctx, f.ID)
 }
 
 // copyTimeout bounds a whole workspace's copy out of or into a pod.
@@ -205,7 +247,7 @@ func (f SessionFS) CopyIn(src string) error {
 func asWorkspaceErr(err error) error {
 	for _, m := range []struct{ from, to error }{
 		{runtime.ErrNoFile, workspace.ErrNotFound}, {runtime.ErrLink, workspace.ErrLink}, {runtime.ErrNotRegular, workspace.ErrNotRegular},
-		{runtime.ErrTooLarge, workspace.ErrTooLarge}, {runtime.ErrNoSpace, workspace.ErrNoSpace},
+		{runtime.ErrTooLarge, workspace.ErrTooLarge}, {runtime.ErrNoSpace, workspace.ErrNoSpace}, {runtime.ErrPath, workspace.ErrPath},
 	} {
 		if errors.Is(err, m.from) {
 			return fmt.Errorf("%w: %v", m.to, err)

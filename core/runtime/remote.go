@@ -45,6 +45,10 @@ var ErrLink = errors.New("a symbolic link is on the path, and links are never fo
 // ErrNoSpace is a full workspace.
 var ErrNoSpace = errors.New("no space left in the workspace")
 
+// ErrPath is a path that would leave the workspace (absolute, or with
+// '..' above its start): refused before anything in the sandbox is asked.
+var ErrPath = errors.New("the path leaves the workspace")
+
 // RemoteWorkspace is a runtime whose sandboxes keep their workspace where
 // they run (a Kubernetes pod), not in the core's directory: the core's copy
 // is only what the sandbox starts with, and files and sockets are reached
@@ -75,4 +79,19 @@ type RemoteWorkspace interface {
 	// SyncMount copies the core's directory of the read-only mount at
 	// target into the sandbox again (it changed): the sandbox has a copy.
 	SyncMount(ctx context.Context, id, target string) error
+}
+
+// FSUsage is what a workspace's filesystem holds and has left, as statfs
+// sees it where the sandbox runs.
+type FSUsage struct {
+	Size, Free int64 // bytes for files, and bytes still free to the sandbox
+	NoInodes   bool  // no inode is left (a filesystem with a count of them)
+}
+
+// WorkspaceUsage is a RemoteWorkspace that can measure a sandbox's
+// workspace filesystem, so that a workspace the sandbox filled is audited
+// as one of the core's is (workspace-quota): the core's copy says nothing
+// of it.
+type WorkspaceUsage interface {
+	WorkspaceUsage(ctx context.Context, id string) (FSUsage, error)
 }

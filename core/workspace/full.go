@@ -41,24 +41,49 @@ type Fill struct {
 // filesystem of its own, Enforced) is checked, with one statfs: where the
 // quota is a walk of visible files, the walk itself reports (hostsvc).
 func (m *Manager) CheckFull(path string) (Fill, bool) {
-	if !m.Enforced() || m.quota <= 0 {
-		return Fill{}, false
-	}
-	m.mu.Lock()
-	provisioned := m.provisioned[path]
-	m.mu.Unlock()
-	if !provisioned {
+	if !m.checksFull(path) {
 		return Fill{}, false
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return Fill{}, false
 	}
-	size := int64(st.Blocks) * st.Bsize
-	if st.Type != unix.EXT4_SUPER_MAGIC || size > m.quota {
+	if st.Type != unix.EXT4_SUPER_MAGIC {
 		return Fill{}, false // not (or no longer) the workspace's own filesystem
 	}
-	f := Fill{Path: path, Name: filepath.Base(path), Size: size, Free: int64(st.Bavail) * st.Bsize, Inodes: st.Files > 0 && st.Ffree == 0}
+	return m.noteFill(path, int64(st.Blocks)*st.Bsize, int64(st.Bavail)*st.Bsize, st.Files > 0 && st.Ffree == 0)
+}
+
+// CheckFullOf is CheckFull of a workspace whose filesystem is where its
+// sandbox runs (a pod's tmpfs of the quota's size), measured there: size
+// and free bytes, and whether no inode is left. A filesystem larger than
+// the quota is not the workspace's own (a disk-backed emptyDir: the node's
+// disk) and is not checked.
+func (m *Manager) CheckFullOf(path string, size, free int64, noInodes bool) (Fill, bool) {
+	if !m.checksFull(path) {
+		return Fill{}, false
+	}
+	return m.noteFill(path, size, free, noInodes)
+}
+
+// checksFull: only a provisioned workspace of a kernel-enforced quota is
+// checked.
+func (m *Manager) checksFull(path string) bool {
+	if !m.Enforced() || m.quota <= 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.provisioned[path]
+}
+
+// noteFill records whether the workspace at path, of size bytes with free
+// left, is full, and reports a fill the first time it is seen.
+func (m *Manager) noteFill(path string, size, free int64, noInodes bool) (Fill, bool) {
+	if size <= 0 || size > m.quota {
+		return Fill{}, false // not (or no longer) the workspace's own filesystem
+	}
+	f := Fill{Path: path, Name: filepath.Base(path), Size: size, Free: free, Inodes: noInodes}
 	full := f.Free < fullSlack(size) || f.Inodes
 	m.mu.Lock()
 	defer m.mu.Unlock()

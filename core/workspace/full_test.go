@@ -101,3 +101,49 @@ func TestCheckFullOncePerFill(t *testing.T) {
 		t.Error("a plain directory was reported full")
 	}
 }
+
+// fakeFS is a kernel-enforced quota that only makes directories: what a
+// Kubernetes core's staging copies are (the pod's emptyDir is the bound).
+type fakeFS struct{}
+
+func (fakeFS) Provision(path string, _ int64, _, _ int) error { return os.MkdirAll(path, 0o711) }
+func (fakeFS) Release(string) error                           { return nil }
+func (fakeFS) Enforced() bool                                 { return true }
+
+// A workspace measured where its sandbox runs (a pod's tmpfs) is reported
+// full once per fill as a local one is; a filesystem larger than the
+// quota (a disk-backed emptyDir: the node's disk) is not the workspace's.
+func TestCheckFullOf(t *testing.T) {
+	const quota = 8 << 20
+	m := New(t.TempDir(), "t", quota, fakeFS{})
+	if err := os.MkdirAll(m.Root(), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Create("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		size, free int64
+		noInodes   bool
+		want       bool
+	}{
+		{"empty", quota, quota, false, false},
+		{"filled", quota, 512 << 10, false, true},
+		{"still full", quota, 0, false, false},
+		{"freed", quota, quota / 2, false, false},
+		{"out of inodes", quota, quota / 2, true, true},
+		{"freed again", quota, quota, false, false},
+		{"the node's disk", 100 << 30, 0, false, false},
+		{"nothing measured", 0, 0, false, false},
+	} {
+		f, got := m.CheckFullOf(w.Path, c.size, c.free, c.noInodes)
+		if got != c.want || (got && (f.Path != w.Path || f.Free != c.free || f.Inodes != c.noInodes)) {
+			t.Errorf("%s: CheckFullOf = %+v, %v; want %v", c.name, f, got, c.want)
+		}
+	}
+	if _, got := m.CheckFullOf(w.Path+"-other", quota, 0, false); got {
+		t.Error("a workspace this manager did not provision was reported")
+	}
+}

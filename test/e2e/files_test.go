@@ -282,3 +282,150 @@ func TestSessionFilesQuota(t *testing.T) {
 		t.Error("audit log lacks file-quota")
 	}
 }
+
+// Every file tool refuses the same hostile paths by the same rule on
+// every runtime: '..' (alone, repeated, after a directory), absolute
+// paths, and links the code planted (to the workspace's parent, to /, to
+// /etc and a file in it), for upload_file, download_file, list_files,
+// resources/read and input_files (path, and source_path from a session).
+// On Kubernetes list_files once joined the path onto the working directory
+// unchecked and listed the pod's whole workspace, kernel.json included.
+func TestSessionFilesHostilePaths(t *testing.T) {
+	s := testenv.StartServer(t, "")
+	const sid = "h"
+	if res := s.Call(t, "execute_python", map[string]any{"session_id": sid, "code": "import os\nos.makedirs('output', exist_ok=True)\n" +
+		"os.symlink('..', 'up')\nos.symlink('/', 'root')\nos.symlink('/etc', 'etcdir')\nos.symlink('/etc/passwd', 'pw')\n" +
+		"open('output/ok.txt', 'w').write('ok')"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	seen := len(auditEntries(t, s.AuditLog))
+	// refusedBy is the rule of the one refusal tool audited since the last call.
+	refusedBy := func(t *testing.T, tool string) string {
+		t.Helper()
+		all := auditEntries(t, s.AuditLog)
+		var rules []string
+		for _, e := range all[seen:] {
+			if e.Event == "request.refused" && e.Details["tool"] == tool {
+				r, _ := e.Details["rule"].(string)
+				rules = append(rules, r)
+			}
+		}
+		seen = len(all)
+		if len(rules) != 1 {
+			t.Errorf("want one audited refusal by %s, got rules %q", tool, rules)
+			return ""
+		}
+		return rules[0]
+	}
+	const (
+		pathRule = "file-path"
+		linkRule = "file-link"
+	)
+	cases := []struct{ path, rule string }{
+		{"..", pathRule},
+		{"../..", pathRule},
+		{"output/../..", pathRule},
+		{"output/../../k", pathRule},
+		{"../k/kernel.json", pathRule},
+		{"/etc", pathRule},
+		{"/etc/passwd", pathRule},
+		{"/", pathRule},
+		{"/forge/ws", pathRule},
+		{"up", linkRule},
+		{"up/k", linkRule},
+		{"root/etc", linkRule},
+		{"etcdir", linkRule},
+		{"etcdir/passwd", linkRule},
+		{"pw", linkRule},
+	}
+	for _, c := range cases {
+		t.Run("list_files "+c.path, func(t *testing.T) {
+			var l mcpserver.ListOutput
+			res := s.Call(t, "list_files", map[string]any{"session_id": sid, "path": c.path}, &l)
+			if !res.IsError || len(l.Files) != 0 {
+				t.Fatalf("listed %d entries: %s", len(l.Files), testenv.Text(res))
+			}
+			if got := refusedBy(t, "list_files"); got != c.rule {
+				t.Errorf("refused by %q, want %q", got, c.rule)
+			}
+		})
+		t.Run("download_file "+c.path, func(t *testing.T) {
+			var o fileOut
+			res := s.Call(t, "download_file", map[string]any{"session_id": sid, "path": c.path}, &o)
+			fileRefused(t, res, o, "")
+			if got := refusedBy(t, "download_file"); got != c.rule {
+				t.Errorf("refused by %q, want %q", got, c.rule)
+			}
+		})
+		t.Run("resources/read "+c.path, func(t *testing.T) {
+			uri := "mcp://forge/sessions/" + sid + "/files/" + c.path
+			if rr, err := s.Session.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+				t.Fatalf("read %s: %d contents", uri, len(rr.Contents))
+			}
+			if got := refusedBy(t, "resources/read"); got != c.rule {
+				t.Errorf("refused by %q, want %q", got, c.rule)
+			}
+		})
+		t.Run("input_files source_path "+c.path, func(t *testing.T) {
+			var o out
+			res := s.Call(t, "execute_python", map[string]any{"code": "1", "input_files": []map[string]any{
+				{"path": "in.txt", "from_session": sid, "source_path": c.path}}}, &o)
+			if !res.IsError || o.Error == nil || o.Error.Type != "RequestError" {
+				t.Fatalf("not refused: %s", testenv.Text(res))
+			}
+			if got := refusedBy(t, "execute_python"); got != c.rule {
+				t.Errorf("refused by %q, want %q", got, c.rule)
+			}
+		})
+		// An upload replaces a link at its own path (never writing through
+		// it): a link on the way to it is what is refused.
+		up := c.path
+		if c.rule == linkRule {
+			up += "/x"
+		}
+		t.Run("upload_file "+up, func(t *testing.T) {
+			var o fileOut
+			res := s.Call(t, "upload_file", map[string]any{"session_id": sid, "path": up, "content": "evil"}, &o)
+			fileRefused(t, res, o, "")
+			if got := refusedBy(t, "upload_file"); got != c.rule {
+				t.Errorf("refused by %q, want %q", got, c.rule)
+			}
+		})
+	}
+	for _, p := range []string{"..", "/etc/x", "output/../../x"} {
+		t.Run("input_files path "+p, func(t *testing.T) {
+			var o out
+			res := s.Call(t, "execute_python", map[string]any{"code": "1", "input_files": []map[string]any{{"path": p, "content": "x"}}}, &o)
+			if !res.IsError || o.Error == nil {
+				t.Fatalf("not refused: %s", testenv.Text(res))
+			}
+			if got := refusedBy(t, "execute_python"); got != pathRule {
+				t.Errorf("refused by %q, want %q", got, pathRule)
+			}
+		})
+	}
+	// The working directory itself lists, and holds nothing of the kernel's.
+	var l mcpserver.ListOutput
+	if res := s.Call(t, "list_files", map[string]any{"session_id": sid}, &l); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	paths := map[string]string{}
+	for _, e := range l.Files {
+		paths[e.Path] = e.Type
+		if strings.Contains(e.Path, "kernel.json") || strings.HasPrefix(e.Path, "..") {
+			t.Errorf("the listing reaches beyond the working directory: %s", e.Path)
+		}
+	}
+	if paths["output/ok.txt"] != "file" || paths["up"] != "symlink" {
+		t.Errorf("listing of the working directory: %v", paths)
+	}
+	// The planted links were never written through, nor replaced.
+	if b, _ := os.ReadFile("/etc/passwd"); bytes.Contains(b, []byte("evil")) {
+		t.Fatal("an upload wrote through a link")
+	}
+	var r out
+	s.Call(t, "execute_python", map[string]any{"session_id": sid, "code": "[os.readlink(p) for p in ('up', 'root', 'etcdir', 'pw')]"}, &r)
+	if r.ResultRepr != "['..', '/', '/etc', '/etc/passwd']" {
+		t.Errorf("the planted links changed: %s", r.ResultRepr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -127,5 +128,92 @@ print(json.dumps(out))
 	}
 	if sp.SecurityContext.SeccompProfile == nil || sp.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
 		t.Errorf("seccomp %+v, want MCP-Forge's Localhost profile", sp.SecurityContext.SeccompProfile)
+	}
+}
+
+// A pod's activeDeadlineSeconds (the lifetime-bound guarantee) is what
+// docs/kubernetes.md says: a cold stateless run's timeout + 60 s; a warm
+// pod, created before any run's timeout is known, the longest a run may
+// be given (execution.max_background_timeout or max_timeout) + 60 s,
+// which the pool's retirement of idle pods (at most 10 minutes) and its
+// refusal to hand out one whose remaining life is shorter than the run's
+// timeout keep sound; a session's pod session_lifetime.
+func TestKubePodDeadlines(t *testing.T) {
+	if !testenv.Kube() {
+		t.Skip("Kubernetes runtime only: set " + testenv.KubeConfigEnv + " (scripts/test.sh's Kubernetes leg)")
+	}
+	s := testenv.StartServer(t, testenv.NoSessionPools+"[plugins.python.config]\nwarm = 1\n[plugins.r.config]\nwarm = 0\n")
+	testenv.WaitWarm(t, s.Session, "python", 1)
+	cs, k := kubeClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	deadline := func(p corev1.Pod) int64 {
+		if p.Spec.ActiveDeadlineSeconds == nil {
+			t.Fatalf("pod %s has no activeDeadlineSeconds", p.Name)
+		}
+		return *p.Spec.ActiveDeadlineSeconds
+	}
+	pods := func(selector string) []corev1.Pod {
+		sel := "io.mcp-forge.managed=true"
+		if selector != "" {
+			sel += "," + selector
+		}
+		l, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []corev1.Pod
+		for _, p := range l.Items {
+			if p.DeletionTimestamp == nil {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	longest := int64(config.Default().Execution.LongestTimeout())
+	warm := pods("io.mcp-forge.x-warm=true")
+	if len(warm) == 0 {
+		t.Fatal("no warm pod in the cluster although the pool says it has one")
+	}
+	for _, p := range warm {
+		if got := deadline(p); got != longest+60 {
+			t.Errorf("warm pod %s: activeDeadlineSeconds %d, want the longest timeout %d + 60", p.Name, got, longest)
+		}
+	}
+
+	// A cold run (R has no pool here): its own timeout + 60, read while it runs.
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Session.CallTool(ctx, &mcp.CallToolParams{Name: "execute_r", Arguments: map[string]any{"code": "Sys.sleep(15)", "timeout": 47}})
+		done <- err
+	}()
+	var cold []corev1.Pod
+	testenv.WaitFor(t, "the cold R run's pod", time.Minute, func() bool {
+		cold = nil
+		for _, p := range pods("io.mcp-forge.one-shot=true") {
+			if p.Labels["io.mcp-forge.x-warm"] != "true" && strings.Contains(p.Spec.Containers[0].Image, "/r") {
+				cold = append(cold, p)
+			}
+		}
+		return len(cold) == 1
+	})
+	if got := deadline(cold[0]); got != 47+60 {
+		t.Errorf("cold pod %s: activeDeadlineSeconds %d, want the run's timeout 47 + 60", cold[0].Name, got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	if res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "deadline"}, nil); res.IsError {
+		t.Fatal(testenv.Text(res))
+	}
+	var session []corev1.Pod
+	for _, p := range pods("") {
+		if p.Labels["io.mcp-forge.one-shot"] != "true" {
+			session = append(session, p)
+		}
+	}
+	if len(session) != 1 || deadline(session[0]) != int64(k.SessionLifetime) {
+		t.Errorf("want one session pod with activeDeadlineSeconds %d (session_lifetime), got %d pods", k.SessionLifetime, len(session))
 	}
 }

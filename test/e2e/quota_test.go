@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,11 @@ func TestFullWorkspaceAudited(t *testing.T) {
 	}
 	if l := sessionLines(); len(l) != 2 {
 		t.Fatalf("want a second line for the second fill, got %+v", l)
+	}
+	// Code that does not catch the ENOSPC is told why its write failed.
+	var o out
+	s.Call(t, "execute_python", map[string]any{"session_id": "q1", "code": "open('more.bin', 'wb').write(b'0' * (1 << 20))"}, &o)
+	if o.Success || !strings.Contains(strings.Join(o.Notices, "\n"), "volumes.session_quota") {
+		t.Fatalf("a write into the full workspace: want a failure with a notice naming volumes.session_quota, got success %v, notices %q", o.Success, o.Notices)
 	}
 }

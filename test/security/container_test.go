@@ -59,6 +59,15 @@ except OSError as e:
 st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 out["nonewprivs"] = st["NoNewPrivs"].strip(); out["capeff"] = st["CapEff"].strip()
 out["uid_map"] = open("/proc/self/uid_map").read().split()
+out["procs"], out["api_env"] = 0, []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+        cmd = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")[:3]
+    except OSError:
+        continue
+    out["procs"] += 1
+    out["api_env"] += [pid + " " + repr(cmd) for e in env if e.startswith(b"KUBERNETES_")][:1]
 print(json.dumps(out))
 `
 	res, err := run(t, c, probe, nil)
@@ -75,6 +84,8 @@ print(json.dumps(out))
 		NoNewPrivs string   `json:"nonewprivs"`
 		CapEff     string   `json:"capeff"`
 		UIDMap     []string `json:"uid_map"`
+		Procs      int      `json:"procs"`
+		APIEnv     []string `json:"api_env"`
 	}
 	if err := json.Unmarshal(res.Stdout, &out); err != nil {
 		t.Fatalf("probe output %q: %v", res.Stdout, err)
@@ -99,6 +110,12 @@ print(json.dumps(out))
 	}
 	if strings.Trim(out.CapEff, "0") != "" {
 		t.Errorf("CapEff = %s", out.CapEff)
+	}
+	// The kubelet puts the API server's address in every container's
+	// environment; no process the sandbox sees (its init, PID 1, included)
+	// may still show it.
+	if out.Procs < 2 || len(out.APIEnv) > 0 {
+		t.Errorf("of %d processes the sandbox sees, these carry the API server's address: %v", out.Procs, out.APIEnv)
 	}
 	// uid_map "0 <host> <n>": container root is a high host uid, never 0 or
 	// 1000. A pod without hostUsers: false has none: the test cluster's

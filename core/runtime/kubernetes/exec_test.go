@@ -202,10 +202,12 @@ func TestReadDir(t *testing.T) {
 		{"total cap", "list", 1000, 15, []f{{"a", 10, false}, {"b", 10, true}, {"big", 100, true}, {"empty", 0, false}}},
 		{"missing directory", "nope", 1000, 1000, nil},
 		{"a file, not a directory", "a.txt", 1000, 1000, nil},
-		{"dot-dot stays in the workspace", "../../../etc", 1000, 1000, nil},
 	}
 	if err := os.Symlink("list", cl.ws(id, "list-link")); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := cl.c.ReadDir(context.Background(), id, "../../../etc", 1000, 1000); !errors.Is(err, runtime.ErrPath) {
+		t.Errorf("ReadDir of a path leaving the workspace: %v; want ErrPath", err)
 	}
 	if _, err := cl.c.ReadDir(context.Background(), id, "list-link", 1000, 1000); !errors.Is(err, runtime.ErrLink) {
 		t.Errorf("ReadDir through a link: %v; want ErrLink", err)
@@ -264,7 +266,9 @@ func TestReadWriteFile(t *testing.T) {
 		{"another link", "rel-link", 100, "", runtime.ErrLink},
 		{"through a linked directory", "dlink/b.bin", 100, "", runtime.ErrLink},
 		{"a fifo", "fifo-in-pod", 100, "", runtime.ErrNotRegular},
-		{"dot-dot stays in the workspace", "../../../../etc/hostname", 1 << 20, "", runtime.ErrNoFile},
+		{"dot-dot leaving the workspace", "../../../../etc/hostname", 1 << 20, "", runtime.ErrPath},
+		{"dot-dot after a directory", "sub/../../x", 1 << 20, "", runtime.ErrPath},
+		{"absolute", "/etc/hostname", 1 << 20, "", runtime.ErrPath},
 		{"a NUL", "a.txt\x00.png", 100, "", runtime.ErrNoFile},
 	}
 	for _, tc := range reads {
@@ -519,8 +523,11 @@ func TestListFiles(t *testing.T) {
 		{"a tree", "sub", 100, []e{{"sub/b.bin", "file", 9}, {"sub/d", "directory", 0}, {"sub/d/e", "directory", 0}, {"sub/d/e/f", "file", 3}, {"sub/l", "symlink", 0}, {"sub/p", "fifo", 0}}, false, nil},
 		{"cut at max", "sub", 3, []e{{"sub/b.bin", "file", 9}, {"sub/d", "directory", 0}, {"sub/d/e", "directory", 0}}, true, nil},
 		{"missing", "nope", 100, nil, false, runtime.ErrNoFile},
-		{"a file", "a.txt", 100, nil, false, runtime.ErrNoFile},
+		{"a file", "a.txt", 100, nil, false, runtime.ErrNotRegular},
 		{"through a link", "link", 100, nil, false, runtime.ErrLink},
+		{"dot-dot", "..", 100, nil, false, runtime.ErrPath},
+		{"dot-dot after a directory", "sub/../..", 100, nil, false, runtime.ErrPath},
+		{"absolute", "/", 100, nil, false, runtime.ErrPath},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -612,5 +619,33 @@ func TestKeepBuiltin(t *testing.T) {
 	}
 	if p.keeper != first || first.isDead() {
 		t.Fatal("keeperd was started again: a builtin ended it")
+	}
+}
+
+// WorkspaceUsage measures the pod's workspace filesystem through the
+// keeper (stat -f), so that a fill is audited as on Podman.
+func TestWorkspaceUsage(t *testing.T) {
+	cl := newCluster(t, testKube())
+	id := cl.started(t, specIn(hostWorkspace(t)))
+	u, err := cl.c.WorkspaceUsage(context.Background(), id)
+	if err != nil || u.Size <= 0 || u.Free < 0 || u.Free > u.Size {
+		t.Fatalf("WorkspaceUsage: %+v, %v; want a filesystem's size and free bytes", u, err)
+	}
+	for _, c := range []struct {
+		in   string
+		want runtime.FSUsage
+		ok   bool
+	}{
+		{"4096 2048 10 100 5\n", runtime.FSUsage{Size: 8 << 20, Free: 40960}, true},
+		{"4096 2048 10 100 0\n", runtime.FSUsage{Size: 8 << 20, Free: 40960, NoInodes: true}, true},
+		{"4096 2048 10 0 0\n", runtime.FSUsage{Size: 8 << 20, Free: 40960}, true}, // no inode count (some filesystems)
+		{"4096 2048 10 100\n", runtime.FSUsage{}, false},
+		{"4096 -1 10 100 5\n", runtime.FSUsage{}, false},
+		{"stat: cannot read file system information\n", runtime.FSUsage{}, false},
+	} {
+		got, err := parseStatfs([]byte(c.in))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseStatfs(%q) = %+v, %v; want %+v, ok %v", c.in, got, err, c.want, c.ok)
+		}
 	}
 }

@@ -49,13 +49,21 @@ func keptPath(rel string) (string, error) {
 
 // wsPath is rel's place in the keeper's view of the workspace; rel is
 // relative and clean (the core checked it), and a path leaving the
-// workspace is refused again here.
+// workspace is refused again here rather than clamped to its root: a
+// caller that joined a '..' onto a directory of the workspace would
+// otherwise reach the rest of it.
 func wsPath(rel string) (string, error) {
-	clean := path.Clean("/" + rel)
 	if strings.Contains(rel, "\x00") {
 		return "", fmt.Errorf("path %q: %w", rel, runtime.ErrNoFile)
 	}
-	return wsDir + clean, nil
+	clean := path.Clean(rel)
+	if path.IsAbs(rel) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("path %q: %w", rel, runtime.ErrPath)
+	}
+	if clean == "." {
+		return wsDir, nil
+	}
+	return wsDir + "/" + clean, nil
 }
 
 // readDirScript prints the regular files directly in a directory: for each,
@@ -165,7 +173,8 @@ func (c *Client) ListFiles(ctx context.Context, id, rel string, max int) ([]runt
 	case 6:
 		return nil, false, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
 	case 7:
-		return nil, false, fmt.Errorf("%s is not a directory: %w", rel, runtime.ErrNoFile)
+		// As a workspace of the core's answers (file-type, not file-not-found).
+		return nil, false, fmt.Errorf("%s is not a directory: %w", rel, runtime.ErrNotRegular)
 	default:
 		return nil, false, errExit("list "+rel, res)
 	}
@@ -229,6 +238,46 @@ if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pi
 
 const removeScript = `my ($p) = @ARGV; nolink($p, 1); my @st = lstat $p; if (!@st) { exit 3 } if (-d _) { print STDERR "is a directory\n"; exit 8 }
 unlink $p or do { print STDERR "$p: $!\n"; exit 1 }`
+
+// statfsScript prints the workspace's filesystem as stat -f measures it:
+// block size, blocks, blocks free to the sandbox, inodes, inodes free
+// (Perl has no statfs, and coreutils is essential in every Debian-based
+// image, as perl-base is).
+const statfsScript = `exec { 'stat' } 'stat', '-f', '-c', '%S %b %a %c %d', '--', $ARGV[0]; print STDERR "stat: $!\n"; exit 1`
+
+// WorkspaceUsage implements runtime.WorkspaceUsage: the pod's workspace
+// is its own filesystem (an emptyDir; a tmpfs of the quota's size with
+// workspace_medium Memory).
+func (c *Client) WorkspaceUsage(ctx context.Context, id string) (runtime.FSUsage, error) {
+	dir, err := keptPath(".")
+	if err != nil {
+		return runtime.FSUsage{}, err
+	}
+	res, err := c.keep(ctx, id, statfsScript, nil, dir)
+	if err != nil {
+		return runtime.FSUsage{}, err
+	}
+	if res.ExitCode != 0 {
+		return runtime.FSUsage{}, errExit("statfs of the workspace", res)
+	}
+	return parseStatfs(res.Stdout)
+}
+
+func parseStatfs(b []byte) (runtime.FSUsage, error) {
+	f := strings.Fields(string(b))
+	if len(f) != 5 {
+		return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %q is not 5 numbers", b)
+	}
+	var n [5]int64
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %q: %q is not a count", b, s)
+		}
+		n[i] = v
+	}
+	return runtime.FSUsage{Size: n[0] * n[1], Free: n[0] * n[2], NoInodes: n[3] > 0 && n[4] == 0}, nil
+}
 
 // fileErr is the error of a keeper helper's exit code (0: none).
 func fileErr(rel string, res runtime.ExecResult) error {

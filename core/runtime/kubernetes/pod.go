@@ -58,11 +58,16 @@ const lifetimeGrace = 60
 // merges them) keeping FORGE_LOG_MAX bytes of each and counting the rest,
 // and exits as the command did (128+n for signal n). It also drops the
 // API server's address, which the kubelet puts in every container's
-// environment whatever enableServiceLinks says. Perl because every
-// Debian-based image has perl-base (essential).
+// environment whatever enableServiceLinks says: deleting it from %ENV
+// changes only what children get, while /proc/1/environ, which the
+// sandbox reads, shows what PID 1 was started with; so PID 1 executes
+// itself again (the same arguments, from /proc/self/cmdline) without it.
+// Perl because every Debian-based image has perl-base (essential).
 const initScript = `use strict; use POSIX ();
+if (my @k = grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV) { delete @ENV{@k};
+  open my $c, '<', '/proc/self/cmdline' or die "cmdline: $!"; my @a = split /\0/, do { local $/; <$c> }, -1; pop @a;
+  exec { $^X } @a; die "exec $^X: $!" }
 my $max = $ENV{FORGE_LOG_MAX} || 1048576; delete $ENV{FORGE_LOG_MAX};
-delete $ENV{$_} for grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV;
 pipe(my $or, my $ow) or die "pipe: $!"; pipe(my $er, my $ew) or die "pipe: $!";
 my $pid = fork; defined $pid or die "fork: $!";
 if (!$pid) { close $or; close $er; open STDOUT, '>&', $ow; open STDERR, '>&', $ew; close $ow; close $ew;

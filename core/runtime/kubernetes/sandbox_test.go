@@ -83,6 +83,17 @@ func TestSandboxInit(t *testing.T) {
 				}
 			}
 		}},
+		// /proc/1/environ is what PID 1 was started with, whatever it
+		// deleted from its own environment since: the sandbox reads it.
+		{"the init's own environment", []string{"sh", "-c", `tr '\0' '\n' < /proc/$PPID/environ; echo; tr '\0' ' ' < /proc/$PPID/cmdline`}, 0, 1 << 20, "", "", 0, 0, func(t *testing.T, id string, out runtime.Output) {
+			env, cmdline, _ := strings.Cut(string(out.Stdout), "\n\n")
+			if strings.Contains("\n"+env, "\nKUBERNETES_") || !strings.Contains(env, "MPLBACKEND=Agg") {
+				t.Errorf("the init's environment holds the API server's address, or lost the spec's:\n%s", env)
+			}
+			if !strings.HasSuffix(strings.TrimSpace(cmdline), "-- sh -c "+`tr '\0' '\n' < /proc/$PPID/environ; echo; tr '\0' ' ' < /proc/$PPID/cmdline`) {
+				t.Errorf("the init executed itself again with other arguments: %q", cmdline)
+			}
+		}},
 		{"output over the cap", []string{"sh", "-c", "head -c 5242880 /dev/zero; printf e >&2"}, 0, 1 << 20, "\x00\x00", "e", big, 1, func(t *testing.T, id string, out runtime.Output) {
 			if int64(len(out.Stdout)) != 1<<20 {
 				t.Errorf("Logs(1 MiB) returned %d bytes", len(out.Stdout))
