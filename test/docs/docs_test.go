@@ -2,7 +2,9 @@
 // exists: every configuration key, tool, resource URI and audit rule they
 // name exists, and every one that exists is named somewhere. It reads the
 // code (the config types, the reviewed tools/list golden, the Go sources
-// of rules and resources) and needs no Podman.
+// of rules and resources) and needs no Podman. architecture_test.go holds
+// README.md's package list and docs/architecture.md (its diagrams, the
+// packages and file:function places it names) against the tree.
 package docs
 
 import (
