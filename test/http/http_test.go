@@ -596,6 +596,15 @@ func nodeClient(t *testing.T, ok string, args ...string) {
 	t.Logf("%s", out)
 }
 
+// A part URI whose number times the part size overflows int64 must be
+// refused, not served (part 2^43 aliased part 0) nor crash the server
+// (part 2^42 made a negative slice bound: a panic in a handler goroutine
+// ends the process, every tenant's connection with it).
+func TestHTTPTypeScriptSDKAttackPartOverflow(t *testing.T) {
+	t.Setenv("ATK_ONLY", "part-uris-odd,part-uri-overflow-panic,alive")
+	nodeClient(t, "done: 3 attacks, 0 failed", "attack-answers.mjs", "http")
+}
+
 // A call still running when server.shutdown_timeout passes is cut, and the
 // server exits instead of waiting for it.
 func TestHTTPShutdownDeadline(t *testing.T) {
