@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"sort"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,10 +51,12 @@ type Guard struct {
 func (g Guard) budget() int { return g.Limit - Envelope }
 
 // Receiving is a receiving middleware: a tool result over the bound is
-// fitted (Fit), any other answer over it is refused with what to do.
+// fitted (Fit), any other answer over it is refused with what to do, and a
+// handler that panics is answered with an error (logged) instead of taking
+// the server, and every client's connection, down with it.
 func (g Guard) Receiving(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
+		res, err := g.call(ctx, next, method, req)
 		if err != nil || res == nil || g.Limit <= 0 {
 			return res, err
 		}
@@ -68,8 +71,18 @@ func (g Guard) Receiving(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		g.Log.Warn("answer over server.max_message refused", "method", method, "bytes", n, "limit", g.Limit)
 		return nil, fmt.Errorf("the answer to %s would be %s, over the %s one message may hold (server.max_message; MCP clients refuse larger messages): "+
-			"read less at once (a file in parts: download_file with offset, or the file's parts/N resources)", method, human(n), human(g.Limit))
+			"ask for less at once", method, human(n), human(g.Limit))
 	}
+}
+
+func (g Guard) call(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (res mcp.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			g.Log.Error("a request's handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, fmt.Errorf("MCP-Forge failed answering %s: an internal error (logged); nothing was changed by the failure itself, try again or report it", method)
+		}
+	}()
+	return next(ctx, method, req)
 }
 
 // Sending is a sending middleware: a progress message is cut to

@@ -115,3 +115,16 @@ func TestGuard(t *testing.T) {
 		t.Errorf("progress of %d bytes sent", n)
 	}
 }
+
+// A handler's panic is an error answer, not the server's end.
+func TestGuardRecovers(t *testing.T) {
+	g := Guard{Limit: 1 << 20, Log: hclog.NewNullLogger()}
+	h := g.Receiving(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		var b []byte
+		_ = b[:-1+len(b)]
+		return nil, nil
+	})
+	if _, err := h(context.Background(), "resources/read", nil); err == nil || !strings.Contains(err.Error(), "internal error") {
+		t.Errorf("after a panic: %v", err)
+	}
+}

@@ -44,3 +44,39 @@ func TestCapResult(t *testing.T) {
 		})
 	}
 }
+
+// The error, the value's forms and rich output are cut too, counted as
+// JSON: they travel in the text, the error and the traceback.
+func TestCapText(t *testing.T) {
+	e := &Engine{limits: limits{output: 1 << 20, message: 9 << 20}}
+	tb := make([]string, 100)
+	for i := range tb {
+		tb[i] = strings.Repeat("\x01", 10<<10)
+	}
+	res := backend.ExecuteResult{
+		Error:      &backend.ExecError{Name: "ValueError", Message: strings.Repeat("\x01", 5_000_000), Traceback: tb},
+		ResultRepr: strings.Repeat("<", 1<<20), ResultJSON: `"` + strings.Repeat("\\\\", 1<<18) + `"`,
+		Rich: map[string]string{"text/html": strings.Repeat("<", 1<<20), "text/markdown": strings.Repeat("&", 1<<20), "text/plain": "ok"},
+	}
+	e.capResult(&res)
+	if n := sanitize.JSONLen(res.Error.Message); n > maxErrorMessage+16 {
+		t.Errorf("error message %d bytes as JSON", n)
+	}
+	total := 0
+	for _, l := range res.Error.Traceback {
+		total += sanitize.JSONLen(l)
+	}
+	if total > maxTraceback+16 || res.Error.Traceback[len(res.Error.Traceback)-1] != sanitize.CutJSON(tb[99], maxTraceLine) || !strings.HasPrefix(res.Error.Traceback[0], "[…]") {
+		t.Errorf("traceback: %d lines, %d bytes as JSON", len(res.Error.Traceback), total)
+	}
+	if n := sanitize.JSONLen(res.ResultRepr); n > 1<<18+16 || res.ResultJSON != "" {
+		t.Errorf("repr %d bytes as JSON, JSON form %d bytes", n, len(res.ResultJSON))
+	}
+	rich := 0
+	for _, v := range res.Rich {
+		rich += sanitize.JSONLen(v)
+	}
+	if rich > 1<<20 || len(res.Notices) != 1 || res.Rich["text/plain"] != "ok" {
+		t.Errorf("rich %d bytes as JSON, notices %q", rich, res.Notices)
+	}
+}

@@ -460,6 +460,7 @@ func (e *Engine) capResult(res *backend.ExecuteResult) {
 	if n := int(e.limits.output); n > 0 {
 		res.Stdout = sanitize.CutJSON(res.Stdout, n)
 		res.Stderr = sanitize.CutJSON(res.Stderr, n)
+		e.capText(res, n)
 	}
 	keep, total := 0, int64(0)
 	room := e.limits.message - 2*e.limits.output - e.limits.message/32
@@ -474,6 +475,63 @@ func (e *Engine) capResult(res *backend.ExecuteResult) {
 		res.Images = res.Images[:keep]
 		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned (at most %d, and %s in all once encoded: what server.max_message leaves beside the output): save the others as files or combine them",
 			n, keep, MaxImages, config.FormatSize(max(room, 0))))
+	}
+}
+
+// Bounds of a result's other text, counted as JSON: an error's message (a
+// ValueError of 5 MB of control bytes was a 115 MiB answer: its message
+// travels in the text, the error and the traceback) and its traceback,
+// whose last lines (where it failed) are kept.
+const (
+	maxErrorMessage = 64 << 10
+	maxTraceLine    = 16 << 10
+	maxTraceback    = 256 << 10
+)
+
+// capText cuts what capResult's output cut leaves: the error, the value's
+// forms (its repr at a quarter of max_output; its JSON dropped when larger,
+// since cut JSON is no JSON) and rich output (max_output for all of it).
+func (e *Engine) capText(res *backend.ExecuteResult, maxOut int) {
+	var cut []string
+	if er := res.Error; er != nil {
+		if m := sanitize.CutJSON(er.Message, maxErrorMessage); m != er.Message {
+			er.Message, cut = m+" […]", append(cut, "the error's message")
+		}
+		total, keep := 0, len(er.Traceback)
+		for i := len(er.Traceback) - 1; i >= 0; i-- {
+			er.Traceback[i] = sanitize.CutJSON(er.Traceback[i], maxTraceLine)
+			if total += sanitize.JSONLen(er.Traceback[i]); total > maxTraceback {
+				break
+			}
+			keep = i
+		}
+		if keep > 0 {
+			er.Traceback, cut = append([]string{"[…]\n"}, er.Traceback[keep:]...), append(cut, "the traceback's first lines")
+		}
+	}
+	if r := sanitize.CutJSON(res.ResultRepr, maxOut/4); r != res.ResultRepr {
+		res.ResultRepr, cut = r+" […]", append(cut, "the value's repr")
+	}
+	if sanitize.JSONLen(res.ResultJSON) > maxOut/4 {
+		res.ResultJSON, cut = "", append(cut, "the value's JSON form")
+	}
+	room := maxOut
+	keys := slices.Sorted(maps.Keys(res.Rich))
+	slices.SortStableFunc(keys, func(a, b string) int { return sanitize.JSONLen(res.Rich[a]) - sanitize.JSONLen(res.Rich[b]) }) // the small ones whole
+	for _, k := range keys {
+		v := sanitize.CutJSON(res.Rich[k], max(room, 0))
+		if v != res.Rich[k] {
+			cut = append(cut, "rich output "+k)
+		}
+		if v == "" {
+			delete(res.Rich, k)
+		} else {
+			res.Rich[k] = v
+		}
+		room -= sanitize.JSONLen(v)
+	}
+	if len(cut) > 0 {
+		res.Notices = append(res.Notices, fmt.Sprintf("cut to fit one answer (execution.max_output %s, counted as JSON text): %s; print less, or write it to a file", config.FormatSize(int64(maxOut)), strings.Join(cut, ", ")))
 	}
 }
 

@@ -75,7 +75,7 @@ func parseFileURI(uri string) (id, rel string, part int, ok bool) {
 		var n string
 		var err error
 		n, rest, ok = strings.Cut(rest, "/")
-		if part, err = strconv.Atoi(n); err != nil || part < 0 || n != strconv.Itoa(part) {
+		if part, err = strconv.Atoi(n); err != nil || part < 0 || part > maxPart || n != strconv.Itoa(part) {
 			ok = false
 		}
 	default:
@@ -293,6 +293,10 @@ func (s *Server) partSize() int64 {
 	return max(n&^(64<<10-1), 64<<10)
 }
 
+// maxPart bounds a part number in a URI: files are at most
+// volumes.max_file_size, parts at least 64 KiB.
+const maxPart = 1 << 20
+
 // maxPartLinks bounds the part links one answer lists (download_file's
 // next_offset reaches every part anyway).
 const maxPartLinks = 32
@@ -341,8 +345,11 @@ func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	data := fi.Data
 	switch {
 	case part >= 0:
-		if int64(part)*p >= max(fi.Size, 1) {
-			return nil, fmt.Errorf("%s has %d part(s) of at most %s (it is %d bytes): part %d does not exist", fi.Path, (fi.Size+p-1)/p, config.FormatSize(p), fi.Size, part)
+		// Compared as a count, never multiplied first: part × p of a
+		// hostile part number wraps (to a negative slice bound that
+		// panicked, or to 0 that served part 0).
+		if n := max((fi.Size+p-1)/p, 1); int64(part) >= n {
+			return nil, fmt.Errorf("%s has %d part(s) of at most %s (it is %d bytes): part %d does not exist", fi.Path, n, config.FormatSize(p), fi.Size, part)
 		}
 		data = data[int64(part)*p : min(int64(part+1)*p, fi.Size)]
 	case fi.Size > p:

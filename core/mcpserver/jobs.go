@@ -299,6 +299,9 @@ func (s *Server) jobResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 	if er, ok := engine.JobResult(r); ok {
 		o := toOutput(er)
 		out.Result = &o
+		// The result has the output: the tail again, escaped twice (JSON
+		// in a JSON string), brought the resource near server.max_message.
+		out.Stdout, out.Stderr = "", ""
 	}
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
