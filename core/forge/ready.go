@@ -15,13 +15,16 @@ import (
 // The runtime's lines of /readyz. A busy host answers `podman info` (what
 // both the runtime's line and its guarantees ask) slowly, sometimes past a
 // round's deadline, while every sandbox works: a probe that failed on one
-// slow answer took a working server out of its load balancer. So the
+// slow answer took a working server out of its load balancer. So Podman's
+// Info is asked at the first round, after any lookup did not answer, with
+// no image to look up, or when its answer is remeasureAfter old; in the
+// other rounds the image lookups (cheap) tell that the service answers. The
 // guarantees, which change only with the runtime service, are measured at
 // the first round and again when they can have changed (the service
-// answers with another identity, or again after it was down), or when
-// their measurement is remeasureAfter old; and a runtime that does not
-// answer fails readiness only once it persists: failRounds rounds in a row
-// over at least failPeriod. Until then the last good answer stands, its
+// answers with another identity, or again after it did not answer), or
+// when their measurement is remeasureAfter old. And a runtime that does
+// not answer fails readiness only once it persists: failRounds rounds in
+// a row over at least failPeriod. Until then the last good answer stands, its
 // detail saying the last one failed and its age shown. Only a slow answer
 // is waited out so: a runtime that refuses the connection is down, and a
 // verdict (a required guarantee or an image missing) is an answer; both
@@ -46,6 +49,11 @@ type readyProbe struct {
 	measuredOf runtime.Info
 	measuredAt time.Time
 	wasDown    bool // the runtime did not answer since the last measurement
+	// The runtime's last good Info and when; imageFailed: an image lookup
+	// of the last round did not answer.
+	info        runtime.Info
+	infoAt      time.Time
+	imageFailed bool
 }
 
 func (p *readyProbe) clock() time.Time {
@@ -118,4 +126,11 @@ func (p *readyProbe) remeasure(now time.Time, info runtime.Info) bool {
 func slow(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// askInfo reports whether this round asks the runtime's Info: none yet,
+// the last did not answer or is old, an image lookup did not answer, or
+// no image lookup will tell whether the runtime answers.
+func (p *readyProbe) askInfo(now time.Time, lookups bool) bool {
+	return !lookups || p.infoAt.IsZero() || p.runtime.fails > 0 || p.imageFailed || now.Sub(p.infoAt) >= remeasureAfter
 }
