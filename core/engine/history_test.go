@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -207,4 +208,33 @@ func TestForkOfBusySessionRefused(t *testing.T) {
 	if r.e.sessions.Live("c1", "f") {
 		t.Error("a refused fork left its session")
 	}
+}
+
+// A fork of a session a background job holds is refused with session-job,
+// naming the job (docs/jobs.md), as execute and checkpoint_session are: the
+// job's run makes the session busy, and a checkpoint-state "busy" refusal
+// would not say which job to wait for or cancel.
+func TestForkOfJobSessionRefusedWithJob(t *testing.T) {
+	r := newRig(t, nil, nil)
+	r.kernel.Caps.Checkpoint = &backend.Checkpoint{Save: "save", Load: "load"}
+	r.pm.Add("kernel", r.kernel) // statuses are read at Add
+	if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	r.kernel.Run, r.kernel.OnInterrupt = g.run, g.interrupt
+	rec, err := r.e.StartJob(context.Background(), Request{Language: "python", SessionID: "s", Code: "train()", Client: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	_, err = r.e.ForkSession(context.Background(), "c1", "s", "f")
+	if rule := refusedBy(t, err); rule != RuleSessionJob || !strings.Contains(err.Error(), rec.ID) {
+		t.Fatalf("fork of a session job %s holds: rule %s: %v", rec.ID, rule, err)
+	}
+	if r.e.sessions.Live("c1", "f") {
+		t.Error("a refused fork left its session")
+	}
+	close(g.release)
+	waitState(t, r, "c1", rec.ID, jobs.Done)
 }

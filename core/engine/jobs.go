@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
@@ -59,13 +59,13 @@ func (e *Engine) openJobs() error {
 		return fmt.Errorf("background jobs: %w (volumes.base_path must be writable by the server)", err)
 	}
 	reg, lost, err := jobs.New(jobs.Options{Store: store, TTL: time.Duration(e.cfg.Jobs.ResultTTL) * time.Second, MaxPerClient: e.cfg.Jobs.MaxPerClient,
-		TailBytes: int(e.limits.output), Server: os.Getpid()})
+		TailBytes: int(e.limits.output), Server: procid.Self()})
 	if err != nil {
 		return fmt.Errorf("background jobs: %w", err)
 	}
 	for _, r := range lost {
 		e.rec.Record(audit.Entry{Event: EventJobLost, Severity: audit.Warning, SessionID: auditID(r.Client, r.SessionID), UserID: r.Client, Success: false, Error: r.Reason,
-			Details: map[string]any{"job": r.ID, "run_id": r.RunID, "language": r.Language, "session": r.SessionID, "server": r.Server}})
+			Details: map[string]any{"job": r.ID, "run_id": r.RunID, "language": r.Language, "session": r.SessionID, "server": string(r.Server)}})
 	}
 	e.jobs = reg
 	return nil

@@ -60,7 +60,8 @@ type Forge struct {
 	// httpPort is the MCP port served (--http or server.port), where
 	// replicas forward calls to each other.
 	httpPort int
-	undo     undoStack // what New did, for Close
+	undo     undoStack  // what New did, for Close
+	ready    readyProbe // the runtime's lines of /readyz, across rounds
 }
 
 // SeccompProfile is MCP-Forge's seccomp profile (JSON), as a Kubernetes

@@ -118,7 +118,7 @@ func TestReadiness(t *testing.T) {
 	}{
 		{"ready", up, loaded, []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
 			{Name: "plugins", OK: true, Detail: "loaded: python, r"},
 			{Name: "image " + image, OK: true, Detail: "present"},
 			{Name: "image mcp-forge/r:4.2", OK: true, Detail: "present"},
@@ -131,30 +131,30 @@ func TestReadiness(t *testing.T) {
 		}},
 		{"image missing", runtimetest.New(runtime.ImageInfo{Names: []string{image}}), loaded[1:], []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
 			{Name: "plugins", OK: true, Detail: "loaded: r"},
 			{Name: "image mcp-forge/r:4.2", Detail: "missing: run `make images`"},
 		}},
 		{"image lookup fails", imageDown, loaded[:1], []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
 			{Name: "plugins", OK: true, Detail: "loaded: python"},
 			{Name: "image " + image, Detail: "timeout"},
 		}},
 		{"a guarantee missing, another waived", lacking, loaded[:1], []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-			{Name: "guarantees", Detail: (&policy.GuaranteeError{Missing: []runtime.Gap{{Guarantee: runtime.Pids, Why: "cgroups v1", Fix: "(fake runtime: scripted by Lack)"}}}).Error()},
+			{Name: "guarantees", Detail: (&policy.GuaranteeError{Missing: []runtime.Gap{{Guarantee: runtime.Pids, Why: "cgroups v1", Fix: "(fake runtime: scripted by Lack)"}}}).Error(), Age: "0s"},
 			{Name: "plugins", OK: true, Detail: "loaded: python"},
 			{Name: "image " + image, OK: true, Detail: "present"},
 		}},
 		{"waived", lacking, nil, []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-			{Name: "guarantees", OK: true, Detail: "waived, not enforced: memory, pids"},
+			{Name: "guarantees", OK: true, Detail: "waived, not enforced: memory, pids", Age: "0s"},
 			{Name: "plugins", Detail: "loaded: "},
 		}},
 		{"no plugin", up, nil, []httpserver.Check{
 			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-			{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
 			{Name: "plugins", Detail: "loaded: "},
 		}},
 	}
@@ -166,7 +166,7 @@ func TestReadiness(t *testing.T) {
 				waive[runtime.Pids] = "security.waive[1]"
 			}
 			pol := policy.New(policy.Settings{Waived: waive}, nil)
-			if d := cmp.Diff(c.want, readiness(context.Background(), "podman", fakeRuntime{c.rt}, pol, c.sts)); d != "" {
+			if d := cmp.Diff(c.want, (&readyProbe{}).readiness(context.Background(), "podman", fakeRuntime{c.rt}, pol, c.sts)); d != "" {
 				t.Errorf("checks (-want +got):\n%s", d)
 			}
 		})

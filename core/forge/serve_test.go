@@ -120,7 +120,7 @@ func TestServeHTTP(t *testing.T) {
 	resp.Body.Close()
 	want := []httpserver.Check{
 		{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
-		{Name: "guarantees", OK: true, Detail: "every guarantee enforced"},
+		{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
 		{Name: "plugins", Detail: "loaded: "},
 	}
 	if d := cmp.Diff(want, ready.Checks); d != "" || resp.StatusCode != http.StatusServiceUnavailable || ready.Ready {

@@ -69,4 +69,8 @@ type Check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
+	// Age is how old the answer shown is ("42s"), for a line not asked
+	// afresh each round (the runtime's guarantees, or the last good answer
+	// kept while a failure is not yet persistent); "" when it is.
+	Age string `json:"age,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -73,11 +74,33 @@ type Record struct {
 	LastProgress time.Time `json:"last_progress,omitzero"`
 	// Result is the engine's result of a finished job (its JSON form).
 	Result json.RawMessage `json:"result,omitempty"`
-	// Server is the process that ran the job: a record whose server is
+	// Server is the process that ran the job, as procid names it
+	// ("<pid>-<start time>", like the labels of containers and workspaces,
+	// so that a reused pid is not taken for it): a record whose server is
 	// not this one and that had not finished was lost with it.
-	Server int `json:"server,omitempty"`
+	Server ServerID `json:"server,omitempty"`
 	// Notices are for the answer that started the job (not kept).
 	Notices []string `json:"-"`
+}
+
+// ServerID names the server that ran a job: procid's "<pid>-<start
+// time>". Records of servers before it hold the bare pid as a JSON number;
+// they are read as that pid alone (their start time was not kept).
+type ServerID string
+
+// UnmarshalJSON reads the name, or an older record's pid.
+func (s *ServerID) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err == nil {
+		*s = ServerID(name)
+		return nil
+	}
+	var pid int
+	if err := json.Unmarshal(b, &pid); err != nil {
+		return fmt.Errorf("server %s: neither a process name nor a pid: %w", b, err)
+	}
+	*s = ServerID(strconv.Itoa(pid))
+	return nil
 }
 
 // Job is one background run.
@@ -103,7 +126,7 @@ type Registry struct {
 	ttl      time.Duration
 	max      int
 	tailSize int
-	server   int
+	server   ServerID
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -117,7 +140,7 @@ type Options struct {
 	TTL          time.Duration // how long a finished job is kept
 	MaxPerClient int           // jobs one client may hold, finished ones included
 	TailBytes    int           // bytes of each stream a job keeps while it runs
-	Server       int           // this server's process id, written in records
+	Server       string        // this server's procid.Self(), written in records
 }
 
 // New returns a registry with the jobs its store holds: those that had not
@@ -125,7 +148,7 @@ type Options struct {
 // returned so that the caller can audit them; finished ones past the TTL
 // are removed.
 func New(o Options) (*Registry, []Record, error) {
-	r := &Registry{store: o.Store, ttl: o.TTL, max: o.MaxPerClient, tailSize: o.TailBytes, server: o.Server, now: time.Now, jobs: map[string]*Job{}}
+	r := &Registry{store: o.Store, ttl: o.TTL, max: o.MaxPerClient, tailSize: o.TailBytes, server: ServerID(o.Server), now: time.Now, jobs: map[string]*Job{}}
 	if r.store == nil {
 		return r, nil, nil
 	}
@@ -138,7 +161,7 @@ func New(o Options) (*Registry, []Record, error) {
 		if !rec.State.Finished() {
 			was := rec.State
 			rec.State, rec.Finished = Lost, r.now()
-			rec.Reason = fmt.Sprintf("the server (process %d) stopped while the job was %s, and its sandbox went with it: run the code again", rec.Server, was)
+			rec.Reason = fmt.Sprintf("the server (process %s) stopped while the job was %s, and its sandbox went with it: run the code again", rec.Server, was)
 			if !rec.LastProgress.IsZero() {
 				rec.Reason += fmt.Sprintf(" (the output kept is what the job had written by %s)", rec.LastProgress.UTC().Format(time.RFC3339))
 			}

@@ -68,7 +68,7 @@ func TestRestartFindsJobsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := New(Options{Store: store, TTL: time.Hour, MaxPerClient: 10, TailBytes: 64, Server: 111})
+	r, _, err := New(Options{Store: store, TTL: time.Hour, MaxPerClient: 10, TailBytes: 64, Server: "111-5000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestRestartFindsJobsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r2, lost, err := New(Options{Store: store, TTL: time.Hour, MaxPerClient: 10, TailBytes: 64, Server: 222})
+	r2, lost, err := New(Options{Store: store, TTL: time.Hour, MaxPerClient: 10, TailBytes: 64, Server: "222-6000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestRestartFindsJobsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := j.Record()
-	if rec.State != Lost || !strings.Contains(rec.Reason, "process 111") || rec.Stdout != "half way\n" {
+	if rec.State != Lost || !strings.Contains(rec.Reason, "process 111-5000") || rec.Stdout != "half way\n" {
 		t.Fatalf("lost job: %+v", rec)
 	}
 	select {
@@ -142,5 +142,41 @@ func TestChangesAreToldAndOutputThrottled(t *testing.T) {
 	}
 	if rec := j.Record(); rec.State != Cancelled || rec.Progress != 100 || rec.StdoutBytes != 500 {
 		t.Fatalf("%+v", rec)
+	}
+}
+
+// The server that ran a job is named as procid names it; a record of an
+// older server, which kept the bare pid as a number, is still read, and
+// its job found lost.
+func TestServerIDOfOldAndNewRecords(t *testing.T) {
+	for _, c := range []struct {
+		name, server, want string
+	}{
+		{"procid name", `"9164-123456"`, "9164-123456"},
+		{"older record's pid", `9164`, "9164"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store, err := NewStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := NewID()
+			rec := `{"id":"` + id + `","client":"c","language":"python","state":"running","created":"2026-01-01T00:00:00Z","stdout_bytes":0,"stderr_bytes":0,"progress":0,"server":` + c.server + `}`
+			if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte(rec), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, lost, err := New(Options{Store: store, TTL: time.Hour, MaxPerClient: 10, TailBytes: 64, Server: "1-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lost) != 1 || string(lost[0].Server) != c.want || !strings.Contains(lost[0].Reason, "(process "+c.want+") stopped") {
+				t.Fatalf("lost %+v, want one job of server %s", lost, c.want)
+			}
+			saved, err := store.Read(id)
+			if err != nil || string(saved.Server) != c.want {
+				t.Fatalf("the lost record as saved: server %q, %v", saved.Server, err)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -197,7 +198,12 @@ func (b *Backend) Drain() {
 	warm := p.warm
 	p.warm = nil
 	b.mu.Unlock()
+	// All at once: a removal takes a runtime call or two, and the plugin's
+	// shutdown has a couple of seconds for its pool and its sessions.
+	var wg sync.WaitGroup
 	for _, s := range warm {
-		b.discard(s)
+		wg.Add(1)
+		go func() { defer wg.Done(); b.discard(s) }()
 	}
+	wg.Wait()
 }

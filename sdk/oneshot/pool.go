@@ -168,9 +168,23 @@ func (p *pool[T]) Stats() backend.WarmPool {
 	return s
 }
 
-// Close stops refilling and removes every idle item (a start under way is
-// removed when it finishes).
+// Close stops refilling, removes every idle item and waits for the starts
+// under way, each of which removes its item when it finishes.
 func (p *pool[T]) Close() {
+	p.stop()
+	p.starts.Wait() // each removes its item, the pool being closed (no start begins after)
+}
+
+// Stop is Close without waiting for the starts under way: they are
+// cancelled, and each removes its item when it finishes, if its process
+// still runs. A create cannot be cut short (its container would be left),
+// and under load one takes seconds: a plugin that stops leaves their
+// containers to the core, which removes every container it made once its
+// creates end (sandbox.Manager.Shutdown).
+func (p *pool[T]) Stop() { p.stop() }
+
+// stop closes the pool and removes its idle items, all at once.
+func (p *pool[T]) stop() {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -187,7 +201,6 @@ func (p *pool[T]) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	<-p.done
-	p.starts.Wait() // each removes its item, the pool being closed
 	var wg sync.WaitGroup
 	for _, v := range all {
 		wg.Add(1)

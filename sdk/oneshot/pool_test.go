@@ -318,3 +318,53 @@ func TestPoolKeyLabel(t *testing.T) {
 		}
 	}
 }
+
+// Stop (a plugin's shutdown) removes the idle items without waiting for a
+// start under way, which ignores its cancel as a container create does
+// and may take seconds under load; the start's item is removed when it
+// finishes. Close waits for it.
+func TestPoolStopDoesNotWaitForStarts(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		close func(p *pool[int])
+		waits bool
+	}{
+		{"Stop", (*pool[int]).Stop, false},
+		{"Close", (*pool[int]).Close, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			release, blocked := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			start := func(ctx context.Context, key string) (int, error) {
+				v, err := f.start(ctx, key)
+				if v == 3 { // the third start outlives the pool's cancel
+					once.Do(func() { close(blocked) })
+					<-release
+				}
+				return v, err
+			}
+			p := newPool(map[string]int64{"a": 1}, poolOptions{size: 3, parallel: 1}, start, f.alive, f.discard)
+			<-blocked
+			waitUntil(t, "2 warm", func() bool { return p.Stats().Warm == 2 })
+			done := make(chan struct{})
+			go func() { c.close(p); close(done) }()
+			select {
+			case <-done:
+				if c.waits {
+					t.Fatal("Close returned before the start under way ended")
+				}
+				if n := f.count(f.discarded); n != 2 {
+					t.Fatalf("%d of 2 idle items removed when Stop returned", n)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if !c.waits {
+					t.Fatal("Stop waited for a start under way")
+				}
+			}
+			close(release)
+			<-done
+			waitUntil(t, "the started item removed", func() bool { return f.count(f.discarded) == 3 })
+		})
+	}
+}

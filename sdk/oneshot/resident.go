@@ -625,10 +625,18 @@ func (b *Backend) Close() {
 	b.bg.Wait()
 }
 
-// Shutdown implements backend.Shutdowner: Close, within ctx.
+// Shutdown implements backend.Shutdowner: the warm containers are removed
+// and the removals of used ones waited for, within ctx. Warm starts under
+// way are not waited for (pool.Stop): the core removes their containers.
 func (b *Backend) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { b.Close(); close(done) }()
+	go func() {
+		if b.pool != nil {
+			b.pool.Stop()
+		}
+		b.bg.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

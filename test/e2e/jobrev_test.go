@@ -57,6 +57,7 @@ func TestJobRevSessionToolsDuringJob(t *testing.T) {
 		{"execute_python", map[string]any{"code": "1", "session_id": "held"}},
 		{"document_state", map[string]any{"session_id": "held", "note": note}},
 		{"checkpoint_session", map[string]any{"session_id": "held"}},
+		{"fork_session", map[string]any{"session_id": "held"}},
 	} {
 		res, took, err := callWithin(t, s.Session, 10*time.Second, c.tool, c.args)
 		switch {
@@ -64,6 +65,10 @@ func TestJobRevSessionToolsDuringJob(t *testing.T) {
 			t.Errorf("%s in a session a job holds: no answer after %s (%v): it waits for the job's whole run instead of refusing with session-job", c.tool, took.Round(time.Second), err)
 		case !res.IsError:
 			t.Errorf("%s in a session a job holds was not refused", c.tool)
+		case !strings.Contains(testenv.Text(res), "running background job "+j.JobID):
+			// session-job's refusal names the job to wait for or cancel; a
+			// "busy" refusal (checkpoint-state) does not.
+			t.Errorf("%s in a session a job holds: refused without naming job %s (rule session-job): %s", c.tool, j.JobID, testenv.Text(res))
 		default:
 			t.Logf("%s refused in %s", c.tool, took.Round(time.Millisecond))
 		}

@@ -321,25 +321,55 @@ func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
 	warmCall(t, s, "python", map[string]any{"code": "1"}, &o)
 }
 
-// Closing the server removes its warm containers.
+// Closing stdin stops the server cleanly, its pools full or still filling
+// (a `make run` closed at once): its warm containers, and those of starts
+// under way, are removed before it exits, and the stop logs no warning (a
+// plugin's shutdown that waited for its starts' creates overran its
+// deadline and was killed, and said so).
 func TestWarmShutdownLeavesNoContainer(t *testing.T) {
-	s := testenv.StartServer(t, "")
-	testenv.WaitWarm(t, s.Session, "python", 2)
-	testenv.WaitWarm(t, s.Session, "r", 2)
-	if n := len(testenv.Containers(t, s.Base, false)); n < 4 {
-		t.Fatalf("%d containers before shutdown", n)
+	for _, c := range []struct {
+		name  string
+		ready func(t *testing.T, s *testenv.Server)
+	}{
+		{"pools full", func(t *testing.T, s *testenv.Server) {
+			testenv.WaitWarm(t, s.Session, "python", 2)
+			testenv.WaitWarm(t, s.Session, "r", 2)
+			if n := len(testenv.Containers(t, s.Base, false)); n < 4 {
+				t.Fatalf("%d containers before shutdown", n)
+			}
+		}},
+		{"pools filling", func(t *testing.T, s *testenv.Server) {
+			testenv.WaitFor(t, "warm starts under way", time.Minute, func() bool {
+				p, r := testenv.Pool(t, s.Session, "python"), testenv.Pool(t, s.Session, "r")
+				return p != nil && r != nil && p.Starting > 0 && r.Starting > 0
+			})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := testenv.StartServer(t, "")
+			c.ready(t, s)
+			n := len(testenv.Containers(t, s.Base, false))
+			start := time.Now()
+			s.Session.Close() // closes stdin, waits for the exit (SIGTERM after 5 s)
+			took := time.Since(start)
+			if s.Cmd.ProcessState == nil {
+				t.Fatal("the server is still running after its client closed")
+			}
+			if c := testenv.Containers(t, s.Base, false); len(c) != 0 {
+				t.Errorf("containers left once the server exited: %v", c)
+			}
+			log, err := os.ReadFile(strings.TrimSuffix(s.Config, ".toml") + ".log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(string(log), "\n") {
+				if strings.Contains(line, "[WARN]") || strings.Contains(line, "[ERROR]") {
+					t.Errorf("a clean stop logged: %s", line)
+				}
+			}
+			t.Logf("stop with %d containers: %s", n, took.Round(10*time.Millisecond))
+		})
 	}
-	s.Session.Close()
-	done := make(chan error, 1)
-	go func() { done <- s.Cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the server did not exit")
-	}
-	testenv.WaitFor(t, "no container of the server", time.Minute, func() bool {
-		return len(testenv.Containers(t, s.Base, false)) == 0
-	})
 }
 
 // The timeout counts the code's run, not the container's start: an R run

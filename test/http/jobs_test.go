@@ -1,6 +1,8 @@
 package httpe2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -58,6 +61,8 @@ func TestHTTPJobLostAcrossRestart(t *testing.T) {
 		return v.State == "running" // its record says so: it was past its run slot
 	})
 	cs.Close()
+	// The first server's name as every record gives it, read while it lives.
+	first := procid.Of(s.Cmd.Process.Pid)
 	s.Cmd.Process.Signal(syscall.SIGKILL)
 	s.Exited(time.Minute)
 
@@ -80,7 +85,19 @@ func TestHTTPJobLostAcrossRestart(t *testing.T) {
 		t.Fatalf("bob sees %+v", list.Jobs)
 	}
 	b, _ := os.ReadFile(s2.AuditLog)
-	if !strings.Contains(string(b), `"event":"job.lost"`) {
-		t.Fatal("the lost job is not audited")
+	var lost []string
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			Event   string         `json:"event"`
+			Details map[string]any `json:"details"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Event == "job.lost" {
+			lost = append(lost, fmt.Sprint(e.Details["server"]))
+		}
+	}
+	// The server is named as containers and workspaces name it, not by a
+	// bare pid that a later process may hold.
+	if len(lost) != 1 || lost[0] != first {
+		t.Fatalf("job.lost lines name servers %q, want one naming %q", lost, first)
 	}
 }
