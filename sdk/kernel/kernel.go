@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -53,16 +54,44 @@ type Spec struct {
 	ErrorLine func(ename, evalue string, traceback []string) int
 }
 
+// figuresHook makes ipykernel return a cell's matplotlib figures whatever
+// backend the code chose (figures.py).
+//
+//go:embed figures.py
+var figuresHook string
+
+// devicesSetup makes IRkernel return plots drawn on a device the code
+// opened with dev.new() (devices.R).
+//
+//go:embed devices.R
+var devicesSetup string
+
 // IPyKernelCommand starts ipykernel (in the forge Python image) with the
 // connection file conn; history is off, so nothing is written to $HOME.
+// The kernel runs figuresHook as it starts (exec_lines: no round trip, and
+// a warm kernel has it as a cold one does).
 func IPyKernelCommand(conn string) []string {
-	return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False"}
+	return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False", "--IPKernelApp.exec_lines=" + uncommented(figuresHook)}
 }
 
 // IRKernelCommand starts IRkernel (in the forge R image) with the
-// connection file conn.
+// connection file conn, after devicesSetup.
 func IRKernelCommand(conn string) []string {
-	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
+	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", uncommented(devicesSetup), "-e", "IRkernel::main()", "--args", conn}
+}
+
+// uncommented is code without its comment lines and blank lines: they
+// explain the file, and need not lengthen every kernel's command line
+// (shown by ps, podman inspect, the pod's spec).
+func uncommented(code string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(code, "\n") {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // InspectMarker prefixes the introspection line.
