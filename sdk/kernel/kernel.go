@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -53,43 +54,51 @@ type Spec struct {
 	ErrorLine func(ename, evalue string, traceback []string) int
 }
 
+// figuresHook makes ipykernel return a cell's matplotlib figures whatever
+// backend the code chose (figures.py).
+//
+//go:embed figures.py
+var figuresHook string
+
+// devicesSetup makes IRkernel return plots drawn on a device the code
+// opened with dev.new() (devices.R).
+//
+//go:embed devices.R
+var devicesSetup string
+
 // IPyKernelCommand starts ipykernel (in the forge Python image) with the
 // connection file conn; history is off, so nothing is written to $HOME.
-// It launches as ipykernel_launcher does, after ipyLauncherFix.
+// It launches through ipyLauncher, and runs
+// figuresHook as it starts (exec_lines: no round trip, and a warm kernel
+// has it as a cold one does).
 func IPyKernelCommand(conn string) []string {
-	return []string{"python3", "-c", ipyLauncherFix, "-f", conn, "--HistoryManager.enabled=False"}
+	return []string{"python3", "-c", uncommented(ipyLauncher), "-f", conn, "--HistoryManager.enabled=False", "--IPKernelApp.exec_lines=" + uncommented(figuresHook)}
 }
 
-// ipyLauncherFix replaces ipykernel's reader of output written to file
-// descriptors 1 and 2 (os.write, a C library, a child process): up to 6.x
-// it decodes each 1000-byte read as strict UTF-8, so invalid bytes, or a
-// character split between two reads, ended its thread; the pipe then
-// filled and the next 64 KiB written blocked the cell until its timeout.
-// This one decodes incrementally, replacing invalid bytes with U+FFFD.
-const ipyLauncherFix = `import codecs, os, sys
-if sys.path and sys.path[0] == "":
-    del sys.path[0]
-import ipykernel.iostream as _io
-def _watch_pipe_fd(self):
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    try:
-        bts = os.read(self._fid, 1000)
-        while bts and self._should_watch:
-            self.write(dec.decode(bts))
-            os.write(self._original_stdstream_copy, bts)
-            bts = os.read(self._fid, 1000)
-    except Exception:
-        self._exc = sys.exc_info()
-_io.OutStream._watch_pipe_fd = _watch_pipe_fd
-del _io, _watch_pipe_fd
-from ipykernel import kernelapp
-kernelapp.launch_new_instance()
-`
+// ipyLauncher starts ipykernel as ipykernel_launcher does, with its reader
+// of file descriptors 1 and 2 replaced (launcher.py).
+//
+//go:embed launcher.py
+var ipyLauncher string
 
 // IRKernelCommand starts IRkernel (in the forge R image) with the
-// connection file conn.
+// connection file conn, after devicesSetup.
 func IRKernelCommand(conn string) []string {
-	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", "IRkernel::main()", "--args", conn}
+	return []string{"R", "--slave", "--no-save", "--no-restore", "-e", uncommented(devicesSetup), "-e", "IRkernel::main()", "--args", conn}
+}
+
+// uncommented is code without its comment lines and blank lines: they
+// explain the file, and need not lengthen every kernel's command line
+// (shown by ps, podman inspect, the pod's spec).
+func uncommented(code string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(code, "\n") {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // InspectMarker prefixes the introspection line.

@@ -579,3 +579,23 @@ func TestResume(t *testing.T) {
 		t.Errorf("resume in a stopped container = %v", err)
 	}
 }
+
+// The start-up code goes on the kernel's command line without its comment
+// and blank lines, its code lines whole and indented as they were.
+func TestUncommented(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"# why\ndef f():\n    # inside\n    x = '# kept'\n\n    return x  # kept too\nf()\n", "def f():\n    x = '# kept'\n    return x  # kept too\nf()\n"},
+		{"options(a = 1)", "options(a = 1)\n"},
+		{"# only\n\n", ""},
+	}
+	for _, c := range cases {
+		if got := uncommented(c.in); got != c.want {
+			t.Errorf("uncommented(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for _, cmd := range [][]string{IPyKernelCommand("c"), IRKernelCommand("c")} {
+		if s := strings.Join(cmd, " "); !strings.Contains(s, "post_run_cell") && !strings.Contains(s, "displaylist") {
+			t.Errorf("%q has no start-up code", cmd)
+		}
+	}
+}
