@@ -80,17 +80,24 @@ def user_frames(tb):
     return [f for f in traceback.extract_tb(tb) if os.path.abspath(f.filename) != RUNNER]
 
 
+def short(text, n):
+    """At most n characters: an exception's message can be megabytes, and
+    the answer carrying it has a bound (past it the run's answer is lost)."""
+    return text if len(text) <= n else text[:n] + " [...]"
+
+
 def error_of(e, tb):
     frames = user_frames(tb)
     te = traceback.TracebackException(type(e), e, None)
     lines = ["Traceback (most recent call last):\n"] if frames else []
     lines += traceback.StackSummary.from_list(frames).format()
     lines += list(te.format_exception_only())
+    lines = [short(l, 16 << 10) for l in lines[-200:]]
     line = 0
     for f in frames:
         if f.filename == FILENAME:
             line = f.lineno or 0
-    return {"name": type(e).__name__, "message": str(e), "traceback": lines, "line": line, "column": 0}
+    return {"name": type(e).__name__, "message": short(str(e), 64 << 10), "traceback": lines, "line": line, "column": 0}
 
 
 def plain(value):

@@ -363,9 +363,10 @@ type outcome struct {
 	stdout, stderr           []byte
 	stdoutTotal, stderrTotal int64
 	notices                  []string
-	outputRead               bool        // stdout and stderr came in the runner's answer
-	files                    []host.File // the output directory, when filesRead
-	filesRead                bool        // it came in the runner's answer
+	outputRead               bool               // stdout and stderr came in the runner's answer
+	files                    []host.File        // the output directory, when filesRead
+	filesRead                bool               // it came in the runner's answer
+	failure                  *backend.ExecError // why the run has no answer, when the backend knows better than the exit
 }
 
 // finish turns an outcome into the result, the same for every path: cold,
@@ -374,6 +375,8 @@ func (b *Backend) finish(ctx context.Context, req backend.ExecuteRequest, id str
 	w := o.w
 	res := backend.ExecuteResult{ExitCode: w.ExitCode, StdoutBytes: o.stdoutTotal, StderrBytes: o.stderrTotal, Notices: o.notices}
 	switch {
+	case o.failure != nil:
+		res.Error = o.failure
 	case w.TimedOut:
 		res.Error = &backend.ExecError{Name: "Timeout", Message: w.Message}
 	case w.OOMKilled:

@@ -218,6 +218,10 @@ func (r *resident) send(req request, answerLimit int64) error {
 	return nil
 }
 
+// errAnswerTooLarge is a runner's answer over its bound (a huge error
+// message or value): the runner is still writing it, blocked.
+var errAnswerTooLarge = errors.New("the runner's answer is too large")
+
 // readEnvelope reads the runner's one-line answer, at most limit bytes.
 func readEnvelope(br *bufio.Reader, limit int64) (envelope, error) {
 	var buf bytes.Buffer
@@ -225,7 +229,7 @@ func readEnvelope(br *bufio.Reader, limit int64) (envelope, error) {
 		line, err := br.ReadSlice('\n')
 		buf.Write(line)
 		if int64(buf.Len()) > limit {
-			return envelope{}, fmt.Errorf("the runner's answer is over %d bytes", limit)
+			return envelope{}, fmt.Errorf("%w: over %d bytes", errAnswerTooLarge, limit)
 		}
 		if err == nil {
 			break
@@ -398,6 +402,13 @@ func (b *Backend) runResident(ctx context.Context, r *resident, req backend.Exec
 			o.w = host.WaitResult{ExitCode: r.env.ExitCode}
 			o.fromAnswer(maxOut, maxImg, req.InputFiles)
 			break
+		}
+		if errors.Is(r.err, errAnswerTooLarge) {
+			// Nobody reads the rest: the runner would sit blocked on its
+			// write, and the call wait for the run's timeout.
+			_ = b.sb.Signal(bg, id, "KILL", host.SignalInit)
+			o.failure = &backend.ExecError{Name: "OutputTooLarge", Message: "the code ran, but its result or error was too large to return (" + r.err.Error() +
+				"): print less, keep large values in files, or catch the exception and report a shorter message"}
 		}
 		// The channel broke without an answer: the container's end says why.
 		wo := <-waitCh

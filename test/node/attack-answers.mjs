@@ -118,7 +118,7 @@ await attack("many-inline-output-files", async () => {
 
 // 6. Many figures.
 await attack("many-figures", async () => {
-  const res = await py("import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt, numpy as np\nfor i in range(12):\n    f = plt.figure(figsize=(30, 30), dpi=100); plt.imshow(np.random.rand(800, 800))\n", {});
+  const res = await py("import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt, numpy as np\nfor i in range(12):\n    f = plt.figure(figsize=(12, 12), dpi=100); plt.imshow(np.random.rand(600, 600))\n", {});
   if (res.isError) return `FAIL: ${text(res).slice(0, 300)}`;
   return `ok ${res.content.filter((c) => c.type === "image").length} images`;
 });
