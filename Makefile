@@ -97,6 +97,7 @@ BENCH     := FORGE_E2E=1 go test -run '^$$' -timeout 30m ./test/bench/
 bench: setup build
 	@rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
 	$(BENCH) -bench '^BenchmarkStatelessWarm' -benchtime 200x | tee $(BENCH_OUT)/warm.txt
+	$(BENCH) -bench '^BenchmarkStatelessPaced' -benchtime 20x | tee $(BENCH_OUT)/paced.txt
 	$(BENCH) -bench '^BenchmarkStatelessColdPython$$' -benchtime 20x | tee $(BENCH_OUT)/cold.txt
 	$(BENCH) -bench '^BenchmarkSession(Python|R)$$' -benchtime 200x | tee $(BENCH_OUT)/session.txt
 	$(BENCH) -bench '^BenchmarkSessionChannelPython$$' -benchtime 300x | tee $(BENCH_OUT)/channel.txt

@@ -50,8 +50,16 @@ type pool[T any] struct {
 	refillN   int64
 	refillT   time.Duration
 	kick      chan struct{}
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// holds counts the runs on a warm item that have not answered yet;
+	// while there are some, no refill starts before holdUntil. A start
+	// (create, start, the runner's warm-up) takes both cores for a moment:
+	// begun on a hit, it ran beside the run it was replacing and made a
+	// warm R run at an agent's pace twice as slow.
+	holds      int
+	holdUntil  time.Time
+	refillHold time.Duration
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 type item[T any] struct {
@@ -70,6 +78,9 @@ type poolOptions struct {
 	// shrinkAfter: idle time after which a grown target gives one back
 	// (0: a minute).
 	shrinkAfter time.Duration
+	// refillHold: how long a hit's refill waits for the run to answer at
+	// most (0: 250 ms; negative: it does not wait).
+	refillHold time.Duration
 }
 
 func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Context, string) (T, error), alive func(T) bool, discard func(T)) *pool[T] {
@@ -77,7 +88,8 @@ func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Con
 	p := &pool[T]{start: start, alive: alive, discard: discard, keys: keys, size: o.size, memCap: o.memCap,
 		maxAge: o.maxAge, lifetime: o.lifetime, now: time.Now, backoff: time.Second, parallel: cmp.Or(o.parallel, runtime.NumCPU()),
 		maxSize: max(o.maxSize, o.size), shrinkAfter: cmp.Or(o.shrinkAfter, time.Minute), target: map[string]int{}, lastTake: map[string]time.Time{},
-		idle: map[string][]item[T]{}, starting: map[string]int{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+		idle: map[string][]item[T]{}, starting: map[string]int{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
+		refillHold: cmp.Or(o.refillHold, 250*time.Millisecond)}
 	p.stats.Size, p.stats.MemoryCap = o.size, o.memCap
 	tick := o.tick
 	if tick <= 0 {
@@ -89,6 +101,7 @@ func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Con
 
 // Take hands out a ready item of key whose remaining lifetime covers
 // timeout, or reports a miss. Dead items met on the way are discarded.
+// A hit's refill waits until Done or refillHold, whichever comes first.
 func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 	var zero T
 	p.mu.Lock()
@@ -98,11 +111,14 @@ func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 		return zero, false
 	}
 	var dead []T
+	hit := false
 	defer func() {
 		for _, d := range dead {
 			go p.discard(d)
 		}
-		p.wake()
+		if !hit || p.refillHold < 0 {
+			p.wake()
+		}
 	}()
 	defer p.mu.Unlock()
 	p.lastTake[key] = p.now()
@@ -118,6 +134,16 @@ func (p *pool[T]) Take(key string, timeout time.Duration) (T, bool) {
 		p.idle[key] = q
 		p.inUse++
 		p.stats.Hits++
+		hit = true
+		if p.refillHold > 0 {
+			// Only the first hit of a busy spell sets the deadline: a steady
+			// stream of hits must not hold the refill back for good.
+			if p.holds == 0 {
+				p.holdUntil = p.now().Add(p.refillHold)
+				time.AfterFunc(p.refillHold, p.wake)
+			}
+			p.holds++
+		}
 		return it.v, true
 	}
 	p.idle[key] = q
@@ -138,11 +164,16 @@ func (p *pool[T]) want(key string) int {
 	return p.size
 }
 
-// Done ends a run that took an item.
+// Done ends a run that took an item: its answer is in, and the refill it
+// held back may start.
 func (p *pool[T]) Done() {
 	p.mu.Lock()
 	p.inUse--
+	if p.holds > 0 {
+		p.holds--
+	}
 	p.mu.Unlock()
+	p.wake()
 }
 
 // Stats reports the pool's state.
@@ -289,6 +320,9 @@ func (p *pool[T]) fill(ctx context.Context) {
 	sort.Strings(keys)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.holds > 0 && p.now().Before(p.holdUntil) {
+		return // a run on a warm item is answering: Done or the timer wakes the loop
+	}
 	for !p.closed && ctx.Err() == nil && p.inflight < p.parallel && !p.now().Before(p.notBefore) {
 		key := ""
 		for _, k := range keys {

@@ -368,3 +368,47 @@ func TestPoolStopDoesNotWaitForStarts(t *testing.T) {
 		})
 	}
 }
+
+// A hit's refill waits for the run to answer (Done), or for refillHold
+// when the run takes longer, so that a container start does not compete
+// with the run it replaces; a miss refills at once.
+func TestPoolRefillWaitsForTheAnswer(t *testing.T) {
+	cases := []struct {
+		name string
+		hold time.Duration
+		done bool          // the run answers (Done) before the hold ends
+		want time.Duration // no refill before this
+	}{
+		{"after the answer", time.Hour, true, 30 * time.Millisecond},
+		{"after the hold when the run is long", 60 * time.Millisecond, false, 60 * time.Millisecond},
+		{"at once when it does not wait", -1, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			p := newPool(map[string]int64{"a": 1}, poolOptions{size: 1, tick: time.Hour, refillHold: c.hold}, f.start, f.alive, f.discard)
+			defer p.Close()
+			waitUntil(t, "one warm", func() bool { return p.Stats().Warm == 1 })
+			t0 := time.Now()
+			if _, ok := p.Take("a", time.Second); !ok {
+				t.Fatal("miss on a full pool")
+			}
+			if c.want > 0 {
+				time.Sleep(30 * time.Millisecond)
+				if s := p.Stats(); s.Refills != 1 || s.Starting != 0 {
+					t.Fatalf("a refill began while the run had not answered: %+v", s)
+				}
+				if c.done {
+					p.Done()
+				}
+			}
+			waitUntil(t, "the refill", func() bool { return p.Stats().Refills == 2 })
+			if d := time.Since(t0); d < c.want {
+				t.Fatalf("refilled after %v, before %v", d, c.want)
+			}
+			if !c.done {
+				p.Done()
+			}
+		})
+	}
+}
