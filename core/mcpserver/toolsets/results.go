@@ -24,6 +24,12 @@ type ErrorInfo struct {
 	Traceback []string `json:"traceback,omitempty"`
 }
 
+// Unavailable is a failure of the server told as it is: a part of it
+// that was not set up, and why.
+type Unavailable string
+
+func (u Unavailable) Error() string { return string(u) }
+
 // Failure is the result of a tool for an error of the core, with the error
 // its structured output carries: a refusal the caller can fix
 // (RequestError; an environment's names its rule), a tenant's quota
@@ -32,7 +38,10 @@ func Failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 	var re *refusal.Error
 	var qe *tenant.QuotaError
 	var er *environments.Refusal
+	var un Unavailable
 	switch {
+	case errors.As(err, &un):
+		return Fail("ServerError", err.Error())
 	case errors.As(err, &qe): // a tenant's quota, asked by the engine (max_sessions)
 		return Fail("QuotaExceeded", err.Error())
 	case errors.As(err, &er):
@@ -47,6 +56,16 @@ func Failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 // structured output carries.
 func Fail(typ, msg string) (*mcp.CallToolResult, *ErrorInfo) {
 	return toolcall.Error(msg), &ErrorInfo{Type: typ, Message: msg}
+}
+
+// Each is f of every element of xs, never nil (a listing shows [] when
+// there is nothing).
+func Each[A, B any](xs []A, f func(A) B) []B {
+	out := make([]B, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }
 
 // JSON is a resource read answered with v as indented JSON.

@@ -31,9 +31,12 @@ type Builds struct {
 	Reason  string
 }
 
-// unavailable is the error result of a tool without the service.
-func (b *Builds) unavailable() (*mcp.CallToolResult, *toolsets.ErrorInfo) {
-	return toolsets.Fail("ServerError", "custom environments are not available: "+b.Reason)
+// service is the environment service, or the failure to answer without it.
+func (b *Builds) service() (*environments.Service, error) {
+	if b.Service == nil {
+		return nil, toolsets.Unavailable("custom environments are not available: " + b.Reason)
+	}
+	return b.Service, nil
 }
 
 // Languages names the languages execute tools run, for the description.
@@ -166,11 +169,11 @@ func List(env toolsets.Env, b *Builds) toolsets.Tool {
 		Name: "list_environments", Title: "List custom environments",
 		Description: "Your custom environments: image, language, requested and installed packages with versions, builder, base image, size, created and last used.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ ListEnvironmentsInput) (*mcp.CallToolResult, ListEnvironmentsOutput, error) {
-		if t.b.Service == nil {
-			r, info := t.b.unavailable()
-			return r, ListEnvironmentsOutput{Environments: []EnvironmentInfo{}, Error: info}, nil
+		svc, err := t.b.service()
+		var envs []environments.Environment
+		if err == nil {
+			envs, err = svc.List(ctx, t.env.Client(req.Session))
 		}
-		envs, err := t.b.Service.List(ctx, t.env.Client(req.Session))
 		if err != nil {
 			r, info := toolsets.Failure(err)
 			return r, ListEnvironmentsOutput{Environments: []EnvironmentInfo{}, Error: info}, nil
@@ -196,11 +199,11 @@ func Delete(env toolsets.Env, b *Builds) toolsets.Tool {
 		Name: "delete_environment", Title: "Delete a custom environment",
 		Description: "Remove one of your custom environments (its image). Only environments this server built can be deleted.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in DeleteEnvironmentInput) (*mcp.CallToolResult, DeleteEnvironmentOutput, error) {
-		if t.b.Service == nil {
-			r, info := t.b.unavailable()
-			return r, DeleteEnvironmentOutput{Name: in.Name, Error: info}, nil
+		svc, err := t.b.service()
+		if err == nil {
+			err = svc.Delete(ctx, t.env.Client(req.Session), in.Name)
 		}
-		if err := t.b.Service.Delete(ctx, t.env.Client(req.Session), in.Name); err != nil {
+		if err != nil {
 			r, info := toolsets.Failure(err)
 			return r, DeleteEnvironmentOutput{Name: in.Name, Error: info}, nil
 		}
@@ -208,8 +211,9 @@ func Delete(env toolsets.Env, b *Builds) toolsets.Tool {
 	})
 }
 func (t tools) build(ctx context.Context, req *mcp.CallToolRequest, in BuildEnvironmentInput) (*mcp.CallToolResult, BuildEnvironmentOutput, error) {
-	if t.b.Service == nil {
-		r, info := t.b.unavailable()
+	svc, err := t.b.service()
+	if err != nil {
+		r, info := toolsets.Failure(err)
 		return r, BuildEnvironmentOutput{Error: info}, nil
 	}
 	r := environments.Request{Name: in.Name, Language: in.Language, BaseImage: in.BaseImage, Template: in.Template,
@@ -223,7 +227,7 @@ func (t tools) build(ctx context.Context, req *mcp.CallToolRequest, in BuildEnvi
 		r.UserApproved, r.UserDeclined = approval(req)
 	}
 	r.IgnoredAnswer = ignored
-	res, err := t.b.Service.Build(ctx, r)
+	res, err := svc.Build(ctx, r)
 	var need *environments.ApprovalNeeded
 	if errors.As(err, &need) {
 		return askApproval(need, t.q.ask(conn, call)), BuildEnvironmentOutput{}, nil

@@ -114,7 +114,7 @@ func Toolset(env toolsets.Env, j Jobs) toolsets.Toolset {
 			URI: toolsets.JobsURI, Name: "jobs", Title: "Your background jobs", MIMEType: "application/json",
 			Description: "Your background jobs, newest first, as list_jobs returns them",
 		}, Handler: func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			return toolsets.JSON(toolsets.JobsURI, JobsOutput{Jobs: jobViews(j.Jobs(env.Conn(req.Session)))})
+			return toolsets.JSON(toolsets.JobsURI, JobsOutput{Jobs: toolsets.Each(j.Jobs(env.Conn(req.Session)), jobView)})
 		}}},
 		Start: func(srv *mcp.Server) { notify(srv, j) },
 	}
@@ -177,7 +177,7 @@ func List(env toolsets.Env, j Jobs) toolsets.Tool {
 		Description: fmt.Sprintf("Your background jobs, newest first, with their states and output sizes (wait_job or mcp://forge/jobs/{id} give a job's output); a finished job is kept for %d s (jobs.result_ttl) "+
 			"after it ended, across reconnects and server restarts (a job that was running when the server stopped is listed as lost, with the reason).", env.Cfg.Jobs.ResultTTL),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobsOutput, error) {
-		out := JobsOutput{Jobs: jobViews(j.Jobs(env.Conn(req.Session)))}
+		out := JobsOutput{Jobs: toolsets.Each(j.Jobs(env.Conn(req.Session)), jobView)}
 		return toolcall.Text(jobsText(out.Jobs)), out, nil
 	})
 }
@@ -193,14 +193,6 @@ func Cancel(env toolsets.Env, j Jobs) toolsets.Tool {
 		r, err := j.CancelJob(ctx, env.Conn(req.Session), in.JobID)
 		return t.jobResult(in.JobID, r, err)
 	})
-}
-
-func jobViews(rs []jobs.Record) []JobView {
-	out := make([]JobView, len(rs))
-	for i, r := range rs {
-		out[i] = jobView(r)
-	}
-	return out
 }
 
 func jobsText(vs []JobView) string {

@@ -83,11 +83,7 @@ type View struct {
 
 // Views are sessions as the tools show them.
 func Views(vs []session.View) []View {
-	out := make([]View, len(vs))
-	for i, v := range vs {
-		out[i] = View(v)
-	}
-	return out
+	return toolsets.Each(vs, func(v session.View) View { return View(v) })
 }
 
 // CheckpointInfo describes a checkpoint.
@@ -105,11 +101,7 @@ type CheckpointInfo struct {
 
 // CheckpointInfos are checkpoints as the tools show them.
 func CheckpointInfos(ms []checkpoint.Meta) []CheckpointInfo {
-	out := make([]CheckpointInfo, len(ms))
-	for i, m := range ms {
-		out[i] = CheckpointInfo(m)
-	}
-	return out
+	return toolsets.Each(ms, func(m checkpoint.Meta) CheckpointInfo { return CheckpointInfo(m) })
 }
 
 // SessionInput names a session.
