@@ -1,7 +1,10 @@
-// Package mcpserver is the MCP face of MCP-Forge: typed tools and resources
-// over the modelcontextprotocol/go-sdk. It talks to the engine through the
-// interfaces it defines (deps.go), never to the runtime, and knows no
-// language: every execute_<language> tool comes from what the loaded
+// Package mcpserver is the MCP face of MCP-Forge: one go-sdk server
+// assembled from the toolsets (core/mcpserver/toolsets/...: each tool one
+// typed constructor, grouped with its resources), with the server's
+// instructions, middleware, callers' identity and the resources that
+// describe the whole. It talks to the engine through the interfaces the
+// toolsets define (deps.go gathers them), never to the runtime, and knows
+// no language: every execute_<language> tool comes from what the loaded
 // backends report.
 package mcpserver
 
