@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
@@ -194,7 +195,7 @@ func Fit(res *mcp.CallToolResult, budget int) []string {
 	if n > budget {
 		msg := fmt.Sprintf("The answer would be %s, over the %s one message may hold (server.max_message; MCP clients refuse larger messages), and could not be cut further. Ask for less at once.",
 			human(n), human(budget+Envelope))
-		*res = mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+		*res = *toolcall.Error(msg)
 		return append(notes, "answer replaced by an error")
 	}
 	return notes

@@ -3,7 +3,6 @@ package forge
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
@@ -434,10 +434,8 @@ func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 		return nil
 	}
 	route := func(ctx context.Context, call *mcp.CallToolRequest) string {
-		var args struct {
-			SessionID string `json:"session_id"`
-		}
-		if json.Unmarshal(call.Params.Arguments, &args) != nil || args.SessionID == "" {
+		session := toolcall.SessionID(call)
+		if session == "" {
 			return ""
 		}
 		client, err := reg.Identify(call)
@@ -446,7 +444,7 @@ func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 		if err != nil || strings.HasPrefix(call.Params.Name, "execute_") && !reg.RateLeft(client) {
 			return ""
 		}
-		return f.Engine.HeldElsewhere(ctx, client, args.SessionID)
+		return f.Engine.HeldElsewhere(ctx, client, session)
 	}
 	return forward.New(route, k.ReplicaAddress, cmp.Or(f.httpPort, f.Config.Server.Port), httpserver.Path, k.CorePod(), version.Version, f.Audit, f.Log.Named("forward"))
 }

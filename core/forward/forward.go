@@ -7,7 +7,6 @@ package forward
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/held"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
 // Header marks a forwarded call with the replica that forwarded it: the
@@ -123,13 +123,10 @@ func (f *Forwarder) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 // have run when its answer was lost on the way.
 func (f *Forwarder) forward(ctx context.Context, replica string, call *mcp.CallToolRequest) (res *mcp.CallToolResult, done bool, err error) {
 	start := time.Now()
-	var args struct {
-		SessionID string `json:"session_id"`
-	}
-	_ = json.Unmarshal(call.Params.Arguments, &args)
+	session := toolcall.SessionID(call)
 	res, sent, err := f.send(ctx, replica, call)
 	e := audit.Entry{Event: audit.SessionForward, Success: sent && err == nil, Severity: audit.Info, Error: audit.ErrText(err),
-		Details: map[string]any{"tool": call.Params.Name, "session": args.SessionID, "to": replica, "forward_ms": time.Since(start).Milliseconds()}}
+		Details: map[string]any{"tool": call.Params.Name, "session": session, "to": replica, "forward_ms": time.Since(start).Milliseconds()}}
 	if call.Extra.TokenInfo != nil {
 		e.UserID = call.Extra.TokenInfo.UserID
 	}
@@ -145,9 +142,8 @@ func (f *Forwarder) forward(ctx context.Context, replica string, call *mcp.CallT
 		e.Severity = audit.Warning
 		f.log.Warn("the answer of a forwarded call was lost", "tool", call.Params.Name, "replica", replica, "error", err)
 		msg := fmt.Sprintf("this call was passed to the replica of this server that serves session %q, and its answer was lost on the way: the code may have run. "+
-			"Look at the session's state (its variables, list_files) before running it again", args.SessionID)
-		res, err = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}},
-			StructuredContent: map[string]any{"success": false, "error": map[string]any{"type": "ForwardLost", "message": msg}}}, nil
+			"Look at the session's state (its variables, list_files) before running it again", session)
+		res, err = toolcall.Refused("ForwardLost", msg, nil), nil
 	}
 	f.rec.Record(e)
 	return res, sent, err

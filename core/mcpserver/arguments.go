@@ -27,7 +27,7 @@ func (s *Server) auditRejectedArguments(next mcp.MethodHandler) mcp.MethodHandle
 			}
 		}
 		ss, _ := req.GetSession().(*mcp.ServerSession)
-		s.exec.RefuseArguments(s.conn(ss), call.Params.Name, msg)
+		s.eng.RefuseArguments(s.conn(ss), call.Params.Name, msg)
 		r.Content = []mcp.Content{&mcp.TextContent{Text: "the arguments of " + call.Params.Name + " do not match its input schema: " + msg +
 			"; check the property names and types in the tool's inputSchema (tools/list)"}}
 		return r, nil

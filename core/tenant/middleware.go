@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/held"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
 // ErrNoTenant is a request without a verified token on a server that has
@@ -66,17 +67,12 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 			if !strings.HasPrefix(call.Params.Name, "execute_") {
 				return observe(next(ctx, method, req))
 			}
-			var args struct {
-				SessionID string `json:"session_id"`
-			}
-			_ = json.Unmarshal(call.Params.Arguments, &args) // the tool validates its input itself
 			a, err := r.admit(name)
 			if err != nil {
 				var qe *QuotaError
 				if errors.As(err, &qe) {
-					recordRefusal(rec, obs, name, args.SessionID, call.Params.Name, qe)
-					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: qe.Msg}},
-						StructuredContent: map[string]any{"success": false, "error": map[string]any{"type": "QuotaExceeded", "message": qe.Msg, "quota": qe.Field}}}, nil
+					recordRefusal(rec, obs, name, toolcall.SessionID(call), call.Params.Name, qe)
+					return toolcall.Refused("QuotaExceeded", qe.Msg, map[string]any{"quota": qe.Field}), nil
 				}
 				return nil, err
 			}

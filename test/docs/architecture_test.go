@@ -284,7 +284,7 @@ func TestArchitectureCheckFails(t *testing.T) {
 			}
 		})
 	}
-	if errs := checkArchitecture(root, ok+ok+"core/engine/engine.go:Engine.Execute core/mcpserver/tool.go:addTool\n", 2); len(errs) > 0 {
+	if errs := checkArchitecture(root, ok+ok+"core/engine/engine.go:Engine.Execute core/mcpserver/toolsets/add.go:add\n", 2); len(errs) > 0 {
 		t.Errorf("checkArchitecture refused a correct page: %q", errs)
 	}
 }

@@ -2,12 +2,13 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver talks to the engine through its own interfaces,
-// never to the runtime; the engine's parts (route, pure; session;
-// checkpoint; refusal) sit below it; only config parses sizes;
-// core/workspace knows nothing of the plugin API; httpserver is a
-// transport behind its own interfaces; cmd is flags and one call into the
-// assembly (core/forge).
+// bindings; mcpserver and its toolsets talk to the engine through their
+// own interfaces, never to the runtime, and the toolsets sit below the
+// server that assembles them; the engine's parts (route, pure; session;
+// checkpoint; refusal) sit below it; core/toolcall is a leaf; only config
+// parses sizes; core/workspace knows nothing of the plugin API; httpserver
+// is a transport behind its own interfaces; cmd is flags and one call into
+// the assembly (core/forge).
 package imports
 
 import (
@@ -128,8 +129,19 @@ var rules = []rule{
 	{"core/workspace imports nothing of sdk (the plugin API is core/hostsvc's)", func(from, to string) bool {
 		return from == "core/workspace" && under(to, "sdk")
 	}},
-	{"core/mcpserver talks to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
-		return from == "core/mcpserver" && (under(to, "core/runtime") || to == "core/sandbox")
+	{"core/mcpserver and its toolsets talk to the engine, never to the runtime or the sandbox manager", func(from, to string) bool {
+		return under(from, "core/mcpserver") && (under(to, "core/runtime") || to == "core/sandbox")
+	}},
+	// core/mcpserver assembles the toolsets; a toolset is made of
+	// core/mcpserver/toolsets and the core's interfaces it names itself.
+	{"the toolsets sit below core/mcpserver: none imports it", func(from, to string) bool {
+		return under(from, "core/mcpserver/toolsets") && to == "core/mcpserver"
+	}},
+	// Every layer answering a tools/call builds on it (the tenants'
+	// middleware, the forwarder, the answer bound, the tools), so it can
+	// depend on none of them.
+	{"core/toolcall is a leaf", func(from, to string) bool {
+		return from == "core/toolcall" && internal(to)
 	}},
 	{"core/refusal is a leaf", func(from, to string) bool {
 		return from == "core/refusal" && internal(to)
@@ -250,6 +262,10 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"cmd/mcp-forge", "sdk/plugin"},
 		{"core/egress", "core/runtime"},
 		{"core/egress", "core/engine"},
+		{"core/mcpserver/toolsets/files", "core/mcpserver"},
+		{"core/mcpserver/toolsets/execution", "core/sandbox"},
+		{"core/mcpserver/toolsets", "core/runtime/podman"},
+		{"core/toolcall", "core/refusal"},
 	}
 	for _, c := range cases {
 		forbidden := false
@@ -269,6 +285,8 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/config", "github.com/docker/go-units"},
 		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},
 		{"cmd/mcp-forge", "core/config"}, {"core/forge", "core/httpserver"}, {"core/httpserver", "core/tenant"},
+		{"core/mcpserver", "core/mcpserver/toolsets/jobs"}, {"core/mcpserver/toolsets/jobs", "core/mcpserver/toolsets/execution"},
+		{"core/tenant", "core/toolcall"}, {"core/mcpserver/toolsets", "core/toolcall"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {

@@ -1,4 +1,8 @@
-package mcpserver
+// Package files is the files toolset: upload_file, download_file and
+// list_files on a session's working directory, the file resources (a large
+// file in parts), and the files a session run wrote to output/ attached to
+// its result.
+package files
 
 import (
 	"bytes"
@@ -18,42 +22,17 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/answer"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
-// FilesTemplate reads a file of a session's working directory. {+path} is
-// a reserved expansion: the path keeps its slashes
-// (mcp://forge/sessions/s1/files/output/result.csv); each segment is
-// percent-encoded.
-const FilesTemplate = "mcp://forge/sessions/{id}/files/{+path}"
-
-// FilePartsTemplate reads part {part} of a file too large for one answer.
-const FilePartsTemplate = "mcp://forge/sessions/{id}/parts/{part}/{+path}"
-
-// fileInstructions tell an agent how files move in and out of a session.
-const fileInstructions = "upload_file puts a file (text or base64) into a session's working directory, the code's current directory; " +
-	"download_file and list_files read it back. Files a session run writes to " + engine.OutputDir + "/ come back with the run: small ones attached, larger ones as links to " + FilesTemplate + ".\n"
-
-// FileURI is the resource URI of a session's file.
-func FileURI(id, rel string) string {
-	return "mcp://forge/sessions/" + id + "/files/" + escapePath(rel)
-}
-
-// FilePartURI is the resource URI of part n of a session's file.
-func FilePartURI(id, rel string, n int) string {
-	return "mcp://forge/sessions/" + id + "/parts/" + strconv.Itoa(n) + "/" + escapePath(rel)
-}
-
-func escapePath(rel string) string {
-	parts := strings.Split(rel, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	return strings.Join(parts, "/")
-}
+// Instructions tell an agent how files move in and out of a session.
+const Instructions = "upload_file puts a file (text or base64) into a session's working directory, the code's current directory; " +
+	"download_file and list_files read it back. Files a session run writes to " + engine.OutputDir + "/ come back with the run: small ones attached, larger ones as links to " + toolsets.FilesTemplate + ".\n"
 
 // parseFileURI splits a file or part URI into the session id, the path
 // (not yet checked: the engine refuses "..", links and the rest) and the
@@ -129,17 +108,17 @@ type FileOutput struct {
 	Offset    int64  `json:"offset,omitempty" jsonschema:"where content starts in the file (download_file of a part)"`
 	Length    int64  `json:"length,omitempty" jsonschema:"bytes of the file in content (download_file)"`
 	// NextOffset is where the next part starts; 0: content reaches the end.
-	NextOffset int64      `json:"next_offset,omitempty" jsonschema:"more of the file follows: call download_file again with offset next_offset (absent: content reaches the end of the file)"`
-	SHA256     string     `json:"sha256,omitempty" jsonschema:"of the whole file (download_file): parts read while the file changed do not add up to it"`
-	Error      *ErrorInfo `json:"error,omitempty"`
+	NextOffset int64               `json:"next_offset,omitempty" jsonschema:"more of the file follows: call download_file again with offset next_offset (absent: content reaches the end of the file)"`
+	SHA256     string              `json:"sha256,omitempty" jsonschema:"of the whole file (download_file): parts read while the file changed do not add up to it"`
+	Error      *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // ListOutput lists a session's files.
 type ListOutput struct {
-	SessionID string            `json:"session_id"`
-	Files     []workspace.Entry `json:"files,omitempty" jsonschema:"sorted by path; links are listed, never followed"`
-	Truncated bool              `json:"truncated,omitempty" jsonschema:"more entries exist than were listed"`
-	Error     *ErrorInfo        `json:"error,omitempty"`
+	SessionID string              `json:"session_id"`
+	Files     []workspace.Entry   `json:"files,omitempty" jsonschema:"sorted by path; links are listed, never followed"`
+	Truncated bool                `json:"truncated,omitempty" jsonschema:"more entries exist than were listed"`
+	Error     *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // OutputFileRef is a file a session run wrote to its output directory.
@@ -151,48 +130,85 @@ type OutputFileRef struct {
 	Inline   bool   `json:"inline,omitempty" jsonschema:"its content is attached as an embedded resource; otherwise a resource link is"`
 }
 
-func (s *Server) addFileTools() {
-	size := func(n int64) string { return config.FormatSize(n) }
-	addTool(s.mcp, &mcp.Tool{
+// Files is what the file tools and the file resource need.
+type Files interface {
+	UploadFile(client, id, rel, content, encoding string) (engine.FileInfo, error)
+	ReadFile(client, id, rel, tool string) (engine.FileInfo, error)
+	ReadFileFrom(client, id, rel, tool string, offset int64) (engine.FileInfo, error)
+	ListFiles(client, id, dir string) ([]workspace.Entry, bool, error)
+	MaxFileSize() int64
+	InlineFileSize() int64
+}
+
+type tools struct {
+	env toolsets.Env
+	f   Files
+}
+
+func size(n int64) string { return config.FormatSize(n) }
+
+// Toolset is the file tools and resources.
+func Toolset(env toolsets.Env, f Files) toolsets.Toolset {
+	t := tools{env, f}
+	return toolsets.Toolset{Name: "files",
+		Tools: []toolsets.Tool{Upload(env, f), Download(env, f), List(env, f)},
+		Templates: []toolsets.Template{{Def: &mcp.ResourceTemplate{
+			Name: "session-file", Title: "Session file", URITemplate: toolsets.FilesTemplate,
+			Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s; one over %s is read in parts (%s)",
+				size(f.MaxFileSize()), size(t.partSize()), toolsets.FilePartsTemplate),
+		}, Handler: t.fileResource}, {Def: &mcp.ResourceTemplate{
+			Name: "session-file-part", Title: "Part of a session file", URITemplate: toolsets.FilePartsTemplate,
+			Description: fmt.Sprintf("Part {part} (from 0) of a file of a session's working directory: its bytes from part × %s, at most %s (what one answer holds, server.max_message)",
+				size(t.partSize()), size(t.partSize())),
+		}, Handler: t.fileResource}}}
+}
+
+// Upload is upload_file.
+func Upload(env toolsets.Env, f Files) toolsets.Tool {
+	t := tools{env, f}
+	return toolsets.New(&mcp.Tool{
 		Name: "upload_file", Title: "Put a file into a session",
 		Description: fmt.Sprintf("Write a file into a session's working directory, where the session's code opens it by its relative path "+
 			"(pandas.read_csv(\"data/input.csv\"), read.csv(\"data/input.csv\")). Content is text, or base64 with encoding base64; "+
 			"at most %s per file, within the session's quota of %s. Paths are relative: absolute paths, '..' and symbolic links are refused. "+
 			"An existing file is replaced. The session must exist (run code in it first). On error the result has session_id and error {type, message}.",
-			size(s.files.MaxFileSize()), s.cfg.Volumes.SessionQuota),
-		InputSchema: schemaFor[UploadInput](), OutputSchema: schemaFor[FileOutput](),
+			size(f.MaxFileSize()), env.Cfg.Volumes.SessionQuota),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in UploadInput) (*mcp.CallToolResult, FileOutput, error) {
-		fi, err := s.files.UploadFile(s.conn(req.Session), in.SessionID, in.Path, in.Content, in.Encoding)
+		fi, err := t.f.UploadFile(t.env.Conn(req.Session), in.SessionID, in.Path, in.Content, in.Encoding)
 		if err != nil {
-			res, info := failure(err)
+			res, info := toolsets.Failure(err)
 			return res, FileOutput{SessionID: in.SessionID, Path: in.Path, Error: info}, nil
 		}
-		out := FileOutput{SessionID: in.SessionID, Path: fi.Path, Size: fi.Size, MIMEType: fi.MIMEType, URI: FileURI(in.SessionID, fi.Path)}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Wrote %s (%d bytes) in session %s.", fi.Path, fi.Size, in.SessionID)}}}, out, nil
+		out := FileOutput{SessionID: in.SessionID, Path: fi.Path, Size: fi.Size, MIMEType: fi.MIMEType, URI: toolsets.FileURI(in.SessionID, fi.Path)}
+		return toolcall.Text(fmt.Sprintf("Wrote %s (%d bytes) in session %s.", fi.Path, fi.Size, in.SessionID)), out, nil
 	})
-	addTool(s.mcp, &mcp.Tool{
+}
+
+// Download is download_file.
+func Download(env toolsets.Env, f Files) toolsets.Tool {
+	t := tools{env, f}
+	return toolsets.New(&mcp.Tool{
 		Name: "download_file", Title: "Get a file from a session",
 		Description: fmt.Sprintf("Read a file from a session's working directory, byte for byte: content is text when it is UTF-8 (and no larger escaped than in base64), "+
 			"base64 otherwise (see encoding); also attached as an embedded resource up to %s, above that as a resource link. At most %s; symbolic links, directories, devices and pipes are refused. "+
 			"A file over %s (what one answer holds, server.max_message) comes in parts: content holds the part from offset, next_offset says where the next starts "+
 			"(call again with offset), sha256 is the whole file's; its parts are also resources %s. "+
-			"On error the result has session_id and error {type, message}.", size(s.files.InlineFileSize()), size(s.files.MaxFileSize()), size(s.partSize()), FilePartsTemplate),
-		InputSchema: schemaFor[DownloadInput](), OutputSchema: schemaFor[FileOutput](),
+			"On error the result has session_id and error {type, message}.", size(f.InlineFileSize()), size(f.MaxFileSize()), size(t.partSize()), toolsets.FilePartsTemplate),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in DownloadInput) (*mcp.CallToolResult, FileOutput, error) {
-		fi, err := s.files.ReadFileFrom(s.conn(req.Session), in.SessionID, in.Path, "download_file", in.Offset)
+		fi, err := t.f.ReadFileFrom(t.env.Conn(req.Session), in.SessionID, in.Path, "download_file", in.Offset)
 		if err != nil {
-			res, info := failure(err)
+			res, info := toolsets.Failure(err)
 			return res, FileOutput{SessionID: in.SessionID, Path: in.Path, Error: info}, nil
 		}
-		uri := FileURI(in.SessionID, fi.Path)
+		uri := toolsets.FileURI(in.SessionID, fi.Path)
 		sum := sha256.Sum256(fi.Data)
 		out := FileOutput{SessionID: in.SessionID, Path: fi.Path, Size: fi.Size, MIMEType: fi.MIMEType, URI: uri, Offset: in.Offset, SHA256: hex.EncodeToString(sum[:])}
-		part := fi.Data[in.Offset:min(in.Offset+s.partSize(), fi.Size)]
+		part := fi.Data[in.Offset:min(in.Offset+t.partSize(), fi.Size)]
 		out.Length = int64(len(part))
 		if end := in.Offset + out.Length; end < fi.Size {
 			out.NextOffset = end
 		}
-		rc := s.contents(uri, fi.MIMEType, part)
+		rc := t.contents(uri, fi.MIMEType, part)
 		if rc.Blob != nil {
 			out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(part)
 		} else {
@@ -209,27 +225,31 @@ func (s *Server) addFileTools() {
 		// file is small: a second copy doubled the message past what
 		// clients accept, so above the inline size the content list
 		// carries links to the same bytes.
-		result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+		result := toolcall.Text(text)
 		switch {
-		case fi.Size <= s.files.InlineFileSize():
+		case fi.Size <= t.f.InlineFileSize():
 			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: rc})
-		case fi.Size <= s.partSize():
+		case fi.Size <= t.partSize():
 			size := fi.Size
 			result.Content = append(result.Content, &mcp.ResourceLink{URI: uri, Name: fi.Path, MIMEType: fi.MIMEType, Size: &size})
 		default:
-			result.Content = append(result.Content, s.partLinks(in.SessionID, fi.Path, fi.MIMEType, fi.Size)...)
+			result.Content = append(result.Content, t.partLinks(in.SessionID, fi.Path, fi.MIMEType, fi.Size)...)
 		}
 		return result, out, nil
 	})
-	addTool(s.mcp, &mcp.Tool{
+}
+
+// List is list_files.
+func List(env toolsets.Env, f Files) toolsets.Tool {
+	t := tools{env, f}
+	return toolsets.New(&mcp.Tool{
 		Name: "list_files", Title: "List a session's files",
 		Description: "List the files and directories of a session's working directory (or of one directory in it) with type, size and " +
 			"modification time; symbolic links are listed as such and never followed. Files a run writes to " + engine.OutputDir + "/ come back with that run.",
-		InputSchema: schemaFor[ListInput](), OutputSchema: schemaFor[ListOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
-		entries, truncated, err := s.files.ListFiles(s.conn(req.Session), in.SessionID, in.Path)
+		entries, truncated, err := t.f.ListFiles(t.env.Conn(req.Session), in.SessionID, in.Path)
 		if err != nil {
-			res, info := failure(err)
+			res, info := toolsets.Failure(err)
 			return res, ListOutput{SessionID: in.SessionID, Error: info}, nil
 		}
 		var b strings.Builder
@@ -246,31 +266,20 @@ func (s *Server) addFileTools() {
 		if truncated {
 			b.WriteString("(more entries were left out: list a subdirectory)\n")
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, ListOutput{SessionID: in.SessionID, Files: entries, Truncated: truncated}, nil
+		return toolcall.Text(b.String()), ListOutput{SessionID: in.SessionID, Files: entries, Truncated: truncated}, nil
 	})
-	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
-		Name: "session-file", Title: "Session file", URITemplate: FilesTemplate,
-		Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s; one over %s is read in parts (%s)",
-			size(s.files.MaxFileSize()), size(s.partSize()), FilePartsTemplate),
-	}, s.fileResource)
-	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
-		Name: "session-file-part", Title: "Part of a session file", URITemplate: FilePartsTemplate,
-		Description: fmt.Sprintf("Part {part} (from 0) of a file of a session's working directory: its bytes from part × %s, at most %s (what one answer holds, server.max_message)",
-			size(s.partSize()), size(s.partSize())),
-	}, s.fileResource)
-	s.addCheckpointTools() // checkpoint.go
 }
 
 // contents is a file (or a part of one) as resource contents: text when
 // it is UTF-8 without NUL bytes and its JSON text is no larger than base64
 // would be or fits a part anyway (control bytes take six bytes each once
 // escaped), else a blob.
-func (s *Server) contents(uri, mimeType string, data []byte) *mcp.ResourceContents {
+func (t tools) contents(uri, mimeType string, data []byte) *mcp.ResourceContents {
 	rc := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
 	switch {
 	case len(data) == 0:
 		rc.Blob = []byte{} // an empty text would be omitted on the wire
-	case utf8.Valid(data) && !bytes.ContainsRune(data, 0) && s.textFits(data):
+	case utf8.Valid(data) && !bytes.ContainsRune(data, 0) && t.textFits(data):
 		rc.Text = string(data)
 	default:
 		rc.Blob = data
@@ -278,15 +287,17 @@ func (s *Server) contents(uri, mimeType string, data []byte) *mcp.ResourceConten
 	return rc
 }
 
-func (s *Server) textFits(data []byte) bool {
+func (t tools) textFits(data []byte) bool {
 	n := sanitize.JSONLen(string(data))
-	return n <= base64.StdEncoding.EncodedLen(len(data)) || int64(n) <= s.partSize()*4/3
+	return n <= base64.StdEncoding.EncodedLen(len(data)) || int64(n) <= t.partSize()*4/3
 }
 
-// partSize is how many bytes of a file one answer carries: its base64 and
+func (t tools) partSize() int64 { return PartSize(t.env.Cfg) }
+
+// PartSize is how many bytes of a file one answer carries: its base64 and
 // the answer's own fields within server.max_message.
-func (s *Server) partSize() int64 {
-	n := (int64(s.cfg.Server.MaxMessage) - answer.Envelope - 16<<10) * 3 / 4
+func PartSize(cfg config.Config) int64 {
+	n := (int64(cfg.Server.MaxMessage) - answer.Envelope - 16<<10) * 3 / 4
 	if n >= 2<<20 {
 		return n &^ (1<<20 - 1) // whole MiB: parts an agent can count
 	}
@@ -301,12 +312,12 @@ const maxPart = 1 << 20
 // next_offset reaches every part anyway).
 const maxPartLinks = 32
 
-func (s *Server) partLinks(id, rel, mimeType string, total int64) []mcp.Content {
+func (t tools) partLinks(id, rel, mimeType string, total int64) []mcp.Content {
 	var out []mcp.Content
-	p := s.partSize()
+	p := t.partSize()
 	for i := int64(0); i*p < total && i < maxPartLinks; i++ {
 		n := min(p, total-i*p)
-		out = append(out, &mcp.ResourceLink{URI: FilePartURI(id, rel, int(i)), Name: fmt.Sprintf("%s (part %d)", rel, i), MIMEType: mimeType, Size: &n})
+		out = append(out, &mcp.ResourceLink{URI: toolsets.FilePartURI(id, rel, int(i)), Name: fmt.Sprintf("%s (part %d)", rel, i), MIMEType: mimeType, Size: &n})
 	}
 	return out
 }
@@ -323,13 +334,13 @@ func displayName(p string) string {
 	return p
 }
 
-func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (t tools) fileResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	id, rel, part, ok := parseFileURI(uri)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	fi, err := s.files.ReadFile(s.conn(req.Session), id, rel, "resources/read")
+	fi, err := t.f.ReadFile(t.env.Conn(req.Session), id, rel, "resources/read")
 	var re *refusal.Error
 	if errors.As(err, &re) {
 		switch re.Rule {
@@ -341,7 +352,7 @@ func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if err != nil {
 		return nil, err
 	}
-	p := s.partSize()
+	p := t.partSize()
 	data := fi.Data
 	switch {
 	case part >= 0:
@@ -355,24 +366,26 @@ func (s *Server) fileResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	case fi.Size > p:
 		n := (fi.Size + p - 1) / p
 		return nil, fmt.Errorf("%s is %d bytes, more than one answer holds (%s, server.max_message): read its %d parts, %s to %s, or download_file with offset",
-			fi.Path, fi.Size, config.FormatSize(p), n, FilePartURI(id, fi.Path, 0), FilePartURI(id, fi.Path, int(n-1)))
+			fi.Path, fi.Size, config.FormatSize(p), n, toolsets.FilePartURI(id, fi.Path, 0), toolsets.FilePartURI(id, fi.Path, int(n-1)))
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{s.contents(uri, fi.MIMEType, data)}}, nil
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{t.contents(uri, fi.MIMEType, data)}}, nil
 }
 
-// addOutputFiles attaches what a session run wrote to its output
-// directory: small files as embedded resources, larger ones as links.
-func (s *Server) addOutputFiles(result *mcp.CallToolResult, out *ExecuteOutput, id string, files []engine.OutputFile) {
+// Attach attaches to result what a session run wrote to its output
+// directory: small files as embedded resources, larger ones as links; the
+// files as the run's output lists them.
+func Attach(cfg config.Config, result *mcp.CallToolResult, id string, files []engine.OutputFile) (refs []OutputFileRef) {
 	if len(files) == 0 {
-		return
+		return nil
 	}
+	t := tools{env: toolsets.Env{Cfg: cfg}}
 	var lines []string
 	for _, f := range files {
-		uri := FileURI(id, f.Path)
+		uri := toolsets.FileURI(id, f.Path)
 		ref := OutputFileRef{Path: f.Path, Size: f.Size, MIMEType: f.MIMEType, URI: uri, Inline: f.Data != nil}
-		out.Files = append(out.Files, ref)
+		refs = append(refs, ref)
 		if f.Data != nil {
-			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: s.contents(uri, f.MIMEType, f.Data)})
+			result.Content = append(result.Content, &mcp.EmbeddedResource{Resource: t.contents(uri, f.MIMEType, f.Data)})
 			lines = append(lines, fmt.Sprintf("- %s (%d bytes, %s), attached", f.Path, f.Size, f.MIMEType))
 		} else {
 			size := f.Size
@@ -385,4 +398,5 @@ func (s *Server) addOutputFiles(result *mcp.CallToolResult, out *ExecuteOutput, 
 			tc.Text += fmt.Sprintf("\n%d file(s) written to %s/:\n%s\n", len(files), engine.OutputDir, strings.Join(lines, "\n"))
 		}
 	}
+	return refs
 }

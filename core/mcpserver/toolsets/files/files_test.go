@@ -1,9 +1,10 @@
-package mcpserver
+package files
 
 import (
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 )
 
 func TestParseFileURI(t *testing.T) {
@@ -32,7 +33,7 @@ func TestParseFileURI(t *testing.T) {
 			t.Errorf("parseFileURI(%q) = %q, %q, %d, %v", tc.uri, id, rel, part, ok)
 		}
 	}
-	if got := FilePartURI("s1", "a b/c", 3); got != "mcp://forge/sessions/s1/parts/3/a%20b/c" {
+	if got := toolsets.FilePartURI("s1", "a b/c", 3); got != "mcp://forge/sessions/s1/parts/3/a%20b/c" {
 		t.Errorf("FilePartURI = %s", got)
 	}
 }
@@ -40,8 +41,7 @@ func TestParseFileURI(t *testing.T) {
 // A part and its base64 fit one answer with room for the answer's fields.
 func TestPartSize(t *testing.T) {
 	for _, limit := range []config.Size{1 << 20, 8 << 20, 16 << 20, 64 << 20} {
-		s := &Server{cfg: config.Config{Server: config.Server{MaxMessage: limit}}}
-		p := s.partSize()
+		p := PartSize(config.Config{Server: config.Server{MaxMessage: limit}})
 		if enc := p * 4 / 3; enc+64<<10 > int64(limit) || p < 64<<10 {
 			t.Errorf("max_message %s: parts of %d bytes (%d in base64)", limit, p, enc)
 		}

@@ -1,4 +1,4 @@
-package mcpserver
+package toolsets
 
 import (
 	"context"
@@ -13,7 +13,13 @@ type probeIn struct {
 	Code    string            `json:"code"`
 	Timeout int               `json:"timeout,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	Files   []InputFileInput  `json:"files,omitempty"`
+	Files   []probeFile       `json:"files,omitempty"`
+}
+
+type probeFile struct {
+	Path     string `json:"path"`
+	Content  string `json:"content,omitempty"`
+	Encoding string `json:"encoding,omitempty"`
 }
 
 type probeOut struct {
@@ -21,7 +27,7 @@ type probeOut struct {
 	Calls int     `json:"calls"`
 }
 
-// addTool checks and decodes arguments as go-sdk's mcp.AddTool does: the
+// add checks and decodes arguments as go-sdk's mcp.AddTool does: the
 // same tool registered both ways answers every input alike, and a refused
 // input never reaches the handler.
 func TestAddToolMatchesSDK(t *testing.T) {
@@ -29,13 +35,13 @@ func TestAddToolMatchesSDK(t *testing.T) {
 	calls := map[string]int{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
 	for _, name := range []string{"ours", "sdk"} {
-		tool := &mcp.Tool{Name: name, InputSchema: schemaFor[probeIn](), OutputSchema: schemaFor[probeOut]()}
+		tool := &mcp.Tool{Name: name, InputSchema: Schema[probeIn](), OutputSchema: Schema[probeOut]()}
 		h := func(_ context.Context, _ *mcp.CallToolRequest, in probeIn) (*mcp.CallToolResult, probeOut, error) {
 			calls[name]++
 			return nil, probeOut{Got: in, Calls: calls[name]}, nil
 		}
 		if name == "ours" {
-			addTool(srv, tool, h)
+			add(srv, tool, h)
 		} else {
 			mcp.AddTool(srv, tool, h)
 		}

@@ -1,4 +1,7 @@
-package mcpserver
+// Package notebooks is the toolset of sessions as work products:
+// fork_session, export_notebook, and the resources of a session's history
+// and notebook.
+package notebooks
 
 import (
 	"context"
@@ -12,21 +15,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/sessions"
 	"github.com/mcp-forge/mcp-forge/core/notebook"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
 // Sessions as work products: a session's history of executed cells, its
 // export as a Jupyter notebook, and forks.
-
-// Resource templates of a session's history and notebook.
-const (
-	HistoryTemplate  = "mcp://forge/sessions/{id}/history"
-	NotebookTemplate = "mcp://forge/sessions/{id}/notebook"
-)
-
-func notebookURI(id string) string { return "mcp://forge/sessions/" + id + "/notebook" }
 
 // ForkInput is fork_session's input.
 type ForkInput struct {
@@ -36,28 +34,28 @@ type ForkInput struct {
 
 // ForkOutput describes a fork, or gives the error.
 type ForkOutput struct {
-	SessionID string            `json:"session_id" jsonschema:"the new session (on error: new_session_id as given)"`
-	Source    string            `json:"source_session_id"`
-	Saved     []string          `json:"copied,omitempty" jsonschema:"variables copied"`
-	Skipped   map[string]string `json:"not_copied,omitempty" jsonschema:"variables that could not be copied → why"`
-	FilesLeft []string          `json:"files_left_out,omitempty" jsonschema:"entries of the working directory not copied (links, pipes)"`
-	Other     []string          `json:"notices,omitempty" jsonschema:"what else the fork does not have"`
-	Bytes     int64             `json:"bytes,omitempty" jsonschema:"bytes copied (namespace and files)"`
-	ForkTime  float64           `json:"fork_time,omitempty" jsonschema:"seconds the fork took"`
-	Error     *ErrorInfo        `json:"error,omitempty"`
+	SessionID string              `json:"session_id" jsonschema:"the new session (on error: new_session_id as given)"`
+	Source    string              `json:"source_session_id"`
+	Saved     []string            `json:"copied,omitempty" jsonschema:"variables copied"`
+	Skipped   map[string]string   `json:"not_copied,omitempty" jsonschema:"variables that could not be copied → why"`
+	FilesLeft []string            `json:"files_left_out,omitempty" jsonschema:"entries of the working directory not copied (links, pipes)"`
+	Other     []string            `json:"notices,omitempty" jsonschema:"what else the fork does not have"`
+	Bytes     int64               `json:"bytes,omitempty" jsonschema:"bytes copied (namespace and files)"`
+	ForkTime  float64             `json:"fork_time,omitempty" jsonschema:"seconds the fork took"`
+	Error     *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // NotebookOutput is an exported notebook, or the error.
 type NotebookOutput struct {
-	SessionID string     `json:"session_id"`
-	URI       string     `json:"uri,omitempty" jsonschema:"the notebook as a resource, readable with resources/read"`
-	Name      string     `json:"name,omitempty" jsonschema:"a file name for it"`
-	MIMEType  string     `json:"mime_type,omitempty"`
-	Cells     int        `json:"cells,omitempty" jsonschema:"code cells: the session's executed cells its history keeps"`
-	Dropped   int        `json:"cells_dropped,omitempty" jsonschema:"executed cells no longer in the history (sessions.history_cells, sessions.history_bytes)"`
-	Size      int        `json:"size,omitempty" jsonschema:"bytes"`
-	Notebook  string     `json:"notebook,omitempty" jsonschema:"the .ipynb (nbformat 4.5 JSON text)"`
-	Error     *ErrorInfo `json:"error,omitempty"`
+	SessionID string              `json:"session_id"`
+	URI       string              `json:"uri,omitempty" jsonschema:"the notebook as a resource, readable with resources/read"`
+	Name      string              `json:"name,omitempty" jsonschema:"a file name for it"`
+	MIMEType  string              `json:"mime_type,omitempty"`
+	Cells     int                 `json:"cells,omitempty" jsonschema:"code cells: the session's executed cells its history keeps"`
+	Dropped   int                 `json:"cells_dropped,omitempty" jsonschema:"executed cells no longer in the history (sessions.history_cells, sessions.history_bytes)"`
+	Size      int                 `json:"size,omitempty" jsonschema:"bytes"`
+	Notebook  string              `json:"notebook,omitempty" jsonschema:"the .ipynb (nbformat 4.5 JSON text)"`
+	Error     *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // HistoryImage is an image a cell produced.
@@ -70,21 +68,21 @@ type HistoryImage struct {
 
 // HistoryCell is one executed cell of a session.
 type HistoryCell struct {
-	Count       int               `json:"execution_count"`
-	Code        string            `json:"code"`
-	Started     time.Time         `json:"started,omitzero"`
-	Duration    float64           `json:"execution_time" jsonschema:"seconds"`
-	Success     bool              `json:"success"`
-	Stdout      string            `json:"stdout,omitempty"`
-	Stderr      string            `json:"stderr,omitempty"`
-	StdoutBytes int64             `json:"stdout_bytes,omitempty"`
-	StderrBytes int64             `json:"stderr_bytes,omitempty"`
-	Result      string            `json:"result,omitempty"`
-	ResultRepr  string            `json:"result_repr,omitempty"`
-	Rich        map[string]string `json:"rich,omitempty"`
-	Images      []HistoryImage    `json:"images,omitempty"`
-	Error       *ErrorInfo        `json:"error,omitempty"`
-	OutputsLeft bool              `json:"outputs_left_out,omitempty"`
+	Count       int                 `json:"execution_count"`
+	Code        string              `json:"code"`
+	Started     time.Time           `json:"started,omitzero"`
+	Duration    float64             `json:"execution_time" jsonschema:"seconds"`
+	Success     bool                `json:"success"`
+	Stdout      string              `json:"stdout,omitempty"`
+	Stderr      string              `json:"stderr,omitempty"`
+	StdoutBytes int64               `json:"stdout_bytes,omitempty"`
+	StderrBytes int64               `json:"stderr_bytes,omitempty"`
+	Result      string              `json:"result,omitempty"`
+	ResultRepr  string              `json:"result_repr,omitempty"`
+	Rich        map[string]string   `json:"rich,omitempty"`
+	Images      []HistoryImage      `json:"images,omitempty"`
+	Error       *toolsets.ErrorInfo `json:"error,omitempty"`
+	OutputsLeft bool                `json:"outputs_left_out,omitempty"`
 }
 
 func historyCells(h session.History) []HistoryCell {
@@ -100,47 +98,79 @@ func historyCells(h session.History) []HistoryCell {
 			hc.Images = append(hc.Images, HistoryImage{Name: im.Name, MIMEType: im.MIMEType, Size: len(im.Data), Data: base64.StdEncoding.EncodeToString(im.Data)})
 		}
 		if e := c.Error; e != nil {
-			hc.Error = &ErrorInfo{Type: e.Name, Message: e.Message, Line: e.Line, Column: e.Column, Traceback: e.Traceback}
+			hc.Error = &toolsets.ErrorInfo{Type: e.Name, Message: e.Message, Line: e.Line, Column: e.Column, Traceback: e.Traceback}
 		}
 		out = append(out, hc)
 	}
 	return out
 }
 
-func (s *Server) addNotebookTools() {
-	addTool(s.mcp, &mcp.Tool{
+// Notebooks is what fork_session, export_notebook and the history and
+// notebook resources need; InlineFileSize bounds a notebook
+// sent inline (as the file tools do).
+type Notebooks interface {
+	ForkSession(ctx context.Context, client, from, to string) (engine.ForkInfo, error)
+	History(client, id, tool string) (session.History, session.View, error)
+	ExportNotebook(client, id, tool string) (engine.Notebook, error)
+	InlineFileSize() int64
+}
+
+type tools struct {
+	env toolsets.Env
+	n   Notebooks
+}
+
+// Toolset is the notebook tools and resources.
+func Toolset(env toolsets.Env, n Notebooks) toolsets.Toolset {
+	t := tools{env, n}
+	return toolsets.Toolset{Name: "notebooks",
+		Tools: []toolsets.Tool{Fork(env, n), Export(env, n)},
+		Templates: []toolsets.Template{{Def: &mcp.ResourceTemplate{
+			Name: "session-history", Title: "Session history", URITemplate: toolsets.HistoryTemplate, MIMEType: "application/json",
+			Description: "The cells executed in a session, in order: code, stdout, stderr, result, images (base64), error and timing (bounded by sessions.history_cells and sessions.history_bytes)",
+		}, Handler: t.historyResource}, {Def: &mcp.ResourceTemplate{
+			Name: "session-notebook", Title: "Session notebook", URITemplate: toolsets.NotebookTemplate, MIMEType: notebook.MIMEType,
+			Description: "A session's history as a Jupyter notebook (nbformat 4.5), as export_notebook returns it",
+		}, Handler: t.notebookResource}}}
+}
+
+// Fork is fork_session.
+func Fork(env toolsets.Env, n Notebooks) toolsets.Tool {
+	return toolsets.New(&mcp.Tool{
 		Name: "fork_session", Title: "Fork a session",
 		Description: "Start a new session (its own session_id, kernel and container) with a copy of a live, idle session's variables and working directory, " +
 			"made as checkpoint_session makes one (Python: dill, variable by variable; R: save) and restored in the new kernel, plus its documentation and history. " +
 			"The two then diverge: a change in one is invisible in the other. Variables that cannot be copied (open files, connections) are listed in not_copied with the reason. " +
 			"The copy counts against the session quota and the checkpoint store while it is made; the fork counts as a session. " +
 			"On error the result has session_id (new_session_id as given), source_session_id and error {type, message}.",
-		InputSchema: schemaFor[ForkInput](), OutputSchema: schemaFor[ForkOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ForkInput) (*mcp.CallToolResult, ForkOutput, error) {
-		info, err := s.notebooks.ForkSession(ctx, s.conn(req.Session), in.SessionID, in.NewSessionID)
+		info, err := n.ForkSession(ctx, env.Conn(req.Session), in.SessionID, in.NewSessionID)
 		if err != nil {
-			res, e := failure(err)
+			res, e := toolsets.Failure(err)
 			return res, ForkOutput{SessionID: in.NewSessionID, Source: in.SessionID, Error: e}, nil
 		}
 		out := ForkOutput{SessionID: info.SessionID, Source: info.Source, Saved: info.Saved, Skipped: info.Skipped, FilesLeft: info.FilesLeft,
 			Other: info.NotCopied, Bytes: info.Bytes, ForkTime: info.Duration.Seconds()}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: forkText(info)}}}, out, nil
+		return toolcall.Text(forkText(info)), out, nil
 	})
-	addTool(s.mcp, &mcp.Tool{
+}
+
+// Export is export_notebook.
+func Export(env toolsets.Env, n Notebooks) toolsets.Tool {
+	return toolsets.New(&mcp.Tool{
 		Name: "export_notebook", Title: "Export a session as a Jupyter notebook",
 		Description: fmt.Sprintf("The cells executed in a session, in order, as a Jupyter notebook (nbformat 4.5, the kernelspec of the session's kernel: "+
 			"ipykernel for Python, IRkernel for R) with each cell's outputs as the kernel would have written them: stdout and stderr streams, the result, "+
 			"images embedded, the error. A session keeps its last %d cells and at most %s (sessions.history_cells, sessions.history_bytes); older ones are dropped "+
 			"and the notebook says how many. Also readable as the resource %s; the cells with their outputs as JSON at %s. "+
-			"On error the result has session_id and error {type, message}.", s.cfg.Sessions.HistoryCells, s.cfg.Sessions.HistoryBytes, NotebookTemplate, HistoryTemplate),
-		InputSchema: schemaFor[SessionInput](), OutputSchema: schemaFor[NotebookOutput](),
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, NotebookOutput, error) {
-		nb, err := s.notebooks.ExportNotebook(s.conn(req.Session), in.SessionID, "export_notebook")
+			"On error the result has session_id and error {type, message}.", env.Cfg.Sessions.HistoryCells, env.Cfg.Sessions.HistoryBytes, toolsets.NotebookTemplate, toolsets.HistoryTemplate),
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in sessions.SessionInput) (*mcp.CallToolResult, NotebookOutput, error) {
+		nb, err := n.ExportNotebook(env.Conn(req.Session), in.SessionID, "export_notebook")
 		if err != nil {
-			res, e := failure(err)
+			res, e := toolsets.Failure(err)
 			return res, NotebookOutput{SessionID: in.SessionID, Error: e}, nil
 		}
-		uri, name := notebookURI(nb.SessionID), nb.SessionID+".ipynb"
+		uri, name := toolsets.NotebookURI(nb.SessionID), nb.SessionID+".ipynb"
 		out := NotebookOutput{SessionID: nb.SessionID, URI: uri, Name: name, MIMEType: notebook.MIMEType, Cells: nb.Cells, Dropped: nb.Dropped,
 			Size: len(nb.Data), Notebook: string(nb.Data)}
 		text := fmt.Sprintf("Notebook of session %s: %d cell(s), %d bytes (%s).", nb.SessionID, nb.Cells, len(nb.Data), name)
@@ -149,8 +179,8 @@ func (s *Server) addNotebookTools() {
 		}
 		// The notebook travels once in full (structured content); as for
 		// download_file, a large one is linked rather than sent twice.
-		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
-		if int64(len(nb.Data)) <= s.files.InlineFileSize() {
+		res := toolcall.Text(text)
+		if int64(len(nb.Data)) <= n.InlineFileSize() {
 			res.Content = append(res.Content, &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: uri, MIMEType: notebook.MIMEType, Text: string(nb.Data)}})
 		} else {
 			size := int64(len(nb.Data))
@@ -158,21 +188,13 @@ func (s *Server) addNotebookTools() {
 		}
 		return res, out, nil
 	})
-	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
-		Name: "session-history", Title: "Session history", URITemplate: HistoryTemplate, MIMEType: "application/json",
-		Description: "The cells executed in a session, in order: code, stdout, stderr, result, images (base64), error and timing (bounded by sessions.history_cells and sessions.history_bytes)",
-	}, s.historyResource)
-	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
-		Name: "session-notebook", Title: "Session notebook", URITemplate: NotebookTemplate, MIMEType: notebook.MIMEType,
-		Description: "A session's history as a Jupyter notebook (nbformat 4.5), as export_notebook returns it",
-	}, s.notebookResource)
 }
 
 func forkText(info engine.ForkInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: %d variable(s) copied (%s), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(),
 		len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
-	leftOut(&b, "Not copied:", info.Skipped, info.FilesLeft)
+	sessions.LeftOut(&b, "Not copied:", info.Skipped, info.FilesLeft)
 	for _, n := range info.NotCopied {
 		fmt.Fprintf(&b, "\nnote: %s", n)
 	}
@@ -186,13 +208,13 @@ func hidden(err error) bool {
 	return errors.As(err, &re) && (re.Rule == session.RuleSessionID || re.Rule == session.RuleSessionNotFound)
 }
 
-func (s *Server) historyResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (t tools) historyResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	id, ok := sessionID(uri, "history")
+	id, ok := toolsets.SessionOf(uri, "history")
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	h, v, err := s.notebooks.History(s.conn(req.Session), id, "resources/read")
+	h, v, err := t.n.History(t.env.Conn(req.Session), id, "resources/read")
 	if hidden(err) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -208,7 +230,7 @@ func (s *Server) historyResource(ctx context.Context, req *mcp.ReadResourceReque
 		Limits   any           `json:"limits"`
 		Notebook string        `json:"notebook"`
 	}{v.ID, v.Language, historyCells(h), h.Dropped, h.Bytes,
-		map[string]any{"history_cells": s.cfg.Sessions.HistoryCells, "history_bytes": s.cfg.Sessions.HistoryBytes.String()}, notebookURI(v.ID)}
+		map[string]any{"history_cells": t.env.Cfg.Sessions.HistoryCells, "history_bytes": t.env.Cfg.Sessions.HistoryBytes.String()}, toolsets.NotebookURI(v.ID)}
 	// Without HTML escapes, as the notebook (core/notebook): code and
 	// text/html are most of a history, and "<" is not six bytes.
 	var data strings.Builder
@@ -221,13 +243,13 @@ func (s *Server) historyResource(ctx context.Context, req *mcp.ReadResourceReque
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: data.String()}}}, nil
 }
 
-func (s *Server) notebookResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (t tools) notebookResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	id, ok := sessionID(uri, "notebook")
+	id, ok := toolsets.SessionOf(uri, "notebook")
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	nb, err := s.notebooks.ExportNotebook(s.conn(req.Session), id, "resources/read")
+	nb, err := t.n.ExportNotebook(t.env.Conn(req.Session), id, "resources/read")
 	if hidden(err) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}

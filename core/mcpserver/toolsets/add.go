@@ -1,4 +1,4 @@
-package mcpserver
+package toolsets
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// addTool registers a typed tool as mcp.AddTool does, with the same
+// add registers a typed tool as mcp.AddTool does, with the same
 // guarantees for the caller: the arguments are checked against the tool's
 // input schema (defaults applied) before h runs, a mismatch is an error
 // result "validating \"arguments\": …" without structured content (which
-// auditRejectedArguments audits), and h's output becomes the structured
+// core/mcpserver audits), and h's output becomes the structured
 // content.
 //
 // It costs less per call. go-sdk decodes the arguments twice and the
@@ -24,10 +24,10 @@ import (
 // and validates the output against the output schema. Here the arguments
 // are decoded with encoding/json (the same validation, on the same values),
 // and the output is not validated: it is a Go value of the type the output
-// schema is inferred from (schemaFor), so only a programming error could
+// schema is inferred from (Schema), so only a programming error could
 // break it, and the tests check every result against its schema
 // (validatingClient, as the TypeScript SDK does).
-func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+func add[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	sch, ok := t.InputSchema.(*jsonschema.Schema)
 	if !ok || sch == nil || reflect.TypeFor[Out]().Kind() == reflect.Pointer {
 		// Not a shape this fast path knows: go-sdk's own handling.

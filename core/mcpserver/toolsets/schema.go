@@ -1,4 +1,4 @@
-package mcpserver
+package toolsets
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// schemaFor infers T's JSON schema and makes it portable: every property has
+// Schema infers T's JSON schema and makes it portable: every property has
 // exactly one type. Inference types slices and pointers as ["null", X]; this
 // server never sends null (an optional field is omitted, see the omitempty
 // and omitzero tags) and clients omit what they do not set, so X is the
 // whole truth. A property without a type is a programming error, except the
 // values of a free-form object (additionalProperties), which may be anything.
-func schemaFor[T any]() *jsonschema.Schema {
+func Schema[T any]() *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err == nil {
 		err = portable(s, "", false)

@@ -1,4 +1,4 @@
-package mcpserver
+package environments
 
 import (
 	"crypto/rand"
@@ -130,11 +130,11 @@ func callDigest(tool string, args any) string {
 // solicited reports whether req answers a question this server asked of
 // conn for call. ignored says why an answer it carries is not one ("" when
 // it carries none, or when it is one).
-func (s *Server) solicited(req *mcp.CallToolRequest, conn, call string) (answered bool, ignored string) {
+func (q *questions) solicited(req *mcp.CallToolRequest, conn, call string) (answered bool, ignored string) {
 	if req == nil || req.Params == nil || len(req.Params.InputResponses) == 0 && req.Params.RequestState == "" {
 		return false, ""
 	}
-	if err := s.questions.answer(req.Params.RequestState, conn, call); err != nil {
+	if err := q.answer(req.Params.RequestState, conn, call); err != nil {
 		return false, err.Error()
 	}
 	return true, ""

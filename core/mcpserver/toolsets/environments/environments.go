@@ -1,4 +1,8 @@
-package mcpserver
+// Package environments is the custom environments toolset:
+// build_environment (with the user's approval of packages that need it,
+// asked as an input request), list_environments, delete_environment and
+// the resource listing them with the templates.
+package environments
 
 import (
 	"context"
@@ -13,28 +17,35 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/environments"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 )
 
-// EnvironmentsURI lists the custom environments and the templates.
-const EnvironmentsURI = "mcp://forge/environments/list"
-
-// SetEnvironments connects the environment tools to the service that
-// builds them; until then (or with svc nil) they answer why with reason.
-// Call it before serving.
-func (s *Server) SetEnvironments(svc *environments.Service, reason string) {
-	s.envs, s.envsReason = svc, reason
+// Builds is where the environment tools, and execute's custom_image,
+// find the environment service: set before serving, or, with Service nil,
+// why there is none.
+type Builds struct {
+	Service *environments.Service
+	Reason  string
 }
 
-// client is who environments belong to: the tenant over HTTP; over stdio the
-// one user of the process, whichever connection (a stdio host reconnecting
-// keeps its environments).
-func (s *Server) client(ss *mcp.ServerSession) string {
-	if s.identified {
-		return s.conn(ss)
+// service is the environment service, or the failure to answer without it.
+func (b *Builds) service() (*environments.Service, error) {
+	if b.Service == nil {
+		return nil, toolsets.Unavailable("custom environments are not available: " + b.Reason)
 	}
-	return "local"
+	return b.Service, nil
+}
+
+// Languages names the languages execute tools run, for the description.
+type Languages func() []route.Language
+
+type tools struct {
+	env toolsets.Env
+	b   *Builds
+	q   *questions
 }
 
 // BuildEnvironmentInput is build_environment's input.
@@ -55,17 +66,17 @@ type PackageVersion struct {
 
 // BuildEnvironmentOutput is build_environment's structured result.
 type BuildEnvironmentOutput struct {
-	Success        bool             `json:"success"`
-	Image          string           `json:"image,omitempty" jsonschema:"pass it as custom_image to an execute_<language> tool"`
-	Packages       []PackageVersion `json:"packages,omitempty" jsonschema:"every installed package with its version, dependencies included"`
-	SizeBytes      int64            `json:"size_bytes,omitempty" jsonschema:"the whole image, base included"`
-	BuildTime      float64          `json:"build_time,omitempty" jsonschema:"seconds"`
-	CacheHit       bool             `json:"cache_hit" jsonschema:"an identical environment existed and was reused"`
-	Builder        string           `json:"builder,omitempty"`
-	BuilderVersion string           `json:"builder_version,omitempty"`
-	Scan           string           `json:"scan,omitempty" jsonschema:"the security scan's verdict, or why there was none"`
-	Warnings       []string         `json:"warnings,omitempty"`
-	Error          *ErrorInfo       `json:"error,omitempty"`
+	Success        bool                `json:"success"`
+	Image          string              `json:"image,omitempty" jsonschema:"pass it as custom_image to an execute_<language> tool"`
+	Packages       []PackageVersion    `json:"packages,omitempty" jsonschema:"every installed package with its version, dependencies included"`
+	SizeBytes      int64               `json:"size_bytes,omitempty" jsonschema:"the whole image, base included"`
+	BuildTime      float64             `json:"build_time,omitempty" jsonschema:"seconds"`
+	CacheHit       bool                `json:"cache_hit" jsonschema:"an identical environment existed and was reused"`
+	Builder        string              `json:"builder,omitempty"`
+	BuilderVersion string              `json:"builder_version,omitempty"`
+	Scan           string              `json:"scan,omitempty" jsonschema:"the security scan's verdict, or why there was none"`
+	Warnings       []string            `json:"warnings,omitempty"`
+	Error          *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // EnvironmentInfo is one environment in list_environments.
@@ -87,8 +98,8 @@ type EnvironmentInfo struct {
 
 // ListEnvironmentsOutput is list_environments' result.
 type ListEnvironmentsOutput struct {
-	Environments []EnvironmentInfo `json:"environments"`
-	Error        *ErrorInfo        `json:"error,omitempty"`
+	Environments []EnvironmentInfo   `json:"environments"`
+	Error        *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // ListEnvironmentsInput takes nothing.
@@ -101,9 +112,9 @@ type DeleteEnvironmentInput struct {
 
 // DeleteEnvironmentOutput says whether it was deleted.
 type DeleteEnvironmentOutput struct {
-	Deleted bool       `json:"deleted"`
-	Name    string     `json:"name"`
-	Error   *ErrorInfo `json:"error,omitempty"`
+	Deleted bool                `json:"deleted"`
+	Name    string              `json:"name"`
+	Error   *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
 // executeTools names the execute tools of the loaded languages, as a
@@ -123,30 +134,48 @@ func executeTools(langs []route.Language) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-func (s *Server) addEnvironmentTools() {
-	b := s.cfg.EnvironmentBuilder
-	addTool(s.mcp, &mcp.Tool{
+// Toolset is the environment tools and resource, on the service b holds;
+// langs are the languages of the execute tools.
+func Toolset(env toolsets.Env, b *Builds, langs Languages) toolsets.Toolset {
+	t := tools{env: env, b: b}
+	return toolsets.Toolset{Name: "environments",
+		Tools: []toolsets.Tool{Build(env, b, langs), List(env, b), Delete(env, b)},
+		Resources: []toolsets.Resource{{Def: &mcp.Resource{
+			URI: toolsets.EnvironmentsURI, Name: "environments", Title: "Custom environments",
+			Description: "Your custom environments with their packages and labels, the templates a build can start from, and the builder in use",
+			MIMEType:    "application/json",
+		}, Handler: t.environmentsResource}}}
+}
+
+// Build is build_environment.
+func Build(env toolsets.Env, b *Builds, langs Languages) toolsets.Tool {
+	t := tools{env: env, b: b, q: &questions{}}
+	c := env.Cfg.EnvironmentBuilder
+	return toolsets.New(&mcp.Tool{
 		Name: "build_environment", Title: "Build a custom environment",
 		Description: fmt.Sprintf("Build an image mcp-forge/custom:<name> with extra packages on top of a sandbox image, then run code in it with "+
 			"%s and custom_image. Packages are checked against the server's allowlist, blocklist and approval rules "+
 			"(a package needing approval is asked of the user when the client supports it), at most %d per build, %d builds an hour per user, "+
 			"%d s per build. Nothing is downloaded into a container and no package code runs while building. An identical request reuses "+
 			"the existing image (cache_hit). Progress is reported while it resolves, downloads, layers and checks. Templates and existing "+
-			"environments: %s.", executeTools(s.exec.Languages()), b.MaxPackagesPerBuild, b.BuildRateLimit.MaxBuildsPerHour, b.MaxBuildTime, EnvironmentsURI),
-		InputSchema: schemaFor[BuildEnvironmentInput](), OutputSchema: schemaFor[BuildEnvironmentOutput](),
-	}, s.buildEnvironment)
-	addTool(s.mcp, &mcp.Tool{
+			"environments: %s.", executeTools(langs()), c.MaxPackagesPerBuild, c.BuildRateLimit.MaxBuildsPerHour, c.MaxBuildTime, toolsets.EnvironmentsURI),
+	}, t.build)
+}
+
+// List is list_environments.
+func List(env toolsets.Env, b *Builds) toolsets.Tool {
+	t := tools{env: env, b: b}
+	return toolsets.New(&mcp.Tool{
 		Name: "list_environments", Title: "List custom environments",
 		Description: "Your custom environments: image, language, requested and installed packages with versions, builder, base image, size, created and last used.",
-		InputSchema: schemaFor[ListEnvironmentsInput](), OutputSchema: schemaFor[ListEnvironmentsOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ ListEnvironmentsInput) (*mcp.CallToolResult, ListEnvironmentsOutput, error) {
-		if s.envs == nil {
-			r, info := s.noEnvironments()
-			return r, ListEnvironmentsOutput{Environments: []EnvironmentInfo{}, Error: info}, nil
+		svc, err := t.b.service()
+		var envs []environments.Environment
+		if err == nil {
+			envs, err = svc.List(ctx, t.env.Client(req.Session))
 		}
-		envs, err := s.envs.List(ctx, s.client(req.Session))
 		if err != nil {
-			r, info := envFailure(err)
+			r, info := toolsets.Failure(err)
 			return r, ListEnvironmentsOutput{Environments: []EnvironmentInfo{}, Error: info}, nil
 		}
 		out := ListEnvironmentsOutput{Environments: []EnvironmentInfo{}}
@@ -159,71 +188,53 @@ func (s *Server) addEnvironmentTools() {
 		if len(lines) > 0 {
 			text = fmt.Sprintf("%d environment(s):\n%s", len(lines), strings.Join(lines, "\n"))
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+		return toolcall.Text(text), out, nil
 	})
-	addTool(s.mcp, &mcp.Tool{
+}
+
+// Delete is delete_environment.
+func Delete(env toolsets.Env, b *Builds) toolsets.Tool {
+	t := tools{env: env, b: b}
+	return toolsets.New(&mcp.Tool{
 		Name: "delete_environment", Title: "Delete a custom environment",
 		Description: "Remove one of your custom environments (its image). Only environments this server built can be deleted.",
-		InputSchema: schemaFor[DeleteEnvironmentInput](), OutputSchema: schemaFor[DeleteEnvironmentOutput](),
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in DeleteEnvironmentInput) (*mcp.CallToolResult, DeleteEnvironmentOutput, error) {
-		if s.envs == nil {
-			r, info := s.noEnvironments()
+		svc, err := t.b.service()
+		if err == nil {
+			err = svc.Delete(ctx, t.env.Client(req.Session), in.Name)
+		}
+		if err != nil {
+			r, info := toolsets.Failure(err)
 			return r, DeleteEnvironmentOutput{Name: in.Name, Error: info}, nil
 		}
-		if err := s.envs.Delete(ctx, s.client(req.Session), in.Name); err != nil {
-			r, info := envFailure(err)
-			return r, DeleteEnvironmentOutput{Name: in.Name, Error: info}, nil
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Deleted " + environments.Ref(in.Name) + "."}}},
-			DeleteEnvironmentOutput{Deleted: true, Name: in.Name}, nil
+		return toolcall.Text("Deleted " + environments.Ref(in.Name) + "."), DeleteEnvironmentOutput{Deleted: true, Name: in.Name}, nil
 	})
-	s.mcp.AddResource(&mcp.Resource{
-		URI: EnvironmentsURI, Name: "environments", Title: "Custom environments",
-		Description: "Your custom environments with their packages and labels, the templates a build can start from, and the builder in use",
-		MIMEType:    "application/json",
-	}, s.environmentsResource)
 }
-
-func (s *Server) noEnvironments() (*mcp.CallToolResult, *ErrorInfo) {
-	msg := "custom environments are not available: " + s.envsReason
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, &ErrorInfo{Type: "ServerError", Message: msg}
-}
-
-// envFailure is a tool result for an error of the environment service: a
-// refusal (RequestError, naming its rule) or a failure of the server.
-func envFailure(err error) (*mcp.CallToolResult, *ErrorInfo) {
-	var r *environments.Refusal
-	info := &ErrorInfo{Type: "ServerError", Message: "MCP-Forge could not do it: " + err.Error()}
-	if errors.As(err, &r) {
-		info = &ErrorInfo{Type: "RequestError", Message: fmt.Sprintf("refused (%s): %s", r.Rule, r.Detail)}
-	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: info.Message}}}, info
-}
-
-func (s *Server) buildEnvironment(ctx context.Context, req *mcp.CallToolRequest, in BuildEnvironmentInput) (*mcp.CallToolResult, BuildEnvironmentOutput, error) {
-	if s.envs == nil {
-		r, info := s.noEnvironments()
+func (t tools) build(ctx context.Context, req *mcp.CallToolRequest, in BuildEnvironmentInput) (*mcp.CallToolResult, BuildEnvironmentOutput, error) {
+	svc, err := t.b.service()
+	if err != nil {
+		r, info := toolsets.Failure(err)
 		return r, BuildEnvironmentOutput{Error: info}, nil
 	}
 	r := environments.Request{Name: in.Name, Language: in.Language, BaseImage: in.BaseImage, Template: in.Template,
-		Packages: in.Packages, Description: in.Description, Client: s.client(req.Session), CanAsk: canElicit(req), Progress: buildProgress(ctx, req)}
+		Packages: in.Packages, Description: in.Description, Client: t.env.Client(req.Session), CanAsk: canElicit(req), Progress: buildProgress(ctx, req)}
 	// Only the answer to a question this server asked, in this call, of
 	// this connection, counts; any other is ignored (and audited by the
 	// service), so a client that was never asked cannot approve.
-	conn, call := s.conn(req.Session), callDigest("build_environment", in)
-	answered, ignored := s.solicited(req, conn, call)
+	conn, call := t.env.Conn(req.Session), callDigest("build_environment", in)
+	answered, ignored := t.q.solicited(req, conn, call)
 	if answered {
 		r.UserApproved, r.UserDeclined = approval(req)
 	}
 	r.IgnoredAnswer = ignored
-	res, err := s.envs.Build(ctx, r)
+	res, err := svc.Build(ctx, r)
 	var need *environments.ApprovalNeeded
 	if errors.As(err, &need) {
-		return askApproval(need, s.questions.ask(conn, call)), BuildEnvironmentOutput{}, nil
+		return askApproval(need, t.q.ask(conn, call)), BuildEnvironmentOutput{}, nil
 	}
 	out := BuildEnvironmentOutput{Builder: res.Builder, BuilderVersion: res.BuilderVersion, Warnings: res.Warnings}
 	if err != nil {
-		result, info := envFailure(err)
+		result, info := toolsets.Failure(err)
 		out.Error = info
 		return result, out, nil
 	}
@@ -245,11 +256,11 @@ func (s *Server) buildEnvironment(ctx context.Context, req *mcp.CallToolRequest,
 	for _, w := range res.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
+	return toolcall.Text(b.String()), out, nil
 }
 
-// approvalID names the input request that asks the user to approve packages.
-const approvalID = "approve_packages"
+// ApprovalID names the input request that asks the user to approve packages.
+const ApprovalID = "approve_packages"
 
 // canElicit reports whether the client said it can answer elicitation.
 func canElicit(req *mcp.CallToolRequest) bool {
@@ -265,7 +276,7 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // asks the user to approve packages; the client repeats the call with the
 // answer in InputResponses and token, the question's, as RequestState.
 func askApproval(need *environments.ApprovalNeeded, token string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{RequestState: token, InputRequests: mcp.InputRequestMap{approvalID: &mcp.ElicitParams{
+	return &mcp.CallToolResult{RequestState: token, InputRequests: mcp.InputRequestMap{ApprovalID: &mcp.ElicitParams{
 		Message: fmt.Sprintf("A custom environment build asks for packages that need approval:\n- %s\nApprove installing %s?",
 			strings.Join(need.Why, "\n- "), strings.Join(need.Packages, ", ")),
 		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
@@ -279,7 +290,7 @@ func approval(req *mcp.CallToolRequest) (bool, bool) {
 	if req == nil || req.Params == nil {
 		return false, false
 	}
-	r, ok := req.Params.InputResponses[approvalID].(*mcp.ElicitResult)
+	r, ok := req.Params.InputResponses[ApprovalID].(*mcp.ElicitResult)
 	if !ok {
 		return false, false
 	}
@@ -320,7 +331,7 @@ func envInfo(e environments.Environment) EnvironmentInfo {
 	return out
 }
 
-func (s *Server) environmentsResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (t tools) environmentsResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	type envJSON struct {
 		EnvironmentInfo
 		Labels map[string]string `json:"labels"`
@@ -330,18 +341,18 @@ func (s *Server) environmentsResource(ctx context.Context, req *mcp.ReadResource
 		Description string   `json:"description"`
 		Packages    []string `json:"packages"`
 	}
-	info := map[string]any{"builder": s.cfg.EnvironmentBuilder.Builder, "enabled": s.envs != nil}
+	info := map[string]any{"builder": t.env.Cfg.EnvironmentBuilder.Builder, "enabled": t.b.Service != nil}
 	templates := []tmpl{}
-	for name, t := range s.cfg.EnvironmentBuilder.Templates {
-		templates = append(templates, tmpl{Name: name, Description: t.Description, Packages: t.Packages})
+	for name, c := range t.env.Cfg.EnvironmentBuilder.Templates {
+		templates = append(templates, tmpl{Name: name, Description: c.Description, Packages: c.Packages})
 	}
 	sort.Slice(templates, func(i, j int) bool { return templates[i].Name < templates[j].Name })
 	info["templates"] = templates
 	envs := []envJSON{}
-	if s.envs == nil {
-		info["unavailable"] = s.envsReason
+	if t.b.Service == nil {
+		info["unavailable"] = t.b.Reason
 	} else {
-		list, err := s.envs.List(ctx, s.client(req.Session))
+		list, err := t.b.Service.List(ctx, t.env.Client(req.Session))
 		if err != nil {
 			return nil, err
 		}
@@ -354,5 +365,5 @@ func (s *Server) environmentsResource(ctx context.Context, req *mcp.ReadResource
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: EnvironmentsURI, MIMEType: "application/json", Text: string(data)}}}, nil
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: toolsets.EnvironmentsURI, MIMEType: "application/json", Text: string(data)}}}, nil
 }
