@@ -9,15 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // Finding is one line of doctor's report (core/doctor prints them).
-type Finding struct {
-	Name   string
-	Status string // OK, Warn or Fail
-	Detail string
-	Fix    string
-}
+type Finding = runtime.Finding
 
 // Statuses of a Finding, as doctor spells them.
 const (
