@@ -51,8 +51,8 @@ type Client struct {
 	k       config.Kubernetes
 	quota   int64
 	maxPids int64
-	hostID  string          // hostID(), or of the core's own pod (identify)
-	core    coord.CorePod   // the core's own pod when it runs in the cluster
+	hostID  string         // hostID(), or of the core's own pod (identify)
+	core    coord.CorePod  // the core's own pod when it runs in the cluster
 	cluster *coord.Cluster // its coordination with its replicas; nil outside the cluster
 	log     hclog.Logger
 	// exec runs a command in a container of a pod (the API server's exec
