@@ -322,6 +322,9 @@ type gapRuntime struct {
 	gaps func() []runtime.Gap
 }
 
+// Capabilities are the runtime's (runtime.Capable).
+func (g gapRuntime) Capabilities() runtime.Capabilities { return runtime.CapabilitiesOf(g.Runtime) }
+
 func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
 	rep, err := g.Runtime.Guarantees(ctx)
 	if err != nil {

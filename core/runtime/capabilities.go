@@ -30,6 +30,10 @@ type Capabilities struct {
 	// neither the host's filesystem quota nor a host watchdog bounds the
 	// sandboxes, and the runtime's own guarantees say what does.
 	StagedWorkspaces bool
+	// ImagesElsewhere: an image lookup may be answered without asking
+	// the runtime (a cluster's nodes pull what they run), so it does not
+	// tell whether the runtime answers.
+	ImagesElsewhere bool
 	// Doctor is the runtime's own checks, for these images, in place of
 	// those of a Podman host; nil: the host's.
 	Doctor func(images []string) func(context.Context) []Finding

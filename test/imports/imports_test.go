@@ -107,11 +107,26 @@ var rules = []rule{
 	// A runtime implementation takes its own section of the configuration
 	// ([runtime.kubernetes]: a dozen settings) as core/config declares it,
 	// rather than a copy of the same struct; config is itself a leaf.
-	{"core/runtime is a leaf (its implementations import only it, and core/config for their settings)", func(from, to string) bool {
+	{"core/runtime is a leaf (its implementations import only it, core/config for their settings, and core/cluster for a cluster's coordination)", func(from, to string) bool {
 		if from == "core/runtime" {
 			return internal(to)
 		}
-		return under(from, "core/runtime") && internal(to) && !under(to, "core/runtime") && to != "core/config"
+		return under(from, "core/runtime") && internal(to) && !under(to, "core/runtime") && to != "core/config" && to != "core/cluster"
+	}},
+	// The coordination of a core's replicas in a cluster (Leases, shared
+	// quotas, session records, the reaper) knows the runtime only through
+	// core/runtime's interfaces and its own Pods: no runtime, no engine.
+	{"core/cluster: of this module only core/runtime", func(from, to string) bool {
+		return from == "core/cluster" && internal(to) && to != "core/runtime"
+	}},
+	// Runtimes declare what they can do (runtime.Capabilities): the core
+	// names an implementation only where it picks one (core/forge's
+	// factory, runtimes.go, which TestForgeNamesRuntimesOnce holds to).
+	{"only core/forge imports a runtime implementation (core/runtime/podman, core/runtime/kubernetes) or core/cluster", func(from, to string) bool {
+		if to != "core/runtime/podman" && to != "core/runtime/kubernetes" && to != "core/cluster" {
+			return false
+		}
+		return from != "core/forge" && !under(from, "test") && !(to == "core/cluster" && from == "core/runtime/kubernetes")
 	}},
 	{"core/policy is pure rules: config, imageref, runtime, seccomp only", func(from, to string) bool {
 		if from != "core/policy" || !internal(to) {
@@ -250,6 +265,13 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"cmd/mcp-forge", "sdk/plugin"},
 		{"core/egress", "core/runtime"},
 		{"core/egress", "core/engine"},
+		{"core/runtime/kubernetes", "core/engine"},
+		{"core/cluster", "core/runtime/kubernetes"},
+		{"core/cluster", "core/config"},
+		{"core/engine", "core/runtime/kubernetes"},
+		{"core/sandbox", "core/runtime/podman"},
+		{"core/engine", "core/cluster"},
+		{"cmd/mcp-forge", "core/runtime/kubernetes"},
 	}
 	for _, c := range cases {
 		forbidden := false
@@ -269,6 +291,8 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/config", "github.com/docker/go-units"},
 		{"core/hostsvc", "sdk/host"}, {"core/workspace", "golang.org/x/sys/unix"},
 		{"cmd/mcp-forge", "core/config"}, {"core/forge", "core/httpserver"}, {"core/httpserver", "core/tenant"},
+		{"core/runtime/kubernetes", "core/cluster"}, {"core/cluster", "core/runtime"}, {"core/forge", "core/runtime/kubernetes"},
+		{"test/testenv", "core/runtime/kubernetes"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {

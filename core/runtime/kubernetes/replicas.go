@@ -10,10 +10,11 @@ import (
 )
 
 // Capabilities implements runtime.Capable: workspaces are staged into
-// pods, doctor checks the cluster, builds need a registry, and a core in
-// the cluster coordinates with its replicas (core/cluster).
+// pods, nodes pull images, doctor checks the cluster, builds need a
+// registry, and a core in the cluster coordinates with its replicas
+// (core/cluster).
 func (c *Client) Capabilities() runtime.Capabilities {
-	caps := runtime.Capabilities{StagedWorkspaces: true, Doctor: c.Doctor}
+	caps := runtime.Capabilities{StagedWorkspaces: true, ImagesElsewhere: true, Doctor: c.Doctor}
 	if c.k.ImageRegistry == "" {
 		caps.NoBuilds = ErrNoBuilds
 	}
