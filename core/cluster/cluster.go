@@ -171,8 +171,12 @@ func (c *Cluster) Capabilities(caps runtime.Capabilities) runtime.Capabilities {
 	return caps
 }
 
-// fail wraps an API error with what was done and to which pod.
-func fail(what, id string, err error) error {
+// fail is Fail.
+func fail(what, id string, err error) error { return Fail(what, id, err) }
+
+// Fail wraps an API error with what was done and to which pod, and says
+// which permission a refusal lacks.
+func Fail(what, id string, err error) error {
 	if err == nil {
 		return nil
 	}

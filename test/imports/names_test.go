@@ -34,19 +34,10 @@ func concreteEngine(fset *token.FileSet, name string, src any) ([]string, error)
 // engine itself: its non-test code names no engine.Engine.
 func TestMCPServerUsesInterfaces(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join("..", "..", "core", "mcpserver")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fset := token.NewFileSet()
-	n := 0
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
-		}
-		n++
-		found, err := concreteEngine(fset, filepath.Join(dir, e.Name()), nil)
+	files := sources(t, "core/mcpserver")
+	for _, name := range files {
+		found, err := concreteEngine(fset, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,9 +45,27 @@ func TestMCPServerUsesInterfaces(t *testing.T) {
 			t.Errorf("%s: core/mcpserver depends on the engine itself; use its interfaces (deps.go)", f)
 		}
 	}
-	if n < 5 {
-		t.Fatalf("found only %d Go files in %s", n, dir)
+	if len(files) < 5 {
+		t.Fatalf("found only %d Go files in core/mcpserver", len(files))
 	}
+}
+
+// sources are the non-test Go files of the package in dir (relative to
+// the repository).
+func sources(t *testing.T, dir string) []string {
+	t.Helper()
+	dir = filepath.Join("..", "..", filepath.FromSlash(dir))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }
 
 // The check finds what it forbids.
@@ -116,22 +125,14 @@ func runtimeNamed(fset *token.FileSet, name string, src any) ([]string, error) {
 // which runtime it is.
 func TestForgeNamesRuntimesOnce(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join("..", "..", "core", "forge")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fset := token.NewFileSet()
 	factory := 0
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
-		}
-		found, err := runtimeNamed(fset, filepath.Join(dir, e.Name()), nil)
+	for _, name := range sources(t, "core/forge") {
+		found, err := runtimeNamed(fset, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Name() == "runtimes.go" {
+		if filepath.Base(name) == "runtimes.go" {
 			factory = len(found)
 			continue
 		}

@@ -193,15 +193,7 @@ func op(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // fail wraps an API error with what was done and to which pod.
-func fail(what, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("%s of pod %s: %w (the core's Role lacks this permission: docs/kubernetes.md lists it)", what, id, err)
-	}
-	return fmt.Errorf("%s of pod %s: %w", what, id, err)
-}
+func fail(what, id string, err error) error { return coord.Fail(what, id, err) }
 
 // ErrNotOurs is a pod this core did not create.
 var ErrNotOurs = errors.New("no such sandbox pod")
