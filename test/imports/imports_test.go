@@ -2,7 +2,8 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver talks to the engine through its own interfaces,
+// bindings; core/cluster (a core's replicas) knows only core/runtime, and
+// only core/forge's factory names a runtime implementation; mcpserver talks to the engine through its own interfaces,
 // never to the runtime; the engine's parts (route, pure; session;
 // checkpoint; refusal) sit below it; only config parses sizes;
 // core/workspace knows nothing of the plugin API; httpserver is a

@@ -39,7 +39,7 @@ var Permissions = []Permission{
 
 // SessionPermissions are what a core in the cluster also needs in the
 // sandbox namespace to record its sessions and take over its replicas'
-// (records.go).
+// (core/cluster/records.go).
 var SessionPermissions = []Permission{
 	{"", "pods", "", "update", ""},
 	{"", "secrets", "", "create", ""}, {"", "secrets", "", "get", ""}, {"", "secrets", "", "update", ""},
@@ -49,7 +49,7 @@ var SessionPermissions = []Permission{
 // core_pod) also needs in its own namespace: read its pod and its
 // replicas', hold the reaper's Lease, and publish its usage of the
 // tenants' quotas in a Lease of its own while watching its replicas'
-// (quotas.go; deploy/base/rbac.yaml).
+// (core/cluster; deploy/base/rbac.yaml).
 var CorePermissions = []Permission{
 	{"", "pods", "", "get", ""}, {"", "pods", "", "list", ""},
 	{"coordination.k8s.io", "leases", "", "create", ""}, {"coordination.k8s.io", "leases", "", "get", ""},
