@@ -71,20 +71,23 @@ func sources(t *testing.T, dir string) []string {
 // The check finds what it forbids.
 func TestConcreteEngineFound(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		src  string
-		want int
-	}{
-		{"package p\nimport \"e/engine\"\ntype S struct{ eng *engine.Engine }", 1},
-		{"package p\nimport \"e/engine\"\nvar _, _ = engine.New(nil)", 1},
-		{"package p\nimport \"e/engine\"\ntype S struct{ r engine.Request }", 0},
-	} {
-		got, err := concreteEngine(token.NewFileSet(), "x.go", c.src)
+	finds(t, concreteEngine, map[string]int{
+		"package p\nimport \"e/engine\"\ntype S struct{ eng *engine.Engine }": 1,
+		"package p\nimport \"e/engine\"\nvar _, _ = engine.New(nil)":          1,
+		"package p\nimport \"e/engine\"\ntype S struct{ r engine.Request }":   0,
+	})
+}
+
+// finds checks that check finds in each source as many places as it says.
+func finds(t *testing.T, check func(*token.FileSet, string, any) ([]string, error), cases map[string]int) {
+	t.Helper()
+	for src, want := range cases {
+		got, err := check(token.NewFileSet(), "x.go", src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != c.want {
-			t.Errorf("%q: found %v, want %d", c.src, got, c.want)
+		if len(got) != want {
+			t.Errorf("%q: found %v, want %d", src, got, want)
 		}
 	}
 }
@@ -148,22 +151,11 @@ func TestForgeNamesRuntimesOnce(t *testing.T) {
 // The check finds what it forbids.
 func TestRuntimeNamedFound(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		src  string
-		want int
-	}{
-		{"package p\nimport \"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes\"\nvar _ = kubernetes.New", 1},
-		{"package p\nimport \"github.com/mcp-forge/mcp-forge/core/cluster\"\nvar _ = cluster.New", 1},
-		{"package p\nfunc f(kind string) bool { return kind == \"kubernetes\" || \"podman\" != kind }", 2},
-		{"package p\nimport \"github.com/mcp-forge/mcp-forge/core/runtime\"\nvar _ = runtime.CapabilitiesOf(nil).Sessions != nil", 0},
-		{"package p\nvar name = \"podman\"", 0},
-	} {
-		got, err := runtimeNamed(token.NewFileSet(), "x.go", c.src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != c.want {
-			t.Errorf("%q: found %v, want %d", c.src, got, c.want)
-		}
-	}
+	finds(t, runtimeNamed, map[string]int{
+		"package p\nimport \"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes\"\nvar _ = kubernetes.New":                   1,
+		"package p\nimport \"github.com/mcp-forge/mcp-forge/core/cluster\"\nvar _ = cluster.New":                                 1,
+		"package p\nfunc f(kind string) bool { return kind == \"kubernetes\" || \"podman\" != kind }":                            2,
+		"package p\nimport \"github.com/mcp-forge/mcp-forge/core/runtime\"\nvar _ = runtime.CapabilitiesOf(nil).Sessions != nil": 0,
+		"package p\nvar name = \"podman\"": 0,
+	})
 }
