@@ -24,7 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/route"
-	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -79,11 +79,13 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 		return ErrFailed
 	}
 	// bound: the core doctor diagnoses is the one serve runs, watchdog first.
-	guarantees := doctor.Guarantees(withHostGaps(cfg, rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg)
+	guarantees := doctor.Guarantees(withHostGaps(rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
 		guarantees, doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images)}
-	if k, ok := rt.(*kubernetes.Client); ok {
-		findings := k.Doctor(images)
+	if own := runtime.CapabilitiesOf(rt).Doctor; own != nil {
+		// The runtime checks itself (a cluster: its API, permissions,
+		// nodes and registry) in place of a Podman host.
+		findings := own(images)
 		cluster := func(ctx context.Context) []doctor.Result {
 			var out []doctor.Result
 			for _, f := range findings(ctx) {

@@ -11,7 +11,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
-	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
@@ -27,11 +26,12 @@ func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt Runtime)
 	if !cfg.EnvironmentBuilder.Enabled {
 		return
 	}
-	if cfg.Runtime.Kind == "kubernetes" && cfg.Runtime.Kubernetes.ImageRegistry == "" {
-		// A node runs only what it can pull: refused before any builder
-		// fetches a package, with the key that enables it.
-		f.Log.Warn("custom environments are unavailable", "reason", kubernetes.ErrNoBuilds)
-		f.MCP.SetEnvironments(nil, kubernetes.ErrNoBuilds.Error())
+	if why := f.caps.NoBuilds; why != nil {
+		// The runtime cannot run what is built (a cluster's node runs
+		// only what it can pull): refused before any builder fetches a
+		// package, with the key that enables it.
+		f.Log.Warn("custom environments are unavailable", "reason", why)
+		f.MCP.SetEnvironments(nil, why.Error())
 		return
 	}
 	bld := cfg.EnvironmentBuilder.Builder

@@ -56,7 +56,8 @@ type Forge struct {
 	Tools *toolbridge.Service
 
 	runtime Runtime
-	quotas  *quotaShare // the tenants' quotas across replicas; nil: this core is alone
+	caps    runtime.Capabilities // what the runtime declares it can do
+	quotas  *quotaShare          // the tenants' quotas across replicas; nil: this core is alone
 	// httpPort is the MCP port served (--http or server.port), where
 	// replicas forward calls to each other.
 	httpPort int
@@ -214,19 +215,20 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	// The workspace quota and the lifetime bound are guarantees of the
 	// sandboxes as much as the runtime's limits are: their gaps are
 	// reported with the runtime's.
+	raw, err := m.runtime(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	f.caps = runtime.CapabilitiesOf(raw)
 	var fsq quota = podQuota{base: cfg.Volumes.BasePath, server: procid.Self()}
-	if cfg.Runtime.Kind != "kubernetes" {
+	if !f.caps.StagedWorkspaces {
 		fsq, err = m.quota(cfg, log.Named("quota"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
-	raw, err := m.runtime(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	rt := withHostGaps(cfg, raw, fsq, m.bound)
+	rt := withHostGaps(raw, fsq, m.bound)
 	cpu, _ := raw.(sandbox.CPUUpdater) // Podman; a pod's quota stays as created
 	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw), CPU: cpu})
 	f.Sandbox, f.runtime = sb, rt
@@ -235,7 +237,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	} else if n > 0 {
 		log.Info("removed containers left by a previous run", "count", n)
 	}
-	if st := sessionStore(raw); st != nil {
+	if st := f.caps.Sessions; st != nil {
 		// A restart in the same pod: the previous process's sessions are
 		// anyone's to take over, this process's too.
 		if n, err := st.ReleaseAll(ctx); err != nil {
@@ -245,7 +247,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		}
 	}
 
-	if stop := startOrphanReaper(raw, al); stop != nil {
+	if stop := startOrphanReaper(f.caps.Reaper, al); stop != nil {
 		f.undo.push("orphan reaper", func(context.Context) error { stop(); return nil })
 	}
 
@@ -325,7 +327,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
 	f.Engine = eng
-	if f.quotas = shareQuotas(raw, eng); f.quotas != nil {
+	if f.quotas = shareQuotas(f.caps.Quotas, eng); f.quotas != nil {
 		// Undone after the sessions (a stack): the last usage written says
 		// what this replica no longer holds.
 		f.undo.push("quota sharing", func(context.Context) error { f.quotas.stop(); return nil })
@@ -342,7 +344,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))
 	}
-	if st := sessionStore(raw); st != nil {
+	if st := f.caps.Sessions; st != nil {
 		eng.SetSessionStore(st, sessionHosts{crashes})
 	}
 	crashes.resolve(eng)

@@ -22,7 +22,10 @@ type slowRuntime struct {
 	fakeRuntime
 	slow              atomic.Bool
 	infos, guarantees atomic.Int32 // calls, slow ones too
+	caps              runtime.Capabilities
 }
+
+func (r *slowRuntime) Capabilities() runtime.Capabilities { return r.caps }
 
 func (r *slowRuntime) wait(ctx context.Context, call string) error {
 	if !r.slow.Load() {
@@ -153,6 +156,7 @@ func TestReadinessAsksInfoWhenNothingElseAnswers(t *testing.T) {
 	}{{"podman", 1}, {"", 1}, {"kubernetes", 3}} {
 		t.Run(c.kind, func(t *testing.T) {
 			rt := &slowRuntime{fakeRuntime: fakeRuntime{runtimetest.New(runtime.ImageInfo{Names: []string{image}})}}
+			rt.caps.ImagesElsewhere = c.kind == "kubernetes" // as the Kubernetes runtime declares
 			p := &readyProbe{}
 			for range 3 {
 				p.readiness(context.Background(), c.kind, rt, policy.New(policy.Settings{}, nil), statuses()[:1])

@@ -104,7 +104,7 @@ func (p *readyProbe) readiness(ctx context.Context, kind string, rt Runtime, pol
 	// Podman's image lookups are calls to the service, cheaper than its
 	// info; a Kubernetes image lookup may ask nothing (the nodes pull),
 	// and its Info (the API server's version) is cheap.
-	lookups := len(images) > 0 && name == "podman"
+	lookups := len(images) > 0 && !runtime.CapabilitiesOf(rt).ImagesElsewhere
 	if p.askInfo(now, lookups) {
 		var err error
 		info, err = rt.Info(ctx)

@@ -25,8 +25,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
-	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
-	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -92,35 +90,26 @@ func (q podQuota) Sweep() (int, error) {
 
 func (podQuota) Close() error { return nil }
 
-// runtimeFor is the runtime [runtime] kind names.
-func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
-	if cfg.Runtime.Kind == "kubernetes" {
-		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids),
-			SessionGrace: time.Duration(cfg.Sessions.IdleTimeout) * time.Second, Log: log.Named("kubernetes")})
-	}
-	return podman.New(cfg.Server.PodmanSocket), nil
-}
-
 // reapEvery is how often the replica holding the reaper's Lease looks for
 // sandboxes of core pods that are gone.
 const reapEvery = 10 * time.Second
 
-// startOrphanReaper runs the Kubernetes runtime's orphan reaper of a core
-// in the cluster (each replica reconciles only its own sandboxes; the
-// Lease holder removes those of replicas that are gone), each removal
-// audited. nil: no reaper (Podman, or a core outside the cluster).
-func startOrphanReaper(rt Runtime, al audit.Recorder) (stop func()) {
-	k, ok := rt.(*kubernetes.Client)
-	if !ok || k.CorePod() == "" {
+// startOrphanReaper runs the runtime's reaper of the sandboxes of the
+// core's replicas that are gone (a core in the cluster: each replica
+// reconciles only its own sandboxes; the Lease holder removes those of
+// replicas that are gone), each removal audited. nil: no reaper (Podman,
+// or a core outside the cluster).
+func startOrphanReaper(r runtime.Reaper, al audit.Recorder) (stop func()) {
+	if r == nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		k.RunReaper(ctx, reapEvery, func(x kubernetes.Reaped) {
+		r.RunReaper(ctx, reapEvery, func(x runtime.Reaped) {
 			al.Record(audit.Entry{Event: audit.ContainerReap, SessionID: x.Session, Success: x.Err == nil,
-				Details: map[string]any{"container_id": x.Pod, "image": x.Image, "left_by": x.LeftBy}, Error: audit.ErrText(x.Err)})
+				Details: map[string]any{"container_id": x.Container, "image": x.Image, "left_by": x.LeftBy}, Error: audit.ErrText(x.Err)})
 		})
 	}()
 	return func() { cancel(); <-done }
@@ -333,6 +322,9 @@ type gapRuntime struct {
 	gaps func() []runtime.Gap
 }
 
+// Capabilities are the runtime's (runtime.Capable).
+func (g gapRuntime) Capabilities() runtime.Capabilities { return runtime.CapabilitiesOf(g.Runtime) }
+
 func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
 	rep, err := g.Runtime.Guarantees(ctx)
 	if err != nil {
@@ -341,33 +333,15 @@ func (g gapRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
 	return rep.With(g.gaps()...), nil
 }
 
-// withHostGaps is rt lacking what hostGaps says. A Kubernetes runtime's
-// sandboxes have neither the host's workspaces nor its watchdog: the pod's
-// emptyDir and activeDeadlineSeconds are in the runtime's own report.
-func withHostGaps(cfg config.Config, rt Runtime, q interface{ Enforced() bool }, bound bool) Runtime {
-	if cfg.Runtime.Kind == "kubernetes" {
+// withHostGaps is rt lacking what hostGaps says. The sandboxes of a
+// runtime that stages workspaces (Kubernetes) have neither the host's
+// workspaces nor its watchdog: the pod's emptyDir and
+// activeDeadlineSeconds are in the runtime's own report.
+func withHostGaps(rt Runtime, q interface{ Enforced() bool }, bound bool) Runtime {
+	if runtime.CapabilitiesOf(rt).StagedWorkspaces {
 		return rt
 	}
 	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return hostGaps(q, bound) }}
-}
-
-// sessionStore is where a core in the cluster records its sessions for
-// its replicas to take over (engine.SetSessionStore); nil: nowhere (Podman,
-// or a core outside the cluster, which has no replicas).
-func sessionStore(rt Runtime) runtime.SessionStore {
-	for {
-		switch r := rt.(type) {
-		case gapRuntime:
-			rt = r.Runtime
-		case *kubernetes.Client:
-			if r.CorePod() == "" {
-				return nil
-			}
-			return r
-		default:
-			return nil
-		}
-	}
 }
 
 // quotaShare shares what this replica holds of the tenants' quotas with
@@ -375,7 +349,7 @@ func sessionStore(rt Runtime) runtime.SessionStore {
 // (tenant.Shared): runs from the tenants' registry (once the HTTP
 // transport has one), live sessions from the engine.
 type quotaShare struct {
-	q       *kubernetes.Quotas
+	q       runtime.SharedQuotas
 	eng     *engine.Engine
 	tenants atomic.Pointer[tenant.Registry]
 	stop    func()
@@ -383,27 +357,24 @@ type quotaShare struct {
 
 var _ tenant.Shared = (*quotaShare)(nil)
 
-// shareQuotas starts sharing for a core in the cluster; nil otherwise.
-func shareQuotas(rt Runtime, eng *engine.Engine) *quotaShare {
-	k, ok := sessionStore(rt).(*kubernetes.Client)
-	if !ok {
+// shareQuotas starts sharing for a core with replicas (the runtime's
+// QuotaSharer); nil otherwise.
+func shareQuotas(sh runtime.QuotaSharer, eng *engine.Engine) *quotaShare {
+	if sh == nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &quotaShare{eng: eng}
-	if s.q = k.ShareQuotas(ctx, s.local); s.q == nil {
-		cancel()
-		return nil
-	}
+	s.q = sh.ShareQuotas(ctx, s.local)
 	s.stop = func() { cancel(); s.q.Wait() }
 	eng.OnSessionsChange(s.q.Changed)
 	return s
 }
 
-func (s *quotaShare) local() map[string]kubernetes.Use {
-	out := map[string]kubernetes.Use{}
+func (s *quotaShare) local() map[string]runtime.Usage {
+	out := map[string]runtime.Usage{}
 	for client, n := range s.eng.SessionsPerClient() {
-		out[client] = kubernetes.Use{Sessions: n}
+		out[client] = runtime.Usage{Sessions: n}
 	}
 	if reg := s.tenants.Load(); reg != nil {
 		for name, n := range reg.RunningAll() {
@@ -429,8 +400,8 @@ func (s *quotaShare) Changed() { s.q.Changed() }
 // such calls keep their refusal, and a client kept on one replica by the
 // Service's sessionAffinity does not meet them).
 func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
-	k, ok := sessionStore(f.runtime).(*kubernetes.Client)
-	if !ok || f.Config.Server.TLSCert != "" {
+	rs := f.caps.Replicas
+	if rs == nil || f.Config.Server.TLSCert != "" {
 		return nil
 	}
 	route := func(ctx context.Context, call *mcp.CallToolRequest) string {
@@ -446,7 +417,7 @@ func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 		}
 		return f.Engine.HeldElsewhere(ctx, client, session)
 	}
-	return forward.New(route, k.ReplicaAddress, cmp.Or(f.httpPort, f.Config.Server.Port), httpserver.Path, k.CorePod(), version.Version, f.Audit, f.Log.Named("forward"))
+	return forward.New(route, rs.ReplicaAddress, cmp.Or(f.httpPort, f.Config.Server.Port), httpserver.Path, rs.Self(), version.Version, f.Audit, f.Log.Named("forward"))
 }
 
 // sessionHosts moves session containers between this core and its

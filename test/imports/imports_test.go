@@ -2,13 +2,15 @@
 // a change cannot break them silently (DESIGN.md, "Import rules"): cmd →
 // core → sdk; plugins → sdk only; sdk never imports core; config, runtime
 // and policy are leaves; only core/runtime/podman holds the Podman
-// bindings; mcpserver and its toolsets talk to the engine through their
-// own interfaces, never to the runtime, and the toolsets sit below the
-// server that assembles them; the engine's parts (route, pure; session;
-// checkpoint; refusal) sit below it; core/toolcall is a leaf; only config
-// parses sizes; core/workspace knows nothing of the plugin API; httpserver
-// is a transport behind its own interfaces; cmd is flags and one call into
-// the assembly (core/forge).
+// bindings; core/cluster (a core's replicas) knows only core/runtime,
+// and only core/forge's factory names a runtime implementation; mcpserver
+// and its toolsets talk to the engine through their own interfaces, never
+// to the runtime, and the toolsets sit below the server that assembles
+// them; the engine's parts (route, pure; session; checkpoint; refusal) sit
+// below it; core/toolcall is a leaf; only config parses sizes;
+// core/workspace knows nothing of the plugin API; httpserver is a
+// transport behind its own interfaces; cmd is flags and one call into the
+// assembly (core/forge).
 package imports
 
 import (
@@ -108,11 +110,26 @@ var rules = []rule{
 	// A runtime implementation takes its own section of the configuration
 	// ([runtime.kubernetes]: a dozen settings) as core/config declares it,
 	// rather than a copy of the same struct; config is itself a leaf.
-	{"core/runtime is a leaf (its implementations import only it, and core/config for their settings)", func(from, to string) bool {
+	{"core/runtime is a leaf (its implementations import only it, core/config for their settings, and core/cluster for a cluster's coordination)", func(from, to string) bool {
 		if from == "core/runtime" {
 			return internal(to)
 		}
-		return under(from, "core/runtime") && internal(to) && !under(to, "core/runtime") && to != "core/config"
+		return under(from, "core/runtime") && internal(to) && !under(to, "core/runtime") && to != "core/config" && to != "core/cluster"
+	}},
+	// The coordination of a core's replicas in a cluster (Leases, shared
+	// quotas, session records, the reaper) knows the runtime only through
+	// core/runtime's interfaces and its own Pods: no runtime, no engine.
+	{"core/cluster: of this module only core/runtime", func(from, to string) bool {
+		return from == "core/cluster" && internal(to) && to != "core/runtime"
+	}},
+	// Runtimes declare what they can do (runtime.Capabilities): the core
+	// names an implementation only where it picks one (core/forge's
+	// factory, runtimes.go, which TestForgeNamesRuntimesOnce holds to).
+	{"only core/forge imports a runtime implementation (core/runtime/podman, core/runtime/kubernetes) or core/cluster", func(from, to string) bool {
+		if to != "core/runtime/podman" && to != "core/runtime/kubernetes" && to != "core/cluster" {
+			return false
+		}
+		return from != "core/forge" && !under(from, "test") && !(to == "core/cluster" && from == "core/runtime/kubernetes")
 	}},
 	{"core/policy is pure rules: config, imageref, runtime, seccomp only", func(from, to string) bool {
 		if from != "core/policy" || !internal(to) {
@@ -266,6 +283,13 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/mcpserver/toolsets/execution", "core/sandbox"},
 		{"core/mcpserver/toolsets", "core/runtime/podman"},
 		{"core/toolcall", "core/refusal"},
+		{"core/runtime/kubernetes", "core/engine"},
+		{"core/cluster", "core/runtime/kubernetes"},
+		{"core/cluster", "core/config"},
+		{"core/engine", "core/runtime/kubernetes"},
+		{"core/sandbox", "core/runtime/podman"},
+		{"core/engine", "core/cluster"},
+		{"cmd/mcp-forge", "core/runtime/kubernetes"},
 	}
 	for _, c := range cases {
 		forbidden := false
@@ -287,6 +311,8 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"cmd/mcp-forge", "core/config"}, {"core/forge", "core/httpserver"}, {"core/httpserver", "core/tenant"},
 		{"core/mcpserver", "core/mcpserver/toolsets/jobs"}, {"core/mcpserver/toolsets/jobs", "core/mcpserver/toolsets/execution"},
 		{"core/tenant", "core/toolcall"}, {"core/mcpserver/toolsets", "core/toolcall"},
+		{"core/runtime/kubernetes", "core/cluster"}, {"core/cluster", "core/runtime"}, {"core/forge", "core/runtime/kubernetes"},
+		{"test/testenv", "core/runtime/kubernetes"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {

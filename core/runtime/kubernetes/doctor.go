@@ -9,15 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // Finding is one line of doctor's report (core/doctor prints them).
-type Finding struct {
-	Name   string
-	Status string // OK, Warn or Fail
-	Detail string
-	Fix    string
-}
+type Finding = runtime.Finding
 
 // Statuses of a Finding, as doctor spells them.
 const (
@@ -42,7 +39,7 @@ var Permissions = []Permission{
 
 // SessionPermissions are what a core in the cluster also needs in the
 // sandbox namespace to record its sessions and take over its replicas'
-// (records.go).
+// (core/cluster/records.go).
 var SessionPermissions = []Permission{
 	{"", "pods", "", "update", ""},
 	{"", "secrets", "", "create", ""}, {"", "secrets", "", "get", ""}, {"", "secrets", "", "update", ""},
@@ -52,7 +49,7 @@ var SessionPermissions = []Permission{
 // core_pod) also needs in its own namespace: read its pod and its
 // replicas', hold the reaper's Lease, and publish its usage of the
 // tenants' quotas in a Lease of its own while watching its replicas'
-// (quotas.go; deploy/base/rbac.yaml).
+// (core/cluster; deploy/base/rbac.yaml).
 var CorePermissions = []Permission{
 	{"", "pods", "", "get", ""}, {"", "pods", "", "list", ""},
 	{"coordination.k8s.io", "leases", "", "create", ""}, {"coordination.k8s.io", "leases", "", "get", ""},

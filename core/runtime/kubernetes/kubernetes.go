@@ -9,8 +9,6 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	coord "github.com/mcp-forge/mcp-forge/core/cluster"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
@@ -52,8 +51,9 @@ type Client struct {
 	k       config.Kubernetes
 	quota   int64
 	maxPids int64
-	hostID  string  // hostID(), or of the core's own pod (identify)
-	core    corePod // the core's own pod when it runs in the cluster
+	hostID  string         // hostID(), or of the core's own pod (identify)
+	core    coord.CorePod  // the core's own pod when it runs in the cluster
+	cluster *coord.Cluster // its coordination with its replicas; nil outside the cluster
 	log     hclog.Logger
 	// exec runs a command in a container of a pod (the API server's exec
 	// or attach subresource); tests give it the kubelet's own handler.
@@ -61,11 +61,9 @@ type Client struct {
 
 	mu   sync.Mutex
 	pods map[string]*podInfo // pods this core created or adopted
-
-	// The reaper keeps the recorded sessions of a gone core for
-	// sessionGrace (records.go), from when it first found each.
+	// sessionGrace: the cluster's reaper keeps the recorded sessions of
+	// a gone core for it (Options.SessionGrace).
 	sessionGrace time.Duration
-	unclaimed    map[string]time.Time
 
 	// described caches what the registry said of an image by digest
 	// (immutable): a run then costs the registry one manifest request.
@@ -83,7 +81,7 @@ type podInfo struct {
 	// each until its connection ends.
 	dials map[*context.CancelFunc]bool
 	// recorded: its session is recorded, so another core may serve it
-	// now (records.go); Remove checks first.
+	// now (core/cluster); Remove checks first.
 	recorded bool
 }
 
@@ -100,14 +98,9 @@ type Options struct {
 	Log          hclog.Logger
 }
 
-// LabelHost marks the pods of the cores of one host (one process
-// namespace), or of one core pod when the core runs in the cluster (its
-// UID: see identify): a core tells a live neighbour from a dead one by its
-// process (core/procid), which only means something on the same host, so
-// it lists, adopts and removes only the pods of its host's cores. Cores
-// on other hosts sharing a namespace leave each other's pods alone; the
-// sandboxes of core pods that are gone are the reaper's (reaper.go).
-const LabelHost = "io.mcp-forge.host"
+// LabelHost marks the pods of the cores of one host, or of one core pod
+// (core/cluster).
+const LabelHost = coord.LabelHost
 
 // hostID names this host's process namespace: its boot, its name and its
 // pid namespace, hashed to a label value.
@@ -115,13 +108,7 @@ func hostID() string {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	name, _ := os.Hostname()
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return labelHash(strings.TrimSpace(string(boot)), name, ns)
-}
-
-// labelHash is parts, joined, hashed to a label value.
-func labelHash(parts ...string) string {
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	return hex.EncodeToString(sum[:8])
+	return coord.LabelHash(strings.TrimSpace(string(boot)), name, ns)
 }
 
 // RESTConfig is the core's credentials: the kubeconfig file, else the
@@ -177,7 +164,7 @@ func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes
 		klog.SetLogger(funcr.New(func(prefix, args string) { log.Debug(prefix, "args", args) }, funcr.Options{}))
 	})
 	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, maxPids: o.MaxPids, hostID: hostID(), log: o.Log, pods: map[string]*podInfo{},
-		sessionGrace: o.SessionGrace, unclaimed: map[string]time.Time{}}
+		sessionGrace: o.SessionGrace}
 	c.exec = c.tracedExec
 	return c
 }
@@ -206,15 +193,7 @@ func op(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // fail wraps an API error with what was done and to which pod.
-func fail(what, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("%s of pod %s: %w (the core's Role lacks this permission: docs/kubernetes.md lists it)", what, id, err)
-	}
-	return fmt.Errorf("%s of pod %s: %w", what, id, err)
-}
+func fail(what, id string, err error) error { return coord.Fail(what, id, err) }
 
 // ErrNotOurs is a pod this core did not create.
 var ErrNotOurs = errors.New("no such sandbox pod")
@@ -247,8 +226,8 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c.core.uid != "" {
-		pod.Annotations[AnnotationCorePod] = c.core.String()
+	if c.cluster != nil {
+		pod.Annotations[coord.AnnotationCorePod] = c.core.String()
 	}
 	mounts, _ := places(s)
 	cx, cancel := op(ctx)
@@ -610,7 +589,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 		} else if err != nil {
 			return fail("get", id, err)
 		}
-		if p.Labels[LabelHost] != c.hostID || p.Annotations[AnnotationReleased] != "" {
+		if p.Labels[LabelHost] != c.hostID || p.Annotations[coord.AnnotationReleased] != "" {
 			c.forget(id)
 			return fmt.Errorf("pod %s: its session is served by another core now; not removed", id)
 		}
@@ -672,12 +651,7 @@ func (c *Client) List(ctx context.Context, want map[string]string) ([]runtime.Co
 		} else if p.DeletionTimestamp != nil {
 			state = "removing"
 		}
-		img := ""
-		for _, ct := range p.Spec.Containers {
-			if ct.Name == containerSandbox {
-				img = ct.Image
-			}
-		}
+		img := sandboxImage(p)
 		out = append(out, runtime.Container{ID: p.Name, Name: p.Name, Image: img, ImageID: img, State: state, Created: p.CreationTimestamp.Time, Labels: all})
 		c.adopt(p)
 	}

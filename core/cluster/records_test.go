@@ -1,9 +1,10 @@
-package kubernetes
+package cluster
 
 import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +17,19 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // recordCluster is two replicas of a core in the cluster over one fake
 // API server, and a running sandbox pod made by the first.
-func recordCluster(t *testing.T) (cs *fake.Clientset, a, b *Client) {
+func recordCluster(t *testing.T) (cs *fake.Clientset, a, b *Cluster) {
 	t.Helper()
 	core := func(name, uid string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-forge-system", Name: name, UID: types.UID(uid)}}
 	}
 	cs = fake.NewClientset(core("core-a", "uid-a"), core("core-b", "uid-b"))
-	replica := func(name string) *Client {
-		k := config.Default().Runtime.Kubernetes
-		k.CorePod = "mcp-forge-system/" + name
-		c := NewWithClient(cs, nil, k, Options{SessionGrace: time.Hour})
-		if err := c.identify(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return c
+	replica := func(name string) *Cluster {
+		return replica(t, cs, "mcp-forge-system/"+name, time.Hour)
 	}
 	a, b = replica("core-a"), replica("core-b")
 	for _, name := range []string{"sb1", "sb2"} {
@@ -44,11 +38,51 @@ func recordCluster(t *testing.T) (cs *fake.Clientset, a, b *Client) {
 	return cs, a, b
 }
 
-func mustCreatePod(t *testing.T, cs *fake.Clientset, by *Client, name string) {
+// replica is the coordination of the core in pod (NAMESPACE/NAME) over
+// cs, with a book of its runtime's pods.
+func replica(t *testing.T, cs *fake.Clientset, pod string, grace time.Duration) *Cluster {
 	t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: by.k.Namespace, Name: name, UID: types.UID("uid-" + name),
-		Labels:      map[string]string{runtime.LabelManaged: "true", LabelHost: by.hostID},
-		Annotations: map[string]string{AnnotationCorePod: by.core.String()}},
+	self, err := Identify(context.Background(), cs, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(cs, self, &book{adopted: map[string]bool{}}, Options{Namespace: "mcp-forge", SessionGrace: grace})
+}
+
+// book is a runtime's bookkeeping of its pods, as a test reads it.
+type book struct {
+	mu      sync.Mutex
+	adopted map[string]bool // adopted and not forgotten since
+}
+
+func (b *book) Describe(p *corev1.Pod) Sandbox {
+	sb := Sandbox{Session: p.Labels[runtime.LabelSession]}
+	for _, st := range p.Status.ContainerStatuses {
+		sb.Ended = sb.Ended || st.Name == "sandbox" && st.State.Terminated != nil
+	}
+	if len(p.Spec.Containers) > 0 {
+		sb.Image = p.Spec.Containers[0].Image
+	}
+	return sb
+}
+
+func (b *book) Adopt(p *corev1.Pod) { b.mu.Lock(); b.adopted[p.Name] = true; b.mu.Unlock() }
+func (b *book) Forget(pod string)   { b.mu.Lock(); delete(b.adopted, pod); b.mu.Unlock() }
+func (b *book) Recorded(string)     {}
+
+// adopted says whether c's runtime serves pod, as it was told.
+func adopted(c *Cluster, pod string) bool {
+	b := c.pods.(*book)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.adopted[pod]
+}
+
+func mustCreatePod(t *testing.T, cs *fake.Clientset, by *Cluster, name string) {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: by.ns, Name: name, UID: types.UID("uid-" + name),
+		Labels:      map[string]string{runtime.LabelManaged: "true", LabelHost: by.host},
+		Annotations: map[string]string{AnnotationCorePod: by.self.String()}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	if _, err := cs.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -99,8 +133,8 @@ func TestSessionRecords(t *testing.T) {
 	if own, _ := a.OwnsSession(ctx, "sb1"); own {
 		t.Fatal("the replica that lost the session still owns it")
 	}
-	if _, err := b.info("sb1"); err != nil {
-		t.Fatalf("claimed pod not adopted: %v", err)
+	if !adopted(b, "sb1") {
+		t.Fatal("claimed pod not adopted")
 	}
 	if err := a.ReleaseSession(ctx, "sb1"); err == nil {
 		t.Fatal("a replica handed over a session it no longer serves")
@@ -183,7 +217,7 @@ func TestClaimConflict(t *testing.T) {
 	if err := b.ClaimSession(ctx, "sb1"); !errors.As(err, &held) {
 		t.Fatalf("claim that lost the race: %v", err)
 	}
-	if _, err := b.info("sb1"); err == nil {
+	if adopted(b, "sb1") {
 		t.Fatal("a lost claim adopted the pod")
 	}
 }
@@ -198,7 +232,7 @@ func TestReapKeepsRecorded(t *testing.T) {
 	}
 	cs.CoreV1().Pods("mcp-forge-system").Delete(ctx, "core-a", metav1.DeleteOptions{})
 	reaped, err := b.ReapOrphans(ctx)
-	if err != nil || len(reaped) != 1 || reaped[0].Pod != "sb2" {
+	if err != nil || len(reaped) != 1 || reaped[0].Container != "sb2" {
 		t.Fatalf("first sweep reaped %+v (%v), want the unrecorded sb2 only", reaped, err)
 	}
 	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 0 {
@@ -207,7 +241,7 @@ func TestReapKeepsRecorded(t *testing.T) {
 	b.mu.Lock()
 	b.unclaimed["sb1"] = time.Now().Add(-2 * time.Hour)
 	b.mu.Unlock()
-	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 1 || reaped[0].Pod != "sb1" {
+	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 1 || reaped[0].Container != "sb1" {
 		t.Fatalf("past the grace: reaped %+v", reaped)
 	}
 }
@@ -223,12 +257,7 @@ func TestSuccessors(t *testing.T) {
 	other := core("other-app", "h1")
 	other.Labels["app"] = "other"
 	cs := fake.NewClientset(core("core-a", "h1"), core("core-b", "h1"), core("core-new", "h2"), other)
-	k := config.Default().Runtime.Kubernetes
-	k.CorePod = "mcp-forge-system/core-a"
-	c := NewWithClient(cs, nil, k, Options{})
-	if err := c.identify(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := replica(t, cs, "mcp-forge-system/core-a", 0)
 	if n, err := c.Successors(ctx); n != 2 || err != nil {
 		t.Fatalf("successors %d (%v), want core-b and core-new", n, err)
 	}
@@ -300,7 +329,7 @@ func TestSessionRecordEdges(t *testing.T) {
 	b.mu.Lock()
 	b.unclaimed["sb1"] = time.Now().Add(-2 * time.Hour)
 	b.mu.Unlock()
-	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 1 || reaped[0].Pod != "sb1" {
+	if reaped, _ := b.ReapOrphans(ctx); len(reaped) != 1 || reaped[0].Container != "sb1" {
 		t.Fatalf("a handed-over session nobody claimed: reaped %+v", reaped)
 	}
 
@@ -317,17 +346,13 @@ func TestSessionRecordEdges(t *testing.T) {
 		t.Fatalf("record now names %q", pod)
 	}
 
-	// Taken over by b: a's remove of it is refused, the pod stays.
+	// Taken over by b: a no longer serves it.
 	cs.CoreV1().Pods("mcp-forge-system").Delete(ctx, "core-a", metav1.DeleteOptions{})
-	a.adopt(mustGet(t, cs, "sb4"))
 	if err := b.ClaimSession(ctx, "sb4"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Remove(ctx, "sb4"); err == nil {
-		t.Fatal("a core removed the pod of a session another core serves")
-	}
-	if _, err := pods.Get(ctx, "sb4", metav1.GetOptions{}); err != nil {
-		t.Fatalf("the pod is gone: %v", err)
+	if own, _ := a.OwnsSession(ctx, "sb4"); own {
+		t.Fatal("a still owns a session b took over")
 	}
 }
 

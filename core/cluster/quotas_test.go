@@ -1,4 +1,4 @@
-package kubernetes
+package cluster
 
 import (
 	"context"
@@ -11,23 +11,24 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // usage is a replica's own usage as a test sets it.
 type usage struct {
 	mu sync.Mutex
-	m  map[string]Use
+	m  map[string]runtime.Usage
 }
 
-func (u *usage) set(m map[string]Use) {
+func (u *usage) set(m map[string]runtime.Usage) {
 	u.mu.Lock()
 	u.m = m
 	u.mu.Unlock()
 }
 
-func (u *usage) get() map[string]Use {
+func (u *usage) get() map[string]runtime.Usage {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.m
@@ -57,15 +58,12 @@ func TestSharedQuotas(t *testing.T) {
 	defer cancel()
 	actx, stopA := context.WithCancel(ctx)
 	var ua, ub usage
-	ua.set(map[string]Use{"alice": {Sessions: 2, Runs: 1}, "bob": {}})
-	qa := a.ShareQuotas(actx, ua.get)
-	qb := b.ShareQuotas(ctx, ub.get)
-	if qa == nil || qb == nil {
-		t.Fatal("no sharing for a core in the cluster")
-	}
+	ua.set(map[string]runtime.Usage{"alice": {Sessions: 2, Runs: 1}, "bob": {}})
+	qa := a.shareQuotas(actx, ua.get)
+	qb := b.shareQuotas(ctx, ub.get)
 	eventually(t, "b sees a's usage", func() (bool, string) {
 		u, err := qb.Elsewhere("alice")
-		return err == nil && u == (Use{Sessions: 2, Runs: 1}), "alice elsewhere " + strings.TrimSpace(errText(err)) + " " + useText(u)
+		return err == nil && u == (runtime.Usage{Sessions: 2, Runs: 1}), "alice elsewhere " + strings.TrimSpace(errText(err)) + " " + useText(u)
 	})
 	if known, n := qb.Known(); !known || n != 1 {
 		t.Errorf("b knows the others' usage: %v, of %d replicas; want true, 1", known, n)
@@ -74,18 +72,18 @@ func TestSharedQuotas(t *testing.T) {
 		known, _ := qa.Known()
 		return known, "not yet"
 	})
-	if u, err := qa.Elsewhere("alice"); err != nil || u != (Use{}) {
+	if u, err := qa.Elsewhere("alice"); err != nil || u != (runtime.Usage{}) {
 		t.Errorf("a counts its own usage elsewhere: %+v %v", u, err)
 	}
-	if u, _ := qb.Elsewhere("carol"); u != (Use{}) {
+	if u, _ := qb.Elsewhere("carol"); u != (runtime.Usage{}) {
 		t.Errorf("carol elsewhere %+v", u)
 	}
 
-	ub.set(map[string]Use{"alice": {Runs: 3}})
+	ub.set(map[string]runtime.Usage{"alice": {Runs: 3}})
 	qb.Changed()
 	eventually(t, "a sees b's change", func() (bool, string) {
 		u, _ := qa.Elsewhere("alice")
-		return u == (Use{Runs: 3}), useText(u)
+		return u == (runtime.Usage{Runs: 3}), useText(u)
 	})
 
 	// The Lease: owned by a's pod, the tenant's name hashed.
@@ -104,28 +102,27 @@ func TestSharedQuotas(t *testing.T) {
 	qa.Wait()
 	eventually(t, "a's last usage", func() (bool, string) {
 		u, _ := qb.Elsewhere("alice")
-		return u == (Use{}), useText(u)
+		return u == (runtime.Usage{}), useText(u)
 	})
 
 	// A Lease past its renewal no longer counts (its replica died with its
 	// pod still there).
-	ua.set(map[string]Use{"alice": {Sessions: 1}})
-	qa = a.ShareQuotas(ctx, ua.get)
+	ua.set(map[string]runtime.Usage{"alice": {Sessions: 1}})
+	qa = a.shareQuotas(ctx, ua.get)
 	eventually(t, "a again", func() (bool, string) {
 		u, _ := qb.Elsewhere("alice")
-		return u == (Use{Sessions: 1}), useText(u)
+		return u == (runtime.Usage{Sessions: 1}), useText(u)
 	})
 	qb.mu.Lock()
 	qb.now = func() time.Time { return time.Now().Add(usageExpiry + time.Second) }
 	qb.mu.Unlock()
-	if u, _ := qb.Elsewhere("alice"); u != (Use{}) {
+	if u, _ := qb.Elsewhere("alice"); u != (runtime.Usage{}) {
 		t.Errorf("an expired Lease counts: %+v", u)
 	}
 }
 
 // Until the replicas' Leases are read, what they hold is unknown: a quota
-// cannot be counted, and says so. A core outside the cluster shares
-// nothing.
+// cannot be counted, and says so.
 func TestSharedQuotasUnknown(t *testing.T) {
 	cs, a, _ := recordCluster(t)
 	cs.PrependReactor("list", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
@@ -133,18 +130,13 @@ func TestSharedQuotasUnknown(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	q := a.ShareQuotas(ctx, func() map[string]Use { return nil })
+	q := a.shareQuotas(ctx, func() map[string]runtime.Usage { return nil })
 	time.Sleep(50 * time.Millisecond)
 	if known, _ := q.Known(); known {
 		t.Error("known before the Leases were read")
 	}
 	if _, err := q.Elsewhere("alice"); !errors.Is(err, ErrUsageUnknown) {
 		t.Errorf("elsewhere before the Leases were read: %v", err)
-	}
-	outside := NewWithClient(fake.NewClientset(), nil, a.k, Options{})
-	outside.core = corePod{}
-	if outside.ShareQuotas(ctx, nil) != nil {
-		t.Error("a core outside the cluster shares its quotas")
 	}
 }
 
@@ -155,4 +147,4 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func useText(u Use) string { return fmt.Sprintf("%+v", u) }
+func useText(u runtime.Usage) string { return fmt.Sprintf("%+v", u) }

@@ -1,4 +1,4 @@
-package kubernetes
+package cluster
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	leaseinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // LabelUsage marks the Leases, one per replica of a core in the cluster,
@@ -21,7 +23,7 @@ import (
 // (AnnotationUsage), so that a quota holds across replicas.
 const LabelUsage = "io.mcp-forge.usage"
 
-// AnnotationUsage holds a replica's usage: JSON, tenant (hashed) → Use.
+// AnnotationUsage holds a replica's usage: JSON, tenant (hashed) → use.
 const AnnotationUsage = "io.mcp-forge.usage"
 
 // Timing of the usage Leases: a replica renews its own every usageRenew,
@@ -37,8 +39,9 @@ const (
 	maxUse = 1 << 20
 )
 
-// Use is what one replica holds of one tenant's quotas.
-type Use struct {
+// use is what one replica holds of one tenant's quotas, as a Lease says
+// it (runtime.Usage).
+type use struct {
 	Sessions int `json:"s,omitempty"`
 	Runs     int `json:"r,omitempty"`
 }
@@ -52,9 +55,9 @@ var ErrUsageUnknown = errors.New("the other replicas' usage of the quotas is not
 // goes with it) is rewritten whenever its usage changes, and the others'
 // are watched, so counting what the others hold costs no API call.
 type Quotas struct {
-	c     *Client
+	c     *Cluster
 	lease string
-	local func() map[string]Use // this replica's usage, by tenant name
+	local func() map[string]runtime.Usage // this replica's usage, by tenant name
 	kick  chan struct{}
 	now   func() time.Time
 	done  chan struct{} // closed once the last usage is written
@@ -66,24 +69,24 @@ type Quotas struct {
 }
 
 type published struct {
-	use     map[string]Use // by hashed tenant
+	use     map[string]use // by hashed tenant
 	expires time.Time
 }
 
 // tenantKey is how a tenant is named in a Lease: a hash, so that tenant
 // names stay out of the cluster's objects.
-func tenantKey(name string) string { return labelHash("tenant", name) }
+func tenantKey(name string) string { return LabelHash("tenant", name) }
 
 // ShareQuotas starts sharing this replica's usage (local, called after
 // each Changed and at every renewal) until ctx ends, when it writes the
 // usage a last time (Wait waits for that). It returns at once; Elsewhere
 // fails with ErrUsageUnknown until the other replicas' Leases were read.
-// nil for a core outside the cluster: it has no replicas.
-func (c *Client) ShareQuotas(ctx context.Context, local func() map[string]Use) *Quotas {
-	if c.core.uid == "" {
-		return nil
-	}
-	q := &Quotas{c: c, lease: "mcp-forge-usage-" + c.core.name, local: local, kick: make(chan struct{}, 1), now: time.Now, done: make(chan struct{}),
+func (c *Cluster) ShareQuotas(ctx context.Context, local func() map[string]runtime.Usage) runtime.SharedQuotas {
+	return c.shareQuotas(ctx, local)
+}
+
+func (c *Cluster) shareQuotas(ctx context.Context, local func() map[string]runtime.Usage) *Quotas {
+	q := &Quotas{c: c, lease: "mcp-forge-usage-" + c.self.Name, local: local, kick: make(chan struct{}, 1), now: time.Now, done: make(chan struct{}),
 		others: map[string]published{}, hashes: map[string]string{}}
 	go q.publish(ctx)
 	go q.watch(ctx)
@@ -101,18 +104,18 @@ func (q *Quotas) Changed() {
 
 // Elsewhere is what the other live replicas hold of tenant's quotas, as
 // they last published it.
-func (q *Quotas) Elsewhere(tenant string) (Use, error) {
+func (q *Quotas) Elsewhere(tenant string) (runtime.Usage, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.synced {
-		return Use{}, ErrUsageUnknown
+		return runtime.Usage{}, ErrUsageUnknown
 	}
 	key, ok := q.hashes[tenant]
 	if !ok {
 		key = tenantKey(tenant)
 		q.hashes[tenant] = key
 	}
-	var sum Use
+	var sum runtime.Usage
 	now := q.now()
 	for name, p := range q.others {
 		if name == q.lease || now.After(p.expires) {
@@ -156,7 +159,7 @@ func (q *Quotas) publish(ctx context.Context) {
 		start := time.Now()
 		var err error
 		if last, err = q.write(ctx, last); err != nil && ctx.Err() == nil {
-			q.c.log.Warn("could not publish this replica's usage of the tenants' quotas", "lease", q.c.core.ns+"/"+q.lease, "error", err)
+			q.c.log.Warn("could not publish this replica's usage of the tenants' quotas", "lease", q.c.self.NS+"/"+q.lease, "error", err)
 		}
 		// At most one write per usageGap, whatever the calls' pace: the
 		// changes meanwhile go out together.
@@ -169,7 +172,7 @@ func (q *Quotas) publish(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if _, err := q.write(context.WithoutCancel(ctx), last); err != nil {
-				q.c.log.Warn("could not publish this replica's usage of the tenants' quotas as it stops", "lease", q.c.core.ns+"/"+q.lease, "error", err)
+				q.c.log.Warn("could not publish this replica's usage of the tenants' quotas as it stops", "lease", q.c.self.NS+"/"+q.lease, "error", err)
 			}
 			return
 		case <-q.kick:
@@ -182,23 +185,23 @@ func (q *Quotas) publish(ctx context.Context) {
 // last written, else (a conflict, the first time) of the one read now,
 // else a new Lease owned by this replica's pod.
 func (q *Quotas) write(ctx context.Context, last *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	use := map[string]Use{}
+	held := map[string]use{}
 	for name, u := range q.local() {
-		if u != (Use{}) {
-			use[tenantKey(name)] = u
+		if u != (runtime.Usage{}) {
+			held[tenantKey(name)] = use(u)
 		}
 	}
-	raw, err := json.Marshal(use)
+	raw, err := json.Marshal(held)
 	if err != nil {
 		return last, err
 	}
 	cx, cancel := op(ctx)
 	defer cancel()
-	leases := q.c.cs.CoordinationV1().Leases(q.c.core.ns)
+	leases := q.c.cs.CoordinationV1().Leases(q.c.self.NS)
 	fill := func(l *coordinationv1.Lease) {
 		now := metav1.NewMicroTime(q.now())
 		secs := int32(usageExpiry / time.Second)
-		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &q.c.core.name, &secs, &now
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &q.c.self.Name, &secs, &now
 		if l.Labels == nil {
 			l.Labels = map[string]string{}
 		}
@@ -230,8 +233,8 @@ func (q *Quotas) write(ctx context.Context, last *coordinationv1.Lease) (*coordi
 		return nil, fmt.Errorf("get: %w", err)
 	}
 	yes := true
-	l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: q.lease, Namespace: q.c.core.ns,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: q.c.core.name, UID: types.UID(q.c.core.uid), Controller: &yes}}}}
+	l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: q.lease, Namespace: q.c.self.NS,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: q.c.self.Name, UID: types.UID(q.c.self.UID), Controller: &yes}}}}
 	fill(l)
 	out, err := leases.Create(cx, l, metav1.CreateOptions{})
 	if err != nil {
@@ -242,7 +245,7 @@ func (q *Quotas) write(ctx context.Context, last *coordinationv1.Lease) (*coordi
 
 // watch keeps what the replicas' Leases say, until ctx ends.
 func (q *Quotas) watch(ctx context.Context) {
-	inf := leaseinformers.NewFilteredLeaseInformer(q.c.cs, q.c.core.ns, 0, cache.Indexers{},
+	inf := leaseinformers.NewFilteredLeaseInformer(q.c.cs, q.c.self.NS, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = LabelUsage + "=true" })
 	put := func(obj any) {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
@@ -286,11 +289,11 @@ func (q *Quotas) watch(ctx context.Context) {
 // replica's clock, whatever the writer's says; a count below zero is none,
 // and a Lease that says nothing readable counts for nothing.
 func (q *Quotas) readUsage(l *coordinationv1.Lease) published {
-	p := published{use: map[string]Use{}, expires: q.now().Add(usageExpiry)}
-	var use map[string]Use
-	if json.Unmarshal([]byte(l.Annotations[AnnotationUsage]), &use) == nil {
-		for k, u := range use {
-			p.use[k] = Use{Sessions: min(max(u.Sessions, 0), maxUse), Runs: min(max(u.Runs, 0), maxUse)}
+	p := published{use: map[string]use{}, expires: q.now().Add(usageExpiry)}
+	var said map[string]use
+	if json.Unmarshal([]byte(l.Annotations[AnnotationUsage]), &said) == nil {
+		for k, u := range said {
+			p.use[k] = use{Sessions: min(max(u.Sessions, 0), maxUse), Runs: min(max(u.Runs, 0), maxUse)}
 		}
 	}
 	return p

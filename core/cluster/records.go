@@ -1,4 +1,4 @@
-package kubernetes
+package cluster
 
 import (
 	"context"
@@ -43,15 +43,10 @@ const recordKey = "record"
 
 // recordName is the Secret of session internal's record: a hash, since an
 // internal id is longer than a name may be and says whose session it is.
-func recordName(internal string) string { return "mcp-forge-session-" + labelHash("session", internal) }
-
-var _ runtime.SessionStore = (*Client)(nil)
+func recordName(internal string) string { return "mcp-forge-session-" + LabelHash("session", internal) }
 
 // RecordSession implements runtime.SessionStore.
-func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.SessionRecord) error {
-	if c.core.uid == "" {
-		return errors.New("sessions are recorded only by a core in the cluster (runtime.kubernetes.core_pod)")
-	}
+func (c *Cluster) RecordSession(ctx context.Context, pod string, r runtime.SessionRecord) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -65,19 +60,19 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 	if p.DeletionTimestamp != nil {
 		return fmt.Errorf("pod %s is being deleted", pod)
 	}
-	if p.Labels[LabelHost] != c.hostID {
+	if p.Labels[LabelHost] != c.host {
 		return fmt.Errorf("pod %s is not this core's: it records only the sessions it serves", pod)
 	}
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: recordName(r.Internal), Namespace: c.k.Namespace,
-			Labels:          map[string]string{runtime.LabelManaged: "true", LabelCoreNamespace: c.core.ns},
+			Name: recordName(r.Internal), Namespace: c.ns,
+			Labels:          map[string]string{runtime.LabelManaged: "true", LabelCoreNamespace: c.self.NS},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}},
 		},
 		Type: SecretTypeSession,
 		Data: map[string][]byte{recordKey: data},
 	}
-	secrets := c.cs.CoreV1().Secrets(c.k.Namespace)
+	secrets := c.cs.CoreV1().Secrets(c.ns)
 	if _, err := secrets.Create(cx, want, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 		// A restarted session's new kernel: the record moves to its pod.
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -109,18 +104,14 @@ func (c *Client) RecordSession(ctx context.Context, pod string, r runtime.Sessio
 		return nil
 	})
 	if err == nil {
-		c.mu.Lock()
-		if info := c.pods[pod]; info != nil {
-			info.recorded = true
-		}
-		c.mu.Unlock()
+		c.pods.Recorded(pod)
 	}
 	return err
 }
 
 // getPod reads a sandbox pod.
-func (c *Client) getPod(ctx context.Context, pod string) (*corev1.Pod, error) {
-	p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(ctx, pod, metav1.GetOptions{})
+func (c *Cluster) getPod(ctx context.Context, pod string) (*corev1.Pod, error) {
+	p, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return nil, fail("get", pod, err)
 	}
@@ -136,18 +127,18 @@ func (c *Client) getPod(ctx context.Context, pod string) (*corev1.Pod, error) {
 // recordFree refuses to move a session's record away from a live pod
 // another core serves: this core opened a session of that id without
 // taking it over (it could not), and the record stays the other's.
-func (c *Client) recordFree(ctx context.Context, have *corev1.Secret, to types.UID) error {
+func (c *Cluster) recordFree(ctx context.Context, have *corev1.Secret, to types.UID) error {
 	for _, o := range have.OwnerReferences {
 		if o.Kind != "Pod" || o.UID == to {
 			continue
 		}
-		p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		p, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, o.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
 			return fail("get", o.Name, err)
 		}
-		if p.UID == o.UID && p.DeletionTimestamp == nil && p.Labels[LabelHost] != c.hostID {
+		if p.UID == o.UID && p.DeletionTimestamp == nil && p.Labels[LabelHost] != c.host {
 			return fmt.Errorf("the session is recorded for pod %s, which another replica serves", o.Name)
 		}
 	}
@@ -155,8 +146,8 @@ func (c *Client) recordFree(ctx context.Context, have *corev1.Secret, to types.U
 }
 
 // updatePod applies change to the pod and updates it, again on a conflict.
-func (c *Client) updatePod(ctx context.Context, pod string, change func(*corev1.Pod) error) error {
-	pods := c.cs.CoreV1().Pods(c.k.Namespace)
+func (c *Cluster) updatePod(ctx context.Context, pod string, change func(*corev1.Pod) error) error {
+	pods := c.cs.CoreV1().Pods(c.ns)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p, err := c.getPod(ctx, pod)
 		if err != nil {
@@ -174,17 +165,17 @@ func (c *Client) updatePod(ctx context.Context, pod string, change func(*corev1.
 // session Secret owned by the very pod (its UID) it names, of the session
 // asked, and the pod's sandbox still running. Anything else is no record:
 // labels and annotations alone never lead to a session.
-func (c *Client) FindSession(ctx context.Context, internal string) (runtime.SessionRecord, string, error) {
+func (c *Cluster) FindSession(ctx context.Context, internal string) (runtime.SessionRecord, string, error) {
 	cx, cancel := op(ctx)
 	defer cancel()
-	s, err := c.cs.CoreV1().Secrets(c.k.Namespace).Get(cx, recordName(internal), metav1.GetOptions{})
+	s, err := c.cs.CoreV1().Secrets(c.ns).Get(cx, recordName(internal), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
 	} else if err != nil {
 		return runtime.SessionRecord{}, "", fmt.Errorf("read session record: %w", err)
 	}
 	var r runtime.SessionRecord
-	if s.Labels[LabelCoreNamespace] != c.core.ns {
+	if s.Labels[LabelCoreNamespace] != c.self.NS {
 		// Another deployment's, sharing the sandbox namespace.
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
 	}
@@ -201,7 +192,7 @@ func (c *Client) FindSession(ctx context.Context, internal string) (runtime.Sess
 	if owner == nil {
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
 	}
-	p, err := c.cs.CoreV1().Pods(c.k.Namespace).Get(cx, owner.Name, metav1.GetOptions{})
+	p, err := c.cs.CoreV1().Pods(c.ns).Get(cx, owner.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
 	} else if err != nil {
@@ -210,21 +201,18 @@ func (c *Client) FindSession(ctx context.Context, internal string) (runtime.Sess
 	if p.UID != owner.UID || p.Labels[runtime.LabelManaged] != "true" || p.DeletionTimestamp != nil {
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
 	}
-	if _, ended := sandboxEnded(p); ended || p.Status.Phase != corev1.PodRunning {
+	if c.pods.Describe(p).Ended || p.Status.Phase != corev1.PodRunning {
 		return runtime.SessionRecord{}, "", runtime.ErrNoRecord
 	}
 	return r, p.Name, nil
 }
 
 // ReleaseAll implements runtime.SessionStore.
-func (c *Client) ReleaseAll(ctx context.Context) (int, error) {
-	if c.core.uid == "" {
-		return 0, nil
-	}
+func (c *Cluster) ReleaseAll(ctx context.Context) (int, error) {
 	cx, cancel := op(ctx)
 	defer cancel()
-	sel := labels.Set{runtime.LabelManaged: "true", LabelHost: c.hostID, runtime.LabelRecorded: "true"}
-	list, err := c.cs.CoreV1().Pods(c.k.Namespace).List(cx, metav1.ListOptions{LabelSelector: sel.String()})
+	sel := labels.Set{runtime.LabelManaged: "true", LabelHost: c.host, runtime.LabelRecorded: "true"}
+	list, err := c.cs.CoreV1().Pods(c.ns).List(cx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return 0, fail("list", "(recorded)", err)
 	}
@@ -245,7 +233,7 @@ func (c *Client) ReleaseAll(ctx context.Context) (int, error) {
 
 // ClaimSession implements runtime.SessionStore: a pod served by a core pod
 // that is gone, or handed over, becomes this core's.
-func (c *Client) ClaimSession(ctx context.Context, pod string) error {
+func (c *Cluster) ClaimSession(ctx context.Context, pod string) error {
 	cx, cancel := op(ctx)
 	defer cancel()
 	p, err := c.getPod(cx, pod)
@@ -257,25 +245,25 @@ func (c *Client) ClaimSession(ctx context.Context, pod string) error {
 	} else if by != "" {
 		return &runtime.HeldError{By: by}
 	}
-	p.Labels[LabelHost] = c.hostID
-	p.Annotations[AnnotationCorePod] = c.core.String()
+	p.Labels[LabelHost] = c.host
+	p.Annotations[AnnotationCorePod] = c.self.String()
 	delete(p.Annotations, AnnotationReleased)
 	// The resourceVersion read above: of two replicas claiming at once,
 	// the second update is refused.
-	made, err := c.cs.CoreV1().Pods(c.k.Namespace).Update(cx, p, metav1.UpdateOptions{})
+	made, err := c.cs.CoreV1().Pods(c.ns).Update(cx, p, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		return &runtime.HeldError{}
 	} else if err != nil {
 		return fail("update", pod, err)
 	}
-	c.adopt(made)
+	c.pods.Adopt(made)
 	return nil
 }
 
 // heldBy is the live other core serving sandbox pod p, "" when p is this
 // core's, handed over, or its core is gone.
-func (c *Client) heldBy(ctx context.Context, p *corev1.Pod) (string, error) {
-	if p.Labels[LabelHost] == c.hostID || p.Annotations[AnnotationReleased] != "" {
+func (c *Cluster) heldBy(ctx context.Context, p *corev1.Pod) (string, error) {
+	if p.Labels[LabelHost] == c.host || p.Annotations[AnnotationReleased] != "" {
 		return "", nil
 	}
 	owner, ok := parseCorePod(p.Annotations[AnnotationCorePod])
@@ -283,13 +271,13 @@ func (c *Client) heldBy(ctx context.Context, p *corev1.Pod) (string, error) {
 		return "", fmt.Errorf("pod %s names no core pod that serves it (annotation %s): not claimed", p.Name, AnnotationCorePod)
 	}
 	if c.coreAlive(ctx, owner) {
-		return owner.pod(), nil
+		return owner.Pod(), nil
 	}
 	return "", nil
 }
 
 // Holder implements runtime.SessionStore.
-func (c *Client) Holder(ctx context.Context, pod string) (string, error) {
+func (c *Cluster) Holder(ctx context.Context, pod string) (string, error) {
 	cx, cancel := op(ctx)
 	defer cancel()
 	p, err := c.getPod(cx, pod)
@@ -300,72 +288,53 @@ func (c *Client) Holder(ctx context.Context, pod string) (string, error) {
 }
 
 // OwnsSession implements runtime.SessionStore.
-func (c *Client) OwnsSession(ctx context.Context, pod string) (bool, error) {
+func (c *Cluster) OwnsSession(ctx context.Context, pod string) (bool, error) {
 	cx, cancel := op(ctx)
 	defer cancel()
 	p, err := c.getPod(cx, pod)
 	if err != nil {
 		return false, err
 	}
-	return p.Labels[LabelHost] == c.hostID && p.Annotations[AnnotationReleased] == "", nil
+	return p.Labels[LabelHost] == c.host && p.Annotations[AnnotationReleased] == "", nil
 }
 
 // ReleaseSession implements runtime.SessionStore; the pod leaves this
 // core's reconciliation too.
-func (c *Client) ReleaseSession(ctx context.Context, pod string) error {
+func (c *Cluster) ReleaseSession(ctx context.Context, pod string) error {
 	cx, cancel := op(ctx)
 	defer cancel()
 	err := c.updatePod(cx, pod, func(p *corev1.Pod) error {
-		if p.Labels[LabelHost] != c.hostID {
+		if p.Labels[LabelHost] != c.host {
 			return fmt.Errorf("pod %s is not this core's to hand over", pod)
 		}
-		p.Annotations[AnnotationReleased] = c.core.String()
+		p.Annotations[AnnotationReleased] = c.self.String()
 		return nil
 	})
 	if err == nil {
-		c.forget(pod)
+		c.pods.Forget(pod)
 	}
 	return err
 }
 
 // Forget implements runtime.SessionStore.
-func (c *Client) Forget(pod string) { c.forget(pod) }
-
-// forget drops what this core keeps of a pod it removed or no longer
-// serves: its file service, socket relays and dialled sockets end.
-func (c *Client) forget(pod string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.pods[pod]; p != nil {
-		if p.keeper != nil {
-			p.keeper.close()
-		}
-		if p.unrelay != nil {
-			p.unrelay()
-		}
-		for cut := range p.dials {
-			(*cut)()
-		}
-	}
-	delete(c.pods, pod)
-}
+func (c *Cluster) Forget(pod string) { c.pods.Forget(pod) }
 
 // Successors implements runtime.SessionStore: the core's other replicas
 // (pods with its labels) that are not stopping, a new revision's too. When
 // the Deployment itself is deleted there are none, and the sessions close.
-func (c *Client) Successors(ctx context.Context) (int, error) {
-	if c.core.uid == "" || len(c.core.labels) == 0 {
+func (c *Cluster) Successors(ctx context.Context) (int, error) {
+	if len(c.self.Labels) == 0 {
 		return 0, nil
 	}
 	cx, cancel := op(ctx)
 	defer cancel()
-	list, err := c.cs.CoreV1().Pods(c.core.ns).List(cx, metav1.ListOptions{LabelSelector: labels.Set(c.core.labels).String()})
+	list, err := c.cs.CoreV1().Pods(c.self.NS).List(cx, metav1.ListOptions{LabelSelector: labels.Set(c.self.Labels).String()})
 	if err != nil {
 		return 0, fmt.Errorf("list the core's replicas: %w", err)
 	}
 	n := 0
 	for _, p := range list.Items {
-		if string(p.UID) != c.core.uid && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+		if string(p.UID) != c.self.UID && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
 			n++
 		}
 	}
@@ -377,10 +346,10 @@ func (c *Client) Successors(ctx context.Context) (int, error) {
 // namespace with its labels (another replica of the same Deployment, of
 // any revision), running, not being deleted. Anything else is an error,
 // so a call is never sent to a pod that is not one of the core's.
-func (c *Client) ReplicaAddress(ctx context.Context, replica string) (string, error) {
+func (c *Cluster) ReplicaAddress(ctx context.Context, replica string) (string, error) {
 	ns, name, _ := strings.Cut(replica, "/")
-	if c.core.uid == "" || ns != c.core.ns || name == "" || len(c.core.labels) == 0 {
-		return "", fmt.Errorf("%s is not a replica of this core (its namespace is %s)", replica, c.core.ns)
+	if ns != c.self.NS || name == "" || len(c.self.Labels) == 0 {
+		return "", fmt.Errorf("%s is not a replica of this core (its namespace is %s)", replica, c.self.NS)
 	}
 	cx, cancel := op(ctx)
 	defer cancel()
@@ -388,7 +357,7 @@ func (c *Client) ReplicaAddress(ctx context.Context, replica string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("replica %s: %w", replica, err)
 	}
-	for k, v := range c.core.labels {
+	for k, v := range c.self.Labels {
 		if p.Labels[k] != v {
 			return "", fmt.Errorf("pod %s is not a replica of this core (label %s)", replica, k)
 		}

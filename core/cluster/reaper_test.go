@@ -1,4 +1,4 @@
-package kubernetes
+package cluster
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -55,14 +54,9 @@ func TestReapOrphans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	k := config.Default().Runtime.Kubernetes
-	k.CorePod = "mcp-forge-system/core-a"
-	c := NewWithClient(cs, nil, k, Options{})
-	if err := c.identify(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if c.CorePod() != "mcp-forge-system/core-a" || c.hostID == hostID() {
-		t.Fatalf("identified as %q, host %s", c.CorePod(), c.hostID)
+	c := replica(t, cs, "mcp-forge-system/core-a", 0)
+	if c.Self() != "mcp-forge-system/core-a" || c.host != LabelHash("pod", "uid-a") {
+		t.Fatalf("identified as %q, host %s", c.Self(), c.host)
 	}
 	reaped, err := c.ReapOrphans(context.Background())
 	if err != nil {
@@ -70,7 +64,7 @@ func TestReapOrphans(t *testing.T) {
 	}
 	var names []string
 	for _, r := range reaped {
-		names = append(names, r.Pod+"<"+r.LeftBy)
+		names = append(names, r.Container+"<"+r.LeftBy)
 	}
 	slices.Sort(names)
 	if want := []string{"evicted<mcp-forge-system/core-e", "gone-too<mcp-forge-system/core-x", "gone<mcp-forge-system/core-x", "lost-node<mcp-forge-system/core-t", "replaced<mcp-forge-system/core-c"}; !slices.Equal(names, want) {
@@ -86,12 +80,10 @@ func TestReapOrphans(t *testing.T) {
 		t.Fatalf("kept %v, want %v", kept, want)
 	}
 	// The same pod, a new process: the same host, so it reconciles its predecessor's sandboxes.
-	c2 := NewWithClient(cs, nil, k, Options{})
-	if err := c2.identify(context.Background()); err != nil || c2.hostID != c.hostID {
-		t.Fatalf("a restarted core in the same pod has host %s, want %s (%v)", c2.hostID, c.hostID, err)
+	if c2 := replica(t, cs, "mcp-forge-system/core-a", 0); c2.host != c.host {
+		t.Fatalf("a restarted core in the same pod has host %s, want %s", c2.host, c.host)
 	}
-	k.CorePod = "mcp-forge-system/nobody"
-	if err := NewWithClient(cs, nil, k, Options{}).identify(context.Background()); err == nil {
+	if _, err := Identify(context.Background(), cs, "mcp-forge-system/nobody"); err == nil {
 		t.Fatal("a core_pod that does not exist was accepted")
 	}
 }
