@@ -355,12 +355,3 @@ func TestSessionRecordEdges(t *testing.T) {
 		t.Fatal("a still owns a session b took over")
 	}
 }
-
-func mustGet(t *testing.T, cs *fake.Clientset, name string) *corev1.Pod {
-	t.Helper()
-	p, err := cs.CoreV1().Pods("mcp-forge").Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}

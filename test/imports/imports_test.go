@@ -198,6 +198,12 @@ var rules = []rule{
 		}
 		return under(to, "core/runtime")
 	}},
+	// The agent is a static binary that runs in every sandbox pod: it is
+	// built from its package alone (the core speaks to it with the same
+	// package's types), so nothing of the core goes into a pod.
+	{"core/runtime/agent imports nothing of this module, and cmd/mcp-forge-agent only it", func(from, to string) bool {
+		return (from == "core/runtime/agent" && internal(to)) || (from == "cmd/mcp-forge-agent" && internal(to) && to != "core/runtime/agent")
+	}},
 	{"cmd/mcp-forge parses flags, loads the configuration and calls core/forge: it imports no other core package but core/config", func(from, to string) bool {
 		return from == "cmd/mcp-forge" && internal(to) && to != "core/forge" && to != "core/config"
 	}},
@@ -277,6 +283,9 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"cmd/mcp-forge", "core/engine"},
 		{"cmd/mcp-forge", "core/httpserver"},
 		{"cmd/mcp-forge", "sdk/plugin"},
+		{"core/runtime/agent", "core/runtime"},
+		{"core/runtime/agent", "core/config"},
+		{"cmd/mcp-forge-agent", "core/runtime"},
 		{"core/egress", "core/runtime"},
 		{"core/egress", "core/engine"},
 		{"core/mcpserver/toolsets/files", "core/mcpserver"},
