@@ -48,7 +48,7 @@ if [ "$fuzztime" != 0 ]; then
 fi
 
 echo "== unit and end-to-end tests"
-go test -count=1 -timeout 40m ./... ./sdk/...
+go test -count=1 -timeout 55m ./... ./sdk/...
 
 echo "== Kubernetes: a real single-node cluster, the end-to-end matrix on it"
 scripts/test-kube.sh
