@@ -53,8 +53,8 @@ type pool[T any] struct {
 	// holds counts the runs on a warm item that have not answered yet;
 	// while there are some, no refill starts before holdUntil. A start
 	// (create, start, the runner's warm-up) takes both cores for a moment:
-	// begun on a hit, it ran beside the run it was replacing and made a
-	// warm R run at an agent's pace twice as slow.
+	// begun on a hit, it runs beside the run it replaces (the suspect of
+	// issue 40's slower warm R; docs/performance.md).
 	holds      int
 	holdUntil  time.Time
 	refillHold time.Duration
