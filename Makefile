@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
 
-.PHONY: all help setup setup-user images-archive build plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube bench-kube bench-cluster
+.PHONY: all help setup setup-user images-archive build agent-image plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube bench-kube bench-cluster
 
 ## all: the same as build
 all: build
@@ -37,6 +37,11 @@ images-archive:
 ## build: the server and every plugin into bin/
 build: plugins
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/mcp-forge ./cmd/mcp-forge
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/mcp-forge-agent ./cmd/mcp-forge-agent
+
+## agent-image: the image sandbox pods copy mcp-forge-agent from (FROM scratch, offline)
+agent-image: build
+	@images/agent/build.sh
 
 ## plugins: every plugin into bin/mcp-forge-plugin-<name>
 plugins:

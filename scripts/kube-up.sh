@@ -493,6 +493,19 @@ fi
 import_image "$pause_image"
 import_image localhost/mcp-forge/python:3.11
 import_image localhost/mcp-forge/r:4.2
+# mcp-forge-agent's image (images/agent), which every sandbox pod copies the
+# agent from: built from bin/ when make build made the agent, else from
+# the source into a temporary directory.
+agent_bin=bin
+if [ ! -x bin/mcp-forge-agent ]; then
+  agent_bin=$(mktemp -d)
+  env GOWORK= PATH="$PATH:/usr/local/go/bin" CGO_ENABLED=0 go build -o "$agent_bin/mcp-forge-agent" ./cmd/mcp-forge-agent ||
+    die "could not build mcp-forge-agent (go build ./cmd/mcp-forge-agent in $repo)"
+fi
+agent_image=$(images/agent/build.sh "$agent_bin" | tail -n 1) || die "images/agent/build.sh failed"
+[ "$agent_bin" = bin ] || rm -rf "$agent_bin"
+import_image "$agent_image"
+import_image localhost/mcp-forge/agent:dev
 # push_image NAME [PULL]: podman image -> the local registry as
 # $registry_addr/<path>, skipped when the stamp holds the podman image ID and
 # the registry has the tag. With PULL, containerd also pulls it from there by
@@ -608,6 +621,7 @@ kubeconfig = "$state/forge.kubeconfig"
 namespace = "$ns"
 node_name = "localhost"          # the one node: sandboxes skip the scheduler
 pull_policy = "Never"            # images imported into containerd
+agent_image = "$agent_image"  # mcp-forge-agent, copied into every pod (images/agent)
 image_registry = "${image_registry:-}"  # custom environments are pushed there; empty: none can be built
 seccomp_profile = "mcp-forge.json"
 workspace_medium = "Memory"      # a tmpfs workspace: a write past the quota fails with ENOSPC

@@ -45,8 +45,13 @@ type Kubernetes struct {
 	// ImageRegistry prefixes image names ("registry.example.org/team"):
 	// mcp-forge/python:3.11 runs as registry.example.org/team/mcp-forge/python:3.11.
 	ImageRegistry string `toml:"image_registry"`
-	PullPolicy    string `toml:"pull_policy"`   // Always, IfNotPresent or Never
-	RuntimeClass  string `toml:"runtime_class"` // e.g. "gvisor"; empty: the cluster's default
+	PullPolicy    string `toml:"pull_policy"` // Always, IfNotPresent or Never
+	// AgentImage holds mcp-forge-agent (images/agent: FROM scratch, the
+	// static binary): an init container of every sandbox pod copies it
+	// into the pod, so a user's image needs nothing of the core's. A full
+	// reference, taken as it is (image_registry does not prefix it).
+	AgentImage   string `toml:"agent_image"`
+	RuntimeClass string `toml:"runtime_class"` // e.g. "gvisor"; empty: the cluster's default
 	// NodeName pins every sandbox to one node (a cluster without a
 	// scheduler); empty: the scheduler places them.
 	NodeName     string            `toml:"node_name"`
@@ -499,7 +504,7 @@ func systemDefault() Config {
 			InlineFileSize:  256 << 10,
 		},
 		Runtime: Runtime{Kind: "podman", Kubernetes: Kubernetes{
-			Namespace: "mcp-forge", PullPolicy: "IfNotPresent", NodeSelector: map[string]string{}, Tolerations: []Toleration{},
+			Namespace: "mcp-forge", PullPolicy: "IfNotPresent", AgentImage: "localhost/mcp-forge/agent:dev", NodeSelector: map[string]string{}, Tolerations: []Toleration{},
 			CPURequest: "50m", MemoryRequest: 64 << 20, SessionLifetime: 24 * 3600,
 		}},
 		Security: Security{

@@ -458,6 +458,9 @@ func validateRuntime(v *validator, r Runtime) {
 		v.add(p+"namespace", fmt.Sprintf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", k.Namespace))
 	}
 	v.oneOf(p+"pull_policy", k.PullPolicy, "Always", "IfNotPresent", "Never")
+	if k.AgentImage == "" || strings.ContainsAny(k.AgentImage, " \t\n") {
+		v.add(p+"agent_image", fmt.Sprintf("%q is not an image reference (mcp-forge-agent's image: every sandbox pod copies the agent from it)", k.AgentImage))
+	}
 	if k.ImageRegistry != "" && (strings.Contains(k.ImageRegistry, "://") || strings.HasSuffix(k.ImageRegistry, "/") || strings.ContainsAny(k.ImageRegistry, " @")) {
 		v.add(p+"image_registry", fmt.Sprintf("%q is not a registry prefix (host[:port][/path], no scheme, no trailing '/')", k.ImageRegistry))
 	}

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // SessionWorkDir is the subdirectory of a session's workspace that its
@@ -198,23 +200,8 @@ func pathErr(rel string, err error) error {
 	return fmt.Errorf("%s: %w", quote(rel), err)
 }
 
-func kind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "file"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFLNK:
-		return "symlink"
-	case unix.S_IFIFO:
-		return "fifo"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "device"
-	}
-	return "other"
-}
+// kind names a file's type as every runtime's listing does.
+func kind(mode uint32) string { return agent.Kind(mode) }
 
 // ReadFile reads a regular file, refusing one over max bytes (0: no cap),
 // links anywhere on its path, directories, devices, sockets and pipes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	kube "github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -215,5 +217,60 @@ func TestKubePodDeadlines(t *testing.T) {
 	}
 	if len(session) != 1 || deadline(session[0]) != int64(k.SessionLifetime) {
 		t.Errorf("want one session pod with activeDeadlineSeconds %d (session_lifetime), got %d pods", k.SessionLifetime, len(session))
+	}
+}
+
+// TestKubeImageWithoutPerl: a custom image with no perl (the Python image
+// with perl removed, built here) runs sessions, stateless runs and file
+// tools on the cluster: everything the core runs in a pod is the agent,
+// copied in by the pod's agent init container, nothing of the image's.
+func TestKubeImageWithoutPerl(t *testing.T) {
+	if !testenv.Kube() {
+		t.Skip("Kubernetes runtime only: set " + testenv.KubeConfigEnv + " (scripts/test-kube.sh)")
+	}
+	sock := os.Getenv("FORGE_TEST_CONTAINERD")
+	if sock == "" {
+		t.Skip("putting an image on the node needs its containerd: set FORGE_TEST_CONTAINERD (scripts/test-kube.sh does)")
+	}
+	const image = "localhost/mcp-forge/python:noperl"
+	dir := t.TempDir()
+	cf := "FROM localhost/mcp-forge/python:3.11\nUSER 0\nRUN rm -f /usr/bin/perl /usr/bin/perl5* && ! command -v perl\nUSER 1000\n"
+	if err := os.WriteFile(dir+"/Containerfile", []byte(cf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("podman", "build", "-q", "-t", image, dir).CombinedOutput(); err != nil {
+		t.Fatalf("podman build: %v\n%s", err, out)
+	}
+	imp := exec.Command("sh", "-c", `podman save "$1" | ctr -a "$2" -n k8s.io images import - >/dev/null`, "sh", image, sock)
+	if out, err := imp.CombinedOutput(); err != nil {
+		t.Fatalf("import into the node's containerd: %v\n%s", err, out)
+	}
+	// With image_registry the core asks the registry first: the image goes
+	// there too (its layers but the last are the Python image's).
+	if _, k := kubeClient(t); k.ImageRegistry != "" {
+		ref := "docker://" + k.ImageRegistry + "/mcp-forge/python:noperl"
+		if out, err := exec.Command("podman", "push", "-q", "--tls-verify=false", image, ref).CombinedOutput(); err != nil {
+			t.Fatalf("podman push %s: %v\n%s", ref, err, out)
+		}
+	}
+	s := testenv.StartServer(t, "[plugins.python.config]\nimage = \"mcp-forge/python:noperl\"\n[plugins.jupyter.config]\nimage = \"mcp-forge/python:noperl\"\nwarm = 0\n")
+	probe := "import shutil, os; print(shutil.which('perl'), os.path.exists('/usr/bin/perl'))"
+	for _, args := range []map[string]any{{"code": probe}, {"code": probe + "\nopen('made.txt', 'w').write('by the kernel')", "session_id": "noperl"}} {
+		var o out
+		res := s.Call(t, "execute_python", args, &o)
+		if res.IsError || strings.TrimSpace(o.Stdout) != "None False" {
+			t.Fatalf("execute_python %v in an image without perl: %s %q", args["session_id"], testenv.Text(res), o.Stdout)
+		}
+	}
+	var l mcpserver.ListOutput
+	if res := s.Call(t, "list_files", map[string]any{"session_id": "noperl"}, &l); res.IsError || len(l.Files) == 0 {
+		t.Fatalf("list_files: %s %+v", testenv.Text(res), l)
+	}
+	if res := s.Call(t, "upload_file", map[string]any{"session_id": "noperl", "path": "up.txt", "content": "uploaded"}, nil); res.IsError {
+		t.Fatalf("upload_file: %s", testenv.Text(res))
+	}
+	var o out
+	if res := s.Call(t, "execute_python", map[string]any{"code": "print(open('up.txt').read(), open('made.txt').read())", "session_id": "noperl"}, &o); res.IsError || strings.TrimSpace(o.Stdout) != "uploaded by the kernel" {
+		t.Fatalf("reading back: %s %q", testenv.Text(res), o.Stdout)
 	}
 }

@@ -8,9 +8,10 @@ package kubernetes
 // ServeExec / ServeAttach (or SPDY only, to make client-go fall back). The
 // "container runtime" behind them runs commands on this host with os/exec
 // under a temporary root per pod, each container's volume mounts mapped
-// into it, so that the perl and shell scripts the runtime sends into pods
-// really run: the seed attach runs the pod's own tar, startSandbox runs
-// the sandbox container's command (the init script). A pod's pid
+// into it, so that the agent and the commands the runtime sends into pods
+// really run: the agent volume holds mcp-forge-agent built for the test
+// (TestMain), the seed attach runs the pod's own tar, startSandbox runs
+// the sandbox container's command (the agent's init). A pod's pid
 // namespace is emulated for kill only (-1: all but the init, 1: the init).
 // It is a fake for what it does not model (no confinement, no namespaces,
 // commands run as this user): the cluster tier tests those on a kubelet.
@@ -49,6 +50,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // served is one exec or attach the kubelet ran.
@@ -77,7 +79,7 @@ type cluster struct {
 	calls    []served
 	attached map[string]int  // pod → attaches that ended
 	inits    map[string]int  // pod → pid of its sandbox's init, while it runs
-	services map[int]bool    // pids of file services (keeperd), which live with their pod
+	services map[int]bool    // pids of file services (the agent's serve), which live with their pod
 	running  sync.WaitGroup  // sandbox containers
 	broken   map[string]bool // pods whose execs fail (the kubelet cannot reach them)
 }
@@ -171,7 +173,7 @@ func (cl *cluster) attaches(pod string) int {
 }
 
 // live is how many processes the kubelet runs in pod right now, but its
-// file service (keeperd), which lives as long as the pod.
+// file service (the agent's serve), which lives as long as the pod.
 func (cl *cluster) live(pod string) int {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
@@ -375,7 +377,7 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 	type mount struct{ in, host string }
 	var ms []mount
 	for _, vm := range c.VolumeMounts {
-		host := map[string]string{"ws": filepath.Join(root, wsDir, vm.SubPath), "run": filepath.Join(root, runDir), "tmp": filepath.Join(root, "tmp")}[vm.Name]
+		host := map[string]string{"ws": filepath.Join(root, wsDir, vm.SubPath), "run": filepath.Join(root, runDir), "tmp": filepath.Join(root, "tmp"), "agent": agentHostDir}[vm.Name]
 		if n, ok := strings.CutPrefix(vm.Name, "copy-"); ok {
 			host = filepath.Join(root, "forge", "copy", n)
 		}
@@ -407,16 +409,35 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 	}
 }
 
-// killArgs are the signal and target of a killScript command.
+// killArgs are the signal and target of an agent kill command.
 func killArgs(cmd []string) ([]string, bool) {
-	if len(cmd) < 3 || cmd[0] != "perl" || cmd[1] != "-e" || cmd[2] != killScript {
+	if len(cmd) != 4 || cmd[0] != agentPath || cmd[1] != "kill" {
 		return nil, false
 	}
-	args := cmd[3:]
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
+	return cmd[2:], true
+}
+
+// agentHostDir holds the mcp-forge-agent the fake's pods run (the agent
+// volume of every pod), built once by TestMain.
+var agentHostDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "forge-agent-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	return args, len(args) == 2
+	agentHostDir = dir
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, agent.Binary), "github.com/mcp-forge/mcp-forge/cmd/mcp-forge-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build mcp-forge-agent: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // kill stands in for a kill in the pod's pid namespace, which this host
@@ -427,6 +448,9 @@ func (rt *containerRuntime) kill(pod string, cmd []string, sig, target string, e
 	pid, err := strconv.Atoi(target)
 	if err != nil {
 		return fmt.Errorf("kill target %q", target)
+	}
+	if pid < -1 { // a process group
+		pid = -pid
 	}
 	cl.mu.Lock()
 	_, ours := cl.procs[pod][pid]
@@ -439,7 +463,9 @@ func (rt *containerRuntime) kill(pod string, cmd []string, sig, target string, e
 	init := cl.inits[pod]
 	root := cl.roots[pod]
 	cl.mu.Unlock()
-	s := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP}[strings.TrimPrefix(sig, "-")]
+	cmd = slices.Clone(cmd)
+	cmd[0] = filepath.Join(agentHostDir, agent.Binary)
+	s := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP}[sig]
 	switch {
 	case pid == -1 && s != 0:
 		for _, p := range all {
@@ -606,7 +632,7 @@ func (cl *cluster) runIn(pod, dir string, argv []string, env []string, in io.Rea
 	if init {
 		cl.inits[pod] = pid
 	}
-	if len(argv) > 2 && argv[2] == keeperd {
+	if len(argv) > 1 && filepath.Base(argv[0]) == agent.Binary && argv[1] == "serve" {
 		cl.services[pid] = true // the pod's file service lives with the pod
 	}
 	cl.mu.Unlock()

@@ -164,6 +164,15 @@ func (c *Client) Doctor(images []string) func(context.Context) []Finding {
 				out = append(out, Finding{Name: "image", Status: OK, Detail: ii.ID + " (pulled by the node, " + c.k.PullPolicy + ")"})
 			}
 		}
+		if c.k.PullPolicy == "Never" && c.k.ImageRegistry == "" && !isDigestRef(c.k.AgentImage) {
+			// Every pod copies the agent from it: without it no pod starts.
+			if _, ok, err := c.nodeImage(ctx, c.k.AgentImage); err == nil && !ok {
+				out = append(out, Finding{Name: "agent image", Status: Fail, Detail: ImageRef("", c.k.AgentImage) + " is on no node (pull_policy Never): no sandbox pod can start",
+					Fix: "make agent-image, then import it on the nodes (`make kube-up` does for its cluster)"})
+			} else if err == nil {
+				out = append(out, Finding{Name: "agent image", Status: OK, Detail: ImageRef("", c.k.AgentImage) + " on the node(s)"})
+			}
+		}
 		return out
 	}
 }

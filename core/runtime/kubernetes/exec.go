@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // stream is one exec or attach: its command (nil for attach) and streams.
@@ -104,43 +104,26 @@ func (c *Client) run(ctx context.Context, id, container string, cmd []string, st
 		StdoutTotal: int64(out.Len()), StderrTotal: int64(errb.Len())}}, nil
 }
 
-// execWrap starts an exec's command: the API has no environment or working
-// directory for an exec, and the core needs its process group to bound it.
-// The environment comes first on stdin (a length line, then K=V pairs NUL
-// separated), never in the command: exec arguments are in the request's
-// URL, which the API server's audit log and proxies record. The rest of
-// stdin is the command's.
-// It reports the group on stderr's first line (execMark), which the core
-// takes out, then becomes the command.
-const execWrap = `delete $ENV{$_} for grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV; my $dir = shift @ARGV;
-my $h = ''; while ($h !~ /\n$/) { sysread(STDIN, my $c, 1) or last; $h .= $c } my $n = int($h); my $env = '';
-while (length($env) < $n) { sysread(STDIN, $env, $n - length($env), length($env)) or last }
-for (split /\0/, $env) { my ($k, $v) = split /=/, $_, 2; $ENV{$k} = $v if defined $v }
-setpgrp(0, 0); syswrite STDERR, "\0forge-exec $$\n";
-if ($dir ne '' && !chdir $dir) { print STDERR "cd $dir: $!\n"; exit 126 }
-exec { $ARGV[0] } @ARGV; print STDERR "exec $ARGV[0]: $!\n"; exit 127;`
+// execMark starts the agent exec's first line on stderr: the process
+// group it made, which bound kills past the exec's timeout.
+const execMark = agent.ExecMark
 
-const execMark = "\x00forge-exec "
-
-// killScript signals a process group (pid > 0) or every process but init.
-const killScript = `kill $ARGV[0], $ARGV[1] or do { print STDERR "kill: $!\n"; exit 1 }`
-
+// killCmd signals a process group (target > 0) or every process but
+// init (-1), as kill(2) in the sandbox container.
 func killCmd(sig string, target int) []string {
 	if target > 0 {
-		return []string{"perl", "-e", killScript, "--", "-" + sig, strconv.Itoa(target)}
+		return agentCmd("kill", sig, strconv.Itoa(-target))
 	}
-	return []string{"perl", "-e", killScript, "--", sig, "-1"}
+	return agentCmd("kill", sig, strconv.Itoa(target))
 }
 
-// Exec implements runtime.Containers.
+// Exec implements runtime.Containers: the command under the agent's exec,
+// which takes its environment from stdin (never in the command: exec
+// arguments are in the API server's URL, which its audit log records),
+// makes its process group and reports it on stderr's first line.
 func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (runtime.ExecResult, error) {
-	cmd := append([]string{"perl", "-e", execWrap, "--", req.WorkDir}, req.Command...)
-	var env []byte
-	for _, k := range sortedKeys(req.Env) {
-		env = append(append(append(env, k...), '='), req.Env[k]...)
-		env = append(env, 0)
-	}
-	stdin := io.MultiReader(strings.NewReader(strconv.Itoa(len(env))+"\n"), bytes.NewReader(env), bytes.NewReader(req.Stdin))
+	cmd := append(agentCmd("exec", req.WorkDir, "--"), req.Command...)
+	stdin := io.MultiReader(bytes.NewReader(agent.EncodeEnv(sortedKeys(req.Env), req.Env)), bytes.NewReader(req.Stdin))
 	out, errw, ow, ew := runtime.ExecStreams(req)
 	mark := &marked{w: ew, pid: make(chan int, 1)}
 	s := stream{Container: containerSandbox, Command: cmd, Stdin: stdin, Stdout: ow, Stderr: mark}
@@ -217,7 +200,7 @@ func (c *Client) bound(ctx context.Context, id string, timeout time.Duration, pi
 	return sent
 }
 
-// marked takes execWrap's first line out of stderr and passes on the
+// marked takes the agent exec's first line out of stderr and passes on the
 // process group it names.
 type marked struct {
 	w    io.Writer

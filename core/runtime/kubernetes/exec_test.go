@@ -17,10 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // Exec's command gets its environment and working directory, its exit
-// code and its two streams come back apart, without execWrap's marker.
+// code and its two streams come back apart, without the agent exec's marker.
 func TestExec(t *testing.T) {
 	script := `printf '%s|%s|%s\n' "$A" "$B" "$(pwd)"; printf 'to stderr' >&2; exit 7`
 	big := bytes.Repeat([]byte("0123456789abcdef"), 100<<10/16) // 100 KB of stdin
@@ -68,7 +69,7 @@ func TestExec(t *testing.T) {
 						t.Errorf("the live stdout writer got %d bytes, the result %d of %d", live.Len(), len(res.Stdout), res.StdoutTotal)
 					}
 					if bytes.Contains(res.Stderr, []byte(execMark)) {
-						t.Errorf("execWrap's marker left in stderr: %q", res.Stderr)
+						t.Errorf("the agent exec's marker left in stderr: %q", res.Stderr)
 					}
 				})
 			}
@@ -84,7 +85,7 @@ func TestExec(t *testing.T) {
 func (cl *cluster) killsSent(pod, sig string) int {
 	n := 0
 	for _, c := range cl.served() {
-		if args, ok := killArgs(c.Command); ok && c.Pod == pod && args[0] == "-"+sig {
+		if args, ok := killArgs(c.Command); ok && c.Pod == pod && args[0] == sig && strings.HasPrefix(args[1], "-") && args[1] != "-1" {
 			n++
 		}
 	}
@@ -548,7 +549,7 @@ func TestListFiles(t *testing.T) {
 }
 
 // BenchmarkExec is one Exec round trip through the in-process API server
-// (the kubelet's streaming server, execWrap and `true` on this host).
+// (the kubelet's streaming server, the agent's exec and `true` on this host).
 func BenchmarkExec(b *testing.B) {
 	for _, proto := range []string{"websocket", "spdy"} {
 		b.Run(proto, func(b *testing.B) {
@@ -582,24 +583,27 @@ func BenchmarkKeep(b *testing.B) {
 	}
 }
 
-// TestKeepBuiltin: an operation keeperd runs itself answers like a
-// script's child would, a name it does not know is an error, and the
-// service goes on serving after either.
-func TestKeepBuiltin(t *testing.T) {
+// TestKeepService: the file service answers a refusal or an unknown
+// operation with its code, and goes on serving after either.
+func TestKeepService(t *testing.T) {
 	cl := newCluster(t, testKube())
 	id := cl.started(t, specIn(hostWorkspace(t)))
 	ctx := context.Background()
-	res, err := cl.c.keep(ctx, id, "builtin:nope", nil)
-	if err != nil || res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "no builtin nope") {
-		t.Fatalf("unknown builtin: %+v, %v", res, err)
+	res, _, err := cl.c.keep(ctx, id, agent.Request{Op: "nope"}, nil)
+	if err != nil || res.Code != agent.Failed || !strings.Contains(res.Error, "nope") {
+		t.Fatalf("unknown operation: %+v, %v", res, err)
 	}
-	res, err = cl.c.keep(ctx, id, "builtin:list", nil, "ws/a.txt", "10")
-	if err != nil || res.ExitCode != 7 {
-		t.Fatalf("list of a file: %+v, %v; want exit 7", res, err)
+	res, _, err = cl.c.keep(ctx, id, agent.Request{Op: agent.OpList, Path: "a.txt", Max: 10}, nil)
+	if err != nil || res.Code != agent.NotDir {
+		t.Fatalf("list of a file: %+v, %v; want NotDir", res, err)
 	}
-	res, err = cl.c.keep(ctx, id, "builtin:list", nil, "ws/link/x", "10")
-	if err != nil || res.ExitCode != 6 {
-		t.Fatalf("list through a link: %+v, %v; want exit 6", res, err)
+	res, _, err = cl.c.keep(ctx, id, agent.Request{Op: agent.OpList, Path: "link/x", Max: 10}, nil)
+	if err != nil || res.Code != agent.Link {
+		t.Fatalf("list through a link: %+v, %v; want Link", res, err)
+	}
+	res, _, err = cl.c.keep(ctx, id, agent.Request{Op: agent.OpRead, Path: "../etc/passwd", Max: 10}, nil)
+	if err != nil || res.Code != agent.BadPath {
+		t.Fatalf("a path leaving the workspace, past the core's check: %+v, %v; want BadPath", res, err)
 	}
 	// A time no int64 of nanoseconds holds (year 2300, within ext4's range;
 	// os.Chtimes goes through UnixNano, which cannot say it) is clamped,
@@ -618,7 +622,7 @@ func TestKeepBuiltin(t *testing.T) {
 		t.Fatalf("a listing after them: %+v, %v", entries, err)
 	}
 	if p.keeper != first || first.isDead() {
-		t.Fatal("keeperd was started again: a builtin ended it")
+		t.Fatal("the file service was started again: a refusal ended it")
 	}
 }
 
@@ -632,20 +636,21 @@ func TestWorkspaceUsage(t *testing.T) {
 		t.Fatalf("WorkspaceUsage: %+v, %v; want a filesystem's size and free bytes", u, err)
 	}
 	for _, c := range []struct {
-		in   string
+		in   *agent.Statfs
 		want runtime.FSUsage
 		ok   bool
 	}{
-		{"4096 2048 10 100 5\n", runtime.FSUsage{Size: 8 << 20, Free: 40960}, true},
-		{"4096 2048 10 100 0\n", runtime.FSUsage{Size: 8 << 20, Free: 40960, NoInodes: true}, true},
-		{"4096 2048 10 0 0\n", runtime.FSUsage{Size: 8 << 20, Free: 40960}, true}, // no inode count (some filesystems)
-		{"4096 2048 10 100\n", runtime.FSUsage{}, false},
-		{"4096 -1 10 100 5\n", runtime.FSUsage{}, false},
-		{"stat: cannot read file system information\n", runtime.FSUsage{}, false},
+		{&agent.Statfs{BlockSize: 4096, Blocks: 2048, Avail: 10, Files: 100, FilesFree: 5}, runtime.FSUsage{Size: 8 << 20, Free: 40960}, true},
+		{&agent.Statfs{BlockSize: 4096, Blocks: 2048, Avail: 10, Files: 100}, runtime.FSUsage{Size: 8 << 20, Free: 40960, NoInodes: true}, true},
+		{&agent.Statfs{BlockSize: 4096, Blocks: 2048, Avail: 10}, runtime.FSUsage{Size: 8 << 20, Free: 40960}, true}, // no inode count (some filesystems)
+		{&agent.Statfs{BlockSize: 0, Blocks: 2048}, runtime.FSUsage{}, false},
+		{&agent.Statfs{BlockSize: 4096, Blocks: 1 << 62}, runtime.FSUsage{}, false},
+		{&agent.Statfs{BlockSize: 4096, Blocks: 10, Avail: 11}, runtime.FSUsage{}, false},
+		{nil, runtime.FSUsage{}, false},
 	} {
-		got, err := parseStatfs([]byte(c.in))
+		got, err := usageOf(c.in)
 		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseStatfs(%q) = %+v, %v; want %+v, ok %v", c.in, got, err, c.want, c.ok)
+			t.Errorf("usageOf(%+v) = %+v, %v; want %+v, ok %v", c.in, got, err, c.want, c.ok)
 		}
 	}
 }

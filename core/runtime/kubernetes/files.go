@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // seed streams the core's copy of the workspace into the seed container as
@@ -41,10 +41,14 @@ func (c *Client) seed(ctx context.Context, id, dir string, mounts []mountPlace) 
 	return nil
 }
 
-// keptPath is rel's place for keeperd, which runs in the keeper's /forge.
-func keptPath(rel string) (string, error) {
+// servedPath is rel as the file service takes it (relative to the
+// workspace), refused here already if it leaves the workspace.
+func servedPath(rel string) (string, error) {
 	p, err := wsPath(rel)
-	return strings.TrimPrefix(p, path.Dir(wsDir)+"/"), err
+	if p == wsDir {
+		return ".", err
+	}
+	return strings.TrimPrefix(p, wsDir+"/"), err
 }
 
 // wsPath is rel's place in the keeper's view of the workspace; rel is
@@ -66,262 +70,130 @@ func wsPath(rel string) (string, error) {
 	return wsDir + "/" + clean, nil
 }
 
-// readDirScript prints the regular files directly in a directory: for each,
-// its name, size and whether its content follows (within the caps), NUL
-// separated. A link is never followed, nor listed.
-const readDirScript = `use Fcntl; my ($dir, $maxf, $maxt) = @ARGV; nolink($dir); opendir(my $d, $dir) or do { print STDERR "$dir: $!\n"; exit($!{ENOENT} || $!{ENOTDIR} ? 3 : 1) };
-binmode STDOUT; my $used = 0;
-for my $n (sort grep { $_ ne '.' && $_ ne '..' } readdir $d) { my @st = lstat("$dir/$n"); next unless @st && -f _;
-  my $size = $st[7]; my $take = $size <= $maxf && $used + $size <= $maxt;
-  my $data = ''; if ($take) { sysopen(my $f, "$dir/$n", O_RDONLY | O_NONBLOCK | O_NOFOLLOW) or next; next unless -f $f; binmode $f; read($f, $data, $size); $used += length $data }
-  print $n, "\0", $take ? length($data) : $size, "\0", $take ? 1 : 0, "\0", $data }`
-
-// ReadDir implements runtime.RemoteWorkspace.
-func (c *Client) ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal int64) ([]runtime.File, error) {
-	dir, err := keptPath(rel)
+// ask runs op on rel in pod id's file service; a refusal comes back as
+// the runtime's error for it.
+func (c *Client) ask(ctx context.Context, id, rel string, req agent.Request, data []byte) (agent.Response, []byte, error) {
+	p, err := servedPath(rel)
 	if err != nil {
-		return nil, err
+		return agent.Response{}, nil, err
 	}
-	res, err := c.keep(ctx, id, readDirScript, nil, dir, strconv.FormatInt(maxFile, 10), strconv.FormatInt(maxTotal, 10))
+	req.Path = p
+	res, out, err := c.keep(ctx, id, req, data)
 	if err != nil {
-		return nil, err
+		return res, nil, err
 	}
-	switch res.ExitCode {
-	case 0:
-	case 3:
-		return nil, nil // no such directory: no files
-	case 6:
-		return nil, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
-	default:
-		return nil, errExit("read directory "+rel, res)
-	}
-	return parseFiles(res.Stdout)
+	return res, out, fileErr(string(req.Op)+" "+rel, req.Max, res)
 }
 
-func parseFiles(b []byte) ([]runtime.File, error) {
-	var out []runtime.File
-	for len(b) > 0 {
-		parts := bytes.SplitN(b, []byte{0}, 4)
-		if len(parts) < 4 {
-			return nil, errors.New("read directory: a truncated listing")
-		}
-		size, err := strconv.ParseInt(string(parts[1]), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("read directory: %w", err)
-		}
-		f := runtime.File{Name: string(parts[0]), Size: size}
-		rest := parts[3]
-		if string(parts[2]) == "1" {
-			if int64(len(rest)) < size {
+// fileErr is the runtime's error for a file service's refusal (nil: none).
+func fileErr(what string, max int64, res agent.Response) error {
+	var kind error
+	switch res.Code {
+	case agent.OK:
+		return nil
+	case agent.NoFile:
+		kind = runtime.ErrNoFile
+	case agent.TooLarge:
+		return fmt.Errorf("%s: %d bytes, over %d: %w", what, res.Size, max, runtime.ErrTooLarge)
+	case agent.NoSpace:
+		kind = runtime.ErrNoSpace
+	case agent.Link:
+		kind = runtime.ErrLink
+	case agent.NotDir:
+		// As a workspace of the core's answers (file-type, not file-not-found).
+		return fmt.Errorf("%s: not a directory: %w", what, runtime.ErrNotRegular)
+	case agent.NotRegular:
+		kind = runtime.ErrNotRegular
+	case agent.BadPath:
+		kind = runtime.ErrPath
+	default:
+		return fmt.Errorf("%s: %s", what, res.Error)
+	}
+	return fmt.Errorf("%s: %s: %w", what, res.Error, kind)
+}
+
+// ReadDir implements runtime.RemoteWorkspace: the regular files directly
+// in rel (none if it is no directory), with the contents of those within
+// the caps. A link is never followed, nor listed.
+func (c *Client) ReadDir(ctx context.Context, id, rel string, maxFile, maxTotal int64) ([]runtime.File, error) {
+	res, data, err := c.ask(ctx, id, rel, agent.Request{Op: agent.OpReadDir, Max: maxFile, MaxTotal: maxTotal}, nil)
+	if errors.Is(err, runtime.ErrNoFile) {
+		return nil, nil // no such directory: no files
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runtime.File, 0, len(res.Files))
+	for _, f := range res.Files {
+		file := runtime.File{Name: f.Name, Size: f.Size, Skipped: !f.Data}
+		if f.Data {
+			if f.Size < 0 || int64(len(data)) < f.Size {
 				return nil, errors.New("read directory: a truncated file")
 			}
-			f.Data, rest = rest[:size], rest[size:]
-		} else {
-			f.Skipped = true
+			file.Data, data = data[:f.Size:f.Size], data[f.Size:]
 		}
-		out = append(out, f)
-		b = rest
+		out = append(out, file)
 	}
 	return out, nil
 }
 
-const readFileScript = `use Fcntl; my ($p, $max) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "$p: no such file\n"; exit 3 }
-if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 }
-if ($st[7] > $max) { print STDERR "$st[7]\n"; exit 4 } sysopen(my $f, $p, O_RDONLY | O_NONBLOCK | O_NOFOLLOW) or do { print STDERR "$p: $!\n"; exit($!{ELOOP} ? 6 : 1) };
-if (!-f $f) { print STDERR "is not a regular file\n"; exit 8 } binmode $f; my $d = ''; read($f, $d, $max + 1);
-if (length($d) > $max) { print STDERR "more than $max\n"; exit 4 } binmode STDOUT; print $d`
-
 // ReadFile implements runtime.RemoteWorkspace.
 func (c *Client) ReadFile(ctx context.Context, id, rel string, max int64) ([]byte, error) {
-	p, err := keptPath(rel)
+	_, data, err := c.ask(ctx, id, rel, agent.Request{Op: agent.OpRead, Max: max}, nil)
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.keep(ctx, id, readFileScript, nil, p, strconv.FormatInt(max, 10))
-	if err != nil {
-		return nil, err
-	}
-	switch res.ExitCode {
-	case 0:
-		return res.Stdout, nil
-	case 3:
-		return nil, fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
-	case 4:
-		return nil, fmt.Errorf("%s is %s bytes, over %d: %w", rel, bytes.TrimSpace(res.Stderr), max, runtime.ErrTooLarge)
-	case 6:
-		return nil, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
-	case 8:
-		return nil, fmt.Errorf("%s %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrNotRegular)
-	}
-	return nil, errExit("read "+rel, res)
+	return data, nil
 }
 
 // ListFiles implements runtime.RemoteWorkspace.
 func (c *Client) ListFiles(ctx context.Context, id, rel string, max int) ([]runtime.Entry, bool, error) {
-	dir, err := keptPath(rel)
+	res, _, err := c.ask(ctx, id, rel, agent.Request{Op: agent.OpList, Max: int64(max)}, nil)
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := c.keep(ctx, id, "builtin:list", nil, dir, strconv.Itoa(max))
-	if err != nil {
-		return nil, false, err
+	out := make([]runtime.Entry, 0, len(res.Entries))
+	for _, e := range res.Entries {
+		out = append(out, runtime.Entry{Type: e.Type, Size: e.Size, Modified: time.Unix(0, e.Modified), Ino: e.Ino, Path: e.Path})
 	}
-	switch res.ExitCode {
-	case 0:
-	case 3:
-		return nil, false, fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
-	case 6:
-		return nil, false, fmt.Errorf("%s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
-	case 7:
-		// As a workspace of the core's answers (file-type, not file-not-found).
-		return nil, false, fmt.Errorf("%s is not a directory: %w", rel, runtime.ErrNotRegular)
-	default:
-		return nil, false, errExit("list "+rel, res)
-	}
-	return parseEntries(res.Stdout)
+	return out, res.More, nil
 }
 
-func parseEntries(b []byte) ([]runtime.Entry, bool, error) {
-	more := bytes.HasSuffix(b, []byte("\x00more"))
-	b = bytes.TrimSuffix(b, []byte("\x00more"))
-	fields := bytes.Split(b, []byte{0})
-	if len(fields) > 0 && len(fields[len(fields)-1]) == 0 {
-		fields = fields[:len(fields)-1]
-	}
-	if len(fields)%5 != 0 {
-		return nil, false, errors.New("list: a truncated listing")
-	}
-	var out []runtime.Entry
-	for i := 0; i < len(fields); i += 5 {
-		size, err1 := strconv.ParseInt(string(fields[i+1]), 10, 64)
-		mt, err2 := strconv.ParseInt(string(fields[i+2]), 10, 64)
-		ino, err3 := strconv.ParseUint(string(fields[i+3]), 10, 64)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return nil, false, fmt.Errorf("list: %w", err)
-		}
-		out = append(out, runtime.Entry{Type: string(fields[i]), Size: size, Modified: time.Unix(0, mt), Ino: ino, Path: string(fields[i+4])})
-	}
-	return out, more, nil
-}
-
-const writeFileScript = `use Fcntl; use File::Path qw(make_path); use File::Basename; my ($p, $replace) = @ARGV; nolink($p, $replace); make_path(dirname($p));
-my $t = "$p.forge-" . join('', map { sprintf '%02x', int rand 256 } 1 .. 8); sub fail { my $no = $!{ENOSPC} || $!{EDQUOT}; print STDERR "$p: $!\n"; unlink $t; exit($no ? 5 : 1) }
-sysopen(my $f, $t, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644) or fail(); binmode $f; binmode STDIN; local $/; my $d = <STDIN> // '';
-print $f $d or fail(); close $f or fail(); rename($t, $p) or fail();`
-
-// WriteFile implements runtime.RemoteWorkspace.
+// WriteFile implements runtime.RemoteWorkspace: a new file renamed over
+// rel; replaceLink replaces a link there (never writing through it).
 func (c *Client) WriteFile(ctx context.Context, id, rel string, data []byte, replaceLink bool) error {
-	p, err := keptPath(rel)
-	if err != nil {
-		return err
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	res, err := c.keep(ctx, id, writeFileScript, data, p, map[bool]string{true: "1", false: "0"}[replaceLink])
-	if err != nil {
-		return err
-	}
-	switch res.ExitCode {
-	case 0:
-		return nil
-	case 5:
-		return fmt.Errorf("write %s: %w", rel, runtime.ErrNoSpace)
-	case 6:
-		return fmt.Errorf("write %s: %s: %w", rel, bytes.TrimSpace(res.Stderr), runtime.ErrLink)
-	}
-	return errExit("write "+rel, res)
+	_, _, err := c.ask(ctx, id, rel, agent.Request{Op: agent.OpWrite, Replace: replaceLink}, data)
+	return err
 }
-
-const statScript = `my ($p) = @ARGV; nolink($p); my @st = lstat $p; if (!@st) { print STDERR "no such file\n"; exit 3 }
-if (!-f _) { print STDERR -d _ ? "is a directory\n" : "is a device, socket or pipe\n"; exit 8 } print $st[7]`
-
-const removeScript = `my ($p) = @ARGV; nolink($p, 1); my @st = lstat $p; if (!@st) { exit 3 } if (-d _) { print STDERR "is a directory\n"; exit 8 }
-unlink $p or do { print STDERR "$p: $!\n"; exit 1 }`
-
-// statfsScript prints the workspace's filesystem as stat -f measures it:
-// block size, blocks, blocks free to the sandbox, inodes, inodes free
-// (Perl has no statfs, and coreutils is essential in every Debian-based
-// image, as perl-base is).
-const statfsScript = `exec { 'stat' } 'stat', '-f', '-c', '%S %b %a %c %d', '--', $ARGV[0]; print STDERR "stat: $!\n"; exit 1`
 
 // WorkspaceUsage implements runtime.WorkspaceUsage: the pod's workspace
 // is its own filesystem (an emptyDir; a tmpfs of the quota's size with
 // workspace_medium Memory).
 func (c *Client) WorkspaceUsage(ctx context.Context, id string) (runtime.FSUsage, error) {
-	dir, err := keptPath(".")
+	res, _, err := c.ask(ctx, id, ".", agent.Request{Op: agent.OpStatfs}, nil)
 	if err != nil {
 		return runtime.FSUsage{}, err
 	}
-	res, err := c.keep(ctx, id, statfsScript, nil, dir)
-	if err != nil {
-		return runtime.FSUsage{}, err
-	}
-	if res.ExitCode != 0 {
-		return runtime.FSUsage{}, errExit("statfs of the workspace", res)
-	}
-	return parseStatfs(res.Stdout)
+	return usageOf(res.Statfs)
 }
 
-func parseStatfs(b []byte) (runtime.FSUsage, error) {
-	f := strings.Fields(string(b))
-	if len(f) != 5 {
-		return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %q is not 5 numbers", b)
+func usageOf(st *agent.Statfs) (runtime.FSUsage, error) {
+	if st == nil || st.BlockSize <= 0 || st.Blocks > 1<<62/uint64(st.BlockSize) || st.Avail > st.Blocks {
+		return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %+v is not a filesystem's", st)
 	}
-	var n [5]int64
-	for i, s := range f {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v < 0 {
-			return runtime.FSUsage{}, fmt.Errorf("statfs of the workspace: %q: %q is not a count", b, s)
-		}
-		n[i] = v
-	}
-	return runtime.FSUsage{Size: n[0] * n[1], Free: n[0] * n[2], NoInodes: n[3] > 0 && n[4] == 0}, nil
-}
-
-// fileErr is the error of a keeper helper's exit code (0: none).
-func fileErr(rel string, res runtime.ExecResult) error {
-	msg := bytes.TrimSpace(res.Stderr)
-	switch res.ExitCode {
-	case 0:
-		return nil
-	case 3:
-		return fmt.Errorf("%s: %w", rel, runtime.ErrNoFile)
-	case 6:
-		return fmt.Errorf("%s: %s: %w", rel, msg, runtime.ErrLink)
-	case 8:
-		return fmt.Errorf("%s %s: %w", rel, msg, runtime.ErrNotRegular)
-	}
-	return errExit(rel, res)
+	return runtime.FSUsage{Size: st.BlockSize * int64(st.Blocks), Free: st.BlockSize * int64(st.Avail), NoInodes: st.Files > 0 && st.FilesFree == 0}, nil
 }
 
 // FileSize implements runtime.RemoteWorkspace.
 func (c *Client) FileSize(ctx context.Context, id, rel string) (int64, error) {
-	p, err := keptPath(rel)
-	if err != nil {
-		return 0, err
-	}
-	res, err := c.keep(ctx, id, statScript, nil, p)
-	if err != nil {
-		return 0, err
-	}
-	if err := fileErr(rel, res); err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(string(res.Stdout), 10, 64)
+	res, _, err := c.ask(ctx, id, rel, agent.Request{Op: agent.OpStat}, nil)
+	return res.Size, err
 }
 
 // RemoveFile implements runtime.RemoteWorkspace.
 func (c *Client) RemoveFile(ctx context.Context, id, rel string) error {
-	p, err := keptPath(rel)
-	if err != nil {
-		return err
-	}
-	res, err := c.keep(ctx, id, removeScript, nil, p)
-	if err != nil {
-		return err
-	}
-	return fileErr(rel, res)
+	_, _, err := c.ask(ctx, id, rel, agent.Request{Op: agent.OpRemove, Replace: true}, nil)
+	return err
 }
 
 // TarOut implements runtime.RemoteWorkspace: tar in the keeper (its own
@@ -359,19 +231,6 @@ func (c *Client) tarAt(ctx context.Context, id, dir, what string, s stream, args
 	}
 	return fail(what, id, err)
 }
-
-// relayScript connects to a unix socket (from its directory: no path
-// length limit) and relays it to stdin and stdout; one byte 1 says it is
-// connected, exit 3 that nothing listens there yet.
-const relayScript = `use Socket; use File::Basename; my $p = $ARGV[0]; chdir(dirname($p)) or do { print STDERR "$p: $!\n"; exit 3 };
-socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die "socket: $!";
-connect($s, pack_sockaddr_un(basename($p))) or do { print STDERR "$p: $!\n"; exit($!{ENOENT} || $!{ECONNREFUSED} ? 3 : 1) };
-$| = 1; binmode STDOUT; binmode STDIN; syswrite STDOUT, "\x01";
-my ($in, $out) = (1, 1);
-while ($out) { my $rin = ''; vec($rin, fileno(STDIN), 1) = 1 if $in; vec($rin, fileno($s), 1) = 1;
-  next if select(my $r = $rin, undef, undef, undef) < 0;
-  if ($in && vec($r, fileno(STDIN), 1)) { my $n = sysread(STDIN, my $b, 65536); if (!$n) { $in = 0; shutdown($s, 1) } else { my $o = 0; while ($o < $n) { my $w = syswrite($s, $b, $n - $o, $o); exit 0 unless defined $w; $o += $w } } }
-  if (vec($r, fileno($s), 1)) { my $n = sysread($s, my $b, 65536); if (!$n) { $out = 0 } else { my $o = 0; while ($o < $n) { my $w = syswrite(STDOUT, $b, $n - $o, $o); exit 0 unless defined $w; $o += $w } } } }`
 
 // DialSocket implements runtime.RemoteWorkspace: an exec in the keeper
 // relays the socket; the caller gets one end of a socketpair, so that it
@@ -425,7 +284,7 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 		}()
 		defer close(ended)
 		code, xerr = c.exec(rctx, id, stream{Container: containerKeeper,
-			Command: []string{"perl", "-e", relayScript, "--", sp}, Stdin: inR, Stdout: outW, Stderr: &errb})
+			Command: agentCmd("dial", sp), Stdin: inR, Stdout: outW, Stderr: &errb})
 		outW.Close()
 		inR.Close()
 	}()

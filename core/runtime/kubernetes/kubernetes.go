@@ -7,14 +7,11 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +32,7 @@ import (
 	coord "github.com/mcp-forge/mcp-forge/core/cluster"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // opTimeout bounds an API call that should return promptly.
@@ -177,11 +175,8 @@ func (c *Client) tracedExec(ctx context.Context, pod string, s stream) (int, err
 	what := "attach"
 	if len(s.Command) > 0 {
 		what = s.Command[0]
-		if len(s.Command) > 2 && s.Command[0] == "perl" {
-			what = "perl " + strings.SplitN(s.Command[2], "\n", 2)[0]
-			if len(what) > 60 {
-				what = what[:60]
-			}
+		if len(s.Command) > 1 && s.Command[0] == agentPath {
+			what = agent.Binary + " " + s.Command[1]
 		}
 	}
 	c.log.Debug("exec", "pod", pod, "container", s.Container, "command", what, "exit", code, "took", time.Since(t0), "error", err)
@@ -492,34 +487,24 @@ func (c *Client) OOMKilled(ctx context.Context, id string) (runtime.OOMVerdict, 
 // Logs implements runtime.Containers: the sandbox's init keeps stdout and
 // stderr apart in its run directory (the log API would merge them).
 func (c *Client) Logs(ctx context.Context, id string, max int64) (runtime.Output, error) {
-	res, err := c.keep(ctx, id, logsScript, nil, path.Base(runDir), strconv.FormatInt(max, 10))
+	res, data, err := c.keep(ctx, id, agent.Request{Op: agent.OpLogs, Max: max}, nil)
 	if err != nil {
 		return runtime.Output{}, err
 	}
-	if res.ExitCode != 0 {
-		return runtime.Output{}, errExit("read the sandbox's output", res)
+	if err := fileErr("read the sandbox's output", max, res); err != nil {
+		return runtime.Output{}, err
 	}
-	return parseLogs(res.Stdout)
+	return logsOf(res.Logs, data)
 }
 
-// logsScript prints the totals the init counted (none while it runs), the
-// lengths of what follows, then the first max bytes of stdout and stderr.
-const logsScript = `use Fcntl; my ($dir, $max) = @ARGV; my @t = (0, 0);
-my $f; if (sysopen($f, "$dir/totals", O_RDONLY | O_NONBLOCK | O_NOFOLLOW) && -f $f) { read($f, my $l, 64); @t = map { int($_ // 0) } (split ' ', $l // '')[0, 1] }
-my @d; for my $s ('stdout', 'stderr') { my $b = ''; my $g; if (sysopen($g, "$dir/$s", O_RDONLY | O_NONBLOCK | O_NOFOLLOW) && -f $g) { binmode $g; read($g, $b, $max) } push @d, $b }
-binmode STDOUT; printf "%d %d %d %d\n", $t[0] || 0, $t[1] || 0, length $d[0], length $d[1]; print @d;`
-
-func parseLogs(b []byte) (runtime.Output, error) {
-	head, rest, ok := bytes.Cut(b, []byte("\n"))
-	var out runtime.Output
-	var lo, le int
-	if _, err := fmt.Sscanf(string(head), "%d %d %d %d", &out.StdoutTotal, &out.StderrTotal, &lo, &le); !ok || err != nil || lo < 0 || le < 0 || lo+le != len(rest) {
+func logsOf(l *agent.Logs, data []byte) (runtime.Output, error) {
+	if l == nil || l.Stdout < 0 || l.Stdout > int64(len(data)) {
 		return runtime.Output{}, fmt.Errorf("the sandbox's output: a malformed answer")
 	}
-	out.Stdout, out.Stderr = rest[:lo], rest[lo:]
+	out := runtime.Output{Stdout: data[:l.Stdout:l.Stdout], Stderr: data[l.Stdout:]}
 	// A run still going has no totals yet: what was kept is what is known.
-	out.StdoutTotal = maxInt(out.StdoutTotal, int64(lo))
-	out.StderrTotal = maxInt(out.StderrTotal, int64(le))
+	out.StdoutTotal = maxInt(l.StdoutTotal, int64(len(out.Stdout)))
+	out.StderrTotal = maxInt(l.StderrTotal, int64(len(out.Stderr)))
 	return out, nil
 }
 
@@ -535,7 +520,7 @@ func maxInt(a, b int64) int64 {
 // goes to every other process, which ends the command and then the init.
 func (c *Client) Signal(ctx context.Context, id, sig string) error {
 	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
-	cmd := []string{"perl", "-e", killScript, "--", sig, "1"}
+	cmd := agentCmd("kill", sig, "1")
 	if sig == "KILL" {
 		cmd = killCmd(sig, -1)
 	}

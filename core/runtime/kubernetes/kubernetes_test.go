@@ -545,7 +545,7 @@ func TestExecErrors(t *testing.T) {
 	if _, err := cl.c.Exec(ctx, id, runtime.ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "exec of pod "+id) || !strings.Contains(err.Error(), "not running") {
 		t.Errorf("Exec in an unreachable container: %v; want the pod and the kubelet's reason", err)
 	}
-	if _, err := cl.c.ReadFile(ctx, id, "a.txt", 10); err == nil || !strings.Contains(err.Error(), "exec in keeper of pod "+id) {
+	if _, err := cl.c.ReadFile(ctx, id, "a.txt", 10); err == nil || !strings.Contains(err.Error(), "file service of pod "+id) {
 		t.Errorf("ReadFile in an unreachable container: %v; want the pod and container", err)
 	}
 	if err := cl.cs.CoreV1().Pods(cl.k.Namespace).Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
@@ -589,7 +589,9 @@ func TestWaitRewatches(t *testing.T) {
 }
 
 // isService is the stream of a pod's file service, which Start opens.
-func isService(s served) bool { return len(s.Command) > 2 && s.Command[2] == keeperd }
+func isService(s served) bool {
+	return len(s.Command) > 1 && s.Command[0] == agentPath && s.Command[1] == "serve"
+}
 
 // An API server whose user-namespace feature gate is off stores the pod
 // without hostUsers: false; Create refuses it and deletes the pod rather

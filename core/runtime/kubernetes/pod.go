@@ -18,23 +18,29 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // The containers of a sandbox pod. The sandbox runs the intent's command
-// under initScript; seed fills the workspace before it starts; keeper
-// outlives it, so that files can be read back after a run ended and
-// endpoints reached while it runs, always inside the pod's confinement.
+// under the agent's init; agent brings the agent into the pod, then seed
+// fills the workspace before the sandbox starts; keeper outlives it, so
+// that files can be read back after a run ended and endpoints reached
+// while it runs, always inside the pod's confinement.
 const (
 	containerSandbox = "sandbox"
+	containerAgent   = "agent"
 	containerSeed    = "seed"
 	containerKeeper  = "keeper"
 )
 
 // Paths in the pod's containers.
 const (
-	wsDir    = "/forge/ws"  // the whole workspace, in seed and keeper
-	runDir   = "/forge/run" // the sandbox's captured output, in sandbox and keeper
-	seedRoot = "/forge"     // where the seed unpacks: ws/ and copy/<n>/ beneath
+	wsDir    = "/forge/ws"    // the whole workspace, in seed and keeper
+	runDir   = "/forge/run"   // the sandbox's captured output, in sandbox and keeper
+	seedRoot = "/forge"       // where the seed unpacks: ws/ and copy/<n>/ beneath
+	agentDir = "/forge/agent" // the agent's emptyDir, read-only but in the agent container
+	// agentPath is the agent in every container of the pod.
+	agentPath = agentDir + "/" + agent.Binary
 )
 
 // Annotations of a sandbox pod.
@@ -52,49 +58,15 @@ const (
 // before the cluster ends it (activeDeadlineSeconds), were the core gone.
 const lifetimeGrace = 60
 
-// initScript is the sandbox container's PID 1: images carry no init and a
-// pod gets none injected (Podman's --init). It forwards signals to the
-// command, reaps orphans, captures stdout and stderr apart (the log API
-// merges them) keeping FORGE_LOG_MAX bytes of each and counting the rest,
-// and exits as the command did (128+n for signal n). It also drops the
-// API server's address, which the kubelet puts in every container's
-// environment whatever enableServiceLinks says: deleting it from %ENV
-// changes only what children get, while /proc/1/environ, which the
-// sandbox reads, shows what PID 1 was started with; so PID 1 executes
-// itself again (the same arguments, from /proc/self/cmdline) without it.
-// Perl because every Debian-based image has perl-base (essential).
-const initScript = `use strict; use POSIX ();
-if (my @k = grep { /^KUBERNETES_(SERVICE|PORT)/ } keys %ENV) { delete @ENV{@k};
-  open my $c, '<', '/proc/self/cmdline' or die "cmdline: $!"; my @a = split /\0/, do { local $/; <$c> }, -1; pop @a;
-  exec { $^X } @a; die "exec $^X: $!" }
-my $max = $ENV{FORGE_LOG_MAX} || 1048576; delete $ENV{FORGE_LOG_MAX};
-pipe(my $or, my $ow) or die "pipe: $!"; pipe(my $er, my $ew) or die "pipe: $!";
-my $pid = fork; defined $pid or die "fork: $!";
-if (!$pid) { close $or; close $er; open STDOUT, '>&', $ow; open STDERR, '>&', $ew; close $ow; close $ew;
-  exec { $ARGV[0] } @ARGV; print STDERR "exec $ARGV[0]: $!\n"; POSIX::_exit(127); }
-close $ow; close $ew;
-for my $s (qw(INT TERM HUP QUIT USR1 USR2 WINCH ALRM)) { $SIG{$s} = sub { kill $s, $pid } }
-open my $fo, '>', '/forge/run/stdout' or die "stdout: $!"; open my $fe, '>', '/forge/run/stderr' or die "stderr: $!";
-my @s = ([$or, $fo, 0, 1], [$er, $fe, 0, 1]);
-my ($status, $gone);
-while (grep { $_->[3] } @s) {
-  my $rin = ''; vec($rin, fileno($_->[0]), 1) = 1 for grep { $_->[3] } @s;
-  my $n = select(my $rout = $rin, undef, undef, defined $status ? 0.2 : 1);
-  if ($n > 0) { for my $e (grep { $_->[3] && vec($rout, fileno($_->[0]), 1) } @s) {
-    my $got = sysread($e->[0], my $buf, 65536);
-    if (!$got) { $e->[3] = 0; next }
-    my $keep = $max - $e->[2]; $keep = 0 if $keep < 0; $keep = $got if $keep > $got;
-    syswrite($e->[1], $buf, $keep) if $keep; $e->[2] += $got; } }
-  while ((my $w = waitpid(-1, POSIX::WNOHANG())) > 0) { if ($w == $pid) { $status = $?; $gone = time } }
-  last if defined $status && ($n == 0 || time - $gone > 2);
-}
-while (!defined $status) { my $w = waitpid(-1, 0); last if $w < 0; $status = $? if $w == $pid }
-open my $ft, '>', '/forge/run/totals'; print $ft "$s[0][2] $s[1][2]\n"; close $ft;
-exit(($status & 127) ? 128 + ($status & 127) : $status >> 8);
-`
-
-// keeperScript keeps the keeper container alive until the pod is deleted.
-const keeperScript = `$SIG{TERM} = sub { exit 0 }; sleep 3600 while 1;`
+// The sandbox container runs its command under the agent's init (its
+// PID 1: images carry no init and a pod gets none injected, as Podman's
+// --init), which captures stdout and stderr apart in runDir, reaps and
+// forwards signals, and keeps the API server's address out of
+// /proc/1/environ; the keeper's PID 1 is the agent idling. The agent
+// reaches the pod through the init container agent, which copies it from
+// its own image into an emptyDir the others mount read-only: nothing of
+// the user's image is needed for it.
+func agentCmd(args ...string) []string { return append([]string{agentPath}, args...) }
 
 // podName is a fresh pod name (a DNS label).
 func podName() string {
@@ -244,7 +216,8 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 		env = append(env, corev1.EnvVar{Name: key, Value: s.Env[key]})
 	}
 	env = append(env, corev1.EnvVar{Name: "FORGE_LOG_MAX", Value: strconv.Itoa(maxLog)})
-	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: runDir}}
+	agentRO := corev1.VolumeMount{Name: "agent", MountPath: agentDir, ReadOnly: true}
+	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: runDir}, agentRO}
 	seedMounts := []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}}
 	var copies []corev1.Volume
 	for _, m := range mounts {
@@ -261,7 +234,7 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 		}
 		vm = append(vm, corev1.VolumeMount{Name: "ws", MountPath: m.Target, SubPath: sub, ReadOnly: m.ReadOnly})
 	}
-	keeperMounts := append(slices.Clone(seedMounts), corev1.VolumeMount{Name: "run", MountPath: runDir, ReadOnly: true})
+	keeperMounts := append(slices.Clone(seedMounts), corev1.VolumeMount{Name: "run", MountPath: runDir, ReadOnly: true}, agentRO)
 	ws := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMedium(k.WorkspaceMedium)}
 	if quota > 0 {
 		ws.SizeLimit = resource.NewQuantity(quota, resource.BinarySI)
@@ -280,6 +253,11 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	pull := corev1.PullPolicy(k.PullPolicy)
 	if isDigestRef(image) {
 		pull = corev1.PullIfNotPresent
+	}
+	agentImage := ImageRef("", k.AgentImage)
+	agentPull := corev1.PullPolicy(k.PullPolicy)
+	if isDigestRef(agentImage) {
+		agentPull = corev1.PullIfNotPresent
 	}
 	deadline := int64(k.SessionLifetime)
 	if s.Labels[runtime.LabelOneShot] == "true" && s.Limits.Timeout > 0 {
@@ -306,8 +284,16 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 				{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: ws}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: tmp}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(3*maxLog, resource.BinarySI)}}},
+				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(agentSize, resource.BinarySI)}}},
 			}, copies...),
 			InitContainers: []corev1.Container{{
+				// The agent's image is FROM scratch: the agent copies itself.
+				Name: containerAgent, Image: agentImage, ImagePullPolicy: agentPull,
+				Command:         []string{"/" + agent.Binary, "install", agentPath},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+				SecurityContext: confined(), Resources: corev1.ResourceRequirements{Requests: helper.Requests, Limits: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: *resource.NewQuantity(agentSize+32<<20, resource.BinarySI)}},
+			}, {
 				Name: containerSeed, Image: image, ImagePullPolicy: pull,
 				// The workspace arrives as a tar on stdin (Start attaches);
 				// the sandbox starts only once it is all there.
@@ -319,13 +305,13 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 			Containers: []corev1.Container{
 				{
 					Name: containerSandbox, Image: image, ImagePullPolicy: pull,
-					Command:    append([]string{"perl", "-e", initScript, "--"}, s.Command...),
+					Command:    append(agentCmd("init", runDir, "--"), s.Command...),
 					WorkingDir: s.WorkDir, Env: env, VolumeMounts: vm, SecurityContext: confined(),
 					Resources: corev1.ResourceRequirements{Limits: limits, Requests: requests},
 				},
 				{
 					Name: containerKeeper, Image: image, ImagePullPolicy: pull,
-					Command:         []string{"perl", "-e", keeperScript},
+					Command:         agentCmd("idle"),
 					VolumeMounts:    keeperMounts,
 					SecurityContext: confined(), Resources: helper,
 				},
@@ -345,6 +331,9 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	}
 	return pod, nil
 }
+
+// agentSize bounds the agent's emptyDir: the binary (about 4 MB) and room.
+const agentSize = 32 << 20
 
 // maxLog is how much of each of stdout and stderr the sandbox keeps: the
 // most an MCP result carries (execution.max_output is at most this).

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // A read-only mount of a directory of the core's (a tool grant: generated
@@ -70,49 +71,9 @@ func socketsOf(mounts []mountPlace) ([]hostSocket, error) {
 	return out, nil
 }
 
-// Frames between listenScript and the core: a type byte, the connection's
-// number and the length of the data that follows (big-endian uint32s).
-// From the pod: O (a connection opened; data: the listener's index as a
-// uint32), D (data), E (the sandbox closed its writing half), C (gone).
-// To the pod: D, E (the core's end closed its writing half), C (close it).
-const frameHeader = 9
-
-// maxFrame bounds a frame's data: the script reads 64 KiB at a time.
-const maxFrame = 1 << 20
-
-// listenScript listens on each socket path it is given (replacing what is
-// there), sends an R frame once all listen, and carries connections as
-// frames. At most 64 connections at once: more are closed at once.
-const listenScript = `use strict; use Socket; use File::Basename;
-$SIG{PIPE} = 'IGNORE'; binmode STDIN; binmode STDOUT;
-my @l;
-for my $p (@ARGV) { chdir(dirname($p)) or die "$p: $!\n"; unlink(basename($p));
-  socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die "socket: $!\n"; bind($s, pack_sockaddr_un(basename($p))) or die "bind $p: $!\n";
-  chmod 0666, basename($p); listen($s, 64) or die "listen $p: $!\n"; push @l, $s }
-chdir '/';
-sub out { my ($t, $id, $d) = @_; $d = '' unless defined $d; my $m = pack('aNN', $t, $id, length $d) . $d; my $o = 0;
-  while ($o < length $m) { my $w = syswrite(STDOUT, $m, length($m) - $o, $o); exit 0 unless defined $w; $o += $w } }
-out('R', 0);
-my (%c, $in); my $next = 1; $in = '';
-sub drop { my $e = delete $c{$_[0]} or return; close $e->{s} }
-while (1) {
-  my $rin = ''; vec($rin, fileno(STDIN), 1) = 1; vec($rin, fileno($_), 1) = 1 for @l;
-  for my $e (values %c) { vec($rin, fileno($e->{s}), 1) = 1 unless $e->{rd} }
-  next if select(my $r = $rin, undef, undef, undef) < 0;
-  if (vec($r, fileno(STDIN), 1)) { my $n = sysread(STDIN, $in, 65536, length $in); exit 0 unless $n;
-    while (length $in >= 9) { my ($t, $id, $len) = unpack('aNN', $in); last if length $in < 9 + $len;
-      my $d = substr($in, 9, $len); substr($in, 0, 9 + $len) = '';
-      my $e = $c{$id} or next;
-      if ($t eq 'D') { my $o = 0; while ($o < $len) { my $w = syswrite($e->{s}, $d, $len - $o, $o); if (!defined $w) { out('C', $id); drop($id); last } $o += $w } }
-      elsif ($t eq 'E') { shutdown($e->{s}, 1); $e->{wr} = 1; drop($id) if $e->{rd} }
-      else { drop($id) } } }
-  for my $i (0 .. $#l) { next unless vec($r, fileno($l[$i]), 1); accept(my $s, $l[$i]) or next;
-    if (keys(%c) >= 64) { close $s; next } my $id = $next++; $c{$id} = { s => $s }; out('O', $id, pack('N', $i)) }
-  for my $id (keys %c) { my $e = $c{$id} or next; next if $e->{rd} || !vec($r, fileno($e->{s}), 1);
-    my $n = sysread($e->{s}, my $b, 65536);
-    if ($n) { out('D', $id, $b) } elsif (defined $n) { out('E', $id); $e->{rd} = 1; drop($id) if $e->{wr} } else { out('C', $id); drop($id) } } }`
-
-// relay is the core's end of a pod's listenScript.
+// relay is the core's end of a pod's `mcp-forge-agent listen`: frames
+// (agent.Frame) carry the connections the sandbox opens on the copied
+// sockets, at most agent.MaxRelayConns at once.
 type relay struct {
 	socks []hostSocket
 	wmu   sync.Mutex
@@ -134,7 +95,7 @@ func (c *Client) startRelay(ctx context.Context, ready context.Context, id strin
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	r := &relay{socks: socks, w: inW, conns: map[uint32]*relayConn{}}
-	args := []string{"perl", "-e", listenScript, "--"}
+	args := agentCmd("listen")
 	for _, s := range socks {
 		args = append(args, s.InPod)
 	}
@@ -149,9 +110,9 @@ func (c *Client) startRelay(ctx context.Context, ready context.Context, id strin
 	br := bufio.NewReaderSize(outR, 64<<10)
 	first := make(chan error, 1)
 	go func() {
-		t, _, _, err := readFrame(br)
-		if err == nil && t != 'R' {
-			err = fmt.Errorf("the relay answered %q first", t)
+		f, err := agent.ReadFrame(br)
+		if err == nil && f.Type != agent.FrameReady {
+			err = fmt.Errorf("the relay answered %q first", f.Type)
 		}
 		first <- err
 	}()
@@ -180,65 +141,41 @@ func (c *Client) startRelay(ctx context.Context, ready context.Context, id strin
 	return nil
 }
 
-func readFrame(r *bufio.Reader) (byte, uint32, []byte, error) {
-	var h [frameHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, 0, nil, err
-	}
-	n := binary.BigEndian.Uint32(h[5:])
-	if n > maxFrame {
-		return 0, 0, nil, fmt.Errorf("a relay frame of %d bytes", n)
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return 0, 0, nil, err
-	}
-	return h[0], binary.BigEndian.Uint32(h[1:5]), data, nil
-}
-
 func (r *relay) send(t byte, id uint32, data []byte) error {
-	var h [frameHeader]byte
-	h[0] = t
-	binary.BigEndian.PutUint32(h[1:5], id)
-	binary.BigEndian.PutUint32(h[5:], uint32(len(data)))
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	if _, err := r.w.Write(h[:]); err != nil {
-		return err
-	}
-	_, err := r.w.Write(data)
-	return err
+	return agent.WriteFrame(r.w, agent.Frame{Type: t, Conn: id, Data: data})
 }
 
 // serve reads the pod's frames until the exec ends.
 func (r *relay) serve(br *bufio.Reader) {
 	for {
-		t, id, data, err := readFrame(br)
+		f, err := agent.ReadFrame(br)
 		if err != nil {
 			return
 		}
-
+		t, id, data := f.Type, f.Conn, f.Data
 		switch t {
-		case 'O':
+		case agent.FrameOpen:
 			if len(data) != 4 || int(binary.BigEndian.Uint32(data)) >= len(r.socks) {
 				return // out of step: the pod's relay is not ours
 			}
 			r.open(id, r.socks[binary.BigEndian.Uint32(data)].Host)
-		case 'D':
+		case agent.FrameData:
 			if rc := r.conn(id); rc != nil {
 				_ = rc.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 				if _, err := rc.c.Write(data); err != nil {
 					r.drop(id, true)
 				}
 			}
-		case 'E':
+		case agent.FrameEOF:
 			if rc := r.conn(id); rc != nil {
 				if uc, ok := rc.c.(*net.UnixConn); ok {
 					_ = uc.CloseWrite()
 				}
 				r.halfClosed(id, rc, true)
 			}
-		case 'C':
+		case agent.FrameClose:
 			r.drop(id, false)
 		}
 	}
@@ -255,7 +192,7 @@ func (r *relay) conn(id uint32) *relayConn {
 func (r *relay) open(id uint32, sock string) {
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
-		_ = r.send('C', id, nil)
+		_ = r.send(agent.FrameClose, id, nil)
 		return
 	}
 	rc := &relayConn{c: c}
@@ -267,13 +204,13 @@ func (r *relay) open(id uint32, sock string) {
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if r.send('D', id, buf[:n]) != nil {
+				if r.send(agent.FrameData, id, buf[:n]) != nil {
 					r.drop(id, false)
 					return
 				}
 			}
 			if errors.Is(err, io.EOF) {
-				_ = r.send('E', id, nil)
+				_ = r.send(agent.FrameEOF, id, nil)
 				r.halfClosed(id, rc, false)
 				return
 			}
@@ -312,7 +249,7 @@ func (r *relay) drop(id uint32, tell bool) {
 	}
 	rc.c.Close()
 	if tell {
-		_ = r.send('C', id, nil)
+		_ = r.send(agent.FrameClose, id, nil)
 	}
 }
 
