@@ -80,8 +80,8 @@ kube-down:
 doctor: build
 	@$(BIN)/mcp-forge doctor
 
-## test: every test, unit and end-to-end against real Podman
-test: setup build
+## test: every test (setup and build first), unit and end-to-end against real Podman and a real Kubernetes cluster; prints the time of each leg
+test:
 	@scripts/test.sh
 
 ## test-unit: unit tests only (seed corpora of the fuzz targets included): no Podman, loop device or mount
