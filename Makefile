@@ -173,7 +173,7 @@ install: build
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/lib/mcp-forge $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/mcp-forge \
 	  $(DESTDIR)/etc/systemd/system $(DESTDIR)/etc/systemd/user
 	install -d -m 0700 $(DESTDIR)/etc/mcp-forge
-	install -m 0755 $(BIN)/mcp-forge $(BIN)/mcp-forge-plugin-* $(DESTDIR)$(PREFIX)/lib/mcp-forge/
+	install -m 0755 $(BIN)/mcp-forge $(BIN)/mcp-forge-agent $(BIN)/mcp-forge-plugin-* $(DESTDIR)$(PREFIX)/lib/mcp-forge/
 	ln -sfn ../lib/mcp-forge/mcp-forge $(DESTDIR)$(PREFIX)/bin/mcp-forge
 	sed 's|@PREFIX@|$(PREFIX)|g' dist/systemd/mcp-forge.service > $(DESTDIR)/etc/systemd/system/mcp-forge.service
 	sed 's|@PREFIX@|$(PREFIX)|g' dist/systemd/mcp-forge-user.service > $(DESTDIR)/etc/systemd/user/mcp-forge.service

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 make -s install DESTDIR="$stage" PREFIX=/usr/local >/dev/null
-for f in usr/local/lib/mcp-forge/mcp-forge usr/local/bin/mcp-forge \
+for f in usr/local/lib/mcp-forge/mcp-forge usr/local/lib/mcp-forge/mcp-forge-agent usr/local/bin/mcp-forge \
          etc/systemd/system/mcp-forge.service etc/systemd/user/mcp-forge.service \
          etc/mcp-forge/forge.toml etc/mcp-forge/forge.toml.example \
          usr/local/share/doc/mcp-forge/operations.md; do

@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,7 +19,8 @@ import (
 )
 
 // What a sandbox with a grant sees: the run's channel directory, read-only
-// at SandboxDir, holding the socket to the core's proxy and the forwarder,
+// at SandboxDir, holding the socket to the core's proxy, and the
+// forwarder (mcp-forge-agent forward, in every sandbox),
 // which listens on 127.0.0.1:ForwarderPort and carries each connection
 // there. The proxy variables of ProxyEnv point ordinary code (urllib,
 // requests, pip, uv, R's download.file and curl) at the forwarder; code
@@ -28,15 +28,11 @@ import (
 const (
 	SandboxDir    = "/forge/net"
 	SocketName    = "egress.sock"
-	ForwarderName = "forward.pl"
 	ForwarderPort = 3128
 	// EnvHosts lists the granted "host:port"s, comma-separated, for code
 	// that wants to know.
 	EnvHosts = "FORGE_NETWORK"
 )
-
-//go:embed forward.pl
-var forwarder []byte
 
 // proxyURL is where the forwarder listens, as the proxy variables name it.
 var proxyURL = "http://127.0.0.1:" + strconv.Itoa(ForwarderPort)
@@ -68,8 +64,8 @@ func NewChannels(p *Proxy, root string) (*Channels, error) {
 	return &Channels{proxy: p, root: root, live: map[string]*Channel{}}, nil
 }
 
-// Channel is one grant's way in from its sandbox: a directory with the
-// forwarder and a unix socket served by the proxy for that grant. Close
+// Channel is one grant's way in from its sandbox: a directory with a unix
+// socket served by the proxy for that grant. Close
 // ends the grant (open connections are cut) and removes the directory.
 type Channel struct {
 	c      *Channels
@@ -92,10 +88,6 @@ func (c *Channels) Open(g *Grant, plugin string) (*Channel, error) {
 	ch := &Channel{c: c, g: g, token: hex.EncodeToString(b), plugin: plugin, done: make(chan struct{})}
 	ch.dir = filepath.Join(c.root, ch.token)
 	if err := os.Mkdir(ch.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("network channel: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(ch.dir, ForwarderName), forwarder, 0o644); err != nil {
-		os.RemoveAll(ch.dir)
 		return nil, fmt.Errorf("network channel: %w", err)
 	}
 	p := filepath.Join(ch.dir, SocketName)
@@ -179,11 +171,10 @@ func (ch *Channel) Env(env map[string]string) map[string]string {
 }
 
 // Command wraps a container's command so that the forwarder listens
-// before it runs; an image without perl fails with a clear message.
-func Command(cmd []string) []string {
-	script := `command -v perl >/dev/null 2>&1 || { echo "mcp-forge: network needs perl in the sandbox image (the mcp-forge images have it)" >&2; exit 125; }; ` +
-		`perl ` + SandboxDir + "/" + ForwarderName + ` ` + SandboxDir + "/" + SocketName + ` ` + strconv.Itoa(ForwarderPort) + ` || exit 125; exec "$@"`
-	return append([]string{"/bin/sh", "-c", script, "sh"}, cmd...)
+// before it runs: agent (mcp-forge-agent's path in the sandbox) starts it,
+// then becomes the command, needing nothing of the image, not even a shell.
+func Command(agent string, cmd []string) []string {
+	return append([]string{agent, "forward", SandboxDir + "/" + SocketName, strconv.Itoa(ForwarderPort), "--"}, cmd...)
 }
 
 // Close ends the grant (connections cut), stops serving and removes the

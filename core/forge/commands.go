@@ -81,7 +81,7 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	// bound: the core doctor diagnoses is the one serve runs, watchdog first.
 	guarantees := doctor.Guarantees(withHostGaps(rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg)
 	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
-		guarantees, doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images)}
+		guarantees, doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images), agentCheck(cfg)}
 	if own := runtime.CapabilitiesOf(rt).Doctor; own != nil {
 		// The runtime checks itself (a cluster: its API, permissions,
 		// nodes and registry) in place of a Podman host.
@@ -111,6 +111,19 @@ func toolVersion(ctx context.Context, path string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
 	return string(out), err
+}
+
+// agentCheck reports the mcp-forge-agent the Podman runtime mounts into
+// every sandbox (network by host name runs it).
+func agentCheck(cfg config.Config) doctor.Check {
+	return func(context.Context) []doctor.Result {
+		if p := AgentBinary(cfg); p != "" {
+			return []doctor.Result{{Name: "agent", Status: doctor.OK, Detail: p}}
+		}
+		return []doctor.Result{{Name: "agent", Status: doctor.Warn,
+			Detail: "no mcp-forge-agent (mode 0755) in " + PluginDir(cfg) + ": runs with network by host name are refused",
+			Fix:    "run `make build` (it goes next to the plugins) or `make install`"}}
+	}
 }
 
 // pluginCheck reports each plugin as the core would load it (checksum,

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -143,7 +144,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if channel != nil {
 		mounts = append(mounts, runtime.Mount{Source: channel.Dir(), Target: egress.SandboxDir, ReadOnly: true})
 		in.Env = channel.Env(in.Env)
-		in.Command = egress.Command(in.Command)
+		in.Command = egress.Command(agent.Path, in.Command)
 	}
 	labels := map[string]string{}
 	for k, v := range in.Labels {

@@ -220,6 +220,22 @@ func TestKubePodDeadlines(t *testing.T) {
 	}
 }
 
+// noPerlImage builds the Python image with perl removed (podman), and
+// names it.
+func noPerlImage(t *testing.T) string {
+	t.Helper()
+	const image = "localhost/mcp-forge/python:noperl"
+	dir := t.TempDir()
+	cf := "FROM localhost/mcp-forge/python:3.11\nUSER 0\nRUN rm -f /usr/bin/perl /usr/bin/perl5* && ! command -v perl\nUSER 1000\n"
+	if err := os.WriteFile(dir+"/Containerfile", []byte(cf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("podman", "build", "-q", "-t", image, dir).CombinedOutput(); err != nil {
+		t.Fatalf("podman build: %v\n%s", err, out)
+	}
+	return image
+}
+
 // TestKubeImageWithoutPerl: a custom image with no perl (the Python image
 // with perl removed, built here) runs sessions, stateless runs and file
 // tools on the cluster: everything the core runs in a pod is the agent,
@@ -232,15 +248,7 @@ func TestKubeImageWithoutPerl(t *testing.T) {
 	if sock == "" {
 		t.Skip("putting an image on the node needs its containerd: set FORGE_TEST_CONTAINERD (scripts/test-kube.sh does)")
 	}
-	const image = "localhost/mcp-forge/python:noperl"
-	dir := t.TempDir()
-	cf := "FROM localhost/mcp-forge/python:3.11\nUSER 0\nRUN rm -f /usr/bin/perl /usr/bin/perl5* && ! command -v perl\nUSER 1000\n"
-	if err := os.WriteFile(dir+"/Containerfile", []byte(cf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("podman", "build", "-q", "-t", image, dir).CombinedOutput(); err != nil {
-		t.Fatalf("podman build: %v\n%s", err, out)
-	}
+	image := noPerlImage(t)
 	imp := exec.Command("sh", "-c", `podman save "$1" | ctr -a "$2" -n k8s.io images import - >/dev/null`, "sh", image, sock)
 	if out, err := imp.CombinedOutput(); err != nil {
 		t.Fatalf("import into the node's containerd: %v\n%s", err, out)

@@ -265,6 +265,34 @@ cat("ungranted:", r, "\n")`, s.port)
 	}
 }
 
+// TestNetworkInImageWithoutPerl: the forwarder is the core's agent,
+// mounted into the sandbox, so network by host name works in an image that
+// has no perl (the Python image with it removed), from stateless runs and
+// sessions.
+func TestNetworkInImageWithoutPerl(t *testing.T) {
+	testenv.PodmanOnly(t, "the image is built with this host's podman; on a cluster TestKubeImageWithoutPerl covers the pod's agent")
+	image := noPerlImage(t)
+	s, _, cs := networkCore(t, func(c *config.Config) {
+		for _, name := range []string{"python", "jupyter"} {
+			p := c.Plugins[name]
+			if p.Config == nil {
+				p.Config = map[string]any{}
+			}
+			p.Config["image"] = strings.TrimPrefix(image, "localhost/")
+			c.Plugins[name] = p
+		}
+	})
+	code := fmt.Sprintf("import shutil, urllib.request\nprint(shutil.which('perl'), urllib.request.urlopen('http://files.test:%s/data').read().decode())", s.port)
+	for _, args := range []map[string]any{{"code": code}, {"code": code, "session_id": "noperl-net"}} {
+		args["network"] = []string{"files.test"}
+		var o out
+		res := testenv.Call(t, cs, "execute_python", args, &o)
+		if res.IsError || !o.Success || strings.TrimSpace(o.Stdout) != "None hello from files.test" {
+			t.Fatalf("execute_python %v with network in an image without perl: %s %+v", args["session_id"], testenv.Text(res), o)
+		}
+	}
+}
+
 // A flood past the grant's budget is refused with the budget's rule while
 // what came before it was served.
 func TestNetworkBudget(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
@@ -112,7 +113,8 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	for _, f := range opts {
 		f(&o)
 	}
-	var rt sandbox.Engine = podman.New(cfg.Server.PodmanSocket)
+	// The agent make build leaves in bin/, as the server finds it beside its plugins.
+	var rt sandbox.Engine = podman.New(cfg.Server.PodmanSocket).WithAgent(filepath.Join(RepoRoot(), "bin", agent.Binary))
 	if Kube() {
 		var k *kubernetes.Client
 		rt, k = kubeEngine(t, cfg)

@@ -35,6 +35,8 @@ const Usage = `usage: mcp-forge-agent COMMAND [ARGS]
   dial PATH               relay the unix socket PATH to stdin and stdout
   listen PATH...          listen on unix sockets, carry their connections as frames
   install DEST            copy this binary to DEST (an init container's job)
+  forward SOCK PORT -- CMD...
+                          network by host name: serve 127.0.0.1:PORT to SOCK, then run CMD
 `
 
 // Main runs the command in args (without the program name) and answers
@@ -89,6 +91,14 @@ func Main(args []string) int {
 	case "install":
 		if len(rest) == 1 {
 			return report(install(rest[0]))
+		}
+	case "forward":
+		if head, argv, ok := tail(2); ok {
+			return Forward(head[0], head[1], argv)
+		}
+	case "forward-serve":
+		if len(rest) == 1 {
+			return forwardServe(rest[0])
 		}
 	}
 	fmt.Fprint(os.Stderr, Usage)

@@ -35,12 +35,13 @@ const (
 
 // Paths in the pod's containers.
 const (
-	wsDir    = "/forge/ws"    // the whole workspace, in seed and keeper
-	runDir   = "/forge/run"   // the sandbox's captured output, in sandbox and keeper
-	seedRoot = "/forge"       // where the seed unpacks: ws/ and copy/<n>/ beneath
-	agentDir = "/forge/agent" // the agent's emptyDir, read-only but in the agent container
-	// agentPath is the agent in every container of the pod.
-	agentPath = agentDir + "/" + agent.Binary
+	wsDir    = "/forge/ws"  // the whole workspace, in seed and keeper
+	runDir   = "/forge/run" // the sandbox's captured output, in sandbox and keeper
+	seedRoot = "/forge"     // where the seed unpacks: ws/ and copy/<n>/ beneath
+	// agentPath is the agent in every container of the pod (where the
+	// core's egress forwarder expects it, as on Podman).
+	agentPath = agent.Path
+	agentDir  = "/forge/agent" // its emptyDir, read-only but in the agent container
 )
 
 // Annotations of a sandbox pod.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/pod-*.golden.json from podSpec")
@@ -396,5 +397,13 @@ func TestImageRef(t *testing.T) {
 		if got := ImageRef(tc.registry, tc.name); got != tc.want {
 			t.Errorf("ImageRef(%q, %q) = %q, want %q", tc.registry, tc.name, got, tc.want)
 		}
+	}
+}
+
+// The init container installs the agent where the core's egress forwarder
+// runs it (agent.Path, the same on Podman).
+func TestAgentDirHoldsAgentPath(t *testing.T) {
+	if agentDir+"/"+agent.Binary != agent.Path {
+		t.Fatalf("the agent's emptyDir %s does not hold %s", agentDir, agent.Path)
 	}
 }

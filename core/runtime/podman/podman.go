@@ -34,6 +34,7 @@ import (
 	storagetypes "go.podman.io/storage/types"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
 // MinAPIVersion is the oldest Podman service we have tested against.
@@ -45,6 +46,7 @@ type Client struct {
 	configured string
 	getenv     func(string) string
 	kmsg       func() ([]kmsgRecord, error) // the kernel log, for OOM kills
+	agent      string                       // the host's mcp-forge-agent (WithAgent)
 
 	mu     sync.Mutex
 	conn   context.Context
@@ -59,6 +61,30 @@ var _ runtime.Runtime = (*Client)(nil)
 func New(socket string) *Client {
 	return &Client{configured: socket, getenv: os.Getenv, envs: map[string]*runtime.Scrubber{},
 		kmsg: func() ([]kmsgRecord, error) { return readKmsg("/dev/kmsg") }}
+}
+
+// WithAgent names the host's mcp-forge-agent (a static binary), which every
+// sandbox then has read-only at agent.Path, as a Kubernetes pod has its own
+// copy there; empty: none (a command that needs it is refused at create).
+func (c *Client) WithAgent(path string) *Client {
+	c.agent = path
+	return c
+}
+
+// mountAgent adds the agent's mount to g, or refuses a command that starts
+// with the agent when there is none to mount. No "U" option: a user
+// namespace must not chown the core's own binary; its mode (0755) lets
+// any mapped user run it.
+func (c *Client) mountAgent(g *specgen.SpecGenerator, s runtime.Spec) error {
+	if c.agent == "" {
+		if len(s.Command) > 0 && s.Command[0] == agent.Path {
+			return fmt.Errorf("podman create from %s: the command needs %s (network by host name), and this server has none: "+
+				"build it beside the server's plugins (make build, make install) and restart the server", s.Image, agent.Binary)
+		}
+		return nil
+	}
+	g.Mounts = append(g.Mounts, spec.Mount{Destination: agent.Path, Type: "bind", Source: c.agent, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+	return nil
 }
 
 // opTimeout bounds every API call that should return promptly, so that a
@@ -267,6 +293,9 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", fmt.Errorf("podman create from %s: the spec lacks a resolved image ID or a seccomp profile; refusing to fall back to Podman's defaults", s.Image)
 	}
 	g := toSpecgen(s)
+	if err := c.mountAgent(g, s); err != nil {
+		return "", err
+	}
 	// rootless.go: a rootless service reads ID maps in the user's namespace.
 	if rl, err := c.isRootless(cx); err != nil {
 		return "", err
