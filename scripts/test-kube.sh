@@ -49,7 +49,7 @@ if [ -n "${KUBE_BENCH:-}" ]; then
 elif [ -n "${KUBE_RUN:-}" ]; then
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/ ./test/environments/ ./test/cluster/
 else
-  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "^($e2e)\$" ./test/e2e/
+  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 40m -run "^($e2e)\$" ./test/e2e/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($security)\$" ./test/security/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($http)\$" ./test/http/
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($environments)\$" ./test/environments/
