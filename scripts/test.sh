@@ -29,7 +29,7 @@ leg() { # leg NAME CMD...: runs CMD as one timed leg
 }
 summary() {
   local rc=$?
-  [ -z "${kube_build:-}" ] || kill "$kube_build" 2>/dev/null || true
+  [ -z "${kube_build:-}" ] || { pkill -P "$kube_build" 2>/dev/null; kill "$kube_build" 2>/dev/null; } || true
   echo "== time per leg (logs in $logs)"
   printf '%s\n' "${times[@]}"
   printf '%6d s  in all\n' $(($(date +%s) - t0))
@@ -74,9 +74,11 @@ npm_deps() { # npm_deps DIR PACKAGE...: installs DIR's pinned npm packages unles
     }
   done
 }
+# A leg runs as `CMD || rc=$?`, where bash ignores set -e inside CMD:
+# a function's steps are chained so that the first failure is its result.
 npm_all() {
-  npm_deps test/node @modelcontextprotocol/sdk @modelcontextprotocol/inspector
-  npm_deps test/mcpservers @modelcontextprotocol/server-everything
+  npm_deps test/node @modelcontextprotocol/sdk @modelcontextprotocol/inspector &&
+    npm_deps test/mcpservers @modelcontextprotocol/server-everything
 }
 leg "real MCP clients from npm (TypeScript SDK, Inspector), MCP servers the tool bridge's tests connect to (pinned)" npm_all
 
