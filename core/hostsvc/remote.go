@@ -277,13 +277,17 @@ func (h *Host) keepRemoteFiles(id string) {
 }
 
 func syncBack(r runtime.RemoteWorkspace, ws *workspace.Manager, id, dir string) error {
+	tmp, done, err := ws.BeginSync(dir)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
 	defer cancel()
-	tmp := dir + ".sync"
 	_ = os.RemoveAll(tmp)
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(r.TarOut(ctx, id, ".", pw)) }()
-	_, _, err := workspace.Untar(pr, tmp, ws.Quota(), nil)
+	_, _, err = workspace.Untar(pr, tmp, ws.Quota(), nil)
 	pr.Close()
 	if err != nil {
 		os.RemoveAll(tmp)

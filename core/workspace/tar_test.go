@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // tarOf is a tar a hostile sandbox could send: any names, any types.
@@ -114,5 +115,43 @@ func TestReplace(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s is there after the workspace was removed", p)
 		}
+	}
+}
+
+// A server's stop (Close) waits for a sync under way, so that its sync
+// directory is not left half written, and refuses syncs that start after.
+func TestCloseWaitsForSyncs(t *testing.T) {
+	m := New(t.TempDir(), "tag", 0, nil)
+	w, err := m.Create("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, done, err := m.BeginSync(w.Path)
+	if err != nil || tmp != w.Path+".sync" {
+		t.Fatalf("BeginSync: %q %v", tmp, err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a sync was under way", err)
+	default:
+	}
+	// The sync writes its directory, then ends (Replace refuses: closing).
+	if err := os.MkdirAll(filepath.Join(tmp, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{w.Path, tmp} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is there after Close", p)
+		}
+	}
+	if _, _, err := m.BeginSync(w.Path); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a sync after Close: %v, want ErrNotFound", err)
 	}
 }

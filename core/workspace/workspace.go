@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MaxSessionID is the longest session id. No file name is the id itself
@@ -79,6 +80,11 @@ type Manager struct {
 	// remote: the sandboxes' workspaces live where they run (a pod); the
 	// directories here are only what each starts with.
 	remote bool
+	// syncs are copies from a remote sandbox into a workspace's sync
+	// directory under way (BeginSync); Close waits for them, so that a
+	// server's stop does not leave one half written.
+	syncs  sync.WaitGroup
+	closed bool
 }
 
 // ErrRemote refuses a session's files on a runtime whose workspaces live
@@ -302,8 +308,34 @@ func (m *Manager) Replace(path, tmp string) error {
 	return os.RemoveAll(trash)
 }
 
-// Close removes every workspace this manager still holds (server shutdown).
+// SyncWait bounds how long Close waits for syncs under way.
+const SyncWait = 30 * time.Second
+
+// BeginSync starts a copy into path's sync directory (returned), which
+// Replace swaps in; done ends it. A workspace removed, or a manager
+// closed, refuses with ErrNotFound.
+func (m *Manager) BeginSync(path string) (tmp string, done func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || !m.provisioned[path] {
+		return "", nil, fmt.Errorf("%w: workspace %s was removed", ErrNotFound, path)
+	}
+	m.syncs.Add(1)
+	return path + ".sync", m.syncs.Done, nil
+}
+
+// Close removes every workspace this manager still holds (server shutdown),
+// after the syncs under way (at most SyncWait), and their sync directories.
 func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	waited := make(chan struct{})
+	go func() { m.syncs.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(SyncWait):
+	}
 	m.mu.Lock()
 	paths := make([]string, 0, len(m.provisioned))
 	for p := range m.provisioned {
@@ -313,6 +345,7 @@ func (m *Manager) Close() error {
 	var errs []error
 	for _, p := range paths {
 		errs = append(errs, m.remove(p))
+		_ = os.RemoveAll(p + ".sync")
 	}
 	return errors.Join(errs...)
 }
