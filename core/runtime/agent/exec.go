@@ -52,6 +52,12 @@ func Exec(dir string, argv []string) int {
 		fmt.Fprintln(os.Stderr, "exec: no command")
 		return 127
 	}
+	return become(argv)
+}
+
+// become replaces this process with argv (found on PATH) and returns only
+// if it could not: 127, and why on stderr.
+func become(argv []string) int {
 	p, err := exec.LookPath(argv[0])
 	if err == nil {
 		err = syscall.Exec(p, argv, os.Environ())

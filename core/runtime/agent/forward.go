@@ -16,7 +16,10 @@ import (
 // Path is where every sandbox has the agent: a Kubernetes pod's init
 // container copies it there, the Podman runtime mounts the core's own copy
 // there read-only. Code in the sandbox may run it; it holds nothing.
-const Path = "/forge/agent/" + Binary
+const Path = Dir + "/" + Binary
+
+// Dir is the directory of Path (a pod's emptyDir for the agent).
+const Dir = "/forge/agent"
 
 // ForwardPatience is how long a connection the forwarder accepted waits
 // for the core's socket: on a remote runtime its relay may come up just
@@ -68,12 +71,7 @@ func Forward(sock string, port string, argv []string) int {
 	if len(argv) == 0 {
 		return 0
 	}
-	p, err := exec.LookPath(argv[0])
-	if err == nil {
-		err = syscall.Exec(p, argv, os.Environ())
-	}
-	fmt.Fprintf(os.Stderr, "exec %s: %s\n", argv[0], strerror(err))
-	return 127
+	return become(argv)
 }
 
 // ServeForward carries each connection l accepts to the unix socket sock

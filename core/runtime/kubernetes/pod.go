@@ -41,7 +41,7 @@ const (
 	// agentPath is the agent in every container of the pod (where the
 	// core's egress forwarder expects it, as on Podman).
 	agentPath = agent.Path
-	agentDir  = "/forge/agent" // its emptyDir, read-only but in the agent container
+	agentDir  = agent.Dir // its emptyDir, read-only but in the agent container
 )
 
 // Annotations of a sandbox pod.
