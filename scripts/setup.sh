@@ -90,6 +90,17 @@ if [ -n "$uv_on_path" ]; then
 fi
 # <<< uv <<<
 
+# gVisor's runsc, pinned, for security.isolation = "gvisor" (built from the
+# Go module proxy and cached by version: scripts/gvisor/install.sh). make
+# test sets FORGE_SETUP_GVISOR=0 and builds it beside its other legs.
+if [ "${FORGE_SETUP_GVISOR:-1}" = 1 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    "$(dirname "$0")/gvisor/install.sh"
+  else
+    log "gVisor's runsc is installed by root only (security.isolation = \"gvisor\" needs it): sudo make setup"
+  fi
+fi
+
 if [ "$(id -u)" = 0 ]; then
   # crun cannot run on this host's hybrid cgroups and Podman 4.3 ignores the
   # per-container runtime field, so runc is set engine-wide. The default

@@ -30,6 +30,7 @@ leg() { # leg NAME CMD...: runs CMD as one timed leg
 summary() {
   local rc=$?
   [ -z "${kube_build:-}" ] || { pkill -P "$kube_build" 2>/dev/null; kill "$kube_build" 2>/dev/null; } || true
+  [ -z "${gvisor_build:-}" ] || { pkill -P "$gvisor_build" 2>/dev/null; kill "$gvisor_build" 2>/dev/null; } || true
   echo "== time per leg (logs in $logs)"
   printf '%s\n' "${times[@]}"
   printf '%6d s  in all\n' $(($(date +%s) - t0))
@@ -45,6 +46,17 @@ if [ "${FORGE_TEST_KUBE:-1}" = 1 ]; then
   nice -n 19 scripts/kube/build.sh >"$logs/kube-build.log" 2>&1 &
   kube_build=$!
 fi
+# gVisor's runsc likewise (about 7 CPU-minutes cold; setup skips it here).
+nice -n 19 scripts/gvisor/install.sh >"$logs/gvisor-build.log" 2>&1 &
+gvisor_build=$!
+export FORGE_SETUP_GVISOR=0
+wait_gvisor_build() {
+  local rc=0
+  wait "$gvisor_build" || rc=$?
+  gvisor_build=
+  [ $rc = 0 ] || { cat "$logs/gvisor-build.log"; echo "scripts/gvisor/install.sh failed (exit $rc)"; }
+  return $rc
+}
 wait_kube_build() {
   local rc=0
   wait "$kube_build" || rc=$?

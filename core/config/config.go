@@ -302,6 +302,9 @@ type Volumes struct {
 	InlineFileSize Size `toml:"inline_file_size"`
 }
 
+// DefaultRunsc is where scripts/setup.sh installs gVisor's runsc.
+const DefaultRunsc = "/usr/local/lib/mcp-forge/runsc"
+
 // Security holds the sandbox hardening switches and the audit log.
 type Security struct {
 	AuditLog string `toml:"audit_log"`
@@ -318,6 +321,14 @@ type Security struct {
 	UserNS                string `toml:"userns"`
 	UserNSStart           int    `toml:"userns_start"`
 	TmpfsSize             Size   `toml:"tmpfs_size"`
+	// Isolation is the kernel sandboxed code talks to: "container" (the
+	// host's, behind seccomp, a user namespace and no capabilities) or
+	// "gvisor" (gVisor's Sentry, a second kernel in between). A tenant may
+	// raise it, never lower it.
+	Isolation string `toml:"isolation"`
+	// Runsc is gVisor's runtime binary (make setup installs a pinned build
+	// there); used where isolation is "gvisor".
+	Runsc string `toml:"runsc"`
 
 	// Waive names the runtime guarantees sandboxes may go without
 	// (runtime.Guarantees); every other one is required. The policy reads
@@ -519,6 +530,8 @@ func systemDefault() Config {
 			UserNS:                "private",
 			UserNSStart:           2147483647,
 			TmpfsSize:             64 << 20,
+			Isolation:             "container",
+			Runsc:                 DefaultRunsc,
 		},
 		EnvironmentBuilder: EnvironmentBuilder{
 			Enabled:             true,

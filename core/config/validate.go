@@ -138,6 +138,8 @@ func Validate(c Config) Errors {
 		v.add("security.userns_start", fmt.Sprintf("must be between 100000 and %d so that sandbox users are never host accounts (got %d)", int64(1<<32-1)-65536, s.UserNSStart))
 	}
 	v.size("security.tmpfs_size", s.TmpfsSize)
+	v.oneOf("security.isolation", s.Isolation, "container", "gvisor")
+	v.abs("security.runsc", s.Runsc)
 
 	b := c.EnvironmentBuilder
 	v.positive("environment_builder.max_packages_per_build", b.MaxPackagesPerBuild)

@@ -66,6 +66,8 @@ type Result struct {
 	backend.ExecuteResult
 	Backend string
 	Files   []OutputFile // what a session run wrote to its output directory (files.go)
+	// Isolation is the kernel the code talked to (runtime.Isolations).
+	Isolation string
 }
 
 // Plugins is what the engine needs of the plugin manager: what each plugin
@@ -85,6 +87,11 @@ type Engine struct {
 	log     hclog.Logger
 	ws      *workspace.Manager
 	limits  limits
+
+	// Isolation, when set, is what sandboxes run under (the configured
+	// isolation, or container where gVisor is waived and missing): every
+	// result says it.
+	Isolation func() string
 
 	// ImagePresent, when set, reports whether an image is on this machine:
 	// a custom_image that is allowed but absent is refused with what to do
@@ -446,7 +453,11 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
 	}
 	e.complete(req, runID, name, res, err)
-	return Result{ExecuteResult: res, Backend: name, Files: files}, err
+	out := Result{ExecuteResult: res, Backend: name, Files: files}
+	if e.Isolation != nil {
+		out.Isolation = e.Isolation()
+	}
+	return out, err
 }
 
 // capResult bounds a result to what one answer carries. stdout and stderr

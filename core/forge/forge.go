@@ -334,6 +334,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	f.undo.push("sessions", func(ctx context.Context) error { eng.CloseAll(ctx); return nil })
 	eng.AddResultNotice(sb.GuaranteeNotice) // every result says which waived guarantees it went without
+	eng.Isolation = sb.Isolation
 	eng.RunGone = sb.RunGone
 	eng.ImagePresent = func(ctx context.Context, ref string) (bool, error) {
 		_, ok, err := rt.Image(ctx, ref)

@@ -25,7 +25,21 @@ func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
 	if a == "" {
 		log.Warn("no mcp-forge-agent beside the plugins: sandboxes cannot have network by host name", "dir", PluginDir(cfg), "fix", "make build or make install")
 	}
-	return podman.New(cfg.Server.PodmanSocket).WithAgent(a), nil
+	return podman.New(cfg.Server.PodmanSocket).WithAgent(a).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, RunscRoot, RunscNetwork(cfg)), nil
+}
+
+// RunscRoot is the state directory of the runsc that runs this core's
+// gVisor sandboxes: apart from any other runsc user's on the host.
+const RunscRoot = "/run/mcp-forge/runsc"
+
+// RunscNetwork is runsc's network for this core's gVisor sandboxes: its own
+// stack only where sandboxes may have a network; "none" still gives them a
+// loopback.
+func RunscNetwork(cfg config.Config) string {
+	if cfg.Security.AllowNetwork {
+		return "sandbox"
+	}
+	return "none"
 }
 
 // AgentBinary is the host's mcp-forge-agent, which the Podman runtime

@@ -55,6 +55,9 @@ func (p *Policy) Guarantees(rep runtime.Report) ([]runtime.Gap, error) {
 	rep = p.Effective(rep)
 	var waived, missing []runtime.Gap
 	for _, g := range rep.Gaps {
+		if g.Guarantee == runtime.KernelIsolation && p.isolation() != runtime.IsolationGVisor {
+			continue // asked for by security.isolation = "gvisor" only
+		}
 		if _, ok := p.s.Waived[g.Guarantee]; ok {
 			waived = append(waived, g)
 		} else {

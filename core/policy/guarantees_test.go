@@ -26,7 +26,8 @@ func TestGuaranteeDecisions(t *testing.T) {
 			{"enforced, waived", false, true, false, 0},
 		} {
 			t.Run(string(g)+"/"+c.name, func(t *testing.T) {
-				s := Settings{Waived: map[runtime.Guarantee]string{}}
+				// Under gVisor isolation every guarantee applies.
+				s := Settings{Waived: map[runtime.Guarantee]string{}, Isolation: runtime.IsolationGVisor}
 				if c.waived {
 					s.Waived[g] = "security.waive[0]"
 				}
@@ -47,6 +48,22 @@ func TestGuaranteeDecisions(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// kernel-isolation is asked for by security.isolation = "gvisor" only: a
+// runtime that cannot run gVisor refuses nothing under container isolation
+// and shows no waiver in its results.
+func TestKernelIsolationOnlyForGVisor(t *testing.T) {
+	rep := runtime.Report{}.With(runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "no runsc", Fix: "make setup"})
+	for _, iso := range []string{"", runtime.IsolationContainer} {
+		without, err := New(Settings{Isolation: iso}, nil).Guarantees(rep)
+		if err != nil || len(without) != 0 {
+			t.Errorf("isolation %q: refused %v, goes without %+v; want neither", iso, err, without)
+		}
+	}
+	if _, err := New(Settings{Isolation: runtime.IsolationGVisor}, nil).Guarantees(rep); err == nil || !strings.Contains(err.Error(), "kernel-isolation") {
+		t.Errorf("isolation gvisor without runsc: want a refusal naming kernel-isolation, got %v", err)
 	}
 }
 

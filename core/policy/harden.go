@@ -64,6 +64,7 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		TmpfsSize:       p.s.TmpfsMax,
 		NoNewPrivileges: true,
 		SeccompProfile:  p.s.Seccomp,
+		Isolation:       p.isolation(),
 		CapDrop:         []string{"ALL"},
 		UserNS:          userns,
 		UserNSStart:     p.s.UserNSStart,
@@ -75,5 +76,43 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		WorkspacePath:   in.WorkspacePath,
 		Plugin:          in.Plugin,
 	}
+	if s.Isolation == runtime.IsolationGVisor {
+		s.SeccompProfile = p.s.SeccompGVisor
+	}
 	return s, p.CheckCreate(s)
+}
+
+// Isolation is what the configuration runs every sandbox under.
+func (p *Policy) Isolation() string { return p.isolation() }
+
+func (p *Policy) isolation() string {
+	if p.s.Isolation == "" {
+		return runtime.IsolationContainer
+	}
+	return p.s.Isolation
+}
+
+// RuleIsolation names the refusal of a sandbox under a weaker isolation than
+// the configuration's.
+const RuleIsolation = "isolation"
+
+// checkIsolation refuses a spec whose isolation is not the configuration's:
+// a container where gVisor is required (a bug, or a waiver that was not
+// applied) never runs.
+func (p *Policy) checkIsolation(s runtime.Spec) error {
+	if s.Isolation == p.isolation() {
+		return nil
+	}
+	if s.Isolation == runtime.IsolationContainer && p.s.Waived[runtime.KernelIsolation] != "" {
+		return nil // the runtime cannot run gVisor here, and the operator waived it
+	}
+	return violation(RuleIsolation, "the sandbox would run under isolation %q; security.isolation is %q", s.Isolation, p.isolation())
+}
+
+// Downgrade is s under container isolation: for a runtime that lacks
+// kernel-isolation when the operator waived it.
+func (p *Policy) Downgrade(s runtime.Spec) runtime.Spec {
+	s.Isolation = runtime.IsolationContainer
+	s.SeccompProfile = p.s.Seccomp
+	return s
 }

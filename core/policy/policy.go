@@ -43,6 +43,10 @@ type Settings struct {
 	BasePath      string // volumes.base_path
 	TmpfsMax      int64
 	Seccomp       string // host path of MCP-Forge's seccomp profile, required on every spec
+	SeccompGVisor string // its variant for sandboxes under gVisor (seccomp.GVisorJSON)
+	// Isolation is what every sandbox runs under (runtime.Isolations);
+	// "" is runtime.IsolationContainer.
+	Isolation string
 	// ToolGrantTarget is where a tool grant directory is mounted in a
 	// sandbox (the bridge protocol's directory, set by the assembly so that
 	// the rules import nothing of the plugin SDK); empty refuses every grant.
@@ -107,6 +111,9 @@ func (p *Policy) CheckCreate(s runtime.Spec) error {
 		return violation("host-network", "the host network namespace may not be shared")
 	case s.UserNS == "host" && p.s.UserNS != "host":
 		return violation("host-userns", "sandboxes run in their own user namespace (security.userns = %q)", p.s.UserNS)
+	}
+	if err := p.checkIsolation(s); err != nil {
+		return err
 	}
 	if err := p.checkSeccomp(s); err != nil {
 		return err

@@ -21,6 +21,7 @@ func testSettings(base string) Settings {
 		NetworkTarget:   "/forge/net",
 		TmpfsMax:        64 << 20,
 		Seccomp:         base + "/mcp-forge-seccomp-test.json",
+		SeccompGVisor:   base + "/mcp-forge-seccomp-gvisor-test.json",
 		Defaults:        runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 128, NoFile: 1024, Timeout: 300 * time.Second},
 		Max:             runtime.Limits{MemoryBytes: 2 << 30, CPUQuota: 100000, Pids: 1024, NoFile: 1024, Timeout: 1800 * time.Second},
 	}
@@ -34,6 +35,37 @@ func goodSpec(t *testing.T, p *Policy) runtime.Spec {
 		t.Fatalf("hardened intent refused: %v", err)
 	}
 	return s
+}
+
+// Under security.isolation = "gvisor" every spec runs under gVisor with the
+// gVisor variant of the profile; a container spec is refused unless the
+// operator waived kernel-isolation, and then Downgrade is what runs.
+func TestIsolationRules(t *testing.T) {
+	base := "/var/lib/mcp-forge"
+	set := testSettings(base)
+	set.Isolation = runtime.IsolationGVisor
+	p := New(set, nil)
+	s := goodSpec(t, p)
+	if s.Isolation != runtime.IsolationGVisor || s.SeccompProfile != set.SeccompGVisor {
+		t.Fatalf("hardened under gvisor: isolation %q, profile %q", s.Isolation, s.SeccompProfile)
+	}
+	for name, mutate := range map[string]func(*runtime.Spec){
+		"container":              func(s *runtime.Spec) { s.Isolation = runtime.IsolationContainer },
+		"container's profile":    func(s *runtime.Spec) { s.SeccompProfile = set.Seccomp },
+		"downgraded, not waived": func(s *runtime.Spec) { *s = p.Downgrade(*s) },
+	} {
+		c := s
+		mutate(&c)
+		var v *Violation
+		if err := p.CheckCreate(c); !errors.As(err, &v) || (v.Rule != RuleIsolation && v.Rule != "seccomp") {
+			t.Errorf("%s: want a refusal (rule isolation or seccomp), got %v", name, err)
+		}
+	}
+	set.Waived = map[runtime.Guarantee]string{runtime.KernelIsolation: "security.waive[0]"}
+	p = New(set, nil)
+	if err := p.CheckCreate(p.Downgrade(goodSpec(t, p))); err != nil {
+		t.Errorf("kernel-isolation waived: the container downgrade refused: %v", err)
+	}
 }
 
 func TestCheckCreateRules(t *testing.T) {
@@ -70,6 +102,8 @@ func TestCheckCreateRules(t *testing.T) {
 		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "" }},
 		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "unconfined" }},
 		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "/usr/share/containers/seccomp.json" }},
+		{"isolation", func(s *runtime.Spec) { s.Isolation = "" }},
+		{"isolation", func(s *runtime.Spec) { s.Isolation = runtime.IsolationGVisor }},
 		{"read-only-root", func(s *runtime.Spec) { s.ReadOnlyRoot = false }},
 		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 0 }},
 		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 1 << 40 }},

@@ -22,6 +22,8 @@ func FromConfig(c config.Config) Settings {
 		BasePath:      c.Volumes.BasePath,
 		TmpfsMax:      int64(c.Security.TmpfsSize),
 		Seccomp:       seccomp.Path(c.Volumes.BasePath),
+		SeccompGVisor: seccomp.GVisorPath(c.Volumes.BasePath),
+		Isolation:     c.Security.Isolation,
 		Waived:        Waivers(c),
 		TurnedOff:     configGaps(c),
 		Defaults: runtime.Limits{

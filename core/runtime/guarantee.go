@@ -26,10 +26,13 @@ const (
 	WorkspaceQuota Guarantee = "workspace-quota" // writes past the workspace quota fail with ENOSPC
 	OOMDetection   Guarantee = "oom-detection"   // an OOM kill is told apart from another SIGKILL
 	LifetimeBound  Guarantee = "lifetime-bound"  // the sandbox dies if the core dies
+	// KernelIsolation: sandboxed code talks to a second kernel (gVisor's
+	// Sentry), not the host's. Required only where isolation is "gvisor".
+	KernelIsolation Guarantee = "kernel-isolation"
 )
 
 // Guarantees lists every guarantee, in the order doctor reports them.
-var Guarantees = []Guarantee{NoNetwork, ReadOnlyRoot, Seccomp, UserNamespace, Memory, CPU, Pids, OpenFiles, WorkspaceQuota, OOMDetection, LifetimeBound}
+var Guarantees = []Guarantee{NoNetwork, ReadOnlyRoot, Seccomp, UserNamespace, Memory, CPU, Pids, OpenFiles, WorkspaceQuota, OOMDetection, LifetimeBound, KernelIsolation}
 
 // ParseGuarantee reads a guarantee's name.
 func ParseGuarantee(name string) (Guarantee, bool) {
@@ -72,6 +75,8 @@ func (g Guarantee) Waiving() string {
 		return "an out-of-memory kill is reported as a plain SIGKILL"
 	case LifetimeBound:
 		return "sandboxes may outlive a core that dies"
+	case KernelIsolation:
+		return "sandboxed code runs on the host's kernel (a container), not gVisor's: one kernel bug away from the host"
 	}
 	return "unknown guarantee"
 }

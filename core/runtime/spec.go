@@ -79,7 +79,20 @@ type Spec struct {
 	// from there.
 	WorkspacePath string
 	Plugin        string // plugin that asked for it
+	// Isolation is the kernel the code talks to: IsolationContainer (the
+	// host's, behind seccomp) or IsolationGVisor (gVisor's Sentry).
+	Isolation string
 }
+
+// The isolations a sandbox may run under (security.isolation).
+const (
+	IsolationContainer = "container"
+	IsolationGVisor    = "gvisor"
+)
+
+// Isolations lists them, weakest first: a setting may raise another, never
+// lower it.
+var Isolations = []string{IsolationContainer, IsolationGVisor}
 
 // UserNSSize is how many ids a private user namespace map covers.
 const UserNSSize = 65536

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/policy"
@@ -51,6 +52,21 @@ func (m *Manager) GuaranteeNotice() string {
 		return ""
 	}
 	return m.pol.WaivedNotice(m.waived)
+}
+
+// Isolation is what sandboxes run under: the configured isolation, or
+// container where kernel-isolation is waived and missing ("" before the
+// runtime was asked, or while it refuses).
+func (m *Manager) Isolation() string {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	if !m.checked || m.refusal != nil {
+		return ""
+	}
+	if slices.ContainsFunc(m.waived, func(g runtime.Gap) bool { return g.Guarantee == runtime.KernelIsolation }) {
+		return runtime.IsolationContainer
+	}
+	return m.pol.Isolation()
 }
 
 // Waived are the gaps sandboxes go without (nil before the runtime was

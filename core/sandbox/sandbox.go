@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -206,6 +207,11 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if spec.Isolation == runtime.IsolationGVisor && slices.ContainsFunc(waived, func(g runtime.Gap) bool { return g.Guarantee == runtime.KernelIsolation }) {
+		// gVisor cannot run here and the operator waived it: every result
+		// says so (the waived notice).
+		spec = m.pol.Downgrade(spec)
+	}
 	if err := m.confine(ctx, &spec); err != nil {
 		return "", err
 	}
@@ -215,7 +221,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	}
 	details := map[string]any{"image": spec.Image, "image_id": spec.ImageID, "seccomp": spec.SeccompProfile, "plugin": in.Plugin, "memory": spec.Limits.MemoryBytes,
 		"cpu_quota": spec.Limits.CPUQuota, "pids": spec.Limits.Pids, "timeout_s": spec.Limits.Timeout.Seconds(),
-		"network": spec.Network, "mounts": len(spec.Mounts)}
+		"network": spec.Network, "mounts": len(spec.Mounts), "isolation": spec.Isolation}
 	if clampTo > 0 {
 		// What the container is held to from Clamp on; the allowance before.
 		details["cpu_quota"], details["warm_up_cpu_quota"] = clampTo, spec.Limits.CPUQuota

@@ -184,7 +184,13 @@ func errnoRule(names []string, e syscall.Errno, comment string, args ...arg) rul
 	return rule{Names: names, Action: actErrno, ErrnoRet: &n, Errno: errnoNames[e], Args: args, Comment: comment}
 }
 
-func build() profile {
+// build is the profile; gvisor is its variant for sandboxes under gVisor,
+// which allows clone3: runsc applies an OCI profile in its Sentry but
+// answers every SCMP_ACT_ERRNO with EPERM (it ignores errnoRet), so the
+// ENOSYS that makes glibc fall back to clone would be an EPERM, and no
+// thread could start. Allowed there, clone3's namespace flags make
+// namespaces of the Sentry, not of the host kernel.
+func build(gvisor bool) profile {
 	p := profile{
 		DefaultAction: actErrno, DefaultErrnoRet: uint(syscall.ENOSYS), DefaultErrno: "ENOSYS",
 		// Native 64-bit ABIs only: no 32-bit x86, x32 or arm compat entry
@@ -196,6 +202,9 @@ func build() profile {
 		if archOnly[n] == nil {
 			plain = append(plain, n)
 		}
+	}
+	if gvisor {
+		plain = append(plain, "clone3")
 	}
 	slices.Sort(plain)
 	p.Syscalls = append(p.Syscalls, rule{Names: plain, Action: actAllow, Comment: "MCP-Forge allowlist"})
@@ -215,6 +224,9 @@ func build() profile {
 			Args: []arg{{Index: 0, Value: v, Op: "SCMP_CMP_EQ"}}})
 	}
 	for _, d := range denied {
+		if gvisor && slices.Equal(d.Names, []string{"clone3"}) {
+			continue
+		}
 		names := slices.Clone(d.Names)
 		slices.Sort(names)
 		p.Syscalls = append(p.Syscalls, errnoRule(names, d.Errno, d.Why))
@@ -231,26 +243,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-var (
-	once     sync.Once
-	document []byte
-)
-
-// JSON is the profile as Podman reads it; the same bytes on every call.
-func JSON() []byte {
-	once.Do(func() {
-		b, err := json.MarshalIndent(build(), "", "  ")
-		if err != nil {
-			panic(err) // only static data: cannot fail
-		}
-		document = append(b, '\n')
-	})
-	return document
+var documents = [2]func() []byte{
+	sync.OnceValue(func() []byte { return marshal(build(false)) }),
+	sync.OnceValue(func() []byte { return marshal(build(true)) }),
 }
 
+func marshal(p profile) []byte {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		panic(err) // only static data: cannot fail
+	}
+	return append(b, '\n')
+}
+
+// JSON is the profile as Podman reads it; the same bytes on every call.
+func JSON() []byte { return documents[0]() }
+
+// GVisorJSON is the profile of sandboxes under gVisor (build says how it
+// differs).
+func GVisorJSON() []byte { return documents[1]() }
+
 // Digest is the sha256 of JSON, hex-encoded.
-func Digest() string {
-	sum := sha256.Sum256(JSON())
+func Digest() string { return digest(JSON()) }
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 

@@ -71,7 +71,7 @@ func containerExists(t *testing.T, id string) bool {
 // gone soon after, not at the run's timeout: warm and cold, answering on
 // the channel itself or from a forked child.
 func TestEarlyAnswerLeavesNoContainer(t *testing.T) {
-	for _, pool := range []struct{ name, config string }{{"warm", ""}, {"cold", coldConfig}} {
+	for _, pool := range []struct{ name, config string }{{"warm", testenv.DefaultPools}, {"cold", coldConfig}} {
 		t.Run(pool.name, func(t *testing.T) {
 			s := testenv.StartServer(t, pool.config+"[execution]\nmax_timeout = 300\n")
 			for _, c := range []struct{ name, code, want string }{

@@ -286,7 +286,7 @@ func TestWorkspaceQuota(t *testing.T) {
 // Every execution is audited with the code's hash, the limits and the
 // outcome, and the code itself never reaches the log.
 func TestExecutionAudited(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.DefaultPools+"[plugins.r.config]\nwarm = 0\n"+testenv.NoSessionPools)
 	code := "planted = 'PLANTED-CODE-4411'\nprint(len(planted))"
 	// With its own environment the run starts its own container (no warm
 	// one matches); without, a warm container serves it.

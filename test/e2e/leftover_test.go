@@ -130,7 +130,7 @@ func killServer(t *testing.T, s *testenv.Server, watchdogToo bool) []int {
 // holds workspace filesystems of every kind when it is killed.
 func busyServer(t *testing.T, base string) *testenv.Server {
 	t.Helper()
-	s := testenv.StartServerAt(t, base, "")
+	s := testenv.StartServerAt(t, base, testenv.DefaultPools)
 	for _, p := range []string{"python", "jupyter", "irkernel"} {
 		testenv.WaitWarm(t, s.Session, p, 1)
 	}

@@ -35,7 +35,7 @@ func nodeSetup(t *testing.T, pkg string) (dir, cfg string) {
 	}
 	base := testenv.BaseDir(t)
 	cfg = filepath.Join(base, "forge.toml")
-	os.WriteFile(cfg, []byte("[volumes]\nbase_path = \""+base+"\"\n[security]\naudit_log = \""+base+"/audit.log\"\n"), 0o600)
+	os.WriteFile(cfg, []byte(testenv.Lean(t, "[volumes]\nbase_path = \""+base+"\"\n[security]\naudit_log = \""+base+"/audit.log\"\n")), 0o600)
 	return dir, cfg
 }
 

@@ -36,7 +36,7 @@ func TestRunnerChannelHostileCode(t *testing.T) {
 		"Sys.sleep(0.5)\n" +
 		"cat('after\\n')\n"
 	for _, cfg := range []struct{ name, toml string }{
-		{"warm", ""},
+		{"warm", testenv.DefaultPools},
 		{"cold", "[plugins.python.config]\nwarm = 0\n[plugins.r.config]\nwarm = 0\n"},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {

@@ -99,7 +99,7 @@ func TestWarmRunsBehaveAsCold(t *testing.T) {
 	got := map[string]map[string]string{}
 	for _, mode := range []string{"cold", "warm"} {
 		t.Run(mode, func(t *testing.T) {
-			cfg := ""
+			cfg := testenv.DefaultPools
 			if mode == "cold" {
 				cfg = coldConfig
 			}
@@ -203,7 +203,7 @@ func checkWarmUpClamped(t *testing.T, auditLog string) {
 // A warm container serves one run: what a run leaves in /tmp is gone for
 // the next, and the two ran in different containers.
 func TestWarmContainerNeverReused(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.DefaultPools)
 	code := "import os, socket\nseen = os.path.exists('/tmp/marker')\nopen('/tmp/marker', 'w').write('x')\n[seen, socket.gethostname()]"
 	var first, second out
 	warmCall(t, s, "python", map[string]any{"code": code}, &first)
@@ -226,7 +226,7 @@ func TestWarmContainerNeverReused(t *testing.T) {
 // A request whose key matches no warm container (its own environment)
 // runs cold, correctly, and is counted as a miss.
 func TestWarmNonMatchingKeyRunsCold(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.DefaultPools)
 	before := testenv.WaitWarm(t, s.Session, "python", 1)
 	var o out
 	res := s.Call(t, "execute_python", map[string]any{"code": "import os\nos.environ['GREETING']", "environment": map[string]any{"GREETING": "hi"}}, &o)
@@ -263,7 +263,7 @@ func TestWarmMemoryCap(t *testing.T) {
 // A killed plugin takes its warm containers with it (the core removes a
 // dead plugin's containers); the restarted plugin fills a new pool.
 func TestWarmPoolSurvivesPluginCrash(t *testing.T) {
-	s := testenv.StartServer(t, "[plugins.r.config]\nwarm = 0\n")
+	s := testenv.StartServer(t, testenv.DefaultPools+"[plugins.r.config]\nwarm = 0\n")
 	testenv.WaitWarm(t, s.Session, "python", 2)
 	old := testenv.Containers(t, s.Base, true, "io.mcp-forge.x-warm=true")
 	var oldDirs []string // the warm containers' workspaces
@@ -346,7 +346,7 @@ func TestWarmShutdownLeavesNoContainer(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := testenv.StartServer(t, "")
+			s := testenv.StartServer(t, testenv.DefaultPools)
 			c.ready(t, s)
 			n := len(testenv.Containers(t, s.Base, false))
 			start := time.Now()

@@ -77,7 +77,7 @@ print(json.dumps(out, sort_keys=True))
 // tools work on the workspace it took over; when its kernel dies, the
 // restarted kernel is cold and mounts the same files.
 func TestWarmSessionConfinedLikeCold(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.DefaultPools)
 	waitWarmKernels(t, s, "jupyter", 1)
 	probe := func(sid string, env map[string]any) map[string]any {
 		t.Helper()
@@ -227,7 +227,7 @@ func TestWarmSessionNeverShared(t *testing.T) {
 // its other containers, the next session works, and the restarted plugin
 // fills its pool again, from which a later session starts warm.
 func TestWarmSessionPoolSurvivesPluginCrash(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.DefaultPools)
 	waitWarmKernels(t, s, "jupyter", 1)
 	first, _ := warmKernelEvents(t, s, "jupyter")[0].Details["container"].(string)
 	killPlugin(t, s.Cmd.Process.Pid, "jupyter")
@@ -258,7 +258,7 @@ func TestWarmSessionPoolSurvivesPluginCrash(t *testing.T) {
 // Shutdown drains the pools: once the server has exited no container of it
 // is left, running or not, and no workspace.
 func TestWarmSessionShutdownLeavesNothing(t *testing.T) {
-	s := testenv.StartServer(t, "")
+	s := testenv.StartServer(t, testenv.DefaultPools)
 	waitWarmKernels(t, s, "jupyter", 1)
 	waitWarmKernels(t, s, "irkernel", 1)
 	if n := len(testenv.Containers(t, s.Base, true)); n < 2 {

@@ -21,7 +21,7 @@ type runMode struct {
 
 var runModes = []runMode{
 	{"cold", "[plugins.python.config]\nwarm = 0\n[plugins.r.config]\nwarm = 0\n", false},
-	{"warm", "", true},
+	{"warm", testenv.DefaultPools, true},
 }
 
 // call runs a stateless call in this mode; a warm call must be a hit.

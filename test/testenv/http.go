@@ -64,7 +64,7 @@ func StartHTTPAt(t testing.TB, base, extra string, env ...string) *HTTPServer {
 	Require(t)
 	bin := Binary(t)
 	cfg := filepath.Join(base, "forge.toml")
-	if err := os.WriteFile(cfg, []byte(extra), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(Lean(t, extra)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := &HTTPServer{Base: base, AuditLog: filepath.Join(base, "audit.log"), done: make(chan error, 1)}

@@ -48,13 +48,13 @@ var kubeEnv struct {
 func runtimeEnv(t testing.TB) []string {
 	t.Helper()
 	if !Kube() {
-		return nil
+		return isolationEnv()
 	}
 	kubeEnv.once.Do(func() { kubeEnv.env, kubeEnv.err = readKubeEnv(os.Getenv(KubeConfigEnv)) })
 	if kubeEnv.err != nil {
 		t.Fatalf("%s: %v", KubeConfigEnv, kubeEnv.err)
 	}
-	return kubeEnv.env
+	return append(kubeEnv.env, isolationEnv()...)
 }
 
 func readKubeEnv(path string) ([]string, error) {

@@ -130,7 +130,3 @@ func PSS(pid int) int64 {
 	return total
 }
 
-// NoSessionPools is server configuration that turns the warm kernel pools of
-// the session backends off, for tests that count every container of a
-// server (the pools have their own tests).
-const NoSessionPools = "[plugins.jupyter.config]\nwarm = 0\n[plugins.irkernel.config]\nwarm = 0\n"

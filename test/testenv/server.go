@@ -101,7 +101,7 @@ func startServerClient(t testing.TB, bin, base, extra string, rtEnv []string, op
 		t.Fatal(err)
 	}
 	cfg.Close()
-	if err := os.WriteFile(cfg.Name(), []byte(extra), 0o600); err != nil {
+	if err := os.WriteFile(cfg.Name(), []byte(Lean(t, extra)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--config", cfg.Name(), "serve")

@@ -114,7 +114,7 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 		f(&o)
 	}
 	// The agent make build leaves in bin/, as the server finds it beside its plugins.
-	var rt sandbox.Engine = podman.New(cfg.Server.PodmanSocket).WithAgent(filepath.Join(RepoRoot(), "bin", agent.Binary))
+	var rt sandbox.Engine = podman.New(cfg.Server.PodmanSocket).WithAgent(filepath.Join(RepoRoot(), "bin", agent.Binary)).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, "/run/mcp-forge/runsc", "none")
 	if Kube() {
 		var k *kubernetes.Client
 		rt, k = kubeEngine(t, cfg)

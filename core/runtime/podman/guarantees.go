@@ -94,7 +94,11 @@ func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
 		controllers: info.Host.CgroupControllers, seccomp: info.Host.Security.SECCOMPEnabled,
 		local: local, kmsg: local && canRead("/dev/kmsg"), userns: !local || info.Host.Security.Rootless || usernsAllowed(),
 	}
-	return runtime.Report{}.With(f.gaps()...), nil
+	gaps := f.gaps()
+	if gap, ok := c.gvisorGap(f.rootless); ok {
+		gaps = append(gaps, gap)
+	}
+	return runtime.Report{}.With(gaps...), nil
 }
 
 // canRead reports whether path opens for reading (without blocking on it).

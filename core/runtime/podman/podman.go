@@ -47,6 +47,7 @@ type Client struct {
 	getenv     func(string) string
 	kmsg       func() ([]kmsgRecord, error) // the kernel log, for OOM kills
 	agent      string                       // the host's mcp-forge-agent (WithAgent)
+	gvisor     *gvisor                      // how sandboxes run under gVisor (WithGVisor); nil: they cannot
 
 	mu     sync.Mutex
 	conn   context.Context
@@ -297,12 +298,17 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", err
 	}
 	// rootless.go: a rootless service reads ID maps in the user's namespace.
-	if rl, err := c.isRootless(cx); err != nil {
+	rl, err := c.isRootless(cx)
+	if err != nil {
 		return "", err
 	} else if rl {
 		adaptRootless(g, s)
 	}
-	resp, err := containers.CreateWithSpec(cx, g, nil)
+	ccx, err := c.isolate(cx, g, s, rl)
+	if err != nil {
+		return "", err
+	}
+	resp, err := containers.CreateWithSpec(ccx, g, nil)
 	// Names too: errors reach the audit log, where a name may be a secret.
 	sc := runtime.NewScrubber(s.Env, true)
 	if err != nil {

@@ -200,6 +200,7 @@ type Output struct {
 	Notices       []string              `json:"notices,omitempty"`
 	Rich          map[string]string     `json:"rich,omitempty" jsonschema:"other output by MIME type, e.g. text/html"`
 	Backend       string                `json:"backend,omitempty" jsonschema:"the backend plugin that ran the code"`
+	Isolation     string                `json:"isolation,omitempty" jsonschema:"the kernel the code talked to: container (the host's, behind seccomp and namespaces) or gvisor (gVisor's, a second kernel in between)"`
 	Files         []files.OutputFileRef `json:"files,omitempty" jsonschema:"files a session run wrote to output/ in its working directory: small ones attached as embedded resources, larger ones as resource links"`
 	JobID         string                `json:"job_id,omitempty" jsonschema:"with background: the job started (wait_job, cancel_job, mcp://forge/jobs/{id})"`
 	JobState      string                `json:"job_state,omitempty" jsonschema:"with background: the job's state when the call answered"`
@@ -260,7 +261,7 @@ func ToOutput(r engine.Result) Output {
 	out := Output{
 		Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		ExecutionTime: r.Duration.Seconds(), StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
-		Notices: r.Notices, Rich: r.Rich, ResultRepr: r.ResultRepr, Backend: r.Backend,
+		Notices: r.Notices, Rich: r.Rich, ResultRepr: r.ResultRepr, Backend: r.Backend, Isolation: r.Isolation,
 		Truncated: r.StdoutBytes > int64(len(r.Stdout)) || r.StderrBytes > int64(len(r.Stderr)),
 	}
 	if r.ResultJSON != "" && json.Valid([]byte(r.ResultJSON)) {

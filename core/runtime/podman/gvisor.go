@@ -1,0 +1,270 @@
+package podman
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/specgen"
+
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+)
+
+// gvisor is how this client runs a sandbox under gVisor. Podman's service
+// takes the OCI runtime for itself only (its API ignores a container's own:
+// 4.3 and 5.x alike), so gVisor sandboxes are created through a second
+// service of the core's own, started with runsc as its runtime, on the same
+// storage: a container records its runtime's path, and any Podman process
+// (the main service included) starts, stops, execs and removes it with that
+// runtime. The runtime is a small wrapper the core writes, which gives runsc
+// the flags every sandbox needs, so that every process runs it alike.
+type gvisor struct {
+	runsc   string
+	wrapper string
+	// broken says why runsc cannot run sandboxes here; nil: it can.
+	broken error
+	svc    service
+}
+
+// RunscFlags are the flags every gVisor sandbox's runsc runs with, before
+// Podman's: systrap needs no /dev/kvm; host-uds=all lets the core's unix
+// sockets in the sandbox's mounted directories (the runner's, the kernel's,
+// the tool bridge's and egress's) be reached; oci-seccomp applies the
+// sandbox's seccomp profile in the Sentry, which runsc otherwise ignores.
+func RunscFlags(root, network string) []string {
+	return []string{"--root=" + root, "--platform=systrap", "--network=" + network, "--host-uds=all", "--oci-seccomp"}
+}
+
+// gvisorPidsOverhead is what the Sentry's own threads take of a gVisor
+// sandbox's pids cgroup (a systrap Sentry runs a few dozen threads, and a
+// stub thread beside each of the code's): the cgroup gets the configured
+// limit twice over plus this, so that the code may start what the user
+// configured; the Sentry bounds the code's processes itself (RLIMIT_NPROC).
+const gvisorPidsOverhead = 64
+
+// gvisorPids is the pids cgroup limit of a gVisor sandbox whose code may have n.
+func gvisorPids(n int64) int64 { return 2*n + gvisorPidsOverhead }
+
+// WithGVisor lets the client run sandboxes whose Spec.Isolation is gVisor:
+// runsc is the binary, dir where the core writes the wrapper and its
+// service's socket, root runsc's state directory (the core's own, apart
+// from any other runsc user's), network runsc's network for every sandbox
+// ("none" or "sandbox", by security.allow_network). A runsc that is missing
+// or does not run is kept as the reason every such sandbox is refused, and
+// the kernel-isolation gap.
+func (c *Client) WithGVisor(runsc, dir, root, network string) *Client {
+	g := &gvisor{runsc: runsc}
+	c.gvisor = g
+	if err := checkRunsc(runsc); err != nil {
+		g.broken = err
+		return c
+	}
+	w, err := writeWrapper(dir, runsc, RunscFlags(root, network))
+	if err != nil {
+		g.broken = fmt.Errorf("writing the runsc wrapper: %w", err)
+		return c
+	}
+	g.wrapper = w
+	g.svc = service{sock: filepath.Join(dir, "podman-gvisor-"+strconv.Itoa(os.Getpid())+".sock"), runtime: w}
+	return c
+}
+
+// checkRunsc runs `runsc --version`: a file that is there but does not run
+// (a foreign architecture, a truncated download) is caught at start.
+func checkRunsc(runsc string) error {
+	if runsc == "" {
+		return errors.New("security.runsc is empty")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, runsc, "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w: %s", runsc, err, strings.TrimSpace(string(out)))
+	}
+	if !strings.HasPrefix(string(out), "runsc version") {
+		return fmt.Errorf("%s --version did not answer as runsc: %q", runsc, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// writeWrapper writes the OCI runtime wrapper for flags under dir, named by
+// its content's hash (servers of different versions sharing a base path
+// never rewrite each other's), atomically; an existing one is kept.
+func writeWrapper(dir, runsc string, flags []string) (string, error) {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# Written by mcp-forge: gVisor's runsc with the flags of its sandboxes (core/runtime/podman/gvisor.go).\nexec ")
+	b.WriteString(shellQuote(runsc))
+	for _, f := range flags {
+		b.WriteString(" " + shellQuote(f))
+	}
+	b.WriteString(" \"$@\"\n")
+	sum := sha256.Sum256([]byte(b.String()))
+	path := filepath.Join(dir, "mcp-forge-runsc-"+hex.EncodeToString(sum[:])[:16])
+	if cur, err := os.ReadFile(path); err == nil && string(cur) == b.String() {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".runsc-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(b.String())
+	if err := errors.Join(werr, tmp.Close(), os.Chmod(tmp.Name(), 0o755)); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp.Name(), path)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// isolate says which service creates a sandbox of s's isolation: the
+// main one's connection (cx) for a container, the gVisor service's for
+// gVisor, whose pids limit it raises for the Sentry's threads. It fails
+// closed: a gVisor spec never falls back to runc here (the policy decides
+// on a waiver before the spec is made).
+func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime.Spec, rootless bool) (context.Context, error) {
+	switch s.Isolation {
+	case "", runtime.IsolationContainer:
+		return cx, nil
+	case runtime.IsolationGVisor:
+	default:
+		return nil, fmt.Errorf("podman create from %s: unknown isolation %q", s.Image, s.Isolation)
+	}
+	if gap, ok := c.gvisorGap(rootless); ok {
+		return nil, fmt.Errorf("podman create from %s: refused, the sandbox must run under gVisor and %s (to enable it: %s)", s.Image, gap.Why, gap.Fix)
+	}
+	conn, err := c.gvisor.svc.conn()
+	if err != nil {
+		return nil, fmt.Errorf("podman create from %s under gVisor: %w", s.Image, err)
+	}
+	if g.ResourceLimits != nil && g.ResourceLimits.Pids != nil && g.ResourceLimits.Pids.Limit > 0 {
+		g.ResourceLimits.Pids.Limit = gvisorPids(g.ResourceLimits.Pids.Limit)
+	}
+	return mergeCtx(cx, conn), nil
+}
+
+// gvisorGap is the kernel-isolation gap of this client, if it has one.
+func (c *Client) gvisorGap(rootless bool) (runtime.Gap, bool) {
+	const fix = "`make setup` installs a pinned runsc at /usr/local/lib/mcp-forge/runsc (security.runsc names another); `mcp-forge doctor` checks it"
+	switch {
+	case c.gvisor == nil:
+		return runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "this server has no gVisor runtime configured", Fix: fix}, true
+	case c.gvisor.broken != nil:
+		return runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "gVisor's runsc cannot run: " + c.gvisor.broken.Error(), Fix: fix}, true
+	case !c.local():
+		return runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "the Podman service is not on this host (server.podman_socket), and gVisor sandboxes are created through a service the core starts beside it",
+			Fix: "run the server on the Podman host"}, true
+	case rootless:
+		return runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "gVisor under rootless Podman is not supported by MCP-Forge (runsc needs --ignore-cgroups there, which gives up the memory, cpu and pids limits)",
+			Fix: "run the server as root, or keep security.isolation = \"container\""}, true
+	}
+	return runtime.Gap{}, false
+}
+
+// service is the core's own Podman service with runsc as its runtime,
+// started on first use. It stops by itself after a minute without calls
+// (--time), so that it never outlives a core that died; the next create
+// starts it again.
+type service struct {
+	sock, runtime string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	cx  context.Context
+}
+
+// serviceIdle is the service's --time: it exits this long after its last call.
+const serviceIdle = 60 * time.Second
+
+func (s *service) conn() (context.Context, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cx != nil && s.cmd != nil && s.cmd.ProcessState == nil && ping(s.sock) == nil {
+		return s.cx, nil
+	}
+	if s.cmd != nil && s.cmd.ProcessState == nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+	os.Remove(s.sock)
+	cmd := exec.Command("podman", "--runtime", s.runtime, "system", "service", "--time="+strconv.Itoa(int(serviceIdle/time.Second)), "unix://"+s.sock)
+	cmd.Env = append(os.Environ(), "LANG=C")
+	var stderr strings.Builder
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting Podman's service with runsc as its runtime: %w", err)
+	}
+	go cmd.Wait() // reaps it when it idles out; ProcessState then says so
+	s.cmd = cmd
+	deadline := time.Now().Add(30 * time.Second)
+	for ping(s.sock) != nil {
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			cmd.Process.Kill()
+			return nil, fmt.Errorf("Podman's service with runsc as its runtime did not answer on %s within 30 s: %s", s.sock, strings.TrimSpace(stderr.String()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cx, err := bindings.NewConnection(context.Background(), "unix://"+s.sock)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Podman's gVisor service at %s: %w", s.sock, err)
+	}
+	s.cx = cx
+	return cx, nil
+}
+
+// ping asks the service at sock for /_ping.
+func ping(sock string) error {
+	cl := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := cl.Get("http://d/_ping")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/_ping: %s", resp.Status)
+	}
+	return nil
+}
+
+// limitedWriter keeps the first n bytes written to it.
+type limitedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+	n  int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}
+
+// local says whether the service is on this host (a unix socket).
+func (c *Client) local() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.HasPrefix(c.socket, "unix://")
+}
