@@ -65,6 +65,12 @@ print(json.dumps(out))
 	if !got.Thread || got.Subprocess != "child" || got.Loopback != "lo" {
 		t.Errorf("threads %v, subprocess %q, loopback %q", got.Thread, got.Subprocess, got.Loopback)
 	}
+	// The pids limit is the code's: the Sentry's own threads do not eat it
+	// (default_pids 128 leaves room for 100 children).
+	kids := "import subprocess\nps = []\ntry:\n    for _ in range(100):\n        ps.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    print(len(ps))\n    [p.kill() for p in ps]\n"
+	if res := s.Call(t, "execute_python", map[string]any{"code": kids}, &o); res.IsError || strings.TrimSpace(o.Stdout) != "100" {
+		t.Errorf("100 children under gVisor with the default pids limit: %s", testenv.Text(res))
+	}
 	// A session's kernel (threads, zmq) and R under gVisor too.
 	var so out
 	if res := s.Call(t, "execute_python", map[string]any{"code": "open('/proc/version').read()", "session_id": "gv"}, &so); res.IsError || !strings.Contains(so.Result+so.ResultRepr, "gvisor") || so.Isolation != "gvisor" {
