@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/mcp-forge/mcp-forge/core/version.Version=$(VERSION)
 
 
-.PHONY: all help setup setup-user images-archive build agent-image plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube bench-kube bench-cluster
+.PHONY: all help setup setup-user images-archive build agent-image plugins images run test test-unit test-hermetic test-e2e bench lint staticcheck fuzz hygiene race proto proto-check proto-lint buf proto-baseline clean doctor install kube-up kube-down test-kube test-gvisor bench-kube bench-cluster
 
 ## all: the same as build
 all: build
@@ -59,6 +59,10 @@ run: setup build
 ## kube-up: (root) a real single-node Kubernetes cluster on this host; prints FORGE_CONFIG=<its forge.toml> last
 kube-up:
 	@scripts/kube-up.sh
+
+## test-gvisor: the end-to-end and security matrix with sandboxes under gVisor (security.isolation = "gvisor")
+test-gvisor: setup build
+	@scripts/test-gvisor.sh
 
 ## test-kube: the end-to-end matrix with sandboxes as pods on that cluster (up first, down after; FORGE_KUBE_KEEP=1 keeps it)
 test-kube: setup build

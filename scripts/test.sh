@@ -107,6 +107,9 @@ fi
 # to five times slower: no faster in all. Packages run two at a time.
 leg "unit and end-to-end tests" go test -count=1 -timeout 55m ./... ./sdk/...
 
+leg "gVisor's runsc (built in the background since the start)" wait_gvisor_build
+leg "gVisor: the end-to-end and security matrix with sandboxes under gVisor" scripts/test-gvisor.sh
+
 if [ "${FORGE_TEST_KUBE:-1}" = 1 ]; then
   leg "Kubernetes binaries (built in the background since the start)" wait_kube_build
   leg "Kubernetes: a real single-node cluster, the end-to-end matrix on it" scripts/test-kube.sh

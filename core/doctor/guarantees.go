@@ -24,17 +24,22 @@ func Guarantees(rt runtime.Guarantor, cfg config.Config) Check {
 		if err != nil {
 			return []Result{{"guarantees", Fail, "cannot tell what the runtime enforces: " + err.Error(), "run `make setup` (installs Podman and starts its API service)"}}
 		}
-		return guaranteeLines(policy.New(policy.FromConfig(cfg), nil).Effective(rep), policy.Waivers(cfg))
+		pol := policy.New(policy.FromConfig(cfg), nil)
+		return guaranteeLines(pol.Effective(rep), policy.Waivers(cfg), pol.Isolation())
 	}
 }
 
-func guaranteeLines(rep runtime.Report, waived map[runtime.Guarantee]string) []Result {
+func guaranteeLines(rep runtime.Report, waived map[runtime.Guarantee]string, isolation string) []Result {
 	var out []Result
 	for _, g := range runtime.Guarantees {
 		name := "guarantee " + string(g)
 		gap, missing := rep.Gap(g)
 		by, isWaived := waived[g]
 		switch {
+		case g == runtime.KernelIsolation && isolation != runtime.IsolationGVisor && missing:
+			out = append(out, Result{name, OK, fmt.Sprintf("not required (security.isolation = %q); gVisor could not run here: %s", isolation, gap.Why), ""})
+		case g == runtime.KernelIsolation && isolation != runtime.IsolationGVisor:
+			out = append(out, Result{name, OK, fmt.Sprintf("not required (security.isolation = %q); gVisor can run here: set security.isolation = \"gvisor\" for a second kernel between the code and the host", isolation), ""})
 		case !missing && isWaived:
 			out = append(out, Result{name, OK, "enforced (the waiver in " + by + " is not needed here)", ""})
 		case !missing:

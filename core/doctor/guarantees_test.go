@@ -12,7 +12,7 @@ import (
 func TestGuaranteeLines(t *testing.T) {
 	rep := runtime.Report{}.With(runtime.Gap{Guarantee: runtime.Memory, Why: "cgroups v1", Fix: "use cgroups v2"},
 		runtime.Gap{Guarantee: runtime.Pids, Why: "cgroups v1", Fix: "use cgroups v2"})
-	lines := guaranteeLines(rep, map[runtime.Guarantee]string{runtime.Pids: "security.waive[0]", runtime.Seccomp: "security.waive[1]"})
+	lines := guaranteeLines(rep, map[runtime.Guarantee]string{runtime.Pids: "security.waive[0]", runtime.Seccomp: "security.waive[1]"}, runtime.IsolationGVisor)
 	if len(lines) != len(runtime.Guarantees) {
 		t.Fatalf("%d lines for %d guarantees", len(lines), len(runtime.Guarantees))
 	}

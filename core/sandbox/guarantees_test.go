@@ -40,7 +40,11 @@ func TestGuaranteesFailClosedUnlessWaived(t *testing.T) {
 				if waived {
 					waive = append(waive, g)
 				}
-				m, rec := newTestManager(t, rt, waive...)
+				iso := ""
+				if g == runtime.KernelIsolation {
+					iso = runtime.IsolationGVisor // asked for by this setting only
+				}
+				m, rec := newIsolatedManager(t, rt, iso, waive...)
 				id, err := m.Create(context.Background(), intent(m))
 				if !waived {
 					var ge *policy.GuaranteeError
@@ -74,6 +78,9 @@ func TestGuaranteesFailClosedUnlessWaived(t *testing.T) {
 				}
 				if n := m.GuaranteeNotice(); !strings.Contains(n, string(g)+" (scripted; waived by security.waive[0]: "+g.Waiving()+")") {
 					t.Fatalf("notice %q does not name %s, its reason, its waiver and what it gives up", n, g)
+				}
+				if g == runtime.KernelIsolation && (created.Details["isolation"] != runtime.IsolationContainer || m.Isolation() != runtime.IsolationContainer) {
+					t.Fatalf("gVisor waived and missing: created under %v, results say %q; want container for both", created.Details["isolation"], m.Isolation())
 				}
 			})
 		}

@@ -87,13 +87,19 @@ func (r *recorder) Record(e audit.Entry) {
 
 // newTestManager is a manager over rt whose policy waives waive.
 func newTestManager(t *testing.T, rt runtime.Runtime, waive ...runtime.Guarantee) (*Manager, *recorder) {
-	profile, err := seccomp.Install(t.TempDir())
+	return newIsolatedManager(t, rt, "", waive...)
+}
+
+// newIsolatedManager is newTestManager under security.isolation iso.
+func newIsolatedManager(t *testing.T, rt runtime.Runtime, iso string, waive ...runtime.Guarantee) (*Manager, *recorder) {
+	dir := t.TempDir()
+	profile, err := seccomp.Install(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pol := policy.New(policy.Settings{
 		AllowedImages: []string{"mcp-forge/python:*"}, User: "1000:1000", UserNS: "private", UserNSStart: 2147483647,
-		BasePath: "/b", TmpfsMax: 1 << 20, Seccomp: profile,
+		BasePath: "/b", TmpfsMax: 1 << 20, Seccomp: profile, SeccompGVisor: seccomp.GVisorPath(dir), Isolation: iso,
 		Defaults: runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Second},
 		Max:      runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Minute},
 		Waived:   waivers(waive...),

@@ -129,4 +129,3 @@ func PSS(pid int) int64 {
 	}
 	return total
 }
-

@@ -35,6 +35,10 @@ func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
 		gaps = append(gaps, runtime.Gap{Guarantee: runtime.Pids, Why: fmt.Sprintf("the kubelet's podPidsLimit (%d) is above execution.max_pids (%d): a pod may run more processes than any run is allowed", c.k.NodePidsLimit, c.maxPids),
 			Fix: "set podPidsLimit on the nodes at most execution.max_pids (or raise max_pids to it), and runtime.kubernetes.node_pids_limit to it"})
 	}
+	if c.k.RuntimeClass == "" {
+		gaps = append(gaps, runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "pods run on the nodes' default container runtime (runtime.kubernetes.runtime_class is empty)",
+			Fix: "set runtime.kubernetes.runtime_class to the cluster's gVisor RuntimeClass (GKE Sandbox and kube-up name it gvisor)"})
+	}
 	gaps = append(gaps, runtime.Gap{Guarantee: runtime.OpenFiles, Why: "Kubernetes sets no open-files limit per pod (the container runtime's default RLIMIT_NOFILE applies)",
 		Fix: "waive open-files, or set a low default RLIMIT_NOFILE in the container runtime of the nodes"})
 	if c.k.WorkspaceMedium != "Memory" {

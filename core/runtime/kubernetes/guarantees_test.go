@@ -85,6 +85,7 @@ func TestGuarantees(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			k := testKube()
+			k.RuntimeClass = "gvisor" // kernel-isolation has its own test
 			if tc.edit != nil {
 				tc.edit(&k)
 			}
@@ -133,5 +134,21 @@ func TestGuaranteesUnreadablePolicies(t *testing.T) {
 	g, ok := r.Gap(runtime.NoNetwork)
 	if !ok || !strings.Contains(g.Why, "cannot be read") || !strings.Contains(g.Why, "forbidden") {
 		t.Errorf("no-network gap %+v; want one saying the policies cannot be read and why", g)
+	}
+}
+
+// Without a RuntimeClass pods run on the nodes' default runtime: no
+// kernel-isolation, and a gVisor spec is refused rather than run on it.
+func TestKernelIsolationNeedsARuntimeClass(t *testing.T) {
+	c := NewWithClient(fake.NewClientset(), nil, testKube(), Options{})
+	r, err := c.Guarantees(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Enforces(runtime.KernelIsolation) {
+		t.Error("kernel-isolation reported enforced without a RuntimeClass")
+	}
+	if _, err := c.Create(context.Background(), runtime.Spec{Image: "mcp-forge/python:3.11", Isolation: runtime.IsolationGVisor}); err == nil || !strings.Contains(err.Error(), "runtime_class") {
+		t.Errorf("a gVisor spec without a RuntimeClass: %v, want a refusal naming runtime_class", err)
 	}
 }

@@ -216,6 +216,10 @@ func (c *Client) host() string {
 // Create implements runtime.Containers: the pod starts at once, but its
 // sandbox waits for the workspace, which Start sends.
 func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
+	if s.Isolation == runtime.IsolationGVisor && c.k.RuntimeClass == "" {
+		// Fail closed: the node's default runtime is not gVisor.
+		return "", fmt.Errorf("pod for %s: refused, the sandbox must run under gVisor and runtime.kubernetes.runtime_class is empty (set it to the cluster's gVisor RuntimeClass, e.g. \"gvisor\")", s.Image)
+	}
 	name := podName()
 	pod, err := podSpec(s, c.k, c.k.Namespace, name, c.hostID, c.quota)
 	if err != nil {

@@ -216,7 +216,7 @@ func (s *service) conn() (context.Context, error) {
 	for ping(s.sock) != nil {
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
 			cmd.Process.Kill()
-			return nil, fmt.Errorf("Podman's service with runsc as its runtime did not answer on %s within 30 s: %s", s.sock, strings.TrimSpace(stderr.String()))
+			return nil, fmt.Errorf("the Podman service with runsc as its runtime did not answer on %s within 30 s: %s", s.sock, strings.TrimSpace(stderr.String()))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
