@@ -172,7 +172,11 @@ func TestSessionFiles(t *testing.T) {
 		for _, e := range l.Files {
 			types[e.Path] = e.Type
 		}
-		if types["root"] != "symlink" || types["pipe"] != "fifo" || types["data/in.csv"] != "file" || types["data"] != "directory" {
+		fifo := "fifo"
+		if testenv.GVisor() {
+			fifo = "" // the FIFO lives in gVisor's Sentry, not in the host's workspace
+		}
+		if types["root"] != "symlink" || types["pipe"] != fifo || types["data/in.csv"] != "file" || types["data"] != "directory" {
 			t.Fatalf("listing: %+v", types)
 		}
 		for p := range types {
