@@ -16,7 +16,7 @@ export CGO_ENABLED=${CGO_ENABLED:-0} PATH=$PATH:/usr/local/go/bin
 # warm pools, checkpoints, and the security suite's confinement, OOM, fork
 # bomb, timeouts and seccomp.
 e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore'
-security='TestSandboxConfinement|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
+security='TestSandboxConfinement|TestWarmConfinementEqualsCold|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 
 runsc=${FORGE_SECURITY_RUNSC:-/usr/local/lib/mcp-forge/runsc}
 "$runsc" --version >/dev/null 2>&1 || { echo "runsc does not run at $runsc: scripts/gvisor/install.sh (make setup) installs it" >&2; exit 1; }

@@ -44,9 +44,11 @@ func warmUpQuota(own int64) int64 {
 // allowWarmUp raises spec's CPU quota for a warm-up, when the runtime can
 // lower it again and enforces CPU quotas at all (not waived); it returns
 // the quota the container is to be held to, or 0 when it gets no
-// allowance.
+// allowance. A gVisor sandbox gets none: runsc lowers the host cgroup's
+// quota, but the Sentry's own cgroupfs keeps the one it was created with,
+// so the code would read a limit it is not held to.
 func (m *Manager) allowWarmUp(spec *runtime.Spec, waived []runtime.Gap) int64 {
-	if m.cpu == nil || m.noWarmUp.Load() || spec.Limits.CPUQuota <= 0 ||
+	if m.cpu == nil || m.noWarmUp.Load() || spec.Limits.CPUQuota <= 0 || spec.Isolation == runtime.IsolationGVisor ||
 		slices.ContainsFunc(waived, func(g runtime.Gap) bool { return g.Guarantee == runtime.CPU }) {
 		return 0
 	}

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,6 +79,7 @@ print(json.dumps(out))
 	if res := s.Call(t, "execute_python", map[string]any{"code": "open('/proc/version').read()", "session_id": "gv"}, &so); res.IsError || !strings.Contains(so.Result+so.ResultRepr, "gvisor") || so.Isolation != "gvisor" {
 		t.Errorf("session: %s", testenv.Text(res))
 	}
+	checkSentryUser(t, s)
 	if res := s.Call(t, "execute_r", map[string]any{"code": "cat(readLines('/proc/version'))\ncat(system('echo from-r', intern = TRUE))"}, &o); res.IsError || !strings.Contains(o.Stdout, "gvisor") || !strings.Contains(o.Stdout, "from-r") {
 		t.Errorf("R: %s", testenv.Text(res))
 	}
@@ -96,5 +100,46 @@ func TestResultSaysIsolation(t *testing.T) {
 	var o out
 	if res := s.Call(t, "execute_python", map[string]any{"code": "1"}, &o); res.IsError || o.Isolation != want {
 		t.Errorf("isolation %q, want %q: %s", o.Isolation, want, testenv.Text(res))
+	}
+}
+
+// checkSentryUser: the user namespace the code sees under gVisor is the
+// Sentry's own (uid_map "0 0 4294967295"); what the host sees is the
+// Sentry's process, which must not run as root or as a host account. A
+// live session's sandbox is there to look at.
+func checkSentryUser(t *testing.T, s *testenv.Server) {
+	t.Helper()
+	ids := map[string]bool{}
+	for _, e := range auditEntries(t, s.AuditLog) {
+		if id, _ := e.Details["container_id"].(string); e.Event == "container.create" && e.Success && id != "" {
+			ids[id] = true
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	found := 0
+	for _, p := range procs {
+		cmd, err := os.ReadFile(p)
+		if err != nil || !strings.HasPrefix(string(cmd), "runsc-sandbox\x00") {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		if !slices.ContainsFunc(args, func(a string) bool { return ids[a] }) {
+			continue // another server's, or another test's
+		}
+		st, err := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(l); len(f) >= 3 && f[0] == "Uid:" {
+				found++
+				if f[1] == "0" || f[1] == "1000" || f[2] == "0" {
+					t.Errorf("gVisor's Sentry runs as host uid %s (effective %s): %q", f[1], f[2], args)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Errorf("no runsc-sandbox process on the host runs one of this server's %d containers", len(ids))
 	}
 }

@@ -50,7 +50,7 @@ def rd(p):
         return open(p).read().strip()
     except OSError as e:
         return "error: " + type(e).__name__
-out = {"ifaces": sorted(os.listdir("/sys/class/net")), "uid": os.getuid(), "cwd": os.getcwd()}
+out = {"ifaces": sorted(n for _, n in socket.if_nameindex()), "uid": os.getuid(), "cwd": os.getcwd()}
 try:
     socket.create_connection(("1.1.1.1", 80), timeout=2); out["connect"] = "connected"
 except OSError as e:
@@ -59,6 +59,7 @@ try:
     open("/forge-root-write", "w"); out["root_write"] = "written"
 except OSError as e:
     out["root_write"] = e.strerror
+out["root_ro"] = bool(os.statvfs("/").f_flag & os.ST_RDONLY)
 st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 out["nonewprivs"] = st["NoNewPrivs"].strip(); out["capeff"] = st["CapEff"].strip(); out["seccomp"] = st["Seccomp"].strip()
 out["uid_map"] = open("/proc/self/uid_map").read().split()
@@ -118,7 +119,7 @@ func TestWarmSessionConfinedLikeCold(t *testing.T) {
 			t.Errorf("%s: warm %s, cold %s", k, b, a)
 		}
 	}
-	checks := map[string]string{"ifaces": `["lo"]`, "root_write": `"Read-only file system"`, "nonewprivs": `"1"`, "seccomp": `"2"`,
+	checks := map[string]string{"ifaces": `["lo"]`, "root_write": `"` + testenv.RootWriteError() + `"`, "root_ro": "true", "nonewprivs": `"1"`, "seccomp": `"2"`,
 		"capeff": `"0000000000000000"`, "unshare": `"Operation not permitted"`}
 	for k, want := range checks {
 		if got := probeText(warm[k]); got != want {

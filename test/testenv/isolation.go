@@ -29,3 +29,15 @@ func isolationEnv() []string {
 	}
 	return nil
 }
+
+// RootWriteError is the error (strerror) a non-root process in the sandbox
+// gets creating a file on its read-only root: gVisor's Sentry checks the
+// directory's permissions before the mount's read-only flag, Linux the
+// flag first. Either way the write fails; statvfs says the root is
+// read-only on both.
+func RootWriteError() string {
+	if GVisor() {
+		return "Permission denied"
+	}
+	return "Read-only file system"
+}

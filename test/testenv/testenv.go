@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
@@ -91,6 +92,9 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	cfg.Security.AuditLog = filepath.Join(base, "audit.log")
 	if Kube() {
 		applyKube(t, &cfg)
+	}
+	if GVisor() {
+		cfg.Security.Isolation = runtime.IsolationGVisor
 	}
 	if mutate != nil {
 		mutate(&cfg)
