@@ -96,7 +96,7 @@ leg "real MCP clients from npm (TypeScript SDK, Inspector), MCP servers the tool
 
 leg "race detector on the concurrent packages" make -s race
 
-fuzztime=${FUZZTIME:-10s}
+fuzztime=${FUZZTIME:-5s}
 if [ "$fuzztime" != 0 ]; then
   leg "fuzz targets, $fuzztime each" make -s fuzz FUZZTIME="$fuzztime"
 fi
