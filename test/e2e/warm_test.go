@@ -196,10 +196,11 @@ func checkWarmUpClamped(t *testing.T, auditLog string) {
 	}
 	// On Kubernetes a pod's quota stays as created, and gVisor's Sentry
 	// would show the allowance after the clamp: neither gets one.
+	noAllowance := testenv.Kube() || testenv.GVisor()
 	switch {
-	case (testenv.Kube() || testenv.GVisor()) && len(allowed) > 0:
+	case noAllowance && len(allowed) > 0:
 		t.Errorf("%d warm containers had a warm-up allowance their runtime cannot take back in full", len(allowed))
-	case runtime.NumCPU() > 1 && served == 0 && !testenv.Kube() && !testenv.GVisor():
+	case !noAllowance && runtime.NumCPU() > 1 && served == 0:
 		t.Errorf("no warm container that served a run had a warm-up allowance")
 	}
 }
