@@ -136,7 +136,9 @@ fi
 # Sharding test/e2e into processes beside the other packages was tried
 # (2026-12-06): every test server shares the one Podman service, which
 # then answered /version in 20 s at a load of 20, and the tests ran three
-# to five times slower: no faster in all. Packages run two at a time.
+# to five times slower: no faster in all. Packages run two at a time, and
+# the long test/e2e tests that mostly wait (testenv.Parallel) two at a time
+# once its serial ones are done: the other packages end long before it.
 leg "unit and end-to-end tests" go test -count=1 -timeout 55m ./... ./sdk/...
 
 # The gVisor leg (sandboxes on the local Podman under runsc) and the

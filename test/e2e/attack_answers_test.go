@@ -13,6 +13,7 @@ import (
 // succeeded, lose a job's result, serve the wrong part of a file, or crash
 // the server (test/node/attack-answers.mjs; each attack prints one line).
 func TestTypeScriptSDKAttackAnswers(t *testing.T) {
+	testenv.Parallel(t)
 	dir, cfg := nodeSetup(t, "sdk")
 	cmd := exec.Command("node", "attack-answers.mjs", "stdio", testenv.Binary(t), "--config", cfg)
 	cmd.Dir = dir

@@ -40,6 +40,7 @@ func images(res *mcp.CallToolResult) []*mcp.ImageContent {
 // Output that is not UTF-8 crosses the plugin boundary as U+FFFD with a
 // notice; the result (value, other output) is never lost.
 func TestInvalidUTF8Output(t *testing.T) {
+	testenv.Parallel(t)
 	s := testenv.StartServer(t, "[execution]\nmax_output = \"1k\"\n")
 	cases := []struct {
 		name, tool, session, code string
@@ -138,6 +139,7 @@ len(sys.stdout.buffer.write(b'x' * 3000).to_bytes(2, 'big'))`
 // request error naming the setting, not a gRPC error. Output up to
 // execution.max_output and an image of execution.max_image_size come back.
 func TestCodeAndOutputAtTheLimits(t *testing.T) {
+	testenv.Parallel(t)
 	s := testenv.StartServer(t, "")
 	const maxCode = 4 << 20 // the default execution.max_code_size, "4m"
 	// The runner keeps the source for tracebacks: all of it arrived.
@@ -195,6 +197,7 @@ func checkSVG(t *testing.T, data []byte, want string) {
 // SVG images come back sanitised; an SVG that cannot be parsed does not
 // come back as an image.
 func TestSVGImagesSanitised(t *testing.T) {
+	testenv.Parallel(t)
 	s := testenv.StartServer(t, "")
 	t.Run("stateless", func(t *testing.T) {
 		code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.savefig('plot.svg')\nplt.close('all')\n" +

@@ -162,6 +162,7 @@ func TestCheckpointSparseFilesStopAtTheQuota(t *testing.T) {
 // checkpoint-store-full) while the first is kept, and fits once the first
 // is destroyed.
 func TestCheckpointStoreQuota(t *testing.T) {
+	testenv.Parallel(t)
 	var base string
 	p := testenv.NewInProcess(t, func(c *config.Config) {
 		c.Volumes.SessionQuota = 64 << 20
@@ -214,6 +215,7 @@ func ckptCall(t *testing.T, cs *mcp.ClientSession, tool, sid string) (mcpserver.
 // saved and restored, a connection is listed as skipped, and an R session
 // without one survives a server restart.
 func TestCheckpointR(t *testing.T) {
+	testenv.Parallel(t)
 	base := testenv.BaseDir(t)
 	s1 := testenv.StartServerAt(t, base, "")
 	cs := s1.Session
@@ -278,6 +280,7 @@ func TestCheckpointR(t *testing.T) {
 // from the core: the forged line changes nothing. R the same, with an
 // active binding that prints the line when the save reads it.
 func TestCheckpointForgedMarker(t *testing.T) {
+	testenv.Parallel(t)
 	p := testenv.NewInProcess(t, nil)
 	cs := p.Connect(t)
 	forged := `__FORGE_CKPT__{"saved":["__forged__"],"skipped":{},"created":"2099-01-01T00:00:00Z","session_id":"other","bytes":1}`

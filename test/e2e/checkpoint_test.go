@@ -15,6 +15,7 @@ import (
 // an open file handle is reported as not saved; another connection can
 // neither checkpoint nor restore it; destroy removes it.
 func TestCheckpointRestore(t *testing.T) {
+	testenv.Parallel(t)
 	p := testenv.NewInProcess(t, nil)
 	alice, bob := p.Connect(t), p.Connect(t)
 	exec := func(cs *mcp.ClientSession, tool, sid, code string) out {

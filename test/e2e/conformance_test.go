@@ -108,6 +108,7 @@ func conformanceCases() []conformanceCase {
 // against the real core's host services (policy, audit, ownership,
 // workspaces) and real Podman; and nothing is left under <base>/sessions.
 func TestConformanceReal(t *testing.T) {
+	testenv.Parallel(t)
 	testenv.Require(t)
 	for _, c := range conformanceCases() {
 		t.Run(c.name, func(t *testing.T) {

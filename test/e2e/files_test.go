@@ -264,6 +264,7 @@ func TestSessionFilesOwnership(t *testing.T) {
 // (each workspace is its own filesystem): what does not fit is refused
 // before anything is written, and the session's files stay intact.
 func TestSessionFilesQuota(t *testing.T) {
+	testenv.Parallel(t)
 	s := testenv.StartServer(t, "[volumes]\nsession_quota = \"20m\"\n")
 	if res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "q"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))

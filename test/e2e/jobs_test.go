@@ -19,6 +19,7 @@ import (
 // foreground call. The job lasts FORGE_TEST_JOB_SECONDS (30; the issue's
 // figure is 180).
 func TestTypeScriptSDKJobs(t *testing.T) {
+	testenv.Parallel(t)
 	dir, cfg := nodeSetup(t, "sdk")
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	kube "github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
@@ -103,7 +104,7 @@ print(json.dumps(out))
 	cs, k := kubeClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true"})
+	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true,io.mcp-forge.instance=" + forge.Instance(s.Base)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,11 @@ func TestKubePodDeadlines(t *testing.T) {
 		}
 		return *p.Spec.ActiveDeadlineSeconds
 	}
+	// Only this server's pods: the in-cluster cores' pools and the other
+	// packages' servers (scripts/test-kube.sh runs them beside this one)
+	// share the namespace.
 	pods := func(selector string) []corev1.Pod {
-		sel := "io.mcp-forge.managed=true"
+		sel := "io.mcp-forge.managed=true,io.mcp-forge.instance=" + forge.Instance(s.Base)
 		if selector != "" {
 			sel += "," + selector
 		}
@@ -209,9 +213,8 @@ func TestKubePodDeadlines(t *testing.T) {
 	if res := s.Call(t, "execute_python", map[string]any{"code": "1", "session_id": "deadline"}, nil); res.IsError {
 		t.Fatal(testenv.Text(res))
 	}
-	// The session's own pod, found by the session label the core records
-	// in the pod's annotation: session pods of earlier tests' servers may
-	// still be on their way out (their reaping is not this test's subject).
+	// The session's own pod, by the session label the core records in the
+	// pod's annotation (the label's value is the session id and a suffix).
 	var session, others []string
 	for _, p := range pods("") {
 		if p.Labels["io.mcp-forge.one-shot"] == "true" {

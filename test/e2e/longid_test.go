@@ -17,6 +17,7 @@ import (
 // 129 characters or with a character no id may hold are refused, audited
 // with rule session-id, with a message saying what an id may be.
 func TestLongSessionIDs(t *testing.T) {
+	testenv.Parallel(t)
 	base := testenv.BaseDir(t)
 	s1 := testenv.StartServerAt(t, base, "")
 	cs := s1.Session

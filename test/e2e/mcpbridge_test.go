@@ -126,6 +126,7 @@ func bridgeInfo(t *testing.T, s *testenv.Server) bridgeInfoT {
 // through the real bridge plugin, under the core's policy, budget and
 // timeouts, and no server secret leaks.
 func TestRealMCPBridge(t *testing.T) {
+	testenv.Parallel(t)
 	s, fsDir := startRealBridge(t)
 	py := func(t *testing.T, args map[string]any) (out, string) {
 		t.Helper()

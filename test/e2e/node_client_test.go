@@ -45,6 +45,7 @@ func nodeSetup(t *testing.T, pkg string) (dir, cfg string) {
 // to many times their size (control bytes, NULs, invalid UTF-8, long lines)
 // come back cut, once, the connection alive (test/node/big-answers.mjs).
 func TestTypeScriptSDKBigAnswers(t *testing.T) {
+	testenv.Parallel(t)
 	dir, cfg := nodeSetup(t, "sdk")
 	cmd := exec.Command("node", "big-answers.mjs", "stdio", testenv.Binary(t), "--config", cfg)
 	cmd.Dir = dir

@@ -49,6 +49,7 @@ func fork(t *testing.T, cs *mcp.ClientSession, from, to string) (forkOut, *mcp.C
 // each changes without the other seeing it. Another connection cannot
 // fork the session, and a fork cannot take an id in use.
 func TestForkDiverges(t *testing.T) {
+	testenv.Parallel(t)
 	p := testenv.NewInProcess(t, nil)
 	alice, bob := p.Connect(t), p.Connect(t)
 	for _, c := range []struct {
@@ -211,6 +212,7 @@ func nbformatValidate(t *testing.T, data []byte) {
 // fresh session gives the same outputs. Another connection reads neither
 // the notebook nor the history.
 func TestExportNotebook(t *testing.T) {
+	testenv.Parallel(t)
 	p := testenv.NewInProcess(t, nil)
 	alice, bob := p.Connect(t), p.Connect(t)
 	for _, c := range []struct {
@@ -334,6 +336,7 @@ func sameOutputs(a, b [][]string) bool {
 // The closing figure: the time to fork a session holding a 100 MB pandas
 // DataFrame (pandas is in the Python image), and that the fork has it.
 func TestForkLargeDataFrame(t *testing.T) {
+	testenv.Parallel(t)
 	p := testenv.NewInProcess(t, func(c *config.Config) { c.Execution.DefaultMemory = 1 << 30 })
 	cs := p.Connect(t)
 	setup := "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.arange(13_107_200, dtype='float64').reshape(-1, 10))\nint(df.memory_usage(index=False).sum())"

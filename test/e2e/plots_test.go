@@ -55,6 +55,7 @@ func exportedCell(t *testing.T, cs *mcp.ClientSession, sid string) []string {
 // it wrote); a figure the code closed, or pdf(NULL), is nothing in either.
 // The images are in the exported notebook's cell.
 func TestPlotsWhateverBackend(t *testing.T) {
+	testenv.Parallel(t)
 	p := testenv.NewInProcess(t, nil)
 	cs := p.Connect(t)
 	const agg = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"

@@ -70,6 +70,7 @@ func sessionCaller(t *testing.T, s *testenv.Server, tool string) func(code, sid 
 }
 
 func TestPythonSessions(t *testing.T) {
+	testenv.Parallel(t)
 	s := testenv.StartServer(t, "")
 	call := sessionCaller(t, s, "execute_python")
 

@@ -18,6 +18,7 @@ import (
 // host path v1 hands over (CreateResponse.workspace, added by the v1 path
 // alone).
 func TestV1PluginsConformance(t *testing.T) {
+	testenv.Parallel(t)
 	testenv.Require(t)
 	bins := testenv.BuildV1(t, "plugins/python", "plugins/jupyter")
 	for _, c := range []struct {

@@ -132,3 +132,20 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	})
 	return &Core{Config: cfg, Manager: m, Audit: al, AuditLog: cfg.Security.AuditLog, Base: base}
 }
+
+// Parallel runs t beside another end-to-end test (go test's -parallel, the
+// cores of the machine: two on CI) once the package's serial tests are
+// done. For a long test that mostly waits on its sandboxes and whose
+// servers share nothing with another test's (each has its own base path,
+// and finds its containers by its instance or server label): a sequential
+// test/e2e left one of CI's two cores idle for about half an hour. Tests
+// that time the server, fill warm pools, count host processes or restart
+// Podman stay serial. The gVisor and Kubernetes legs run their tests
+// serially: they already run side by side (scripts/test.sh).
+func Parallel(t *testing.T) {
+	t.Helper()
+	if GVisor() || Kube() {
+		return
+	}
+	t.Parallel()
+}
