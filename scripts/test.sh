@@ -47,10 +47,11 @@ trap summary EXIT
 # leg_bg ID NAME CMD...: runs CMD as a timed leg in the background, its
 # output in $logs/ID.log; leg_wait ID waits for it, prints its output and
 # counts its time.
-declare -A side=()
+declare -A side=() side_name=()
 leg_bg() {
   local id=$1 name=$2
   shift 2
+  side_name[$id]=$name
   echo "== $name (in the background: $logs/$id.log)"
   (
     s=$(date +%s) rc=0
@@ -64,7 +65,7 @@ leg_wait() {
   local id=$1 rc=0
   wait "${side[$id]}" || rc=$?
   unset "side[$id]"
-  echo "== $(sed 's/^ *[0-9]* s  //; s/  FAILED$//' "$logs/$id.time") (its output)"
+  echo "== ${side_name[$id]} (its output)"
   cat "$logs/$id.log"
   times+=("$(cat "$logs/$id.time")")
   return $rc
@@ -146,13 +147,15 @@ leg "unit and end-to-end tests" go test -count=1 -timeout 55m ./... ./sdk/...
 # and both mostly wait on their sandboxes: they run side by side, each
 # with its output in a log printed whole when it ends.
 leg "gVisor's runsc (built in the background since the start)" wait_gvisor_build
-gvisor_leg="gVisor: the end-to-end and security matrix with sandboxes under gVisor"
-leg_bg gvisor "$gvisor_leg" scripts/test-gvisor.sh
+leg_bg gvisor "gVisor: the end-to-end and security matrix with sandboxes under gVisor" scripts/test-gvisor.sh
 rc_side=0
 if [ "${FORGE_TEST_KUBE:-1}" = 1 ]; then
-  leg "Kubernetes binaries (built in the background since the start)" wait_kube_build || rc_side=1
-  [ $rc_side != 0 ] || leg_bg kube "Kubernetes: a real single-node cluster, the end-to-end matrix on it" scripts/test-kube.sh
-  [ $rc_side != 0 ] || leg_wait kube || rc_side=1
+  if leg "Kubernetes binaries (built in the background since the start)" wait_kube_build; then
+    leg_bg kube "Kubernetes: a real single-node cluster, the end-to-end matrix on it" scripts/test-kube.sh
+    leg_wait kube || rc_side=1
+  else
+    rc_side=1
+  fi
 fi
 leg_wait gvisor || rc_side=1
 [ $rc_side = 0 ]

@@ -22,6 +22,13 @@ import (
 )
 
 // kubeClient is the core's own view of the test cluster.
+// ownPods selects the pods of s's servers alone: the in-cluster cores'
+// pools and the other packages' servers (scripts/test-kube.sh runs them
+// beside test/e2e) share the namespace.
+func ownPods(s *testenv.Server) string {
+	return "io.mcp-forge.managed=true,io.mcp-forge.instance=" + forge.Instance(s.Base)
+}
+
 func kubeClient(t *testing.T) (kubernetes.Interface, config.Kubernetes) {
 	t.Helper()
 	cfg, err := config.Load(os.Getenv(testenv.KubeConfigEnv))
@@ -104,7 +111,7 @@ print(json.dumps(out))
 	cs, k := kubeClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "io.mcp-forge.managed=true,io.mcp-forge.instance=" + forge.Instance(s.Base)})
+	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownPods(s)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +163,8 @@ func TestKubePodDeadlines(t *testing.T) {
 		}
 		return *p.Spec.ActiveDeadlineSeconds
 	}
-	// Only this server's pods: the in-cluster cores' pools and the other
-	// packages' servers (scripts/test-kube.sh runs them beside this one)
-	// share the namespace.
 	pods := func(selector string) []corev1.Pod {
-		sel := "io.mcp-forge.managed=true,io.mcp-forge.instance=" + forge.Instance(s.Base)
+		sel := ownPods(s)
 		if selector != "" {
 			sel += "," + selector
 		}
