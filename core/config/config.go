@@ -99,10 +99,17 @@ type Auth struct {
 	JWT JWT `toml:"jwt"`
 }
 
-// JWT verifies bearer JWTs signed by keys of a JWKS file; the tenant is a
-// claim naming a configured [tenants.NAME]. Off while JWKSFile is empty.
+// JWT verifies bearer JWTs signed by the issuer's keys; the tenant is a
+// claim naming a configured [tenants.NAME]. Off until one key source is
+// set: a JWKS file, a JWKS URL, or the issuer's discovery document.
 type JWT struct {
-	JWKSFile       string   `toml:"jwks_file"`
+	JWKSFile string `toml:"jwks_file"`
+	JWKSURI  string `toml:"jwks_uri"`
+	// Discovery finds jwks_uri in the issuer's OpenID configuration.
+	Discovery bool `toml:"discovery"`
+	// JWKSMinRefresh bounds the key set's refetches (seconds between two):
+	// a token naming an unknown key makes one, and so may an attacker's.
+	JWKSMinRefresh int      `toml:"jwks_min_refresh"`
 	Issuer         string   `toml:"issuer"`
 	Audience       string   `toml:"audience"`
 	TenantClaim    string   `toml:"tenant_claim"`
@@ -113,6 +120,9 @@ type JWT struct {
 	ResourceURL          string   `toml:"resource_url"`
 	AuthorizationServers []string `toml:"authorization_servers"`
 }
+
+// Enabled reports whether bearer JWTs are verified: a key source is set.
+func (j JWT) Enabled() bool { return j.JWKSFile != "" || j.JWKSURI != "" || j.Discovery }
 
 // Server is the MCP transport and the connection to Podman.
 type Server struct {
@@ -560,7 +570,7 @@ func systemDefault() Config {
 		Plugins:  map[string]PluginSpec{},
 		Quotas:   Quotas{MaxConcurrentRuns: 4, MaxSessions: 5, ExecutionsPerMinute: 120, ExecutionBurst: 20, MaxRequestsInFlight: 32},
 		Tenants:  map[string]Tenant{},
-		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30,
+		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30, JWKSMinRefresh: 30,
 			AuthorizationServers: []string{}}},
 		Network: defaultNetwork(),
 	}

@@ -244,14 +244,32 @@ func Validate(c Config) Errors {
 	v.positive("quotas.max_requests_in_flight", q.MaxRequestsInFlight)
 	v.atLeast("quotas.max_requests_in_flight", q.MaxRequestsInFlight, "quotas.max_concurrent_runs", q.MaxConcurrentRuns)
 	j := c.Auth.JWT
-	jwt := j.JWKSFile != ""
+	jwt := j.Enabled()
 	if jwt {
-		v.abs("auth.jwt.jwks_file", j.JWKSFile)
+		var sources []string
+		if j.JWKSFile != "" {
+			v.abs("auth.jwt.jwks_file", j.JWKSFile)
+			sources = append(sources, "jwks_file")
+		}
+		if j.JWKSURI != "" {
+			v.fetchURL("auth.jwt.jwks_uri", j.JWKSURI)
+			sources = append(sources, "jwks_uri")
+		}
+		if j.Discovery {
+			v.fetchURL("auth.jwt.issuer", j.Issuer)
+			sources = append(sources, "discovery")
+		}
+		if len(sources) > 1 {
+			v.add("auth.jwt."+sources[1], fmt.Sprintf("set one key source, not %s: jwks_file (a file, reread when it changes), jwks_uri (the issuer's JWKS URL) or discovery = true (jwks_uri from the issuer's OpenID configuration)", strings.Join(sources, " and ")))
+		}
 		v.nonEmpty("auth.jwt.issuer", j.Issuer)
 		v.nonEmpty("auth.jwt.audience", j.Audience)
 		if len(c.Tenants) == 0 {
-			v.add("auth.jwt.jwks_file", "JWTs name tenants by a claim: configure at least one [tenants.NAME]")
+			v.add("auth.jwt", "JWTs name tenants by a claim: configure at least one [tenants.NAME]")
 		}
+	}
+	if j.JWKSMinRefresh < 1 || j.JWKSMinRefresh > 3600 {
+		v.add("auth.jwt.jwks_min_refresh", fmt.Sprintf("must be 1-3600 seconds (got %d)", j.JWKSMinRefresh))
 	}
 	v.nonEmpty("auth.jwt.tenant_claim", j.TenantClaim)
 	if j.Leeway < 0 || j.Leeway > 300 {
@@ -262,7 +280,7 @@ func Validate(c Config) Errors {
 			v.add("auth.jwt.resource_url", fmt.Sprintf("%q is not an http(s) URL (the public URL of /mcp)", j.ResourceURL))
 		}
 		if !jwt {
-			v.add("auth.jwt.resource_url", "needs auth.jwt.jwks_file: metadata announces how to get a token this server verifies")
+			v.add("auth.jwt.resource_url", "needs a key source (auth.jwt.jwks_file, jwks_uri or discovery): metadata announces how to get a token this server verifies")
 		}
 	}
 	for i, a := range j.AuthorizationServers {
@@ -386,6 +404,30 @@ func (v *validator) oneOf(p, s string, allowed ...string) {
 		}
 	}
 	v.add(p, fmt.Sprintf("must be one of %s (got %q)", strings.Join(allowed, ", "), s))
+}
+
+func (v *validator) fetchURL(p, s string) {
+	if err := CheckFetchURL(p, s); err != nil {
+		v.errs = append(v.errs, *err)
+	}
+}
+
+// CheckFetchURL checks a URL the server fetches keys from: https, or http
+// to this machine only (keys over plain http elsewhere could be anyone's).
+func CheckFetchURL(p, s string) *FieldError {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return &FieldError{Path: p, Msg: fmt.Sprintf("%q is not an https URL", s)}
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return &FieldError{Path: p, Msg: fmt.Sprintf("%q: keys are fetched over https only (plain http is allowed to localhost alone: anyone on the path could hand out keys)", s)}
+	}
+	return nil
+}
+
+func loopbackHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func (v *validator) abs(p, s string) {

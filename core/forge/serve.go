@@ -80,7 +80,7 @@ func serve(ctx context.Context, cfg config.Config, o Options, m parts) error {
 	}
 	if useHTTP {
 		// Refuse an unauthenticated public bind before starting anything.
-		if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated() || cfg.Auth.JWT.JWKSFile != "", cfg.Server.AllowUnauthenticated); err != nil {
+		if err := httpserver.CheckBind(addr, tenant.New(cfg).Authenticated() || cfg.Auth.JWT.Enabled(), cfg.Server.AllowUnauthenticated); err != nil {
 			return err
 		}
 	}

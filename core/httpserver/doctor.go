@@ -12,11 +12,11 @@ import (
 )
 
 // Doctor checks what `serve --http addr` would refuse or warn about:
-// authentication for the bind address, TLS files, the JWKS file.
+// authentication for the bind address, TLS files, the JWT signing keys.
 func Doctor(cfg config.Config, addr string) doctor.Check {
-	return func(context.Context) []doctor.Result {
+	return func(ctx context.Context) []doctor.Result {
 		reg := tenant.New(cfg)
-		jwt := cfg.Auth.JWT.JWKSFile != ""
+		jwt := cfg.Auth.JWT.Enabled()
 		var out []doctor.Result
 		auth := "no authentication (one implicit tenant)"
 		if reg.Authenticated() || jwt {
@@ -50,10 +50,11 @@ func Doctor(cfg config.Config, addr string) doctor.Check {
 				Fix: "set server.tls_cert and server.tls_key, or terminate TLS in a proxy and bind to 127.0.0.1"})
 		}
 		if jwt {
-			if _, err := tenant.NewJWT(cfg.Auth.JWT); err != nil {
-				out = append(out, doctor.Result{Name: "jwks", Status: doctor.Fail, Detail: err.Error(), Fix: "point auth.jwt.jwks_file at the issuer's JSON Web Key Set"})
+			if j, err := tenant.NewJWT(ctx, cfg.Auth.JWT, nil); err != nil {
+				out = append(out, doctor.Result{Name: "jwks", Status: doctor.Fail, Detail: err.Error(),
+					Fix: "point auth.jwt.jwks_file at the issuer's JSON Web Key Set, or auth.jwt.jwks_uri at its URL (or set discovery = true), and check the issuer answers from here"})
 			} else {
-				out = append(out, doctor.Result{Name: "jwks", Status: doctor.OK, Detail: cfg.Auth.JWT.JWKSFile})
+				out = append(out, doctor.Result{Name: "jwks", Status: doctor.OK, Detail: j.Source()})
 			}
 		}
 		return out

@@ -110,8 +110,10 @@ func IsLoopback(host string) bool {
 // core, before serving.
 func New(cfg config.Config, core Core, addr string, log hclog.Logger) (*Server, error) {
 	reg := tenant.New(cfg)
-	if cfg.Auth.JWT.JWKSFile != "" {
-		j, err := tenant.NewJWT(cfg.Auth.JWT)
+	if cfg.Auth.JWT.Enabled() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		j, err := tenant.NewJWT(ctx, cfg.Auth.JWT, log.Named("jwt"))
+		cancel()
 		if err != nil {
 			return nil, err
 		}

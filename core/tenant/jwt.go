@@ -1,55 +1,50 @@
 package tenant
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
-// JWT verifies bearer JWTs against the public keys of a JWKS file: the
-// signature, issuer, audience, expiry (required) and not-before; the tenant
-// is a claim. Scopes are reported for the HTTP layer to require.
+// JWT verifies bearer JWTs against the issuer's public keys (a JWKS file,
+// a JWKS URL, or the URL the issuer's discovery document names; fetched
+// again as they expire or rotate): the signature, issuer, audience, expiry
+// (required) and not-before; the tenant is a claim. Scopes are reported
+// for the HTTP layer to require.
 type JWT struct {
 	cfg  config.JWT
-	keys jose.JSONWebKeySet
+	keys *keySet
 	now  func() time.Time
 }
 
 var algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512, jose.ES256, jose.ES384, jose.ES512, jose.EdDSA}
 
-// NewJWT reads the key set. Private keys in the file are reduced to their
-// public halves (the server never signs).
-func NewJWT(cfg config.JWT) (*JWT, error) {
-	b, err := os.ReadFile(cfg.JWKSFile)
+// NewJWT reads or fetches the key set once: a server whose keys cannot be
+// had does not start.
+func NewJWT(ctx context.Context, cfg config.JWT, log hclog.Logger) (*JWT, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	k, err := newKeySet(ctx, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("auth.jwt.jwks_file: %w", err)
+		return nil, err
 	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(b, &set); err != nil {
-		return nil, fmt.Errorf("auth.jwt.jwks_file %s: not a JSON Web Key Set: %w", cfg.JWKSFile, err)
-	}
-	if len(set.Keys) == 0 {
-		return nil, fmt.Errorf("auth.jwt.jwks_file %s: no keys", cfg.JWKSFile)
-	}
-	for i, k := range set.Keys {
-		if !k.Valid() {
-			return nil, fmt.Errorf("auth.jwt.jwks_file %s: key %d (kid %q) is not valid", cfg.JWKSFile, i, k.KeyID)
-		}
-		if !k.IsPublic() {
-			set.Keys[i] = k.Public()
-		}
-	}
-	return &JWT{cfg: cfg, keys: set, now: time.Now}, nil
+	return &JWT{cfg: cfg, keys: k, now: time.Now}, nil
+}
+
+// Source says where the keys come from and how many there are.
+func (j *JWT) Source() string {
+	return fmt.Sprintf("%s (%d keys)", j.keys.source(), len(j.keys.keys().Keys))
 }
 
 // LooksLikeJWT tells a compact JWS (three base64url parts) from an API key.
@@ -64,10 +59,15 @@ func (j *JWT) Verify(token string) (tenant string, scopes []string, exp time.Tim
 	if err != nil {
 		return "", nil, exp, bad("not a signed JWT: %v", err)
 	}
+	kid := tok.Headers[0].KeyID
+	keys := j.keys.fresh(kid)
 	var std jwt.Claims
 	var extra map[string]any
-	if err := tok.Claims(&j.keys, &std, &extra); err != nil {
-		return "", nil, exp, bad("signature does not verify against auth.jwt.jwks_file: %v", err)
+	if err := tok.Claims(keys, &std, &extra); err != nil {
+		if len(keys.Key(kid)) == 0 && kid != "" {
+			return "", nil, exp, bad("signed by key %q, which %s does not hold", kid, j.keys.source())
+		}
+		return "", nil, exp, bad("signature does not verify against %s: %v", j.keys.source(), err)
 	}
 	if std.Expiry == nil {
 		return "", nil, exp, bad("no exp claim: tokens must expire")

@@ -58,16 +58,16 @@ func jwtRegistry(t *testing.T, good issuer, scopes []string) *Registry {
 	cfg := config.Default()
 	cfg.Tenants["alice"] = config.Tenant{APIKeySHA256: []string{HashKey("ka")}}
 	cfg.Tenants["bob"] = config.Tenant{}
-	cfg.Auth.JWT = config.JWT{JWKSFile: path, Issuer: "https://idp.example", Audience: "mcp-forge", TenantClaim: "sub", RequiredScopes: scopes, Leeway: 30}
+	cfg.Auth.JWT = config.JWT{JWKSFile: path, Issuer: "https://idp.example", Audience: "mcp-forge", TenantClaim: "sub", RequiredScopes: scopes, Leeway: 30, JWKSMinRefresh: 30}
 	if errs := config.Validate(cfg); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	r := New(cfg)
-	j, err := NewJWT(cfg.Auth.JWT)
+	j, err := NewJWT(context.Background(), cfg.Auth.JWT, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !j.keys.Keys[0].IsPublic() {
+	if !j.keys.keys().Keys[0].IsPublic() {
 		t.Fatal("the verifier kept a private key")
 	}
 	r.UseJWT(j)
@@ -99,6 +99,7 @@ func TestJWTVerify(t *testing.T) {
 		want string
 	}{
 		"other key":           {other.sign(t, base(nil)), "signature does not verify"},
+		"unknown key id":      {newIssuer(t, "k9").sign(t, base(nil)), `signed by key "k9", which auth.jwt.jwks_file`},
 		"wrong issuer":        {good.sign(t, base(func(c map[string]any) { c["iss"] = "https://evil.example" })), "issuer"},
 		"wrong audience":      {good.sign(t, base(func(c map[string]any) { c["aud"] = []string{"other"} })), "audience"},
 		"expired":             {good.sign(t, base(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })), "expired"},
