@@ -22,10 +22,22 @@ type Config struct {
 	Plugins            map[string]PluginSpec `toml:"plugins"`
 	// Quotas are every tenant's limits unless its [tenants.NAME] table
 	// overrides one.
-	Quotas  Quotas            `toml:"quotas"`
-	Tenants map[string]Tenant `toml:"tenants"`
-	Auth    Auth              `toml:"auth"`
-	Network Network           `toml:"network"`
+	Quotas    Quotas            `toml:"quotas"`
+	Tenants   map[string]Tenant `toml:"tenants"`
+	Auth      Auth              `toml:"auth"`
+	Network   Network           `toml:"network"`
+	Telemetry Telemetry         `toml:"telemetry"`
+}
+
+// Telemetry exports traces: a span per MCP request, with the plugin calls
+// and container operations it makes beneath it, continuing the caller's
+// trace (traceparent in the request's _meta or HTTP headers). Off while
+// OTLPEndpoint is empty.
+type Telemetry struct {
+	// OTLPEndpoint is an OTLP/HTTP collector's base URL
+	// ("http://localhost:4318"); spans go to its /v1/traces.
+	OTLPEndpoint string `toml:"otlp_endpoint"`
+	ServiceName  string `toml:"service_name"`
 }
 
 // Runtime is where sandboxes run: the local Podman, or a Kubernetes
@@ -572,6 +584,7 @@ func systemDefault() Config {
 		Tenants:  map[string]Tenant{},
 		Auth: Auth{JWT: JWT{TenantClaim: "sub", RequiredScopes: []string{}, Leeway: 30, JWKSMinRefresh: 30,
 			AuthorizationServers: []string{}}},
-		Network: defaultNetwork(),
+		Network:   defaultNetwork(),
+		Telemetry: Telemetry{ServiceName: "mcp-forge"},
 	}
 }

@@ -244,6 +244,12 @@ func Validate(c Config) Errors {
 	v.positive("quotas.max_requests_in_flight", q.MaxRequestsInFlight)
 	v.atLeast("quotas.max_requests_in_flight", q.MaxRequestsInFlight, "quotas.max_concurrent_runs", q.MaxConcurrentRuns)
 	j := c.Auth.JWT
+	if e := c.Telemetry.OTLPEndpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			v.add("telemetry.otlp_endpoint", fmt.Sprintf("%q is not an http(s) URL (an OTLP/HTTP collector, e.g. http://localhost:4318)", e))
+		}
+		v.nonEmpty("telemetry.service_name", c.Telemetry.ServiceName)
+	}
 	jwt := j.Enabled()
 	if jwt {
 		var sources []string

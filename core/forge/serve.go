@@ -21,9 +21,11 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/procid"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
+	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // Version is the core's version.
@@ -73,6 +75,18 @@ func serve(ctx context.Context, cfg config.Config, o Options, m parts) error {
 	if stop := cpuProfile(log); stop != nil {
 		defer stop()
 	}
+	stopTraces, err := telemetry.Setup(cfg.Telemetry, version.Version, log.Named("telemetry"))
+	if err != nil {
+		return err
+	}
+	pluginhost.ObserveCalls(telemetry.PluginCall)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTraces(ctx); err != nil {
+			log.Warn("the last traces were not exported", "error", err)
+		}
+	}()
 	addr, useHTTP := HTTPAddress(cfg, o.HTTPAddr)
 	if cfg.Security.AuditStdout && !useHTTP {
 		// Decided here, where --http counts as much as server.transport.
@@ -120,6 +134,7 @@ Waiting for a client on stdin (Ctrl-C to quit).
 	}
 	defer f.Close()
 	f.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioClient, nil })
+	f.MCP.TraceRequests()
 	log.Info("serving MCP on stdio", "version", version.Version, "plugins", strings.Join(f.Plugins.Names(), ","))
 	if err := f.MCP.Run(ctx, t); err != nil && ctx.Err() == nil {
 		log.Error("MCP session ended", "error", err)
@@ -158,6 +173,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, addr string, log hclog.Lo
 	if err != nil {
 		return err
 	}
+	f.MCP.TraceRequests() // after the tenants' and the forwarding middleware: it wraps them
 	log.Info("starting", "version", version.Version, "plugins", strings.Join(f.Plugins.Names(), ","))
 	err = srv.Serve(ctx, func(mainAddr, adminAddr string) {
 		// One machine-readable line on stderr for supervisors and tests

@@ -29,6 +29,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/metrics"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 )
 
@@ -192,6 +193,9 @@ func (s *Server) Handler() (http.Handler, error) {
 		Logger:                       slog.New(slog.NewTextHandler(s.log.Named("mcp").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}), nil)),
 		// DNS-rebinding protection stays on (DisableLocalhostProtection false).
 	})
+	mcpHandler := h
+	// A traceparent header continues the caller's trace (as _meta does).
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpHandler.ServeHTTP(w, telemetry.FromHTTP(r)) })
 	h = s.limitRequests(h)
 	if s.Tenants.Authenticated() {
 		h = withChallenge(auth.RequireBearerToken(s.Tenants.Verify, s.bearerOptions())(h))

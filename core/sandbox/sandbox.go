@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 )
 
 // TimeoutError is a container killed at its wall-clock limit.
@@ -174,7 +176,12 @@ var ErrShuttingDown = errors.New("the server is shutting down: no new containers
 // Create hardens and checks the intent, then creates the container. The
 // creation is audited before the container can be started; if that record
 // cannot be written the container is removed and the request refused.
-func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) {
+func (m *Manager) Create(ctx context.Context, in policy.Intent) (id string, err error) {
+	ctx, span := telemetry.Start(ctx, "container.create", attribute.String("mcp_forge.plugin", in.Plugin), attribute.String("mcp_forge.image", in.Image))
+	defer func() {
+		span.SetAttributes(attribute.String("mcp_forge.container", short(id)))
+		telemetry.End(span, err)
+	}()
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
@@ -241,7 +248,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (string, error) 
 	// plugin stopping mid-refill): cut short, Podman may still make the
 	// container, untracked and left behind. The runtime bounds the call.
 	t0 := time.Now()
-	id, err := m.rt.Create(context.WithoutCancel(ctx), spec)
+	id, err = m.rt.Create(context.WithoutCancel(ctx), spec)
 	details["duration_ms"] = time.Since(t0).Milliseconds()
 	if err != nil {
 		m.audit.Record(audit.Entry{Event: audit.ContainerCreate, Severity: audit.Error, SessionID: in.SessionID, Details: details, Error: secrets.String(err.Error())})
@@ -332,12 +339,14 @@ func (m *Manager) record(event, plugin, id string, err error, extra map[string]a
 
 // Start starts a container plugin created. A start that cannot be audited is
 // undone: the container is removed and the request refused.
-func (m *Manager) Start(ctx context.Context, plugin, id string) error {
+func (m *Manager) Start(ctx context.Context, plugin, id string) (err error) {
+	ctx, span := telemetry.Start(ctx, "container.start", attribute.String("mcp_forge.container", short(id)))
+	defer func() { telemetry.End(span, err) }()
 	if err := m.check(plugin, id, "start"); err != nil {
 		return err
 	}
 	t0 := time.Now()
-	err := m.rt.Start(ctx, id)
+	err = m.rt.Start(ctx, id)
 	// The runtime's own time, so a slow start (image mount, user
 	// namespace, the OCI runtime) shows in the audit log apart from the
 	// runner's.
@@ -351,7 +360,9 @@ func (m *Manager) Start(ctx context.Context, plugin, id string) error {
 
 // Wait waits for exit. A timeout becomes *TimeoutError, a memory kill
 // *OOMError; otherwise the exit code is returned.
-func (m *Manager) Wait(ctx context.Context, plugin, id string, timeout time.Duration) (int, error) {
+func (m *Manager) Wait(ctx context.Context, plugin, id string, timeout time.Duration) (code int, err error) {
+	ctx, span := telemetry.Start(ctx, "container.wait", attribute.String("mcp_forge.container", short(id)))
+	defer func() { telemetry.End(span, err) }()
 	if err := m.check(plugin, id, "wait"); err != nil {
 		return -1, err
 	}
@@ -361,7 +372,7 @@ func (m *Manager) Wait(ctx context.Context, plugin, id string, timeout time.Dura
 	if timeout <= 0 || (lim.Timeout > 0 && timeout > lim.Timeout) {
 		timeout = lim.Timeout
 	}
-	code, err := m.rt.Wait(ctx, id, timeout)
+	code, err = m.rt.Wait(ctx, id, timeout)
 	switch {
 	case errors.Is(err, runtime.ErrTimeout):
 		err = &TimeoutError{Limit: timeout}
@@ -446,6 +457,8 @@ type ExecRequest struct {
 // Exec runs a command inside a running container of plugin's. TimedOut
 // reports a command ended by its timeout.
 func (m *Manager) Exec(ctx context.Context, plugin, id string, req ExecRequest) (res runtime.ExecResult, timedOut bool, err error) {
+	ctx, span := telemetry.Start(ctx, "container.exec", attribute.String("mcp_forge.container", short(id)))
+	defer func() { telemetry.End(span, err) }()
 	if err := m.check(plugin, id, "exec in"); err != nil {
 		return runtime.ExecResult{}, false, err
 	}
@@ -508,7 +521,9 @@ func (m *Manager) Stop(ctx context.Context, plugin, id string, grace time.Durati
 // that is already gone is a success (audited at info, not as a violation).
 // A removal the runtime could not do (the service is down) is retried in
 // the background until it succeeds; the error is still returned.
-func (m *Manager) Remove(ctx context.Context, plugin, id string) error {
+func (m *Manager) Remove(ctx context.Context, plugin, id string) (err error) {
+	ctx, span := telemetry.Start(ctx, "container.remove", attribute.String("mcp_forge.container", short(id)))
+	defer func() { telemetry.End(span, err) }()
 	if err := m.tracked.Check(id, plugin, "remove"); err != nil {
 		var gone *RemovedError
 		if errors.As(err, &gone) {
@@ -519,7 +534,7 @@ func (m *Manager) Remove(ctx context.Context, plugin, id string) error {
 		m.violation("container.remove", plugin, "", err)
 		return err
 	}
-	err := m.rt.Remove(ctx, id)
+	err = m.rt.Remove(ctx, id)
 	m.record(audit.ContainerRemove, plugin, id, err, nil)
 	if err != nil {
 		m.retryLater(plugin, id)

@@ -379,3 +379,15 @@ func (c *Client) Kill() {
 
 // IsUnavailable reports an error that means the plugin process is gone.
 func IsUnavailable(err error) bool { return shim.IsUnavailable(err) }
+
+// ObserveCalls has every call the core makes to its plugins observed by f,
+// which returns the context to call with and the call's end (the core's
+// spans of plugin calls: the trace context of the returned context is what
+// the plugin continues). nil stops it.
+func ObserveCalls(f func(ctx context.Context, method string) (context.Context, func(error))) {
+	if f == nil {
+		shim.ObserveCalls(nil)
+		return
+	}
+	shim.ObserveCalls(f)
+}

@@ -44,19 +44,20 @@ func ours(method string) bool {
 
 // ServerOptions are the options of every gRPC server on the plugin boundary
 // (the plugin's, and the host services the core serves over the broker):
-// the message limit, and no string leaving that is not valid UTF-8.
+// the message limit, the trace context passed on, and no string leaving
+// that is not valid UTF-8.
 func ServerOptions(maxMessage int) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
 		grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window),
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		grpc.ChainUnaryInterceptor(traceUnaryServer, func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			resp, err := h(ctx, req)
 			if m, ok := resp.(proto.Message); ok && ours(info.FullMethod) {
 				validStrings(m.ProtoReflect())
 			}
 			return resp, err
 		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		grpc.ChainStreamInterceptor(traceStreamServer, func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			if !ours(info.FullMethod) {
 				return h(srv, ss)
 			}
@@ -70,13 +71,13 @@ func DialOptions(maxMessage int) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
 		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window),
-		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		grpc.WithChainUnaryInterceptor(traceUnaryClient, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if m, ok := req.(proto.Message); ok && ours(method) {
 				validStrings(m.ProtoReflect())
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}),
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		grpc.WithChainStreamInterceptor(traceStreamClient, func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			cs, err := streamer(ctx, desc, cc, method, opts...)
 			if err != nil || !ours(method) {
 				return cs, err
