@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
@@ -31,6 +32,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -313,9 +315,11 @@ func (p *prepared) drop(e *Engine) {
 
 // prepare checks a request, routes it and acquires its session: every
 // refusal a call can get before its code runs, audited with its rule.
-func (e *Engine) prepare(ctx context.Context, req Request) (*prepared, error) {
+func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err error) {
+	ctx, span := telemetry.Start(ctx, "engine.prepare", attribute.String("mcp_forge.language", req.Language))
+	defer func() { telemetry.End(span, err) }()
 	p := &prepared{req: req, tool: "execute_" + req.Language}
-	err := e.validate(req)
+	err = e.validate(req)
 	if err == nil {
 		p.name, err = e.pick(req)
 	}
@@ -389,12 +393,15 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		InputFiles: p.inputs,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
+	_, slotSpan := telemetry.Start(ctx, "engine.run_slot")
 	select {
 	case e.slots <- struct{}{}:
+		slotSpan.End()
 		// The slot, and the tenant's run slot, are given back once the
 		// run's containers are gone, which may be after the answer.
 		defer e.endRun(runID, tenant.HoldRun(ctx))
 	case <-ctx.Done():
+		telemetry.End(slotSpan, ctx.Err())
 		p.drop(e)
 		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
 		return Result{Backend: name}, ctx.Err()
@@ -419,7 +426,9 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, tool: p.tool}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
-		g, err = e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: p.toolIDs, Approve: req.Approve})
+		ictx, ispan := telemetry.Start(ctx, "tools.grant")
+		g, err = e.tools.Issue(ictx, toolbridge.IssueRequest{Plugin: name, Client: req.Client, RunID: runID, Language: req.Language, Tools: p.toolIDs, Approve: req.Approve})
+		telemetry.End(ispan, err)
 		if err == nil {
 			defer g.Close() // the grant ends with the run: socket closed, directory removed
 			breq.ToolsGrant = g.Token()

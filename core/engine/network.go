@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 )
@@ -53,7 +54,9 @@ type netAsk struct {
 // openNetwork grants what a run or session asked for under the policy and
 // opens the channel its backend's container mounts. A refusal is audited
 // with its rule.
-func (e *Engine) openNetwork(ctx context.Context, a netAsk, backendName string) (*egress.Channel, error) {
+func (e *Engine) openNetwork(ctx context.Context, a netAsk, backendName string) (_ *egress.Channel, err error) {
+	ctx, span := telemetry.Start(ctx, "network.grant")
+	defer func() { telemetry.End(span, err) }()
 	g, err := e.network.policy.Grant(ctx, egress.Request{Hosts: a.hosts, Tenant: tenant.Name(ctx), Client: a.client, Session: a.session, RunID: a.run,
 		Approve: egress.Approver(a.approve)})
 	if err != nil {

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
@@ -283,7 +286,10 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	})
 	res.Notices = append(notices, res.Notices...)
 	writes := s.Writes()
+	_, fspan := telemetry.Start(ctx, "engine.output_files")
 	files, more, after := e.outputFiles(s.Internal, before)
+	fspan.SetAttributes(attribute.Int("mcp_forge.files", len(files)))
+	fspan.End()
 	s.SetOutputs(after, writes)
 	res.Notices = append(res.Notices, more...)
 	if err == nil {

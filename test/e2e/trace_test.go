@@ -26,7 +26,8 @@ func randomID(t *testing.T, n int) []byte {
 // trace the server exports over OTLP: the tool call's span is the
 // caller's span's child, the plugin call is beneath it, and beneath that
 // (across the plugin, through the host services) the container's create,
-// start, wait and remove. A session's first call traces its kernel's
+// start, wait and remove; the engine's checks and its wait for a run slot
+// are the tool call's children too. A session's first call traces its kernel's
 // start the same way; a tool error marks its span failed.
 func TestTracesThroughThePlugin(t *testing.T) {
 	recv := testenv.NewOTLPReceiver(t)
@@ -73,6 +74,8 @@ func TestTracesThroughThePlugin(t *testing.T) {
 		t.Fatalf("no span of the plugin call: %v", testenv.SpanNames(spans))
 	}
 	childOf(spans, plugin, "tools/call execute_python")
+	childOf(spans, "engine.prepare", "tools/call execute_python")
+	childOf(spans, "engine.run_slot", "tools/call execute_python")
 	for _, op := range []string{"container.create", "container.start", "container.wait", "container.remove"} {
 		childOf(spans, op, plugin)
 	}
@@ -84,6 +87,7 @@ func TestTracesThroughThePlugin(t *testing.T) {
 	spans = recv.Trace(t, traceID, "tools/call execute_python")
 	childOf(spans, "plugin BackendService/OpenSession", "tools/call execute_python")
 	childOf(spans, "container.create", "plugin BackendService/OpenSession")
+	childOf(spans, "engine.output_files", "tools/call execute_python")
 
 	traceID, _, res = call(map[string]any{"code": "1/0"})
 	if !res.IsError {
