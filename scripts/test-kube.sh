@@ -54,10 +54,10 @@ if [ -n "${KUBE_BENCH:-}" ]; then
 elif [ -n "${KUBE_RUN:-}" ]; then
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 30m -run "$KUBE_RUN" ./test/e2e/ ./test/security/ ./test/http/ ./test/environments/ ./test/cluster/
 else
-  # Two lanes: test/e2e beside the security, HTTP and environments tests
-  # (each server finds its own pods by its instance label; all mostly
-  # wait on pods). test/cluster runs alone after them: it counts every
-  # sandbox pod that appears while its deployment of the core runs.
+  # Two lanes: test/e2e beside the security, HTTP, environments and
+  # in-cluster core tests (each server finds its own pods by its instance
+  # label, the in-cluster cores' by their core-pod annotation; all mostly
+  # wait on pods).
   e2e_log=$(mktemp)
   FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 40m -run "^($e2e)\$" ./test/e2e/ >"$e2e_log" 2>&1 &
   e2e_pid=$!
@@ -65,12 +65,12 @@ else
   {
     FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($security)\$" ./test/security/ &&
       FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 10m -run "^($http)\$" ./test/http/ &&
-      FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($environments)\$" ./test/environments/
+      FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 20m -run "^($environments)\$" ./test/environments/ &&
+      echo "== the core in the cluster: deploy/ applied with kubectl ($core_image)" &&
+      FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 15m ./test/cluster/
   } || rc=$?
   wait "$e2e_pid" || rc=1
   cat "$e2e_log"
   rm -f "$e2e_log"
-  [ $rc = 0 ] || exit $rc
-  echo "== the core in the cluster: deploy/ applied with kubectl ($core_image)"
-  FORGE_TEST_KUBE_CONFIG=$cfg go test -count=1 -timeout 15m ./test/cluster/
+  exit $rc
 fi

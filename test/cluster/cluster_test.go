@@ -193,7 +193,8 @@ func ptr[T any](v T) *T { return &v }
 // deploy applies the overlay, waits for the rollout and returns the ready
 // core pods. The cleanup removes what the manifests made, except the
 // sandbox namespace the other tests share, and fails on sandbox pods the
-// core left behind after its graceful stop.
+// deployment's cores (by their core-pod annotation) left behind after
+// their graceful stop.
 func (c *cluster) deploy(t testing.TB, dir string) []corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
@@ -293,7 +294,10 @@ func (c *cluster) teardown(t testing.TB, before map[string]bool) {
 	}
 	var left []string
 	for _, p := range l.Items {
-		if !before[p.Name] && p.DeletionTimestamp == nil {
+		// Only what this deployment's cores made: the other lanes' servers
+		// (outside the cluster) have pods in the same namespace meanwhile.
+		ours := strings.HasPrefix(p.Annotations["io.mcp-forge.core-pod"], coreNS+"/")
+		if ours && !before[p.Name] && p.DeletionTimestamp == nil {
 			left = append(left, p.Name)
 			zero := int64(0)
 			_ = c.admin.CoreV1().Pods(sandboxNS).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
