@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
@@ -98,6 +99,9 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	checks = append(checks, pluginCheck(cfg, sts), doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion))
 	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {
 		checks = append(checks, httpserver.Doctor(cfg, addr))
+	}
+	if cfg.Telemetry.OTLPEndpoint != "" {
+		checks = append(checks, telemetryCheck(cfg.Telemetry))
 	}
 	if !doctor.Run(ctx, w, checks...) {
 		return ErrFailed
@@ -315,4 +319,16 @@ func Watchdog(cfg config.Config, serverID string) error {
 		return fmt.Errorf("%w: sweep incomplete: %v", ErrFailed, err)
 	}
 	return nil
+}
+
+// telemetryCheck: the collector answers an empty export. A warning at
+// worst: traces are optional and never hold a call.
+func telemetryCheck(cfg config.Telemetry) doctor.Check {
+	return func(ctx context.Context) []doctor.Result {
+		if err := telemetry.Probe(ctx, cfg); err != nil {
+			return []doctor.Result{{Name: "telemetry", Status: doctor.Warn, Detail: err.Error(),
+				Fix: "start the OTLP/HTTP collector at telemetry.otlp_endpoint (the base URL: spans go to /v1/traces), or empty it; calls are served either way"}}
+		}
+		return []doctor.Result{{Name: "telemetry", Status: doctor.OK, Detail: "traces to " + cfg.OTLPEndpoint}}
+	}
 }

@@ -117,3 +117,29 @@ func PluginCall(ctx context.Context, method string) (context.Context, func(error
 	ctx, span := Start(ctx, "plugin "+name, attribute.String("rpc.method", method))
 	return ctx, func(err error) { End(span, err) }
 }
+
+// Probe sends an empty export to the collector, as doctor's check that
+// traces would arrive: nil when it answers 2xx.
+func Probe(ctx context.Context, cfg config.Telemetry) error {
+	u, err := url.Parse(cfg.OTLPEndpoint)
+	if err != nil {
+		return err
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil) // an empty protobuf message
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s", u.Redacted(), resp.Status)
+	}
+	return nil
+}

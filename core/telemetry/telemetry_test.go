@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/codes"
@@ -114,4 +116,23 @@ func BenchmarkSpan(b *testing.B) {
 		defer func() { tracer = prev }()
 		run(b)
 	})
+}
+
+func TestProbe(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/base/v1/traces" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+		}
+	}))
+	defer ok.Close()
+	if err := Probe(context.Background(), config.Telemetry{OTLPEndpoint: ok.URL + "/base/"}); err != nil {
+		t.Errorf("a collector that answers: %v", err)
+	}
+	if err := Probe(context.Background(), config.Telemetry{OTLPEndpoint: ok.URL + "/other"}); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a 404: %v", err)
+	}
+	ok.Close()
+	if err := Probe(context.Background(), config.Telemetry{OTLPEndpoint: ok.URL}); err == nil {
+		t.Error("a collector that is gone answered")
+	}
 }
