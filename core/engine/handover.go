@@ -79,25 +79,25 @@ func (e *Engine) record(ctx context.Context, s *session.Session, info backend.Se
 }
 
 // adopt takes client's session id over from the session store, if it is
-// recorded there: nil and no session when it is not. tool names the
-// asking tool for a refusal.
-func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
+// recorded there: false and no session when it is not (or a call of the
+// client took it over first). tool names the asking tool for a refusal.
+func (e *Engine) adopt(ctx context.Context, client, id, tool string) (bool, error) {
 	if e.store == nil {
-		return nil
+		return false, nil
 	}
 	internal := session.InternalID(client, id)
 	rec, ctr, err := e.store.FindSession(ctx, internal)
 	switch {
 	case errors.Is(err, runtime.ErrNoRecord):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("session %q: cannot read the cluster's record of it: %w; retry", id, err)
+		return false, fmt.Errorf("session %q: cannot read the cluster's record of it: %w; retry", id, err)
 	case rec.Client != client || rec.ID != id:
 		// The internal id is a hash of both: a record that names another
 		// client was not written by a core.
 		e.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Critical, SessionID: internal, UserID: client, Success: false,
 			Error: "a session record names another client or session", Details: map[string]any{"rule": RuleSessionRecord, "container_id": ctr, "session": id}})
-		return nil
+		return false, nil
 	}
 	var quotaErr error
 	s, created, err := e.sessions.Acquire(client, id, func(a session.Admission) (*session.Session, error) {
@@ -118,7 +118,7 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 		e.SessionQuota.Refused(ctx, client, tool, id, quotaErr)
 	}
 	if err != nil || !created {
-		return err // !created: a call of this client got there first
+		return false, err // !created: a call of this client got there first
 	}
 	defer s.Unlock()
 	start := time.Now()
@@ -132,14 +132,14 @@ func (e *Engine) adopt(ctx context.Context, client, id, tool string) error {
 			if held.By != "" {
 				heldnote.Note(ctx, held.By)
 			}
-			return refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server right now: retry", id)
+			return false, refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server right now: retry", id)
 		}
-		return err
+		return false, err
 	}
 	e.sessions.Update(s, func(s *session.Session) { s.Container, s.State = ctr, session.StateIdle })
 	e.rec.Record(audit.Entry{Event: audit.SessionAdopt, SessionID: internal, UserID: client, Success: true, Severity: audit.Info, Details: d})
 	e.log.Info("took a session over from another replica", "session", id, "client", client, "container", ctr, "took", time.Since(start))
-	return nil
+	return true, nil
 }
 
 // HeldElsewhere is the other live replica that serves client's session

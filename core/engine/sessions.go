@@ -36,7 +36,7 @@ func (e *Engine) lookup(ctx context.Context, client, id, tool string) (*session.
 	s := e.sessions.Get(client, id)
 	if s == nil {
 		// Another replica may have opened it (handover.go).
-		if err := e.adopt(ctx, client, id, tool); err != nil {
+		if _, err := e.adopt(ctx, client, id, tool); err != nil {
 			return nil, e.refuse(client, id, tool, err, nil)
 		}
 		s = e.sessions.Get(client, id)
@@ -73,9 +73,11 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 	// session after looking it up again.
 	var ckpt checkpoint.Meta
 	var hasCkpt bool
+	adopted := false
 	if !e.sessions.Live(req.Client, req.SessionID) {
 		// Another replica may have opened it (handover.go).
-		if err := e.adopt(ctx, req.Client, req.SessionID, tool); err != nil {
+		var err error
+		if adopted, err = e.adopt(ctx, req.Client, req.SessionID, tool); err != nil {
 			return nil, false, err
 		}
 	}
@@ -84,6 +86,11 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 	}
 	var quotaErr error // refused by the client's quota: recorded outside the lock
 	s, created, err := e.sessions.Acquire(req.Client, req.SessionID, func(a session.Admission) (*session.Session, error) {
+		if adopted {
+			// This call took the session over and a destroy came in
+			// between: the call was for that session, not a new one.
+			return nil, fmt.Errorf("session %q was destroyed while this call waited for it", req.SessionID)
+		}
 		if hasCkpt && ckpt.Language != req.Language {
 			have := e.LanguageName(ckpt.Language)
 			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
@@ -409,7 +416,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	if session.CheckID(id) == nil && !e.sessions.Live(client, id) {
 		// Another replica may serve it, its checkpoint in a store shared
 		// with this one: the session goes first, with it (handover.go).
-		if err := e.adopt(ctx, client, id, tool); err != nil {
+		if _, err := e.adopt(ctx, client, id, tool); err != nil {
 			return e.refuse(client, id, tool, err, nil)
 		}
 	}
