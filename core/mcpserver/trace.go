@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"reflect"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -28,6 +29,9 @@ func (s *Server) TraceRequests() {
 				name += " " + call.Params.Name
 				attrs = append(attrs, attribute.String("gen_ai.tool.name", call.Params.Name))
 				if id := toolcall.SessionID(call); id != "" {
+					if len(id) > 128 { // not yet checked: the tool refuses it, the span need not carry it whole
+						id = strings.ToValidUTF8(id[:128], "")
+					}
 					attrs = append(attrs, attribute.String("mcp_forge.session_id", id))
 				}
 			}
