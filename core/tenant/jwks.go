@@ -47,8 +47,12 @@ type keySet struct {
 
 	set atomic.Pointer[jose.JSONWebKeySet]
 
+	// expires is when the set is refetched in the background (unix ns),
+	// read without mu: a slow fetch holds mu and must not hold a request
+	// whose key the set has.
+	expires atomic.Int64
+
 	mu         sync.Mutex // one fetch at a time; guards the fields below
-	expires    time.Time
 	lastTry    time.Time
 	fileStamp  string // the file's size and mtime at its last read
 	refreshing atomic.Bool
@@ -107,10 +111,7 @@ func (k *keySet) fresh(kid string) *jose.JSONWebKeySet {
 		}
 		return k.keys()
 	}
-	k.mu.Lock()
-	expired := k.now().After(k.expires)
-	k.mu.Unlock()
-	if expired && k.refreshing.CompareAndSwap(false, true) {
+	if k.now().UnixNano() > k.expires.Load() && k.refreshing.CompareAndSwap(false, true) {
 		go func() {
 			defer k.refreshing.Store(false)
 			ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
@@ -137,12 +138,12 @@ func (k *keySet) refresh(ctx context.Context, first bool) error {
 	if err != nil {
 		if !first {
 			// Tried again after minRefresh, not on every request.
-			k.expires = now.Add(k.minRefresh)
+			k.expires.Store(now.Add(k.minRefresh).UnixNano())
 		}
 		return err
 	}
 	if set == nil { // a file that did not change
-		k.expires = now.Add(age)
+		k.expires.Store(now.Add(age).UnixNano())
 		return nil
 	}
 	if old := k.keys(); old != nil {
@@ -152,7 +153,7 @@ func (k *keySet) refresh(ctx context.Context, first bool) error {
 		}
 	}
 	k.set.Store(set)
-	k.expires = now.Add(age)
+	k.expires.Store(now.Add(age).UnixNano())
 	return nil
 }
 

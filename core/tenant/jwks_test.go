@@ -280,3 +280,28 @@ func TestHTTPSRedirectsOnly(t *testing.T) {
 		t.Errorf("https to https: %v", err)
 	}
 }
+
+// A fetch that hangs (a slow issuer, made to refetch by a made-up key id)
+// holds only the tokens naming keys the set lacks.
+func TestJWKSSlowFetchHoldsNoKnownKey(t *testing.T) {
+	k1 := newIssuer(t, "k1")
+	f := newFakeIssuer(t, k1)
+	j, c := jwtFor(t, func(j *config.JWT) { j.JWKSURI = f.srv.URL + "/keys" })
+	release := make(chan struct{})
+	f.mu.Lock()
+	go func() { <-release; f.mu.Unlock() }() // the issuer answers nothing until released
+	c.add(31 * time.Second)
+	go j.Verify(newIssuer(t, "bogus").sign(t, claims("https://idp.example")))
+	time.Sleep(50 * time.Millisecond) // the bogus token's fetch is under way
+	done := make(chan error, 1)
+	go func() { _, _, _, err := j.Verify(k1.sign(t, claims("https://idp.example"))); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("k1 while a fetch hangs: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("a token of a known key waited for a hanging fetch")
+	}
+	close(release)
+}
