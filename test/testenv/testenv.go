@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -73,7 +74,9 @@ func BaseDir(t testing.TB) string {
 		// Runs after the cleanups of the servers started on d. The watchdog
 		// of one killed at the end (the SDK kills a server slow to stop)
 		// cleans up after it: give it the time its sweep takes.
-		for deadline := time.Now().Add(30 * time.Second); len(Leftovers(d)) > 0 && time.Now().Before(deadline); {
+		// A watchdog still sweeping writes its audit line into d: removed
+		// before it ends, d would be made again and left behind.
+		for deadline := time.Now().Add(30 * time.Second); (len(Leftovers(d)) > 0 || len(watchdogsOf(d)) > 0) && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
 		}
 		checkLeftovers(t, d)
@@ -148,4 +151,21 @@ func Parallel(t *testing.T) {
 		return
 	}
 	t.Parallel()
+}
+
+// watchdogsOf lists the pids of watchdogs of servers on base path dir
+// (`mcp-forge --config dir/forge-*.toml watchdog ID`).
+func watchdogsOf(dir string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte("\x00"+dir+"/")) && bytes.Contains(b, []byte("\x00watchdog\x00")) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
