@@ -42,7 +42,7 @@ func Validate(c Config) Errors {
 		}
 	}
 	for i, o := range c.Server.AllowedOrigins {
-		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		if u, ok := httpURL(o); !ok || (u.Path != "" && u.Path != "/") {
 			v.add(fmt.Sprintf("server.allowed_origins[%d]", i), fmt.Sprintf("%q is not an origin (scheme://host[:port], e.g. https://agents.example.com)", o))
 		}
 	}
@@ -196,7 +196,7 @@ func Validate(c Config) Errors {
 		case t.Command != "" && t.URL != "":
 			v.add(p+".url", "command and url exclude each other: a server is started (command) or reached (url)")
 		case t.URL != "":
-			if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if _, ok := httpURL(t.URL); !ok {
 				v.add(p+".url", fmt.Sprintf("%q is not an http(s) URL", t.URL))
 			}
 		}
@@ -245,7 +245,7 @@ func Validate(c Config) Errors {
 	v.atLeast("quotas.max_requests_in_flight", q.MaxRequestsInFlight, "quotas.max_concurrent_runs", q.MaxConcurrentRuns)
 	j := c.Auth.JWT
 	if e := c.Telemetry.OTLPEndpoint; e != "" {
-		if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if _, ok := httpURL(e); !ok {
 			v.add("telemetry.otlp_endpoint", fmt.Sprintf("%q is not an http(s) URL (an OTLP/HTTP collector, e.g. http://localhost:4318)", e))
 		}
 		v.nonEmpty("telemetry.service_name", c.Telemetry.ServiceName)
@@ -282,7 +282,7 @@ func Validate(c Config) Errors {
 		v.add("auth.jwt.leeway", fmt.Sprintf("must be 0-300 seconds (got %d)", j.Leeway))
 	}
 	if j.ResourceURL != "" {
-		if u, err := url.Parse(j.ResourceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if _, ok := httpURL(j.ResourceURL); !ok {
 			v.add("auth.jwt.resource_url", fmt.Sprintf("%q is not an http(s) URL (the public URL of /mcp)", j.ResourceURL))
 		}
 		if !jwt {
@@ -421,19 +421,30 @@ func (v *validator) fetchURL(p, s string) {
 // CheckFetchURL checks a URL the server fetches keys from: https, or http
 // to this machine only (keys over plain http elsewhere could be anyone's).
 func CheckFetchURL(p, s string) *FieldError {
-	u, err := url.Parse(s)
+	u, ok := httpURL(s)
 	switch {
-	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+	case !ok:
 		return &FieldError{Path: p, Msg: fmt.Sprintf("%q is not an https URL", s)}
-	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !IsLoopbackHost(u.Hostname()):
 		return &FieldError{Path: p, Msg: fmt.Sprintf("%q: keys are fetched over https only (plain http is allowed to localhost alone: anyone on the path could hand out keys)", s)}
 	}
 	return nil
 }
 
-func loopbackHost(h string) bool {
-	ip := net.ParseIP(h)
-	return h == "localhost" || (ip != nil && ip.IsLoopback())
+// httpURL parses s as an absolute http or https URL with a host.
+func httpURL(s string) (*url.URL, bool) {
+	u, err := url.Parse(s)
+	return u, err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// IsLoopbackHost reports whether host (a name, an address, or an IPv6
+// address in brackets) stays on this machine.
+func IsLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 func (v *validator) abs(p, s string) {

@@ -67,5 +67,5 @@ func IsLoopbackAddr(addr string) bool {
 	if i := strings.LastIndex(addr, ":"); i >= 0 {
 		host = addr[:i]
 	}
-	return IsLoopback(host)
+	return config.IsLoopbackHost(host)
 }

@@ -89,21 +89,12 @@ func CheckBind(addr string, authenticated, allowUnauthenticated bool) error {
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w (use host:port, e.g. 127.0.0.1:3000)", addr, err)
 	}
-	if authenticated || allowUnauthenticated || IsLoopback(host) {
+	if authenticated || allowUnauthenticated || config.IsLoopbackHost(host) {
 		return nil
 	}
 	return fmt.Errorf("refusing to serve %s without authentication: anyone who reaches it could run code. "+
 		"Add a [tenants.NAME] table with api_key_sha256 (`mcp-forge tenant new-key`), bind to 127.0.0.1, "+
 		"or set server.allow_unauthenticated = true if something in front of it authenticates", addr)
-}
-
-// IsLoopback reports whether host (a name or an address) stays on this machine.
-func IsLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // New wires the HTTP server to a core. It hands the core its tenants

@@ -39,11 +39,10 @@ func Setup(cfg config.Telemetry, version string, log hclog.Logger) (func(context
 	if cfg.OTLPEndpoint == "" {
 		return func(context.Context) error { return nil }, nil
 	}
-	u, err := url.Parse(cfg.OTLPEndpoint)
+	u, err := tracesURL(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry.otlp_endpoint: %w", err)
+		return nil, err
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()), otlptracehttp.WithTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry.otlp_endpoint: %w", err)
@@ -54,6 +53,16 @@ func Setup(cfg config.Telemetry, version string, log hclog.Logger) (func(context
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("could not export traces", "endpoint", u.Redacted(), "error", err) }))
 	log.Info("exporting traces", "endpoint", u.Redacted())
 	return tp.Shutdown, nil
+}
+
+// tracesURL is where OTLP/HTTP takes spans: /v1/traces under the endpoint.
+func tracesURL(cfg config.Telemetry) (*url.URL, error) {
+	u, err := url.Parse(cfg.OTLPEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry.otlp_endpoint: %w", err)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+	return u, nil
 }
 
 // Start begins a span beneath ctx's span, or beneath the trace context a
@@ -121,11 +130,10 @@ func PluginCall(ctx context.Context, method string) (context.Context, func(error
 // Probe sends an empty export to the collector, as doctor's check that
 // traces would arrive: nil when it answers 2xx.
 func Probe(ctx context.Context, cfg config.Telemetry) error {
-	u, err := url.Parse(cfg.OTLPEndpoint)
+	u, err := tracesURL(cfg)
 	if err != nil {
 		return err
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil) // an empty protobuf message

@@ -50,12 +50,12 @@ type keySet struct {
 	// expires is when the set is refetched in the background (unix ns),
 	// read without mu: a slow fetch holds mu and must not hold a request
 	// whose key the set has.
-	expires atomic.Int64
+	expires    atomic.Int64
+	refreshing atomic.Bool // a background refetch is under way
 
-	mu         sync.Mutex // one fetch at a time; guards the fields below
-	lastTry    time.Time
-	fileStamp  string // the file's size and mtime at its last read
-	refreshing atomic.Bool
+	mu        sync.Mutex // one fetch at a time; guards the fields below
+	lastTry   time.Time
+	fileStamp string // the file's size and mtime at its last read
 }
 
 func newKeySet(ctx context.Context, cfg config.JWT, log hclog.Logger) (*keySet, error) {
@@ -93,17 +93,17 @@ func (k *keySet) source() string {
 
 func (k *keySet) keys() *jose.JSONWebKeySet { return k.set.Load() }
 
-// has reports whether the set holds a key with this id (a token without
-// one is tried against every key).
-func (k *keySet) has(kid string) bool {
-	return kid == "" || len(k.keys().Key(kid)) > 0
+// holds reports whether set has a key with this id (a token without one
+// is tried against every key).
+func holds(set *jose.JSONWebKeySet, kid string) bool {
+	return kid == "" || len(set.Key(kid)) > 0
 }
 
 // fresh returns the current set, refetching it first when a token names
 // a key it lacks and the last try is old enough, and in the background
 // when it has expired.
 func (k *keySet) fresh(kid string) *jose.JSONWebKeySet {
-	if !k.has(kid) {
+	if !holds(k.keys(), kid) {
 		ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
 		defer cancel()
 		if err := k.refresh(ctx, false); err != nil {

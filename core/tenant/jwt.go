@@ -64,7 +64,7 @@ func (j *JWT) Verify(token string) (tenant string, scopes []string, exp time.Tim
 	var std jwt.Claims
 	var extra map[string]any
 	if err := tok.Claims(keys, &std, &extra); err != nil {
-		if len(keys.Key(kid)) == 0 && kid != "" {
+		if !holds(keys, kid) {
 			return "", nil, exp, bad("signed by key %q, which %s does not hold", kid, j.keys.source())
 		}
 		return "", nil, exp, bad("signature does not verify against %s: %v", j.keys.source(), err)

@@ -385,9 +385,5 @@ func IsUnavailable(err error) bool { return shim.IsUnavailable(err) }
 // spans of plugin calls: the trace context of the returned context is what
 // the plugin continues). nil stops it.
 func ObserveCalls(f func(ctx context.Context, method string) (context.Context, func(error))) {
-	if f == nil {
-		shim.ObserveCalls(nil)
-		return
-	}
 	shim.ObserveCalls(f)
 }

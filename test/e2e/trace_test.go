@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +11,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
-
-func randomID(t *testing.T, n int) []byte {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // One execute_python through MCP, sent with a traceparent in _meta, is a
 // trace the server exports over OTLP: the tool call's span is the
@@ -33,11 +23,11 @@ func TestTracesThroughThePlugin(t *testing.T) {
 	recv := testenv.NewOTLPReceiver(t)
 	s := testenv.StartServer(t, testenv.NoSessionPools+"[plugins.python.config]\nwarm = 0\n[telemetry]\notlp_endpoint = \""+recv.URL+"\"\n")
 	call := func(args map[string]any) (traceID, parent []byte, res *mcp.CallToolResult) {
-		traceID, parent = randomID(t, 16), randomID(t, 8)
+		traceID, parent, tp := testenv.NewTraceParent()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		res, err := s.Session.CallTool(ctx, &mcp.CallToolParams{Name: "execute_python", Arguments: args,
-			Meta: mcp.Meta{"traceparent": "00-" + hex.EncodeToString(traceID) + "-" + hex.EncodeToString(parent) + "-01"}})
+			Meta: mcp.Meta{"traceparent": tp}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,6 @@ package httpe2e
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"testing"
 
@@ -15,13 +13,11 @@ import (
 func TestHTTPTraceparentHeader(t *testing.T) {
 	recv := testenv.NewOTLPReceiver(t)
 	s := testenv.StartHTTP(t, "[telemetry]\notlp_endpoint = \""+recv.URL+"\"\n")
-	traceID, parent := make([]byte, 16), make([]byte, 8)
-	rand.Read(traceID)
-	rand.Read(parent)
+	traceID, parent, tp := testenv.NewTraceParent()
 	req, _ := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader([]byte(listTools)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("traceparent", "00-"+hex.EncodeToString(traceID)+"-"+hex.EncodeToString(parent)+"-01")
+	req.Header.Set("traceparent", tp)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -100,4 +102,13 @@ func SpanNamed(spans []*tracepb.Span, name string) *tracepb.Span {
 		}
 	}
 	return nil
+}
+
+// NewTraceParent is a caller's span in a new trace: its trace and span ids
+// and the W3C traceparent naming them, to send in _meta or a header.
+func NewTraceParent() (traceID, spanID []byte, traceparent string) {
+	traceID, spanID = make([]byte, 16), make([]byte, 8)
+	rand.Read(traceID) // never fails (crypto/rand)
+	rand.Read(spanID)
+	return traceID, spanID, "00-" + hex.EncodeToString(traceID) + "-" + hex.EncodeToString(spanID) + "-01"
 }

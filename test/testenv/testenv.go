@@ -153,18 +153,15 @@ func Parallel(t *testing.T) {
 	t.Parallel()
 }
 
-// watchdogsOf lists the pids of watchdogs of servers on base path dir
-// (`mcp-forge --config dir/forge-*.toml watchdog ID`).
+// watchdogsOf lists the /proc cmdline files of watchdogs of servers on base
+// path dir (`mcp-forge --config dir/forge-*.toml watchdog ID`).
 func watchdogsOf(dir string) []string {
-	ents, _ := os.ReadDir("/proc")
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var out []string
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
 		if err == nil && bytes.Contains(b, []byte("\x00"+dir+"/")) && bytes.Contains(b, []byte("\x00watchdog\x00")) {
-			out = append(out, e.Name())
+			out = append(out, p)
 		}
 	}
 	return out
