@@ -198,6 +198,10 @@ type Tenant struct {
 	MaxSessions         int      `toml:"max_sessions"`
 	ExecutionsPerMinute int      `toml:"executions_per_minute"`
 	ExecutionBurst      int      `toml:"execution_burst"`
+	// Credentials are this tenant's own ([tenants.NAME.credentials.X]):
+	// only its runs may ask for them, and one named as a
+	// [network.credentials] one takes its place for this tenant.
+	Credentials map[string]Credential `toml:"credentials"`
 }
 
 // Execution holds the per-run limits: defaults and the maxima a request may ask for.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -45,6 +46,134 @@ type Network struct {
 	// Tenants add hosts and ranges for one tenant ([network.tenants.NAME],
 	// NAME a configured [tenants.NAME]) to the lists above.
 	Tenants map[string]NetworkTenant `toml:"tenants"`
+	// Credentials are secrets the proxy adds to the requests a run sends
+	// to their hosts over TLS ([network.credentials.NAME]); the sandbox
+	// sees a placeholder, never the value (docs/network.md).
+	Credentials map[string]Credential `toml:"credentials"`
+}
+
+// Credential is one secret the egress proxy adds to requests to its hosts
+// when a run asked for it by name: the proxy ends the run's TLS to those
+// hosts with a certificate of a CA made for that run alone, and opens its
+// own to the real host.
+type Credential struct {
+	// Hosts it belongs to: names or *.domain wildcards, each with an
+	// optional :port (default 443); never an IP address or port 80 (it is
+	// added inside TLS only). Each must be allowed by [network] (a
+	// tenant's credential: or by that tenant's lists).
+	Hosts []string `toml:"hosts"`
+	// Type is bearer (Authorization: Bearer VALUE), basic (Authorization:
+	// Basic of Username:VALUE) or header (Header: VALUE).
+	Type     string `toml:"type"`
+	Header   string `toml:"header"`
+	Username string `toml:"username"`
+	// Where the value comes from, exactly one: an environment variable of
+	// the server, or a file (read at each grant, so it can be rotated).
+	ValueEnv  string `toml:"value_env"`
+	ValueFile string `toml:"value_file"`
+	// CAFile holds the CAs the hosts' certificates are checked against
+	// instead of the system's (an internal service's private CA).
+	CAFile string `toml:"ca_file"`
+}
+
+// Credential types.
+const (
+	CredentialBearer = "bearer"
+	CredentialBasic  = "basic"
+	CredentialHeader = "header"
+)
+
+// CredentialPort is the port of a credential host written without one.
+const CredentialPort = 443
+
+// CredentialHosts parses c.Hosts (ParseCredentialHost).
+func (c Credential) CredentialHosts() ([]HostPattern, error) {
+	var out []HostPattern
+	for i, h := range c.Hosts {
+		p, err := ParseCredentialHost(h)
+		if err != nil {
+			return nil, fmt.Errorf("hosts[%d]: %w", i, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ParseCredentialHost reads one host of a credential, with CredentialPort
+// where none is given.
+func ParseCredentialHost(h string) (HostPattern, error) {
+	p, err := ParseHostPattern(h)
+	switch {
+	case err != nil:
+		return HostPattern{}, err
+	case p.Addr.IsValid():
+		return HostPattern{}, fmt.Errorf("%s is an IP address: a credential belongs to names (the certificate the proxy checks names them)", h)
+	case p.Port == 80:
+		return HostPattern{}, fmt.Errorf("%s: a credential is added inside TLS only, never to plain HTTP on port 80", h)
+	case p.Port == 0:
+		p.Port = CredentialPort
+	}
+	return p, nil
+}
+
+// credentialName is a credential's name: it becomes the placeholder
+// variable FORGE_CREDENTIAL_<NAME>.
+var credentialName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// headerToken is an HTTP header name (RFC 9110 field-name).
+var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// reservedHeaders are set by the proxy or describe the connection: a
+// credential cannot be one.
+var reservedHeaders = []string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
+	"Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection", "Expect", "Accept-Encoding", "Content-Encoding"}
+
+// validateCredential checks one credential at p.
+func validateCredential(v *validator, p string, c Credential, name string) {
+	if !credentialName.MatchString(name) {
+		v.add(p, "a credential's name is 1-32 lower-case letters, digits or '_', starting with a letter (it becomes the variable FORGE_CREDENTIAL_"+strings.ToUpper(name)+")")
+	}
+	if len(c.Hosts) == 0 {
+		v.add(p+".hosts", "must list the hosts the credential belongs to (e.g. [\"api.github.com\"])")
+	}
+	for i, h := range c.Hosts {
+		if _, err := ParseCredentialHost(h); err != nil {
+			v.add(fmt.Sprintf("%s.hosts[%d]", p, i), err.Error())
+		}
+	}
+	switch c.Type {
+	case "", CredentialBearer:
+	case CredentialBasic:
+		if c.Username == "" || strings.ContainsAny(c.Username, ":\r\n") {
+			v.add(p+".username", "type = \"basic\" needs a username without ':' or line breaks")
+		}
+	case CredentialHeader:
+		if !headerToken.MatchString(c.Header) {
+			v.add(p+".header", fmt.Sprintf("type = \"header\" needs the header's name (e.g. \"X-Api-Key\"), got %q", c.Header))
+		}
+		for _, r := range reservedHeaders {
+			if strings.EqualFold(r, c.Header) {
+				v.add(p+".header", fmt.Sprintf("%s is set by the proxy or describes the connection: a credential cannot be it", r))
+			}
+		}
+	default:
+		v.add(p+".type", fmt.Sprintf("%q is not a credential type: bearer, basic or header", c.Type))
+	}
+	if c.Type != CredentialHeader && c.Header != "" {
+		v.add(p+".header", "is for type = \"header\" only")
+	}
+	if c.Type != CredentialBasic && c.Username != "" {
+		v.add(p+".username", "is for type = \"basic\" only")
+	}
+	switch {
+	case (c.ValueEnv == "") == (c.ValueFile == ""):
+		v.add(p, "set exactly one of value_env (an environment variable of the server) and value_file (a file it reads at each grant)")
+	case c.ValueFile != "":
+		v.abs(p+".value_file", c.ValueFile)
+	}
+	if c.CAFile != "" {
+		v.abs(p+".ca_file", c.CAFile)
+	}
 }
 
 // NetworkTenant is what one tenant may be granted besides Network's lists.
@@ -56,7 +185,7 @@ type NetworkTenant struct {
 // defaultNetwork grants nothing: hosts are the operator's to list.
 func defaultNetwork() Network {
 	return Network{AllowedHosts: []string{}, AllowedCIDRs: []string{}, MaxConnections: 100,
-		MaxUpload: 64 << 20, MaxDownload: 1 << 30, MaxDuration: 1800, Hosts: map[string]string{}, Tenants: map[string]NetworkTenant{}}
+		MaxUpload: 64 << 20, MaxDownload: 1 << 30, MaxDuration: 1800, Hosts: map[string]string{}, Tenants: map[string]NetworkTenant{}, Credentials: map[string]Credential{}}
 }
 
 // HostPattern is one parsed entry of network.allowed_hosts, or a host a
@@ -260,5 +389,13 @@ func validateNetwork(v *validator, c Config) {
 		}
 		hosts(p+".allowed_hosts", n.Tenants[name].AllowedHosts)
 		cidrs(p+".allowed_cidrs", n.Tenants[name].AllowedCIDRs)
+	}
+	for _, name := range sortedKeys(n.Credentials) {
+		validateCredential(v, "network.credentials."+name, n.Credentials[name], name)
+	}
+	for _, tn := range sortedKeys(c.Tenants) {
+		for _, name := range sortedKeys(c.Tenants[tn].Credentials) {
+			validateCredential(v, "tenants."+tn+".credentials."+name, c.Tenants[tn].Credentials[name], name)
+		}
 	}
 }

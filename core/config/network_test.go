@@ -55,6 +55,48 @@ func TestNetworkValidation(t *testing.T) {
 		{"cidr everything", func(c *Config) { c.Network.AllowedCIDRs = []string{"127.0.0.1/32", "0.0.0.0/0"} }, "network.allowed_cidrs[1]", "covers every address"},
 		{"cidr everything v6", func(c *Config) { c.Network.AllowedCIDRs = []string{"::/0"} }, "network.allowed_cidrs[0]", "covers every address"},
 		{"cidr mapped", func(c *Config) { c.Network.AllowedCIDRs = []string{"::ffff:10.0.0.0/104"} }, "network.allowed_cidrs[0]", "write it as IPv4"},
+		{"credential", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"api.github.com", "*.example.org:8443"}, ValueEnv: "GH"},
+				"svc": {Hosts: []string{"svc.example.org"}, Type: "header", Header: "X-Api-Key", ValueFile: "/run/secrets/svc", CAFile: "/etc/ca.pem"},
+				"db":  {Hosts: []string{"db.example.org"}, Type: "basic", Username: "app", ValueEnv: "DB"}}
+		}, "", ""},
+		{"credential name", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"Git-Hub": {Hosts: []string{"a.example.org"}, ValueEnv: "X"}}
+		}, "network.credentials.Git-Hub", "lower-case letters"},
+		{"credential no hosts", func(c *Config) { c.Network.Credentials = map[string]Credential{"gh": {ValueEnv: "X"}} }, "network.credentials.gh.hosts", "must list the hosts"},
+		{"credential ip", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"203.0.113.7"}, ValueEnv: "X"}}
+		}, "network.credentials.gh.hosts[0]", "is an IP address"},
+		{"credential port 80", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org:80"}, ValueEnv: "X"}}
+		}, "network.credentials.gh.hosts[0]", "inside TLS only"},
+		{"credential two values", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}, ValueEnv: "X", ValueFile: "/x"}}
+		}, "network.credentials.gh", "exactly one of value_env"},
+		{"credential no value", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}}}
+		}, "network.credentials.gh", "exactly one of value_env"},
+		{"credential type", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}, Type: "digest", ValueEnv: "X"}}
+		}, "network.credentials.gh.type", "bearer, basic or header"},
+		{"credential header missing", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}, Type: "header", ValueEnv: "X"}}
+		}, "network.credentials.gh.header", "needs the header's name"},
+		{"credential header reserved", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}, Type: "header", Header: "host", ValueEnv: "X"}}
+		}, "network.credentials.gh.header", "set by the proxy"},
+		{"credential basic user", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}, Type: "basic", ValueEnv: "X"}}
+		}, "network.credentials.gh.username", "needs a username"},
+		{"credential relative file", func(c *Config) {
+			c.Network.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}, ValueFile: "token"}}
+		}, "network.credentials.gh.value_file", "absolute"},
+		{"tenant credential", func(c *Config) {
+			alice(c)
+			t := c.Tenants["alice"]
+			t.Credentials = map[string]Credential{"gh": {Hosts: []string{"a.example.org"}}}
+			c.Tenants["alice"] = t
+		}, "tenants.alice.credentials.gh", "exactly one of value_env"},
 		{"hosts name", func(c *Config) { c.Network.Hosts = map[string]string{"*.example.org": "10.0.0.1"} }, `network.hosts["*.example.org"]`, "lower-case DNS name"},
 		{"hosts upper", func(c *Config) { c.Network.Hosts = map[string]string{"Files.example.org": "10.0.0.1"} }, `network.hosts["Files.example.org"]`, "lower-case DNS name"},
 		{"hosts port", func(c *Config) { c.Network.Hosts = map[string]string{"files.example.org:80": "10.0.0.1"} }, `network.hosts["files.example.org:80"]`, "without a port"},

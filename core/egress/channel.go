@@ -97,7 +97,11 @@ func (c *Channels) Open(g *Grant, plugin string) (*Channel, error) {
 		return nil, fmt.Errorf("network channel: %w", err)
 	}
 	// The sandbox's user is not the core's.
-	if err := os.Chmod(p, 0o666); err != nil {
+	err = os.Chmod(p, 0o666)
+	if err == nil && g.ca != nil {
+		err = os.WriteFile(filepath.Join(ch.dir, CABundleName), g.ca.bundle(), 0o644)
+	}
+	if err != nil {
 		ln.Close()
 		os.RemoveAll(ch.dir)
 		return nil, fmt.Errorf("network channel: %w", err)
@@ -167,6 +171,19 @@ func (ch *Channel) Env(env map[string]string) map[string]string {
 	delete(out, "NO_PROXY")
 	delete(out, "no_proxy")
 	out[EnvHosts] = strings.Join(ch.g.Hosts(), ",")
+	for _, k := range slices.Collect(maps.Keys(out)) {
+		if strings.HasPrefix(k, EnvCredentialPrefix) {
+			delete(out, k) // only the proxy's placeholders go by these names
+		}
+	}
+	if ch.g.ca != nil {
+		for _, k := range caEnv {
+			out[k] = SandboxDir + "/" + CABundleName
+		}
+		for _, n := range ch.g.CredentialNames() {
+			out[EnvCredentialPrefix+strings.ToUpper(n)] = Placeholder(n)
+		}
+	}
 	return out
 }
 

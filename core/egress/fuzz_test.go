@@ -24,7 +24,7 @@ func FuzzTarget(f *testing.F) {
 	}
 	p, err := NewPolicy(network(func(n *config.Network) {
 		n.AllowedHosts = []string{"files.test:80", "*.wild.test:443", "203.0.113.7:8080"}
-	}), &recorder{})
+	}), nil, &recorder{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func FuzzServeConn(f *testing.F) {
 			HeaderTimeout:  50 * time.Millisecond,
 			MaxHeaderBytes: 4 << 10,
 		})
-		p, err := NewPolicy(network(func(n *config.Network) { n.AllowedHosts = []string{"files.test:80", "other.test:80"} }), &recorder{})
+		p, err := NewPolicy(network(func(n *config.Network) { n.AllowedHosts = []string{"files.test:80", "other.test:80"} }), nil, &recorder{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,6 +34,9 @@ type Grant struct {
 	wild  map[string][]int     // "*.example.org" → ports
 	ips   map[netip.Addr][]int // IP literals
 
+	creds []*granted // credentials the proxy adds (credential.go)
+	ca    *authority // with creds: the CA only this run's sandbox trusts
+
 	mu     sync.Mutex
 	timer  *time.Timer
 	conns  map[*tracked]struct{}
@@ -74,6 +77,9 @@ func union(a, b []int) []int {
 // approve asks the user for the grant (network.require_approval).
 func (g *Grant) approve(ctx context.Context, ask Approver) error {
 	hosts := strings.Join(g.Hosts(), ", ")
+	if names := g.CredentialNames(); len(names) > 0 {
+		hosts += " (adding credential" + map[bool]string{true: "s", false: ""}[len(names) > 1] + " " + strings.Join(names, ", ") + ")"
+	}
 	if ask == nil {
 		return refusal.New(RuleApproval, "network to %s needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator", hosts)
 	}
@@ -184,6 +190,25 @@ func (g *Grant) check(t config.HostPattern) error {
 	}
 	if !slices.Contains(ports, t.Port) {
 		return refusal.New(RulePort, "%s is granted on port%s %s only, not %d", t.Host(), plural(ports), joinPorts(ports), t.Port)
+	}
+	return nil
+}
+
+// CredentialNames are the credentials granted, sorted.
+func (g *Grant) CredentialNames() []string {
+	var out []string
+	for _, c := range g.creds {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// credentialFor is the credential of t (a name and port), nil for none.
+func (g *Grant) credentialFor(t config.HostPattern) *granted {
+	for _, c := range g.creds {
+		if c.covers(t) {
+			return c
+		}
 	}
 	return nil
 }
@@ -358,6 +383,13 @@ func (g *Grant) record(l *connLog) {
 	if l.up != nil {
 		d["bytes_up"], d["bytes_down"] = l.up.up.Load(), l.up.down.Load()
 	}
+	if l.credential != "" {
+		var up, down int64
+		for _, c := range l.ups {
+			up, down = up+c.up.Load(), down+c.down.Load()
+		}
+		d["cred"], d["bytes_up"], d["bytes_down"] = l.credential, up, down
+	}
 	if l.rule != "" {
 		d["rule"] = l.rule
 	}
@@ -377,7 +409,11 @@ type connLog struct {
 	port    int
 	address string
 	up      *counted
-	outcome string
-	rule    string
-	err     string
+	// credential: an intercepted connection (intercept.go), and the
+	// upstream connections it opened.
+	credential string
+	ups        []*counted
+	outcome    string
+	rule       string
+	err        string
 }

@@ -33,6 +33,7 @@ type Policy struct {
 	budget   Budget
 	approval bool
 	rec      Recorder
+	creds    credentials
 }
 
 type lists struct {
@@ -42,7 +43,8 @@ type lists struct {
 
 // NewPolicy reads a validated [network] section; rec receives the audit
 // lines of every grant and of every connection made under one.
-func NewPolicy(c config.Network, rec Recorder) (*Policy, error) {
+// tenantCredentials are the [tenants.NAME.credentials] tables (nil: none).
+func NewPolicy(c config.Network, tenantCredentials map[string]map[string]config.Credential, rec Recorder) (*Policy, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("egress: a policy needs an audit recorder: connections are never made unaudited")
 	}
@@ -65,7 +67,58 @@ func NewPolicy(c config.Network, rec Recorder) (*Policy, error) {
 		}
 		p.tenants[name] = l
 	}
+	if p.creds, err = p.parseCredentials(c, tenantCredentials); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// parseCredentials reads [network.credentials] and each tenant's, checking
+// that the policy allows every host they belong to (the tenant's lists
+// count for its own).
+func (p *Policy) parseCredentials(c config.Network, tenants map[string]map[string]config.Credential) (credentials, error) {
+	cs := credentials{global: map[string]*credential{}, tenants: map[string]map[string]*credential{}}
+	parse := func(where, tenant, name string, cc config.Credential) (*credential, error) {
+		cr, err := newCredential(where, name, cc)
+		if err != nil {
+			return nil, err
+		}
+		hosts, cidrs := p.lists(tenant)
+		for i, h := range cr.hosts {
+			if !slices.Contains(allowedPorts(h, hosts, cidrs), h.Port) {
+				return nil, fmt.Errorf("%s.hosts[%d]: %s is not allowed by network.allowed_hosts%s on that port: allow it there, or remove it", where, i, h, map[bool]string{true: " or network.tenants." + tenant}[tenant != ""])
+			}
+		}
+		return cr, nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Credentials)) {
+		cr, err := parse("network.credentials."+name, "", name, c.Credentials[name])
+		if err != nil {
+			return cs, err
+		}
+		cs.global[name] = cr
+	}
+	for _, tn := range slices.Sorted(maps.Keys(tenants)) {
+		cs.tenants[tn] = map[string]*credential{}
+		for _, name := range slices.Sorted(maps.Keys(tenants[tn])) {
+			cr, err := parse("tenants."+tn+".credentials."+name, tn, name, tenants[tn][name])
+			if err != nil {
+				return cs, err
+			}
+			cs.tenants[tn][name] = cr
+		}
+	}
+	return cs, nil
+}
+
+// lists are the hosts and ranges a run of tenant may be granted.
+func (p *Policy) lists(tenant string) ([]config.HostPattern, []netip.Prefix) {
+	hosts, cidrs := p.hosts, p.cidrs
+	if t, ok := p.tenants[tenant]; ok {
+		hosts = append(slices.Clip(hosts), t.hosts...)
+		cidrs = append(slices.Clip(cidrs), t.cidrs...)
+	}
+	return hosts, cidrs
 }
 
 func parseLists(at string, hosts, cidrs []string) ([]config.HostPattern, []netip.Prefix, error) {
@@ -90,12 +143,15 @@ func parseLists(at string, hosts, cidrs []string) ([]config.HostPattern, []netip
 
 // Request is what a run asks for, and who asks (for the audit log).
 type Request struct {
-	Hosts   []string // "files.example.org", "api.example.org:443", "*.example.org", "203.0.113.7"
-	Tenant  string   // a [network.tenants.NAME] adds its lists; others get the global ones
-	Client  string   // the audit line's user_id
-	Session string   // the audit line's session_id
-	RunID   string
-	Approve Approver // asked when network.require_approval; nil: the client cannot be asked
+	Hosts []string // "files.example.org", "api.example.org:443", "*.example.org", "203.0.113.7"
+	// Credentials are names of configured credentials: their hosts are
+	// granted with them.
+	Credentials []string
+	Tenant      string // a [network.tenants.NAME] adds its lists; others get the global ones
+	Client      string // the audit line's user_id
+	Session     string // the audit line's session_id
+	RunID       string
+	Approve     Approver // asked when network.require_approval; nil: the client cannot be asked
 }
 
 // Grant intersects what the run asked for with the policy (its global lists
@@ -105,20 +161,21 @@ type Request struct {
 // without a port gets every port the policy allows it; a wildcard may be
 // asked for when the policy allows a wildcard at or above it.
 func (p *Policy) Grant(ctx context.Context, r Request) (*Grant, error) {
-	if len(r.Hosts) == 0 {
+	if len(r.Hosts) == 0 && len(r.Credentials) == 0 {
 		return nil, refusal.New(RuleEmpty, "network lists no host: ask for the hosts the code must reach (e.g. [\"files.example.org\", \"api.example.org:443\"]), or leave network out")
 	}
 	if len(r.Hosts) > MaxRequested {
 		return nil, refusal.New(RuleHost, "network lists %d hosts, more than %d: ask for fewer (a *.domain wildcard covers a domain's hosts when the operator allows it)", len(r.Hosts), MaxRequested)
 	}
-	hosts, cidrs := p.hosts, p.cidrs
+	hosts, cidrs := p.lists(r.Tenant)
 	where := "network.allowed_hosts"
-	if t, ok := p.tenants[r.Tenant]; ok {
-		hosts = append(slices.Clip(hosts), t.hosts...)
-		cidrs = append(slices.Clip(cidrs), t.cidrs...)
+	if _, ok := p.tenants[r.Tenant]; ok {
 		where += " and network.tenants." + r.Tenant
 	}
 	g := newGrant(p, r, cidrs)
+	if err := p.grantCredentials(g, r); err != nil {
+		return nil, err
+	}
 	var bad []string
 	portsOnly := true
 	for _, h := range r.Hosts {
@@ -159,10 +216,52 @@ func (p *Policy) Grant(ctx context.Context, r Request) (*Grant, error) {
 		}
 	}
 	g.start()
-	p.rec.Record(audit.Entry{Event: EventGrant, Severity: audit.Info, SessionID: r.Session, UserID: r.Client, Success: true,
-		Details: map[string]any{"hosts": g.Hosts(), "run_id": r.RunID, "tenant": r.Tenant, "max_connections": g.budget.Connections,
-			"max_upload": g.budget.Upload, "max_download": g.budget.Download, "max_duration_s": int(g.budget.Duration / time.Second)}})
+	d := map[string]any{"hosts": g.Hosts(), "run_id": r.RunID, "tenant": r.Tenant, "max_connections": g.budget.Connections,
+		"max_upload": g.budget.Upload, "max_download": g.budget.Download, "max_duration_s": int(g.budget.Duration / time.Second)}
+	if names := g.CredentialNames(); len(names) > 0 {
+		d["creds"] = names // not "credentials": the log masks keys that read as secrets
+	}
+	p.rec.Record(audit.Entry{Event: EventGrant, Severity: audit.Info, SessionID: r.Session, UserID: r.Client, Success: true, Details: d})
 	return g, nil
+}
+
+// grantCredentials adds the credentials r names to g, with their hosts,
+// and makes g's CA.
+func (p *Policy) grantCredentials(g *Grant, r Request) error {
+	if len(r.Credentials) == 0 {
+		return nil
+	}
+	var unknown []string
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(r.Credentials))) {
+		c := p.creds.lookup(r.Tenant, name)
+		if c == nil {
+			unknown = append(unknown, refusal.Quoted(name))
+			continue
+		}
+		gc, err := c.grant()
+		if err != nil {
+			return err
+		}
+		g.creds = append(g.creds, gc)
+		for _, h := range c.hosts {
+			key := h
+			key.Port = 0
+			g.add(key, []int{h.Port})
+		}
+	}
+	if len(unknown) > 0 {
+		return refusal.New(RuleCredential, "credentials %s: not one this run may use (available: %s); ask the operator to configure it", strings.Join(unknown, ", "), p.creds.names(r.Tenant))
+	}
+	var hosts []config.HostPattern
+	for _, c := range g.creds {
+		hosts = append(hosts, c.hosts...)
+	}
+	ca, err := newAuthority(hosts, p.budget.Duration)
+	if err != nil {
+		return fmt.Errorf("make the run's certificate authority: %w", err)
+	}
+	g.ca = ca
+	return nil
 }
 
 // allowedPorts is the union of the ports of every policy entry that covers

@@ -103,7 +103,7 @@ func TestGrant(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			p, err := NewPolicy(network(base), rec)
+			p, err := NewPolicy(network(base), nil, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestGrantApproval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPolicy(network(func(n *config.Network) {
 				n.AllowedHosts, n.RequireApproval = []string{"files.example.org:443"}, true
-			}), &recorder{})
+			}), nil, &recorder{})
 			if err != nil {
 				t.Fatal(err)
 			}

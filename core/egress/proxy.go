@@ -240,19 +240,42 @@ func target(hostport string, defPort int) (config.HostPattern, error) {
 // addresses and dials one of them. On a refusal or a failure it answers
 // the client and audits, and returns nil.
 func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config.HostPattern, l *connLog) *counted {
-	l.host, l.port = t.Host(), t.Port
-	if err := g.check(t); err != nil {
-		p.refuse(client, g, l, err)
+	up, status, err := p.dialTarget(ctx, g, t, l)
+	var df *dialFailed
+	switch {
+	case errors.As(err, &df):
+		l.outcome, l.err = OutcomeDialFailed, df.Error()
+		p.answer(client, http.StatusBadGateway, "", l.err)
+		g.record(l)
+		return nil
+	case err != nil:
+		p.refuseStatus(client, g, l, status, err)
 		return nil
 	}
+	l.up = up
+	return up
+}
+
+// dialFailed is a target every checked address of which refused the
+// connection.
+type dialFailed struct{ msg string }
+
+func (d *dialFailed) Error() string { return d.msg }
+
+// dialTarget is connect without the answer: the connection, or the status
+// and error to answer with (a *refusal.Error, or a *dialFailed). l gets
+// the target and the address.
+func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, l *connLog) (*counted, int, error) {
+	l.host, l.port = t.Host(), t.Port
+	if err := g.check(t); err != nil {
+		return nil, http.StatusForbidden, err
+	}
 	if err := g.open(); err != nil {
-		p.refuse(client, g, l, err)
-		return nil
+		return nil, http.StatusForbidden, err
 	}
 	if err := audit.Check(g.rec); err != nil {
 		// Fail closed: a connection nobody could trace is not made.
-		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
-		return nil
+		return nil, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator")
 	}
 	addrs := []netip.Addr{t.Addr}
 	if !t.Addr.IsValid() {
@@ -265,8 +288,7 @@ func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config
 			if err != nil {
 				why = clean(err.Error())
 			}
-			p.refuseStatus(client, g, l, http.StatusBadGateway, refusal.New(RuleResolve, "%s does not resolve (%s)", t.Name, why))
-			return nil
+			return nil, http.StatusBadGateway, refusal.New(RuleResolve, "%s does not resolve (%s)", t.Name, why)
 		}
 	}
 	var ok []netip.Addr
@@ -281,8 +303,7 @@ func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config
 	}
 	if len(ok) == 0 {
 		l.address = addrs[0].Unmap().String()
-		p.refuse(client, g, l, refusal.New(RuleAddress, "%s is refused: %s; only the operator can allow such a range (network.allowed_cidrs)", t.Host(), strings.Join(refused, ", ")))
-		return nil
+		return nil, http.StatusForbidden, refusal.New(RuleAddress, "%s is refused: %s; only the operator can allow such a range (network.allowed_cidrs)", t.Host(), strings.Join(refused, ", "))
 	}
 	var lastErr error
 	for _, a := range ok {
@@ -300,17 +321,12 @@ func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config
 		up, err := g.track(c)
 		if err != nil {
 			c.Close()
-			p.refuse(client, g, l, err)
-			return nil
+			return nil, http.StatusForbidden, err
 		}
-		l.up = &counted{tracked: up, g: g}
-		return l.up
+		return &counted{tracked: up, g: g}, 0, nil
 	}
 	l.address = netip.AddrPortFrom(ok[0], uint16(t.Port)).String()
-	l.outcome, l.err = OutcomeDialFailed, fmt.Sprintf("connect to %s: %s", t, clean(lastErr.Error()))
-	p.answer(client, http.StatusBadGateway, "", l.err)
-	g.record(l)
-	return nil
+	return nil, http.StatusBadGateway, &dialFailed{fmt.Sprintf("connect to %s: %s", t, clean(lastErr.Error()))}
 }
 
 // refusedAddr says why a may not be dialled ("": it may).
@@ -341,6 +357,10 @@ func (p *Proxy) tunnel(ctx context.Context, client *tracked, br *bufio.Reader, r
 	t, err := target(req.Host, 0)
 	if err != nil {
 		p.refuse(client, g, l, err)
+		return
+	}
+	if c := g.credentialFor(t); c != nil {
+		p.intercept(ctx, client, br, g, t, c, l)
 		return
 	}
 	up := p.connect(ctx, client, g, t, l)

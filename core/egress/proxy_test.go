@@ -147,7 +147,7 @@ func (w *world) policy(edit func(*config.Network)) *Policy {
 			edit(n)
 		}
 	})
-	p, err := NewPolicy(n, w.rec)
+	p, err := NewPolicy(n, nil, w.rec)
 	if err != nil {
 		w.t.Fatal(err)
 	}

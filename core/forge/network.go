@@ -16,7 +16,13 @@ import (
 // network is the [network] policy and the channels that carry sandboxes'
 // connections to the core's egress proxy (docs/network.md).
 func network(cfg config.Config, rec audit.Recorder, log hclog.Logger) (*egress.Policy, *egress.Channels, error) {
-	pol, err := egress.NewPolicy(cfg.Network, rec)
+	tenantCreds := map[string]map[string]config.Credential{}
+	for name, t := range cfg.Tenants {
+		if len(t.Credentials) > 0 {
+			tenantCreds[name] = t.Credentials
+		}
+	}
+	pol, err := egress.NewPolicy(cfg.Network, tenantCreds, rec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("network: %w", err)
 	}

@@ -1,0 +1,413 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+)
+
+const testSecret = "s3cr3t-VALUE-0123456789"
+
+// credWorld is the proxy world with an HTTPS server (HTTP/1.1 and HTTP/2)
+// that records what it receives and echoes the request's headers.
+type credWorld struct {
+	*world
+	srv    *httptest.Server
+	sport  int
+	caFile string // the server's CA, for the credential's ca_file
+
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+type seenRequest struct {
+	host, proto, auth string
+}
+
+func newCredWorld(t *testing.T) *credWorld {
+	w := &credWorld{world: newWorld(t)}
+	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		w.seen = append(w.seen, seenRequest{host: r.Host, proto: r.Proto, auth: r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")})
+		w.mu.Unlock()
+		if to := r.URL.Query().Get("to"); to != "" {
+			http.Redirect(rw, r, to, http.StatusFound)
+			return
+		}
+		rw.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		_ = json.NewEncoder(rw).Encode(map[string]any{"header": r.Header, "proto": r.Proto})
+	}))
+	w.srv.EnableHTTP2 = true
+	w.srv.StartTLS()
+	t.Cleanup(w.srv.Close)
+	w.sport = port(t, w.srv.Listener.Addr().String())
+	w.caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(w.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.resolver["api.example.com"] = []string{"127.0.0.1"}
+	w.resolver["alt.example.com"] = []string{"127.0.0.1"}
+	t.Setenv("FORGE_TEST_CREDENTIAL", testSecret)
+	return w
+}
+
+func (w *credWorld) requests() []seenRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]seenRequest(nil), w.seen...)
+}
+
+// policy allows example.com (a name of httptest's certificate) on the
+// server's port, with credential "api" for it, and the other names on it
+// too, without one.
+func (w *credWorld) credPolicy(edit func(*config.Network)) *Policy {
+	return w.policy(func(n *config.Network) {
+		sp := strconv.Itoa(w.sport)
+		n.AllowedHosts = append(n.AllowedHosts, "example.com:"+sp, "alt.example.com:"+sp, "api.example.com:"+sp, "127.0.0.1:"+sp)
+		n.Credentials = map[string]config.Credential{"api": {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL", CAFile: w.caFile}}
+		if edit != nil {
+			edit(n)
+		}
+	})
+}
+
+// grantCreds grants hosts and credentials and serves the proxy for them.
+func (w *credWorld) grantCreds(p *Policy, creds []string, hosts ...string) (*Grant, *url.URL) {
+	w.t.Helper()
+	g, err := p.Grant(context.Background(), Request{Hosts: hosts, Credentials: creds, Client: "tester", Session: "sess-1", RunID: "run-1"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(g.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	px := New(Options{Resolver: w.resolver, Dial: w.dials.dial, HeaderTimeout: time.Second, MaxHeaderBytes: 8 << 10})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = px.Serve(ctx, ln, g) }()
+	w.t.Cleanup(func() { cancel(); <-done })
+	return g, &url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
+
+// sandboxClient trusts what the sandbox's bundle holds: the grant's CA
+// (and, for the hosts without a credential, the server's own).
+func sandboxClient(g *Grant, proxy *url.URL, h2 bool, extra *x509.Certificate) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(g.ca.bundle())
+	if extra != nil {
+		pool.AddCert(extra)
+	}
+	tr := &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}
+	if !h2 {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// The credential reaches its host over TLS, HTTP/1.1 and HTTP/2, in place
+// of the placeholder the code sent; the code's copy of the response has
+// the placeholder where the host echoed the value, and no audit line holds
+// the value.
+func TestCredentialAdded(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1.1", true: "h2"}[h2], func(t *testing.T) {
+			w := newCredWorld(t)
+			g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+			c := sandboxClient(g, proxy, h2, nil)
+			req, _ := http.NewRequest("GET", "https://example.com:"+strconv.Itoa(w.sport)+"/headers", nil)
+			req.Header.Set("Authorization", "Bearer "+Placeholder("api"))
+			req.Header.Set("X-Other", "still "+Placeholder("api")) // any copy of the placeholder is dropped
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %s: %s", resp.Status, body)
+			}
+			if want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]; resp.Proto != want {
+				t.Fatalf("the sandbox spoke %s with the proxy, want %s", resp.Proto, want)
+			}
+			// The proxy speaks HTTP/2 to a host that does, whatever the sandbox spoke.
+			if seen := w.requests(); len(seen) != 1 || seen[0].auth != "Bearer "+testSecret || seen[0].proto != "HTTP/2.0" {
+				t.Fatalf("the server saw %+v, want one HTTP/2 request with the credential", seen)
+			}
+			if bytes.Contains(body, []byte(testSecret)) || strings.Contains(resp.Header.Get("X-Echo"), testSecret) {
+				t.Fatalf("the value came back to the sandbox: %s %v", body, resp.Header)
+			}
+			if !bytes.Contains(body, []byte("Bearer "+Placeholder("api"))) || bytes.Contains(body, []byte("X-Other")) {
+				t.Fatalf("body %s: want the placeholder where the value was, and no X-Other", body)
+			}
+			g.Close()
+			lines := w.rec.all(EventCredential)
+			if len(lines) != 1 || lines[0].Details["cred"] != "api" || lines[0].Details["status"] != 200 {
+				t.Fatalf("network.credential lines: %+v", lines)
+			}
+			w.conns(1)
+			w.rec.mu.Lock()
+			all, _ := json.Marshal(w.rec.entries)
+			w.rec.mu.Unlock()
+			if bytes.Contains(all, []byte(testSecret)) {
+				t.Fatalf("the audit holds the value: %s", all)
+			}
+			if !bytes.Contains(all, []byte(`"creds":["api"]`)) {
+				t.Fatalf("the grant's line does not name the credential: %s", all)
+			}
+		})
+	}
+}
+
+// Nothing carries the credential to another host: a request for another
+// host on the intercepted connection, an absolute URI naming another host,
+// a redirect the client follows, the same server reached by an IP
+// literal, by another name mapped to the same address or on a port
+// without the credential.
+func TestCredentialNeverElsewhere(t *testing.T) {
+	w := newCredWorld(t)
+	sp := strconv.Itoa(w.sport)
+	g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"}, "alt.example.com:"+sp, "api.example.com:"+sp, "127.0.0.1:"+sp)
+	// Raw requests inside the intercepted TLS.
+	raw := func(request string) string {
+		c, err := net.Dial("tcp", proxy.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT example.com:%s HTTP/1.1\r\nHost: example.com:%s\r\n\r\n", sp, sp)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(g.ca.PEM())
+		tc := tls.Client(c, &tls.Config{ServerName: "example.com", RootCAs: pool, NextProtos: []string{"http/1.1"}})
+		if _, err := io.WriteString(tc, request); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get(RuleHeader), b)
+	}
+	for name, req := range map[string]string{
+		"other Host":        "GET /headers HTTP/1.1\r\nHost: other.test:" + sp + "\r\n\r\n",
+		"absolute URI":      "GET https://other.test:" + sp + "/headers HTTP/1.1\r\nHost: example.com:" + sp + "\r\n\r\n",
+		"plain http URI":    "GET http://example.com:" + sp + "/headers HTTP/1.1\r\nHost: example.com:" + sp + "\r\n\r\n",
+		"other port in URI": "GET https://example.com:1/headers HTTP/1.1\r\nHost: example.com:" + sp + "\r\n\r\n",
+	} {
+		if got := raw(req); !strings.HasPrefix(got, "421 "+RuleCredentialHost) {
+			t.Errorf("%s: %s, want 421 with rule %s", name, got, RuleCredentialHost)
+		}
+	}
+	if n := len(w.requests()); n != 0 {
+		t.Fatalf("the server got %d requests meant for other hosts", n)
+	}
+	// A second request with another Host on a kept-alive connection:
+	// the first one is served, the second is refused.
+	if got := raw("GET /headers HTTP/1.1\r\nHost: example.com:" + sp + "\r\n\r\n"); !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("a request for the host: %s", got)
+	}
+	// Other ways to the same server: no credential.
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for _, u := range []string{
+		"https://alt.example.com:" + sp + "/h", // another name for the address (a subdomain of the credential's host)
+		"https://api.example.com:" + sp + "/h", // and another
+		"https://127.0.0.1:" + sp + "/h",                                    // an IP literal of the host
+		"https://example.com:" + sp + "/r?to=https://alt.example.com:" + sp + "/", // a redirect the client follows
+	} {
+		resp, err := insecure.Get(u)
+		if err != nil {
+			if !strings.Contains(u, "example.com") {
+				t.Fatalf("%s: %v", u, err)
+			}
+			continue // the redirect's first hop is intercepted: this client does not trust the grant's CA
+		}
+		resp.Body.Close()
+	}
+	viaCA := sandboxClient(g, proxy, false, w.srv.Certificate())
+	viaCA.CheckRedirect = nil
+	resp, err := viaCA.Get("https://example.com:" + sp + "/r?to=https://api.example.com:" + sp + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, s := range w.requests() {
+		host, _, _ := net.SplitHostPort(s.host)
+		if (s.auth != "") != (host == "example.com") {
+			t.Fatalf("request for %s arrived with credential %q", s.host, s.auth)
+		}
+	}
+	if n := len(w.requests()); n < 6 {
+		t.Fatalf("the server saw %d requests, want every other way served: %+v", n, w.requests())
+	}
+}
+
+// A host whose certificate the proxy does not trust gets no credential,
+// and the code is told why.
+func TestCredentialUntrustedHost(t *testing.T) {
+	w := newCredWorld(t)
+	p := w.credPolicy(func(n *config.Network) {
+		c := n.Credentials["api"]
+		c.CAFile = "" // the system's roots: httptest's CA is not one
+		n.Credentials["api"] = c
+	})
+	g, proxy := w.grantCreds(p, []string{"api"})
+	resp, err := sandboxClient(g, proxy, false, nil).Get("https://example.com:" + strconv.Itoa(w.sport) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(RuleHeader) != RuleCredentialTLS || !strings.Contains(string(body), "not trusted") {
+		t.Fatalf("%s %v: %s", resp.Status, resp.Header, body)
+	}
+	if n := len(w.requests()); n != 0 {
+		t.Fatalf("the untrusted host got %d requests", n)
+	}
+}
+
+// What a run may ask for: its tenant's credentials and the global ones,
+// a tenant's own in place of a global one of its name; an unknown name is
+// refused with its rule, naming what is available.
+func TestCredentialPolicy(t *testing.T) {
+	w := newCredWorld(t)
+	sp := strconv.Itoa(w.sport)
+	t.Setenv("FORGE_TEST_ALICE", "alice-own-value-1234")
+	n := network(func(n *config.Network) {
+		n.AllowedHosts = []string{"example.com:" + sp}
+		n.Tenants = map[string]config.NetworkTenant{"alice": {AllowedHosts: []string{"api.example.com:" + sp}}}
+		n.Credentials = map[string]config.Credential{"api": {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL"}}
+	})
+	tenants := map[string]map[string]config.Credential{"alice": {
+		"api":  {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_ALICE"},
+		"mine": {Hosts: []string{"api.example.com:" + sp}, Type: "header", Header: "X-Api-Key", ValueEnv: "FORGE_TEST_ALICE"},
+	}}
+	p, err := NewPolicy(n, tenants, w.rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tenant, cred, value, rule string
+	}{
+		{"", "api", testSecret, ""},
+		{"alice", "api", "alice-own-value-1234", ""},
+		{"alice", "mine", "alice-own-value-1234", ""},
+		{"", "mine", "", RuleCredential},
+		{"bob", "mine", "", RuleCredential},
+		{"", "nope", "", RuleCredential},
+	} {
+		g, err := p.Grant(context.Background(), Request{Credentials: []string{tc.cred}, Tenant: tc.tenant})
+		var re *refusal.Error
+		switch {
+		case tc.rule != "":
+			if !errors.As(err, &re) || re.Rule != tc.rule || !strings.Contains(err.Error(), "available: api") {
+				t.Errorf("%s/%s: %v, want rule %s naming what is available", tc.tenant, tc.cred, err, tc.rule)
+			}
+		case err != nil:
+			t.Errorf("%s/%s: %v", tc.tenant, tc.cred, err)
+		default:
+			if len(g.creds) != 1 || g.creds[0].value != tc.value || g.ca == nil || len(g.Hosts()) != 1 {
+				t.Errorf("%s/%s: granted %+v hosts %v", tc.tenant, tc.cred, g.creds, g.Hosts())
+			}
+			g.Close()
+		}
+	}
+	// The operator's mistakes stop the start, each with its field path.
+	for _, tc := range []struct {
+		name string
+		edit func(*config.Network)
+		want string
+	}{
+		{"host not allowed", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"elsewhere.test"}, ValueEnv: "FORGE_TEST_CREDENTIAL"}
+		}, "network.credentials.api.hosts[0]: elsewhere.test:443 is not allowed"},
+		{"value unset", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_UNSET_VALUE"}
+		}, "network.credentials.api: value_env: the server's environment variable FORGE_TEST_UNSET_VALUE is unset"},
+		{"value file missing", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueFile: "/nonexistent/token"}
+		}, "network.credentials.api: value_file:"},
+		{"bad ca_file", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL", CAFile: "/etc/hostname"}
+		}, "network.credentials.api.ca_file: /etc/hostname holds no PEM certificate"},
+	} {
+		n := network(func(n *config.Network) {
+			n.AllowedHosts = []string{"example.com:" + sp}
+			n.Credentials = map[string]config.Credential{}
+			tc.edit(n)
+		})
+		if _, err := NewPolicy(n, nil, w.rec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// The response body loses the value wherever it is cut.
+func TestScrubWriter(t *testing.T) {
+	g := &granted{credential: &credential{name: "api"}, value: testSecret, secrets: [][]byte{[]byte(testSecret)}}
+	body := "a" + testSecret + "b" + testSecret[:5] + "c" + testSecret
+	for cut := 1; cut <= len(body); cut++ {
+		var out bytes.Buffer
+		sw := &scrubWriter{w: &out, c: g}
+		for i := 0; i < len(body); i += cut {
+			_, _ = sw.Write([]byte(body[i:min(i+cut, len(body))]))
+		}
+		_ = sw.flush()
+		want := "a" + Placeholder("api") + "b" + testSecret[:5] + "c" + Placeholder("api")
+		if out.String() != want {
+			t.Fatalf("cut %d: %q, want %q", cut, out.String(), want)
+		}
+	}
+}
+
+// The sandbox's bundle holds the grant's CA, which may sign only for the
+// credentials' hosts.
+func TestCredentialAuthority(t *testing.T) {
+	a, err := newAuthority([]config.HostPattern{{Name: "api.example.org", Port: 443}, {Name: "*.s3.example.net", Port: 443}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(a.PEM())
+	for name, ok := range map[string]bool{"api.example.org": true, "b.s3.example.net": true, "evil.example.com": false, "example.org": false} {
+		leaf, err := a.leaf(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := x509.ParseCertificate(leaf.Certificate[0])
+		_, err = c.Verify(x509.VerifyOptions{Roots: pool, DNSName: name})
+		if (err == nil) != ok {
+			t.Errorf("%s: verify %v, want ok=%v", name, err, ok)
+		}
+	}
+	if !bytes.Contains(a.bundle(), a.PEM()) {
+		t.Fatal("the bundle lacks the CA")
+	}
+}

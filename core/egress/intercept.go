@@ -1,0 +1,367 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+)
+
+// interceptIdle bounds an intercepted connection's idle time between
+// requests (HTTP/1.1 keep-alive, HTTP/2 without streams).
+const interceptIdle = 60 * time.Second
+
+// interception is one CONNECT to a host with a credential: the sandbox's
+// TLS ends here, every request on it is checked to be for that host,
+// gets the credential and goes out over the proxy's own TLS to the real
+// host. Redirects go back as they are: one the code follows is a new
+// request, checked as any other.
+type interception struct {
+	p  *Proxy
+	g  *Grant
+	t  config.HostPattern
+	c  *granted
+	tr *http.Transport
+
+	requests atomic.Int32
+	mu       sync.Mutex
+	ups      []*counted
+	address  string
+}
+
+// intercept serves a CONNECT to t, whose credential is c.
+func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader, g *Grant, t config.HostPattern, c *granted, l *connLog) {
+	l.host, l.port, l.credential = t.Host(), t.Port, c.name
+	if err := g.check(t); err != nil {
+		p.refuse(client, g, l, err)
+		return
+	}
+	if err := audit.Check(g.rec); err != nil {
+		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
+		return
+	}
+	leaf, err := g.ca.leaf(t.Name)
+	if err != nil {
+		l.outcome, l.err = OutcomeError, clean(err.Error())
+		p.answer(client, http.StatusInternalServerError, "", l.err)
+		g.record(l)
+		return
+	}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		l.outcome, l.err = OutcomeError, clean(err.Error())
+		g.record(l)
+		return
+	}
+	in := &interception{p: p, g: g, t: t, c: c}
+	in.tr = &http.Transport{
+		DialTLSContext:         in.dialTLS,
+		ForceAttemptHTTP2:      true,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        interceptIdle,
+	}
+	defer in.close()
+	tc := tls.Server(&readerConn{Conn: client, r: br}, &tls.Config{
+		Certificates: []tls.Certificate{*leaf},
+		NextProtos:   []string{"h2", "http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	})
+	ln := &oneConn{c: tc, closed: make(chan struct{})}
+	srv := &http.Server{
+		Handler:           in,
+		ReadHeaderTimeout: p.headerTO, // the TLS handshake too
+		IdleTimeout:       interceptIdle,
+		MaxHeaderBytes:    p.maxHeader,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				ln.end()
+			}
+		},
+	}
+	go func() { _ = srv.Serve(ln) }()
+	select {
+	case <-ln.closed:
+	case <-ctx.Done():
+	}
+	_ = srv.Close()
+	in.record(l, client)
+}
+
+// close ends the upstream connections.
+func (in *interception) close() {
+	in.tr.CloseIdleConnections()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, up := range in.ups {
+		up.Close()
+		in.g.untrack(up.tracked)
+	}
+}
+
+// record writes the connection's audit line: the bytes of every upstream
+// connection it opened.
+func (in *interception) record(l *connLog, client *tracked) {
+	in.mu.Lock()
+	l.ups, l.address = in.ups, in.address
+	in.mu.Unlock()
+	rule := client.cutBy()
+	for _, up := range l.ups {
+		rule = firstNonEmpty(rule, up.cutBy())
+	}
+	switch {
+	case rule != "":
+		l.outcome, l.rule, l.err = OutcomeCut, rule, in.g.ended(rule).Error()
+	case in.requests.Load() == 0:
+		l.outcome, l.err = OutcomeError, "no request arrived: the sandbox did not finish TLS with the proxy (its client must trust "+SandboxDir+"/"+CABundleName+", which SSL_CERT_FILE names)"
+	default:
+		l.outcome = OutcomeDone
+	}
+	in.g.record(l)
+}
+
+// dialTLS opens an upstream connection for the transport: to the
+// connection's target, whatever address the transport asks for, checked
+// and counted as every connection of the grant, then TLS verified against
+// the host's trust store (or the credential's ca_file).
+func (in *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, error) {
+	l := &connLog{}
+	up, _, err := in.p.dialTarget(ctx, in.g, in.t, l)
+	if err != nil {
+		return nil, err
+	}
+	in.mu.Lock()
+	in.ups = append(in.ups, up)
+	if in.address == "" {
+		in.address = l.address
+	}
+	in.mu.Unlock()
+	tc := tls.Client(up, &tls.Config{ServerName: in.t.Name, RootCAs: in.c.roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	hctx, cancel := context.WithTimeout(ctx, in.p.dialTO)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		up.Close()
+		return nil, &tlsFailed{host: in.t.String(), err: err}
+	}
+	return tc, nil
+}
+
+// tlsFailed is an upstream whose TLS failed: most often a certificate
+// the host's trust store does not vouch for.
+type tlsFailed struct {
+	host string
+	err  error
+}
+
+func (e *tlsFailed) Error() string {
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ce x509.CertificateInvalidError
+	switch {
+	case errors.As(e.err, &ue), errors.As(e.err, &he), errors.As(e.err, &ce):
+		return fmt.Sprintf("the certificate of %s is not trusted, so its credential is not sent (%s)", e.host, clean(e.err.Error()))
+	}
+	return fmt.Sprintf("TLS with %s failed (%s)", e.host, clean(e.err.Error()))
+}
+
+// authority is the host as a request names it, and the port.
+func (in *interception) authority() string {
+	if in.t.Port == config.CredentialPort {
+		return in.t.Name
+	}
+	return in.t.Name + ":" + strconv.Itoa(in.t.Port)
+}
+
+// sameHost reports whether r is for the connection's host and port: its
+// Host (HTTP/1.1) or :authority (HTTP/2), and its URL's when absolute.
+func (in *interception) sameHost(r *http.Request) bool {
+	is := func(hostport string) bool {
+		t, err := target(hostport, config.CredentialPort)
+		return err == nil && !t.Addr.IsValid() && t.Name == in.t.Name && t.Port == in.t.Port
+	}
+	if !is(r.Host) {
+		return false
+	}
+	return r.URL.Host == "" || (is(r.URL.Host) && (r.URL.Scheme == "" || r.URL.Scheme == "https"))
+}
+
+func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in.requests.Add(1)
+	start := time.Now()
+	fail := func(status int, rule string, err error) {
+		in.audit(r.Method, status, rule, err.Error(), start)
+		msg := "mcp-forge egress: " + clean(err.Error())
+		if rule != "" {
+			w.Header().Set(RuleHeader, rule)
+			msg += " (rule " + rule + ")"
+		}
+		http.Error(w, msg, status)
+	}
+	if !in.sameHost(r) {
+		// Never to another host: not on this connection, whatever the
+		// client's connection reuse (HTTP/2 coalescing, a kept-alive
+		// connection, an absolute URI) asks.
+		fail(http.StatusMisdirectedRequest, RuleCredentialHost, fmt.Errorf("this connection carries requests for %s only, not %s: open a connection to that host", in.t, clean(r.Host)))
+		return
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, "https://"+in.authority()+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		fail(http.StatusBadRequest, RuleRequest, err)
+		return
+	}
+	out.Header = r.Header.Clone()
+	dropHop(out.Header)
+	// The transport asks for gzip and decodes it: every response body is
+	// then one the proxy can check for the value.
+	out.Header.Del("Accept-Encoding")
+	out.ContentLength = r.ContentLength
+	in.c.apply(out.Header)
+	resp, err := in.tr.RoundTrip(out)
+	if err != nil {
+		var tf *tlsFailed
+		var re *refusal.Error
+		switch {
+		case errors.As(err, &tf):
+			fail(http.StatusBadGateway, RuleCredentialTLS, tf)
+		case errors.As(err, &re):
+			fail(http.StatusForbidden, re.Rule, re)
+		default:
+			fail(http.StatusBadGateway, "", fmt.Errorf("upstream %s: %s", in.t, clean(err.Error())))
+		}
+		return
+	}
+	defer resp.Body.Close()
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		fail(http.StatusBadGateway, RuleCredentialBody, fmt.Errorf("%s answered with a %s-encoded body, which the proxy cannot check for the credential, so it is not passed on", in.t, clean(ce)))
+		return
+	}
+	dropHop(resp.Header)
+	resp.Header.Del("Content-Length") // the placeholder is not the value's length
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, string(in.c.scrub([]byte(v))))
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	sw := &scrubWriter{w: w, c: in.c}
+	_, err = io.Copy(sw, resp.Body)
+	if ferr := sw.flush(); err == nil {
+		err = ferr
+	}
+	why := ""
+	if err != nil {
+		why = clean(err.Error())
+	}
+	in.audit(r.Method, resp.StatusCode, "", why, start)
+}
+
+// audit writes the line of one request the credential was added to, or
+// refused to: never the value, the path or the query.
+func (in *interception) audit(method string, status int, rule, why string, start time.Time) {
+	d := map[string]any{"host": in.t.Host(), "port": in.t.Port, "cred": in.c.name, "method": clean(method), "status": status,
+		"run_id": in.g.run, "duration_ms": time.Since(start).Milliseconds()}
+	if in.g.tenant != "" {
+		d["tenant"] = in.g.tenant
+	}
+	if rule != "" {
+		d["rule"] = rule
+	}
+	sev, ok := audit.Info, rule == "" && why == ""
+	if !ok {
+		sev = audit.Warning
+	}
+	in.g.rec.Record(audit.Entry{Event: EventCredential, Severity: sev, SessionID: in.g.session, UserID: in.g.client, Success: ok, Error: why, Details: d})
+}
+
+// scrubWriter passes a response body on with the credential's value
+// replaced, holding back only a tail that may be the start of a value.
+type scrubWriter struct {
+	w   io.Writer
+	c   *granted
+	buf []byte
+}
+
+func (s *scrubWriter) Write(b []byte) (int, error) {
+	s.buf = s.c.scrub(append(s.buf, b...))
+	keep := 0
+	for _, sec := range s.c.secrets {
+		for k := min(len(sec)-1, len(s.buf)); k > keep; k-- {
+			if string(s.buf[len(s.buf)-k:]) == string(sec[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	if n := len(s.buf) - keep; n > 0 {
+		if _, err := s.w.Write(s.buf[:n]); err != nil {
+			return 0, err
+		}
+		s.buf = append(s.buf[:0], s.buf[n:]...)
+		if f, ok := s.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	return len(b), nil
+}
+
+// flush writes what was held back: the body ended without the rest of a
+// value.
+func (s *scrubWriter) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = nil
+	return err
+}
+
+// readerConn is a connection whose first bytes were already read into r.
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *readerConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// oneConn is a listener of one connection, for serving it with
+// net/http's server (HTTP/1.1 and HTTP/2 alike).
+type oneConn struct {
+	mu     sync.Mutex
+	c      net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	c := l.c
+	l.c = nil
+	l.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) end() { l.once.Do(func() { close(l.closed) }) }
+
+func (l *oneConn) Close() error { l.end(); return nil }
+
+func (l *oneConn) Addr() net.Addr { return &net.UnixAddr{Name: "intercepted", Net: "unix"} }
