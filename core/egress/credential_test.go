@@ -237,9 +237,9 @@ func TestCredentialNeverElsewhere(t *testing.T) {
 	// Other ways to the same server: no credential.
 	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	for _, u := range []string{
-		"https://alt.example.com:" + sp + "/h", // another name for the address (a subdomain of the credential's host)
-		"https://api.example.com:" + sp + "/h", // and another
-		"https://127.0.0.1:" + sp + "/h",                                    // an IP literal of the host
+		"https://alt.example.com:" + sp + "/h",                                    // another name for the address (a subdomain of the credential's host)
+		"https://api.example.com:" + sp + "/h",                                    // and another
+		"https://127.0.0.1:" + sp + "/h",                                          // an IP literal of the host
 		"https://example.com:" + sp + "/r?to=https://alt.example.com:" + sp + "/", // a redirect the client follows
 	} {
 		resp, err := insecure.Get(u)

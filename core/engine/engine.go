@@ -53,6 +53,7 @@ type Request struct {
 	MCPTools    []string
 	InputFiles  []InputFile // stateless runs only (inputs.go)
 	Network     []string    // hosts a stateless run asks to reach (network.go)
+	Credentials []string    // credentials the proxy adds for it (with their hosts)
 	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
 	// (elicitation); nil: no client can be asked.
@@ -414,8 +415,8 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	var err error
 	runStart := time.Now()
 	var channel *egress.Channel
-	if s == nil && len(req.Network) > 0 {
-		if channel, err = e.openNetwork(ctx, netAsk{hosts: req.Network, client: req.Client, run: runID, tool: p.tool, approve: req.Approve}, name); channel != nil {
+	if s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
+		if channel, err = e.openNetwork(ctx, netAsk{hosts: req.Network, credentials: req.Credentials, client: req.Client, run: runID, tool: p.tool, approve: req.Approve}, name); channel != nil {
 			defer channel.Close() // the run's end cuts its connections, a background process's too
 			breq.NetworkGrant = channel.Token()
 		}
@@ -423,7 +424,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	if err != nil {
 		// refused or not opened: nothing runs
 	} else if s != nil {
-		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, tool: p.tool}, emit)
+		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, credentials: req.Credentials, tool: p.tool}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
 		ictx, ispan := telemetry.Start(ctx, "tools.grant")
@@ -610,11 +611,12 @@ func newID() string {
 
 // toolRun is what a session's execute needs of its tool grant.
 type toolRun struct {
-	ids     []string
-	client  string
-	approve toolbridge.Approver
-	network []string // hosts asked for (a session's first call grants them)
-	tool    string
+	ids         []string
+	client      string
+	approve     toolbridge.Approver
+	network     []string // hosts asked for (a session's first call grants them)
+	credentials []string // and credentials
+	tool        string
 }
 
 // resolveTools checks that backend forwards tool grants and expands

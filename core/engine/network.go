@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -35,10 +36,10 @@ func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
 // checkNetwork refuses what no grant could serve.
 func (e *Engine) checkNetwork(req Request) error {
 	switch {
-	case len(req.Network) == 0:
+	case len(req.Network) == 0 && len(req.Credentials) == 0:
 		return nil
 	case e.network == nil:
-		return refusal.New(RuleNetworkUnavailable, "network %s: this server grants no network", quotedList(req.Network))
+		return refusal.New(RuleNetworkUnavailable, "network %s: this server grants no network", quotedList(append(slices.Clip(req.Network), req.Credentials...)))
 	}
 	return nil
 }
@@ -46,6 +47,7 @@ func (e *Engine) checkNetwork(req Request) error {
 // netAsk is what a stateless run, or a session's first call, asks for.
 type netAsk struct {
 	hosts           []string
+	credentials     []string
 	client, session string // session: the internal id ("" for a stateless run)
 	run, tool       string
 	approve         toolbridge.Approver
@@ -57,10 +59,10 @@ type netAsk struct {
 func (e *Engine) openNetwork(ctx context.Context, a netAsk, backendName string) (_ *egress.Channel, err error) {
 	ctx, span := telemetry.Start(ctx, "network.grant")
 	defer func() { telemetry.End(span, err) }()
-	g, err := e.network.policy.Grant(ctx, egress.Request{Hosts: a.hosts, Tenant: tenant.Name(ctx), Client: a.client, Session: a.session, RunID: a.run,
+	g, err := e.network.policy.Grant(ctx, egress.Request{Hosts: a.hosts, Credentials: a.credentials, Tenant: tenant.Name(ctx), Client: a.client, Session: a.session, RunID: a.run,
 		Approve: egress.Approver(a.approve)})
 	if err != nil {
-		return nil, e.refuse(a.client, a.session, a.tool, err, map[string]any{"run_id": a.run, "network": a.hosts})
+		return nil, e.refuse(a.client, a.session, a.tool, err, map[string]any{"run_id": a.run, "network": a.hosts, "creds": a.credentials})
 	}
 	ch, err := e.network.channels.Open(g, backendName)
 	if err != nil {
@@ -74,7 +76,7 @@ func (e *Engine) openNetwork(ctx context.Context, a netAsk, backendName string) 
 // which its container mounted when it started, and returns the notice of
 // what the session's network has used.
 func (e *Engine) sessionNetwork(s *session.Session, created bool, tools toolRun) (string, error) {
-	hosts := tools.network
+	hosts := append(slices.Clip(tools.network), tools.credentials...)
 	if s.Network == nil {
 		if len(hosts) > 0 && !created {
 			return "", e.refuse(tools.client, s.ID, tools.tool, refusal.New(RuleNetworkSession, "network %s: session %q was started without network, and a session's network channel is mounted when its kernel starts: pass network on a session's first call (destroy_session, then call again with network), or run this code without session_id", quotedList(hosts), s.ID), map[string]any{"network": hosts})
@@ -96,6 +98,9 @@ func networkNotice(ch *egress.Channel, backendName string) string {
 		return fmt.Sprintf("network was granted (%s) but the %s backend did not pass the grant to its sandbox, so the code had no network: use a backend that supports network", hosts, backendName)
 	}
 	n, up, down := ch.Grant().Used()
+	if creds := ch.Grant().CredentialNames(); len(creds) > 0 {
+		hosts += " with credential" + plural(len(creds)) + " " + strings.Join(creds, ", ") + " added by the proxy"
+	}
 	return fmt.Sprintf("network granted: %s (%d connection%s, %s sent, %s received)", hosts, n, plural(n), config.FormatSize(up), config.FormatSize(down))
 }
 

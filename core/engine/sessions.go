@@ -579,8 +579,8 @@ func (e *Engine) CloseAll(ctx context.Context) {
 // session started without tools gets no grant: its kernel can then come
 // from the warm pool, which holds containers without a tools mount.
 func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools toolRun) error {
-	if len(tools.network) > 0 {
-		ch, err := e.openNetwork(ctx, netAsk{hosts: tools.network, client: s.Client, session: s.Internal, tool: tools.tool, approve: tools.approve}, s.Backend)
+	if len(tools.network) > 0 || len(tools.credentials) > 0 {
+		ch, err := e.openNetwork(ctx, netAsk{hosts: tools.network, credentials: tools.credentials, client: s.Client, session: s.Internal, tool: tools.tool, approve: tools.approve}, s.Backend)
 		if err != nil {
 			return err
 		}

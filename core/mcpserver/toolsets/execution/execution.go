@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,6 +131,7 @@ type Input struct {
 	MCPTools    []string          `json:"mcp_tools,omitempty" jsonschema:"MCP tools the code may call: a configured server (every tool its policy allows) or server.tool; see mcp://forge/tools/available (needs a bridge plugin)"`
 	InputFiles  []InputFileInput  `json:"input_files,omitempty"`
 	Network     []string          `json:"network,omitempty"`
+	Credentials []string          `json:"credentials,omitempty"`
 	Background  bool              `json:"background,omitempty"`
 }
 
@@ -159,7 +162,8 @@ func InputSchema(cfg config.Config) *jsonschema.Schema {
 		"background": fmt.Sprintf("run as a background job and answer at once with its job_id: for work longer than a client waits. "+
 			"Follow it with wait_job, list_jobs or %s, stop it with cancel_job; its timeout defaults to %d s, at most %d s (execution.max_background_timeout). "+
 			"A job in a session holds the session until it ends (other calls in it are refused)", toolsets.JobTemplate, cfg.Jobs.DefaultTimeout, e.MaxBackgroundTimeout),
-		"network": networkDescription(cfg.Network),
+		"network":     networkDescription(cfg.Network),
+		"credentials": credentialsDescription(cfg),
 		"environment": fmt.Sprintf("environment variables for the code: names of letters, digits and '_' (not FORGE_*), values without NUL bytes, "+
 			"each at most %s, all together at most %s; a session takes them when it starts", e.MaxEnvValue, e.MaxEnvTotal),
 	}
@@ -181,6 +185,29 @@ func networkDescription(n config.Network) string {
 	return "hosts the code may reach over HTTP and HTTPS (a session takes them on its first call and keeps them), e.g. [\"files.example.org\", \"api.example.org:443\"] " +
 		"(no port: every port the policy allows, else 80 and 443). Ordinary code works unchanged (HTTP_PROXY and HTTPS_PROXY are set: urllib, requests, pip, uv, " +
 		"R's download.file and curl); nothing else is reachable. Allowed: " + allowed
+}
+
+// credentialsDescription names the credentials a run may ask for, with
+// their hosts, never a value.
+func credentialsDescription(cfg config.Config) string {
+	var list []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Network.Credentials)) {
+		list = append(list, name+" ("+strings.Join(cfg.Network.Credentials[name].Hosts, ", ")+")")
+	}
+	tenants := false
+	for _, t := range cfg.Tenants {
+		tenants = tenants || len(t.Credentials) > 0
+	}
+	available := "none is configured ([network.credentials])"
+	if len(list) > 0 {
+		available = strings.Join(list, "; ")
+	}
+	if tenants {
+		available += " (and a tenant's own)"
+	}
+	return "credentials the egress proxy adds to the code's HTTPS requests to their hosts (which are granted with them, like network): the code never sees a value, " +
+		"only a placeholder in FORGE_CREDENTIAL_<NAME> (send it where the API expects its key, e.g. Authorization: Bearer $FORGE_CREDENTIAL_GITHUB; the proxy replaces it). " +
+		"A session takes them on its first call. Available: " + available
 }
 
 // Output is the structured result of every execute_<language> tool.
@@ -231,9 +258,10 @@ func (t tools) execute(ctx context.Context, req *mcp.CallToolRequest, language s
 	ereq := engine.Request{
 		Language: language, Code: in.Code, SessionID: in.SessionID, Backend: in.Backend, Timeout: in.Timeout,
 		CustomImage: in.CustomImage, Environment: in.Environment, MCPTools: in.MCPTools, Client: t.env.Conn(req.Session),
-		Approve:    approver(req.Session),
-		InputFiles: inputFiles(in.InputFiles),
-		Network:    in.Network,
+		Approve:     approver(req.Session),
+		InputFiles:  inputFiles(in.InputFiles),
+		Network:     in.Network,
+		Credentials: in.Credentials,
 	}
 	if in.Background {
 		return t.startJob(ctx, ereq)

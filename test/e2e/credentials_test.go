@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// credentialValue is the secret the proxy adds; nothing in a sandbox may
+// ever read it.
+const credentialValue = "ghp_e2eCredentialValue0123456789abcdef"
+
+// credentialServer is an HTTPS API on loopback (httptest's CA, which the
+// credential's ca_file trusts): it records the Authorization it receives
+// and echoes it back.
+type credentialServer struct {
+	srv  *httptest.Server
+	port string
+	mu   sync.Mutex
+	auth []string
+}
+
+func (c *credentialServer) seen() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.auth...)
+}
+
+// credentialCore is a core whose credential "api" belongs to
+// api.example.com (a name of httptest's certificate) on the API's port.
+func credentialCore(t *testing.T) (*credentialServer, *networkServers, *testenv.InProcess, string) {
+	t.Helper()
+	api := &credentialServer{}
+	api.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.mu.Lock()
+		api.auth = append(api.auth, r.Header.Get("Authorization"))
+		api.mu.Unlock()
+		fmt.Fprintf(w, "you sent %s", r.Header.Get("Authorization"))
+	}))
+	api.srv.EnableHTTP2 = true
+	api.srv.StartTLS()
+	t.Cleanup(api.srv.Close)
+	_, api.port, _ = net.SplitHostPort(api.srv.Listener.Addr().String())
+	caFile := filepath.Join(t.TempDir(), "api-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	valueFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(valueFile, []byte(credentialValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newNetworkServers(t)
+	p := testenv.NewInProcess(t, func(c *config.Config) {
+		s.configure(c)
+		c.Network.AllowedHosts = append(c.Network.AllowedHosts, "api.example.com:"+api.port)
+		c.Network.Hosts["api.example.com"] = "127.0.0.1"
+		c.Network.Credentials = map[string]config.Credential{"api": {Hosts: []string{"api.example.com:" + api.port}, ValueFile: valueFile, CAFile: caFile}}
+	})
+	return api, s, p, valueFile
+}
+
+// The credential reaches its host from Python and R, stateless and in a
+// session; the code sees the placeholder only (in its variable, and where
+// the host echoed the value), and hostile code finds the value nowhere:
+// not in the environment, /proc, the mounted network directory (which
+// holds no private key), nor at another granted host it sends the
+// placeholder to. The audit log names the credential, never its value.
+func TestCredentialAtEgress(t *testing.T) {
+	api, s, p, _ := credentialCore(t)
+	cs := p.Connect(t)
+	url := "https://api.example.com:" + api.port + "/v1"
+	python := fmt.Sprintf(`import os, json, urllib.request
+tok = os.environ['FORGE_CREDENTIAL_API']
+req = urllib.request.Request(%q, headers={'Authorization': 'Bearer ' + tok})
+echo = urllib.request.urlopen(req, timeout=20).read().decode()
+# elsewhere: the placeholder to another granted host
+other = urllib.request.urlopen(urllib.request.Request('http://files.test:%s/data', headers={'Authorization': 'Bearer ' + tok}), timeout=20).read().decode()
+found = []
+def scan(path):
+    try:
+        with open(path, 'rb') as f:
+            if %q.encode() in f.read(1 << 22): found.append(path)
+    except OSError:
+        pass
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        for name in ('environ', 'cmdline'):
+            scan('/proc/%%s/%%s' %% (pid, name))
+for root in ('/forge', '/tmp', os.getcwd()):
+    for d, _, files in os.walk(root):
+        for f in files:
+            scan(os.path.join(d, f))
+bundle = open(os.environ['SSL_CERT_FILE']).read()
+print(json.dumps({'tok': tok, 'echo': echo, 'other': other, 'found': found, 'key_in_bundle': 'PRIVATE KEY' in bundle,
+  'net_dir': sorted(os.listdir('/forge/net')), 'ca_env': os.environ.get('REQUESTS_CA_BUNDLE')}))`, url, s.port, credentialValue)
+	var o out
+	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": python, "network": []string{"files.test"}, "credentials": []string{"api"}}, &o)
+	if res.IsError || !o.Success {
+		t.Fatalf("python with a credential: %s %+v", testenv.Text(res), o)
+	}
+	var got struct {
+		Tok, Echo, Other string
+		CAEnv            string `json:"ca_env"`
+		Found            []string
+		KeyInBundle      bool     `json:"key_in_bundle"`
+		NetDir           []string `json:"net_dir"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(o.Stdout)), &got); err != nil {
+		t.Fatalf("%v: %s", err, o.Stdout)
+	}
+	ph := egress.Placeholder("api")
+	switch {
+	case got.Tok != ph:
+		t.Errorf("FORGE_CREDENTIAL_API = %q, want the placeholder %q", got.Tok, ph)
+	case got.Echo != "you sent Bearer "+ph:
+		t.Errorf("the host's echo reached the sandbox as %q, want the placeholder in place of the value", got.Echo)
+	case len(got.Found) > 0:
+		t.Errorf("hostile code found the value in %v", got.Found)
+	case got.KeyInBundle:
+		t.Error("the sandbox's CA bundle holds a private key")
+	case strings.Join(got.NetDir, ",") != egress.CABundleName+","+egress.SocketName:
+		t.Errorf("/forge/net holds %v", got.NetDir)
+	case got.CAEnv != egress.SandboxDir+"/"+egress.CABundleName:
+		t.Errorf("REQUESTS_CA_BUNDLE = %q", got.CAEnv)
+	}
+	if strings.Contains(testenv.Text(res), credentialValue) {
+		t.Error("the result holds the value")
+	}
+	if seen := api.seen(); len(seen) != 1 || seen[0] != "Bearer "+credentialValue {
+		t.Errorf("the API saw %q, want the credential once", seen)
+	}
+
+	// R with libcurl (CURL_CA_BUNDLE), in a session: the first call asks.
+	r := fmt.Sprintf(`
+x <- tryCatch({
+  f <- tempfile()
+  download.file(%q, f, method = "libcurl", quiet = TRUE, headers = c(Authorization = paste("Bearer", Sys.getenv("FORGE_CREDENTIAL_API"))))
+  readLines(f, warn = FALSE)
+}, error = function(e) conditionMessage(e))
+cat(x, "\n")`, url)
+	o = out{}
+	res = testenv.Call(t, cs, "execute_r", map[string]any{"code": r, "session_id": "cred-r", "credentials": []string{"api"}}, &o)
+	if res.IsError || !o.Success || strings.TrimSpace(o.Stdout) != "you sent Bearer "+ph {
+		t.Fatalf("R in a session with a credential: %s %+v", testenv.Text(res), o)
+	}
+	if !strings.Contains(strings.Join(o.Notices, "\n"), "with credential api added by the proxy") {
+		t.Errorf("no notice of the credential: %q", o.Notices)
+	}
+	if seen := api.seen(); len(seen) != 2 || seen[1] != "Bearer "+credentialValue {
+		t.Errorf("the API saw %q, want the credential from R too", seen)
+	}
+
+	// Asking for a credential that is not configured is refused before
+	// anything runs, naming what is available.
+	o = out{}
+	res = testenv.Call(t, cs, "execute_python", map[string]any{"code": "print('ran')", "credentials": []string{"github"}}, &o)
+	if !res.IsError || o.Error == nil || !strings.Contains(o.Error.Message, "available: api") || strings.Contains(o.Stdout, "ran") {
+		t.Fatalf("an unknown credential: %s %+v", testenv.Text(res), o)
+	}
+
+	data, err := os.ReadFile(p.Forge.Config.Security.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), credentialValue) {
+		t.Fatal("the audit log holds the value")
+	}
+	uses := 0
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		if e.Event == egress.EventCredential && e.Details["cred"] == "api" && fmt.Sprint(e.Details["status"]) == "200" {
+			uses++
+		}
+	}
+	if uses != 2 {
+		t.Errorf("%d network.credential lines with status 200, want 2", uses)
+	}
+}
