@@ -117,6 +117,7 @@ bench: setup build
 	FORGE_E2E=1 go test -run '^$$' -bench CallTool -benchtime 200x ./plugins/mcpbridge/ | tee $(BENCH_OUT)/bridge.txt
 	$(BENCH) -bench '^BenchmarkBridge' -benchtime 200x | tee $(BENCH_OUT)/bridgecall.txt
 	$(BENCH) -bench '^BenchmarkNetworkGet$$' -benchtime 200x | tee $(BENCH_OUT)/network.txt
+	$(BENCH) -bench '^BenchmarkCredentialGet$$' -benchtime 200x | tee $(BENCH_OUT)/credential.txt
 	FORGE_E2E=1 go test -run '^$$' -bench EnvBuild -benchtime 5x -timeout 30m ./test/environments/ | tee $(BENCH_OUT)/environments.txt
 	@echo
 	@go run ./test/bench/cmd/benchtable -json $(BIN)/bench.json $(BENCH_OUT)/*.txt

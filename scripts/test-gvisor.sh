@@ -15,7 +15,7 @@ export CGO_ENABLED=${CGO_ENABLED:-0} PATH=$PATH:/usr/local/go/bin
 # the kernels' channels, the tool bridge and egress through host sockets,
 # warm pools, checkpoints, and the security suite's confinement, OOM, fork
 # bomb, timeouts and seccomp.
-e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore'
+e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore'
 security='TestSandboxConfinement|TestWarmConfinementEqualsCold|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 
 runsc=${FORGE_SECURITY_RUNSC:-/usr/local/lib/mcp-forge/runsc}

@@ -125,6 +125,12 @@ var specs = []spec{
 		note: func(all Metrics) string {
 			return fmt.Sprintf("on the run's socket without the forwarder %.2f ms", all["socket-median-ms"])
 		}},
+	{figure: "HTTPS GET of 1 KiB from sandbox code on a kept-alive connection, a credential added by the proxy vs a plain CONNECT tunnel", benchmarks: []string{"BenchmarkCredentialGet"},
+		measured: "injected-kept-median-ms", baseline: "tunnel-kept-median-ms", unit: "ms", goal: "≤ 2 ms over",
+		pass: func(m, base float64, _ Metrics) bool { return m-base <= 2 },
+		note: func(all Metrics) string {
+			return fmt.Sprintf("a new connection each: %.2f ms vs %.2f ms", all["injected-new-median-ms"], all["tunnel-new-median-ms"])
+		}},
 	{figure: "host memory per idle Python session: server + plugins (baseline column: the container)", benchmarks: []string{"BenchmarkIdleSessionMemory"},
 		measured: "host-mb-per-session", baseline: "container-mb-per-session", unit: "MB", goal: "server + plugin ≤ 15 MB", pass: atMost(15),
 		note: func(all Metrics) string {
