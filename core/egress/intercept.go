@@ -220,6 +220,12 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusMisdirectedRequest, RuleCredentialHost, fmt.Errorf("this connection carries requests for %s only, not %s: open a connection to that host", in.t, clean(r.Host)))
 		return
 	}
+	if r.Method == http.MethodConnect {
+		// A tunnel inside the tunnel (HTTP/2's extended CONNECT too) would
+		// carry bytes past these checks.
+		fail(http.StatusMethodNotAllowed, RuleRequest, fmt.Errorf("CONNECT inside a connection to %s is not proxied", in.t))
+		return
+	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, "https://"+in.authority()+r.URL.RequestURI(), r.Body)
 	if err != nil {
 		fail(http.StatusBadRequest, RuleRequest, err)

@@ -87,24 +87,54 @@ req = urllib.request.Request(%q, headers={'Authorization': 'Bearer ' + tok})
 echo = urllib.request.urlopen(req, timeout=20).read().decode()
 # elsewhere: the placeholder to another granted host
 other = urllib.request.urlopen(urllib.request.Request('http://files.test:%s/data', headers={'Authorization': 'Bearer ' + tok}), timeout=20).read().decode()
+# The value, assembled at run time: the code's text (in other processes'
+# memory, maybe) holds only its halves.
+needle = (%q + %q).encode()
 found = []
 def scan(path):
     try:
         with open(path, 'rb') as f:
-            if %q.encode() in f.read(1 << 22): found.append(path)
+            if needle in f.read(1 << 22): found.append(path)
     except OSError:
         pass
 for pid in os.listdir('/proc'):
     if pid.isdigit():
         for name in ('environ', 'cmdline'):
             scan('/proc/%%s/%%s' %% (pid, name))
+# A canary holding the needle proves the scan finds it where it is.
+import subprocess, sys, time
+canary = subprocess.Popen([sys.executable, '-c', 'import sys, time; x = (sys.argv[1] + sys.argv[2]).encode() * 3; print(1, flush=True); time.sleep(60)',
+    needle[:10].decode(), needle[10:].decode()], stdout=subprocess.PIPE)
+canary.stdout.readline()
+# The forwarder's and every other process's memory it may read.
+scanned = 0
+for pid in os.listdir('/proc'):
+    if not pid.isdigit() or int(pid) == os.getpid(): continue
+    try:
+        maps = open('/proc/%%s/maps' %% pid).read().splitlines()
+        mem = open('/proc/%%s/mem' %% pid, 'rb')
+    except OSError:
+        continue
+    for line in maps:
+        lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
+        if 'r' not in line.split()[1] or hi - lo > 1 << 28: continue
+        try:
+            mem.seek(lo)
+            scanned += 1
+            if needle in mem.read(hi - lo): found.append('/proc/%%s/mem' %% pid)
+        except (OSError, OverflowError, ValueError):
+            pass
 for root in ('/forge', '/tmp', os.getcwd()):
     for d, _, files in os.walk(root):
         for f in files:
             scan(os.path.join(d, f))
+canary.kill()
+mine = '/proc/%%d/' %% canary.pid
+canary_hit = any(f.startswith(mine + 'mem') for f in found)
+found = [f for f in found if not f.startswith(mine)]
 bundle = open(os.environ['SSL_CERT_FILE']).read()
 print(json.dumps({'tok': tok, 'echo': echo, 'other': other, 'found': found, 'key_in_bundle': 'PRIVATE KEY' in bundle,
-  'net_dir': sorted(os.listdir('/forge/net')), 'ca_env': os.environ.get('REQUESTS_CA_BUNDLE')}))`, url, s.port, credentialValue)
+  'net_dir': sorted(os.listdir('/forge/net')), 'ca_env': os.environ.get('REQUESTS_CA_BUNDLE'), 'mem_scanned': scanned, 'canary': canary_hit}))`, url, s.port, credentialValue[:10], credentialValue[10:])
 	var o out
 	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": python, "network": []string{"files.test"}, "credentials": []string{"api"}}, &o)
 	if res.IsError || !o.Success {
@@ -116,6 +146,8 @@ print(json.dumps({'tok': tok, 'echo': echo, 'other': other, 'found': found, 'key
 		Found            []string
 		KeyInBundle      bool     `json:"key_in_bundle"`
 		NetDir           []string `json:"net_dir"`
+		MemScanned       int      `json:"mem_scanned"`
+		Canary           bool
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(o.Stdout)), &got); err != nil {
 		t.Fatalf("%v: %s", err, o.Stdout)
@@ -128,6 +160,8 @@ print(json.dumps({'tok': tok, 'echo': echo, 'other': other, 'found': found, 'key
 		t.Errorf("the host's echo reached the sandbox as %q, want the placeholder in place of the value", got.Echo)
 	case len(got.Found) > 0:
 		t.Errorf("hostile code found the value in %v", got.Found)
+	case got.MemScanned == 0 || !got.Canary:
+		t.Errorf("the scan did not find a canary process holding the value (%d regions read): it proves nothing", got.MemScanned)
 	case got.KeyInBundle:
 		t.Error("the sandbox's CA bundle holds a private key")
 	case strings.Join(got.NetDir, ",") != egress.CABundleName+","+egress.SocketName:
@@ -162,6 +196,21 @@ cat(x, "\n")`, url)
 		t.Errorf("the API saw %q, want the credential from R too", seen)
 	}
 
+	// A background job gets it too.
+	var j struct {
+		JobID  string `json:"job_id"`
+		State  string `json:"state"`
+		Result *out   `json:"result"`
+	}
+	job := fmt.Sprintf(`import os, urllib.request
+r = urllib.request.Request(%q, headers={'Authorization': 'Bearer ' + os.environ['FORGE_CREDENTIAL_API']})
+print(urllib.request.urlopen(r, timeout=20).read().decode())`, url)
+	testenv.Call(t, cs, "execute_python", map[string]any{"code": job, "background": true, "credentials": []string{"api"}}, &j)
+	res = testenv.Call(t, cs, "wait_job", map[string]any{"job_id": j.JobID, "timeout": 120}, &j)
+	if j.State != "done" || j.Result == nil || strings.TrimSpace(j.Result.Stdout) != "you sent Bearer "+ph {
+		t.Fatalf("a job with a credential: %s %+v", testenv.Text(res), j)
+	}
+
 	// Asking for a credential that is not configured is refused before
 	// anything runs, naming what is available.
 	o = out{}
@@ -183,7 +232,7 @@ cat(x, "\n")`, url)
 			uses++
 		}
 	}
-	if uses != 2 {
-		t.Errorf("%d network.credential lines with status 200, want 2", uses)
+	if uses != 3 {
+		t.Errorf("%d network.credential lines with status 200, want 3", uses)
 	}
 }
