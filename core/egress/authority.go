@@ -143,6 +143,10 @@ var systemRoots = sync.OnceValue(func() []byte {
 	return nil
 })
 
+// HasSystemRoots reports whether this machine's trust store was found for
+// the sandboxes' bundles.
+func HasSystemRoots() bool { return systemRoots() != nil }
+
 // CABundleName is the bundle's name in the channel directory (SandboxDir).
 const CABundleName = "ca-bundle.pem"
 

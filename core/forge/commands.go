@@ -103,6 +103,7 @@ func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error
 	if cfg.Telemetry.OTLPEndpoint != "" {
 		checks = append(checks, telemetryCheck(cfg.Telemetry))
 	}
+	checks = append(checks, credentialsCheck(cfg))
 	if !doctor.Run(ctx, w, checks...) {
 		return ErrFailed
 	}

@@ -1,28 +1,27 @@
 package forge
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 )
 
 // network is the [network] policy and the channels that carry sandboxes'
 // connections to the core's egress proxy (docs/network.md).
 func network(cfg config.Config, rec audit.Recorder, log hclog.Logger) (*egress.Policy, *egress.Channels, error) {
-	tenantCreds := map[string]map[string]config.Credential{}
-	for name, t := range cfg.Tenants {
-		if len(t.Credentials) > 0 {
-			tenantCreds[name] = t.Credentials
-		}
-	}
-	pol, err := egress.NewPolicy(cfg.Network, tenantCreds, rec)
+	pol, err := egress.NewPolicy(cfg.Network, tenantCredentials(cfg), rec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("network: %w", err)
 	}
@@ -41,3 +40,46 @@ func network(cfg config.Config, rec audit.Recorder, log hclog.Logger) (*egress.P
 	}
 	return pol, ch, nil
 }
+
+// tenantCredentials are the [tenants.NAME.credentials] tables.
+func tenantCredentials(cfg config.Config) map[string]map[string]config.Credential {
+	out := map[string]map[string]config.Credential{}
+	for name, t := range cfg.Tenants {
+		if len(t.Credentials) > 0 {
+			out[name] = t.Credentials
+		}
+	}
+	return out
+}
+
+// credentialsCheck: every credential's hosts are allowed and its value and
+// ca_file readable now, as serve requires; and the bundle a sandbox gets
+// holds this machine's trust store.
+func credentialsCheck(cfg config.Config) doctor.Check {
+	return func(context.Context) []doctor.Result {
+		n := len(cfg.Network.Credentials)
+		for _, t := range cfg.Tenants {
+			n += len(t.Credentials)
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := egress.NewPolicy(cfg.Network, tenantCredentials(cfg), discard{}); err != nil {
+			return []doctor.Result{{Name: "credentials", Status: doctor.Fail, Detail: err.Error(),
+				Fix: "serve refuses to start with this: fix the field it names (docs/network.md, Credentials added at egress)"}}
+		}
+		out := []doctor.Result{{Name: "credentials", Status: doctor.OK,
+			Detail: fmt.Sprintf("%d configured, values readable, hosts allowed: %s", n, strings.Join(slices.Sorted(maps.Keys(cfg.Network.Credentials)), ", "))}}
+		if !egress.HasSystemRoots() {
+			out = append(out, doctor.Result{Name: "credentials", Status: doctor.Warn,
+				Detail: "no system trust store was found (/etc/ssl/certs/ca-certificates.crt and the like): the CA bundle of a run with credentials holds only its own CA, so its HTTPS to other hosts fails",
+				Fix:    "install ca-certificates on the core's machine, or set SSL_CERT_FILE for the server"})
+		}
+		return out
+	}
+}
+
+// discard is an audit recorder for a policy that grants nothing.
+type discard struct{}
+
+func (discard) Record(audit.Entry) {}
