@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Grant is the network of one run: the hosts and ports it may reach, the
@@ -34,8 +35,9 @@ type Grant struct {
 	wild  map[string][]int     // "*.example.org" → ports
 	ips   map[netip.Addr][]int // IP literals
 
-	creds []*granted // credentials the proxy adds (credential.go)
-	ca    *authority // with creds: the CA only this run's sandbox trusts
+	creds   []*granted        // credentials the proxy adds (credential.go)
+	ca      *authority        // with creds: the CA only this run's sandbox trusts
+	secrets *sanitize.Secrets // with creds: their values in every form, for results
 
 	mu     sync.Mutex
 	timer  *time.Timer
@@ -202,6 +204,12 @@ func (g *Grant) CredentialNames() []string {
 	}
 	return out
 }
+
+// Secrets matches the values of the grant's credentials in the forms a
+// program prints them in (nil: no credential): what the run returns is
+// scrubbed with it, in case a host echoed a value in a form the proxy's
+// own replacement does not know.
+func (g *Grant) Secrets() *sanitize.Secrets { return g.secrets }
 
 // credentialFor is the credential of t (a name and port), nil for none.
 func (g *Grant) credentialFor(t config.HostPattern) *granted {

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // MaxRequested bounds the hosts one run may ask for.
@@ -253,9 +254,14 @@ func (p *Policy) grantCredentials(g *Grant, r Request) error {
 		return refusal.New(RuleCredential, "credentials %s: not one this run may use (available: %s); ask the operator to configure it", strings.Join(unknown, ", "), p.creds.names(r.Tenant))
 	}
 	var hosts []config.HostPattern
+	var values []string
 	for _, c := range g.creds {
 		hosts = append(hosts, c.hosts...)
+		for _, s := range c.secrets {
+			values = append(values, string(s))
+		}
 	}
+	g.secrets = sanitize.NewSecrets(values, MinCredentialValue)
 	ca, err := newAuthority(hosts, p.budget.Duration)
 	if err != nil {
 		return fmt.Errorf("make the run's certificate authority: %w", err)

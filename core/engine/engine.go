@@ -415,6 +415,12 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	var err error
 	runStart := time.Now()
 	var channel *egress.Channel
+	emit = scrubbedEmit(emit, func() *egress.Channel {
+		if s != nil {
+			return s.Network
+		}
+		return channel
+	})
 	if s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
 		if channel, err = e.openNetwork(ctx, netAsk{hosts: req.Network, credentials: req.Credentials, client: req.Client, run: runID, tool: p.tool, approve: req.Approve}, name); channel != nil {
 			defer channel.Close() // the run's end cuts its connections, a background process's too
@@ -456,6 +462,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
 	e.capResult(&res) // a session's run was capped before its cell was recorded
+	scrubCredentials(secretsOf(channel), &res)
 	if channel != nil && err == nil {
 		res.Notices = append(res.Notices, networkNotice(channel, name))
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Rules of network requests refused before any grant is looked at.
@@ -117,4 +119,48 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// secretsOf is the scrubber of a channel's credentials (nil: none).
+func secretsOf(ch *egress.Channel) *sanitize.Secrets {
+	if ch == nil {
+		return nil
+	}
+	return ch.Grant().Secrets()
+}
+
+// scrubCredentials removes a run's credential values from what it returns
+// (a host may echo one in a form the proxy does not replace: JSON-escaped,
+// base64, hex). sc nil: the run had none.
+func scrubCredentials(sc *sanitize.Secrets, res *backend.ExecuteResult) {
+	if sc == nil {
+		return
+	}
+	res.Stdout, res.Stderr, res.ResultRepr = sc.String(res.Stdout), sc.String(res.Stderr), sc.String(res.ResultRepr)
+	if res.ResultJSON != "" {
+		res.ResultJSON = string(sc.JSON([]byte(res.ResultJSON)))
+	}
+	for k, v := range res.Rich {
+		res.Rich[k] = sc.String(v)
+	}
+	if e := res.Error; e != nil {
+		e.Message = sc.String(e.Message)
+		for i, l := range e.Traceback {
+			e.Traceback[i] = sc.String(l)
+		}
+	}
+}
+
+// scrubbedEmit scrubs a run's progress output with the credentials of
+// the channel current names once it is open.
+func scrubbedEmit(emit func(backend.StreamEvent), current func() *egress.Channel) func(backend.StreamEvent) {
+	if emit == nil {
+		return nil
+	}
+	return func(ev backend.StreamEvent) {
+		if sc := secretsOf(current()); sc != nil {
+			ev.Text = sc.String(ev.Text)
+		}
+		emit(ev)
+	}
 }

@@ -302,6 +302,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	if err == nil {
 		// Under the session's lock: cells are recorded in the order they ran.
 		e.capResult(&res)
+		scrubCredentials(secretsOf(s.Network), &res)
 		e.recordCell(s, breq.Code, res) // history.go
 	}
 	return res, files, err

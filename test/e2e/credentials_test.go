@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -47,6 +48,10 @@ func credentialCore(t *testing.T) (*credentialServer, *networkServers, *testenv.
 		api.mu.Lock()
 		api.auth = append(api.auth, r.Header.Get("Authorization"))
 		api.mu.Unlock()
+		if r.URL.Path == "/b64" { // an echo in a form the proxy does not replace
+			fmt.Fprint(w, base64.StdEncoding.EncodeToString([]byte(r.Header.Get("Authorization"))))
+			return
+		}
 		fmt.Fprintf(w, "you sent %s", r.Header.Get("Authorization"))
 	}))
 	api.srv.EnableHTTP2 = true
@@ -211,6 +216,21 @@ print(urllib.request.urlopen(r, timeout=20).read().decode())`, url)
 		t.Fatalf("a job with a credential: %s %+v", testenv.Text(res), j)
 	}
 
+	// A host echoing the value in a form the proxy does not replace
+	// (base64): what the run returns is scrubbed, decoded or not.
+	o = out{}
+	b64 := fmt.Sprintf(`import base64, os, urllib.request
+r = urllib.request.Request(%q, headers={'Authorization': 'Bearer ' + os.environ['FORGE_CREDENTIAL_API']})
+e = urllib.request.urlopen(r, timeout=20).read().decode()
+print(e); print(base64.b64decode(e).decode())
+e`, "https://api.example.com:"+api.port+"/b64")
+	res = testenv.Call(t, cs, "execute_python", map[string]any{"code": b64, "credentials": []string{"api"}}, &o)
+	text := testenv.Text(res) + o.Stdout + o.ResultRepr
+	if res.IsError || !o.Success || strings.Contains(text, credentialValue) || strings.Contains(text, base64.StdEncoding.EncodeToString([]byte("Bearer "+credentialValue))[:20]) ||
+		!strings.Contains(o.Stdout, "[redacted]") {
+		t.Fatalf("an echo in base64: %s %+v", testenv.Text(res), o)
+	}
+
 	// Asking for a credential that is not configured is refused before
 	// anything runs, naming what is available.
 	o = out{}
@@ -232,7 +252,7 @@ print(urllib.request.urlopen(r, timeout=20).read().decode())`, url)
 			uses++
 		}
 	}
-	if uses != 3 {
-		t.Errorf("%d network.credential lines with status 200, want 3", uses)
+	if uses != 4 {
+		t.Errorf("%d network.credential lines with status 200, want 4", uses)
 	}
 }
