@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 )
 
 // What a sandbox with a grant sees: the run's channel directory, read-only
@@ -99,7 +101,7 @@ func (c *Channels) Open(g *Grant, plugin string) (*Channel, error) {
 	// The sandbox's user is not the core's.
 	err = os.Chmod(p, 0o666)
 	if err == nil && g.ca != nil {
-		err = os.WriteFile(filepath.Join(ch.dir, CABundleName), g.ca.bundle(), 0o644)
+		err = os.WriteFile(filepath.Join(ch.dir, credential.BundleName), g.ca.Bundle(), 0o644)
 	}
 	if err != nil {
 		ln.Close()
@@ -172,16 +174,16 @@ func (ch *Channel) Env(env map[string]string) map[string]string {
 	delete(out, "no_proxy")
 	out[EnvHosts] = strings.Join(ch.g.Hosts(), ",")
 	for _, k := range slices.Collect(maps.Keys(out)) {
-		if strings.HasPrefix(k, EnvCredentialPrefix) {
+		if strings.HasPrefix(k, credential.EnvPrefix) {
 			delete(out, k) // only the proxy's placeholders go by these names
 		}
 	}
 	if ch.g.ca != nil {
-		for _, k := range caEnv {
-			out[k] = SandboxDir + "/" + CABundleName
+		for _, k := range credential.BundleEnv {
+			out[k] = SandboxDir + "/" + credential.BundleName
 		}
 		for _, n := range ch.g.CredentialNames() {
-			out[EnvCredentialPrefix+strings.ToUpper(n)] = Placeholder(n)
+			out[credential.EnvPrefix+strings.ToUpper(n)] = credential.Placeholder(n)
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
@@ -35,9 +36,9 @@ type Grant struct {
 	wild  map[string][]int     // "*.example.org" → ports
 	ips   map[netip.Addr][]int // IP literals
 
-	creds   []*granted        // credentials the proxy adds (credential.go)
-	ca      *authority        // with creds: the CA only this run's sandbox trusts
-	secrets *sanitize.Secrets // with creds: their values in every form, for results
+	creds   []*credential.Granted // credentials the proxy adds (intercept.go)
+	ca      *credential.Authority // with creds: the CA only this run's sandbox trusts
+	secrets *sanitize.Secrets     // with creds: their values in every form, for results
 
 	mu     sync.Mutex
 	timer  *time.Timer
@@ -200,7 +201,7 @@ func (g *Grant) check(t config.HostPattern) error {
 func (g *Grant) CredentialNames() []string {
 	var out []string
 	for _, c := range g.creds {
-		out = append(out, c.name)
+		out = append(out, c.Name)
 	}
 	return out
 }
@@ -212,9 +213,9 @@ func (g *Grant) CredentialNames() []string {
 func (g *Grant) Secrets() *sanitize.Secrets { return g.secrets }
 
 // credentialFor is the credential of t (a name and port), nil for none.
-func (g *Grant) credentialFor(t config.HostPattern) *granted {
+func (g *Grant) credentialFor(t config.HostPattern) *credential.Granted {
 	for _, c := range g.creds {
-		if c.covers(t) {
+		if c.Covers(t) {
 			return c
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
@@ -35,7 +36,7 @@ type interception struct {
 	p  *Proxy
 	g  *Grant
 	t  config.HostPattern
-	c  *granted
+	c  *credential.Granted
 	tr *http.Transport
 
 	requests atomic.Int32
@@ -45,8 +46,8 @@ type interception struct {
 }
 
 // intercept serves a CONNECT to t, whose credential is c.
-func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader, g *Grant, t config.HostPattern, c *granted, l *connLog) {
-	l.host, l.port, l.credential = t.Host(), t.Port, c.name
+func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader, g *Grant, t config.HostPattern, c *credential.Granted, l *connLog) {
+	l.host, l.port, l.credential = t.Host(), t.Port, c.Name
 	if err := g.check(t); err != nil {
 		p.refuse(client, g, l, err)
 		return
@@ -55,7 +56,7 @@ func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader
 		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
 		return
 	}
-	leaf, err := g.ca.leaf(t.Name)
+	leaf, err := g.ca.Leaf(t.Name)
 	if err != nil {
 		l.outcome, l.err = OutcomeError, clean(err.Error())
 		p.answer(client, http.StatusInternalServerError, "", l.err)
@@ -129,7 +130,7 @@ func (in *interception) record(l *connLog, client *tracked) {
 	case rule != "":
 		l.outcome, l.rule, l.err = OutcomeCut, rule, in.g.ended(rule).Error()
 	case in.requests.Load() == 0:
-		l.outcome, l.err = OutcomeError, "no request arrived: the sandbox did not finish TLS with the proxy (its client must trust "+SandboxDir+"/"+CABundleName+", which SSL_CERT_FILE names)"
+		l.outcome, l.err = OutcomeError, "no request arrived: the sandbox did not finish TLS with the proxy (its client must trust "+SandboxDir+"/"+credential.BundleName+", which SSL_CERT_FILE names)"
 	default:
 		l.outcome = OutcomeDone
 	}
@@ -152,7 +153,7 @@ func (in *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, err
 		in.address = l.address
 	}
 	in.mu.Unlock()
-	tc := tls.Client(up, &tls.Config{ServerName: in.t.Name, RootCAs: in.c.roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	tc := tls.Client(up, &tls.Config{ServerName: in.t.Name, RootCAs: in.c.Roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
 	hctx, cancel := context.WithTimeout(ctx, in.p.dialTO)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
@@ -237,7 +238,7 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// then one the proxy can check for the value.
 	out.Header.Del("Accept-Encoding")
 	out.ContentLength = r.ContentLength
-	in.c.apply(out.Header)
+	in.c.Apply(out.Header)
 	resp, err := in.tr.RoundTrip(out)
 	if err != nil {
 		var tf *tlsFailed
@@ -261,13 +262,13 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp.Header.Del("Content-Length") // the placeholder is not the value's length
 	for k, vs := range resp.Header {
 		for _, v := range vs {
-			w.Header().Add(k, string(in.c.scrub([]byte(v))))
+			w.Header().Add(k, string(in.c.Scrub([]byte(v))))
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	sw := &scrubWriter{w: w, c: in.c}
+	sw := credential.NewWriter(w, in.c)
 	_, err = io.Copy(sw, resp.Body)
-	if ferr := sw.flush(); err == nil {
+	if ferr := sw.Flush(); err == nil {
 		err = ferr
 	}
 	why := ""
@@ -280,7 +281,7 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // audit writes the line of one request the credential was added to, or
 // refused to: never the value, the path or the query.
 func (in *interception) audit(method string, status int, rule, why string, start time.Time) {
-	d := map[string]any{"host": in.t.Host(), "port": in.t.Port, "cred": in.c.name, "method": clean(method), "status": status,
+	d := map[string]any{"host": in.t.Host(), "port": in.t.Port, "cred": in.c.Name, "method": clean(method), "status": status,
 		"run_id": in.g.run, "duration_ms": time.Since(start).Milliseconds()}
 	if in.g.tenant != "" {
 		d["tenant"] = in.g.tenant
@@ -293,48 +294,6 @@ func (in *interception) audit(method string, status int, rule, why string, start
 		sev = audit.Warning
 	}
 	in.g.rec.Record(audit.Entry{Event: EventCredential, Severity: sev, SessionID: in.g.session, UserID: in.g.client, Success: ok, Error: why, Details: d})
-}
-
-// scrubWriter passes a response body on with the credential's value
-// replaced, holding back only a tail that may be the start of a value.
-type scrubWriter struct {
-	w   io.Writer
-	c   *granted
-	buf []byte
-}
-
-func (s *scrubWriter) Write(b []byte) (int, error) {
-	s.buf = s.c.scrub(append(s.buf, b...))
-	keep := 0
-	for _, sec := range s.c.secrets {
-		for k := min(len(sec)-1, len(s.buf)); k > keep; k-- {
-			if string(s.buf[len(s.buf)-k:]) == string(sec[:k]) {
-				keep = k
-				break
-			}
-		}
-	}
-	if n := len(s.buf) - keep; n > 0 {
-		if _, err := s.w.Write(s.buf[:n]); err != nil {
-			return 0, err
-		}
-		s.buf = append(s.buf[:0], s.buf[n:]...)
-		if f, ok := s.w.(http.Flusher); ok {
-			f.Flush()
-		}
-	}
-	return len(b), nil
-}
-
-// flush writes what was held back: the body ended without the rest of a
-// value.
-func (s *scrubWriter) flush() error {
-	if len(s.buf) == 0 {
-		return nil
-	}
-	_, err := s.w.Write(s.buf)
-	s.buf = nil
-	return err
 }
 
 // readerConn is a connection whose first bytes were already read into r.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
@@ -78,14 +79,14 @@ func NewPolicy(c config.Network, tenantCredentials map[string]map[string]config.
 // that the policy allows every host they belong to (the tenant's lists
 // count for its own).
 func (p *Policy) parseCredentials(c config.Network, tenants map[string]map[string]config.Credential) (credentials, error) {
-	cs := credentials{global: map[string]*credential{}, tenants: map[string]map[string]*credential{}}
-	parse := func(where, tenant, name string, cc config.Credential) (*credential, error) {
-		cr, err := newCredential(where, name, cc)
+	cs := credentials{global: map[string]*credential.Credential{}, tenants: map[string]map[string]*credential.Credential{}}
+	parse := func(where, tenant, name string, cc config.Credential) (*credential.Credential, error) {
+		cr, err := credential.Parse(where, name, cc)
 		if err != nil {
 			return nil, err
 		}
 		hosts, cidrs := p.lists(tenant)
-		for i, h := range cr.hosts {
+		for i, h := range cr.Hosts {
 			if !slices.Contains(allowedPorts(h, hosts, cidrs), h.Port) {
 				return nil, fmt.Errorf("%s.hosts[%d]: %s is not allowed by network.allowed_hosts%s on that port: allow it there, or remove it", where, i, h, map[bool]string{true: " or network.tenants." + tenant}[tenant != ""])
 			}
@@ -100,7 +101,7 @@ func (p *Policy) parseCredentials(c config.Network, tenants map[string]map[strin
 		cs.global[name] = cr
 	}
 	for _, tn := range slices.Sorted(maps.Keys(tenants)) {
-		cs.tenants[tn] = map[string]*credential{}
+		cs.tenants[tn] = map[string]*credential.Credential{}
 		for _, name := range slices.Sorted(maps.Keys(tenants[tn])) {
 			cr, err := parse("tenants."+tn+".credentials."+name, tn, name, tenants[tn][name])
 			if err != nil {
@@ -239,12 +240,12 @@ func (p *Policy) grantCredentials(g *Grant, r Request) error {
 			unknown = append(unknown, refusal.Quoted(name))
 			continue
 		}
-		gc, err := c.grant()
+		gc, err := grantCredential(c)
 		if err != nil {
 			return err
 		}
 		g.creds = append(g.creds, gc)
-		for _, h := range c.hosts {
+		for _, h := range c.Hosts {
 			key := h
 			key.Port = 0
 			g.add(key, []int{h.Port})
@@ -256,13 +257,11 @@ func (p *Policy) grantCredentials(g *Grant, r Request) error {
 	var hosts []config.HostPattern
 	var values []string
 	for _, c := range g.creds {
-		hosts = append(hosts, c.hosts...)
-		for _, s := range c.secrets {
-			values = append(values, string(s))
-		}
+		hosts = append(hosts, c.Hosts...)
+		values = append(values, c.Forms()...)
 	}
-	g.secrets = sanitize.NewSecrets(values, MinCredentialValue)
-	ca, err := newAuthority(hosts, p.budget.Duration)
+	g.secrets = sanitize.NewSecrets(values, credential.MinValue)
+	ca, err := credential.NewAuthority(hosts, p.budget.Duration)
 	if err != nil {
 		return fmt.Errorf("make the run's certificate authority: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 )
 
 // network is the [network] policy and the channels that carry sandboxes'
@@ -70,7 +71,7 @@ func credentialsCheck(cfg config.Config) doctor.Check {
 		}
 		out := []doctor.Result{{Name: "credentials", Status: doctor.OK,
 			Detail: fmt.Sprintf("%d configured, values readable, hosts allowed: %s", n, strings.Join(slices.Sorted(maps.Keys(cfg.Network.Credentials)), ", "))}}
-		if !egress.HasSystemRoots() {
+		if !credential.HasSystemRoots() {
 			out = append(out, doctor.Result{Name: "credentials", Status: doctor.Warn,
 				Detail: "no system trust store was found (/etc/ssl/certs/ca-certificates.crt and the like): the CA bundle of a run with credentials holds only its own CA, so its HTTPS to other hosts fails",
 				Fix:    "install ca-certificates on the core's machine, or set SSL_CERT_FILE for the server"})

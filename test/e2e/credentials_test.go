@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -157,7 +158,7 @@ print(json.dumps({'tok': tok, 'echo': echo, 'other': other, 'found': found, 'key
 	if err := json.Unmarshal([]byte(strings.TrimSpace(o.Stdout)), &got); err != nil {
 		t.Fatalf("%v: %s", err, o.Stdout)
 	}
-	ph := egress.Placeholder("api")
+	ph := credential.Placeholder("api")
 	switch {
 	case got.Tok != ph:
 		t.Errorf("FORGE_CREDENTIAL_API = %q, want the placeholder %q", got.Tok, ph)
@@ -169,9 +170,9 @@ print(json.dumps({'tok': tok, 'echo': echo, 'other': other, 'found': found, 'key
 		t.Errorf("the scan did not find a canary process holding the value (%d regions read): it proves nothing", got.MemScanned)
 	case got.KeyInBundle:
 		t.Error("the sandbox's CA bundle holds a private key")
-	case strings.Join(got.NetDir, ",") != egress.CABundleName+","+egress.SocketName:
+	case strings.Join(got.NetDir, ",") != credential.BundleName+","+egress.SocketName:
 		t.Errorf("/forge/net holds %v", got.NetDir)
-	case got.CAEnv != egress.SandboxDir+"/"+egress.CABundleName:
+	case got.CAEnv != egress.SandboxDir+"/"+credential.BundleName:
 		t.Errorf("REQUESTS_CA_BUNDLE = %q", got.CAEnv)
 	}
 	if strings.Contains(testenv.Text(res), credentialValue) {
@@ -226,7 +227,7 @@ print(e); print(base64.b64decode(e).decode())
 e`, "https://api.example.com:"+api.port+"/b64")
 	res = testenv.Call(t, cs, "execute_python", map[string]any{"code": b64, "credentials": []string{"api"}}, &o)
 	text := testenv.Text(res) + o.Stdout + o.ResultRepr
-	if res.IsError || !o.Success || strings.Contains(text, credentialValue) || strings.Contains(text, base64.StdEncoding.EncodeToString([]byte("Bearer "+credentialValue))[:20]) ||
+	if res.IsError || !o.Success || strings.Contains(text, credentialValue) || strings.Contains(text, base64.StdEncoding.EncodeToString([]byte("Bearer " + credentialValue))[:20]) ||
 		!strings.Contains(o.Stdout, "[redacted]") {
 		t.Fatalf("an echo in base64: %s %+v", testenv.Text(res), o)
 	}

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -209,8 +210,15 @@ var rules = []rule{
 	}},
 	// The egress proxy enforces the network policy on whatever connection
 	// it is handed: it knows nothing of sandboxes, runtimes or the engine.
-	{"core/egress: of this module only core/config, core/audit and core/refusal", func(from, to string) bool {
-		return from == "core/egress" && internal(to) && to != "core/config" && to != "core/audit" && to != "core/refusal"
+	// Its credentials know even less: their configuration.
+	{"core/egress: of this module only core/config, core/audit, core/refusal, sdk/sanitize and its credentials; those only core/config", func(from, to string) bool {
+		switch from {
+		case "core/egress":
+			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "sdk/sanitize", "core/egress/credential"}, to)
+		case "core/egress/credential":
+			return internal(to) && to != "core/config"
+		}
+		return false
 	}},
 	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
 		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"

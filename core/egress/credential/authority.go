@@ -1,4 +1,4 @@
-package egress
+package credential
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
-// authority is the CA of one grant with credentials: only that grant's
-// sandbox trusts it (its bundle, CABundleName), it may sign only for the
+// Authority is the CA of one grant with credentials: only that grant's
+// sandbox trusts it (its bundle, BundleName), it may sign only for the
 // credentials' hosts (name constraints), it lives as long as the grant,
 // and its key never leaves the core's memory.
-type authority struct {
+type Authority struct {
 	cert *x509.Certificate
 	der  []byte
 	key  *ecdsa.PrivateKey
@@ -32,10 +32,10 @@ type authority struct {
 	leaves map[string]*tls.Certificate
 }
 
-// newAuthority makes a CA for hosts, valid for life (a grant's
+// NewAuthority makes a CA for hosts, valid for life (a grant's
 // network.max_duration, which the proxy enforces anyway) and an hour of
 // clock skew either side.
-func newAuthority(hosts []config.HostPattern, life time.Duration) (*authority, error) {
+func NewAuthority(hosts []config.HostPattern, life time.Duration) (*Authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func newAuthority(hosts []config.HostPattern, life time.Duration) (*authority, e
 	if err != nil {
 		return nil, err
 	}
-	return &authority{cert: cert, der: der, key: key, leaves: map[string]*tls.Certificate{}}, nil
+	return &Authority{cert: cert, der: der, key: key, leaves: map[string]*tls.Certificate{}}, nil
 }
 
 func serial() *big.Int {
@@ -80,12 +80,12 @@ func serial() *big.Int {
 }
 
 // PEM is the CA's certificate.
-func (a *authority) PEM() []byte {
+func (a *Authority) PEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.der})
 }
 
-// leaf is the certificate the proxy shows the sandbox for name.
-func (a *authority) leaf(name string) (*tls.Certificate, error) {
+// Leaf is the certificate the proxy shows the sandbox for name.
+func (a *Authority) Leaf(name string) (*tls.Certificate, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c := a.leaves[name]; c != nil {
@@ -126,7 +126,7 @@ var systemRootFiles = []string{
 
 // systemRoots is the host's trust store as PEM ("" when there is none):
 // the sandbox's bundle holds it and the grant's CA, since the variables
-// that add the CA replace the sandbox's own store.
+// that name the bundle replace the sandbox's own store.
 var systemRoots = sync.OnceValue(func() []byte {
 	files := systemRootFiles
 	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
@@ -147,16 +147,17 @@ var systemRoots = sync.OnceValue(func() []byte {
 // the sandboxes' bundles.
 func HasSystemRoots() bool { return systemRoots() != nil }
 
-// CABundleName is the bundle's name in the channel directory (SandboxDir).
-const CABundleName = "ca-bundle.pem"
+// BundleName is the bundle's name in a run's network directory
+// (/forge/net in the sandbox).
+const BundleName = "ca-bundle.pem"
 
-// caEnv are the variables that point TLS clients at the bundle: OpenSSL
+// BundleEnv are the variables that point TLS clients at the bundle: OpenSSL
 // (Python's ssl and urllib, R's openssl) and uv, requests, curl and R's
 // libcurl, Node, git, pip.
-var caEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT"}
+var BundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT"}
 
-// bundle is the system roots and the CA, as the sandbox reads them.
-func (a *authority) bundle() []byte {
+// Bundle is the system roots and the CA, as the sandbox reads them.
+func (a *Authority) Bundle() []byte {
 	var b strings.Builder
 	b.Write(systemRoots())
 	b.WriteString("# mcp-forge egress credentials: this run's CA, trusted by this sandbox only\n")
