@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -43,23 +45,32 @@ type credWorld struct {
 }
 
 type seenRequest struct {
-	host, proto, auth string
+	host, proto, auth, rng string
 }
 
-func newCredWorld(t *testing.T) *credWorld {
+func newCredWorld(t *testing.T) *credWorld { return newCredWorldWith(t, nil, true) }
+
+// newCredWorldWith serves next (nil: the header echo) after recording the
+// request, over HTTP/2 when h2.
+func newCredWorldWith(t *testing.T, next http.HandlerFunc, h2 bool) *credWorld {
 	w := &credWorld{world: newWorld(t)}
+	if next == nil {
+		next = func(rw http.ResponseWriter, r *http.Request) {
+			if to := r.URL.Query().Get("to"); to != "" {
+				http.Redirect(rw, r, to, http.StatusFound)
+				return
+			}
+			rw.Header().Set("X-Echo", r.Header.Get("Authorization"))
+			_ = json.NewEncoder(rw).Encode(map[string]any{"header": r.Header, "proto": r.Proto})
+		}
+	}
 	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
-		w.seen = append(w.seen, seenRequest{host: r.Host, proto: r.Proto, auth: r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")})
+		w.seen = append(w.seen, seenRequest{host: r.Host, proto: r.Proto, auth: r.Header.Get("Authorization") + r.Header.Get("X-Api-Key"), rng: r.Header.Get("Range")})
 		w.mu.Unlock()
-		if to := r.URL.Query().Get("to"); to != "" {
-			http.Redirect(rw, r, to, http.StatusFound)
-			return
-		}
-		rw.Header().Set("X-Echo", r.Header.Get("Authorization"))
-		_ = json.NewEncoder(rw).Encode(map[string]any{"header": r.Header, "proto": r.Proto})
+		next(rw, r)
 	}))
-	w.srv.EnableHTTP2 = true
+	w.srv.EnableHTTP2 = h2
 	w.srv.StartTLS()
 	t.Cleanup(w.srv.Close)
 	w.sport = port(t, w.srv.Listener.Addr().String())
@@ -372,4 +383,172 @@ func TestCredentialPolicy(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// Found by a hostile review: what a sandbox (or a misbehaving host) could
+// make the interception do, each now refused or bounded.
+func TestCredentialHostile(t *testing.T) {
+	get := func(c *http.Client, u string, h map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	t.Run("CONNECTs to made-up names of a wildcard credential spend the budget", func(t *testing.T) {
+		w := newCredWorld(t)
+		sp := strconv.Itoa(w.sport)
+		_, proxy := w.grantCreds(w.policy(func(n *config.Network) {
+			n.AllowedHosts, n.MaxConnections = []string{"*.example.com:" + sp}, 5
+			n.Credentials = map[string]config.Credential{"api": {Hosts: []string{"*.example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL", CAFile: w.caFile}}
+		}), []string{"api"})
+		ok := 0
+		for i := range 20 {
+			c, err := net.Dial("tcp", proxy.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "CONNECT n%d.example.com:%s HTTP/1.1\r\n\r\n", i, sp)
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode == 200 {
+				ok++
+			}
+			c.Close()
+		}
+		if ok != 5 {
+			t.Fatalf("%d CONNECTs intercepted, want the budget's 5", ok)
+		}
+	})
+	t.Run("a flood of misdirected requests is audited within the refusal cap", func(t *testing.T) {
+		w := newCredWorld(t)
+		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+		c := sandboxClient(g, proxy, true, nil)
+		for range MaxRefusalLines + 50 {
+			req, _ := http.NewRequest("GET", "https://example.com:"+strconv.Itoa(w.sport)+"/", nil)
+			req.Host = "other.test:" + strconv.Itoa(w.sport)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if n := len(w.rec.all(EventCredential)); n > MaxRefusalLines {
+			t.Fatalf("%d lines for refused requests, over %d", n, MaxRefusalLines)
+		}
+	})
+	t.Run("no credential while the audit log cannot be written", func(t *testing.T) {
+		w := newCredWorld(t)
+		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+		c := sandboxClient(g, proxy, true, nil)
+		u := "https://example.com:" + strconv.Itoa(w.sport) + "/"
+		get(c, u, nil)
+		w.rec.mu.Lock()
+		w.rec.fail = errors.New("disk full")
+		w.rec.mu.Unlock()
+		resp, _ := get(c, u, nil) // the same kept-alive connection
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(RuleHeader) != RuleAudit || len(w.requests()) != 1 {
+			t.Fatalf("%s %v; the server saw %d requests", resp.Status, resp.Header, len(w.requests()))
+		}
+	})
+	t.Run("a range of an echo is not asked for", func(t *testing.T) {
+		w := newCredWorld(t)
+		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+		resp, body := get(sandboxClient(g, proxy, false, nil), "https://example.com:"+strconv.Itoa(w.sport)+"/", map[string]string{"Range": "bytes=40-45", "If-Range": "x"})
+		if seen := w.requests(); resp.StatusCode != 200 || len(seen) != 1 || seen[0].rng != "" || strings.Contains(body, testSecret) {
+			t.Fatalf("%s %q; the server saw %+v", resp.Status, body, seen)
+		}
+	})
+	t.Run("a content coding the proxy cannot read, in any header line", func(t *testing.T) {
+		w := newCredWorldWith(t, func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header()["Content-Encoding"] = []string{"identity", "x-rot13"}
+			io.WriteString(rw, "rot13 of the value")
+		}, true)
+		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+		resp, _ := get(sandboxClient(g, proxy, false, nil), "https://example.com:"+strconv.Itoa(w.sport)+"/", nil)
+		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(RuleHeader) != RuleCredentialBody {
+			t.Fatalf("%s %v", resp.Status, resp.Header)
+		}
+	})
+	t.Run("a malformed answer quoting the value, and a header named after it", func(t *testing.T) {
+		w := newCredWorldWith(t, func(rw http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/name" {
+				rw.Header().Set("X-"+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "1")
+				return
+			}
+			c, bw, _ := rw.(http.Hijacker).Hijack()
+			bw.WriteString("HTTP/1.1 200 OK\r\nX-Echo " + r.Header.Get("Authorization") + "\r\n\r\n")
+			bw.Flush()
+			c.Close()
+		}, false)
+		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+		c := sandboxClient(g, proxy, false, nil)
+		resp, body := get(c, "https://example.com:"+strconv.Itoa(w.sport)+"/", nil)
+		if resp.StatusCode != http.StatusBadGateway || strings.Contains(strings.ToLower(body), strings.ToLower(testSecret)) {
+			t.Fatalf("%s %q", resp.Status, body)
+		}
+		resp, _ = get(c, "https://example.com:"+strconv.Itoa(w.sport)+"/name", nil)
+		for k := range resp.Header {
+			if strings.Contains(strings.ToLower(k), strings.ToLower(testSecret)) {
+				t.Fatalf("header %s reached the sandbox", k)
+			}
+		}
+		w.rec.mu.Lock()
+		all, _ := json.Marshal(w.rec.entries)
+		w.rec.mu.Unlock()
+		if strings.Contains(strings.ToLower(string(all)), strings.ToLower(testSecret)) {
+			t.Fatalf("the audit holds the value: %s", all)
+		}
+	})
+	t.Run("a burst of HTTP/2 streams dials the host once", func(t *testing.T) {
+		w := newCredWorld(t)
+		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
+		// One intercepted connection, fresh, and 50 streams on it at once.
+		raw, err := net.Dial("tcp", proxy.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		fmt.Fprintf(raw, "CONNECT example.com:%d HTTP/1.1\r\n\r\n", w.sport)
+		br := bufio.NewReader(raw)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(g.ca.PEM())
+		tc := tls.Client(raw, &tls.Config{ServerName: "example.com", RootCAs: pool, NextProtos: []string{"h2"}})
+		cc, err := (&http2.Transport{}).NewClientConn(tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := "https://example.com:" + strconv.Itoa(w.sport) + "/"
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("GET", u, nil)
+				resp, err := cc.RoundTrip(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		dials := 0
+		for _, a := range w.dials.list() {
+			if strings.HasSuffix(a, ":"+strconv.Itoa(w.sport)) {
+				dials++
+			}
+		}
+		if n, _, _ := g.Used(); dials != 1 || n != 1 || len(w.requests()) != 50 {
+			t.Fatalf("%d dials, %d connections counted, %d requests served; want 1, 1, 50", dials, n, len(w.requests()))
+		}
+	})
 }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
@@ -33,17 +35,33 @@ const interceptIdle = 60 * time.Second
 // host. Redirects go back as they are: one the code follows is a new
 // request, checked as any other.
 type interception struct {
-	p  *Proxy
-	g  *Grant
-	t  config.HostPattern
-	c  *credential.Granted
-	tr *http.Transport
+	p *Proxy
+	g *Grant
+	t config.HostPattern
+	c *credential.Granted
 
 	requests atomic.Int32
-	mu       sync.Mutex
-	ups      []*counted
-	address  string
+	// paid: the CONNECT counted against max_connections pays for the first
+	// upstream connection.
+	paid    atomic.Bool
+	mu      sync.Mutex // ups, address
+	ups     []*counted
+	address string
+
+	// The upstream, chosen once its protocol is known: one HTTP/2
+	// connection for every request, or HTTP/1.1 connections (at most
+	// maxUpstreamH1 at once). upMu makes the first dial (and a redial of a
+	// closed HTTP/2 connection) one at a time: a burst of HTTP/2 streams
+	// would otherwise dial one connection each.
+	upMu  sync.Mutex
+	h2    *http2.ClientConn
+	h1    *http.Transport
+	stash net.Conn // the first HTTP/1.1 connection, dialled to learn the protocol
 }
+
+// maxUpstreamH1 bounds the HTTP/1.1 connections to the host one
+// intercepted connection uses at once (its HTTP/2 streams in parallel).
+const maxUpstreamH1 = 4
 
 // intercept serves a CONNECT to t, whose credential is c.
 func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader, g *Grant, t config.HostPattern, c *credential.Granted, l *connLog) {
@@ -54,6 +72,13 @@ func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader
 	}
 	if err := audit.Check(g.rec); err != nil {
 		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
+		return
+	}
+	// The CONNECT counts, whether or not a request follows: making the
+	// leaf certificate and serving TLS is work a loop of CONNECTs would
+	// otherwise get for free.
+	if err := g.open(); err != nil {
+		p.refuse(client, g, l, err)
 		return
 	}
 	leaf, err := g.ca.Leaf(t.Name)
@@ -69,13 +94,7 @@ func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader
 		return
 	}
 	in := &interception{p: p, g: g, t: t, c: c}
-	in.tr = &http.Transport{
-		DialTLSContext:         in.dialTLS,
-		ForceAttemptHTTP2:      true,
-		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-		MaxIdleConnsPerHost:    4,
-		IdleConnTimeout:        interceptIdle,
-	}
+	in.paid.Store(true)
 	defer in.close()
 	tc := tls.Server(&readerConn{Conn: client, r: br}, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
@@ -107,7 +126,17 @@ func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader
 
 // close ends the upstream connections.
 func (in *interception) close() {
-	in.tr.CloseIdleConnections()
+	in.upMu.Lock()
+	if in.h2 != nil {
+		in.h2.Close()
+	}
+	if in.h1 != nil {
+		in.h1.CloseIdleConnections()
+	}
+	if in.stash != nil {
+		in.stash.Close()
+	}
+	in.upMu.Unlock()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, up := range in.ups {
@@ -137,13 +166,71 @@ func (in *interception) record(l *connLog, client *tracked) {
 	in.g.record(l)
 }
 
-// dialTLS opens an upstream connection for the transport: to the
-// connection's target, whatever address the transport asks for, checked
-// and counted as every connection of the grant, then TLS verified against
-// the host's trust store (or the credential's ca_file).
-func (in *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, error) {
+// roundTrip sends req to the host: over the HTTP/2 connection, or the
+// HTTP/1.1 transport, once the first dial has told which.
+func (in *interception) roundTrip(req *http.Request) (*http.Response, error) {
+	in.upMu.Lock()
+	if in.h2 != nil && !in.h2.CanTakeNewRequest() {
+		in.h2.Close() // gone away or broken: the next request dials again
+		in.h2 = nil
+	}
+	if h2, h1 := in.h2, in.h1; h2 != nil || h1 != nil {
+		in.upMu.Unlock()
+		if h2 != nil {
+			return h2.RoundTrip(req)
+		}
+		return h1.RoundTrip(req)
+	}
+	conn, err := in.dialTLS(req.Context(), "h2", "http/1.1")
+	if err != nil {
+		in.upMu.Unlock()
+		return nil, err
+	}
+	if conn.ConnectionState().NegotiatedProtocol == "h2" {
+		t := &http2.Transport{MaxHeaderListSize: MaxResponseHeaderBytes}
+		cc, err := t.NewClientConn(conn)
+		if err != nil {
+			conn.Close()
+			in.upMu.Unlock()
+			return nil, err
+		}
+		in.h2 = cc
+		in.upMu.Unlock()
+		return cc.RoundTrip(req)
+	}
+	in.stash = conn
+	in.h1 = &http.Transport{
+		DialTLSContext:         in.dialH1,
+		MaxConnsPerHost:        maxUpstreamH1,
+		MaxIdleConnsPerHost:    maxUpstreamH1,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		IdleConnTimeout:        interceptIdle,
+	}
+	h1 := in.h1
+	in.upMu.Unlock()
+	return h1.RoundTrip(req)
+}
+
+// dialH1 hands the HTTP/1.1 transport the connection dialled to learn the
+// protocol, then new ones.
+func (in *interception) dialH1(ctx context.Context, _, _ string) (net.Conn, error) {
+	in.upMu.Lock()
+	c := in.stash
+	in.stash = nil
+	in.upMu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	return in.dialTLS(ctx, "http/1.1")
+}
+
+// dialTLS opens an upstream connection: to the connection's target,
+// checked and counted as every connection of the grant (the first one
+// paid by the CONNECT), then TLS verified against the host's trust store
+// (or the credential's ca_file).
+func (in *interception) dialTLS(ctx context.Context, protos ...string) (*tls.Conn, error) {
 	l := &connLog{}
-	up, _, err := in.p.dialTarget(ctx, in.g, in.t, l)
+	up, _, err := in.p.dialTarget(ctx, in.g, in.t, l, !in.paid.CompareAndSwap(true, false))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +240,7 @@ func (in *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, err
 		in.address = l.address
 	}
 	in.mu.Unlock()
-	tc := tls.Client(up, &tls.Config{ServerName: in.t.Name, RootCAs: in.c.Roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	tc := tls.Client(up, &tls.Config{ServerName: in.t.Name, RootCAs: in.c.Roots, NextProtos: protos, MinVersion: tls.VersionTLS12})
 	hctx, cancel := context.WithTimeout(ctx, in.p.dialTO)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
@@ -206,13 +293,18 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.requests.Add(1)
 	start := time.Now()
 	fail := func(status int, rule string, err error) {
-		in.audit(r.Method, status, rule, err.Error(), start)
-		msg := "mcp-forge egress: " + clean(err.Error())
+		why := in.scrub(err.Error()) // an upstream's error may quote what it was sent
+		in.audit(r.Method, status, rule, why, start)
+		msg := "mcp-forge egress: " + clean(why)
 		if rule != "" {
 			w.Header().Set(RuleHeader, rule)
 			msg += " (rule " + rule + ")"
 		}
 		http.Error(w, msg, status)
+	}
+	if err := audit.Check(in.g.rec); err != nil {
+		fail(http.StatusServiceUnavailable, RuleAudit, errors.New("the audit log cannot be written, so no credential is added: tell the operator"))
+		return
 	}
 	if !in.sameHost(r) {
 		// Never to another host: not on this connection, whatever the
@@ -237,9 +329,13 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The transport asks for gzip and decodes it: every response body is
 	// then one the proxy can check for the value.
 	out.Header.Del("Accept-Encoding")
+	// A range of an echo would cut the value in pieces the scrubber
+	// cannot recognise: the whole body is asked for.
+	out.Header.Del("Range")
+	out.Header.Del("If-Range")
 	out.ContentLength = r.ContentLength
 	in.c.Apply(out.Header)
-	resp, err := in.tr.RoundTrip(out)
+	resp, err := in.roundTrip(out)
 	if err != nil {
 		var tf *tlsFailed
 		var re *refusal.Error
@@ -254,13 +350,16 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := encoded(resp.Header); ce != "" {
 		fail(http.StatusBadGateway, RuleCredentialBody, fmt.Errorf("%s answered with a %s-encoded body, which the proxy cannot check for the credential, so it is not passed on", in.t, clean(ce)))
 		return
 	}
 	dropHop(resp.Header)
 	resp.Header.Del("Content-Length") // the placeholder is not the value's length
 	for k, vs := range resp.Header {
+		if in.scrub(strings.ToLower(k)) != strings.ToLower(k) {
+			continue // a header named after the value (its case changed on the way)
+		}
 		for _, v := range vs {
 			w.Header().Add(k, string(in.c.Scrub([]byte(v))))
 		}
@@ -273,9 +372,36 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	why := ""
 	if err != nil {
-		why = clean(err.Error())
+		why = clean(in.scrub(err.Error()))
 	}
 	in.audit(r.Method, resp.StatusCode, "", why, start)
+}
+
+// scrub is s without the credential's value, in any letter case.
+func (in *interception) scrub(s string) string {
+	for _, f := range in.c.Forms() {
+		for {
+			i := strings.Index(strings.ToLower(s), strings.ToLower(f))
+			if i < 0 {
+				break
+			}
+			s = s[:i] + credential.Placeholder(in.c.Name) + s[i+len(f):]
+		}
+	}
+	return s
+}
+
+// encoded names a content coding of h other than identity ("": none),
+// whichever of its values or list items says it.
+func encoded(h http.Header) string {
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
 }
 
 // audit writes the line of one request the credential was added to, or
@@ -288,6 +414,15 @@ func (in *interception) audit(method string, status int, rule, why string, start
 	}
 	if rule != "" {
 		d["rule"] = rule
+		// Refusals count with the grant's others: past MaxRefusalLines a
+		// loop of them is counted, not written line by line.
+		in.g.mu.Lock()
+		in.g.refusals++
+		over := in.g.refusals > MaxRefusalLines
+		in.g.mu.Unlock()
+		if over {
+			return
+		}
 	}
 	sev, ok := audit.Info, rule == "" && why == ""
 	if !ok {

@@ -240,7 +240,7 @@ func target(hostport string, defPort int) (config.HostPattern, error) {
 // addresses and dials one of them. On a refusal or a failure it answers
 // the client and audits, and returns nil.
 func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config.HostPattern, l *connLog) *counted {
-	up, status, err := p.dialTarget(ctx, g, t, l)
+	up, status, err := p.dialTarget(ctx, g, t, l, true)
 	var df *dialFailed
 	switch {
 	case errors.As(err, &df):
@@ -264,14 +264,17 @@ func (d *dialFailed) Error() string { return d.msg }
 
 // dialTarget is connect without the answer: the connection, or the status
 // and error to answer with (a *refusal.Error, or a *dialFailed). l gets
-// the target and the address.
-func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, l *connLog) (*counted, int, error) {
+// the target and the address. open: the connection counts against the
+// grant's max_connections (false: it was paid for already).
+func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, l *connLog, open bool) (*counted, int, error) {
 	l.host, l.port = t.Host(), t.Port
 	if err := g.check(t); err != nil {
 		return nil, http.StatusForbidden, err
 	}
-	if err := g.open(); err != nil {
-		return nil, http.StatusForbidden, err
+	if open {
+		if err := g.open(); err != nil {
+			return nil, http.StatusForbidden, err
+		}
 	}
 	if err := audit.Check(g.rec); err != nil {
 		// Fail closed: a connection nobody could trace is not made.

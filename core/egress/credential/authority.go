@@ -84,6 +84,10 @@ func (a *Authority) PEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.der})
 }
 
+// maxLeaves bounds the certificates kept: a *.domain credential has as many
+// names as a run cares to make up.
+const maxLeaves = 64
+
 // Leaf is the certificate the proxy shows the sandbox for name.
 func (a *Authority) Leaf(name string) (*tls.Certificate, error) {
 	a.mu.Lock()
@@ -109,7 +113,9 @@ func (a *Authority) Leaf(name string) (*tls.Certificate, error) {
 		return nil, fmt.Errorf("certificate for %s: %w", name, err)
 	}
 	c := &tls.Certificate{Certificate: [][]byte{der, a.der}, PrivateKey: key}
-	a.leaves[name] = c
+	if len(a.leaves) < maxLeaves {
+		a.leaves[name] = c
+	}
 	return c, nil
 }
 
