@@ -552,3 +552,21 @@ func TestCredentialHostile(t *testing.T) {
 		}
 	})
 }
+
+// With require_approval the user is asked naming the credentials too.
+func TestCredentialApproval(t *testing.T) {
+	w := newCredWorld(t)
+	var asked string
+	p := w.credPolicy(func(n *config.Network) { n.RequireApproval = true })
+	g, err := p.Grant(context.Background(), Request{Credentials: []string{"api"}, Approve: func(_ context.Context, msg string) (bool, bool, error) {
+		asked = msg
+		return true, true, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if !strings.Contains(asked, "example.com:"+strconv.Itoa(w.sport)) || !strings.Contains(asked, "adding credential api") {
+		t.Fatalf("the question %q does not name the host and the credential", asked)
+	}
+}
