@@ -135,6 +135,7 @@ Waiting for a client on stdin (Ctrl-C to quit).
 	defer f.Close()
 	f.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioClient, nil })
 	f.MCP.TraceRequests()
+	t = f.MCP.Tasks().Transport(t, mcpserver.StdioClient)
 	log.Info("serving MCP on stdio", "version", version.Version, "plugins", strings.Join(f.Plugins.Names(), ","))
 	if err := f.MCP.Run(ctx, t); err != nil && ctx.Err() == nil {
 		log.Error("MCP session ended", "error", err)

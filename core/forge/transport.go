@@ -29,6 +29,10 @@ var _ httpserver.Core = httpCore{}
 
 func (c httpCore) MCPServer(*http.Request) *mcp.Server { return c.f.MCP.MCP() }
 
+func (c httpCore) Tasks(next http.Handler, identify func(*http.Request) (string, error), maxBody int64) http.Handler {
+	return c.f.MCP.Tasks().Handler(next, identify, maxBody)
+}
+
 // UseTenants: the MCP server names each request's tenant and applies its
 // run and rate quotas to tool calls; the engine admits every live session
 // a tenant gets, whichever tool creates it (execute_*, restore_session),

@@ -32,6 +32,10 @@ type MCPHandlerFactory interface {
 	// apply reg's quotas, reporting outcomes and refusals to obs. Called
 	// once, before serving.
 	UseTenants(reg *tenant.Registry, obs tenant.Observer)
+	// Tasks wraps the MCP handler with MCP Tasks, which go-sdk refuses
+	// before any middleware; identify names a request's owner (its
+	// tenant), maxBody bounds the body read to look at it.
+	Tasks(next http.Handler, identify func(*http.Request) (string, error), maxBody int64) http.Handler
 }
 
 // AuditHooks records the transport's refusals and registers its hooks on

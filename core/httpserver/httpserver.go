@@ -171,6 +171,12 @@ func New(cfg config.Config, core Core, addr string, log hclog.Logger) (*Server, 
 	return s, nil
 }
 
+// identify names the tenant of an HTTP request, as the MCP server names
+// the tenant of each of its requests (tenant.Registry.Identify).
+func (s *Server) identify(r *http.Request) (string, error) {
+	return s.Tenants.Identify(&mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context())}})
+}
+
 // Handler is the MCP endpoint with every protection in front of it.
 func (s *Server) Handler() (http.Handler, error) {
 	maxBody := int64(s.cfg.Server.MaxRequestBody)
@@ -184,6 +190,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		Logger:                       slog.New(slog.NewTextHandler(s.log.Named("mcp").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}), nil)),
 		// DNS-rebinding protection stays on (DisableLocalhostProtection false).
 	})
+	h = s.core.Tasks(h, s.identify, maxBody)
 	mcpHandler := h
 	// A traceparent header continues the caller's trace (as _meta does).
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpHandler.ServeHTTP(w, telemetry.FromHTTP(r)) })

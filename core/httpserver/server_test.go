@@ -45,6 +45,9 @@ func newFakeCore(ready ...Check) *fakeCore {
 }
 
 func (c *fakeCore) MCPServer(*http.Request) *mcp.Server { return c.srv }
+func (c *fakeCore) Tasks(next http.Handler, _ func(*http.Request) (string, error), _ int64) http.Handler {
+	return next
+}
 
 func (c *fakeCore) UseTenants(reg *tenant.Registry, obs tenant.Observer) {
 	c.mu.Lock()

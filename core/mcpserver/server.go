@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/answer"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/environments"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/tasks"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	envtools "github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/environments"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/execution"
@@ -48,6 +49,7 @@ type Server struct {
 	identified bool // SetIdentity was called: callers are tenants
 
 	noSubscriptions string // why resources/subscribe is refused; "": allowed
+	tasks *tasks.Service // MCP Tasks at the wire (Tasks)
 }
 
 // New builds the MCP server from the toolsets: an execute_<language> tool
@@ -67,6 +69,7 @@ func New(eng Engine, cfg config.Config, log hclog.Logger) *Server {
 	guard := answer.Guard{Limit: int(cfg.Server.MaxMessage), Log: log}
 	s.mcp.AddReceivingMiddleware(guard.Receiving)
 	s.mcp.AddSendingMiddleware(guard.Sending)
+	s.tasks = tasks.New(eng, cfg)
 	env := toolsets.Env{Cfg: cfg, Conn: s.conn, Client: s.client}
 	sets := []toolsets.Toolset{
 		execution.Toolset(env, execution.Deps{Exec: eng, Jobs: eng, Builds: s.builds}),
@@ -127,6 +130,11 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Run serves on the transport until the client disconnects or ctx ends.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
+
+// Tasks serves MCP Tasks in front of this server: go-sdk refuses their
+// methods before any middleware, so a transport (Transport) or an HTTP
+// handler (Handler) is wrapped.
+func (s *Server) Tasks() *tasks.Service { return s.tasks }
 
 // instructions tell an agent what the server offers, from what is loaded.
 func instructions(langs []route.Language, cfg config.Config) string {

@@ -101,3 +101,25 @@ func TestHTTPJobLostAcrossRestart(t *testing.T) {
 		t.Fatalf("job.lost lines name servers %q, want one naming %q", lost, first)
 	}
 }
+
+// MCP Tasks over HTTP through the TypeScript SDK's own task API
+// (test/node/tasks.mjs): as over stdio, and a task outlives its client's
+// connection (a new one lists it and gets its result), and another tenant
+// finds none of it.
+func TestHTTPTasksTypeScriptSDK(t *testing.T) {
+	testenv.Require(t)
+	dir := filepath.Join(testenv.RepoRoot(), "test", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in test/node (make test does)")
+	}
+	tenants, keys := testenv.TenantKeys(t, "alice", "bob")
+	s := testenv.StartHTTP(t, tenants)
+	cmd := exec.Command("node", "tasks.mjs", "http", s.URL)
+	cmd.Env = append(os.Environ(), "KEY="+keys["alice"], "OTHER_KEY="+keys["bob"])
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: tasks over http") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}

@@ -273,15 +273,23 @@ func (t tools) execute(ctx context.Context, req *mcp.CallToolRequest, language s
 		result, info := toolsets.Failure(err)
 		return result, Output{Error: info, Backend: res.Backend}, nil
 	}
+	result, out := Answer(t.Exec.LanguageName(language), t.env.Cfg, res, in.SessionID)
+	return result, out, nil
+}
+
+// Answer is a finished run's answer as execute_<language> gives it: the
+// summary, its images, the files of session sessionID, and the structured
+// result. A background job's result is answered so too (wait_job, tasks).
+func Answer(languageName string, cfg config.Config, res engine.Result, sessionID string) (*mcp.CallToolResult, Output) {
 	out := ToOutput(res)
-	result := toolcall.Text(Summary(t.Exec.LanguageName(language), t.env.Cfg, res, out))
+	result := toolcall.Text(Summary(languageName, cfg, res, out))
 	result.IsError = !res.Success
 	for _, im := range res.Images {
 		result.Content = append(result.Content, &mcp.ImageContent{Data: im.Data, MIMEType: im.MIMEType})
 	}
-	out.Files = files.Attach(t.env.Cfg, result, in.SessionID, res.Files)
+	out.Files = files.Attach(cfg, result, sessionID, res.Files)
 	Once(&out)
-	return result, out, nil
+	return result, out
 }
 
 // ToOutput is a run's result as the tools return it.

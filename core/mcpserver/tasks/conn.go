@@ -1,0 +1,161 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Transport serves tasks on every connection of t, for one owner (a stdio
+// server serves one client).
+func (s *Service) Transport(t mcp.Transport, owner string) mcp.Transport {
+	return &transport{t: t, s: s, owner: owner}
+}
+
+type transport struct {
+	t     mcp.Transport
+	s     *Service
+	owner string
+}
+
+func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.t.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{Connection: c, s: t.s, owner: t.owner, ctx: ctx, cancel: cancel, rewrite: map[string]rewrite{}, waits: map[string]context.CancelFunc{}}, nil
+}
+
+// rewrite is what to do with the server's answer to a request.
+type rewrite func(json.RawMessage) (json.RawMessage, error)
+
+// conn answers tasks/* itself, rewrites a task-augmented tools/call into a
+// background job and its answer into the task, and adds tasks to the
+// capabilities and the task tools' entries of tools/list.
+type conn struct {
+	mcp.Connection
+	s      *Service
+	owner  string
+	ctx    context.Context // ends with the connection: tasks/result waits end with it
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	rewrite map[string]rewrite           // request id → its answer's rewrite
+	waits   map[string]context.CancelFunc // tasks/* requests being answered
+}
+
+// key is an id as a map key ("s:" or "n:" and its value: a string "1" and
+// a number 1 are two ids).
+func key(id jsonrpc.ID) string {
+	b, _ := json.Marshal(id.Raw())
+	return string(b)
+}
+
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
+		}
+		switch {
+		case IsTasksMethod(req.Method) && req.IsCall():
+			c.answer(req)
+			continue
+		case req.Method == "notifications/cancelled":
+			c.cancelWait(req.Params)
+		case req.Method == "tools/call" && req.IsCall():
+			if p, ok := StartCall(req.Params); ok {
+				req.Params = p
+				c.expect(req.ID, func(r json.RawMessage) (json.RawMessage, error) { return c.s.Created(c.owner, r) })
+			}
+		case (req.Method == "initialize" || req.Method == "server/discover") && req.IsCall():
+			c.expect(req.ID, Capabilities)
+		case req.Method == "tools/list" && req.IsCall():
+			c.expect(req.ID, Tools)
+		}
+		return req, nil
+	}
+}
+
+func (c *conn) expect(id jsonrpc.ID, fn rewrite) {
+	c.mu.Lock()
+	c.rewrite[key(id)] = fn
+	c.mu.Unlock()
+}
+
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		k := key(resp.ID)
+		c.mu.Lock()
+		fn := c.rewrite[k]
+		delete(c.rewrite, k)
+		c.mu.Unlock()
+		if fn != nil && resp.Error == nil {
+			out, err := fn(resp.Result)
+			if err != nil {
+				resp = &jsonrpc.Response{ID: resp.ID, Error: asWire(err), Extra: resp.Extra}
+			} else {
+				resp = &jsonrpc.Response{ID: resp.ID, Result: out, Extra: resp.Extra}
+			}
+			msg = resp
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// answer serves a tasks/* request apart from the server's read loop:
+// tasks/result waits for the job's end.
+func (c *conn) answer(req *jsonrpc.Request) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	k := key(req.ID)
+	c.mu.Lock()
+	c.waits[k] = cancel
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.waits, k)
+			c.mu.Unlock()
+			cancel()
+		}()
+		result, err := c.s.Answer(ctx, c.owner, req.Method, req.Params)
+		resp := &jsonrpc.Response{ID: req.ID, Result: result}
+		if err != nil {
+			resp = &jsonrpc.Response{ID: req.ID, Error: asWire(err)}
+		}
+		_ = c.Connection.Write(c.ctx, resp)
+	}()
+}
+
+// cancelWait ends the wait of a tasks/* request the client cancelled.
+func (c *conn) cancelWait(params json.RawMessage) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.waits[key(id)]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (c *conn) Close() error {
+	c.cancel()
+	return c.Connection.Close()
+}

@@ -1,0 +1,437 @@
+// Package tasks serves MCP Tasks for the long tools: the tasks of the
+// 2025-11-25 specification (SEP-1686) and the io.modelcontextprotocol/tasks
+// extension that followed them. An execute_<language> call made as a task
+// runs as a background job and answers at once with the task; tasks/get,
+// tasks/result, tasks/list and tasks/cancel act on the caller's jobs, with
+// the jobs' admission, quotas, owner, time to live and audit lines.
+//
+// go-sdk v1.8.0 has no tasks and refuses a method outside its own table
+// before any middleware runs, so this package works at the wire: Transport
+// wraps a connection (stdio) and Handler an HTTP handler (streamable
+// HTTP), both around one Service. Everything else passes through
+// untouched. It is meant to be dropped when go-sdk serves tasks itself.
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/jobs"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/execution"
+)
+
+// Methods and metadata of the protocol.
+const (
+	MethodGet    = "tasks/get"
+	MethodResult = "tasks/result"
+	MethodList   = "tasks/list"
+	MethodCancel = "tasks/cancel"
+	// RelatedTask is the _meta key naming the task a message belongs to.
+	RelatedTask = "io.modelcontextprotocol/related-task"
+	// Extension names tasks among the capabilities' extensions (the form
+	// that followed 2025-11-25's capabilities.tasks).
+	Extension = "io.modelcontextprotocol/tasks"
+)
+
+// Task statuses.
+const (
+	Working   = "working"
+	Completed = "completed"
+	Failed    = "failed"
+	Cancelled = "cancelled"
+)
+
+// PollInterval is what a client is told to wait between tasks/get.
+const PollInterval = 1000 // ms
+
+// Jobs is what tasks need of the background jobs (the engine).
+type Jobs interface {
+	Job(client, id, tool string) (jobs.Record, error)
+	WaitJob(ctx context.Context, client, id string, seconds int) (jobs.Record, error)
+	Jobs(client string) []jobs.Record
+	CancelJob(ctx context.Context, client, id string) (jobs.Record, error)
+	LanguageName(language string) string
+}
+
+// Service answers tasks for the owners its adapters name.
+type Service struct {
+	jobs Jobs
+	cfg  config.Config
+
+	mu sync.Mutex
+	// refused are task calls that failed before a job was started (a
+	// refusal, a quota): a task is still answered, failed, holding the
+	// tool's error result, so that the client learns why.
+	refused map[string]refusedTask
+}
+
+type refusedTask struct {
+	owner   string
+	created time.Time
+	result  json.RawMessage
+}
+
+// maxRefused bounds the refused tasks kept (the oldest go first).
+const maxRefused = 1000
+
+// New serves tasks on j's jobs.
+func New(j Jobs, cfg config.Config) *Service {
+	return &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}}
+}
+
+// Task is a task as the protocol shows it.
+type Task struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	TTL           *int64 `json:"ttl"`
+	PollInterval  int    `json:"pollInterval,omitempty"`
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// status maps a job's state: a job whose code failed still completed its
+// call (the result says isError), so that the client reads the error; a
+// job that ended without a result failed.
+func status(r jobs.Record) string {
+	switch r.State {
+	case jobs.Queued, jobs.Running:
+		return Working
+	case jobs.Cancelled:
+		return Cancelled
+	case jobs.Done:
+		return Completed
+	}
+	if len(r.Result) > 0 {
+		return Completed
+	}
+	return Failed
+}
+
+func (s *Service) task(r jobs.Record) Task {
+	last := r.Created
+	for _, t := range []time.Time{r.Started, r.LastProgress, r.Finished} {
+		if t.After(last) {
+			last = t
+		}
+	}
+	ttl := int64(s.cfg.Jobs.ResultTTL) * 1000
+	t := Task{TaskID: r.ID, Status: status(r), CreatedAt: stamp(r.Created), LastUpdatedAt: stamp(last), TTL: &ttl}
+	if !r.State.Finished() {
+		t.PollInterval = PollInterval
+	}
+	t.StatusMessage = string(r.State)
+	if r.Reason != "" {
+		t.StatusMessage += ": " + r.Reason
+	}
+	return t
+}
+
+// errNotFound is the protocol's answer for an unknown task, or another
+// owner's: the two are not told apart.
+func errNotFound(id string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Failed to retrieve task: Task not found (%q)", id)}
+}
+
+// Answer serves a tasks/* request of owner: its result, or an error to
+// send as the JSON-RPC error.
+func (s *Service) Answer(ctx context.Context, owner, method string, params json.RawMessage) (json.RawMessage, error) {
+	var p struct {
+		TaskID string `json:"taskId"`
+		Cursor string `json:"cursor"`
+	}
+	if len(params) > 0 && json.Unmarshal(params, &p) != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": params must be an object"}
+	}
+	if method != MethodList && p.TaskID == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": taskId is required"}
+	}
+	switch method {
+	case MethodList:
+		return s.list(owner)
+	case MethodGet:
+		if t, ok := s.refusedTask(owner, p.TaskID); ok {
+			return json.Marshal(t)
+		}
+		r, err := s.jobs.Job(owner, p.TaskID, "tasks/get")
+		if err != nil {
+			return nil, errNotFound(p.TaskID)
+		}
+		return json.Marshal(s.task(r))
+	case MethodCancel:
+		if _, ok := s.refusedTask(owner, p.TaskID); ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Cannot cancel task: it is already in terminal status failed"}
+		}
+		r, err := s.jobs.Job(owner, p.TaskID, "tasks/cancel")
+		if err != nil {
+			return nil, errNotFound(p.TaskID)
+		}
+		if r.State.Finished() {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Cannot cancel task: it is already in terminal status " + status(r)}
+		}
+		if r, err = s.jobs.CancelJob(ctx, owner, p.TaskID); err != nil {
+			return nil, err
+		}
+		return json.Marshal(s.task(r))
+	case MethodResult:
+		return s.result(ctx, owner, p.TaskID)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not a tasks method"}
+}
+
+func (s *Service) list(owner string) (json.RawMessage, error) {
+	out := struct {
+		Tasks []Task `json:"tasks"`
+	}{Tasks: []Task{}}
+	for _, r := range s.jobs.Jobs(owner) {
+		out.Tasks = append(out.Tasks, s.task(r))
+	}
+	s.mu.Lock()
+	for id, rt := range s.refused {
+		if rt.owner == owner {
+			out.Tasks = append(out.Tasks, refusedView(id, rt, s.cfg))
+		}
+	}
+	s.mu.Unlock()
+	return json.Marshal(out)
+}
+
+// result waits for the task to end and answers the tool's result, as the
+// call would have answered without a task.
+func (s *Service) result(ctx context.Context, owner, id string) (json.RawMessage, error) {
+	s.mu.Lock()
+	rt, refused := s.refused[id]
+	s.mu.Unlock()
+	if refused && rt.owner == owner {
+		return related(rt.result, id)
+	}
+	r, err := s.jobs.Job(owner, id, "tasks/result")
+	if err != nil {
+		return nil, errNotFound(id)
+	}
+	for !r.State.Finished() {
+		if r, err = s.jobs.WaitJob(ctx, owner, id, s.cfg.Execution.MaxBackgroundTimeout); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	res, ok := engine.JobResult(r)
+	if !ok {
+		// Lost, or cancelled before it ran: no result but why.
+		text := fmt.Sprintf("Job %s is %s", r.ID, r.State)
+		if r.Reason != "" {
+			text += ": " + r.Reason
+		}
+		b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text + "."}}, "isError": true})
+		return related(b, id)
+	}
+	answer, out := execution.Answer(s.jobs.LanguageName(r.Language), s.cfg, res, r.SessionID)
+	answer.StructuredContent = out
+	if r.State == jobs.Cancelled {
+		answer.IsError = false // stopped as asked: the result shows what ran
+	}
+	b, err := json.Marshal(answer)
+	if err != nil {
+		return nil, err
+	}
+	return related(b, id)
+}
+
+// related adds the task's id to a result's _meta.
+func related(result json.RawMessage, id string) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(result, &m); err != nil {
+		return nil, err
+	}
+	meta, _ := m["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[RelatedTask] = map[string]string{"taskId": id}
+	m["_meta"] = meta
+	return json.Marshal(m)
+}
+
+// TaskTool reports whether tool may be called as a task.
+func TaskTool(tool string) bool { return strings.HasPrefix(tool, "execute_") }
+
+// StartCall rewrites a tools/call's params when it asks for a task
+// (params.task) of a task tool: the call starts a background job instead.
+// ok is false for every other call, which passes untouched.
+func StartCall(params json.RawMessage) (rewritten json.RawMessage, ok bool) {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return nil, false
+	}
+	task, asked := p["task"]
+	var name string
+	if !asked || string(task) == "null" || json.Unmarshal(p["name"], &name) != nil || !TaskTool(name) {
+		return nil, false
+	}
+	args := map[string]json.RawMessage{}
+	if a, ok := p["arguments"]; ok && string(a) != "null" {
+		if json.Unmarshal(a, &args) != nil {
+			return nil, false // not an object: the server refuses it as it is
+		}
+	}
+	args["background"] = json.RawMessage("true")
+	delete(p, "task")
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, false
+	}
+	p["arguments"] = b
+	out, err := json.Marshal(p)
+	return out, err == nil
+}
+
+// Created turns the answer of a call StartCall rewrote (a job started, or
+// a refusal) into the task the client asked for.
+func (s *Service) Created(owner string, result json.RawMessage) (json.RawMessage, error) {
+	var r struct {
+		IsError    bool `json:"isError"`
+		Structured struct {
+			JobID string `json:"job_id"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(result, &r); err != nil {
+		return nil, err
+	}
+	var t Task
+	if id := r.Structured.JobID; id != "" && !r.IsError {
+		rec, err := s.jobs.Job(owner, id, "tasks/get")
+		if err != nil {
+			return nil, err
+		}
+		t = s.task(rec)
+	} else {
+		t = s.refuse(owner, result)
+	}
+	return json.Marshal(map[string]any{"task": t})
+}
+
+// refuse keeps a call that started no job as a failed task.
+func (s *Service) refuse(owner string, result json.RawMessage) Task {
+	id := "refused-" + jobs.NewID()
+	rt := refusedTask{owner: owner, created: time.Now(), result: result}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, old := range s.refused {
+		if time.Since(old.created) > time.Duration(s.cfg.Jobs.ResultTTL)*time.Second {
+			delete(s.refused, id)
+		}
+	}
+	if len(s.refused) >= maxRefused {
+		oldest := slices.MinFunc(mapsEntries(s.refused), func(a, b entry) int { return a.v.created.Compare(b.v.created) })
+		delete(s.refused, oldest.k)
+	}
+	s.refused[id] = rt
+	return refusedView(id, rt, s.cfg)
+}
+
+type entry struct {
+	k string
+	v refusedTask
+}
+
+func mapsEntries(m map[string]refusedTask) []entry {
+	out := make([]entry, 0, len(m))
+	for k, v := range m {
+		out = append(out, entry{k, v})
+	}
+	return out
+}
+
+func refusedView(id string, rt refusedTask, cfg config.Config) Task {
+	ttl := int64(cfg.Jobs.ResultTTL) * 1000
+	return Task{TaskID: id, Status: Failed, StatusMessage: "refused before it started: tasks/result says why",
+		CreatedAt: stamp(rt.created), LastUpdatedAt: stamp(rt.created), TTL: &ttl}
+}
+
+func (s *Service) refusedTask(owner, id string) (Task, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rt, ok := s.refused[id]
+	if !ok || rt.owner != owner {
+		return Task{}, false
+	}
+	return refusedView(id, rt, s.cfg), true
+}
+
+// Capabilities adds tasks to an initialize (or server/discover) result's
+// capabilities, in both forms.
+func Capabilities(result json.RawMessage) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(result, &m); err != nil {
+		return nil, err
+	}
+	caps, _ := m["capabilities"].(map[string]any)
+	if caps == nil {
+		return result, nil
+	}
+	tasks := map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+	caps["tasks"] = tasks
+	ext, _ := caps["extensions"].(map[string]any)
+	if ext == nil {
+		ext = map[string]any{}
+	}
+	ext[Extension] = tasks
+	caps["extensions"] = ext
+	return json.Marshal(m)
+}
+
+// Tools marks the task tools of a tools/list result (taskSupport optional:
+// called without a task they answer as before).
+func Tools(result json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(result, &m); err != nil {
+		return nil, err
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(m["tools"], &tools); err != nil {
+		return result, nil
+	}
+	for _, t := range tools {
+		var name string
+		if json.Unmarshal(t["name"], &name) == nil && TaskTool(name) {
+			t["execution"] = json.RawMessage(`{"taskSupport":"optional"}`)
+		}
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return nil, err
+	}
+	m["tools"] = b
+	return json.Marshal(m)
+}
+
+// IsTasksMethod reports whether method is one this package answers.
+func IsTasksMethod(method string) bool {
+	return method == MethodGet || method == MethodResult || method == MethodList || method == MethodCancel
+}
+
+// asWire is err as a JSON-RPC error.
+func asWire(err error) *jsonrpc.Error {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the request was cancelled"}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
