@@ -48,8 +48,8 @@ type Server struct {
 	builds     *envtools.Builds
 	identified bool // SetIdentity was called: callers are tenants
 
-	noSubscriptions string // why resources/subscribe is refused; "": allowed
-	tasks *tasks.Service // MCP Tasks at the wire (Tasks)
+	noSubscriptions string         // why resources/subscribe is refused; "": allowed
+	tasks           *tasks.Service // MCP Tasks at the wire (Tasks)
 }
 
 // New builds the MCP server from the toolsets: an execute_<language> tool

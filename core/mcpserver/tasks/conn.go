@@ -44,7 +44,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	rewrite map[string]rewrite           // request id → its answer's rewrite
+	rewrite map[string]rewrite            // request id → its answer's rewrite
 	waits   map[string]context.CancelFunc // tasks/* requests being answered
 }
 
