@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -522,7 +520,8 @@ func TestCredentialHostile(t *testing.T) {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(g.ca.PEM())
 		tc := tls.Client(raw, &tls.Config{ServerName: "example.com", RootCAs: pool, NextProtos: []string{"h2"}})
-		cc, err := (&http2.Transport{}).NewClientConn(tc)
+		tr := &http.Transport{ForceAttemptHTTP2: true, DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return tc, tc.Handshake() }}
+		cc, err := tr.NewClientConn(context.Background(), "https", "example.com:"+strconv.Itoa(w.sport))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
@@ -49,14 +47,15 @@ type interception struct {
 	address string
 
 	// The upstream, chosen once its protocol is known: one HTTP/2
-	// connection for every request, or HTTP/1.1 connections (at most
-	// maxUpstreamH1 at once). upMu makes the first dial (and a redial of a
-	// closed HTTP/2 connection) one at a time: a burst of HTTP/2 streams
-	// would otherwise dial one connection each.
+	// connection for every request (h2), or the transport's HTTP/1.1
+	// connections (at most maxUpstreamH1 at once). upMu makes the first
+	// dial (and a redial of a closed HTTP/2 connection) one at a time: a
+	// burst of HTTP/2 streams would otherwise dial one connection each.
+	tr    *http.Transport
 	upMu  sync.Mutex
-	h2    *http2.ClientConn
-	h1    *http.Transport
-	stash net.Conn // the first HTTP/1.1 connection, dialled to learn the protocol
+	h2    *http.ClientConn
+	h1    bool
+	stash net.Conn // dialled to learn the protocol, for the transport's next dial (under mu)
 }
 
 // maxUpstreamH1 bounds the HTTP/1.1 connections to the host one
@@ -95,6 +94,14 @@ func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader
 	}
 	in := &interception{p: p, g: g, t: t, c: c}
 	in.paid.Store(true)
+	in.tr = &http.Transport{
+		DialTLSContext:         in.dialUp,
+		ForceAttemptHTTP2:      true,
+		MaxConnsPerHost:        maxUpstreamH1,
+		MaxIdleConnsPerHost:    maxUpstreamH1,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		IdleConnTimeout:        interceptIdle,
+	}
 	defer in.close()
 	tc := tls.Server(&readerConn{Conn: client, r: br}, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
@@ -130,14 +137,12 @@ func (in *interception) close() {
 	if in.h2 != nil {
 		in.h2.Close()
 	}
-	if in.h1 != nil {
-		in.h1.CloseIdleConnections()
-	}
+	in.upMu.Unlock()
+	in.tr.CloseIdleConnections()
+	in.mu.Lock()
 	if in.stash != nil {
 		in.stash.Close()
 	}
-	in.upMu.Unlock()
-	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, up := range in.ups {
 		up.Close()
@@ -170,58 +175,49 @@ func (in *interception) record(l *connLog, client *tracked) {
 // HTTP/1.1 transport, once the first dial has told which.
 func (in *interception) roundTrip(req *http.Request) (*http.Response, error) {
 	in.upMu.Lock()
-	if in.h2 != nil && !in.h2.CanTakeNewRequest() {
+	if in.h2 != nil && in.h2.Err() != nil {
 		in.h2.Close() // gone away or broken: the next request dials again
 		in.h2 = nil
 	}
-	if h2, h1 := in.h2, in.h1; h2 != nil || h1 != nil {
+	if h2, h1 := in.h2, in.h1; h2 != nil || h1 {
 		in.upMu.Unlock()
 		if h2 != nil {
 			return h2.RoundTrip(req)
 		}
-		return h1.RoundTrip(req)
+		return in.tr.RoundTrip(req)
 	}
+	defer in.upMu.Unlock()
 	conn, err := in.dialTLS(req.Context(), "h2", "http/1.1")
 	if err != nil {
-		in.upMu.Unlock()
 		return nil, err
 	}
-	if conn.ConnectionState().NegotiatedProtocol == "h2" {
-		t := &http2.Transport{MaxHeaderListSize: MaxResponseHeaderBytes}
-		cc, err := t.NewClientConn(conn)
-		if err != nil {
-			conn.Close()
-			in.upMu.Unlock()
-			return nil, err
-		}
-		in.h2 = cc
-		in.upMu.Unlock()
-		return cc.RoundTrip(req)
+	in.mu.Lock()
+	in.stash = conn // the transport's next dial takes it
+	in.mu.Unlock()
+	if conn.ConnectionState().NegotiatedProtocol != "h2" {
+		in.h1 = true
+		return in.tr.RoundTrip(req)
 	}
-	in.stash = conn
-	in.h1 = &http.Transport{
-		DialTLSContext:         in.dialH1,
-		MaxConnsPerHost:        maxUpstreamH1,
-		MaxIdleConnsPerHost:    maxUpstreamH1,
-		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-		IdleConnTimeout:        interceptIdle,
+	cc, err := in.tr.NewClientConn(req.Context(), "https", in.t.String())
+	if err != nil {
+		return nil, err
 	}
-	h1 := in.h1
-	in.upMu.Unlock()
-	return h1.RoundTrip(req)
+	in.h2 = cc
+	// Waits at the host's concurrency limit rather than dialling more.
+	return cc.RoundTrip(req)
 }
 
-// dialH1 hands the HTTP/1.1 transport the connection dialled to learn the
+// dialUp is the transport's dial: the connection dialled to learn the
 // protocol, then new ones.
-func (in *interception) dialH1(ctx context.Context, _, _ string) (net.Conn, error) {
-	in.upMu.Lock()
+func (in *interception) dialUp(ctx context.Context, _, _ string) (net.Conn, error) {
+	in.mu.Lock()
 	c := in.stash
 	in.stash = nil
-	in.upMu.Unlock()
+	in.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	return in.dialTLS(ctx, "http/1.1")
+	return in.dialTLS(ctx, "h2", "http/1.1")
 }
 
 // dialTLS opens an upstream connection: to the connection's target,
