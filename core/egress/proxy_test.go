@@ -158,7 +158,14 @@ func (w *world) policy(edit func(*config.Network)) *Policy {
 // it returns the grant and the proxy's URL.
 func (w *world) grant(p *Policy, hosts ...string) (*Grant, *url.URL) {
 	w.t.Helper()
-	g, err := p.Grant(context.Background(), Request{Hosts: hosts, Client: "tester", Session: "sess-1", RunID: "run-1"})
+	return w.serve(p, Request{Hosts: hosts})
+}
+
+// serve grants r (as the tester's run) and serves the proxy for it.
+func (w *world) serve(p *Policy, r Request) (*Grant, *url.URL) {
+	w.t.Helper()
+	r.Client, r.Session, r.RunID = "tester", "sess-1", "run-1"
+	g, err := p.Grant(context.Background(), r)
 	if err != nil {
 		w.t.Fatal(err)
 	}
