@@ -71,8 +71,9 @@ func (e *Engine) openJobs() error {
 	return nil
 }
 
-// OnJobChange makes fn hear of every change of any job (its state, its
-// output at most once a second), for resource-updated notifications.
+// OnJobChange makes fn, beside those told before, hear of every change of
+// any job (its state, its output at most once a second): resource-updated
+// and task-status notifications.
 func (e *Engine) OnJobChange(fn func(jobs.Record)) { e.jobs.OnChange(fn) }
 
 // checkSessionJob refuses a call in a session a job holds.

@@ -131,7 +131,7 @@ type Registry struct {
 
 	mu       sync.Mutex
 	jobs     map[string]*Job
-	onChange func(Record) // told of every change (outside the locks)
+	onChange []func(Record) // told of every change (outside the locks)
 }
 
 // Options configure a registry.
@@ -182,11 +182,12 @@ func New(o Options) (*Registry, []Record, error) {
 	return r, lost, nil
 }
 
-// OnChange makes fn hear of every change of a job: its state, and its
-// output at most once a second. fn must not block.
+// OnChange makes fn hear of every change of a job (with those told
+// before): its state, and its output at most once a second. fn must not
+// block.
 func (r *Registry) OnChange(fn func(Record)) {
 	r.mu.Lock()
-	r.onChange = fn
+	r.onChange = append(r.onChange, fn)
 	r.mu.Unlock()
 }
 
@@ -473,10 +474,14 @@ func (j *Job) saveFull() bool {
 
 func (j *Job) changed() {
 	j.r.mu.Lock()
-	fn := j.r.onChange
+	fns := j.r.onChange
 	j.r.mu.Unlock()
-	if fn != nil {
-		fn(j.Record())
+	if len(fns) == 0 {
+		return
+	}
+	rec := j.Record()
+	for _, fn := range fns {
+		fn(rec)
 	}
 }
 

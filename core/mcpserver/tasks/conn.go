@@ -27,7 +27,12 @@ func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{Connection: c, s: t.s, owner: t.owner, ctx: ctx, cancel: cancel, rewrite: map[string]rewrite{}, waits: map[string]context.CancelFunc{}}, nil
+	cn := &conn{Connection: c, s: t.s, owner: t.owner, ctx: ctx, cancel: cancel, rewrite: map[string]rewrite{}, waits: map[string]context.CancelFunc{},
+		told: map[string]string{}}
+	t.s.mu.Lock()
+	t.s.watchers[cn] = struct{}{}
+	t.s.mu.Unlock()
+	return cn, nil
 }
 
 // rewrite is what to do with the server's answer to a request.
@@ -46,6 +51,7 @@ type conn struct {
 	mu      sync.Mutex
 	rewrite map[string]rewrite            // request id → its answer's rewrite
 	waits   map[string]context.CancelFunc // tasks/* requests being answered
+	told    map[string]string             // tasks started here → the status last told
 }
 
 // key is an id as a map key ("s:" or "n:" and its value: a string "1" and
@@ -74,7 +80,13 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case req.Method == "tools/call" && req.IsCall():
 			if p, ok := StartCall(req.Params); ok {
 				req.Params = p
-				c.expect(req.ID, func(r json.RawMessage) (json.RawMessage, error) { return c.s.Created(c.owner, r) })
+				c.expect(req.ID, func(r json.RawMessage) (json.RawMessage, error) {
+					out, err := c.s.Created(c.owner, r)
+					if err == nil {
+						c.started(out)
+					}
+					return out, err
+				})
 			}
 		case (req.Method == "initialize" || req.Method == "server/discover") && req.IsCall():
 			c.expect(req.ID, Capabilities)
@@ -156,6 +168,43 @@ func (c *conn) cancelWait(params json.RawMessage) {
 }
 
 func (c *conn) Close() error {
+	c.s.mu.Lock()
+	delete(c.s.watchers, c)
+	c.s.mu.Unlock()
 	c.cancel()
 	return c.Connection.Close()
+}
+
+// started remembers a task this connection created, with its status.
+func (c *conn) started(created json.RawMessage) {
+	var ct struct{ Task Task }
+	if json.Unmarshal(created, &ct) != nil || ct.Task.TaskID == "" {
+		return
+	}
+	c.mu.Lock()
+	c.told[ct.Task.TaskID] = ct.Task.Status
+	c.mu.Unlock()
+}
+
+// status sends notifications/tasks/status when a task this connection
+// created changes status (not at every line of output).
+func (c *conn) status(t Task) {
+	c.mu.Lock()
+	last, mine := c.told[t.TaskID]
+	if mine {
+		if t.Status == Completed || t.Status == Failed || t.Status == Cancelled {
+			delete(c.told, t.TaskID)
+		} else {
+			c.told[t.TaskID] = t.Status
+		}
+	}
+	c.mu.Unlock()
+	if !mine || last == t.Status {
+		return
+	}
+	params, err := json.Marshal(t)
+	if err != nil {
+		return
+	}
+	_ = c.Connection.Write(c.ctx, &jsonrpc.Request{Method: "notifications/tasks/status", Params: params})
 }

@@ -61,6 +61,7 @@ type Jobs interface {
 	Jobs(client string) []jobs.Record
 	CancelJob(ctx context.Context, client, id string) (jobs.Record, error)
 	LanguageName(language string) string
+	OnJobChange(fn func(jobs.Record))
 }
 
 // Service answers tasks for the owners its adapters name.
@@ -73,6 +74,9 @@ type Service struct {
 	// refusal, a quota): a task is still answered, failed, holding the
 	// tool's error result, so that the client learns why.
 	refused map[string]refusedTask
+	// watchers hear of the status changes of the tasks they started
+	// (notifications/tasks/status, on connections that can carry them).
+	watchers map[*conn]struct{}
 }
 
 type refusedTask struct {
@@ -86,7 +90,25 @@ const maxRefused = 1000
 
 // New serves tasks on j's jobs.
 func New(j Jobs, cfg config.Config) *Service {
-	return &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}}
+	s := &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}, watchers: map[*conn]struct{}{}}
+	j.OnJobChange(s.changed)
+	return s
+}
+
+// changed tells the connections that started r as a task of a change of
+// its status.
+func (s *Service) changed(r jobs.Record) {
+	s.mu.Lock()
+	var to []*conn
+	for c := range s.watchers {
+		if c.owner == r.Client {
+			to = append(to, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range to {
+		c.status(s.task(r))
+	}
 }
 
 // Task is a task as the protocol shows it.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
@@ -23,9 +24,12 @@ import (
 
 // fakeJobs holds records by owner and id; WaitJob finishes a job.
 type fakeJobs struct {
-	mu   sync.Mutex
-	recs map[string]jobs.Record // owner/id
+	mu       sync.Mutex
+	recs     map[string]jobs.Record // owner/id
+	onChange func(jobs.Record)
 }
+
+func (f *fakeJobs) OnJobChange(fn func(jobs.Record)) { f.onChange = fn }
 
 func (f *fakeJobs) put(owner string, r jobs.Record) {
 	f.mu.Lock()
@@ -241,4 +245,84 @@ func TestHandler(t *testing.T) {
 	if !strings.Contains(body, "structuredContent") || strings.Contains(seen, "background") {
 		t.Fatalf("a call without a task was changed: %s / %s", seen, body)
 	}
+}
+
+// fakeConn is a connection whose reads are fed and whose writes are kept.
+type fakeConn struct {
+	in  chan jsonrpc.Message
+	mu  sync.Mutex
+	out []jsonrpc.Message
+}
+
+func (f *fakeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-f.in:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fakeConn) Write(_ context.Context, m jsonrpc.Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.out = append(f.out, m)
+	return nil
+}
+
+func (f *fakeConn) written() []jsonrpc.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]jsonrpc.Message(nil), f.out...)
+}
+
+func (f *fakeConn) Close() error      { return nil }
+func (f *fakeConn) SessionID() string { return "" }
+
+type fakeTransport struct{ c *fakeConn }
+
+func (t fakeTransport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
+
+// On stdio: a task call goes to the server as a job and its answer comes
+// back as the task; tasks/get is answered without the server; the task's
+// end is told (notifications/tasks/status), its output is not.
+func TestConnection(t *testing.T) {
+	s, f := newService()
+	fc := &fakeConn{in: make(chan jsonrpc.Message, 4)}
+	c, err := s.Transport(fakeTransport{fc}, "alice").Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := jsonrpc.MakeID(float64(3))
+	fc.in <- &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"execute_python","arguments":{"code":"1"},"task":{}}`)}
+	m, err := c.Read(context.Background())
+	if req, ok := m.(*jsonrpc.Request); err != nil || !ok || !strings.Contains(string(req.Params), `"background":true`) {
+		t.Fatalf("the server read %v %v", m, err)
+	}
+	if err := c.Write(context.Background(), &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"content":[],"structuredContent":{"job_id":"job-1"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := jsonrpc.MakeID("g")
+	fc.in <- &jsonrpc.Request{ID: gid, Method: MethodGet, Params: json.RawMessage(`{"taskId":"job-1"}`)}
+	go c.Read(context.Background()) // answers tasks/get itself, then waits for more
+	deadline := time.Now().Add(5 * time.Second)
+	for len(fc.written()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r, _ := f.Job("alice", "job-1", "")
+	r.Progress++
+	f.onChange(r) // output only: nothing told
+	r.State = jobs.Done
+	f.onChange(r)
+	f.onChange(r) // told once
+	var got []string
+	for _, m := range fc.written() {
+		b, _ := jsonrpc.EncodeMessage(m)
+		got = append(got, string(b))
+	}
+	if len(got) != 3 || !strings.Contains(got[0], `"task":{"taskId":"job-1"`) || !strings.Contains(got[1], `"id":"g"`) ||
+		!strings.Contains(got[2], `"notifications/tasks/status"`) || !strings.Contains(got[2], `"status":"completed"`) {
+		t.Fatalf("written:\n%s", strings.Join(got, "\n"))
+	}
+	c.Close()
 }
