@@ -17,8 +17,6 @@
 package egress
 
 import (
-	"context"
-
 	"github.com/mcp-forge/mcp-forge/core/audit"
 )
 
@@ -82,7 +80,3 @@ const (
 type Recorder interface {
 	Record(audit.Entry)
 }
-
-// Approver asks the user whether the run may have the network it asked for
-// (MCP elicitation). supported is false when the client cannot be asked.
-type Approver func(ctx context.Context, message string) (approved, supported bool, err error)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
@@ -78,21 +79,18 @@ func union(a, b []int) []int {
 }
 
 // approve asks the user for the grant (network.require_approval).
-func (g *Grant) approve(ctx context.Context, ask Approver) error {
+func (g *Grant) approve(ctx context.Context, ask approval.Approver) error {
 	hosts := strings.Join(g.Hosts(), ", ")
 	if names := g.CredentialNames(); len(names) > 0 {
 		hosts += " (adding credential" + map[bool]string{true: "s", false: ""}[len(names) > 1] + " " + strings.Join(names, ", ") + ")"
 	}
-	if ask == nil {
-		return refusal.New(RuleApproval, "network to %s needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator", hosts)
-	}
-	ok, supported, err := ask(ctx, "Allow this run to connect to "+hosts+"?")
-	switch {
-	case err != nil:
+	answer, err := approval.Ask(ctx, ask, "Allow this run to connect to "+hosts+"?")
+	switch answer {
+	case approval.Failed:
 		return fmt.Errorf("ask for approval of network to %s: %w", hosts, err)
-	case !supported:
+	case approval.CannotAsk:
 		return refusal.New(RuleApproval, "network to %s needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator", hosts)
-	case !ok:
+	case approval.Declined:
 		return refusal.New(RuleApproval, "network to %s was declined by the user", hosts)
 	}
 	return nil

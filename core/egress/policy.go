@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
@@ -153,7 +154,7 @@ type Request struct {
 	Client      string // the audit line's user_id
 	Session     string // the audit line's session_id
 	RunID       string
-	Approve     Approver // asked when network.require_approval; nil: the client cannot be asked
+	Approve     approval.Approver // asked when network.require_approval; nil: the client cannot be asked
 }
 
 // Grant intersects what the run asked for with the policy (its global lists

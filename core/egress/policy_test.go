@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -144,7 +145,7 @@ func TestGrant(t *testing.T) {
 // A grant the policy says needs approval is made only when the user
 // approves; a client that cannot be asked gets none (fail closed).
 func TestGrantApproval(t *testing.T) {
-	ask := func(ok, supported bool, err error) Approver {
+	ask := func(ok, supported bool, err error) approval.Approver {
 		return func(_ context.Context, msg string) (bool, bool, error) {
 			if !strings.Contains(msg, "files.example.org:443") {
 				t.Errorf("the question %q does not name the hosts", msg)
@@ -154,7 +155,7 @@ func TestGrantApproval(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		approve Approver
+		approve approval.Approver
 		rule    string // "": granted
 		plain   bool   // an error that is no refusal
 	}{

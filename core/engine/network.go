@@ -62,7 +62,7 @@ func (e *Engine) openNetwork(ctx context.Context, a netAsk, backendName string) 
 	ctx, span := telemetry.Start(ctx, "network.grant")
 	defer func() { telemetry.End(span, err) }()
 	g, err := e.network.policy.Grant(ctx, egress.Request{Hosts: a.hosts, Credentials: a.credentials, Tenant: tenant.Name(ctx), Client: a.client, Session: a.session, RunID: a.run,
-		Approve: egress.Approver(a.approve)})
+		Approve: a.approve})
 	if err != nil {
 		return nil, e.refuse(a.client, a.session, a.tool, err, map[string]any{"run_id": a.run, "network": a.hosts, "creds": a.credentials})
 	}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -478,13 +479,13 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 		if approve == nil {
 			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and no MCP client of this run can be asked", req.Tool, server))
 		}
-		ok, supported, err := approve(g.ctx, fmt.Sprintf("Sandboxed code asks to call the MCP tool %s with arguments:\n%s\nAllow this call?", req.Tool, preview(req.Arguments)))
-		switch {
-		case err != nil:
+		answer, err := approval.Ask(g.ctx, approve, fmt.Sprintf("Sandboxed code asks to call the MCP tool %s with arguments:\n%s\nAllow this call?", req.Tool, preview(req.Arguments)))
+		switch answer {
+		case approval.Failed:
 			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval, and asking failed: %v", req.Tool, err))
-		case !supported:
+		case approval.CannotAsk:
 			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and the MCP client cannot be asked (it declared no form elicitation, or speaks protocol 2026-07-28, where a server cannot ask during a call), so it was not called", req.Tool, server))
-		case !ok:
+		case approval.Declined:
 			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("the user declined the call of %s", req.Tool))
 		}
 	}

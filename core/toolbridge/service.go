@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -55,8 +56,7 @@ func refusal(rule, format string, args ...any) error {
 }
 
 // Approver asks the user whether a call may proceed (MCP elicitation).
-// supported is false when the client cannot be asked.
-type Approver func(ctx context.Context, message string) (approved, supported bool, err error)
+type Approver = approval.Approver
 
 // BridgeFunc returns the running bridge plugin, starting it if needed.
 type BridgeFunc func(ctx context.Context) (bridge.Bridge, error)

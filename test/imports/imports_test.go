@@ -211,10 +211,10 @@ var rules = []rule{
 	// The egress proxy enforces the network policy on whatever connection
 	// it is handed: it knows nothing of sandboxes, runtimes or the engine.
 	// Its credentials know even less: their configuration.
-	{"core/egress: of this module only core/config, core/audit, core/refusal, sdk/sanitize and its credentials; those only core/config", func(from, to string) bool {
+	{"core/egress: of this module only core/config, core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; those only core/config", func(from, to string) bool {
 		switch from {
 		case "core/egress":
-			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "sdk/sanitize", "core/egress/credential"}, to)
+			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential"}, to)
 		case "core/egress/credential":
 			return internal(to) && to != "core/config"
 		}
