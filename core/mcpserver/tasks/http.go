@@ -157,7 +157,10 @@ func (rw *rewriter) lines() error {
 		}
 		line := append([]byte(nil), rw.buf.Next(i+1)...)
 		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			line = append(append([]byte("data: "), rw.message(bytes.TrimRight(data, "\r\n"))...), '\n')
+			body := bytes.TrimRight(data, "\r\n")
+			if out, changed := rw.message(body); changed {
+				line = append(append([]byte("data: "), out...), data[len(body):]...)
+			}
 		}
 		if _, err := rw.ResponseWriter.Write(line); err != nil {
 			return err
@@ -165,12 +168,12 @@ func (rw *rewriter) lines() error {
 	}
 }
 
-// message is data, or the rewritten answer when data is it.
-func (rw *rewriter) message(data []byte) []byte {
+// message is the rewritten answer when data is it (changed), else data.
+func (rw *rewriter) message(data []byte) ([]byte, bool) {
 	msg, err := jsonrpc.DecodeMessage(data)
 	resp, ok := msg.(*jsonrpc.Response)
 	if err != nil || !ok || key(resp.ID) != rw.id || resp.Error != nil {
-		return data
+		return data, false
 	}
 	out, err := rw.fn(resp.Result)
 	if err != nil {
@@ -179,9 +182,9 @@ func (rw *rewriter) message(data []byte) []byte {
 		out, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: resp.ID, Result: out})
 	}
 	if err != nil {
-		return data
+		return data, false
 	}
-	return out
+	return out, true
 }
 
 func (rw *rewriter) Flush() {
@@ -202,7 +205,7 @@ func (rw *rewriter) finish() {
 		_, _ = rw.ResponseWriter.Write(rw.buf.Bytes())
 		return
 	}
-	out := rw.message(bytes.TrimSpace(rw.buf.Bytes()))
+	out, _ := rw.message(bytes.TrimSpace(rw.buf.Bytes()))
 	rw.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	rw.ResponseWriter.WriteHeader(http.StatusOK)
 	_, _ = rw.ResponseWriter.Write(out)
