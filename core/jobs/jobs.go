@@ -74,6 +74,9 @@ type Record struct {
 	LastProgress time.Time `json:"last_progress,omitzero"`
 	// Result is the engine's result of a finished job (its JSON form).
 	Result json.RawMessage `json:"result,omitempty"`
+	// HasResult says a finished job has a result, in a copy without it
+	// (Record): a job whose code failed answered its call all the same.
+	HasResult bool `json:"has_result,omitempty"`
 	// Server is the process that ran the job, as procid names it
 	// ("<pid>-<start time>", like the labels of containers and workspaces,
 	// so that a reused pid is not taken for it): a record whose server is
@@ -174,6 +177,7 @@ func New(o Options) (*Registry, []Record, error) {
 			_ = r.store.Remove(rec.ID)
 			continue
 		}
+		rec.HasResult = rec.HasResult || len(rec.Result) > 0 // a record of a server before the flag
 		j := &Job{r: r, rec: rec, done: make(chan struct{}), onDisk: len(rec.Result) > 0}
 		j.rec.Result = nil
 		close(j.done)
@@ -428,6 +432,7 @@ func (j *Job) Finish(state State, why string, result json.RawMessage) {
 	j.rec.Stdout, j.rec.Stderr = j.out.String(), j.err.String()
 	j.rec.StdoutBytes, j.rec.StderrBytes = j.out.total, j.err.total
 	j.rec.State, j.rec.Reason, j.rec.Result, j.rec.Finished = state, why, result, j.r.now()
+	j.rec.HasResult = len(result) > 0
 	j.mu.Unlock()
 	if j.saveFull() && len(result) > 0 {
 		j.mu.Lock()

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -78,7 +79,12 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case req.Method == "notifications/cancelled":
 			c.cancelWait(req.Params)
 		case req.Method == "tools/call" && req.IsCall():
-			if p, ok := StartCall(req.Params); ok {
+			p, ok, err := StartCall(req.Params)
+			if err != nil {
+				_ = c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: asWire(err)})
+				continue
+			}
+			if ok {
 				req.Params = p
 				c.expect(req.ID, func(r json.RawMessage) (json.RawMessage, error) {
 					out, err := c.s.Created(c.owner, r)
@@ -123,12 +129,23 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.Connection.Write(ctx, msg)
 }
 
+// maxWaits bounds the tasks/* requests one connection has answered at
+// once (tasks/result waits for the job's end: each holds a goroutine).
+const maxWaits = 64
+
 // answer serves a tasks/* request apart from the server's read loop:
 // tasks/result waits for the job's end.
 func (c *conn) answer(req *jsonrpc.Request) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	k := key(req.ID)
 	c.mu.Lock()
+	if len(c.waits) >= maxWaits {
+		c.mu.Unlock()
+		cancel()
+		_ = c.Connection.Write(c.ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("this connection already waits on %d tasks requests: wait for some to answer", maxWaits)}})
+		return
+	}
 	c.waits[k] = cancel
 	c.mu.Unlock()
 	go func() {
@@ -175,15 +192,19 @@ func (c *conn) Close() error {
 	return c.Connection.Close()
 }
 
-// started remembers a task this connection created, with its status.
+// started remembers a task this connection created, with its status,
+// then looks again: a job that changed meanwhile is told now.
 func (c *conn) started(created json.RawMessage) {
 	var ct struct{ Task Task }
-	if json.Unmarshal(created, &ct) != nil || ct.Task.TaskID == "" {
-		return
+	if json.Unmarshal(created, &ct) != nil || ct.Task.TaskID == "" || ct.Task.Status != Working {
+		return // ended already (or refused): nothing more to tell
 	}
 	c.mu.Lock()
 	c.told[ct.Task.TaskID] = ct.Task.Status
 	c.mu.Unlock()
+	if r, err := c.s.jobs.Job(c.owner, ct.Task.TaskID, "tasks/get"); err == nil {
+		c.status(c.s.task(r))
+	}
 }
 
 // status sends notifications/tasks/status when a task this connection

@@ -22,7 +22,7 @@ func FuzzTasksWire(f *testing.F) {
 				t.Fatalf("%s %q answered %q", m, params, out)
 			}
 		}
-		if out, ok := StartCall(json.RawMessage(params)); ok {
+		if out, ok, _ := StartCall(json.RawMessage(params)); ok {
 			var p struct {
 				Name      string
 				Arguments map[string]any

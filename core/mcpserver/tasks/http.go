@@ -3,12 +3,17 @@ package tasks
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
 // Handler serves tasks in front of next, a streamable HTTP MCP handler:
@@ -42,10 +47,21 @@ func (s *Service) Handler(next http.Handler, identify func(*http.Request) (strin
 		var fn rewrite
 		switch {
 		case IsTasksMethod(req.Method):
+			// Answered here, so checked here as go-sdk checks what it
+			// answers: a web page rebinding a name to this loopback server
+			// must not read the user's tasks.
+			if status, why := refusedRequest(r); status != 0 {
+				http.Error(w, why, status)
+				return
+			}
 			s.serveTasks(w, r, req, identify)
 			return
 		case req.Method == "tools/call":
-			p, ok := StartCall(req.Params)
+			p, ok, err := StartCall(req.Params)
+			if err != nil {
+				writeJSON(w, &jsonrpc.Response{ID: req.ID, Error: asWire(err)})
+				return
+			}
 			if !ok {
 				break
 			}
@@ -73,6 +89,30 @@ func (s *Service) Handler(next http.Handler, identify func(*http.Request) (strin
 		pass(body, rw)
 		rw.finish()
 	})
+}
+
+// refusedRequest is go-sdk's refusal of a request (its status, and why),
+// 0 for none: a server on loopback answers loopback Host names only (DNS
+// rebinding), and the body must be declared JSON (no simple cross-site
+// form post).
+func refusedRequest(r *http.Request) (int, string) {
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
+		if loopback(local.String()) && !loopback(r.Host) {
+			return http.StatusForbidden, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host)
+		}
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return http.StatusUnsupportedMediaType, "Content-Type must be 'application/json'"
+	}
+	return 0, ""
+}
+
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	return config.IsLoopbackHost(host)
 }
 
 func (s *Service) serveTasks(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request, identify func(*http.Request) (string, error)) {

@@ -13,6 +13,7 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,6 +78,9 @@ type Service struct {
 	// watchers hear of the status changes of the tasks they started
 	// (notifications/tasks/status, on connections that can carry them).
 	watchers map[*conn]struct{}
+	// cancelling are tasks cancelled whose job is still being stopped:
+	// cancelled already, as tasks/cancel must answer.
+	cancelling map[string]bool
 }
 
 type refusedTask struct {
@@ -85,12 +89,13 @@ type refusedTask struct {
 	result  json.RawMessage
 }
 
-// maxRefused bounds the refused tasks kept (the oldest go first).
-const maxRefused = 1000
+// maxRefused bounds the refused tasks kept per owner (its oldest go
+// first): one owner's refusals never push out another's.
+const maxRefused = 100
 
 // New serves tasks on j's jobs.
 func New(j Jobs, cfg config.Config) *Service {
-	s := &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}, watchers: map[*conn]struct{}{}}
+	s := &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}, watchers: map[*conn]struct{}{}, cancelling: map[string]bool{}}
 	j.OnJobChange(s.changed)
 	return s
 }
@@ -99,6 +104,9 @@ func New(j Jobs, cfg config.Config) *Service {
 // its status.
 func (s *Service) changed(r jobs.Record) {
 	s.mu.Lock()
+	if r.State.Finished() {
+		delete(s.cancelling, r.ID)
+	}
 	var to []*conn
 	for c := range s.watchers {
 		if c.owner == r.Client {
@@ -136,7 +144,7 @@ func status(r jobs.Record) string {
 	case jobs.Done:
 		return Completed
 	}
-	if len(r.Result) > 0 {
+	if r.HasResult || len(r.Result) > 0 {
 		return Completed
 	}
 	return Failed
@@ -157,6 +165,12 @@ func (s *Service) task(r jobs.Record) Task {
 	t.StatusMessage = string(r.State)
 	if r.Reason != "" {
 		t.StatusMessage += ": " + r.Reason
+	}
+	s.mu.Lock()
+	stopping := s.cancelling[r.ID] && !r.State.Finished()
+	s.mu.Unlock()
+	if stopping {
+		t.Status, t.StatusMessage, t.PollInterval = Cancelled, "cancelled: its sandbox is being stopped", 0
 	}
 	return t
 }
@@ -200,11 +214,19 @@ func (s *Service) Answer(ctx context.Context, owner, method string, params json.
 		if err != nil {
 			return nil, errNotFound(p.TaskID)
 		}
-		if r.State.Finished() {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Cannot cancel task: it is already in terminal status " + status(r)}
+		if t := s.task(r); r.State.Finished() || t.Status == Cancelled {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Cannot cancel task: it is already in terminal status " + t.Status}
 		}
+		s.mu.Lock()
+		s.cancelling[p.TaskID] = true
+		s.mu.Unlock()
 		if r, err = s.jobs.CancelJob(ctx, owner, p.TaskID); err != nil {
 			return nil, err
+		}
+		if r.State.Finished() {
+			s.mu.Lock()
+			delete(s.cancelling, p.TaskID)
+			s.mu.Unlock()
 		}
 		return json.Marshal(s.task(r))
 	case MethodResult:
@@ -221,6 +243,7 @@ func (s *Service) list(owner string) (json.RawMessage, error) {
 		out.Tasks = append(out.Tasks, s.task(r))
 	}
 	s.mu.Lock()
+	s.expire()
 	for id, rt := range s.refused {
 		if rt.owner == owner {
 			out.Tasks = append(out.Tasks, refusedView(id, rt, s.cfg))
@@ -234,6 +257,7 @@ func (s *Service) list(owner string) (json.RawMessage, error) {
 // call would have answered without a task.
 func (s *Service) result(ctx context.Context, owner, id string) (json.RawMessage, error) {
 	s.mu.Lock()
+	s.expire()
 	rt, refused := s.refused[id]
 	s.mu.Unlock()
 	if refused && rt.owner == owner {
@@ -279,6 +303,9 @@ func related(result json.RawMessage, id string) (json.RawMessage, error) {
 	if err := json.Unmarshal(result, &m); err != nil {
 		return nil, err
 	}
+	if m == nil {
+		m = map[string]any{}
+	}
 	meta, _ := m["_meta"].(map[string]any)
 	if meta == nil {
 		meta = map[string]any{}
@@ -293,32 +320,36 @@ func TaskTool(tool string) bool { return strings.HasPrefix(tool, "execute_") }
 
 // StartCall rewrites a tools/call's params when it asks for a task
 // (params.task) of a task tool: the call starts a background job instead.
-// ok is false for every other call, which passes untouched.
-func StartCall(params json.RawMessage) (rewritten json.RawMessage, ok bool) {
+// ok is false for every other call, which passes untouched; err says a
+// task was asked of a tool that cannot be one.
+func StartCall(params json.RawMessage) (rewritten json.RawMessage, ok bool, err error) {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	task, asked := p["task"]
 	var name string
-	if !asked || string(task) == "null" || json.Unmarshal(p["name"], &name) != nil || !TaskTool(name) {
-		return nil, false
+	if !asked || string(task) == "null" || json.Unmarshal(p["name"], &name) != nil {
+		return nil, false, nil
+	}
+	if !TaskTool(name) {
+		return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s cannot be called as a task (tools/list says which can: execution.taskSupport)", name)}
 	}
 	args := map[string]json.RawMessage{}
 	if a, ok := p["arguments"]; ok && string(a) != "null" {
 		if json.Unmarshal(a, &args) != nil {
-			return nil, false // not an object: the server refuses it as it is
+			return nil, false, nil // not an object: the server refuses it as it is
 		}
 	}
 	args["background"] = json.RawMessage("true")
 	delete(p, "task")
 	b, err := json.Marshal(args)
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	p["arguments"] = b
 	out, err := json.Marshal(p)
-	return out, err == nil
+	return out, err == nil, nil
 }
 
 // Created turns the answer of a call StartCall rewrote (a job started, or
@@ -332,6 +363,9 @@ func (s *Service) Created(owner string, result json.RawMessage) (json.RawMessage
 	}
 	if err := json.Unmarshal(result, &r); err != nil {
 		return nil, err
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(result), []byte("{")) {
+		return nil, fmt.Errorf("the tool's answer is not an object")
 	}
 	var t Task
 	if id := r.Structured.JobID; id != "" && !r.IsError {
@@ -352,13 +386,15 @@ func (s *Service) refuse(owner string, result json.RawMessage) Task {
 	rt := refusedTask{owner: owner, created: time.Now(), result: result}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, old := range s.refused {
-		if time.Since(old.created) > time.Duration(s.cfg.Jobs.ResultTTL)*time.Second {
-			delete(s.refused, id)
+	s.expire()
+	var mine []entry
+	for k, v := range s.refused {
+		if v.owner == owner {
+			mine = append(mine, entry{k, v})
 		}
 	}
-	if len(s.refused) >= maxRefused {
-		oldest := slices.MinFunc(mapsEntries(s.refused), func(a, b entry) int { return a.v.created.Compare(b.v.created) })
+	if len(mine) >= maxRefused {
+		oldest := slices.MinFunc(mine, func(a, b entry) int { return a.v.created.Compare(b.v.created) })
 		delete(s.refused, oldest.k)
 	}
 	s.refused[id] = rt
@@ -370,12 +406,13 @@ type entry struct {
 	v refusedTask
 }
 
-func mapsEntries(m map[string]refusedTask) []entry {
-	out := make([]entry, 0, len(m))
-	for k, v := range m {
-		out = append(out, entry{k, v})
+// expire forgets refused tasks past the jobs' time to live (s.mu held).
+func (s *Service) expire() {
+	for id, old := range s.refused {
+		if time.Since(old.created) > time.Duration(s.cfg.Jobs.ResultTTL)*time.Second {
+			delete(s.refused, id)
+		}
 	}
-	return out
 }
 
 func refusedView(id string, rt refusedTask, cfg config.Config) Task {
@@ -387,6 +424,7 @@ func refusedView(id string, rt refusedTask, cfg config.Config) Task {
 func (s *Service) refusedTask(owner, id string) (Task, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expire()
 	rt, ok := s.refused[id]
 	if !ok || rt.owner != owner {
 		return Task{}, false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,13 +101,20 @@ func TestStartCall(t *testing.T) {
 		{`{"name":"execute_python","arguments":{"code":"1","background":false},"task":{}}`, `{"arguments":{"background":true,"code":"1"},"name":"execute_python"}`},
 		{`{"name":"execute_python","arguments":{"code":"1"}}`, ""},
 		{`{"name":"execute_python","arguments":{"code":"1"},"task":null}`, ""},
-		{`{"name":"list_sessions","task":{}}`, ""},
+		{`{"name":"list_sessions","task":{}}`, "error"},
 		{`{"name":"execute_python","arguments":[1],"task":{}}`, ""},
 		{`not json`, ""},
 	} {
-		got, ok := StartCall(json.RawMessage(tc.params))
-		if ok != (tc.want != "") || (ok && string(got) != tc.want) {
-			t.Errorf("%s: %s %v, want %q", tc.params, got, ok, tc.want)
+		got, ok, err := StartCall(json.RawMessage(tc.params))
+		if tc.want == "error" {
+			var we *jsonrpc.Error
+			if !errors.As(err, &we) || we.Code != jsonrpc.CodeMethodNotFound {
+				t.Errorf("%s: %v, want method not found", tc.params, err)
+			}
+			continue
+		}
+		if err != nil || ok != (tc.want != "") || (ok && string(got) != tc.want) {
+			t.Errorf("%s: %s %v %v, want %q", tc.params, got, ok, err, tc.want)
 		}
 	}
 }
@@ -220,6 +228,7 @@ func TestHandler(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 		req.Header.Set("X-Owner", "alice")
 		req.Header.Set("Accept", accept)
+		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w.Header().Get("Content-Type"), w.Body.String()
@@ -325,4 +334,98 @@ func TestConnection(t *testing.T) {
 		t.Fatalf("written:\n%s", strings.Join(got, "\n"))
 	}
 	c.Close()
+}
+
+// Found by a hostile review, each now refused or bounded.
+func TestHostile(t *testing.T) {
+	t.Run("a rebinding page cannot read tasks of a loopback server", func(t *testing.T) {
+		s, _ := newService()
+		h := s.Handler(http.NotFoundHandler(), func(*http.Request) (string, error) { return "alice", nil }, 1<<20)
+		for _, tc := range []struct {
+			host, ctype string
+			want        int
+		}{{"evil.example:3000", "application/json", http.StatusForbidden}, {"127.0.0.1:3000", "text/plain", http.StatusUnsupportedMediaType},
+			{"localhost:3000", "application/json; charset=utf-8", http.StatusOK}} {
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`))
+			req.Host = tc.host
+			req.Header.Set("Content-Type", tc.ctype)
+			req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3000}))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != tc.want || (tc.want != http.StatusOK && strings.Contains(w.Body.String(), "job-1")) {
+				t.Errorf("Host %s, %s: %d %s, want %d", tc.host, tc.ctype, w.Code, w.Body.String(), tc.want)
+			}
+		}
+	})
+	t.Run("one owner's refusals do not push out another's", func(t *testing.T) {
+		s, _ := newService()
+		refused := json.RawMessage(`{"content":[{"type":"text","text":"no"}],"isError":true}`)
+		b, _ := s.Created("alice", refused)
+		var ct struct{ Task Task }
+		json.Unmarshal(b, &ct)
+		for range maxRefused + 10 {
+			s.Created("mallory", refused)
+		}
+		if _, err := s.Answer(context.Background(), "alice", MethodResult, json.RawMessage(`{"taskId":"`+ct.Task.TaskID+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.refused); n > maxRefused+1 {
+			t.Fatalf("%d refused tasks kept", n)
+		}
+	})
+	t.Run("a null answer is no task", func(t *testing.T) {
+		s, _ := newService()
+		if _, err := s.Created("alice", json.RawMessage(`null`)); err == nil {
+			t.Fatal("a null answer made a task")
+		}
+		if _, err := related(json.RawMessage(`null`), "x"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a cancelled task is cancelled while its sandbox stops", func(t *testing.T) {
+		s, f := newService()
+		stuck := &stuckCancel{fakeJobs: f}
+		s.jobs = stuck
+		b, err := s.Answer(context.Background(), "alice", MethodCancel, json.RawMessage(`{"taskId":"job-1"}`))
+		if err != nil || !strings.Contains(string(b), `"status":"cancelled"`) {
+			t.Fatalf("cancel: %s %v", b, err)
+		}
+		b, _ = s.Answer(context.Background(), "alice", MethodGet, json.RawMessage(`{"taskId":"job-1"}`))
+		if !strings.Contains(string(b), `"status":"cancelled"`) {
+			t.Fatalf("get after cancel: %s", b)
+		}
+		if _, err := s.Answer(context.Background(), "alice", MethodCancel, json.RawMessage(`{"taskId":"job-1"}`)); err == nil {
+			t.Fatal("cancelled twice")
+		}
+	})
+	t.Run("a code error completes the call, in every view", func(t *testing.T) {
+		r := jobs.Record{State: jobs.Failed, HasResult: true}
+		if status(r) != Completed {
+			t.Fatal(status(r))
+		}
+	})
+	t.Run("a task that ended before it was remembered is not kept", func(t *testing.T) {
+		s, f := newService()
+		fc := &fakeConn{in: make(chan jsonrpc.Message, 1)}
+		cn, _ := s.Transport(fakeTransport{fc}, "alice").Connect(context.Background())
+		c := cn.(*conn)
+		r, _ := f.Job("alice", "job-done", "")
+		b, _ := json.Marshal(map[string]any{"task": s.task(r)})
+		c.started(b)
+		r, _ = f.Job("alice", "job-1", "")
+		b, _ = json.Marshal(map[string]any{"task": s.task(r)})
+		r.State = jobs.Done
+		f.put("alice", r) // it ends between the answer and started
+		c.started(b)
+		if len(c.told) != 0 || len(fc.written()) != 1 {
+			t.Fatalf("told %v, written %d", c.told, len(fc.written()))
+		}
+	})
+}
+
+// stuckCancel's CancelJob returns while the job still runs.
+type stuckCancel struct{ *fakeJobs }
+
+func (s *stuckCancel) CancelJob(_ context.Context, client, id string) (jobs.Record, error) {
+	return s.Job(client, id, "")
 }
