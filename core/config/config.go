@@ -326,6 +326,20 @@ type Volumes struct {
 	// InlineFileSize: an output file up to this size comes back inside the
 	// execute result; a larger one as a link to read with resources/read.
 	InlineFileSize Size `toml:"inline_file_size"`
+	// HostRoots are directories of the server's machine whose files a
+	// session may copy in (import_file) and, writable, out (export_file):
+	// the user's own data, its bytes never passing through the model
+	// (docs/session-data.md). None by default.
+	HostRoots map[string]HostRoot `toml:"host_roots"`
+}
+
+// HostRoot is one directory of [volumes.host_roots].
+type HostRoot struct {
+	Path     string `toml:"path"`     // absolute; the directory itself may not be a link
+	Writable bool   `toml:"writable"` // export_file may write into it
+	// Tenants may use it over HTTP; empty: only the local client (stdio,
+	// or an HTTP server without tenants).
+	Tenants []string `toml:"tenants"`
 }
 
 // DefaultRunsc is where scripts/setup.sh installs gVisor's runsc.
@@ -539,6 +553,7 @@ func systemDefault() Config {
 			EnforceQuota:    true,
 			MaxFileSize:     10 << 20,
 			InlineFileSize:  256 << 10,
+			HostRoots:       map[string]HostRoot{},
 		},
 		Runtime: Runtime{Kind: "podman", Kubernetes: Kubernetes{
 			Namespace: "mcp-forge", PullPolicy: "IfNotPresent", AgentImage: "localhost/mcp-forge/agent:dev", NodeSelector: map[string]string{}, Tolerations: []Toleration{},

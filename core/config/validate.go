@@ -116,6 +116,16 @@ func Validate(c Config) Errors {
 	}
 
 	v.abs("volumes.base_path", c.Volumes.BasePath)
+	for _, name := range sortedKeys(c.Volumes.HostRoots) {
+		p, r := "volumes.host_roots."+name, c.Volumes.HostRoots[name]
+		v.name(p, name)
+		v.abs(p+".path", r.Path)
+		for i, t := range r.Tenants {
+			if _, ok := c.Tenants[t]; !ok {
+				v.add(fmt.Sprintf("%s.tenants[%d]", p, i), fmt.Sprintf("no tenant %q is configured ([tenants.%s])", t, t))
+			}
+		}
+	}
 	// The store must hold at least one session's checkpoint.
 	v.absOrEmpty("sessions.checkpoint_dir", c.Sessions.CheckpointDir)
 	v.sizeAtLeast("sessions.checkpoint_store_quota", c.Sessions.CheckpointStoreQuota, "volumes.session_quota", c.Volumes.SessionQuota)

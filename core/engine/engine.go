@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
@@ -126,6 +127,7 @@ type Engine struct {
 
 	store runtime.SessionStore // nil: sessions live in this replica only (handover.go)
 	hosts SessionHosts
+	roots *hostroots.Roots // [volumes.host_roots] (hostfiles.go); nil: none
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).
@@ -346,7 +348,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err err
 	if p.s != nil {
 		p.name = p.s.Backend // an existing session keeps its backend
 	}
-	p.inputs, err = e.inputFiles(req, p.name) // audited there
+	p.inputs, err = e.inputFiles(ctx, req, p.name) // audited there
 	if err != nil {
 		p.drop(e)
 		return nil, err

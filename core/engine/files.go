@@ -260,38 +260,55 @@ func (e *Engine) UploadFile(client, id, rel, content, encoding string) (FileInfo
 	if max := e.maxFileSize(); int64(len(data)) > max {
 		return FileInfo{}, e.refuse(client, id, tool, refusal.New(RuleFileSize, "%s is %d bytes, over the %s limit of one file (volumes.max_file_size)", quoted(rel), len(data), config.FormatSize(max)), map[string]any{"path": auditPath(rel), "bytes": len(data)})
 	}
-	// Refuse what cannot fit before writing: a full workspace would
-	// otherwise also fail the session's own next write.
-	var st unix.Statfs_t
-	if local, ok := f.(*workspace.Files); ok && unix.Statfs(local.Root(), &st) == nil {
-		if free := int64(st.Bavail) * st.Bsize; int64(len(data)) > free {
-			e.checkFull(s, tool) // refused for want of space: perhaps none is left
-			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session's workspace has %d bytes free", workspace.ErrNoSpace, quoted(rel), len(data), free))
-		}
+	if err := e.room(s, f, client, id, tool, rel, int64(len(data))); err != nil {
+		return FileInfo{}, err
 	}
-	if q := e.ws.Quota(); q > 0 && !e.ws.Enforced() && e.remote == nil {
-		if used, _ := (&workspace.Workspace{Path: e.ws.SessionPath(s.Internal)}).Usage(q); used+int64(len(data)) > q {
-			return FileInfo{}, e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), len(data), used))
-		}
-	}
-	// Before and after the write: an execute's listing taken meanwhile is
-	// not kept as the directory's state either way.
-	inOutput := strings.HasPrefix(clean, OutputDir+"/")
-	if inOutput {
-		s.Wrote()
-		defer s.Wrote()
-	}
-	if err := f.WriteFile(clean, data); err != nil {
-		if errors.Is(err, workspace.ErrNoSpace) {
-			e.checkFull(s, tool)
-		}
-		return FileInfo{}, e.fileRefusal(client, id, tool, rel, err)
+	if err := e.writeSessionFile(s, f, client, id, tool, clean, func() error { return f.WriteFile(clean, data) }); err != nil {
+		return FileInfo{}, err
 	}
 	e.sessions.Touch(s)
 	// session_id is the internal id, as on every session line (docs/audit.md):
 	// the caller's id alone is ambiguous between clients.
 	e.rec.Record(audit.Entry{Event: "file.upload", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data)}})
 	return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data)}, nil
+}
+
+// room refuses a file of n bytes that cannot fit in session s's working
+// directory before anything is written: a full workspace would otherwise
+// also fail the session's own next write.
+func (e *Engine) room(s *session.Session, f SessionFS, client, id, tool, rel string, n int64) error {
+	var st unix.Statfs_t
+	if local, ok := f.(*workspace.Files); ok && unix.Statfs(local.Root(), &st) == nil {
+		if free := int64(st.Bavail) * st.Bsize; n > free {
+			e.checkFull(s, tool) // refused for want of space: perhaps none is left
+			return e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session's workspace has %d bytes free", workspace.ErrNoSpace, quoted(rel), n, free))
+		}
+	}
+	if q := e.ws.Quota(); q > 0 && !e.ws.Enforced() && e.remote == nil {
+		if used, _ := (&workspace.Workspace{Path: e.ws.SessionPath(s.Internal)}).Usage(q); used+n > q {
+			return e.fileRefusal(client, id, tool, rel, fmt.Errorf("%w: %s is %d bytes and the session already holds %d", workspace.ErrNoSpace, quoted(rel), n, used))
+		}
+	}
+	return nil
+}
+
+// writeSessionFile runs write (of clean, in session s) as a file tool
+// writes: the listings of output/ told, a full workspace noticed, a
+// failure refused with its rule.
+func (e *Engine) writeSessionFile(s *session.Session, f SessionFS, client, id, tool, clean string, write func() error) error {
+	// Before and after the write: an execute's listing taken meanwhile is
+	// not kept as the directory's state either way.
+	if strings.HasPrefix(clean, OutputDir+"/") {
+		s.Wrote()
+		defer s.Wrote()
+	}
+	if err := write(); err != nil {
+		if errors.Is(err, workspace.ErrNoSpace) {
+			e.checkFull(s, tool)
+		}
+		return e.fileRefusal(client, id, tool, clean, err)
+	}
+	return nil
 }
 
 // ReadFile reads rel from a session's working directory for download_file

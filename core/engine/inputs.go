@@ -20,6 +20,9 @@ type InputFile struct {
 	Encoding    string // "text" (default) or "base64"
 	FromSession string // copy it from this session of the caller ...
 	SourcePath  string // ... at this path of its working directory (default: Path)
+	// URL is fetched by the core through the egress proxy, as a grant of
+	// its host under the network policy (network.go: fetch).
+	URL string
 }
 
 // Rules an input file can break, besides the file-* rules (docs/audit.md).
@@ -33,7 +36,7 @@ const maxInputFiles = 100
 // inputFiles checks and reads a stateless run's input files, auditing any
 // refusal (the caller returns the error as it is). The total is bounded by
 // volumes.session_quota: a run's working directory is no larger.
-func (e *Engine) inputFiles(req Request, backendName string) (map[string][]byte, error) {
+func (e *Engine) inputFiles(ctx context.Context, req Request, backendName string) (map[string][]byte, error) {
 	if len(req.InputFiles) == 0 {
 		return nil, nil
 	}
@@ -66,9 +69,19 @@ func (e *Engine) inputFiles(req Request, backendName string) (map[string][]byte,
 			}
 		}
 		var data []byte
+		sources := 0
+		for _, set := range []bool{in.Content != "", in.FromSession != "", in.URL != ""} {
+			if set {
+				sources++
+			}
+		}
 		switch {
-		case in.FromSession != "" && in.Content != "":
-			return nil, refuse(RuleInputFiles, "%s: give either content (an upload) or from_session (a copy of a session's file), not both", where)
+		case sources > 1:
+			return nil, refuse(RuleInputFiles, "%s: give one of content (an upload), from_session (a copy of a session's file) or url (fetched by the server), not several", where)
+		case in.URL != "":
+			if data, err = e.fetchInput(ctx, req, tool, where, in.URL); err != nil {
+				return nil, err
+			}
 		case in.FromSession != "":
 			if data, err = e.sessionInput(req.Client, tool, where, in); err != nil {
 				return nil, err

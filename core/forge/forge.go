@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/environments"
+	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/packages"
@@ -31,6 +32,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
@@ -342,6 +344,13 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	eng.SetTools(tools, toolsWhy)
 	eng.SetNetwork(netPolicy, channels)
+	if len(cfg.Volumes.HostRoots) > 0 {
+		roots, err := hostroots.New(cfg.Volumes.HostRoots, tenant.Local)
+		if err != nil {
+			return nil, err
+		}
+		eng.SetHostRoots(roots)
+	}
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))
 	}

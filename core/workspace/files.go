@@ -203,37 +203,50 @@ func pathErr(rel string, err error) error {
 // kind names a file's type as every runtime's listing does.
 func kind(mode uint32) string { return agent.Kind(mode) }
 
-// ReadFile reads a regular file, refusing one over max bytes (0: no cap),
-// links anywhere on its path, directories, devices, sockets and pipes.
-func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
+// Open opens a regular file for reading, with its size, refusing links
+// anywhere on its path, directories, devices, sockets and pipes: for a
+// copy that streams (the caller closes it).
+func (f *Files) Open(rel string) (*os.File, int64, error) {
 	clean, err := CleanPath(rel)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	root, err := f.openRoot()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer unix.Close(root)
 	// O_NONBLOCK: opening a pipe must not wait for a writer.
 	fd, err := openBeneath(root, clean, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
-		return nil, pathErr(rel, err)
+		return nil, 0, pathErr(rel, err)
 	}
 	file := os.NewFile(uintptr(fd), clean)
-	defer file.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
+		file.Close()
+		return nil, 0, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, quote(rel), kind(st.Mode))
+		file.Close()
+		return nil, 0, fmt.Errorf("%w: %s is a %s", ErrNotRegular, quote(rel), kind(st.Mode))
 	}
-	if max > 0 && st.Size > max {
-		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d-byte limit", ErrTooLarge, quote(rel), st.Size, max)
+	return file, st.Size, nil
+}
+
+// ReadFile reads a regular file, refusing one over max bytes (0: no cap),
+// links anywhere on its path, directories, devices, sockets and pipes.
+func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
+	file, size, err := f.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	if max > 0 && size > max {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d-byte limit", ErrTooLarge, quote(rel), size, max)
 	}
 	// The file may grow while read: never read more than the cap.
-	limit := st.Size + 1
+	limit := size + 1
 	if max > 0 {
 		limit = max + 1
 	}
@@ -251,6 +264,11 @@ func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
 // its size of the quota); see writeFrom.
 func (f *Files) WriteFile(rel string, data []byte) error {
 	return f.writeFrom(rel, bytes.NewReader(data), false)
+}
+
+// WriteFrom writes what r holds to rel, streamed; see writeFrom.
+func (f *Files) WriteFrom(rel string, r io.Reader) error {
+	return f.writeFrom(rel, r, false)
 }
 
 // writeFrom writes what r holds to rel, creating its parent directories,

@@ -408,3 +408,42 @@ func TestNetworkApprovalByElicitation(t *testing.T) {
 		}
 	}
 }
+
+// An input file named by URL is fetched by the server through the egress
+// proxy, under the caller's network policy: a granted host's file reaches
+// the run read-only, a host the policy does not allow is refused before
+// anything runs, an answer other than 200 is refused with its status; the
+// fetch is audited, its connection too.
+func TestInputFileURL(t *testing.T) {
+	s, p, cs := networkCore(t, nil)
+	var o out
+	code := "print(open('got/data.txt').read())"
+	res := testenv.Call(t, cs, "execute_python", map[string]any{"code": code,
+		"input_files": []map[string]any{{"path": "got/data.txt", "url": "http://files.test:" + s.port + "/data?token=secret"}}}, &o)
+	if res.IsError || strings.TrimSpace(o.Stdout) != "hello from files.test" {
+		t.Fatalf("a URL input file: %s %+v", testenv.Text(res), o)
+	}
+	for _, c := range []struct{ url, want string }{
+		{"http://other.test:" + s.port + "/data", "other.test"},
+		{"http://files.test:" + s.port + "/missing", "404"},
+		{"http://files.test:" + s.port + "/redirect", "redirects"},
+		{"ftp://files.test/data", "https://"},
+	} {
+		o = out{}
+		res := testenv.Call(t, cs, "execute_python", map[string]any{"code": "print('ran')", "input_files": []map[string]any{{"path": "x", "url": c.url}}}, &o)
+		if !res.IsError || o.Error == nil || !strings.Contains(o.Error.Message, c.want) || strings.Contains(o.Stdout, "ran") {
+			t.Errorf("%s: %s %+v, want a refusal naming %q", c.url, testenv.Text(res), o, c.want)
+		}
+	}
+	fetched, secret := 0, false
+	data, _ := os.ReadFile(p.Forge.Config.Security.AuditLog)
+	secret = strings.Contains(string(data), "token=secret")
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		if e.Event == "file.fetch" {
+			fetched++
+		}
+	}
+	if fetched != 1 || secret {
+		t.Errorf("audit: %d fetches (want 1), query string kept: %v", fetched, secret)
+	}
+}

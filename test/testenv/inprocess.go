@@ -4,10 +4,12 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
@@ -64,7 +66,59 @@ func NewInProcessLacking(t testing.TB, mutate func(*config.Config), gaps ...runt
 // Connect attaches a new MCP client over in-memory transports.
 func (p *InProcess) Connect(t testing.TB) *mcp.ClientSession {
 	t.Helper()
+	return p.connect(t, nil)
+}
+
+// ConnectCounting is Connect, and the bytes of every message either way
+// (their JSON-RPC encoding) counted in n.
+func (p *InProcess) ConnectCounting(t testing.TB, n *atomic.Int64) *mcp.ClientSession {
+	t.Helper()
+	return p.connect(t, n)
+}
+
+// countingTransport counts the encoded bytes of the messages of its
+// connections.
+type countingTransport struct {
+	mcp.Transport
+	n *atomic.Int64
+}
+
+func (t countingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	return &countingConn{Connection: c, n: t.n}, err
+}
+
+type countingConn struct {
+	mcp.Connection
+	n *atomic.Int64
+}
+
+func (c *countingConn) count(m jsonrpc.Message) {
+	if b, err := jsonrpc.EncodeMessage(m); err == nil {
+		c.n.Add(int64(len(b)))
+	}
+}
+
+func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if err == nil {
+		c.count(m)
+	}
+	return m, err
+}
+
+func (c *countingConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	c.count(m)
+	return c.Connection.Write(ctx, m)
+}
+
+func (p *InProcess) connect(t testing.TB, n *atomic.Int64) *mcp.ClientSession {
+	t.Helper()
+	var ct mcp.Transport
 	ct, st := mcp.NewInMemoryTransports()
+	if n != nil {
+		ct = countingTransport{Transport: ct, n: n}
+	}
 	ctx := context.Background()
 	if _, err := p.Forge.MCP.MCP().Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)

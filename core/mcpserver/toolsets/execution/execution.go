@@ -143,6 +143,7 @@ type InputFileInput struct {
 	Encoding    string `json:"encoding,omitempty" jsonschema:"text (default) or base64"`
 	FromSession string `json:"from_session,omitempty" jsonschema:"copy the file from this session of yours instead (its working directory)"`
 	SourcePath  string `json:"source_path,omitempty" jsonschema:"the file's path in from_session's working directory; default: path"`
+	URL         string `json:"url,omitempty" jsonschema:"or an https:// URL the server fetches for the run (its host must be one the network policy lets you reach, as in network), its bytes not passing through this conversation"`
 }
 
 // InputSchema is Input's schema with the limits of cfg in its
@@ -157,7 +158,7 @@ func InputSchema(cfg config.Config) *jsonschema.Schema {
 		"timeout":      fmt.Sprintf("wall-clock limit in seconds; default %d, at most %d", e.DefaultTimeout, e.MaxTimeout),
 		"custom_image": fmt.Sprintf("run in this image instead of the backend's (it must match one of %s)", strings.Join(cfg.Images.Allowed, ", ")),
 		"input_files": fmt.Sprintf("stateless runs only (without session_id): files placed read-only in the run's working directory, each uploaded in this call "+
-			"(path, content, encoding) or copied from a session of yours (path, from_session, source_path); each at most %s (volumes.max_file_size), "+
+			"(path, content, encoding), copied from a session of yours (path, from_session, source_path) or fetched by the server (path, url); each at most %s (volumes.max_file_size), "+
 			"at most %d files", cfg.Volumes.MaxFileSize, 100),
 		"background": fmt.Sprintf("run as a background job and answer at once with its job_id: for work longer than a client waits. "+
 			"Follow it with wait_job, list_jobs or %s, stop it with cancel_job; its timeout defaults to %d s, at most %d s (execution.max_background_timeout). "+
@@ -361,7 +362,7 @@ func inputFiles(in []InputFileInput) []engine.InputFile {
 	}
 	out := make([]engine.InputFile, len(in))
 	for i, f := range in {
-		out[i] = engine.InputFile{Path: f.Path, Content: f.Content, Encoding: f.Encoding, FromSession: f.FromSession, SourcePath: f.SourcePath}
+		out[i] = engine.InputFile{Path: f.Path, Content: f.Content, Encoding: f.Encoding, FromSession: f.FromSession, SourcePath: f.SourcePath, URL: f.URL}
 	}
 	return out
 }

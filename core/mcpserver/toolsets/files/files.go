@@ -151,7 +151,7 @@ func size(n int64) string { return config.FormatSize(n) }
 func Toolset(env toolsets.Env, f Files) toolsets.Toolset {
 	t := tools{env, f}
 	return toolsets.Toolset{Name: "files",
-		Tools: []toolsets.Tool{Upload(env, f), Download(env, f), List(env, f)},
+		Tools: append([]toolsets.Tool{Upload(env, f), Download(env, f), List(env, f)}, hostTools(env, f)...),
 		Templates: []toolsets.Template{{Def: &mcp.ResourceTemplate{
 			Name: "session-file", Title: "Session file", URITemplate: toolsets.FilesTemplate,
 			Description: fmt.Sprintf("A file of a session's working directory (path relative to it, segments percent-encoded), at most %s; one over %s is read in parts (%s)",
@@ -161,6 +161,12 @@ func Toolset(env toolsets.Env, f Files) toolsets.Toolset {
 			Description: fmt.Sprintf("Part {part} (from 0) of a file of a session's working directory: its bytes from part × %s, at most %s (what one answer holds, server.max_message)",
 				size(t.partSize()), size(t.partSize())),
 		}, Handler: t.fileResource}}}
+}
+
+// hostTools are the host-root tools when f serves them.
+func hostTools(env toolsets.Env, f Files) []toolsets.Tool {
+	h, _ := f.(HostFiles)
+	return HostTools(env, h)
 }
 
 // Upload is upload_file.
