@@ -29,7 +29,14 @@ func (s *Service) Handler(next http.Handler, identify func(*http.Request) (strin
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil || int64(len(body)) > maxBody {
+		switch {
+		case err != nil:
+			// next reads the same failure (a body deadline's error names
+			// its setting), after what did arrive.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), failed{err}))
+			next.ServeHTTP(w, r)
+			return
+		case int64(len(body)) > maxBody:
 			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 			next.ServeHTTP(w, r)
 			return
@@ -114,6 +121,11 @@ func loopback(hostport string) bool {
 	}
 	return config.IsLoopbackHost(host)
 }
+
+// failed is a reader that fails as the body did.
+type failed struct{ err error }
+
+func (f failed) Read([]byte) (int, error) { return 0, f.err }
 
 func (s *Service) serveTasks(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request, identify func(*http.Request) (string, error)) {
 	owner, err := identify(r)

@@ -429,3 +429,17 @@ type stuckCancel struct{ *fakeJobs }
 func (s *stuckCancel) CancelJob(_ context.Context, client, id string) (jobs.Record, error) {
 	return s.Job(client, id, "")
 }
+
+// A body that fails while read here fails the same way for the handler
+// behind (a body deadline's error names its setting).
+func TestHandlerPassesBodyErrors(t *testing.T) {
+	s, _ := newService()
+	var got error
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, got = io.ReadAll(r.Body) })
+	h := s.Handler(next, func(*http.Request) (string, error) { return "alice", nil }, 1<<20)
+	req := httptest.NewRequest(http.MethodPost, "/mcp", io.MultiReader(strings.NewReader(`{"jsonrpc"`), failed{errors.New("request body incomplete after 2s (server.request_body_timeout)")}))
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if got == nil || !strings.Contains(got.Error(), "server.request_body_timeout") {
+		t.Fatalf("the handler behind read %v", got)
+	}
+}
