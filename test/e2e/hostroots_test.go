@@ -11,13 +11,16 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
 // hostCSVRows makes a CSV of about 200 MB: "i,2i" per row.
-const hostCSVRows = 17_000_000
+const hostCSVRows = 12_500_000
 
 // A CSV of about 200 MB in a host root is analysed with pandas in a
 // session and a result written back to a writable root, with under 10 KB
@@ -52,6 +55,9 @@ func TestHostRootsWithoutTheModel(t *testing.T) {
 	p := testenv.NewInProcess(t, func(c *config.Config) {
 		c.Volumes.HostRoots = map[string]config.HostRoot{"data": {Path: data}, "out": {Path: out, Writable: true}}
 	})
+	// As serve names a stdio client: roots without tenants are the local
+	// client's.
+	p.Forge.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioClient, nil })
 	var n atomic.Int64
 	cs := p.ConnectCounting(t, &n)
 	call := func(tool string, args map[string]any) (string, bool) {
@@ -99,25 +105,36 @@ print(rows, total)`
 	for _, tc := range []struct {
 		name, tool string
 		args       map[string]any
-		rule       string
+		want, rule string
 	}{
-		{"dot-dot", "import_file", map[string]any{"root_path": "../" + filepath.Base(out) + "/results/summary.csv"}, engine.RuleFilePath},
-		{"absolute", "import_file", map[string]any{"root_path": "/etc/passwd"}, engine.RuleFilePath},
-		{"planted link", "import_file", map[string]any{"root_path": "passwd-link"}, engine.RuleFileLink},
-		{"link on the way", "import_file", map[string]any{"root_path": "sub/etc/passwd"}, engine.RuleFileLink},
-		{"fifo", "import_file", map[string]any{"root_path": "fifo"}, engine.RuleFileType},
-		{"newline", "import_file", map[string]any{"root_path": "big.csv\nx"}, engine.RuleFilePath},
-		{"unknown root", "import_file", map[string]any{"root": "home", "root_path": "x"}, engine.RuleHostRoot},
-		{"read-only root", "export_file", map[string]any{"root": "data", "path": "output/summary.csv"}, engine.RuleHostRootReadOnly},
-		{"export dot-dot", "export_file", map[string]any{"root": "out", "path": "output/summary.csv", "root_path": "../escape.csv"}, engine.RuleFilePath},
+		{"dot-dot", "import_file", map[string]any{"root_path": "../" + filepath.Base(out) + "/results/summary.csv"}, "'..' would leave", engine.RuleFilePath},
+		{"absolute", "import_file", map[string]any{"root_path": "/etc/passwd"}, "absolute", engine.RuleFilePath},
+		{"planted link", "import_file", map[string]any{"root_path": "passwd-link"}, "symbolic link", engine.RuleFileLink},
+		{"link on the way", "import_file", map[string]any{"root_path": "sub/etc/passwd"}, "symbolic link", engine.RuleFileLink},
+		{"fifo", "import_file", map[string]any{"root_path": "fifo"}, "is a fifo", engine.RuleFileType},
+		{"newline", "import_file", map[string]any{"root_path": "big.csv\nx"}, "control character", engine.RuleFilePath},
+		{"unknown root", "import_file", map[string]any{"root": "home", "root_path": "x"}, "no such host root", engine.RuleHostRoot},
+		{"read-only root", "export_file", map[string]any{"root": "data", "path": "output/summary.csv"}, "read-only", engine.RuleHostRootReadOnly},
+		{"export dot-dot", "export_file", map[string]any{"root": "out", "path": "output/summary.csv", "root_path": "../escape.csv"}, "'..' would leave", engine.RuleFilePath},
 	} {
 		args := map[string]any{"session_id": "big", "root": "data"}
 		for k, v := range tc.args {
 			args[k] = v
 		}
 		text, isErr := call(tc.tool, args)
-		if !isErr || !strings.Contains(text, tc.rule) {
-			t.Errorf("%s: %s, want a refusal by %s", tc.name, text, tc.rule)
+		if !isErr || !strings.Contains(text, tc.want) {
+			t.Errorf("%s: %s, want a refusal saying %q", tc.name, text, tc.want)
+		}
+	}
+	refused := map[string]int{}
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		if e.Event == engine.EventRefused {
+			refused[fmt.Sprint(e.Details["rule"])]++
+		}
+	}
+	for rule, n := range map[string]int{engine.RuleFilePath: 4, engine.RuleFileLink: 2, engine.RuleFileType: 1, engine.RuleHostRoot: 1, engine.RuleHostRootReadOnly: 1} {
+		if refused[rule] != n {
+			t.Errorf("%d refusals audited by %s, want %d (all: %v)", refused[rule], rule, n, refused)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "escape.csv")); err == nil {
