@@ -258,22 +258,28 @@ func List(env toolsets.Env, f Files) toolsets.Tool {
 			res, info := toolsets.Failure(err)
 			return res, ListOutput{SessionID: in.SessionID, Error: info}, nil
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d entries in session %s.\n", len(entries), in.SessionID)
-		for _, e := range entries {
-			// A name is the code's to choose: quoted when it holds what
-			// could pass for another line (a newline, a control byte).
-			if e.Type == "file" {
-				fmt.Fprintf(&b, "- %s (%d bytes)\n", displayName(e.Path), e.Size)
-			} else {
-				fmt.Fprintf(&b, "- %s (%s)\n", displayName(e.Path), e.Type)
-			}
-		}
-		if truncated {
-			b.WriteString("(more entries were left out: list a subdirectory)\n")
-		}
-		return toolcall.Text(b.String()), ListOutput{SessionID: in.SessionID, Files: entries, Truncated: truncated}, nil
+		text := listing(fmt.Sprintf("%d entries in session %s.", len(entries), in.SessionID), entries, truncated)
+		return toolcall.Text(text), ListOutput{SessionID: in.SessionID, Files: entries, Truncated: truncated}, nil
 	})
+}
+
+// listing is a directory listing as text: one line per entry after head.
+func listing(head string, entries []workspace.Entry, truncated bool) string {
+	var b strings.Builder
+	b.WriteString(head + "\n")
+	for _, e := range entries {
+		// A name is the code's (or the user's) to choose: quoted when it
+		// holds what could pass for another line (a newline, a control byte).
+		if e.Type == "file" {
+			fmt.Fprintf(&b, "- %s (%d bytes)\n", displayName(e.Path), e.Size)
+		} else {
+			fmt.Fprintf(&b, "- %s (%s)\n", displayName(e.Path), e.Type)
+		}
+	}
+	if truncated {
+		b.WriteString("(more entries were left out: list a subdirectory)\n")
+	}
+	return b.String()
 }
 
 // contents is a file (or a part of one) as resource contents: text when

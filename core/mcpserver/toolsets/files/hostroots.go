@@ -118,16 +118,8 @@ func HostTools(env toolsets.Env, h HostFiles) []toolsets.Tool {
 			res, info := toolsets.Failure(err)
 			return res, HostListOutput{Root: in.Root, Error: info}, nil
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d entries in host root %s.\n", len(entries), in.Root)
-		for _, e := range entries {
-			if e.Type == "file" {
-				fmt.Fprintf(&b, "- %s (%d bytes)\n", displayName(e.Path), e.Size)
-			} else {
-				fmt.Fprintf(&b, "- %s (%s)\n", displayName(e.Path), e.Type)
-			}
-		}
-		return toolcall.Text(b.String()), HostListOutput{Root: in.Root, Files: entries, Truncated: truncated}, nil
+		text := listing(fmt.Sprintf("%d entries in host root %s.", len(entries), in.Root), entries, truncated)
+		return toolcall.Text(text), HostListOutput{Root: in.Root, Files: entries, Truncated: truncated}, nil
 	})
 	imp := toolsets.New(&mcp.Tool{
 		Name: "import_file", Title: "Copy a file of the user's into a session",
