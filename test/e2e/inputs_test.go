@@ -50,7 +50,8 @@ except OSError as e:
 		{"absolute", map[string]any{"path": "/etc/x", "content": "x"}, "absolute"},
 		{"link in the session", map[string]any{"path": "p.txt", "from_session": "src", "source_path": "link.txt"}, "link"},
 		{"dotdot source", map[string]any{"path": "p.txt", "from_session": "src", "source_path": "../x"}, ".."},
-		{"both", map[string]any{"path": "p.txt", "from_session": "src", "content": "x"}, "not both"},
+		{"both", map[string]any{"path": "p.txt", "from_session": "src", "content": "x"}, "not several"},
+		{"url and content", map[string]any{"path": "p.txt", "url": "https://files.example.org/x", "content": "x"}, "not several"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o, text, isErr := run(map[string]any{"code": "1", "input_files": []map[string]any{c.file}})
