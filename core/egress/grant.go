@@ -81,8 +81,10 @@ func union(a, b []int) []int {
 // approve asks the user for the grant (network.require_approval).
 func (g *Grant) approve(ctx context.Context, ask approval.Approver) error {
 	hosts := strings.Join(g.Hosts(), ", ")
-	if names := g.CredentialNames(); len(names) > 0 {
-		hosts += " (adding credential" + map[bool]string{true: "s", false: ""}[len(names) > 1] + " " + strings.Join(names, ", ") + ")"
+	if names := g.CredentialNames(); len(names) == 1 {
+		hosts += " (adding credential " + names[0] + ")"
+	} else if len(names) > 1 {
+		hosts += " (adding credentials " + strings.Join(names, ", ") + ")"
 	}
 	answer, err := approval.Ask(ctx, ask, "Allow this run to connect to "+hosts+"?")
 	switch answer {
@@ -368,16 +370,20 @@ func (c *counted) CloseWrite() error {
 	return nil
 }
 
+// refusedOver counts a refusal of the grant (a connection's, or a request's
+// in an intercepted connection) and reports whether it is past
+// MaxRefusalLines: counted then, not written line by line.
+func (g *Grant) refusedOver() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refusals++
+	return g.refusals > MaxRefusalLines
+}
+
 // record writes the audit line of one connection.
 func (g *Grant) record(l *connLog) {
-	if l.outcome == OutcomeRefused {
-		g.mu.Lock()
-		g.refusals++
-		over := g.refusals > MaxRefusalLines
-		g.mu.Unlock()
-		if over {
-			return // counted: Close writes how many
-		}
+	if l.outcome == OutcomeRefused && g.refusedOver() {
+		return // counted: Close writes how many
 	}
 	d := map[string]any{"host": l.host, "port": l.port, "method": l.method, "outcome": l.outcome, "run_id": g.run,
 		"duration_ms": time.Since(l.start).Milliseconds()}

@@ -410,13 +410,7 @@ func (in *interception) audit(method string, status int, rule, why string, start
 	}
 	if rule != "" {
 		d["rule"] = rule
-		// Refusals count with the grant's others: past MaxRefusalLines a
-		// loop of them is counted, not written line by line.
-		in.g.mu.Lock()
-		in.g.refusals++
-		over := in.g.refusals > MaxRefusalLines
-		in.g.mu.Unlock()
-		if over {
+		if in.g.refusedOver() { // with the grant's other refusals
 			return
 		}
 	}

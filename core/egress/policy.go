@@ -87,9 +87,13 @@ func (p *Policy) parseCredentials(c config.Network, tenants map[string]map[strin
 			return nil, err
 		}
 		hosts, cidrs := p.lists(tenant)
+		lists := "network.allowed_hosts"
+		if tenant != "" {
+			lists += " or network.tenants." + tenant
+		}
 		for i, h := range cr.Hosts {
 			if !slices.Contains(allowedPorts(h, hosts, cidrs), h.Port) {
-				return nil, fmt.Errorf("%s.hosts[%d]: %s is not allowed by network.allowed_hosts%s on that port: allow it there, or remove it", where, i, h, map[bool]string{true: " or network.tenants." + tenant}[tenant != ""])
+				return nil, fmt.Errorf("%s.hosts[%d]: %s is not allowed by %s on that port: allow it there, or remove it", where, i, h, lists)
 			}
 		}
 		return cr, nil
