@@ -231,8 +231,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
 	rt := withHostGaps(raw, fsq, m.bound)
-	cpu, _ := raw.(sandbox.CPUUpdater) // Podman; a pod's quota stays as created
-	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw), CPU: cpu})
+	cpu, _ := raw.(sandbox.CPUUpdater)      // Podman; a pod's quota stays as created
+	inside, _ := raw.(runtime.SocketDialer) // Podman's agent relay, for gVisor sandboxes
+	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw), Inside: inside, CPU: cpu})
 	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {
 		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)

@@ -3,10 +3,13 @@ package hostsvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -31,24 +34,31 @@ type Endpoint struct {
 }
 
 // Channels connects the core to an endpoint of a sandbox: the one step of
-// Dial that depends on where containers run. WorkspaceSockets serves
-// runtimes whose containers share the host's filesystem (Podman); a remote
-// runtime would relay through its exec or port-forward API instead.
+// Dial that depends on where containers run and what they run under.
 type Channels interface {
 	DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn, error)
 }
 
-// WorkspaceSockets dials the unix socket at the endpoint's place in the
-// workspace, without following any link the sandbox may have planted
-// (workspace.DialSocket).
-type WorkspaceSockets struct{}
+// managerSockets reaches an endpoint where the sandbox manager says its
+// container's sockets are (sandbox.Manager.Sockets): from inside the
+// sandbox through the runtime (a pod, a gVisor sandbox), else at the
+// endpoint's place in the workspace on this host, without following any
+// link the sandbox may have planted (workspace.DialSocket).
+type managerSockets struct{ m *sandbox.Manager }
 
 // DialEndpoint implements Channels.
-func (WorkspaceSockets) DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn, error) {
+func (s managerSockets) DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn, error) {
+	if d := s.m.Sockets(ep.ContainerID); d != nil {
+		c, err := d.DialSocket(ctx, ep.ContainerID, ep.Path)
+		if errors.Is(err, runtime.ErrNoListener) {
+			return nil, fmt.Errorf("%w: %v", workspace.ErrNoListener, err)
+		}
+		return c, err
+	}
 	return ep.Workspace.DialSocket(ctx, ep.Rel)
 }
 
-// SetChannels replaces how endpoints are reached (WorkspaceSockets by
+// SetChannels replaces how endpoints are reached (managerSockets by
 // default).
 func (h *Host) SetChannels(c Channels) { h.channels = c }
 

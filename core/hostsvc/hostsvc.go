@@ -67,10 +67,7 @@ type tracked struct {
 
 // New returns the host services for plugin plugin.
 func New(plugin string, m *sandbox.Manager, rec audit.Recorder, ws *workspace.Manager) *Host {
-	h := &Host{plugin: plugin, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: WorkspaceSockets{}}
-	if m != nil && m.Remote() != nil {
-		h.channels = RemoteSockets{m.Remote()}
-	}
+	h := &Host{plugin: plugin, m: m, rec: rec, ws: ws, workspaces: map[string]*tracked{}, channels: managerSockets{m}}
 	return h
 }
 

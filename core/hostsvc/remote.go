@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path"
 	"strings"
@@ -70,19 +69,6 @@ func remoteErr(err error) error {
 		return host.Errorf(host.KindInvalid, "%v", err)
 	}
 	return host.Errorf(host.KindInternal, "%v", err)
-}
-
-// RemoteSockets reaches endpoints through the runtime (a relay in the pod,
-// through the API server): Channels for runtime.RemoteWorkspace.
-type RemoteSockets struct{ R runtime.RemoteWorkspace }
-
-// DialEndpoint implements Channels.
-func (s RemoteSockets) DialEndpoint(ctx context.Context, ep Endpoint) (net.Conn, error) {
-	c, err := s.R.DialSocket(ctx, ep.ContainerID, ep.Path)
-	if errors.Is(err, runtime.ErrNoListener) {
-		return nil, fmt.Errorf("%w: %v", workspace.ErrNoListener, err)
-	}
-	return c, err
 }
 
 // SessionContainer is the container of this plugin's that holds the

@@ -74,11 +74,19 @@ type RemoteWorkspace interface {
 	TarOut(ctx context.Context, id, rel string, w io.Writer) error
 	// TarIn unpacks a tar beneath rel.
 	TarIn(ctx context.Context, id, rel string, r io.Reader) error
-	// DialSocket connects to the unix socket at path in the container.
-	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
+	SocketDialer
 	// SyncMount copies the core's directory of the read-only mount at
 	// target into the sandbox again (it changed): the sandbox has a copy.
 	SyncMount(ctx context.Context, id, target string) error
+}
+
+// SocketDialer reaches a unix socket a sandbox listens on from inside it
+// (mcp-forge-agent's dial over an exec stream, DialRelay), not where the
+// core lives: a pod's, and a gVisor sandbox's, which runsc could not
+// checkpoint if its sockets were bound on the host.
+type SocketDialer interface {
+	// DialSocket connects to the unix socket at path in the container.
+	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
 }
 
 // FSUsage is what a workspace's filesystem holds and has left, as statfs

@@ -86,11 +86,13 @@ type Manager struct {
 	instance string
 	server   string
 	remote   runtime.RemoteWorkspace
+	inside   runtime.SocketDialer
 	cpu      CPUUpdater
 	noWarmUp atomic.Bool // a live update failed: no more allowances
 
 	mu       sync.Mutex
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
+	gvisor   map[string]bool               // container id → it runs under gVisor
 	verdicts map[string]runtime.OOMVerdict // container id → how its exit 137 came about
 	scrub    map[string]*runtime.Scrubber  // container id → its environment, kept out of the audit log
 	pending  map[string]string             // container id → plugin, whose removal failed and is retried
@@ -122,6 +124,9 @@ type Options struct {
 	// Remote is the runtime's way to the workspaces of its sandboxes when
 	// they do not live in the core's directory (Kubernetes); nil: they do.
 	Remote runtime.RemoteWorkspace
+	// Inside reaches the sockets gVisor sandboxes listen on from inside
+	// them (Sockets); nil: they are dialled where they are bound, on the host.
+	Inside runtime.SocketDialer
 	// CPU lowers a warm-up container's CPU quota to its limit (warmup.go);
 	// nil: no warm-up allowance is given.
 	CPU CPUUpdater
@@ -131,8 +136,8 @@ type Options struct {
 func New(rt Engine, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
-		instance: o.Instance, server: o.ServerID, remote: o.Remote, cpu: o.CPU,
-		limits: map[string]runtime.Limits{}, verdicts: map[string]runtime.OOMVerdict{},
+		instance: o.Instance, server: o.ServerID, remote: o.Remote, inside: o.Inside, cpu: o.CPU,
+		limits: map[string]runtime.Limits{}, gvisor: map[string]bool{}, verdicts: map[string]runtime.OOMVerdict{},
 		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
 		runs: map[string]*runContainers{}, runOf: map[string]string{}, warm: map[string]*warmUp{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
@@ -158,6 +163,23 @@ func (m *Manager) ServerTag() string {
 // Remote is how the workspaces of this runtime's sandboxes are reached when
 // they live where the sandboxes run; nil when they are the core's directories.
 func (m *Manager) Remote() runtime.RemoteWorkspace { return m.remote }
+
+// Sockets is how the core reaches the unix sockets container id listens
+// on: through the runtime, from inside the sandbox, for a pod (its
+// workspace is not here) and for a gVisor sandbox (whose sockets stay in
+// its Sentry, so that runsc can checkpoint it); nil: in its workspace on
+// this host.
+func (m *Manager) Sockets(id string) runtime.SocketDialer {
+	if m.remote != nil {
+		return m.remote
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gvisor[id] && m.inside != nil {
+		return m.inside
+	}
+	return nil
+}
 
 // Policy is the policy the manager applies.
 func (m *Manager) Policy() *policy.Policy { return m.pol }
@@ -262,6 +284,9 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (id string, err 
 	}
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
+	if spec.Isolation == runtime.IsolationGVisor {
+		m.gvisor[id] = true
+	}
 	m.scrub[id] = secrets
 	if r := in.Labels[runtime.LabelRun]; r != "" {
 		m.bindLocked(id, r)
@@ -548,6 +573,7 @@ func (m *Manager) forget(id string) {
 	m.tracked.Remove(id)
 	m.mu.Lock()
 	delete(m.limits, id)
+	delete(m.gvisor, id)
 	delete(m.verdicts, id)
 	delete(m.scrub, id)
 	delete(m.pending, id)
@@ -570,6 +596,12 @@ func (m *Manager) forget(id string) {
 // this manager's, as if it had created it.
 func (m *Manager) Adopt(plugin, id string) {
 	m.tracked.Add(id, plugin)
+	if m.pol.Isolation() == runtime.IsolationGVisor {
+		// Made by an earlier core of this configuration: under gVisor.
+		m.mu.Lock()
+		m.gvisor[id] = true
+		m.mu.Unlock()
+	}
 	m.record(audit.ContainerAdopt, plugin, id, nil, nil)
 }
 

@@ -80,6 +80,7 @@ print(json.dumps(out))
 		t.Errorf("session: %s", testenv.Text(res))
 	}
 	checkSentryUser(t, s)
+	checkNoHostSockets(t, s)
 	if res := s.Call(t, "execute_r", map[string]any{"code": "cat(readLines('/proc/version'))\ncat(system('echo from-r', intern = TRUE))"}, &o); res.IsError || !strings.Contains(o.Stdout, "gvisor") || !strings.Contains(o.Stdout, "from-r") {
 		t.Errorf("R: %s", testenv.Text(res))
 	}
@@ -87,6 +88,37 @@ print(json.dumps(out))
 		if e.Event == "container.create" && e.Success && e.Details["isolation"] != "gvisor" {
 			t.Errorf("container.create under isolation %v: %+v", e.Details["isolation"], e.Details)
 		}
+	}
+}
+
+// checkNoHostSockets: the sockets a gVisor sandbox listens on (the
+// session kernel's, the warm runners') stay in its Sentry, where runsc can
+// save them with the sandbox, and the core reaches them from inside
+// (runtime.DialRelay); none is bound in a workspace on the host. The
+// session above ran, so its channels were opened that way.
+func checkNoHostSockets(t *testing.T, s *testenv.Server) {
+	t.Helper()
+	var socks []string
+	filepath.WalkDir(s.Base, func(p string, d os.DirEntry, err error) error {
+		// The core's own (egress's, the tool bridge's, its gVisor Podman
+		// service's) are bound by the core, on the host.
+		own := d != nil && (d.Name() == "egress.sock" || d.Name() == "bridge.sock" || strings.HasPrefix(d.Name(), "podman-gvisor-"))
+		if err == nil && d.Type()&os.ModeSocket != 0 && !own {
+			socks = append(socks, p)
+		}
+		return nil
+	})
+	if len(socks) > 0 {
+		t.Errorf("sockets a gVisor sandbox bound on the host (it could not be checkpointed): %v", socks)
+	}
+	opened := 0
+	for _, e := range auditEntries(t, s.AuditLog) {
+		if e.Event == "channel.open" && e.Success {
+			opened++
+		}
+	}
+	if opened == 0 {
+		t.Error("no channel.open line: the session's kernel was not dialled through the core")
 	}
 }
 

@@ -121,7 +121,9 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 		f(&o)
 	}
 	// The agent make build leaves in bin/, as the server finds it beside its plugins.
-	var rt sandbox.Engine = podman.New(cfg.Server.PodmanSocket).WithAgent(filepath.Join(RepoRoot(), "bin", agent.Binary)).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, "/run/mcp-forge/runsc", "none")
+	pc := podman.New(cfg.Server.PodmanSocket).WithAgent(filepath.Join(RepoRoot(), "bin", agent.Binary)).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, "/run/mcp-forge/runsc", "none")
+	var rt sandbox.Engine = pc
+	o.Inside = pc // a gVisor sandbox's sockets, from inside
 	if Kube() {
 		var k *kubernetes.Client
 		rt, k = kubeEngine(t, cfg)

@@ -1,20 +1,15 @@
 package kubernetes
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
@@ -248,16 +243,6 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	ours, theirs, err := socketPair()
-	if err != nil {
-		return nil, err
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	var errb bytes.Buffer
-	ended := make(chan struct{})
-	var code int
-	var xerr error
 	// The relay lives as long as the connection, not as the Dial's context:
 	// cut ends it when the caller has closed its end, or the Dial failed.
 	rctx, cut := context.WithCancel(context.WithoutCancel(ctx))
@@ -267,8 +252,6 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	if c.pods[id] != p {
 		c.mu.Unlock() // forgotten meanwhile (removed, or handed over)
 		cut()
-		ours.Close()
-		theirs.Close()
 		return nil, fmt.Errorf("pod %s is no longer this core's", id)
 	}
 	if p.dials == nil {
@@ -276,81 +259,14 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 	}
 	p.dials[&cut] = true
 	c.mu.Unlock()
-	go func() {
+	return runtime.DialRelay(ctx, rctx, cut, target+" in pod "+id, func(rctx context.Context, in io.Reader, out, errw io.Writer) (int, error) {
 		defer func() {
 			c.mu.Lock()
 			delete(p.dials, &cut)
 			c.mu.Unlock()
 		}()
-		defer close(ended)
-		code, xerr = c.exec(rctx, id, stream{Container: containerKeeper,
-			Command: agentCmd("dial", sp), Stdin: inR, Stdout: outW, Stderr: &errb})
-		outW.Close()
-		inR.Close()
-	}()
-	first := make([]byte, 1)
-	got := make(chan error, 1)
-	go func() { _, err := io.ReadFull(outR, first); got <- err }()
-	select {
-	case err := <-got:
-		if err != nil || first[0] != 1 {
-			cut()
-			<-ended
-			ours.Close()
-			theirs.Close()
-			if code == 3 {
-				return nil, fmt.Errorf("%s: %w", target, runtime.ErrNoListener)
-			}
-			return nil, fmt.Errorf("relay to %s in pod %s: %v %v %s", target, id, xerr, err, bytes.TrimSpace(errb.Bytes()))
-		}
-	case <-ctx.Done():
-		cut()
-		inW.Close()
-		outR.Close()
-		ours.Close()
-		theirs.Close()
-		return nil, ctx.Err()
-	}
-	go func() { // the caller's writes to the pod
-		_, _ = io.Copy(inW, bufio.NewReaderSize(theirs, 32<<10))
-		inW.Close()
-		// A half-close, or the caller's Close: only the latter hangs up
-		// both ways, and then nothing will read what the pod sends.
-		for !hungUp(theirs) {
-			select {
-			case <-ended:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		cut()
-		outR.Close()
-	}()
-	go func() { // the pod's answers to the caller
-		_, _ = io.Copy(theirs, outR)
-		_ = theirs.CloseWrite()
-		cut() // the pod's end closed, or the caller's: the relay is done
-		<-ended
-		theirs.Close()
-	}()
-	return ours, nil
-}
-
-// hungUp reports whether the peer of c closed both ways (POLLHUP), not
-// only its writing half.
-func hungUp(c *net.UnixConn) bool {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return true
-	}
-	hup := false
-	_ = raw.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-			hup = fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
-		}
+		return c.exec(rctx, id, stream{Container: containerKeeper, Command: agentCmd("dial", sp), Stdin: in, Stdout: out, Stderr: errw})
 	})
-	return hup
 }
 
 // socketPlace is the workspace path of a socket at target in the sandbox.
@@ -372,32 +288,4 @@ func socketPlace(mounts []mountPlace, target string) (string, bool) {
 	m := mounts[best]
 	rest := strings.TrimPrefix(strings.TrimPrefix(target, strings.TrimSuffix(m.Target, "/")), "/")
 	return path.Join(m.Rel, rest), true
-}
-
-// socketPair is a connected pair of unix stream sockets.
-func socketPair() (*net.UnixConn, *net.UnixConn, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socketpair: %w", err)
-	}
-	conv := func(fd int, name string) (*net.UnixConn, error) {
-		f := os.NewFile(uintptr(fd), name)
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			return nil, err
-		}
-		return c.(*net.UnixConn), nil
-	}
-	a, err := conv(fds[0], "channel")
-	if err != nil {
-		syscall.Close(fds[1])
-		return nil, nil, err
-	}
-	b, err := conv(fds[1], "relay")
-	if err != nil {
-		a.Close()
-		return nil, nil, err
-	}
-	return a, b, nil
 }

@@ -34,18 +34,24 @@ import (
 type gvisor struct {
 	runsc   string
 	wrapper string
+	// restores holds the snapshot a container starts from, by its id
+	// (RestoreOnStart): the wrapper reads it on `start`.
+	restores string
 	// broken says why runsc cannot run sandboxes here; nil: it can.
 	broken error
 	svc    service
 }
 
 // RunscFlags are the flags every gVisor sandbox's runsc runs with, before
-// Podman's: systrap needs no /dev/kvm; host-uds=all lets the core's unix
-// sockets in the sandbox's mounted directories (the runner's, the kernel's,
-// the tool bridge's and egress's) be reached; oci-seccomp applies the
-// sandbox's seccomp profile in the Sentry, which runsc otherwise ignores.
+// Podman's: systrap needs no /dev/kvm; host-uds=open lets the sandbox
+// connect to the core's unix sockets in its mounted directories (the tool
+// bridge's and egress's), while the sockets it listens on (the runner's,
+// the kernel's) stay in its Sentry, reached from inside (DialSocket): runsc
+// cannot checkpoint a sandbox with a socket bound on the host; oci-seccomp
+// applies the sandbox's seccomp profile in the Sentry, which runsc
+// otherwise ignores.
 func RunscFlags(root, network string) []string {
-	return []string{"--root=" + root, "--platform=systrap", "--network=" + network, "--host-uds=all", "--oci-seccomp"}
+	return []string{"--root=" + root, "--platform=systrap", "--network=" + network, "--host-uds=open", "--oci-seccomp"}
 }
 
 // gvisorPidsOverhead is what the Sentry's own threads take of a gVisor
@@ -72,7 +78,8 @@ func (c *Client) WithGVisor(runsc, dir, root, network string) *Client {
 		g.broken = err
 		return c
 	}
-	w, err := writeWrapper(dir, runsc, RunscFlags(root, network))
+	g.restores = filepath.Join(filepath.Dir(root), filepath.Base(root)+"-restore")
+	w, err := writeWrapper(dir, runsc, RunscFlags(root, network), g.restores)
 	if err != nil {
 		g.broken = fmt.Errorf("writing the runsc wrapper: %w", err)
 		return c
@@ -102,15 +109,22 @@ func checkRunsc(runsc string) error {
 
 // writeWrapper writes the OCI runtime wrapper for flags under dir, named by
 // its content's hash (servers of different versions sharing a base path
-// never rewrite each other's), atomically; an existing one is kept.
-func writeWrapper(dir, runsc string, flags []string) (string, error) {
+// never rewrite each other's), atomically; an existing one is kept. A
+// container whose id has a file in restores is started from the snapshot
+// that file names, once (RestoreOnStart): Podman calls `start ID` with no
+// other argument, and runsc restores into the container it created.
+func writeWrapper(dir, runsc string, flags []string, restores string) (string, error) {
 	var b strings.Builder
-	b.WriteString("#!/bin/sh\n# Written by mcp-forge: gVisor's runsc with the flags of its sandboxes (core/runtime/podman/gvisor.go).\nexec ")
-	b.WriteString(shellQuote(runsc))
+	cmd := shellQuote(runsc)
 	for _, f := range flags {
-		b.WriteString(" " + shellQuote(f))
+		cmd += " " + shellQuote(f)
 	}
-	b.WriteString(" \"$@\"\n")
+	r := shellQuote(restores)
+	b.WriteString("#!/bin/sh\n# Written by mcp-forge: gVisor's runsc with the flags of its sandboxes (core/runtime/podman/gvisor.go).\n")
+	b.WriteString("if [ \"$#\" = 2 ] && [ \"$1\" = start ]; then\n\tcase \"$2\" in\n\t*[!0-9a-f]* | '') ;;\n\t*)\n")
+	b.WriteString("\t\tif [ -f " + r + "/\"$2\" ]; then\n\t\t\timg=$(cat " + r + "/\"$2\") && rm -f " + r + "/\"$2\" || exit 1\n")
+	b.WriteString("\t\t\texec " + cmd + " restore --detach --image-path=\"$img\" \"$2\"\n\t\tfi\n\t\t;;\n\tesac\nfi\n")
+	b.WriteString("exec " + cmd + " \"$@\"\n")
 	sum := sha256.Sum256([]byte(b.String()))
 	path := filepath.Join(dir, "mcp-forge-runsc-"+hex.EncodeToString(sum[:])[:16])
 	if cur, err := os.ReadFile(path); err == nil && string(cur) == b.String() {
