@@ -29,7 +29,7 @@ type RelayRun func(ctx context.Context, stdin io.Reader, stdout, stderr io.Write
 // cancel) ends it, and DialRelay calls cut itself once either end has
 // hung up. The caller gets one end of a socketpair, so that it has
 // deadlines and half-close like any unix connection. The agent's exit
-// code 3 (nothing listens there yet) is ErrNoListener.
+// code 3 or first byte 3 (nothing listens there yet) is ErrNoListener.
 func DialRelay(ctx, rctx context.Context, cut context.CancelFunc, what string, run RelayRun) (net.Conn, error) {
 	ours, theirs, err := socketPair()
 	if err != nil {
@@ -59,7 +59,7 @@ func DialRelay(ctx, rctx context.Context, cut context.CancelFunc, what string, r
 			<-ended
 			ours.Close()
 			theirs.Close()
-			if code == 3 {
+			if code == 3 || err == nil && first[0] == 3 {
 				return nil, fmt.Errorf("%s: %w", what, ErrNoListener)
 			}
 			return nil, fmt.Errorf("relay to %s: %v %v %s", what, xerr, err, bytes.TrimSpace(errb.Bytes()))

@@ -179,8 +179,8 @@ func TestDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(deep, "s.sock")
-	if code, _, _ := run(t, nil, strings.NewReader(""), "dial", sock); code != 3 {
-		t.Fatalf("nothing listening: exit %d; want 3", code)
+	if code, out, _ := run(t, nil, strings.NewReader(""), "dial", sock); code != 3 || out != "\x03" {
+		t.Fatalf("nothing listening: exit %d, %q; want 3 and the byte 3", code, out)
 	}
 	old, _ := os.Getwd()
 	_ = os.Chdir(deep)

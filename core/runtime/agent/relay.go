@@ -24,12 +24,15 @@ func dialUnix(p string) (*net.UnixConn, error) {
 }
 
 // Dial relays the unix socket at p to stdin and stdout: one byte 1 says
-// it is connected; 3: nothing listens there yet.
+// it is connected; nothing listens there yet: one byte 3 and exit code 3
+// (the byte for a caller that cannot see the exit code: runsc exec
+// --detach).
 func Dial(p string, in io.Reader, out io.Writer) int {
 	c, err := dialUnix(p)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p, err)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+			_, _ = out.Write([]byte{3})
 			return 3
 		}
 		return 1

@@ -30,7 +30,6 @@ import (
 	"github.com/containers/podman/v5/pkg/specgen"
 	dockerContainer "github.com/docker/docker/api/types/container"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/sirupsen/logrus"
 	"go.podman.io/storage/pkg/idtools"
 	storagetypes "go.podman.io/storage/types"
 
@@ -61,11 +60,6 @@ var _ runtime.Runtime = (*Client)(nil)
 
 // New returns a client that connects on first use; socket may be empty.
 func New(socket string) *Client {
-	// The bindings log to logrus's standard logger, on stderr, where the
-	// server's own log (hclog) goes: a relay's stdin ending after its exec
-	// (DialSocket) is logged there as an error. What matters of a call comes
-	// back as its error.
-	logrus.SetOutput(io.Discard)
 	return &Client{configured: socket, getenv: os.Getenv, envs: map[string]*runtime.Scrubber{},
 		kmsg: func() ([]kmsgRecord, error) { return readKmsg("/dev/kmsg") }}
 }
