@@ -13,9 +13,10 @@ export CGO_ENABLED=${CGO_ENABLED:-0} PATH=$PATH:/usr/local/go/bin
 # Isolation itself (the kernel, the interfaces, the profile under runsc,
 # pids), runs and sessions in Python and R, plots, files, the runner's and
 # the kernels' channels, the tool bridge and egress through host sockets,
-# warm pools, checkpoints, and the security suite's confinement, OOM, fork
+# warm pools, checkpoints and whole-sandbox snapshots (the runtime's and
+# through MCP), and the security suite's confinement, OOM, fork
 # bomb, timeouts and seccomp.
-e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore'
+e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore|TestSnapshotKeepsEverything|TestSuspendIdleSession'
 security='TestSandboxConfinement|TestWarmConfinementEqualsCold|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 
 runsc=${FORGE_SECURITY_RUNSC:-/usr/local/lib/mcp-forge/runsc}
@@ -24,5 +25,5 @@ echo "== the end-to-end and security tests with sandboxes under gVisor ($runsc)"
 if [ -n "${GVISOR_RUN:-}" ]; then
   go test -count=1 -timeout 20m -run "$GVISOR_RUN" ./test/e2e/ ./test/security/
 else
-  go test -count=1 -timeout 25m -run "^($e2e|$security)\$" ./test/e2e/ ./test/security/
+  go test -count=1 -timeout 25m -run "^($e2e|$security|TestGVisorSnapshotRestore)\$" ./test/e2e/ ./test/security/ ./core/runtime/podman/
 fi

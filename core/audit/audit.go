@@ -34,9 +34,10 @@ const (
 	ContainerRemove   = "container.remove"
 	ContainerExec     = "container.exec"
 	ContainerSignal   = "container.signal"
-	ContainerClamp    = "container.clamp"   // a warm-up container held to its limits
-	ContainerAdopt    = "container.adopt"   // a session's container taken over from another core
-	ContainerRelease  = "container.release" // a session's container handed over to another core
+	ContainerClamp    = "container.clamp"    // a warm-up container held to its limits
+	ContainerSnapshot = "container.snapshot" // a gVisor sandbox saved whole (memory and all)
+	ContainerAdopt    = "container.adopt"    // a session's container taken over from another core
+	ContainerRelease  = "container.release"  // a session's container handed over to another core
 	WorkspaceWrite    = "workspace.write"
 	ChannelOpen       = "channel.open"
 	ContainerReap     = "container.reconcile"

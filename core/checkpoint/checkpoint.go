@@ -47,6 +47,14 @@ type Meta struct {
 	FilesLeft []string          `json:"files_left_out,omitempty"` // entries of the working directory not saved (links, pipes)
 	Bytes     int64             `json:"bytes,omitempty"`          // size of the checkpoint (namespace and files)
 	Client    string            `json:"owner"`
+	// Kind is KindSnapshot for a whole sandbox, "" for variables.
+	Kind string `json:"kind,omitempty"`
+	// Suspended: the snapshot was taken because the session was idle
+	// (sessions.suspend_after), its sandbox removed since.
+	Suspended bool `json:"suspended,omitempty"`
+	// NotWhole says why a checkpoint of a gVisor session holds its
+	// variables and not the whole sandbox ("": it does, or could not).
+	NotWhole string `json:"not_whole,omitempty"`
 }
 
 // Errors of Get.
@@ -103,6 +111,14 @@ type Store interface {
 
 // RestoreNotice is the sentence an agent reads after a restore.
 func RestoreNotice(m Meta) string {
+	if m.Kind == KindSnapshot && m.Suspended {
+		return fmt.Sprintf("Session %s was suspended at %s after sessions.suspend_after without a call, and resumed from its snapshot: the whole sandbox is back as it was (variables, imports, open files, sockets, generators, the execution count).",
+			m.SessionID, m.Created.Format(time.RFC3339))
+	}
+	if m.Kind == KindSnapshot {
+		return fmt.Sprintf("Session %s was restored from its snapshot of %s: the whole sandbox is back as it was (variables, imports, open files, sockets, generators, the execution count).",
+			m.SessionID, m.Created.Format(time.RFC3339))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Session %s was restored in a new kernel from its checkpoint of %s: %d variable(s) back (%s).",
 		m.SessionID, m.Created.Format(time.RFC3339), len(m.Saved), strings.Join(m.Saved, ", "))

@@ -267,7 +267,13 @@ type Images struct {
 
 // Sessions configures stateful sessions.
 type Sessions struct {
-	IdleTimeout     int `toml:"idle_timeout"`
+	IdleTimeout int `toml:"idle_timeout"`
+	// SuspendAfter is how long (seconds) a session that can be saved whole
+	// (gVisor) waits idle before it is suspended: snapshotted into the
+	// checkpoint store and its sandbox removed, its memory freed; the next
+	// call on it resumes it. 0: never; at or past idle_timeout, the
+	// session is removed first.
+	SuspendAfter    int `toml:"suspend_after"`
 	MaxConcurrent   int `toml:"max_concurrent"`
 	CleanupInterval int `toml:"cleanup_interval"`
 	// DefaultBackend names, per language, the stateful plugin that keeps
@@ -544,7 +550,7 @@ func systemDefault() Config {
 		Images: Images{
 			Allowed: []string{"mcp-forge/python:*", "mcp-forge/r:*", "mcp-forge/custom:*"},
 		},
-		Sessions: Sessions{IdleTimeout: 3600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{},
+		Sessions: Sessions{IdleTimeout: 3600, SuspendAfter: 600, MaxConcurrent: 10, CleanupInterval: 300, DefaultBackend: map[string]string{},
 			CheckpointOnShutdown: true, CheckpointTTL: 7 * 24 * 3600, CheckpointStoreQuota: 10 << 30, HistoryCells: 200, HistoryBytes: 4 << 20},
 		Volumes: Volumes{
 			BasePath:        "/var/lib/mcp-forge",

@@ -103,6 +103,9 @@ func Validate(c Config) Errors {
 	}
 
 	v.positive("sessions.idle_timeout", c.Sessions.IdleTimeout)
+	if n := c.Sessions.SuspendAfter; n < 0 {
+		v.add("sessions.suspend_after", fmt.Sprintf("must be 0 (never) or seconds > 0, got %d", n))
+	}
 	v.positive("sessions.max_concurrent", c.Sessions.MaxConcurrent)
 	v.positive("sessions.cleanup_interval", c.Sessions.CleanupInterval)
 	v.positive("sessions.checkpoint_ttl", c.Sessions.CheckpointTTL)

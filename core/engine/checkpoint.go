@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -137,11 +138,20 @@ func (e *Engine) checkpointLocked(ctx context.Context, s *session.Session, why s
 // checkpoint of session id as: s's own id, or the id of a fork that
 // restores from it (fork.go).
 func (e *Engine) saveLocked(ctx context.Context, s *session.Session, as, why string) (CheckpointInfo, error) {
+	snap, err := e.snapshotLocked(ctx, s, as, why) // snapshot.go
+	if !errors.Is(err, sandbox.ErrNoSnapshot) {
+		return snap, err
+	}
+	notWhole := ""
+	if e.snaps != nil {
+		// A runtime that could: say why this one was not.
+		notWhole = strings.TrimPrefix(err.Error(), sandbox.ErrNoSnapshot.Error()+": ")
+	}
 	cp := e.checkpointCode(s.Backend)
 	if cp == nil {
 		return CheckpointInfo{}, fmt.Errorf("backend %s reports no checkpoint code", s.Backend)
 	}
-	info := CheckpointInfo{SessionID: as, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: time.Now()}
+	info := CheckpointInfo{SessionID: as, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: time.Now(), NotWhole: notWhole}
 	quotaErr := func(detail string) error {
 		return &RequestError{Rule: checkpoint.RuleCheckpointQuota, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the session quota of %s (volumes.session_quota), which a checkpoint counts against (%s; a file counts at its apparent size even if sparse, or its allocated size if larger): "+
 			"delete large variables (del x in Python, rm(x) in R) or files of the working directory, then checkpoint again; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, e.cfg.Volumes.SessionQuota, detail)}
@@ -237,6 +247,20 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	s.Lock()
 	defer s.Unlock()
 	s.Pending = false // restored here, not by the next execute
+	if meta.Kind == checkpoint.KindSnapshot {
+		if !created && e.sessions.State(s) == session.StateGone {
+			return CheckpointInfo{}, session.View{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
+		}
+		info, err := e.restoreSnapshotLocked(ctx, s, meta, !created, tool) // snapshot.go
+		if err != nil {
+			if created {
+				e.sessions.Drop(s)
+				e.removeWorkspace(s.Internal)
+			}
+			return CheckpointInfo{}, session.View{}, e.refuse(client, id, tool, fmt.Errorf("restore session %q: %w", id, err), nil)
+		}
+		return info, e.sessions.View(s), nil
+	}
 	if !created {
 		if e.sessions.State(s) == session.StateGone {
 			return CheckpointInfo{}, session.View{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)

@@ -127,6 +127,7 @@ type Engine struct {
 
 	store runtime.SessionStore // nil: sessions live in this replica only (handover.go)
 	hosts SessionHosts
+	snaps SessionSnapshots // snapshot.go; nil: checkpoints keep variables
 	roots *hostroots.Roots // [volumes.host_roots] (hostfiles.go); nil: none
 }
 

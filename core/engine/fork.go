@@ -34,6 +34,8 @@ type ForkInfo struct {
 	FilesLeft []string          // entries of the working directory not copied (links, pipes)
 	NotCopied []string          // what else the fork does not have, and why
 	Bytes     int64             // namespace and files copied
+	Kind      string            // checkpoint.KindSnapshot: the whole sandbox was copied
+	NotWhole  string            // why a gVisor session's fork copied variables only
 	Duration  time.Duration
 	View      session.View
 }
@@ -115,12 +117,21 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	}
 	defer e.ckpts.Remove(client, to) // once restored (or not), the copy is the fork's kernel's, not a checkpoint
 
-	if err = e.open(ctx, dst, false); err != nil {
+	var info CheckpointInfo
+	if saved.Kind == checkpoint.KindSnapshot {
+		// The source's sandbox, memory and all, restored as the fork's.
+		if info, err = e.restoreSnapshotLocked(ctx, dst, saved, false, "fork of "+from); err != nil { // snapshot.go
+			e.sessions.Drop(dst)
+			e.removeWorkspace(dst.Internal)
+			return ForkInfo{}, fmt.Errorf("fork session %q into %q: %w", from, to, err)
+		}
+	} else if err = e.open(ctx, dst, false); err != nil {
 		e.sessions.Drop(dst)
 		e.removeWorkspace(dst.Internal)
 		return ForkInfo{}, fmt.Errorf("fork session %q into %q: start its kernel: %w", from, to, err)
+	} else {
+		info, err = e.restoreLocked(ctx, dst, saved, "fork of "+from)
 	}
-	info, err := e.restoreLocked(ctx, dst, saved, "fork of "+from)
 	if err != nil {
 		// A fork with part of its source's state is no fork: nothing is left.
 		_ = e.destroyLocked(ctx, dst, "its fork failed", false)
@@ -136,7 +147,7 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	e.rec.Record(audit.Entry{Event: "session.fork", SessionID: dst.Internal, UserID: client, Success: true, Severity: audit.Info,
 		Details: map[string]any{"session": to, "source_session": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
 			"bytes": saved.Bytes, "fork_ms": took.Milliseconds()}})
-	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied,
+	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied, Kind: saved.Kind, NotWhole: saved.NotWhole,
 		Bytes: saved.Bytes, Duration: took, View: e.sessions.View(dst)}, nil
 }
 

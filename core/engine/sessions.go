@@ -178,6 +178,7 @@ func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) err
 		}
 		if err == nil {
 			e.sessions.CountStart(s.Backend, warm, took)
+			s.Sandbox, s.Resume = info.ContainerID, info.ResumeState
 			e.record(ctx, s, info) // handover.go
 		}
 	}
@@ -216,6 +217,11 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 			e.sessions.Drop(s)
 			e.removeWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
+		}
+		if notice, ok := e.resumePending(ctx, s); ok { // snapshot.go
+			notices = append(notices, notice)
+			before = e.outputSnapshot(s.Internal)
+			break
 		}
 		if err := e.open(ctx, s, false); err != nil {
 			e.closeGrant(s)
@@ -536,6 +542,7 @@ func (e *Engine) ReapIdle(ctx context.Context) int {
 func (e *Engine) Reaper(ctx context.Context) {
 	e.ExpireCheckpoints(time.Now()) // a restart after a long stop finds expired ones
 	periodic.Every(ctx, time.Duration(e.cfg.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
+		e.SuspendIdle(ctx) // snapshot.go: before an idle session would be removed
 		e.ReapIdle(ctx)
 		e.ExpireCheckpoints(time.Now())
 		e.SweepJobs() // jobs.go

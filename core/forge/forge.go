@@ -231,9 +231,10 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	f.undo.push("quota state", func(context.Context) error { return fsq.Close() })
 	rt := withHostGaps(raw, fsq, m.bound)
-	cpu, _ := raw.(sandbox.CPUUpdater)      // Podman; a pod's quota stays as created
-	inside, _ := raw.(runtime.SocketDialer) // Podman's agent relay, for gVisor sandboxes
-	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw), Inside: inside, CPU: cpu})
+	cpu, _ := featureOf[sandbox.CPUUpdater](raw)      // Podman; a pod's quota stays as created
+	inside, _ := featureOf[runtime.SocketDialer](raw) // Podman's agent relay, for gVisor sandboxes
+	snaps, _ := featureOf[runtime.Snapshotter](raw)   // Podman's runsc snapshots, for gVisor sandboxes
+	sb := sandbox.New(rt, pol, al, log.Named("sandbox"), sandbox.Options{Instance: Instance(cfg.Volumes.BasePath), Remote: remoteOf(raw), Inside: inside, Snapshots: snaps, CPU: cpu})
 	f.Sandbox, f.runtime = sb, rt
 	if n, err := sb.Reconcile(ctx); err != nil {
 		log.Warn("could not reconcile containers at start (is Podman running? `mcp-forge doctor`)", "error", err)
@@ -357,6 +358,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	if st := f.caps.Sessions; st != nil {
 		eng.SetSessionStore(st, sessionHosts{crashes})
+	}
+	if snaps != nil {
+		eng.SetSnapshots(sessionHosts{crashes}) // gVisor sessions checkpointed whole
 	}
 	crashes.resolve(eng)
 	f.MCP = mcpserver.New(eng, cfg, log.Named("mcp"))

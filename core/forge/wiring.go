@@ -115,19 +115,25 @@ func startOrphanReaper(r runtime.Reaper, al audit.Recorder) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
+// featureOf is what rt (the runtime itself, under the test harness's
+// gaps) offers as T, if it does: a way to its sandboxes' workspaces when
+// they are not the core's directories, its snapshots, its CPU updates.
+func featureOf[T any](rt Runtime) (T, bool) {
+	for {
+		if g, ok := rt.(gapRuntime); ok {
+			rt = g.Runtime
+			continue
+		}
+		t, ok := rt.(T)
+		return t, ok
+	}
+}
+
 // remoteOf is rt's way to its sandboxes' workspaces, if they are not the
 // core's directories.
 func remoteOf(rt Runtime) runtime.RemoteWorkspace {
-	for {
-		switch r := rt.(type) {
-		case gapRuntime:
-			rt = r.Runtime
-		case runtime.RemoteWorkspace:
-			return r
-		default:
-			return nil
-		}
-	}
+	r, _ := featureOf[runtime.RemoteWorkspace](rt)
+	return r
 }
 
 // quota gives workspaces their size-limited filesystems (fsquota.Quota).
@@ -461,6 +467,30 @@ func (s sessionHosts) Remove(ctx context.Context, plugin, container string) erro
 		return err
 	}
 	return h.Remove(ctx, container)
+}
+
+func (s sessionHosts) CanSnapshot(plugin, container string) error {
+	h, err := s.host(plugin)
+	if err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrNoSnapshot, err)
+	}
+	return h.CanSnapshot(container)
+}
+
+func (s sessionHosts) Snapshot(ctx context.Context, plugin, container, dir string, budget int64) error {
+	h, err := s.host(plugin)
+	if err != nil {
+		return err
+	}
+	return h.Snapshot(ctx, container, dir, budget)
+}
+
+func (s sessionHosts) Restore(ctx context.Context, plugin, session, dir string) (string, error) {
+	h, err := s.host(plugin)
+	if err != nil {
+		return "", err
+	}
+	return h.Restore(ctx, session, dir)
 }
 
 func (s sessionHosts) Running(ctx context.Context, plugin, container string) (bool, error) {

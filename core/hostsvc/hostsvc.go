@@ -63,6 +63,7 @@ type tracked struct {
 	stop      context.CancelFunc // ends the quota watch
 	exceeded  string             // why the container was killed, if it was
 	endpoints map[string]Endpoint
+	intent    host.Intent // what it was created from (no Files): a snapshot's restore creates it again
 }
 
 // New returns the host services for plugin plugin.
@@ -96,9 +97,9 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			Details: map[string]any{"rule": RuleEndpointIntent, "plugin": h.plugin}})
 		return host.Container{}, err
 	}
-	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
+	lim, err := h.limits(in)
 	if err != nil {
-		return host.Container{}, host.Errorf(host.KindInvalid, "%v", err)
+		return host.Container{}, err
 	}
 	w, err := h.ws.Create(in.SessionID)
 	if err != nil {
@@ -119,13 +120,34 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			return host.Container{}, fileErr(err)
 		}
 	}
+	id, err := h.create(ctx, in, w, lim, grant, channel, places)
+	if err != nil {
+		cleanup()
+		return host.Container{}, err
+	}
+	return host.Container{ID: id}, nil
+}
+
+// limits are the limits the intent asks for, as the policy resolves them.
+func (h *Host) limits(in host.Intent) (runtime.Limits, error) {
+	lim, err := h.m.Policy().ResolveLimits(policy.LimitRequest{Memory: in.Memory, CPUQuota: in.CPUQuota, Pids: in.Pids, Timeout: int64(in.Timeout / time.Second)})
+	if err != nil {
+		return lim, host.Errorf(host.KindInvalid, "%v", err)
+	}
+	return lim, nil
+}
+
+// create creates the container of intent in over workspace w, which holds
+// its files, with the grants the intent named, and tracks it.
+func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspace, lim runtime.Limits, grant *toolbridge.Grant, channel *egress.Channel, places map[string]string) (string, error) {
+	intent := in
+	intent.Files = nil
 	var mounts []runtime.Mount
 	outDir := "" // the working directory's place in the workspace
 	for _, m := range in.Mounts {
 		src, err := w.Dir(m.Subdir)
 		if err != nil {
-			cleanup()
-			return host.Container{}, fileErr(err)
+			return "", fileErr(err)
 		}
 		mounts = append(mounts, runtime.Mount{Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 		if grant != nil && !m.ReadOnly && m.Target == in.WorkDir {
@@ -159,8 +181,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		WarmUp: in.WarmUp,
 	})
 	if err != nil {
-		cleanup()
-		return host.Container{}, asHostErr(err)
+		return "", asHostErr(err)
 	}
 	if channel != nil {
 		channel.Mounted()
@@ -169,7 +190,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		grant.SetRemote(remoteGrant{r: r, id: id, outDir: outDir})
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}}
+	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}, intent: intent}
 	for _, e := range in.Endpoints {
 		t.endpoints[e.Name] = Endpoint{ContainerID: id, Name: e.Name, Path: e.Path, Workspace: w, Rel: places[e.Name]}
 	}
@@ -182,7 +203,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		// the only (weaker) bound.
 		go h.watchQuota(wctx, id, t)
 	}
-	return host.Container{ID: id}, nil
+	return id, nil
 }
 
 // lookupGrant resolves a grant token of the intent (nil for none) that the

@@ -89,6 +89,20 @@ type SocketDialer interface {
 	DialSocket(ctx context.Context, id, path string) (net.Conn, error)
 }
 
+// Snapshotter saves a running sandbox whole (its memory, processes, open
+// files and sockets) and starts a new container from such a snapshot:
+// gVisor sandboxes on Podman (runsc checkpoint and restore).
+type Snapshotter interface {
+	// Snapshot saves running container id into the empty directory dir
+	// and leaves it running.
+	Snapshot(ctx context.Context, id, dir string) error
+	// RestoreOnStart makes the next Start of container id, created from
+	// the spec of the container dir's snapshot was taken of, restore it.
+	RestoreOnStart(id, dir string) error
+	// ForgetRestore drops a mark no start used.
+	ForgetRestore(id string)
+}
+
 // FSUsage is what a workspace's filesystem holds and has left, as statfs
 // sees it where the sandbox runs.
 type FSUsage struct {

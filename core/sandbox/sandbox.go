@@ -87,12 +87,13 @@ type Manager struct {
 	server   string
 	remote   runtime.RemoteWorkspace
 	inside   runtime.SocketDialer
+	snaps    runtime.Snapshotter
 	cpu      CPUUpdater
 	noWarmUp atomic.Bool // a live update failed: no more allowances
 
 	mu       sync.Mutex
 	limits   map[string]runtime.Limits     // container id → limits, for OOM messages
-	gvisor   map[string]bool               // container id → it runs under gVisor
+	gvisor   map[string]string             // gVisor container id → its image's id ("": adopted, unknown)
 	verdicts map[string]runtime.OOMVerdict // container id → how its exit 137 came about
 	scrub    map[string]*runtime.Scrubber  // container id → its environment, kept out of the audit log
 	pending  map[string]string             // container id → plugin, whose removal failed and is retried
@@ -127,6 +128,9 @@ type Options struct {
 	// Inside reaches the sockets gVisor sandboxes listen on from inside
 	// them (Sockets); nil: they are dialled where they are bound, on the host.
 	Inside runtime.SocketDialer
+	// Snapshots saves gVisor sandboxes whole and restores them
+	// (snapshot.go); nil: none can be.
+	Snapshots runtime.Snapshotter
 	// CPU lowers a warm-up container's CPU quota to its limit (warmup.go);
 	// nil: no warm-up allowance is given.
 	CPU CPUUpdater
@@ -136,8 +140,8 @@ type Options struct {
 func New(rt Engine, pol *policy.Policy, rec audit.Recorder, log hclog.Logger, o Options) *Manager {
 	m := &Manager{
 		rt: rt, pol: pol, tracked: NewTracker(), audit: rec, log: log,
-		instance: o.Instance, server: o.ServerID, remote: o.Remote, inside: o.Inside, cpu: o.CPU,
-		limits: map[string]runtime.Limits{}, gvisor: map[string]bool{}, verdicts: map[string]runtime.OOMVerdict{},
+		instance: o.Instance, server: o.ServerID, remote: o.Remote, inside: o.Inside, snaps: o.Snapshots, cpu: o.CPU,
+		limits: map[string]runtime.Limits{}, gvisor: map[string]string{}, verdicts: map[string]runtime.OOMVerdict{},
 		scrub: map[string]*runtime.Scrubber{}, pending: map[string]string{},
 		runs: map[string]*runContainers{}, runOf: map[string]string{}, warm: map[string]*warmUp{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
@@ -175,7 +179,7 @@ func (m *Manager) Sockets(id string) runtime.SocketDialer {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.gvisor[id] && m.inside != nil {
+	if _, ok := m.gvisor[id]; ok && m.inside != nil {
 		return m.inside
 	}
 	return nil
@@ -285,7 +289,7 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (id string, err 
 	m.mu.Lock()
 	m.limits[id] = spec.Limits
 	if spec.Isolation == runtime.IsolationGVisor {
-		m.gvisor[id] = true
+		m.gvisor[id] = spec.ImageID
 	}
 	m.scrub[id] = secrets
 	if r := in.Labels[runtime.LabelRun]; r != "" {
@@ -599,7 +603,7 @@ func (m *Manager) Adopt(plugin, id string) {
 	if m.pol.Isolation() == runtime.IsolationGVisor {
 		// Made by an earlier core of this configuration: under gVisor.
 		m.mu.Lock()
-		m.gvisor[id] = true
+		m.gvisor[id] = ""
 		m.mu.Unlock()
 	}
 	m.record(audit.ContainerAdopt, plugin, id, nil, nil)

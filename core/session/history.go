@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -145,6 +146,30 @@ func (h *History) Add(c Cell, maxCells int, maxBytes int64) {
 		h.Dropped += n
 		h.Cells = slices.Delete(h.Cells, 0, n)
 	}
+}
+
+// historyJSON is History as a snapshot keeps it, its count included.
+type historyJSON struct {
+	Cells   []Cell `json:"cells,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"`
+	Dropped int    `json:"dropped,omitempty"`
+	Count   int    `json:"count,omitempty"`
+}
+
+// MarshalJSON keeps the count of cells executed: the next cell after a
+// snapshot's restore is numbered on from it.
+func (h History) MarshalJSON() ([]byte, error) {
+	return json.Marshal(historyJSON{h.Cells, h.Bytes, h.Dropped, h.count})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (h *History) UnmarshalJSON(b []byte) error {
+	var j historyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*h = History{Cells: j.Cells, Bytes: j.Bytes, Dropped: j.Dropped, count: j.Count}
+	return nil
 }
 
 // Clone is a copy of h that shares no slice with it (cells are never

@@ -12,6 +12,12 @@ func idle(s *Session, limit time.Duration) bool {
 // that session's operation lock; it returns how many. A session a call
 // used since the scan (its operation lock taken first) is left alone.
 func (r *Registry) ReapIdle(limit time.Duration, destroy func(*Session)) int {
+	return r.EachIdle(limit, func(s *Session) bool { destroy(s); return true })
+}
+
+// EachIdle calls f for every session idle longer than limit, as ReapIdle
+// does, and returns for how many f answered true.
+func (r *Registry) EachIdle(limit time.Duration, f func(*Session) bool) int {
 	r.mu.Lock()
 	var candidates []*Session
 	for _, s := range r.sessions {
@@ -27,8 +33,7 @@ func (r *Registry) ReapIdle(limit time.Duration, destroy func(*Session)) int {
 		r.mu.Lock()
 		still := idle(s, limit)
 		r.mu.Unlock()
-		if still {
-			destroy(s)
+		if still && f(s) {
 			n++
 		}
 		s.Unlock()

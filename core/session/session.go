@@ -82,6 +82,11 @@ type Session struct {
 	// recorded in the runtime for another core to take over ("": it is
 	// not); written under the operation lock too.
 	Container string
+	// Sandbox is the kernel's container, and Resume what its plugin needs
+	// to reach that kernel again (backend.SessionInfo): a snapshot of the
+	// sandbox is restored with them (written under the operation lock).
+	Sandbox string
+	Resume  []byte
 
 	Docs        map[string]string
 	Note        string

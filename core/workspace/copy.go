@@ -92,7 +92,9 @@ func copyData(dst *os.File, src io.Reader, sparse bool) (int64, error) {
 // before anything of it is read, a file that grows past it while read stops
 // it after at most limit bytes. Files are streamed and holes kept (a sparse
 // file is written sparse but counts at its apparent size). used is what the
-// copy cost. On an error dst is left for the caller to remove.
+// copy cost. Files and directories keep their modification times (a gVisor
+// snapshot restores only over files as they were). On an error dst is
+// left for the caller to remove.
 func (f *Files) CopyOut(dst string, limit int64, skip func(string) bool) (left []string, used int64, err error) {
 	entries, truncated, err := f.List(".", MaxFiles)
 	if err != nil {
@@ -116,6 +118,12 @@ func (f *Files) CopyOut(dst string, limit int64, skip func(string) bool) (left [
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return nil, used, err
 	}
+	var dirs []Entry // their times are set once their contents are written
+	defer func() {
+		for i := len(dirs) - 1; i >= 0 && err == nil; i-- {
+			err = os.Chtimes(dst+"/"+dirs[i].Path, dirs[i].Modified, dirs[i].Modified)
+		}
+	}()
 	for _, e := range entries {
 		if skip != nil && skip(e.Path) {
 			continue
@@ -133,6 +141,7 @@ func (f *Files) CopyOut(dst string, limit int64, skip func(string) bool) (left [
 			if err := charge("directory "+quote(e.Path), Usage(&st)); err != nil {
 				return nil, used, err
 			}
+			dirs = append(dirs, e)
 		case "file":
 			room := int64(-1)
 			if limit > 0 {
@@ -200,34 +209,78 @@ func (f *Files) copyFileOut(root int, rel, target string, room int64) (int64, er
 	if err := unix.Fstat(int(out.Fd()), &dst); err != nil {
 		return 0, err
 	}
+	if err := setTimes(int(out.Fd()), []unix.Timespec{st.Atim, st.Mtim}); err != nil {
+		return 0, err
+	}
 	return max(cost, n, Usage(&dst)), out.Close()
 }
 
-// CopyIn writes the regular files under src (a host directory of the
-// core's, as CopyOut made it) beneath the root, each streamed and with its
-// holes kept.
+// CopyIn writes the regular files and directories under src (a host
+// directory of the core's, as CopyOut made it) beneath the root, each file
+// streamed and with its holes kept, files and directories with their
+// modification times.
 func (f *Files) CopyIn(src string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	type dir struct {
+		rel   string
+		times []unix.Timespec
+	}
+	var dirs []dir
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if os.IsNotExist(err) && p == src {
 				return nil
 			}
 			return err
 		}
-		if !d.Type().IsRegular() {
+		if p == src || !d.IsDir() && !d.Type().IsRegular() {
 			return nil
 		}
 		rel, err := filepath.Rel(src, p)
 		if err != nil {
 			return err
 		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		times := []unix.Timespec{st.Atim, st.Mtim}
+		if d.IsDir() {
+			dirs = append(dirs, dir{filepath.ToSlash(rel), times})
+			return nil
+		}
 		in, err := os.Open(p)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
-		return f.writeFrom(filepath.ToSlash(rel), in, true)
+		return f.writeFrom(filepath.ToSlash(rel), in, true, times)
 	})
+	if err != nil || len(dirs) == 0 {
+		return err
+	}
+	root, err := f.openRoot()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	var rootSt unix.Stat_t
+	if err := unix.Fstat(root, &rootSt); err != nil {
+		return err
+	}
+	// Deepest first, once every file is in: a directory written into
+	// afterwards would take the time of that write.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		fd, err := f.mkdirs(root, dirs[i].rel, int(rootSt.Uid), int(rootSt.Gid))
+		if err != nil {
+			return err
+		}
+		err = setTimes(fd, dirs[i].times)
+		unix.Close(fd)
+		if err != nil {
+			return pathErr(dirs[i].rel, err)
+		}
+	}
+	return nil
 }
 
 // RegularSize is the size of rel if it is a regular file beneath the root

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -169,5 +170,45 @@ func TestWriteFileIsDense(t *testing.T) {
 	}
 	if app, alloc := usageOf(t, root); app != 2<<20 || alloc < 2<<20 {
 		t.Fatalf("%d bytes apparent, %d allocated: want every byte written", app, alloc)
+	}
+}
+
+// A copy out and back keeps the files' and directories' modification
+// times, and empty directories (a gVisor snapshot restores only over
+// files as they were, and a kernel's directories must be there).
+func TestCopyKeepsTimesAndEmptyDirectories(t *testing.T) {
+	root := t.TempDir()
+	old := time.Date(2020, 1, 2, 3, 4, 5, 600, time.UTC)
+	for _, d := range []string{"a/b", "empty"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "a/b/f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a/b/f", "a/b", "a", "empty"} {
+		if err := os.Chtimes(filepath.Join(root, p), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "copy")
+	if _, _, err := NewFiles(root).CopyOut(out, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	back := t.TempDir()
+	if err := NewFiles(back).CopyIn(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{out, back} {
+		for _, p := range []string{"a/b/f", "a/b", "a", "empty"} {
+			fi, err := os.Stat(filepath.Join(dir, p))
+			if err != nil {
+				t.Fatalf("%s in %s: %v", p, dir, err)
+			}
+			if !fi.ModTime().Equal(old) {
+				t.Errorf("%s in %s: modified %v, want %v", p, dir, fi.ModTime(), old)
+			}
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -263,12 +264,12 @@ func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
 // WriteFile writes data to rel, every byte of it (an upload of zeros takes
 // its size of the quota); see writeFrom.
 func (f *Files) WriteFile(rel string, data []byte) error {
-	return f.writeFrom(rel, bytes.NewReader(data), false)
+	return f.writeFrom(rel, bytes.NewReader(data), false, nil)
 }
 
 // WriteFrom writes what r holds to rel, streamed; see writeFrom.
 func (f *Files) WriteFrom(rel string, r io.Reader) error {
-	return f.writeFrom(rel, r, false)
+	return f.writeFrom(rel, r, false, nil)
 }
 
 // writeFrom writes what r holds to rel, creating its parent directories,
@@ -277,8 +278,9 @@ func (f *Files) WriteFrom(rel string, r io.Reader) error {
 // are left as holes (a restored sparse file stays sparse). The file is
 // written beside its target and renamed over it, so a failure (the quota)
 // leaves the old file intact and a link or pipe at the target is replaced,
-// never written through.
-func (f *Files) writeFrom(rel string, r io.Reader, sparse bool) error {
+// never written through. times, if set, are the file's access and
+// modification times (a copy as it was).
+func (f *Files) writeFrom(rel string, r io.Reader, sparse bool, times []unix.Timespec) error {
 	clean, err := CleanPath(rel)
 	if err != nil {
 		return err
@@ -314,6 +316,9 @@ func (f *Files) writeFrom(rel string, r io.Reader, sparse bool) error {
 	_, werr := copyData(file, r, sparse)
 	if werr == nil {
 		werr = unix.Fchown(fd, int(rootSt.Uid), int(rootSt.Gid))
+	}
+	if werr == nil && times != nil {
+		werr = setTimes(fd, times)
 	}
 	if cerr := file.Close(); werr == nil {
 		werr = cerr
@@ -353,6 +358,12 @@ func (f *Files) mkdirs(root int, dir string, uid, gid int) (int, error) {
 		cur = next
 	}
 	return cur, nil
+}
+
+// setTimes sets the access and modification times of what fd refers to,
+// an O_PATH descriptor too (through its /proc link, which pins the file).
+func setTimes(fd int, times []unix.Timespec) error {
+	return unix.UtimesNano("/proc/self/fd/"+strconv.Itoa(fd), times)
 }
 
 // Entry is one name in a listing.

@@ -199,9 +199,19 @@ def main(src=None):
             pass  # the host reads the files
         try:
             CONN.sendall((json.dumps(result) + "\n").encode())
-            CONN.close()
+            # Exit only once the host has the answer (it closes its end):
+            # under gVisor the relay that carries it to the host is a
+            # process of this sandbox, which ends with the runner.
+            CONN.shutdown(socket.SHUT_WR)
+            CONN.settimeout(10)
+            while CONN.recv(65536):
+                pass
         except OSError:
             pass  # the code closed it: the host reports from the exit
+        try:
+            CONN.close()
+        except OSError:
+            pass
 
     else:
         with open(os.path.join(META, "result.json"), "w") as f:

@@ -28,9 +28,10 @@ local({
   # opens the FIFOs (run, ARGV[1], meeting R's open; done, ARGV[2], which R
   # holds open) before the run, so that a run costs no open; then it accepts
   # ONE connection (the socket goes, so later ones find nothing), passes
-  # the request line to run and the envelope line from done back. An R that
-  # dies closes done's last writer: the relay reads EOF and closes the
-  # connection.
+  # the request line to run and the envelope line from done back, waits
+  # for the host to close its end (at most 10 s) and removes done, which R
+  # waits for before it quits. An R that dies closes done's last writer:
+  # the relay reads EOF and closes the connection.
   RELAY <- paste(
     "use Socket; my ($path, $run, $done) = @ARGV;",
     "socket(my $l, AF_UNIX, SOCK_STREAM, 0) or exit 70; bind($l, pack_sockaddr_un($path)) or exit 70;",
@@ -39,7 +40,8 @@ local({
     "open(my $r, \">\", $run) or exit 1; open(my $d, \"<\", $done) or exit 1;",
     "accept(my $c, $l) or exit 1; close($l); unlink($path);",
     "my $req = <$c>; exit 1 unless defined $req; print $r $req; close($r);",
-    "my $env = <$d>; if (defined $env) { select($c); $| = 1; print $c $env; } close($c);"
+    "my $env = <$d>; if (defined $env) { select($c); $| = 1; print $c $env; shutdown($c, 1);",
+    "eval { local $SIG{ALRM} = sub { die }; alarm 10; my $x; 1 while sysread($c, $x, 65536); alarm 0; }; } close($c); unlink($done);"
   )
   CAP <- as.numeric(Sys.getenv("FORGE_MAX_OUTPUT", "1048576"))
   MAX_IMAGE <- 0 # resident mode: images up to this size may go in the answer
@@ -148,6 +150,11 @@ local({
     if (!is.null(inl)) result$inline <<- inl
     writeLines(as.character(jsonlite::toJSON(result, auto_unbox = TRUE, null = "null", digits = NA)), out)
     close(out)
+    # Quit only once the relay is done (it removes done once the host has
+    # the answer): under gVisor the relay that carries it to the host is a
+    # process of this sandbox, which ends with R.
+    t0 <- Sys.time()
+    while (file.exists(done) && difftime(Sys.time(), t0, units = "secs") < 10) Sys.sleep(0.002)
   }
   cap <- function(s) if (nchar(s) > REPR_CAP) paste0(substr(s, 1, REPR_CAP), "... [", nchar(s), " characters]") else s
 

@@ -30,6 +30,11 @@ type OpenSessionRequest struct {
 	// open a fresh kernel in its place.
 	Resume          []byte
 	ResumeContainer string
+	// Restored: ResumeContainer holds a whole-sandbox copy of the container
+	// Resume was written for (a snapshot the core restored, for this
+	// session or a fork of it): the state's session and container differ,
+	// its kernel's connection holds.
+	Restored bool
 }
 
 // SessionInfo describes an open session.

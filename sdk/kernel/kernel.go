@@ -264,9 +264,10 @@ func (b *Backend) resume(ctx context.Context, req backend.OpenSessionRequest) (*
 		return nil, host.Errorf(host.KindInvalid, "session %s: a resume needs the container the kernel runs in", req.SessionID)
 	}
 	// One kernel, one session: a state is good only for the session and
-	// container it was written for, and a kernel this backend already
-	// serves is not taken a second time.
-	if st.Session != req.SessionID || st.Container != req.ResumeContainer {
+	// container it was written for (or a whole copy of that container the
+	// core restored), and a kernel this backend already serves is not taken
+	// a second time.
+	if !req.Restored && (st.Session != req.SessionID || st.Container != req.ResumeContainer) {
 		return nil, host.Errorf(host.KindInvalid, "session %s: the resume state is of session %s in container %s, not of container %s", req.SessionID, st.Session, st.Container, req.ResumeContainer)
 	}
 	b.mu.Lock()
@@ -288,7 +289,11 @@ func (b *Backend) resume(ctx context.Context, req backend.OpenSessionRequest) (*
 	if err != nil {
 		return nil, host.Errorf(host.KindUnavailable, "session %s: the running %s kernel did not answer: %v", req.SessionID, b.spec.Language, err)
 	}
-	return &session{id: req.SessionID, workspace: st.Workspace, ctr: req.ResumeContainer, client: c}, nil
+	ws := st.Workspace
+	if req.Restored && req.WorkspaceID != "" {
+		ws = req.WorkspaceID // the copy mounts its own
+	}
+	return &session{id: req.SessionID, workspace: ws, ctr: req.ResumeContainer, client: c}, nil
 }
 
 // open starts a kernel for req. warmUp: for the pool, started beyond its

@@ -44,6 +44,9 @@ func NewInProcessLacking(t testing.TB, mutate func(*config.Config), gaps ...runt
 	if Kube() {
 		applyKube(t, &cfg)
 	}
+	if GVisor() {
+		cfg.Security.Isolation = runtime.IsolationGVisor
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -123,7 +123,7 @@ func NewCore(t testing.TB, mutate func(*config.Config), opts ...func(*sandbox.Op
 	// The agent make build leaves in bin/, as the server finds it beside its plugins.
 	pc := podman.New(cfg.Server.PodmanSocket).WithAgent(filepath.Join(RepoRoot(), "bin", agent.Binary)).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, "/run/mcp-forge/runsc", "none")
 	var rt sandbox.Engine = pc
-	o.Inside = pc // a gVisor sandbox's sockets, from inside
+	o.Inside, o.Snapshots = pc, pc // a gVisor sandbox's sockets, from inside; its snapshots
 	if Kube() {
 		var k *kubernetes.Client
 		rt, k = kubeEngine(t, cfg)

@@ -58,13 +58,10 @@ func TestWrapperRestoresMarkedStart(t *testing.T) {
 // (DialSocket), and the two diverge from then on; the restored one is an
 // ordinary container (exec, stop, remove).
 func TestGVisorSnapshotRestore(t *testing.T) {
-	if os.Getenv("FORGE_E2E") != "1" {
-		t.Skip("end-to-end test: set FORGE_E2E=1 (needs Podman, runsc and the mcp-forge/python:3.11 image)")
+	if os.Getenv("FORGE_E2E") != "1" || os.Getenv("FORGE_TEST_ISOLATION") != "gvisor" {
+		t.Skip("a gVisor end-to-end test: make test's gVisor leg runs it (FORGE_E2E=1 FORGE_TEST_ISOLATION=gvisor; needs Podman, runsc and the mcp-forge/python:3.11 image)")
 	}
 	const runsc = "/usr/local/lib/mcp-forge/runsc"
-	if _, err := os.Stat(runsc); err != nil {
-		t.Skip("runsc is not installed (make setup)")
-	}
 	agentBin, _ := filepath.Abs(filepath.Join("..", "..", "..", "bin", agent.Binary))
 	if _, err := os.Stat(agentBin); err != nil {
 		t.Skipf("%s is not built (make build)", agentBin)

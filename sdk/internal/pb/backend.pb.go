@@ -1294,8 +1294,15 @@ type OpenSessionRequest struct {
 	// open a fresh kernel in its place (the core checks resumed).
 	Resume            []byte `protobuf:"bytes,8,opt,name=resume,proto3" json:"resume,omitempty"`
 	ResumeContainerId string `protobuf:"bytes,9,opt,name=resume_container_id,json=resumeContainerId,proto3" json:"resume_container_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// restored: resume_container_id holds a whole-sandbox copy of the
+	// container the resume state was written for (a snapshot the core
+	// restored, for this session or a fork of it): the state's session and
+	// container differ from this request's, its kernel's connection (paths in
+	// the container, key) holds. A plugin that cannot resume such a copy
+	// must fail.
+	Restored      bool `protobuf:"varint,10,opt,name=restored,proto3" json:"restored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenSessionRequest) Reset() {
@@ -1389,6 +1396,13 @@ func (x *OpenSessionRequest) GetResumeContainerId() string {
 		return x.ResumeContainerId
 	}
 	return ""
+}
+
+func (x *OpenSessionRequest) GetRestored() bool {
+	if x != nil {
+		return x.Restored
+	}
+	return false
 }
 
 // OpenSessionResponse is the opened session (v1: SessionInfo).
@@ -2271,7 +2285,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\x8a\x03\n" +
+	"\x13CapabilitiesRequest\"\xa6\x03\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2283,7 +2297,9 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\fworkspace_id\x18\x06 \x01(\tR\vworkspaceId\x12#\n" +
 	"\rnetwork_grant\x18\a \x01(\tR\fnetworkGrant\x12\x16\n" +
 	"\x06resume\x18\b \x01(\fR\x06resume\x12.\n" +
-	"\x13resume_container_id\x18\t \x01(\tR\x11resumeContainerId\x1a6\n" +
+	"\x13resume_container_id\x18\t \x01(\tR\x11resumeContainerId\x12\x1a\n" +
+	"\brestored\x18\n" +
+	" \x01(\bR\brestored\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +

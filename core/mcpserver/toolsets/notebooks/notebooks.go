@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/sessions"
@@ -42,6 +43,7 @@ type ForkOutput struct {
 	Other     []string            `json:"notices,omitempty" jsonschema:"what else the fork does not have"`
 	Bytes     int64               `json:"bytes,omitempty" jsonschema:"bytes copied (namespace and files)"`
 	ForkTime  float64             `json:"fork_time,omitempty" jsonschema:"seconds the fork took"`
+	Kind      string              `json:"kind,omitempty" jsonschema:"snapshot: the whole sandbox was copied (memory, imports, open files, sockets), under gVisor; variables: the variables that could be"`
 	Error     *toolsets.ErrorInfo `json:"error,omitempty"`
 }
 
@@ -139,7 +141,8 @@ func Fork(env toolsets.Env, n Notebooks) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
 		Name: "fork_session", Title: "Fork a session",
 		Description: "Start a new session (its own session_id, kernel and container) with a copy of a live, idle session's variables and working directory, " +
-			"made as checkpoint_session makes one (Python: dill, variable by variable; R: save) and restored in the new kernel, plus its documentation and history. " +
+			"made as checkpoint_session makes one and restored in the new kernel, plus its documentation and history: under gVisor a snapshot of the whole sandbox " +
+			"(memory, imports, open files, sockets: kind snapshot), otherwise variable by variable (Python: dill; R: save; kind variables). " +
 			"The two then diverge: a change in one is invisible in the other. Variables that cannot be copied (open files, connections) are listed in not_copied with the reason. " +
 			"The copy counts against the session quota and the checkpoint store while it is made; the fork counts as a session. " +
 			"On error the result has session_id (new_session_id as given), source_session_id and error {type, message}.",
@@ -150,7 +153,10 @@ func Fork(env toolsets.Env, n Notebooks) toolsets.Tool {
 			return res, ForkOutput{SessionID: in.NewSessionID, Source: in.SessionID, Error: e}, nil
 		}
 		out := ForkOutput{SessionID: info.SessionID, Source: info.Source, Saved: info.Saved, Skipped: info.Skipped, FilesLeft: info.FilesLeft,
-			Other: info.NotCopied, Bytes: info.Bytes, ForkTime: info.Duration.Seconds()}
+			Other: info.NotCopied, Bytes: info.Bytes, ForkTime: info.Duration.Seconds(), Kind: "variables"}
+		if info.Kind == checkpoint.KindSnapshot {
+			out.Kind = info.Kind
+		}
 		return toolcall.Text(forkText(info)), out, nil
 	})
 }
@@ -192,9 +198,16 @@ func Export(env toolsets.Env, n Notebooks) toolsets.Tool {
 
 func forkText(info engine.ForkInfo) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: %d variable(s) copied (%s), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(),
-		len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
-	sessions.LeftOut(&b, "Not copied:", info.Skipped, info.FilesLeft)
+	if info.Kind == checkpoint.KindSnapshot {
+		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: its whole sandbox copied (memory, imports, open files, sockets), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(), info.Bytes)
+	} else {
+		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: %d variable(s) copied (%s), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(),
+			len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
+		if info.NotWhole != "" {
+			fmt.Fprintf(&b, " Not a copy of the whole sandbox: %s.", info.NotWhole)
+		}
+		sessions.LeftOut(&b, "Not copied:", info.Skipped, info.FilesLeft)
+	}
 	for _, n := range info.NotCopied {
 		fmt.Fprintf(&b, "\nnote: %s", n)
 	}

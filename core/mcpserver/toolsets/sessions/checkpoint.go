@@ -25,8 +25,10 @@ type CheckpointOutput struct {
 func Checkpoint(env toolsets.Env, c Checkpoints) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
 		Name: "checkpoint_session", Title: "Checkpoint a session",
-		Description: "Save a session's variables (Python with dill, R with save) and its working directory to the server's state directory, " +
-			"replacing its previous checkpoint. Variables that cannot be saved (open files, connections, some native objects) are listed in skipped with the reason. " +
+		Description: "Save a session to the server's state directory, replacing its previous checkpoint. Under gVisor (security.isolation = \"gvisor\") it is a snapshot " +
+			"of the whole sandbox (kind snapshot): memory, imports, open files and their offsets, sockets, generators, the execution count, and the working directory. " +
+			"Otherwise (kind variables, not_whole says why) its variables (Python with dill, R with save) and working directory; variables that cannot be saved " +
+			"(open files, connections, some native objects) are listed in skipped with the reason. " +
 			"restore_session brings the checkpoint back in a new kernel. The checkpoint survives a server restart (list_sessions lists it; the first execute with the session_id restores it), " +
 			"counts against the session quota, expires after sessions.checkpoint_ttl and is removed with destroy_session. " +
 			"On error the result has session_id and error {type, message}.",
@@ -37,9 +39,16 @@ func Checkpoint(env toolsets.Env, c Checkpoints) toolsets.Tool {
 			return res, CheckpointOutput{CheckpointInfo: CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "Checkpointed session %s: %d variable(s) saved (%s), %d bytes.", info.SessionID, len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
-		LeftOut(&b, "Not saved:", info.Skipped, info.FilesLeft)
-		return toolcall.Text(b.String()), CheckpointOutput{CheckpointInfo: CheckpointInfo(info)}, nil
+		if info.Kind == checkpoint.KindSnapshot {
+			fmt.Fprintf(&b, "Checkpointed session %s as a snapshot of its whole sandbox (memory, imports, open files, sockets): %d bytes.", info.SessionID, info.Bytes)
+		} else {
+			fmt.Fprintf(&b, "Checkpointed session %s: %d variable(s) saved (%s), %d bytes.", info.SessionID, len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
+			if info.NotWhole != "" {
+				fmt.Fprintf(&b, " Not a snapshot of the whole sandbox: %s.", info.NotWhole)
+			}
+			LeftOut(&b, "Not saved:", info.Skipped, info.FilesLeft)
+		}
+		return toolcall.Text(b.String()), CheckpointOutput{CheckpointInfo: InfoOf(info)}, nil
 	})
 }
 
@@ -47,8 +56,9 @@ func Checkpoint(env toolsets.Env, c Checkpoints) toolsets.Tool {
 func Restore(env toolsets.Env, c Checkpoints) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
 		Name: "restore_session", Title: "Restore a session from its checkpoint",
-		Description: "Bring back a session's checkpoint in a new kernel: its current kernel (if any) is replaced, the saved files are written back to its " +
-			"working directory and the saved variables loaded. Imports come back with the variables that need them; re-run other imports. " +
+		Description: "Bring back a session's checkpoint: its current kernel (if any) is replaced. A snapshot comes back whole, in a new sandbox, exactly as it was saved. " +
+			"Otherwise the saved files are written back to its working directory and the saved variables loaded in a new kernel; imports come back with the variables " +
+			"that need them, re-run other imports. " +
 			"On error the result has session_id and error {type, message}.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, CheckpointOutput, error) {
 		info, _, err := c.RestoreSession(ctx, env.Conn(req.Session), in.SessionID)
@@ -57,7 +67,7 @@ func Restore(env toolsets.Env, c Checkpoints) toolsets.Tool {
 			return res, CheckpointOutput{CheckpointInfo: CheckpointInfo{SessionID: in.SessionID}, Error: e}, nil
 		}
 		notice := checkpoint.RestoreNotice(info)
-		return toolcall.Text(notice), CheckpointOutput{CheckpointInfo: CheckpointInfo(info), Notice: notice}, nil
+		return toolcall.Text(notice), CheckpointOutput{CheckpointInfo: InfoOf(info), Notice: notice}, nil
 	})
 }
 

@@ -96,13 +96,23 @@ type CheckpointInfo struct {
 	Skipped   map[string]string `json:"skipped,omitempty" jsonschema:"variables that could not be saved → why"`
 	FilesLeft []string          `json:"files_left_out,omitempty" jsonschema:"entries of the working directory not saved (links, pipes)"`
 	Bytes     int64             `json:"bytes,omitempty" jsonschema:"size of the checkpoint (namespace and files)"`
-	Client    string            `json:"-"`
+	Kind      string            `json:"kind,omitempty" jsonschema:"snapshot: the whole sandbox (memory, imports, open files, sockets), under gVisor; variables: the variables that could be saved and the files"`
+	NotWhole  string            `json:"not_whole,omitempty" jsonschema:"why a gVisor session's checkpoint holds its variables, not the whole sandbox"`
+	Suspended bool              `json:"suspended,omitempty" jsonschema:"the session was suspended after sessions.suspend_after without a call: its next call resumes it whole"`
+}
+
+// InfoOf is a checkpoint as the tools show it.
+func InfoOf(m checkpoint.Meta) CheckpointInfo {
+	kind := m.Kind
+	if kind == "" {
+		kind = "variables"
+	}
+	return CheckpointInfo{SessionID: m.SessionID, Language: m.Language, Backend: m.Backend, Created: m.Created, Saved: m.Saved, Skipped: m.Skipped,
+		FilesLeft: m.FilesLeft, Bytes: m.Bytes, Kind: kind, NotWhole: m.NotWhole, Suspended: m.Suspended}
 }
 
 // CheckpointInfos are checkpoints as the tools show them.
-func CheckpointInfos(ms []checkpoint.Meta) []CheckpointInfo {
-	return toolsets.Each(ms, func(m checkpoint.Meta) CheckpointInfo { return CheckpointInfo(m) })
-}
+func CheckpointInfos(ms []checkpoint.Meta) []CheckpointInfo { return toolsets.Each(ms, InfoOf) }
 
 // SessionInput names a session.
 type SessionInput struct {

@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"encoding/json"
+	"maps"
+
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/checkpoint"
+	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+)
+
+// Whole-sandbox checkpoints: a gVisor session's checkpoint is a snapshot
+// of its sandbox (memory, processes, open files, sockets) where the
+// runtime can take one (SessionSnapshots), else its variables as before,
+// saying why. A snapshot lies in the checkpoint store like any checkpoint
+// (bounded by the store's quota, 0700, per client, expired, removed with
+// its session), sealed with the store's key over the client, the session
+// and every byte: what restores is only what the core saved for that
+// client's session.
+
+// SessionSnapshots saves a session's sandbox whole and restores one, through
+// the host services of the session's plugin (hostsvc.Host.Snapshot and
+// Restore).
+type SessionSnapshots interface {
+	// CanSnapshot: nil, or why plugin's container cannot be saved whole
+	// (an error wrapping sandbox.ErrNoSnapshot).
+	CanSnapshot(plugin, container string) error
+	// Snapshot saves plugin's running container into dir, at most budget
+	// bytes; an error wrapping sandbox.ErrNoSnapshot: it cannot be.
+	Snapshot(ctx context.Context, plugin, container, dir string, budget int64) error
+	// Restore creates and starts plugin's container for session (an
+	// internal id) from the snapshot in dir, and answers it.
+	Restore(ctx context.Context, plugin, session, dir string) (string, error)
+	// Remove removes plugin's container, as plugin would.
+	Remove(ctx context.Context, plugin, container string) error
+}
+
+// SetSnapshots lets gVisor sessions be checkpointed whole through s.
+func (e *Engine) SetSnapshots(s SessionSnapshots) { e.snaps = s }
+
+// sessionFile keeps what the core holds of the session beside its sandbox
+// (documentation, note, history): a session resumed from its snapshot
+// after a suspend or a restart has them again.
+const sessionFile = "session.json"
+
+type sessionKept struct {
+	Docs    map[string]string `json:"docs,omitempty"`
+	Note    string            `json:"note,omitempty"`
+	History session.History   `json:"history"`
+}
+
+// resumeFile is the plugin's resume state of the snapshotted kernel,
+// beside the sandbox's files: with it the plugin reaches the restored
+// kernel (backend.OpenSessionRequest.Restored).
+const resumeFile = "resume"
+
+// snapshotLocked saves live idle session s whole as the client's
+// checkpoint of as (caller holds s's lock). An error wrapping
+// sandbox.ErrNoSnapshot: it cannot be, and the caller saves its variables.
+func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why string) (CheckpointInfo, error) {
+	switch {
+	case e.snaps == nil:
+		return CheckpointInfo{}, fmt.Errorf("%w: this server's runtime cannot save a sandbox whole", sandbox.ErrNoSnapshot)
+	case s.Sandbox == "" || len(s.Resume) == 0:
+		return CheckpointInfo{}, fmt.Errorf("%w: backend %s cannot reach a restored kernel (it reports no resume state)", sandbox.ErrNoSnapshot, s.Backend)
+	case s.Grant != nil || s.Network != nil:
+		return CheckpointInfo{}, fmt.Errorf("%w: the session holds MCP tools or network, whose connections to the core cannot be saved with it", sandbox.ErrNoSnapshot)
+	}
+	if err := e.snaps.CanSnapshot(s.Backend, s.Sandbox); err != nil {
+		return CheckpointInfo{}, err
+	}
+	key, err := checkpoint.SealKey(checkpointRoot(e.cfg))
+	if err != nil {
+		return CheckpointInfo{}, fmt.Errorf("the snapshot seal key: %w", err)
+	}
+	var kept sessionKept
+	e.sessions.Update(s, func(s *session.Session) {
+		kept = sessionKept{Docs: maps.Clone(s.Docs), Note: s.Note, History: s.History.Clone()}
+	})
+	keptJSON, err := json.Marshal(kept)
+	if err != nil {
+		return CheckpointInfo{}, err
+	}
+	t0 := time.Now()
+	info := CheckpointInfo{SessionID: as, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: t0, Kind: checkpoint.KindSnapshot, Suspended: why == whySuspend}
+	info, err = e.ckpts.Put(info, 0, func(dir string, budget int64) ([]string, error) {
+		if err := e.snaps.Snapshot(ctx, s.Backend, s.Sandbox, dir, budget); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, resumeFile), s.Resume, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, sessionFile), keptJSON, 0o600); err != nil {
+			return nil, err
+		}
+		return nil, checkpoint.Seal(key, dir, s.Client, as)
+	})
+	var full *checkpoint.FullError
+	if errors.As(err, &full) {
+		err = e.storeFull(s, full.Used)
+	}
+	if errors.Is(err, sandbox.ErrNoSnapshot) {
+		return CheckpointInfo{}, err // not audited here: the variables' checkpoint is, saying why
+	}
+	d := map[string]any{"session": s.ID, "reason": why, "kind": checkpoint.KindSnapshot, "bytes": info.Bytes, "duration_ms": time.Since(t0).Milliseconds()}
+	if as != s.ID {
+		d["as"] = as
+	}
+	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
+	if err != nil {
+		return CheckpointInfo{}, err
+	}
+	return info, nil
+}
+
+// restoreSnapshotLocked brings snapshot meta back as session s's sandbox
+// (caller holds s's lock): a kernel s still has is closed and its files
+// removed first, then the sealed snapshot is restored in a new container
+// and its plugin reaches the kernel in it, which holds everything it held.
+// live: s had a kernel.
+func (e *Engine) restoreSnapshotLocked(ctx context.Context, s *session.Session, meta checkpoint.Meta, live bool, why string) (CheckpointInfo, error) {
+	return e.restoreSnapshot(ctx, s, meta, live, why, false)
+}
+
+// restoreSnapshot is restoreSnapshotLocked; with keep, the session's
+// documentation, note and history come back from the snapshot too (a
+// suspended or restarted session resumed: they were the session's).
+func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta checkpoint.Meta, live bool, why string, keep bool) (CheckpointInfo, error) {
+	t0 := time.Now()
+	sb, err := e.sessionBackend(ctx, s.Backend)
+	if err != nil {
+		return CheckpointInfo{}, err
+	}
+	var ctr string
+	var resume []byte
+	key, err := checkpoint.SealKey(checkpointRoot(e.cfg))
+	if err == nil {
+		err = e.ckpts.Read(s.Client, meta.SessionID, func(dir string) error {
+			if err := checkpoint.Verify(key, dir, s.Client, meta.SessionID); err != nil {
+				return &RequestError{Rule: checkpoint.RuleSnapshotSeal, Err: err,
+					Msg: fmt.Sprintf("the snapshot of session %q does not match its seal (its files changed since it was made, or are not this session's): it is not restored; destroy_session removes it", meta.SessionID)}
+			}
+			var err error
+			if resume, err = os.ReadFile(filepath.Join(dir, resumeFile)); err != nil {
+				return err
+			}
+			if keep {
+				var k sessionKept
+				if data, err := os.ReadFile(filepath.Join(dir, sessionFile)); err == nil && json.Unmarshal(data, &k) == nil {
+					e.sessions.Update(s, func(s *session.Session) {
+						s.Docs, s.Note, s.History = k.Docs, k.Note, k.History
+						if s.Docs == nil {
+							s.Docs = map[string]string{}
+						}
+					})
+				}
+			}
+			// Sealed: now the kernel the session has goes.
+			if live {
+				_ = sb.CloseSession(ctx, s.Internal)
+				e.closeGrant(s)
+				e.removeWorkspace(s.Internal)
+			}
+			e.sessions.SetState(s, session.StateBusy)
+			s.Wrote()
+			ctr, err = e.snaps.Restore(ctx, s.Backend, s.Internal, dir)
+			return err
+		})
+	}
+	var info backend.SessionInfo
+	if err == nil {
+		req := s.Start
+		req.WorkspaceID, req.Resume, req.ResumeContainer, req.Restored = s.Internal, resume, ctr, true
+		if info, err = sb.OpenSession(ctx, req); err == nil && !info.Resumed {
+			_ = sb.CloseSession(context.WithoutCancel(ctx), s.Internal)
+			err = fmt.Errorf("backend %s started a new kernel instead of reaching the restored one", s.Backend)
+		}
+		if err != nil {
+			_ = e.snaps.Remove(context.WithoutCancel(ctx), s.Backend, ctr)
+		}
+	}
+	if err == nil {
+		s.Sandbox, s.Resume = ctr, info.ResumeState
+	}
+	var seal *RequestError
+	sealed := !errors.As(err, &seal) || seal.Rule != checkpoint.RuleSnapshotSeal
+	e.sessions.Update(s, func(s *session.Session) {
+		switch {
+		case err == nil:
+			s.State, s.LostReason = session.StateIdle, ""
+		case sealed && live:
+			// Its kernel was closed for the snapshot that did not come back.
+			s.State, s.LostReason = session.StateDead, "its snapshot could not be restored"
+		}
+		s.LastActive, s.Variables, s.VarsUpdated = time.Now(), nil, time.Time{}
+	})
+	event := "session.restore"
+	if meta.Suspended && keep {
+		event = "session.resume"
+	}
+	e.rec.Record(audit.Entry{Event: event, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+		Details: map[string]any{"session": s.ID, "by": why, "kind": checkpoint.KindSnapshot, "container": ctr, "checkpoint_created": meta.Created,
+			"duration_ms": time.Since(t0).Milliseconds()}})
+	return meta, err
+}
+
+// resumePending restores the snapshot a new session was created over
+// (caller holds s's lock, no kernel started yet) and answers the notice
+// the result carries; ok false: there is none to restore here (no
+// checkpoint, one of variables, or a first call asking for MCP tools or
+// network, which a restored sandbox cannot have), and the caller starts a
+// kernel as usual. A snapshot that fails to restore is kept for
+// restore_session, and the call runs in a new kernel.
+func (e *Engine) resumePending(ctx context.Context, s *session.Session) (string, bool) {
+	if !s.Pending || s.Grant != nil || s.Network != nil {
+		return "", false
+	}
+	meta, ok := e.readCheckpoint(s.Client, s.ID)
+	if !ok || meta.Kind != checkpoint.KindSnapshot {
+		return "", false
+	}
+	s.Pending = false
+	t0 := time.Now()
+	event := "first execute"
+	if meta.Suspended {
+		event = "resume after suspend"
+	}
+	if _, err := e.restoreSnapshot(ctx, s, meta, false, event, true); err != nil {
+		e.removeWorkspace(s.Internal)
+		e.sessions.SetState(s, session.StateStarting)
+		if oerr := e.open(ctx, s, false); oerr != nil {
+			return "", false // the caller's own open reports it
+		}
+		e.sessions.Update(s, func(s *session.Session) { s.State, s.LostReason = session.StateIdle, "" })
+		return fmt.Sprintf("session %q has a snapshot of %s that could not be restored (%v): this run started in an empty session; restore_session tries again, destroy_session removes it",
+			s.ID, meta.Created.Format(time.RFC3339), err), true
+	}
+	return fmt.Sprintf("%s Resumed in %d ms.", checkpoint.RestoreNotice(meta), time.Since(t0).Milliseconds()), true
+}
+
+// whySuspend is the reason of a suspend's snapshot.
+const whySuspend = "suspended"
+
+// SuspendIdle suspends every session idle longer than
+// sessions.suspend_after that can be saved whole: its sandbox is
+// snapshotted into the checkpoint store and removed, its memory freed.
+// The session is then a checkpoint (list_sessions lists it, bounded by the
+// store's quota and sessions.checkpoint_ttl); the next call with its id
+// resumes it with a notice and the time it took (resumePending). It
+// returns how many were suspended.
+func (e *Engine) SuspendIdle(ctx context.Context) int {
+	after := time.Duration(e.cfg.Sessions.SuspendAfter) * time.Second
+	if after <= 0 || e.snaps == nil {
+		return 0
+	}
+	return e.sessions.EachIdle(after, func(s *session.Session) bool {
+		if e.sessions.State(s) != session.StateIdle || e.lostTo(ctx, s) {
+			return false
+		}
+		if err := e.snaps.CanSnapshot(s.Backend, s.Sandbox); err != nil || s.Grant != nil || s.Network != nil {
+			return false // kept live until sessions.idle_timeout
+		}
+		idle := time.Since(s.LastActive)
+		t0 := time.Now()
+		info, err := e.snapshotLocked(ctx, s, s.ID, whySuspend)
+		if err != nil {
+			e.log.Warn("could not suspend an idle session; it stays live", "session", s.ID, "client", s.Client, "error", err)
+			return false
+		}
+		var cerr error
+		if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
+			cerr = sb.CloseSession(ctx, s.Internal)
+		}
+		e.sessions.Drop(s)
+		e.removeWorkspace(s.Internal)
+		e.rec.Record(audit.Entry{Event: "session.suspend", SessionID: s.Internal, UserID: s.Client, Success: cerr == nil, Error: audit.ErrText(cerr), Severity: severity(cerr),
+			Details: map[string]any{"session": s.ID, "idle_s": int(idle.Seconds()), "bytes": info.Bytes, "suspend_ms": time.Since(t0).Milliseconds()}})
+		e.log.Info("suspended an idle session", "session", s.ID, "client", s.Client, "bytes", info.Bytes, "took", time.Since(t0).Round(time.Millisecond))
+		return true
+	})
+}
