@@ -258,19 +258,15 @@ func (f *Files) CopyIn(src string) error {
 	if err != nil || len(dirs) == 0 {
 		return err
 	}
-	root, err := f.openRoot()
+	root, uid, gid, err := f.openOwnedRoot()
 	if err != nil {
 		return err
 	}
 	defer unix.Close(root)
-	var rootSt unix.Stat_t
-	if err := unix.Fstat(root, &rootSt); err != nil {
-		return err
-	}
 	// Deepest first, once every file is in: a directory written into
 	// afterwards would take the time of that write.
 	for i := len(dirs) - 1; i >= 0; i-- {
-		fd, err := f.mkdirs(root, dirs[i].rel, int(rootSt.Uid), int(rootSt.Gid))
+		fd, err := f.mkdirs(root, dirs[i].rel, uid, gid)
 		if err != nil {
 			return err
 		}

@@ -166,6 +166,20 @@ func (f *Files) openRoot() (int, error) {
 	return fd, nil
 }
 
+// openOwnedRoot is openRoot and the root's owner (the sandbox user), whom
+// what the core writes beneath it is given to.
+func (f *Files) openOwnedRoot() (fd, uid, gid int, err error) {
+	if fd, err = f.openRoot(); err != nil {
+		return -1, 0, 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, 0, 0, err
+	}
+	return fd, int(st.Uid), int(st.Gid), nil
+}
+
 // openBeneath opens rel (clean) beneath dirfd.
 func openBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	// No O_NOFOLLOW: RESOLVE_NO_SYMLINKS already refuses a trailing link
@@ -288,19 +302,15 @@ func (f *Files) writeFrom(rel string, r io.Reader, sparse bool, times []unix.Tim
 	if clean == "." {
 		return fmt.Errorf("%w %s: names the working directory itself; give a file name", ErrPath, quote(rel))
 	}
-	root, err := f.openRoot()
+	root, uid, gid, err := f.openOwnedRoot()
 	if err != nil {
 		return err
 	}
 	defer unix.Close(root)
-	var rootSt unix.Stat_t
-	if err := unix.Fstat(root, &rootSt); err != nil {
-		return err
-	}
 	dir, name := path.Split(clean)
 	parent := root
 	if dir = strings.TrimSuffix(dir, "/"); dir != "" {
-		if parent, err = f.mkdirs(root, dir, int(rootSt.Uid), int(rootSt.Gid)); err != nil {
+		if parent, err = f.mkdirs(root, dir, uid, gid); err != nil {
 			return err
 		}
 		defer unix.Close(parent)
@@ -315,7 +325,7 @@ func (f *Files) writeFrom(rel string, r io.Reader, sparse bool, times []unix.Tim
 	file := os.NewFile(uintptr(fd), tmp)
 	_, werr := copyData(file, r, sparse)
 	if werr == nil {
-		werr = unix.Fchown(fd, int(rootSt.Uid), int(rootSt.Gid))
+		werr = unix.Fchown(fd, uid, gid)
 	}
 	if werr == nil && times != nil {
 		werr = setTimes(fd, times)
