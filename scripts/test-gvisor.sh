@@ -23,7 +23,7 @@ runsc=${FORGE_SECURITY_RUNSC:-/usr/local/lib/mcp-forge/runsc}
 "$runsc" --version >/dev/null 2>&1 || { echo "runsc does not run at $runsc: scripts/gvisor/install.sh (make setup) installs it" >&2; exit 1; }
 echo "== the end-to-end and security tests with sandboxes under gVisor ($runsc)"
 if [ -n "${GVISOR_RUN:-}" ]; then
-  go test -count=1 -timeout 20m -run "$GVISOR_RUN" ./test/e2e/ ./test/security/
+  go test -count=1 -timeout 20m -run "$GVISOR_RUN" ./test/e2e/ ./test/security/ ./core/runtime/podman/
 else
   go test -count=1 -timeout 25m -run "^($e2e|$security|TestGVisorSnapshotRestore)\$" ./test/e2e/ ./test/security/ ./core/runtime/podman/
 fi

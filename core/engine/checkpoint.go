@@ -251,7 +251,9 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 		if !created && e.sessions.State(s) == session.StateGone {
 			return CheckpointInfo{}, session.View{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
 		}
-		info, err := e.restoreSnapshotLocked(ctx, s, meta, !created, tool) // snapshot.go
+		// A session made here (suspended, restarted) gets its
+		// documentation and history back with its sandbox.
+		info, err := e.restoreSnapshot(ctx, s, meta, !created, tool, created) // snapshot.go
 		if err != nil {
 			if created {
 				e.sessions.Drop(s)

@@ -211,6 +211,9 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	var notices []string
 	switch state := e.sessions.State(s); {
 	case state == session.StateGone:
+		if meta, ok := e.readCheckpoint(s.Client, s.ID); ok && meta.Suspended {
+			return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was suspended (idle past sessions.suspend_after) while this call waited for it: nothing ran; call again and it resumes", s.ID)
+		}
 		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
 		if err := e.grantSession(ctx, s, tools); err != nil {

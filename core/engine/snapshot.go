@@ -31,17 +31,21 @@ import (
 // the host services of the session's plugin (hostsvc.Host.Snapshot and
 // Restore).
 type SessionSnapshots interface {
-	// CanSnapshot: nil, or why plugin's container cannot be saved whole
-	// (an error wrapping sandbox.ErrNoSnapshot).
-	CanSnapshot(plugin, container string) error
+	// CanSnapshot: the most bytes a snapshot of plugin's container can
+	// take, or why it cannot be saved whole (an error wrapping
+	// sandbox.ErrNoSnapshot).
+	CanSnapshot(plugin, container string) (int64, error)
 	// Snapshot saves plugin's running container into dir, at most budget
-	// bytes; an error wrapping sandbox.ErrNoSnapshot: it cannot be.
-	Snapshot(ctx context.Context, plugin, container, dir string, budget int64) error
+	// bytes, ending it with stop; an error wrapping sandbox.ErrNoSnapshot:
+	// it cannot be.
+	Snapshot(ctx context.Context, plugin, container, dir string, budget int64, stop bool) error
 	// Restore creates and starts plugin's container for session (an
 	// internal id) from the snapshot in dir, and answers it.
 	Restore(ctx context.Context, plugin, session, dir string) (string, error)
 	// Remove removes plugin's container, as plugin would.
 	Remove(ctx context.Context, plugin, container string) error
+	// Running reports whether plugin's container still runs.
+	Running(ctx context.Context, plugin, container string) (bool, error)
 }
 
 // SetSnapshots lets gVisor sessions be checkpointed whole through s.
@@ -64,8 +68,9 @@ type sessionKept struct {
 const resumeFile = "resume"
 
 // snapshotLocked saves live idle session s whole as the client's
-// checkpoint of as (caller holds s's lock). An error wrapping
-// sandbox.ErrNoSnapshot: it cannot be, and the caller saves its variables.
+// checkpoint of as (caller holds s's lock); a suspend (why whySuspend)
+// ends its sandbox with the save. An error wrapping sandbox.ErrNoSnapshot:
+// it cannot be, and the caller saves its variables.
 func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why string) (CheckpointInfo, error) {
 	switch {
 	case e.snaps == nil:
@@ -75,7 +80,10 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	case s.Grant != nil || s.Network != nil:
 		return CheckpointInfo{}, fmt.Errorf("%w: the session holds MCP tools or network, whose connections to the core cannot be saved with it", sandbox.ErrNoSnapshot)
 	}
-	if err := e.snaps.CanSnapshot(s.Backend, s.Sandbox); err != nil {
+	// At most what its limits let it take, not the store's whole room:
+	// a snapshot being made never holds back everyone else's checkpoints.
+	bound, err := e.snaps.CanSnapshot(s.Backend, s.Sandbox)
+	if err != nil {
 		return CheckpointInfo{}, err
 	}
 	key, err := checkpoint.SealKey(checkpointRoot(e.cfg))
@@ -92,8 +100,8 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	}
 	t0 := time.Now()
 	info := CheckpointInfo{SessionID: as, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: t0, Kind: checkpoint.KindSnapshot, Suspended: why == whySuspend}
-	info, err = e.ckpts.Put(info, 0, func(dir string, budget int64) ([]string, error) {
-		if err := e.snaps.Snapshot(ctx, s.Backend, s.Sandbox, dir, budget); err != nil {
+	info, err = e.ckpts.Put(info, bound, func(dir string, budget int64) ([]string, error) {
+		if err := e.snaps.Snapshot(ctx, s.Backend, s.Sandbox, dir, budget, why == whySuspend); err != nil {
 			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, resumeFile), s.Resume, 0o600); err != nil {
@@ -146,6 +154,8 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 	if err == nil {
 		err = e.ckpts.Read(s.Client, meta.SessionID, func(dir string) error {
 			if err := checkpoint.Verify(key, dir, s.Client, meta.SessionID); err != nil {
+				e.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: s.Internal, UserID: s.Client, Success: false, Error: err.Error(),
+					Details: map[string]any{"rule": checkpoint.RuleSnapshotSeal, "operation": "session.restore", "session": s.ID}})
 				return &RequestError{Rule: checkpoint.RuleSnapshotSeal, Err: err,
 					Msg: fmt.Sprintf("the snapshot of session %q does not match its seal (its files changed since it was made, or are not this session's): it is not restored; destroy_session removes it", meta.SessionID)}
 			}
@@ -266,14 +276,25 @@ func (e *Engine) SuspendIdle(ctx context.Context) int {
 		if e.sessions.State(s) != session.StateIdle || e.lostTo(ctx, s) {
 			return false
 		}
-		if err := e.snaps.CanSnapshot(s.Backend, s.Sandbox); err != nil || s.Grant != nil || s.Network != nil {
+		if s.SuspendRefused.Equal(s.LastActive) {
+			return false // refused since its last call: not tried on every sweep
+		}
+		if _, err := e.snaps.CanSnapshot(s.Backend, s.Sandbox); err != nil || s.Grant != nil || s.Network != nil {
+			s.SuspendRefused = s.LastActive
 			return false // kept live until sessions.idle_timeout
 		}
 		idle := time.Since(s.LastActive)
 		t0 := time.Now()
 		info, err := e.snapshotLocked(ctx, s, s.ID, whySuspend)
 		if err != nil {
-			e.log.Warn("could not suspend an idle session; it stays live", "session", s.ID, "client", s.Client, "error", err)
+			s.SuspendRefused = s.LastActive
+			if running, rerr := e.snaps.Running(ctx, s.Backend, s.Sandbox); rerr == nil && !running {
+				// Saved and stopped, then the save failed: its kernel is gone.
+				e.sessions.Update(s, func(s *session.Session) {
+					s.State, s.LostReason = session.StateDead, fmt.Sprintf("its suspend failed (%v)", err)
+				})
+			}
+			e.log.Warn("could not suspend an idle session", "session", s.ID, "client", s.Client, "error", err)
 			return false
 		}
 		var cerr error

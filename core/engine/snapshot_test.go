@@ -34,15 +34,15 @@ func (f *fakeSnapshots) log(format string, args ...any) {
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
 }
 
-func (f *fakeSnapshots) CanSnapshot(plugin, container string) error {
+func (f *fakeSnapshots) CanSnapshot(plugin, container string) (int64, error) {
 	if f.whyNot != "" {
-		return fmt.Errorf("%w: %s", sandbox.ErrNoSnapshot, f.whyNot)
+		return 0, fmt.Errorf("%w: %s", sandbox.ErrNoSnapshot, f.whyNot)
 	}
-	return nil
+	return 1 << 20, nil
 }
 
-func (f *fakeSnapshots) Snapshot(_ context.Context, plugin, container, dir string, _ int64) error {
-	f.log("snapshot %s %s", plugin, container)
+func (f *fakeSnapshots) Snapshot(_ context.Context, plugin, container, dir string, _ int64, stop bool) error {
+	f.log("snapshot %s %s stop=%v", plugin, container, stop)
 	if err := os.MkdirAll(filepath.Join(dir, "sandbox"), 0o700); err != nil {
 		return err
 	}
@@ -66,6 +66,8 @@ func (f *fakeSnapshots) Remove(_ context.Context, plugin, container string) erro
 	f.log("remove %s %s", plugin, container)
 	return nil
 }
+
+func (f *fakeSnapshots) Running(context.Context, string, string) (bool, error) { return true, nil }
 
 func (f *fakeSnapshots) has(prefix string) bool {
 	f.mu.Lock()

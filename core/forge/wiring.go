@@ -469,20 +469,20 @@ func (s sessionHosts) Remove(ctx context.Context, plugin, container string) erro
 	return h.Remove(ctx, container)
 }
 
-func (s sessionHosts) CanSnapshot(plugin, container string) error {
+func (s sessionHosts) CanSnapshot(plugin, container string) (int64, error) {
 	h, err := s.host(plugin)
 	if err != nil {
-		return fmt.Errorf("%w: %v", sandbox.ErrNoSnapshot, err)
+		return 0, fmt.Errorf("%w: %v", sandbox.ErrNoSnapshot, err)
 	}
 	return h.CanSnapshot(container)
 }
 
-func (s sessionHosts) Snapshot(ctx context.Context, plugin, container, dir string, budget int64) error {
+func (s sessionHosts) Snapshot(ctx context.Context, plugin, container, dir string, budget int64, stop bool) error {
 	h, err := s.host(plugin)
 	if err != nil {
 		return err
 	}
-	return h.Snapshot(ctx, container, dir, budget)
+	return h.Snapshot(ctx, container, dir, budget, stop)
 }
 
 func (s sessionHosts) Restore(ctx context.Context, plugin, session, dir string) (string, error) {

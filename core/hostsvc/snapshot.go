@@ -39,28 +39,25 @@ type SandboxRecord struct {
 
 // Snapshot saves this plugin's running container id whole into dir (which
 // must not exist), at most budget bytes (0: no bound): its sandbox, its
-// workspace and the record that recreates it. A container that cannot be
-// saved whole (not under gVisor, made by another core, holding a tool or
-// network grant, whose sockets are the core's and are not in the
-// snapshot) answers an error wrapping sandbox.ErrNoSnapshot. On an error
-// dir is left for the caller to remove.
-func (h *Host) Snapshot(ctx context.Context, id, dir string, budget int64) error {
-	if err := h.CanSnapshot(id); err != nil {
+// workspace and the record that recreates it; with stop the container
+// ends with the save, so that nothing runs between the saved moment and
+// the copy of its workspace. A container that cannot be saved whole
+// answers an error wrapping sandbox.ErrNoSnapshot (CanSnapshot), before
+// anything is written. On an error dir is left for the caller to remove.
+func (h *Host) Snapshot(ctx context.Context, id, dir string, budget int64, stop bool) error {
+	need, err := h.CanSnapshot(id)
+	if err != nil {
 		return err
+	}
+	// runsc writes the sandbox's memory before anything can measure it:
+	// what the memory limit allows, and the Sentry's own state beside it,
+	// must fit the room left, so the write never passes the store's bound.
+	if budget > 0 && need > budget {
+		return fmt.Errorf("%w: the sandbox may hold up to %d bytes of memory and files (its limits), more than the %d bytes left", workspace.ErrOverLimit, need, budget)
 	}
 	h.mu.Lock()
 	t := h.workspaces[id]
 	h.mu.Unlock()
-	// runsc writes the sandbox's memory before anything can measure it:
-	// what the memory limit allows, and the Sentry's own state beside it,
-	// must fit the room left, so the write never passes the store's bound.
-	lim, err := h.limits(t.intent)
-	if err != nil {
-		return err
-	}
-	if need := lim.MemoryBytes + snapshotOverhead; budget > 0 && (lim.MemoryBytes <= 0 || need > budget) {
-		return fmt.Errorf("%w: the sandbox may hold up to %d bytes of memory (its limit) and the snapshot its state beside them, more than the %d bytes left", workspace.ErrOverLimit, need, budget)
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -68,7 +65,7 @@ func (h *Host) Snapshot(ctx context.Context, id, dir string, budget int64) error
 	if err := os.Mkdir(sb, 0o700); err != nil {
 		return err
 	}
-	if err := h.m.Snapshot(ctx, h.plugin, id, sb); err != nil {
+	if err := h.m.Snapshot(ctx, h.plugin, id, sb, stop); err != nil {
 		return err
 	}
 	used := workspace.DiskUsage(sb, nil)
@@ -84,8 +81,8 @@ func (h *Host) Snapshot(ctx context.Context, id, dir string, budget int64) error
 		return fmt.Errorf("copy the workspace: %w", err)
 	}
 	if len(left) > 0 {
-		// A link or a pipe the runtime's copy of the sandbox may hold open:
-		// restored without it, the sandbox would not be the one saved.
+		// Made between the check and the copy: the sandbox may hold it open,
+		// and restored without it would not be the one saved.
 		return fmt.Errorf("%w: its workspace holds entries that cannot be copied (%.200q)", sandbox.ErrNoSnapshot, left)
 	}
 	rec, _ := json.Marshal(SandboxRecord{Plugin: h.plugin, ImageID: h.m.ImageID(id), Intent: t.intent})
@@ -93,20 +90,42 @@ func (h *Host) Snapshot(ctx context.Context, id, dir string, budget int64) error
 }
 
 // CanSnapshot says whether this plugin's container id can be saved whole,
-// and if not why (an error wrapping sandbox.ErrNoSnapshot).
-func (h *Host) CanSnapshot(id string) error {
+// and if so the most bytes a snapshot of it can take (its memory limit,
+// the Sentry's state and its workspace quota); if not, why (an error
+// wrapping sandbox.ErrNoSnapshot). The workspace is looked at: a link, a
+// pipe or a device in it cannot be copied with the sandbox.
+func (h *Host) CanSnapshot(id string) (int64, error) {
 	h.mu.Lock()
 	t := h.workspaces[id]
 	h.mu.Unlock()
 	switch {
 	case t == nil:
-		return fmt.Errorf("%w: container %s is not plugin %s's", sandbox.ErrNoSnapshot, id, h.plugin)
+		return 0, fmt.Errorf("%w: container %s is not plugin %s's", sandbox.ErrNoSnapshot, id, h.plugin)
 	case t.intent.Image == "":
-		return fmt.Errorf("%w: its container was made by another core, and how to make it again is not known here", sandbox.ErrNoSnapshot)
+		return 0, fmt.Errorf("%w: its container was made by another core, and how to make it again is not known here", sandbox.ErrNoSnapshot)
 	case t.intent.ToolsGrant != "" || t.intent.NetworkGrant != "":
-		return fmt.Errorf("%w: it holds a tool or network grant, whose connections to the core cannot be saved with it", sandbox.ErrNoSnapshot)
+		return 0, fmt.Errorf("%w: it holds a tool or network grant, whose connections to the core cannot be saved with it", sandbox.ErrNoSnapshot)
 	}
-	return h.m.CanSnapshot(id)
+	if err := h.m.CanSnapshot(id); err != nil {
+		return 0, err
+	}
+	lim := h.m.Limits(id)
+	if lim.MemoryBytes <= 0 {
+		return 0, fmt.Errorf("%w: its container has no memory limit, which bounds a snapshot", sandbox.ErrNoSnapshot)
+	}
+	entries, truncated, err := workspace.NewFiles(t.Path).List(".", workspace.MaxFiles)
+	if err != nil {
+		return 0, fmt.Errorf("%w: its workspace cannot be listed: %v", sandbox.ErrNoSnapshot, err)
+	}
+	if truncated {
+		return 0, fmt.Errorf("%w: its workspace holds more than %d entries", sandbox.ErrNoSnapshot, workspace.MaxFiles)
+	}
+	for _, e := range entries {
+		if e.Type != "file" && e.Type != "directory" {
+			return 0, fmt.Errorf("%w: its workspace holds %s, a %s, which cannot be copied with it (remove it, then checkpoint again)", sandbox.ErrNoSnapshot, e.Path, e.Type)
+		}
+	}
+	return lim.MemoryBytes + snapshotOverhead + h.ws.Quota(), nil
 }
 
 // Restore creates this plugin's container for session sessionID from the
@@ -164,6 +183,11 @@ func (h *Host) Restore(ctx context.Context, sessionID, dir string) (string, erro
 	}
 	if err := h.m.Start(ctx, h.plugin, id); err != nil {
 		return undo(fmt.Errorf("restore the sandbox: %w", err))
+	}
+	if h.m.ForgetRestore(id) {
+		// The runtime started the command afresh: a new kernel in a copy of
+		// the old one's files is not the session that was saved.
+		return undo(errors.New("restore the sandbox: the container started without restoring its snapshot (the runtime did not run the core's wrapper's restore)"))
 	}
 	return id, nil
 }

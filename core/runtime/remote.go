@@ -93,14 +93,15 @@ type SocketDialer interface {
 // files and sockets) and starts a new container from such a snapshot:
 // gVisor sandboxes on Podman (runsc checkpoint and restore).
 type Snapshotter interface {
-	// Snapshot saves running container id into the empty directory dir
-	// and leaves it running.
-	Snapshot(ctx context.Context, id, dir string) error
+	// Snapshot saves running container id into the empty directory dir;
+	// with stop it ends the container, else leaves it running.
+	Snapshot(ctx context.Context, id, dir string, stop bool) error
 	// RestoreOnStart makes the next Start of container id, created from
 	// the spec of the container dir's snapshot was taken of, restore it.
 	RestoreOnStart(id, dir string) error
-	// ForgetRestore drops a mark no start used.
-	ForgetRestore(id string)
+	// ForgetRestore drops a mark no start used, and reports whether there
+	// was one: after a Start, one left means the start did not restore.
+	ForgetRestore(id string) bool
 }
 
 // FSUsage is what a workspace's filesystem holds and has left, as statfs

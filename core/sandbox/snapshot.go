@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
@@ -31,9 +32,9 @@ func (m *Manager) CanSnapshot(id string) error {
 }
 
 // Snapshot saves plugin's running container id whole into the empty
-// directory dir, and leaves it running; audited (container.snapshot, with
-// its time and size).
-func (m *Manager) Snapshot(ctx context.Context, plugin, id, dir string) error {
+// directory dir; with stop the container ends with the save, else it goes
+// on. Audited (container.snapshot, with its time and size).
+func (m *Manager) Snapshot(ctx context.Context, plugin, id, dir string, stop bool) error {
 	if err := m.check(plugin, id, "snapshot"); err != nil {
 		return err
 	}
@@ -41,8 +42,8 @@ func (m *Manager) Snapshot(ctx context.Context, plugin, id, dir string) error {
 		return err
 	}
 	t0 := time.Now()
-	err := m.snaps.Snapshot(ctx, id, dir)
-	d := map[string]any{"duration_ms": time.Since(t0).Milliseconds()}
+	err := m.snaps.Snapshot(ctx, id, dir, stop)
+	d := map[string]any{"duration_ms": time.Since(t0).Milliseconds(), "stopped": stop}
 	if err == nil {
 		d["bytes"] = workspace.DiskUsage(dir, nil)
 	}
@@ -71,9 +72,16 @@ func (m *Manager) ImageID(id string) string {
 	return m.gvisor[id]
 }
 
-// ForgetRestore drops the mark of a restore no start used.
-func (m *Manager) ForgetRestore(id string) {
-	if m.snaps != nil {
-		m.snaps.ForgetRestore(id)
-	}
+// ForgetRestore drops the mark of a restore no start used, and reports
+// whether there was one (after a start: it did not restore).
+func (m *Manager) ForgetRestore(id string) bool {
+	return m.snaps != nil && m.snaps.ForgetRestore(id)
+}
+
+// Limits are the limits container id was created with (zero: not one of
+// this manager's).
+func (m *Manager) Limits(id string) runtime.Limits {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limits[id]
 }

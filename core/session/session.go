@@ -87,6 +87,9 @@ type Session struct {
 	// sandbox is restored with them (written under the operation lock).
 	Sandbox string
 	Resume  []byte
+	// SuspendRefused is LastActive when a suspend was last refused or
+	// failed: not tried again until the session is used.
+	SuspendRefused time.Time
 
 	Docs        map[string]string
 	Note        string

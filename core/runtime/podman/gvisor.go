@@ -111,8 +111,8 @@ func checkRunsc(runsc string) error {
 // its content's hash (servers of different versions sharing a base path
 // never rewrite each other's), atomically; an existing one is kept. A
 // container whose id has a file in restores is started from the snapshot
-// that file names, once (RestoreOnStart): Podman calls `start ID` with no
-// other argument, and runsc restores into the container it created.
+// that file names, once (RestoreOnStart): Podman calls `[flags] start ID`,
+// and runsc restores into the container it created.
 func writeWrapper(dir, runsc string, flags []string, restores string) (string, error) {
 	var b strings.Builder
 	cmd := shellQuote(runsc)
@@ -121,9 +121,13 @@ func writeWrapper(dir, runsc string, flags []string, restores string) (string, e
 	}
 	r := shellQuote(restores)
 	b.WriteString("#!/bin/sh\n# Written by mcp-forge: gVisor's runsc with the flags of its sandboxes (core/runtime/podman/gvisor.go).\n")
-	b.WriteString("if [ \"$#\" = 2 ] && [ \"$1\" = start ]; then\n\tcase \"$2\" in\n\t*[!0-9a-f]* | '') ;;\n\t*)\n")
-	b.WriteString("\t\tif [ -f " + r + "/\"$2\" ]; then\n\t\t\timg=$(cat " + r + "/\"$2\") && rm -f " + r + "/\"$2\" || exit 1\n")
-	b.WriteString("\t\t\texec " + cmd + " restore --detach --image-path=\"$img\" \"$2\"\n\t\tfi\n\t\t;;\n\tesac\nfi\n")
+	// The id is the last argument, start the one before it (Podman may put
+	// runtime flags first); they go to the restore as they came.
+	b.WriteString("if [ \"$#\" -ge 2 ]; then\n\teval \"id=\\${$#}\"\n\teval \"verb=\\${$(($# - 1))}\"\n")
+	b.WriteString("\tif [ \"$verb\" = start ]; then\n\t\tcase \"$id\" in\n\t\t*[!0-9a-f]* | '') ;;\n\t\t*)\n")
+	b.WriteString("\t\t\tif [ -f " + r + "/\"$id\" ]; then\n\t\t\t\timg=$(cat " + r + "/\"$id\") && rm -f " + r + "/\"$id\" || exit 1\n")
+	b.WriteString("\t\t\t\tn=$(($# - 2)) i=0\n\t\t\t\tfor a do\n\t\t\t\t\t[ $i = 0 ] && set --\n\t\t\t\t\ti=$((i + 1))\n\t\t\t\t\t[ $i -le $n ] && set -- \"$@\" \"$a\"\n\t\t\t\tdone\n")
+	b.WriteString("\t\t\t\texec " + cmd + " \"$@\" restore --detach --image-path=\"$img\" \"$id\"\n\t\t\tfi\n\t\t\t;;\n\t\tesac\n\tfi\nfi\n")
 	b.WriteString("exec " + cmd + " \"$@\"\n")
 	sum := sha256.Sum256([]byte(b.String()))
 	path := filepath.Join(dir, "mcp-forge-runsc-"+hex.EncodeToString(sum[:])[:16])

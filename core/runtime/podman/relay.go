@@ -54,8 +54,8 @@ func (c *Client) DialSocket(ctx context.Context, id, path string) (net.Conn, err
 	})
 }
 
-// user is the user container id's command runs as ("uid:gid"), whom an
-// exec runs as too (runsc's own default is root).
+// user is the user container id's command runs as ("uid:gid"), whom the
+// relay runs as too, named rather than left to runsc's default.
 func (c *Client) user(ctx context.Context, id string) (string, error) {
 	cx, cancel, err := c.op(ctx)
 	if err != nil {
@@ -67,7 +67,8 @@ func (c *Client) user(ctx context.Context, id string) (string, error) {
 		return "", c.fail(id, "podman inspect", err)
 	}
 	if data.Config == nil || data.Config.User == "" {
-		return "0:0", nil
+		// Never root by default: every sandbox of the core's names its user.
+		return "", fmt.Errorf("dial in container %s: it names no user to run the relay as", shortID(id))
 	}
 	return data.Config.User, nil
 }

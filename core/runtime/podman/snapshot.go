@@ -35,17 +35,22 @@ var ErrNoSnapshots = errors.New("only a gVisor sandbox can be saved whole (secur
 
 // Snapshot saves the running gVisor sandbox id whole (memory, processes,
 // their open files and sockets) into the directory dir, which must exist
-// and be empty, and leaves it running. Connections the sandbox holds to
-// sockets on the host break (runsc cannot save them): its own channels
+// and be empty; with stop the sandbox ends with the save (nothing runs
+// after the moment saved), else it goes on. Connections the sandbox holds
+// to sockets on the host break (runsc cannot save them): its own channels
 // are inside it (DialSocket) and survive.
-func (c *Client) Snapshot(ctx context.Context, id, dir string) error {
+func (c *Client) Snapshot(ctx context.Context, id, dir string, stop bool) error {
 	g, err := c.snapshots()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, g.wrapper, "checkpoint", "--leave-running", "--image-path="+dir, id).CombinedOutput()
+	args := []string{"checkpoint", "--image-path=" + dir}
+	if !stop {
+		args = append(args, "--leave-running")
+	}
+	out, err := exec.CommandContext(ctx, g.wrapper, append(args, id)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("runsc checkpoint of container %s: %w: %s", shortID(id), err, lastLines(out, 3))
 	}
@@ -82,11 +87,14 @@ func (c *Client) RestoreOnStart(id, dir string) error {
 }
 
 // ForgetRestore drops a mark RestoreOnStart left that no start used (the
-// start failed before the wrapper ran, or the container was removed).
-func (c *Client) ForgetRestore(id string) {
-	if g, err := c.snapshots(); err == nil && id != "" && !strings.ContainsAny(id, "/.") {
-		_ = os.Remove(filepath.Join(g.restores, id))
+// start failed before the wrapper ran, or ran runsc's start instead), and
+// reports whether there was one.
+func (c *Client) ForgetRestore(id string) bool {
+	g, err := c.snapshots()
+	if err != nil || id == "" || strings.ContainsAny(id, "/.") {
+		return false
 	}
+	return os.Remove(filepath.Join(g.restores, id)) == nil
 }
 
 func (c *Client) snapshots() (*gvisor, error) {

@@ -30,6 +30,7 @@ func TestWrapperRestoresMarkedStart(t *testing.T) {
 	}
 	os.MkdirAll(marks, 0o700)
 	os.WriteFile(filepath.Join(marks, "abc123"), []byte("/snap/one"), 0o600)
+	os.WriteFile(filepath.Join(marks, "abc124"), []byte("/snap/two"), 0o600)
 	run := func(args ...string) string {
 		out, err := exec.Command(w, args...).CombinedOutput()
 		if err != nil {
@@ -45,6 +46,8 @@ func TestWrapperRestoresMarkedStart(t *testing.T) {
 		{[]string{"start", "abc123"}, "--root=/r start abc123"}, // the mark is used once
 		{[]string{"start", "../marks/x"}, "--root=/r start ../marks/x"},
 		{[]string{"kill", "abc123", "15"}, "--root=/r kill abc123 15"},
+		// Podman puts its runtime flags first: they go to the restore too.
+		{[]string{"--systemd-cgroup", "start", "abc124"}, "--root=/r --systemd-cgroup restore --detach --image-path=/snap/two abc124"},
 	} {
 		if got := run(c.args...); got != c.want {
 			t.Errorf("%v: ran %q, want %q", c.args, got, c.want)
@@ -148,7 +151,7 @@ while True:
 	snap := filepath.Join(base, "snap")
 	os.Mkdir(snap, 0o700)
 	t0 := time.Now()
-	if err := c.Snapshot(ctx, first, snap); err != nil {
+	if err := c.Snapshot(ctx, first, snap, false); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("snapshot in %s", time.Since(t0))
