@@ -247,10 +247,10 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	s.Lock()
 	defer s.Unlock()
 	s.Pending = false // restored here, not by the next execute
+	if !created && e.sessions.State(s) == session.StateGone {
+		return CheckpointInfo{}, session.View{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
+	}
 	if meta.Kind == checkpoint.KindSnapshot {
-		if !created && e.sessions.State(s) == session.StateGone {
-			return CheckpointInfo{}, session.View{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
-		}
 		// A session made here (suspended, restarted) gets its
 		// documentation and history back with its sandbox.
 		info, err := e.restoreSnapshot(ctx, s, meta, !created, tool, created) // snapshot.go
@@ -264,9 +264,6 @@ func (e *Engine) RestoreSession(ctx context.Context, client, id string) (Checkpo
 		return info, e.sessions.View(s), nil
 	}
 	if !created {
-		if e.sessions.State(s) == session.StateGone {
-			return CheckpointInfo{}, session.View{}, fmt.Errorf("restore session %q: it was destroyed meanwhile", id)
-		}
 		err = e.reopen(ctx, s) // a new kernel, whatever the old one held
 	} else if err = e.open(ctx, s, false); err != nil {
 		e.sessions.Drop(s)

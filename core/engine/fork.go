@@ -120,7 +120,7 @@ func (e *Engine) ForkSession(ctx context.Context, client, from, to string) (Fork
 	var info CheckpointInfo
 	if saved.Kind == checkpoint.KindSnapshot {
 		// The source's sandbox, memory and all, restored as the fork's.
-		if info, err = e.restoreSnapshotLocked(ctx, dst, saved, false, "fork of "+from); err != nil { // snapshot.go
+		if info, err = e.restoreSnapshot(ctx, dst, saved, false, "fork of "+from, false); err != nil { // snapshot.go
 			e.sessions.Drop(dst)
 			e.removeWorkspace(dst.Internal)
 			return ForkInfo{}, fmt.Errorf("fork session %q into %q: %w", from, to, err)

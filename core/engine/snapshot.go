@@ -2,14 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
-
-	"encoding/json"
-	"maps"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
@@ -130,18 +129,13 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	return info, nil
 }
 
-// restoreSnapshotLocked brings snapshot meta back as session s's sandbox
-// (caller holds s's lock): a kernel s still has is closed and its files
-// removed first, then the sealed snapshot is restored in a new container
-// and its plugin reaches the kernel in it, which holds everything it held.
-// live: s had a kernel.
-func (e *Engine) restoreSnapshotLocked(ctx context.Context, s *session.Session, meta checkpoint.Meta, live bool, why string) (CheckpointInfo, error) {
-	return e.restoreSnapshot(ctx, s, meta, live, why, false)
-}
-
-// restoreSnapshot is restoreSnapshotLocked; with keep, the session's
-// documentation, note and history come back from the snapshot too (a
-// suspended or restarted session resumed: they were the session's).
+// restoreSnapshot brings snapshot meta back as session s's sandbox (caller
+// holds s's lock): once the snapshot's seal holds, a kernel s still has
+// (live) is closed and its files removed, then the snapshot is restored in
+// a new container and its plugin reaches the kernel in it, which holds
+// everything it held. With keep, the session's documentation, note and
+// history come back from the snapshot too (a suspended or restarted
+// session resumed: they were the session's).
 func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta checkpoint.Meta, live bool, why string, keep bool) (CheckpointInfo, error) {
 	t0 := time.Now()
 	sb, err := e.sessionBackend(ctx, s.Backend)
@@ -150,6 +144,7 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 	}
 	var ctr string
 	var resume []byte
+	closed := false // s's live kernel, closed for the snapshot
 	key, err := checkpoint.SealKey(checkpointRoot(e.cfg))
 	if err == nil {
 		err = e.ckpts.Read(s.Client, meta.SessionID, func(dir string) error {
@@ -179,6 +174,7 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 				_ = sb.CloseSession(ctx, s.Internal)
 				e.closeGrant(s)
 				e.removeWorkspace(s.Internal)
+				closed = true
 			}
 			e.sessions.SetState(s, session.StateBusy)
 			s.Wrote()
@@ -201,13 +197,11 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 	if err == nil {
 		s.Sandbox, s.Resume = ctr, info.ResumeState
 	}
-	var seal *RequestError
-	sealed := !errors.As(err, &seal) || seal.Rule != checkpoint.RuleSnapshotSeal
 	e.sessions.Update(s, func(s *session.Session) {
 		switch {
 		case err == nil:
 			s.State, s.LostReason = session.StateIdle, ""
-		case sealed && live:
+		case closed:
 			// Its kernel was closed for the snapshot that did not come back.
 			s.State, s.LostReason = session.StateDead, "its snapshot could not be restored"
 		}
@@ -279,13 +273,13 @@ func (e *Engine) SuspendIdle(ctx context.Context) int {
 		if s.SuspendRefused.Equal(s.LastActive) {
 			return false // refused since its last call: not tried on every sweep
 		}
-		if _, err := e.snaps.CanSnapshot(s.Backend, s.Sandbox); err != nil || s.Grant != nil || s.Network != nil {
-			s.SuspendRefused = s.LastActive
-			return false // kept live until sessions.idle_timeout
-		}
 		idle := time.Since(s.LastActive)
 		t0 := time.Now()
 		info, err := e.snapshotLocked(ctx, s, s.ID, whySuspend)
+		if errors.Is(err, sandbox.ErrNoSnapshot) {
+			s.SuspendRefused = s.LastActive
+			return false // kept live until sessions.idle_timeout
+		}
 		if err != nil {
 			s.SuspendRefused = s.LastActive
 			if running, rerr := e.snaps.Running(ctx, s.Backend, s.Sandbox); rerr == nil && !running {

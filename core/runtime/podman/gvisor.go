@@ -107,46 +107,72 @@ func checkRunsc(runsc string) error {
 	return nil
 }
 
-// writeWrapper writes the OCI runtime wrapper for flags under dir, named by
-// its content's hash (servers of different versions sharing a base path
-// never rewrite each other's), atomically; an existing one is kept. A
-// container whose id has a file in restores is started from the snapshot
-// that file names, once (RestoreOnStart): Podman calls `[flags] start ID`,
-// and runsc restores into the container it created.
+// wrapperScript is the OCI runtime wrapper: runsc with @RUNSC@'s flags.
+// The id is the last argument and `start` the one before it (Podman may
+// put runtime flags first, which go to the restore as they came); a
+// container whose id has a file in @RESTORES@ is started from the
+// snapshot that file names, once (RestoreOnStart), and runsc restores
+// into the container it created.
+const wrapperScript = `#!/bin/sh
+# Written by mcp-forge: gVisor's runsc with the flags of its sandboxes (core/runtime/podman/gvisor.go).
+if [ "$#" -ge 2 ]; then
+	eval "id=\${$#}"
+	eval "verb=\${$(($# - 1))}"
+	if [ "$verb" = start ]; then
+		case "$id" in
+		*[!0-9a-f]* | '') ;;
+		*)
+			if [ -f @RESTORES@/"$id" ]; then
+				img=$(cat @RESTORES@/"$id") && rm -f @RESTORES@/"$id" || exit 1
+				n=$(($# - 2)) i=0
+				for a do
+					[ $i = 0 ] && set --
+					i=$((i + 1))
+					[ $i -le $n ] && set -- "$@" "$a"
+				done
+				exec @RUNSC@ "$@" restore --detach --image-path="$img" "$id"
+			fi
+			;;
+		esac
+	fi
+fi
+exec @RUNSC@ "$@"
+`
+
+// writeWrapper writes wrapperScript for runsc, flags and restores under
+// dir, named by its content's hash (servers of different versions sharing
+// a base path never rewrite each other's); an existing one is kept.
 func writeWrapper(dir, runsc string, flags []string, restores string) (string, error) {
-	var b strings.Builder
 	cmd := shellQuote(runsc)
 	for _, f := range flags {
 		cmd += " " + shellQuote(f)
 	}
-	r := shellQuote(restores)
-	b.WriteString("#!/bin/sh\n# Written by mcp-forge: gVisor's runsc with the flags of its sandboxes (core/runtime/podman/gvisor.go).\n")
-	// The id is the last argument, start the one before it (Podman may put
-	// runtime flags first); they go to the restore as they came.
-	b.WriteString("if [ \"$#\" -ge 2 ]; then\n\teval \"id=\\${$#}\"\n\teval \"verb=\\${$(($# - 1))}\"\n")
-	b.WriteString("\tif [ \"$verb\" = start ]; then\n\t\tcase \"$id\" in\n\t\t*[!0-9a-f]* | '') ;;\n\t\t*)\n")
-	b.WriteString("\t\t\tif [ -f " + r + "/\"$id\" ]; then\n\t\t\t\timg=$(cat " + r + "/\"$id\") && rm -f " + r + "/\"$id\" || exit 1\n")
-	b.WriteString("\t\t\t\tn=$(($# - 2)) i=0\n\t\t\t\tfor a do\n\t\t\t\t\t[ $i = 0 ] && set --\n\t\t\t\t\ti=$((i + 1))\n\t\t\t\t\t[ $i -le $n ] && set -- \"$@\" \"$a\"\n\t\t\t\tdone\n")
-	b.WriteString("\t\t\t\texec " + cmd + " \"$@\" restore --detach --image-path=\"$img\" \"$id\"\n\t\t\tfi\n\t\t\t;;\n\t\tesac\n\tfi\nfi\n")
-	b.WriteString("exec " + cmd + " \"$@\"\n")
-	sum := sha256.Sum256([]byte(b.String()))
+	script := strings.NewReplacer("@RUNSC@", cmd, "@RESTORES@", shellQuote(restores)).Replace(wrapperScript)
+	sum := sha256.Sum256([]byte(script))
 	path := filepath.Join(dir, "mcp-forge-runsc-"+hex.EncodeToString(sum[:])[:16])
-	if cur, err := os.ReadFile(path); err == nil && string(cur) == b.String() {
+	if cur, err := os.ReadFile(path); err == nil && string(cur) == script {
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".runsc-*")
+	return path, writeAtomic(path, []byte(script), 0o755)
+}
+
+// writeAtomic writes data to path through a file beside it, renamed over
+// it: a reader (Podman running the wrapper, the wrapper reading a mark)
+// never sees half of it.
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.Remove(tmp.Name())
-	_, werr := tmp.WriteString(b.String())
-	if err := errors.Join(werr, tmp.Close(), os.Chmod(tmp.Name(), 0o755)); err != nil {
-		return "", err
+	_, werr := tmp.Write(data)
+	if err := errors.Join(werr, tmp.Close(), os.Chmod(tmp.Name(), mode)); err != nil {
+		return err
 	}
-	return path, os.Rename(tmp.Name(), path)
+	return os.Rename(tmp.Name(), path)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

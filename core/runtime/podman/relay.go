@@ -75,3 +75,5 @@ func (c *Client) user(ctx context.Context, id string) (string, error) {
 
 // shortID is a container id as Podman prints it.
 func shortID(id string) string { return id[:min(12, len(id))] }
+
+var _ runtime.SocketDialer = (*Client)(nil)

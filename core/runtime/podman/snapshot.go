@@ -74,16 +74,7 @@ func (c *Client) RestoreOnStart(id, dir string) error {
 	if err := os.MkdirAll(g.restores, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(g.restores, ".mark-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.WriteString(dir)
-	if err := errors.Join(werr, tmp.Close()); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(g.restores, id))
+	return writeAtomic(filepath.Join(g.restores, id), []byte(dir), 0o600)
 }
 
 // ForgetRestore drops a mark RestoreOnStart left that no start used (the
@@ -111,4 +102,4 @@ func lastLines(out []byte, n int) string {
 	return strings.Join(ls[max(0, len(ls)-n):], "\n")
 }
 
-var _ runtime.SocketDialer = (*Client)(nil)
+var _ runtime.Snapshotter = (*Client)(nil)
