@@ -122,10 +122,21 @@ npm_deps() { # npm_deps DIR PACKAGE...: installs DIR's pinned npm packages unles
 # A leg runs as `CMD || rc=$?`, where bash ignores set -e inside CMD:
 # a function's steps are chained so that the first failure is its result.
 npm_all() {
-  npm_deps test/node @modelcontextprotocol/sdk @modelcontextprotocol/inspector &&
-    npm_deps test/mcpservers @modelcontextprotocol/server-everything
+  npm_deps test/node @modelcontextprotocol/sdk @modelcontextprotocol/inspector playwright-core axe-core &&
+    npm_deps test/mcpservers @modelcontextprotocol/server-everything &&
+    chromium_dep
 }
-leg "real MCP clients from npm (TypeScript SDK, Inspector), MCP servers the tool bridge's tests connect to (pinned)" npm_all
+# The session view (an MCP App) is tested in Debian's Chromium, driven by
+# playwright-core from test/node (its own browser download is refused here).
+chromium_dep() {
+  dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q 'install ok installed' && return
+  [ "$(id -u)" = 0 ] || { echo "Chromium is missing: as root run apt-get install chromium"; return 1; }
+  apt-get update -q >/dev/null &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 chromium >/dev/null
+}
+leg "real MCP clients from npm (TypeScript SDK, Inspector), MCP servers the tool bridge's tests connect to (pinned), Chromium for the session view" npm_all
+# Screenshots and other files tests keep for a reader, beside the leg logs.
+export FORGE_TEST_ARTIFACTS=$logs/artifacts
 
 leg "race detector on the concurrent packages" make -s race
 

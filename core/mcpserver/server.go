@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/tasks"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
+	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/apps"
 	envtools "github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/environments"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/execution"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/files"
@@ -77,6 +78,7 @@ func New(eng Engine, cfg config.Config, log hclog.Logger) *Server {
 		files.Toolset(env, eng),
 		notebooks.Toolset(env, eng),
 		jobs.Toolset(env, eng),
+		apps.Toolset(),
 		{Name: "server", Resources: []toolsets.Resource{{Def: &mcp.Resource{
 			URI: toolsets.EnvironmentURI, Name: "environment", Title: "Sandbox environment",
 			Description: "Languages and their backends, images, resource limits, loaded plugins with their versions, and this connection's sessions", MIMEType: "application/json",

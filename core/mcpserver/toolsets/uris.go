@@ -80,3 +80,16 @@ func SessionOf(uri, leaf string) (string, bool) {
 	}
 	return parts[1], true
 }
+
+// SessionViewURI is the MCP App (ui:// resource) that shows a session:
+// its variables, last cells, files and jobs. Hosts that render MCP Apps
+// show it beside the answer of every tool that names it (ViewMeta).
+const SessionViewURI = "ui://forge/session"
+
+// ViewMeta is the _meta of a tool whose answer is about one session: it
+// names the session view, which reads the session's id from the tool's
+// arguments (session_id, or new_session_id for a fork). Hosts without
+// MCP Apps ignore it.
+func ViewMeta() map[string]any {
+	return map[string]any{"ui": map[string]any{"resourceUri": SessionViewURI}}
+}

@@ -70,6 +70,7 @@ func Execute(env toolsets.Env, d Deps, l route.Language, in *jsonschema.Schema) 
 	return toolsets.New(&mcp.Tool{
 		Name:        "execute_" + l.ID,
 		Title:       "Run " + l.Name + " in a sandbox",
+		Meta:        toolsets.ViewMeta(),
 		Description: describe(l, env.Cfg),
 		InputSchema: in,
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in Input) (*mcp.CallToolResult, Output, error) {

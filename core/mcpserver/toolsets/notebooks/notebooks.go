@@ -139,7 +139,7 @@ func Toolset(env toolsets.Env, n Notebooks) toolsets.Toolset {
 // Fork is fork_session.
 func Fork(env toolsets.Env, n Notebooks) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
-		Name: "fork_session", Title: "Fork a session",
+		Name: "fork_session", Title: "Fork a session", Meta: toolsets.ViewMeta(),
 		Description: "Start a new session (its own session_id, kernel and container) with a copy of a live, idle session's variables and working directory, " +
 			"made as checkpoint_session makes one and restored in the new kernel, plus its documentation and history: under gVisor a snapshot of the whole sandbox " +
 			"(memory, imports, open files, sockets: kind snapshot), otherwise variable by variable (Python: dill; R: save; kind variables). " +

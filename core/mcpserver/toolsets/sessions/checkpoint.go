@@ -55,7 +55,7 @@ func Checkpoint(env toolsets.Env, c Checkpoints) toolsets.Tool {
 // Restore is restore_session.
 func Restore(env toolsets.Env, c Checkpoints) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
-		Name: "restore_session", Title: "Restore a session from its checkpoint",
+		Name: "restore_session", Title: "Restore a session from its checkpoint", Meta: toolsets.ViewMeta(),
 		Description: "Bring back a session's checkpoint: its current kernel (if any) is replaced. A snapshot comes back whole, in a new sandbox, exactly as it was saved. " +
 			"Otherwise the saved files are written back to its working directory and the saved variables loaded in a new kernel; imports come back with the variables " +
 			"that need them, re-run other imports. " +

@@ -168,6 +168,7 @@ func Document(env toolsets.Env, s Sessions) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
 		Name:  "document_state",
 		Title: "Document a session's variables",
+		Meta:  toolsets.ViewMeta(),
 		Description: "Attach descriptions to a session's variables and a note about the session, then refresh its introspection " +
 			"(type, size, shape, preview of every variable). Read the result later at " + toolsets.StateTemplate + ". " +
 			"On error the result has session_id and error {type, message}.",
@@ -182,7 +183,7 @@ func Document(env toolsets.Env, s Sessions) toolsets.Tool {
 // Restart is restart_session.
 func Restart(env toolsets.Env, s Sessions) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
-		Name: "restart_session", Title: "Restart a session",
+		Name: "restart_session", Title: "Restart a session", Meta: toolsets.ViewMeta(),
 		Description: "Clear a session's namespace (all variables and imports), keeping its container; a dead session gets a new kernel. " +
 			"On error the result has session_id and error {type, message}.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionOutput, error) {
