@@ -12,7 +12,7 @@ import (
 
 // The session view, an MCP App, rendered by headless Chromium inside a
 // minimal host that implements the Apps bridge against a live server
-// (test/node/session-view.mjs): a DataFrame's columns and a plot shown,
+// (test/node/session-view.mjs), the host side being the extension's own AppBridge: a DataFrame's columns and a plot shown,
 // no serious accessibility finding (axe-core), hostile values shown as
 // text, a later execute seen without the host's help, a stateless run.
 // The screenshots are kept: in $FORGE_TEST_ARTIFACTS/session-view when

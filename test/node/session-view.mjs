@@ -1,9 +1,11 @@
 // The session view (an MCP App, ui://forge/session) in a real browser:
-// headless Chromium loads it in a sandboxed iframe of a minimal host that
-// implements the Apps bridge (postMessage JSON-RPC: ui/initialize, the
-// tool's input and result, resources/read and tools/call passed on to a
-// live mcp-forge over the TypeScript SDK), as a host rendering MCP Apps
-// does. It checks:
+// headless Chromium loads it in a sandboxed iframe of a minimal host page,
+// and the host's side of the Apps bridge is the extension's own AppBridge
+// (@modelcontextprotocol/ext-apps), run here in Node: the page relays the
+// postMessage traffic between the iframe and it. AppBridge checks every
+// message of the view against the extension's schemas, sends the tool's
+// input and result, and passes the view's resources/read and tools/call
+// on to a live mcp-forge over the TypeScript SDK. It checks:
 //  1. tools/list names the view on the execute and session tools only,
 //     and the view is a text/html;profile=mcp-app resource;
 //  2. after an execute that makes a DataFrame and a plot, the view shows
@@ -18,6 +20,7 @@
 // Usage: node session-view.mjs /path/to/mcp-forge --config FILE
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { AppBridge } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { chromium } from "playwright-core";
 import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -29,41 +32,19 @@ const out = process.env.ARTIFACTS || mkdtempSync("/tmp/forge-session-view-");
 mkdirSync(out, { recursive: true });
 const VIEW = "ui://forge/session";
 
-// The host: an iframe without same-origin (as hosts sandbox MCP Apps) and
-// the bridge. It answers ui/initialize, passes resources/read and
-// tools/call on to the MCP client, and sends the tool's input and result
-// once the view says it is initialized.
+// The host page: an iframe without same-origin (as hosts sandbox MCP Apps)
+// and a relay of its messages to and from the AppBridge in Node.
 const HOST = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>test host</title></head><body>
 <iframe id="view" title="MCP-Forge session view" sandbox="allow-scripts" style="width:1080px;height:1460px;border:0"></iframe>
 <script>
 const frame = document.getElementById("view");
-let pendingTool = null;
-const post = (msg) => frame.contentWindow.postMessage(msg, "*");
-window.addEventListener("message", async (ev) => {
+window.addEventListener("message", (ev) => {
   if (ev.source !== frame.contentWindow) return;
-  const m = ev.data || {};
-  if (m.pwned) { window.pwned = m; return; }
-  const reply = (body) => post(Object.assign({ jsonrpc: "2.0", id: m.id }, body));
-  switch (m.method) {
-    case "ui/initialize":
-      reply({ result: { protocolVersion: m.params.protocolVersion, hostInfo: { name: "forge-test-host", version: "1.0.0" },
-        hostCapabilities: { serverResources: {}, serverTools: {} }, hostContext: { theme: "light", displayMode: "inline" } } });
-      return;
-    case "ui/notifications/initialized":
-      if (pendingTool) {
-        post({ jsonrpc: "2.0", method: "ui/notifications/tool-input", params: { arguments: pendingTool.input } });
-        post({ jsonrpc: "2.0", method: "ui/notifications/tool-result", params: pendingTool.result });
-      }
-      return;
-    case "resources/read":
-    case "tools/call":
-      try { reply({ result: JSON.parse(await window.mcpRequest(m.method, JSON.stringify(m.params))) }); }
-      catch (e) { reply({ error: { code: -32603, message: String(e && e.message || e) } }); }
-      return;
-  }
-  if (m.id !== undefined && m.method) reply({ error: { code: -32601, message: m.method + " is not served by this host" } });
+  if (ev.data && ev.data.pwned) { window.pwned = ev.data; return; }
+  window.fromView(JSON.stringify(ev.data));
 });
-window.openView = (html, input, result) => { pendingTool = { input, result }; frame.srcdoc = html; };
+window.toView = (msg) => frame.contentWindow.postMessage(msg, "*");
+window.load = (html) => { frame.srcdoc = html; };
 </script></body></html>`;
 
 const SESSION = "view-demo";
@@ -115,21 +96,34 @@ try {
   const pageErrors = [];
   page.on("pageerror", (e) => pageErrors.push(String(e)));
   page.on("console", (m) => { if (m.type() === "error") pageErrors.push(m.text()); });
-  await page.exposeFunction("mcpRequest", async (method, params) => {
-    const p = JSON.parse(params);
-    const key = method === "resources/read" ? p.uri.replace(/^mcp:\/\/forge\/sessions\/[^/]+\//, "") : `${method} ${p.name}`;
-    reads[key] = (reads[key] || 0) + 1;
-    const r = method === "resources/read" ? await client.readResource(p) : await client.callTool(p);
-    return JSON.stringify(r);
-  });
+  // One AppBridge per view opened, as a host makes one per rendered app.
+  let transport = null;
+  await page.exposeFunction("fromView", (text) => transport?.onmessage?.(JSON.parse(text)));
   await page.setContent(HOST);
-
+  const forward = (method, call) => async (params) => {
+    const key = method === "resources/read" ? params.uri.replace(/^mcp:\/\/forge\/sessions\/[^/]+\//, "") : `${method} ${params.name}`;
+    reads[key] = (reads[key] || 0) + 1;
+    return call(params);
+  };
   const open = async (input, result) => {
-    await page.evaluate(([h, i, r]) => window.openView(h, i, r), [html, input, result]);
+    await transport?.close();
+    const bridge = new AppBridge(null, { name: "forge-test-host", version: "1.0.0" }, { serverResources: {}, serverTools: {} },
+      { hostContext: { theme: "light", displayMode: "inline" } });
+    bridge.onreadresource = forward("resources/read", (p) => client.readResource(p));
+    bridge.oncalltool = forward("tools/call", (p) => client.callTool(p));
+    const ready = new Promise((resolve) => { bridge.oninitialized = resolve; });
+    transport = {
+      start: async () => {},
+      send: async (msg) => { await page.evaluate((m) => window.toView(m), msg); },
+      close: async () => { transport = null; },
+    };
+    await bridge.connect(transport);
+    await page.evaluate((h) => window.load(h), html);
+    await ready;
+    await bridge.sendToolInput({ arguments: input });
+    await bridge.sendToolResult(result);
     const handle = await page.waitForSelector("iframe#view");
-    const frame = await handle.contentFrame();
-    await frame.waitForLoadState();
-    return frame;
+    return handle.contentFrame();
   };
   const frame = await open(input1, res1);
 
