@@ -64,13 +64,16 @@ func New(eng Engine, cfg config.Config, log hclog.Logger) *Server {
 		&mcp.ServerOptions{Instructions: instructions(langs, cfg),
 			SubscribeHandler:   s.subscribe,
 			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil }})
+	// Innermost: a call made a task runs apart from its request, after
+	// every check of the request.
+	s.tasks = tasks.New(eng, cfg)
+	s.mcp.AddReceivingMiddleware(s.tasks.Middleware)
 	s.mcp.AddReceivingMiddleware(checkURIs, s.auditRejectedArguments)
 	// Added last, so outermost: it measures the answer every other
 	// middleware returns.
 	guard := answer.Guard{Limit: int(cfg.Server.MaxMessage), Log: log}
 	s.mcp.AddReceivingMiddleware(guard.Receiving)
 	s.mcp.AddSendingMiddleware(guard.Sending)
-	s.tasks = tasks.New(eng, cfg)
 	env := toolsets.Env{Cfg: cfg, Conn: s.conn, Client: s.client}
 	sets := []toolsets.Toolset{
 		execution.Toolset(env, execution.Deps{Exec: eng, Jobs: eng, Builds: s.builds}),

@@ -79,7 +79,7 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case req.Method == "notifications/cancelled":
 			c.cancelWait(req.Params)
 		case req.Method == "tools/call" && req.IsCall():
-			p, ok, err := StartCall(req.Params)
+			p, ok, err := c.s.Start(c.owner, req.Params)
 			if err != nil {
 				_ = c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: asWire(err)})
 				continue
@@ -202,8 +202,8 @@ func (c *conn) started(created json.RawMessage) {
 	c.mu.Lock()
 	c.told[ct.Task.TaskID] = ct.Task.Status
 	c.mu.Unlock()
-	if r, err := c.s.jobs.Job(c.owner, ct.Task.TaskID, "tasks/get"); err == nil {
-		c.status(c.s.task(r))
+	if t, ok := c.s.current(c.owner, ct.Task.TaskID); ok {
+		c.status(t)
 	}
 }
 

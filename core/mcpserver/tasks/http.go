@@ -63,19 +63,19 @@ func (s *Service) Handler(next http.Handler, identify func(*http.Request) (strin
 			}
 			s.serveTasks(w, r, req, identify)
 			return
-		case req.Method == "tools/call":
-			p, ok, err := StartCall(req.Params)
+		case req.Method == "tools/call" && asksTask(req.Params):
+			owner, err := identify(r)
+			if err != nil {
+				writeJSON(w, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}})
+				return
+			}
+			p, ok, err := s.Start(owner, req.Params)
 			if err != nil {
 				writeJSON(w, &jsonrpc.Response{ID: req.ID, Error: asWire(err)})
 				return
 			}
 			if !ok {
 				break
-			}
-			owner, err := identify(r)
-			if err != nil {
-				writeJSON(w, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}})
-				return
 			}
 			req.Params = p
 			if body, err = jsonrpc.EncodeMessage(req); err != nil {

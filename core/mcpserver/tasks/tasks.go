@@ -3,7 +3,8 @@
 // extension that followed them. An execute_<language> call made as a task
 // runs as a background job and answers at once with the task; tasks/get,
 // tasks/result, tasks/list and tasks/cancel act on the caller's jobs, with
-// the jobs' admission, quotas, owner, time to live and audit lines.
+// the jobs' admission, quotas, owner, time to live and audit lines. A
+// build_environment call made a task is its own call run apart (calls.go).
 //
 // go-sdk v1.8.0 has no tasks and refuses a method outside its own table
 // before any middleware runs, so this package works at the wire: Transport
@@ -81,6 +82,8 @@ type Service struct {
 	// cancelling are tasks cancelled whose job is still being stopped:
 	// cancelled already, as tasks/cancel must answer.
 	cancelling map[string]bool
+	// calls are the tasks that are their tools' own calls (calls.go).
+	calls map[string]*callTask
 }
 
 type refusedTask struct {
@@ -95,7 +98,7 @@ const maxRefused = 100
 
 // New serves tasks on j's jobs.
 func New(j Jobs, cfg config.Config) *Service {
-	s := &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}, watchers: map[*conn]struct{}{}, cancelling: map[string]bool{}}
+	s := &Service{jobs: j, cfg: cfg, refused: map[string]refusedTask{}, watchers: map[*conn]struct{}{}, cancelling: map[string]bool{}, calls: map[string]*callTask{}}
 	j.OnJobChange(s.changed)
 	return s
 }
@@ -107,16 +110,43 @@ func (s *Service) changed(r jobs.Record) {
 	if r.State.Finished() {
 		delete(s.cancelling, r.ID)
 	}
+	s.mu.Unlock()
+	s.notify(r.Client, s.task(r))
+}
+
+// notify tells owner's connections of t's status (those that started it
+// pass it on).
+func (s *Service) notify(owner string, t Task) {
+	s.mu.Lock()
 	var to []*conn
 	for c := range s.watchers {
-		if c.owner == r.Client {
+		if c.owner == owner {
 			to = append(to, c)
 		}
 	}
 	s.mu.Unlock()
 	for _, c := range to {
-		c.status(s.task(r))
+		c.status(t)
 	}
+}
+
+// current is owner's task id as it is now, of either kind.
+func (s *Service) current(owner, id string) (Task, bool) {
+	s.mu.Lock()
+	c := s.call(owner, id)
+	var t Task
+	if c != nil {
+		t = s.callView(id, c)
+	}
+	s.mu.Unlock()
+	if c != nil {
+		return t, true
+	}
+	r, err := s.jobs.Job(owner, id, "tasks/get")
+	if err != nil {
+		return Task{}, false
+	}
+	return s.task(r), true
 }
 
 // Task is a task as the protocol shows it.
@@ -201,12 +231,18 @@ func (s *Service) Answer(ctx context.Context, owner, method string, params json.
 		if t, ok := s.refusedTask(owner, p.TaskID); ok {
 			return json.Marshal(t)
 		}
-		r, err := s.jobs.Job(owner, p.TaskID, "tasks/get")
-		if err != nil {
+		t, ok := s.current(owner, p.TaskID)
+		if !ok {
 			return nil, errNotFound(p.TaskID)
 		}
-		return json.Marshal(s.task(r))
+		return json.Marshal(t)
 	case MethodCancel:
+		if t, ok, err := s.cancelCall(owner, p.TaskID); ok {
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(t)
+		}
 		if _, ok := s.refusedTask(owner, p.TaskID); ok {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Cannot cancel task: it is already in terminal status failed"}
 		}
@@ -249,6 +285,11 @@ func (s *Service) list(owner string) (json.RawMessage, error) {
 			out.Tasks = append(out.Tasks, refusedView(id, rt, s.cfg))
 		}
 	}
+	for id := range s.calls {
+		if c := s.call(owner, id); c != nil {
+			out.Tasks = append(out.Tasks, s.callView(id, c))
+		}
+	}
 	s.mu.Unlock()
 	return json.Marshal(out)
 }
@@ -262,6 +303,9 @@ func (s *Service) result(ctx context.Context, owner, id string) (json.RawMessage
 	s.mu.Unlock()
 	if refused && rt.owner == owner {
 		return related(rt.result, id)
+	}
+	if out, ok, err := s.callResult(ctx, owner, id); ok {
+		return out, err
 	}
 	r, err := s.jobs.Job(owner, id, "tasks/result")
 	if err != nil {
@@ -316,12 +360,42 @@ func related(result json.RawMessage, id string) (json.RawMessage, error) {
 }
 
 // TaskTool reports whether tool may be called as a task.
-func TaskTool(tool string) bool { return strings.HasPrefix(tool, "execute_") }
+func TaskTool(tool string) bool { return strings.HasPrefix(tool, "execute_") || callTools[tool] }
+
+// Start rewrites a tools/call of owner that asks for a task (params.task):
+// an execute_<language> call starts a background job instead (StartCall),
+// a call tool's call is registered as a task and marked for Middleware.
+// ok is false for every other call, which passes untouched.
+func (s *Service) Start(owner string, params json.RawMessage) (rewritten json.RawMessage, ok bool, err error) {
+	var p map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["name"], &name) != nil || !callTools[name] {
+		return StartCall(params)
+	}
+	if task, asked := p["task"]; !asked || string(task) == "null" {
+		return nil, false, nil
+	}
+	meta := map[string]any{}
+	if m, ok := p["_meta"]; ok && string(m) != "null" && json.Unmarshal(m, &meta) != nil {
+		return nil, false, nil // not an object: the server refuses it as it is
+	}
+	id, err := s.startCall(owner, name)
+	if err != nil {
+		return nil, false, err
+	}
+	meta[CallMeta] = id
+	delete(p, "task")
+	if p["_meta"], err = json.Marshal(meta); err != nil {
+		return nil, false, err
+	}
+	out, err := json.Marshal(p)
+	return out, err == nil, err
+}
 
 // StartCall rewrites a tools/call's params when it asks for a task
-// (params.task) of a task tool: the call starts a background job instead.
-// ok is false for every other call, which passes untouched; err says a
-// task was asked of a tool that cannot be one.
+// (params.task) of an execute tool: the call starts a background job
+// instead. ok is false for every other call, which passes untouched; err
+// says a task was asked of a tool that cannot be one.
 func StartCall(params json.RawMessage) (rewritten json.RawMessage, ok bool, err error) {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil {
@@ -332,7 +406,7 @@ func StartCall(params json.RawMessage) (rewritten json.RawMessage, ok bool, err 
 	if !asked || string(task) == "null" || json.Unmarshal(p["name"], &name) != nil {
 		return nil, false, nil
 	}
-	if !TaskTool(name) {
+	if !strings.HasPrefix(name, "execute_") {
 		return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s cannot be called as a task (tools/list says which can: execution.taskSupport)", name)}
 	}
 	args := map[string]json.RawMessage{}
@@ -358,7 +432,8 @@ func (s *Service) Created(owner string, result json.RawMessage) (json.RawMessage
 	var r struct {
 		IsError    bool `json:"isError"`
 		Structured struct {
-			JobID string `json:"job_id"`
+			JobID  string `json:"job_id"`
+			TaskID string `json:"task_id"`
 		} `json:"structuredContent"`
 	}
 	if err := json.Unmarshal(result, &r); err != nil {
@@ -368,7 +443,12 @@ func (s *Service) Created(owner string, result json.RawMessage) (json.RawMessage
 		return nil, fmt.Errorf("the tool's answer is not an object")
 	}
 	var t Task
-	if id := r.Structured.JobID; id != "" && !r.IsError {
+	if id := r.Structured.TaskID; id != "" && !r.IsError {
+		var ok bool
+		if t, ok = s.current(owner, id); !ok {
+			return nil, fmt.Errorf("task %s is not known", id)
+		}
+	} else if id := r.Structured.JobID; id != "" && !r.IsError {
 		rec, err := s.jobs.Job(owner, id, "tasks/get")
 		if err != nil {
 			return nil, err
@@ -406,8 +486,9 @@ type entry struct {
 	v refusedTask
 }
 
-// expire forgets refused tasks past the jobs' time to live (s.mu held).
+// expire forgets refused and call tasks past the jobs' time to live (s.mu held).
 func (s *Service) expire() {
+	s.expireCalls()
 	for id, old := range s.refused {
 		if time.Since(old.created) > time.Duration(s.cfg.Jobs.ResultTTL)*time.Second {
 			delete(s.refused, id)
