@@ -208,13 +208,16 @@ var rules = []rule{
 	{"cmd/mcp-forge parses flags, loads the configuration and calls core/forge: it imports no other core package but core/config", func(from, to string) bool {
 		return from == "cmd/mcp-forge" && internal(to) && to != "core/forge" && to != "core/config"
 	}},
-	// The egress proxy enforces the network policy on whatever connection
-	// it is handed: it knows nothing of sandboxes, runtimes or the engine.
-	// Its credentials know even less: their configuration.
-	{"core/egress: of this module only core/config, core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; those only core/config", func(from, to string) bool {
+	// The network policy and its grants know nothing of sandboxes, runtimes
+	// or the engine, nor of the proxy that serves them (a channel is handed
+	// one). The egress proxy enforces a grant on whatever connection it is
+	// handed. Its credentials know even less: their configuration.
+	{"core/egress: of this module only core/config, core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; its proxy only core/egress, its credentials, core/config and core/refusal; the credentials only core/config", func(from, to string) bool {
 		switch from {
 		case "core/egress":
 			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential"}, to)
+		case "core/egress/proxy":
+			return internal(to) && !slices.Contains([]string{"core/egress", "core/egress/credential", "core/config", "core/refusal"}, to)
 		case "core/egress/credential":
 			return internal(to) && to != "core/config"
 		}
