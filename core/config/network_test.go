@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -170,37 +168,5 @@ func TestParseHostPattern(t *testing.T) {
 		if err != nil || back != p {
 			t.Errorf("%q: %q reads back as %+v (%v)", tc.in, p, back, err)
 		}
-	}
-}
-
-// A file's [network] reaches its user with the field paths, and the
-// environment overrides the lists.
-func TestNetworkLoad(t *testing.T) {
-	file := "[network]\nallowed_hosts = [\"*\", \"ok.example.org\"]\nallowed_cidrs = [\"10.1.0.0/8\"]\nmax_upload = \"lots\"\n" +
-		"[network.tenants.ghost]\nallowed_hosts = [\"a.example.org\"]\n"
-	path := filepath.Join(t.TempDir(), "forge.toml")
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := LoadWith(path, envOf(nil))
-	if err == nil {
-		t.Fatal("expected an error")
-	}
-	for _, w := range []string{`network.allowed_hosts[0]: "*" alone would match every host`, "network.allowed_cidrs[0]: \"10.1.0.0/8\" has bits set past its prefix length: write 10.0.0.0/8",
-		"network.max_upload:", `network.tenants.ghost: no tenant "ghost" is configured`} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
-		}
-	}
-	good := filepath.Join(t.TempDir(), "forge.toml")
-	if err := os.WriteFile(good, []byte("[network]\nmax_download = \"10m\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadWith(good, envOf(map[string]string{"FORGE_NETWORK_ALLOWED_HOSTS": "pypi.org, files.pythonhosted.org:443"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(cfg.Network.AllowedHosts, " "); got != "pypi.org files.pythonhosted.org:443" || cfg.Network.MaxDownload != 10<<20 {
-		t.Errorf("got hosts %q, max_download %d", got, cfg.Network.MaxDownload)
 	}
 }

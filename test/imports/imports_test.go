@@ -102,6 +102,11 @@ var rules = []rule{
 	{"core/config is a leaf", func(from, to string) bool {
 		return from == "core/config" && internal(to)
 	}},
+	// Reading forge.toml fills the model and asks it to validate itself:
+	// nothing else of the core is needed to load a configuration.
+	{"core/config/loader imports only core/config of this module", func(from, to string) bool {
+		return from == "core/config/loader" && internal(to) && to != "core/config"
+	}},
 	// Sizes of the configuration are parsed once, into config.Size, when it
 	// is loaded (its parser is unexported): the rest of the server reads
 	// bytes and never parses "512m" itself.
