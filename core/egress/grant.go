@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
@@ -60,7 +61,7 @@ func newGrant(p *Policy, r Request, cidrs []netip.Prefix) *Grant {
 }
 
 // add grants ports of a host (a pattern without its port).
-func (g *Grant) add(h config.HostPattern, ports []int) {
+func (g *Grant) add(h hostpattern.Pattern, ports []int) {
 	m, k := g.names, h.Name
 	switch {
 	case h.Addr.IsValid():
@@ -172,7 +173,7 @@ func (g *Grant) spend(rule string) {
 }
 
 // Check refuses a target the grant does not name: its host, then its port.
-func (g *Grant) Check(t config.HostPattern) error {
+func (g *Grant) Check(t hostpattern.Pattern) error {
 	var ports []int
 	switch {
 	case t.Addr.IsValid():
@@ -213,7 +214,7 @@ func (g *Grant) CredentialNames() []string {
 func (g *Grant) Secrets() *sanitize.Secrets { return g.secrets }
 
 // CredentialFor is the credential of t (a name and port), nil for none.
-func (g *Grant) CredentialFor(t config.HostPattern) *credential.Granted {
+func (g *Grant) CredentialFor(t hostpattern.Pattern) *credential.Granted {
 	for _, c := range g.creds {
 		if c.Covers(t) {
 			return c

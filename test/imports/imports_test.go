@@ -99,8 +99,10 @@ var rules = []rule{
 	{"core imports nothing of cmd, plugins or test", func(from, to string) bool {
 		return under(from, "core") && (under(to, "cmd") || under(to, "plugins") || under(to, "test"))
 	}},
-	{"core/config is a leaf", func(from, to string) bool {
-		return from == "core/config" && internal(to)
+	// The grammar of host patterns is config's own leaf: config validates
+	// with it, the egress packages match with it.
+	{"core/config is a leaf (but for its own leaf core/config/hostpattern)", func(from, to string) bool {
+		return (from == "core/config" && internal(to) && to != "core/config/hostpattern") || (from == "core/config/hostpattern" && internal(to))
 	}},
 	// Reading forge.toml fills the model and asks it to validate itself:
 	// nothing else of the core is needed to load a configuration.
@@ -217,14 +219,14 @@ var rules = []rule{
 	// or the engine, nor of the proxy that serves them (a channel is handed
 	// one). The egress proxy enforces a grant on whatever connection it is
 	// handed. Its credentials know even less: their configuration.
-	{"core/egress: of this module only core/config, core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; its proxy only core/egress, its credentials, core/config and core/refusal; the credentials only core/config", func(from, to string) bool {
+	{"core/egress: of this module only core/config (and its hostpattern), core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; its proxy only core/egress, its credentials, core/config (and its hostpattern) and core/refusal; the credentials only core/config (and its hostpattern)", func(from, to string) bool {
 		switch from {
 		case "core/egress":
-			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential"}, to)
+			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential", "core/config/hostpattern"}, to)
 		case "core/egress/proxy":
-			return internal(to) && !slices.Contains([]string{"core/egress", "core/egress/credential", "core/config", "core/refusal"}, to)
+			return internal(to) && !slices.Contains([]string{"core/egress", "core/egress/credential", "core/config", "core/config/hostpattern", "core/refusal"}, to)
 		case "core/egress/credential":
-			return internal(to) && to != "core/config"
+			return internal(to) && to != "core/config" && to != "core/config/hostpattern"
 		}
 		return false
 	}},

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/mcp-forge/mcp-forge/core/egress"
 	"io"
 	"net"
 	"net/netip"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 )
 
 // FuzzTarget: any host a request names either parses to a normalized
@@ -45,7 +46,7 @@ func FuzzTarget(f *testing.F) {
 		if tgt.Name != strings.ToLower(tgt.Name) || strings.HasSuffix(tgt.Name, ".") {
 			t.Fatalf("%q: name %q not normalized", s, tgt.Name)
 		}
-		back, err := config.ParseHostPattern(tgt.String())
+		back, err := hostpattern.Parse(tgt.String())
 		if err != nil || back != tgt {
 			t.Fatalf("%q: %q reads back as %+v, %v", s, tgt, back, err)
 		}

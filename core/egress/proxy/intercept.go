@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -35,7 +36,7 @@ const interceptIdle = 60 * time.Second
 type interception struct {
 	p *Proxy
 	g *egress.Grant
-	t config.HostPattern
+	t hostpattern.Pattern
 	c *credential.Granted
 
 	requests atomic.Int32
@@ -63,7 +64,7 @@ type interception struct {
 const maxUpstreamH1 = 4
 
 // intercept serves a CONNECT to t, whose credential is c.
-func (p *Proxy) intercept(ctx context.Context, client *egress.Conn, br *bufio.Reader, g *egress.Grant, t config.HostPattern, c *credential.Granted, l *connLog) {
+func (p *Proxy) intercept(ctx context.Context, client *egress.Conn, br *bufio.Reader, g *egress.Grant, t hostpattern.Pattern, c *credential.Granted, l *connLog) {
 	l.host, l.port, l.credential = t.Host(), t.Port, c.Name
 	if err := g.Check(t); err != nil {
 		p.refuse(client, g, l, err)

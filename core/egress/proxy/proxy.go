@@ -30,7 +30,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
@@ -246,20 +246,20 @@ func (p *Proxy) malformed(client *egress.Conn, g *egress.Grant, over bool, err e
 
 // target parses a request's host[:port]; defPort applies without a port
 // (0: a port is required).
-func target(hostport string, defPort int) (config.HostPattern, error) {
+func target(hostport string, defPort int) (hostpattern.Pattern, error) {
 	if hostport == "" {
-		return config.HostPattern{}, refusal.New(egress.RuleRequest, "the request names no host: send an absolute URL (http://host/path) or CONNECT host:port")
+		return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "the request names no host: send an absolute URL (http://host/path) or CONNECT host:port")
 	}
-	t, err := config.ParseHostPattern(hostport)
+	t, err := hostpattern.Parse(hostport)
 	if err != nil {
-		return config.HostPattern{}, refusal.New(egress.RuleRequest, "the request's host: %s", clean(err.Error()))
+		return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "the request's host: %s", clean(err.Error()))
 	}
 	if t.Wildcard() {
-		return config.HostPattern{}, refusal.New(egress.RuleRequest, "the request's host %s is a wildcard, not a host", clean(t.Name))
+		return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "the request's host %s is a wildcard, not a host", clean(t.Name))
 	}
 	if t.Port == 0 {
 		if defPort == 0 {
-			return config.HostPattern{}, refusal.New(egress.RuleRequest, "CONNECT %s names no port: CONNECT host:port", clean(hostport))
+			return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "CONNECT %s names no port: CONNECT host:port", clean(hostport))
 		}
 		t.Port = defPort
 	}
@@ -269,7 +269,7 @@ func target(hostport string, defPort int) (config.HostPattern, error) {
 // connect checks a target against the grant, resolves it, checks the
 // addresses and dials one of them. On a refusal or a failure it answers
 // the client and audits, and returns nil.
-func (p *Proxy) connect(ctx context.Context, client *egress.Conn, g *egress.Grant, t config.HostPattern, l *connLog) *egress.Upstream {
+func (p *Proxy) connect(ctx context.Context, client *egress.Conn, g *egress.Grant, t hostpattern.Pattern, l *connLog) *egress.Upstream {
 	up, status, err := p.dialTarget(ctx, g, t, l, true)
 	var df *dialFailed
 	switch {
@@ -296,7 +296,7 @@ func (d *dialFailed) Error() string { return d.msg }
 // and error to answer with (a *refusal.Error, or a *dialFailed). l gets
 // the target and the address. open: the connection counts against the
 // grant's max_connections (false: it was paid for already).
-func (p *Proxy) dialTarget(ctx context.Context, g *egress.Grant, t config.HostPattern, l *connLog, open bool) (*egress.Upstream, int, error) {
+func (p *Proxy) dialTarget(ctx context.Context, g *egress.Grant, t hostpattern.Pattern, l *connLog, open bool) (*egress.Upstream, int, error) {
 	l.host, l.port = t.Host(), t.Port
 	if err := g.Check(t); err != nil {
 		return nil, http.StatusForbidden, err
