@@ -1,5 +1,7 @@
-// Package config loads forge.toml: defaults, the file, ${VAR} substitution,
-// FORGE_* environment overrides and validation with field paths.
+// Package config is forge.toml's model: the sections every part of the core
+// reads, their defaults, the size strings, and validation with field paths.
+// Reading a file into it (${VAR} substitution, FORGE_* overrides, the
+// tenants file) is core/config/loader's.
 package config
 
 import "os"

@@ -1,11 +1,10 @@
 package config
 
 import (
-	"errors"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"net/netip"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -87,8 +86,8 @@ const (
 const CredentialPort = 443
 
 // CredentialHosts parses c.Hosts (ParseCredentialHost).
-func (c Credential) CredentialHosts() ([]HostPattern, error) {
-	var out []HostPattern
+func (c Credential) CredentialHosts() ([]hostpattern.Pattern, error) {
+	var out []hostpattern.Pattern
 	for i, h := range c.Hosts {
 		p, err := ParseCredentialHost(h)
 		if err != nil {
@@ -101,15 +100,15 @@ func (c Credential) CredentialHosts() ([]HostPattern, error) {
 
 // ParseCredentialHost reads one host of a credential, with CredentialPort
 // where none is given.
-func ParseCredentialHost(h string) (HostPattern, error) {
-	p, err := ParseHostPattern(h)
+func ParseCredentialHost(h string) (hostpattern.Pattern, error) {
+	p, err := hostpattern.Parse(h)
 	switch {
 	case err != nil:
-		return HostPattern{}, err
+		return hostpattern.Pattern{}, err
 	case p.Addr.IsValid():
-		return HostPattern{}, fmt.Errorf("%s is an IP address: a credential belongs to names (the certificate the proxy checks names them)", h)
+		return hostpattern.Pattern{}, fmt.Errorf("%s is an IP address: a credential belongs to names (the certificate the proxy checks names them)", h)
 	case p.Port == 80:
-		return HostPattern{}, fmt.Errorf("%s: a credential is added inside TLS only, never to plain HTTP on port 80", h)
+		return hostpattern.Pattern{}, fmt.Errorf("%s: a credential is added inside TLS only, never to plain HTTP on port 80", h)
 	case p.Port == 0:
 		p.Port = CredentialPort
 	}
@@ -188,181 +187,19 @@ func defaultNetwork() Network {
 		MaxUpload: 64 << 20, MaxDownload: 1 << 30, MaxDuration: 1800, Hosts: map[string]string{}, Tenants: map[string]NetworkTenant{}, Credentials: map[string]Credential{}}
 }
 
-// HostPattern is one parsed entry of network.allowed_hosts, or a host a
-// run asks for, or the target of a proxied request.
-type HostPattern struct {
-	// Name is a lower-case DNS name without a trailing dot; a wildcard is
-	// "*.example.org". Empty for an IP address.
-	Name string
-	Addr netip.Addr // an IP address (IPv4-mapped IPv6 unmapped); invalid for a name
-	Port int        // 0: unset (the default ports 80 and 443)
-}
-
-// Wildcard reports whether p matches the subdomains of a domain.
-func (p HostPattern) Wildcard() bool { return strings.HasPrefix(p.Name, "*.") }
-
-// Host is the name or the address, without the port.
-func (p HostPattern) Host() string {
-	if p.Addr.IsValid() {
-		return p.Addr.String()
-	}
-	return p.Name
-}
-
-// String is p as forge.toml writes it; ParseHostPattern reads it back.
-func (p HostPattern) String() string {
-	h := p.Host()
-	if p.Port == 0 {
-		return h
-	}
-	if p.Addr.Is6() {
-		h = "[" + h + "]"
-	}
-	return h + ":" + strconv.Itoa(p.Port)
-}
-
-// DefaultPorts are the ports of a pattern written without one.
-var DefaultPorts = []int{80, 443}
-
-// hostForms says what ParseHostPattern accepts, for its errors.
-const hostForms = "write a DNS name (files.example.org), a wildcard over a domain's subdomains (*.example.org) or an IP address, each with an optional :port (default ports 80 and 443)"
-
-// ParseHostPattern reads a host pattern: name, *.domain or IP address, then
-// an optional :port (an IPv6 address with a port in brackets). Names are
-// folded to lower case and lose one trailing dot; non-ASCII names must be
-// written in punycode (xn--); a last label of digits only is refused (it
-// reads as an IP address in a form resolvers disagree on).
-func ParseHostPattern(s string) (HostPattern, error) {
-	host, port, err := splitPort(s)
-	if err != nil {
-		return HostPattern{}, err
-	}
-	p := HostPattern{Port: port}
-	if a, err := netip.ParseAddr(host); err == nil {
-		if a.Zone() != "" {
-			return HostPattern{}, fmt.Errorf("%q: an IPv6 zone (%%%s) names an interface of this machine, not a host", s, a.Zone())
-		}
-		p.Addr = a.Unmap()
-		return p, nil
-	}
-	name := strings.TrimSuffix(strings.ToLower(host), ".")
-	rest := name
-	if strings.HasPrefix(name, "*.") {
-		rest = name[2:]
-		if !strings.Contains(rest, ".") {
-			return HostPattern{}, fmt.Errorf("%q: a wildcard must be over a domain below a top-level domain (*.example.org), not over %q", s, rest)
-		}
-	}
-	if err := checkName(rest); err != nil {
-		if name == "*" {
-			return HostPattern{}, fmt.Errorf("%q alone would match every host: list the names (or *.domain wildcards) runs may reach", s)
-		}
-		return HostPattern{}, fmt.Errorf("%q is not a host pattern (%v): %s", s, err, hostForms)
-	}
-	p.Name = name
-	return p, nil
-}
-
-// splitPort separates an optional :port from a host.
-func splitPort(s string) (string, int, error) {
-	host, portText := s, ""
-	switch {
-	case strings.HasPrefix(s, "["):
-		end := strings.Index(s, "]")
-		if end < 0 {
-			return "", 0, fmt.Errorf("%q: an IPv6 address in brackets needs its closing ]", s)
-		}
-		host, portText = s[1:end], s[end+1:]
-		if portText != "" && !strings.HasPrefix(portText, ":") {
-			return "", 0, fmt.Errorf("%q: only :port may follow ]", s)
-		}
-		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return "", 0, fmt.Errorf("%q: brackets hold an IPv6 address only", s)
-		}
-	case strings.Count(s, ":") > 1: // a bare IPv6 address: no port
-	default:
-		if i := strings.LastIndexByte(s, ':'); i >= 0 {
-			host, portText = s[:i], s[i:]
-		}
-	}
-	if portText == "" {
-		return host, 0, nil
-	}
-	digits := portText[1:]
-	n, err := strconv.Atoi(digits)
-	if err != nil || digits == "" || digits[0] < '0' || digits[0] > '9' || len(digits) > 5 {
-		return "", 0, fmt.Errorf("%q: the port %q is not a number", s, digits)
-	}
-	if n < 1 || n > 65535 {
-		return "", 0, fmt.Errorf("%q: port %d is out of range 1-65535", s, n)
-	}
-	return host, n, nil
-}
-
-// checkName checks a lower-case DNS host name (RFC 1123 labels).
-func checkName(n string) error {
-	if n == "" {
-		return errors.New("empty name")
-	}
-	if len(n) > 253 {
-		return errors.New("longer than 253 characters")
-	}
-	labels := strings.Split(n, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 {
-			return fmt.Errorf("label %q must be 1-63 characters", l)
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return fmt.Errorf("label %q starts or ends with '-'", l)
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if c >= 0x80 {
-				return fmt.Errorf("label %q is not ASCII: write the name in punycode (xn--...)", l)
-			}
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return fmt.Errorf("label %q holds %q: names are letters, digits and '-'", l, c)
-			}
-		}
-	}
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return errors.New("its last label is digits only, which reads as an IP address: write the address in dotted form")
-	}
-	return nil
-}
-
-// ParseCIDR reads an entry of network.allowed_cidrs: a prefix in canonical
-// form (no bits set past the prefix length), never /0.
-func ParseCIDR(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8, 127.0.0.1/32 or fd00::/8)", s)
-	}
-	if p.Addr().Is4In6() {
-		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped range: write it as IPv4 (e.g. 10.0.0.0/8)", s)
-	}
-	if m := p.Masked(); m != p {
-		return netip.Prefix{}, fmt.Errorf("%q has bits set past its prefix length: write %s", s, m)
-	}
-	if p.Bits() == 0 {
-		return netip.Prefix{}, fmt.Errorf("%q covers every address (loopback and cloud metadata too): list the ranges runs may reach", s)
-	}
-	return p, nil
-}
-
 // validateNetwork checks [network] and [network.tenants.NAME].
 func validateNetwork(v *validator, c Config) {
 	n := c.Network
 	hosts := func(p string, list []string) {
 		for i, h := range list {
-			if _, err := ParseHostPattern(h); err != nil {
+			if _, err := hostpattern.Parse(h); err != nil {
 				v.add(fmt.Sprintf("%s[%d]", p, i), err.Error())
 			}
 		}
 	}
 	cidrs := func(p string, list []string) {
 		for i, s := range list {
-			if _, err := ParseCIDR(s); err != nil {
+			if _, err := hostpattern.ParseCIDR(s); err != nil {
 				v.add(fmt.Sprintf("%s[%d]", p, i), err.Error())
 			}
 		}
@@ -375,7 +212,7 @@ func validateNetwork(v *validator, c Config) {
 	v.positive("network.max_duration", n.MaxDuration)
 	for _, name := range sortedKeys(n.Hosts) {
 		p := fmt.Sprintf("network.hosts[%q]", name)
-		if h, err := ParseHostPattern(name); err != nil || h.Name != name || h.Wildcard() || h.Port != 0 {
+		if h, err := hostpattern.Parse(name); err != nil || h.Name != name || h.Wildcard() || h.Port != 0 {
 			v.add(p, "the key must be a lower-case DNS name without a port or a wildcard (\"files.example.org\")")
 		}
 		if a, err := netip.ParseAddr(n.Hosts[name]); err != nil || a.Zone() != "" {

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -139,68 +137,5 @@ func TestNetworkValidation(t *testing.T) {
 				t.Errorf("got %s: %s; want %s: ...%s...", errs[0].Path, errs[0].Msg, tc.path, tc.msg)
 			}
 		})
-	}
-}
-
-// Patterns are normalized, and String reads back as the same pattern.
-func TestParseHostPattern(t *testing.T) {
-	cases := []struct {
-		in, want string
-		port     int
-		wildcard bool
-	}{
-		{"Files.Example.ORG.", "files.example.org", 0, false},
-		{"*.Example.org:443", "*.example.org:443", 443, true},
-		{"203.0.113.7:8080", "203.0.113.7:8080", 8080, false},
-		{"[2001:DB8::1]:443", "[2001:db8::1]:443", 443, false},
-		{"2001:db8::1", "2001:db8::1", 0, false},
-		{"::ffff:10.1.2.3", "10.1.2.3", 0, false},
-		{"[::ffff:10.1.2.3]:80", "10.1.2.3:80", 80, false},
-		{"localhost", "localhost", 0, false},
-	}
-	for _, tc := range cases {
-		p, err := ParseHostPattern(tc.in)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.in, err)
-		}
-		if p.String() != tc.want || p.Port != tc.port || p.Wildcard() != tc.wildcard {
-			t.Errorf("%q: got %q port %d wildcard %v, want %q port %d wildcard %v", tc.in, p, p.Port, p.Wildcard(), tc.want, tc.port, tc.wildcard)
-		}
-		back, err := ParseHostPattern(p.String())
-		if err != nil || back != p {
-			t.Errorf("%q: %q reads back as %+v (%v)", tc.in, p, back, err)
-		}
-	}
-}
-
-// A file's [network] reaches its user with the field paths, and the
-// environment overrides the lists.
-func TestNetworkLoad(t *testing.T) {
-	file := "[network]\nallowed_hosts = [\"*\", \"ok.example.org\"]\nallowed_cidrs = [\"10.1.0.0/8\"]\nmax_upload = \"lots\"\n" +
-		"[network.tenants.ghost]\nallowed_hosts = [\"a.example.org\"]\n"
-	path := filepath.Join(t.TempDir(), "forge.toml")
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := LoadWith(path, envOf(nil))
-	if err == nil {
-		t.Fatal("expected an error")
-	}
-	for _, w := range []string{`network.allowed_hosts[0]: "*" alone would match every host`, "network.allowed_cidrs[0]: \"10.1.0.0/8\" has bits set past its prefix length: write 10.0.0.0/8",
-		"network.max_upload:", `network.tenants.ghost: no tenant "ghost" is configured`} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
-		}
-	}
-	good := filepath.Join(t.TempDir(), "forge.toml")
-	if err := os.WriteFile(good, []byte("[network]\nmax_download = \"10m\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadWith(good, envOf(map[string]string{"FORGE_NETWORK_ALLOWED_HOSTS": "pypi.org, files.pythonhosted.org:443"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(cfg.Network.AllowedHosts, " "); got != "pypi.org files.pythonhosted.org:443" || cfg.Network.MaxDownload != 10<<20 {
-		t.Errorf("got hosts %q, max_download %d", got, cfg.Network.MaxDownload)
 	}
 }

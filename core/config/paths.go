@@ -6,6 +6,9 @@ import (
 	"strconv"
 )
 
+// Lookup reads an environment variable; os.LookupEnv in production.
+type Lookup func(string) (string, bool)
+
 // DefaultFor is the built-in configuration for a server running with
 // effective uid euid. Root gets system directories; any other user cannot
 // write those, so (as a desktop user running rootless Podman) it gets the

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"os"
 	"testing"
 )
 
@@ -35,17 +34,6 @@ func TestDefaultForPaths(t *testing.T) {
 	}
 }
 
-// Loading with no file as a non-root user gives the XDG paths, and FORGE_*
-// still overrides them.
-func TestLoadUsesUserDefaults(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("needs a non-root euid; DefaultFor covers the logic as root")
-	}
-	cfg, err := LoadWith("", envOf(map[string]string{"HOME": "/home/u", "FORGE_SECURITY_AUDIT_LOG": "/a.log"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Volumes.BasePath != "/home/u/.local/share/mcp-forge" || cfg.Security.AuditLog != "/a.log" {
-		t.Fatalf("got %q %q", cfg.Volumes.BasePath, cfg.Security.AuditLog)
-	}
+func envOf(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -72,29 +70,5 @@ func TestRuntimeValidation(t *testing.T) {
 				t.Errorf("got %s: %s; want %s: ...%s...", errs[0].Path, errs[0].Msg, tc.path, tc.msg)
 			}
 		})
-	}
-}
-
-// The same checks reach a file's user with the field's path.
-func TestRuntimeLoadErrors(t *testing.T) {
-	file := "[runtime]\nkind = \"kubernetes\"\n[runtime.kubernetes]\nnamespace = \"Forge\"\npull_policy = \"sometimes\"\nmemory_request = \"0\"\n" +
-		"[[runtime.kubernetes.tolerations]]\nkey = \"a\"\noperator = \"Exists\"\nvalue = \"b\"\n"
-	path := filepath.Join(t.TempDir(), "forge.toml")
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := LoadWith(path, envOf(nil))
-	if err == nil {
-		t.Fatal("expected an error")
-	}
-	for _, w := range []string{`runtime.kubernetes.namespace: "Forge" is not a namespace name`, `runtime.kubernetes.pull_policy: must be one of Always, IfNotPresent, Never (got "sometimes")`,
-		`runtime.kubernetes.memory_request: size "0" must be greater than zero`, "runtime.kubernetes.tolerations[0].value: a toleration with operator Exists takes no value"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
-		}
-	}
-	if _, err := LoadWith(path, envOf(map[string]string{"FORGE_RUNTIME_KUBERNETES_NAMESPACE": "forge", "FORGE_RUNTIME_KUBERNETES_PULL_POLICY": "Never"})); err == nil ||
-		strings.Contains(err.Error(), "namespace") || strings.Contains(err.Error(), "pull_policy") {
-		t.Errorf("the environment's values replace the file's: %v", err)
 	}
 }

@@ -13,6 +13,26 @@ import (
 	"strings"
 )
 
+// FieldError is one problem with one configuration field.
+type FieldError struct {
+	Path string // dotted toml path, e.g. "execution.max_timeout"
+	Msg  string
+}
+
+func (e FieldError) Error() string { return e.Path + ": " + e.Msg }
+
+// Errors is every problem found in one load; it is returned whole so that a
+// user fixes a file in one pass.
+type Errors []FieldError
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
 // MaxCPUQuota is ten cores worth of CPU time per 100 ms period.
 const MaxCPUQuota = 1_000_000
 

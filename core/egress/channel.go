@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,16 +42,22 @@ var proxyURL = "http://127.0.0.1:" + strconv.Itoa(ForwarderPort)
 // backend copies the token into its container's intent, and the core
 // mounts that channel, only for the plugin it was opened for.
 type Channels struct {
-	proxy *Proxy
+	proxy Server
 	root  string
 
 	mu   sync.Mutex
 	live map[string]*Channel
 }
 
+// Server serves a grant's connections from a listener until it is closed
+// or ctx ends: the egress proxy (core/egress/proxy).
+type Server interface {
+	Serve(ctx context.Context, ln net.Listener, g *Grant) error
+}
+
 // NewChannels keeps channel directories under root (created 0711: a
 // sandbox sees only its own, mounted).
-func NewChannels(p *Proxy, root string) (*Channels, error) {
+func NewChannels(p Server, root string) (*Channels, error) {
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return nil, fmt.Errorf("network channels: %w", err)
 	}
@@ -210,22 +215,4 @@ func (ch *Channel) Close() {
 	ch.cancel()
 	<-ch.done
 	os.RemoveAll(ch.dir)
-}
-
-// HostsResolver answers names of hosts (network.hosts) itself and asks
-// next for the others.
-type HostsResolver struct {
-	Hosts map[string]netip.Addr
-	Next  Resolver
-}
-
-// LookupNetIP implements Resolver.
-func (r HostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	if a, ok := r.Hosts[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
-		if (network == "ip4" && !a.Is4()) || (network == "ip6" && !a.Is6()) {
-			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-		}
-		return []netip.Addr{a}, nil
-	}
-	return r.Next.LookupNetIP(ctx, network, host)
 }

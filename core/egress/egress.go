@@ -1,19 +1,13 @@
-// Package egress is the core side of network by host name (issue 24,
+// Package egress is what a run may reach by host name (issue 24,
 // docs/network.md): a run is granted the hosts it asked for that the
-// operator's [network] policy allows (Policy.Grant), and the egress proxy
-// (Proxy) serves HTTP proxy traffic for that grant: plain HTTP requests in
-// absolute form and CONNECT tunnels, only to granted names and ports. The
-// proxy resolves names itself and dials the address it checked (never the
-// name, so a second answer cannot rebind it), refuses loopback, private,
-// link-local, metadata, multicast, CGNAT and the core's own addresses
-// unless the operator granted that range, enforces the grant's budgets and
-// audits every connection (host, port, address, bytes, duration, outcome,
-// rule), never a payload, a path or a query string.
-//
-// The proxy reads bytes from any net.Conn it is handed. A run's Channel
-// (channel.go) is a unix socket served for its grant, mounted into its
-// sandbox with the forwarder that carries connections from 127.0.0.1
-// there.
+// operator's [network] policy allows (Policy.Grant), within the grant's
+// budgets; the Grant checks each target, counts connections and bytes,
+// cuts its connections when it is spent or closed and writes their audit
+// lines (host, port, address, bytes, duration, outcome, rule), never a
+// payload, a path or a query string. A run's Channel (channel.go) is a
+// unix socket served for its grant by the egress proxy
+// (core/egress/proxy), mounted into its sandbox with the forwarder that
+// carries connections from 127.0.0.1 there.
 package egress
 
 import (
@@ -42,6 +36,10 @@ const (
 	RuleNotGranted        = "network-not-granted"        // a container intent naming a channel not opened for its plugin
 	RuleOpenConnections   = "network-open-connections"   // past MaxOpen client connections of a grant at once (or the proxy's MaxOpenAll)
 )
+
+// RuleHeader names the rule of a refusal in the proxy's answer, for code
+// that wants to tell refusals apart.
+const RuleHeader = "X-Mcp-Forge-Rule"
 
 // Audit events.
 const (

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
@@ -37,13 +38,13 @@ type Grant struct {
 	wild  map[string][]int     // "*.example.org" → ports
 	ips   map[netip.Addr][]int // IP literals
 
-	creds   []*credential.Granted // credentials the proxy adds (intercept.go)
+	creds   []*credential.Granted // credentials the proxy adds (core/egress/proxy)
 	ca      *credential.Authority // with creds: the CA only this run's sandbox trusts
 	secrets *sanitize.Secrets     // with creds: their values in every form, for results
 
 	mu     sync.Mutex
 	timer  *time.Timer
-	conns  map[*tracked]struct{}
+	conns  map[*Conn]struct{}
 	opened int
 	// refusals counts refused connections; past MaxRefusalLines they are
 	// not audited one by one. overflow counts connections closed past
@@ -56,11 +57,11 @@ type Grant struct {
 
 func newGrant(p *Policy, r Request, cidrs []netip.Prefix) *Grant {
 	return &Grant{rec: p.rec, budget: p.budget, cidrs: slices.Clone(cidrs), tenant: r.Tenant, client: r.Client, session: r.Session, run: r.RunID,
-		names: map[string][]int{}, wild: map[string][]int{}, ips: map[netip.Addr][]int{}, conns: map[*tracked]struct{}{}}
+		names: map[string][]int{}, wild: map[string][]int{}, ips: map[netip.Addr][]int{}, conns: map[*Conn]struct{}{}}
 }
 
 // add grants ports of a host (a pattern without its port).
-func (g *Grant) add(h config.HostPattern, ports []int) {
+func (g *Grant) add(h hostpattern.Pattern, ports []int) {
 	m, k := g.names, h.Name
 	switch {
 	case h.Addr.IsValid():
@@ -141,9 +142,9 @@ func (g *Grant) Close() {
 	}
 }
 
-// overflowed counts a client connection closed over MaxOpen (or the
+// Overflowed counts a client connection closed over MaxOpen (or the
 // proxy's MaxOpenAll); the first one is audited, later ones counted.
-func (g *Grant) overflowed() {
+func (g *Grant) Overflowed() {
 	g.mu.Lock()
 	g.overflow++
 	first := g.overflow == 1
@@ -167,12 +168,12 @@ func (g *Grant) spend(rule string) {
 		g.timer.Stop()
 	}
 	for t := range g.conns {
-		t.cut(rule)
+		t.Cut(rule)
 	}
 }
 
-// check refuses a target the grant does not name: its host, then its port.
-func (g *Grant) check(t config.HostPattern) error {
+// Check refuses a target the grant does not name: its host, then its port.
+func (g *Grant) Check(t hostpattern.Pattern) error {
 	var ports []int
 	switch {
 	case t.Addr.IsValid():
@@ -212,8 +213,8 @@ func (g *Grant) CredentialNames() []string {
 // own replacement does not know.
 func (g *Grant) Secrets() *sanitize.Secrets { return g.secrets }
 
-// credentialFor is the credential of t (a name and port), nil for none.
-func (g *Grant) credentialFor(t config.HostPattern) *credential.Granted {
+// CredentialFor is the credential of t (a name and port), nil for none.
+func (g *Grant) CredentialFor(t hostpattern.Pattern) *credential.Granted {
 	for _, c := range g.creds {
 		if c.Covers(t) {
 			return c
@@ -222,10 +223,25 @@ func (g *Grant) credentialFor(t config.HostPattern) *credential.Granted {
 	return nil
 }
 
+// Authority is the CA of the grant's credentials, the one its sandbox
+// trusts (nil: no credential).
+func (g *Grant) Authority() *credential.Authority { return g.ca }
+
+// RangeGranted reports whether a range the grant may reach although it is
+// refused by default (network.allowed_cidrs) holds a.
+func (g *Grant) RangeGranted(a netip.Addr) bool {
+	for _, c := range g.cidrs {
+		if c.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *Grant) list() string { return strings.Join(g.Hosts(), ", ") }
 
-// open counts a new upstream connection against the budget.
-func (g *Grant) open() error {
+// Open counts a new upstream connection against the budget.
+func (g *Grant) Open() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.spentErr(); err != nil {
@@ -243,11 +259,11 @@ func (g *Grant) spentErr() error {
 	if g.spent == "" {
 		return nil
 	}
-	return g.ended(g.spent)
+	return g.Ended(g.spent)
 }
 
-// ended is the error of a connection refused or cut by rule.
-func (g *Grant) ended(rule string) error {
+// Ended is the error of a connection refused or cut by rule.
+func (g *Grant) Ended(rule string) error {
 	switch rule {
 	case RuleClosed:
 		return refusal.New(RuleClosed, "the run this network was granted to has ended")
@@ -261,23 +277,34 @@ func (g *Grant) ended(rule string) error {
 	return refusal.New(rule, "this run's network has ended (%s)", rule)
 }
 
-// track registers a connection so that spend can cut it; a spent grant
-// refuses it.
-func (g *Grant) track(c net.Conn) (*tracked, error) {
+// Track registers a connection so that the grant's end can cut it; a
+// spent grant refuses it.
+func (g *Grant) Track(c net.Conn) (*Conn, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.spentErr(); err != nil {
 		return nil, err
 	}
-	t := &tracked{Conn: c}
+	t := &Conn{Conn: c}
 	g.conns[t] = struct{}{}
 	return t, nil
 }
 
-func (g *Grant) untrack(t *tracked) {
+// Untrack forgets a connection that ended.
+func (g *Grant) Untrack(t *Conn) {
 	g.mu.Lock()
 	delete(g.conns, t)
 	g.mu.Unlock()
+}
+
+// TrackUpstream tracks c, a connection to a granted host, and counts its
+// bytes against the budget.
+func (g *Grant) TrackUpstream(c net.Conn) (*Upstream, error) {
+	t, err := g.Track(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Upstream{Conn: t, g: g}, nil
 }
 
 // take admits n bytes in one direction within the budget and returns how
@@ -311,19 +338,20 @@ func (g *Grant) Used() (connections int, upload, download int64) {
 	return g.opened, g.up, g.down
 }
 
-// tracked is a connection of the grant; cut closes it and says why.
-type tracked struct {
+// Conn is a connection of the grant; Cut closes it and says why.
+type Conn struct {
 	net.Conn
 	why atomic.Pointer[string]
 }
 
-func (t *tracked) cut(rule string) {
+// Cut closes the connection by rule (the first rule given is kept).
+func (t *Conn) Cut(rule string) {
 	t.why.CompareAndSwap(nil, &rule)
 	_ = t.Conn.Close()
 }
 
-// cutBy is the rule that cut the connection, "" if none did.
-func (t *tracked) cutBy() string {
+// CutBy is the rule that cut the connection, "" if none did.
+func (t *Conn) CutBy() string {
 	if p := t.why.Load(); p != nil {
 		return *p
 	}
@@ -333,17 +361,18 @@ func (t *tracked) cutBy() string {
 // errBudget ends a copy at the edge of a byte budget.
 var errBudget = errors.New("egress: byte budget spent")
 
-// counted is an upstream connection whose bytes count against the grant
-// (writes are uploads, reads downloads) and towards its audit line.
-type counted struct {
-	*tracked
+// Upstream is a connection to a granted host whose bytes count against
+// the grant (writes are uploads, reads downloads) and towards its audit
+// line.
+type Upstream struct {
+	*Conn
 	g        *Grant
 	up, down atomic.Int64
 }
 
-func (c *counted) Write(b []byte) (int, error) {
+func (c *Upstream) Write(b []byte) (int, error) {
 	fit := c.g.take(true, len(b))
-	n, err := c.tracked.Write(b[:fit])
+	n, err := c.Conn.Write(b[:fit])
 	c.up.Add(int64(n))
 	if err == nil && fit < len(b) {
 		err = errBudget
@@ -351,8 +380,8 @@ func (c *counted) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *counted) Read(b []byte) (int, error) {
-	n, err := c.tracked.Read(b)
+func (c *Upstream) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
 	fit := c.g.take(false, n)
 	c.down.Add(int64(fit))
 	if fit < n {
@@ -361,72 +390,45 @@ func (c *counted) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Sent is the bytes written upstream so far.
+func (c *Upstream) Sent() int64 { return c.up.Load() }
+
+// Received is the bytes read from upstream so far.
+func (c *Upstream) Received() int64 { return c.down.Load() }
+
 // CloseWrite half-closes a TCP connection (a tunnel whose client finished
 // sending).
-func (c *counted) CloseWrite() error {
-	if cw, ok := c.tracked.Conn.(interface{ CloseWrite() error }); ok {
+func (c *Upstream) CloseWrite() error {
+	if cw, ok := c.Conn.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil
 }
 
-// refusedOver counts a refusal of the grant (a connection's, or a request's
-// in an intercepted connection) and reports whether it is past
+// CountRefusal counts a refusal of the grant (a connection's, or a
+// request's in an intercepted connection) and reports whether it is past
 // MaxRefusalLines: counted then, not written line by line.
-func (g *Grant) refusedOver() bool {
+func (g *Grant) CountRefusal() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refusals++
 	return g.refusals > MaxRefusalLines
 }
 
-// record writes the audit line of one connection.
-func (g *Grant) record(l *connLog) {
-	if l.outcome == OutcomeRefused && g.refusedOver() {
-		return // counted: Close writes how many
-	}
-	d := map[string]any{"host": l.host, "port": l.port, "method": l.method, "outcome": l.outcome, "run_id": g.run,
-		"duration_ms": time.Since(l.start).Milliseconds()}
+// CheckAudit fails while the audit log cannot be written: the proxy then
+// makes no connection nobody could trace.
+func (g *Grant) CheckAudit() error { return audit.Check(g.rec) }
+
+// Record writes an audit line of the grant's run (a connection's, a
+// request's): d gets the run and its tenant.
+func (g *Grant) Record(event string, ok bool, errText string, d map[string]any) {
+	d["run_id"] = g.run
 	if g.tenant != "" {
 		d["tenant"] = g.tenant
 	}
-	if l.address != "" {
-		d["address"] = l.address
-	}
-	if l.up != nil {
-		d["bytes_up"], d["bytes_down"] = l.up.up.Load(), l.up.down.Load()
-	}
-	if l.credential != "" {
-		var up, down int64
-		for _, c := range l.ups {
-			up, down = up+c.up.Load(), down+c.down.Load()
-		}
-		d["cred"], d["bytes_up"], d["bytes_down"] = l.credential, up, down
-	}
-	if l.rule != "" {
-		d["rule"] = l.rule
-	}
 	sev := audit.Info
-	if l.outcome != OutcomeDone {
+	if !ok {
 		sev = audit.Warning
 	}
-	g.rec.Record(audit.Entry{Event: EventConnection, Severity: sev, SessionID: g.session, UserID: g.client,
-		Success: l.outcome == OutcomeDone, Error: l.err, Details: d})
-}
-
-// connLog is what the audit line of one connection says.
-type connLog struct {
-	start   time.Time
-	method  string
-	host    string
-	port    int
-	address string
-	up      *counted
-	// credential: an intercepted connection (intercept.go), and the
-	// upstream connections it opened.
-	credential string
-	ups        []*counted
-	outcome    string
-	rule       string
-	err        string
+	g.rec.Record(audit.Entry{Event: event, Severity: sev, SessionID: g.session, UserID: g.client, Success: ok, Error: errText, Details: d})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
@@ -30,7 +31,7 @@ type Budget struct {
 
 // Policy is [network]: what may be granted, to whom, within which budget.
 type Policy struct {
-	hosts    []config.HostPattern
+	hosts    []hostpattern.Pattern
 	cidrs    []netip.Prefix
 	tenants  map[string]lists
 	budget   Budget
@@ -40,7 +41,7 @@ type Policy struct {
 }
 
 type lists struct {
-	hosts []config.HostPattern
+	hosts []hostpattern.Pattern
 	cidrs []netip.Prefix
 }
 
@@ -119,7 +120,7 @@ func (p *Policy) parseCredentials(c config.Network, tenants map[string]map[strin
 }
 
 // lists are the hosts and ranges a run of tenant may be granted.
-func (p *Policy) lists(tenant string) ([]config.HostPattern, []netip.Prefix) {
+func (p *Policy) lists(tenant string) ([]hostpattern.Pattern, []netip.Prefix) {
 	hosts, cidrs := p.hosts, p.cidrs
 	if t, ok := p.tenants[tenant]; ok {
 		hosts = append(slices.Clip(hosts), t.hosts...)
@@ -128,10 +129,10 @@ func (p *Policy) lists(tenant string) ([]config.HostPattern, []netip.Prefix) {
 	return hosts, cidrs
 }
 
-func parseLists(at string, hosts, cidrs []string) ([]config.HostPattern, []netip.Prefix, error) {
-	var hs []config.HostPattern
+func parseLists(at string, hosts, cidrs []string) ([]hostpattern.Pattern, []netip.Prefix, error) {
+	var hs []hostpattern.Pattern
 	for i, h := range hosts {
-		pat, err := config.ParseHostPattern(h)
+		pat, err := hostpattern.Parse(h)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s.allowed_hosts[%d]: %w", at, i, err)
 		}
@@ -139,7 +140,7 @@ func parseLists(at string, hosts, cidrs []string) ([]config.HostPattern, []netip
 	}
 	var cs []netip.Prefix
 	for i, s := range cidrs {
-		pfx, err := config.ParseCIDR(s)
+		pfx, err := hostpattern.ParseCIDR(s)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s.allowed_cidrs[%d]: %w", at, i, err)
 		}
@@ -186,7 +187,7 @@ func (p *Policy) Grant(ctx context.Context, r Request) (*Grant, error) {
 	var bad []string
 	portsOnly := true
 	for _, h := range r.Hosts {
-		want, err := config.ParseHostPattern(h)
+		want, err := hostpattern.Parse(h)
 		if err != nil {
 			bad, portsOnly = append(bad, err.Error()), false
 			continue
@@ -259,7 +260,7 @@ func (p *Policy) grantCredentials(g *Grant, r Request) error {
 	if len(unknown) > 0 {
 		return refusal.New(RuleCredential, "credentials %s: not one this run may use (available: %s); ask the operator to configure it", strings.Join(unknown, ", "), p.creds.names(r.Tenant))
 	}
-	var hosts []config.HostPattern
+	var hosts []hostpattern.Pattern
 	var values []string
 	for _, c := range g.creds {
 		hosts = append(hosts, c.Hosts...)
@@ -276,11 +277,11 @@ func (p *Policy) grantCredentials(g *Grant, r Request) error {
 
 // allowedPorts is the union of the ports of every policy entry that covers
 // want (nil: none does).
-func allowedPorts(want config.HostPattern, hosts []config.HostPattern, cidrs []netip.Prefix) []int {
+func allowedPorts(want hostpattern.Pattern, hosts []hostpattern.Pattern, cidrs []netip.Prefix) []int {
 	var ports []int
-	add := func(pat config.HostPattern) {
+	add := func(pat hostpattern.Pattern) {
 		if pat.Port == 0 {
-			ports = append(ports, config.DefaultPorts...)
+			ports = append(ports, hostpattern.DefaultPorts...)
 		} else {
 			ports = append(ports, pat.Port)
 		}
@@ -293,7 +294,7 @@ func allowedPorts(want config.HostPattern, hosts []config.HostPattern, cidrs []n
 	if want.Addr.IsValid() {
 		for _, c := range cidrs {
 			if c.Contains(want.Addr) {
-				add(config.HostPattern{})
+				add(hostpattern.Pattern{})
 			}
 		}
 	}
@@ -303,7 +304,7 @@ func allowedPorts(want config.HostPattern, hosts []config.HostPattern, cidrs []n
 
 // covers reports whether the policy entry pat allows the host of want
 // (ports aside).
-func covers(pat, want config.HostPattern) bool {
+func covers(pat, want hostpattern.Pattern) bool {
 	switch {
 	case want.Addr.IsValid() || pat.Addr.IsValid():
 		return pat.Addr.IsValid() && want.Addr.IsValid() && pat.Addr == want.Addr

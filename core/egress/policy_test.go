@@ -3,61 +3,37 @@ package egress
 import (
 	"context"
 	"errors"
-	"net/netip"
+	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/audit/audittest"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
-// recorder keeps every audit line.
-type recorder struct {
-	mu      sync.Mutex
-	entries []audit.Entry
-	fail    error // Check and Write answer this when set
-}
+const testSecret = "s3cr3t-VALUE-0123456789"
 
-func (r *recorder) Record(e audit.Entry) { _ = r.Write(e) }
-
-func (r *recorder) Write(e audit.Entry) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail != nil {
-		return r.fail
-	}
-	e.Details = audit.Redact(e.Details) // as the real log does
-	r.entries = append(r.entries, e)
-	return nil
-}
-
-func (r *recorder) Check() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fail
-}
-
-func (r *recorder) all(event string) []audit.Entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []audit.Entry
-	for _, e := range r.entries {
-		if e.Event == event {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
+// network is the default [network] section, edited.
 func network(edit func(*config.Network)) config.Network {
 	n := config.Default().Network
 	if edit != nil {
 		edit(&n)
 	}
 	return n
+}
+
+// grantLines are the grant lines rec holds.
+func grantLines(rec *audittest.Recorder) []audit.Entry {
+	var out []audit.Entry
+	for _, e := range rec.Entries() {
+		if e.Event == EventGrant {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // The grant is what was asked for within the policy, host by host and
@@ -103,7 +79,7 @@ func TestGrant(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := &audittest.Recorder{}
 			p, err := NewPolicy(network(base), nil, rec)
 			if err != nil {
 				t.Fatal(err)
@@ -119,7 +95,7 @@ func TestGrant(t *testing.T) {
 						t.Errorf("refusal %q does not say %q", re.Msg, m)
 					}
 				}
-				if n := len(rec.all(EventGrant)); n != 0 {
+				if n := len(grantLines(rec)); n != 0 {
 					t.Errorf("a refused grant was audited as made (%d lines): the caller audits refusals", n)
 				}
 				return
@@ -131,7 +107,7 @@ func TestGrant(t *testing.T) {
 			if got := strings.Join(g.Hosts(), " "); got != strings.Join(tc.want, " ") {
 				t.Errorf("granted %q, want %q", got, strings.Join(tc.want, " "))
 			}
-			lines := rec.all(EventGrant)
+			lines := grantLines(rec)
 			if len(lines) != 1 || lines[0].UserID != "c1" || lines[0].SessionID != "s1" || !lines[0].Success {
 				t.Fatalf("grant audit lines: %+v", lines)
 			}
@@ -169,7 +145,7 @@ func TestGrantApproval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPolicy(network(func(n *config.Network) {
 				n.AllowedHosts, n.RequireApproval = []string{"files.example.org:443"}, true
-			}), nil, &recorder{})
+			}), nil, &audittest.Recorder{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,21 +170,83 @@ func TestGrantApproval(t *testing.T) {
 	}
 }
 
-// Every class of address no name may lead to without a granted range.
-func TestRefusedClass(t *testing.T) {
-	cases := map[string]string{
-		"127.0.0.1": "loopback", "127.8.9.10": "loopback", "::1": "loopback", "::ffff:127.0.0.1": "loopback",
-		"10.1.2.3": "private", "172.16.0.1": "private", "192.168.1.1": "private", "fd12::1": "private",
-		"169.254.169.254": "metadata", "fd00:ec2::254": "metadata", "169.254.1.1": "link-local", "fe80::1": "link-local",
-		"224.0.0.1": "multicast", "ff02::1": "multicast", "0.0.0.0": "unspecified", "0.1.2.3": "this network", "::": "unspecified",
-		"100.64.0.1": "carrier-grade NAT", "100.100.100.200": "carrier-grade NAT", "255.255.255.255": "broadcast",
-		"64:ff9b::a01:203": "NAT64", "2002:a01:203::1": "6to4", "198.18.0.1": "benchmarking",
-		"203.0.113.7": "", "8.8.8.8": "", "2606:4700::1111": "", "172.32.0.1": "", "100.128.0.1": "",
+// What a run may ask for: its tenant's credentials and the global ones,
+// a tenant's own in place of a global one of its name; an unknown name is
+// refused with its rule, naming what is available.
+func TestCredentialPolicy(t *testing.T) {
+	t.Setenv("FORGE_TEST_CREDENTIAL", testSecret)
+	sp := "8443"
+	rec := &audittest.Recorder{}
+	t.Setenv("FORGE_TEST_ALICE", "alice-own-value-1234")
+	n := network(func(n *config.Network) {
+		n.AllowedHosts = []string{"example.com:" + sp}
+		n.Tenants = map[string]config.NetworkTenant{"alice": {AllowedHosts: []string{"api.example.com:" + sp}}}
+		n.Credentials = map[string]config.Credential{"api": {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL"}}
+	})
+	tenants := map[string]map[string]config.Credential{"alice": {
+		"api":  {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_ALICE"},
+		"mine": {Hosts: []string{"api.example.com:" + sp}, Type: "header", Header: "X-Api-Key", ValueEnv: "FORGE_TEST_ALICE"},
+	}}
+	p, err := NewPolicy(n, tenants, rec)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for in, want := range cases {
-		got := refusedClass(netip.MustParseAddr(in))
-		if (want == "") != (got == "") || !strings.Contains(got, want) {
-			t.Errorf("%s: class %q, want %q", in, got, want)
+	for _, tc := range []struct {
+		tenant, cred, value, rule string
+	}{
+		{"", "api", testSecret, ""},
+		{"alice", "api", "alice-own-value-1234", ""},
+		{"alice", "mine", "alice-own-value-1234", ""},
+		{"", "mine", "", RuleCredential},
+		{"bob", "mine", "", RuleCredential},
+		{"", "nope", "", RuleCredential},
+	} {
+		g, err := p.Grant(context.Background(), Request{Credentials: []string{tc.cred}, Tenant: tc.tenant})
+		var re *refusal.Error
+		switch {
+		case tc.rule != "":
+			if !errors.As(err, &re) || re.Rule != tc.rule || !strings.Contains(err.Error(), "available: api") {
+				t.Errorf("%s/%s: %v, want rule %s naming what is available", tc.tenant, tc.cred, err, tc.rule)
+			}
+		case err != nil:
+			t.Errorf("%s/%s: %v", tc.tenant, tc.cred, err)
+		default:
+			h := http.Header{}
+			if len(g.creds) == 1 {
+				g.creds[0].Apply(h)
+			}
+			if len(g.creds) != 1 || h.Get("Authorization")+h.Get("X-Api-Key") != map[bool]string{true: "Bearer ", false: ""}[tc.cred == "api"]+tc.value || g.Authority() == nil || len(g.Hosts()) != 1 {
+				t.Errorf("%s/%s: granted %v (%v) hosts %v", tc.tenant, tc.cred, g.CredentialNames(), h, g.Hosts())
+			}
+			g.Close()
+		}
+	}
+	// The operator's mistakes stop the start, each with its field path.
+	for _, tc := range []struct {
+		name string
+		edit func(*config.Network)
+		want string
+	}{
+		{"host not allowed", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"elsewhere.test"}, ValueEnv: "FORGE_TEST_CREDENTIAL"}
+		}, "network.credentials.api.hosts[0]: elsewhere.test:443 is not allowed"},
+		{"value unset", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_UNSET_VALUE"}
+		}, "network.credentials.api: value_env: the server's environment variable FORGE_TEST_UNSET_VALUE is unset"},
+		{"value file missing", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueFile: "/nonexistent/token"}
+		}, "network.credentials.api: value_file:"},
+		{"bad ca_file", func(n *config.Network) {
+			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL", CAFile: "/etc/hostname"}
+		}, "network.credentials.api.ca_file: /etc/hostname holds no PEM certificate"},
+	} {
+		n := network(func(n *config.Network) {
+			n.AllowedHosts = []string{"example.com:" + sp}
+			n.Credentials = map[string]config.Credential{}
+			tc.edit(n)
+		})
+		if _, err := NewPolicy(n, nil, rec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

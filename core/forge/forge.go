@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/loader"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine"
@@ -81,7 +82,7 @@ func Instance(base string) string {
 // checks of it (configured images against the allowlist). path "" means the
 // built-in defaults.
 func LoadConfig(path string) (config.Config, error) {
-	cfg, err := config.Load(path)
+	cfg, err := loader.Load(path)
 	if err != nil {
 		return cfg, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
+	"github.com/mcp-forge/mcp-forge/core/egress/proxy"
 )
 
 // network is the [network] policy and the channels that carry sandboxes'
@@ -34,8 +35,8 @@ func network(cfg config.Config, rec audit.Recorder, log hclog.Logger) (*egress.P
 		}
 		hosts[name] = addr.Unmap()
 	}
-	proxy := egress.New(egress.Options{Resolver: egress.HostsResolver{Hosts: hosts, Next: net.DefaultResolver}, Log: log})
-	ch, err := egress.NewChannels(proxy, filepath.Join(cfg.Volumes.BasePath, "net"))
+	px := proxy.New(proxy.Options{Resolver: proxy.HostsResolver{Hosts: hosts, Next: net.DefaultResolver}, Log: log})
+	ch, err := egress.NewChannels(px, filepath.Join(cfg.Volumes.BasePath, "net"))
 	if err != nil {
 		return nil, nil, err
 	}

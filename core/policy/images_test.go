@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/loader"
 )
 
 func TestCheckConfigImages(t *testing.T) {
@@ -24,7 +24,7 @@ func TestCheckConfigImages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "forge.toml")
 			os.WriteFile(path, []byte(c.toml), 0o600)
-			cfg, err := config.LoadWith(path, func(string) (string, bool) { return "", false })
+			cfg, err := loader.LoadWith(path, func(string) (string, bool) { return "", false })
 			if err != nil {
 				t.Fatal(err)
 			}

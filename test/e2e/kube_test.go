@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/loader"
 	"github.com/mcp-forge/mcp-forge/core/forge"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	kube "github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
@@ -31,7 +32,7 @@ func ownPods(s *testenv.Server) string {
 
 func kubeClient(t *testing.T) (kubernetes.Interface, config.Kubernetes) {
 	t.Helper()
-	cfg, err := config.Load(os.Getenv(testenv.KubeConfigEnv))
+	cfg, err := loader.Load(os.Getenv(testenv.KubeConfigEnv))
 	if err != nil {
 		t.Fatal(err)
 	}

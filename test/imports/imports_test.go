@@ -99,8 +99,15 @@ var rules = []rule{
 	{"core imports nothing of cmd, plugins or test", func(from, to string) bool {
 		return under(from, "core") && (under(to, "cmd") || under(to, "plugins") || under(to, "test"))
 	}},
-	{"core/config is a leaf", func(from, to string) bool {
-		return from == "core/config" && internal(to)
+	// The grammar of host patterns is config's own leaf: config validates
+	// with it, the egress packages match with it.
+	{"core/config is a leaf (but for its own leaf core/config/hostpattern)", func(from, to string) bool {
+		return (from == "core/config" && internal(to) && to != "core/config/hostpattern") || (from == "core/config/hostpattern" && internal(to))
+	}},
+	// Reading forge.toml fills the model and asks it to validate itself:
+	// nothing else of the core is needed to load a configuration.
+	{"core/config/loader imports only core/config of this module", func(from, to string) bool {
+		return from == "core/config/loader" && internal(to) && to != "core/config"
 	}},
 	// Sizes of the configuration are parsed once, into config.Size, when it
 	// is loaded (its parser is unexported): the rest of the server reads
@@ -208,15 +215,18 @@ var rules = []rule{
 	{"cmd/mcp-forge parses flags, loads the configuration and calls core/forge: it imports no other core package but core/config", func(from, to string) bool {
 		return from == "cmd/mcp-forge" && internal(to) && to != "core/forge" && to != "core/config"
 	}},
-	// The egress proxy enforces the network policy on whatever connection
-	// it is handed: it knows nothing of sandboxes, runtimes or the engine.
-	// Its credentials know even less: their configuration.
-	{"core/egress: of this module only core/config, core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; those only core/config", func(from, to string) bool {
+	// The network policy and its grants know nothing of sandboxes, runtimes
+	// or the engine, nor of the proxy that serves them (a channel is handed
+	// one). The egress proxy enforces a grant on whatever connection it is
+	// handed. Its credentials know even less: their configuration.
+	{"core/egress: of this module only core/config (and its hostpattern), core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; its proxy only core/egress, its credentials, core/config (and its hostpattern) and core/refusal; the credentials only core/config (and its hostpattern)", func(from, to string) bool {
 		switch from {
 		case "core/egress":
-			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential"}, to)
+			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential", "core/config/hostpattern"}, to)
+		case "core/egress/proxy":
+			return internal(to) && !slices.Contains([]string{"core/egress", "core/egress/credential", "core/config", "core/config/hostpattern", "core/refusal"}, to)
 		case "core/egress/credential":
-			return internal(to) && to != "core/config"
+			return internal(to) && to != "core/config" && to != "core/config/hostpattern"
 		}
 		return false
 	}},

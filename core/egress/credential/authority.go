@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 )
 
 // Authority is the CA of one grant with credentials: only that grant's
@@ -35,7 +35,7 @@ type Authority struct {
 // NewAuthority makes a CA for hosts, valid for life (a grant's
 // network.max_duration, which the proxy enforces anyway) and an hour of
 // clock skew either side.
-func NewAuthority(hosts []config.HostPattern, life time.Duration) (*Authority, error) {
+func NewAuthority(hosts []hostpattern.Pattern, life time.Duration) (*Authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 )
 
 // What the sandbox sees: EnvPrefix + NAME (upper case) holds
@@ -38,7 +39,7 @@ const MinValue = 8
 type Credential struct {
 	Name  string
 	Where string // its table, for errors: network.credentials.NAME
-	Hosts []config.HostPattern
+	Hosts []hostpattern.Pattern
 	// Roots verify the hosts' certificates (nil: the system's).
 	Roots  *x509.CertPool
 	kind   string
@@ -106,7 +107,7 @@ func (c *Credential) value() (string, error) {
 // Covers reports whether t (a name and port a run connects to) is one of
 // the credential's hosts: the same name (or one under a *.domain host) and
 // port. An IP address never is.
-func (c *Credential) Covers(t config.HostPattern) bool {
+func (c *Credential) Covers(t hostpattern.Pattern) bool {
 	if t.Addr.IsValid() || t.Name == "" {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 )
 
 const secret = "s3cr3t-VALUE-0123456789"
@@ -53,7 +54,7 @@ func TestCovers(t *testing.T) {
 	cr := granted(t, config.Credential{Hosts: []string{"api.example.org", "*.s3.example.net:8443"}})
 	for h, want := range map[string]bool{"api.example.org:443": true, "api.example.org:8443": false, "x.api.example.org:443": false,
 		"b.s3.example.net:8443": true, "a.b.s3.example.net:8443": true, "s3.example.net:8443": false, "203.0.113.7:443": false} {
-		p, err := config.ParseHostPattern(h)
+		p, err := hostpattern.Parse(h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestWriter(t *testing.T) {
 // The sandbox's bundle holds the grant's CA, which may sign only for the
 // credentials' hosts.
 func TestAuthority(t *testing.T) {
-	a, err := NewAuthority([]config.HostPattern{{Name: "api.example.org", Port: 443}, {Name: "*.s3.example.net", Port: 443}}, time.Hour)
+	a, err := NewAuthority([]hostpattern.Pattern{{Name: "api.example.org", Port: 443}, {Name: "*.s3.example.net", Port: 443}}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package loader
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
 // parseEnv reads the fuzzer's environment: one NAME=VALUE per line.
@@ -61,7 +63,7 @@ func FuzzLoadWith(f *testing.F) {
 			checkLoadError(t, path, text, err)
 			return
 		}
-		if errs := Validate(cfg); len(errs) > 0 {
+		if errs := config.Validate(cfg); len(errs) > 0 {
 			t.Fatalf("a successful load does not validate: %v", errs)
 		}
 		checkEnvApplied(t, reflect.ValueOf(cfg), "", env)
@@ -71,10 +73,10 @@ func FuzzLoadWith(f *testing.F) {
 
 func checkLoadError(t *testing.T, path, text string, err error) {
 	t.Helper()
-	var errs Errors
+	var errs config.Errors
 	if errors.As(err, &errs) {
 		if len(errs) == 0 {
-			t.Fatal("an empty Errors was returned as an error")
+			t.Fatal("an empty config.Errors was returned as an error")
 		}
 		for _, e := range errs {
 			if strings.TrimSpace(e.Path) == "" || strings.TrimSpace(e.Msg) == "" {
@@ -113,7 +115,7 @@ func checkEnvApplied(t *testing.T, v reflect.Value, path string, env map[string]
 		var want any
 		switch {
 		case f.Type() == sizeType:
-			var s Size
+			var s config.Size
 			if err := s.UnmarshalText([]byte(raw)); err != nil {
 				t.Fatalf("%s=%q is not a size, yet the load succeeded", name, raw)
 			}
@@ -152,9 +154,9 @@ func checkEnvApplied(t *testing.T, v reflect.Value, path string, env map[string]
 // checkRenderFixedPoint: what `config print` shows, loaded back, is the same
 // effective configuration (when nothing was masked and no value looks like a
 // ${VAR} reference that a second load would expand).
-func checkRenderFixedPoint(t *testing.T, dir string, cfg Config) {
+func checkRenderFixedPoint(t *testing.T, dir string, cfg config.Config) {
 	t.Helper()
-	out, err := Render(cfg)
+	out, err := config.Render(cfg)
 	if err != nil {
 		t.Fatalf("render a valid configuration: %v", err)
 	}
@@ -169,7 +171,7 @@ func checkRenderFixedPoint(t *testing.T, dir string, cfg Config) {
 	if err != nil {
 		t.Fatalf("the rendered configuration does not load: %v\n%s", err, out)
 	}
-	again, err := Render(back)
+	again, err := config.Render(back)
 	if err != nil {
 		t.Fatal(err)
 	}

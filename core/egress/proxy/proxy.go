@@ -1,4 +1,16 @@
-package egress
+// Package proxy is the egress proxy (docs/network.md): it serves HTTP
+// proxy traffic for a run's grant (core/egress): plain HTTP requests in
+// absolute form and CONNECT tunnels, only to granted names and ports, and
+// ends the run's TLS to a host with a credential to add it (intercept.go).
+// It resolves names itself and dials the address it checked (never the
+// name, so a second answer cannot rebind it), refuses loopback, private,
+// link-local, metadata, multicast, CGNAT and the core's own addresses
+// unless the operator granted that range, and has the grant enforce its
+// budgets and audit every connection.
+//
+// The proxy reads bytes from any net.Conn it is handed: a run's
+// egress.Channel hands it those of the run's socket.
+package proxy
 
 import (
 	"bufio"
@@ -18,8 +30,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
@@ -27,6 +39,24 @@ import (
 // map names to local servers.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// HostsResolver answers names of hosts (network.hosts) itself and asks
+// next for the others.
+type HostsResolver struct {
+	Hosts map[string]netip.Addr
+	Next  Resolver
+}
+
+// LookupNetIP implements Resolver.
+func (r HostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, ok := r.Hosts[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
+		if (network == "ip4" && !a.Is4()) || (network == "ip6" && !a.Is6()) {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		return []netip.Addr{a}, nil
+	}
+	return r.Next.LookupNetIP(ctx, network, host)
 }
 
 // Dialer opens a TCP connection to an address ("ip:port"); the proxy only
@@ -104,7 +134,7 @@ func New(o Options) *Proxy {
 
 // Serve serves every connection ln accepts for g until ln fails (closed)
 // or ctx ends, then waits for those connections to end.
-func (p *Proxy) Serve(ctx context.Context, ln net.Listener, g *Grant) error {
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener, g *egress.Grant) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
@@ -132,9 +162,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, g *Grant) error {
 			}
 		}
 		backoff = 0
-		if open.Load() >= MaxOpen || p.all.Load() >= MaxOpenAll {
+		if open.Load() >= egress.MaxOpen || p.all.Load() >= egress.MaxOpenAll {
 			c.Close()
-			g.overflowed()
+			g.Overflowed()
 			continue
 		}
 		open.Add(1)
@@ -153,17 +183,17 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, g *Grant) error {
 // accepted, carried here) for g: requests one after another, or one
 // CONNECT tunnel. It returns when the connection ends, ctx ends or g is
 // spent, and closes conn.
-func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, g *Grant) {
+func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, g *egress.Grant) {
 	defer conn.Close()
-	client, err := g.track(conn)
+	client, err := g.Track(conn)
 	if err != nil {
 		l := &connLog{start: time.Now(), method: "-", host: "-"}
 		p.refuse(client0(conn), g, l, err)
 		return
 	}
-	defer g.untrack(client)
+	defer g.Untrack(client)
 	// The proxy stopping (ctx) ends the connection as the run's end would.
-	stop := context.AfterFunc(ctx, func() { client.cut(RuleClosed) })
+	stop := context.AfterFunc(ctx, func() { client.Cut(egress.RuleClosed) })
 	defer stop()
 	lim := &headerLimit{r: client}
 	br := bufio.NewReaderSize(lim, 4096)
@@ -193,43 +223,43 @@ func (p *Proxy) ServeConn(ctx context.Context, conn net.Conn, g *Grant) {
 
 // client0 is conn as a tracked one, for answering a refusal before it
 // was tracked.
-func client0(c net.Conn) *tracked { return &tracked{Conn: c} }
+func client0(c net.Conn) *egress.Conn { return &egress.Conn{Conn: c} }
 
 // malformed answers a request that could not be read, and audits it.
-func (p *Proxy) malformed(client *tracked, g *Grant, over bool, err error) {
+func (p *Proxy) malformed(client *egress.Conn, g *egress.Grant, over bool, err error) {
 	l := &connLog{start: time.Now(), method: "-", host: "-"}
 	var ne net.Error
 	switch {
-	case client.cutBy() != "":
+	case client.CutBy() != "":
 		return // cut while it waited for a request: nothing was connected, nothing to audit
 	case over:
 		p.refuseStatus(client, g, l, http.StatusRequestHeaderFieldsTooLarge,
-			refusal.New(RuleHeaders, "the request's line and headers are over %d bytes", p.maxHeader))
+			refusal.New(egress.RuleHeaders, "the request's line and headers are over %d bytes", p.maxHeader))
 	case errors.As(err, &ne) && ne.Timeout():
 		p.refuseStatus(client, g, l, http.StatusRequestTimeout,
-			refusal.New(RuleHeaderTimeout, "the request's headers did not arrive within %s", p.headerTO))
+			refusal.New(egress.RuleHeaderTimeout, "the request's headers did not arrive within %s", p.headerTO))
 	default:
 		p.refuseStatus(client, g, l, http.StatusBadRequest,
-			refusal.New(RuleRequest, "the request could not be read as HTTP: %s", clean(err.Error())))
+			refusal.New(egress.RuleRequest, "the request could not be read as HTTP: %s", clean(err.Error())))
 	}
 }
 
 // target parses a request's host[:port]; defPort applies without a port
 // (0: a port is required).
-func target(hostport string, defPort int) (config.HostPattern, error) {
+func target(hostport string, defPort int) (hostpattern.Pattern, error) {
 	if hostport == "" {
-		return config.HostPattern{}, refusal.New(RuleRequest, "the request names no host: send an absolute URL (http://host/path) or CONNECT host:port")
+		return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "the request names no host: send an absolute URL (http://host/path) or CONNECT host:port")
 	}
-	t, err := config.ParseHostPattern(hostport)
+	t, err := hostpattern.Parse(hostport)
 	if err != nil {
-		return config.HostPattern{}, refusal.New(RuleRequest, "the request's host: %s", clean(err.Error()))
+		return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "the request's host: %s", clean(err.Error()))
 	}
 	if t.Wildcard() {
-		return config.HostPattern{}, refusal.New(RuleRequest, "the request's host %s is a wildcard, not a host", clean(t.Name))
+		return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "the request's host %s is a wildcard, not a host", clean(t.Name))
 	}
 	if t.Port == 0 {
 		if defPort == 0 {
-			return config.HostPattern{}, refusal.New(RuleRequest, "CONNECT %s names no port: CONNECT host:port", clean(hostport))
+			return hostpattern.Pattern{}, refusal.New(egress.RuleRequest, "CONNECT %s names no port: CONNECT host:port", clean(hostport))
 		}
 		t.Port = defPort
 	}
@@ -239,14 +269,14 @@ func target(hostport string, defPort int) (config.HostPattern, error) {
 // connect checks a target against the grant, resolves it, checks the
 // addresses and dials one of them. On a refusal or a failure it answers
 // the client and audits, and returns nil.
-func (p *Proxy) connect(ctx context.Context, client *tracked, g *Grant, t config.HostPattern, l *connLog) *counted {
+func (p *Proxy) connect(ctx context.Context, client *egress.Conn, g *egress.Grant, t hostpattern.Pattern, l *connLog) *egress.Upstream {
 	up, status, err := p.dialTarget(ctx, g, t, l, true)
 	var df *dialFailed
 	switch {
 	case errors.As(err, &df):
-		l.outcome, l.err = OutcomeDialFailed, df.Error()
+		l.outcome, l.err = egress.OutcomeDialFailed, df.Error()
 		p.answer(client, http.StatusBadGateway, "", l.err)
-		g.record(l)
+		record(g, l)
 		return nil
 	case err != nil:
 		p.refuseStatus(client, g, l, status, err)
@@ -266,19 +296,19 @@ func (d *dialFailed) Error() string { return d.msg }
 // and error to answer with (a *refusal.Error, or a *dialFailed). l gets
 // the target and the address. open: the connection counts against the
 // grant's max_connections (false: it was paid for already).
-func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, l *connLog, open bool) (*counted, int, error) {
+func (p *Proxy) dialTarget(ctx context.Context, g *egress.Grant, t hostpattern.Pattern, l *connLog, open bool) (*egress.Upstream, int, error) {
 	l.host, l.port = t.Host(), t.Port
-	if err := g.check(t); err != nil {
+	if err := g.Check(t); err != nil {
 		return nil, http.StatusForbidden, err
 	}
 	if open {
-		if err := g.open(); err != nil {
+		if err := g.Open(); err != nil {
 			return nil, http.StatusForbidden, err
 		}
 	}
-	if err := audit.Check(g.rec); err != nil {
+	if err := g.CheckAudit(); err != nil {
 		// Fail closed: a connection nobody could trace is not made.
-		return nil, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator")
+		return nil, http.StatusServiceUnavailable, refusal.New(egress.RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator")
 	}
 	addrs := []netip.Addr{t.Addr}
 	if !t.Addr.IsValid() {
@@ -291,7 +321,7 @@ func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, 
 			if err != nil {
 				why = clean(err.Error())
 			}
-			return nil, http.StatusBadGateway, refusal.New(RuleResolve, "%s does not resolve (%s)", t.Name, why)
+			return nil, http.StatusBadGateway, refusal.New(egress.RuleResolve, "%s does not resolve (%s)", t.Name, why)
 		}
 	}
 	var ok []netip.Addr
@@ -306,7 +336,7 @@ func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, 
 	}
 	if len(ok) == 0 {
 		l.address = addrs[0].Unmap().String()
-		return nil, http.StatusForbidden, refusal.New(RuleAddress, "%s is refused: %s; only the operator can allow such a range (network.allowed_cidrs)", t.Host(), strings.Join(refused, ", "))
+		return nil, http.StatusForbidden, refusal.New(egress.RuleAddress, "%s is refused: %s; only the operator can allow such a range (network.allowed_cidrs)", t.Host(), strings.Join(refused, ", "))
 	}
 	var lastErr error
 	for _, a := range ok {
@@ -321,23 +351,21 @@ func (p *Proxy) dialTarget(ctx context.Context, g *Grant, t config.HostPattern, 
 			continue
 		}
 		l.address = addr
-		up, err := g.track(c)
+		up, err := g.TrackUpstream(c)
 		if err != nil {
 			c.Close()
 			return nil, http.StatusForbidden, err
 		}
-		return &counted{tracked: up, g: g}, 0, nil
+		return up, 0, nil
 	}
 	l.address = netip.AddrPortFrom(ok[0], uint16(t.Port)).String()
 	return nil, http.StatusBadGateway, &dialFailed{fmt.Sprintf("connect to %s: %s", t, clean(lastErr.Error()))}
 }
 
 // refusedAddr says why a may not be dialled ("": it may).
-func (p *Proxy) refusedAddr(a netip.Addr, g *Grant) string {
-	for _, c := range g.cidrs {
-		if c.Contains(a) {
-			return ""
-		}
+func (p *Proxy) refusedAddr(a netip.Addr, g *egress.Grant) string {
+	if g.RangeGranted(a) {
+		return ""
 	}
 	if why := refusedClass(a); why != "" {
 		return why
@@ -355,14 +383,14 @@ func (p *Proxy) refusedAddr(a netip.Addr, g *Grant) string {
 
 // tunnel serves CONNECT: after 200 the bytes pass both ways untouched
 // until either side ends, the grant is spent or ctx ends.
-func (p *Proxy) tunnel(ctx context.Context, client *tracked, br *bufio.Reader, req *http.Request, g *Grant) {
+func (p *Proxy) tunnel(ctx context.Context, client *egress.Conn, br *bufio.Reader, req *http.Request, g *egress.Grant) {
 	l := &connLog{start: time.Now(), method: http.MethodConnect, host: "-"}
 	t, err := target(req.Host, 0)
 	if err != nil {
 		p.refuse(client, g, l, err)
 		return
 	}
-	if c := g.credentialFor(t); c != nil {
+	if c := g.CredentialFor(t); c != nil {
 		p.intercept(ctx, client, br, g, t, c, l)
 		return
 	}
@@ -370,7 +398,7 @@ func (p *Proxy) tunnel(ctx context.Context, client *tracked, br *bufio.Reader, r
 	if up == nil {
 		return
 	}
-	defer g.untrack(up.tracked)
+	defer g.Untrack(up.Conn)
 	defer up.Close()
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		p.finish(g, l, client, err)
@@ -403,16 +431,16 @@ func (p *Proxy) tunnel(ctx context.Context, client *tracked, br *bufio.Reader, r
 }
 
 // finish writes a dialled connection's audit line.
-func (p *Proxy) finish(g *Grant, l *connLog, client *tracked, err error) {
-	switch rule := firstNonEmpty(l.up.cutBy(), client.cutBy()); {
+func (p *Proxy) finish(g *egress.Grant, l *connLog, client *egress.Conn, err error) {
+	switch rule := firstNonEmpty(l.up.CutBy(), client.CutBy()); {
 	case rule != "":
-		l.outcome, l.rule, l.err = OutcomeCut, rule, g.ended(rule).Error()
+		l.outcome, l.rule, l.err = egress.OutcomeCut, rule, g.Ended(rule).Error()
 	case err != nil && !isClosed(err):
-		l.outcome, l.err = OutcomeError, clean(err.Error())
+		l.outcome, l.err = egress.OutcomeError, clean(err.Error())
 	default:
-		l.outcome = OutcomeDone
+		l.outcome = egress.OutcomeDone
 	}
-	g.record(l)
+	record(g, l)
 }
 
 func firstNonEmpty(s ...string) string {
@@ -453,20 +481,20 @@ func dropHop(h http.Header) {
 // and reports whether the client connection may carry another. Redirects
 // go back to the client as they are: one it follows is its own request,
 // checked as any other.
-func (p *Proxy) forward(ctx context.Context, client *tracked, req *http.Request, g *Grant) bool {
+func (p *Proxy) forward(ctx context.Context, client *egress.Conn, req *http.Request, g *egress.Grant) bool {
 	l := &connLog{start: time.Now(), method: req.Method, host: "-"}
 	defer req.Body.Close()
 	switch {
 	case req.URL.Scheme == "https":
-		p.refuse(client, g, l, refusal.New(RuleRequest, "https:// goes through CONNECT (set HTTPS_PROXY), not as a plain request"))
+		p.refuse(client, g, l, refusal.New(egress.RuleRequest, "https:// goes through CONNECT (set HTTPS_PROXY), not as a plain request"))
 		return false
 	case req.URL.Scheme != "http" || req.URL.Host == "":
-		p.refuse(client, g, l, refusal.New(RuleRequest, "a proxy request needs an absolute http:// URL (send it through HTTP_PROXY), got a request for %s", refusal.Quoted(clean(req.URL.Path))))
+		p.refuse(client, g, l, refusal.New(egress.RuleRequest, "a proxy request needs an absolute http:// URL (send it through HTTP_PROXY), got a request for %s", refusal.Quoted(clean(req.URL.Path))))
 		return false
 	case req.Header.Get("Upgrade") != "":
 		// An upgraded connection would be a tunnel outside these checks'
 		// accounting of requests; wss:// goes through CONNECT.
-		p.refuse(client, g, l, refusal.New(RuleRequest, "protocol upgrades are not proxied as plain HTTP: use wss:// (CONNECT)"))
+		p.refuse(client, g, l, refusal.New(egress.RuleRequest, "protocol upgrades are not proxied as plain HTTP: use wss:// (CONNECT)"))
 		return false
 	}
 	t, err := target(req.URL.Host, 80)
@@ -478,7 +506,7 @@ func (p *Proxy) forward(ctx context.Context, client *tracked, req *http.Request,
 	if up == nil {
 		return false
 	}
-	defer g.untrack(up.tracked)
+	defer g.Untrack(up.Conn)
 	defer up.Close()
 	if req.Header.Get("Expect") == "100-continue" {
 		// The client waits for this before its body; upstream gets the
@@ -550,40 +578,36 @@ func (p *Proxy) forward(ctx context.Context, client *tracked, req *http.Request,
 
 // answerIfFresh answers 502 when the upstream failed before any response
 // (and the grant did not cut it: then the connection is gone).
-func (p *Proxy) answerIfFresh(client *tracked, l *connLog, err error) {
-	if l.rule == "" && client.cutBy() == "" {
+func (p *Proxy) answerIfFresh(client *egress.Conn, l *connLog, err error) {
+	if l.rule == "" && client.CutBy() == "" {
 		p.answer(client, http.StatusBadGateway, "", "upstream "+l.host+": "+clean(err.Error()))
 	}
 }
 
 // refuse answers a refusal with 403 and audits it.
-func (p *Proxy) refuse(client *tracked, g *Grant, l *connLog, err error) {
+func (p *Proxy) refuse(client *egress.Conn, g *egress.Grant, l *connLog, err error) {
 	p.refuseStatus(client, g, l, http.StatusForbidden, err)
 }
 
-func (p *Proxy) refuseStatus(client *tracked, g *Grant, l *connLog, status int, err error) {
+func (p *Proxy) refuseStatus(client *egress.Conn, g *egress.Grant, l *connLog, status int, err error) {
 	var re *refusal.Error
-	l.outcome, l.err = OutcomeRefused, clean(err.Error())
+	l.outcome, l.err = egress.OutcomeRefused, clean(err.Error())
 	if errors.As(err, &re) {
 		l.rule = re.Rule
-		if re.Rule == RuleRequest && status == http.StatusForbidden {
+		if re.Rule == egress.RuleRequest && status == http.StatusForbidden {
 			status = http.StatusBadRequest // the client's mistake, not the policy's
 		}
 	}
 	if client != nil {
 		p.answer(client, status, l.rule, l.err)
 	}
-	g.record(l)
+	record(g, l)
 }
-
-// RuleHeader names the rule of a refusal in the proxy's answer, for code
-// that wants to tell refusals apart.
-const RuleHeader = "X-Mcp-Forge-Rule"
 
 // answer writes a final response and closes the connection: the reason
 // phrase carries the message too, since most clients show only the status
 // line of a refused CONNECT.
-func (p *Proxy) answer(client *tracked, status int, rule, msg string) {
+func (p *Proxy) answer(client *egress.Conn, status int, rule, msg string) {
 	text := "mcp-forge egress: " + msg
 	if rule != "" {
 		text += " (rule " + rule + ")"
@@ -595,7 +619,7 @@ func (p *Proxy) answer(client *tracked, status int, rule, msg string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n", status, reason)
 	if rule != "" {
-		fmt.Fprintf(&b, "%s: %s\r\n", RuleHeader, rule)
+		fmt.Fprintf(&b, "%s: %s\r\n", egress.RuleHeader, rule)
 	}
 	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s\n", len(text)+1, text)
 	_ = client.SetWriteDeadline(time.Now().Add(p.headerTO))

@@ -1,4 +1,4 @@
-package egress
+package proxy
 
 import (
 	"bufio"
@@ -17,8 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
@@ -34,8 +35,8 @@ const interceptIdle = 60 * time.Second
 // request, checked as any other.
 type interception struct {
 	p *Proxy
-	g *Grant
-	t config.HostPattern
+	g *egress.Grant
+	t hostpattern.Pattern
 	c *credential.Granted
 
 	requests atomic.Int32
@@ -43,7 +44,7 @@ type interception struct {
 	// upstream connection.
 	paid    atomic.Bool
 	mu      sync.Mutex // ups, address
-	ups     []*counted
+	ups     []*egress.Upstream
 	address string
 
 	// The upstream, chosen once its protocol is known: one HTTP/2
@@ -63,33 +64,33 @@ type interception struct {
 const maxUpstreamH1 = 4
 
 // intercept serves a CONNECT to t, whose credential is c.
-func (p *Proxy) intercept(ctx context.Context, client *tracked, br *bufio.Reader, g *Grant, t config.HostPattern, c *credential.Granted, l *connLog) {
+func (p *Proxy) intercept(ctx context.Context, client *egress.Conn, br *bufio.Reader, g *egress.Grant, t hostpattern.Pattern, c *credential.Granted, l *connLog) {
 	l.host, l.port, l.credential = t.Host(), t.Port, c.Name
-	if err := g.check(t); err != nil {
+	if err := g.Check(t); err != nil {
 		p.refuse(client, g, l, err)
 		return
 	}
-	if err := audit.Check(g.rec); err != nil {
-		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
+	if err := g.CheckAudit(); err != nil {
+		p.refuseStatus(client, g, l, http.StatusServiceUnavailable, refusal.New(egress.RuleAudit, "the audit log cannot be written, so no connection is made: tell the operator"))
 		return
 	}
 	// The CONNECT counts, whether or not a request follows: making the
 	// leaf certificate and serving TLS is work a loop of CONNECTs would
 	// otherwise get for free.
-	if err := g.open(); err != nil {
+	if err := g.Open(); err != nil {
 		p.refuse(client, g, l, err)
 		return
 	}
-	leaf, err := g.ca.Leaf(t.Name)
+	leaf, err := g.Authority().Leaf(t.Name)
 	if err != nil {
-		l.outcome, l.err = OutcomeError, clean(err.Error())
+		l.outcome, l.err = egress.OutcomeError, clean(err.Error())
 		p.answer(client, http.StatusInternalServerError, "", l.err)
-		g.record(l)
+		record(g, l)
 		return
 	}
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		l.outcome, l.err = OutcomeError, clean(err.Error())
-		g.record(l)
+		l.outcome, l.err = egress.OutcomeError, clean(err.Error())
+		record(g, l)
 		return
 	}
 	in := &interception{p: p, g: g, t: t, c: c}
@@ -146,29 +147,29 @@ func (in *interception) close() {
 	defer in.mu.Unlock()
 	for _, up := range in.ups {
 		up.Close()
-		in.g.untrack(up.tracked)
+		in.g.Untrack(up.Conn)
 	}
 }
 
 // record writes the connection's audit line: the bytes of every upstream
 // connection it opened.
-func (in *interception) record(l *connLog, client *tracked) {
+func (in *interception) record(l *connLog, client *egress.Conn) {
 	in.mu.Lock()
 	l.ups, l.address = in.ups, in.address
 	in.mu.Unlock()
-	rule := client.cutBy()
+	rule := client.CutBy()
 	for _, up := range l.ups {
-		rule = firstNonEmpty(rule, up.cutBy())
+		rule = firstNonEmpty(rule, up.CutBy())
 	}
 	switch {
 	case rule != "":
-		l.outcome, l.rule, l.err = OutcomeCut, rule, in.g.ended(rule).Error()
+		l.outcome, l.rule, l.err = egress.OutcomeCut, rule, in.g.Ended(rule).Error()
 	case in.requests.Load() == 0:
-		l.outcome, l.err = OutcomeError, "no request arrived: the sandbox did not finish TLS with the proxy (its client must trust "+SandboxDir+"/"+credential.BundleName+", which SSL_CERT_FILE names)"
+		l.outcome, l.err = egress.OutcomeError, "no request arrived: the sandbox did not finish TLS with the proxy (its client must trust "+egress.SandboxDir+"/"+credential.BundleName+", which SSL_CERT_FILE names)"
 	default:
-		l.outcome = OutcomeDone
+		l.outcome = egress.OutcomeDone
 	}
-	in.g.record(l)
+	record(in.g, l)
 }
 
 // roundTrip sends req to the host: over the HTTP/2 connection, or the
@@ -293,31 +294,31 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.audit(r.Method, status, rule, why, start)
 		msg := "mcp-forge egress: " + clean(why)
 		if rule != "" {
-			w.Header().Set(RuleHeader, rule)
+			w.Header().Set(egress.RuleHeader, rule)
 			msg += " (rule " + rule + ")"
 		}
 		http.Error(w, msg, status)
 	}
-	if err := audit.Check(in.g.rec); err != nil {
-		fail(http.StatusServiceUnavailable, RuleAudit, errors.New("the audit log cannot be written, so no credential is added: tell the operator"))
+	if err := in.g.CheckAudit(); err != nil {
+		fail(http.StatusServiceUnavailable, egress.RuleAudit, errors.New("the audit log cannot be written, so no credential is added: tell the operator"))
 		return
 	}
 	if !in.sameHost(r) {
 		// Never to another host: not on this connection, whatever the
 		// client's connection reuse (HTTP/2 coalescing, a kept-alive
 		// connection, an absolute URI) asks.
-		fail(http.StatusMisdirectedRequest, RuleCredentialHost, fmt.Errorf("this connection carries requests for %s only, not %s: open a connection to that host", in.t, clean(r.Host)))
+		fail(http.StatusMisdirectedRequest, egress.RuleCredentialHost, fmt.Errorf("this connection carries requests for %s only, not %s: open a connection to that host", in.t, clean(r.Host)))
 		return
 	}
 	if r.Method == http.MethodConnect {
 		// A tunnel inside the tunnel (HTTP/2's extended CONNECT too) would
 		// carry bytes past these checks.
-		fail(http.StatusMethodNotAllowed, RuleRequest, fmt.Errorf("CONNECT inside a connection to %s is not proxied", in.t))
+		fail(http.StatusMethodNotAllowed, egress.RuleRequest, fmt.Errorf("CONNECT inside a connection to %s is not proxied", in.t))
 		return
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, "https://"+in.authority()+r.URL.RequestURI(), r.Body)
 	if err != nil {
-		fail(http.StatusBadRequest, RuleRequest, err)
+		fail(http.StatusBadRequest, egress.RuleRequest, err)
 		return
 	}
 	out.Header = r.Header.Clone()
@@ -337,7 +338,7 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var re *refusal.Error
 		switch {
 		case errors.As(err, &tf):
-			fail(http.StatusBadGateway, RuleCredentialTLS, tf)
+			fail(http.StatusBadGateway, egress.RuleCredentialTLS, tf)
 		case errors.As(err, &re):
 			fail(http.StatusForbidden, re.Rule, re)
 		default:
@@ -347,7 +348,7 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	if ce := encoded(resp.Header); ce != "" {
-		fail(http.StatusBadGateway, RuleCredentialBody, fmt.Errorf("%s answered with a %s-encoded body, which the proxy cannot check for the credential, so it is not passed on", in.t, clean(ce)))
+		fail(http.StatusBadGateway, egress.RuleCredentialBody, fmt.Errorf("%s answered with a %s-encoded body, which the proxy cannot check for the credential, so it is not passed on", in.t, clean(ce)))
 		return
 	}
 	dropHop(resp.Header)
@@ -404,21 +405,14 @@ func encoded(h http.Header) string {
 // refused to: never the value, the path or the query.
 func (in *interception) audit(method string, status int, rule, why string, start time.Time) {
 	d := map[string]any{"host": in.t.Host(), "port": in.t.Port, "cred": in.c.Name, "method": clean(method), "status": status,
-		"run_id": in.g.run, "duration_ms": time.Since(start).Milliseconds()}
-	if in.g.tenant != "" {
-		d["tenant"] = in.g.tenant
-	}
+		"duration_ms": time.Since(start).Milliseconds()}
 	if rule != "" {
 		d["rule"] = rule
-		if in.g.refusedOver() { // with the grant's other refusals
+		if in.g.CountRefusal() { // with the grant's other refusals
 			return
 		}
 	}
-	sev, ok := audit.Info, rule == "" && why == ""
-	if !ok {
-		sev = audit.Warning
-	}
-	in.g.rec.Record(audit.Entry{Event: EventCredential, Severity: sev, SessionID: in.g.session, UserID: in.g.client, Success: ok, Error: why, Details: d})
+	in.g.Record(egress.EventCredential, rule == "" && why == "", why, d)
 }
 
 // readerConn is a connection whose first bytes were already read into r.

@@ -1,4 +1,8 @@
-package config
+// Package loader reads forge.toml into a config.Config: the defaults, the
+// file, ${VAR} substitution, FORGE_* environment overrides and the tenants
+// file, each size parsed once, then config.Validate; every problem is
+// returned at once, each with its field path.
+package loader
 
 import (
 	"errors"
@@ -12,47 +16,26 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
 // EnvPrefix marks environment variables that override configuration fields:
 // FORGE_EXECUTION_MAX_TIMEOUT sets execution.max_timeout.
 const EnvPrefix = "FORGE_"
 
-// FieldError is one problem with one configuration field.
-type FieldError struct {
-	Path string // dotted toml path, e.g. "execution.max_timeout"
-	Msg  string
-}
-
-func (e FieldError) Error() string { return e.Path + ": " + e.Msg }
-
-// Errors is every problem found in one load; it is returned whole so that a
-// user fixes a file in one pass.
-type Errors []FieldError
-
-func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Lookup reads an environment variable; os.LookupEnv in production.
-type Lookup func(string) (string, bool)
-
 // Load returns the effective configuration: defaults, then the file at path
 // (skipped when path is empty), then FORGE_* overrides, then validation.
-func Load(path string) (Config, error) { return LoadWith(path, os.LookupEnv) }
+func Load(path string) (config.Config, error) { return LoadWith(path, os.LookupEnv) }
 
 // LoadWith is Load with an explicit environment, for tests.
-func LoadWith(path string, env Lookup) (Config, error) {
-	raw := toRaw(DefaultFor(os.Geteuid(), env))
-	var errs Errors
+func LoadWith(path string, env config.Lookup) (config.Config, error) {
+	raw := toRaw(config.DefaultFor(os.Geteuid(), env))
+	var errs config.Errors
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return DefaultFor(os.Geteuid(), env), fmt.Errorf("read config: %w", err)
+			return config.DefaultFor(os.Geteuid(), env), fmt.Errorf("read config: %w", err)
 		}
 		unknown, err := decode(string(data), raw.Interface())
 		if err != nil {
@@ -67,18 +50,18 @@ func LoadWith(path string, env Lookup) (Config, error) {
 // finish substitutes variables, applies overrides, parses the sizes and
 // validates the raw configuration, returning every error found alongside
 // those already collected.
-func finish(raw reflect.Value, errs Errors, env Lookup) (Config, error) {
+func finish(raw reflect.Value, errs config.Errors, env config.Lookup) (config.Config, error) {
 	errs = append(errs, substitute(raw.Elem(), "", env)...)
 	errs = append(errs, applyEnv(raw.Elem(), "", env)...)
 	errs = append(errs, mergeTenantsFile(raw.Elem())...)
 	cfg, sizeErrs := parseRaw(raw)
 	errs = append(errs, sizeErrs...)
-	// A size that did not parse is 0 now: Validate would call it empty too.
+	// A size that did not parse is 0 now: config.Validate would call it empty too.
 	failed := map[string]bool{}
 	for _, e := range sizeErrs {
 		failed[e.Path] = true
 	}
-	for _, e := range Validate(cfg) {
+	for _, e := range config.Validate(cfg) {
 		if !failed[e.Path] {
 			errs = append(errs, e)
 		}
@@ -91,7 +74,7 @@ func finish(raw reflect.Value, errs Errors, env Lookup) (Config, error) {
 
 // decode returns unknown keys as field errors and syntax or type errors as
 // a plain error (the rest of the file cannot be trusted then).
-func decode(text string, cfg any) (Errors, error) {
+func decode(text string, cfg any) (config.Errors, error) {
 	md, err := toml.Decode(text, cfg)
 	if err != nil {
 		var perr toml.ParseError
@@ -104,12 +87,12 @@ func decode(text string, cfg any) (Errors, error) {
 		}
 		return nil, err
 	}
-	var errs Errors
+	var errs config.Errors
 	// The decoder silently drops a value that is not a table where the
 	// configuration has a map (e.g. the pre-table default_backend = "python").
 	for _, k := range md.Keys() {
 		if isMap(reflect.TypeOf(cfg).Elem(), k) && md.Type(k...) != "Hash" {
-			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("must be a table ([%s] with one key per entry), not a %s", k.String(), strings.ToLower(md.Type(k...)))})
+			errs = append(errs, config.FieldError{Path: k.String(), Msg: fmt.Sprintf("must be a table ([%s] with one key per entry), not a %s", k.String(), strings.ToLower(md.Type(k...)))})
 		}
 	}
 	// The decoder also matches keys case-insensitively: [Server] would fill
@@ -117,7 +100,7 @@ func decode(text string, cfg any) (Errors, error) {
 	// order. Keys are lower case: anything else is refused.
 	for _, k := range md.Keys() {
 		if at, want, ok := caseMismatch(reflect.TypeOf(cfg).Elem(), k); ok {
-			errs = append(errs, FieldError{Path: k.String(), Msg: fmt.Sprintf("%q: keys are case-sensitive; write %q", at, want)})
+			errs = append(errs, config.FieldError{Path: k.String(), Msg: fmt.Sprintf("%q: keys are case-sensitive; write %q", at, want)})
 		}
 	}
 	for _, k := range md.Undecoded() {
@@ -125,7 +108,7 @@ func decode(text string, cfg any) (Errors, error) {
 		if len(k) >= 3 && k[0] == "plugins" && k[2] == "config" {
 			continue
 		}
-		errs = append(errs, FieldError{Path: k.String(), Msg: "unknown key (check the spelling against forge.toml.example)"})
+		errs = append(errs, config.FieldError{Path: k.String(), Msg: "unknown key (check the spelling against forge.toml.example)"})
 	}
 	return errs, nil
 }
@@ -190,8 +173,8 @@ var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // substitute replaces ${VAR} in every string reachable from v. A missing
 // variable is an error naming the variable and the field.
-func substitute(v reflect.Value, path string, env Lookup) Errors {
-	var errs Errors
+func substitute(v reflect.Value, path string, env config.Lookup) config.Errors {
+	var errs config.Errors
 	switch v.Kind() {
 	case reflect.Struct:
 		t := v.Type()
@@ -222,7 +205,7 @@ func substitute(v reflect.Value, path string, env Lookup) Errors {
 	case reflect.String:
 		s, err := expand(v.String(), env)
 		if err != nil {
-			errs = append(errs, FieldError{Path: path, Msg: err.Error()})
+			errs = append(errs, config.FieldError{Path: path, Msg: err.Error()})
 		} else {
 			v.SetString(s)
 		}
@@ -232,7 +215,7 @@ func substitute(v reflect.Value, path string, env Lookup) Errors {
 
 // expand substitutes ${VAR} references. Only the braced form is a
 // reference ($VAR and $$ are left as written: passwords contain dollars).
-func expand(s string, env Lookup) (string, error) {
+func expand(s string, env config.Lookup) (string, error) {
 	var missing, invalid []string
 	out := varRef.ReplaceAllStringFunc(s, func(m string) string {
 		return os.Expand(m, func(name string) string {
@@ -256,8 +239,8 @@ func expand(s string, env Lookup) (string, error) {
 
 // applyEnv sets scalar and list fields from FORGE_<PATH> variables. Maps
 // (mcp_tools, plugins, templates) are only configurable in the file.
-func applyEnv(v reflect.Value, path string, env Lookup) Errors {
-	var errs Errors
+func applyEnv(v reflect.Value, path string, env config.Lookup) config.Errors {
+	var errs config.Errors
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := v.Field(i)
@@ -273,11 +256,11 @@ func applyEnv(v reflect.Value, path string, env Lookup) Errors {
 		}
 		// A TOML file cannot hold invalid UTF-8; neither may an override.
 		if !utf8.ValidString(raw) {
-			errs = append(errs, FieldError{Path: p, Msg: fmt.Sprintf("from %s: the value is not valid UTF-8", name)})
+			errs = append(errs, config.FieldError{Path: p, Msg: fmt.Sprintf("from %s: the value is not valid UTF-8", name)})
 			continue
 		}
 		if err := setScalar(f, raw); err != nil {
-			errs = append(errs, FieldError{Path: p, Msg: fmt.Sprintf("from %s: %v", name, err)})
+			errs = append(errs, config.FieldError{Path: p, Msg: fmt.Sprintf("from %s: %v", name, err)})
 		}
 	}
 	return errs

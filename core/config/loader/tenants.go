@@ -1,4 +1,4 @@
-package config
+package loader
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mcp-forge/mcp-forge/core/config"
 )
 
 // tenantsFile is what server.tenants_file may hold: [tenants.NAME] tables
@@ -16,7 +18,7 @@ import (
 // Kubernetes Secret mounted into the core's pod) cannot change the rest of
 // the configuration.
 type tenantsFile struct {
-	Tenants map[string]Tenant `toml:"tenants"`
+	Tenants map[string]config.Tenant `toml:"tenants"`
 }
 
 // maxTenantsFile bounds the tenants file: thousands of tenants fit.
@@ -51,14 +53,14 @@ func readRegular(path string, max int64) ([]byte, error) {
 // mergeTenantsFile adds the tenants of server.tenants_file to raw's
 // [tenants]. A name in both is an error: which one holds would otherwise
 // depend on the order of loading.
-func mergeTenantsFile(raw reflect.Value) Errors {
+func mergeTenantsFile(raw reflect.Value) config.Errors {
 	path := raw.FieldByName("Server").FieldByName("TenantsFile").String()
 	if path == "" {
 		return nil
 	}
 	const field = "server.tenants_file"
-	fail := func(format string, args ...any) Errors {
-		return Errors{{Path: field, Msg: fmt.Sprintf(format, args...)}}
+	fail := func(format string, args ...any) config.Errors {
+		return config.Errors{{Path: field, Msg: fmt.Sprintf(format, args...)}}
 	}
 	if !filepath.IsAbs(path) {
 		return fail("%q must be an absolute path", path)
@@ -72,9 +74,9 @@ func mergeTenantsFile(raw reflect.Value) Errors {
 	if err != nil {
 		return fail("%s: %v", path, err)
 	}
-	var errs Errors
+	var errs config.Errors
 	for _, k := range md.Undecoded() {
-		errs = append(errs, FieldError{Path: field, Msg: fmt.Sprintf("%s: unknown key %s (the file holds [tenants.NAME] tables only)", path, k)})
+		errs = append(errs, config.FieldError{Path: field, Msg: fmt.Sprintf("%s: unknown key %s (the file holds [tenants.NAME] tables only)", path, k)})
 	}
 	have := raw.FieldByName("Tenants")
 	if have.IsNil() {
@@ -87,7 +89,7 @@ func mergeTenantsFile(raw reflect.Value) Errors {
 	sort.Strings(names)
 	for _, name := range names {
 		if have.MapIndex(reflect.ValueOf(name)).IsValid() {
-			errs = append(errs, FieldError{Path: field, Msg: fmt.Sprintf("%s: tenant %q is also in forge.toml's [tenants]: keep each tenant in one place", path, name)})
+			errs = append(errs, config.FieldError{Path: field, Msg: fmt.Sprintf("%s: tenant %q is also in forge.toml's [tenants]: keep each tenant in one place", path, name)})
 			continue
 		}
 		have.SetMapIndex(reflect.ValueOf(name), reflect.ValueOf(f.Tenants[name]))

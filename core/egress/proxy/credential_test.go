@@ -1,4 +1,4 @@
-package egress
+package proxy
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,6 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
-	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
 const testSecret = "s3cr3t-VALUE-0123456789"
@@ -92,7 +92,7 @@ func (w *credWorld) requests() []seenRequest {
 // policy allows example.com (a name of httptest's certificate) on the
 // server's port, with credential "api" for it, and the other names on it
 // too, without one.
-func (w *credWorld) credPolicy(edit func(*config.Network)) *Policy {
+func (w *credWorld) credPolicy(edit func(*config.Network)) *egress.Policy {
 	return w.policy(func(n *config.Network) {
 		sp := strconv.Itoa(w.sport)
 		n.AllowedHosts = append(n.AllowedHosts, "example.com:"+sp, "alt.example.com:"+sp, "api.example.com:"+sp, "127.0.0.1:"+sp)
@@ -104,16 +104,16 @@ func (w *credWorld) credPolicy(edit func(*config.Network)) *Policy {
 }
 
 // grantCreds grants hosts and credentials and serves the proxy for them.
-func (w *credWorld) grantCreds(p *Policy, creds []string, hosts ...string) (*Grant, *url.URL) {
+func (w *credWorld) grantCreds(p *egress.Policy, creds []string, hosts ...string) (*egress.Grant, *url.URL) {
 	w.t.Helper()
-	return w.serve(p, Request{Hosts: hosts, Credentials: creds})
+	return w.serve(p, egress.Request{Hosts: hosts, Credentials: creds})
 }
 
 // sandboxClient trusts what the sandbox's bundle holds: the grant's CA
 // (and, for the hosts without a credential, the server's own).
-func sandboxClient(g *Grant, proxy *url.URL, h2 bool, extra *x509.Certificate) *http.Client {
+func sandboxClient(g *egress.Grant, proxy *url.URL, h2 bool, extra *x509.Certificate) *http.Client {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(g.ca.Bundle())
+	pool.AppendCertsFromPEM(g.Authority().Bundle())
 	if extra != nil {
 		pool.AddCert(extra)
 	}
@@ -160,7 +160,7 @@ func TestCredentialAdded(t *testing.T) {
 				t.Fatalf("body %s: want the placeholder where the value was, and no X-Other", body)
 			}
 			g.Close()
-			lines := w.rec.all(EventCredential)
+			lines := w.rec.all(egress.EventCredential)
 			if len(lines) != 1 || lines[0].Details["cred"] != "api" || lines[0].Details["status"] != 200 {
 				t.Fatalf("network.credential lines: %+v", lines)
 			}
@@ -201,7 +201,7 @@ func TestCredentialNeverElsewhere(t *testing.T) {
 			t.Fatalf("CONNECT: %v %v", resp, err)
 		}
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(g.ca.PEM())
+		pool.AppendCertsFromPEM(g.Authority().PEM())
 		tc := tls.Client(c, &tls.Config{ServerName: "example.com", RootCAs: pool, NextProtos: []string{"http/1.1"}})
 		if _, err := io.WriteString(tc, request); err != nil {
 			t.Fatal(err)
@@ -211,7 +211,7 @@ func TestCredentialNeverElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get(RuleHeader), b)
+		return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get(egress.RuleHeader), b)
 	}
 	for name, req := range map[string]string{
 		"other Host":        "GET /headers HTTP/1.1\r\nHost: other.test:" + sp + "\r\n\r\n",
@@ -219,8 +219,8 @@ func TestCredentialNeverElsewhere(t *testing.T) {
 		"plain http URI":    "GET http://example.com:" + sp + "/headers HTTP/1.1\r\nHost: example.com:" + sp + "\r\n\r\n",
 		"other port in URI": "GET https://example.com:1/headers HTTP/1.1\r\nHost: example.com:" + sp + "\r\n\r\n",
 	} {
-		if got := raw(req); !strings.HasPrefix(got, "421 "+RuleCredentialHost) {
-			t.Errorf("%s: %s, want 421 with rule %s", name, got, RuleCredentialHost)
+		if got := raw(req); !strings.HasPrefix(got, "421 "+egress.RuleCredentialHost) {
+			t.Errorf("%s: %s, want 421 with rule %s", name, got, egress.RuleCredentialHost)
 		}
 	}
 	if n := len(w.requests()); n != 0 {
@@ -282,91 +282,11 @@ func TestCredentialUntrustedHost(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(RuleHeader) != RuleCredentialTLS || !strings.Contains(string(body), "not trusted") {
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(egress.RuleHeader) != egress.RuleCredentialTLS || !strings.Contains(string(body), "not trusted") {
 		t.Fatalf("%s %v: %s", resp.Status, resp.Header, body)
 	}
 	if n := len(w.requests()); n != 0 {
 		t.Fatalf("the untrusted host got %d requests", n)
-	}
-}
-
-// What a run may ask for: its tenant's credentials and the global ones,
-// a tenant's own in place of a global one of its name; an unknown name is
-// refused with its rule, naming what is available.
-func TestCredentialPolicy(t *testing.T) {
-	w := newCredWorld(t)
-	sp := strconv.Itoa(w.sport)
-	t.Setenv("FORGE_TEST_ALICE", "alice-own-value-1234")
-	n := network(func(n *config.Network) {
-		n.AllowedHosts = []string{"example.com:" + sp}
-		n.Tenants = map[string]config.NetworkTenant{"alice": {AllowedHosts: []string{"api.example.com:" + sp}}}
-		n.Credentials = map[string]config.Credential{"api": {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL"}}
-	})
-	tenants := map[string]map[string]config.Credential{"alice": {
-		"api":  {Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_ALICE"},
-		"mine": {Hosts: []string{"api.example.com:" + sp}, Type: "header", Header: "X-Api-Key", ValueEnv: "FORGE_TEST_ALICE"},
-	}}
-	p, err := NewPolicy(n, tenants, w.rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		tenant, cred, value, rule string
-	}{
-		{"", "api", testSecret, ""},
-		{"alice", "api", "alice-own-value-1234", ""},
-		{"alice", "mine", "alice-own-value-1234", ""},
-		{"", "mine", "", RuleCredential},
-		{"bob", "mine", "", RuleCredential},
-		{"", "nope", "", RuleCredential},
-	} {
-		g, err := p.Grant(context.Background(), Request{Credentials: []string{tc.cred}, Tenant: tc.tenant})
-		var re *refusal.Error
-		switch {
-		case tc.rule != "":
-			if !errors.As(err, &re) || re.Rule != tc.rule || !strings.Contains(err.Error(), "available: api") {
-				t.Errorf("%s/%s: %v, want rule %s naming what is available", tc.tenant, tc.cred, err, tc.rule)
-			}
-		case err != nil:
-			t.Errorf("%s/%s: %v", tc.tenant, tc.cred, err)
-		default:
-			h := http.Header{}
-			if len(g.creds) == 1 {
-				g.creds[0].Apply(h)
-			}
-			if len(g.creds) != 1 || h.Get("Authorization")+h.Get("X-Api-Key") != map[bool]string{true: "Bearer ", false: ""}[tc.cred == "api"]+tc.value || g.ca == nil || len(g.Hosts()) != 1 {
-				t.Errorf("%s/%s: granted %v (%v) hosts %v", tc.tenant, tc.cred, g.CredentialNames(), h, g.Hosts())
-			}
-			g.Close()
-		}
-	}
-	// The operator's mistakes stop the start, each with its field path.
-	for _, tc := range []struct {
-		name string
-		edit func(*config.Network)
-		want string
-	}{
-		{"host not allowed", func(n *config.Network) {
-			n.Credentials["api"] = config.Credential{Hosts: []string{"elsewhere.test"}, ValueEnv: "FORGE_TEST_CREDENTIAL"}
-		}, "network.credentials.api.hosts[0]: elsewhere.test:443 is not allowed"},
-		{"value unset", func(n *config.Network) {
-			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_UNSET_VALUE"}
-		}, "network.credentials.api: value_env: the server's environment variable FORGE_TEST_UNSET_VALUE is unset"},
-		{"value file missing", func(n *config.Network) {
-			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueFile: "/nonexistent/token"}
-		}, "network.credentials.api: value_file:"},
-		{"bad ca_file", func(n *config.Network) {
-			n.Credentials["api"] = config.Credential{Hosts: []string{"example.com:" + sp}, ValueEnv: "FORGE_TEST_CREDENTIAL", CAFile: "/etc/hostname"}
-		}, "network.credentials.api.ca_file: /etc/hostname holds no PEM certificate"},
-	} {
-		n := network(func(n *config.Network) {
-			n.AllowedHosts = []string{"example.com:" + sp}
-			n.Credentials = map[string]config.Credential{}
-			tc.edit(n)
-		})
-		if _, err := NewPolicy(n, nil, w.rec); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
 	}
 }
 
@@ -414,7 +334,7 @@ func TestCredentialHostile(t *testing.T) {
 		w := newCredWorld(t)
 		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
 		c := sandboxClient(g, proxy, true, nil)
-		for range MaxRefusalLines + 50 {
+		for range egress.MaxRefusalLines + 50 {
 			req, _ := http.NewRequest("GET", "https://example.com:"+strconv.Itoa(w.sport)+"/", nil)
 			req.Host = "other.test:" + strconv.Itoa(w.sport)
 			resp, err := c.Do(req)
@@ -423,8 +343,8 @@ func TestCredentialHostile(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		if n := len(w.rec.all(EventCredential)); n > MaxRefusalLines {
-			t.Fatalf("%d lines for refused requests, over %d", n, MaxRefusalLines)
+		if n := len(w.rec.all(egress.EventCredential)); n > egress.MaxRefusalLines {
+			t.Fatalf("%d lines for refused requests, over %d", n, egress.MaxRefusalLines)
 		}
 	})
 	t.Run("no credential while the audit log cannot be written", func(t *testing.T) {
@@ -437,7 +357,7 @@ func TestCredentialHostile(t *testing.T) {
 		w.rec.fail = errors.New("disk full")
 		w.rec.mu.Unlock()
 		resp, _ := get(c, u, nil) // the same kept-alive connection
-		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(RuleHeader) != RuleAudit || len(w.requests()) != 1 {
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(egress.RuleHeader) != egress.RuleAudit || len(w.requests()) != 1 {
 			t.Fatalf("%s %v; the server saw %d requests", resp.Status, resp.Header, len(w.requests()))
 		}
 	})
@@ -456,7 +376,7 @@ func TestCredentialHostile(t *testing.T) {
 		}, true)
 		g, proxy := w.grantCreds(w.credPolicy(nil), []string{"api"})
 		resp, _ := get(sandboxClient(g, proxy, false, nil), "https://example.com:"+strconv.Itoa(w.sport)+"/", nil)
-		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(RuleHeader) != RuleCredentialBody {
+		if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(egress.RuleHeader) != egress.RuleCredentialBody {
 			t.Fatalf("%s %v", resp.Status, resp.Header)
 		}
 	})
@@ -505,7 +425,7 @@ func TestCredentialHostile(t *testing.T) {
 			t.Fatalf("CONNECT: %v %v", resp, err)
 		}
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(g.ca.PEM())
+		pool.AppendCertsFromPEM(g.Authority().PEM())
 		tc := tls.Client(raw, &tls.Config{ServerName: "example.com", RootCAs: pool, NextProtos: []string{"h2"}})
 		tr := &http.Transport{ForceAttemptHTTP2: true, DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return tc, tc.Handshake() }}
 		cc, err := tr.NewClientConn(context.Background(), "https", "example.com:"+strconv.Itoa(w.sport))
@@ -544,7 +464,7 @@ func TestCredentialApproval(t *testing.T) {
 	w := newCredWorld(t)
 	var asked string
 	p := w.credPolicy(func(n *config.Network) { n.RequireApproval = true })
-	g, err := p.Grant(context.Background(), Request{Credentials: []string{"api"}, Approve: func(_ context.Context, msg string) (bool, bool, error) {
+	g, err := p.Grant(context.Background(), egress.Request{Credentials: []string{"api"}, Approve: func(_ context.Context, msg string) (bool, bool, error) {
 		asked = msg
 		return true, true, nil
 	}})

@@ -1,4 +1,4 @@
-package egress
+package proxy
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 )
 
 // FuzzTarget: any host a request names either parses to a normalized
@@ -22,13 +24,13 @@ func FuzzTarget(f *testing.F) {
 		"files.test:080", "files.test.evil.org:80", "evilfiles.test:80", "[fe80::1%25eth0]:80", "xn--bcher-kva.test"} {
 		f.Add(s)
 	}
-	p, err := NewPolicy(network(func(n *config.Network) {
+	p, err := egress.NewPolicy(network(func(n *config.Network) {
 		n.AllowedHosts = []string{"files.test:80", "*.wild.test:443", "203.0.113.7:8080"}
 	}), nil, &recorder{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	g, err := p.Grant(context.Background(), Request{Hosts: []string{"files.test", "*.wild.test", "203.0.113.7"}})
+	g, err := p.Grant(context.Background(), egress.Request{Hosts: []string{"files.test", "*.wild.test", "203.0.113.7"}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -44,11 +46,11 @@ func FuzzTarget(f *testing.F) {
 		if tgt.Name != strings.ToLower(tgt.Name) || strings.HasSuffix(tgt.Name, ".") {
 			t.Fatalf("%q: name %q not normalized", s, tgt.Name)
 		}
-		back, err := config.ParseHostPattern(tgt.String())
+		back, err := hostpattern.Parse(tgt.String())
 		if err != nil || back != tgt {
 			t.Fatalf("%q: %q reads back as %+v, %v", s, tgt, back, err)
 		}
-		if g.check(tgt) == nil {
+		if g.Check(tgt) == nil {
 			ok := tgt.Name == "files.test" && tgt.Port == 80 ||
 				strings.HasSuffix(tgt.Name, ".wild.test") && tgt.Port == 443 ||
 				tgt.Addr.String() == "203.0.113.7" && tgt.Port == 8080
@@ -91,11 +93,11 @@ func FuzzServeConn(f *testing.F) {
 			HeaderTimeout:  50 * time.Millisecond,
 			MaxHeaderBytes: 4 << 10,
 		})
-		p, err := NewPolicy(network(func(n *config.Network) { n.AllowedHosts = []string{"files.test:80", "other.test:80"} }), nil, &recorder{})
+		p, err := egress.NewPolicy(network(func(n *config.Network) { n.AllowedHosts = []string{"files.test:80", "other.test:80"} }), nil, &recorder{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := p.Grant(context.Background(), Request{Hosts: []string{"files.test"}})
+		g, err := p.Grant(context.Background(), egress.Request{Hosts: []string{"files.test"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package egress
+package proxy
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/mcp-forge/mcp-forge/core/egress"
 	"io"
 	"net"
 	"net/http"
@@ -136,7 +137,7 @@ func newWorld(t testing.TB) *world {
 
 // policy is the world's operator policy: its names, loopback allowed only
 // by the explicit 127.0.0.1/32.
-func (w *world) policy(edit func(*config.Network)) *Policy {
+func (w *world) policy(edit func(*config.Network)) *egress.Policy {
 	w.t.Helper()
 	n := network(func(n *config.Network) {
 		h, tp, e := strconv.Itoa(w.hport), strconv.Itoa(w.tport), strconv.Itoa(w.eport)
@@ -147,7 +148,7 @@ func (w *world) policy(edit func(*config.Network)) *Policy {
 			edit(n)
 		}
 	})
-	p, err := NewPolicy(n, nil, w.rec)
+	p, err := egress.NewPolicy(n, nil, w.rec)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -156,13 +157,13 @@ func (w *world) policy(edit func(*config.Network)) *Policy {
 
 // grant asks for hosts and serves the proxy for them on a local listener;
 // it returns the grant and the proxy's URL.
-func (w *world) grant(p *Policy, hosts ...string) (*Grant, *url.URL) {
+func (w *world) grant(p *egress.Policy, hosts ...string) (*egress.Grant, *url.URL) {
 	w.t.Helper()
-	return w.serve(p, Request{Hosts: hosts})
+	return w.serve(p, egress.Request{Hosts: hosts})
 }
 
 // serve grants r (as the tester's run) and serves the proxy for it.
-func (w *world) serve(p *Policy, r Request) (*Grant, *url.URL) {
+func (w *world) serve(p *egress.Policy, r egress.Request) (*egress.Grant, *url.URL) {
 	w.t.Helper()
 	r.Client, r.Session, r.RunID = "tester", "sess-1", "run-1"
 	g, err := p.Grant(context.Background(), r)
@@ -192,7 +193,7 @@ func (w *world) client(proxy *url.URL) *http.Client {
 func (w *world) conns(n int) []audit.Entry {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		got := w.rec.all(EventConnection)
+		got := w.rec.all(egress.EventConnection)
 		if len(got) >= n || time.Now().After(deadline) {
 			return got
 		}
@@ -205,7 +206,7 @@ func (w *world) count(outcome, rule string, n int) int {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		got := 0
-		for _, e := range w.rec.all(EventConnection) {
+		for _, e := range w.rec.all(egress.EventConnection) {
 			if e.Details["outcome"] == outcome && e.Details["rule"] == rule {
 				got++
 			}
@@ -223,7 +224,7 @@ func (w *world) last() audit.Entry {
 	deadline := time.Now().Add(3 * time.Second)
 	n := -1
 	for {
-		got := w.rec.all(EventConnection)
+		got := w.rec.all(egress.EventConnection)
 		if len(got) > 0 && len(got) == n || time.Now().After(deadline) {
 			if len(got) == 0 {
 				w.t.Fatal("no connection was audited")
@@ -252,23 +253,23 @@ func TestProxyRequests(t *testing.T) {
 	}{
 		{"granted name over http", "http://files.test:" + h + "/data?size=1024&secret=q", 200, "", "127.0.0.1:" + h, ""},
 		{"granted name over https (CONNECT)", "https://example.com:" + tp + "/data?size=1024", 200, "", "127.0.0.1:" + tp, ""},
-		{"ungranted name", "http://other.test:" + h + "/data?size=1", 403, RuleHost, "", "other.test is not granted to this run"},
-		{"ungranted name over https", "https://other.test:" + tp + "/", 0, RuleHost, "", ""},
-		{"IP literal", "http://127.0.0.1:" + h + "/data?size=1", 403, RuleIPLiteral, "", "IP address this run was not granted"},
-		{"IP literal over https", "https://127.0.0.1:" + tp + "/", 0, RuleIPLiteral, "", ""},
-		{"name of a private address", "http://internal.test/", 403, RuleAddress, "", "10.1.2.3 is private"},
-		{"name of the metadata service", "http://metadata.test/latest/meta-data/", 403, RuleAddress, "", "metadata"},
-		{"name of a loopback IPv6 address outside the CIDR", "http://v6.test:" + h + "/", 403, RuleAddress, "", "::1 is loopback"},
+		{"ungranted name", "http://other.test:" + h + "/data?size=1", 403, egress.RuleHost, "", "other.test is not granted to this run"},
+		{"ungranted name over https", "https://other.test:" + tp + "/", 0, egress.RuleHost, "", ""},
+		{"IP literal", "http://127.0.0.1:" + h + "/data?size=1", 403, egress.RuleIPLiteral, "", "IP address this run was not granted"},
+		{"IP literal over https", "https://127.0.0.1:" + tp + "/", 0, egress.RuleIPLiteral, "", ""},
+		{"name of a private address", "http://internal.test/", 403, egress.RuleAddress, "", "10.1.2.3 is private"},
+		{"name of the metadata service", "http://metadata.test/latest/meta-data/", 403, egress.RuleAddress, "", "metadata"},
+		{"name of a loopback IPv6 address outside the CIDR", "http://v6.test:" + h + "/", 403, egress.RuleAddress, "", "::1 is loopback"},
 		{"only the allowed one of two addresses", "http://mixed.test:" + h + "/data?size=10", 200, "", "127.0.0.1:" + h, ""},
-		{"CONNECT to another port", "https://example.com:" + h + "/", 0, RulePort, "", ""},
-		{"plain request to another port", "http://files.test:" + tp + "/", 403, RulePort, "", "granted on port " + h + " only"},
-		{"a name that does not resolve", "http://nowhere.test/", 502, RuleResolve, "", "does not resolve"},
-		{"redirect to an ungranted host", "http://files.test:" + h + "/redirect?to=" + url.QueryEscape("http://other.test:"+h+"/data?size=1"), 403, RuleHost, "", "other.test"},
+		{"CONNECT to another port", "https://example.com:" + h + "/", 0, egress.RulePort, "", ""},
+		{"plain request to another port", "http://files.test:" + tp + "/", 403, egress.RulePort, "", "granted on port " + h + " only"},
+		{"a name that does not resolve", "http://nowhere.test/", 502, egress.RuleResolve, "", "does not resolve"},
+		{"redirect to an ungranted host", "http://files.test:" + h + "/redirect?to=" + url.QueryEscape("http://other.test:"+h+"/data?size=1"), 403, egress.RuleHost, "", "other.test"},
 	}
 	c := w.client(proxy)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(w.rec.all(EventConnection))
+			before := len(w.rec.all(egress.EventConnection))
 			resp, err := c.Get(tc.url)
 			var body []byte
 			if err == nil {
@@ -287,8 +288,8 @@ func TestProxyRequests(t *testing.T) {
 				t.Fatal(err)
 			case resp.StatusCode != tc.status:
 				t.Fatalf("status %s, want %d: %s", resp.Status, tc.status, body)
-			case tc.rule != "" && resp.Header.Get(RuleHeader) != tc.rule:
-				t.Errorf("%s header %q, want %q", RuleHeader, resp.Header.Get(RuleHeader), tc.rule)
+			case tc.rule != "" && resp.Header.Get(egress.RuleHeader) != tc.rule:
+				t.Errorf("%s header %q, want %q", egress.RuleHeader, resp.Header.Get(egress.RuleHeader), tc.rule)
 			case tc.says != "" && !strings.Contains(string(body), tc.says):
 				t.Errorf("body %q does not say %q", body, tc.says)
 			case tc.status == 200 && !bytes.HasPrefix(body, []byte("x")):
@@ -310,10 +311,10 @@ func TestProxyRequests(t *testing.T) {
 				}
 			}
 			if tc.rule == "" {
-				if e.Details["outcome"] != OutcomeDone || !e.Success {
+				if e.Details["outcome"] != egress.OutcomeDone || !e.Success {
 					t.Errorf("audited %+v, want outcome done", e)
 				}
-			} else if e.Details["rule"] != tc.rule || e.Details["outcome"] != OutcomeRefused || e.Success || e.Severity != audit.Warning {
+			} else if e.Details["rule"] != tc.rule || e.Details["outcome"] != egress.OutcomeRefused || e.Success || e.Severity != audit.Warning {
 				t.Errorf("audited %+v, want refused by %s", e, tc.rule)
 			}
 			if tc.address != "" && e.Details["address"] != tc.address {
@@ -337,8 +338,8 @@ func TestProxyRequests(t *testing.T) {
 	}
 	// The redirect itself was served, and the followed request refused.
 	var served bool
-	for _, e := range w.rec.all(EventConnection) {
-		if e.Details["host"] == "files.test" && e.Details["outcome"] == OutcomeDone {
+	for _, e := range w.rec.all(egress.EventConnection) {
+		if e.Details["host"] == "files.test" && e.Details["outcome"] == egress.OutcomeDone {
 			served = true
 		}
 	}
@@ -426,7 +427,7 @@ func raw(t *testing.T, proxy *url.URL, send string, wait time.Duration) (string,
 		t.Fatalf("no answer to %q: %v", send[:min(len(send), 60)], err)
 	}
 	resp.Body.Close()
-	return resp.Status, resp.Header.Get(RuleHeader)
+	return resp.Status, resp.Header.Get(egress.RuleHeader)
 }
 
 // Requests that are not proxy requests, or not HTTP, or too big, or too
@@ -441,27 +442,27 @@ func TestProxyMalformed(t *testing.T) {
 		status int
 		rule   string
 	}{
-		{"origin-form with a Host", "GET /data HTTP/1.1\r\nHost: files.test:" + h + "\r\n\r\n", 400, RuleRequest},
-		{"no host at all", "GET / HTTP/1.1\r\n\r\n", 400, RuleRequest},
-		{"https as a plain request", "GET https://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\n\r\n", 400, RuleRequest},
-		{"ftp", "GET ftp://files.test/ HTTP/1.1\r\nHost: files.test\r\n\r\n", 400, RuleRequest},
-		{"CONNECT without a port", "CONNECT echo.test HTTP/1.1\r\nHost: echo.test\r\n\r\n", 400, RuleRequest},
-		{"CONNECT to a wildcard", "CONNECT *.test:443 HTTP/1.1\r\n\r\n", 400, RuleRequest},
-		{"CONNECT to a bad name", "CONNECT bad_name.test:443 HTTP/1.1\r\n\r\n", 400, RuleRequest},
-		{"upgrade", "GET http://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", 400, RuleRequest},
-		{"not HTTP", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03hello\r\n\r\n", 400, RuleRequest},
-		{"huge headers", "GET http://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n", 431, RuleHeaders},
-		{"slowloris", "GET http://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\nX-Slow: a", 408, RuleHeaderTimeout},
+		{"origin-form with a Host", "GET /data HTTP/1.1\r\nHost: files.test:" + h + "\r\n\r\n", 400, egress.RuleRequest},
+		{"no host at all", "GET / HTTP/1.1\r\n\r\n", 400, egress.RuleRequest},
+		{"https as a plain request", "GET https://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\n\r\n", 400, egress.RuleRequest},
+		{"ftp", "GET ftp://files.test/ HTTP/1.1\r\nHost: files.test\r\n\r\n", 400, egress.RuleRequest},
+		{"CONNECT without a port", "CONNECT echo.test HTTP/1.1\r\nHost: echo.test\r\n\r\n", 400, egress.RuleRequest},
+		{"CONNECT to a wildcard", "CONNECT *.test:443 HTTP/1.1\r\n\r\n", 400, egress.RuleRequest},
+		{"CONNECT to a bad name", "CONNECT bad_name.test:443 HTTP/1.1\r\n\r\n", 400, egress.RuleRequest},
+		{"upgrade", "GET http://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", 400, egress.RuleRequest},
+		{"not HTTP", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03hello\r\n\r\n", 400, egress.RuleRequest},
+		{"huge headers", "GET http://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n", 431, egress.RuleHeaders},
+		{"slowloris", "GET http://files.test:" + h + "/ HTTP/1.1\r\nHost: files.test\r\nX-Slow: a", 408, egress.RuleHeaderTimeout},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(w.rec.all(EventConnection))
+			before := len(w.rec.all(egress.EventConnection))
 			start := time.Now()
 			status, rule := raw(t, proxy, tc.send, 5*time.Second)
 			if !strings.HasPrefix(status, strconv.Itoa(tc.status)) || rule != tc.rule {
 				t.Fatalf("answer %q rule %q, want %d %s", status, rule, tc.status, tc.rule)
 			}
-			if tc.rule == RuleHeaderTimeout && time.Since(start) > 3*w.headerTTL {
+			if tc.rule == egress.RuleHeaderTimeout && time.Since(start) > 3*w.headerTTL {
 				t.Errorf("the slow client was answered after %s, header timeout %s", time.Since(start), w.headerTTL)
 			}
 			lines := w.conns(before + 1)
@@ -481,11 +482,11 @@ func TestProxyMalformed(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	before := len(w.rec.all(EventConnection))
+	before := len(w.rec.all(egress.EventConnection))
 	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("idle connection: read %d, %v; want EOF", n, err)
 	}
-	if n := len(w.rec.all(EventConnection)); n != before {
+	if n := len(w.rec.all(egress.EventConnection)); n != before {
 		t.Errorf("an idle connection was audited")
 	}
 }
@@ -544,11 +545,11 @@ func TestCloseCutsTunnel(t *testing.T) {
 	g.Close()
 	cutWithin(t, c, 2*time.Second)
 	e := w.last()
-	if e.Details["outcome"] != OutcomeCut || e.Details["rule"] != RuleClosed || e.Details["bytes_up"] != int64(len(msg)) || e.Details["bytes_down"] != int64(len(msg)) {
+	if e.Details["outcome"] != egress.OutcomeCut || e.Details["rule"] != egress.RuleClosed || e.Details["bytes_up"] != int64(len(msg)) || e.Details["bytes_down"] != int64(len(msg)) {
 		t.Errorf("cut tunnel audited as %+v", e)
 	}
 	status, rule := raw(t, proxy, "CONNECT echo.test:"+strconv.Itoa(w.eport)+" HTTP/1.1\r\n\r\n", 5*time.Second)
-	if !strings.HasPrefix(status, "403") || rule != RuleClosed {
+	if !strings.HasPrefix(status, "403") || rule != egress.RuleClosed {
 		t.Errorf("after Close: %s %s", status, rule)
 	}
 }
@@ -568,8 +569,8 @@ func TestBudgets(t *testing.T) {
 			}
 			resp.Body.Close()
 			codes = append(codes, resp.StatusCode)
-			if i >= 3 && resp.Header.Get(RuleHeader) != RuleBudgetConnections {
-				t.Errorf("request %d: rule %q", i, resp.Header.Get(RuleHeader))
+			if i >= 3 && resp.Header.Get(egress.RuleHeader) != egress.RuleBudgetConnections {
+				t.Errorf("request %d: rule %q", i, resp.Header.Get(egress.RuleHeader))
 			}
 		}
 		if fmt.Sprint(codes) != "[200 200 200 403 403 403]" {
@@ -597,11 +598,11 @@ func TestBudgets(t *testing.T) {
 			t.Errorf("downloaded %d, want exactly the budget", down)
 		}
 		status, rule := raw(t, proxy, "CONNECT echo.test:"+strconv.Itoa(w.eport)+" HTTP/1.1\r\n\r\n", 5*time.Second)
-		if !strings.HasPrefix(status, "403") || rule != RuleBudgetDownload {
+		if !strings.HasPrefix(status, "403") || rule != egress.RuleBudgetDownload {
 			t.Errorf("after the budget: %s %s", status, rule)
 		}
-		if cut := w.count(OutcomeCut, RuleBudgetDownload, 2); cut != 2 {
-			t.Errorf("%d connections audited as cut by %s, want 2 (the download and the idle tunnel)", cut, RuleBudgetDownload)
+		if cut := w.count(egress.OutcomeCut, egress.RuleBudgetDownload, 2); cut != 2 {
+			t.Errorf("%d connections audited as cut by %s, want 2 (the download and the idle tunnel)", cut, egress.RuleBudgetDownload)
 		}
 	})
 	t.Run("upload", func(t *testing.T) {
@@ -614,20 +615,18 @@ func TestBudgets(t *testing.T) {
 		if _, up, _ := g.Used(); up != 8<<10 {
 			t.Errorf("uploaded %d, want exactly the budget", up)
 		}
-		if e := w.last(); e.Details["rule"] != RuleBudgetUpload || e.Details["outcome"] != OutcomeCut {
+		if e := w.last(); e.Details["rule"] != egress.RuleBudgetUpload || e.Details["outcome"] != egress.OutcomeCut {
 			t.Errorf("audited %+v", e)
 		}
 	})
 	t.Run("duration", func(t *testing.T) {
 		w := newWorld(t)
-		p := w.policy(nil)
-		p.budget.Duration = 300 * time.Millisecond
-		_, proxy := w.grant(p, "echo.test")
+		_, proxy := w.grant(w.policy(func(n *config.Network) { n.MaxDuration = 1 }), "echo.test")
 		c := tunnelTo(t, w, proxy)
 		defer c.Close()
 		echo(t, c, "still in time")
 		cutWithin(t, c, 3*time.Second)
-		if e := w.last(); e.Details["rule"] != RuleBudgetDuration || e.Details["outcome"] != OutcomeCut {
+		if e := w.last(); e.Details["rule"] != egress.RuleBudgetDuration || e.Details["outcome"] != egress.OutcomeCut {
 			t.Errorf("audited %+v", e)
 		}
 	})
@@ -645,8 +644,8 @@ func TestAuditDownRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get(RuleHeader) != RuleAudit {
-		t.Errorf("with the audit log down: %s %s", resp.Status, resp.Header.Get(RuleHeader))
+	if resp.StatusCode != 503 || resp.Header.Get(egress.RuleHeader) != egress.RuleAudit {
+		t.Errorf("with the audit log down: %s %s", resp.Status, resp.Header.Get(egress.RuleHeader))
 	}
 	if d := w.dials.list(); len(d) != 0 {
 		t.Errorf("dialled %v unaudited", d)
@@ -668,11 +667,18 @@ func TestOwnAddresses(t *testing.T) {
 		t.Error("unlisted addresses do not fail closed")
 	}
 	p := New(Options{OwnAddrs: own.lookup})
-	g := &Grant{}
+	g := &egress.Grant{}
 	if why := p.refusedAddr(netip.MustParseAddr("203.0.113.5"), g); !strings.Contains(why, "the core's own") {
 		t.Errorf("own address: %q", why)
 	}
-	g.cidrs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+	ranged, err := egress.NewPolicy(network(func(n *config.Network) { n.AllowedCIDRs = []string{"203.0.113.0/24"} }), nil, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err = ranged.Grant(context.Background(), egress.Request{Hosts: []string{"203.0.113.5"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
 	if why := p.refusedAddr(netip.MustParseAddr("203.0.113.5"), g); why != "" {
 		t.Errorf("an own address inside a granted CIDR: %q", why)
 	}
@@ -734,7 +740,7 @@ func TestProxyBodiesAndHostileUpstream(t *testing.T) {
 		t.Errorf("endless headers: %s", resp.Status)
 	}
 	e := w.last()
-	if e.Details["outcome"] != OutcomeError || !strings.Contains(e.Error, "response headers are over") {
+	if e.Details["outcome"] != egress.OutcomeError || !strings.Contains(e.Error, "response headers are over") {
 		t.Errorf("audited %+v", e)
 	}
 	if _, _, down := g.Used(); down > 2*MaxResponseHeaderBytes {
