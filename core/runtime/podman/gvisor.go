@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/specgen"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -33,6 +34,7 @@ import (
 // the flags every sandbox needs, so that every process runs it alike.
 type gvisor struct {
 	runsc   string
+	root    string // runsc's state directory
 	wrapper string
 	// restores holds the snapshot a container starts from, by its id
 	// (RestoreOnStart): the wrapper reads it on `start`.
@@ -72,7 +74,7 @@ func gvisorPids(n int64) int64 { return 2*n + gvisorPidsOverhead }
 // or does not run is kept as the reason every such sandbox is refused, and
 // the kernel-isolation gap.
 func (c *Client) WithGVisor(runsc, dir, root, network string) *Client {
-	g := &gvisor{runsc: runsc}
+	g := &gvisor{runsc: runsc, root: root}
 	c.gvisor = g
 	if err := checkRunsc(runsc); err != nil {
 		g.broken = err
@@ -85,8 +87,51 @@ func (c *Client) WithGVisor(runsc, dir, root, network string) *Client {
 		return c
 	}
 	g.wrapper = w
-	g.svc = service{sock: filepath.Join(dir, "podman-gvisor-"+strconv.Itoa(os.Getpid())+".sock"), runtime: w}
+	g.svc = service{sock: filepath.Join(dir, "podman-gvisor-"+strconv.Itoa(os.Getpid())+".sock"), runtime: w,
+		started: func(cx context.Context) { go g.sweep(cx) }}
 	return c
+}
+
+// sweep deletes runsc's state of the sandboxes Podman no longer has: a
+// sandbox whose Podman process was killed (a core or a machine that
+// stopped mid-run) leaves its state in the root, "running" with no
+// process, and nothing else ever removes it. Podman registers a container
+// before runsc creates it and removes it after runsc deletes it, so a
+// state without a container is no sandbox's.
+func (g *gvisor) sweep(cx context.Context) {
+	ctx, cancel := context.WithTimeout(cx, 2*time.Minute)
+	defer cancel()
+	exists := func(id string) (bool, error) { return containers.Exists(ctx, id, nil) }
+	remove := func(id string) error {
+		out, err := exec.CommandContext(ctx, g.runsc, "--root="+g.root, "delete", "--force", id).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	sweepStates(g.root, exists, remove)
+}
+
+// sweepStates removes (remove) each sandbox in runsc's root whose
+// container does not exist; it returns the ids removed. A failure to ask
+// keeps the state: only a container known gone is swept.
+func sweepStates(root string, exists func(string) (bool, error), remove func(string) error) []string {
+	names, _ := filepath.Glob(filepath.Join(root, "*.state"))
+	var gone []string
+	for _, n := range names {
+		// <sandbox id>_sandbox:<container id>.state
+		_, id, ok := strings.Cut(strings.TrimSuffix(filepath.Base(n), ".state"), "_sandbox:")
+		if !ok || id == "" {
+			continue
+		}
+		if ok, err := exists(id); err != nil || ok {
+			continue
+		}
+		if remove(id) == nil {
+			gone = append(gone, id)
+		}
+	}
+	return gone
 }
 
 // checkRunsc runs `runsc --version`: a file that is there but does not run
@@ -227,6 +272,8 @@ func (c *Client) gvisorGap(rootless bool) (runtime.Gap, bool) {
 // starts it again.
 type service struct {
 	sock, runtime string
+	// started runs once the service answers, each time it starts.
+	started func(context.Context)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -269,6 +316,9 @@ func (s *service) conn() (context.Context, error) {
 		return nil, fmt.Errorf("connect to Podman's gVisor service at %s: %w", s.sock, err)
 	}
 	s.cx = cx
+	if s.started != nil {
+		s.started(cx)
+	}
 	return cx, nil
 }
 
