@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/packages"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -81,14 +83,12 @@ func refusalEvent(rule string) (string, string) {
 	return EventRefused, audit.Warning
 }
 
-// Refusal is a build or request refused by a rule; the caller can fix it
-// (or an operator can, as Detail says).
-type Refusal struct {
-	Rule   string
-	Detail string
+// refused is a build or request refused by rule, which the caller can fix
+// (or an operator can, as detail says): its message says the rule once,
+// its audit text is detail alone (the audit line names the rule).
+func refused(rule, detail string) *refusal.Error {
+	return &refusal.Error{Rule: rule, Msg: "refused (" + rule + "): " + detail, Audit: detail}
 }
-
-func (r *Refusal) Error() string { return r.Detail }
 
 // Images is what the service needs of the container engine.
 type Images interface {
@@ -227,13 +227,13 @@ type Result struct {
 type baseImage struct{ ref, id string }
 
 // refuse audits a refusal and returns it.
-func (s *Service) refuse(client, name string, r *Refusal, extra map[string]any) error {
+func (s *Service) refuse(client, name string, r *refusal.Error, extra map[string]any) error {
 	d := map[string]any{"rule": r.Rule, "env_name": name}
 	for k, v := range extra {
 		d[k] = v
 	}
 	ev, sev := refusalEvent(r.Rule)
-	s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: client, Details: d, Error: r.Detail})
+	s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: client, Details: d, Error: r.AuditText()})
 	return r
 }
 
@@ -242,14 +242,9 @@ func (s *Service) refusePackages(client, name string, err error) error {
 	rs := packages.Refusals(err)
 	for _, r := range rs {
 		d := map[string]any{"rule": r.Rule, "env_name": name}
-		if r.Package != "" {
-			d["package"] = r.Package
-		}
-		if r.Pattern != "" {
-			d["pattern"] = r.Pattern
-		}
+		maps.Copy(d, r.Details)
 		ev, sev := refusalEvent(r.Rule)
-		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: client, Details: d, Error: r.Detail})
+		s.o.Audit.Record(audit.Entry{Event: ev, Severity: sev, UserID: client, Details: d, Error: r.AuditText()})
 	}
 	rule := packages.RuleSpec
 	if len(rs) > 0 {
@@ -260,10 +255,10 @@ func (s *Service) refusePackages(client, name string, err error) error {
 	detail := err.Error()
 	for _, r := range rs {
 		if r.Rule == rule {
-			detail = strings.Replace(detail, r.Error(), r.Detail, 1)
+			detail = strings.Replace(detail, r.Error(), r.AuditText(), 1)
 		}
 	}
-	return &Refusal{Rule: rule, Detail: detail}
+	return refused(rule, detail)
 }
 
 // expand joins a template's packages with the request's: a package the
@@ -300,35 +295,35 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 			Details: map[string]any{"rule": RuleUnsolicited, "env_name": req.Name}, Error: "an approval answer was ignored: " + req.IgnoredAnswer})
 	}
 	if !cfg.Enabled {
-		return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleDisabled, Detail: "custom environments are disabled (environment_builder.enabled = false)"}, nil)
+		return Result{}, s.refuse(req.Client, req.Name, refused(RuleDisabled, "custom environments are disabled (environment_builder.enabled = false)"), nil)
 	}
 	if err := CheckName(req.Name); err != nil {
-		return Result{}, s.refuse(req.Client, req.Name, err.(*Refusal), nil)
+		return Result{}, s.refuse(req.Client, req.Name, err.(*refusal.Error), nil)
 	}
 	if req.Language == "" {
 		req.Language = "python"
 	}
 	lang := packages.Language(req.Language)
 	if lang != packages.Python && lang != packages.R {
-		return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleLanguage, Detail: fmt.Sprintf("language %q is not one environments are built for; use \"python\" or \"r\"", req.Language)}, nil)
+		return Result{}, s.refuse(req.Client, req.Name, refused(RuleLanguage, fmt.Sprintf("language %q is not one environments are built for; use \"python\" or \"r\"", req.Language)), nil)
 	}
 	if req.Template != "" {
 		t, ok := cfg.Templates[req.Template]
 		if !ok {
-			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleTemplate, Detail: fmt.Sprintf(
-				"no template named %q (configured: %s); read mcp://forge/environments/list for the templates", req.Template, strings.Join(s.templateNames(), ", "))}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, refused(RuleTemplate, fmt.Sprintf(
+				"no template named %q (configured: %s); read mcp://forge/environments/list for the templates", req.Template, strings.Join(s.templateNames(), ", "))), nil)
 		}
 		req.Packages = expand(lang, t.Packages, req.Packages)
 	}
 	if req.BaseImage == "" {
 		req.BaseImage = s.o.DefaultBase[req.Language]
 		if req.BaseImage == "" {
-			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("no default base image for %s (no backend of it is loaded); name base_image", req.Language)}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, refused(RuleBaseImage, fmt.Sprintf("no default base image for %s (no backend of it is loaded); name base_image", req.Language)), nil)
 		}
 	}
 	if s.o.CheckImage != nil {
 		if err := s.o.CheckImage(req.BaseImage); err != nil {
-			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, refused(RuleBaseImage, fmt.Sprintf("base image %q is not allowed: %v", req.BaseImage, err)), nil)
 		}
 	}
 	// Building on an environment is using it: only its client may.
@@ -361,8 +356,8 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 			s.o.Audit.Record(audit.Entry{Event: EventApproved, Severity: audit.Info, UserID: req.Client, Success: true,
 				Details: map[string]any{"env_name": req.Name, "approved_by_user": needs}})
 		case req.UserDeclined:
-			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: packages.RuleApproval, Detail: fmt.Sprintf(
-				"the user did not approve %s; nothing was built", strings.Join(needs, ", "))}, map[string]any{"packages": needs})
+			return Result{}, s.refuse(req.Client, req.Name, refused(packages.RuleApproval, fmt.Sprintf(
+				"the user did not approve %s; nothing was built", strings.Join(needs, ", "))), map[string]any{"packages": needs})
 		case req.CanAsk:
 			return Result{}, &ApprovalNeeded{Packages: needs, Why: why}
 		default:
@@ -400,15 +395,15 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	if im, ok, err := s.o.Images.Image(ctx, Ref(req.Name)); err != nil {
 		return Result{}, err
 	} else if e, ours := fromImage(s.o.Instance, im); ok && (!ours || e.client != req.Client) {
-		return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
-			"the name %s is taken (by another user, or by an image this server did not build); choose another name", Ref(req.Name))}, nil)
+		return Result{}, s.refuse(req.Client, req.Name, refused(RuleOwner, fmt.Sprintf(
+			"the name %s is taken (by another user, or by an image this server did not build); choose another name", Ref(req.Name))), nil)
 	}
 
 	release, err := s.limiter.Acquire(req.Client)
 	if err != nil {
 		var le *packages.LimitError
 		if errors.As(err, &le) {
-			return Result{}, s.refuse(req.Client, req.Name, &Refusal{Rule: le.Rule, Detail: le.Detail}, nil)
+			return Result{}, s.refuse(req.Client, req.Name, refused(le.Refusal.Rule, le.Refusal.AuditText()), nil)
 		}
 		return Result{}, err
 	}
@@ -423,7 +418,7 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	e := audit.Entry{Event: audit.BuildComplete, Severity: audit.Info, UserID: req.Client, Success: err == nil, Details: d}
 	if err != nil {
 		e.Severity, e.Error = audit.Warning, err.Error()
-		var r *Refusal
+		var r *refusal.Error
 		if errors.As(err, &r) {
 			d["rule"] = r.Rule
 		}
@@ -449,29 +444,29 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 		// The plugin's stream may report the cut before this context's
 		// timer has fired: the clock decides, not the order of errors.
 		case errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline):
-			return out, &Refusal{Rule: RuleTimeout, Detail: fmt.Sprintf("the build took longer than environment_builder.max_build_time (%d s) and was stopped; request fewer packages or an operator raises the limit", cfg.MaxBuildTime)}
+			return out, refused(RuleTimeout, fmt.Sprintf("the build took longer than environment_builder.max_build_time (%d s) and was stopped; request fewer packages or an operator raises the limit", cfg.MaxBuildTime))
 		case ctx.Err() != nil:
-			return out, &Refusal{Rule: RuleCancelled, Detail: "the build was cancelled; nothing was kept"}
+			return out, refused(RuleCancelled, "the build was cancelled; nothing was kept")
 		}
 		return out, err
 	}
 
 	b, err := s.o.Builders.Builder(ctx, cfg.Builder)
 	if err != nil {
-		return out, &Refusal{Rule: RuleBuilder, Detail: fmt.Sprintf("the builder plugin %q (environment_builder.builder) is not available: %v; an operator installs mcp-forge-plugin-%s or chooses another builder", cfg.Builder, err, cfg.Builder)}
+		return out, refused(RuleBuilder, fmt.Sprintf("the builder plugin %q (environment_builder.builder) is not available: %v; an operator installs mcp-forge-plugin-%s or chooses another builder", cfg.Builder, err, cfg.Builder))
 	}
 	bi, ok, err := s.o.Images.Image(ctx, req.BaseImage)
 	if err != nil {
 		return fail(fmt.Errorf("inspect base image %s: %w", req.BaseImage, err))
 	}
 	if !ok {
-		return out, &Refusal{Rule: RuleBaseImage, Detail: fmt.Sprintf("base image %q does not exist on this host (build the sandbox images with `make images`)", req.BaseImage)}
+		return out, refused(RuleBaseImage, fmt.Sprintf("base image %q does not exist on this host (build the sandbox images with `make images`)", req.BaseImage))
 	}
 	base := baseImage{ref: req.BaseImage, id: bi.ID}
 	pr := builder.PlanRequest{Language: req.Language, BaseImage: req.BaseImage, Packages: pkgs, BaseImageID: bi.ID, BaseLabels: bi.Labels,
 		Index: builder.Index{URL: cfg.IndexURL, ExtraURLs: cfg.ExtraIndexURLs, Offline: cfg.Offline}}
 	if err := pr.Validate(); err != nil {
-		return out, &Refusal{Rule: packages.RuleSpec, Detail: err.Error()}
+		return out, refused(packages.RuleSpec, err.Error())
 	}
 	progress := func(p builder.Progress) {
 		if req.Progress != nil {
@@ -480,14 +475,14 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	}
 	plan, err := b.Plan(ctx, pr)
 	if err != nil {
-		return fail(&Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder could not plan the environment: %v", cfg.Builder, err)})
+		return fail(refused(RuleBuild, fmt.Sprintf("the %s builder could not plan the environment: %v", cfg.Builder, err)))
 	}
 	out.Warnings = append(out.Warnings, plan.Warnings...)
 	if err := extrasPlanned(pkgs, plan.Packages); err != nil {
-		return out, &Refusal{Rule: packages.RuleSpec, Detail: fmt.Sprintf("the %s builder %v; nothing was built (request the extra's packages by name instead, or an operator configures a builder that supports extras)", cfg.Builder, err)}
+		return out, refused(packages.RuleSpec, fmt.Sprintf("the %s builder %v; nothing was built (request the extra's packages by name instead, or an operator configures a builder that supports extras)", cfg.Builder, err))
 	}
 	if plan.CacheKey == "" {
-		return out, &Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder gave no cache key; the builder plugin is faulty", cfg.Builder)}
+		return out, refused(RuleBuild, fmt.Sprintf("the %s builder gave no cache key; the builder plugin is faulty", cfg.Builder))
 	}
 
 	// Cache hit: this name already holds an image of the same key, base and builder.
@@ -511,7 +506,7 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	// gigabytes) and removes what it wrote.
 	budget := s.maxSize - bi.Size
 	if budget <= 0 {
-		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf("the base image %s alone takes %d bytes, environment_builder.max_image_size (%s) leaves nothing for packages; an operator raises the limit", req.BaseImage, bi.Size, cfg.MaxImageSize)}
+		return out, refused(RuleImageSize, fmt.Sprintf("the base image %s alone takes %d bytes, environment_builder.max_image_size (%s) leaves nothing for packages; an operator raises the limit", req.BaseImage, bi.Size, cfg.MaxImageSize))
 	}
 	br, err := b.Build(ctx, builder.BuildRequest{Spec: pr, CacheKey: plan.CacheKey, BuildID: buildID,
 		MaxBytes: budget, Prune: s.prune}, func(p builder.Progress) {
@@ -521,11 +516,11 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 	var he *host.Error
 	switch {
 	case err != nil && errors.As(err, &he) && he.Kind == host.KindTooLarge && ctx.Err() == nil:
-		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf(
+		return out, refused(RuleImageSize, fmt.Sprintf(
 			"the packages take more than environment_builder.max_image_size (%s, %d bytes beside the base image) and the build was stopped there; nothing of it was kept: %v; request fewer or smaller packages, or an operator raises the limit",
-			cfg.MaxImageSize, budget, err)}
+			cfg.MaxImageSize, budget, err))
 	case err != nil:
-		return fail(&Refusal{Rule: RuleBuild, Detail: fmt.Sprintf("the %s builder failed: %v", cfg.Builder, err)})
+		return fail(refused(RuleBuild, fmt.Sprintf("the %s builder failed: %v", cfg.Builder, err)))
 	}
 	out.Warnings = append(out.Warnings, br.Warnings...)
 	names := make([]string, len(br.Lock))
@@ -564,9 +559,9 @@ func (s *Service) build(ctx context.Context, req Request, pkgs []builder.Package
 		return fail(fmt.Errorf("inspect the built image: %v", err))
 	}
 	if im.Size > s.maxSize {
-		return out, &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf(
+		return out, refused(RuleImageSize, fmt.Sprintf(
 			"the image would be %d bytes (base image included), more than environment_builder.max_image_size (%s); it was removed; request fewer or smaller packages, or an operator raises the limit",
-			im.Size, cfg.MaxImageSize)}
+			im.Size, cfg.MaxImageSize))
 	}
 	out.SizeBytes = im.Size
 	if out.Scan, err = s.scan(ctx, id); err != nil {
@@ -615,13 +610,13 @@ func (s *Service) scan(ctx context.Context, id string) (string, error) {
 	}
 	if _, ok := s.o.Scanner.Available(); !ok {
 		if mode == "required" {
-			return "", &Refusal{Rule: RuleScan, Detail: "environment_builder.security_scan is \"required\" but trivy is not on PATH; an operator installs trivy or sets it to \"auto\""}
+			return "", refused(RuleScan, "environment_builder.security_scan is \"required\" but trivy is not on PATH; an operator installs trivy or sets it to \"auto\"")
 		}
 		return "not scanned: trivy is not on PATH", nil
 	}
 	fs, err := s.o.Scanner.Scan(ctx, id)
 	if err != nil {
-		return "", &Refusal{Rule: RuleScan, Detail: fmt.Sprintf("the security scan failed, so the image was removed: %v", err)}
+		return "", refused(RuleScan, fmt.Sprintf("the security scan failed, so the image was removed: %v", err))
 	}
 	if bad := Failing(fs, s.o.Config.ScanFailOn); len(bad) > 0 {
 		var parts []string
@@ -632,8 +627,8 @@ func (s *Service) scan(ctx context.Context, id string) (string, error) {
 			}
 			parts = append(parts, fmt.Sprintf("%s %s in %s %s", f.Severity, f.ID, f.Package, f.Installed))
 		}
-		return "", &Refusal{Rule: RuleScan, Detail: fmt.Sprintf("trivy found %s (environment_builder.scan_fail_on = %s); the image was removed; pin versions without these findings",
-			strings.Join(parts, "; "), strings.Join(s.o.Config.ScanFailOn, ","))}
+		return "", refused(RuleScan, fmt.Sprintf("trivy found %s (environment_builder.scan_fail_on = %s); the image was removed; pin versions without these findings",
+			strings.Join(parts, "; "), strings.Join(s.o.Config.ScanFailOn, ",")))
 	}
 	return fmt.Sprintf("scanned by trivy: %d findings, none of %s", len(fs), strings.Join(s.o.Config.ScanFailOn, ",")), nil
 }
@@ -720,7 +715,7 @@ func (s *Service) List(ctx context.Context, client string) ([]Environment, error
 // Delete removes an environment client built.
 func (s *Service) Delete(ctx context.Context, client, name string) error {
 	if err := CheckName(name); err != nil {
-		return s.refuse(client, name, err.(*Refusal), nil)
+		return s.refuse(client, name, err.(*refusal.Error), nil)
 	}
 	unlock := s.lockName(name)
 	defer unlock()
@@ -730,8 +725,8 @@ func (s *Service) Delete(ctx context.Context, client, name string) error {
 	}
 	if !ok || e.client != client {
 		// Someone else's and not ours look the same: a name tells nothing of another user.
-		return s.refuse(client, name, &Refusal{Rule: RuleNotFound, Detail: fmt.Sprintf(
-			"no environment %q built by this server for you; list_environments shows yours", name)}, nil)
+		return s.refuse(client, name, refused(RuleNotFound, fmt.Sprintf(
+			"no environment %q built by this server for you; list_environments shows yours", name)), nil)
 	}
 	if err := s.waitUnused(ctx, client, name, e); err != nil {
 		return err
@@ -783,8 +778,8 @@ func (s *Service) waitUnused(ctx context.Context, client, name string, e Environ
 		}
 		switch {
 		case sessions > 0:
-			return s.refuse(client, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
-				"environment %q is in use by %d session(s) started with custom_image %s: destroy them (destroy_session), then delete it", name, sessions, e.Image)}, nil)
+			return s.refuse(client, name, refused(RuleInUse, fmt.Sprintf(
+				"environment %q is in use by %d session(s) started with custom_image %s: destroy them (destroy_session), then delete it", name, sessions, e.Image)), nil)
 		case runs == 0 && err == nil:
 			return nil
 		}
@@ -793,8 +788,8 @@ func (s *Service) waitUnused(ctx context.Context, client, name string, e Environ
 			if parent := context.Cause(ctx); errors.Is(parent, context.Canceled) {
 				return parent
 			}
-			return s.refuse(client, name, &Refusal{Rule: RuleInUse, Detail: fmt.Sprintf(
-				"environment %q is in use by %d run(s) still going after %s: delete it again once they have ended", name, runs, deleteWait)}, nil)
+			return s.refuse(client, name, refused(RuleInUse, fmt.Sprintf(
+				"environment %q is in use by %d run(s) still going after %s: delete it again once they have ended", name, runs, deleteWait)), nil)
 		case <-time.After(pause):
 		}
 	}
@@ -833,13 +828,13 @@ func (s *Service) checkOwner(ctx context.Context, client, image, field string) e
 		// Built by another MCP-Forge on this host (or this one on another
 		// base path): its client is a tenant this server cannot vouch for,
 		// so nobody here may run in it or build on it.
-		return s.refuse(client, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
-			"%s %q is an environment another MCP-Forge server built; build your own with build_environment", field, image)},
+		return s.refuse(client, name, refused(RuleOwner, fmt.Sprintf(
+			"%s %q is an environment another MCP-Forge server built; build your own with build_environment", field, image)),
 			map[string]any{"field": field, "image": image, "instance": im.Labels[LabelInstance]})
 	}
 	if im.Labels[LabelClient] != client {
-		return s.refuse(client, name, &Refusal{Rule: RuleOwner, Detail: fmt.Sprintf(
-			"%s %q is an environment of another user; build your own with build_environment", field, image)},
+		return s.refuse(client, name, refused(RuleOwner, fmt.Sprintf(
+			"%s %q is an environment of another user; build your own with build_environment", field, image)),
 			map[string]any{"field": field, "image": image})
 	}
 	if e, ok := fromImage(s.o.Instance, im); ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/packages"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/sdk/builder"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -288,7 +289,7 @@ func newRig(t *testing.T, mod func(*config.EnvironmentBuilder)) *rig {
 
 func refusedBy(t *testing.T, err error) string {
 	t.Helper()
-	var r *Refusal
+	var r *refusal.Error
 	if !errors.As(err, &r) {
 		t.Fatalf("want a refusal, got %v", err)
 	}
@@ -398,9 +399,9 @@ func TestRefusedBeforeTheBuilder(t *testing.T) {
 					t.Errorf("error lacks %q: %v", w, err)
 				}
 			}
-			// The tool result prefixes "refused (<rule>): " once.
-			if strings.Contains(err.Error(), "refused (") {
-				t.Errorf("the detail repeats the rule: %v", err)
+			// The message says "refused (<rule>): " once.
+			if n := strings.Count(err.Error(), "refused ("); n != 1 || !strings.HasPrefix(err.Error(), "refused ("+tc.rule+"): ") {
+				t.Errorf("the message names the rule %d times, want once at its start: %v", n, err)
 			}
 			if r.b.plans+r.b.builds != 0 {
 				t.Fatalf("the builder was called (%d plans, %d builds)", r.b.plans, r.b.builds)
@@ -563,7 +564,7 @@ func TestCheckLayer(t *testing.T) {
 	if n, err := checkLayer(d, 1000); err != nil || n != 100 {
 		t.Fatal(n, err)
 	}
-	if _, err := checkLayer(d, 50); err == nil || err.(*Refusal).Rule != RuleImageSize {
+	if _, err := checkLayer(d, 50); err == nil || err.(*refusal.Error).Rule != RuleImageSize {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(d, "suid"), nil, 0o755)

@@ -47,8 +47,8 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
 // CheckName refuses a name that is not an environment name.
 func CheckName(name string) error {
 	if !nameRe.MatchString(name) {
-		return &Refusal{Rule: RuleName, Detail: fmt.Sprintf(
-			"environment name %q is not allowed: use 1-63 letters, digits and hyphens, starting with a letter or digit (e.g. \"stats-2024\")", name)}
+		return refused(RuleName, fmt.Sprintf(
+			"environment name %q is not allowed: use 1-63 letters, digits and hyphens, starting with a letter or digit (e.g. \"stats-2024\")", name))
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
 // Rules of a refused layer.
@@ -29,19 +31,19 @@ func WorkDir(stateDir, plugin string) string {
 // point the image build at any directory of the host.
 func resolveLayer(workDir, dir string) (string, error) {
 	if dir == "" || filepath.IsAbs(dir) || !filepath.IsLocal(dir) {
-		return "", &Refusal{Rule: RuleLayer, Detail: fmt.Sprintf(
-			"the builder's result directory %q is not a relative path beneath its work directory; the builder plugin is faulty", dir)}
+		return "", refused(RuleLayer, fmt.Sprintf(
+			"the builder's result directory %q is not a relative path beneath its work directory; the builder plugin is faulty", dir))
 	}
 	cur := workDir
 	for _, part := range strings.Split(filepath.Clean(dir), string(filepath.Separator)) {
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
 		if err != nil {
-			return "", &Refusal{Rule: RuleLayer, Detail: fmt.Sprintf("the builder's result directory %q: %v", dir, err)}
+			return "", refused(RuleLayer, fmt.Sprintf("the builder's result directory %q: %v", dir, err))
 		}
 		if !fi.IsDir() {
-			return "", &Refusal{Rule: RuleLayer, Detail: fmt.Sprintf(
-				"the builder's result directory %q passes through %q, which is not a directory (a link is not followed)", dir, cur)}
+			return "", refused(RuleLayer, fmt.Sprintf(
+				"the builder's result directory %q passes through %q, which is not a directory (a link is not followed)", dir, cur))
 		}
 	}
 	return cur, nil
@@ -67,20 +69,20 @@ func checkLayer(root string, max int64) (int64, error) {
 		case m.IsRegular():
 			total += fi.Size()
 		default:
-			return &Refusal{Rule: RuleLayer, Detail: fmt.Sprintf("the layer holds %q, a %s; only files, directories and links can go into an image", rel, m.Type())}
+			return refused(RuleLayer, fmt.Sprintf("the layer holds %q, a %s; only files, directories and links can go into an image", rel, m.Type()))
 		}
 		if m&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
-			return &Refusal{Rule: RuleLayer, Detail: fmt.Sprintf("the layer holds %q with a set-user or set-group id bit; refused", rel)}
+			return refused(RuleLayer, fmt.Sprintf("the layer holds %q with a set-user or set-group id bit; refused", rel))
 		}
 		if total > max {
-			return &Refusal{Rule: RuleImageSize, Detail: fmt.Sprintf(
-				"the packages take more than environment_builder.max_image_size (%d bytes) before layering; request fewer or smaller packages, or an operator raises the limit", max)}
+			return refused(RuleImageSize, fmt.Sprintf(
+				"the packages take more than environment_builder.max_image_size (%d bytes) before layering; request fewer or smaller packages, or an operator raises the limit", max))
 		}
 		return nil
 	})
-	var r *Refusal
+	var r *refusal.Error
 	if err != nil && !errors.As(err, &r) {
-		err = &Refusal{Rule: RuleLayer, Detail: fmt.Sprintf("reading the layer: %v", err)}
+		err = refused(RuleLayer, fmt.Sprintf("reading the layer: %v", err))
 	}
 	return total, err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
 // Rule names and fields of the build limits.
@@ -23,13 +24,15 @@ const (
 
 // LimitError is a build refused by a rate or concurrency limit.
 type LimitError struct {
-	Refusal
+	Refusal *refusal.Error
 	// RetryAfter is when the same user could start a build again; zero when
 	// it depends on other builds finishing.
 	RetryAfter time.Duration
 }
 
-func (e *LimitError) Unwrap() error { return &e.Refusal }
+func (e *LimitError) Error() string { return e.Refusal.Error() }
+
+func (e *LimitError) Unwrap() error { return e.Refusal }
 
 // Limiter enforces, per user, at most max_builds_per_hour build starts in
 // any trailing hour and max_builds_per_day in any trailing 24 hours, and at
@@ -76,7 +79,7 @@ func NewLimiter(cfg config.EnvironmentBuilder, now func() time.Time) (*Limiter, 
 // against nothing.
 func (l *Limiter) Acquire(user string) (release func(), err error) {
 	if user == "" {
-		return nil, &LimitError{Refusal: Refusal{Rule: RuleUser, Detail: "the build has no user identity, so its rate limit cannot be enforced"}}
+		return nil, &LimitError{Refusal: refused(RuleUser, "", "", "the build has no user identity, so its rate limit cannot be enforced")}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,9 +87,9 @@ func (l *Limiter) Acquire(user string) (release func(), err error) {
 	l.prune(now)
 
 	if l.running >= l.maxConcurrent {
-		return nil, &LimitError{Refusal: Refusal{Rule: RuleConcurrent, Detail: fmt.Sprintf(
+		return nil, &LimitError{Refusal: refused(RuleConcurrent, "", "", fmt.Sprintf(
 			"%d builds are already running, the limit set by %s (%d); try again when one finishes",
-			l.running, FieldConcurrent, l.maxConcurrent)}}
+			l.running, FieldConcurrent, l.maxConcurrent))}
 	}
 	log := l.starts[user]
 	if retry, n := window(log, now, windowHour, l.perHour); retry > 0 {
@@ -115,9 +118,9 @@ func (l *Limiter) Running() int {
 }
 
 func (l *Limiter) rateError(rule, field, user string, n int, span string, limit int, retry time.Duration) error {
-	return &LimitError{RetryAfter: retry, Refusal: Refusal{Rule: rule, Detail: fmt.Sprintf(
+	return &LimitError{RetryAfter: retry, Refusal: refused(rule, "", "", fmt.Sprintf(
 		"user %q started %d builds in the last %s, the limit set by %s (%d); the next build can start in %s",
-		user, n, span, field, limit, retry.Round(time.Second))}}
+		user, n, span, field, limit, retry.Round(time.Second)))}
 }
 
 // window counts the starts within the trailing span; when there are limit

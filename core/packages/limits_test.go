@@ -42,8 +42,8 @@ func wantLimit(t *testing.T, err error, rule, field string, retry time.Duration)
 	if !errors.As(err, &le) {
 		t.Fatalf("want a %s refusal, got %v", rule, err)
 	}
-	if le.Rule != rule || le.RetryAfter != retry || !strings.Contains(err.Error(), field) {
-		t.Fatalf("got %s retry %s (%v); want %s retry %s naming %s", le.Rule, le.RetryAfter, err, rule, retry, field)
+	if le.Refusal.Rule != rule || le.RetryAfter != retry || !strings.Contains(err.Error(), field) {
+		t.Fatalf("got %s retry %s (%v); want %s retry %s naming %s", le.Refusal.Rule, le.RetryAfter, err, rule, retry, field)
 	}
 	if rs := Refusals(err); len(rs) != 1 || rs[0].Rule != rule {
 		t.Fatalf("Refusals = %+v", rs)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
 // Rule names, for errors and the audit log.
@@ -32,24 +33,30 @@ const (
 	FieldMaxPackages   = "environment_builder.max_packages_per_build"
 )
 
-// Refusal is a refused package or build request; Rule names the rule.
-type Refusal struct {
-	Rule    string
-	Package string // the spec as requested, if the refusal is about one
-	Pattern string // the matching pattern and where it is written, if any
-	Detail  string
-}
-
-func (r *Refusal) Error() string {
-	return fmt.Sprintf("package policy refused (%s): %s", r.Rule, r.Detail)
+// refused is a refused package or build request: its message says the
+// package policy refused it by rule, its audit text is detail alone, and
+// its audit details name the package (the spec as requested) and the
+// pattern that decided (and where it is written), when there are any.
+func refused(rule, pkg, pattern, detail string) *refusal.Error {
+	r := &refusal.Error{Rule: rule, Msg: fmt.Sprintf("package policy refused (%s): %s", rule, detail), Audit: detail}
+	if pkg != "" || pattern != "" {
+		r.Details = map[string]any{}
+		if pkg != "" {
+			r.Details["package"] = pkg
+		}
+		if pattern != "" {
+			r.Details["pattern"] = pattern
+		}
+	}
+	return r
 }
 
 // Refusals lists the refusals inside an error Check or Acquire returned.
-func Refusals(err error) []*Refusal {
-	var out []*Refusal
+func Refusals(err error) []*refusal.Error {
+	var out []*refusal.Error
 	var walk func(error)
 	walk = func(e error) {
-		var r *Refusal
+		var r *refusal.Error
 		if multi, ok := e.(interface{ Unwrap() []error }); ok {
 			for _, x := range multi.Unwrap() {
 				walk(x)
@@ -92,11 +99,11 @@ func (d Decision) Err() error {
 	if d.Verdict == Allowed {
 		return nil
 	}
-	r := &Refusal{Rule: d.Rule, Package: d.Input, Detail: d.Detail}
+	var pattern string
 	if d.Pattern != nil {
-		r.Pattern = d.Pattern.String()
+		pattern = d.Pattern.String()
 	}
-	return r
+	return refused(d.Rule, d.Input, pattern, d.Detail)
 }
 
 // Result holds one decision per requested package, in request order.
@@ -199,15 +206,15 @@ func (p *Policy) MaxPackages() int { return p.maxPackages }
 // and Result.Err says why any is not allowed.
 func (p *Policy) Check(specs []string, lang Language) (Result, error) {
 	if lang != Python && lang != R {
-		return Result{}, &Refusal{Rule: RuleSpec, Detail: fmt.Sprintf("unknown language %q; use \"python\" or \"r\"", lang)}
+		return Result{}, refused(RuleSpec, "", "", fmt.Sprintf("unknown language %q; use \"python\" or \"r\"", lang))
 	}
 	if len(specs) == 0 {
-		return Result{}, &Refusal{Rule: RuleSpec, Detail: "no packages requested; name at least one"}
+		return Result{}, refused(RuleSpec, "", "", "no packages requested; name at least one")
 	}
 	if len(specs) > p.maxPackages {
-		return Result{}, &Refusal{Rule: RuleMaxPackages, Detail: fmt.Sprintf(
+		return Result{}, refused(RuleMaxPackages, "", "", fmt.Sprintf(
 			"%d packages requested, more than %s (%d); request fewer, or an operator raises the limit",
-			len(specs), FieldMaxPackages, p.maxPackages)}
+			len(specs), FieldMaxPackages, p.maxPackages))
 	}
 	var (
 		errs   []error
@@ -217,13 +224,13 @@ func (p *Policy) Check(specs []string, lang Language) (Result, error) {
 	for i, in := range specs {
 		s, err := ParseSpec(lang, in)
 		if err != nil {
-			errs = append(errs, &Refusal{Rule: RuleSpec, Package: in, Detail: err.Error()})
+			errs = append(errs, refused(RuleSpec, in, "", err.Error()))
 			continue
 		}
 		if first, dup := seen[s.Key]; dup {
-			errs = append(errs, &Refusal{Rule: RuleDuplicate, Package: in, Detail: fmt.Sprintf(
+			errs = append(errs, refused(RuleDuplicate, in, "", fmt.Sprintf(
 				"package %q is requested twice (%q and %q); name it once, joining constraints with a comma (numpy>=1.24,<2)",
-				s.Key, first, in)})
+				s.Key, first, in)))
 			continue
 		}
 		seen[s.Key] = in
@@ -289,9 +296,9 @@ func (p *Policy) CheckLocked(names []string, lang Language) error {
 	for _, n := range names {
 		key := NormalizeName(n)
 		if pat, ok := p.block.Match(lang, key); ok {
-			errs = append(errs, &Refusal{Rule: RuleBlocklist, Package: n, Pattern: pat.String(), Detail: fmt.Sprintf(
+			errs = append(errs, refused(RuleBlocklist, n, pat.String(), fmt.Sprintf(
 				"the resolved %s environment contains %q, blocked by the pattern %s; remove the package that depends on it (operators: the list is set by %s)",
-				lang, n, pat, FieldBlocklistPath)})
+				lang, n, pat, FieldBlocklistPath)))
 		}
 	}
 	return errors.Join(errs...)

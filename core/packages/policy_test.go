@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
 func builderConfig(mod func(*config.EnvironmentBuilder)) config.EnvironmentBuilder {
@@ -213,10 +214,10 @@ func TestCheckDecisions(t *testing.T) {
 			}
 			if d.Verdict != Allowed {
 				rs := Refusals(res.Err())
-				if len(rs) != 1 || rs[0].Rule != tc.rule || rs[0].Package != tc.spec {
+				if len(rs) != 1 || rs[0].Rule != tc.rule || rs[0].Details["package"] != tc.spec {
 					t.Errorf("Refusals = %+v", rs)
 				}
-				if d.Pattern != nil && rs[0].Pattern == "" {
+				if d.Pattern != nil && rs[0].Details["pattern"] == nil {
 					t.Errorf("refusal does not name the pattern %s", d.Pattern)
 				}
 			}
@@ -304,9 +305,9 @@ func TestCheckRequestRefusals(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, s)
 				}
 			}
-			var ref *Refusal
+			var ref *refusal.Error
 			if !errors.As(err, &ref) {
-				t.Error("errors.As finds no *Refusal")
+				t.Error("errors.As finds no *refusal.Error")
 			}
 		})
 	}
@@ -319,7 +320,7 @@ func TestCheckLocked(t *testing.T) {
 	}
 	err := p.CheckLocked([]string{"numpy", "Colourama", "torchtriton"}, Python)
 	rs := Refusals(err)
-	if len(rs) != 2 || rs[0].Package != "Colourama" || rs[1].Package != "torchtriton" || rs[0].Rule != RuleBlocklist {
+	if len(rs) != 2 || rs[0].Details["package"] != "Colourama" || rs[1].Details["package"] != "torchtriton" || rs[0].Rule != RuleBlocklist {
 		t.Fatalf("refusals %+v (%v)", rs, err)
 	}
 	if !strings.Contains(err.Error(), "built-in blocklist line") {

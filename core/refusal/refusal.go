@@ -13,9 +13,21 @@ type Error struct {
 	Rule string
 	Msg  string
 	Err  error // a sentinel callers test with errors.Is (engine.ErrNoSession), or nil
-	// Audit replaces Msg in the audit log when Msg names something that may
-	// be a secret (an environment variable's name).
+	// Audit replaces Msg in the audit log: when Msg names something that
+	// may be a secret (an environment variable's name), or says more than
+	// the audit line's rule and details do.
 	Audit string
+	// Details are what the audit line adds to the rule: the package
+	// refused and the pattern that refused it, say.
+	Details map[string]any
+}
+
+// AuditText is what the audit log says of the refusal.
+func (e *Error) AuditText() string {
+	if e.Audit != "" {
+		return e.Audit
+	}
+	return e.Msg
 }
 
 func (e *Error) Error() string { return e.Msg }

@@ -3,11 +3,9 @@ package toolsets
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
@@ -37,15 +35,12 @@ func (u Unavailable) Error() string { return string(u) }
 func Failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 	var re *refusal.Error
 	var qe *tenant.QuotaError
-	var er *environments.Refusal
 	var un Unavailable
 	switch {
 	case errors.As(err, &un):
 		return Fail("ServerError", err.Error())
 	case errors.As(err, &qe): // a tenant's quota, asked by the engine (max_sessions)
 		return Fail("QuotaExceeded", err.Error())
-	case errors.As(err, &er):
-		return Fail("RequestError", fmt.Sprintf("refused (%s): %s", er.Rule, er.Detail))
 	case errors.As(err, &re):
 		return Fail("RequestError", err.Error())
 	}
