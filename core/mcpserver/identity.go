@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -29,11 +30,50 @@ func (s *Server) SetIdentity(fn func(mcp.Request) (string, error)) {
 			if _, loaded := s.conns.Swap(ss, id); !loaded {
 				// Forget the session when it ends (after each request in
 				// stateless mode), so the map does not grow with traffic.
-				go func() { _ = ss.Wait(); s.conns.Delete(ss) }()
+				go func() { _ = ss.Wait(); s.forget(ss) }()
 			}
 			return next(ctx, method, req)
 		}
 	})
+}
+
+// forget drops an ended session's identity, or leaves that to the last
+// call still running apart from it (keep).
+func (s *Server) forget(ss *mcp.ServerSession) {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	if s.pins[ss] > 0 {
+		s.ended[ss] = true
+		return
+	}
+	s.conns.Delete(ss)
+}
+
+// keep holds ss's identity until release: a call run apart from its
+// request (an MCP task) answers as its caller after the request, and in
+// stateless HTTP its go-sdk session, ended.
+func (s *Server) keep(ss *mcp.ServerSession) (release func()) {
+	if ss == nil {
+		return func() {}
+	}
+	s.pinMu.Lock()
+	s.pins[ss]++
+	s.pinMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.pinMu.Lock()
+			defer s.pinMu.Unlock()
+			if s.pins[ss]--; s.pins[ss] > 0 {
+				return
+			}
+			delete(s.pins, ss)
+			if s.ended[ss] {
+				delete(s.ended, ss)
+				s.conns.Delete(ss)
+			}
+		})
+	}
 }
 
 // StdioClient owns every session of a stdio server. One stdio server serves

@@ -44,6 +44,11 @@ type Server struct {
 
 	conns sync.Map // *mcp.ServerSession → connection id
 	next  atomic.Int64
+	// pins keep a session's identity past its end for the calls still
+	// running apart from it (MCP tasks, keep); ended are such sessions.
+	pinMu sync.Mutex
+	pins  map[*mcp.ServerSession]int
+	ended map[*mcp.ServerSession]bool
 
 	// Custom environments: the service, or why there is none.
 	builds     *envtools.Builds
@@ -58,17 +63,22 @@ type Server struct {
 // and (when enabled) environment tools, and the resources. log hears of
 // answers that had to be cut to server.max_message.
 func New(eng Engine, cfg config.Config, log hclog.Logger) *Server {
-	s := &Server{eng: eng, cfg: cfg, builds: &envtools.Builds{}}
+	s := &Server{eng: eng, cfg: cfg, builds: &envtools.Builds{}, pins: map[*mcp.ServerSession]int{}, ended: map[*mcp.ServerSession]bool{}}
 	langs := eng.Languages()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-forge", Title: "MCP-Forge", Version: version.Version},
 		&mcp.ServerOptions{Instructions: instructions(langs, cfg),
 			SubscribeHandler:   s.subscribe,
 			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil }})
-	// Innermost: a call made a task runs apart from its request, after
-	// every check of the request.
-	s.tasks = tasks.New(eng, cfg)
-	s.mcp.AddReceivingMiddleware(s.tasks.Middleware)
 	s.mcp.AddReceivingMiddleware(checkURIs, s.auditRejectedArguments)
+	// Outside the argument audit, which a call made a task then passes
+	// through apart from its request, and inside the identity (SetIdentity,
+	// added after): the call keeps its caller's identity while it runs.
+	s.tasks = tasks.New(eng, cfg)
+	s.tasks.Keep = func(req mcp.Request) func() {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		return s.keep(ss)
+	}
+	s.mcp.AddReceivingMiddleware(s.tasks.Middleware)
 	// Added last, so outermost: it measures the answer every other
 	// middleware returns.
 	guard := answer.Guard{Limit: int(cfg.Server.MaxMessage), Log: log}

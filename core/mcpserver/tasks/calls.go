@@ -36,8 +36,9 @@ const (
 	// forgotten oldest first.
 	maxCalls = 100
 	// unclaimedTTL forgets a task whose call never reached Middleware
-	// (go-sdk refused it before dispatch: the client got that error).
-	unclaimedTTL = time.Minute
+	// (go-sdk refused it before dispatch: the client got that error); a
+	// call reaches it within microseconds.
+	unclaimedTTL = 10 * time.Second
 )
 
 type callTask struct {
@@ -45,6 +46,7 @@ type callTask struct {
 	created, updated time.Time
 	status           string
 	claimed          bool
+	finished         bool // its tool returned: a cancelled task runs on until then
 	cancel           context.CancelFunc
 	result           json.RawMessage // the tool's answer
 	failure          string          // or why there is none
@@ -62,8 +64,8 @@ func (s *Service) startCall(owner, tool string) (string, error) {
 		if c.owner != owner {
 			continue
 		}
-		if c.status == Working {
-			running++
+		if !c.finished {
+			running++ // a cancelled task holds its place until its tool returns
 		} else {
 			done = append(done, id)
 		}
@@ -72,7 +74,7 @@ func (s *Service) startCall(owner, tool string) (string, error) {
 		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("%d of your tasks are running already (at most %d): wait for one to end, or cancel one (tasks/cancel)", running, maxRunningCalls)}
 	}
-	if running+len(done) >= maxCalls {
+	if running+len(done) >= maxCalls && len(done) > 0 {
 		slices.SortFunc(done, func(a, b string) int { return s.calls[a].updated.Compare(s.calls[b].updated) })
 		delete(s.calls, done[0])
 	}
@@ -104,7 +106,12 @@ func (s *Service) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			cancel()
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("_meta[%q] names no task this server started for this call", CallMeta)}
 		}
+		release := func() {}
+		if s.Keep != nil {
+			release = s.Keep(req)
+		}
 		go func() {
+			defer release()
 			defer cancel()
 			res, err := next(run, method, req)
 			s.finishCall(id, res, err)
@@ -143,8 +150,14 @@ func (s *Service) finishCall(id string, res mcp.Result, err error) {
 		c.status = Completed
 		if c.failure != "" {
 			c.status = Failed
+		} else if inputRequired(res) {
+			// A question for the user (package approval, protocol
+			// 2026-07-28): a task cannot carry the answer back into the
+			// call, so the task failed; its result holds the question.
+			c.status, c.failure = Failed, "it needs the user's answer (package approval): call "+c.tool+" without a task to be asked"
 		}
 	}
+	c.finished = true
 	c.updated = time.Now()
 	close(c.done)
 	owner, t := c.owner, s.callView(id, c)
@@ -223,10 +236,17 @@ func (s *Service) callResult(ctx context.Context, owner, id string) (json.RawMes
 func (s *Service) expireCalls() {
 	ttl := time.Duration(s.cfg.Jobs.ResultTTL) * time.Second
 	for id, c := range s.calls {
-		if (c.status != Working && time.Since(c.updated) > ttl) || (!c.claimed && c.status == Working && time.Since(c.created) > unclaimedTTL) {
+		if (c.finished && time.Since(c.updated) > ttl) || (!c.claimed && time.Since(c.created) > unclaimedTTL) {
 			delete(s.calls, id)
 		}
 	}
+}
+
+// inputRequired reports whether a tool's answer asks the client for input
+// (a multi round-trip result) instead of answering.
+func inputRequired(res mcp.Result) bool {
+	r, ok := res.(*mcp.CallToolResult)
+	return ok && r.NeedsInput()
 }
 
 // asksTask reports whether a tools/call's params ask for a task.

@@ -237,3 +237,80 @@ func TestCallTasksOverHTTP(t *testing.T) {
 		t.Fatalf("tasks/result: %s", b)
 	}
 }
+
+// A cancelled task holds its place among the owner's running ones until
+// its tool returns: cancelling does not make room for more goroutines than
+// maxRunningCalls while the tools go on.
+func TestCallTasksBoundHoldsThroughCancel(t *testing.T) {
+	s, _ := newService()
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddReceivingMiddleware(s.Middleware)
+	mcp.AddTool(srv, &mcp.Tool{Name: "build_environment"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+		<-release // a tool that does not heed its context
+		return nil, map[string]any{}, nil
+	})
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), s.Transport(st, "alice"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	conn, err := ct.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &rawClient{t: t, conn: conn}
+	c.call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	c.send(nil, "notifications/initialized", `{}`)
+	n := 2
+	for i := 0; i < maxRunningCalls; i++ {
+		created := c.call(n, "tools/call", `{"name":"build_environment","arguments":{},"task":{}}`)
+		id, _ := created["task"].(map[string]any)["taskId"].(string)
+		c.call(n+1, MethodCancel, `{"taskId":"`+id+`"}`)
+		n += 2
+	}
+	c.send(n, "tools/call", `{"name":"build_environment","arguments":{},"task":{}}`)
+	if r := c.answer(n); r.Error == nil || !strings.Contains(r.Error.Error(), "running already") {
+		t.Fatalf("a task past the bound while cancelled tools still run: %s %v", r.Result, r.Error)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n++
+		c.send(n, "tools/call", `{"name":"build_environment","arguments":{},"task":{}}`)
+		if r := c.answer(n); r.Error == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no room once the tools returned: %v", r.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A tool that answers with a question for the user (a multi round-trip
+// result) cannot be continued through a task: the task failed, saying
+// how to be asked, and its result holds the question.
+func TestCallTaskInputRequiredFails(t *testing.T) {
+	s, _ := newService()
+	id, err := s.startCall("alice", "build_environment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.claim(id, "build_environment", func() {}) {
+		t.Fatal("claim")
+	}
+	var asks mcp.CallToolResult
+	if err := json.Unmarshal([]byte(`{"resultType":"input_required","requestState":"q1","content":[]}`), &asks); err != nil || !asks.NeedsInput() {
+		t.Fatalf("a multi round-trip result: %v", err)
+	}
+	s.finishCall(id, &asks, nil)
+	tk, ok := s.current("alice", id)
+	if !ok || tk.Status != Failed || !strings.Contains(tk.StatusMessage, "without a task") {
+		t.Fatalf("task: %+v", tk)
+	}
+	b, err := s.Answer(context.Background(), "alice", MethodResult, json.RawMessage(`{"taskId":"`+id+`"}`))
+	if err != nil || !strings.Contains(string(b), "input_required") {
+		t.Fatalf("result: %s %v", b, err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
@@ -84,6 +85,11 @@ type Service struct {
 	cancelling map[string]bool
 	// calls are the tasks that are their tools' own calls (calls.go).
 	calls map[string]*callTask
+
+	// Keep, when set, holds what a call made a task needs of its request
+	// (its caller's identity) while it runs apart from it: called when the
+	// task starts, its result when the tool returns.
+	Keep func(mcp.Request) (release func())
 }
 
 type refusedTask struct {

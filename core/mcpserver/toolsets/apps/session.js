@@ -8,7 +8,12 @@
 // outputs and file names are the sandboxed code's to choose.
 (() => {
   const PROTOCOL = "2026-01-26";
-  const POLL_MS = 3000; // how often the session's state is looked at
+  // The session's state is looked at every POLL_MS while the view is on
+  // screen, less often (up to POLL_MAX_MS) while nothing changes, and no
+  // more after IDLE_STOP_MS without a change (Refresh looks again).
+  const POLL_MS = 3000;
+  const POLL_MAX_MS = 30000;
+  const IDLE_STOP_MS = 30 * 60 * 1000;
   const CELLS = 5; // the last cells shown
   const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml"]);
   const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -20,7 +25,11 @@
   let args = null;
   let lastStamp = "";
   let poller = 0;
+  let pollEvery = POLL_MS;
+  let lastChange = Date.now();
+  let onScreen = true;
   let loading = false;
+  const own = (o, k) => o && typeof o === "object" && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined;
 
   const $ = (id) => document.getElementById(id);
   const el = (tag, attrs, ...children) => {
@@ -63,7 +72,8 @@
     if (typeof m.method !== "string") return;
     if (m.id !== undefined) { // a request of the host's
       if (m.method === "ui/resource-teardown") stopPolling();
-      send({ jsonrpc: "2.0", id: m.id, result: {} });
+      if (m.method === "ui/resource-teardown" || m.method === "ping") send({ jsonrpc: "2.0", id: m.id, result: {} });
+      else send({ jsonrpc: "2.0", id: m.id, error: { code: -32601, message: m.method + " is not served by this view" } });
       return;
     }
     const params = m.params || {};
@@ -111,9 +121,24 @@
   };
 
   const startPolling = () => {
-    if (!poller) poller = setInterval(() => { if (document.visibilityState === "visible") load(); }, POLL_MS);
+    pollEvery = POLL_MS;
+    lastChange = Date.now();
+    stopPolling();
+    const tick = async () => {
+      if (onScreen && document.visibilityState === "visible") await load();
+      if (Date.now() - lastChange > IDLE_STOP_MS) {
+        poller = 0;
+        status("No change for 30 minutes: the view stopped looking. Refresh to look again.");
+        return;
+      }
+      poller = setTimeout(tick, pollEvery);
+    };
+    poller = setTimeout(tick, pollEvery);
   };
-  const stopPolling = () => { clearInterval(poller); poller = 0; };
+  const stopPolling = () => { clearTimeout(poller); poller = 0; };
+  if (typeof IntersectionObserver === "function") {
+    new IntersectionObserver((es) => { onScreen = es.some((e) => e.isIntersecting); }).observe(document.body);
+  }
 
   const uri = (leaf) => "mcp://forge/sessions/" + encodeURIComponent(sessionId) + "/" + leaf;
   const readJSON = async (u) => {
@@ -124,7 +149,8 @@
   };
 
   // load looks at the session's state (cheap: no introspection) and
-  // reads the rest only when it changed.
+  // reads the rest only when it changed, and not while a cell runs: the
+  // variables are read from the kernel, which answers once the cell ends.
   const load = async (manual) => {
     if (loading || !sessionId) return;
     if (!hostCaps.serverResources) {
@@ -135,13 +161,22 @@
     try {
       const st = await readJSON(uri("state"));
       facts(st);
-      const stamp = [st.executions, st.last_activity, st.state, st.job_id, st.documentation_updated].join("|");
+      if (st.state === "busy" || st.state === "starting") {
+        status("A cell is running; the view looks again when it ends.");
+        pollEvery = POLL_MS;
+        return;
+      }
+      const stamp = [st.executions, st.last_activity, st.job_id, st.documentation_updated].join("|");
       if (manual || stamp !== lastStamp) {
         const [vars, hist] = await Promise.all([readJSON(uri("variables")), readJSON(uri("history")).catch((e) => ({ error: e.message }))]);
         variables(vars, st.documented_variables || {});
         cells(hist);
         await Promise.all([files(), jobs()]);
         lastStamp = stamp;
+        pollEvery = POLL_MS;
+        lastChange = Date.now();
+      } else {
+        pollEvery = Math.min(POLL_MAX_MS, Math.round(pollEvery * 1.5));
       }
       status("Updated " + new Date().toLocaleTimeString() + ".");
     } catch (e) {
@@ -191,8 +226,7 @@
       const d = x.details || {};
       const preview = el("td", {}, el("code", { text: String(x.repr || "") }));
       if (Array.isArray(d.columns)) {
-        const types = d.dtypes && typeof d.dtypes === "object" ? d.dtypes : {};
-        preview.append(el("div", { class: "cols", text: "columns: " + d.columns.map((c) => types[c] ? c + " (" + types[c] + ")" : c).join(", ") }));
+        preview.append(el("div", { class: "cols", text: "columns: " + d.columns.map((c) => own(d.dtypes, c) ? c + " (" + own(d.dtypes, c) + ")" : c).join(", ") }));
       }
       if (d.dtype) preview.append(el("div", { class: "cols", text: "dtype: " + d.dtype }));
       return el("tr", { "data-name": String(x.name) },
@@ -201,7 +235,7 @@
         el("td", { class: "num", text: fmtBytes(x.size_bytes) }),
         el("td", { text: shape(d) }),
         preview,
-        el("td", { text: docs[x.name] || "" }));
+        el("td", { text: String(own(docs, x.name) || "") }));
     });
     clear($("variables"), el("table", { id: "variables-table" },
       el("caption", { text: list.length + " variable(s)" + (v.introspected_at ? ", looked at " + new Date(v.introspected_at).toLocaleTimeString() : "") }),
@@ -286,7 +320,7 @@
     clear($("cells"), cell(sc, images));
   };
 
-  $("refresh").addEventListener("click", () => load(true));
+  $("refresh").addEventListener("click", () => { load(true); if (!poller && sessionId) startPolling(); });
 
   // The handshake: ui/initialize, then initialized; the host sends the
   // tool's input and result after.
