@@ -116,8 +116,11 @@ func (s *Service) Cleanup(ctx context.Context) ([]Removal, error) {
 	plan = append(plan, cleanupPlan(envs, s.o.Now(), time.Duration(ac.MaxAgeDays)*24*time.Hour, ac.MaxImages)...)
 	var done []Removal
 	for _, r := range plan {
-		unlock := s.lockName(r.Name)
-		err := s.o.Images.RemoveImage(ctx, r.Image)
+		unlock, err := s.lockName(ctx, r.Name)
+		if err != nil {
+			break // stopping
+		}
+		err = s.o.Images.RemoveImage(ctx, r.Image)
 		unlock()
 		s.o.Audit.Record(audit.Entry{Event: EventCleanup, Severity: audit.Info, Success: err == nil,
 			Details: map[string]any{"env_name": r.Name, "id": r.Image, "reason": r.Reason}, Error: errString(err)})

@@ -139,7 +139,7 @@ type Service struct {
 	usage   *usage
 
 	mu    sync.Mutex
-	names map[string]*sync.Mutex // one build per environment name at a time
+	names map[string]chan struct{} // one build per environment name at a time
 }
 
 // New builds the service from the configuration.
@@ -167,7 +167,7 @@ func New(o Options) (*Service, error) {
 	if err := os.MkdirAll(filepath.Join(o.StateDir, "builds"), 0o700); err != nil {
 		return nil, fmt.Errorf("builds directory: %w", err)
 	}
-	return &Service{o: o, policy: pol, limiter: lim, maxSize: max, prune: prune, names: map[string]*sync.Mutex{},
+	return &Service{o: o, policy: pol, limiter: lim, maxSize: max, prune: prune, names: map[string]chan struct{}{},
 		usage: loadUsage(filepath.Join(o.StateDir, "builds", "last-used.json"))}, nil
 }
 
@@ -390,7 +390,10 @@ func (s *Service) Build(ctx context.Context, req Request) (Result, error) {
 	req.Packages = canon
 
 	// One build per name at a time: a second one waits, then likely hits the cache.
-	unlock := s.lockName(req.Name)
+	unlock, err := s.lockName(ctx, req.Name)
+	if err != nil {
+		return Result{}, s.refuse(req.Client, req.Name, refused(RuleCancelled, "the build was cancelled while it waited for another build of the same name; nothing was built"), nil)
+	}
 	defer unlock()
 	if im, ok, err := s.o.Images.Image(ctx, Ref(req.Name)); err != nil {
 		return Result{}, err
@@ -655,16 +658,22 @@ func (s *Service) removeBuild(buildID string) {
 	}
 }
 
-func (s *Service) lockName(name string) func() {
+func (s *Service) lockName(ctx context.Context, name string) (unlock func(), err error) {
 	s.mu.Lock()
 	m := s.names[name]
 	if m == nil {
-		m = &sync.Mutex{}
+		m = make(chan struct{}, 1)
 		s.names[name] = m
 	}
 	s.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	// A waiter gives up with its context: a cancelled build (an MCP task's,
+	// a client gone) does not wait out another one's whole build.
+	select {
+	case m <- struct{}{}:
+		return func() { <-m }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // get finds the environment of a name, if this forge built it.
@@ -717,7 +726,10 @@ func (s *Service) Delete(ctx context.Context, client, name string) error {
 	if err := CheckName(name); err != nil {
 		return s.refuse(client, name, err.(*refusal.Error), nil)
 	}
-	unlock := s.lockName(name)
+	unlock, err := s.lockName(ctx, name)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	e, ok, err := s.get(ctx, name)
 	if err != nil {

@@ -796,3 +796,27 @@ func TestRefusalEvents(t *testing.T) {
 		t.Fatalf("refused %+v", q)
 	}
 }
+
+// A build waiting for another build of the same name gives up with its
+// context, instead of waiting the other out.
+func TestWaitForNameHeedsCancel(t *testing.T) {
+	r := newRig(t, func(c *config.EnvironmentBuilder) { c.MaxConcurrentBuilds = 4 })
+	r.b.block, r.b.entered = make(chan struct{}), make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.svc.Build(context.Background(), Request{Name: "same", Packages: []string{"rich"}, Client: "a"})
+		done <- err
+	}()
+	<-r.b.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.svc.Build(ctx, Request{Name: "same", Packages: []string{"rich"}, Client: "a"})
+	if refusedBy(t, err) != RuleCancelled || time.Since(start) > 5*time.Second {
+		t.Fatalf("%v after %s", err, time.Since(start))
+	}
+	close(r.b.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
