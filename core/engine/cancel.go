@@ -18,10 +18,10 @@ const EventCancelled = "execution.cancelled"
 // ErrorCancelled is the error name of a session run its client cancelled.
 const ErrorCancelled = "Cancelled"
 
-// cancelGrace is how long a cancelled session run may take to stop after
+// CancelGrace is how long a cancelled session run may take to stop after
 // its interrupt before the kernel is stopped under it: the grace the
 // kernel backends give an interrupt at a timeout.
-var cancelGrace = 10 * time.Second
+var CancelGrace = 10 * time.Second
 
 // runInSession runs breq in s's kernel (caller holds s's lock). The call's
 // cancellation does not reach the backend as a cancelled context, which
@@ -29,12 +29,12 @@ var cancelGrace = 10 * time.Second
 // handled as a timeout is: the backend's Interrupt stops the code, the
 // kernel's own answer ends the run, so variables set before survive and
 // the next call finds the session idle. A kernel that does not stop within
-// cancelGrace is closed and the session is dead, as after a timeout whose
+// CancelGrace is closed and the session is dead, as after a timeout whose
 // interrupt was ignored. Every cancellation is audited (EventCancelled).
 func (e *Engine) runInSession(ctx context.Context, sb backend.SessionBackend, s *session.Session, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 	if err := ctx.Err(); err != nil {
 		// Cancelled while it waited for the session: nothing ran.
-		e.auditCancelled(s.Client, s.Internal, s.ID, breq.RunID, s.Backend, cancelCause(ctx), "not started", 0)
+		e.auditCancelled(s.Client, s.Internal, s.ID, breq.RunID, s.Backend, CancelCause(ctx), "not started", 0)
 		return backend.ExecuteResult{}, err
 	}
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -56,7 +56,7 @@ func (e *Engine) runInSession(ctx context.Context, sb backend.SessionBackend, s 
 	case <-ctx.Done():
 	}
 	at := time.Since(start)
-	cause := cancelCause(ctx)
+	cause := CancelCause(ctx)
 	if err := sb.Interrupt(run, s.Internal); err != nil {
 		e.log.Warn("could not interrupt a cancelled run", "session", s.Internal, "run_id", breq.RunID, "error", err)
 	}
@@ -73,14 +73,14 @@ func (e *Engine) runInSession(ctx context.Context, sb backend.SessionBackend, s 
 			a.res.Success = false
 			failedExit(&a.res)
 		}
-	case <-time.After(cancelGrace):
+	case <-time.After(CancelGrace):
 		outcome = "kernel stopped"
 		if err := sb.CloseSession(run, s.Internal); err != nil {
 			e.log.Warn("could not stop a kernel that ignored the interrupt of a cancelled run", "session", s.Internal, "error", err)
 		}
 		stop()
 		a = <-done
-		msg := fmt.Sprintf("%s after %.1f s and the code did not stop within %s of an interrupt: the kernel was stopped and the session's state is lost", cause, at.Seconds(), cancelGrace)
+		msg := fmt.Sprintf("%s after %.1f s and the code did not stop within %s of an interrupt: the kernel was stopped and the session's state is lost", cause, at.Seconds(), CancelGrace)
 		a.res, a.err = backend.ExecuteResult{SessionDead: true, Error: &backend.ExecError{Name: ErrorCancelled, Message: msg}, Stdout: a.res.Stdout, Stderr: a.res.Stderr,
 			StdoutBytes: a.res.StdoutBytes, StderrBytes: a.res.StderrBytes, Duration: time.Since(start)}, nil
 		failedExit(&a.res)
@@ -97,8 +97,8 @@ func failedExit(res *backend.ExecuteResult) {
 	}
 }
 
-// cancelCause says why a call's context ended, for the user and the log.
-func cancelCause(ctx context.Context) string {
+// CancelCause says why a call's context ended, for the user and the log.
+func CancelCause(ctx context.Context) string {
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
 		return c.Error() // a job's: cancel_job, the server's shutdown
 	}

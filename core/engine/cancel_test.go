@@ -14,12 +14,12 @@ import (
 // A cancelled call is handled as a timeout: the session's code is
 // interrupted and the run ends with the kernel's own answer (state kept,
 // the session idle at once), a kernel that ignores the interrupt is stopped
-// after cancelGrace (state lost, said on the next call), a stateless run is
+// after CancelGrace (state lost, said on the next call), a stateless run is
 // stopped; each is audited as execution.cancelled with its outcome.
 func TestCancelledRuns(t *testing.T) {
-	old := cancelGrace
-	cancelGrace = 300 * time.Millisecond
-	t.Cleanup(func() { cancelGrace = old })
+	old := CancelGrace
+	CancelGrace = 300 * time.Millisecond
+	t.Cleanup(func() { CancelGrace = old })
 	cases := []struct {
 		name        string
 		session     bool

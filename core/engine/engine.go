@@ -22,16 +22,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
-	"github.com/mcp-forge/mcp-forge/core/hostroots"
-	"github.com/mcp-forge/mcp-forge/core/jobs"
+	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
-	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
@@ -52,8 +49,8 @@ type Request struct {
 	CustomImage string
 	Environment map[string]string
 	MCPTools    []string
-	InputFiles  []InputFile // stateless runs only (inputs.go)
-	Network     []string    // hosts a stateless run asks to reach (network.go)
+	InputFiles  []InputFile // stateless runs only (core/engine/files)
+	Network     []string    // hosts a stateless run asks to reach (core/engine/network)
 	Credentials []string    // credentials the proxy adds for it (with their hosts)
 	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
@@ -65,11 +62,33 @@ type Request struct {
 	Job        string // the job's id, set by StartJob (audited with the run)
 }
 
+// InputFile is a file a stateless run finds, read-only, in its working
+// directory: uploaded in the same call (Content) or copied from one of the
+// caller's sessions (FromSession, never another client's).
+type InputFile struct {
+	Path        string // where the run finds it, relative to its working directory
+	Content     string // the file, as text or base64 (Encoding)
+	Encoding    string // "text" (default) or "base64"
+	FromSession string // copy it from this session of the caller ...
+	SourcePath  string // ... at this path of its working directory (default: Path)
+	// URL is fetched by the core through the egress proxy, as a grant of
+	// its host under the network policy (core/engine/files: fetch).
+	URL string
+}
+
+// OutputFile is a file a session run wrote to its output directory (files.OutputDir).
+type OutputFile struct {
+	Path     string // relative to the working directory: output/result.csv
+	Size     int64
+	MIMEType string
+	Data     []byte // the content when it is small enough to inline; nil: a link
+}
+
 // Result is a backend's result and the backend that produced it.
 type Result struct {
 	backend.ExecuteResult
 	Backend string
-	Files   []OutputFile // what a session run wrote to its output directory (files.go)
+	Files   []OutputFile // what a session run wrote to its output directory
 	// Isolation is the kernel the code talked to (runtime.Isolations).
 	Isolation string
 }
@@ -83,7 +102,6 @@ type Plugins interface {
 
 // Engine executes requests through plugins.
 type Engine struct {
-	remote  RemoteSessions // nil: sessions' files are the workspace's directories
 	cfg     config.Config
 	pol     *policy.Policy
 	plugins Plugins
@@ -115,20 +133,18 @@ type Engine struct {
 
 	router   *route.Router
 	sessions *session.Registry
-	ckpts    checkpoint.Store // checkpoint.go
-	slots    chan struct{}    // execution.max_concurrent_runs
-	notices  []func() string  // notices.go: added to every result
+	ckpts    Checkpoints     // parts.go
+	slots    chan struct{}   // execution.max_concurrent_runs
+	notices  []func() string // notices.go: added to every result
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
-	network  *network            // nil: no network grants (network.go)
+	network  *network.Grants     // nil: no network grants
 	toolsWhy string
 
-	jobs *jobs.Registry // background runs (jobs.go)
+	jobs  Jobs  // background runs (sessionjobs.go); nil: none
+	files Files // parts.go
 
-	store runtime.SessionStore // nil: sessions live in this replica only (handover.go)
-	hosts SessionHosts
-	snaps SessionSnapshots // snapshot.go; nil: checkpoints keep variables
-	roots *hostroots.Roots // [volumes.host_roots] (hostfiles.go); nil: none
+	replicas Replicas // parts.go
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).
@@ -144,6 +160,15 @@ type SessionQuota interface {
 // Tools is the tool bridge, or nil and why there is none.
 func (e *Engine) Tools() (*toolbridge.Service, string) { return e.tools, e.toolsWhy }
 
+// SetNetwork lets runs ask for network (Request.Network), granted under p
+// through the channels c.
+func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
+	e.network = network.New(p, c, e)
+}
+
+// Network grants runs network; nil: it grants none.
+func (e *Engine) Network() *network.Grants { return e.network }
+
 // SetTools lets runs call MCP tools through s (a bridge plugin), or with s
 // nil records why they cannot, for refusals of mcp_tools.
 func (e *Engine) SetTools(s *toolbridge.Service, why string) {
@@ -156,34 +181,15 @@ type limits struct {
 	message                                 int64 // server.max_message: one answer, encoded
 }
 
-// Option changes how New builds an engine.
-type Option func(*Engine)
-
-// WithCheckpointStore keeps checkpoints in store instead of the default
-// directory under volumes.base_path (checkpoint.Dir): where several servers
-// share sessions, a store they all reach.
-func WithCheckpointStore(store checkpoint.Store) Option {
-	return func(e *Engine) { e.ckpts = store }
-}
-
 // New returns an engine after checking the routing configuration against
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
-func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger, opts ...Option) (*Engine, error) {
-	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
+func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
+	e := &Engine{files: noFiles{}, ckpts: noCheckpoints{}, replicas: noReplicas{}, cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
 		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize), message: int64(cfg.Server.MaxMessage),
 			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
-	for _, o := range opts {
-		o(e)
-	}
-	if e.ckpts == nil {
-		e.ckpts = checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota))
-	}
 	if err := e.check(pm.Statuses()); err != nil {
-		return nil, err
-	}
-	if err := e.openJobs(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -243,12 +249,12 @@ func (e *Engine) checkPresent(ctx context.Context, image string) error {
 // RefuseArguments audits a tool call whose arguments did not match the
 // tool's input schema, refused before any handler saw them.
 func (e *Engine) RefuseArguments(client, tool, msg string) {
-	_ = e.refuse(client, "", tool, refusal.New(RuleArguments, "%s", msg), nil)
+	_ = e.Refuse(client, "", tool, refusal.New(RuleArguments, "%s", msg), nil)
 }
 
-// refuse audits a refusal (a *RequestError) with its rule before the answer
+// Refuse audits a refusal (a *RequestError) with its rule before the answer
 // goes back, and returns err unchanged. Other errors pass through.
-func (e *Engine) refuse(client, sessionID, tool string, err error, details map[string]any) error {
+func (e *Engine) Refuse(client, sessionID, tool string, err error, details map[string]any) error {
 	var re *RequestError
 	if !errors.As(err, &re) {
 		return err
@@ -267,7 +273,7 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 	if re.Audit != "" {
 		msg = re.Audit
 	}
-	internal := auditID(client, sessionID)
+	internal := AuditID(client, sessionID)
 	if internal != "" {
 		d["session"] = sessionID
 	}
@@ -275,12 +281,12 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 	return err
 }
 
-// auditID is the audit log's session_id for client's session id: the
+// AuditID is the audit log's session_id for client's session id: the
 // internal id (session.InternalID), which also names the session's workspace and
 // container, so that one session's lines are found by one value even when
 // two clients use the same id; details.session holds the id the user chose.
 // An invalid id (which may be hostile: a path, a megabyte) and no id give "".
-func auditID(client, id string) string {
+func AuditID(client, id string) string {
 	if id == "" || workspace.CheckSessionID(id) != nil {
 		return ""
 	}
@@ -291,15 +297,15 @@ func auditID(client, id string) string {
 // failures are in the result; errors are refusals (*RequestError, audited
 // with their rule) or failures of the server, the plugin or the engine.
 func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.StreamEvent)) (Result, error) {
-	p, err := e.prepare(ctx, req)
+	p, err := e.Prepare(ctx, req)
 	if err != nil {
 		return Result{}, err
 	}
-	return e.run(ctx, p, emit, nil)
+	return e.Run(ctx, p, emit, nil)
 }
 
-// prepared is a request that passed every check, with what its run needs.
-type prepared struct {
+// Prepared is a request that passed every check, with what its run needs.
+type Prepared struct {
 	req     Request
 	tool    string
 	name    string // the backend
@@ -310,19 +316,25 @@ type prepared struct {
 	timeout int // seconds
 }
 
-// drop forgets a session this request created and that will not run.
-func (p *prepared) drop(e *Engine) {
+// Backend, Timeout (seconds) and Tool are the backend that runs p, its
+// timeout and the tool that asked for it.
+func (p *Prepared) Backend() string { return p.name }
+func (p *Prepared) Timeout() int    { return p.timeout }
+func (p *Prepared) Tool() string    { return p.tool }
+
+// Drop forgets a session p created, which will not run.
+func (e *Engine) Drop(p *Prepared) {
 	if p.created {
 		e.sessions.Drop(p.s)
 	}
 }
 
-// prepare checks a request, routes it and acquires its session: every
+// Prepare checks a request, routes it and acquires its session: every
 // refusal a call can get before its code runs, audited with its rule.
-func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err error) {
+func (e *Engine) Prepare(ctx context.Context, req Request) (_ *Prepared, err error) {
 	ctx, span := telemetry.Start(ctx, "engine.prepare", attribute.String("mcp_forge.language", req.Language))
 	defer func() { telemetry.End(span, err) }()
-	p := &prepared{req: req, tool: "execute_" + req.Language}
+	p := &Prepared{req: req, tool: "execute_" + req.Language}
 	err = e.validate(req)
 	if err == nil {
 		p.name, err = e.pick(req)
@@ -334,24 +346,23 @@ func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err err
 		err = e.checkPresent(ctx, req.CustomImage)
 	}
 	if err == nil && req.SessionID != "" {
-		p.s, p.created, err = e.acquire(ctx, req, p.name, p.tool)
+		p.s, p.created, err = e.Acquire(ctx, req, p.name, p.tool)
 	}
 	if err == nil && p.s != nil && !p.created {
-		err = e.checkSessionJob(p.s) // jobs.go
+		err = e.checkSessionJob(p.s) // sessionjobs.go
 	}
 	if err != nil {
 		d := map[string]any{"language": req.Language, "backend": req.Backend}
 		if req.CustomImage != "" {
 			d["image"] = req.CustomImage
 		}
-		return nil, e.refuse(req.Client, req.SessionID, p.tool, err, d)
+		return nil, e.Refuse(req.Client, req.SessionID, p.tool, err, d)
 	}
 	if p.s != nil {
 		p.name = p.s.Backend // an existing session keeps its backend
 	}
-	p.inputs, err = e.inputFiles(ctx, req, p.name) // audited there
-	if err != nil {
-		p.drop(e)
+	if p.inputs, err = e.files.Inputs(ctx, req, p.name); err != nil { // audited there
+		e.Drop(p)
 		return nil, err
 	}
 	p.timeout = e.cfg.Execution.DefaultTimeout
@@ -364,11 +375,11 @@ func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err err
 	return p, nil
 }
 
-// run runs a prepared request; started, when set, is told the run's id
+// Run runs a prepared request; started, when set, is told the run's id
 // once the run has its slot and begins.
-func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamEvent), started func(runID string)) (Result, error) {
+func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamEvent), started func(runID string)) (Result, error) {
 	req, name, s := p.req, p.name, p.s
-	runID := newID()
+	runID := NewID()
 	sessionID := "" // what the backend sees: the internal id
 	if s != nil {
 		sessionID = s.Internal
@@ -406,7 +417,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		defer e.endRun(runID, tenant.HoldRun(ctx))
 	case <-ctx.Done():
 		telemetry.End(slotSpan, ctx.Err())
-		p.drop(e)
+		e.Drop(p)
 		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
 		return Result{Backend: name}, ctx.Err()
 	}
@@ -418,14 +429,14 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	var err error
 	runStart := time.Now()
 	var channel *egress.Channel
-	emit = scrubbedEmit(emit, func() *egress.Channel {
+	emit = network.ScrubbedEmit(emit, func() *egress.Channel {
 		if s != nil {
 			return s.Network
 		}
 		return channel
 	})
 	if s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
-		if channel, err = e.openNetwork(ctx, netAsk{hosts: req.Network, credentials: req.Credentials, client: req.Client, run: runID, tool: p.tool, approve: req.Approve}, name); channel != nil {
+		if channel, err = e.network.Open(ctx, network.Ask{Hosts: req.Network, Credentials: req.Credentials, Client: req.Client, Run: runID, Tool: p.tool, Approve: req.Approve}, name); channel != nil {
 			defer channel.Close() // the run's end cuts its connections, a background process's too
 			breq.NetworkGrant = channel.Token()
 		}
@@ -456,18 +467,18 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	if s == nil && err != nil && ctx.Err() != nil {
 		// A stateless run keeps nothing: the backend stopped it (its
 		// container is removed) when the call's context ended.
-		e.auditCancelled(req.Client, "", "", runID, name, cancelCause(ctx), "stopped", time.Since(runStart)) // cancel.go
+		e.auditCancelled(req.Client, "", "", runID, name, CancelCause(ctx), "stopped", time.Since(runStart)) // cancel.go
 	}
 	if s != nil {
-		e.checkFull(s, p.tool)
+		e.files.CheckFull(s, p.tool)
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
 	e.capResult(&res) // a session's run was capped before its cell was recorded
-	scrubCredentials(secretsOf(channel), &res)
+	network.Scrub(network.Secrets(channel), &res)
 	if channel != nil && err == nil {
-		res.Notices = append(res.Notices, networkNotice(channel, name))
+		res.Notices = append(res.Notices, network.Notice(channel, name))
 	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
@@ -592,7 +603,7 @@ func (e *Engine) endRun(runID string, hold func()) {
 }
 
 func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteResult, err error) {
-	entry := audit.Entry{Event: audit.ExecutionComplete, SessionID: auditID(req.Client, req.SessionID), UserID: req.Client, Success: err == nil && res.Success,
+	entry := audit.Entry{Event: audit.ExecutionComplete, SessionID: AuditID(req.Client, req.SessionID), UserID: req.Client, Success: err == nil && res.Success,
 		Details: map[string]any{"run_id": runID, "backend": name, "duration_ms": res.Duration.Milliseconds(), "exit_code": res.ExitCode}}
 	if req.SessionID != "" {
 		entry.Details["session"] = req.SessionID
@@ -613,7 +624,7 @@ func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteRe
 	e.rec.Record(entry)
 }
 
-func newID() string {
+func NewID() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)

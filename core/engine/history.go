@@ -44,7 +44,7 @@ func (e *Engine) recordCell(s *session.Session, code string, res backend.Execute
 // for the audit log: resources/read).
 func (e *Engine) History(client, id, tool string) (session.History, session.View, error) {
 	ctx := context.Background() // in memory, but for a session to take over
-	s, err := e.lookup(ctx, client, id, tool)
+	s, err := e.Lookup(ctx, client, id, tool)
 	if err != nil {
 		return session.History{}, session.View{}, err
 	}
@@ -67,12 +67,12 @@ type Notebook struct {
 func (e *Engine) ExportNotebook(client, id, tool string) (Notebook, error) {
 	ctx := context.Background() // in memory, but for a session to take over
 	if e.cfg.Sessions.HistoryCells == 0 {
-		if _, err := e.lookup(ctx, client, id, tool); err != nil {
+		if _, err := e.Lookup(ctx, client, id, tool); err != nil {
 			return Notebook{}, err
 		}
-		return Notebook{}, e.refuse(client, id, tool, refusal.New(RuleHistoryOff, "session %q has no history to export: the operator turned history off (sessions.history_cells = 0)", id), nil)
+		return Notebook{}, e.Refuse(client, id, tool, refusal.New(RuleHistoryOff, "session %q has no history to export: the operator turned history off (sessions.history_cells = 0)", id), nil)
 	}
-	s, err := e.lookup(ctx, client, id, tool)
+	s, err := e.Lookup(ctx, client, id, tool)
 	if err != nil {
 		return Notebook{}, err
 	}

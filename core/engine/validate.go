@@ -82,7 +82,7 @@ func (e *Engine) validate(req Request) error {
 		}
 		return refusal.New(RuleMCPTools, "mcp_tools %v: calling MCP tools from the sandbox needs a bridge plugin, and %s", req.MCPTools, why)
 	}
-	if err := e.checkNetwork(req); err != nil { // network.go
+	if err := e.network.Check(req.Network, req.Credentials); err != nil {
 		return err
 	}
 	if req.CustomImage != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/files"
 	"github.com/mcp-forge/mcp-forge/core/forward"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
@@ -266,8 +267,8 @@ func (c *crashes) resolve(e *engine.Engine) { c.engine.Store(e) }
 // sessionFS finds the pod of a session among every plugin's containers
 // (under its own id, or the pool workspace it was bound to): the session
 // tools' way to its files on a runtime that keeps them there.
-func (c *crashes) sessionFS(r runtime.RemoteWorkspace, ws *workspace.Manager) engine.RemoteSessions {
-	return func(internal string) (engine.SessionFS, error) {
+func (c *crashes) sessionFS(r runtime.RemoteWorkspace, ws *workspace.Manager) files.RemoteSessions {
+	return func(internal string) (files.SessionFS, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, h := range c.hosts {
@@ -427,7 +428,7 @@ func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 }
 
 // sessionHosts moves session containers between this core and its
-// replicas through each plugin's host services (engine.SessionHosts).
+// replicas through each plugin's host services (handover.SessionHosts).
 type sessionHosts struct{ c *crashes }
 
 func (s sessionHosts) host(plugin string) (*hostsvc.Host, error) {
