@@ -9,7 +9,6 @@ package engine
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,6 +23,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
+	"github.com/mcp-forge/mcp-forge/core/engine/limits"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
@@ -36,7 +37,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
-	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Request is one execute call as the MCP layer received it.
@@ -108,7 +108,7 @@ type Engine struct {
 	rec     audit.Recorder
 	log     hclog.Logger
 	ws      *workspace.Manager
-	limits  limits
+	limits  limits.Limits
 
 	// Isolation, when set, is what sandboxes run under (the configured
 	// isolation, or container where gVisor is waived and missing): every
@@ -141,8 +141,9 @@ type Engine struct {
 	network  *network.Grants     // nil: no network grants
 	toolsWhy string
 
-	jobs  Jobs  // background runs (sessionjobs.go); nil: none
-	files Files // parts.go
+	cancelled cancelled.Runs
+	jobs      Jobs  // background runs (sessionjobs.go); nil: none
+	files     Files // parts.go
 
 	replicas Replicas // parts.go
 }
@@ -175,20 +176,13 @@ func (e *Engine) SetTools(s *toolbridge.Service, why string) {
 	e.tools, e.toolsWhy = s, why
 }
 
-// limits are the configured sizes, parsed once.
-type limits struct {
-	code, output, image, envValue, envTotal int64
-	message                                 int64 // server.max_message: one answer, encoded
-}
-
 // New returns an engine after checking the routing configuration against
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
-	e := &Engine{files: noFiles{}, ckpts: noCheckpoints{}, replicas: noReplicas{}, cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
-		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
-		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize), message: int64(cfg.Server.MaxMessage),
-			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
+	e := &Engine{files: noFiles{}, ckpts: noCheckpoints{}, replicas: noReplicas{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
+		slots:  make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
+		limits: limits.New(cfg)}
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}
@@ -221,10 +215,6 @@ func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmP
 	}
 	return s.WarmPool
 }
-
-// MaxImages bounds the images one result carries: each is a content block
-// a client renders, and thousands of tiny ones fit under any byte limit.
-const MaxImages = 20
 
 // EventRefused is the audit event of a refused request.
 const EventRefused = "request.refused"
@@ -404,7 +394,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: sessionID, UserID: req.Client, Success: true, Details: details})
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(p.timeout) * time.Second,
-		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: sessionID, RunID: runID,
+		Env: req.Environment, MaxOutputBytes: e.limits.Output(), MaxImageBytes: e.limits.Image(), SessionID: sessionID, RunID: runID,
 		InputFiles: p.inputs,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
@@ -467,7 +457,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if s == nil && err != nil && ctx.Err() != nil {
 		// A stateless run keeps nothing: the backend stopped it (its
 		// container is removed) when the call's context ended.
-		e.auditCancelled(req.Client, "", "", runID, name, CancelCause(ctx), "stopped", time.Since(runStart)) // cancel.go
+		e.cancelled.Audit(req.Client, "", "", runID, name, cancelled.Cause(ctx), "stopped", time.Since(runStart))
 	}
 	if s != nil {
 		e.files.CheckFull(s, p.tool)
@@ -475,7 +465,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
-	e.capResult(&res) // a session's run was capped before its cell was recorded
+	e.limits.Cap(&res) // a session's run was capped before its cell was recorded
 	network.Scrub(network.Secrets(channel), &res)
 	if channel != nil && err == nil {
 		res.Notices = append(res.Notices, network.Notice(channel, name))
@@ -489,92 +479,6 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 		out.Isolation = e.Isolation()
 	}
 	return out, err
-}
-
-// capResult bounds a result to what one answer carries. stdout and stderr
-// are cut where their JSON text reaches max_output: the plugin cut raw
-// bytes, and a control byte takes six once escaped (1 MiB of them made a
-// 12.5 MiB answer that the common clients refuse). Images are kept up to
-// MaxImages and while their base64 fits in server.max_message beside the
-// output (twice max_output, and a 32nd for the rest of the answer), the
-// rest said in a notice. Cutting again is a no-op.
-func (e *Engine) capResult(res *backend.ExecuteResult) {
-	if n := int(e.limits.output); n > 0 {
-		res.Stdout = sanitize.CutJSON(res.Stdout, n)
-		res.Stderr = sanitize.CutJSON(res.Stderr, n)
-		e.capText(res, n)
-	}
-	keep, total := 0, int64(0)
-	room := e.limits.message - 2*e.limits.output - e.limits.message/32
-	for _, im := range res.Images {
-		b := int64(base64.StdEncoding.EncodedLen(len(im.Data)))
-		if keep == MaxImages || (e.limits.message > 0 && total+b > room) {
-			break
-		}
-		keep, total = keep+1, total+b
-	}
-	if n := len(res.Images); keep < n {
-		res.Images = res.Images[:keep]
-		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned (at most %d, and %s in all once encoded: what server.max_message leaves beside the output): save the others as files or combine them",
-			n, keep, MaxImages, config.FormatSize(max(room, 0))))
-	}
-}
-
-// Bounds of a result's other text, counted as JSON: an error's message (a
-// ValueError of 5 MB of control bytes was a 115 MiB answer: its message
-// travels in the text, the error and the traceback) and its traceback,
-// whose last lines (where it failed) are kept.
-const (
-	maxErrorMessage = 64 << 10
-	maxTraceLine    = 16 << 10
-	maxTraceback    = 256 << 10
-)
-
-// capText cuts what capResult's output cut leaves: the error, the value's
-// forms (its repr at a quarter of max_output; its JSON dropped when larger,
-// since cut JSON is no JSON) and rich output (max_output for all of it).
-func (e *Engine) capText(res *backend.ExecuteResult, maxOut int) {
-	var cut []string
-	if er := res.Error; er != nil {
-		if m := sanitize.CutJSON(er.Message, maxErrorMessage); m != er.Message {
-			er.Message, cut = m+" […]", append(cut, "the error's message")
-		}
-		total, keep := 0, len(er.Traceback)
-		for i := len(er.Traceback) - 1; i >= 0; i-- {
-			er.Traceback[i] = sanitize.CutJSON(er.Traceback[i], maxTraceLine)
-			if total += sanitize.JSONLen(er.Traceback[i]); total > maxTraceback {
-				break
-			}
-			keep = i
-		}
-		if keep > 0 {
-			er.Traceback, cut = append([]string{"[…]\n"}, er.Traceback[keep:]...), append(cut, "the traceback's first lines")
-		}
-	}
-	if r := sanitize.CutJSON(res.ResultRepr, maxOut/4); r != res.ResultRepr {
-		res.ResultRepr, cut = r+" […]", append(cut, "the value's repr")
-	}
-	if sanitize.JSONLen(res.ResultJSON) > maxOut/4 {
-		res.ResultJSON, cut = "", append(cut, "the value's JSON form")
-	}
-	room := maxOut
-	keys := slices.Sorted(maps.Keys(res.Rich))
-	slices.SortStableFunc(keys, func(a, b string) int { return sanitize.JSONLen(res.Rich[a]) - sanitize.JSONLen(res.Rich[b]) }) // the small ones whole
-	for _, k := range keys {
-		v := sanitize.CutJSON(res.Rich[k], max(room, 0))
-		if v != res.Rich[k] {
-			cut = append(cut, "rich output "+k)
-		}
-		if v == "" {
-			delete(res.Rich, k)
-		} else {
-			res.Rich[k] = v
-		}
-		room -= sanitize.JSONLen(v)
-	}
-	if len(cut) > 0 {
-		res.Notices = append(res.Notices, fmt.Sprintf("cut to fit one answer (execution.max_output %s, counted as JSON text): %s; print less, or write it to a file", config.FormatSize(int64(maxOut)), strings.Join(cut, ", ")))
-	}
 }
 
 // endRun gives a run's slot back, and ends hold (the tenant's run slot),
@@ -612,8 +516,8 @@ func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteRe
 		entry.Details["error_name"] = res.Error.Name
 	}
 	switch {
-	case (res.Error != nil && res.Error.Name == ErrorCancelled) || errors.Is(err, context.Canceled):
-		// The client ended the call (cancel.go): not a failure of the server.
+	case (res.Error != nil && res.Error.Name == cancelled.ErrorName) || errors.Is(err, context.Canceled):
+		// The client ended the call: not a failure of the server.
 		entry.Details["reason"] = "cancelled"
 		if err != nil {
 			entry.Error = err.Error()

@@ -291,7 +291,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	sb, err := e.SessionBackend(ctx, s.Backend)
 	var res backend.ExecuteResult
 	if err == nil {
-		res, err = e.runInSession(ctx, sb, s, breq, emit) // cancel.go
+		res, err = e.cancelled.InSession(ctx, sb, s, breq, emit)
 	}
 	e.sessions.Update(s, func(s *session.Session) {
 		s.LastActive = time.Now()
@@ -321,7 +321,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	res.Notices = append(res.Notices, more...)
 	if err == nil {
 		// Under the session's lock: cells are recorded in the order they ran.
-		e.capResult(&res)
+		e.limits.Cap(&res)
 		network.Scrub(network.Secrets(s.Network), &res)
 		e.recordCell(s, breq.Code, res) // history.go
 	}

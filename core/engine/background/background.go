@@ -18,6 +18,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
+	"github.com/mcp-forge/mcp-forge/core/engine/limits"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -141,10 +143,10 @@ func (b *Runner) StartJob(ctx context.Context, req engine.Request) (jobs.Record,
 // jobOutcome is the state a finished run leaves its job in, and why.
 func jobOutcome(ctx context.Context, res engine.Result, err error) (jobs.State, string) {
 	switch {
-	case res.Error != nil && res.Error.Name == engine.ErrorCancelled:
+	case res.Error != nil && res.Error.Name == cancelled.ErrorName:
 		return jobs.Cancelled, res.Error.Message
 	case err != nil && ctx.Err() != nil:
-		return jobs.Cancelled, engine.CancelCause(ctx) + ": the run was stopped"
+		return jobs.Cancelled, cancelled.Cause(ctx) + ": the run was stopped"
 	case err != nil:
 		return jobs.Failed, err.Error()
 	case res.Success:
@@ -217,7 +219,7 @@ func (b *Runner) WaitJob(ctx context.Context, client, id string, seconds int) (j
 		seconds = DefaultJobWait
 	}
 	if max := b.cfg.Execution.MaxBackgroundTimeout; seconds < 0 || seconds > max {
-		return jobs.Record{}, b.eng.Refuse(client, "", tool, refusal.New(engine.RuleTimeout, "timeout %d: wait_job waits 1-%d seconds (execution.max_background_timeout)", seconds, max), nil)
+		return jobs.Record{}, b.eng.Refuse(client, "", tool, refusal.New(limits.RuleTimeout, "timeout %d: wait_job waits 1-%d seconds (execution.max_background_timeout)", seconds, max), nil)
 	}
 	j, err := b.job(client, id, tool)
 	if err != nil {
@@ -257,7 +259,7 @@ func (b *Runner) CancelJob(ctx context.Context, client, id string) (jobs.Record,
 	b.rec.Record(audit.Entry{Event: EventJobCancel, SessionID: engine.AuditID(client, r.SessionID), UserID: client, Success: true,
 		Details: map[string]any{"job": id, "run_id": r.RunID, "state": string(r.State), "session": r.SessionID}})
 	j.Cancel(errJobCancelled)
-	return awaitJob(ctx, j, engine.CancelGrace+5*time.Second), nil
+	return awaitJob(ctx, j, cancelled.Grace+5*time.Second), nil
 }
 
 // Sweep forgets the finished jobs kept past jobs.result_ttl.

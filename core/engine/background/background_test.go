@@ -10,8 +10,10 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
 	"github.com/mcp-forge/mcp-forge/core/engine/enginerig"
 	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
+	"github.com/mcp-forge/mcp-forge/core/engine/limits"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -65,9 +67,9 @@ func waitState(t *testing.T, r *rig, client, id string, want jobs.State) jobs.Re
 }
 
 func TestBackgroundJobs(t *testing.T) {
-	old := engine.CancelGrace
-	engine.CancelGrace = 300 * time.Millisecond
-	t.Cleanup(func() { engine.CancelGrace = old })
+	old := cancelled.Grace
+	cancelled.Grace = 300 * time.Millisecond
+	t.Cleanup(func() { cancelled.Grace = old })
 
 	t.Run("stateless job runs past its call and keeps its result", func(t *testing.T) {
 		r := newRig(t, nil, nil)
@@ -138,7 +140,7 @@ func TestBackgroundJobs(t *testing.T) {
 
 	t.Run("a job may run past a call's max_timeout, not past the background maximum", func(t *testing.T) {
 		r := newRig(t, func(c *config.Config) { c.Execution.MaxTimeout, c.Execution.MaxBackgroundTimeout = 60, 600 }, nil)
-		if _, err := r.Exec(t, engine.Request{Language: "python", Timeout: 120}); refusedBy(t, err) != engine.RuleTimeoutMax {
+		if _, err := r.Exec(t, engine.Request{Language: "python", Timeout: 120}); refusedBy(t, err) != limits.RuleTimeoutMax {
 			t.Fatalf("a call over max_timeout: %v", err)
 		}
 		var got time.Duration
@@ -154,7 +156,7 @@ func TestBackgroundJobs(t *testing.T) {
 		if got != 120*time.Second {
 			t.Fatalf("the backend got timeout %s", got)
 		}
-		if _, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "1", Client: "c1", Timeout: 601}); refusedBy(t, err) != engine.RuleTimeoutMax {
+		if _, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "1", Client: "c1", Timeout: 601}); refusedBy(t, err) != limits.RuleTimeoutMax {
 			t.Fatalf("a job over max_background_timeout: %v", err)
 		}
 	})
