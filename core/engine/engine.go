@@ -36,7 +36,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Request is one execute call as the MCP layer received it.
@@ -133,7 +132,6 @@ type Engine struct {
 
 	router   *route.Router
 	sessions *session.Registry
-	ckpts    Checkpoints     // parts.go
 	slots    chan struct{}   // execution.max_concurrent_runs
 	notices  []func() string // notices.go: added to every result
 
@@ -142,10 +140,10 @@ type Engine struct {
 	toolsWhy string
 
 	cancelled cancelled.Runs
-	jobs      Jobs  // background runs (sessionjobs.go); nil: none
 	files     Files // parts.go
-
-	replicas Replicas // parts.go
+	ckpts     Checkpoints
+	replicas  Replicas
+	jobs      Jobs
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).
@@ -180,7 +178,7 @@ func (e *Engine) SetTools(s *toolbridge.Service, why string) {
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
 func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
-	e := &Engine{files: noFiles{}, ckpts: noCheckpoints{}, replicas: noReplicas{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
+	e := &Engine{files: none{}, ckpts: none{}, replicas: none{}, jobs: none{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
 		slots:  make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits.New(cfg)}
 	if err := e.check(pm.Statuses()); err != nil {
@@ -191,30 +189,6 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 
 // PluginStatuses reports every plugin (for resources and diagnostics).
 func (e *Engine) PluginStatuses() []plugins.Status { return e.plugins.Statuses() }
-
-// WarmPool asks a loaded backend for its warm pool now (Stats: live, unlike
-// the capabilities its status holds). Nil if it keeps none, has no live
-// figures or does not answer within a second.
-func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmPool {
-	if st.Type != plugin.TypeBackend || st.Error != "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	b, err := e.plugins.Backend(ctx, st.Name)
-	if err != nil {
-		return nil
-	}
-	sr, ok := b.(backend.StatsReporter)
-	if !ok {
-		return nil
-	}
-	s, err := sr.Stats(ctx)
-	if err != nil {
-		return nil
-	}
-	return s.WarmPool
-}
 
 // EventRefused is the audit event of a refused request.
 const EventRefused = "request.refused"
@@ -311,6 +285,9 @@ type Prepared struct {
 func (p *Prepared) Backend() string { return p.name }
 func (p *Prepared) Timeout() int    { return p.timeout }
 func (p *Prepared) Tool() string    { return p.tool }
+
+// Session is the session p runs in; nil: a stateless run.
+func (p *Prepared) Session() *session.Session { return p.s }
 
 // Drop forgets a session p created, which will not run.
 func (e *Engine) Drop(p *Prepared) {

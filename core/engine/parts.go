@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -14,8 +13,9 @@ import (
 // The parts built on the engine (core/engine/files, core/engine/checkpoints,
 // core/engine/background, core/engine/handover) use it through its
 // exported methods; these are what the engine's own paths need of them in
-// turn, each set once before serving. Until then the engine has no files
-// and no checkpoints.
+// turn, each set once before serving (core/engine/assembly). Until then
+// the engine has no files, no checkpoints, no jobs, and its sessions are
+// this replica's alone.
 
 // Files is what the execute path needs of the sessions' files
 // (core/engine/files): a stateless run's input files, read and checked
@@ -34,8 +34,7 @@ func (e *Engine) SetFiles(f Files) { e.files = f }
 // Checkpoints is what the session paths need of the checkpoints
 // (core/engine/checkpoints): whether a new session has one to come back
 // from, and bringing it back (caller holds s's lock); a destroyed
-// session's removed; live sessions saved at shutdown, idle ones suspended
-// and old checkpoints expired by the reaper.
+// session's removed; live sessions saved at shutdown.
 type Checkpoints interface {
 	Get(client, id string) (checkpoint.Meta, bool)
 	Remove(client, id string) bool
@@ -46,8 +45,6 @@ type Checkpoints interface {
 	// over, once its kernel is up.
 	RestorePending(ctx context.Context, s *session.Session) (notice string)
 	SaveAtShutdown(ctx context.Context, s *session.Session)
-	SuspendIdle(ctx context.Context) int
-	ExpireCheckpoints(now time.Time) int
 }
 
 // SetCheckpoints lets sessions be saved and brought back through c.
@@ -73,41 +70,48 @@ type Replicas interface {
 // SetReplicas shares sessions with other replicas through r.
 func (e *Engine) SetReplicas(r Replicas) { e.replicas = r }
 
+// Jobs is what the engine's session paths need of the background jobs.
+type Jobs interface {
+	// CancelFor cancels the job holding session s, if any, with why: the
+	// session is going.
+	CancelFor(s *session.Session, why string)
+	// Stop ends every job (the server shuts down), and the sessions they
+	// held are free.
+	Stop()
+}
+
+// SetJobs lets sessions be held by the background jobs j.
+func (e *Engine) SetJobs(j Jobs) { e.jobs = j }
+
 // errNoFiles refuses input files where the engine was given no files.
 var errNoFiles = errors.New("this engine takes no input files")
 
-type noFiles struct{}
+// none is every part, absent: no files, no checkpoints, sessions of this
+// replica's alone, no jobs.
+type none struct{}
 
-func (noFiles) Inputs(_ context.Context, req Request, _ string) (map[string][]byte, error) {
+func (none) Inputs(_ context.Context, req Request, _ string) (map[string][]byte, error) {
 	if len(req.InputFiles) > 0 {
 		return nil, errNoFiles
 	}
 	return nil, nil
 }
-func (noFiles) OutputSnapshot(string) map[string]workspace.Stamp { return nil }
-func (noFiles) OutputFiles(string, map[string]workspace.Stamp) ([]OutputFile, []string, map[string]workspace.Stamp) {
+func (none) OutputSnapshot(string) map[string]workspace.Stamp { return nil }
+func (none) OutputFiles(string, map[string]workspace.Stamp) ([]OutputFile, []string, map[string]workspace.Stamp) {
 	return nil, nil, nil
 }
-func (noFiles) CheckFull(*session.Session, string) {}
-
-type noCheckpoints struct{}
-
-func (noCheckpoints) Get(string, string) (checkpoint.Meta, bool) { return checkpoint.Meta{}, false }
-func (noCheckpoints) Remove(string, string) bool                 { return false }
-func (noCheckpoints) ResumePending(context.Context, *session.Session) (string, bool) {
-	return "", false
-}
-func (noCheckpoints) RestorePending(context.Context, *session.Session) string { return "" }
-func (noCheckpoints) SaveAtShutdown(context.Context, *session.Session)        {}
-func (noCheckpoints) SuspendIdle(context.Context) int                         { return 0 }
-func (noCheckpoints) ExpireCheckpoints(time.Time) int                         { return 0 }
-
-type noReplicas struct{}
-
-func (noReplicas) Adopt(context.Context, string, string, string) (bool, error)   { return false, nil }
-func (noReplicas) Record(context.Context, *session.Session, backend.SessionInfo) {}
-func (noReplicas) StillOwned(context.Context, *session.Session, string) error    { return nil }
-func (noReplicas) StillServed(context.Context, *session.Session, string) error   { return nil }
-func (noReplicas) LostTo(context.Context, *session.Session) bool                 { return false }
-func (noReplicas) Successors(context.Context) bool                               { return false }
-func (noReplicas) HandOver(context.Context, *session.Session) bool               { return false }
+func (none) CheckFull(*session.Session, string)                             {}
+func (none) Get(string, string) (checkpoint.Meta, bool)                     { return checkpoint.Meta{}, false }
+func (none) Remove(string, string) bool                                     { return false }
+func (none) ResumePending(context.Context, *session.Session) (string, bool) { return "", false }
+func (none) RestorePending(context.Context, *session.Session) string        { return "" }
+func (none) SaveAtShutdown(context.Context, *session.Session)               {}
+func (none) Adopt(context.Context, string, string, string) (bool, error)    { return false, nil }
+func (none) Record(context.Context, *session.Session, backend.SessionInfo)  {}
+func (none) StillOwned(context.Context, *session.Session, string) error     { return nil }
+func (none) StillServed(context.Context, *session.Session, string) error    { return nil }
+func (none) LostTo(context.Context, *session.Session) bool                  { return false }
+func (none) Successors(context.Context) bool                                { return false }
+func (none) HandOver(context.Context, *session.Session) bool                { return false }
+func (none) CancelFor(*session.Session, string)                             {}
+func (none) Stop()                                                          {}

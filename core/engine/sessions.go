@@ -13,7 +13,6 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
-	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -54,9 +53,6 @@ func (e *Engine) Lookup(ctx context.Context, client, id, tool string) (*session.
 
 // Registry is the table of the engine's sessions.
 func (e *Engine) Registry() *session.Registry { return e.sessions }
-
-// Touch marks s active now (a file tool used it).
-func (e *Engine) Touch(s *session.Session) { e.sessions.Touch(s) }
 
 // SessionBackend is the running backend name, which must keep sessions.
 func (e *Engine) SessionBackend(ctx context.Context, name string) (backend.SessionBackend, error) {
@@ -451,7 +447,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	if err != nil {
 		return err
 	}
-	e.cancelSessionJob(s, "destroy_session was called") // sessionjobs.go
+	e.jobs.CancelFor(s, "destroy_session was called")
 	closed := e.claim(ctx, s, true)
 	defer s.Unlock()
 	defer e.ckpts.Remove(s.Client, s.ID) // a checkpoint goes with its session
@@ -529,12 +525,6 @@ func (e *Engine) RemoveWorkspace(id string) {
 	}
 }
 
-// SessionsPerClient is how many live sessions each client has here, and
-// OnSessionsChange calls f (which must not block) whenever that changes:
-// a tenant's session quota counted across replicas.
-func (e *Engine) SessionsPerClient() map[string]int { return e.sessions.PerClient() }
-func (e *Engine) OnSessionsChange(f func())         { e.sessions.OnChange(f) }
-
 // Sessions lists the sessions of one connection, or with all every one.
 // Variables are left out (the state resource has them).
 func (e *Engine) Sessions(client string, all bool) []session.View {
@@ -552,38 +542,14 @@ func (e *Engine) ReapIdle(ctx context.Context) int {
 	})
 }
 
-// Reaper runs ReapIdle and expires checkpoints every sessions.cleanup_interval until ctx ends.
-func (e *Engine) Reaper(ctx context.Context) {
-	e.ckpts.ExpireCheckpoints(time.Now()) // a restart after a long stop finds expired ones
-	periodic.Every(ctx, time.Duration(e.cfg.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
-		e.ckpts.SuspendIdle(ctx) // before an idle session would be removed
-		e.ReapIdle(ctx)
-		e.ckpts.ExpireCheckpoints(time.Now())
-		if e.jobs != nil {
-			e.jobs.Sweep()
-		}
-		return true
-	})
-}
-
 // MarkBackendDead marks every session of a crashed plugin dead.
 func (e *Engine) MarkBackendDead(name string) { e.sessions.MarkBackendDead(name) }
-
-// HoldsSession reports whether internal is the id below the engine of a
-// session it keeps (live or dead), whose workspace must stay.
-func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(internal) }
-
-// LostTo reports whether the idle reaper must leave s alone (caller holds
-// s's lock): another replica serves it (handover.Replicas.LostTo).
-func (e *Engine) LostTo(ctx context.Context, s *session.Session) bool {
-	return e.replicas.LostTo(ctx, s)
-}
 
 // CloseAll destroys every session (server shutdown). With
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
 // first, so its client finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
-	e.stopJobs() // sessionjobs.go: a job's session is free once its run stops
+	e.jobs.Stop() // a job's session is free once its run stops
 	handOver := e.replicas.Successors(ctx)
 	for _, s := range e.sessions.All() {
 		s.Lock()

@@ -285,7 +285,7 @@ func (c *crashes) crashed(name string) {
 	keep := func(string) bool { return false }
 	if eng != nil {
 		eng.MarkBackendDead(name)
-		keep = eng.HoldsSession
+		keep = eng.Registry().Holds
 	}
 	n := c.sb.RemoveOwnedBy(context.Background(), name)
 	c.mu.Lock()
@@ -374,13 +374,13 @@ func shareQuotas(sh runtime.QuotaSharer, eng *engine.Engine) *quotaShare {
 	s := &quotaShare{eng: eng}
 	s.q = sh.ShareQuotas(ctx, s.local)
 	s.stop = func() { cancel(); s.q.Wait() }
-	eng.OnSessionsChange(s.q.Changed)
+	eng.Registry().OnChange(s.q.Changed)
 	return s
 }
 
 func (s *quotaShare) local() map[string]runtime.Usage {
 	out := map[string]runtime.Usage{}
-	for client, n := range s.eng.SessionsPerClient() {
+	for client, n := range s.eng.Registry().PerClient() {
 		out[client] = runtime.Usage{Sessions: n}
 	}
 	if reg := s.tenants.Load(); reg != nil {

@@ -3,7 +3,7 @@
 // call's is, then runs detached from the call that started it, bounded by
 // its own timeout (up to execution.max_background_timeout), and its owner
 // follows it through core/jobs. A job in a session holds the session
-// (engine.Engine.Hold): other calls in it are refused (rule session-job)
+// (session.Session.Job): other calls in it are refused (rule session-job)
 // until the job ends, rather than waiting behind it for up to hours.
 package background
 
@@ -47,23 +47,25 @@ var errServerStopped = errors.New("the server shut down")
 const maxJobResult = 32 << 20
 
 // Engine is what jobs need of the engine: a request prepared and run as
-// an execute call's, in a session the job holds meanwhile, and refusals
-// audited as the engine audits them.
+// an execute call's, the session it runs in, which the job holds
+// meanwhile (session.Session.Job), and refusals audited as the engine
+// audits them.
 type Engine interface {
 	Prepare(ctx context.Context, req engine.Request) (*engine.Prepared, error)
 	Run(ctx context.Context, p *engine.Prepared, emit func(backend.StreamEvent), started func(runID string)) (engine.Result, error)
-	Hold(p *engine.Prepared, job string) error
-	Release(p *engine.Prepared, job string)
 	Drop(p *engine.Prepared)
+	Registry() *session.Registry
+	RefuseIfJob(s *session.Session, tool string) error
 	Refuse(client, sessionID, tool string, err error, details map[string]any) error
 }
 
 // Runner runs the background jobs of the server's clients.
 type Runner struct {
-	eng Engine
-	cfg config.Config
-	rec audit.Recorder
-	reg *jobs.Registry
+	eng      Engine
+	sessions *session.Registry
+	cfg      config.Config
+	rec      audit.Recorder
+	reg      *jobs.Registry
 }
 
 func jobsRoot(cfg config.Config) string {
@@ -86,7 +88,7 @@ func New(cfg config.Config, eng Engine, rec audit.Recorder) (*Runner, error) {
 		rec.Record(audit.Entry{Event: EventJobLost, Severity: audit.Warning, SessionID: engine.AuditID(r.Client, r.SessionID), UserID: r.Client, Success: false, Error: r.Reason,
 			Details: map[string]any{"job": r.ID, "run_id": r.RunID, "language": r.Language, "session": r.SessionID, "server": string(r.Server)}})
 	}
-	return &Runner{eng: eng, cfg: cfg, rec: rec, reg: reg}, nil
+	return &Runner{eng: eng, sessions: eng.Registry(), cfg: cfg, rec: rec, reg: reg}, nil
 }
 
 // OnJobChange makes fn, beside those told before, hear of every change of
@@ -94,9 +96,13 @@ func New(cfg config.Config, eng Engine, rec audit.Recorder) (*Runner, error) {
 // and task-status notifications.
 func (b *Runner) OnJobChange(fn func(jobs.Record)) { b.reg.OnChange(fn) }
 
-// CancelFor cancels job id, which holds session s, with why: the session
-// is going (destroy_session), and the job ends cancelled saying so.
-func (b *Runner) CancelFor(s *session.Session, id, why string) {
+// CancelFor cancels the job holding s, if any, with why: the session is
+// going (destroy_session), and the job ends cancelled saying so.
+func (b *Runner) CancelFor(s *session.Session, why string) {
+	id := b.sessions.View(s).Job
+	if id == "" {
+		return
+	}
 	if j, err := b.reg.Get(s.Client, id); err == nil {
 		b.rec.Record(audit.Entry{Event: EventJobCancel, SessionID: s.Internal, UserID: s.Client, Success: true,
 			Details: map[string]any{"job": id, "session": s.ID, "by": why}})
@@ -112,8 +118,17 @@ func (b *Runner) StartJob(ctx context.Context, req engine.Request) (jobs.Record,
 	if err != nil {
 		return jobs.Record{}, err
 	}
-	if err := b.eng.Hold(p, req.Job); err != nil { // another job took it since Prepare
-		return jobs.Record{}, err
+	if s := p.Session(); s != nil {
+		var holder string
+		b.sessions.Update(s, func(s *session.Session) {
+			if holder = s.Job; holder == "" {
+				s.Job = req.Job
+			}
+		})
+		if holder != "" { // another job took it since Prepare
+			b.eng.Drop(p)
+			return jobs.Record{}, b.eng.RefuseIfJob(s, p.Tool())
+		}
 	}
 	// The job outlives the call: its context keeps the call's values (the
 	// tenant's admission) but not its end.
@@ -122,7 +137,7 @@ func (b *Runner) StartJob(ctx context.Context, req engine.Request) (jobs.Record,
 		CodeSHA256: audit.HashCode(req.Code), TimeoutS: p.Timeout()}, cancel)
 	if err != nil {
 		cancel(nil)
-		b.eng.Release(p, req.Job)
+		b.release(p.Session(), req.Job)
 		b.eng.Drop(p)
 		return jobs.Record{}, b.eng.Refuse(req.Client, req.SessionID, p.Tool(), err, map[string]any{"job": req.Job})
 	}
@@ -134,10 +149,21 @@ func (b *Runner) StartJob(ctx context.Context, req engine.Request) (jobs.Record,
 		emit := func(ev backend.StreamEvent) { j.Output(ev.Name == host.Stderr, ev.Text) }
 		res, err := b.eng.Run(jctx, p, emit, func(runID string) { j.Start(p.Backend(), runID) })
 		state, why := jobOutcome(jctx, res, err)
-		b.eng.Release(p, req.Job) // free before anyone waiting hears the job ended
+		b.release(p.Session(), req.Job) // free before anyone waiting hears the job ended
 		j.Finish(state, why, jobResult(res, err))
 	}()
 	return j.Full(), nil
+}
+
+func (b *Runner) release(s *session.Session, id string) {
+	if s == nil {
+		return
+	}
+	b.sessions.Update(s, func(s *session.Session) {
+		if s.Job == id {
+			s.Job = ""
+		}
+	})
 }
 
 // jobOutcome is the state a finished run leaves its job in, and why.
@@ -267,9 +293,12 @@ func (b *Runner) Sweep() int { return b.reg.Sweep() }
 
 // Stop ends every job at shutdown: it is recorded lost (with why) before
 // its work is cancelled, so that the record says what happened whichever
-// finishes first.
+// finishes first, and the sessions it holds become free.
 func (b *Runner) Stop() {
 	for _, j := range b.reg.Running() {
 		j.Abandon("the server shut down while the job ran, and its sandbox went with it: run the code again", errServerStopped)
+	}
+	for _, s := range b.sessions.All() {
+		b.sessions.Update(s, func(s *session.Session) { s.Job = "" })
 	}
 }

@@ -44,11 +44,15 @@ type Engine interface {
 	SessionBackend(ctx context.Context, name string) (backend.SessionBackend, error)
 	CloseGrant(s *session.Session)
 	RemoveWorkspace(internal string)
-	LostTo(ctx context.Context, s *session.Session) bool
 	PluginStatuses() []plugins.Status
 	LanguageName(language string) string
 	RefuseIfJob(s *session.Session, tool string) error
 	Refuse(client, sessionID, tool string, err error, details map[string]any) error
+}
+
+// Replicas say whether another replica serves a session (handover.Replicas).
+type Replicas interface {
+	LostTo(ctx context.Context, s *session.Session) bool
 }
 
 // Workdirs reaches a session's working directory (files.Files).
@@ -74,6 +78,7 @@ type Keeper struct {
 	eng      Engine
 	sessions *session.Registry
 	dirs     Workdirs
+	replicas Replicas
 	cfg      config.Config
 	ws       *workspace.Manager
 	rec      audit.Recorder
@@ -93,9 +98,9 @@ func WithStore(store checkpoint.Store) Option {
 }
 
 // New returns the checkpoints of eng's sessions, whose working directories
-// dirs reaches.
-func New(cfg config.Config, eng Engine, dirs Workdirs, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger, opts ...Option) *Keeper {
-	c := &Keeper{eng: eng, sessions: eng.Registry(), dirs: dirs, cfg: cfg, ws: ws, rec: rec, log: log}
+// dirs reaches, and which replicas may serve instead of this one.
+func New(cfg config.Config, eng Engine, dirs Workdirs, replicas Replicas, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger, opts ...Option) *Keeper {
+	c := &Keeper{eng: eng, sessions: eng.Registry(), dirs: dirs, replicas: replicas, cfg: cfg, ws: ws, rec: rec, log: log}
 	for _, o := range opts {
 		o(c)
 	}

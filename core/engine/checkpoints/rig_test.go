@@ -8,6 +8,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/engine/background"
 	"github.com/mcp-forge/mcp-forge/core/engine/enginerig"
 	"github.com/mcp-forge/mcp-forge/core/engine/files"
+	"github.com/mcp-forge/mcp-forge/core/engine/handover"
 )
 
 // assembled is an engine with its checkpoints and the parts they meet
@@ -28,7 +29,8 @@ func newRig(t *testing.T, mutate func(*config.Config), plugins func(*enginerig.R
 	t.Helper()
 	r := &rig{Rig: enginerig.New(t, mutate, plugins)}
 	f := files.New(r.Cfg, r.E, r.WS, r.Rec)
-	c := New(r.Cfg, r.E, f, r.WS, r.Rec, r.Log, opts...)
+	rs := handover.New(r.E, r.WS, r.Rec, r.Log)
+	c := New(r.Cfg, r.E, f, rs, r.WS, r.Rec, r.Log, opts...)
 	j, err := background.New(r.Cfg, r.E, r.Rec)
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +38,7 @@ func newRig(t *testing.T, mutate func(*config.Config), plugins func(*enginerig.R
 	r.E.SetFiles(f)
 	r.E.SetCheckpoints(c)
 	r.E.SetJobs(j)
+	r.E.SetReplicas(rs)
 	r.e = assembled{r.E, c, f, j}
 	return r
 }

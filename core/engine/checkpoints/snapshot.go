@@ -268,7 +268,7 @@ func (c *Keeper) SuspendIdle(ctx context.Context) int {
 		return 0
 	}
 	return c.sessions.EachIdle(after, func(s *session.Session) bool {
-		if c.sessions.State(s) != session.StateIdle || c.eng.LostTo(ctx, s) {
+		if c.sessions.State(s) != session.StateIdle || c.replicas.LostTo(ctx, s) {
 			return false
 		}
 		if s.SuspendRefused.Equal(s.LastActive) {

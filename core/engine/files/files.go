@@ -66,7 +66,7 @@ const (
 // audits them.
 type Engine interface {
 	Lookup(ctx context.Context, client, id, tool string) (*session.Session, error)
-	Touch(s *session.Session)
+	Registry() *session.Registry
 	PluginStatuses() []plugins.Status
 	Network() *network.Grants
 	Refuse(client, sessionID, tool string, err error, details map[string]any) error
@@ -268,7 +268,7 @@ func (w *Files) UploadFile(client, id, rel, content, encoding string) (FileInfo,
 	if err := w.writeSessionFile(s, f, client, id, tool, clean, func() error { return f.WriteFile(clean, data) }); err != nil {
 		return FileInfo{}, err
 	}
-	w.eng.Touch(s)
+	w.eng.Registry().Touch(s)
 	// session_id is the internal id, as on every session line (docs/audit.md):
 	// the caller's id alone is ambiguous between clients.
 	w.rec.Record(audit.Entry{Event: "file.upload", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data)}})
@@ -324,7 +324,7 @@ func (w *Files) ReadFile(client, id, rel, tool string) (FileInfo, error) {
 	if err == nil {
 		var data []byte
 		if data, err = f.ReadFile(clean, w.maxFileSize()); err == nil {
-			w.eng.Touch(s)
+			w.eng.Registry().Touch(s)
 			w.rec.Record(audit.Entry{Event: "file.download", SessionID: s.Internal, UserID: client, Success: true, Details: map[string]any{"session": s.ID, "path": clean, "bytes": len(data), "tool": tool}})
 			return FileInfo{Path: clean, Size: int64(len(data)), MIMEType: mimeType(clean, data), Data: data}, nil
 		}
@@ -368,7 +368,7 @@ func (w *Files) ListFiles(client, id, dir string) ([]workspace.Entry, bool, erro
 	if err != nil {
 		return nil, false, w.fileRefusal(client, id, tool, dir, err)
 	}
-	w.eng.Touch(s)
+	w.eng.Registry().Touch(s)
 	return entries, truncated, nil
 }
 

@@ -126,7 +126,7 @@ func (w *Files) ImportFile(ctx context.Context, client, id, root, rootPath, rel 
 	if err := w.writeSessionFile(s, f, client, id, tool, clean, write); err != nil {
 		return FileInfo{}, err
 	}
-	w.eng.Touch(s)
+	w.eng.Registry().Touch(s)
 	w.rec.Record(audit.Entry{Event: EventHostRead, SessionID: s.Internal, UserID: client, Success: true,
 		Details: map[string]any{"session": s.ID, "root": root, "root_path": src, "path": clean, "bytes": size}})
 	return FileInfo{Path: clean, Size: size, MIMEType: mimeType(clean, nil)}, nil
@@ -175,7 +175,7 @@ func (w *Files) ExportFile(ctx context.Context, client, id, rel, root, rootPath 
 	if err := r.Files().WriteFrom(dst, body); err != nil {
 		return FileInfo{}, w.fileRefusal(client, id, tool, rootPath, fmt.Errorf("%s: %w", root, err))
 	}
-	w.eng.Touch(s)
+	w.eng.Registry().Touch(s)
 	w.rec.Record(audit.Entry{Event: EventHostWrite, SessionID: s.Internal, UserID: client, Success: true,
 		Details: map[string]any{"session": s.ID, "root": root, "root_path": dst, "path": clean, "bytes": size}})
 	return FileInfo{Path: dst, Size: size, MIMEType: mimeType(dst, nil)}, nil

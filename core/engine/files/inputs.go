@@ -113,7 +113,7 @@ func (w *Files) sessionInput(client, tool, where string, in engine.InputFile) ([
 	if err == nil {
 		var data []byte
 		if data, err = f.ReadFile(clean, w.maxFileSize()); err == nil {
-			w.eng.Touch(s)
+			w.eng.Registry().Touch(s)
 			return data, nil
 		}
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
-	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/engine/checkpoints"
+	"github.com/mcp-forge/mcp-forge/core/engine/history"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/sessions"
 	"github.com/mcp-forge/mcp-forge/core/notebook"
@@ -114,7 +114,7 @@ func historyCells(h session.History) []HistoryCell {
 type Notebooks interface {
 	ForkSession(ctx context.Context, client, from, to string) (checkpoints.ForkInfo, error)
 	History(client, id, tool string) (session.History, session.View, error)
-	ExportNotebook(client, id, tool string) (engine.Notebook, error)
+	ExportNotebook(client, id, tool string) (history.Notebook, error)
 	InlineFileSize() int64
 }
 

@@ -1,4 +1,4 @@
-package engine
+package history
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginerig"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -16,8 +18,8 @@ import (
 // back; the history is its owner's only, bounded, and never in the audit
 // log (which has the code's hash).
 func TestHistoryRecorded(t *testing.T) {
-	r := newRig(t, func(c *config.Config) { c.Sessions.HistoryCells = 3 }, func(r *rig) {
-		r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	r := newRig(t, func(c *config.Config) { c.Sessions.HistoryCells = 3 }, func(r *enginerig.Rig) {
+		r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 			res := backend.ExecuteResult{Success: true, Stdout: "out:" + req.Code, StdoutBytes: int64(4 + len(req.Code)), ResultRepr: "42", Duration: 3 * time.Millisecond}
 			if strings.Contains(req.Code, "fail") {
 				res.Success, res.Error = false, &backend.ExecError{Name: "ValueError", Message: "bad", Traceback: []string{"tb\n"}}
@@ -30,11 +32,11 @@ func TestHistoryRecorded(t *testing.T) {
 	})
 	codes := []string{"secret_cell_one = 1", "plot()", "fail()", "x = 4"}
 	for _, code := range codes {
-		if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Code: code}); err != nil {
+		if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Code: code}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.exec(t, Request{Language: "python", Code: "stateless()"}); err != nil {
+	if _, err := r.Exec(t, engine.Request{Language: "python", Code: "stateless()"}); err != nil {
 		t.Fatal(err)
 	}
 	h, _, err := r.e.History("c1", "s", "resources/read")
@@ -73,7 +75,7 @@ func TestHistoryRecorded(t *testing.T) {
 	if _, err := r.e.ExportNotebook("c2", "s", "export_notebook"); refusedBy(t, err) != session.RuleSessionNotFound {
 		t.Fatalf("another client exports the notebook: %v", err)
 	}
-	for _, e := range r.audit() {
+	for _, e := range r.Audit() {
 		line, _ := json.Marshal(e)
 		for _, code := range codes {
 			if strings.Contains(string(line), code) || strings.Contains(string(line), "out:") {
@@ -85,7 +87,7 @@ func TestHistoryRecorded(t *testing.T) {
 	if err := r.e.DestroySession(context.Background(), "c1", "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Code: "new"}); err != nil {
+	if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Code: "new"}); err != nil {
 		t.Fatal(err)
 	}
 	if h, _, _ := r.e.History("c1", "s", "resources/read"); len(h.Cells) != 1 || h.Cells[0].Code != "new" || h.Dropped != 0 {
@@ -97,7 +99,7 @@ func TestHistoryRecorded(t *testing.T) {
 // clients' sessions).
 func TestHistoryOff(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Sessions.HistoryCells = 0 }, nil)
-	if _, err := r.exec(t, Request{Language: "python", SessionID: "s"}); err != nil {
+	if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.e.ExportNotebook("c1", "s", "export_notebook"); refusedBy(t, err) != RuleHistoryOff {
