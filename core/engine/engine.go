@@ -140,10 +140,12 @@ type Engine struct {
 	toolsWhy string
 
 	cancelled cancelled.Runs
-	files     Files // parts.go
-	ckpts     Checkpoints
-	replicas  Replicas
-	jobs      Jobs
+
+	// The parts built on the engine, as its own paths need them (parts.go).
+	files    Files
+	ckpts    Checkpoints
+	replicas Replicas
+	jobs     Jobs
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).

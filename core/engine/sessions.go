@@ -36,7 +36,7 @@ func (e *Engine) Lookup(ctx context.Context, client, id, tool string) (*session.
 	}
 	s := e.sessions.Get(client, id)
 	if s == nil {
-		// Another replica may have opened it (handover.go).
+		// Another replica may have opened it (core/engine/handover).
 		if _, err := e.replicas.Adopt(ctx, client, id, tool); err != nil {
 			return nil, e.Refuse(client, id, tool, err, nil)
 		}
@@ -80,7 +80,7 @@ func (e *Engine) Acquire(ctx context.Context, req Request, backendName, tool str
 	var hasCkpt bool
 	adopted := false
 	if !e.sessions.Live(req.Client, req.SessionID) {
-		// Another replica may have opened it (handover.go).
+		// Another replica may have opened it (core/engine/handover).
 		var err error
 		if adopted, err = e.replicas.Adopt(ctx, req.Client, req.SessionID, tool); err != nil {
 			return nil, false, err
@@ -432,7 +432,7 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	const tool = "destroy_session"
 	if session.CheckID(id) == nil && !e.sessions.Live(client, id) {
 		// Another replica may serve it, its checkpoint in a store shared
-		// with this one: the session goes first, with it (handover.go).
+		// with this one: the session goes first, with it (core/engine/handover).
 		if _, err := e.replicas.Adopt(ctx, client, id, tool); err != nil {
 			return e.Refuse(client, id, tool, err, nil)
 		}

@@ -224,7 +224,7 @@ func (c *Keeper) CheckpointSession(ctx context.Context, client, id string) (Chec
 	if c.checkpointCode(s.Backend) == nil {
 		return CheckpointInfo{}, c.eng.Refuse(client, id, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be checkpointed: the backend reports no checkpoint code", c.eng.LanguageName(s.Language), s.Backend), nil)
 	}
-	if err := c.eng.RefuseIfJob(s, tool); err != nil { // sessionjobs.go
+	if err := c.eng.RefuseIfJob(s, tool); err != nil {
 		return CheckpointInfo{}, err
 	}
 	s.Lock()
@@ -358,7 +358,7 @@ func (c *Keeper) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	if err != nil {
 		return CheckpointInfo{}, session.View{}, c.eng.Refuse(client, id, tool, err, nil)
 	}
-	if err := c.eng.RefuseIfJob(s, tool); err != nil { // sessionjobs.go
+	if err := c.eng.RefuseIfJob(s, tool); err != nil {
 		return CheckpointInfo{}, session.View{}, err
 	}
 	s.Lock()

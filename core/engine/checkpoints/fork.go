@@ -156,7 +156,7 @@ func (c *Keeper) ForkSession(ctx context.Context, client, from, to string) (Fork
 // and idle (checkpoint-state).
 func (c *Keeper) forkable(client string, src *session.Session) error {
 	// The job first: a running job makes its session busy, and "busy" would
-	// hide the job the caller must wait for or cancel (jobs.go); a queued
+	// hide the job the caller must wait for or cancel (core/engine/background); a queued
 	// job's session is idle, but not free.
 	if err := c.eng.RefuseIfJob(src, "fork_session"); err != nil {
 		return err
