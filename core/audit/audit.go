@@ -530,6 +530,15 @@ func ErrText(err error) string {
 	return err.Error()
 }
 
+// ErrSeverity is the Entry.Severity of an outcome: Error for a failure,
+// else Info.
+func ErrSeverity(err error) string {
+	if err != nil {
+		return Error
+	}
+	return Info
+}
+
 // Discard is a Recorder that drops everything, for tests of other packages.
 type Discard struct{}
 

@@ -9,7 +9,6 @@ package engine
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,24 +21,21 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
-	"github.com/mcp-forge/mcp-forge/core/hostroots"
-	"github.com/mcp-forge/mcp-forge/core/jobs"
+	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
+	"github.com/mcp-forge/mcp-forge/core/engine/limits"
+	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
-	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
-	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Request is one execute call as the MCP layer received it.
@@ -52,8 +48,8 @@ type Request struct {
 	CustomImage string
 	Environment map[string]string
 	MCPTools    []string
-	InputFiles  []InputFile // stateless runs only (inputs.go)
-	Network     []string    // hosts a stateless run asks to reach (network.go)
+	InputFiles  []InputFile // stateless runs only (core/engine/files)
+	Network     []string    // hosts a stateless run asks to reach (core/engine/network)
 	Credentials []string    // credentials the proxy adds for it (with their hosts)
 	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
@@ -65,11 +61,33 @@ type Request struct {
 	Job        string // the job's id, set by StartJob (audited with the run)
 }
 
+// InputFile is a file a stateless run finds, read-only, in its working
+// directory: uploaded in the same call (Content) or copied from one of the
+// caller's sessions (FromSession, never another client's).
+type InputFile struct {
+	Path        string // where the run finds it, relative to its working directory
+	Content     string // the file, as text or base64 (Encoding)
+	Encoding    string // "text" (default) or "base64"
+	FromSession string // copy it from this session of the caller ...
+	SourcePath  string // ... at this path of its working directory (default: Path)
+	// URL is fetched by the core through the egress proxy, as a grant of
+	// its host under the network policy (core/engine/files: fetch).
+	URL string
+}
+
+// OutputFile is a file a session run wrote to its output directory (files.OutputDir).
+type OutputFile struct {
+	Path     string // relative to the working directory: output/result.csv
+	Size     int64
+	MIMEType string
+	Data     []byte // the content when it is small enough to inline; nil: a link
+}
+
 // Result is a backend's result and the backend that produced it.
 type Result struct {
 	backend.ExecuteResult
 	Backend string
-	Files   []OutputFile // what a session run wrote to its output directory (files.go)
+	Files   []OutputFile // what a session run wrote to its output directory
 	// Isolation is the kernel the code talked to (runtime.Isolations).
 	Isolation string
 }
@@ -83,14 +101,13 @@ type Plugins interface {
 
 // Engine executes requests through plugins.
 type Engine struct {
-	remote  RemoteSessions // nil: sessions' files are the workspace's directories
 	cfg     config.Config
 	pol     *policy.Policy
 	plugins Plugins
 	rec     audit.Recorder
 	log     hclog.Logger
 	ws      *workspace.Manager
-	limits  limits
+	limits  limits.Limits
 
 	// Isolation, when set, is what sandboxes run under (the configured
 	// isolation, or container where gVisor is waived and missing): every
@@ -115,20 +132,20 @@ type Engine struct {
 
 	router   *route.Router
 	sessions *session.Registry
-	ckpts    checkpoint.Store // checkpoint.go
-	slots    chan struct{}    // execution.max_concurrent_runs
-	notices  []func() string  // notices.go: added to every result
+	slots    chan struct{}   // execution.max_concurrent_runs
+	notices  []func() string // notices.go: added to every result
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
-	network  *network            // nil: no network grants (network.go)
+	network  *network.Grants     // nil: no network grants
 	toolsWhy string
 
-	jobs *jobs.Registry // background runs (jobs.go)
+	cancelled cancelled.Runs
 
-	store runtime.SessionStore // nil: sessions live in this replica only (handover.go)
-	hosts SessionHosts
-	snaps SessionSnapshots // snapshot.go; nil: checkpoints keep variables
-	roots *hostroots.Roots // [volumes.host_roots] (hostfiles.go); nil: none
+	// The parts built on the engine, as its own paths need them (parts.go).
+	files    Files
+	ckpts    Checkpoints
+	replicas Replicas
+	jobs     Jobs
 }
 
 // SessionQuota is a client's limit on live sessions (tenant.SessionQuota).
@@ -144,46 +161,29 @@ type SessionQuota interface {
 // Tools is the tool bridge, or nil and why there is none.
 func (e *Engine) Tools() (*toolbridge.Service, string) { return e.tools, e.toolsWhy }
 
+// SetNetwork lets runs ask for network (Request.Network), granted under p
+// through the channels c.
+func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
+	e.network = network.New(p, c, e)
+}
+
+// Network grants runs network; nil: it grants none.
+func (e *Engine) Network() *network.Grants { return e.network }
+
 // SetTools lets runs call MCP tools through s (a bridge plugin), or with s
 // nil records why they cannot, for refusals of mcp_tools.
 func (e *Engine) SetTools(s *toolbridge.Service, why string) {
 	e.tools, e.toolsWhy = s, why
 }
 
-// limits are the configured sizes, parsed once.
-type limits struct {
-	code, output, image, envValue, envTotal int64
-	message                                 int64 // server.max_message: one answer, encoded
-}
-
-// Option changes how New builds an engine.
-type Option func(*Engine)
-
-// WithCheckpointStore keeps checkpoints in store instead of the default
-// directory under volumes.base_path (checkpoint.Dir): where several servers
-// share sessions, a store they all reach.
-func WithCheckpointStore(store checkpoint.Store) Option {
-	return func(e *Engine) { e.ckpts = store }
-}
-
 // New returns an engine after checking the routing configuration against
 // the loaded plugins (see check): an error there is a configuration the
 // server must not start with.
-func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger, opts ...Option) (*Engine, error) {
-	e := &Engine{cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
-		slots: make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
-		limits: limits{code: int64(cfg.Execution.MaxCodeSize), output: int64(cfg.Execution.MaxOutput), image: int64(cfg.Execution.MaxImageSize), message: int64(cfg.Server.MaxMessage),
-			envValue: int64(cfg.Execution.MaxEnvValue), envTotal: int64(cfg.Execution.MaxEnvTotal)}}
-	for _, o := range opts {
-		o(e)
-	}
-	if e.ckpts == nil {
-		e.ckpts = checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota))
-	}
+func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manager, rec audit.Recorder, log hclog.Logger) (*Engine, error) {
+	e := &Engine{files: none{}, ckpts: none{}, replicas: none{}, jobs: none{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
+		slots:  make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
+		limits: limits.New(cfg)}
 	if err := e.check(pm.Statuses()); err != nil {
-		return nil, err
-	}
-	if err := e.openJobs(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -191,34 +191,6 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 
 // PluginStatuses reports every plugin (for resources and diagnostics).
 func (e *Engine) PluginStatuses() []plugins.Status { return e.plugins.Statuses() }
-
-// WarmPool asks a loaded backend for its warm pool now (Stats: live, unlike
-// the capabilities its status holds). Nil if it keeps none, has no live
-// figures or does not answer within a second.
-func (e *Engine) WarmPool(ctx context.Context, st plugins.Status) *backend.WarmPool {
-	if st.Type != plugin.TypeBackend || st.Error != "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	b, err := e.plugins.Backend(ctx, st.Name)
-	if err != nil {
-		return nil
-	}
-	sr, ok := b.(backend.StatsReporter)
-	if !ok {
-		return nil
-	}
-	s, err := sr.Stats(ctx)
-	if err != nil {
-		return nil
-	}
-	return s.WarmPool
-}
-
-// MaxImages bounds the images one result carries: each is a content block
-// a client renders, and thousands of tiny ones fit under any byte limit.
-const MaxImages = 20
 
 // EventRefused is the audit event of a refused request.
 const EventRefused = "request.refused"
@@ -243,12 +215,12 @@ func (e *Engine) checkPresent(ctx context.Context, image string) error {
 // RefuseArguments audits a tool call whose arguments did not match the
 // tool's input schema, refused before any handler saw them.
 func (e *Engine) RefuseArguments(client, tool, msg string) {
-	_ = e.refuse(client, "", tool, refusal.New(RuleArguments, "%s", msg), nil)
+	_ = e.Refuse(client, "", tool, refusal.New(RuleArguments, "%s", msg), nil)
 }
 
-// refuse audits a refusal (a *RequestError) with its rule before the answer
+// Refuse audits a refusal (a *RequestError) with its rule before the answer
 // goes back, and returns err unchanged. Other errors pass through.
-func (e *Engine) refuse(client, sessionID, tool string, err error, details map[string]any) error {
+func (e *Engine) Refuse(client, sessionID, tool string, err error, details map[string]any) error {
 	var re *RequestError
 	if !errors.As(err, &re) {
 		return err
@@ -267,7 +239,7 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 	if re.Audit != "" {
 		msg = re.Audit
 	}
-	internal := auditID(client, sessionID)
+	internal := AuditID(client, sessionID)
 	if internal != "" {
 		d["session"] = sessionID
 	}
@@ -275,12 +247,12 @@ func (e *Engine) refuse(client, sessionID, tool string, err error, details map[s
 	return err
 }
 
-// auditID is the audit log's session_id for client's session id: the
+// AuditID is the audit log's session_id for client's session id: the
 // internal id (session.InternalID), which also names the session's workspace and
 // container, so that one session's lines are found by one value even when
 // two clients use the same id; details.session holds the id the user chose.
 // An invalid id (which may be hostile: a path, a megabyte) and no id give "".
-func auditID(client, id string) string {
+func AuditID(client, id string) string {
 	if id == "" || workspace.CheckSessionID(id) != nil {
 		return ""
 	}
@@ -291,15 +263,15 @@ func auditID(client, id string) string {
 // failures are in the result; errors are refusals (*RequestError, audited
 // with their rule) or failures of the server, the plugin or the engine.
 func (e *Engine) Execute(ctx context.Context, req Request, emit func(backend.StreamEvent)) (Result, error) {
-	p, err := e.prepare(ctx, req)
+	p, err := e.Prepare(ctx, req)
 	if err != nil {
 		return Result{}, err
 	}
-	return e.run(ctx, p, emit, nil)
+	return e.Run(ctx, p, emit, nil)
 }
 
-// prepared is a request that passed every check, with what its run needs.
-type prepared struct {
+// Prepared is a request that passed every check, with what its run needs.
+type Prepared struct {
 	req     Request
 	tool    string
 	name    string // the backend
@@ -310,19 +282,28 @@ type prepared struct {
 	timeout int // seconds
 }
 
-// drop forgets a session this request created and that will not run.
-func (p *prepared) drop(e *Engine) {
+// Backend, Timeout (seconds) and Tool are the backend that runs p, its
+// timeout and the tool that asked for it.
+func (p *Prepared) Backend() string { return p.name }
+func (p *Prepared) Timeout() int    { return p.timeout }
+func (p *Prepared) Tool() string    { return p.tool }
+
+// Session is the session p runs in; nil: a stateless run.
+func (p *Prepared) Session() *session.Session { return p.s }
+
+// Drop forgets a session p created, which will not run.
+func (e *Engine) Drop(p *Prepared) {
 	if p.created {
 		e.sessions.Drop(p.s)
 	}
 }
 
-// prepare checks a request, routes it and acquires its session: every
+// Prepare checks a request, routes it and acquires its session: every
 // refusal a call can get before its code runs, audited with its rule.
-func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err error) {
+func (e *Engine) Prepare(ctx context.Context, req Request) (_ *Prepared, err error) {
 	ctx, span := telemetry.Start(ctx, "engine.prepare", attribute.String("mcp_forge.language", req.Language))
 	defer func() { telemetry.End(span, err) }()
-	p := &prepared{req: req, tool: "execute_" + req.Language}
+	p := &Prepared{req: req, tool: "execute_" + req.Language}
 	err = e.validate(req)
 	if err == nil {
 		p.name, err = e.pick(req)
@@ -334,24 +315,23 @@ func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err err
 		err = e.checkPresent(ctx, req.CustomImage)
 	}
 	if err == nil && req.SessionID != "" {
-		p.s, p.created, err = e.acquire(ctx, req, p.name, p.tool)
+		p.s, p.created, err = e.Acquire(ctx, req, p.name, p.tool)
 	}
 	if err == nil && p.s != nil && !p.created {
-		err = e.checkSessionJob(p.s) // jobs.go
+		err = e.checkSessionJob(p.s) // sessionjobs.go
 	}
 	if err != nil {
 		d := map[string]any{"language": req.Language, "backend": req.Backend}
 		if req.CustomImage != "" {
 			d["image"] = req.CustomImage
 		}
-		return nil, e.refuse(req.Client, req.SessionID, p.tool, err, d)
+		return nil, e.Refuse(req.Client, req.SessionID, p.tool, err, d)
 	}
 	if p.s != nil {
 		p.name = p.s.Backend // an existing session keeps its backend
 	}
-	p.inputs, err = e.inputFiles(ctx, req, p.name) // audited there
-	if err != nil {
-		p.drop(e)
+	if p.inputs, err = e.files.Inputs(ctx, req, p.name); err != nil { // audited there
+		e.Drop(p)
 		return nil, err
 	}
 	p.timeout = e.cfg.Execution.DefaultTimeout
@@ -364,11 +344,11 @@ func (e *Engine) prepare(ctx context.Context, req Request) (_ *prepared, err err
 	return p, nil
 }
 
-// run runs a prepared request; started, when set, is told the run's id
+// Run runs a prepared request; started, when set, is told the run's id
 // once the run has its slot and begins.
-func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamEvent), started func(runID string)) (Result, error) {
+func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamEvent), started func(runID string)) (Result, error) {
 	req, name, s := p.req, p.name, p.s
-	runID := newID()
+	runID := NewID()
 	sessionID := "" // what the backend sees: the internal id
 	if s != nil {
 		sessionID = s.Internal
@@ -393,7 +373,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	e.rec.Record(audit.Entry{Event: audit.ExecutionRequest, SessionID: sessionID, UserID: req.Client, Success: true, Details: details})
 	breq := backend.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.CustomImage, Timeout: time.Duration(p.timeout) * time.Second,
-		Env: req.Environment, MaxOutputBytes: e.limits.output, MaxImageBytes: e.limits.image, SessionID: sessionID, RunID: runID,
+		Env: req.Environment, MaxOutputBytes: e.limits.Output(), MaxImageBytes: e.limits.Image(), SessionID: sessionID, RunID: runID,
 		InputFiles: p.inputs,
 	}
 	// Wait for a slot: a burst of calls must not start unbounded containers.
@@ -406,7 +386,7 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		defer e.endRun(runID, tenant.HoldRun(ctx))
 	case <-ctx.Done():
 		telemetry.End(slotSpan, ctx.Err())
-		p.drop(e)
+		e.Drop(p)
 		e.complete(req, runID, name, backend.ExecuteResult{}, ctx.Err())
 		return Result{Backend: name}, ctx.Err()
 	}
@@ -418,14 +398,14 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	var err error
 	runStart := time.Now()
 	var channel *egress.Channel
-	emit = scrubbedEmit(emit, func() *egress.Channel {
+	emit = network.ScrubbedEmit(emit, func() *egress.Channel {
 		if s != nil {
 			return s.Network
 		}
 		return channel
 	})
 	if s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
-		if channel, err = e.openNetwork(ctx, netAsk{hosts: req.Network, credentials: req.Credentials, client: req.Client, run: runID, tool: p.tool, approve: req.Approve}, name); channel != nil {
+		if channel, err = e.network.Open(ctx, network.Ask{Hosts: req.Network, Credentials: req.Credentials, Client: req.Client, Run: runID, Tool: p.tool, Approve: req.Approve}, name); channel != nil {
 			defer channel.Close() // the run's end cuts its connections, a background process's too
 			breq.NetworkGrant = channel.Token()
 		}
@@ -456,18 +436,18 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 	if s == nil && err != nil && ctx.Err() != nil {
 		// A stateless run keeps nothing: the backend stopped it (its
 		// container is removed) when the call's context ended.
-		e.auditCancelled(req.Client, "", "", runID, name, cancelCause(ctx), "stopped", time.Since(runStart)) // cancel.go
+		e.cancelled.Audit(req.Client, "", "", runID, name, cancelled.Cause(ctx), "stopped", time.Since(runStart))
 	}
 	if s != nil {
-		e.checkFull(s, p.tool)
+		e.files.CheckFull(s, p.tool)
 	}
 	if res.Error != nil && strings.Contains(res.Error.Message+res.Stderr, "No space left on device") {
 		res.Notices = append(res.Notices, fmt.Sprintf("a filesystem of the sandbox is full: the working directory holds at most %s (volumes.session_quota) and /tmp at most %s (security.tmpfs_size); write less", e.cfg.Volumes.SessionQuota, e.cfg.Security.TmpfsSize))
 	}
-	e.capResult(&res) // a session's run was capped before its cell was recorded
-	scrubCredentials(secretsOf(channel), &res)
+	e.limits.Cap(&res) // a session's run was capped before its cell was recorded
+	network.Scrub(network.Secrets(channel), &res)
 	if channel != nil && err == nil {
-		res.Notices = append(res.Notices, networkNotice(channel, name))
+		res.Notices = append(res.Notices, network.Notice(channel, name))
 	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
@@ -478,92 +458,6 @@ func (e *Engine) run(ctx context.Context, p *prepared, emit func(backend.StreamE
 		out.Isolation = e.Isolation()
 	}
 	return out, err
-}
-
-// capResult bounds a result to what one answer carries. stdout and stderr
-// are cut where their JSON text reaches max_output: the plugin cut raw
-// bytes, and a control byte takes six once escaped (1 MiB of them made a
-// 12.5 MiB answer that the common clients refuse). Images are kept up to
-// MaxImages and while their base64 fits in server.max_message beside the
-// output (twice max_output, and a 32nd for the rest of the answer), the
-// rest said in a notice. Cutting again is a no-op.
-func (e *Engine) capResult(res *backend.ExecuteResult) {
-	if n := int(e.limits.output); n > 0 {
-		res.Stdout = sanitize.CutJSON(res.Stdout, n)
-		res.Stderr = sanitize.CutJSON(res.Stderr, n)
-		e.capText(res, n)
-	}
-	keep, total := 0, int64(0)
-	room := e.limits.message - 2*e.limits.output - e.limits.message/32
-	for _, im := range res.Images {
-		b := int64(base64.StdEncoding.EncodedLen(len(im.Data)))
-		if keep == MaxImages || (e.limits.message > 0 && total+b > room) {
-			break
-		}
-		keep, total = keep+1, total+b
-	}
-	if n := len(res.Images); keep < n {
-		res.Images = res.Images[:keep]
-		res.Notices = append(res.Notices, fmt.Sprintf("the code produced %d images; the first %d are returned (at most %d, and %s in all once encoded: what server.max_message leaves beside the output): save the others as files or combine them",
-			n, keep, MaxImages, config.FormatSize(max(room, 0))))
-	}
-}
-
-// Bounds of a result's other text, counted as JSON: an error's message (a
-// ValueError of 5 MB of control bytes was a 115 MiB answer: its message
-// travels in the text, the error and the traceback) and its traceback,
-// whose last lines (where it failed) are kept.
-const (
-	maxErrorMessage = 64 << 10
-	maxTraceLine    = 16 << 10
-	maxTraceback    = 256 << 10
-)
-
-// capText cuts what capResult's output cut leaves: the error, the value's
-// forms (its repr at a quarter of max_output; its JSON dropped when larger,
-// since cut JSON is no JSON) and rich output (max_output for all of it).
-func (e *Engine) capText(res *backend.ExecuteResult, maxOut int) {
-	var cut []string
-	if er := res.Error; er != nil {
-		if m := sanitize.CutJSON(er.Message, maxErrorMessage); m != er.Message {
-			er.Message, cut = m+" […]", append(cut, "the error's message")
-		}
-		total, keep := 0, len(er.Traceback)
-		for i := len(er.Traceback) - 1; i >= 0; i-- {
-			er.Traceback[i] = sanitize.CutJSON(er.Traceback[i], maxTraceLine)
-			if total += sanitize.JSONLen(er.Traceback[i]); total > maxTraceback {
-				break
-			}
-			keep = i
-		}
-		if keep > 0 {
-			er.Traceback, cut = append([]string{"[…]\n"}, er.Traceback[keep:]...), append(cut, "the traceback's first lines")
-		}
-	}
-	if r := sanitize.CutJSON(res.ResultRepr, maxOut/4); r != res.ResultRepr {
-		res.ResultRepr, cut = r+" […]", append(cut, "the value's repr")
-	}
-	if sanitize.JSONLen(res.ResultJSON) > maxOut/4 {
-		res.ResultJSON, cut = "", append(cut, "the value's JSON form")
-	}
-	room := maxOut
-	keys := slices.Sorted(maps.Keys(res.Rich))
-	slices.SortStableFunc(keys, func(a, b string) int { return sanitize.JSONLen(res.Rich[a]) - sanitize.JSONLen(res.Rich[b]) }) // the small ones whole
-	for _, k := range keys {
-		v := sanitize.CutJSON(res.Rich[k], max(room, 0))
-		if v != res.Rich[k] {
-			cut = append(cut, "rich output "+k)
-		}
-		if v == "" {
-			delete(res.Rich, k)
-		} else {
-			res.Rich[k] = v
-		}
-		room -= sanitize.JSONLen(v)
-	}
-	if len(cut) > 0 {
-		res.Notices = append(res.Notices, fmt.Sprintf("cut to fit one answer (execution.max_output %s, counted as JSON text): %s; print less, or write it to a file", config.FormatSize(int64(maxOut)), strings.Join(cut, ", ")))
-	}
 }
 
 // endRun gives a run's slot back, and ends hold (the tenant's run slot),
@@ -592,7 +486,7 @@ func (e *Engine) endRun(runID string, hold func()) {
 }
 
 func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteResult, err error) {
-	entry := audit.Entry{Event: audit.ExecutionComplete, SessionID: auditID(req.Client, req.SessionID), UserID: req.Client, Success: err == nil && res.Success,
+	entry := audit.Entry{Event: audit.ExecutionComplete, SessionID: AuditID(req.Client, req.SessionID), UserID: req.Client, Success: err == nil && res.Success,
 		Details: map[string]any{"run_id": runID, "backend": name, "duration_ms": res.Duration.Milliseconds(), "exit_code": res.ExitCode}}
 	if req.SessionID != "" {
 		entry.Details["session"] = req.SessionID
@@ -601,8 +495,8 @@ func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteRe
 		entry.Details["error_name"] = res.Error.Name
 	}
 	switch {
-	case (res.Error != nil && res.Error.Name == ErrorCancelled) || errors.Is(err, context.Canceled):
-		// The client ended the call (cancel.go): not a failure of the server.
+	case (res.Error != nil && res.Error.Name == cancelled.ErrorName) || errors.Is(err, context.Canceled):
+		// The client ended the call: not a failure of the server.
 		entry.Details["reason"] = "cancelled"
 		if err != nil {
 			entry.Error = err.Error()
@@ -613,7 +507,7 @@ func (e *Engine) complete(req Request, runID, name string, res backend.ExecuteRe
 	e.rec.Record(entry)
 }
 
-func newID() string {
+func NewID() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)

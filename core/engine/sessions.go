@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
-	"github.com/mcp-forge/mcp-forge/core/periodic"
+	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -25,32 +26,36 @@ import (
 // and closed through the backend plugins), tool grants, workspaces and
 // audit. The table of sessions, their states and ids is core/session.
 
-// lookup returns client's session id. Sessions are namespaced by client:
+// Lookup returns client's session id. Sessions are namespaced by client:
 // another client's session with the same id is not seen at all, so the
 // answer (and the audit rule, session-not-found) is that of an id nobody
 // has opened.
-func (e *Engine) lookup(ctx context.Context, client, id, tool string) (*session.Session, error) {
+func (e *Engine) Lookup(ctx context.Context, client, id, tool string) (*session.Session, error) {
 	if err := session.CheckID(id); err != nil {
-		return nil, e.refuse(client, id, tool, err, nil)
+		return nil, e.Refuse(client, id, tool, err, nil)
 	}
 	s := e.sessions.Get(client, id)
 	if s == nil {
-		// Another replica may have opened it (handover.go).
-		if _, err := e.adopt(ctx, client, id, tool); err != nil {
-			return nil, e.refuse(client, id, tool, err, nil)
+		// Another replica may have opened it (core/engine/handover).
+		if _, err := e.replicas.Adopt(ctx, client, id, tool); err != nil {
+			return nil, e.Refuse(client, id, tool, err, nil)
 		}
 		s = e.sessions.Get(client, id)
 	}
 	if s == nil {
-		return nil, e.refuse(client, id, tool, session.NotFound(id), nil)
+		return nil, e.Refuse(client, id, tool, session.NotFound(id), nil)
 	}
-	if err := e.stillServed(ctx, s, tool); err != nil { // handover.go
+	if err := e.replicas.StillServed(ctx, s, tool); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.SessionBackend, error) {
+// Registry is the table of the engine's sessions.
+func (e *Engine) Registry() *session.Registry { return e.sessions }
+
+// SessionBackend is the running backend name, which must keep sessions.
+func (e *Engine) SessionBackend(ctx context.Context, name string) (backend.SessionBackend, error) {
 	b, err := e.plugins.Backend(ctx, name)
 	if err != nil {
 		return nil, err
@@ -62,11 +67,11 @@ func (e *Engine) sessionBackend(ctx context.Context, name string) (backend.Sessi
 	return sb, nil
 }
 
-// acquire finds or creates (as "starting") the session for an execute or a
+// Acquire finds or creates (as "starting") the session for an execute or a
 // restore. It is the one place where a live session is admitted: the
 // client's quota (SessionQuota) and sessions.max_concurrent are checked here,
 // under the registry's lock that adds the session, whichever tool asks.
-func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool string) (*session.Session, bool, error) {
+func (e *Engine) Acquire(ctx context.Context, req Request, backendName, tool string) (*session.Session, bool, error) {
 	// A checkpoint matters only to a session that is not in the table, and
 	// reading it is I/O: a live session (every execute but a session's
 	// first) skips it. Read outside the registry's lock, which admits the
@@ -75,14 +80,14 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 	var hasCkpt bool
 	adopted := false
 	if !e.sessions.Live(req.Client, req.SessionID) {
-		// Another replica may have opened it (handover.go).
+		// Another replica may have opened it (core/engine/handover).
 		var err error
-		if adopted, err = e.adopt(ctx, req.Client, req.SessionID, tool); err != nil {
+		if adopted, err = e.replicas.Adopt(ctx, req.Client, req.SessionID, tool); err != nil {
 			return nil, false, err
 		}
 	}
 	if !e.sessions.Live(req.Client, req.SessionID) {
-		ckpt, hasCkpt = e.readCheckpoint(req.Client, req.SessionID) // checkpoint.go
+		ckpt, hasCkpt = e.ckpts.Get(req.Client, req.SessionID)
 	}
 	var quotaErr error // refused by the client's quota: recorded outside the lock
 	s, created, err := e.sessions.Acquire(req.Client, req.SessionID, func(a session.Admission) (*session.Session, error) {
@@ -96,7 +101,7 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 			return nil, refusal.New(session.RuleSessionLanguage, "session %q has a checkpoint of %s (list_sessions shows it): run %s code in it with execute_%s, use another session_id, or destroy_session it first",
 				req.SessionID, have, have, ckpt.Language)
 		}
-		if quotaErr = e.admit(req.Client, req.SessionID, a); quotaErr != nil {
+		if quotaErr = e.Admit(req.Client, req.SessionID, a); quotaErr != nil {
 			return nil, quotaErr
 		}
 		now := time.Now()
@@ -104,8 +109,8 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 		return &session.Session{ID: req.SessionID, Internal: internal, Backend: backendName, Language: req.Language, Client: req.Client, Created: now, LastActive: now, State: session.StateStarting,
 			Docs: map[string]string{}, Start: backend.OpenSessionRequest{SessionID: internal, Image: req.CustomImage, Env: req.Environment}, Pending: hasCkpt}, nil
 	})
-	if quotaErr != nil && e.SessionQuota != nil {
-		e.SessionQuota.Refused(ctx, req.Client, tool, req.SessionID, quotaErr)
+	if quotaErr != nil {
+		e.QuotaRefused(ctx, req.Client, tool, req.SessionID, quotaErr)
 	}
 	if err != nil {
 		return nil, false, err
@@ -119,9 +124,17 @@ func (e *Engine) acquire(ctx context.Context, req Request, backendName, tool str
 	return s, created, nil
 }
 
-// admit refuses one more live session of client's beyond its quota or
+// QuotaRefused records a refusal of the client's quota (Admit), outside
+// the registry's lock.
+func (e *Engine) QuotaRefused(ctx context.Context, client, tool, id string, err error) {
+	if e.SessionQuota != nil {
+		e.SessionQuota.Refused(ctx, client, tool, id, err)
+	}
+}
+
+// Admit refuses one more live session of client's beyond its quota or
 // sessions.max_concurrent (under the registry's lock: see Acquire).
-func (e *Engine) admit(client, id string, a session.Admission) error {
+func (e *Engine) Admit(client, id string, a session.Admission) error {
 	if e.SessionQuota != nil {
 		if err := e.SessionQuota.CheckSessions(client, a.Owned); err != nil {
 			return err
@@ -134,10 +147,10 @@ func (e *Engine) admit(client, id string, a session.Admission) error {
 	return nil
 }
 
-// open starts the session's kernel (caller holds s's lock); restart: the
+// Open starts the session's kernel (caller holds s's lock); restart: the
 // session had one, and its workspace stays.
-func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) error {
-	sb, err := e.sessionBackend(ctx, s.Backend)
+func (e *Engine) Open(ctx context.Context, s *session.Session, restart bool) error {
+	sb, err := e.SessionBackend(ctx, s.Backend)
 	if err == nil {
 		start := time.Now()
 		req := s.Start
@@ -164,7 +177,7 @@ func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) err
 		if info.ContainerID != "" {
 			d["container"] = info.ContainerID
 		}
-		entry := audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d}
+		entry := audit.Entry{Event: audit.SessionCreate, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: audit.ErrSeverity(err), Details: d}
 		if warm {
 			// A warm kernel's container was created and audited before any
 			// session asked for it: handing it over creates nothing, so
@@ -179,7 +192,7 @@ func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) err
 		if err == nil {
 			e.sessions.CountStart(s.Backend, warm, took)
 			s.Sandbox, s.Resume = info.ContainerID, info.ResumeState
-			e.record(ctx, s, info) // handover.go
+			e.replicas.Record(ctx, s, info)
 		}
 	}
 	return err
@@ -188,13 +201,6 @@ func (e *Engine) open(ctx context.Context, s *session.Session, restart bool) err
 // SessionStartStats reports per backend how its kernels were started
 // (environment/info).
 func (e *Engine) SessionStartStats() map[string]session.Starts { return e.sessions.StartStats() }
-
-func severity(err error) string {
-	if err != nil {
-		return audit.Error
-	}
-	return audit.Info
-}
 
 // executeSession runs a request in its session, starting the kernel on
 // first use and restarting a dead one with a notice that state was lost.
@@ -206,44 +212,44 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	// since (a file the kernel wrote between calls comes with this one).
 	before, seen := s.Outputs()
 	if !seen {
-		before = e.outputSnapshot(s.Internal)
+		before = e.files.OutputSnapshot(s.Internal)
 	}
 	var notices []string
 	switch state := e.sessions.State(s); {
 	case state == session.StateGone:
-		if meta, ok := e.readCheckpoint(s.Client, s.ID); ok && meta.Suspended {
+		if meta, ok := e.ckpts.Get(s.Client, s.ID); ok && meta.Suspended {
 			return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was suspended (idle past sessions.suspend_after) while this call waited for it: nothing ran; call again and it resumes", s.ID)
 		}
 		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
 		if err := e.grantSession(ctx, s, tools); err != nil {
 			e.sessions.Drop(s)
-			e.removeWorkspace(s.Internal)
+			e.RemoveWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
 		}
-		if notice, ok := e.resumePending(ctx, s); ok { // snapshot.go
+		if notice, ok := e.ckpts.ResumePending(ctx, s); ok {
 			notices = append(notices, notice)
-			before = e.outputSnapshot(s.Internal)
+			before = e.files.OutputSnapshot(s.Internal)
 			break
 		}
-		if err := e.open(ctx, s, false); err != nil {
-			e.closeGrant(s)
+		if err := e.Open(ctx, s, false); err != nil {
+			e.CloseGrant(s)
 			e.sessions.Drop(s)
-			e.removeWorkspace(s.Internal)
+			e.RemoveWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
 		}
 		if s.Pending {
-			notices = append(notices, e.restorePending(ctx, s))
-			before = e.outputSnapshot(s.Internal) // restored files are not this run's output
+			notices = append(notices, e.ckpts.RestorePending(ctx, s))
+			before = e.files.OutputSnapshot(s.Internal) // restored files are not this run's output
 		}
 	case state == session.StateDead:
 		reason := s.LostReason
-		if err := e.reopen(ctx, s); err != nil {
+		if err := e.Reopen(ctx, s); err != nil {
 			return backend.ExecuteResult{}, nil, fmt.Errorf("session %q could not be restarted after its kernel died: %w", s.ID, err)
 		}
 		notices = append(notices, fmt.Sprintf("session %q was restarted before this run: %s. Variables and imports from before are gone.", s.ID, reason))
 	default:
-		if err := e.stillOwned(ctx, s, "execute_"+s.Language); err != nil { // handover.go
+		if err := e.replicas.StillOwned(ctx, s, "execute_"+s.Language); err != nil {
 			return backend.ExecuteResult{}, nil, err
 		}
 		if len(breq.Env) > 0 {
@@ -271,16 +277,17 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		s.Grant.BeginRun(breq.RunID, tools.client, tools.approve) // a fresh call budget per execute
 		breq.ToolsGrant = s.Grant.Token()
 	}
-	if n, err := e.sessionNetwork(s, created, tools); err != nil { // network.go
-		return backend.ExecuteResult{}, nil, err
+	hosts := append(slices.Clip(tools.network), tools.credentials...)
+	if n, err := network.SessionNotice(s.Network, s.ID, s.Backend, created, hosts); err != nil {
+		return backend.ExecuteResult{}, nil, e.Refuse(tools.client, s.ID, tools.tool, err, map[string]any{"network": hosts})
 	} else if n != "" {
 		notices = append(notices, n)
 	}
 	e.sessions.SetState(s, session.StateBusy)
-	sb, err := e.sessionBackend(ctx, s.Backend)
+	sb, err := e.SessionBackend(ctx, s.Backend)
 	var res backend.ExecuteResult
 	if err == nil {
-		res, err = e.runInSession(ctx, sb, s, breq, emit) // cancel.go
+		res, err = e.cancelled.InSession(ctx, sb, s, breq, emit)
 	}
 	e.sessions.Update(s, func(s *session.Session) {
 		s.LastActive = time.Now()
@@ -303,27 +310,27 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	res.Notices = append(notices, res.Notices...)
 	writes := s.Writes()
 	_, fspan := telemetry.Start(ctx, "engine.output_files")
-	files, more, after := e.outputFiles(s.Internal, before)
+	files, more, after := e.files.OutputFiles(s.Internal, before)
 	fspan.SetAttributes(attribute.Int("mcp_forge.files", len(files)))
 	fspan.End()
 	s.SetOutputs(after, writes)
 	res.Notices = append(res.Notices, more...)
 	if err == nil {
 		// Under the session's lock: cells are recorded in the order they ran.
-		e.capResult(&res)
-		scrubCredentials(secretsOf(s.Network), &res)
+		e.limits.Cap(&res)
+		network.Scrub(network.Secrets(s.Network), &res)
 		e.recordCell(s, breq.Code, res) // history.go
 	}
 	return res, files, err
 }
 
-// reopen replaces a dead kernel with a new one started like the first
+// Reopen replaces a dead kernel with a new one started like the first
 // (caller holds s's lock).
-func (e *Engine) reopen(ctx context.Context, s *session.Session) error {
-	if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
+func (e *Engine) Reopen(ctx context.Context, s *session.Session) error {
+	if sb, err := e.SessionBackend(ctx, s.Backend); err == nil {
 		_ = sb.CloseSession(ctx, s.Internal) // what is left of the old one
 	}
-	if err := e.open(ctx, s, true); err != nil {
+	if err := e.Open(ctx, s, true); err != nil {
 		return err
 	}
 	e.sessions.Update(s, func(s *session.Session) { s.State, s.LostReason = session.StateIdle, "" })
@@ -335,7 +342,7 @@ func (e *Engine) introspect(ctx context.Context, s *session.Session) {
 	if e.sessions.State(s) == session.StateDead {
 		return
 	}
-	sb, err := e.sessionBackend(ctx, s.Backend)
+	sb, err := e.SessionBackend(ctx, s.Backend)
 	var vars []backend.Variable
 	if err == nil {
 		vars, err = sb.Inspect(ctx, s.Internal)
@@ -351,7 +358,7 @@ func (e *Engine) introspect(ctx context.Context, s *session.Session) {
 
 // View returns a session's state, refreshing the variables when asked.
 func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (session.View, error) {
-	s, err := e.lookup(ctx, client, id, "resources/read")
+	s, err := e.Lookup(ctx, client, id, "resources/read")
 	if err != nil {
 		return session.View{}, err
 	}
@@ -367,20 +374,20 @@ func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (ses
 // refreshes the introspection.
 func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[string]string, note *string, clear bool) (session.View, error) {
 	const tool = "document_state"
-	s, err := e.lookup(ctx, client, id, tool)
+	s, err := e.Lookup(ctx, client, id, tool)
 	if err != nil {
 		return session.View{}, err
 	}
 	if err := session.CheckDocs(vars, note); err != nil {
-		return session.View{}, e.refuse(client, id, tool, err, nil)
+		return session.View{}, e.Refuse(client, id, tool, err, nil)
 	}
-	if err := e.refuseIfJob(s, tool); err != nil { // jobs.go
+	if err := e.RefuseIfJob(s, tool); err != nil { // sessionjobs.go
 		return session.View{}, err
 	}
 	s.Lock()
 	defer s.Unlock()
 	if err := e.sessions.Document(s, vars, note, clear); err != nil {
-		return session.View{}, e.refuse(client, id, tool, err, nil)
+		return session.View{}, e.Refuse(client, id, tool, err, nil)
 	}
 	e.introspect(ctx, s)
 	return e.sessions.View(s), nil
@@ -389,11 +396,11 @@ func (e *Engine) DocumentState(ctx context.Context, client, id string, vars map[
 // RestartSession clears a session's namespace, keeping its container; a
 // dead session gets a new kernel.
 func (e *Engine) RestartSession(ctx context.Context, client, id string) (session.View, error) {
-	s, err := e.lookup(ctx, client, id, "restart_session")
+	s, err := e.Lookup(ctx, client, id, "restart_session")
 	if err != nil {
 		return session.View{}, err
 	}
-	if err := e.refuseIfJob(s, "restart_session"); err != nil {
+	if err := e.RefuseIfJob(s, "restart_session"); err != nil {
 		return session.View{}, err
 	}
 	e.claim(ctx, s, false)
@@ -402,14 +409,14 @@ func (e *Engine) RestartSession(ctx context.Context, client, id string) (session
 	case session.StateGone:
 		return session.View{}, fmt.Errorf("restart session %q: it was destroyed meanwhile", id)
 	case session.StateDead:
-		err = e.reopen(ctx, s)
+		err = e.Reopen(ctx, s)
 	default:
 		var sb backend.SessionBackend
-		if sb, err = e.sessionBackend(ctx, s.Backend); err == nil {
+		if sb, err = e.SessionBackend(ctx, s.Backend); err == nil {
 			err = sb.RestartSession(ctx, s.Internal)
 		}
 	}
-	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: s.Internal, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+	e.rec.Record(audit.Entry{Event: "session.restart", SessionID: s.Internal, UserID: client, Success: err == nil, Error: audit.ErrText(err), Severity: audit.ErrSeverity(err),
 		Details: map[string]any{"session": id}})
 	if err != nil {
 		return session.View{}, fmt.Errorf("restart session %q: %w", id, err)
@@ -425,9 +432,9 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 	const tool = "destroy_session"
 	if session.CheckID(id) == nil && !e.sessions.Live(client, id) {
 		// Another replica may serve it, its checkpoint in a store shared
-		// with this one: the session goes first, with it (handover.go).
-		if _, err := e.adopt(ctx, client, id, tool); err != nil {
-			return e.refuse(client, id, tool, err, nil)
+		// with this one: the session goes first, with it (core/engine/handover).
+		if _, err := e.replicas.Adopt(ctx, client, id, tool); err != nil {
+			return e.Refuse(client, id, tool, err, nil)
 		}
 	}
 	if session.CheckID(id) == nil && !e.sessions.Live(client, id) && e.ckpts.Remove(client, id) {
@@ -436,34 +443,34 @@ func (e *Engine) DestroySession(ctx context.Context, client, id string) error {
 			Details: map[string]any{"session": id, "reason": "destroyed by the client: its checkpoint removed"}})
 		return nil
 	}
-	s, err := e.lookup(ctx, client, id, tool)
+	s, err := e.Lookup(ctx, client, id, tool)
 	if err != nil {
 		return err
 	}
-	e.cancelSessionJob(s, "destroy_session was called") // jobs.go
+	e.jobs.CancelFor(s, "destroy_session was called")
 	closed := e.claim(ctx, s, true)
 	defer s.Unlock()
 	defer e.ckpts.Remove(s.Client, s.ID) // a checkpoint goes with its session
 	if closed {
-		return e.destroyLocked(ctx, s, "destroyed by the client while code ran", true)
+		return e.DestroyLocked(ctx, s, "destroyed by the client while code ran", true)
 	}
-	return e.destroyLocked(ctx, s, "destroyed by the client", false)
+	return e.DestroyLocked(ctx, s, "destroyed by the client", false)
 }
 
-// claimGrace is how long destroy waits for interrupted code to stop before
+// ClaimGrace is how long destroy waits for interrupted code to stop before
 // it closes the kernel under it.
-var claimGrace = 3 * time.Second
+var ClaimGrace = 3 * time.Second
 
 // claim takes a session's operation lock for destroy or restart. Code
 // running in the session is interrupted first, so the client does not wait
 // for code it wants gone; when kill is set and the code still runs after
-// claimGrace (a kernel that ignores interrupts, a C loop), the kernel is
+// ClaimGrace (a kernel that ignores interrupts, a C loop), the kernel is
 // closed under it and claim reports closed.
 func (e *Engine) claim(ctx context.Context, s *session.Session, kill bool) (closed bool) {
 	if s.TryLock() {
 		return false
 	}
-	sb, err := e.sessionBackend(ctx, s.Backend)
+	sb, err := e.SessionBackend(ctx, s.Backend)
 	if err != nil {
 		s.Lock()
 		return false
@@ -476,7 +483,7 @@ func (e *Engine) claim(ctx context.Context, s *session.Session, kill bool) (clos
 	select {
 	case <-locked:
 		return false
-	case <-time.After(claimGrace):
+	case <-time.After(ClaimGrace):
 	}
 	if !kill || e.sessions.State(s) == session.StateStarting {
 		// A kernel still starting (or being taken over from another
@@ -490,39 +497,33 @@ func (e *Engine) claim(ctx context.Context, s *session.Session, kill bool) (clos
 	return err == nil
 }
 
-// destroyLocked closes the kernel (unless claim already did) and removes
+// DestroyLocked closes the kernel (unless claim already did) and removes
 // the session (caller holds s's lock).
-func (e *Engine) destroyLocked(ctx context.Context, s *session.Session, why string, closed bool) error {
+func (e *Engine) DestroyLocked(ctx context.Context, s *session.Session, why string, closed bool) error {
 	if e.sessions.State(s) == session.StateGone {
 		return nil
 	}
 	var err error
 	if !closed {
 		var sb backend.SessionBackend
-		if sb, err = e.sessionBackend(ctx, s.Backend); err == nil {
+		if sb, err = e.SessionBackend(ctx, s.Backend); err == nil {
 			err = sb.CloseSession(ctx, s.Internal)
 		}
 	}
 	e.sessions.Drop(s)
-	e.closeGrant(s)
-	e.removeWorkspace(s.Internal)
-	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+	e.CloseGrant(s)
+	e.RemoveWorkspace(s.Internal)
+	e.rec.Record(audit.Entry{Event: audit.SessionDestroy, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: audit.ErrSeverity(err),
 		Details: map[string]any{"session": s.ID, "reason": why, "executions": s.Executions}})
 	return err
 }
 
-// removeWorkspace removes the workspace named by a session's internal id.
-func (e *Engine) removeWorkspace(id string) {
+// RemoveWorkspace removes the workspace named by a session's internal id.
+func (e *Engine) RemoveWorkspace(id string) {
 	if err := e.ws.RemoveSession(id); err != nil {
 		e.log.Warn("could not remove a session's files", "session", id, "error", err)
 	}
 }
-
-// SessionsPerClient is how many live sessions each client has here, and
-// OnSessionsChange calls f (which must not block) whenever that changes:
-// a tenant's session quota counted across replicas.
-func (e *Engine) SessionsPerClient() map[string]int { return e.sessions.PerClient() }
-func (e *Engine) OnSessionsChange(f func())         { e.sessions.OnChange(f) }
 
 // Sessions lists the sessions of one connection, or with all every one.
 // Variables are left out (the state resource has them).
@@ -533,53 +534,31 @@ func (e *Engine) Sessions(client string, all bool) []session.View {
 // ReapIdle destroys sessions idle longer than sessions.idle_timeout.
 func (e *Engine) ReapIdle(ctx context.Context) int {
 	return e.sessions.ReapIdle(time.Duration(e.cfg.Sessions.IdleTimeout)*time.Second, func(s *session.Session) {
-		if e.lostTo(ctx, s) { // handover.go: idle here because another replica serves it
+		if e.replicas.LostTo(ctx, s) { // idle here because another replica serves it
 			return
 		}
 		e.log.Info("removing idle session", "session", s.ID, "client", s.Client, "internal_id", s.Internal, "idle", time.Since(s.LastActive).Round(time.Second))
-		_ = e.destroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
-	})
-}
-
-// Reaper runs ReapIdle and ExpireCheckpoints every sessions.cleanup_interval until ctx ends.
-func (e *Engine) Reaper(ctx context.Context) {
-	e.ExpireCheckpoints(time.Now()) // a restart after a long stop finds expired ones
-	periodic.Every(ctx, time.Duration(e.cfg.Sessions.CleanupInterval)*time.Second, func(ctx context.Context) bool {
-		e.SuspendIdle(ctx) // snapshot.go: before an idle session would be removed
-		e.ReapIdle(ctx)
-		e.ExpireCheckpoints(time.Now())
-		e.SweepJobs() // jobs.go
-		return true
+		_ = e.DestroyLocked(ctx, s, fmt.Sprintf("idle for more than sessions.idle_timeout (%d s)", e.cfg.Sessions.IdleTimeout), false)
 	})
 }
 
 // MarkBackendDead marks every session of a crashed plugin dead.
 func (e *Engine) MarkBackendDead(name string) { e.sessions.MarkBackendDead(name) }
 
-// HoldsSession reports whether internal is the id below the engine of a
-// session it keeps (live or dead), whose workspace must stay.
-func (e *Engine) HoldsSession(internal string) bool { return e.sessions.Holds(internal) }
-
 // CloseAll destroys every session (server shutdown). With
 // sessions.checkpoint_on_shutdown, each live idle session is checkpointed
 // first, so its client finds it again after a restart.
 func (e *Engine) CloseAll(ctx context.Context) {
-	e.stopJobs()                  // jobs.go: a job's session is free once its run stops
-	handOver := e.successors(ctx) // handover.go
+	e.jobs.Stop() // a job's session is free once its run stops
+	handOver := e.replicas.Successors(ctx)
 	for _, s := range e.sessions.All() {
 		s.Lock()
-		if handOver && e.handOver(ctx, s) { // another replica serves it next
+		if handOver && e.replicas.HandOver(ctx, s) { // another replica serves it next
 			s.Unlock()
 			continue
 		}
-		if e.cfg.Sessions.CheckpointOnShutdown && e.checkpointCode(s.Backend) != nil && e.sessions.State(s) == session.StateIdle {
-			if info, err := e.checkpointLocked(ctx, s, "server shutdown"); err != nil {
-				e.log.Warn("could not checkpoint a session at shutdown", "session", s.ID, "client", s.Client, "error", err)
-			} else {
-				e.log.Info("checkpointed a session at shutdown", "session", s.ID, "client", s.Client, "saved", len(info.Saved), "bytes", info.Bytes)
-			}
-		}
-		_ = e.destroyLocked(ctx, s, "server shutdown", false)
+		e.ckpts.SaveAtShutdown(ctx, s)
+		_ = e.DestroyLocked(ctx, s, "server shutdown", false)
 		s.Unlock()
 	}
 }
@@ -591,7 +570,7 @@ func (e *Engine) CloseAll(ctx context.Context) {
 // from the warm pool, which holds containers without a tools mount.
 func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools toolRun) error {
 	if len(tools.network) > 0 || len(tools.credentials) > 0 {
-		ch, err := e.openNetwork(ctx, netAsk{hosts: tools.network, credentials: tools.credentials, client: s.Client, session: s.Internal, tool: tools.tool, approve: tools.approve}, s.Backend)
+		ch, err := e.network.Open(ctx, network.Ask{Hosts: tools.network, Credentials: tools.credentials, Client: s.Client, Session: s.Internal, Tool: tools.tool, Approve: tools.approve}, s.Backend)
 		if err != nil {
 			return err
 		}
@@ -602,16 +581,16 @@ func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools too
 	}
 	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: s.Backend, Client: s.Client, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
 	if err != nil {
-		e.closeGrant(s) // the network granted above
+		e.CloseGrant(s) // the network granted above
 		return err
 	}
 	s.Grant, s.Start.ToolsGrant = g, g.Token()
 	return nil
 }
 
-// closeGrant ends a session's tool grant and network (caller holds s's
+// CloseGrant ends a session's tool grant and network (caller holds s's
 // lock).
-func (e *Engine) closeGrant(s *session.Session) {
+func (e *Engine) CloseGrant(s *session.Session) {
 	if s.Grant != nil {
 		s.Grant.Close()
 		s.Grant, s.Start.ToolsGrant = nil, ""

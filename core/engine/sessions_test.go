@@ -431,9 +431,9 @@ func TestCloseAll(t *testing.T) {
 // Destroy and restart do not wait for the code a session runs: they
 // interrupt it, and destroy closes a kernel that ignores the interrupt.
 func TestDestroyAndRestartInterruptRunningCode(t *testing.T) {
-	old := claimGrace
-	claimGrace = 200 * time.Millisecond
-	t.Cleanup(func() { claimGrace = old })
+	old := ClaimGrace
+	ClaimGrace = 200 * time.Millisecond
+	t.Cleanup(func() { ClaimGrace = old })
 	cases := []struct {
 		name      string
 		obeys     bool // the code stops on interrupt

@@ -20,7 +20,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config/loader"
 	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/egress"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/assembly"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
@@ -51,7 +51,7 @@ type Forge struct {
 	// Workspaces owns the sessions' and runs' directories on the host.
 	Workspaces *workspace.Manager
 	Plugins    *plugins.Manager
-	Engine     *engine.Engine
+	Engine     *assembly.Core
 	MCP        *mcpserver.Server
 	// Environments builds custom environments; nil when disabled.
 	Environments *environments.Service
@@ -327,12 +327,12 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		grants.resolve(tools)
 		f.undo.push("tool bridge", func(context.Context) error { tools.Close(); return nil })
 	}
-	eng, err := engine.New(cfg, pol, pm, ws, al, log.Named("engine"))
+	eng, err := assembly.New(cfg, pol, pm, ws, al, log.Named("engine"))
 	if err != nil {
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
 	f.Engine = eng
-	if f.quotas = shareQuotas(f.caps.Quotas, eng); f.quotas != nil {
+	if f.quotas = shareQuotas(f.caps.Quotas, eng.Engine); f.quotas != nil {
 		// Undone after the sessions (a stack): the last usage written says
 		// what this replica no longer holds.
 		f.undo.push("quota sharing", func(context.Context) error { f.quotas.stop(); return nil })
@@ -363,7 +363,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	if snaps != nil {
 		eng.SetSnapshots(sessionHosts{crashes}) // gVisor sessions checkpointed whole
 	}
-	crashes.resolve(eng)
+	crashes.resolve(eng.Engine)
 	f.MCP = mcpserver.New(eng, cfg, log.Named("mcp"))
 
 	bg, stop := context.WithCancel(context.Background())

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/files"
 	"github.com/mcp-forge/mcp-forge/core/forward"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
@@ -266,8 +267,8 @@ func (c *crashes) resolve(e *engine.Engine) { c.engine.Store(e) }
 // sessionFS finds the pod of a session among every plugin's containers
 // (under its own id, or the pool workspace it was bound to): the session
 // tools' way to its files on a runtime that keeps them there.
-func (c *crashes) sessionFS(r runtime.RemoteWorkspace, ws *workspace.Manager) engine.RemoteSessions {
-	return func(internal string) (engine.SessionFS, error) {
+func (c *crashes) sessionFS(r runtime.RemoteWorkspace, ws *workspace.Manager) files.RemoteSessions {
+	return func(internal string) (files.SessionFS, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, h := range c.hosts {
@@ -284,7 +285,7 @@ func (c *crashes) crashed(name string) {
 	keep := func(string) bool { return false }
 	if eng != nil {
 		eng.MarkBackendDead(name)
-		keep = eng.HoldsSession
+		keep = eng.Registry().Holds
 	}
 	n := c.sb.RemoveOwnedBy(context.Background(), name)
 	c.mu.Lock()
@@ -373,13 +374,13 @@ func shareQuotas(sh runtime.QuotaSharer, eng *engine.Engine) *quotaShare {
 	s := &quotaShare{eng: eng}
 	s.q = sh.ShareQuotas(ctx, s.local)
 	s.stop = func() { cancel(); s.q.Wait() }
-	eng.OnSessionsChange(s.q.Changed)
+	eng.Registry().OnChange(s.q.Changed)
 	return s
 }
 
 func (s *quotaShare) local() map[string]runtime.Usage {
 	out := map[string]runtime.Usage{}
-	for client, n := range s.eng.SessionsPerClient() {
+	for client, n := range s.eng.Registry().PerClient() {
 		out[client] = runtime.Usage{Sessions: n}
 	}
 	if reg := s.tenants.Load(); reg != nil {
@@ -427,7 +428,7 @@ func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
 }
 
 // sessionHosts moves session containers between this core and its
-// replicas through each plugin's host services (engine.SessionHosts).
+// replicas through each plugin's host services (handover.SessionHosts).
 type sessionHosts struct{ c *crashes }
 
 func (s sessionHosts) host(plugin string) (*hostsvc.Host, error) {

@@ -117,7 +117,7 @@ func (f SessionFS) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), remoteOpTimeout)
 }
 
-// ReadFile implements engine.SessionFS.
+// ReadFile implements files.SessionFS (core/engine/files).
 func (f SessionFS) ReadFile(rel string, max int64) ([]byte, error) {
 	p, err := f.rel(rel)
 	if err != nil {
@@ -129,7 +129,7 @@ func (f SessionFS) ReadFile(rel string, max int64) ([]byte, error) {
 	return data, asWorkspaceErr(err)
 }
 
-// WriteFile implements engine.SessionFS.
+// WriteFile implements files.SessionFS (core/engine/files).
 func (f SessionFS) WriteFile(rel string, data []byte) error {
 	p, err := f.rel(rel)
 	if err != nil {
@@ -142,7 +142,7 @@ func (f SessionFS) WriteFile(rel string, data []byte) error {
 	return asWorkspaceErr(f.R.WriteFile(ctx, f.ID, p, data, true))
 }
 
-// List implements engine.SessionFS.
+// List implements files.SessionFS (core/engine/files).
 func (f SessionFS) List(rel string, max int) ([]workspace.Entry, bool, error) {
 	p, err := f.rel(rel)
 	if err != nil {
@@ -161,13 +161,13 @@ func (f SessionFS) List(rel string, max int) ([]workspace.Entry, bool, error) {
 	return out, more, nil
 }
 
-// Snapshot implements engine.SessionFS.
+// Snapshot implements files.SessionFS (core/engine/files).
 func (f SessionFS) Snapshot(rel string, max int) map[string]workspace.Stamp {
 	entries, _, err := f.List(rel, max)
 	return workspace.SnapshotResult(entries, err)
 }
 
-// RegularSize implements engine.CheckpointFS.
+// RegularSize implements checkpoints.CheckpointFS (core/engine/checkpoints).
 func (f SessionFS) RegularSize(rel string) (int64, error) {
 	p, err := f.rel(rel)
 	if err != nil {
@@ -179,7 +179,7 @@ func (f SessionFS) RegularSize(rel string) (int64, error) {
 	return n, asWorkspaceErr(err)
 }
 
-// Remove implements engine.CheckpointFS.
+// Remove implements checkpoints.CheckpointFS (core/engine/checkpoints).
 func (f SessionFS) Remove(rel string) error {
 	p, err := f.rel(rel)
 	if err != nil {
@@ -205,7 +205,7 @@ func (f SessionFS) Usage() (runtime.FSUsage, error) {
 // copyTimeout bounds a whole workspace's copy out of or into a pod.
 const copyTimeout = 10 * time.Minute
 
-// CopyOut implements engine.CheckpointFS: the pod's tar of the working
+// CopyOut implements checkpoints.CheckpointFS (core/engine/checkpoints): the pod's tar of the working
 // directory, unpacked here as only directories and regular files, within
 // limit (workspace.Untar).
 func (f SessionFS) CopyOut(dst string, limit int64, skip func(string) bool) ([]string, int64, error) {
@@ -218,7 +218,7 @@ func (f SessionFS) CopyOut(dst string, limit int64, skip func(string) bool) ([]s
 	return left, used, asWorkspaceErr(err)
 }
 
-// CopyIn implements engine.CheckpointFS.
+// CopyIn implements checkpoints.CheckpointFS (core/engine/checkpoints).
 func (f SessionFS) CopyIn(src string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
 	defer cancel()

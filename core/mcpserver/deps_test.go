@@ -1,6 +1,6 @@
 package mcpserver
 
-import "github.com/mcp-forge/mcp-forge/core/engine"
+import "github.com/mcp-forge/mcp-forge/core/engine/assembly"
 
-// The engine serves every interface the MCP layer defines.
-var _ Engine = (*engine.Engine)(nil)
+// The engine with its parts serves every interface the MCP layer defines.
+var _ Engine = (*assembly.Core)(nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
@@ -138,7 +138,7 @@ func TestCancelInterruptsSessionCode(t *testing.T) {
 		t.Fatal(err, res)
 	}
 	for _, e := range r.audit() {
-		if e.Event == engine.EventCancelled && e.Details["outcome"] == "interrupted" && e.Details["session"] == "c" {
+		if e.Event == cancelled.Event && e.Details["outcome"] == "interrupted" && e.Details["session"] == "c" {
 			return
 		}
 	}

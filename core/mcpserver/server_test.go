@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/assembly"
 	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -83,7 +83,7 @@ func newServer(t *testing.T, pm *enginetest.Plugins, mutate func(*config.Config)
 		mutate(&cfg)
 	}
 	rec, read := enginetest.Audit(t)
-	eng, err := engine.New(cfg, policy.New(policy.FromConfig(cfg), nil), pm, workspace.New(cfg.Volumes.BasePath, "t", 0, nil), rec, hclog.NewNullLogger())
+	eng, err := assembly.New(cfg, policy.New(policy.FromConfig(cfg), nil), pm, workspace.New(cfg.Volumes.BasePath, "t", 0, nil), rec, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

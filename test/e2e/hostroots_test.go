@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/files"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -107,15 +108,15 @@ print(rows, total)`
 		args       map[string]any
 		want, rule string
 	}{
-		{"dot-dot", "import_file", map[string]any{"root_path": "../" + filepath.Base(out) + "/results/summary.csv"}, "'..' would leave", engine.RuleFilePath},
-		{"absolute", "import_file", map[string]any{"root_path": "/etc/passwd"}, "absolute", engine.RuleFilePath},
-		{"planted link", "import_file", map[string]any{"root_path": "passwd-link"}, "symbolic link", engine.RuleFileLink},
-		{"link on the way", "import_file", map[string]any{"root_path": "sub/etc/passwd"}, "symbolic link", engine.RuleFileLink},
-		{"fifo", "import_file", map[string]any{"root_path": "fifo"}, "is a fifo", engine.RuleFileType},
-		{"newline", "import_file", map[string]any{"root_path": "big.csv\nx"}, "control character", engine.RuleFilePath},
-		{"unknown root", "import_file", map[string]any{"root": "home", "root_path": "x"}, "no such host root", engine.RuleHostRoot},
-		{"read-only root", "export_file", map[string]any{"root": "data", "path": "output/summary.csv"}, "read-only", engine.RuleHostRootReadOnly},
-		{"export dot-dot", "export_file", map[string]any{"root": "out", "path": "output/summary.csv", "root_path": "../escape.csv"}, "'..' would leave", engine.RuleFilePath},
+		{"dot-dot", "import_file", map[string]any{"root_path": "../" + filepath.Base(out) + "/results/summary.csv"}, "'..' would leave", files.RuleFilePath},
+		{"absolute", "import_file", map[string]any{"root_path": "/etc/passwd"}, "absolute", files.RuleFilePath},
+		{"planted link", "import_file", map[string]any{"root_path": "passwd-link"}, "symbolic link", files.RuleFileLink},
+		{"link on the way", "import_file", map[string]any{"root_path": "sub/etc/passwd"}, "symbolic link", files.RuleFileLink},
+		{"fifo", "import_file", map[string]any{"root_path": "fifo"}, "is a fifo", files.RuleFileType},
+		{"newline", "import_file", map[string]any{"root_path": "big.csv\nx"}, "control character", files.RuleFilePath},
+		{"unknown root", "import_file", map[string]any{"root": "home", "root_path": "x"}, "no such host root", files.RuleHostRoot},
+		{"read-only root", "export_file", map[string]any{"root": "data", "path": "output/summary.csv"}, "read-only", files.RuleHostRootReadOnly},
+		{"export dot-dot", "export_file", map[string]any{"root": "out", "path": "output/summary.csv", "root_path": "../escape.csv"}, "'..' would leave", files.RuleFilePath},
 	} {
 		args := map[string]any{"session_id": "big", "root": "data"}
 		for k, v := range tc.args {
@@ -132,7 +133,7 @@ print(rows, total)`
 			refused[fmt.Sprint(e.Details["rule"])]++
 		}
 	}
-	for rule, n := range map[string]int{engine.RuleFilePath: 4, engine.RuleFileLink: 2, engine.RuleFileType: 1, engine.RuleHostRoot: 1, engine.RuleHostRootReadOnly: 1} {
+	for rule, n := range map[string]int{files.RuleFilePath: 4, files.RuleFileLink: 2, files.RuleFileType: 1, files.RuleHostRoot: 1, files.RuleHostRootReadOnly: 1} {
 		if refused[rule] != n {
 			t.Errorf("%d refusals audited by %s, want %d (all: %v)", refused[rule], rule, n, refused)
 		}
@@ -143,9 +144,9 @@ print(rows, total)`
 	reads, writes := 0, 0
 	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
 		switch e.Event {
-		case engine.EventHostRead:
+		case files.EventHostRead:
 			reads++
-		case engine.EventHostWrite:
+		case files.EventHostWrite:
 			writes++
 		}
 	}

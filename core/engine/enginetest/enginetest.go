@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
 // Plugins is an in-memory plugin manager.
@@ -274,5 +275,39 @@ func Audit(t testing.TB) (*audit.Logger, func() []audit.Entry) {
 			out = append(out, e)
 		}
 		return out
+	}
+}
+
+// Gate is a backend run (Backend.Run, with Interrupt its OnInterrupt) that
+// writes a line, then waits to be released, interrupted or cancelled: a
+// long run a test controls.
+type Gate struct {
+	Release, Interrupted chan struct{}
+	Started              chan struct{} // a value for every run begun
+	once                 sync.Once
+}
+
+// NewGate returns a closed gate.
+func NewGate() *Gate {
+	return &Gate{Release: make(chan struct{}), Interrupted: make(chan struct{}), Started: make(chan struct{}, 8)}
+}
+
+// Interrupt opens the gate as an interrupt.
+func (g *Gate) Interrupt(string) { g.once.Do(func() { close(g.Interrupted) }) }
+
+// Run writes "step 1", then answers once released (success, "42"),
+// interrupted (KeyboardInterrupt) or cancelled.
+func (g *Gate) Run(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	g.Started <- struct{}{}
+	if emit != nil {
+		emit(backend.StreamEvent{Name: host.Stdout, Text: "step 1\n"})
+	}
+	select {
+	case <-g.Release:
+		return backend.ExecuteResult{Success: true, Stdout: "step 1\nstep 2\n", StdoutBytes: 14, ResultRepr: "42"}, nil
+	case <-g.Interrupted:
+		return backend.ExecuteResult{Stdout: "step 1\n", Error: &backend.ExecError{Name: "KeyboardInterrupt"}}, nil
+	case <-ctx.Done():
+		return backend.ExecuteResult{}, ctx.Err()
 	}
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/background"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/execution"
 )
@@ -325,7 +325,7 @@ func (s *Service) result(ctx context.Context, owner, id string) (json.RawMessage
 			return nil, err
 		}
 	}
-	res, ok := engine.JobResult(r)
+	res, ok := background.JobResult(r)
 	if !ok {
 		// Lost, or cancelled before it ran: no result but why.
 		text := fmt.Sprintf("Job %s is %s", r.ID, r.State)

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/answer"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	enginefiles "github.com/mcp-forge/mcp-forge/core/engine/files"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -32,7 +33,7 @@ import (
 
 // Instructions tell an agent how files move in and out of a session.
 const Instructions = "upload_file puts a file (text or base64) into a session's working directory, the code's current directory; " +
-	"download_file and list_files read it back. Files a session run writes to " + engine.OutputDir + "/ come back with the run: small ones attached, larger ones as links to " + toolsets.FilesTemplate + ".\n"
+	"download_file and list_files read it back. Files a session run writes to " + enginefiles.OutputDir + "/ come back with the run: small ones attached, larger ones as links to " + toolsets.FilesTemplate + ".\n"
 
 // parseFileURI splits a file or part URI into the session id, the path
 // (not yet checked: the engine refuses "..", links and the rest) and the
@@ -132,9 +133,9 @@ type OutputFileRef struct {
 
 // Files is what the file tools and the file resource need.
 type Files interface {
-	UploadFile(client, id, rel, content, encoding string) (engine.FileInfo, error)
-	ReadFile(client, id, rel, tool string) (engine.FileInfo, error)
-	ReadFileFrom(client, id, rel, tool string, offset int64) (engine.FileInfo, error)
+	UploadFile(client, id, rel, content, encoding string) (enginefiles.FileInfo, error)
+	ReadFile(client, id, rel, tool string) (enginefiles.FileInfo, error)
+	ReadFileFrom(client, id, rel, tool string, offset int64) (enginefiles.FileInfo, error)
 	ListFiles(client, id, dir string) ([]workspace.Entry, bool, error)
 	MaxFileSize() int64
 	InlineFileSize() int64
@@ -251,7 +252,7 @@ func List(env toolsets.Env, f Files) toolsets.Tool {
 	return toolsets.New(&mcp.Tool{
 		Name: "list_files", Title: "List a session's files",
 		Description: "List the files and directories of a session's working directory (or of one directory in it) with type, size and " +
-			"modification time; symbolic links are listed as such and never followed. Files a run writes to " + engine.OutputDir + "/ come back with that run.",
+			"modification time; symbolic links are listed as such and never followed. Files a run writes to " + enginefiles.OutputDir + "/ come back with that run.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
 		entries, truncated, err := t.f.ListFiles(t.env.Conn(req.Session), in.SessionID, in.Path)
 		if err != nil {
@@ -356,7 +357,7 @@ func (t tools) fileResource(ctx context.Context, req *mcp.ReadResourceRequest) (
 	var re *refusal.Error
 	if errors.As(err, &re) {
 		switch re.Rule {
-		case session.RuleSessionID, session.RuleSessionNotFound, engine.RuleFileNotFound:
+		case session.RuleSessionID, session.RuleSessionNotFound, enginefiles.RuleFileNotFound:
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		return nil, errors.New(re.Msg) // a refused path: say why
@@ -407,7 +408,7 @@ func Attach(cfg config.Config, result *mcp.CallToolResult, id string, files []en
 	}
 	if len(result.Content) > 0 {
 		if tc, ok := result.Content[0].(*mcp.TextContent); ok {
-			tc.Text += fmt.Sprintf("\n%d file(s) written to %s/:\n%s\n", len(files), engine.OutputDir, strings.Join(lines, "\n"))
+			tc.Text += fmt.Sprintf("\n%d file(s) written to %s/:\n%s\n", len(files), enginefiles.OutputDir, strings.Join(lines, "\n"))
 		}
 	}
 	return refs

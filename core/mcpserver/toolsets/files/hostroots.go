@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	enginefiles "github.com/mcp-forge/mcp-forge/core/engine/files"
 	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
@@ -23,8 +23,8 @@ import (
 type HostFiles interface {
 	HostRoots(client string) []*hostroots.Root
 	ListHostFiles(client, root, dir string) ([]workspace.Entry, bool, error)
-	ImportFile(ctx context.Context, client, id, root, rootPath, rel string) (engine.FileInfo, error)
-	ExportFile(ctx context.Context, client, id, rel, root, rootPath string) (engine.FileInfo, error)
+	ImportFile(ctx context.Context, client, id, root, rootPath, rel string) (enginefiles.FileInfo, error)
+	ExportFile(ctx context.Context, client, id, rel, root, rootPath string) (enginefiles.FileInfo, error)
 }
 
 // ImportInput is import_file's input.

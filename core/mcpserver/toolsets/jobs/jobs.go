@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/background"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/execution"
@@ -155,7 +156,7 @@ func Wait(env toolsets.Env, j Jobs) toolsets.Tool {
 	t := tools{env, j}
 	waitIn := toolsets.Schema[WaitInput]()
 	waitIn.Properties["timeout"].Description = fmt.Sprintf("seconds to wait for the job to end (default %d, at most %d); the job keeps running after it. "+
-		"A client that sent a progressToken gets progress every %d s while it waits", engine.DefaultJobWait, env.Cfg.Execution.MaxBackgroundTimeout, env.Cfg.Execution.ProgressInterval)
+		"A client that sent a progressToken gets progress every %d s while it waits", background.DefaultJobWait, env.Cfg.Execution.MaxBackgroundTimeout, env.Cfg.Execution.ProgressInterval)
 	return toolsets.New(&mcp.Tool{
 		Name: "wait_job", Title: "Wait for a background job",
 		Description: "Wait until a background job (execute_<language> with background: true) has finished, or until timeout, and return it: its state " +
@@ -230,7 +231,7 @@ func (t tools) jobResult(id string, r jobs.Record, err error) (*mcp.CallToolResu
 		fmt.Fprintf(&b, ": %s", r.Reason)
 	}
 	b.WriteString(".\n")
-	er, ok := engine.JobResult(r)
+	er, ok := background.JobResult(r)
 	switch {
 	case ok:
 		o := execution.ToOutput(er)
@@ -285,7 +286,7 @@ func (t tools) jobResource(ctx context.Context, req *mcp.ReadResourceRequest) (*
 		return nil, err
 	}
 	out := JobOutput{JobView: jobView(r)}
-	if er, ok := engine.JobResult(r); ok {
+	if er, ok := background.JobResult(r); ok {
 		o := execution.ToOutput(er)
 		out.Result = &o
 		// The result has the output: the tail again, escaped twice (JSON

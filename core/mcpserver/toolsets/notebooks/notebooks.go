@@ -15,7 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/checkpoints"
+	"github.com/mcp-forge/mcp-forge/core/engine/history"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets/sessions"
 	"github.com/mcp-forge/mcp-forge/core/notebook"
@@ -111,9 +112,9 @@ func historyCells(h session.History) []HistoryCell {
 // notebook resources need; InlineFileSize bounds a notebook
 // sent inline (as the file tools do).
 type Notebooks interface {
-	ForkSession(ctx context.Context, client, from, to string) (engine.ForkInfo, error)
+	ForkSession(ctx context.Context, client, from, to string) (checkpoints.ForkInfo, error)
 	History(client, id, tool string) (session.History, session.View, error)
-	ExportNotebook(client, id, tool string) (engine.Notebook, error)
+	ExportNotebook(client, id, tool string) (history.Notebook, error)
 	InlineFileSize() int64
 }
 
@@ -196,7 +197,7 @@ func Export(env toolsets.Env, n Notebooks) toolsets.Tool {
 	})
 }
 
-func forkText(info engine.ForkInfo) string {
+func forkText(info checkpoints.ForkInfo) string {
 	var b strings.Builder
 	if info.Kind == checkpoint.KindSnapshot {
 		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: its whole sandbox copied (memory, imports, open files, sockets), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(), info.Bytes)

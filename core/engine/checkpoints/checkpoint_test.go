@@ -1,4 +1,4 @@
-package engine
+package checkpoints
 
 import (
 	"context"
@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
-	"github.com/mcp-forge/mcp-forge/core/policy"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginerig"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -23,7 +21,7 @@ import (
 
 // fakeCheckpoint stores a checkpoint with an empty work directory, as if
 // checkpointLocked had made it, and returns its directory.
-func fakeCheckpoint(t *testing.T, e *Engine, owner, id, lang string, created time.Time) string {
+func fakeCheckpoint(t *testing.T, e assembled, owner, id, lang string, created time.Time) string {
 	t.Helper()
 	m := checkpoint.Meta{SessionID: id, Language: lang, Backend: "kernel", Created: created, Saved: []string{"x"}, Client: owner}
 	if _, err := e.ckpts.Put(m, 0, func(dir string, _ int64) ([]string, error) { return nil, os.MkdirAll(dir, 0o700) }); err != nil {
@@ -33,7 +31,20 @@ func fakeCheckpoint(t *testing.T, e *Engine, owner, id, lang string, created tim
 }
 
 // ckptDir is where the engine's store keeps owner's checkpoint of id.
-func ckptDir(e *Engine, owner, id string) string { return e.ckpts.(*checkpoint.Dir).Path(owner, id) }
+func ckptDir(e assembled, owner, id string) string { return e.ckpts.(*checkpoint.Dir).Path(owner, id) }
+
+// docs/audit.md lists every rule a checkpoint request can break.
+func TestCheckpointRulesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "audit.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range []string{checkpoint.RuleCheckpointLanguage, checkpoint.RuleCheckpointNotFound, checkpoint.RuleCheckpointOwner, checkpoint.RuleCheckpointState, checkpoint.RuleCheckpointQuota} {
+		if !strings.Contains(string(doc), "| `"+rule+"` |") {
+			t.Errorf("docs/audit.md does not list rule %s", rule)
+		}
+	}
+}
 
 // Checkpoints are listed to their owner only, under 0700 directories that
 // do not carry the owner's name.
@@ -73,7 +84,7 @@ func TestCheckpointsPerOwner(t *testing.T) {
 func TestExecuteOverCheckpointOfAnotherLanguage(t *testing.T) {
 	r := newRig(t, nil, nil)
 	fakeCheckpoint(t, r.e, "c1", "s", "r", time.Now())
-	_, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1"})
+	_, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Client: "c1"})
 	if refusedBy(t, err) != session.RuleSessionLanguage || !strings.Contains(err.Error(), "checkpoint") {
 		t.Fatalf("want session-language naming the checkpoint, got %v", err)
 	}
@@ -116,13 +127,13 @@ func TestExpireCheckpoints(t *testing.T) {
 		t.Error("a young checkpoint was removed")
 	}
 	var found bool
-	for _, e := range r.audit() {
+	for _, e := range r.Audit() {
 		if e.Event == checkpoint.EventCheckpointExpired && e.UserID == "c1" && e.Details["session"] == "old" && e.Severity == audit.Info {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no %s audit entry: %+v", checkpoint.EventCheckpointExpired, r.audit())
+		t.Errorf("no %s audit entry: %+v", checkpoint.EventCheckpointExpired, r.Audit())
 	}
 }
 
@@ -141,10 +152,10 @@ func TestShutdownKeepsCheckpoints(t *testing.T) {
 // writes the namespace file unless noFile), load reports the names saved.
 func ckptRig(t *testing.T, mutate func(*config.Config), stdout func(nonce string) string, noFile bool) *rig {
 	t.Helper()
-	return newRig(t, mutate, func(r *rig) {
-		r.kernel.Caps.Checkpoint = &backend.Checkpoint{Save: "save " + backend.CheckpointNonce, Load: "load " + backend.CheckpointNonce}
-		r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-			work := filepath.Join(r.ws.SessionPath(req.SessionID), workspace.SessionWorkDir)
+	return newRig(t, mutate, func(r *enginerig.Rig) {
+		r.Kernel.Caps.Checkpoint = &backend.Checkpoint{Save: "save " + backend.CheckpointNonce, Load: "load " + backend.CheckpointNonce}
+		r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+			work := filepath.Join(r.WS.SessionPath(req.SessionID), workspace.SessionWorkDir)
 			os.MkdirAll(work, 0o755)
 			if nonce, ok := strings.CutPrefix(req.Code, "save "); ok {
 				if !noFile {
@@ -157,7 +168,7 @@ func ckptRig(t *testing.T, mutate func(*config.Config), stdout func(nonce string
 			}
 			return backend.ExecuteResult{Success: true}, nil
 		}
-		r.pm.Add("kernel", r.kernel) // the capabilities as loaded
+		r.PM.Add("kernel", r.Kernel) // the capabilities as loaded
 	})
 }
 
@@ -183,7 +194,7 @@ func TestCheckpointReportFromTheKernel(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := ckptRig(t, nil, c.stdout, c.noFile)
-			if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
+			if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
 				t.Fatal(err)
 			}
 			before := time.Now()
@@ -218,7 +229,7 @@ func TestCheckpointReportFromTheKernel(t *testing.T) {
 func TestCheckpointStoreFull(t *testing.T) {
 	r := ckptRig(t, func(c *config.Config) { c.Volumes.SessionQuota, c.Sessions.CheckpointStoreQuota = 1<<20, 1<<20 },
 		func(n string) string { return backend.CheckpointMarker + n + `{"saved":["x"]}` + "\n" }, false)
-	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
+	if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
 	// Another owner's checkpoint takes most of the store.
@@ -227,7 +238,7 @@ func TestCheckpointStoreFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := r.e.CheckpointSession(context.Background(), "c1", "s")
-	var re *RequestError
+	var re *engine.RequestError
 	if !errors.As(err, &re) || re.Rule != checkpoint.RuleCheckpointStore || !strings.Contains(err.Error(), "sessions.checkpoint_store_quota") {
 		t.Fatalf("want a checkpoint-store-full refusal, got %v", err)
 	}
@@ -239,8 +250,8 @@ func TestCheckpointStoreFull(t *testing.T) {
 		t.Fatalf("left in the store: %v", entries)
 	}
 	var audited bool
-	for _, e := range r.audit() {
-		audited = audited || (e.Event == EventRefused && e.Details["rule"] == checkpoint.RuleCheckpointStore)
+	for _, e := range r.Audit() {
+		audited = audited || (e.Event == engine.EventRefused && e.Details["rule"] == checkpoint.RuleCheckpointStore)
 	}
 	if !audited {
 		t.Error("the refusal is not audited with its rule")
@@ -256,28 +267,46 @@ type listed struct {
 
 func (l *listed) List(client string) []checkpoint.Meta { l.lists++; return l.Store.List(client) }
 
-// A store given with WithCheckpointStore is the one the engine uses, not
-// the default directory under volumes.base_path.
-func TestWithCheckpointStore(t *testing.T) {
-	cfg := config.Default()
-	cfg.Volumes.BasePath = t.TempDir()
+// A store given with WithStore is the one the checkpoints use, not the
+// default directory under volumes.base_path.
+func TestWithStore(t *testing.T) {
 	elsewhere := t.TempDir()
 	store := &listed{Store: checkpoint.NewDir(elsewhere, 1<<20)}
 	if _, err := store.Put(checkpoint.Meta{Client: "c1", SessionID: "s", Language: "python", Backend: "kernel"}, 0,
 		func(dir string, _ int64) ([]string, error) { return nil, os.MkdirAll(dir, 0o700) }); err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := enginetest.Audit(t)
-	e, err := New(cfg, policy.New(policy.FromConfig(cfg), nil), enginetest.NewPlugins().Add("kernel", enginetest.Stateful("python")),
-		workspace.New(cfg.Volumes.BasePath, "t", 0, nil), rec, hclog.NewNullLogger(), WithCheckpointStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := e.Checkpoints("c1")
+	r := newRig(t, nil, nil, WithStore(store))
+	cfg := r.Cfg
+	got := r.e.Checkpoints("c1")
 	if store.lists != 1 || len(got) != 1 || got[0].SessionID != "s" {
 		t.Fatalf("the engine listed %d times and saw %+v; want its given store, holding s", store.lists, got)
 	}
 	if _, err := os.Stat(checkpointRoot(cfg)); !os.IsNotExist(err) {
 		t.Fatalf("the default store under volumes.base_path was made: %v", err)
+	}
+}
+
+func TestRestoreRefusals(t *testing.T) {
+	r := newRig(t, nil, nil)
+	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "s"); refusedBy(t, err) != checkpoint.RuleCheckpointNotFound {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "../x"); refusedBy(t, err) != session.RuleSessionID {
+		t.Fatalf("a path as id: %v", err)
+	}
+	// A checkpoint in c1's directory that names another owner answers
+	// like none, audited apart.
+	dir := ckptDir(r.e, "c1", "s")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"session_id":"s","language":"python","backend":"kernel","owner":"c2"}`), 0o600)
+	_, _, err := r.e.RestoreSession(context.Background(), "c1", "s")
+	if refusedBy(t, err) != checkpoint.RuleCheckpointOwner || strings.Contains(err.Error(), "c2") {
+		t.Fatalf("another's checkpoint: %v", err)
+	}
+	if got := r.e.Checkpoints("c1"); len(got) != 0 {
+		t.Errorf("c1 lists a checkpoint naming c2: %+v", got)
 	}
 }

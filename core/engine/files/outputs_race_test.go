@@ -1,4 +1,4 @@
-package engine
+package files
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -33,14 +34,14 @@ func TestUploadDuringTheLastListingIsNotOutput(t *testing.T) {
 	r := newRig(t, nil, nil)
 	entered, release := make(chan struct{}), make(chan struct{})
 	r.e.SetRemoteSessions(func(id string) (SessionFS, error) {
-		f, err := r.ws.SessionFiles(id)
+		f, err := r.WS.SessionFiles(id)
 		if err != nil {
 			return nil, err
 		}
 		return slowFS{SessionFS: f, entered: entered, release: release}, nil
 	})
-	out := func(id string) string { return filepath.Join(r.ws.SessionPath(id), "work", OutputDir) }
-	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	out := func(id string) string { return filepath.Join(r.WS.SessionPath(id), "work", OutputDir) }
+	r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 		return backend.ExecuteResult{Success: true}, os.MkdirAll(out(req.SessionID), 0o755)
 	}
 	files := func() string { return r.outputsOf(t, "x = 1", false) }
@@ -85,14 +86,14 @@ func TestFailedListingIsNotKept(t *testing.T) {
 	r := newRig(t, nil, nil)
 	fail := false
 	r.e.SetRemoteSessions(func(id string) (SessionFS, error) {
-		f, err := r.ws.SessionFiles(id)
+		f, err := r.WS.SessionFiles(id)
 		if err != nil {
 			return nil, err
 		}
 		return flakyFS{SessionFS: f, fail: &fail}, nil
 	})
-	out := func(id string) string { return filepath.Join(r.ws.SessionPath(id), "work", OutputDir) }
-	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	out := func(id string) string { return filepath.Join(r.WS.SessionPath(id), "work", OutputDir) }
+	r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 		if req.Code == "write" {
 			os.MkdirAll(out(req.SessionID), 0o755)
 			return backend.ExecuteResult{Success: true}, os.WriteFile(filepath.Join(out(req.SessionID), "old.csv"), []byte("1"), 0o644)
@@ -114,8 +115,8 @@ func TestFailedListingIsNotKept(t *testing.T) {
 // kernel wrote to output/ between the calls still comes with the next one.
 func TestUploadElsewhereKeepsTheListing(t *testing.T) {
 	r := newRig(t, nil, nil)
-	out := func(id string) string { return filepath.Join(r.ws.SessionPath(id), "work", OutputDir) }
-	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	out := func(id string) string { return filepath.Join(r.WS.SessionPath(id), "work", OutputDir) }
+	r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 		return backend.ExecuteResult{Success: true}, os.MkdirAll(out(req.SessionID), 0o755)
 	}
 	r.outputsOf(t, "1", false)
@@ -133,7 +134,7 @@ func TestUploadElsewhereKeepsTheListing(t *testing.T) {
 // the run returned: their paths, with "=" and the data when withData.
 func (r *rig) outputsOf(t *testing.T, code string, withData bool) string {
 	t.Helper()
-	res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code, Client: "c1"})
+	res, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: code, Client: "c1"})
 	if err != nil {
 		t.Fatalf("%s: %v", code, err)
 	}

@@ -1,4 +1,9 @@
-package engine
+// Package cancelled ends a run whose call was cancelled (MCP
+// notifications/cancelled, or a client gone) as a timeout ends it: a
+// session's code interrupted, its kernel stopped only when it ignores the
+// interrupt; every cancellation audited with how far the run had got and
+// how it ended.
+package cancelled
 
 import (
 	"context"
@@ -6,35 +11,46 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
-// EventCancelled is the audit event of a run whose client cancelled the
+// Event is the audit event of a run whose client cancelled the
 // call (MCP notifications/cancelled) or went away while the code ran.
-const EventCancelled = "execution.cancelled"
+const Event = "execution.cancelled"
 
-// ErrorCancelled is the error name of a session run its client cancelled.
-const ErrorCancelled = "Cancelled"
+// ErrorName is the error name of a session run its client cancelled.
+const ErrorName = "Cancelled"
 
-// cancelGrace is how long a cancelled session run may take to stop after
+// Grace is how long a cancelled session run may take to stop after
 // its interrupt before the kernel is stopped under it: the grace the
 // kernel backends give an interrupt at a timeout.
-var cancelGrace = 10 * time.Second
+var Grace = 10 * time.Second
 
-// runInSession runs breq in s's kernel (caller holds s's lock). The call's
+// Runs are runs cancelled, audited to rec.
+type Runs struct {
+	rec audit.Recorder
+	log hclog.Logger
+}
+
+// New audits cancelled runs to rec.
+func New(rec audit.Recorder, log hclog.Logger) Runs { return Runs{rec: rec, log: log} }
+
+// InSession runs breq in s's kernel (caller holds s's lock). The call's
 // cancellation does not reach the backend as a cancelled context, which
 // would make it return at once with the code maybe still running; it is
 // handled as a timeout is: the backend's Interrupt stops the code, the
 // kernel's own answer ends the run, so variables set before survive and
 // the next call finds the session idle. A kernel that does not stop within
-// cancelGrace is closed and the session is dead, as after a timeout whose
-// interrupt was ignored. Every cancellation is audited (EventCancelled).
-func (e *Engine) runInSession(ctx context.Context, sb backend.SessionBackend, s *session.Session, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+// Grace is closed and the session is dead, as after a timeout whose
+// interrupt was ignored. Every cancellation is audited (Event).
+func (r Runs) InSession(ctx context.Context, sb backend.SessionBackend, s *session.Session, breq backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 	if err := ctx.Err(); err != nil {
 		// Cancelled while it waited for the session: nothing ran.
-		e.auditCancelled(s.Client, s.Internal, s.ID, breq.RunID, s.Backend, cancelCause(ctx), "not started", 0)
+		r.Audit(s.Client, s.Internal, s.ID, breq.RunID, s.Backend, Cause(ctx), "not started", 0)
 		return backend.ExecuteResult{}, err
 	}
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -56,9 +72,9 @@ func (e *Engine) runInSession(ctx context.Context, sb backend.SessionBackend, s 
 	case <-ctx.Done():
 	}
 	at := time.Since(start)
-	cause := cancelCause(ctx)
+	cause := Cause(ctx)
 	if err := sb.Interrupt(run, s.Internal); err != nil {
-		e.log.Warn("could not interrupt a cancelled run", "session", s.Internal, "run_id", breq.RunID, "error", err)
+		r.log.Warn("could not interrupt a cancelled run", "session", s.Internal, "run_id", breq.RunID, "error", err)
 	}
 	outcome := "interrupted"
 	select {
@@ -68,24 +84,24 @@ func (e *Engine) runInSession(ctx context.Context, sb backend.SessionBackend, s 
 			break
 		}
 		if a.err == nil && !a.res.SessionDead {
-			a.res.Error = &backend.ExecError{Name: ErrorCancelled, Message: fmt.Sprintf(
+			a.res.Error = &backend.ExecError{Name: ErrorName, Message: fmt.Sprintf(
 				"%s after %.1f s: the code was interrupted; the session's state is kept (variables set before the interrupt remain)", cause, at.Seconds())}
 			a.res.Success = false
 			failedExit(&a.res)
 		}
-	case <-time.After(cancelGrace):
+	case <-time.After(Grace):
 		outcome = "kernel stopped"
 		if err := sb.CloseSession(run, s.Internal); err != nil {
-			e.log.Warn("could not stop a kernel that ignored the interrupt of a cancelled run", "session", s.Internal, "error", err)
+			r.log.Warn("could not stop a kernel that ignored the interrupt of a cancelled run", "session", s.Internal, "error", err)
 		}
 		stop()
 		a = <-done
-		msg := fmt.Sprintf("%s after %.1f s and the code did not stop within %s of an interrupt: the kernel was stopped and the session's state is lost", cause, at.Seconds(), cancelGrace)
-		a.res, a.err = backend.ExecuteResult{SessionDead: true, Error: &backend.ExecError{Name: ErrorCancelled, Message: msg}, Stdout: a.res.Stdout, Stderr: a.res.Stderr,
+		msg := fmt.Sprintf("%s after %.1f s and the code did not stop within %s of an interrupt: the kernel was stopped and the session's state is lost", cause, at.Seconds(), Grace)
+		a.res, a.err = backend.ExecuteResult{SessionDead: true, Error: &backend.ExecError{Name: ErrorName, Message: msg}, Stdout: a.res.Stdout, Stderr: a.res.Stderr,
 			StdoutBytes: a.res.StdoutBytes, StderrBytes: a.res.StderrBytes, Duration: time.Since(start)}, nil
 		failedExit(&a.res)
 	}
-	e.auditCancelled(s.Client, s.Internal, s.ID, breq.RunID, s.Backend, cause, outcome, at)
+	r.Audit(s.Client, s.Internal, s.ID, breq.RunID, s.Backend, cause, outcome, at)
 	return a.res, a.err
 }
 
@@ -97,8 +113,8 @@ func failedExit(res *backend.ExecuteResult) {
 	}
 }
 
-// cancelCause says why a call's context ended, for the user and the log.
-func cancelCause(ctx context.Context) string {
+// Cause says why a call's context ended, for the user and the log.
+func Cause(ctx context.Context) string {
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
 		return c.Error() // a job's: cancel_job, the server's shutdown
 	}
@@ -108,13 +124,13 @@ func cancelCause(ctx context.Context) string {
 	return "the client cancelled the call"
 }
 
-// auditCancelled records a cancelled run: who, which run, how far it had
+// Audit records a cancelled run: who, which run, how far it had
 // got and how it ended (interrupted, finished, kernel stopped, stopped, not
 // started).
-func (e *Engine) auditCancelled(client, internal, sessionID, runID, backendName, cause, outcome string, at time.Duration) {
+func (r Runs) Audit(client, internal, sessionID, runID, backendName, cause, outcome string, at time.Duration) {
 	d := map[string]any{"run_id": runID, "backend": backendName, "reason": "cancelled", "cause": cause, "outcome": outcome, "after_ms": at.Milliseconds()}
 	if sessionID != "" {
 		d["session"] = sessionID
 	}
-	e.rec.Record(audit.Entry{Event: EventCancelled, Severity: audit.Info, SessionID: internal, UserID: client, Success: true, Details: d})
+	r.rec.Record(audit.Entry{Event: Event, Severity: audit.Info, SessionID: internal, UserID: client, Success: true, Details: d})
 }

@@ -1,4 +1,4 @@
-package engine
+package limits
 
 import (
 	"strings"
@@ -29,9 +29,9 @@ func TestCapResult(t *testing.T) {
 		{name: "more than MaxImages", images: make([]backend.Image, MaxImages+3), wantImages: MaxImages, notice: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &Engine{limits: limits{output: 1000, message: 10000}}
+			l := Limits{output: 1000, message: 10000}
 			res := backend.ExecuteResult{Stdout: tc.stdout, Stderr: tc.stdout, Images: tc.images}
-			e.capResult(&res)
+			l.Cap(&res)
 			if len(res.Stdout) != tc.wantStdout || len(res.Stderr) != tc.wantStdout {
 				t.Errorf("stdout %d bytes, stderr %d, want %d", len(res.Stdout), len(res.Stderr), tc.wantStdout)
 			}
@@ -48,7 +48,7 @@ func TestCapResult(t *testing.T) {
 // The error, the value's forms and rich output are cut too, counted as
 // JSON: they travel in the text, the error and the traceback.
 func TestCapText(t *testing.T) {
-	e := &Engine{limits: limits{output: 1 << 20, message: 9 << 20}}
+	l := Limits{output: 1 << 20, message: 9 << 20}
 	tb := make([]string, 100)
 	for i := range tb {
 		tb[i] = strings.Repeat("\x01", 10<<10)
@@ -58,7 +58,7 @@ func TestCapText(t *testing.T) {
 		ResultRepr: strings.Repeat("<", 1<<20), ResultJSON: `"` + strings.Repeat("\\\\", 1<<18) + `"`,
 		Rich: map[string]string{"text/html": strings.Repeat("<", 1<<20), "text/markdown": strings.Repeat("&", 1<<20), "text/plain": "ok"},
 	}
-	e.capResult(&res)
+	l.Cap(&res)
 	if n := sanitize.JSONLen(res.Error.Message); n > maxErrorMessage+16 {
 		t.Errorf("error message %d bytes as JSON", n)
 	}

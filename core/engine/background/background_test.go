@@ -1,44 +1,56 @@
-package engine
+package background
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginerig"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginetest"
+	"github.com/mcp-forge/mcp-forge/core/engine/limits"
 	"github.com/mcp-forge/mcp-forge/core/jobs"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
-	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
-// gate is a backend run that writes a line, then waits to be released,
-// interrupted or cancelled.
-type gate struct {
-	release, interrupted chan struct{}
-	started              chan struct{}
-	once                 sync.Once
-}
-
-func newGate() *gate {
-	return &gate{release: make(chan struct{}), interrupted: make(chan struct{}), started: make(chan struct{}, 8)}
-}
-
-func (g *gate) interrupt(string) { g.once.Do(func() { close(g.interrupted) }) }
-
-func (g *gate) run(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-	g.started <- struct{}{}
-	if emit != nil {
-		emit(backend.StreamEvent{Name: host.Stdout, Text: "step 1\n"})
+// rig is an engine with its background jobs, e as the MCP layer sees them.
+type rig struct {
+	*enginerig.Rig
+	e struct {
+		*engine.Engine
+		*Runner
 	}
-	select {
-	case <-g.release:
-		return backend.ExecuteResult{Success: true, Stdout: "step 1\nstep 2\n", StdoutBytes: 14, ResultRepr: "42"}, nil
-	case <-g.interrupted:
-		return backend.ExecuteResult{Stdout: "step 1\n", Error: &backend.ExecError{Name: "KeyboardInterrupt"}}, nil
-	case <-ctx.Done():
-		return backend.ExecuteResult{}, ctx.Err()
+}
+
+func newRig(t *testing.T, mutate func(*config.Config), plugins func(*enginerig.Rig)) *rig {
+	t.Helper()
+	r := &rig{Rig: enginerig.New(t, mutate, plugins)}
+	j, err := New(r.Cfg, r.E, r.Rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.E.SetJobs(j)
+	r.e.Engine, r.e.Runner = r.E, j
+	return r
+}
+
+var refusedBy = enginerig.RefusedBy
+
+// docs/audit.md lists the events of jobs.
+func TestJobEventsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "audit.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{EventJobLost, EventJobCancel} {
+		if !strings.Contains(string(doc), "`"+ev+"`") {
+			t.Errorf("docs/audit.md does not list %s", ev)
+		}
 	}
 }
 
@@ -55,25 +67,25 @@ func waitState(t *testing.T, r *rig, client, id string, want jobs.State) jobs.Re
 }
 
 func TestBackgroundJobs(t *testing.T) {
-	old := cancelGrace
-	cancelGrace = 300 * time.Millisecond
-	t.Cleanup(func() { cancelGrace = old })
+	old := cancelled.Grace
+	cancelled.Grace = 300 * time.Millisecond
+	t.Cleanup(func() { cancelled.Grace = old })
 
 	t.Run("stateless job runs past its call and keeps its result", func(t *testing.T) {
 		r := newRig(t, nil, nil)
-		g := newGate()
-		r.snake.Run = g.run
+		g := enginetest.NewGate()
+		r.Snake.Run = g.Run
 		ctx, cancel := context.WithCancel(context.Background())
-		rec, err := r.e.StartJob(ctx, Request{Language: "python", Code: "long()", Client: "c1"})
+		rec, err := r.e.StartJob(ctx, engine.Request{Language: "python", Code: "long()", Client: "c1"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cancel() // the call answered: the job goes on
-		<-g.started
+		<-g.Started
 		if got, _ := r.e.Job("c1", rec.ID, "t"); got.State != jobs.Running {
 			t.Fatalf("state %s, want running", got.State)
 		}
-		close(g.release)
+		close(g.Release)
 		done := waitState(t, r, "c1", rec.ID, jobs.Done)
 		res, ok := JobResult(done)
 		if !ok || res.ResultRepr != "42" || !res.Success {
@@ -89,21 +101,21 @@ func TestBackgroundJobs(t *testing.T) {
 
 	t.Run("a session job holds its session; cancel keeps its state", func(t *testing.T) {
 		r := newRig(t, nil, nil)
-		if _, err := r.exec(t, Request{Language: "python", SessionID: "a", Code: "x = 1"}); err != nil {
+		if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "a", Code: "x = 1"}); err != nil {
 			t.Fatal(err)
 		}
-		g := newGate()
-		r.kernel.Run, r.kernel.OnInterrupt = g.run, g.interrupt
-		rec, err := r.e.StartJob(context.Background(), Request{Language: "python", SessionID: "a", Code: "train()", Client: "c1"})
+		g := enginetest.NewGate()
+		r.Kernel.Run, r.Kernel.OnInterrupt = g.Run, g.Interrupt
+		rec, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", SessionID: "a", Code: "train()", Client: "c1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-g.started
-		_, err = r.exec(t, Request{Language: "python", SessionID: "a", Code: "x"})
-		if rule := refusedBy(t, err); rule != RuleSessionJob || !strings.Contains(err.Error(), rec.ID) {
+		<-g.Started
+		_, err = r.Exec(t, engine.Request{Language: "python", SessionID: "a", Code: "x"})
+		if rule := refusedBy(t, err); rule != engine.RuleSessionJob || !strings.Contains(err.Error(), rec.ID) {
 			t.Fatalf("second call: rule %s: %v", rule, err)
 		}
-		if _, err := r.e.StartJob(context.Background(), Request{Language: "python", SessionID: "a", Code: "y", Client: "c1"}); refusedBy(t, err) != RuleSessionJob {
+		if _, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", SessionID: "a", Code: "y", Client: "c1"}); refusedBy(t, err) != engine.RuleSessionJob {
 			t.Fatalf("second job: %v", err)
 		}
 		got, err := r.e.CancelJob(context.Background(), "c1", rec.ID)
@@ -116,8 +128,8 @@ func TestBackgroundJobs(t *testing.T) {
 		if got.Stdout != "step 1\n" || got.Progress != 1 {
 			t.Fatalf("output tail %q, progress %d", got.Stdout, got.Progress)
 		}
-		r.kernel.Run = nil
-		if _, err := r.exec(t, Request{Language: "python", SessionID: "a", Code: "x"}); err != nil {
+		r.Kernel.Run = nil
+		if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "a", Code: "x"}); err != nil {
 			t.Fatalf("the session is not free after its job: %v", err)
 		}
 		v, _ := r.e.View(context.Background(), "c1", "a", false)
@@ -128,15 +140,15 @@ func TestBackgroundJobs(t *testing.T) {
 
 	t.Run("a job may run past a call's max_timeout, not past the background maximum", func(t *testing.T) {
 		r := newRig(t, func(c *config.Config) { c.Execution.MaxTimeout, c.Execution.MaxBackgroundTimeout = 60, 600 }, nil)
-		if _, err := r.exec(t, Request{Language: "python", Timeout: 120}); refusedBy(t, err) != RuleTimeoutMax {
+		if _, err := r.Exec(t, engine.Request{Language: "python", Timeout: 120}); refusedBy(t, err) != limits.RuleTimeoutMax {
 			t.Fatalf("a call over max_timeout: %v", err)
 		}
 		var got time.Duration
-		r.snake.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		r.Snake.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 			got = req.Timeout
 			return backend.ExecuteResult{Success: true}, nil
 		}
-		rec, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "1", Client: "c1", Timeout: 120})
+		rec, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "1", Client: "c1", Timeout: 120})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,35 +156,35 @@ func TestBackgroundJobs(t *testing.T) {
 		if got != 120*time.Second {
 			t.Fatalf("the backend got timeout %s", got)
 		}
-		if _, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "1", Client: "c1", Timeout: 601}); refusedBy(t, err) != RuleTimeoutMax {
+		if _, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "1", Client: "c1", Timeout: 601}); refusedBy(t, err) != limits.RuleTimeoutMax {
 			t.Fatalf("a job over max_background_timeout: %v", err)
 		}
 	})
 
 	t.Run("jobs.max_per_client bounds running jobs, finished ones make room", func(t *testing.T) {
 		r := newRig(t, func(c *config.Config) { c.Jobs.MaxPerClient = 2 }, nil)
-		g := newGate()
-		r.snake.Run = g.run
-		a, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "1", Client: "c1"})
+		g := enginetest.NewGate()
+		r.Snake.Run = g.Run
+		a, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "1", Client: "c1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "2", Client: "c1"}); err != nil {
+		if _, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "2", Client: "c1"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "3", Client: "c1"}); refusedBy(t, err) != jobs.RuleJobsMax {
+		if _, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "3", Client: "c1"}); refusedBy(t, err) != jobs.RuleJobsMax {
 			t.Fatalf("third job: %v", err)
 		}
-		other, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "3", Client: "c2"})
+		other, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "3", Client: "c2"})
 		if err != nil {
 			t.Fatalf("another client is bounded by c1's jobs: %v", err)
 		}
-		close(g.release)
+		close(g.Release)
 		waitState(t, r, "c1", a.ID, jobs.Done)
 		for _, j := range r.e.Jobs("c1") {
 			waitState(t, r, "c1", j.ID, jobs.Done)
 		}
-		d, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "4", Client: "c1"})
+		d, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "4", Client: "c1"})
 		if err != nil {
 			t.Fatalf("a finished job did not make room: %v", err)
 		}
@@ -187,13 +199,13 @@ func TestBackgroundJobs(t *testing.T) {
 		base := t.TempDir()
 		at := func(c *config.Config) { c.Volumes.BasePath = base }
 		r := newRig(t, at, nil)
-		g := newGate()
-		r.snake.Run = g.run
-		rec, err := r.e.StartJob(context.Background(), Request{Language: "python", Code: "1", Client: "c1"})
+		g := enginetest.NewGate()
+		r.Snake.Run = g.Run
+		rec, err := r.e.StartJob(context.Background(), engine.Request{Language: "python", Code: "1", Client: "c1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-g.started
+		<-g.Started
 		r.e.CloseAll(context.Background())
 		if got, _ := r.e.Job("c1", rec.ID, "t"); got.State != jobs.Lost {
 			t.Fatalf("at shutdown: %s", got.State)

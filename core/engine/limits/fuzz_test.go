@@ -1,4 +1,4 @@
-package engine
+package limits
 
 import (
 	"errors"
@@ -6,23 +6,24 @@ import (
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
-// FuzzCheckEnv: an accepted environment has names a process can hold,
+// FuzzEnv: an accepted environment has names a process can hold,
 // none reserved, values without NUL and within the limits; a refusal is a
 // RequestError with an env-* rule whose message never holds a value, and
 // whose audit text holds neither names nor values.
-func FuzzCheckEnv(f *testing.F) {
+func FuzzEnv(f *testing.F) {
 	cfg := config.Default()
 	cfg.Execution.MaxEnvValue, cfg.Execution.MaxEnvTotal = 1<<10, 2<<10
-	e := &Engine{cfg: cfg, limits: limits{envValue: 1 << 10, envTotal: 2 << 10}}
+	l := Limits{cfg: cfg.Execution, envValue: 1 << 10, envTotal: 2 << 10}
 	for _, s := range [][2]string{{"A", "1"}, {"FORGE_X", "v"}, {"1A", "v"}, {"A=B", "v"}, {"A\x00", "v"}, {"A", "v\x00w"},
 		{"TOKEN", strings.Repeat("s", 1100)}, {"É", "v"}, {"_", ""}, {strings.Repeat("N", 129), "v"}} {
 		f.Add(s[0], s[1], "SECOND", "x")
 	}
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		env := map[string]string{k1: v1, k2: v2}
-		err := e.checkEnv(env)
+		err := l.Env(env)
 		if err == nil {
 			total := 0
 			for k, v := range env {
@@ -36,7 +37,7 @@ func FuzzCheckEnv(f *testing.F) {
 			}
 			return
 		}
-		var re *RequestError
+		var re *refusal.Error
 		if !errors.As(err, &re) || !strings.HasPrefix(re.Rule, "env-") {
 			t.Fatalf("refusal %v (%T) has no env rule", err, err)
 		}
@@ -51,8 +52,8 @@ func FuzzCheckEnv(f *testing.F) {
 				return '\x02'
 			}, v)
 		}
-		var bre *RequestError
-		errors.As(e.checkEnv(blank), &bre)
+		var bre *refusal.Error
+		errors.As(l.Env(blank), &bre)
 		for k, v := range env {
 			if v == "" {
 				continue

@@ -1,25 +1,24 @@
-package engine
+package files
 
 import (
 	"context"
-	"github.com/mcp-forge/mcp-forge/core/checkpoint"
-	"github.com/mcp-forge/mcp-forge/core/session"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
 
 // docs/audit.md lists every rule a file request can break.
 func TestFileRulesAreDocumented(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "audit.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "audit.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding,
-		checkpoint.RuleCheckpointLanguage, checkpoint.RuleCheckpointNotFound, checkpoint.RuleCheckpointOwner, checkpoint.RuleCheckpointState, checkpoint.RuleCheckpointQuota, RuleInputFiles} {
+	for _, rule := range []string{RuleFilePath, RuleFileLink, RuleFileType, RuleFileNotFound, RuleFileSize, RuleFileQuota, RuleFileEncoding, RuleInputFiles} {
 		if !strings.Contains(string(doc), "| `"+rule+"` |") {
 			t.Errorf("docs/audit.md does not list rule %s", rule)
 		}
@@ -44,37 +43,13 @@ func TestMIMEType(t *testing.T) {
 	}
 }
 
-func TestRestoreRefusals(t *testing.T) {
-	r := newRig(t, nil, nil)
-	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "s"); refusedBy(t, err) != checkpoint.RuleCheckpointNotFound {
-		t.Fatalf("no checkpoint: %v", err)
-	}
-	if _, _, err := r.e.RestoreSession(context.Background(), "c1", "../x"); refusedBy(t, err) != session.RuleSessionID {
-		t.Fatalf("a path as id: %v", err)
-	}
-	// A checkpoint in c1's directory that names another owner answers
-	// like none, audited apart.
-	dir := ckptDir(r.e, "c1", "s")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"session_id":"s","language":"python","backend":"kernel","owner":"c2"}`), 0o600)
-	_, _, err := r.e.RestoreSession(context.Background(), "c1", "s")
-	if refusedBy(t, err) != checkpoint.RuleCheckpointOwner || strings.Contains(err.Error(), "c2") {
-		t.Fatalf("another's checkpoint: %v", err)
-	}
-	if got := r.e.Checkpoints("c1"); len(got) != 0 {
-		t.Errorf("c1 lists a checkpoint naming c2: %+v", got)
-	}
-}
-
 // A session without an output directory skips the snapshot walks; a run
 // that creates the directory still returns what it wrote, a later run only
 // what changed, and an output directory replaced by a link returns nothing.
 func TestSessionOutputDirectoryAppears(t *testing.T) {
 	r := newRig(t, nil, nil)
-	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-		work := filepath.Join(r.ws.SessionPath(req.SessionID), "work")
+	r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		work := filepath.Join(r.WS.SessionPath(req.SessionID), "work")
 		out := filepath.Join(work, OutputDir)
 		switch req.Code {
 		case "mkwork":
@@ -102,7 +77,7 @@ func TestSessionOutputDirectoryAppears(t *testing.T) {
 	}
 	files := func(code string) []string {
 		t.Helper()
-		res, err := r.exec(t, Request{Language: "python", SessionID: "s1", Code: code})
+		res, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: code})
 		if err != nil {
 			t.Fatalf("%s: %v", code, err)
 		}
@@ -131,8 +106,8 @@ func TestSessionOutputDirectoryAppears(t *testing.T) {
 // (the upload makes the next execute list the directory first).
 func TestSessionOutputsBetweenCalls(t *testing.T) {
 	r := newRig(t, nil, nil)
-	out := func(id string) string { return filepath.Join(r.ws.SessionPath(id), "work", OutputDir) }
-	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+	out := func(id string) string { return filepath.Join(r.WS.SessionPath(id), "work", OutputDir) }
+	r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
 		if req.Code == "write" {
 			return backend.ExecuteResult{Success: true}, os.WriteFile(filepath.Join(out(req.SessionID), "a.csv"), []byte("1"), 0o644)
 		}
@@ -172,11 +147,11 @@ func TestSessionOutputsBetweenCalls(t *testing.T) {
 // caller chose in details.session: two owners' sessions "s1" stay apart.
 func TestFileAuditLinesNameTheInternalID(t *testing.T) {
 	r := newRig(t, nil, nil)
-	r.kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-		return backend.ExecuteResult{Success: true}, os.MkdirAll(filepath.Join(r.ws.SessionPath(req.SessionID), "work"), 0o755)
+	r.Kernel.Run = func(_ context.Context, req backend.ExecuteRequest, _ func(backend.StreamEvent)) (backend.ExecuteResult, error) {
+		return backend.ExecuteResult{Success: true}, os.MkdirAll(filepath.Join(r.WS.SessionPath(req.SessionID), "work"), 0o755)
 	}
 	for _, client := range []string{"c1", "c2"} {
-		if _, err := r.exec(t, Request{Language: "python", SessionID: "s1", Client: client}); err != nil {
+		if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s1", Client: client}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,19 +161,19 @@ func TestFileAuditLinesNameTheInternalID(t *testing.T) {
 	}{
 		{"file.upload", func(c string) error { _, err := r.e.UploadFile(c, "s1", "a.txt", "hi", ""); return err }},
 		{"file.download", func(c string) error { _, err := r.e.ReadFile(c, "s1", "a.txt", "download_file"); return err }},
-		{EventRefused, func(c string) error { _, _, err := r.e.ListFiles(c, "s1", "../x"); return err }},
-		{EventRefused, func(c string) error { _, err := r.e.UploadFile(c, "s1", "/abs", "hi", ""); return err }},
-		{EventRefused, func(c string) error { _, err := r.e.ReadFile(c, "s1", "missing.txt", "download_file"); return err }},
+		{engine.EventRefused, func(c string) error { _, _, err := r.e.ListFiles(c, "s1", "../x"); return err }},
+		{engine.EventRefused, func(c string) error { _, err := r.e.UploadFile(c, "s1", "/abs", "hi", ""); return err }},
+		{engine.EventRefused, func(c string) error { _, err := r.e.ReadFile(c, "s1", "missing.txt", "download_file"); return err }},
 	}
 	for _, client := range []string{"c1", "c2"} {
 		want := session.InternalID(client, "s1")
 		for i, c := range calls {
-			n := len(r.audit())
+			n := len(r.Audit())
 			err := c.call(client)
-			if c.event != EventRefused && err != nil {
+			if c.event != engine.EventRefused && err != nil {
 				t.Fatalf("call %d (%s) of %s: %v", i, c.event, client, err)
 			}
-			lines := r.audit()[n:]
+			lines := r.Audit()[n:]
 			if len(lines) != 1 {
 				t.Fatalf("call %d (%s) of %s wrote %d audit lines, want 1: %+v", i, c.event, client, len(lines), lines)
 			}

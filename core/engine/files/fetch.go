@@ -1,4 +1,4 @@
-package engine
+package files
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
@@ -31,20 +33,20 @@ const fetchTimeout = 60 * time.Second
 // budget and audit line of a run's connection, at most
 // volumes.max_file_size. Redirects are not followed (the answer says
 // where to).
-func (e *Engine) fetchInput(ctx context.Context, req Request, tool, where, raw string) ([]byte, error) {
+func (w *Files) fetchInput(ctx context.Context, req engine.Request, tool, where, raw string) ([]byte, error) {
 	u, err := url.Parse(raw)
 	shown := raw
 	if err == nil {
 		shown = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String() // no query: it may hold a token
 	}
 	refuse := func(rule, format string, args ...any) error {
-		return e.refuse(req.Client, "", tool, refusal.New(rule, format, args...), map[string]any{"url": auditPath(shown)})
+		return w.eng.Refuse(req.Client, "", tool, refusal.New(rule, format, args...), map[string]any{"url": auditPath(shown)})
 	}
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return nil, refuse(RuleInputURL, "%s.url %s: give an absolute https:// (or http://) URL, without a user or password", where, quoted(shown))
+		return nil, refuse(RuleInputURL, "%s.url %s: give an absolute https:// (or http://) URL, without a user or password", where, refusal.Quoted(shown))
 	}
-	if e.network == nil {
-		return nil, refuse(RuleNetworkUnavailable, "%s.url: this server grants no network, so it fetches no URL: upload the file instead", where)
+	if w.eng.Network() == nil {
+		return nil, refuse(network.RuleNetworkUnavailable, "%s.url: this server grants no network, so it fetches no URL: upload the file instead", where)
 	}
 	port := u.Port()
 	if port == "" {
@@ -52,9 +54,9 @@ func (e *Engine) fetchInput(ctx context.Context, req Request, tool, where, raw s
 	}
 	host := net.JoinHostPort(u.Hostname(), port)
 	if _, err := strconv.Atoi(port); err != nil {
-		return nil, refuse(RuleInputURL, "%s.url %s: the port is not a number", where, quoted(shown))
+		return nil, refuse(RuleInputURL, "%s.url %s: the port is not a number", where, refusal.Quoted(shown))
 	}
-	ch, err := e.openNetwork(ctx, netAsk{hosts: []string{host}, client: req.Client, run: "fetch-" + newID(), tool: tool, approve: req.Approve}, "core")
+	ch, err := w.eng.Network().Open(ctx, network.Ask{Hosts: []string{host}, Client: req.Client, Run: "fetch-" + engine.NewID(), Tool: tool, Approve: req.Approve}, "core")
 	if err != nil {
 		return nil, err // refused and audited
 	}
@@ -72,31 +74,31 @@ func (e *Engine) fetchInput(ctx context.Context, req Request, tool, where, raw s
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 	if err != nil {
-		return nil, refuse(RuleInputURL, "%s.url %s: %v", where, quoted(shown), err)
+		return nil, refuse(RuleInputURL, "%s.url %s: %v", where, refusal.Quoted(shown), err)
 	}
 	resp, err := client.Do(hreq)
 	if err != nil {
-		return nil, refuse(RuleInputURL, "%s.url %s could not be fetched: %v", where, quoted(shown), err)
+		return nil, refuse(RuleInputURL, "%s.url %s could not be fetched: %v", where, refusal.Quoted(shown), err)
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return nil, refuse(RuleInputURL, "%s.url %s redirects (%s) to %s: give that URL instead", where, quoted(shown), resp.Status, quoted(resp.Header.Get("Location")))
+		return nil, refuse(RuleInputURL, "%s.url %s redirects (%s) to %s: give that URL instead", where, refusal.Quoted(shown), resp.Status, refusal.Quoted(resp.Header.Get("Location")))
 	case resp.StatusCode != http.StatusOK:
 		why := resp.Status
 		if r := resp.Header.Get(egress.RuleHeader); r != "" {
 			why += " (the egress proxy's rule " + r + ")"
 		}
-		return nil, refuse(RuleInputURL, "%s.url %s answered %s", where, quoted(shown), why)
+		return nil, refuse(RuleInputURL, "%s.url %s answered %s", where, refusal.Quoted(shown), why)
 	}
-	max := e.maxFileSize()
+	max := w.maxFileSize()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	switch {
 	case int64(len(data)) > max:
-		return nil, refuse(RuleFileSize, "%s.url %s is over the %s limit of one file (volumes.max_file_size)", where, quoted(shown), config.FormatSize(max))
+		return nil, refuse(RuleFileSize, "%s.url %s is over the %s limit of one file (volumes.max_file_size)", where, refusal.Quoted(shown), config.FormatSize(max))
 	case err != nil:
-		return nil, refuse(RuleInputURL, "%s.url %s: the answer broke off: %v", where, quoted(shown), err)
+		return nil, refuse(RuleInputURL, "%s.url %s: the answer broke off: %v", where, refusal.Quoted(shown), err)
 	}
-	e.rec.Record(audit.Entry{Event: EventFetch, UserID: req.Client, Success: true, Details: map[string]any{"url": auditPath(shown), "bytes": len(data), "tool": tool}})
+	w.rec.Record(audit.Entry{Event: EventFetch, UserID: req.Client, Success: true, Details: map[string]any{"url": auditPath(shown), "bytes": len(data), "tool": tool}})
 	return data, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package checkpoints
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -48,7 +49,7 @@ type SessionSnapshots interface {
 }
 
 // SetSnapshots lets gVisor sessions be checkpointed whole through s.
-func (e *Engine) SetSnapshots(s SessionSnapshots) { e.snaps = s }
+func (c *Keeper) SetSnapshots(s SessionSnapshots) { c.snaps = s }
 
 // sessionFile keeps what the core holds of the session beside its sandbox
 // (documentation, note, history): a session resumed from its snapshot
@@ -70,9 +71,9 @@ const resumeFile = "resume"
 // checkpoint of as (caller holds s's lock); a suspend (why whySuspend)
 // ends its sandbox with the save. An error wrapping sandbox.ErrNoSnapshot:
 // it cannot be, and the caller saves its variables.
-func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why string) (CheckpointInfo, error) {
+func (c *Keeper) snapshotLocked(ctx context.Context, s *session.Session, as, why string) (CheckpointInfo, error) {
 	switch {
-	case e.snaps == nil:
+	case c.snaps == nil:
 		return CheckpointInfo{}, fmt.Errorf("%w: this server's runtime cannot save a sandbox whole", sandbox.ErrNoSnapshot)
 	case s.Sandbox == "" || len(s.Resume) == 0:
 		return CheckpointInfo{}, fmt.Errorf("%w: backend %s cannot reach a restored kernel (it reports no resume state)", sandbox.ErrNoSnapshot, s.Backend)
@@ -81,16 +82,16 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	}
 	// At most what its limits let it take, not the store's whole room:
 	// a snapshot being made never holds back everyone else's checkpoints.
-	bound, err := e.snaps.CanSnapshot(s.Backend, s.Sandbox)
+	bound, err := c.snaps.CanSnapshot(s.Backend, s.Sandbox)
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
-	key, err := checkpoint.SealKey(checkpointRoot(e.cfg))
+	key, err := checkpoint.SealKey(checkpointRoot(c.cfg))
 	if err != nil {
 		return CheckpointInfo{}, fmt.Errorf("the snapshot seal key: %w", err)
 	}
 	var kept sessionKept
-	e.sessions.Update(s, func(s *session.Session) {
+	c.sessions.Update(s, func(s *session.Session) {
 		kept = sessionKept{Docs: maps.Clone(s.Docs), Note: s.Note, History: s.History.Clone()}
 	})
 	keptJSON, err := json.Marshal(kept)
@@ -99,8 +100,8 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	}
 	t0 := time.Now()
 	info := CheckpointInfo{SessionID: as, Language: s.Language, Backend: s.Backend, Client: s.Client, Created: t0, Kind: checkpoint.KindSnapshot, Suspended: why == whySuspend}
-	info, err = e.ckpts.Put(info, bound, func(dir string, budget int64) ([]string, error) {
-		if err := e.snaps.Snapshot(ctx, s.Backend, s.Sandbox, dir, budget, why == whySuspend); err != nil {
+	info, err = c.ckpts.Put(info, bound, func(dir string, budget int64) ([]string, error) {
+		if err := c.snaps.Snapshot(ctx, s.Backend, s.Sandbox, dir, budget, why == whySuspend); err != nil {
 			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, resumeFile), s.Resume, 0o600); err != nil {
@@ -113,7 +114,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	})
 	var full *checkpoint.FullError
 	if errors.As(err, &full) {
-		err = e.storeFull(s, full.Used)
+		err = c.storeFull(s, full.Used)
 	}
 	if errors.Is(err, sandbox.ErrNoSnapshot) {
 		return CheckpointInfo{}, err // not audited here: the variables' checkpoint is, saying why
@@ -122,7 +123,7 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	if as != s.ID {
 		d["as"] = as
 	}
-	e.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err), Details: d})
+	c.rec.Record(audit.Entry{Event: "session.checkpoint", SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: audit.ErrSeverity(err), Details: d})
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
@@ -136,22 +137,22 @@ func (e *Engine) snapshotLocked(ctx context.Context, s *session.Session, as, why
 // everything it held. With keep, the session's documentation, note and
 // history come back from the snapshot too (a suspended or restarted
 // session resumed: they were the session's).
-func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta checkpoint.Meta, live bool, why string, keep bool) (CheckpointInfo, error) {
+func (c *Keeper) restoreSnapshot(ctx context.Context, s *session.Session, meta checkpoint.Meta, live bool, why string, keep bool) (CheckpointInfo, error) {
 	t0 := time.Now()
-	sb, err := e.sessionBackend(ctx, s.Backend)
+	sb, err := c.eng.SessionBackend(ctx, s.Backend)
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
 	var ctr string
 	var resume []byte
 	closed := false // s's live kernel, closed for the snapshot
-	key, err := checkpoint.SealKey(checkpointRoot(e.cfg))
+	key, err := checkpoint.SealKey(checkpointRoot(c.cfg))
 	if err == nil {
-		err = e.ckpts.Read(s.Client, meta.SessionID, func(dir string) error {
+		err = c.ckpts.Read(s.Client, meta.SessionID, func(dir string) error {
 			if err := checkpoint.Verify(key, dir, s.Client, meta.SessionID); err != nil {
-				e.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: s.Internal, UserID: s.Client, Success: false, Error: err.Error(),
+				c.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: s.Internal, UserID: s.Client, Success: false, Error: err.Error(),
 					Details: map[string]any{"rule": checkpoint.RuleSnapshotSeal, "operation": "session.restore", "session": s.ID}})
-				return &RequestError{Rule: checkpoint.RuleSnapshotSeal, Err: err,
+				return &refusal.Error{Rule: checkpoint.RuleSnapshotSeal, Err: err,
 					Msg: fmt.Sprintf("the snapshot of session %q does not match its seal (its files changed since it was made, or are not this session's): it is not restored; destroy_session removes it", meta.SessionID)}
 			}
 			var err error
@@ -161,7 +162,7 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 			if keep {
 				var k sessionKept
 				if data, err := os.ReadFile(filepath.Join(dir, sessionFile)); err == nil && json.Unmarshal(data, &k) == nil {
-					e.sessions.Update(s, func(s *session.Session) {
+					c.sessions.Update(s, func(s *session.Session) {
 						s.Docs, s.Note, s.History = k.Docs, k.Note, k.History
 						if s.Docs == nil {
 							s.Docs = map[string]string{}
@@ -172,13 +173,13 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 			// Sealed: now the kernel the session has goes.
 			if live {
 				_ = sb.CloseSession(ctx, s.Internal)
-				e.closeGrant(s)
-				e.removeWorkspace(s.Internal)
+				c.eng.CloseGrant(s)
+				c.eng.RemoveWorkspace(s.Internal)
 				closed = true
 			}
-			e.sessions.SetState(s, session.StateBusy)
+			c.sessions.SetState(s, session.StateBusy)
 			s.Wrote()
-			ctr, err = e.snaps.Restore(ctx, s.Backend, s.Internal, dir)
+			ctr, err = c.snaps.Restore(ctx, s.Backend, s.Internal, dir)
 			return err
 		})
 	}
@@ -191,13 +192,13 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 			err = fmt.Errorf("backend %s started a new kernel instead of reaching the restored one", s.Backend)
 		}
 		if err != nil {
-			_ = e.snaps.Remove(context.WithoutCancel(ctx), s.Backend, ctr)
+			_ = c.snaps.Remove(context.WithoutCancel(ctx), s.Backend, ctr)
 		}
 	}
 	if err == nil {
 		s.Sandbox, s.Resume = ctr, info.ResumeState
 	}
-	e.sessions.Update(s, func(s *session.Session) {
+	c.sessions.Update(s, func(s *session.Session) {
 		switch {
 		case err == nil:
 			s.State, s.LostReason = session.StateIdle, ""
@@ -211,24 +212,24 @@ func (e *Engine) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 	if meta.Suspended && keep {
 		event = "session.resume"
 	}
-	e.rec.Record(audit.Entry{Event: event, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: severity(err),
+	c.rec.Record(audit.Entry{Event: event, SessionID: s.Internal, UserID: s.Client, Success: err == nil, Error: audit.ErrText(err), Severity: audit.ErrSeverity(err),
 		Details: map[string]any{"session": s.ID, "by": why, "kind": checkpoint.KindSnapshot, "container": ctr, "checkpoint_created": meta.Created,
 			"duration_ms": time.Since(t0).Milliseconds()}})
 	return meta, err
 }
 
-// resumePending restores the snapshot a new session was created over
+// ResumePending restores the snapshot a new session was created over
 // (caller holds s's lock, no kernel started yet) and answers the notice
 // the result carries; ok false: there is none to restore here (no
 // checkpoint, one of variables, or a first call asking for MCP tools or
 // network, which a restored sandbox cannot have), and the caller starts a
 // kernel as usual. A snapshot that fails to restore is kept for
 // restore_session, and the call runs in a new kernel.
-func (e *Engine) resumePending(ctx context.Context, s *session.Session) (string, bool) {
+func (c *Keeper) ResumePending(ctx context.Context, s *session.Session) (string, bool) {
 	if !s.Pending || s.Grant != nil || s.Network != nil {
 		return "", false
 	}
-	meta, ok := e.readCheckpoint(s.Client, s.ID)
+	meta, ok := c.Get(s.Client, s.ID)
 	if !ok || meta.Kind != checkpoint.KindSnapshot {
 		return "", false
 	}
@@ -238,13 +239,13 @@ func (e *Engine) resumePending(ctx context.Context, s *session.Session) (string,
 	if meta.Suspended {
 		event = "resume after suspend"
 	}
-	if _, err := e.restoreSnapshot(ctx, s, meta, false, event, true); err != nil {
-		e.removeWorkspace(s.Internal)
-		e.sessions.SetState(s, session.StateStarting)
-		if oerr := e.open(ctx, s, false); oerr != nil {
+	if _, err := c.restoreSnapshot(ctx, s, meta, false, event, true); err != nil {
+		c.eng.RemoveWorkspace(s.Internal)
+		c.sessions.SetState(s, session.StateStarting)
+		if oerr := c.eng.Open(ctx, s, false); oerr != nil {
 			return "", false // the caller's own open reports it
 		}
-		e.sessions.Update(s, func(s *session.Session) { s.State, s.LostReason = session.StateIdle, "" })
+		c.sessions.Update(s, func(s *session.Session) { s.State, s.LostReason = session.StateIdle, "" })
 		return fmt.Sprintf("session %q has a snapshot of %s that could not be restored (%v): this run started in an empty session; restore_session tries again, destroy_session removes it",
 			s.ID, meta.Created.Format(time.RFC3339), err), true
 	}
@@ -259,15 +260,15 @@ const whySuspend = "suspended"
 // snapshotted into the checkpoint store and removed, its memory freed.
 // The session is then a checkpoint (list_sessions lists it, bounded by the
 // store's quota and sessions.checkpoint_ttl); the next call with its id
-// resumes it with a notice and the time it took (resumePending). It
+// resumes it with a notice and the time it took (ResumePending). It
 // returns how many were suspended.
-func (e *Engine) SuspendIdle(ctx context.Context) int {
-	after := time.Duration(e.cfg.Sessions.SuspendAfter) * time.Second
-	if after <= 0 || e.snaps == nil {
+func (c *Keeper) SuspendIdle(ctx context.Context) int {
+	after := time.Duration(c.cfg.Sessions.SuspendAfter) * time.Second
+	if after <= 0 || c.snaps == nil {
 		return 0
 	}
-	return e.sessions.EachIdle(after, func(s *session.Session) bool {
-		if e.sessions.State(s) != session.StateIdle || e.lostTo(ctx, s) {
+	return c.sessions.EachIdle(after, func(s *session.Session) bool {
+		if c.sessions.State(s) != session.StateIdle || c.replicas.LostTo(ctx, s) {
 			return false
 		}
 		if s.SuspendRefused.Equal(s.LastActive) {
@@ -275,31 +276,31 @@ func (e *Engine) SuspendIdle(ctx context.Context) int {
 		}
 		idle := time.Since(s.LastActive)
 		t0 := time.Now()
-		info, err := e.snapshotLocked(ctx, s, s.ID, whySuspend)
+		info, err := c.snapshotLocked(ctx, s, s.ID, whySuspend)
 		if errors.Is(err, sandbox.ErrNoSnapshot) {
 			s.SuspendRefused = s.LastActive
 			return false // kept live until sessions.idle_timeout
 		}
 		if err != nil {
 			s.SuspendRefused = s.LastActive
-			if running, rerr := e.snaps.Running(ctx, s.Backend, s.Sandbox); rerr == nil && !running {
+			if running, rerr := c.snaps.Running(ctx, s.Backend, s.Sandbox); rerr == nil && !running {
 				// Saved and stopped, then the save failed: its kernel is gone.
-				e.sessions.Update(s, func(s *session.Session) {
+				c.sessions.Update(s, func(s *session.Session) {
 					s.State, s.LostReason = session.StateDead, fmt.Sprintf("its suspend failed (%v)", err)
 				})
 			}
-			e.log.Warn("could not suspend an idle session", "session", s.ID, "client", s.Client, "error", err)
+			c.log.Warn("could not suspend an idle session", "session", s.ID, "client", s.Client, "error", err)
 			return false
 		}
 		var cerr error
-		if sb, err := e.sessionBackend(ctx, s.Backend); err == nil {
+		if sb, err := c.eng.SessionBackend(ctx, s.Backend); err == nil {
 			cerr = sb.CloseSession(ctx, s.Internal)
 		}
-		e.sessions.Drop(s)
-		e.removeWorkspace(s.Internal)
-		e.rec.Record(audit.Entry{Event: "session.suspend", SessionID: s.Internal, UserID: s.Client, Success: cerr == nil, Error: audit.ErrText(cerr), Severity: severity(cerr),
+		c.sessions.Drop(s)
+		c.eng.RemoveWorkspace(s.Internal)
+		c.rec.Record(audit.Entry{Event: "session.suspend", SessionID: s.Internal, UserID: s.Client, Success: cerr == nil, Error: audit.ErrText(cerr), Severity: audit.ErrSeverity(cerr),
 			Details: map[string]any{"session": s.ID, "idle_s": int(idle.Seconds()), "bytes": info.Bytes, "suspend_ms": time.Since(t0).Milliseconds()}})
-		e.log.Info("suspended an idle session", "session", s.ID, "client", s.Client, "bytes", info.Bytes, "took", time.Since(t0).Round(time.Millisecond))
+		c.log.Info("suspended an idle session", "session", s.ID, "client", s.Client, "bytes", info.Bytes, "took", time.Since(t0).Round(time.Millisecond))
 		return true
 	})
 }

@@ -1,4 +1,4 @@
-package engine
+package handover
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/engine/enginerig"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -157,7 +159,7 @@ type replica struct {
 }
 
 func newReplica(t *testing.T, c *cluster, name string) replica {
-	r := newRig(t, nil, func(r *rig) { r.kernel.Resumable = true })
+	r := newRig(t, nil, func(r *enginerig.Rig) { r.Kernel.Resumable = true })
 	st, h := &replicaStore{c: c, name: name}, &fakeHosts{}
 	r.e.SetSessionStore(st, h)
 	return replica{rig: r, store: st, hosts: h}
@@ -166,7 +168,7 @@ func newReplica(t *testing.T, c *cluster, name string) replica {
 // events are the audit lines of one event, as "event:success".
 func events(r replica, event string) []string {
 	var out []string
-	for _, e := range r.audit() {
+	for _, e := range r.Audit() {
 		if e.Event == event {
 			out = append(out, fmt.Sprintf("%s:%t", e.Event, e.Success))
 		}
@@ -183,7 +185,7 @@ func TestHandover(t *testing.T) {
 	c := newCluster()
 	a, b := newReplica(t, c, "a"), newReplica(t, c, "b")
 	internal := session.InternalID("c1", "s1")
-	if _, err := a.exec(t, Request{Language: "python", SessionID: "s1", Code: "x = 1"}); err != nil {
+	if _, err := a.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
 	rec, ctr, err := a.store.FindSession(context.Background(), internal)
@@ -192,12 +194,12 @@ func TestHandover(t *testing.T) {
 	}
 
 	// Served by a live replica: refused, nothing opened.
-	_, err = b.exec(t, Request{Language: "python", SessionID: "s1", Code: "x"})
+	_, err = b.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: "x"})
 	if rule := refusedBy(t, err); rule != RuleSessionHeld {
 		t.Fatalf("rule %s: %v", rule, err)
 	}
-	if len(b.kernel.Events) != 0 {
-		t.Fatalf("the second replica's plugin was asked: %v", b.kernel.Events)
+	if len(b.Kernel.Events) != 0 {
+		t.Fatalf("the second replica's plugin was asked: %v", b.Kernel.Events)
 	}
 	// Who serves it, asked before anything is admitted (core/forward).
 	if by := b.e.HeldElsewhere(context.Background(), "c1", "s1"); by != "a" {
@@ -220,11 +222,11 @@ func TestHandover(t *testing.T) {
 
 	// The first replica dies: the second resumes its kernel.
 	c.dead["a"] = true
-	if _, err := b.exec(t, Request{Language: "python", SessionID: "s1", Code: "x"}); err != nil {
+	if _, err := b.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"resume " + internal + " ctr-" + internal + " state of " + internal, "exec " + internal}; !slices.Equal(b.kernel.Events, want) {
-		t.Fatalf("plugin events %v, want %v", b.kernel.Events, want)
+	if want := []string{"resume " + internal + " ctr-" + internal + " state of " + internal, "exec " + internal}; !slices.Equal(b.Kernel.Events, want) {
+		t.Fatalf("plugin events %v, want %v", b.Kernel.Events, want)
 	}
 	if want := []string{"adopt kernel ctr-" + internal + " /k/shell"}; !slices.Equal(b.hosts.seen(), want) {
 		t.Fatalf("hosts %v", b.hosts.seen())
@@ -234,7 +236,7 @@ func TestHandover(t *testing.T) {
 	}
 	// Each later call confirms ownership once.
 	before := b.store.owns
-	b.exec(t, Request{Language: "python", SessionID: "s1", Code: "x"})
+	b.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: "x"})
 	if b.store.owns != before+1 {
 		t.Fatalf("%d ownership checks for one call", b.store.owns-before)
 	}
@@ -246,7 +248,9 @@ func TestHandover(t *testing.T) {
 	if rule := refusedBy(t, err); rule != RuleSessionMoved {
 		t.Fatalf("rule %s: %v", rule, err)
 	}
-	if !slices.ContainsFunc(a.audit(), func(e audit.Entry) bool { return e.Event == EventRefused && e.Details["rule"] == RuleSessionMoved }) {
+	if !slices.ContainsFunc(a.Audit(), func(e audit.Entry) bool {
+		return e.Event == engine.EventRefused && e.Details["rule"] == RuleSessionMoved
+	}) {
 		t.Fatal("the refusal of a session moved away is not audited with its rule")
 	}
 	if want := []string{"release kernel ctr-" + internal}; !slices.Equal(a.hosts.seen(), want) {
@@ -257,18 +261,18 @@ func TestHandover(t *testing.T) {
 	}
 
 	// Another client's session of the same id is its own.
-	if _, err := b.exec(t, Request{Language: "python", SessionID: "s1", Client: "c2"}); err != nil {
+	if _, err := b.Exec(t, engine.Request{Language: "python", SessionID: "s1", Client: "c2"}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(b.kernel.Events, "open "+session.InternalID("c2", "s1")) {
-		t.Fatalf("events %v", b.kernel.Events)
+	if !slices.Contains(b.Kernel.Events, "open "+session.InternalID("c2", "s1")) {
+		t.Fatalf("events %v", b.Kernel.Events)
 	}
 
 	// A graceful stop hands the sessions over: no kernel is closed.
 	b.e.CloseAll(context.Background())
-	for _, e := range b.kernel.Events {
+	for _, e := range b.Kernel.Events {
 		if strings.HasPrefix(e, "close") {
-			t.Fatalf("a handed-over session's kernel was closed: %v", b.kernel.Events)
+			t.Fatalf("a handed-over session's kernel was closed: %v", b.Kernel.Events)
 		}
 	}
 	if !c.released["ctr-"+internal] {
@@ -278,7 +282,7 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("handover audit %v", got)
 	}
 	// ...and the other replica takes it at once, though b lives.
-	if _, err := a.exec(t, Request{Language: "python", SessionID: "s1", Code: "x"}); err != nil {
+	if _, err := a.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: "x"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -290,7 +294,7 @@ func TestHandoverFailures(t *testing.T) {
 	c := newCluster()
 	a, b := newReplica(t, c, "a"), newReplica(t, c, "b")
 	for _, id := range []string{"s1", "s2", "s3"} {
-		if _, err := a.exec(t, Request{Language: "python", SessionID: id}); err != nil {
+		if _, err := a.Exec(t, engine.Request{Language: "python", SessionID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -298,11 +302,11 @@ func TestHandoverFailures(t *testing.T) {
 	forged := c.records[session.InternalID("c1", "s1")]
 	forged.Client = "mallory"
 	c.records[session.InternalID("c1", "s1")] = forged
-	if _, err := b.exec(t, Request{Language: "python", SessionID: "s1"}); err != nil {
+	if _, err := b.Exec(t, engine.Request{Language: "python", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(b.kernel.Events, "open "+session.InternalID("c1", "s1")) {
-		t.Fatalf("a forged record was followed: %v", b.kernel.Events)
+	if !slices.Contains(b.Kernel.Events, "open "+session.InternalID("c1", "s1")) {
+		t.Fatalf("a forged record was followed: %v", b.Kernel.Events)
 	}
 	if got := events(b, audit.SecurityViolation); len(got) != 1 {
 		t.Fatalf("violations %v", got)
@@ -310,8 +314,8 @@ func TestHandoverFailures(t *testing.T) {
 
 	// The kernel's container stopped: the state is lost, the container goes.
 	b.hosts.stopped = map[string]bool{"ctr-" + session.InternalID("c1", "s2"): true}
-	b.kernel.ResumeErr = &host.Error{Kind: host.KindUnavailable, Message: "the kernel's container has stopped"}
-	_, err := b.exec(t, Request{Language: "python", SessionID: "s2"})
+	b.Kernel.ResumeErr = &host.Error{Kind: host.KindUnavailable, Message: "the kernel's container has stopped"}
+	_, err := b.Exec(t, engine.Request{Language: "python", SessionID: "s2"})
 	if err == nil || !strings.Contains(err.Error(), "its state is lost") {
 		t.Fatalf("lost kernel: %v", err)
 	}
@@ -322,8 +326,8 @@ func TestHandoverFailures(t *testing.T) {
 	// A kernel that runs but did not answer (busy with a long cell), or a
 	// plugin that failed: handed back for a later call, never removed.
 	for _, fail := range []error{&host.Error{Kind: host.KindUnavailable, Message: "the running kernel did not answer"}, errors.New("plugin busy")} {
-		b.kernel.ResumeErr = fail
-		_, err = b.exec(t, Request{Language: "python", SessionID: "s3"})
+		b.Kernel.ResumeErr = fail
+		_, err = b.Exec(t, engine.Request{Language: "python", SessionID: "s3"})
 		if err == nil || !strings.Contains(err.Error(), "retry") {
 			t.Fatalf("failed resume: %v", err)
 		}
@@ -336,8 +340,8 @@ func TestHandoverFailures(t *testing.T) {
 		}
 	}
 	// ...and taken over by the next call once the kernel answers.
-	b.kernel.ResumeErr = nil
-	if _, err := b.exec(t, Request{Language: "python", SessionID: "s3"}); err != nil {
+	b.Kernel.ResumeErr = nil
+	if _, err := b.Exec(t, engine.Request{Language: "python", SessionID: "s3"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -345,24 +349,24 @@ func TestHandoverFailures(t *testing.T) {
 // A destroy that arrives while a session is being taken over waits for
 // the takeover, then closes the kernel it resumed: nothing comes back.
 func TestDestroyDuringTakeover(t *testing.T) {
-	defer func(g time.Duration) { claimGrace = g }(claimGrace)
-	claimGrace = 10 * time.Millisecond
+	defer func(g time.Duration) { engine.ClaimGrace = g }(engine.ClaimGrace)
+	engine.ClaimGrace = 10 * time.Millisecond
 	c := newCluster()
 	a, b := newReplica(t, c, "a"), newReplica(t, c, "b")
-	if _, err := a.exec(t, Request{Language: "python", SessionID: "s1"}); err != nil {
+	if _, err := a.Exec(t, engine.Request{Language: "python", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	c.dead["a"] = true
 	gate := make(chan struct{})
 	b.store.claimed = func() { <-gate }
 	execDone := make(chan error, 1)
-	go func() { _, err := b.exec(t, Request{Language: "python", SessionID: "s1"}); execDone <- err }()
+	go func() { _, err := b.Exec(t, engine.Request{Language: "python", SessionID: "s1"}); execDone <- err }()
 	for b.e.sessions.Get("c1", "s1") == nil {
 		time.Sleep(time.Millisecond)
 	}
 	destroyed := make(chan error, 1)
 	go func() { destroyed <- b.e.DestroySession(context.Background(), "c1", "s1") }()
-	time.Sleep(50 * time.Millisecond) // past claimGrace: a destroy would close the kernel now
+	time.Sleep(50 * time.Millisecond) // past engine.ClaimGrace: a destroy would close the kernel now
 	close(gate)
 	if err := <-destroyed; err != nil {
 		t.Fatal(err)
@@ -374,9 +378,9 @@ func TestDestroyDuringTakeover(t *testing.T) {
 	}
 	// Whichever came first, the kernel resumed is the one closed, last.
 	internal := session.InternalID("c1", "s1")
-	ev := withoutInterrupts(b.kernel.Events)
+	ev := withoutInterrupts(b.Kernel.Events)
 	if len(ev) < 2 || ev[0] != "resume "+internal+" ctr-"+internal+" state of "+internal || ev[len(ev)-1] != "close "+internal {
-		t.Fatalf("plugin events %v: want the resume first and the close last", b.kernel.Events)
+		t.Fatalf("plugin events %v: want the resume first and the close last", b.Kernel.Events)
 	}
 	if b.e.sessions.Get("c1", "s1") != nil {
 		t.Fatal("the destroyed session is listed")

@@ -1,4 +1,4 @@
-package engine
+package checkpoints
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -78,10 +79,10 @@ func (f *fakeSnapshots) has(prefix string) bool {
 func snapRig(t *testing.T, mutate func(*config.Config)) (*rig, *fakeSnapshots) {
 	t.Helper()
 	r := ckptRig(t, mutate, func(n string) string { return backend.CheckpointMarker + n + `{"saved":["x"]}` + "\n" }, false)
-	r.kernel.Resumable = true
+	r.Kernel.Resumable = true
 	f := &fakeSnapshots{}
 	r.e.SetSnapshots(f)
-	if _, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
+	if _, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Client: "c1", Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
 	return r, f
@@ -109,15 +110,15 @@ func TestSnapshotCheckpoint(t *testing.T) {
 	if st := r.e.sessions.State(r.e.sessions.Get("c1", "s")); st != session.StateIdle {
 		t.Fatalf("the session after a refused restore is %s, want idle with its kernel", st)
 	}
-	if !slices.ContainsFunc(r.audit(), func(e audit.Entry) bool { return e.Details["rule"] == checkpoint.RuleSnapshotSeal }) {
+	if !slices.ContainsFunc(r.Audit(), func(e audit.Entry) bool { return e.Details["rule"] == checkpoint.RuleSnapshotSeal }) {
 		t.Error("the seal's refusal is not audited with its rule")
 	}
 	os.WriteFile(page, orig, 0o600)
 	if _, _, err := r.e.RestoreSession(ctx, "c1", "s"); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	if !f.has("restore kernel s-") || !slices.ContainsFunc(r.kernel.Log(), func(e string) bool { return strings.HasPrefix(e, "resume ") && strings.Contains(e, "restored-1") }) {
-		t.Fatalf("the restore did not resume the restored container: %v %v", f.calls, r.kernel.Log())
+	if !f.has("restore kernel s-") || !slices.ContainsFunc(r.Kernel.Log(), func(e string) bool { return strings.HasPrefix(e, "resume ") && strings.Contains(e, "restored-1") }) {
+		t.Fatalf("the restore did not resume the restored container: %v %v", f.calls, r.Kernel.Log())
 	}
 	// Another client has no such snapshot.
 	if _, _, err := r.e.RestoreSession(ctx, "c2", "s"); refusedBy(t, err) != checkpoint.RuleCheckpointNotFound {
@@ -151,7 +152,7 @@ func TestSuspendIdle(t *testing.T) {
 	if len(ck) != 1 || !ck[0].Suspended || ck[0].Kind != checkpoint.KindSnapshot {
 		t.Fatalf("checkpoints after the suspend: %+v", ck)
 	}
-	res, err := r.exec(t, Request{Language: "python", SessionID: "s", Client: "c1", Code: "x"})
+	res, err := r.Exec(t, engine.Request{Language: "python", SessionID: "s", Client: "c1", Code: "x"})
 	if err != nil || !strings.Contains(strings.Join(res.Notices, " "), "suspended") || !f.has("restore kernel") {
 		t.Fatalf("the call after the suspend: %+v %v %v", res.Notices, err, f.calls)
 	}
