@@ -162,7 +162,7 @@ hygiene:
 
 # Packages with real concurrency (unit tests; a race build of the Podman
 # bindings for the end-to-end tests would cost CI minutes cold).
-RACE_PKGS := ./core/runtime/runtimetest/ ./core/audit/ ./core/policy/ ./core/engine/ ./core/plugins/ ./core/hostsvc/ ./core/sandbox/ ./sdk/jupyter/ ./sdk/kernel/ ./core/tenant/ ./core/metrics/ ./sdk/sdktest/ ./core/forge/ ./core/httpserver/ ./core/egress/ ./core/egress/proxy/ ./core/mcpserver/tasks/
+RACE_PKGS := ./core/runtime/runtimetest/ ./core/audit/ ./core/policy/ ./core/engine/... ./core/plugins/ ./core/hostsvc/ ./core/sandbox/ ./sdk/jupyter/ ./sdk/kernel/ ./core/tenant/ ./core/metrics/ ./sdk/sdktest/ ./core/forge/... ./core/httpserver/ ./core/egress/ ./core/egress/proxy/ ./core/mcpserver/tasks/
 
 ## race: the race detector on the concurrent packages (needs gcc; cgo on for this run only)
 race:

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/forge/replicas"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -65,7 +66,7 @@ func TestCapabilitiesAsked(t *testing.T) {
 	if st.released.Load() != 1 {
 		t.Errorf("sessions handed over at start %d times, want 1", st.released.Load())
 	}
-	if f.caps.Replicas != nil || forwarder(f, nil) != nil {
+	if f.caps.Replicas != nil || replicas.Forwarder(f.caps.Replicas, false, 0, nil, f.Engine, f.Audit, f.Log) != nil {
 		t.Error("a forwarder without replicas")
 	}
 	for end := time.Now().Add(5 * time.Second); !rp.ran.Load() && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {

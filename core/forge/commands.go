@@ -1,279 +1,49 @@
 package forge
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
-	"maps"
-	"os"
-	"os/exec"
-	"slices"
-	"strings"
-	"text/tabwriter"
-	"time"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/doctor"
-	"github.com/mcp-forge/mcp-forge/core/engine"
+	"github.com/mcp-forge/mcp-forge/core/forge/commands"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
-	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
-	"github.com/mcp-forge/mcp-forge/core/policy"
-	"github.com/mcp-forge/mcp-forge/core/route"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
-	"github.com/mcp-forge/mcp-forge/core/telemetry"
-	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/watchdog"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
-// The operator commands: each is one call of cmd/mcp-forge, which parses
-// the flags and loads the configuration.
-
-func (o Options) stdout() io.Writer {
-	if o.Stdout == nil {
-		return os.Stdout
-	}
-	return o.Stdout
-}
-
-func (o Options) stderr() io.Writer {
-	if o.Stderr == nil {
-		return os.Stderr
-	}
-	return o.Stderr
-}
-
-func (o Options) stdin() io.Reader {
-	if o.Stdin == nil {
-		return os.Stdin
-	}
-	return o.Stdin
-}
-
-func orDefaults(p string) string {
-	if p == "" {
-		return "built-in defaults"
-	}
-	return p
-}
+// The operator commands (core/forge/commands), each one call of
+// cmd/mcp-forge, over the core serve would run: the same runtime, plugins
+// and logs.
 
 // Doctor checks this host for serving cfg: Podman, runtime, cgroups,
 // limits, images, paths, plugins and routing, and the HTTP listener when
 // it would serve HTTP. ErrFailed if a check failed.
 func Doctor(ctx context.Context, cfg config.Config, o Options) error {
-	return runDoctor(ctx, cfg, o, machine)
+	return commands.Doctor(ctx, machine.core(cfg, o), o.io())
 }
 
-func runDoctor(ctx context.Context, cfg config.Config, o Options, m parts) error {
-	w := o.stdout()
-	fmt.Fprintf(w, "ok    %-16s %s\n", "config", orDefaults(o.ConfigPath))
-	sts := m.inspect(ctx, cfg)
-	images := slices.Sorted(maps.Keys(Images(sts)))
-	rt, err := m.runtime(cfg, hclog.NewNullLogger())
-	if err != nil {
-		fmt.Fprintf(w, "FAIL  %-16s %v\n", "runtime", err)
-		return ErrFailed
-	}
-	// bound: the core doctor diagnoses is the one serve runs, watchdog first.
-	guarantees := doctor.Guarantees(withHostGaps(rt, fsquota.Detect(cfg.Volumes.BasePath), true), cfg)
-	checks := []doctor.Check{doctor.Podman(rt, cfg, images), doctor.Rootless(rt, cfg, doctor.LocalHost()), doctor.Paths(cfg),
-		guarantees, doctor.Seccomp(rt, cfg, Instance(cfg.Volumes.BasePath), images), agentCheck(cfg)}
-	if own := runtime.CapabilitiesOf(rt).Doctor; own != nil {
-		// The runtime checks itself (a cluster: its API, permissions,
-		// nodes and registry) in place of a Podman host.
-		findings := own(images)
-		cluster := func(ctx context.Context) []doctor.Result {
-			var out []doctor.Result
-			for _, f := range findings(ctx) {
-				out = append(out, doctor.Result{Name: f.Name, Status: doctor.Status(f.Status), Detail: f.Detail, Fix: f.Fix})
-			}
-			return out
-		}
-		checks = []doctor.Check{cluster, doctor.Paths(cfg), guarantees}
-	}
-	checks = append(checks, pluginCheck(cfg, sts), doctor.Environments(cfg, Builders(sts), exec.LookPath), doctor.UV(cfg, exec.LookPath, toolVersion))
-	if addr, ok := HTTPAddress(cfg, o.HTTPAddr); ok {
-		checks = append(checks, httpserver.Doctor(cfg, addr))
-	}
-	if cfg.Telemetry.OTLPEndpoint != "" {
-		checks = append(checks, telemetryCheck(cfg.Telemetry))
-	}
-	checks = append(checks, credentialsCheck(cfg))
-	if !doctor.Run(ctx, w, checks...) {
-		return ErrFailed
-	}
-	return nil
-}
-
-// toolVersion runs `path --version` with a bound.
-func toolVersion(ctx context.Context, path string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
-	return string(out), err
-}
-
-// agentCheck reports the mcp-forge-agent the Podman runtime mounts into
-// every sandbox (network by host name runs it).
-func agentCheck(cfg config.Config) doctor.Check {
-	return func(context.Context) []doctor.Result {
-		if p := AgentBinary(cfg); p != "" {
-			return []doctor.Result{{Name: "agent", Status: doctor.OK, Detail: p}}
-		}
-		return []doctor.Result{{Name: "agent", Status: doctor.Warn,
-			Detail: "no mcp-forge-agent (mode 0755) in " + PluginDir(cfg) + ": runs with network by host name are refused",
-			Fix:    "run `make build` (it goes next to the plugins) or `make install`"}}
-	}
-}
-
-// pluginCheck reports each plugin as the core would load it (checksum,
-// launch, configuration, capabilities), and the routing of each language.
-func pluginCheck(cfg config.Config, sts []plugins.Status) doctor.Check {
-	return func(ctx context.Context) []doctor.Result {
-		if len(sts) == 0 {
-			dir := PluginDir(cfg)
-			return []doctor.Result{{Name: "plugins", Status: doctor.Fail, Detail: "no plugins in " + dir, Fix: "run `make build` (plugins go next to the mcp-forge binary) or set server.plugin_dir"}}
-		}
-		var out []doctor.Result
-		for _, st := range sts {
-			if st.Error != "" {
-				out = append(out, doctor.Result{Name: "plugin " + st.Name, Status: doctor.Fail, Detail: st.Error, Fix: "rebuild with `make build`, or fix [plugins." + st.Name + "]"})
-				continue
-			}
-			c := st.Capabilities
-			detail := fmt.Sprintf("%s %s, API v%d, checksum %s", st.Type, st.Version, st.APIVersion, st.Checksum)
-			if st.Type == plugin.TypeBackend {
-				mode := "stateless"
-				if c.Stateful {
-					mode = "sessions"
-				}
-				detail += fmt.Sprintf(": %s (%s), image %s", strings.Join(c.Languages, ", "), mode, c.Image)
-			}
-			out = append(out, doctor.Result{Name: "plugin " + st.Name, Status: doctor.OK, Detail: detail})
-		}
-		langs, err := engine.Check(cfg, policy.New(policy.FromConfig(cfg), nil), sts)
-		if err != nil {
-			return append(out, doctor.Result{Name: "routing", Status: doctor.Fail, Detail: strings.ReplaceAll(err.Error(), "\n", "; "),
-				Fix: "set [execution.default_backend] / [sessions.default_backend] or fix [plugins.*] (the server does not start like this)"})
-		}
-		for _, l := range langs {
-			out = append(out, doctor.Result{Name: "execute_" + l.ID, Status: doctor.OK, Detail: fmt.Sprintf("stateless: %s; sessions: %s", offer(l.Stateless), offer(l.Session))})
-		}
-		return out
-	}
-}
-
-func offer(o route.Offer) string {
-	if o.Backend == "" {
-		return "none (" + o.Unavailable + ")"
-	}
-	return o.Backend
-}
-
-// ListImages lists the images the backends run (each plugin's configured
-// image, by default the one it declares) and whether they are built.
-// ErrFailed if one is missing or a plugin did not load.
+// ListImages lists the images the backends run and whether they are
+// built. ErrFailed if one is missing or a plugin did not load.
 func ListImages(ctx context.Context, cfg config.Config, o Options) error {
-	return listImages(ctx, cfg, o, machine)
-}
-
-func listImages(ctx context.Context, cfg config.Config, o Options, m parts) error {
-	w := o.stdout()
-	sts := m.inspect(ctx, cfg)
-	if len(sts) == 0 {
-		fmt.Fprintf(w, "no plugins found in %s; run `make build`\n", PluginDir(cfg))
-		return ErrFailed
-	}
-	rt, err := m.runtime(cfg, hclog.NewNullLogger())
-	if err != nil {
-		return err
-	}
-	var failed error
-	byImage := Images(sts)
-	for _, img := range slices.Sorted(maps.Keys(byImage)) {
-		users := "used by " + strings.Join(byImage[img], ", ")
-		ii, ok, err := rt.Image(ctx, img)
-		switch {
-		case err != nil:
-			fmt.Fprintf(w, "%-28s error: %v (%s)\n", img, err, users)
-			failed = ErrFailed
-		case !ok:
-			fmt.Fprintf(w, "%-28s missing: run `make images` (%s)\n", img, users)
-			failed = ErrFailed
-		default:
-			fmt.Fprintf(w, "%-28s %4d MB  recipe %s  packages %s  (%s)\n", img, ii.Size>>20, ii.Labels["io.mcp-forge.recipe"], ii.Labels["io.mcp-forge.packages"], users)
-		}
-	}
-	for _, st := range sts {
-		if st.Error != "" {
-			fmt.Fprintf(w, "plugin %s is not loaded, so its image is unknown: %s\n", st.Name, st.Error)
-			failed = ErrFailed
-		}
-	}
-	return failed
+	return commands.ListImages(ctx, machine.core(cfg, o), o.io())
 }
 
 // ListPlugins shows the plugins with their versions and checksum status.
 // ErrFailed if there is none or one cannot be probed.
 func ListPlugins(ctx context.Context, cfg config.Config, o Options) error {
-	w := o.stdout()
-	entries := plugins.Discover(cfg, PluginDir(cfg))
-	if len(entries) == 0 {
-		fmt.Fprintf(w, "no plugins found in %s; run `make build`\n", PluginDir(cfg))
-		return ErrFailed
-	}
-	var failed error
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTYPE\tVERSION\tAPI\tCHECKSUM\tPATH")
-	var problems []string
-	for _, e := range entries {
-		p, _, err := plugins.Probe(ctx, e)
-		if err != nil {
-			fmt.Fprintf(tw, "%s\t?\t?\t?\t%s\t%s\n", e.Name, p.Checksum, e.Path)
-			problems = append(problems, fmt.Sprintf("%s: %v", e.Name, err))
-			failed = ErrFailed
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, p.Type, p.Version, p.APIVersion, p.Checksum, e.Path)
-	}
-	tw.Flush()
-	for _, p := range problems {
-		fmt.Fprintln(w, "error:", p)
-	}
-	return failed
+	return commands.ListPlugins(ctx, cfg, o.io())
 }
 
 // NewTenantKey makes an API key and prints it with the sha256 to put in
 // [tenants.NAME].
-func NewTenantKey(o Options) error {
-	key, hash, err := tenant.NewKey()
-	if err != nil {
-		return err
-	}
-	w := o.stdout()
-	fmt.Fprintf(w, "key:    %s\nsha256: %s\n\n", key, hash)
-	fmt.Fprintln(w, "Give the key to the tenant (it is shown once); put only the sha256 in forge.toml:")
-	fmt.Fprintf(w, "  [tenants.NAME]\n  api_key_sha256 = [%q]\n", hash)
-	return nil
-}
+func NewTenantKey(o Options) error { return commands.NewTenantKey(o.io()) }
 
-// HashTenantKey prints the sha256 of the key on the first line of stdin
-// (so that the key stays out of shell history).
-func HashTenantKey(o Options) error {
-	fmt.Fprintln(o.stderr(), "reading the key from stdin (one line)")
-	line, err := bufio.NewReader(o.stdin()).ReadString('\n')
-	key := strings.TrimRight(line, "\r\n")
-	if key == "" {
-		return fmt.Errorf("tenant hash-key: no key on stdin: %v", err)
-	}
-	fmt.Fprintln(o.stdout(), tenant.HashKey(key))
-	return nil
-}
+// HashTenantKey prints the sha256 of the key on the first line of stdin.
+func HashTenantKey(o Options) error { return commands.HashTenantKey(o.io()) }
 
 // ErrNoWatchdogPipe is the watchdog started by hand, not by serve.
 var ErrNoWatchdogPipe = watchdog.ErrNoPipe
@@ -282,54 +52,37 @@ var ErrNoWatchdogPipe = watchdog.ErrNoPipe
 // it waits for its server's end on the inherited pipe, then removes the
 // server's containers and releases its workspaces.
 func Watchdog(cfg config.Config, serverID string) error {
-	pipe := watchdog.Pipe()
-	if watchdog.CheckPipe(pipe) != nil {
-		return ErrNoWatchdogPipe
-	}
-	log, closeLog, err := NewLogger(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	log = log.Named("watchdog")
-	rt, err := machine.runtime(cfg, log)
-	if err != nil {
-		return err
-	}
-	n, err := watchdog.Run(pipe, watchdog.Options{
-		ServerID: serverID,
-		Runtime:  rt,
-		Log:      log,
-		Release: func() (int, error) {
-			return fsquota.ReleaseServer(cfg.Volumes.BasePath, serverID, log.Named("quota"))
-		},
-		Audit: func() (audit.Recorder, func(), error) {
-			al, err := machine.audit(cfg)
-			if err != nil {
-				return nil, nil, err
-			}
-			al.OnError(func(err error) { log.Error("audit log write failed", "error", err) })
-			return al, func() { al.Close() }, nil
-		},
-	})
-	if n > 0 {
-		log.Warn("removed the containers of a server that ended without stopping them", "server", serverID, "count", n)
-	}
-	if err != nil {
-		log.Error("sweep incomplete", "error", err)
-		return fmt.Errorf("%w: sweep incomplete: %v", ErrFailed, err)
-	}
-	return nil
+	return commands.Watchdog(machine.core(cfg, Options{}), serverID)
 }
 
-// telemetryCheck: the collector answers an empty export. A warning at
-// worst: traces are optional and never hold a call.
-func telemetryCheck(cfg config.Telemetry) doctor.Check {
-	return func(ctx context.Context) []doctor.Result {
-		if err := telemetry.Probe(ctx, cfg); err != nil {
-			return []doctor.Result{{Name: "telemetry", Status: doctor.Warn, Detail: err.Error(),
-				Fix: "start the OTLP/HTTP collector at telemetry.otlp_endpoint (the base URL: spans go to /v1/traces), or empty it; calls are served either way"}}
-		}
-		return []doctor.Result{{Name: "telemetry", Status: doctor.OK, Detail: "traces to " + cfg.OTLPEndpoint}}
+func (o Options) io() commands.IO {
+	return commands.IO{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr}
+}
+
+// core is the core cfg configures as the commands see it, made of m's
+// parts: its runtime lacks what serve's would (its watchdog runs first;
+// the workspace quota is this host's, detected only if the guarantees are
+// asked).
+func (m parts) core(cfg config.Config, o Options) commands.Core {
+	addr, _ := HTTPAddress(cfg, o.HTTPAddr)
+	quota := sync.OnceValue(func() fsquota.Mechanism { return fsquota.Detect(cfg.Volumes.BasePath) })
+	return commands.Core{Config: cfg, ConfigPath: o.ConfigPath, Instance: Instance(cfg.Volumes.BasePath), HTTPAddr: addr,
+		Runtime: func(log hclog.Logger) (runtime.Runtime, error) {
+			rt, err := m.runtime(cfg, log)
+			if err != nil {
+				return nil, err
+			}
+			return withHostGaps(rt, detected(quota), true), nil
+		},
+		Plugins: func(ctx context.Context) []plugins.Status { return m.inspect(ctx, cfg) },
+		Audit:   func() (*audit.Logger, error) { return m.audit(cfg) },
+		Log:     func() (hclog.Logger, func(), error) { return NewLogger(cfg) },
 	}
 }
+
+// detected is the workspace quota this host gives, as detected when first
+// asked (hostGaps).
+type detected func() fsquota.Mechanism
+
+func (d detected) Enforced() bool { return d().Enforced() }
+func (d detected) String() string { return d().String() }

@@ -6,13 +6,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/environments"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
-	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
-	"github.com/mcp-forge/mcp-forge/sdk/pluginhost"
 )
 
 // cleanupInterval is how often auto_cleanup runs; its limits are in days.
@@ -81,33 +78,4 @@ func (f *Forge) environments(bg context.Context, pol *policy.Policy, rt Runtime)
 		clean(bg)
 		periodic.Every(bg, cleanupInterval, clean)
 	}()
-}
-
-// builderPlugins sets how pm starts builders: every plugin in its own work
-// directory (environments.WorkDir; API v2 names it in no message), the
-// aliases environment_builder.uv_cache_path and find_links copied into each
-// builder's settings as uv_cache_path and find_links (under the operator's
-// [plugins.NAME.config], so the plugin's own keys win), and for builders
-// of API v1 the same paths in the request fields v1 has.
-func builderPlugins(cfg config.Config, pm *plugins.Manager) {
-	eb := cfg.EnvironmentBuilder
-	pm.WorkDir = func(name string) string { return environments.WorkDir(cfg.Volumes.BasePath, name) }
-	pm.V1Builder = pluginhost.V1BuilderPaths{CacheDir: eb.UVCachePath, FindLinks: eb.FindLinks}
-	aliases := map[string]any{}
-	if eb.UVCachePath != "" {
-		aliases["uv_cache_path"] = eb.UVCachePath
-	}
-	if len(eb.FindLinks) > 0 {
-		aliases["find_links"] = eb.FindLinks
-	}
-	others := pm.TypeSettings
-	pm.TypeSettings = func(name string, typ plugin.Type) map[string]any {
-		if typ == plugin.TypeBuilder {
-			return aliases
-		}
-		if others == nil {
-			return nil
-		}
-		return others(name, typ)
-	}
 }

@@ -1,5 +1,10 @@
 // Package forge assembles the core from a configuration: audit log, policy,
-// Podman runtime, sandbox manager, plugins, engine and MCP server.
+// runtime, sandbox manager, plugins, engine and MCP server; serves it (on
+// stdio or over HTTP); and is the one door of cmd/mcp-forge, each command
+// one call. Its parts with a job of their own are beneath it: the plugins
+// as the core runs them (pluginset), network by host name (network), the
+// lines of /readyz (ready), what a core with replicas runs beside serving
+// (replicas), and the operator commands other than serve (commands).
 package forge
 
 import (
@@ -22,6 +27,10 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine/assembly"
 	"github.com/mcp-forge/mcp-forge/core/environments"
+	"github.com/mcp-forge/mcp-forge/core/forge/network"
+	"github.com/mcp-forge/mcp-forge/core/forge/pluginset"
+	"github.com/mcp-forge/mcp-forge/core/forge/ready"
+	"github.com/mcp-forge/mcp-forge/core/forge/replicas"
 	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
@@ -60,12 +69,12 @@ type Forge struct {
 
 	runtime Runtime
 	caps    runtime.Capabilities // what the runtime declares it can do
-	quotas  *quotaShare          // the tenants' quotas across replicas; nil: this core is alone
+	quotas  *replicas.Quotas     // the tenants' quotas across replicas; nil: this core is alone
 	// httpPort is the MCP port served (--http or server.port), where
 	// replicas forward calls to each other.
 	httpPort int
-	undo     undoStack  // what New did, for Close
-	ready    readyProbe // the runtime's lines of /readyz, across rounds
+	undo     undoStack   // what New did, for Close
+	probe    ready.Probe // the runtime's lines of /readyz, across rounds
 }
 
 // SeccompProfile is MCP-Forge's seccomp profile (JSON), as a Kubernetes
@@ -105,7 +114,7 @@ func LoadConfig(path string) (config.Config, error) {
 // cannot be started fails the check too: its table could not be checked.
 func CheckPluginConfigs(ctx context.Context, cfg config.Config) error {
 	var errs []error
-	for _, e := range plugins.Discover(cfg, PluginDir(cfg)) {
+	for _, e := range plugins.Discover(cfg, pluginset.Dir(cfg)) {
 		if len(e.Config) == 0 {
 			continue
 		}
@@ -124,44 +133,6 @@ func CheckPluginConfigs(ctx context.Context, cfg config.Config) error {
 // ConfigNotes are what `config check` adds to a valid configuration: the
 // old settings it uses and their current form.
 func ConfigNotes(cfg config.Config) []string { return policy.AliasNotes(cfg) }
-
-// PluginDir is where default plugins are looked for.
-func PluginDir(cfg config.Config) string {
-	if cfg.Server.PluginDir != "" {
-		return cfg.Server.PluginDir
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if real, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = real
-	}
-	return filepath.Dir(exe)
-}
-
-// PluginSettings is what the core tells every plugin: the output limits,
-// and the default memory and timeouts (a warm pool creates containers
-// before any request says its limits).
-// Nothing here depends on which plugin it is: a backend's image is its own
-// setting ([plugins.NAME.config] image, merged over these by the plugin
-// manager), by default the image the plugin declares.
-func PluginSettings(cfg config.Config) func(string) map[string]any {
-	maxOut, maxImg := int64(cfg.Execution.MaxOutput), int64(cfg.Execution.MaxImageSize)
-	return func(string) map[string]any {
-		// default_memory travels as the configuration writes it ("512m"):
-		// that is the plugins' wire format.
-		return map[string]any{"max_output_bytes": maxOut, "max_image_bytes": maxImg,
-			"default_memory": cfg.Execution.DefaultMemory.String(), "default_timeout": cfg.Execution.DefaultTimeout, "max_timeout": cfg.Execution.LongestTimeout()}
-	}
-}
-
-// MessageLimit is the gRPC message size plugin connections need to carry
-// code up to execution.max_code_size, output up to execution.max_output and
-// images up to execution.max_image_size.
-func MessageLimit(cfg config.Config) int {
-	return plugin.MessageLimit(int64(cfg.Execution.MaxCodeSize), int64(cfg.Execution.MaxOutput), int64(cfg.Execution.MaxImageSize))
-}
 
 // New builds the core, reconciles containers left by dead servers and starts
 // the plugins. Close releases everything.
@@ -252,7 +223,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		}
 	}
 
-	if stop := startOrphanReaper(f.caps.Reaper, al); stop != nil {
+	if stop := replicas.StartReaper(f.caps.Reaper, al); stop != nil {
 		f.undo.push("orphan reaper", func(context.Context) error { stop(); return nil })
 	}
 
@@ -277,7 +248,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	// What the plugins' hosts and the crash handler need is in place
 	// before any plugin starts; the tool bridge and the engine, which need
 	// the plugins running, are resolved below, before anything is served.
-	netPolicy, channels, err := network(cfg, al, log.Named("egress")) // network.go
+	netPolicy, channels, err := network.New(cfg, al, log.Named("egress"))
 	if err != nil {
 		return nil, err
 	}
@@ -291,15 +262,15 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		crashes.add(name, h)
 		return h
 	}
-	entries := plugins.Discover(cfg, PluginDir(cfg))
-	pm := plugins.NewManager(entries, hostFor, PluginSettings(cfg), al, log.Named("plugin"))
-	pm.MaxMessage = MessageLimit(cfg)
+	entries := plugins.Discover(cfg, pluginset.Dir(cfg))
+	pm := plugins.NewManager(entries, hostFor, pluginset.Settings(cfg), al, log.Named("plugin"))
+	pm.MaxMessage = pluginset.MessageLimit(cfg)
 	if pm.Reattach, err = pluginhost.ParseReattach(os.Getenv(plugin.ReattachEnv)); err != nil {
 		return nil, err
 	}
-	var bridges *bridgeChoice
-	pm.TypeSettings, bridges = bridgeSettings(cfg)
-	builderPlugins(cfg, pm) // environments.go
+	var bridges *pluginset.BridgeChoice
+	pm.TypeSettings, bridges = pluginset.BridgeSettings(cfg)
+	pluginset.ConfigureBuilders(cfg, pm)
 	pm.OnCrash = crashes.crashed
 	f.Plugins = pm
 	f.undo.push("plugins", func(context.Context) error { pm.Close(); return nil })
@@ -318,7 +289,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, errors.Join(confErrs...)
 	}
 	if len(entries) == 0 {
-		log.Warn("no plugins found; build them with `make build`", "plugin_dir", PluginDir(cfg))
+		log.Warn("no plugins found; build them with `make build`", "plugin_dir", pluginset.Dir(cfg))
 	}
 
 	tools, toolsWhy := f.toolBridge(bridges)
@@ -332,10 +303,10 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, fmt.Errorf("the configuration does not fit the plugins:\n%w", err)
 	}
 	f.Engine = eng
-	if f.quotas = shareQuotas(f.caps.Quotas, eng.Engine); f.quotas != nil {
+	if f.quotas = replicas.ShareQuotas(f.caps.Quotas, eng.Registry()); f.quotas != nil {
 		// Undone after the sessions (a stack): the last usage written says
 		// what this replica no longer holds.
-		f.undo.push("quota sharing", func(context.Context) error { f.quotas.stop(); return nil })
+		f.undo.push("quota sharing", func(context.Context) error { f.quotas.Stop(); return nil })
 	}
 	f.undo.push("sessions", func(ctx context.Context) error { eng.CloseAll(ctx); return nil })
 	eng.AddResultNotice(sb.GuaranteeNotice) // every result says which waived guarantees it went without
@@ -380,13 +351,13 @@ func (f *Forge) Guarantees() doctor.Check { return doctor.Guarantees(f.runtime, 
 
 // toolBridge is the MCP tool bridge through the bridge plugin picked among
 // those loaded, or nil and why there is none.
-func (f *Forge) toolBridge(bridges *bridgeChoice) (*toolbridge.Service, string) {
+func (f *Forge) toolBridge(bridges *pluginset.BridgeChoice) (*toolbridge.Service, string) {
 	cfg, log := f.Config, f.Log
 	loaded := f.Plugins.Typed(plugin.TypeBridge)
 	if len(loaded) > 1 && cfg.Bridge.Plugin == "" {
-		log.Warn("several bridge plugins are loaded; the first to start has the MCP servers and is used: set [bridge] plugin to choose", "bridges", strings.Join(loaded, ","), "using", bridges.get())
+		log.Warn("several bridge plugins are loaded; the first to start has the MCP servers and is used: set [bridge] plugin to choose", "bridges", strings.Join(loaded, ","), "using", bridges.Chosen())
 	}
-	name, why := pickBridge(cfg, loaded, bridges.get())
+	name, why := pluginset.PickBridge(cfg, loaded, bridges.Chosen())
 	if name == "" {
 		if len(cfg.MCPTools) > 0 {
 			log.Warn("mcp_tools are configured but cannot be called", "reason", why)

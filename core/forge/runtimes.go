@@ -1,14 +1,12 @@
 package forge
 
 import (
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/forge/pluginset"
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 )
@@ -21,9 +19,9 @@ func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
 		return kubernetes.New(cfg.Runtime.Kubernetes, kubernetes.Options{Quota: int64(cfg.Volumes.SessionQuota), MaxPids: int64(cfg.Execution.MaxPids),
 			SessionGrace: time.Duration(cfg.Sessions.IdleTimeout) * time.Second, Log: log.Named("kubernetes")})
 	}
-	a := AgentBinary(cfg)
+	a := pluginset.Agent(cfg)
 	if a == "" {
-		log.Warn("no mcp-forge-agent beside the plugins: sandboxes cannot have network by host name", "dir", PluginDir(cfg), "fix", "make build or make install")
+		log.Warn("no mcp-forge-agent beside the plugins: sandboxes cannot have network by host name", "dir", pluginset.Dir(cfg), "fix", "make build or make install")
 	}
 	return podman.New(cfg.Server.PodmanSocket).WithAgent(a).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, RunscRoot, RunscNetwork(cfg)), nil
 }
@@ -40,15 +38,4 @@ func RunscNetwork(cfg config.Config) string {
 		return "sandbox"
 	}
 	return "none"
-}
-
-// AgentBinary is the host's mcp-forge-agent, which the Podman runtime
-// mounts into every sandbox: beside the plugins (make build and make
-// install put it there), or "" when there is none that could run.
-func AgentBinary(cfg config.Config) string {
-	p := filepath.Join(PluginDir(cfg), agent.Binary)
-	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o005 != 0o005 {
-		return ""
-	}
-	return p
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/forge/commands"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/procid"
@@ -32,8 +33,9 @@ import (
 func Version() string { return version.Version }
 
 // ErrFailed is a command's failure that its own output already reported
-// (doctor's failed checks, a missing image): the caller only exits 1.
-var ErrFailed = errors.New("failed (reported above)")
+// (doctor's failed checks, a missing image, a serve that ended with an
+// error it logged): the caller only exits 1.
+var ErrFailed = commands.ErrFailed
 
 // Options are what a command was told besides the configuration, and
 // where its input and output go.
@@ -112,13 +114,13 @@ func serve(ctx context.Context, cfg config.Config, o Options, m parts) error {
 	}()
 	m.bound = true
 	if useHTTP {
-		return serveHTTP(ctx, cfg, addr, log, o.stderr(), m)
+		return serveHTTP(ctx, cfg, addr, log, o.io().Err(), m)
 	}
 	var t mcp.Transport = &mcp.StdioTransport{}
 	if o.MCPIn != nil && o.MCPOut != nil {
 		t = &mcp.IOTransport{Reader: io.NopCloser(o.MCPIn), Writer: nopWriteCloser{o.MCPOut}}
 	} else if isTerminal(os.Stdin) {
-		fmt.Fprintf(o.stderr(), `mcp-forge %s is an MCP server on stdio: an MCP host starts it and talks JSON-RPC on stdin/stdout.
+		fmt.Fprintf(o.io().Err(), `mcp-forge %s is an MCP server on stdio: an MCP host starts it and talks JSON-RPC on stdin/stdout.
 To connect a host, add this to its configuration (Claude Desktop: claude_desktop_config.json;
 Claude Code: claude mcp add-json mcp-forge '<the inner object>'):
 

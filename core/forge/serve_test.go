@@ -20,8 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/forge/commands"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
-	"github.com/mcp-forge/mcp-forge/core/tenant"
 )
 
 // quiet sends the server's log to a file of the test.
@@ -260,13 +260,15 @@ func TestCommandsWithoutPlugins(t *testing.T) {
 		run  func(o Options) error
 		want []string
 	}{
-		{"doctor", func(o Options) error { return runDoctor(context.Background(), tb.cfg, o, tb.parts) },
+		{"doctor", func(o Options) error { return commands.Doctor(context.Background(), tb.parts.core(tb.cfg, o), o.io()) },
 			[]string{"ok    config           f.toml", "no plugins in " + tb.cfg.Server.PluginDir, "version 5.0.0"}},
 		{"doctor http", func(o Options) error {
 			o.HTTPAddr = "0.0.0.0:3000"
-			return runDoctor(context.Background(), tb.cfg, o, tb.parts)
+			return commands.Doctor(context.Background(), tb.parts.core(tb.cfg, o), o.io())
 		}, []string{"0.0.0.0:3000: no authentication"}},
-		{"images", func(o Options) error { return listImages(context.Background(), tb.cfg, o, tb.parts) },
+		{"images", func(o Options) error {
+			return commands.ListImages(context.Background(), tb.parts.core(tb.cfg, o), o.io())
+		},
 			[]string{"no plugins found in " + tb.cfg.Server.PluginDir}},
 		{"plugins", func(o Options) error { return ListPlugins(context.Background(), tb.cfg, o) },
 			[]string{"no plugins found in " + tb.cfg.Server.PluginDir}},
@@ -285,33 +287,5 @@ func TestCommandsWithoutPlugins(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestTenantKeys(t *testing.T) {
-	t.Parallel()
-	var out bytes.Buffer
-	if err := NewTenantKey(Options{Stdout: &out}); err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`key:    (\S+)\nsha256: ([0-9a-f]{64})\n`).FindStringSubmatch(out.String())
-	if m == nil || tenant.HashKey(m[1]) != m[2] || !strings.Contains(out.String(), `api_key_sha256 = ["`+m[2]+`"]`) {
-		t.Fatalf("new-key printed %q", out.String())
-	}
-	for _, c := range []struct{ in, out, err string }{
-		{m[1] + "\n", m[2] + "\n", ""},
-		{m[1] + "\r\n", m[2] + "\n", ""},
-		{m[1], m[2] + "\n", ""},
-		{"", "", "no key on stdin"},
-		{"\n", "", "no key on stdin"},
-	} {
-		var out, errOut bytes.Buffer
-		err := HashTenantKey(Options{Stdin: strings.NewReader(c.in), Stdout: &out, Stderr: &errOut})
-		if out.String() != c.out || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("hash-key %q: %q, %v", c.in, out.String(), err)
-		}
-		if !strings.Contains(errOut.String(), "reading the key from stdin") {
-			t.Errorf("hash-key does not say it reads stdin: %q", errOut.String())
-		}
 	}
 }

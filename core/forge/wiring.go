@@ -1,7 +1,6 @@
 package forge
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,24 +12,19 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/engine"
 	"github.com/mcp-forge/mcp-forge/core/engine/files"
-	"github.com/mcp-forge/mcp-forge/core/forward"
+	"github.com/mcp-forge/mcp-forge/core/forge/pluginset"
 	"github.com/mcp-forge/mcp-forge/core/fsquota"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
-	"github.com/mcp-forge/mcp-forge/core/httpserver"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
-	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
-	"github.com/mcp-forge/mcp-forge/core/toolcall"
-	"github.com/mcp-forge/mcp-forge/core/version"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
@@ -90,31 +84,6 @@ func (q podQuota) Sweep() (int, error) {
 }
 
 func (podQuota) Close() error { return nil }
-
-// reapEvery is how often the replica holding the reaper's Lease looks for
-// sandboxes of core pods that are gone.
-const reapEvery = 10 * time.Second
-
-// startOrphanReaper runs the runtime's reaper of the sandboxes of the
-// core's replicas that are gone (a core in the cluster: each replica
-// reconciles only its own sandboxes; the Lease holder removes those of
-// replicas that are gone), each removal audited. nil: no reaper (Podman,
-// or a core outside the cluster).
-func startOrphanReaper(r runtime.Reaper, al audit.Recorder) (stop func()) {
-	if r == nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.RunReaper(ctx, reapEvery, func(x runtime.Reaped) {
-			al.Record(audit.Entry{Event: audit.ContainerReap, SessionID: x.Session, Success: x.Err == nil,
-				Details: map[string]any{"container_id": x.Container, "image": x.Image, "left_by": x.LeftBy}, Error: audit.ErrText(x.Err)})
-		})
-	}()
-	return func() { cancel(); <-done }
-}
 
 // featureOf is what rt (the runtime itself, under the test harness's
 // gaps) offers as T, if it does: a way to its sandboxes' workspaces when
@@ -181,7 +150,7 @@ var machine = parts{
 	},
 	loadPlugins: func(ctx context.Context, m *plugins.Manager, _ plugins.HostFactory) []error { return m.LoadAll(ctx) },
 	watchdog:    startWatchdog,
-	inspect:     Inspect,
+	inspect:     pluginset.Inspect,
 }
 
 // undoStack is what a successful New did, as undo steps: each step that
@@ -349,82 +318,6 @@ func withHostGaps(rt Runtime, q interface{ Enforced() bool }, bound bool) Runtim
 		return rt
 	}
 	return gapRuntime{Runtime: rt, gaps: func() []runtime.Gap { return hostGaps(q, bound) }}
-}
-
-// quotaShare shares what this replica holds of the tenants' quotas with
-// the other replicas of a core in the cluster, and counts theirs
-// (tenant.Shared): runs from the tenants' registry (once the HTTP
-// transport has one), live sessions from the engine.
-type quotaShare struct {
-	q       runtime.SharedQuotas
-	eng     *engine.Engine
-	tenants atomic.Pointer[tenant.Registry]
-	stop    func()
-}
-
-var _ tenant.Shared = (*quotaShare)(nil)
-
-// shareQuotas starts sharing for a core with replicas (the runtime's
-// QuotaSharer); nil otherwise.
-func shareQuotas(sh runtime.QuotaSharer, eng *engine.Engine) *quotaShare {
-	if sh == nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &quotaShare{eng: eng}
-	s.q = sh.ShareQuotas(ctx, s.local)
-	s.stop = func() { cancel(); s.q.Wait() }
-	eng.Registry().OnChange(s.q.Changed)
-	return s
-}
-
-func (s *quotaShare) local() map[string]runtime.Usage {
-	out := map[string]runtime.Usage{}
-	for client, n := range s.eng.Registry().PerClient() {
-		out[client] = runtime.Usage{Sessions: n}
-	}
-	if reg := s.tenants.Load(); reg != nil {
-		for name, n := range reg.RunningAll() {
-			u := out[name]
-			u.Runs = n
-			out[name] = u
-		}
-	}
-	return out
-}
-
-func (s *quotaShare) Elsewhere(name string) (tenant.Usage, error) {
-	u, err := s.q.Elsewhere(name)
-	return tenant.Usage{Sessions: u.Sessions, Runs: u.Runs}, err
-}
-
-func (s *quotaShare) Changed() { s.q.Changed() }
-
-// forwarder sends the calls of sessions another replica of a core in the
-// cluster serves to that replica (core/forward), the session named by the
-// call's session_id and the caller by reg; nil for a core alone, or one
-// serving TLS (a replica's certificate does not name its pod address:
-// such calls keep their refusal, and a client kept on one replica by the
-// Service's sessionAffinity does not meet them).
-func forwarder(f *Forge, reg *tenant.Registry) *forward.Forwarder {
-	rs := f.caps.Replicas
-	if rs == nil || f.Config.Server.TLSCert != "" {
-		return nil
-	}
-	route := func(ctx context.Context, call *mcp.CallToolRequest) string {
-		session := toolcall.SessionID(call)
-		if session == "" {
-			return ""
-		}
-		client, err := reg.Identify(call)
-		// An execution its tenant's rate refuses asks the cluster nothing:
-		// the tenants' middleware refuses it at once.
-		if err != nil || strings.HasPrefix(call.Params.Name, "execute_") && !reg.RateLeft(client) {
-			return ""
-		}
-		return f.Engine.HeldElsewhere(ctx, client, session)
-	}
-	return forward.New(route, rs.ReplicaAddress, cmp.Or(f.httpPort, f.Config.Server.Port), httpserver.Path, rs.Self(), version.Version, f.Audit, f.Log.Named("forward"))
 }
 
 // sessionHosts moves session containers between this core and its

@@ -24,7 +24,8 @@ type Config struct {
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty" forge:"core"`
 	MaxImageBytes  int64 `json:"max_image_bytes,omitempty" forge:"core"`
 	// The container defaults the core sends every plugin too
-	// (forge.PluginSettings); a bridge starts no container and ignores them.
+	// (core/forge/pluginset.Settings); a bridge starts no container and
+	// ignores them.
 	DefaultMemory  string `json:"default_memory,omitempty" forge:"core"`
 	DefaultTimeout int    `json:"default_timeout,omitempty" forge:"core"`
 	MaxTimeout     int    `json:"max_timeout,omitempty" forge:"core"`

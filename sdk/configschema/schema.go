@@ -54,10 +54,11 @@ type Schema struct {
 	Fields []Field
 }
 
-// CoreTag marks a field the core sets (forge.PluginSettings: output limits,
-// container defaults; a bridge's servers): `forge:"core"`. It is left out of
-// the schema, so an operator who writes it in [plugins.NAME.config] is told
-// where it is really set rather than silently overriding the core.
+// CoreTag marks a field the core sets (core/forge/pluginset.Settings:
+// output limits, container defaults; a bridge's servers): `forge:"core"`.
+// It is left out of the schema, so an operator who writes it in
+// [plugins.NAME.config] is told where it is really set rather than
+// silently overriding the core.
 const CoreTag = "core"
 
 // FromStruct derives a schema from v, a struct (or pointer to one) decoded

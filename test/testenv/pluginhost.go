@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/forge/pluginset"
 	"github.com/mcp-forge/mcp-forge/core/hostsvc"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -23,7 +23,7 @@ func (c *Core) PluginHost(t testing.TB, name string) (host.Host, string, []byte)
 	if err := os.MkdirAll(ws.Root(), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := json.Marshal(forge.PluginSettings(c.Config)(name))
+	cfg, err := json.Marshal(pluginset.Settings(c.Config)(name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // served is one exec or attach the kubelet ran.
@@ -145,7 +146,7 @@ func (cl *cluster) root(pod string) string {
 	if err != nil {
 		panic(err)
 	}
-	for _, d := range []string{wsDir, runDir} {
+	for _, d := range []string{podspec.WorkspaceDir, podspec.RunDir} {
 		if err := os.MkdirAll(filepath.Join(r, d), 0o755); err != nil {
 			panic(err)
 		}
@@ -156,7 +157,7 @@ func (cl *cluster) root(pod string) string {
 
 // ws is a path in pod's workspace on this host.
 func (cl *cluster) ws(pod string, rel ...string) string {
-	return filepath.Join(append([]string{cl.root(pod), wsDir}, rel...)...)
+	return filepath.Join(append([]string{cl.root(pod), podspec.WorkspaceDir}, rel...)...)
 }
 
 func (cl *cluster) served() []served {
@@ -221,14 +222,14 @@ func ended(code int32, reason string) corev1.ContainerState {
 // seedRunning is a pod waiting for its workspace.
 func seedRunning(st *corev1.PodStatus) {
 	st.Phase = corev1.PodPending
-	st.InitContainerStatuses = []corev1.ContainerStatus{{Name: containerSeed, State: running()}}
+	st.InitContainerStatuses = []corev1.ContainerStatus{{Name: podspec.Seed, State: running()}}
 }
 
 // sandboxRunning is a pod whose workspace arrived.
 func sandboxRunning(st *corev1.PodStatus) {
 	st.Phase = corev1.PodRunning
-	st.InitContainerStatuses = []corev1.ContainerStatus{{Name: containerSeed, State: ended(0, "Completed")}}
-	st.ContainerStatuses = []corev1.ContainerStatus{{Name: containerSandbox, State: running()}, {Name: containerKeeper, State: running()}}
+	st.InitContainerStatuses = []corev1.ContainerStatus{{Name: podspec.Seed, State: ended(0, "Completed")}}
+	st.ContainerStatuses = []corev1.ContainerStatus{{Name: podspec.Sandbox, State: running()}, {Name: podspec.Keeper, State: running()}}
 }
 
 // sandboxEndedWith is a pod whose sandbox exited (the keeper still runs).
@@ -324,7 +325,7 @@ func (cl *cluster) unreachable(pod string) {
 	cl.mu.Unlock()
 	cl.c.mu.Lock()
 	if p, ok := cl.c.pods[pod]; ok && p.keeper != nil {
-		p.keeper.close()
+		p.keeper.Close()
 	}
 	cl.c.mu.Unlock()
 }
@@ -377,7 +378,7 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 	type mount struct{ in, host string }
 	var ms []mount
 	for _, vm := range c.VolumeMounts {
-		host := map[string]string{"ws": filepath.Join(root, wsDir, vm.SubPath), "run": filepath.Join(root, runDir), "tmp": filepath.Join(root, "tmp"), "agent": agentHostDir}[vm.Name]
+		host := map[string]string{"ws": filepath.Join(root, podspec.WorkspaceDir, vm.SubPath), "run": filepath.Join(root, podspec.RunDir), "tmp": filepath.Join(root, "tmp"), "agent": agentHostDir}[vm.Name]
 		if n, ok := strings.CutPrefix(vm.Name, "copy-"); ok {
 			host = filepath.Join(root, "forge", "copy", n)
 		}
@@ -387,8 +388,8 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 		_ = os.MkdirAll(host, 0o755)
 		ms = append(ms, mount{strings.TrimSuffix(vm.MountPath, "/"), host})
 	}
-	if c.Name == containerSeed { // it unpacks where its mounts are
-		ms = append(ms, mount{seedRoot, filepath.Join(root, seedRoot)})
+	if c.Name == podspec.Seed { // it unpacks where its mounts are
+		ms = append(ms, mount{podspec.SeedRoot, filepath.Join(root, podspec.SeedRoot)})
 	}
 	slices.SortFunc(ms, func(a, b mount) int { return len(b.in) - len(a.in) }) // the longest mount first
 	var pairs []string
@@ -411,7 +412,7 @@ func (cl *cluster) mapper(pod string, c corev1.Container) func([]string) []strin
 
 // killArgs are the signal and target of an agent kill command.
 func killArgs(cmd []string) ([]string, bool) {
-	if len(cmd) != 4 || cmd[0] != agentPath || cmd[1] != "kill" {
+	if len(cmd) != 4 || cmd[0] != agent.Path || cmd[1] != "kill" {
 		return nil, false
 	}
 	return cmd[2:], true
@@ -551,7 +552,7 @@ func (cl *cluster) startSandbox(pod string) {
 	if err != nil {
 		cl.t.Fatal(err)
 	}
-	c, _ := containerOf(p, containerSandbox)
+	c, _ := containerOf(p, podspec.Sandbox)
 	m := cl.mapper(pod, c)
 	env := []string{
 		// What the kubelet puts in every container, enableServiceLinks or not.

@@ -3,88 +3,19 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/remotecommand"
-	utilexec "k8s.io/client-go/util/exec"
-	// client-go's executors fail with this package's UpgradeFailureError;
-	// apimachinery's httpstream has a type of its own that never matches.
-	"k8s.io/streaming/pkg/httpstream"
-
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podexec"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
-
-// stream is one exec or attach: its command (nil for attach) and streams.
-type stream struct {
-	Container      string
-	Command        []string // nil: attach to the container's own stdin
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
-
-// execFunc runs s in pod and returns the command's exit code (0 for an
-// attach that ended).
-type execFunc func(ctx context.Context, pod string, s stream) (int, error)
-
-// apiExec is execFunc through the API server: WebSocket (what current API
-// servers prefer), SPDY where the upgrade fails.
-func (c *Client) apiExec(ctx context.Context, pod string, s stream) (int, error) {
-	// The request is built from the REST config, not from the clientset's
-	// REST client: it is only a URL here (the executors dial it), and a
-	// fake clientset has no REST client, so tests exec against their own
-	// API server endpoint.
-	if c.rest == nil {
-		return -1, errors.New("exec in a pod needs the API server's REST config (NewWithClient was given none)")
-	}
-	rc := rest.CopyConfig(c.rest)
-	rc.APIPath, rc.GroupVersion = "/api", &corev1.SchemeGroupVersion
-	base, versioned, err := rest.DefaultServerUrlFor(rc)
-	if err != nil {
-		return -1, fmt.Errorf("the API server's address %q: %w", c.rest.Host, err)
-	}
-	req := rest.NewRequestWithClient(base, versioned, rest.ClientContentConfig{GroupVersion: corev1.SchemeGroupVersion}, nil).
-		Verb(http.MethodPost).Resource("pods").Namespace(c.k.Namespace).Name(pod)
-	if s.Command == nil {
-		req = req.SubResource("attach").VersionedParams(&corev1.PodAttachOptions{
-			Container: s.Container, Stdin: s.Stdin != nil, Stdout: s.Stdout != nil, Stderr: s.Stderr != nil}, scheme.ParameterCodec)
-	} else {
-		req = req.SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-			Container: s.Container, Command: s.Command, Stdin: s.Stdin != nil, Stdout: s.Stdout != nil, Stderr: s.Stderr != nil}, scheme.ParameterCodec)
-	}
-	ws, err := remotecommand.NewWebSocketExecutor(c.rest, http.MethodGet, req.URL().String())
-	if err != nil {
-		return -1, err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(c.rest, http.MethodPost, req.URL())
-	if err != nil {
-		return -1, err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return -1, err
-	}
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr})
-	var code utilexec.CodeExitError
-	if errors.As(err, &code) {
-		return code.Code, nil
-	}
-	if err != nil {
-		return -1, err
-	}
-	return 0, nil
-}
 
 // run runs a short command of the core's in a container of pod id and
 // returns its output.
@@ -92,7 +23,7 @@ func (c *Client) run(ctx context.Context, id, container string, cmd []string, st
 	cx, cancel := op(ctx)
 	defer cancel()
 	var out, errb bytes.Buffer
-	s := stream{Container: container, Command: cmd, Stdout: &out, Stderr: &errb}
+	s := podexec.Stream{Container: container, Command: cmd, Stdout: &out, Stderr: &errb}
 	if stdin != nil {
 		s.Stdin = bytes.NewReader(stdin)
 	}
@@ -112,9 +43,9 @@ const execMark = agent.ExecMark
 // init (-1), as kill(2) in the sandbox container.
 func killCmd(sig string, target int) []string {
 	if target > 0 {
-		return agentCmd("kill", sig, strconv.Itoa(-target))
+		return podspec.AgentCmd("kill", sig, strconv.Itoa(-target))
 	}
-	return agentCmd("kill", sig, strconv.Itoa(target))
+	return podspec.AgentCmd("kill", sig, strconv.Itoa(target))
 }
 
 // Exec implements runtime.Containers: the command under the agent's exec,
@@ -122,11 +53,11 @@ func killCmd(sig string, target int) []string {
 // arguments are in the API server's URL, which its audit log records),
 // makes its process group and reports it on stderr's first line.
 func (c *Client) Exec(ctx context.Context, id string, req runtime.ExecRequest) (runtime.ExecResult, error) {
-	cmd := append(agentCmd("exec", req.WorkDir, "--"), req.Command...)
-	stdin := io.MultiReader(bytes.NewReader(agent.EncodeEnv(sortedKeys(req.Env), req.Env)), bytes.NewReader(req.Stdin))
+	cmd := append(podspec.AgentCmd("exec", req.WorkDir, "--"), req.Command...)
+	stdin := io.MultiReader(bytes.NewReader(agent.EncodeEnv(slices.Sorted(maps.Keys(req.Env)), req.Env)), bytes.NewReader(req.Stdin))
 	out, errw, ow, ew := runtime.ExecStreams(req)
 	mark := &marked{w: ew, pid: make(chan int, 1)}
-	s := stream{Container: containerSandbox, Command: cmd, Stdin: stdin, Stdout: ow, Stderr: mark}
+	s := podexec.Stream{Container: podspec.Sandbox, Command: cmd, Stdin: stdin, Stdout: ow, Stderr: mark}
 	done := make(chan struct{})
 	var timedOut bool
 	var bound sync.WaitGroup
@@ -187,7 +118,7 @@ func (c *Client) bound(ctx context.Context, id string, timeout time.Duration, pi
 			return sent
 		default:
 		}
-		if res, err := c.run(context.WithoutCancel(ctx), id, containerSandbox, killCmd(sig, pid), nil); err != nil || res.ExitCode != 0 {
+		if res, err := c.run(context.WithoutCancel(ctx), id, podspec.Sandbox, killCmd(sig, pid), nil); err != nil || res.ExitCode != 0 {
 			c.log.Warn("could not end a command past its timeout", "pod", id, "signal", sig, "error", err, "stderr", string(res.Stderr))
 		}
 		sent = true

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // Exec's command gets its environment and working directory, its exit
@@ -432,7 +433,7 @@ func TestDialSocket(t *testing.T) {
 }
 
 func TestSocketPlace(t *testing.T) {
-	mounts := []mountPlace{{Target: "/work", Rel: "."}, {Target: "/work/chan", Rel: "chan"}, {Target: "/forge/code", Rel: "code", ReadOnly: true}, {Target: "/run/forge/", Rel: "k"}}
+	mounts := []podspec.Mount{{Target: "/work", Rel: "."}, {Target: "/work/chan", Rel: "chan"}, {Target: "/forge/code", Rel: "code", ReadOnly: true}, {Target: "/run/forge/", Rel: "k"}}
 	cases := []struct {
 		target, want string
 		ok           bool
@@ -464,7 +465,7 @@ func TestSignal(t *testing.T) {
 	}
 	if !slices.ContainsFunc(cl.served(), func(c served) bool {
 		args, ok := killArgs(c.Command)
-		return ok && c.Container == containerSandbox && slices.Equal(args, []string{"TERM", "1"})
+		return ok && c.Container == podspec.Sandbox && slices.Equal(args, []string{"TERM", "1"})
 	}) {
 		t.Errorf("Signal did not send TERM to the sandbox's pid 1; served %+v", cl.served())
 	}
@@ -621,7 +622,7 @@ func TestKeepService(t *testing.T) {
 	if err != nil || len(entries) == 0 || entries[0].Path != "sub/b.bin" || entries[0].Modified.Year() < 2250 {
 		t.Fatalf("a listing after them: %+v, %v", entries, err)
 	}
-	if p.keeper != first || first.isDead() {
+	if p.keeper != first || first.Dead() {
 		t.Fatal("the file service was started again: a refusal ended it")
 	}
 }

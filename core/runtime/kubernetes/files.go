@@ -13,22 +13,24 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podexec"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // seed streams the core's copy of the workspace into the seed container as
 // a tar. The copy is the core's own (the sandbox never saw it), read
 // without following links: a link is sent as a link.
-func (c *Client) seed(ctx context.Context, id, dir string, mounts []mountPlace) error {
-	trees := []runtime.Tree{{Dir: dir, Prefix: path.Base(wsDir)}}
+func (c *Client) seed(ctx context.Context, id, dir string, mounts []podspec.Mount) error {
+	trees := []runtime.Tree{{Dir: dir, Prefix: path.Base(podspec.WorkspaceDir)}}
 	for _, m := range mounts {
 		if m.Copy > 0 {
-			trees = append(trees, runtime.Tree{Dir: m.Source, Prefix: strings.TrimPrefix(copyDir(m.Copy), seedRoot+"/")})
+			trees = append(trees, runtime.Tree{Dir: m.Source, Prefix: strings.TrimPrefix(podspec.CopyDir(m.Copy), podspec.SeedRoot+"/")})
 		}
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(runtime.TarTrees(pw, trees...)) }()
 	var errb bytes.Buffer
-	_, err := c.exec(ctx, id, stream{Container: containerSeed, Stdin: pr, Stderr: &errb})
+	_, err := c.exec(ctx, id, podexec.Stream{Container: podspec.Seed, Stdin: pr, Stderr: &errb})
 	pr.Close()
 	if err != nil {
 		return fmt.Errorf("attach to the seed container: %w %s", err, bytes.TrimSpace(errb.Bytes()))
@@ -40,10 +42,10 @@ func (c *Client) seed(ctx context.Context, id, dir string, mounts []mountPlace) 
 // workspace), refused here already if it leaves the workspace.
 func servedPath(rel string) (string, error) {
 	p, err := wsPath(rel)
-	if p == wsDir {
+	if p == podspec.WorkspaceDir {
 		return ".", err
 	}
-	return strings.TrimPrefix(p, wsDir+"/"), err
+	return strings.TrimPrefix(p, podspec.WorkspaceDir+"/"), err
 }
 
 // wsPath is rel's place in the keeper's view of the workspace; rel is
@@ -60,9 +62,9 @@ func wsPath(rel string) (string, error) {
 		return "", fmt.Errorf("path %q: %w", rel, runtime.ErrPath)
 	}
 	if clean == "." {
-		return wsDir, nil
+		return podspec.WorkspaceDir, nil
 	}
-	return wsDir + "/" + clean, nil
+	return podspec.WorkspaceDir + "/" + clean, nil
 }
 
 // ask runs op on rel in pod id's file service; a refusal comes back as
@@ -195,16 +197,16 @@ func (c *Client) RemoveFile(ctx context.Context, id, rel string) error {
 // exec: a workspace is larger than a file service answer), which archives
 // links as links.
 func (c *Client) TarOut(ctx context.Context, id, rel string, w io.Writer) error {
-	return c.tar(ctx, id, rel, "copy out of", stream{Stdout: w}, "-c", ".")
+	return c.tar(ctx, id, rel, "copy out of", podexec.Stream{Stdout: w}, "-c", ".")
 }
 
 // TarIn implements runtime.RemoteWorkspace.
 func (c *Client) TarIn(ctx context.Context, id, rel string, r io.Reader) error {
-	return c.tar(ctx, id, rel, "copy into", stream{Stdin: r}, "-x", "--no-same-owner")
+	return c.tar(ctx, id, rel, "copy into", podexec.Stream{Stdin: r}, "-x", "--no-same-owner")
 }
 
 // tar runs the keeper's tar in rel's directory with s's streams.
-func (c *Client) tar(ctx context.Context, id, rel, what string, s stream, args ...string) error {
+func (c *Client) tar(ctx context.Context, id, rel, what string, s podexec.Stream, args ...string) error {
 	dir, err := wsPath(rel)
 	if err != nil {
 		return err
@@ -213,9 +215,9 @@ func (c *Client) tar(ctx context.Context, id, rel, what string, s stream, args .
 }
 
 // tarAt runs the keeper's tar in its directory dir.
-func (c *Client) tarAt(ctx context.Context, id, dir, what string, s stream, args ...string) error {
+func (c *Client) tarAt(ctx context.Context, id, dir, what string, s podexec.Stream, args ...string) error {
 	errb := runtime.Capped{Max: 4096}
-	s.Container, s.Stderr = containerKeeper, &errb
+	s.Container, s.Stderr = podspec.Keeper, &errb
 	s.Command = append([]string{"tar", "-f", "-", "-C", dir}, args...)
 	code, err := c.exec(ctx, id, s)
 	if err == nil && code != 0 {
@@ -265,12 +267,12 @@ func (c *Client) DialSocket(ctx context.Context, id, target string) (net.Conn, e
 			delete(p.dials, &cut)
 			c.mu.Unlock()
 		}()
-		return c.exec(rctx, id, stream{Container: containerKeeper, Command: agentCmd("dial", sp), Stdin: in, Stdout: out, Stderr: errw})
+		return c.exec(rctx, id, podexec.Stream{Container: podspec.Keeper, Command: podspec.AgentCmd("dial", sp), Stdin: in, Stdout: out, Stderr: errw})
 	})
 }
 
 // socketPlace is the workspace path of a socket at target in the sandbox.
-func socketPlace(mounts []mountPlace, target string) (string, bool) {
+func socketPlace(mounts []podspec.Mount, target string) (string, bool) {
 	best := -1
 	for i, m := range mounts {
 		if m.ReadOnly {

@@ -4,11 +4,17 @@
 // emptyDir filled from the core's copy before the sandbox starts, and files
 // and sockets are reached through the API server (exec and attach), so the
 // core needs no pod network and never touches a sandbox's files itself.
+//
+// This package is the pods' lifecycle, files and sockets as runtime.Runtime
+// serves them; its parts with a job of their own are beneath it: the pod a
+// spec becomes (podspec), the streams to a pod's containers (podexec),
+// where its images are and the environments built into the registry
+// (images), and what the cluster gives its pods (doctor). A core in the
+// cluster coordinates with its replicas through core/cluster (replicas.go).
 package kubernetes
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +39,10 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/doctor"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/images"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podexec"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // opTimeout bounds an API call that should return promptly.
@@ -55,25 +65,22 @@ type Client struct {
 	log     hclog.Logger
 	// exec runs a command in a container of a pod (the API server's exec
 	// or attach subresource); tests give it the kubelet's own handler.
-	exec execFunc
+	exec   podexec.Func
+	images *images.Store // where pods' images are, and the environments built
 
 	mu   sync.Mutex
 	pods map[string]*podInfo // pods this core created or adopted
 	// sessionGrace: the cluster's reaper keeps the recorded sessions of
 	// a gone core for it (Options.SessionGrace).
 	sessionGrace time.Duration
-
-	// described caches what the registry said of an image by digest
-	// (immutable): a run then costs the registry one manifest request.
-	described sync.Map // digest reference -> runtime.ImageInfo
 }
 
 // podInfo is what the core keeps of a pod it created.
 type podInfo struct {
-	workspace string       // host directory seeded into the pod at Start
-	mounts    []mountPlace // the sandbox's mounts, to reach its sockets
+	workspace string          // host directory seeded into the pod at Start
+	mounts    []podspec.Mount // the sandbox's mounts, to reach its sockets
 	seeded    bool
-	keeper    *keeper            // its file service, once used
+	keeper    *podexec.Service   // its file service, once used
 	unrelay   context.CancelFunc // ends the relay of its copied sockets
 	// dials cut the relays of the sockets dialled in it (DialSocket),
 	// each until its connection ends.
@@ -162,20 +169,21 @@ func NewWithClient(cs kubernetes.Interface, rc *rest.Config, k config.Kubernetes
 		klog.SetLogger(funcr.New(func(prefix, args string) { log.Debug(prefix, "args", args) }, funcr.Options{}))
 	})
 	c := &Client{cs: cs, rest: rc, k: k, quota: o.Quota, maxPids: o.MaxPids, hostID: hostID(), log: o.Log, pods: map[string]*podInfo{},
-		sessionGrace: o.SessionGrace}
+		sessionGrace: o.SessionGrace, images: images.New(cs, k, o.Log)}
 	c.exec = c.tracedExec
 	return c
 }
 
-// tracedExec is apiExec with each exec in the debug log: every one costs
-// the container runtime's exec (about 100 ms), so each is worth seeing.
-func (c *Client) tracedExec(ctx context.Context, pod string, s stream) (int, error) {
+// tracedExec is an exec through the API server (podexec.API) with each in
+// the debug log: every one costs the container runtime's exec (about
+// 100 ms), so each is worth seeing.
+func (c *Client) tracedExec(ctx context.Context, pod string, s podexec.Stream) (int, error) {
 	t0 := time.Now()
-	code, err := c.apiExec(ctx, pod, s)
+	code, err := podexec.API(ctx, c.rest, c.k.Namespace, pod, s)
 	what := "attach"
 	if len(s.Command) > 0 {
 		what = s.Command[0]
-		if len(s.Command) > 1 && s.Command[0] == agentPath {
+		if len(s.Command) > 1 && s.Command[0] == agent.Path {
 			what = agent.Binary + " " + s.Command[1]
 		}
 	}
@@ -206,6 +214,17 @@ func (c *Client) Info(ctx context.Context) (runtime.Info, error) {
 	return runtime.Info{Engine: "Kubernetes", Socket: c.host(), Version: v.GitVersion, APIVersion: v.Major + "." + v.Minor, OCIRuntime: oci, CgroupsV2: true, CgroupsMode: "cluster"}, nil
 }
 
+// Guarantees implements runtime.Guarantor: what a pod gets on this
+// cluster (doctor.Cluster.Guarantees).
+func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
+	return c.checks().Guarantees(ctx)
+}
+
+// checks are the cluster's checks: its guarantees, and doctor's.
+func (c *Client) checks() doctor.Cluster {
+	return doctor.Cluster{API: c.cs, Config: c.k, MaxPids: c.maxPids, Info: c.Info, Images: c.images}
+}
+
 func (c *Client) host() string {
 	if c.rest == nil {
 		return "(in-process)"
@@ -220,15 +239,15 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		// Fail closed: the node's default runtime is not gVisor.
 		return "", fmt.Errorf("pod for %s: refused, the sandbox must run under gVisor and runtime.kubernetes.runtime_class is empty (set it to the cluster's gVisor RuntimeClass, e.g. \"gvisor\")", s.Image)
 	}
-	name := podName()
-	pod, err := podSpec(s, c.k, c.k.Namespace, name, c.hostID, c.quota)
+	name := podspec.Name()
+	pod, err := podspec.Build(s, c.k, c.k.Namespace, name, map[string]string{LabelHost: c.hostID}, c.quota)
 	if err != nil {
 		return "", err
 	}
 	if c.cluster != nil {
 		pod.Annotations[coord.AnnotationCorePod] = c.core.String()
 	}
-	mounts, _ := places(s)
+	mounts, _ := podspec.Places(s)
 	cx, cancel := op(ctx)
 	defer cancel()
 	made, err := c.cs.CoreV1().Pods(c.k.Namespace).Create(cx, pod, metav1.CreateOptions{})
@@ -284,7 +303,7 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	if _, err := c.waitPod(sctx, id, func(pod *corev1.Pod) (bool, error) {
-		if st, ok := status(pod.Status.InitContainerStatuses, containerSeed); ok && st.State.Running != nil {
+		if st, ok := status(pod.Status.InitContainerStatuses, podspec.Seed); ok && st.State.Running != nil {
 			return true, nil
 		}
 		return false, stuck(pod)
@@ -297,8 +316,8 @@ func (c *Client) Start(ctx context.Context, id string) error {
 	// Started as a Podman container is: its command runs (or already
 	// ended), and its keeper serves files and endpoints.
 	if _, err := c.waitPod(sctx, id, func(pod *corev1.Pod) (bool, error) {
-		keeper, _ := status(pod.Status.ContainerStatuses, containerKeeper)
-		sandbox, _ := status(pod.Status.ContainerStatuses, containerSandbox)
+		keeper, _ := status(pod.Status.ContainerStatuses, podspec.Keeper)
+		sandbox, _ := status(pod.Status.ContainerStatuses, podspec.Sandbox)
 		if keeper.State.Running != nil && (sandbox.State.Running != nil || sandbox.State.Terminated != nil) {
 			return true, nil
 		}
@@ -342,7 +361,7 @@ func stuck(pod *corev1.Pod) error {
 				return fmt.Errorf("container %s: %s: %s", st.Name, w.Reason, w.Message)
 			}
 		}
-		if t := st.State.Terminated; t != nil && st.Name == containerSeed && t.ExitCode != 0 {
+		if t := st.State.Terminated; t != nil && st.Name == podspec.Seed && t.ExitCode != 0 {
 			return fmt.Errorf("the workspace could not be unpacked (exit %d, %s)", t.ExitCode, t.Message)
 		}
 	}
@@ -408,7 +427,7 @@ func (c *Client) waitPod(ctx context.Context, id string, done func(*corev1.Pod) 
 
 // sandboxEnded reports the sandbox container's end, if it ended.
 func sandboxEnded(pod *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
-	if st, ok := status(pod.Status.ContainerStatuses, containerSandbox); ok && st.State.Terminated != nil {
+	if st, ok := status(pod.Status.ContainerStatuses, podspec.Sandbox); ok && st.State.Terminated != nil {
 		return st.State.Terminated, true
 	}
 	return nil, false
@@ -446,7 +465,7 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (in
 func (c *Client) kill(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.run(ctx, id, containerSandbox, killCmd("KILL", -1), nil); err != nil {
+	if _, err := c.run(ctx, id, podspec.Sandbox, killCmd("KILL", -1), nil); err != nil {
 		c.log.Debug("kill of a sandbox's processes failed; deleting its pod", "pod", id, "error", err)
 		_ = c.Remove(ctx, id)
 	}
@@ -524,11 +543,11 @@ func maxInt(a, b int64) int64 {
 // goes to every other process, which ends the command and then the init.
 func (c *Client) Signal(ctx context.Context, id, sig string) error {
 	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
-	cmd := agentCmd("kill", sig, "1")
+	cmd := podspec.AgentCmd("kill", sig, "1")
 	if sig == "KILL" {
 		cmd = killCmd(sig, -1)
 	}
-	res, err := c.run(ctx, id, containerSandbox, cmd, nil)
+	res, err := c.run(ctx, id, podspec.Sandbox, cmd, nil)
 	if err != nil {
 		return err
 	}
@@ -620,7 +639,7 @@ func (c *Client) List(ctx context.Context, want map[string]string) ([]runtime.Co
 	var out []runtime.Container
 	for i := range list.Items {
 		p := &list.Items[i]
-		all := specLabels(p)
+		all := podspec.Labels(p)
 		if v := p.Labels[runtime.LabelRecorded]; v != "" {
 			all[runtime.LabelRecorded] = v // set after create, so not in the spec's
 		}
@@ -655,92 +674,30 @@ func (c *Client) adopt(p *corev1.Pod) {
 	if _, ok := c.pods[p.Name]; ok {
 		return
 	}
-	info := &podInfo{seeded: true, recorded: p.Labels[runtime.LabelRecorded] == "true"}
-	_ = json.Unmarshal([]byte(p.Annotations[annotationMounts]), &info.mounts)
-	c.pods[p.Name] = info
+	c.pods[p.Name] = &podInfo{seeded: true, recorded: p.Labels[runtime.LabelRecorded] == "true", mounts: podspec.Mounts(p)}
 }
 
-// Image implements runtime.Images. With image_registry the registry says
-// (an image's ID is then its digest reference, which pods run: a retag
-// cannot change what a pod or a build gets), except that with pull_policy
-// Never an image only preloaded on the nodes still runs by name. Without
-// a registry, with pull_policy Never the image must be on the node (its
-// status lists the images it holds); otherwise the node pulls it and a
-// missing image fails the pod's start with its reason.
+// Image implements runtime.Images: in the registry, or on the nodes
+// (images.Store.Image).
 func (c *Client) Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
-	var regErr error
-	if c.k.ImageRegistry != "" {
-		info, ok, err := c.registryImage(ctx, name)
-		if c.k.PullPolicy != "Never" || isDigestRef(name) || (err == nil && ok) {
-			return info, ok, err
-		}
-		// pull_policy Never: an image preloaded on the nodes runs by name,
-		// also while the registry does not answer (no environment does).
-		regErr = err
-	}
-	info, ok, err := c.nodeImage(ctx, name)
-	if regErr != nil && (err != nil || !ok) {
-		return runtime.ImageInfo{}, false, regErr
-	}
-	if regErr != nil {
-		c.log.Warn("the registry does not answer; running an image the nodes hold by name", "image", info.ID, "error", regErr)
-	}
-	return info, ok, err
+	return c.images.Image(ctx, name)
 }
 
-// nodeImage is Image without a registry's word.
-func (c *Client) nodeImage(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
-	ref := ImageRef(c.k.ImageRegistry, name)
-	info := runtime.ImageInfo{ID: ref, Names: []string{ref}}
-	if cn := c.coreName(ref); cn != ref {
-		info.Names = append(info.Names, cn) // the name the image allowlist checks
-	}
-	if c.k.PullPolicy != "Never" {
-		return info, true, nil
-	}
-	cx, cancel := op(ctx)
-	defer cancel()
-	var nodes []corev1.Node
-	if c.k.NodeName != "" {
-		n, err := c.cs.CoreV1().Nodes().Get(cx, c.k.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return runtime.ImageInfo{}, false, fmt.Errorf("node %s (runtime.kubernetes.node_name): %w", c.k.NodeName, err)
-		}
-		nodes = []corev1.Node{*n}
-	} else {
-		l, err := c.cs.CoreV1().Nodes().List(cx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(c.k.NodeSelector).String()})
-		if err != nil {
-			return runtime.ImageInfo{}, false, fmt.Errorf("list nodes: %w", err)
-		}
-		nodes = l.Items
-	}
-	if len(nodes) == 0 {
-		return runtime.ImageInfo{}, false, nil
-	}
-	for _, n := range nodes { // pull_policy Never: every node a pod may land on must have it
-		found := false
-		for _, img := range n.Status.Images {
-			for _, nm := range img.Names {
-				if nm == ref || nm == "docker.io/"+ref {
-					found = true
-					info.Size = img.SizeBytes
-					info.Digests = append(info.Digests, digestsOf(img.Names)...)
-				}
-			}
-		}
-		if !found {
-			return runtime.ImageInfo{}, false, nil
-		}
-	}
-	return info, true, nil
+// BuildLayer implements runtime.ImageBuilder: an environment is layered
+// and pushed in runtime.kubernetes.image_registry (images.Store.BuildLayer).
+func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, error) {
+	return c.images.BuildLayer(ctx, b)
 }
 
-func digestsOf(names []string) []string {
-	var out []string
-	for _, n := range names {
-		if strings.Contains(n, "@sha256:") {
-			out = append(out, n)
-		}
-	}
-	return out
+// Tag implements runtime.ImageBuilder.
+func (c *Client) Tag(ctx context.Context, id, ref string) error { return c.images.Tag(ctx, id, ref) }
+
+// Images implements runtime.ImageBuilder.
+func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtime.ImageInfo, error) {
+	return c.images.Images(ctx, labels)
+}
+
+// RemoveImage implements runtime.ImageBuilder.
+func (c *Client) RemoveImage(ctx context.Context, ref string) error {
+	return c.images.RemoveImage(ctx, ref)
 }

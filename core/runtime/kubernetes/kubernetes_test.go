@@ -19,10 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/images"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // hostWorkspace is the core's copy of a workspace: files, a directory, a
@@ -66,16 +70,36 @@ func hostWorkspace(t testing.TB) string {
 	return d
 }
 
-// specIn is a one-shot spec over the workspace dir, with a channel mount.
+// sessionID is 100 characters: a session id of the core, no label value.
+var sessionID = strings.Repeat("s0123456789", 9) + "abcdefghij"
+
+// codeHash is 64 hex: too long for a label value.
+const codeHash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// specIn is a one-shot spec as the policy hardens a Python run, over the
+// workspace dir, with a channel mount.
 func specIn(dir string) runtime.Spec {
-	s := statelessSpec()
-	s.WorkspacePath = dir
-	s.Mounts = []runtime.Mount{
-		{Source: dir + "/code", Target: "/forge/code", ReadOnly: true},
-		{Source: dir + "/out", Target: "/work"},
-		{Source: dir + "/chan", Target: "/forge/chan"},
+	return runtime.Spec{
+		Name:    "forge-run-1",
+		Image:   "mcp-forge/python:3.11",
+		ImageID: "localhost/mcp-forge/python:3.11", // what Image() resolved it to
+		Command: []string{"python3", "/forge/code/runner.py"},
+		Env:     map[string]string{"MPLBACKEND": "Agg", "HOME": "/tmp"},
+		WorkDir: "/work",
+		Labels: map[string]string{runtime.LabelManaged: "true", runtime.LabelInstance: "abc", runtime.LabelPlugin: "python",
+			runtime.LabelOneShot: "true", runtime.LabelCodeHash: codeHash, runtime.LabelServer: "1-2"},
+		User: "1000:1000", Network: "none", ReadOnlyRoot: true, TmpfsSize: 64 << 20, NoNewPrivileges: true,
+		SeccompProfile: "/var/lib/mcp-forge/mcp-forge-seccomp-0123456789abcdef.json",
+		CapDrop:        []string{"ALL"}, Init: true,
+		Mounts: []runtime.Mount{
+			{Source: dir + "/code", Target: "/forge/code", ReadOnly: true},
+			{Source: dir + "/out", Target: "/work"},
+			{Source: dir + "/chan", Target: "/forge/chan"},
+		},
+		Limits:        runtime.Limits{MemoryBytes: 512 << 20, CPUQuota: 50000, Pids: 256, NoFile: 1024, Timeout: 30 * time.Second},
+		WorkspacePath: dir,
+		Plugin:        "python",
 	}
-	return s
 }
 
 // watches counts the pod watches the client opened.
@@ -150,13 +174,13 @@ func TestLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the created pod: %v", err)
 			}
-			want, err := podSpec(s, cl.k, cl.k.Namespace, id, cl.c.hostID, 64<<20)
+			want, err := podspec.Build(s, cl.k, cl.k.Namespace, id, map[string]string{LabelHost: cl.c.hostID}, 64<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !equality.Semantic.DeepEqual(got.Spec, want.Spec) || !equality.Semantic.DeepEqual(got.Labels, want.Labels) ||
 				!equality.Semantic.DeepEqual(got.Annotations, want.Annotations) || got.Namespace != "sandboxes" {
-				t.Errorf("the pod created is not the pod podSpec builds:\n got %+v\nwant %+v", got, want)
+				t.Errorf("the pod created is not the pod podspec.Build builds:\n got %+v\nwant %+v", got, want)
 			}
 
 			// Start waits for the seed container, then sends the workspace.
@@ -195,7 +219,7 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("a fifo was sent into the pod: %v", err)
 			}
 			attach := slices.DeleteFunc(cl.served(), isService)
-			if len(attach) != 1 || attach[0].Container != containerSeed || attach[0].Command != nil || attach[0].Protocol != proto {
+			if len(attach) != 1 || attach[0].Container != podspec.Seed || attach[0].Command != nil || attach[0].Protocol != proto {
 				t.Errorf("Start's streams: %+v; want one attach to the seed container over %s (and the file service)", attach, proto)
 			}
 			if err := cl.c.Start(ctx, id); err == nil || !strings.Contains(err.Error(), "already started") {
@@ -231,7 +255,7 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			// Logs reads the run directory the sandbox's init wrote.
-			run := filepath.Join(cl.root(id), runDir)
+			run := filepath.Join(cl.root(id), podspec.RunDir)
 			for name, data := range map[string]string{"stdout": "hello world", "stderr": "oops", "totals": "2000000 4\n"} {
 				if err := os.WriteFile(filepath.Join(run, name), []byte(data), 0o644); err != nil {
 					t.Fatal(err)
@@ -251,7 +275,7 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("Logs of a run without totals: %q, %d %d, %v; want what was kept as the totals", out.Stdout, out.StdoutTotal, out.StderrTotal, err)
 			}
 			for _, c := range cl.served()[1:] {
-				if c.Container != containerKeeper || c.Protocol != proto {
+				if c.Container != podspec.Keeper || c.Protocol != proto {
 					t.Errorf("Logs ran %v in %s over %s; want the keeper over %s", c.Command, c.Container, c.Protocol, proto)
 				}
 			}
@@ -291,7 +315,7 @@ func TestWaitTimeout(t *testing.T) {
 	}
 	kill := killCmd("KILL", -1)
 	sent := slices.ContainsFunc(cl.served(), func(c served) bool {
-		return c.Pod == id && c.Container == containerSandbox && slices.Equal(c.Command, kill)
+		return c.Pod == id && c.Container == podspec.Sandbox && slices.Equal(c.Command, kill)
 	})
 	if !sent {
 		t.Errorf("no %v in the sandbox container after the timeout; served %+v", kill, cl.served())
@@ -329,7 +353,7 @@ func TestStartStuck(t *testing.T) {
 		return func(st *corev1.PodStatus) {
 			st.Phase = corev1.PodPending
 			cs := corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
-			if name == containerSeed {
+			if name == podspec.Seed {
 				st.InitContainerStatuses = []corev1.ContainerStatus{cs}
 			} else {
 				st.ContainerStatuses = []corev1.ContainerStatus{cs}
@@ -341,15 +365,15 @@ func TestStartStuck(t *testing.T) {
 		status func(*corev1.PodStatus)
 		want   []string
 	}{
-		{"image never pulled", waiting(containerSeed, "ErrImageNeverPull", `Container image "localhost/mcp-forge/python:3.11" is not present with pull policy of Never`),
+		{"image never pulled", waiting(podspec.Seed, "ErrImageNeverPull", `Container image "localhost/mcp-forge/python:3.11" is not present with pull policy of Never`),
 			[]string{"container seed", "ErrImageNeverPull", "is not present"}},
-		{"image pull back-off", waiting(containerSeed, "ImagePullBackOff", "Back-off pulling image"), []string{"ImagePullBackOff"}},
-		{"config error", waiting(containerSandbox, "CreateContainerConfigError", "secret not found"), []string{"container sandbox", "CreateContainerConfigError"}},
+		{"image pull back-off", waiting(podspec.Seed, "ImagePullBackOff", "Back-off pulling image"), []string{"ImagePullBackOff"}},
+		{"config error", waiting(podspec.Sandbox, "CreateContainerConfigError", "secret not found"), []string{"container sandbox", "CreateContainerConfigError"}},
 		{"pod failed", func(st *corev1.PodStatus) {
 			st.Phase, st.Reason, st.Message = corev1.PodFailed, "OutOfcpu", "Node didn't have enough resource: cpu"
 		}, []string{"the pod failed", "OutOfcpu"}},
 		{"seed exited", func(st *corev1.PodStatus) {
-			st.InitContainerStatuses = []corev1.ContainerStatus{{Name: containerSeed, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: "tar: Unexpected EOF"}}}}
+			st.InitContainerStatuses = []corev1.ContainerStatus{{Name: podspec.Seed, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: "tar: Unexpected EOF"}}}}
 		}, []string{"could not be unpacked", "exit 2"}},
 	}
 	for _, tc := range cases {
@@ -521,8 +545,8 @@ func TestImage(t *testing.T) {
 			if err != nil || ok != tc.found {
 				t.Fatalf("Image(%s): %v, %v; want found %v", tc.image, ok, err, tc.found)
 			}
-			if ok && info.ID != ImageRef("", tc.image) {
-				t.Errorf("Image ID %q; want the reference pods are created with, %q", info.ID, ImageRef("", tc.image))
+			if ok && info.ID != images.Ref("", tc.image) {
+				t.Errorf("Image ID %q; want the reference pods are created with, %q", info.ID, images.Ref("", tc.image))
 			}
 			if ok && tc.policy == "Never" && (info.Size != python.SizeBytes || len(info.Digests) == 0 || !strings.Contains(info.Digests[0], "@sha256:")) {
 				t.Errorf("Image info %+v; want the node's size and digest", info)
@@ -590,7 +614,7 @@ func TestWaitRewatches(t *testing.T) {
 
 // isService is the stream of a pod's file service, which Start opens.
 func isService(s served) bool {
-	return len(s.Command) > 1 && s.Command[0] == agentPath && s.Command[1] == "serve"
+	return len(s.Command) > 1 && s.Command[0] == agent.Path && s.Command[1] == "serve"
 }
 
 // An API server whose user-namespace feature gate is off stores the pod
@@ -612,5 +636,21 @@ func TestCreateRefusesDroppedHostUsers(t *testing.T) {
 	list, _ := cl.cs.CoreV1().Pods(k.Namespace).List(context.Background(), metav1.ListOptions{})
 	if len(list.Items) != 0 {
 		t.Errorf("%d pods left; want the refused pod deleted", len(list.Items))
+	}
+}
+
+// Without a RuntimeClass pods run on the nodes' default runtime: no
+// kernel-isolation, and a gVisor spec is refused rather than run on it.
+func TestKernelIsolationNeedsARuntimeClass(t *testing.T) {
+	c := NewWithClient(fake.NewClientset(), nil, testKube(), Options{})
+	r, err := c.Guarantees(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Enforces(runtime.KernelIsolation) {
+		t.Error("kernel-isolation reported enforced without a RuntimeClass")
+	}
+	if _, err := c.Create(context.Background(), runtime.Spec{Image: "mcp-forge/python:3.11", Isolation: runtime.IsolationGVisor}); err == nil || !strings.Contains(err.Error(), "runtime_class") {
+		t.Errorf("a gVisor spec without a RuntimeClass: %v, want a refusal naming runtime_class", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	coord "github.com/mcp-forge/mcp-forge/core/cluster"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/images"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // Capabilities implements runtime.Capable: workspaces are staged into
@@ -14,9 +16,9 @@ import (
 // registry, and a core in the cluster coordinates with its replicas
 // (core/cluster).
 func (c *Client) Capabilities() runtime.Capabilities {
-	caps := runtime.Capabilities{StagedWorkspaces: true, ImagesElsewhere: true, Doctor: c.Doctor}
+	caps := runtime.Capabilities{StagedWorkspaces: true, ImagesElsewhere: true, Doctor: c.checks().Doctor}
 	if c.k.ImageRegistry == "" {
-		caps.NoBuilds = ErrNoBuilds
+		caps.NoBuilds = images.ErrNoBuilds
 	}
 	if c.cluster != nil {
 		caps = c.cluster.Capabilities(caps)
@@ -53,7 +55,7 @@ type podBook struct{ c *Client }
 
 func (b podBook) Describe(p *corev1.Pod) coord.Sandbox {
 	_, ended := sandboxEnded(p)
-	return coord.Sandbox{Session: specLabels(p)[runtime.LabelSession], Image: sandboxImage(p), Ended: ended}
+	return coord.Sandbox{Session: podspec.Labels(p)[runtime.LabelSession], Image: sandboxImage(p), Ended: ended}
 }
 
 func (b podBook) Adopt(p *corev1.Pod) { b.c.adopt(p) }
@@ -71,7 +73,7 @@ func (b podBook) Recorded(pod string) {
 // sandboxImage is the image a pod's sandbox container runs.
 func sandboxImage(p *corev1.Pod) string {
 	for _, ct := range p.Spec.Containers {
-		if ct.Name == containerSandbox {
+		if ct.Name == podspec.Sandbox {
 			return ct.Image
 		}
 	}
@@ -85,7 +87,7 @@ func (c *Client) forget(pod string) {
 	defer c.mu.Unlock()
 	if p := c.pods[pod]; p != nil {
 		if p.keeper != nil {
-			p.keeper.close()
+			p.keeper.Close()
 		}
 		if p.unrelay != nil {
 			p.unrelay()

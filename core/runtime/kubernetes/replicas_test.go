@@ -13,6 +13,7 @@ import (
 	coord "github.com/mcp-forge/mcp-forge/core/cluster"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/images"
 )
 
 // A core outside the cluster declares no coordination; one in the cluster
@@ -24,7 +25,7 @@ func TestCapabilities(t *testing.T) {
 	if caps.Sessions != nil || caps.Reaper != nil || caps.Quotas != nil || caps.Replicas != nil || outside.CorePod() != "" {
 		t.Fatalf("a core outside the cluster declares %+v", caps)
 	}
-	if !caps.StagedWorkspaces || caps.Doctor == nil || !errors.Is(caps.NoBuilds, ErrNoBuilds) {
+	if !caps.StagedWorkspaces || caps.Doctor == nil || !errors.Is(caps.NoBuilds, images.ErrNoBuilds) {
 		t.Fatalf("the runtime's own capabilities: %+v", caps)
 	}
 	k.ImageRegistry = "127.0.0.1:5000"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/podspec"
 )
 
 // runningPod is a pod whose sandbox container runs command under the pod's
@@ -39,7 +40,7 @@ func (cl *cluster) runningPod(t *testing.T, command ...string) string {
 func (cl *cluster) ready(t *testing.T, id, line string) {
 	t.Helper()
 	waitFor(t, "the command says "+line, 10*time.Second, func() bool {
-		b, _ := os.ReadFile(filepath.Join(cl.root(id), runDir, "stdout"))
+		b, _ := os.ReadFile(filepath.Join(cl.root(id), podspec.RunDir, "stdout"))
 		return bytes.Contains(b, []byte(line))
 	})
 }
@@ -50,7 +51,7 @@ func (cl *cluster) ready(t *testing.T, id, line string) {
 func TestSandboxInit(t *testing.T) {
 	cl := newCluster(t, testKube())
 	ctx := context.Background()
-	big := int64(5 << 20) // over the init's 4 MiB cap (maxLog)
+	big := int64(5 << 20) // over the init's 4 MiB cap (podspec.MaxLog)
 	const missing = "exec no-such-command: No such file or directory\n"
 	cases := []struct {
 		name           string
@@ -98,9 +99,9 @@ func TestSandboxInit(t *testing.T) {
 			if int64(len(out.Stdout)) != 1<<20 {
 				t.Errorf("Logs(1 MiB) returned %d bytes", len(out.Stdout))
 			}
-			fi, err := os.Stat(filepath.Join(cl.root(id), runDir, "stdout"))
-			if err != nil || fi.Size() != maxLog {
-				t.Errorf("the init kept %v bytes (%v); want its cap %d", fi.Size(), err, maxLog)
+			fi, err := os.Stat(filepath.Join(cl.root(id), podspec.RunDir, "stdout"))
+			if err != nil || fi.Size() != podspec.MaxLog {
+				t.Errorf("the init kept %v bytes (%v); want its cap %d", fi.Size(), err, podspec.MaxLog)
 			}
 		}},
 	}

@@ -1,4 +1,4 @@
-package forge
+package pluginset
 
 import (
 	"path/filepath"
@@ -25,8 +25,8 @@ func TestBuilderPlugins(t *testing.T) {
 	cfg.EnvironmentBuilder.FindLinks = []string{"/srv/wheels"}
 	cfg.MCPTools = map[string]config.MCPTool{"m": {Command: "npx"}}
 	pm := plugins.NewManager(nil, func(string) host.Host { return nil }, func(string) map[string]any { return nil }, audit.Discard{}, hclog.NewNullLogger())
-	pm.TypeSettings, _ = bridgeSettings(cfg)
-	builderPlugins(cfg, pm)
+	pm.TypeSettings, _ = BridgeSettings(cfg)
+	ConfigureBuilders(cfg, pm)
 
 	if got, want := pm.WorkDir("uv"), filepath.Join("/srv/forge", "builds", "uv"); got != want {
 		t.Errorf("work directory %s, want %s", got, want)
@@ -46,8 +46,20 @@ func TestBuilderPlugins(t *testing.T) {
 
 	// Unset aliases are not sent: the builder's defaults apply.
 	cfg.EnvironmentBuilder.UVCachePath, cfg.EnvironmentBuilder.FindLinks = "", nil
-	builderPlugins(cfg, pm)
+	ConfigureBuilders(cfg, pm)
 	if got := pm.TypeSettings("uv", plugin.TypeBuilder); len(got) != 0 {
 		t.Errorf("unset aliases sent: %v", got)
+	}
+}
+
+// The core tells every plugin the same thing: nothing depends on which
+// plugin it is, and no image (a backend's image is its own setting).
+func TestSettingsNameNoPlugin(t *testing.T) {
+	cfg := config.Default()
+	cfg.Execution.MaxOutput = 2 << 10
+	settings := Settings(cfg)
+	a, b := settings("python"), settings("anything")
+	if !reflect.DeepEqual(a, b) || a["max_output_bytes"] != int64(2048) || a["image"] != nil {
+		t.Fatalf("%v / %v", a, b)
 	}
 }

@@ -1,8 +1,9 @@
-package forge
+package ready
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -10,16 +11,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/runtimetest"
+	"github.com/mcp-forge/mcp-forge/sdk/backend"
+	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
+
+const image = "mcp-forge/python:3.11"
+
+// statuses are plugins as an inspection reports them: a Python backend
+// with sessions, an R backend whose image is not built, a builder, and a
+// plugin that did not load.
+func statuses() []plugins.Status {
+	return []plugins.Status{
+		{Identity: plugins.Identity{Name: "python", Type: plugin.TypeBackend, Version: "1.0", APIVersion: 1, Checksum: "verified"},
+			Capabilities: backend.Capabilities{Languages: []string{"python"}, Stateful: true, Image: image}},
+		{Identity: plugins.Identity{Name: "r", Type: plugin.TypeBackend, Version: "1.0", APIVersion: 1, Checksum: "verified"},
+			Capabilities: backend.Capabilities{Languages: []string{"r"}, Image: "mcp-forge/r:4.2"}, Restarts: 2},
+		{Identity: plugins.Identity{Name: "podman-builder", Type: plugin.TypeBuilder, Version: "0.1", APIVersion: 1}},
+		{Identity: plugins.Identity{Name: "broken"}, Error: "checksum MISMATCH"},
+	}
+}
 
 // slowRuntime answers as a busy host does when slow is set: not before
 // the round's deadline.
 type slowRuntime struct {
-	fakeRuntime
+	*runtimetest.Runtime
 	slow              atomic.Bool
 	infos, guarantees atomic.Int32 // calls, slow ones too
 	caps              runtime.Capabilities
@@ -40,7 +61,7 @@ func (r *slowRuntime) Info(ctx context.Context) (runtime.Info, error) {
 	if err := r.wait(ctx, "podman info"); err != nil {
 		return runtime.Info{}, err
 	}
-	return r.fakeRuntime.Info(ctx)
+	return r.Runtime.Info(ctx)
 }
 
 func (r *slowRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
@@ -48,14 +69,14 @@ func (r *slowRuntime) Guarantees(ctx context.Context) (runtime.Report, error) {
 	if err := r.wait(ctx, "podman info"); err != nil {
 		return runtime.Report{}, err
 	}
-	return r.fakeRuntime.Guarantees(ctx)
+	return r.Runtime.Guarantees(ctx)
 }
 
 func (r *slowRuntime) Image(ctx context.Context, name string) (runtime.ImageInfo, bool, error) {
 	if err := r.wait(ctx, "podman image inspect"); err != nil {
 		return runtime.ImageInfo{}, false, err
 	}
-	return r.fakeRuntime.Image(ctx, name)
+	return r.Runtime.Image(ctx, name)
 }
 
 // A slow runtime does not flap /readyz. `podman info` (Info, Guarantees)
@@ -69,15 +90,15 @@ func (r *slowRuntime) Image(ctx context.Context, name string) (runtime.ImageInfo
 func TestReadinessToleratesASlowRuntime(t *testing.T) {
 	t.Parallel()
 	fake := runtimetest.New(runtime.ImageInfo{Names: []string{image}})
-	rt := &slowRuntime{fakeRuntime: fakeRuntime{fake}}
+	rt := &slowRuntime{Runtime: fake}
 	pol := policy.New(policy.Settings{}, nil)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clock time.Duration
-	p := &readyProbe{now: func() time.Time { return start.Add(clock) }}
+	p := &Probe{now: func() time.Time { return start.Add(clock) }}
 	round := func() (bool, []httpserver.Check) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		checks := p.readiness(ctx, "podman", rt, pol, statuses()[:1])
+		checks := p.Checks(ctx, "podman", rt, pol, statuses()[:1])
 		all := true
 		for _, c := range checks {
 			all = all && c.OK
@@ -155,17 +176,91 @@ func TestReadinessAsksInfoWhenNothingElseAnswers(t *testing.T) {
 		infos int32
 	}{{"podman", 1}, {"", 1}, {"kubernetes", 3}} {
 		t.Run(c.kind, func(t *testing.T) {
-			rt := &slowRuntime{fakeRuntime: fakeRuntime{runtimetest.New(runtime.ImageInfo{Names: []string{image}})}}
+			rt := &slowRuntime{Runtime: runtimetest.New(runtime.ImageInfo{Names: []string{image}})}
 			rt.caps.ImagesElsewhere = c.kind == "kubernetes" // as the Kubernetes runtime declares
-			p := &readyProbe{}
+			p := &Probe{}
 			for range 3 {
-				p.readiness(context.Background(), c.kind, rt, policy.New(policy.Settings{}, nil), statuses()[:1])
+				p.Checks(context.Background(), c.kind, rt, policy.New(policy.Settings{}, nil), statuses()[:1])
 			}
 			if n := rt.infos.Load(); n != c.infos {
 				t.Errorf("Info asked %d times in 3 rounds, want %d", n, c.infos)
 			}
 			if n := rt.guarantees.Load(); n != 1 {
 				t.Errorf("guarantees measured %d times in 3 rounds, want 1", n)
+			}
+		})
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	down := runtimetest.New()
+	down.FailAlways("Info", errors.New("connection refused"))
+	imageDown := runtimetest.New()
+	imageDown.FailAlways("Image", errors.New("timeout"))
+	up := runtimetest.New(runtime.ImageInfo{Names: []string{image}}, runtime.ImageInfo{Names: []string{"mcp-forge/r:4.2"}})
+	loaded := statuses()[:2]
+	lacking := runtimetest.New(runtime.ImageInfo{Names: []string{image}})
+	lacking.Lack(runtime.Pids, "cgroups v1")
+	lacking.Lack(runtime.Memory, "cgroups v1")
+	cases := []struct {
+		name string
+		rt   *runtimetest.Runtime
+		sts  []plugins.Status
+		want []httpserver.Check
+	}{
+		{"ready", up, loaded, []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
+			{Name: "plugins", OK: true, Detail: "loaded: python, r"},
+			{Name: "image " + image, OK: true, Detail: "present"},
+			{Name: "image mcp-forge/r:4.2", OK: true, Detail: "present"},
+		}},
+		{"podman down", down, statuses(), []httpserver.Check{
+			{Name: "podman", Detail: "connection refused"},
+			{Name: "plugins", OK: true, Detail: "loaded: podman-builder, python, r; failed: broken: checksum MISMATCH"},
+			{Name: "image " + image, Detail: "not checked: Podman unreachable"},
+			{Name: "image mcp-forge/r:4.2", Detail: "not checked: Podman unreachable"},
+		}},
+		{"image missing", runtimetest.New(runtime.ImageInfo{Names: []string{image}}), loaded[1:], []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
+			{Name: "plugins", OK: true, Detail: "loaded: r"},
+			{Name: "image mcp-forge/r:4.2", Detail: "missing: run `make images`"},
+		}},
+		{"image lookup fails", imageDown, loaded[:1], []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
+			{Name: "plugins", OK: true, Detail: "loaded: python"},
+			{Name: "image " + image, Detail: "timeout"},
+		}},
+		{"a guarantee missing, another waived", lacking, loaded[:1], []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", Detail: (&policy.GuaranteeError{Missing: []runtime.Gap{{Guarantee: runtime.Pids, Why: "cgroups v1", Fix: "(fake runtime: scripted by Lack)"}}}).Error(), Age: "0s"},
+			{Name: "plugins", OK: true, Detail: "loaded: python"},
+			{Name: "image " + image, OK: true, Detail: "present"},
+		}},
+		{"waived", lacking, nil, []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "waived, not enforced: memory, pids", Age: "0s"},
+			{Name: "plugins", Detail: "loaded: "},
+		}},
+		{"no plugin", up, nil, []httpserver.Check{
+			{Name: "podman", OK: true, Detail: "Podman 5.0.0 at unix:///fake/podman.sock"},
+			{Name: "guarantees", OK: true, Detail: "every guarantee enforced", Age: "0s"},
+			{Name: "plugins", Detail: "loaded: "},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			waive := map[runtime.Guarantee]string{runtime.Memory: "security.waive[0]"}
+			if c.name == "waived" {
+				waive[runtime.Pids] = "security.waive[1]"
+			}
+			pol := policy.New(policy.Settings{Waived: waive}, nil)
+			if d := cmp.Diff(c.want, (&Probe{}).Checks(context.Background(), "podman", c.rt, pol, c.sts)); d != "" {
+				t.Errorf("checks (-want +got):\n%s", d)
 			}
 		})
 	}

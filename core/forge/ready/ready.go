@@ -1,14 +1,28 @@
-package forge
+// Package ready is the runtime's and the plugins' lines of the core's
+// /readyz: the runtime answers, its sandboxes get every guarantee they
+// require (or its waiver), a plugin is loaded, and the backends' images
+// exist; the runtime's answers are settled across rounds, so that a busy
+// runtime's slow answer does not take a working server out of its load
+// balancer.
+package ready
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/forge/pluginset"
 	"github.com/mcp-forge/mcp-forge/core/httpserver"
+	"github.com/mcp-forge/mcp-forge/core/plugins"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -35,8 +49,9 @@ const (
 	remeasureAfter = 10 * time.Minute
 )
 
-// readyProbe holds what the runtime last answered, across rounds.
-type readyProbe struct {
+// Probe holds what the runtime last answered, across rounds; its zero
+// value is ready for the first.
+type Probe struct {
 	now func() time.Time // nil: time.Now
 
 	mu      sync.Mutex
@@ -56,11 +71,135 @@ type readyProbe struct {
 	imageFailed bool
 }
 
-func (p *readyProbe) clock() time.Time {
+func (p *Probe) clock() time.Time {
 	if p.now != nil {
 		return p.now()
 	}
 	return time.Now()
+}
+
+// Checks are this round's lines. The first is named after the runtime
+// (kind, "podman" or "kubernetes"), up or down, so that an alert keyed on
+// it holds. The runtime's answers are settled across rounds.
+func (p *Probe) Checks(ctx context.Context, kind string, rt runtime.Runtime, pol *policy.Policy, sts []plugins.Status) []httpserver.Check {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock()
+	var checks []httpserver.Check
+	name := cmp.Or(kind, "podman")
+	images := slices.Sorted(maps.Keys(pluginset.Images(sts)))
+	var line httpserver.Check
+	var podmanOK, answered bool
+	var info runtime.Info
+	// Podman's image lookups are calls to the service, cheaper than its
+	// info; a Kubernetes image lookup may ask nothing (the nodes pull),
+	// and its Info (the API server's version) is cheap.
+	lookups := len(images) > 0 && !runtime.CapabilitiesOf(rt).ImagesElsewhere
+	if p.askInfo(now, lookups) {
+		var err error
+		info, err = rt.Info(ctx)
+		fresh := httpserver.Check{Name: name}
+		if err == nil {
+			fresh.OK, fresh.Detail = true, cmp.Or(info.Engine, "Podman")+" "+info.Version+" at "+info.Socket
+			p.info, p.infoAt = info, now
+		} else {
+			p.wasDown = true
+		}
+		line, podmanOK = p.runtime.settle(now, fresh, err)
+		answered = err == nil
+	} else {
+		// The image lookups below tell whether it answers, cheaply.
+		line, podmanOK, answered, info = p.runtime.good, true, true, p.info
+		line.Age = now.Sub(p.infoAt).Round(time.Second).String()
+	}
+	checks = append(checks, line)
+	if podmanOK {
+		checks = append(checks, p.guaranteeLine(ctx, now, answered, info, rt, pol))
+	}
+	var loaded, failed []string
+	for _, st := range sts {
+		if st.Error == "" {
+			loaded = append(loaded, st.Name)
+		} else {
+			failed = append(failed, st.Name+": "+st.Error)
+		}
+	}
+	sort.Strings(loaded)
+	pc := httpserver.Check{Name: "plugins", OK: len(loaded) > 0, Detail: "loaded: " + strings.Join(loaded, ", ")}
+	if len(failed) > 0 {
+		pc.Detail += "; failed: " + strings.Join(failed, "; ")
+	}
+	checks = append(checks, pc)
+	if p.images == nil {
+		p.images = map[string]*tolerant{}
+	}
+	p.imageFailed = false
+	for _, img := range images {
+		ch := httpserver.Check{Name: "image " + img}
+		if !podmanOK {
+			ch.Detail = "not checked: Podman unreachable"
+			checks = append(checks, ch)
+			continue
+		}
+		t := p.images[img]
+		if t == nil {
+			t = &tolerant{}
+			p.images[img] = t
+		}
+		_, ok, err := rt.Image(ctx, img)
+		if err != nil {
+			p.imageFailed, p.wasDown = true, true
+		}
+		if err == nil && !ok {
+			ch.Detail = "missing: run `make images`"
+		} else if err == nil {
+			ch.OK, ch.Detail = true, "present"
+		}
+		ch, _ = t.settle(now, ch, err)
+		checks = append(checks, ch)
+	}
+	return checks
+}
+
+// guaranteeLine is the guarantees' line: measured when it must be
+// (remeasure), else as last measured, with its age. answered: the runtime
+// answered this round (info is its answer).
+func (p *Probe) guaranteeLine(ctx context.Context, now time.Time, answered bool, info runtime.Info, rt runtime.Runtime, pol *policy.Policy) httpserver.Check {
+	if answered && p.remeasure(now, info) || p.measuredAt.IsZero() {
+		rep, err := rt.Guarantees(ctx)
+		if err != nil {
+			line, _ := p.guarantees.settle(now, httpserver.Check{Name: "guarantees"}, err)
+			return line
+		}
+		line := guaranteeCheck(rep, pol)
+		p.guarantees.settle(now, line, nil)
+		p.gLine, p.measuredAt, p.measuredOf, p.wasDown = line, now, info, !answered
+		line.Age = "0s"
+		return line
+	}
+	line := p.gLine
+	line.Age = now.Sub(p.measuredAt).Round(time.Second).String()
+	return line
+}
+
+// guaranteeCheck: while a required guarantee is missing every sandbox is
+// refused, so the server is not ready; a waived one is ready, and says so.
+func guaranteeCheck(rep runtime.Report, pol *policy.Policy) httpserver.Check {
+	ch := httpserver.Check{Name: "guarantees"}
+	without, err := pol.Guarantees(rep)
+	switch {
+	case err != nil:
+		ch.Detail = err.Error()
+	case len(without) > 0:
+		names := make([]string, len(without))
+		for i, g := range without {
+			names[i] = string(g.Guarantee)
+		}
+		ch.OK, ch.Detail = true, "waived, not enforced: "+strings.Join(names, ", ")
+	default:
+		ch.OK, ch.Detail = true, "every guarantee enforced"
+	}
+	return ch
 }
 
 // tolerant is one line whose answer may fail for a while before the line
@@ -115,7 +254,7 @@ func sameService(a, b runtime.Info) bool {
 // never measured, last found wanting (it may have been fixed), the last
 // measurement failed, the service changed or did not answer meanwhile (it
 // may have restarted otherwise configured), or the measurement is old.
-func (p *readyProbe) remeasure(now time.Time, info runtime.Info) bool {
+func (p *Probe) remeasure(now time.Time, info runtime.Info) bool {
 	return p.measuredAt.IsZero() || !p.gLine.OK || p.guarantees.fails > 0 || p.wasDown ||
 		!sameService(info, p.measuredOf) || now.Sub(p.measuredAt) >= remeasureAfter
 }
@@ -131,6 +270,6 @@ func slow(err error) bool {
 // askInfo reports whether this round asks the runtime's Info: none yet,
 // the last did not answer or is old, an image lookup did not answer, or
 // no image lookup will tell whether the runtime answers.
-func (p *readyProbe) askInfo(now time.Time, lookups bool) bool {
+func (p *Probe) askInfo(now time.Time, lookups bool) bool {
 	return !lookups || p.infoAt.IsZero() || p.runtime.fails > 0 || p.imageFailed || now.Sub(p.infoAt) >= remeasureAfter
 }

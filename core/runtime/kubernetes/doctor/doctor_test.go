@@ -1,11 +1,19 @@
-package kubernetes
+package doctor
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -13,11 +21,13 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/images"
 )
 
 // Doctor reports each thing a cluster must provide, with a fix for what
@@ -79,7 +89,7 @@ func TestDoctor(t *testing.T) {
 			})
 			k := testKube()
 			k.PullPolicy, k.NodeName, k.RuntimeClass, k.CorePod = "Never", "localhost", "gvisor", tc.corePod
-			results := NewWithClient(cs, nil, k, Options{}).Doctor([]string{"mcp-forge/python:3.11"})(context.Background())
+			results := cluster(cs, "", k).Doctor([]string{"mcp-forge/python:3.11"})(context.Background())
 			got := map[string]Finding{}
 			for _, r := range results {
 				got[r.Name] = r
@@ -106,8 +116,62 @@ func TestDoctor(t *testing.T) {
 	cs.Discovery().(*fakediscovery.FakeDiscovery).PrependReactor("get", "version", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
 		return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
 	})
-	results := NewWithClient(cs, &rest.Config{Host: "https://127.0.0.1:6443"}, config.Default().Runtime.Kubernetes, Options{}).Doctor(nil)(context.Background())
+	results := cluster(cs, "https://127.0.0.1:6443", config.Default().Runtime.Kubernetes).Doctor(nil)(context.Background())
 	if len(results) != 1 || results[0].Status != Fail || !strings.Contains(results[0].Detail, "127.0.0.1:6443") || !strings.Contains(results[0].Fix, "kubeconfig") {
 		t.Errorf("Doctor with the API server down: %+v; want one failure naming it, with a fix", results)
+	}
+}
+
+func testKube() config.Kubernetes {
+	k := config.Default().Runtime.Kubernetes
+	k.Namespace = "sandboxes"
+	return k
+}
+
+// cluster is the checks of cs as k configures the runtime, whose API
+// server is at host (its version the discovery's).
+func cluster(cs kubernetes.Interface, host string, k config.Kubernetes) Cluster {
+	info := func(context.Context) (runtime.Info, error) {
+		v, err := cs.Discovery().ServerVersion()
+		if err != nil {
+			return runtime.Info{}, fmt.Errorf("kubernetes API server %s: %w", host, err)
+		}
+		return runtime.Info{Engine: "Kubernetes", Socket: host, Version: v.GitVersion}, nil
+	}
+	return Cluster{API: cs, Config: k, Info: info, Images: images.New(cs, k, nil)}
+}
+
+// doctor's registry findings: it answers and takes pushes, and which base
+// images are missing from it (they run from the nodes, but no environment
+// can be built on them); a registry that does not answer fails.
+func TestRegistryDoctor(t *testing.T) {
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	reg := strings.TrimPrefix(srv.URL, "http://")
+	img, err := random.Image(2048, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(reg + "/mcp-forge/python:3.11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	withRegistry := func(r string) Cluster {
+		k := testKube()
+		k.ImageRegistry, k.PullPolicy = r, "Never"
+		return cluster(fake.NewClientset(), "", k)
+	}
+	got := withRegistry(reg).registryFindings(ctx, []string{"mcp-forge/python:3.11", "mcp-forge/r:4.2"})
+	if len(got) != 2 || got[0].Status != OK || !strings.Contains(got[0].Detail, "may push") ||
+		got[1].Status != Warn || !strings.Contains(got[1].Detail, "mcp-forge/r:4.2") || strings.Contains(got[1].Detail, "python") {
+		t.Errorf("findings %+v; want the registry ok and r:4.2 (only) missing", got)
+	}
+	got = withRegistry("127.0.0.1:1").registryFindings(ctx, []string{"mcp-forge/python:3.11"})
+	if len(got) != 1 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "cannot push") {
+		t.Errorf("findings with the registry down %+v; want one failure", got)
 	}
 }

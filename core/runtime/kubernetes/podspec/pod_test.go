@@ -1,4 +1,4 @@
-package kubernetes
+package podspec
 
 import (
 	"bytes"
@@ -17,17 +17,21 @@ import (
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 
+	"github.com/mcp-forge/mcp-forge/core/cluster"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/pod-*.golden.json from podSpec")
+var update = flag.Bool("update", false, "rewrite testdata/pod-*.golden.json from Build")
 
 const (
 	testWorkspace = "/var/lib/mcp-forge/sessions/s-a1b2"
 	codeHash      = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" // 64 hex: too long for a label value
 )
+
+// host marks the pods of the core with host 0123456789abcdef (core/cluster).
+var host = map[string]string{cluster.LabelHost: "0123456789abcdef"}
 
 // sessionID is 100 characters: a session id of the core, no label value.
 var sessionID = strings.Repeat("s0123456789", 9) + "abcdefghij"
@@ -106,7 +110,7 @@ func TestPodSpecGolden(t *testing.T) {
 	custom.Image, custom.ImageID = "mcp-forge/custom:stats", "127.0.0.1:5000/mcp-forge/custom@sha256:"+strings.Repeat("0f", 32)
 	for name, s := range map[string]runtime.Spec{"stateless": statelessSpec(), "session": sessionSpec(), "custom": custom, "tools": toolsSpec()} {
 		t.Run(name, func(t *testing.T) {
-			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", "0123456789abcdef", 1<<30)
+			pod, err := Build(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", host, 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,10 +133,10 @@ func TestPodSpecGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run `go test ./core/runtime/kubernetes -run Golden -update` to create it)", err)
+				t.Fatalf("%v (run `go test ./core/runtime/kubernetes/podspec -run Golden -update` to create it)", err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("podSpec(%s) differs from %s (run with -update if the change is deliberate):\n%s", name, path, diffLines(string(want), string(got)))
+				t.Errorf("Build(%s) differs from %s (run with -update if the change is deliberate):\n%s", name, path, diffLines(string(want), string(got)))
 			}
 		})
 	}
@@ -191,7 +195,7 @@ func TestPodSpecConfines(t *testing.T) {
 	for name, tc := range podCases() {
 		t.Run(name, func(t *testing.T) {
 			s, k := tc.s, tc.k
-			pod, err := podSpec(s, k, k.Namespace, "forge-0123456789abcdef", "0123456789abcdef", 1<<30)
+			pod, err := Build(s, k, k.Namespace, "forge-0123456789abcdef", host, 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +207,7 @@ func TestPodSpecConfines(t *testing.T) {
 			}
 			ps := pod.Spec
 			all := append(slices.Clone(ps.InitContainers), ps.Containers...)
-			check(len(ps.InitContainers) == 2 && len(ps.Containers) == 2 && ps.InitContainers[0].Name == containerAgent, "the agent's, a seed, a sandbox and a keeper container")
+			check(len(ps.InitContainers) == 2 && len(ps.Containers) == 2 && ps.InitContainers[0].Name == Agent, "the agent's, a seed, a sandbox and a keeper container")
 			for _, c := range ps.Containers {
 				check(slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == "agent" && vm.MountPath == agentDir && vm.ReadOnly }),
 					c.Name+": the agent mounted read-only")
@@ -260,7 +264,7 @@ func TestPodSpecConfines(t *testing.T) {
 			for _, vm := range ps.Containers[1].VolumeMounts {
 				check(vm.Name != "run" || vm.ReadOnly, "the keeper reads the run directory only")
 			}
-			check(sandbox.Name == containerSandbox && sandbox.Resources.Limits.Memory().Value() == s.Limits.MemoryBytes, "the sandbox's memory limit is the run's")
+			check(sandbox.Name == Sandbox && sandbox.Resources.Limits.Memory().Value() == s.Limits.MemoryBytes, "the sandbox's memory limit is the run's")
 			check(sandbox.Resources.Limits.Cpu().MilliValue() == s.Limits.CPUQuota/100, "the sandbox's CPU limit is its quota (50000 µs per 100 ms: 500m)")
 			check(slices.Equal(sandbox.Command[4:], s.Command), "the sandbox runs the command under its init")
 
@@ -272,10 +276,10 @@ func TestPodSpecConfines(t *testing.T) {
 
 			for key, v := range pod.Labels {
 				check(len(validation.IsQualifiedName(key)) == 0 && len(validation.IsValidLabelValue(v)) == 0, "label "+key+"="+v+" is label-safe")
-				check(key == runtime.LabelManaged || key == LabelHost || s.Labels[key] == v, "label "+key+" comes from the spec")
+				check(key == runtime.LabelManaged || key == cluster.LabelHost || s.Labels[key] == v, "label "+key+" comes from the spec")
 			}
 			check(pod.Labels[runtime.LabelManaged] == "true", "marked managed")
-			check(pod.Labels[LabelHost] == "0123456789abcdef", "marked with its core's host")
+			check(pod.Labels[cluster.LabelHost] == "0123456789abcdef", "marked with its core's host")
 			var ann map[string]string
 			check(json.Unmarshal([]byte(pod.Annotations[annotationLabels]), &ann) == nil, "the labels annotation is JSON")
 			for key, v := range s.Labels {
@@ -290,10 +294,10 @@ func TestPodSpecConfines(t *testing.T) {
 			if _, ok := pod.Labels[runtime.LabelSession]; ok {
 				t.Errorf("a 100-character session id is no label value")
 			}
-			got := specLabels(pod)
-			check(len(got) == len(s.Labels), "specLabels reads back every label")
+			got := Labels(pod)
+			check(len(got) == len(s.Labels), "Labels reads back every label")
 			for key, v := range s.Labels {
-				check(got[key] == v, "specLabels reads back "+key)
+				check(got[key] == v, "Labels reads back "+key)
 			}
 
 			// PodSecurity's own restricted checks, as the namespace enforces them.
@@ -346,14 +350,24 @@ func TestPodSpecRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := statelessSpec()
 			tc.edit(&s)
-			pod, err := podSpec(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", "0123456789abcdef", 0)
+			pod, err := Build(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", host, 0)
 			if err == nil {
-				t.Fatalf("podSpec accepted it: %+v", pod.Spec.Containers[0].SecurityContext)
+				t.Fatalf("Build accepted it: %+v", pod.Spec.Containers[0].SecurityContext)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A writable mount outside the workspace is refused: a copy could not
+// carry the sandbox's writes back.
+func TestWritableMountOutsideRefused(t *testing.T) {
+	s := statelessSpec()
+	s.Mounts = append(s.Mounts, runtime.Mount{Source: "/var/lib/other", Target: "/other"})
+	if _, err := Build(s, goldenKube(), "mcp-forge", "forge-0123456789abcdef", host, 0); err == nil || !strings.Contains(err.Error(), "writable mount of /var/lib/other") {
+		t.Fatalf("Build: %v; want the writable mount refused", err)
 	}
 }
 
@@ -363,7 +377,7 @@ func TestPodSpecUserAndRequests(t *testing.T) {
 	s.User = "1234"
 	s.Limits.MemoryBytes = 32 << 20 // below the default 64 MiB request
 	s.Limits.CPUQuota = 2000        // 20m, below the 50m request
-	pod, err := podSpec(s, config.Default().Runtime.Kubernetes, "ns", "p", "0123456789abcdef", 0)
+	pod, err := Build(s, config.Default().Runtime.Kubernetes, "ns", "p", host, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,26 +391,6 @@ func TestPodSpecUserAndRequests(t *testing.T) {
 	}
 	if pod.Spec.Volumes[0].EmptyDir.SizeLimit != nil {
 		t.Errorf("no quota, yet a workspace size limit %v", pod.Spec.Volumes[0].EmptyDir.SizeLimit)
-	}
-}
-
-func TestImageRef(t *testing.T) {
-	cases := []struct{ registry, name, want string }{
-		{"", "mcp-forge/python:3.11", "localhost/mcp-forge/python:3.11"},
-		{"", "localhost/mcp-forge/python:3.11", "localhost/mcp-forge/python:3.11"},
-		{"", "registry.example.org/team/python:3.11", "registry.example.org/team/python:3.11"},
-		{"", "registry:5000/python:3.11", "registry:5000/python:3.11"},
-		{"registry.example.org/team", "mcp-forge/python:3.11", "registry.example.org/team/mcp-forge/python:3.11"},
-		{"registry.example.org/team", "localhost/mcp-forge/python:3.11", "registry.example.org/team/mcp-forge/python:3.11"},
-		// Names the registry gave (an image ID by digest, a listed tag) are left as they are.
-		{"127.0.0.1:5000", "127.0.0.1:5000/mcp-forge/custom@sha256:" + strings.Repeat("ab", 32), "127.0.0.1:5000/mcp-forge/custom@sha256:" + strings.Repeat("ab", 32)},
-		{"registry.example.org/team", "registry.example.org/team/mcp-forge/custom:x", "registry.example.org/team/mcp-forge/custom:x"},
-		{"registry.example.org/team", "registry.example.org/teamx/python:1", "registry.example.org/team/registry.example.org/teamx/python:1"},
-	}
-	for _, tc := range cases {
-		if got := ImageRef(tc.registry, tc.name); got != tc.want {
-			t.Errorf("ImageRef(%q, %q) = %q, want %q", tc.registry, tc.name, got, tc.want)
-		}
 	}
 }
 

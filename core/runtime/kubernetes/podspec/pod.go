@@ -1,4 +1,10 @@
-package kubernetes
+// Package podspec builds the pod a sandbox runs in from a spec that passed
+// the policy, for the Kubernetes runtime: its containers (the agent's
+// install, the seed that unpacks the workspace, the sandbox under the
+// agent's init, the keeper that serves files and sockets), their
+// confinement, limits, volumes and labels, and reads back what a pod was
+// built with. It is pure: it calls nothing.
+package podspec
 
 import (
 	"crypto/rand"
@@ -19,6 +25,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
+	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes/images"
 )
 
 // The containers of a sandbox pod. The sandbox runs the intent's command
@@ -27,17 +34,17 @@ import (
 // that files can be read back after a run ended and endpoints reached
 // while it runs, always inside the pod's confinement.
 const (
-	containerSandbox = "sandbox"
-	containerAgent   = "agent"
-	containerSeed    = "seed"
-	containerKeeper  = "keeper"
+	Sandbox = "sandbox"
+	Agent   = "agent"
+	Seed    = "seed"
+	Keeper  = "keeper"
 )
 
 // Paths in the pod's containers.
 const (
-	wsDir    = "/forge/ws"  // the whole workspace, in seed and keeper
-	runDir   = "/forge/run" // the sandbox's captured output, in sandbox and keeper
-	seedRoot = "/forge"     // where the seed unpacks: ws/ and copy/<n>/ beneath
+	WorkspaceDir = "/forge/ws"  // the whole workspace, in seed and keeper
+	RunDir       = "/forge/run" // the sandbox's captured output, in sandbox and keeper
+	SeedRoot     = "/forge"     // where the seed unpacks: ws/ and copy/<n>/ beneath
 	// agentPath is the agent in every container of the pod (where the
 	// core's egress forwarder expects it, as on Podman).
 	agentPath = agent.Path
@@ -61,46 +68,47 @@ const lifetimeGrace = 60
 
 // The sandbox container runs its command under the agent's init (its
 // PID 1: images carry no init and a pod gets none injected, as Podman's
-// --init), which captures stdout and stderr apart in runDir, reaps and
+// --init), which captures stdout and stderr apart in RunDir, reaps and
 // forwards signals, and keeps the API server's address out of
 // /proc/1/environ; the keeper's PID 1 is the agent idling. The agent
 // reaches the pod through the init container agent, which copies it from
 // its own image into an emptyDir the others mount read-only: nothing of
 // the user's image is needed for it.
-func agentCmd(args ...string) []string { return append([]string{agentPath}, args...) }
+func AgentCmd(args ...string) []string { return append([]string{agentPath}, args...) }
 
-// podName is a fresh pod name (a DNS label).
-func podName() string {
+// Name is a fresh pod name (a DNS label).
+func Name() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return "forge-" + hex.EncodeToString(b)
 }
 
-// mountPlace is a mount's place in the workspace, or a copy.
-type mountPlace struct {
+// Mount is a mount's place in the workspace, or a copy.
+type Mount struct {
 	Target   string `json:"target"`
 	Rel      string `json:"rel"` // "" or "." for the workspace itself
 	ReadOnly bool   `json:"ro,omitempty"`
 	// Copy numbers (from 1) a read-only mount of a directory of the core's
-	// outside the workspace: the pod gets a copy of Source (relay.go).
+	// outside the workspace: the pod gets a copy of Source (CopyDir),
+	// whose sockets the runtime relays to the core's.
 	Copy   int    `json:"copy,omitempty"`
 	Source string `json:"-"`
 }
 
-// places maps the spec's mounts into its workspace, since a pod cannot
+// Places maps the spec's mounts into its workspace, since a pod cannot
 // mount the core's directories (no host paths); a read-only mount of
 // another directory of the core's becomes a copy.
-func places(s runtime.Spec) ([]mountPlace, error) {
-	var out []mountPlace
+func Places(s runtime.Spec) ([]Mount, error) {
+	var out []Mount
 	copies := 0
 	for _, m := range s.Mounts {
 		rel, ok := within(s.WorkspacePath, m.Source)
 		switch {
 		case ok:
-			out = append(out, mountPlace{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
+			out = append(out, Mount{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
 		case m.ReadOnly:
 			copies++
-			out = append(out, mountPlace{Target: m.Target, ReadOnly: true, Copy: copies, Source: m.Source})
+			out = append(out, Mount{Target: m.Target, ReadOnly: true, Copy: copies, Source: m.Source})
 		default:
 			return nil, fmt.Errorf("writable mount of %s at %s is not in the sandbox's workspace: a pod gets the workspace, and only copies of the core's other directories, read-only", m.Source, m.Target)
 		}
@@ -122,27 +130,12 @@ func within(root, p string) (string, bool) {
 	return strings.TrimPrefix(p, root+"/"), true
 }
 
-// ImageRef is the reference a pod is created with for image name: the
-// registry prefix before it, else a name without a registry is a local
-// one (localhost/, as Podman names the images it builds).
-func ImageRef(registry, name string) string {
-	if registry != "" && strings.HasPrefix(name, registry+"/") {
-		return name // already the registry's: an image ID or a listed name
-	}
-	if registry != "" {
-		return registry + "/" + strings.TrimPrefix(name, "localhost/")
-	}
-	first, _, found := strings.Cut(name, "/")
-	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
-		return name
-	}
-	return "localhost/" + name
-}
-
-// podSpec builds the pod of a spec that passed the policy. It translates:
-// whatever the spec forbids (privileges, host namespaces, host paths) was
-// refused before, and a spec that still carries it is refused here.
-func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota int64) (*corev1.Pod, error) {
+// Build builds the pod of a spec that passed the policy, named name in
+// namespace ns, its workspace bounded by quota, labelled also with marks
+// (the core's own: its host). It translates: whatever the spec forbids
+// (privileges, host namespaces, host paths) was refused before, and a spec
+// that still carries it is refused here.
+func Build(s runtime.Spec, k config.Kubernetes, ns, name string, marks map[string]string, quota int64) (*corev1.Pod, error) {
 	if s.Privileged || len(s.CapAdd) > 0 || len(s.Devices) > 0 || s.PidNS == "host" || s.IPCNS == "host" || s.Network == "host" {
 		return nil, fmt.Errorf("refusing a spec with privileges or host namespaces (the policy should have refused it)")
 	}
@@ -153,7 +146,7 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := places(s)
+	mounts, err := Places(s)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +157,9 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 		}
 	}
 	labels[runtime.LabelManaged] = "true"
-	labels[LabelHost] = host
+	for k, v := range marks {
+		labels[k] = v
+	}
 	all, _ := json.Marshal(s.Labels)
 	mj, _ := json.Marshal(mounts)
 
@@ -216,15 +211,15 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	for _, key := range sortedKeys(s.Env) {
 		env = append(env, corev1.EnvVar{Name: key, Value: s.Env[key]})
 	}
-	env = append(env, corev1.EnvVar{Name: "FORGE_LOG_MAX", Value: strconv.Itoa(maxLog)})
+	env = append(env, corev1.EnvVar{Name: "FORGE_LOG_MAX", Value: strconv.Itoa(MaxLog)})
 	agentRO := corev1.VolumeMount{Name: "agent", MountPath: agentDir, ReadOnly: true}
-	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: runDir}, agentRO}
-	seedMounts := []corev1.VolumeMount{{Name: "ws", MountPath: wsDir}}
+	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: RunDir}, agentRO}
+	seedMounts := []corev1.VolumeMount{{Name: "ws", MountPath: WorkspaceDir}}
 	var copies []corev1.Volume
 	for _, m := range mounts {
 		if m.Copy > 0 {
 			vm = append(vm, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: m.Target, ReadOnly: true})
-			seedMounts = append(seedMounts, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: copyDir(m.Copy)})
+			seedMounts = append(seedMounts, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: CopyDir(m.Copy)})
 			copies = append(copies, corev1.Volume{Name: copyVolume(m.Copy), VolumeSource: corev1.VolumeSource{
 				EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(copySize, resource.BinarySI)}}})
 			continue
@@ -235,7 +230,7 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 		}
 		vm = append(vm, corev1.VolumeMount{Name: "ws", MountPath: m.Target, SubPath: sub, ReadOnly: m.ReadOnly})
 	}
-	keeperMounts := append(slices.Clone(seedMounts), corev1.VolumeMount{Name: "run", MountPath: runDir, ReadOnly: true}, agentRO)
+	keeperMounts := append(slices.Clone(seedMounts), corev1.VolumeMount{Name: "run", MountPath: RunDir, ReadOnly: true}, agentRO)
 	ws := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMedium(k.WorkspaceMedium)}
 	if quota > 0 {
 		ws.SizeLimit = resource.NewQuantity(quota, resource.BinarySI)
@@ -246,18 +241,18 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 	}
 	image := s.ImageID
 	if image == "" {
-		image = ImageRef(k.ImageRegistry, s.Image)
+		image = images.Ref(k.ImageRegistry, s.Image)
 	}
 	// An image by digest (an environment's, or a base image the registry
 	// holds) never changes: the node pulls it once, whatever pull_policy
 	// says of images by name (a preloaded node has no custom environment).
 	pull := corev1.PullPolicy(k.PullPolicy)
-	if isDigestRef(image) {
+	if images.IsDigest(image) {
 		pull = corev1.PullIfNotPresent
 	}
-	agentImage := ImageRef("", k.AgentImage)
+	agentImage := images.Ref("", k.AgentImage)
 	agentPull := corev1.PullPolicy(k.PullPolicy)
-	if isDigestRef(agentImage) {
+	if images.IsDigest(agentImage) {
 		agentPull = corev1.PullIfNotPresent
 	}
 	deadline := int64(k.SessionLifetime)
@@ -284,35 +279,35 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 			Volumes: append([]corev1.Volume{
 				{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: ws}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: tmp}},
-				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(3*maxLog, resource.BinarySI)}}},
+				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(3*MaxLog, resource.BinarySI)}}},
 				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(agentSize, resource.BinarySI)}}},
 			}, copies...),
 			InitContainers: []corev1.Container{{
 				// The agent's image is FROM scratch: the agent copies itself.
-				Name: containerAgent, Image: agentImage, ImagePullPolicy: agentPull,
+				Name: Agent, Image: agentImage, ImagePullPolicy: agentPull,
 				Command:         []string{"/" + agent.Binary, "install", agentPath},
 				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
 				SecurityContext: confined(), Resources: corev1.ResourceRequirements{Requests: helper.Requests, Limits: corev1.ResourceList{
 					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: *resource.NewQuantity(agentSize+32<<20, resource.BinarySI)}},
 			}, {
-				Name: containerSeed, Image: image, ImagePullPolicy: pull,
+				Name: Seed, Image: image, ImagePullPolicy: pull,
 				// The workspace arrives as a tar on stdin (Start attaches);
 				// the sandbox starts only once it is all there.
-				Command: []string{"tar", "-x", "-f", "-", "-C", seedRoot, "--no-same-owner", "--delay-directory-restore"},
+				Command: []string{"tar", "-x", "-f", "-", "-C", SeedRoot, "--no-same-owner", "--delay-directory-restore"},
 				Stdin:   true, StdinOnce: true,
 				VolumeMounts:    seedMounts,
 				SecurityContext: confined(), Resources: helper,
 			}},
 			Containers: []corev1.Container{
 				{
-					Name: containerSandbox, Image: image, ImagePullPolicy: pull,
-					Command:    append(agentCmd("init", runDir, "--"), s.Command...),
+					Name: Sandbox, Image: image, ImagePullPolicy: pull,
+					Command:    append(AgentCmd("init", RunDir, "--"), s.Command...),
 					WorkingDir: s.WorkDir, Env: env, VolumeMounts: vm, SecurityContext: confined(),
 					Resources: corev1.ResourceRequirements{Limits: limits, Requests: requests},
 				},
 				{
-					Name: containerKeeper, Image: image, ImagePullPolicy: pull,
-					Command:         agentCmd("idle"),
+					Name: Keeper, Image: image, ImagePullPolicy: pull,
+					Command:         AgentCmd("idle"),
 					VolumeMounts:    keeperMounts,
 					SecurityContext: confined(), Resources: helper,
 				},
@@ -336,9 +331,9 @@ func podSpec(s runtime.Spec, k config.Kubernetes, ns, name, host string, quota i
 // agentSize bounds the agent's emptyDir: the binary (about 4 MB) and room.
 const agentSize = 32 << 20
 
-// maxLog is how much of each of stdout and stderr the sandbox keeps: the
+// MaxLog is how much of each of stdout and stderr the sandbox keeps: the
 // most an MCP result carries (execution.max_output is at most this).
-const maxLog = 4 << 20
+const MaxLog = 4 << 20
 
 func ids(user string) (uid, gid int64, err error) {
 	u, g, ok := strings.Cut(user, ":")
@@ -362,8 +357,8 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// specLabels reads back the labels a pod was created with.
-func specLabels(p *corev1.Pod) map[string]string {
+// Labels reads back the labels a pod was created with.
+func Labels(p *corev1.Pod) map[string]string {
 	out := map[string]string{}
 	if err := json.Unmarshal([]byte(p.Annotations[annotationLabels]), &out); err != nil || len(out) == 0 {
 		out = map[string]string{}
@@ -373,3 +368,26 @@ func specLabels(p *corev1.Pod) map[string]string {
 	}
 	return out
 }
+
+// Mounts reads back the sandbox's mounts a pod was created with (their
+// places in the workspace; a copy's Source is the creating core's alone).
+func Mounts(p *corev1.Pod) []Mount {
+	var out []Mount
+	_ = json.Unmarshal([]byte(p.Annotations[annotationMounts]), &out)
+	return out
+}
+
+// A read-only mount of a directory of the core's (a tool grant: generated
+// code and the socket its sandbox calls tools through) cannot reach a pod:
+// the pod gets a copy of the directory, filled by the seed and kept up to
+// date through the keeper, which also serves its sockets.
+
+// CopyDir is copy n's place in the seed and the keeper (from 1).
+func CopyDir(n int) string { return fmt.Sprintf("/forge/copy/%d", n) }
+
+// copyVolume is copy n's emptyDir.
+func copyVolume(n int) string { return fmt.Sprintf("copy-%d", n) }
+
+// copySize bounds a copy: generated code (toolbridge.MaxGenerated) and
+// room to spare.
+const copySize = 64 << 20

@@ -1,4 +1,4 @@
-package kubernetes
+package images
 
 import (
 	"compress/gzip"
@@ -32,16 +32,16 @@ import (
 //
 // What a registry cannot do, the runtime says so rather than pretend:
 //   - it cannot be searched by label: Images lists the tags of the
-//     environments' repository (customRepo) and reads their configs;
+//     environments' repository (CustomRepo) and reads their configs;
 //   - an image pushed without a tag cannot be listed at all: a build the
 //     core crashed during leaves a manifest nobody names (its blobs are
 //     reclaimed by the registry's garbage collection, run by its operator);
 //   - a tag is removed by deleting its manifest, which removes every other
 //     tag of the same manifest too (the Distribution API has no untag).
 
-// customRepo is the repository of every environment in the registry:
+// CustomRepo is the repository of every environment in the registry:
 // <image_registry>/mcp-forge/custom (core/environments.Repository).
-const customRepo = "mcp-forge/custom"
+const CustomRepo = "mcp-forge/custom"
 
 // registryTimeout bounds one registry call that moves no layer.
 const registryTimeout = 60 * time.Second
@@ -53,28 +53,17 @@ var errNoRegistry = errors.New("custom environments on the Kubernetes runtime ne
 // without runtime.kubernetes.image_registry.
 var ErrNoBuilds = errNoRegistry
 
-func (c *Client) remoteOpts(ctx context.Context) []remote.Option {
+func (s *Store) remoteOpts(ctx context.Context) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithUserAgent("mcp-forge")}
 }
 
 // registryRef parses an image name as the registry holds it.
-func (c *Client) registryRef(image string) (name.Reference, error) {
-	ref, err := name.ParseReference(ImageRef(c.k.ImageRegistry, image))
+func (s *Store) registryRef(image string) (name.Reference, error) {
+	ref, err := name.ParseReference(Ref(s.k.ImageRegistry, image))
 	if err != nil {
-		return nil, fmt.Errorf("image %s in runtime.kubernetes.image_registry %s: %w", image, c.k.ImageRegistry, err)
+		return nil, fmt.Errorf("image %s in runtime.kubernetes.image_registry %s: %w", image, s.k.ImageRegistry, err)
 	}
 	return ref, nil
-}
-
-// coreName is the name the core knows a registry tag by: the registry
-// prefix dropped, under localhost/ as Podman names local images (the image
-// allowlist and the environments judge names in that form).
-func (c *Client) coreName(tag string) string {
-	short := strings.TrimPrefix(tag, c.k.ImageRegistry+"/")
-	if short == tag {
-		return tag
-	}
-	return ImageRef("", short)
 }
 
 // notFound reports whether a registry answered that a repository or a
@@ -97,42 +86,42 @@ func notFound(err error) bool {
 }
 
 // registryFail says which registry call failed, and what to check.
-func (c *Client) registryFail(what string, err error) error {
+func (s *Store) registryFail(what string, err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
-		return fmt.Errorf("%s in runtime.kubernetes.image_registry %s: %w (the core's registry credentials, in its docker config.json, must allow pull and push)", what, c.k.ImageRegistry, err)
+		return fmt.Errorf("%s in runtime.kubernetes.image_registry %s: %w (the core's registry credentials, in its docker config.json, must allow pull and push)", what, s.k.ImageRegistry, err)
 	}
-	return fmt.Errorf("%s in runtime.kubernetes.image_registry %s: %w", what, c.k.ImageRegistry, err)
+	return fmt.Errorf("%s in runtime.kubernetes.image_registry %s: %w", what, s.k.ImageRegistry, err)
 }
 
-// registryImage describes image as the registry holds it; ok is false when
+// Registry describes image as the registry holds it; ok is false when
 // the registry has no such repository or manifest.
-func (c *Client) registryImage(ctx context.Context, image string) (runtime.ImageInfo, bool, error) {
-	ref, err := c.registryRef(image)
+func (s *Store) Registry(ctx context.Context, image string) (runtime.ImageInfo, bool, error) {
+	ref, err := s.registryRef(image)
 	if err != nil {
 		return runtime.ImageInfo{}, false, err
 	}
 	cx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
-	desc, err := remote.Get(ref, c.remoteOpts(cx)...)
+	desc, err := remote.Get(ref, s.remoteOpts(cx)...)
 	if notFound(err) {
 		return runtime.ImageInfo{}, false, nil
 	}
 	if err != nil {
-		return runtime.ImageInfo{}, false, c.registryFail("look up "+ref.String(), err)
+		return runtime.ImageInfo{}, false, s.registryFail("look up "+ref.String(), err)
 	}
 	key := ref.Context().Digest(desc.Digest.String()).String()
 	var info runtime.ImageInfo
-	if v, ok := c.described.Load(key); ok {
+	if v, ok := s.described.Load(key); ok {
 		info = v.(runtime.ImageInfo)
 	} else {
-		if info, err = c.describe(ref.Context(), desc); err != nil {
-			return runtime.ImageInfo{}, false, c.registryFail("read "+ref.String(), err)
+		if info, err = s.describe(ref.Context(), desc); err != nil {
+			return runtime.ImageInfo{}, false, s.registryFail("read "+ref.String(), err)
 		}
-		c.described.Store(key, info)
+		s.described.Store(key, info)
 	}
 	if t, ok := ref.(name.Tag); ok {
-		info.Names = []string{t.String(), c.coreName(t.String())}
+		info.Names = []string{t.String(), s.coreName(t.String())}
 	}
 	return info, true, nil
 }
@@ -140,7 +129,7 @@ func (c *Client) registryImage(ctx context.Context, image string) (runtime.Image
 // describe reads an image's config: its ID is its digest reference in
 // repo, its size the sum of its blobs (compressed, as the registry stores
 // them and a node fetches them; a registry does not know the unpacked size).
-func (c *Client) describe(repo name.Repository, desc *remote.Descriptor) (runtime.ImageInfo, error) {
+func (s *Store) describe(repo name.Repository, desc *remote.Descriptor) (runtime.ImageInfo, error) {
 	if !desc.MediaType.IsImage() {
 		return runtime.ImageInfo{}, fmt.Errorf("%s is a %s, not one image (a multi-platform index cannot be layered or checked)", desc.Digest, desc.MediaType)
 	}
@@ -170,29 +159,29 @@ func (c *Client) describe(repo name.Repository, desc *remote.Descriptor) (runtim
 // COPY layer/ / gives), labelled over the base's labels, pushed by digest
 // only to <image_registry>/mcp-forge/custom. Its ID is that digest
 // reference; Tag names it.
-func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, error) {
-	if c.k.ImageRegistry == "" {
+func (s *Store) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, error) {
+	if s.k.ImageRegistry == "" {
 		return "", errNoRegistry
 	}
 	if b.Base == "" || b.Context == "" {
 		return "", errors.New("registry build: a base image ID and a context directory are required")
 	}
-	base, err := name.NewDigest(ImageRef(c.k.ImageRegistry, b.Base))
-	if err != nil || !strings.HasPrefix(base.String(), c.k.ImageRegistry+"/") {
-		return "", fmt.Errorf("base image %s is not an image of runtime.kubernetes.image_registry %s by digest: push the base image there (`make kube-up` pushes the sandbox images to its registry)", b.Base, c.k.ImageRegistry)
+	base, err := name.NewDigest(Ref(s.k.ImageRegistry, b.Base))
+	if err != nil || !strings.HasPrefix(base.String(), s.k.ImageRegistry+"/") {
+		return "", fmt.Errorf("base image %s is not an image of runtime.kubernetes.image_registry %s by digest: push the base image there (`make kube-up` pushes the sandbox images to its registry)", b.Base, s.k.ImageRegistry)
 	}
-	repo, err := name.NewRepository(ImageRef(c.k.ImageRegistry, customRepo))
+	repo, err := name.NewRepository(Ref(s.k.ImageRegistry, CustomRepo))
 	if err != nil {
-		return "", fmt.Errorf("runtime.kubernetes.image_registry %s: %w", c.k.ImageRegistry, err)
+		return "", fmt.Errorf("runtime.kubernetes.image_registry %s: %w", s.k.ImageRegistry, err)
 	}
-	opts := c.remoteOpts(ctx)
+	opts := s.remoteOpts(ctx)
 	bi, err := remote.Image(base, opts...)
 	if err != nil {
-		return "", c.registryFail("base image "+base.String(), err)
+		return "", s.registryFail("base image "+base.String(), err)
 	}
 	bm, err := bi.MediaType()
 	if err != nil {
-		return "", c.registryFail("base image "+base.String(), err)
+		return "", s.registryFail("base image "+base.String(), err)
 	}
 	layerType := types.DockerLayer
 	if bm == types.OCIManifestSchema1 {
@@ -207,7 +196,7 @@ func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, 
 	layer := layerstream.NewLayer(pr, layerstream.WithCompressionLevel(gzip.BestSpeed), layerstream.WithMediaType(layerType))
 	t0 := time.Now()
 	if err := remote.WriteLayer(repo, layer, opts...); err != nil {
-		return "", c.registryFail("upload the environment's layer to "+repo.String(), err)
+		return "", s.registryFail("upload the environment's layer to "+repo.String(), err)
 	}
 	if b.Log != nil {
 		if d, err := layer.Digest(); err == nil {
@@ -245,7 +234,7 @@ func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, 
 	// By digest only: until Tag, no name points at a build that may still
 	// be refused (size, scan).
 	if err := remote.Write(ref, img, opts...); err != nil {
-		return "", c.registryFail("push "+ref.String(), err)
+		return "", s.registryFail("push "+ref.String(), err)
 	}
 	if b.Log != nil {
 		fmt.Fprintf(b.Log, "pushed %s in %s\n", ref, time.Since(t0).Round(time.Millisecond))
@@ -255,24 +244,24 @@ func (c *Client) BuildLayer(ctx context.Context, b runtime.LayerBuild) (string, 
 
 // Tag implements runtime.ImageBuilder: the manifest of id is put under the
 // tag ref ("mcp-forge/custom:name") in the registry.
-func (c *Client) Tag(ctx context.Context, id, ref string) error {
-	if c.k.ImageRegistry == "" {
+func (s *Store) Tag(ctx context.Context, id, ref string) error {
+	if s.k.ImageRegistry == "" {
 		return errNoRegistry
 	}
-	src, err := c.registryRef(id)
+	src, err := s.registryRef(id)
 	if err != nil {
 		return err
 	}
-	dst, err := name.NewTag(ImageRef(c.k.ImageRegistry, ref))
+	dst, err := name.NewTag(Ref(s.k.ImageRegistry, ref))
 	if err != nil {
 		return fmt.Errorf("tag %s: %w", ref, err)
 	}
 	cx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
-	opts := c.remoteOpts(cx)
+	opts := s.remoteOpts(cx)
 	desc, err := remote.Get(src, opts...)
 	if err != nil {
-		return c.registryFail("tag "+dst.String()+": look up "+src.String(), err)
+		return s.registryFail("tag "+dst.String()+": look up "+src.String(), err)
 	}
 	if src.Context().String() != dst.Context().String() {
 		// Another repository: its blobs must be there first (mounted).
@@ -280,10 +269,10 @@ func (c *Client) Tag(ctx context.Context, id, ref string) error {
 		if err == nil {
 			err = remote.Write(dst, img, opts...)
 		}
-		return c.registryFail("tag "+dst.String(), err)
+		return s.registryFail("tag "+dst.String(), err)
 	}
 	if err := remote.Tag(dst, desc, opts...); err != nil {
-		return c.registryFail("tag "+dst.String(), err)
+		return s.registryFail("tag "+dst.String(), err)
 	}
 	return nil
 }
@@ -291,23 +280,23 @@ func (c *Client) Tag(ctx context.Context, id, ref string) error {
 // Images implements runtime.ImageBuilder: the tagged images of the
 // environments' repository carrying every one of labels (a registry has
 // no label search, and untagged manifests cannot be listed).
-func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtime.ImageInfo, error) {
-	if c.k.ImageRegistry == "" {
+func (s *Store) Images(ctx context.Context, labels map[string]string) ([]runtime.ImageInfo, error) {
+	if s.k.ImageRegistry == "" {
 		return nil, nil // no registry: no environment can exist
 	}
-	repo, err := name.NewRepository(ImageRef(c.k.ImageRegistry, customRepo))
+	repo, err := name.NewRepository(Ref(s.k.ImageRegistry, CustomRepo))
 	if err != nil {
-		return nil, fmt.Errorf("runtime.kubernetes.image_registry %s: %w", c.k.ImageRegistry, err)
+		return nil, fmt.Errorf("runtime.kubernetes.image_registry %s: %w", s.k.ImageRegistry, err)
 	}
 	cx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
-	opts := c.remoteOpts(cx)
+	opts := s.remoteOpts(cx)
 	tags, err := remote.List(repo, opts...)
 	if notFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, c.registryFail("list the tags of "+repo.String(), err)
+		return nil, s.registryFail("list the tags of "+repo.String(), err)
 	}
 	sort.Strings(tags)
 	byDigest := map[string]*runtime.ImageInfo{}
@@ -319,21 +308,21 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 			continue // removed since the list
 		}
 		if err != nil {
-			return nil, c.registryFail("look up "+tag.String(), err)
+			return nil, s.registryFail("look up "+tag.String(), err)
 		}
 		key := desc.Digest.String()
 		im := byDigest[key]
 		if im == nil {
-			info, err := c.describe(repo, desc)
+			info, err := s.describe(repo, desc)
 			if err != nil {
-				c.log.Warn("an image of the environments' repository cannot be read; left out", "image", tag.String(), "error", err)
+				s.log.Warn("an image of the environments' repository cannot be read; left out", "image", tag.String(), "error", err)
 				continue
 			}
 			im = &info
 			byDigest[key] = im
 			order = append(order, key)
 		}
-		im.Names = append(im.Names, tag.String(), c.coreName(tag.String()))
+		im.Names = append(im.Names, tag.String(), s.coreName(tag.String()))
 	}
 	var out []runtime.ImageInfo
 	for _, k := range order {
@@ -348,17 +337,17 @@ func (c *Client) Images(ctx context.Context, labels map[string]string) ([]runtim
 // RemoveImage implements runtime.ImageBuilder: the manifest ref names (by
 // digest, or the one its tag points at) is deleted, and with it every tag
 // of it. An image already gone is not an error.
-func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	if c.k.ImageRegistry == "" {
+func (s *Store) RemoveImage(ctx context.Context, ref string) error {
+	if s.k.ImageRegistry == "" {
 		return errNoRegistry
 	}
-	r, err := c.registryRef(ref)
+	r, err := s.registryRef(ref)
 	if err != nil {
 		return err
 	}
 	cx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
-	opts := c.remoteOpts(cx)
+	opts := s.remoteOpts(cx)
 	d, ok := r.(name.Digest)
 	if !ok {
 		desc, err := remote.Head(r, opts...)
@@ -366,39 +355,39 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 			return nil
 		}
 		if err != nil {
-			return c.registryFail("look up "+r.String(), err)
+			return s.registryFail("look up "+r.String(), err)
 		}
 		d = r.Context().Digest(desc.Digest.String())
 	}
 	// The tags of it go first: the distribution registry drops them with
 	// the manifest, other registries keep a tag that names a deleted
 	// manifest, and a listed environment must not outlive its removal.
-	tags, err := c.tagsOf(d, opts)
+	tags, err := s.tagsOf(d, opts)
 	if err != nil {
 		return err
 	}
 	for _, t := range tags {
 		_ = remote.Delete(t, opts...) // refused where tags go with their manifest
 	}
-	c.described.Delete(d.String())
+	s.described.Delete(d.String())
 	if err := remote.Delete(d, opts...); err != nil && !notFound(err) {
 		var te *transport.Error
 		if errors.As(err, &te) && te.StatusCode == http.StatusMethodNotAllowed {
-			return fmt.Errorf("delete %s: the registry %s does not allow deletes (the distribution registry needs storage.delete.enabled: true): %w", d, c.k.ImageRegistry, err)
+			return fmt.Errorf("delete %s: the registry %s does not allow deletes (the distribution registry needs storage.delete.enabled: true): %w", d, s.k.ImageRegistry, err)
 		}
-		return c.registryFail("delete "+d.String(), err)
+		return s.registryFail("delete "+d.String(), err)
 	}
 	return nil
 }
 
 // tagsOf lists the tags of d's repository that name d.
-func (c *Client) tagsOf(d name.Digest, opts []remote.Option) ([]name.Tag, error) {
+func (s *Store) tagsOf(d name.Digest, opts []remote.Option) ([]name.Tag, error) {
 	tags, err := remote.List(d.Context(), opts...)
 	if notFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, c.registryFail("list the tags of "+d.Context().String(), err)
+		return nil, s.registryFail("list the tags of "+d.Context().String(), err)
 	}
 	var out []name.Tag
 	for _, t := range tags {
@@ -410,32 +399,3 @@ func (c *Client) tagsOf(d name.Digest, opts []remote.Option) ([]name.Tag, error)
 	}
 	return out, nil
 }
-
-// registryFindings are doctor's checks of the registry: it answers, the
-// core may push to the environments' repository, and the base images are
-// in it (a base image only on the nodes runs, but cannot be built on).
-func (c *Client) registryFindings(ctx context.Context, images []string) []Finding {
-	repo, err := name.NewRepository(ImageRef(c.k.ImageRegistry, customRepo))
-	if err != nil {
-		return []Finding{{Name: "registry", Status: Fail, Detail: err.Error(), Fix: "set runtime.kubernetes.image_registry to host[:port][/path]"}}
-	}
-	if err := remote.CheckPushPermission(repo.Tag("doctor"), authn.DefaultKeychain, remote.DefaultTransport); err != nil {
-		return []Finding{{Name: "registry", Status: Fail, Detail: fmt.Sprintf("%s: cannot push: %v", repo, err),
-			Fix: "start the registry (`make kube-up` runs one), or give the core push credentials in its docker config.json; the nodes must be able to pull from it too"}}
-	}
-	out := []Finding{{Name: "registry", Status: OK, Detail: fmt.Sprintf("%s answers and the core may push to %s (custom environments)", c.k.ImageRegistry, repo)}}
-	var missing []string
-	for _, img := range images {
-		if _, ok, err := c.registryImage(ctx, img); err != nil || !ok {
-			missing = append(missing, img)
-		}
-	}
-	if len(missing) > 0 {
-		out = append(out, Finding{Name: "registry", Status: Warn, Detail: "not in the registry, so no environment can be built on it: " + strings.Join(missing, ", "),
-			Fix: "push them to " + c.k.ImageRegistry + " (scripts/kube-up.sh shows how)"})
-	}
-	return out
-}
-
-// isDigestRef reports whether a pod image names its image by digest.
-func isDigestRef(image string) bool { return strings.Contains(image, "@sha256:") }

@@ -1,4 +1,4 @@
-package kubernetes
+package images
 
 import (
 	"archive/tar"
@@ -24,7 +24,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -82,11 +84,19 @@ func (r *testRegistry) pushBase(t *testing.T, ref string) v1.Image {
 	return img
 }
 
-func registryClient(t *testing.T, reg, pull string) *Client {
+func testKube() config.Kubernetes {
+	k := config.Default().Runtime.Kubernetes
+	k.Namespace = "sandboxes"
+	return k
+}
+
+// registryStore is the store of a cluster without nodes whose registry
+// is reg.
+func registryStore(t *testing.T, reg, pull string) *Store {
 	t.Helper()
 	k := testKube()
 	k.ImageRegistry, k.PullPolicy = reg, pull
-	return newCluster(t, k).c
+	return New(fake.NewClientset(), k, nil)
 }
 
 // layerTree is a builder's layer: a directory, files of two modes and a
@@ -120,14 +130,14 @@ func layerTree(t *testing.T) string {
 func TestRegistryEnvironmentLifecycle(t *testing.T) {
 	reg := newTestRegistry(t)
 	reg.pushBase(t, "mcp-forge/python:3.11")
-	c := registryClient(t, reg.host, "Never")
+	c := registryStore(t, reg.host, "Never")
 	ctx := context.Background()
 
 	base, ok, err := c.Image(ctx, "mcp-forge/python:3.11")
 	if err != nil || !ok {
 		t.Fatalf("Image(base): %v, %v", ok, err)
 	}
-	if !strings.HasPrefix(base.ID, reg.host+"/mcp-forge/python@sha256:") || !isDigestRef(base.ID) {
+	if !strings.HasPrefix(base.ID, reg.host+"/mcp-forge/python@sha256:") || !IsDigest(base.ID) {
 		t.Fatalf("base ID %q; want its digest reference in the registry", base.ID)
 	}
 	if !slices.Contains(base.Names, "localhost/mcp-forge/python:3.11") || !slices.Contains(base.Names, reg.host+"/mcp-forge/python:3.11") {
@@ -263,7 +273,7 @@ func checkLayer(t *testing.T, id string, layers int) {
 // is uploaded; a base only on the nodes (pull_policy Never) still runs.
 func TestRegistryRefusals(t *testing.T) {
 	ctx := context.Background()
-	none := registryClient(t, "", "Never")
+	none := registryStore(t, "", "Never")
 	if _, err := none.BuildLayer(ctx, runtime.LayerBuild{Base: "localhost/mcp-forge/python:3.11", Context: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry") {
 		t.Errorf("BuildLayer without a registry: %v; want a refusal naming runtime.kubernetes.image_registry", err)
 	}
@@ -275,7 +285,7 @@ func TestRegistryRefusals(t *testing.T) {
 	}
 
 	reg := newTestRegistry(t)
-	c := registryClient(t, reg.host, "IfNotPresent")
+	c := registryStore(t, reg.host, "IfNotPresent")
 	for _, b := range []string{"mcp-forge/python:3.11", reg.host + "/mcp-forge/python:3.11", "sha256:" + strings.Repeat("ab", 32)} {
 		before := reg.uploads()
 		if _, err := c.BuildLayer(ctx, runtime.LayerBuild{Base: b, Context: layerTree(t)}); err == nil || !strings.Contains(err.Error(), "by digest") {
@@ -292,13 +302,13 @@ func TestRegistryRefusals(t *testing.T) {
 	// pull_policy Never: an image preloaded on the node runs by name.
 	k := testKube()
 	k.ImageRegistry, k.PullPolicy, k.NodeName = reg.host, "Never", "localhost"
-	cl := newCluster(t, k)
+	cs := fake.NewClientset()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "localhost"}, Status: corev1.NodeStatus{
 		Images: []corev1.ContainerImage{{Names: []string{reg.host + "/mcp-forge/r:4.2"}, SizeBytes: 300 << 20}}}}
-	if _, err := cl.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	im, ok, err := cl.c.Image(ctx, "mcp-forge/r:4.2")
+	im, ok, err := New(cs, k, nil).Image(ctx, "mcp-forge/r:4.2")
 	if err != nil || !ok || im.ID != reg.host+"/mcp-forge/r:4.2" || !slices.Contains(im.Names, "localhost/mcp-forge/r:4.2") {
 		t.Errorf("Image of a node-only image: %+v, %v, %v; want it by name, with the core's name", im, ok, err)
 	}
@@ -306,39 +316,22 @@ func TestRegistryRefusals(t *testing.T) {
 	// The registry down, pull_policy Never: what the nodes hold runs by
 	// name; anything else is the registry's error.
 	k.ImageRegistry = "127.0.0.1:1"
-	cl = newCluster(t, k)
+	cs = fake.NewClientset()
 	node.Status.Images[0].Names = []string{"127.0.0.1:1/mcp-forge/r:4.2"}
-	if _, err := cl.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if im, ok, err := cl.c.Image(ctx, "mcp-forge/r:4.2"); err != nil || !ok || im.ID != "127.0.0.1:1/mcp-forge/r:4.2" {
+	down := New(cs, k, nil)
+	if im, ok, err := down.Image(ctx, "mcp-forge/r:4.2"); err != nil || !ok || im.ID != "127.0.0.1:1/mcp-forge/r:4.2" {
 		t.Errorf("Image of a node's image with the registry down: %+v, %v, %v; want it by name", im, ok, err)
 	}
-	if _, _, err := cl.c.Image(ctx, "mcp-forge/custom:x"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry") {
+	if _, _, err := down.Image(ctx, "mcp-forge/custom:x"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry") {
 		t.Errorf("Image of an environment with the registry down: %v; want the registry's error", err)
 	}
 
 	// A registry that does not answer is an error, never "not there".
-	down := registryClient(t, "127.0.0.1:1", "IfNotPresent")
+	down = registryStore(t, "127.0.0.1:1", "IfNotPresent")
 	if _, _, err := down.Image(ctx, "mcp-forge/custom:x"); err == nil || !strings.Contains(err.Error(), "runtime.kubernetes.image_registry 127.0.0.1:1") {
 		t.Errorf("Image with the registry down: %v; want an error naming runtime.kubernetes.image_registry", err)
-	}
-}
-
-// doctor's registry findings: it answers and takes pushes, and which base
-// images are missing from it (they run from the nodes, but no environment
-// can be built on them); a registry that does not answer fails.
-func TestRegistryDoctor(t *testing.T) {
-	reg := newTestRegistry(t)
-	reg.pushBase(t, "mcp-forge/python:3.11")
-	ctx := context.Background()
-	got := registryClient(t, reg.host, "Never").registryFindings(ctx, []string{"mcp-forge/python:3.11", "mcp-forge/r:4.2"})
-	if len(got) != 2 || got[0].Status != OK || !strings.Contains(got[0].Detail, "may push") ||
-		got[1].Status != Warn || !strings.Contains(got[1].Detail, "mcp-forge/r:4.2") || strings.Contains(got[1].Detail, "python") {
-		t.Errorf("findings %+v; want the registry ok and r:4.2 (only) missing", got)
-	}
-	got = registryClient(t, "127.0.0.1:1", "Never").registryFindings(ctx, []string{"mcp-forge/python:3.11"})
-	if len(got) != 1 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "cannot push") {
-		t.Errorf("findings with the registry down %+v; want one failure", got)
 	}
 }

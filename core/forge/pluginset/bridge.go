@@ -1,4 +1,4 @@
-package forge
+package pluginset
 
 import (
 	"fmt"
@@ -11,13 +11,14 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
-// bridgeChoice remembers which bridge plugin got the servers.
-type bridgeChoice struct {
+// BridgeChoice remembers which bridge plugin got the servers.
+type BridgeChoice struct {
 	mu     sync.Mutex
 	chosen string
 }
 
-func (c *bridgeChoice) get() string {
+// Chosen is the bridge plugin that got the servers ("": none yet).
+func (c *BridgeChoice) Chosen() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.chosen
@@ -27,14 +28,9 @@ func (c *bridgeChoice) get() string {
 // url, headers: secrets included, for it alone) and the call timeout, as
 // {"servers": {NAME: {...}}, "call_timeout": "30s"}. Only one plugin gets
 // them: bridge.plugin, else the first bridge plugin to start (plugins
-// start in name order), which pickBridge then uses.
-func BridgeSettings(cfg config.Config) func(name string, typ plugin.Type) map[string]any {
-	f, _ := bridgeSettings(cfg)
-	return f
-}
-
-func bridgeSettings(cfg config.Config) (func(name string, typ plugin.Type) map[string]any, *bridgeChoice) {
-	c := &bridgeChoice{chosen: cfg.Bridge.Plugin}
+// start in name order), which the choice remembers for PickBridge.
+func BridgeSettings(cfg config.Config) (func(name string, typ plugin.Type) map[string]any, *BridgeChoice) {
+	c := &BridgeChoice{chosen: cfg.Bridge.Plugin}
 	servers := map[string]any{}
 	for n, s := range cfg.MCPTools {
 		servers[n] = map[string]any{"command": s.Command, "args": nonNil(s.Args), "env": nonNilMap(s.Env), "url": s.URL, "headers": nonNilMap(s.Headers)}
@@ -71,11 +67,11 @@ func nonNilMap(m map[string]string) map[string]string {
 	return m
 }
 
-// pickBridge chooses the bridge plugin among those loaded, or says why
+// PickBridge chooses the bridge plugin among those loaded, or says why
 // there is none. With several loaded and none configured it is the one
 // that got the servers (got; the first to start), so that the servers'
 // secrets are only ever in the plugin that is used.
-func pickBridge(cfg config.Config, loaded []string, got string) (name, why string) {
+func PickBridge(cfg config.Config, loaded []string, got string) (name, why string) {
 	if want := cfg.Bridge.Plugin; want != "" {
 		if slices.Contains(loaded, want) {
 			return want, ""

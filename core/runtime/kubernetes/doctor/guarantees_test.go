@@ -1,4 +1,4 @@
-package kubernetes
+package doctor
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func TestGuarantees(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r, err := NewWithClient(cs, nil, k, Options{}).Guarantees(context.Background())
+			r, err := cluster(cs, "", k).Guarantees(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,28 +127,12 @@ func TestGuaranteesUnreadablePolicies(t *testing.T) {
 	cs.PrependReactor("list", "networkpolicies", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, "", errors.New("the core may not list them"))
 	})
-	r, err := NewWithClient(cs, nil, testKube(), Options{}).Guarantees(context.Background())
+	r, err := cluster(cs, "", testKube()).Guarantees(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	g, ok := r.Gap(runtime.NoNetwork)
 	if !ok || !strings.Contains(g.Why, "cannot be read") || !strings.Contains(g.Why, "forbidden") {
 		t.Errorf("no-network gap %+v; want one saying the policies cannot be read and why", g)
-	}
-}
-
-// Without a RuntimeClass pods run on the nodes' default runtime: no
-// kernel-isolation, and a gVisor spec is refused rather than run on it.
-func TestKernelIsolationNeedsARuntimeClass(t *testing.T) {
-	c := NewWithClient(fake.NewClientset(), nil, testKube(), Options{})
-	r, err := c.Guarantees(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Enforces(runtime.KernelIsolation) {
-		t.Error("kernel-isolation reported enforced without a RuntimeClass")
-	}
-	if _, err := c.Create(context.Background(), runtime.Spec{Image: "mcp-forge/python:3.11", Isolation: runtime.IsolationGVisor}); err == nil || !strings.Contains(err.Error(), "runtime_class") {
-		t.Errorf("a gVisor spec without a RuntimeClass: %v, want a refusal naming runtime_class", err)
 	}
 }

@@ -1,4 +1,4 @@
-package forge
+package pluginset
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ func TestBridgeSettings(t *testing.T) {
 	cfg := config.Default()
 	cfg.MCPTools = map[string]config.MCPTool{"m": {Command: "npx", Env: map[string]string{"K": "secret"}}}
 	cfg.Bridge.CallTimeout = 7
-	s := BridgeSettings(cfg)
+	s, _ := BridgeSettings(cfg)
 	if got := s("python", plugin.TypeBackend); got != nil {
 		t.Fatalf("a backend got %v", got)
 	}
@@ -31,7 +31,7 @@ func TestBridgeSettings(t *testing.T) {
 		t.Fatal("the chosen bridge lost its servers on restart")
 	}
 	cfg.Bridge.Plugin = "b2"
-	if s := BridgeSettings(cfg); s("b1", plugin.TypeBridge) != nil || s("b2", plugin.TypeBridge) == nil {
+	if s, _ := BridgeSettings(cfg); s("b1", plugin.TypeBridge) != nil || s("b2", plugin.TypeBridge) == nil {
 		t.Fatal("bridge.plugin is not the one configured")
 	}
 }
@@ -51,9 +51,9 @@ func TestPickBridge(t *testing.T) {
 		{"c", []string{"a"}, "", `bridge.plugin = "c" is not loaded`},
 	} {
 		cfg.Bridge.Plugin = tc.want
-		name, why := pickBridge(cfg, tc.loaded, "")
+		name, why := PickBridge(cfg, tc.loaded, "")
 		if name != tc.name || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
-			t.Errorf("pickBridge(%q, %v) = %q, %q", tc.want, tc.loaded, name, why)
+			t.Errorf("PickBridge(%q, %v) = %q, %q", tc.want, tc.loaded, name, why)
 		}
 	}
 }
@@ -63,14 +63,14 @@ func TestPickBridge(t *testing.T) {
 func TestBridgeWithTheServersIsUsed(t *testing.T) {
 	cfg := config.Default()
 	cfg.MCPTools = map[string]config.MCPTool{"mem": {Command: "x", Env: map[string]string{"TOKEN": "s3cret"}}}
-	settings, choice := bridgeSettings(cfg)
+	settings, choice := BridgeSettings(cfg)
 	if got := settings("b", plugin.TypeBridge); got["servers"] == nil {
 		t.Fatal("the first bridge to start got no servers")
 	}
 	if got := settings("a", plugin.TypeBridge); got != nil {
 		t.Fatalf("a second bridge got the servers too: %v", got)
 	}
-	if name, why := pickBridge(cfg, []string{"a", "b"}, choice.get()); name != "b" {
-		t.Fatalf("pickBridge = %q (%s), want b, which holds the servers", name, why)
+	if name, why := PickBridge(cfg, []string{"a", "b"}, choice.Chosen()); name != "b" {
+		t.Fatalf("PickBridge = %q (%s), want b, which holds the servers", name, why)
 	}
 }

@@ -1,4 +1,4 @@
-package forge
+package network
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestCredentialsCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
 			tc.edit(&cfg)
-			res := credentialsCheck(cfg)(context.Background())
+			res := CredentialsCheck(cfg)(context.Background())
 			if tc.status == "" {
 				if len(res) != 0 {
 					t.Fatalf("%+v, want nothing", res)

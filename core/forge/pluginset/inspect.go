@@ -1,4 +1,4 @@
-package forge
+package pluginset
 
 import (
 	"context"
@@ -9,10 +9,8 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
-	"github.com/mcp-forge/mcp-forge/core/doctor"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
-	"github.com/mcp-forge/mcp-forge/sdk/plugin"
 )
 
 // Inspect starts the plugins only to learn what they are and run (images,
@@ -20,8 +18,8 @@ import (
 // so no container is made and nothing is audited: it is for commands such
 // as `mcp-forge images` and doctor, not for serving.
 func Inspect(ctx context.Context, cfg config.Config) []plugins.Status {
-	m := plugins.NewManager(plugins.Discover(cfg, PluginDir(cfg)), func(string) host.Host { return noHost{} },
-		PluginSettings(cfg), audit.Discard{}, hclog.NewNullLogger())
+	m := plugins.NewManager(plugins.Discover(cfg, Dir(cfg)), func(string) host.Host { return noHost{} },
+		Settings(cfg), audit.Discard{}, hclog.NewNullLogger())
 	defer m.Close()
 	m.LoadAll(ctx)
 	return m.Statuses()
@@ -84,14 +82,3 @@ func (noSandbox) Dial(context.Context, string, string) (net.Conn, error) {
 }
 
 var _ host.Sandbox = noSandbox{}
-
-// Builders are the builder plugins among sts, for doctor.
-func Builders(sts []plugins.Status) []doctor.BuilderStatus {
-	var out []doctor.BuilderStatus
-	for _, s := range sts {
-		if s.Type == plugin.TypeBuilder || (s.Type == "" && s.Error != "") {
-			out = append(out, doctor.BuilderStatus{Name: s.Name, Version: s.Version, Error: s.Error})
-		}
-	}
-	return out
-}

@@ -1,4 +1,8 @@
-package forge
+// Package network is network by host name as the core wires it: the
+// [network] policy (with the tenants' credentials), the per-run channels
+// that carry sandboxes' connections to the egress proxy (docs/network.md),
+// and doctor's check of the credentials.
+package network
 
 import (
 	"context"
@@ -20,9 +24,9 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/egress/proxy"
 )
 
-// network is the [network] policy and the channels that carry sandboxes'
-// connections to the core's egress proxy (docs/network.md).
-func network(cfg config.Config, rec audit.Recorder, log hclog.Logger) (*egress.Policy, *egress.Channels, error) {
+// New is the [network] policy and the channels that carry sandboxes'
+// connections to the core's egress proxy, its channels under base_path.
+func New(cfg config.Config, rec audit.Recorder, log hclog.Logger) (*egress.Policy, *egress.Channels, error) {
 	pol, err := egress.NewPolicy(cfg.Network, tenantCredentials(cfg), rec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("network: %w", err)
@@ -54,10 +58,10 @@ func tenantCredentials(cfg config.Config) map[string]map[string]config.Credentia
 	return out
 }
 
-// credentialsCheck: every credential's hosts are allowed and its value and
+// CredentialsCheck: every credential's hosts are allowed and its value and
 // ca_file readable now, as serve requires; and the bundle a sandbox gets
 // holds this machine's trust store.
-func credentialsCheck(cfg config.Config) doctor.Check {
+func CredentialsCheck(cfg config.Config) doctor.Check {
 	return func(context.Context) []doctor.Result {
 		n := len(cfg.Network.Credentials)
 		for _, t := range cfg.Tenants {
