@@ -547,10 +547,16 @@ func (s *supervised) Execute(ctx context.Context, req backend.ExecuteRequest) (b
 	return r, s.crashed(err)
 }
 
-// ExecuteStream implements backend.StreamingBackend (the shim's client
-// always does: ExecuteStream, or Execute for a plugin without it).
+// ExecuteStream implements backend.StreamingBackend: the caller chose to
+// stream (backend.ExecuteStreaming), so this passes the stream on; the
+// shim's client always streams (ExecuteStream, or Execute for a plugin
+// without it), a backend of a test's may not.
 func (s *supervised) ExecuteStream(ctx context.Context, req backend.ExecuteRequest, emit func(backend.StreamEvent)) (backend.ExecuteResult, error) {
-	r, err := backend.ExecuteStreaming(ctx, s.b, req, emit)
+	sb, ok := s.b.(backend.StreamingBackend)
+	if !ok {
+		return s.Execute(ctx, req)
+	}
+	r, err := sb.ExecuteStream(ctx, req, emit)
 	return r, s.crashed(err)
 }
 
