@@ -358,6 +358,9 @@ func (e *Engine) introspect(ctx context.Context, s *session.Session) {
 
 // View returns a session's state, refreshing the variables when asked.
 func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (session.View, error) {
+	if v, ok := e.suspendedView(client, id); ok {
+		return v, nil
+	}
 	s, err := e.Lookup(ctx, client, id, "resources/read")
 	if err != nil {
 		return session.View{}, err
@@ -368,6 +371,26 @@ func (e *Engine) View(ctx context.Context, client, id string, refresh bool) (ses
 		s.Unlock()
 	}
 	return e.sessions.View(s), nil
+}
+
+// StateSuspended is the state of a session suspended while idle
+// (sessions.suspend_after): its sandbox is saved whole and removed, and
+// the next call on it resumes it.
+const StateSuspended = "suspended"
+
+// suspendedView is client's session id when it is suspended: shown as it
+// is, without resuming it (a resource read is not a call on it).
+func (e *Engine) suspendedView(client, id string) (session.View, bool) {
+	if session.CheckID(id) != nil || e.sessions.Get(client, id) != nil {
+		return session.View{}, false
+	}
+	meta, ok := e.ckpts.Get(client, id)
+	if !ok || !meta.Suspended {
+		return session.View{}, false
+	}
+	return session.View{ID: id, Language: meta.Language, Backend: meta.Backend, State: StateSuspended,
+		Note:               "suspended at " + meta.Created.UTC().Format(time.RFC3339) + " after being idle: its whole sandbox is saved; the next call on it resumes it",
+		IntrospectionError: "not looked at: the session is suspended (the next call on it resumes it)"}, true
 }
 
 // DocumentState records descriptions of variables and a note, then

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,6 +188,16 @@ func TestSuspendIdleSession(t *testing.T) {
 	}
 	if ids := sessionContainers(t, s.Base, "idle"); len(ids) != 0 {
 		t.Errorf("the suspended session still has containers: %v", ids)
+	}
+	// Its resources show it suspended, and reading them does not resume it.
+	for _, leaf := range []string{"state", "variables"} {
+		rr, err := s.Session.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp://forge/sessions/idle/" + leaf})
+		if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, "suspended") {
+			t.Fatalf("the %s resource of a suspended session: %v %+v", leaf, err, rr)
+		}
+	}
+	if ids := sessionContainers(t, s.Base, "idle"); len(ids) != 0 {
+		t.Errorf("reading the resources resumed the session: %v", ids)
 	}
 	res := testenv.Call(t, s.Session, "execute_python", map[string]any{"code": "print(x + 1, next(gen), len(blob))", "session_id": "idle"}, &o)
 	notices := strings.Join(o.Notices, " ")

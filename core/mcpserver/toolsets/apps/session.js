@@ -166,6 +166,11 @@
         pollEvery = POLL_MS;
         return;
       }
+      if (st.state === "suspended") {
+        status("Suspended while idle: its whole sandbox is saved, and the next call on it resumes it.");
+        pollEvery = Math.min(POLL_MAX_MS, Math.round(pollEvery * 1.5));
+        return;
+      }
       const stamp = [st.executions, st.last_activity, st.job_id, st.documentation_updated].join("|");
       if (manual || stamp !== lastStamp) {
         const [vars, hist] = await Promise.all([readJSON(uri("variables")), readJSON(uri("history")).catch((e) => ({ error: e.message }))]);

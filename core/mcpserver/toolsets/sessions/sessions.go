@@ -66,7 +66,7 @@ type View struct {
 	ID                   string             `json:"session_id" jsonschema:"the session id"`
 	Language             string             `json:"language,omitempty" jsonschema:"the language the session runs"`
 	Backend              string             `json:"backend,omitempty" jsonschema:"the backend plugin that keeps the session"`
-	State                string             `json:"state,omitempty" jsonschema:"starting, idle, busy or dead (a dead session is restarted by the next call)"`
+	State                string             `json:"state,omitempty" jsonschema:"starting, idle, busy, dead (a dead session is restarted by the next call) or suspended (idle, saved whole: the next call resumes it)"`
 	Created              time.Time          `json:"created,omitzero"`
 	LastActivity         time.Time          `json:"last_activity,omitzero"`
 	Executions           int                `json:"executions,omitempty"`
