@@ -50,6 +50,29 @@ func (c *rawClient) answer(id any) *jsonrpc.Response {
 	}
 }
 
+// connect serves srv to alice through s's transport, and is the client
+// that initialized the connection.
+func connect(t *testing.T, s *Service, srv *mcp.Server) *rawClient {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), s.Transport(st, "alice"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	conn, err := ct.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &rawClient{t: t, conn: conn}
+	init := c.call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	if caps, _ := init["capabilities"].(map[string]any); caps["tasks"] == nil {
+		t.Fatalf("initialize: %v", init)
+	}
+	c.send(nil, "notifications/initialized", `{}`)
+	return c
+}
+
 func makeID(n any) jsonrpc.ID {
 	id, err := jsonrpc.MakeID(float64(n.(int)))
 	if err != nil {
@@ -94,22 +117,7 @@ func TestCallTasks(t *testing.T) {
 			return nil, nil, ctx.Err()
 		}
 	})
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(context.Background(), s.Transport(st, "alice"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	conn, err := ct.Connect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &rawClient{t: t, conn: conn}
-	init := c.call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
-	if caps, _ := init["capabilities"].(map[string]any); caps["tasks"] == nil {
-		t.Fatalf("initialize: %v", init)
-	}
-	c.send(nil, "notifications/initialized", `{}`)
+	c := connect(t, s, srv)
 	list := c.call(2, "tools/list", `{}`)
 	if b, _ := json.Marshal(list); !strings.Contains(string(b), `"taskSupport":"optional"`) {
 		t.Fatalf("build_environment not offered as a task: %s", b)
@@ -250,19 +258,7 @@ func TestCallTasksBoundHoldsThroughCancel(t *testing.T) {
 		<-release // a tool that does not heed its context
 		return nil, map[string]any{}, nil
 	})
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(context.Background(), s.Transport(st, "alice"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	conn, err := ct.Connect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &rawClient{t: t, conn: conn}
-	c.call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
-	c.send(nil, "notifications/initialized", `{}`)
+	c := connect(t, s, srv)
 	n := 2
 	for i := 0; i < maxRunningCalls; i++ {
 		created := c.call(n, "tools/call", `{"name":"build_environment","arguments":{},"task":{}}`)
