@@ -209,3 +209,38 @@ func TestSuspendIdleSession(t *testing.T) {
 		t.Errorf("the documentation after the resume: %s %+v", testenv.Text(res), v)
 	}
 }
+
+// A snapshot in a checkpoint store two servers share (sessions.
+// checkpoint_dir, as replicas of a core share one) restores on the server
+// that did not take it: the same image, the seal's key in the store, the
+// same client; the restored session holds everything, and the two diverge.
+func TestSnapshotMovesBetweenServers(t *testing.T) {
+	testenv.RequireGVisor(t)
+	store := filepath.Join(testenv.BaseDir(t), "shared-checkpoints")
+	cfg := "[sessions]\ncheckpoint_dir = \"" + store + "\"\n"
+	a, b := testenv.StartServer(t, cfg), testenv.StartServer(t, cfg)
+	run := func(cs *mcp.ClientSession, code string) string {
+		t.Helper()
+		var o out
+		if res := testenv.Call(t, cs, "execute_python", map[string]any{"code": code, "session_id": "moved"}, &o); res.IsError || !o.Success {
+			t.Fatalf("%s\n%+v", testenv.Text(res), o)
+		}
+		return strings.TrimSpace(o.Stdout)
+	}
+	run(a.Session, snapshotSetup)
+	var ck mcpserver.CheckpointOutput
+	if res := testenv.Call(t, a.Session, "checkpoint_session", map[string]any{"session_id": "moved"}, &ck); res.IsError || ck.Kind != "snapshot" {
+		t.Fatalf("checkpoint on the first server: %s %+v", testenv.Text(res), ck)
+	}
+	var r mcpserver.CheckpointOutput
+	if res := testenv.Call(t, b.Session, "restore_session", map[string]any{"session_id": "moved"}, &r); res.IsError || r.Kind != "snapshot" {
+		t.Fatalf("restore on the second server: %s %+v", testenv.Text(res), r)
+	}
+	if got := run(b.Session, snapshotCheck); got != "two 9 42 thread True ok 2 False" {
+		t.Fatalf("the moved session: %q", got)
+	}
+	run(b.Session, "changed = 'on b'")
+	if got := run(a.Session, "print('changed' in globals(), next(gen))"); got != "False 9" {
+		t.Errorf("the first server's session after the move: %q, want it untouched", got)
+	}
+}
