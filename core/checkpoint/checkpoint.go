@@ -69,9 +69,18 @@ var (
 
 // FullError is a checkpoint refused because the store has no room for it:
 // Used bytes of the store's bound are taken.
-type FullError struct{ Used int64 }
+type FullError struct {
+	Used int64
+	// Client: the client's own share of the store is full (Dir's
+	// clientQuota), not the store; Quota is that share.
+	Client bool
+	Quota  int64
+}
 
 func (e *FullError) Error() string {
+	if e.Client {
+		return fmt.Sprintf("the client's share of the checkpoint store is full (%d of %d bytes taken)", e.Used, e.Quota)
+	}
 	return fmt.Sprintf("the checkpoint store is full (%d bytes taken)", e.Used)
 }
 

@@ -27,6 +27,9 @@ import (
 type Dir struct {
 	root  string
 	quota int64
+	// clientQuota is a client's share of the store (0: none but the
+	// store's), its checkpoints and suspended sessions together.
+	clientQuota func(client string) int64
 
 	mu       sync.Mutex
 	building map[string]int64 // directory being built → bytes reserved for it
@@ -35,7 +38,15 @@ type Dir struct {
 // NewDir returns the store in root, which it creates (and its parent) on
 // the first Put, bounded to quota bytes in all.
 func NewDir(root string, quota int64) *Dir {
-	return &Dir{root: root, quota: quota, building: map[string]int64{}}
+	return &Dir{root: root, quota: quota, clientQuota: func(string) int64 { return 0 }, building: map[string]int64{}}
+}
+
+// WithClientQuota bounds each client's checkpoints together to share's
+// bytes for it (0: only the store's bound), so that one client (a
+// tenant's suspended sessions, say) cannot take the whole store.
+func (d *Dir) WithClientQuota(share func(client string) int64) *Dir {
+	d.clientQuota = share
+	return d
 }
 
 var _ Store = (*Dir)(nil)
@@ -156,7 +167,8 @@ func (d *Dir) Put(m Meta, quota int64, write func(dir string, budget int64) ([]s
 	dir := filepath.Join(client, workspace.DirName(m.SessionID))
 	tmp := dir + ".new"
 	os.RemoveAll(tmp)
-	budget, release, err := d.reserve(tmp, quota)
+	share := d.clientQuota(m.Client)
+	budget, byShare, release, err := d.reserve(client, tmp, quota, share)
 	if err != nil {
 		return m, err
 	}
@@ -181,8 +193,13 @@ func (d *Dir) Put(m Meta, quota int64, write func(dir string, budget int64) ([]s
 		}
 	}
 	if errors.Is(err, workspace.ErrOverLimit) && (quota <= 0 || budget < quota) {
-		// The copy stopped at the store's room, not at the checkpoint's quota.
-		err = &FullError{Used: d.quota - budget}
+		// The copy stopped at the store's room (or the client's), not at
+		// the checkpoint's quota.
+		if byShare {
+			err = &FullError{Used: share - budget, Client: true, Quota: share}
+		} else {
+			err = &FullError{Used: d.quota - budget}
+		}
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -195,13 +212,14 @@ func writeMeta(dir string, m Meta) error {
 	return os.WriteFile(filepath.Join(dir, "meta.json"), meta, 0o600)
 }
 
-// reserve reserves the bytes a checkpoint built in tmp may take: quota, or
-// less if the store has less room left, so that two built at once (the
+// reserve reserves the bytes a checkpoint built in tmp, in clientDir, may
+// take: quota, or less if the store has less room left (or the client's
+// share, byShare), so that two built at once (the
 // shutdown checkpoints) cannot together pass the store's bound. What the
 // store holds is measured on disk (workspace.DiskUsage), the session's
 // previous checkpoint included: it is on disk until the new one replaces
 // it. release gives the reservation back.
-func (d *Dir) reserve(tmp string, quota int64) (int64, func(), error) {
+func (d *Dir) reserve(clientDir, tmp string, quota, share int64) (budget int64, byShare bool, release func(), err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var reserved int64
@@ -210,19 +228,40 @@ func (d *Dir) reserve(tmp string, quota int64) (int64, func(), error) {
 	}
 	used := workspace.DiskUsage(d.root, func(p string) bool { _, ok := d.building[p]; return ok }) + reserved
 	room := d.quota - used
-	budget := quota
+	budget = quota
 	if budget <= 0 || room < budget {
 		budget = room
 	}
 	if budget <= 0 {
-		return 0, nil, &FullError{Used: used}
+		return 0, false, nil, &FullError{Used: used}
+	}
+	if share > 0 {
+		mine := d.clientUsed(clientDir)
+		if left := share - mine; left < budget {
+			budget, byShare = left, true
+		}
+		if budget <= 0 {
+			return 0, true, nil, &FullError{Used: mine, Client: true, Quota: share}
+		}
 	}
 	d.building[tmp] = budget
-	return budget, func() {
+	return budget, byShare, func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		delete(d.building, tmp)
 	}, nil
+}
+
+// clientUsed is what the client's directory holds on disk, with the room
+// reserved for its checkpoints being built (d.mu held).
+func (d *Dir) clientUsed(clientDir string) int64 {
+	var reserved int64
+	for p, n := range d.building {
+		if filepath.Dir(p) == clientDir {
+			reserved += n
+		}
+	}
+	return workspace.DiskUsage(clientDir, func(p string) bool { _, ok := d.building[p]; return ok }) + reserved
 }
 
 // Remove implements Store.

@@ -330,3 +330,38 @@ func TestDirRefusesALinkedStore(t *testing.T) {
 		t.Errorf("written through the link: %v", es)
 	}
 }
+
+// A client's share bounds its checkpoints together, wherever the store has
+// room: one client filling its share is refused as such (Client), another
+// still stores; a client without a share has the store's bound alone.
+func TestClientShare(t *testing.T) {
+	t.Parallel()
+	d, _ := newDir(t, 10<<20)
+	d.WithClientQuota(func(c string) int64 {
+		if c == "alice" {
+			return 300 << 10
+		}
+		return 0
+	})
+	if _, err := d.Put(meta("alice", "one", time.Now()), 0, files(map[string]int{"a": 200 << 10})); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Put(meta("alice", "two", time.Now()), 0, files(map[string]int{"b": 200 << 10}))
+	var fe *FullError
+	if !errors.As(err, &fe) || !fe.Client || fe.Quota != 300<<10 || !strings.Contains(err.Error(), "share") {
+		t.Fatalf("over alice's share: %v (%+v)", err, fe)
+	}
+	if _, err := d.Get("alice", "two"); err == nil {
+		t.Error("the refused checkpoint was kept")
+	}
+	for _, id := range []string{"one", "two", "three"} {
+		if _, err := d.Put(meta("bob", id, time.Now()), 0, files(map[string]int{"b": 200 << 10})); err != nil {
+			t.Fatalf("bob, who has no share of his own: %v", err)
+		}
+	}
+	// Replacing alice's one checkpoint with a smaller one fits: the share
+	// counts what is on disk.
+	if _, err := d.Put(meta("alice", "one", time.Now()), 0, files(map[string]int{"a": 50 << 10})); err != nil {
+		t.Fatalf("alice replacing her checkpoint: %v", err)
+	}
+}

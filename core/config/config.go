@@ -200,6 +200,12 @@ type Tenant struct {
 	MaxSessions         int      `toml:"max_sessions"`
 	ExecutionsPerMinute int      `toml:"executions_per_minute"`
 	ExecutionBurst      int      `toml:"execution_burst"`
+	// CheckpointQuotaMB bounds, in MiB, this tenant's share of the
+	// checkpoint store (sessions.checkpoint_store_quota): its checkpoints
+	// and suspended sessions together; 0: only the store's bound. (A count
+	// of MiB, not a size string: a tenant is a map entry, and sizes are
+	// struct fields only.)
+	CheckpointQuotaMB int `toml:"checkpoint_quota_mb"`
 	// Credentials are this tenant's own ([tenants.NAME.credentials.X]):
 	// only its runs may ask for them, and one named as a
 	// [network.credentials] one takes its place for this tenant.

@@ -353,6 +353,12 @@ func Validate(c Config) Errors {
 				v.add(p+"."+f.k, fmt.Sprintf("must be >= 0 (0: the [quotas] value), got %d", f.n))
 			}
 		}
+		switch q := int64(t.CheckpointQuotaMB) << 20; {
+		case q < 0:
+			v.add(p+".checkpoint_quota_mb", fmt.Sprintf("must be >= 0 (0: no share of its own, the store's bound), got %d", t.CheckpointQuotaMB))
+		case q > int64(c.Sessions.CheckpointStoreQuota):
+			v.add(p+".checkpoint_quota_mb", fmt.Sprintf("%d MiB is more than the whole store (sessions.checkpoint_store_quota = %s): set at most that, or 0 for no share of its own", t.CheckpointQuotaMB, c.Sessions.CheckpointStoreQuota))
+		}
 	}
 	return v.errs
 }

@@ -181,6 +181,7 @@ func TestLoadErrors(t *testing.T) {
 		{"storage size", "[environment_builder.storage]\nmax_size = \"lots\"\n", nil, []string{"environment_builder.storage.max_size: size \"lots\""}},
 		{"storage below an image", "[environment_builder]\nmax_image_size = \"2g\"\n[environment_builder.storage]\nmax_size = \"1g\"\n", nil, []string{"environment_builder.storage.max_size: must be >= environment_builder.max_image_size"}},
 		{"find links relative", "[environment_builder]\nfind_links = [\"wheels\"]\n", nil, []string{"environment_builder.find_links[0]"}},
+		{"tenant share over the store", "[sessions]\ncheckpoint_store_quota = \"1g\"\n[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\ncheckpoint_quota_mb = 2048\n", nil, []string{"tenants.alice.checkpoint_quota_mb: 2048 MiB is more than the whole store"}},
 		{"tenant negative", "[tenants.alice]\napi_key_sha256 = [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]\nmax_concurrent_runs = -1\n", nil, []string{"tenants.alice.max_concurrent_runs: must be >= 0"}},
 	}
 	for _, tc := range cases {

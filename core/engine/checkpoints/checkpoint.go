@@ -105,7 +105,8 @@ func New(cfg config.Config, eng Engine, dirs Workdirs, replicas Replicas, ws *wo
 		o(c)
 	}
 	if c.ckpts == nil {
-		c.ckpts = checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota))
+		c.ckpts = checkpoint.NewDir(checkpointRoot(cfg), int64(cfg.Sessions.CheckpointStoreQuota)).
+			WithClientQuota(func(client string) int64 { return int64(cfg.Tenants[client].CheckpointQuotaMB) << 20 }) // over HTTP a client is its tenant
 	}
 	return c
 }
@@ -301,7 +302,7 @@ func (c *Keeper) saveLocked(ctx context.Context, s *session.Session, as, why str
 		var full *checkpoint.FullError
 		switch {
 		case errors.As(err, &full):
-			err = c.storeFull(s, full.Used)
+			err = c.storeFull(s, full)
 		case errors.Is(err, workspace.ErrOverLimit):
 			err = quotaErr(err.Error())
 		}
@@ -324,9 +325,13 @@ func (c *Keeper) saveLocked(ctx context.Context, s *session.Session, as, why str
 	return info, nil
 }
 
-func (c *Keeper) storeFull(s *session.Session, used int64) error {
+func (c *Keeper) storeFull(s *session.Session, full *checkpoint.FullError) error {
+	if full.Client {
+		return &refusal.Error{Rule: checkpoint.RuleCheckpointStore, Msg: fmt.Sprintf("the checkpoint of session %q does not fit your share of the checkpoint store: your checkpoints and suspended sessions may take %s together (tenants.%s.checkpoint_quota_mb) and %d bytes of it are taken; "+
+			"destroy_session sessions whose checkpoints you no longer need (list_sessions lists them), or ask the operator to raise your checkpoint_quota_mb; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, config.Size(full.Quota), s.Client, max(full.Used, 0))}
+	}
 	return &refusal.Error{Rule: checkpoint.RuleCheckpointStore, Msg: fmt.Sprintf("the checkpoint of session %q does not fit the checkpoint store: the checkpoints of all sessions may take %s on the host together (sessions.checkpoint_store_quota) and %d bytes of it are taken; "+
-		"destroy_session sessions whose checkpoints you no longer need (list_sessions lists them), or ask the operator to raise sessions.checkpoint_store_quota; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, c.cfg.Sessions.CheckpointStoreQuota, max(used, 0))}
+		"destroy_session sessions whose checkpoints you no longer need (list_sessions lists them), or ask the operator to raise sessions.checkpoint_store_quota; nothing of this checkpoint is left on disk and the previous checkpoint, if any, is kept", s.ID, c.cfg.Sessions.CheckpointStoreQuota, max(full.Used, 0))}
 }
 
 // RestoreSession brings a checkpoint back in a new kernel: the session's

@@ -114,7 +114,7 @@ func (c *Keeper) snapshotLocked(ctx context.Context, s *session.Session, as, why
 	})
 	var full *checkpoint.FullError
 	if errors.As(err, &full) {
-		err = c.storeFull(s, full.Used)
+		err = c.storeFull(s, full)
 	}
 	if errors.Is(err, sandbox.ErrNoSnapshot) {
 		return CheckpointInfo{}, err // not audited here: the variables' checkpoint is, saying why
