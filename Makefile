@@ -120,6 +120,7 @@ bench: setup build
 	$(BENCH) -bench '^BenchmarkCredentialGet$$' -benchtime 200x | tee $(BENCH_OUT)/credential.txt
 	$(BENCH) -bench '^BenchmarkIsolation' -benchtime 100x | tee $(BENCH_OUT)/isolation.txt
 	$(BENCH) -bench '^BenchmarkSnapshot' -benchtime 3x | tee $(BENCH_OUT)/snapshot.txt
+	$(BENCH) -bench '^BenchmarkIdleSessionsMemory$$' -benchtime 1x | tee $(BENCH_OUT)/suspend.txt
 	FORGE_E2E=1 go test -run '^$$' -bench EnvBuild -benchtime 5x -timeout 30m ./test/environments/ | tee $(BENCH_OUT)/environments.txt
 	@echo
 	@go run ./test/bench/cmd/benchtable -json $(BIN)/bench.json $(BENCH_OUT)/*.txt
