@@ -49,8 +49,8 @@ func TestToolSchemasStrictAndGolden(t *testing.T) {
 		m, _ := tool.(map[string]any)
 		name, _ := m["name"].(string)
 		exec, marked := m["execution"].(map[string]any)
-		if strings.HasPrefix(name, "execute_") != (marked && exec["taskSupport"] == "optional") {
-			t.Errorf("%s: execution %v; want taskSupport optional on execute_* tools only", name, m["execution"])
+		if task := strings.HasPrefix(name, "execute_") || name == "build_environment"; task != (marked && exec["taskSupport"] == "optional") {
+			t.Errorf("%s: execution %v; want taskSupport optional on execute_* and build_environment only", name, m["execution"])
 		}
 		delete(m, "execution")
 	}
