@@ -336,6 +336,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	crashes.resolve(eng.Engine)
 	f.MCP = mcpserver.New(eng, cfg, log.Named("mcp"))
+	// Before the sessions, plugins and audit log go: a build run as a task
+	// is cancelled and its end audited.
+	f.undo.push("tasks", func(ctx context.Context) error { f.MCP.Tasks().Close(ctx); return nil })
 
 	bg, stop := context.WithCancel(context.Background())
 	f.undo.push("background work", func(context.Context) error { stop(); return nil })

@@ -57,6 +57,9 @@ type callTask struct {
 func (s *Service) startCall(owner, tool string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the server is stopping: no new task starts"}
+	}
 	s.expire()
 	var running int
 	var done []string
@@ -111,6 +114,7 @@ func (s *Service) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			release = s.Keep(req)
 		}
 		go func() {
+			defer s.running.Done()
 			defer release()
 			defer cancel()
 			res, err := next(run, method, req)
@@ -121,16 +125,39 @@ func (s *Service) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// claim hands a registered, unclaimed task of tool to its call, once.
+// claim hands a registered, unclaimed task of tool to its call, once,
+// and counts the tool as running (its goroutine calls s.running.Done).
 func (s *Service) claim(id, tool string, cancel context.CancelFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.calls[id]
-	if c == nil || c.claimed || c.tool != tool {
+	if c == nil || c.claimed || c.tool != tool || s.closed {
 		return false
 	}
 	c.claimed, c.cancel = true, cancel
+	s.running.Add(1)
 	return true
+}
+
+// Close stops the call tasks as the server stops: none starts any more,
+// the running ones are cancelled, and Close waits (until ctx ends) for
+// their tools to return, so that their last audit lines are written
+// before the audit log closes.
+func (s *Service) Close(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	for _, c := range s.calls {
+		if c.cancel != nil && !c.finished {
+			c.cancel()
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func (s *Service) finishCall(id string, res mcp.Result, err error) {

@@ -310,3 +310,32 @@ func TestCallTaskInputRequiredFails(t *testing.T) {
 		t.Fatalf("result: %s %v", b, err)
 	}
 }
+
+// At shutdown the running call tasks are cancelled and waited for, and
+// none starts any more.
+func TestCallTasksClose(t *testing.T) {
+	s, _ := newService()
+	ended := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddReceivingMiddleware(s.Middleware)
+	mcp.AddTool(srv, &mcp.Tool{Name: "build_environment"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // its last words (an audit line)
+		close(ended)
+		return nil, nil, ctx.Err()
+	})
+	c := connect(t, s, srv)
+	c.call(2, "tools/call", `{"name":"build_environment","arguments":{},"task":{}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Close(ctx)
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Close returned before the running tool ended")
+	}
+	c.send(3, "tools/call", `{"name":"build_environment","arguments":{},"task":{}}`)
+	if r := c.answer(3); r.Error == nil || !strings.Contains(r.Error.Error(), "stopping") {
+		t.Fatalf("a task after Close: %s %v", r.Result, r.Error)
+	}
+}

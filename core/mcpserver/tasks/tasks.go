@@ -83,8 +83,12 @@ type Service struct {
 	// cancelling are tasks cancelled whose job is still being stopped:
 	// cancelled already, as tasks/cancel must answer.
 	cancelling map[string]bool
-	// calls are the tasks that are their tools' own calls (calls.go).
-	calls map[string]*callTask
+	// calls are the tasks that are their tools' own calls (calls.go);
+	// running counts their tools still running, closed refuses new ones
+	// (Close).
+	calls   map[string]*callTask
+	running sync.WaitGroup
+	closed  bool
 
 	// Keep, when set, holds what a call made a task needs of its request
 	// (its caller's identity) while it runs apart from it: called when the
