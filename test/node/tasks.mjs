@@ -102,7 +102,8 @@ const listed = (await client.experimental.tasks.listTasks()).tasks;
 for (const t of [created, second, third]) {
   if (!listed.some((l) => l.taskId === t.taskId)) fail(`tasks/list lacks ${t.taskId}: ${JSON.stringify(listed)}`);
 }
-const thirdResult = await client.experimental.tasks.getTaskResult(third.taskId, CallToolResultSchema);
+// tasks/result waits for the end: longer than the SDK's default 60 s when the job is.
+const thirdResult = await client.experimental.tasks.getTaskResult(third.taskId, CallToolResultSchema, { timeout: (seconds + 60) * 1000 });
 if (thirdResult.structuredContent?.result_repr !== "'third done'") fail(`third result: ${JSON.stringify(thirdResult)}`);
 
 // 5.
