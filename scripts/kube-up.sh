@@ -594,6 +594,15 @@ podLogsDir: $logs/pods
 volumePluginDir: $kubelet_root/volume-plugins
 resolvConf: ""
 serializeImagePulls: false
+# A test cluster on a shared development disk: the kubelet's defaults
+# (evict below 15% free for images, 10% for the node) refused every pod on
+# a 252 GB disk with 37 GB free (DiskPressure). Evict only when little is
+# left in bytes; the images' own garbage collection stays on.
+evictionHard:
+  imagefs.available: "2Gi"
+  nodefs.available: "2Gi"
+  nodefs.inodesFree: "5%"
+  memory.available: "100Mi"
 EOF
 mv -f "$state/kubelet-config.yaml.tmp" "$state/kubelet-config.yaml"
 start_daemon kubelet --config "$state/kubelet-config.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
@@ -685,6 +694,10 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
     done
     smoke_secs=$(elapsed "$t0")
     smoke_log=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod/log") || smoke_log="(log not readable: $smoke_log)"
+    # Why a pod failed before it ran (evicted by the kubelet: DiskPressure, say).
+    local why
+    why=$(fapi GET "/api/v1/namespaces/$ns/pods/$pod" | jq -r '[.status.reason, .status.message] | map(select(. != null and . != "")) | join(": ")' 2>/dev/null) || why=''
+    [ -z "$why" ] || smoke_log="$smoke_log (pod status: $why)"
     if [ "$phase" = "$until" ] && [ -n "$check" ]; then check_err=$("$check" "$pod" 2>&1) || check_err="failed: ${check_err:-no output}"; fi
     fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
     [ "$phase" = "$until" ] ||
