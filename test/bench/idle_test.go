@@ -31,7 +31,9 @@ func BenchmarkIdleSessionsMemory(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("FORGE_BENCH_IDLE_SESSIONS")); err == nil && v > 0 {
 		n = v
 	}
-	const idle = 20 // s
+	// Long enough that no session is suspended before the last one started
+	// (each takes a few seconds under gVisor, four at a time).
+	idle := 30 + 2*n // s
 	s := testenv.StartServer(b, benchConfig+fmt.Sprintf("[security]\nisolation = \"gvisor\"\n[sessions]\nmax_concurrent = %d\nsuspend_after = %d\ncleanup_interval = 1\n", n+2, idle))
 	call := func(tool string, args map[string]any, out any) time.Duration {
 		t0 := time.Now()
