@@ -143,6 +143,9 @@ func Validate(c Config) Errors {
 		p, r := "volumes.host_roots."+name, c.Volumes.HostRoots[name]
 		v.name(p, name)
 		v.abs(p+".path", r.Path)
+		if overlaps(r.Path, c.Volumes.BasePath) {
+			v.add(p+".path", fmt.Sprintf("%s overlaps volumes.base_path %s, which holds every session's files: name a directory outside it", r.Path, c.Volumes.BasePath))
+		}
 		for i, t := range r.Tenants {
 			if _, ok := c.Tenants[t]; !ok {
 				v.add(fmt.Sprintf("%s.tenants[%d]", p, i), fmt.Sprintf("no tenant %q is configured ([tenants.%s])", t, t))
@@ -596,4 +599,18 @@ func validateRuntime(v *validator, r Runtime) {
 		v.add(p+"node_pids_limit", "must be 0 (unknown) or the kubelet's podPidsLimit")
 	}
 	v.positive(p+"session_lifetime", k.SessionLifetime)
+}
+
+// overlaps reports whether one of two absolute paths is the other or
+// beneath it.
+func overlaps(a, b string) bool {
+	if !filepath.IsAbs(a) || !filepath.IsAbs(b) {
+		return false
+	}
+	beneath := func(dir, p string) bool {
+		rel, err := filepath.Rel(dir, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	return beneath(a, b) || beneath(b, a)
 }

@@ -25,7 +25,9 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
 	"github.com/mcp-forge/mcp-forge/core/engine/limits"
+	"github.com/mcp-forge/mcp-forge/core/engine/mounts"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
+	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -51,6 +53,7 @@ type Request struct {
 	InputFiles  []InputFile // stateless runs only (core/engine/files)
 	Network     []string    // hosts a stateless run asks to reach (core/engine/network)
 	Credentials []string    // credentials the proxy adds for it (with their hosts)
+	HostRoots   []string    // host roots mounted read-only (core/engine/mounts)
 	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
 	// (elicitation); nil: no client can be asked.
@@ -137,6 +140,7 @@ type Engine struct {
 
 	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
 	network  *network.Grants     // nil: no network grants
+	mounts   *mounts.Mounts      // nil: no host roots
 	toolsWhy string
 
 	cancelled cancelled.Runs
@@ -165,6 +169,12 @@ func (e *Engine) Tools() (*toolbridge.Service, string) { return e.tools, e.tools
 // through the channels c.
 func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
 	e.network = network.New(p, c, e)
+}
+
+// SetMounts lets runs and sessions mount host roots (Request.HostRoots);
+// cannot says why the runtime cannot ("": it can).
+func (e *Engine) SetMounts(rs *hostroots.Roots, cannot string) {
+	e.mounts = mounts.New(rs, e.rec, e, cannot)
 }
 
 // Network grants runs network; nil: it grants none.
@@ -278,6 +288,7 @@ type Prepared struct {
 	s       *session.Session
 	created bool // s was created by this request: drop it if the run never starts
 	toolIDs []string
+	roots   []*hostroots.Root // host roots a stateless run or a new session mounts
 	inputs  map[string][]byte
 	timeout int // seconds
 }
@@ -319,6 +330,14 @@ func (e *Engine) Prepare(ctx context.Context, req Request) (_ *Prepared, err err
 	}
 	if err == nil && p.s != nil && !p.created {
 		err = e.checkSessionJob(p.s) // sessionjobs.go
+	}
+	if err == nil && p.s != nil && !p.created {
+		err = mounts.SessionCheck(p.s.Roots, req.HostRoots, false, req.SessionID)
+	} else if err == nil {
+		p.roots, err = e.mounts.Resolve(mounts.Ask{Roots: req.HostRoots, Client: req.Client, Backend: p.name, BackendMounts: e.mountsRoots(p.name)})
+		if err != nil {
+			e.Drop(p)
+		}
 	}
 	if err != nil {
 		d := map[string]any{"language": req.Language, "backend": req.Backend}
@@ -404,7 +423,14 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 		}
 		return channel
 	})
-	if s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
+	var roots *hostroots.Grant
+	if s == nil && len(p.roots) > 0 {
+		if roots, err = e.mounts.Grant(mounts.Ask{Client: req.Client, Run: runID, Tool: p.tool, Backend: name}, p.roots); roots != nil {
+			defer e.mounts.Close(roots) // containers are created with it during the run only
+			breq.RootsGrant = roots.Token()
+		}
+	}
+	if err == nil && s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
 		if channel, err = e.network.Open(ctx, network.Ask{Hosts: req.Network, Credentials: req.Credentials, Client: req.Client, Run: runID, Tool: p.tool, Approve: req.Approve}, name); channel != nil {
 			defer channel.Close() // the run's end cuts its connections, a background process's too
 			breq.NetworkGrant = channel.Token()
@@ -413,7 +439,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if err != nil {
 		// refused or not opened: nothing runs
 	} else if s != nil {
-		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, credentials: req.Credentials, tool: p.tool}, emit)
+		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, credentials: req.Credentials, roots: p.roots, tool: p.tool}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
 		ictx, ispan := telemetry.Start(ctx, "tools.grant")
@@ -448,6 +474,9 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	network.Scrub(network.Secrets(channel), &res)
 	if channel != nil && err == nil {
 		res.Notices = append(res.Notices, network.Notice(channel, name))
+	}
+	if roots != nil && err == nil {
+		res.Notices = append(res.Notices, mounts.Notice(roots, name))
 	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
@@ -520,6 +549,7 @@ type toolRun struct {
 	approve     toolbridge.Approver
 	network     []string // hosts asked for (a session's first call grants them)
 	credentials []string // and credentials
+	roots       []*hostroots.Root
 	tool        string
 }
 
@@ -545,4 +575,10 @@ func (e *Engine) resolveTools(ctx context.Context, req Request, backendName stri
 func (e *Engine) forwardsGrants(name string) bool {
 	st, ok := status(e.plugins.Statuses(), name)
 	return ok && st.Capabilities.MCPTools
+}
+
+// mountsRoots reports whether backend name passes roots grants on.
+func (e *Engine) mountsRoots(name string) bool {
+	st, ok := status(e.plugins.Statuses(), name)
+	return ok && st.Capabilities.HostRoots
 }

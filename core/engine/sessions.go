@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
+	"github.com/mcp-forge/mcp-forge/core/engine/mounts"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -282,6 +283,9 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		return backend.ExecuteResult{}, nil, e.Refuse(tools.client, s.ID, tools.tool, err, map[string]any{"network": hosts})
 	} else if n != "" {
 		notices = append(notices, n)
+	}
+	if s.Roots != nil && created {
+		notices = append(notices, mounts.Notice(s.Roots, s.Backend))
 	}
 	e.sessions.SetState(s, session.StateBusy)
 	sb, err := e.SessionBackend(ctx, s.Backend)
@@ -599,6 +603,14 @@ func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools too
 		}
 		s.Network, s.Start.NetworkGrant = ch, ch.Token()
 	}
+	if len(tools.roots) > 0 {
+		g, err := e.mounts.Grant(mounts.Ask{Client: s.Client, Session: s.ID, Internal: s.Internal, Tool: tools.tool, Backend: s.Backend}, tools.roots)
+		if err != nil {
+			e.CloseGrant(s) // the network granted above
+			return err
+		}
+		s.Roots, s.Start.RootsGrant = g, g.Token()
+	}
 	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
 		return nil
 	}
@@ -621,5 +633,9 @@ func (e *Engine) CloseGrant(s *session.Session) {
 	if s.Network != nil {
 		s.Network.Close()
 		s.Network, s.Start.NetworkGrant = nil, ""
+	}
+	if s.Roots != nil {
+		e.mounts.Close(s.Roots)
+		s.Roots, s.Start.RootsGrant = nil, ""
 	}
 }

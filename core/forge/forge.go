@@ -185,6 +185,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	ps := policy.FromConfig(cfg)
 	ps.ToolGrantTarget = bridge.SandboxDir
 	ps.NetworkTarget = egress.SandboxDir
+	ps.HostRootsTarget = host.RootsDir
 	pol := policy.New(ps, filepath.EvalSymlinks)
 	// The workspace quota and the lifetime bound are guarantees of the
 	// sandboxes as much as the runtime's limits are: their gaps are
@@ -253,12 +254,21 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, err
 	}
 	f.undo.push("network channels", func(context.Context) error { channels.Close(); return nil })
+	var roots *hostroots.Roots
+	if len(cfg.Volumes.HostRoots) > 0 {
+		if roots, err = hostroots.New(cfg.Volumes.HostRoots, tenant.Local); err != nil {
+			return nil, err
+		}
+	}
 	grants := &grants{}
 	crashes := &crashes{sb: sb, log: log, hosts: map[string]*hostsvc.Host{}}
 	hostFor := func(name string) host.Host {
 		h := hostsvc.New(name, sb, al, ws)
 		h.SetGrants(grants.Grant)
 		h.SetNetwork(channels.Lookup)
+		if roots != nil {
+			h.SetRoots(roots.Lookup)
+		}
 		crashes.add(name, h)
 		return h
 	}
@@ -318,12 +328,13 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	}
 	eng.SetTools(tools, toolsWhy)
 	eng.SetNetwork(netPolicy, channels)
-	if len(cfg.Volumes.HostRoots) > 0 {
-		roots, err := hostroots.New(cfg.Volumes.HostRoots, tenant.Local)
-		if err != nil {
-			return nil, err
-		}
+	if roots != nil {
 		eng.SetHostRoots(roots)
+		cannot := ""
+		if f.caps.StagedWorkspaces {
+			cannot = "this server's sandboxes are pods of a cluster, which cannot mount a directory of the server's machine"
+		}
+		eng.SetMounts(roots, cannot)
 	}
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))

@@ -30,6 +30,7 @@ type Root struct {
 	Writable bool   `json:"writable"`
 	tenants  []string
 	files    *workspace.Files
+	id       fileKey // what New found: a root replaced since is not mounted
 }
 
 // Files is the root's tree, opened with the workspace's rules.
@@ -39,6 +40,7 @@ func (r *Root) Files() *workspace.Files { return r.files }
 type Roots struct {
 	byName map[string]*Root
 	local  string
+	grants grants
 }
 
 // New checks each root: an existing directory, not a link. local names the
@@ -56,7 +58,8 @@ func New(cfg map[string]config.HostRoot, local string) (*Roots, error) {
 		case !st.IsDir():
 			return nil, fmt.Errorf("volumes.host_roots.%s.path: %s is not a directory", name, c.Path)
 		}
-		rs.byName[name] = &Root{Name: name, Path: c.Path, Writable: c.Writable, tenants: slices.Clone(c.Tenants), files: workspace.NewFiles(c.Path)}
+		id, _ := fileID(st)
+		rs.byName[name] = &Root{Name: name, Path: c.Path, Writable: c.Writable, tenants: slices.Clone(c.Tenants), files: workspace.NewFiles(c.Path), id: id}
 	}
 	return rs, nil
 }

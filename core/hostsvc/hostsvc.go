@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
+	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -39,6 +40,7 @@ type Host struct {
 
 	grants   GrantFunc   // nil: no tool grants
 	network  NetworkFunc // nil: no network grants
+	roots    RootsFunc   // nil: no host roots
 	channels Channels
 }
 
@@ -57,6 +59,14 @@ type NetworkFunc func(plugin, token string) (*egress.Channel, error)
 // SetNetwork lets containers of this plugin mount the network channels
 // the core opened for it (host.Intent.NetworkGrant).
 func (h *Host) SetNetwork(f NetworkFunc) { h.network = f }
+
+// RootsFunc resolves a host-roots grant token for plugin plugin
+// (hostroots.Roots.Lookup): only a live grant issued to that plugin.
+type RootsFunc func(plugin, token string) (*hostroots.Grant, error)
+
+// SetRoots lets containers of this plugin mount the host roots the core
+// granted it (host.Intent.RootsGrant).
+func (h *Host) SetRoots(f RootsFunc) { h.roots = f }
 
 type tracked struct {
 	*workspace.Workspace
@@ -85,6 +95,10 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 		return host.Container{}, err
 	}
 	channel, err := lookupGrant(h, in, in.NetworkGrant, h.network, egress.RuleNotGranted, "this server grants no network (no [network] policy is served)")
+	if err != nil {
+		return host.Container{}, err
+	}
+	roots, err := lookupGrant(h, in, in.RootsGrant, h.roots, hostroots.RuleNotGranted, "this server has no host roots ([volumes.host_roots])")
 	if err != nil {
 		return host.Container{}, err
 	}
@@ -120,7 +134,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			return host.Container{}, fileErr(err)
 		}
 	}
-	id, err := h.create(ctx, in, w, lim, grant, channel, places)
+	id, err := h.create(ctx, in, w, lim, grant, channel, roots, places)
 	if err != nil {
 		cleanup()
 		return host.Container{}, err
@@ -139,7 +153,7 @@ func (h *Host) limits(in host.Intent) (runtime.Limits, error) {
 
 // create creates the container of intent in over workspace w, which holds
 // its files, with the grants the intent named, and tracks it.
-func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspace, lim runtime.Limits, grant *toolbridge.Grant, channel *egress.Channel, places map[string]string) (string, error) {
+func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspace, lim runtime.Limits, grant *toolbridge.Grant, channel *egress.Channel, roots *hostroots.Grant, places map[string]string) (string, error) {
 	intent := in
 	intent.Files = nil
 	var mounts []runtime.Mount
@@ -159,6 +173,15 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 	if grant != nil {
 		mounts = append(mounts, runtime.Mount{Source: grant.Dir(), Target: bridge.SandboxDir, ReadOnly: true})
 		in.Env = grant.Env(in.Env)
+	}
+	if roots != nil {
+		rm, err := roots.Mounts()
+		if err != nil {
+			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
+				Details: map[string]any{"rule": hostroots.RuleChanged, "operation": "container.create", "plugin": h.plugin}})
+			return "", host.Errorf(host.KindPolicy, "%v", err)
+		}
+		mounts = append(mounts, rm...)
 	}
 	if channel != nil {
 		mounts = append(mounts, runtime.Mount{Source: channel.Dir(), Target: egress.SandboxDir, ReadOnly: true})

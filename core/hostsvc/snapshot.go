@@ -105,6 +105,8 @@ func (h *Host) CanSnapshot(id string) (int64, error) {
 		return 0, fmt.Errorf("%w: its container was made by another core, and how to make it again is not known here", sandbox.ErrNoSnapshot)
 	case t.intent.ToolsGrant != "" || t.intent.NetworkGrant != "":
 		return 0, fmt.Errorf("%w: it holds a tool or network grant, whose connections to the core cannot be saved with it", sandbox.ErrNoSnapshot)
+	case t.intent.RootsGrant != "":
+		return 0, fmt.Errorf("%w: it mounts host roots, which a snapshot does not hold and a restore would mount again", sandbox.ErrNoSnapshot)
 	}
 	if err := h.m.CanSnapshot(id); err != nil {
 		return 0, err
@@ -166,7 +168,7 @@ func (h *Host) Restore(ctx context.Context, sessionID, dir string) (string, erro
 	if err := workspace.NewFiles(w.Path).CopyIn(filepath.Join(dir, SnapshotWorkspace)); err != nil {
 		return fail(fmt.Errorf("copy the workspace back: %w", err))
 	}
-	id, err := h.create(ctx, in, w, lim, nil, nil, places)
+	id, err := h.create(ctx, in, w, lim, nil, nil, nil, places)
 	if err != nil {
 		return fail(err)
 	}

@@ -5,7 +5,6 @@ package policy
 
 import (
 	"fmt"
-	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/imageref"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
 // Violation is a refused container operation; Rule names the rule broken.
@@ -54,8 +54,14 @@ type Settings struct {
 	// NetworkTarget is where a run's network channel directory is mounted
 	// (egress.SandboxDir, set by the assembly); empty refuses every one.
 	NetworkTarget string
-	Defaults      runtime.Limits
-	Max           runtime.Limits
+	// HostRoots are the user's directories the operator allows
+	// ([volumes.host_roots] paths), mounted read-only at
+	// HostRootsTarget/<name> (host.RootsDir, set by the assembly); empty
+	// refuses every host-root mount.
+	HostRoots       []string
+	HostRootsTarget string
+	Defaults        runtime.Limits
+	Max             runtime.Limits
 	// Waived are the guarantees sandboxes may go without, each with the
 	// setting that waived it (config.Waivers); every other one is required.
 	Waived map[runtime.Guarantee]string
@@ -233,6 +239,9 @@ func (p *Policy) CheckMount(m runtime.Mount, sessionID string) error {
 	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 		return violation("mount", "mount paths must be absolute (source %q, target %q)", m.Source, m.Target)
 	}
+	if m.HostRoot {
+		return p.checkHostRoot(m)
+	}
 	if t := filepath.Clean(m.Target); t == "/" || forbiddenTarget(t) {
 		return violation("mount", "mount target %q would cover a system directory in the container", m.Target)
 	}
@@ -370,4 +379,45 @@ func (p *Policy) ResolveLimits(r LimitRequest) (runtime.Limits, error) {
 		l.Timeout = secs(r.Timeout)
 	}
 	return l, nil
+}
+
+// checkHostRoot accepts a mount of a whole host root the operator allows,
+// read-only, at its place under Settings.HostRootsTarget, resolving to
+// neither a system directory nor a place overlapping volumes.base_path
+// (where every session's files are). That the root itself is no link is
+// core/hostroots' check, right before the mount.
+func (p *Policy) checkHostRoot(m runtime.Mount) error {
+	src := filepath.Clean(m.Source)
+	if !slices.Contains(p.s.HostRoots, src) {
+		return violation("mount", "%s is not one of the host roots the operator allows (volumes.host_roots)", m.Source)
+	}
+	if !m.ReadOnly {
+		return violation("mount-readonly", "host root %s is mounted read-only only", m.Source)
+	}
+	if t := filepath.Clean(m.Target); p.s.HostRootsTarget == "" || filepath.Dir(t) != p.s.HostRootsTarget || t != m.Target {
+		return violation("mount", "a host root is mounted at %s/<name> only, not %q", p.s.HostRootsTarget, m.Target)
+	}
+	real, err := p.resolve(src)
+	if err != nil {
+		return violation("mount", "cannot resolve host root %q: %v", m.Source, err)
+	}
+	for _, q := range []string{src, real} {
+		if why := forbiddenMount(q); why != "" {
+			return violation("forbidden-mount", "host root %s: %s %s and may never be mounted", m.Source, q, why)
+		}
+	}
+	base, err := p.resolve(filepath.Clean(p.s.BasePath))
+	if err != nil {
+		base = filepath.Clean(p.s.BasePath)
+	}
+	if within(base, real) || within(real, base) {
+		return violation("mount-outside-base", "host root %s (%s) overlaps volumes.base_path %s, which holds every session's files", m.Source, real, base)
+	}
+	return nil
+}
+
+// within reports whether p is dir or beneath it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

@@ -1,10 +1,11 @@
 package policy
 
 import (
-	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"path/filepath"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
 )
 
@@ -13,7 +14,12 @@ func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
 // FromConfig derives the rule parameters from a validated configuration.
 func FromConfig(c config.Config) Settings {
 	e := c.Execution
+	var roots []string
+	for _, r := range c.Volumes.HostRoots {
+		roots = append(roots, filepath.Clean(r.Path))
+	}
 	return Settings{
+		HostRoots:     roots,
 		AllowedImages: c.Images.Allowed,
 		AllowNetwork:  c.Security.AllowNetwork,
 		User:          c.Security.SandboxUser,

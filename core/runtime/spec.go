@@ -32,6 +32,10 @@ type Mount struct {
 	Source   string // host path
 	Target   string // path in the container
 	ReadOnly bool
+	// HostRoot: Source is a directory of the user's ([volumes.host_roots]),
+	// not the core's. It is bound without the mounts beneath it and never
+	// changed: no chown to the sandbox's user, read-only.
+	HostRoot bool
 }
 
 // Limits are the resources one container may use.

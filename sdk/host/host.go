@@ -50,6 +50,11 @@ type Intent struct {
 	// the like, and starts the in-sandbox forwarder before Command. Only a
 	// grant issued to this plugin is accepted.
 	NetworkGrant string
+	// RootsGrant is the token of ExecuteRequest.RootsGrant or
+	// OpenSessionRequest.RootsGrant: the core mounts the host roots it
+	// grants read-only at RootsDir/<name>. Only a grant issued to this
+	// plugin is accepted.
+	RootsGrant string
 	// Endpoints are the unix sockets the container will listen on, which
 	// the plugin reaches through Sandbox.Dial.
 	Endpoints []Endpoint
@@ -65,6 +70,10 @@ type Intent struct {
 // WarmUpLimit is how long after its creation a WarmUp container keeps its
 // larger allowance at most: then the core clamps it, Clamp or not.
 const WarmUpLimit = 30 * time.Second
+
+// RootsDir is where the host roots of Intent.RootsGrant appear in the
+// container, each at RootsDir/<name>, read-only.
+const RootsDir = "/mnt"
 
 // Endpoint is a unix socket a sandbox listens on, reached only through Dial.
 type Endpoint struct {

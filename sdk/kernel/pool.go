@@ -60,9 +60,10 @@ func (b *Backend) Pool() *backend.WarmPool {
 // matches reports whether a request can take a warm kernel: a new session
 // (a restarted one keeps its workspace) whose kernel would run the
 // configured image with the default limits and the spec's environment only,
-// and no tools directory to mount (a warm container was created without).
+// and no tools directory, network or host roots to mount (a warm
+// container was created without).
 func (b *Backend) matches(req backend.OpenSessionRequest) bool {
-	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
+	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && req.RootsGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
 }
 
 // fill starts kernels until the pool holds its size (ready or starting).

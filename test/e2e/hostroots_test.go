@@ -154,3 +154,148 @@ print(rows, total)`
 		t.Errorf("audit: %d host reads and %d writes, want 1 and 1", reads, writes)
 	}
 }
+
+// hostMountRows makes a CSV of about 20 MB for the mounted-root test: the
+// 200 MB figure is TestHostRootsWithoutTheModel's; here what counts is
+// that the bytes are read in place.
+const hostMountRows = 1_500_000
+
+// Host roots mounted read-only into a stateless run and a session
+// (host_roots): the code reads a CSV where it lies, with under 10 KB
+// crossing MCP; writes fail with EROFS, a writable root included; links
+// planted in the root resolve inside the sandbox, never to the host's
+// files; a session keeps the roots it started with and refuses others; a
+// root replaced by a link after the start, an unknown root and roots on a
+// later call are refused, each audited with its rule. (A write to an
+// existing file the sandbox's user may not write fails EACCES first.)
+func TestHostRootsMounted(t *testing.T) {
+	testenv.Parallel(t)
+	top := t.TempDir()
+	data, out, moving, outside := filepath.Join(top, "data"), filepath.Join(top, "out"), filepath.Join(top, "moving"), filepath.Join(top, "outside")
+	for _, d := range []string{top, data, out, moving, outside} {
+		os.MkdirAll(d, 0o755)
+		os.Chmod(d, 0o755) // the sandbox reads what others may read
+	}
+	os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("host-secret-4711"), 0o644)
+	f, err := os.Create(filepath.Join(data, "big.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.WriteString("a,b\n")
+	for i := 0; i < hostMountRows; i++ {
+		w.WriteString(strconv.Itoa(i))
+		w.WriteByte(',')
+		w.WriteString(strconv.Itoa(2 * i))
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chmod(filepath.Join(data, "big.csv"), 0o644)
+	// Links another process plants: relative out of the root, absolute to
+	// a host file.
+	os.Symlink("../outside/secret.txt", filepath.Join(data, "up"))
+	os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(data, "abs"))
+
+	p := testenv.NewInProcess(t, func(c *config.Config) {
+		c.Volumes.HostRoots = map[string]config.HostRoot{"data": {Path: data}, "out": {Path: out, Writable: true}, "moving": {Path: moving}}
+	})
+	p.Forge.MCP.SetIdentity(func(mcp.Request) (string, error) { return mcpserver.StdioClient, nil })
+	var n atomic.Int64
+	cs := p.ConnectCounting(t, &n)
+	call := func(args map[string]any) (string, map[string]any, bool) {
+		var o map[string]any
+		res := testenv.Call(t, cs, "execute_python", args, &o)
+		return testenv.Text(res), o, res.IsError
+	}
+	read := `import pandas as pd
+total = sum(int(c["b"].sum()) for c in pd.read_csv("/mnt/data/big.csv", chunksize=500_000))
+print("total", total)`
+	want := fmt.Sprintf("total %d", int64(hostMountRows)*(hostMountRows-1))
+	probe := `import errno, os
+for p in ["/mnt/data/new.txt", "/mnt/out/new.txt", "/mnt/data/big.csv"]:
+    try:
+        open(p, "a").close(); print("WROTE", p)
+    except OSError as e:
+        print("refused", p, errno.errorcode[e.errno])
+for p in ["/mnt/data/up", "/mnt/data/abs"]:
+    try:
+        print("READ", p, open(p).read())
+    except OSError as e:
+        print("absent", p, errno.errorcode[e.errno])
+print(sorted(os.listdir("/mnt")))`
+
+	// A stateless run.
+	text, o, isErr := call(map[string]any{"code": read + "\n" + probe, "host_roots": []string{"data", "out"}, "timeout": 120})
+	if isErr || !strings.Contains(text, want) {
+		t.Fatalf("stateless run over a mounted root: %s (want %s)", text, want)
+	}
+	for _, s := range []string{"refused /mnt/data/new.txt EROFS", "refused /mnt/out/new.txt EROFS", "refused /mnt/data/big.csv", "absent /mnt/data/up ENOENT", "absent /mnt/data/abs ENOENT", "['data', 'out']"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("stateless run: want %q in %s", s, text)
+		}
+	}
+	if strings.Contains(text, "host-secret") || strings.Contains(text, "WROTE") {
+		t.Errorf("the sandbox read a host file through a planted link or wrote into a root: %s", text)
+	}
+	if !strings.Contains(fmt.Sprint(o["notices"]), "host roots mounted read-only: data at /mnt/data, out at /mnt/out") {
+		t.Errorf("notices: %v", o["notices"])
+	}
+	if _, err := os.Stat(filepath.Join(out, "new.txt")); err == nil {
+		t.Error("a file appeared in the writable root")
+	}
+
+	// A session takes its roots on its first call and keeps them.
+	if text, _, isErr := call(map[string]any{"code": "import os; print(os.listdir('/mnt'))", "session_id": "m", "host_roots": []string{"data"}}); isErr || !strings.Contains(text, "['data']") {
+		t.Fatalf("session's first call: %s", text)
+	}
+	if text, _, isErr := call(map[string]any{"code": read, "session_id": "m", "timeout": 120}); isErr || !strings.Contains(text, want) {
+		t.Fatalf("session's second call: %s", text)
+	}
+	if total := n.Load(); total > 10<<10 {
+		t.Errorf("%d bytes crossed MCP, want under 10 KB", total)
+	} else {
+		t.Logf("%d bytes crossed MCP for three runs over a %d-row CSV", total, hostMountRows)
+	}
+
+	// The root "moving" is replaced by a link after the server checked it.
+	os.Rename(moving, moving+".old")
+	os.Symlink(outside, moving)
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want string
+		rule string
+	}{
+		{"other roots later", map[string]any{"session_id": "m", "host_roots": []string{"out"}}, "was started with host roots data", "host-root-session"},
+		{"unknown root", map[string]any{"host_roots": []string{"home"}}, "no such host root", files.RuleHostRoot},
+		{"replaced root", map[string]any{"host_roots": []string{"moving"}}, "is no longer a directory", "host-root-changed"},
+	} {
+		args := map[string]any{"code": "print(open('/mnt/moving/secret.txt').read())"}
+		for k, v := range tc.args {
+			args[k] = v
+		}
+		if text, _, isErr := call(args); !isErr || !strings.Contains(text, tc.want) || strings.Contains(text, "host-secret") {
+			t.Errorf("%s: %s, want a refusal saying %q", tc.name, text, tc.want)
+		}
+	}
+	refused, mounts := map[string]int{}, 0
+	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
+		switch e.Event {
+		case engine.EventRefused:
+			refused[fmt.Sprint(e.Details["rule"])]++
+		case "files.host_mount":
+			mounts++
+		}
+	}
+	for rule, n := range map[string]int{"host-root-session": 1, files.RuleHostRoot: 1, "host-root-changed": 1} {
+		if refused[rule] != n {
+			t.Errorf("%d refusals audited by %s, want %d (all: %v)", refused[rule], rule, n, refused)
+		}
+	}
+	if mounts != 2 {
+		t.Errorf("%d files.host_mount audit lines, want 2 (the stateless run, the session)", mounts)
+	}
+}

@@ -20,7 +20,7 @@ import (
 
 // Rules of host-root refusals.
 const (
-	RuleHostRoot         = "host-root"           // a root that does not exist or is not the caller's
+	RuleHostRoot         = hostroots.RuleUnknown // a root that does not exist or is not the caller's
 	RuleHostRootReadOnly = "host-root-read-only" // a write into a root that is not writable
 )
 

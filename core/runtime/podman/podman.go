@@ -258,6 +258,13 @@ func toSpecgen(s runtime.Spec) *specgen.SpecGenerator {
 		Options: []string{"rw", "nosuid", "nodev", "size=" + strconv.FormatInt(s.TmpfsSize, 10), "mode=1777"},
 	}}
 	for _, m := range s.Mounts {
+		if m.HostRoot {
+			// Not rbind: a filesystem mounted beneath the user's directory
+			// stays out. Not U: the user's files keep their owner, and
+			// the sandbox reads what others may read.
+			g.Mounts = append(g.Mounts, spec.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+			continue
+		}
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if m.ReadOnly {
 			opts = append(opts, "ro")

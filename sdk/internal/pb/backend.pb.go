@@ -45,7 +45,12 @@ type CapabilitiesResponse struct {
 	// leaves it unset (Capabilities is static) and answers Stats.
 	//
 	// Deprecated: Marked as deprecated in forge/plugin/v2/backend.proto.
-	WarmPool      *WarmPool `protobuf:"bytes,14,opt,name=warm_pool,json=warmPool,proto3" json:"warm_pool,omitempty"`
+	WarmPool *WarmPool `protobuf:"bytes,14,opt,name=warm_pool,json=warmPool,proto3" json:"warm_pool,omitempty"`
+	// The backend copies ExecuteRequest.roots_grant and
+	// OpenSessionRequest.roots_grant into the container's intent (never a
+	// pooled container's). The core refuses host roots for a backend
+	// without it rather than run without them.
+	HostRoots     bool `protobuf:"varint,15,opt,name=host_roots,json=hostRoots,proto3" json:"host_roots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +182,13 @@ func (x *CapabilitiesResponse) GetWarmPool() *WarmPool {
 		return x.WarmPool
 	}
 	return nil
+}
+
+func (x *CapabilitiesResponse) GetHostRoots() bool {
+	if x != nil {
+		return x.HostRoots
+	}
+	return false
 }
 
 type StatsRequest struct {
@@ -527,7 +539,12 @@ type ExecuteRequest struct {
 	// network_grant is an opaque token of the network (hosts) the core
 	// granted this run: copy it into the container's intent
 	// (CreateRequest.network_grant). Empty: no network.
-	NetworkGrant  string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
+	NetworkGrant string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
+	// roots_grant is an opaque token of the host roots (the user's
+	// directories) the core mounts read-only into this run's container:
+	// copy it into the container's intent (CreateRequest.roots_grant).
+	// Empty: none.
+	RootsGrant    string `protobuf:"bytes,14,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -649,6 +666,13 @@ func (x *ExecuteRequest) GetInputFiles() map[string][]byte {
 func (x *ExecuteRequest) GetNetworkGrant() string {
 	if x != nil {
 		return x.NetworkGrant
+	}
+	return ""
+}
+
+func (x *ExecuteRequest) GetRootsGrant() string {
+	if x != nil {
+		return x.RootsGrant
 	}
 	return ""
 }
@@ -816,7 +840,12 @@ type ExecuteStreamRequest struct {
 	// network_grant is an opaque token of the network (hosts) the core
 	// granted this run: copy it into the container's intent
 	// (CreateRequest.network_grant). Empty: no network.
-	NetworkGrant  string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
+	NetworkGrant string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
+	// roots_grant is an opaque token of the host roots (the user's
+	// directories) the core mounts read-only into this run's container:
+	// copy it into the container's intent (CreateRequest.roots_grant).
+	// Empty: none.
+	RootsGrant    string `protobuf:"bytes,14,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +967,13 @@ func (x *ExecuteStreamRequest) GetInputFiles() map[string][]byte {
 func (x *ExecuteStreamRequest) GetNetworkGrant() string {
 	if x != nil {
 		return x.NetworkGrant
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetRootsGrant() string {
+	if x != nil {
+		return x.RootsGrant
 	}
 	return ""
 }
@@ -1300,7 +1336,10 @@ type OpenSessionRequest struct {
 	// container differ from this request's, its kernel's connection (paths in
 	// the container, key) holds. A plugin that cannot resume such a copy
 	// must fail.
-	Restored      bool `protobuf:"varint,10,opt,name=restored,proto3" json:"restored,omitempty"`
+	Restored bool `protobuf:"varint,10,opt,name=restored,proto3" json:"restored,omitempty"`
+	// roots_grant: as ExecuteRequest.roots_grant, for the session's
+	// container; never a pre-started one.
+	RootsGrant    string `protobuf:"bytes,11,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1403,6 +1442,13 @@ func (x *OpenSessionRequest) GetRestored() bool {
 		return x.Restored
 	}
 	return false
+}
+
+func (x *OpenSessionRequest) GetRootsGrant() string {
+	if x != nil {
+		return x.RootsGrant
+	}
+	return ""
 }
 
 // OpenSessionResponse is the opened session (v1: SessionInfo).
@@ -2129,7 +2175,7 @@ var File_forge_plugin_v2_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\x93\x04\n" +
+	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\xb2\x04\n" +
 	"\x14CapabilitiesResponse\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -2149,7 +2195,9 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"checkpoint\x12\x1f\n" +
 	"\vinput_files\x18\r \x01(\bR\n" +
 	"inputFiles\x12:\n" +
-	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolB\x02\x18\x01R\bwarmPool\"\x0e\n" +
+	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolB\x02\x18\x01R\bwarmPool\x12\x1d\n" +
+	"\n" +
+	"host_roots\x18\x0f \x01(\bR\thostRoots\"\x0e\n" +
 	"\fStatsRequest\"G\n" +
 	"\rStatsResponse\x126\n" +
 	"\twarm_pool\x18\x01 \x01(\v2\x19.forge.plugin.v2.WarmPoolR\bwarmPool\"f\n" +
@@ -2180,7 +2228,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x06shrunk\x18\x11 \x01(\x03R\x06shrunk\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xea\x04\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x8b\x05\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2198,7 +2246,9 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"toolsGrant\x12P\n" +
 	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v2.ExecuteRequest.InputFilesEntryR\n" +
 	"inputFiles\x12#\n" +
-	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x1a6\n" +
+	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12\x1f\n" +
+	"\vroots_grant\x18\x0e \x01(\tR\n" +
+	"rootsGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2227,7 +2277,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fInputFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xfc\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x9d\x05\n" +
 	"\x14ExecuteStreamRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2245,7 +2295,9 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"toolsGrant\x12V\n" +
 	"\vinput_files\x18\f \x03(\v25.forge.plugin.v2.ExecuteStreamRequest.InputFilesEntryR\n" +
 	"inputFiles\x12#\n" +
-	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x1a6\n" +
+	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12\x1f\n" +
+	"\vroots_grant\x18\x0e \x01(\tR\n" +
+	"rootsGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2285,7 +2337,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\xa6\x03\n" +
+	"\x13CapabilitiesRequest\"\xc7\x03\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2299,7 +2351,9 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x06resume\x18\b \x01(\fR\x06resume\x12.\n" +
 	"\x13resume_container_id\x18\t \x01(\tR\x11resumeContainerId\x12\x1a\n" +
 	"\brestored\x18\n" +
-	" \x01(\bR\brestored\x1a6\n" +
+	" \x01(\bR\brestored\x12\x1f\n" +
+	"\vroots_grant\x18\v \x01(\tR\n" +
+	"rootsGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +

@@ -133,6 +133,7 @@ type Input struct {
 	InputFiles  []InputFileInput  `json:"input_files,omitempty"`
 	Network     []string          `json:"network,omitempty"`
 	Credentials []string          `json:"credentials,omitempty"`
+	HostRoots   []string          `json:"host_roots,omitempty"`
 	Background  bool              `json:"background,omitempty"`
 }
 
@@ -166,6 +167,7 @@ func InputSchema(cfg config.Config) *jsonschema.Schema {
 			"A job in a session holds the session until it ends (other calls in it are refused)", toolsets.JobTemplate, cfg.Jobs.DefaultTimeout, e.MaxBackgroundTimeout),
 		"network":     networkDescription(cfg.Network),
 		"credentials": credentialsDescription(cfg),
+		"host_roots":  hostRootsDescription(cfg.Volumes.HostRoots),
 		"environment": fmt.Sprintf("environment variables for the code: names of letters, digits and '_' (not FORGE_*), values without NUL bytes, "+
 			"each at most %s, all together at most %s; a session takes them when it starts", e.MaxEnvValue, e.MaxEnvTotal),
 	}
@@ -210,6 +212,29 @@ func credentialsDescription(cfg config.Config) string {
 	return "credentials the egress proxy adds to the code's HTTPS requests to their hosts (which are granted with them, like network): the code never sees a value, " +
 		"only a placeholder in FORGE_CREDENTIAL_<NAME> (send it where the API expects its key, e.g. Authorization: Bearer $FORGE_CREDENTIAL_GITHUB; the proxy replaces it). " +
 		"A session takes them on its first call. Available: " + available
+}
+
+// hostRootsDescription names the host roots a run may mount.
+func hostRootsDescription(roots map[string]config.HostRoot) string {
+	var local []string
+	tenants := false
+	for _, name := range slices.Sorted(maps.Keys(roots)) {
+		if len(roots[name].Tenants) == 0 {
+			local = append(local, name)
+		} else {
+			tenants = true
+		}
+	}
+	available := "none is configured ([volumes.host_roots])"
+	if len(local) > 0 {
+		available = strings.Join(local, ", ")
+	}
+	if tenants {
+		available += " (and a tenant's own: list_host_files lists yours)"
+	}
+	return "host roots, the user's directories the operator allows, mounted read-only at /mnt/<name> in the sandbox: the code reads their files where they lie " +
+		"(pandas.read_csv(\"/mnt/data/big.csv\")), their bytes never passing through this conversation, and cannot change them; it reads what any user of the machine may read. " +
+		"A session takes them on its first call and keeps them. To keep a result, write it in the session and export_file it into a writable root. Available: " + available
 }
 
 // Output is the structured result of every execute_<language> tool.
@@ -264,6 +289,7 @@ func (t tools) execute(ctx context.Context, req *mcp.CallToolRequest, language s
 		InputFiles:  inputFiles(in.InputFiles),
 		Network:     in.Network,
 		Credentials: in.Credentials,
+		HostRoots:   in.HostRoots,
 	}
 	if in.Background {
 		return t.startJob(ctx, ereq)

@@ -104,6 +104,8 @@ func Places(s runtime.Spec) ([]Mount, error) {
 	for _, m := range s.Mounts {
 		rel, ok := within(s.WorkspacePath, m.Source)
 		switch {
+		case m.HostRoot:
+			return nil, fmt.Errorf("host root %s at %s: a pod cannot mount a directory of the core's machine (the core refuses host roots on this runtime)", m.Source, m.Target)
 		case ok:
 			out = append(out, Mount{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
 		case m.ReadOnly:
