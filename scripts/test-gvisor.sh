@@ -16,7 +16,7 @@ export CGO_ENABLED=${CGO_ENABLED:-0} PATH=$PATH:/usr/local/go/bin
 # warm pools, checkpoints and whole-sandbox snapshots (the runtime's and
 # through MCP), and the security suite's confinement, OOM, fork
 # bomb, timeouts and seccomp.
-e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore|TestSnapshotKeepsEverything|TestSnapshotMovesBetweenServers|TestSuspendIdleSession'
+e2e='TestGVisorIsolation|TestResultSaysIsolation|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestSessionFiles|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestWarmRunsBehaveAsCold|TestWarmSessionConfinedLikeCold|TestCheckpointRestore|TestSnapshotKeepsEverything|TestSnapshotMovesBetweenServers|TestSuspendIdleSession|TestHostRootsMounted'
 security='TestSandboxConfinement|TestWarmConfinementEqualsCold|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 
 runsc=${FORGE_SECURITY_RUNSC:-/usr/local/lib/mcp-forge/runsc}

@@ -310,3 +310,46 @@ func TestToolGrantWithoutTarget(t *testing.T) {
 		t.Fatalf("want a mount violation, got %v", err)
 	}
 }
+
+// A host-root mount is accepted only of a configured root, read-only, at
+// its own place under the target, and never of a system directory or of
+// one overlapping the base path, whatever the intent says.
+func TestHostRootMount(t *testing.T) {
+	base, data := t.TempDir(), t.TempDir()
+	inBase := filepath.Join(base, "sessions")
+	os.MkdirAll(inBase, 0o755)
+	st := testSettings(base)
+	st.HostRoots, st.HostRootsTarget = []string{data, "/etc", inBase, base}, "/mnt"
+	p := New(st, filepath.EvalSymlinks)
+	for _, tc := range []struct {
+		name string
+		m    runtime.Mount
+		rule string
+	}{
+		{"a configured root", runtime.Mount{Source: data, Target: "/mnt/data", ReadOnly: true}, ""},
+		{"not configured", runtime.Mount{Source: t.TempDir(), Target: "/mnt/data", ReadOnly: true}, "mount"},
+		{"beneath a root", runtime.Mount{Source: filepath.Join(data, "sub"), Target: "/mnt/data", ReadOnly: true}, "mount"},
+		{"writable", runtime.Mount{Source: data, Target: "/mnt/data"}, "mount-readonly"},
+		{"over a system directory", runtime.Mount{Source: data, Target: "/etc", ReadOnly: true}, "mount"},
+		{"below its place", runtime.Mount{Source: data, Target: "/mnt/data/x", ReadOnly: true}, "mount"},
+		{"the target itself", runtime.Mount{Source: data, Target: "/mnt", ReadOnly: true}, "mount"},
+		{"not clean", runtime.Mount{Source: data, Target: "/mnt/x/../data", ReadOnly: true}, "mount"},
+		{"a system directory", runtime.Mount{Source: "/etc", Target: "/mnt/etc", ReadOnly: true}, "forbidden-mount"},
+		{"inside the base path", runtime.Mount{Source: inBase, Target: "/mnt/s", ReadOnly: true}, "mount-outside-base"},
+		{"the base path", runtime.Mount{Source: base, Target: "/mnt/b", ReadOnly: true}, "mount-outside-base"},
+	} {
+		tc.m.HostRoot = true
+		err := p.CheckMount(tc.m, "s1")
+		var v *Violation
+		switch {
+		case tc.rule == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.rule != "" && (!errors.As(err, &v) || v.Rule != tc.rule):
+			t.Errorf("%s: want %s, got %v", tc.name, tc.rule, err)
+		}
+	}
+	st.HostRootsTarget = ""
+	if err := New(st, filepath.EvalSymlinks).CheckMount(runtime.Mount{Source: data, Target: "/mnt/data", ReadOnly: true, HostRoot: true}, "s1"); err == nil {
+		t.Error("a host root mounted without a configured target")
+	}
+}

@@ -166,8 +166,7 @@ const hostMountRows = 1_500_000
 // planted in the root resolve inside the sandbox, never to the host's
 // files; a session keeps the roots it started with and refuses others; a
 // root replaced by a link after the start, an unknown root and roots on a
-// later call are refused, each audited with its rule. (A write to an
-// existing file the sandbox's user may not write fails EACCES first.)
+// later call are refused, each audited with its rule.
 func TestHostRootsMounted(t *testing.T) {
 	testenv.Parallel(t)
 	top := t.TempDir()
@@ -176,6 +175,10 @@ func TestHostRootsMounted(t *testing.T) {
 		os.MkdirAll(d, 0o755)
 		os.Chmod(d, 0o755) // the sandbox reads what others may read
 	}
+	// The roots are writable by anyone: only the read-only mount stops
+	// the sandbox's writes (EROFS, not EACCES).
+	os.Chmod(data, 0o777)
+	os.Chmod(out, 0o777)
 	os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("host-secret-4711"), 0o644)
 	f, err := os.Create(filepath.Join(data, "big.csv"))
 	if err != nil {
@@ -193,7 +196,7 @@ func TestHostRootsMounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	os.Chmod(filepath.Join(data, "big.csv"), 0o644)
+	os.Chmod(filepath.Join(data, "big.csv"), 0o666)
 	// Links another process plants: relative out of the root, absolute to
 	// a host file.
 	os.Symlink("../outside/secret.txt", filepath.Join(data, "up"))
@@ -232,7 +235,7 @@ print(sorted(os.listdir("/mnt")))`
 	if isErr || !strings.Contains(text, want) {
 		t.Fatalf("stateless run over a mounted root: %s (want %s)", text, want)
 	}
-	for _, s := range []string{"refused /mnt/data/new.txt EROFS", "refused /mnt/out/new.txt EROFS", "refused /mnt/data/big.csv", "absent /mnt/data/up ENOENT", "absent /mnt/data/abs ENOENT", "['data', 'out']"} {
+	for _, s := range []string{"refused /mnt/data/new.txt EROFS", "refused /mnt/out/new.txt EROFS", "refused /mnt/data/big.csv EROFS", "absent /mnt/data/up ENOENT", "absent /mnt/data/abs ENOENT", "['data', 'out']"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("stateless run: want %q in %s", s, text)
 		}

@@ -54,3 +54,21 @@ func TestMountAgent(t *testing.T) {
 		})
 	}
 }
+
+// A host root is bound read-only without its submounts and never chowned
+// (the user's files keep their owner); a workspace mount is chowned in a
+// user namespace.
+func TestHostRootMountOptions(t *testing.T) {
+	s := runtime.Spec{Image: "img", UserNS: "private", Mounts: []runtime.Mount{{Source: "/ws", Target: "/work"}, {Source: "/home/me/Data", Target: "/mnt/data", ReadOnly: true, HostRoot: true}}}
+	g := toSpecgen(s)
+	opts := map[string][]string{}
+	for _, m := range g.Mounts {
+		opts[m.Destination] = m.Options
+	}
+	if o := opts["/mnt/data"]; !slices.Contains(o, "ro") || !slices.Contains(o, "bind") || slices.Contains(o, "rbind") || slices.Contains(o, "U") || slices.Contains(o, "rw") {
+		t.Errorf("host root options %v: want a read-only non-recursive bind, never chowned", o)
+	}
+	if o := opts["/work"]; !slices.Contains(o, "U") || !slices.Contains(o, "rbind") {
+		t.Errorf("workspace options %v", o)
+	}
+}
