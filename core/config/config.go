@@ -354,6 +354,11 @@ type HostRoot struct {
 	// Tenants may use it over HTTP; empty: only the local client (stdio,
 	// or an HTTP server without tenants).
 	Tenants []string `toml:"tenants"`
+	// Claim is the PersistentVolumeClaim (in runtime.kubernetes.namespace)
+	// holding the same files for pods: on Kubernetes a run's host_roots
+	// mounts it read-only; "": the root is not mounted into pods (Path is
+	// where the server itself reads it, import_file and export_file).
+	Claim string `toml:"claim"`
 }
 
 // DefaultRunsc is where scripts/setup.sh installs gVisor's runsc.

@@ -18,11 +18,20 @@ func TestHostRootValidation(t *testing.T) {
 		{"the base path", "data", "/var/lib/mcp-forge/", "overlaps volumes.base_path"},
 		{"holding the base path", "data", "/var/lib", "overlaps volumes.base_path"},
 		{"a bad name", "my data", "/srv/data", ""},
+		{"a bad claim", "data", "/srv/data", "is not a PersistentVolumeClaim name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()
 			c.Volumes.BasePath = "/var/lib/mcp-forge"
 			c.Volumes.HostRoots = map[string]HostRoot{tc.root: {Path: tc.path}}
+			if tc.name == "a bad claim" {
+				c.Volumes.HostRoots[tc.root] = HostRoot{Path: tc.path, Claim: "Data_Claim"}
+				errs := Validate(c)
+				if len(errs) != 1 || errs[0].Path != "volumes.host_roots.data.claim" || !strings.Contains(errs[0].Msg, tc.msg) {
+					t.Fatalf("a bad claim: %v", errs)
+				}
+				return
+			}
 			errs := Validate(c)
 			want := tc.msg
 			if tc.name == "a bad name" {

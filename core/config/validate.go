@@ -143,6 +143,9 @@ func Validate(c Config) Errors {
 		p, r := "volumes.host_roots."+name, c.Volumes.HostRoots[name]
 		v.name(p, name)
 		v.abs(p+".path", r.Path)
+		if r.Claim != "" && !objectName.MatchString(r.Claim) {
+			v.add(p+".claim", fmt.Sprintf("%q is not a PersistentVolumeClaim name (lower-case letters, digits, '-' and '.', at most 253)", r.Claim))
+		}
 		if overlaps(r.Path, c.Volumes.BasePath) {
 			v.add(p+".path", fmt.Sprintf("%s overlaps volumes.base_path %s, which holds every session's files: name a directory outside it", r.Path, c.Volumes.BasePath))
 		}

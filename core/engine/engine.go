@@ -172,9 +172,9 @@ func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
 }
 
 // SetMounts lets runs and sessions mount host roots (Request.HostRoots);
-// cannot says why the runtime cannot ("": it can).
-func (e *Engine) SetMounts(rs *hostroots.Roots, cannot string) {
-	e.mounts = mounts.New(rs, e.rec, e, cannot)
+// claimsOnly: the runtime mounts only roots with a claim.
+func (e *Engine) SetMounts(rs *hostroots.Roots, claimsOnly bool) {
+	e.mounts = mounts.New(rs, e.rec, e, claimsOnly)
 }
 
 // Network grants runs network; nil: it grants none.

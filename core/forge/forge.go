@@ -330,11 +330,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	eng.SetNetwork(netPolicy, channels)
 	if roots != nil {
 		eng.SetHostRoots(roots)
-		cannot := ""
-		if f.caps.StagedWorkspaces {
-			cannot = "this server's sandboxes are pods of a cluster, which cannot mount a directory of the server's machine"
-		}
-		eng.SetMounts(roots, cannot)
+		eng.SetMounts(roots, f.caps.StagedWorkspaces) // a pod mounts a root's claim, not a directory of this machine
 	}
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))

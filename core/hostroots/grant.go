@@ -118,7 +118,7 @@ func (g *Grant) Mounts() ([]runtime.Mount, error) {
 		if err := r.unchanged(); err != nil {
 			return nil, err
 		}
-		out = append(out, runtime.Mount{Source: r.Path, Target: g.Target(r.Name), ReadOnly: true, HostRoot: true})
+		out = append(out, runtime.Mount{Source: r.Path, Target: g.Target(r.Name), ReadOnly: true, HostRoot: true, Claim: r.Claim})
 	}
 	g.mu.Lock()
 	g.mounted++

@@ -28,6 +28,7 @@ type Root struct {
 	Name     string `json:"name"`
 	Path     string `json:"path"`
 	Writable bool   `json:"writable"`
+	Claim    string `json:"-"` // the PersistentVolumeClaim pods mount it from; "": none
 	tenants  []string
 	files    *workspace.Files
 	id       fileKey // what New found: a root replaced since is not mounted
@@ -59,7 +60,7 @@ func New(cfg map[string]config.HostRoot, local string) (*Roots, error) {
 			return nil, fmt.Errorf("volumes.host_roots.%s.path: %s is not a directory", name, c.Path)
 		}
 		id, _ := fileID(st)
-		rs.byName[name] = &Root{Name: name, Path: c.Path, Writable: c.Writable, tenants: slices.Clone(c.Tenants), files: workspace.NewFiles(c.Path), id: id}
+		rs.byName[name] = &Root{Name: name, Path: c.Path, Writable: c.Writable, tenants: slices.Clone(c.Tenants), files: workspace.NewFiles(c.Path), id: id, Claim: c.Claim}
 	}
 	return rs, nil
 }

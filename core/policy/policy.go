@@ -58,7 +58,7 @@ type Settings struct {
 	// ([volumes.host_roots] paths), mounted read-only at
 	// HostRootsTarget/<name> (host.RootsDir, set by the assembly); empty
 	// refuses every host-root mount.
-	HostRoots       []string
+	HostRoots       map[string]string // path → the claim pods mount it from ("": none)
 	HostRootsTarget string
 	Defaults        runtime.Limits
 	Max             runtime.Limits
@@ -388,8 +388,12 @@ func (p *Policy) ResolveLimits(r LimitRequest) (runtime.Limits, error) {
 // core/hostroots' check, right before the mount.
 func (p *Policy) checkHostRoot(m runtime.Mount) error {
 	src := filepath.Clean(m.Source)
-	if !slices.Contains(p.s.HostRoots, src) {
+	claim, ok := p.s.HostRoots[src]
+	if !ok {
 		return violation("mount", "%s is not one of the host roots the operator allows (volumes.host_roots)", m.Source)
+	}
+	if m.Claim != claim {
+		return violation("mount", "host root %s is mounted from claim %q only, not %q (volumes.host_roots.*.claim)", m.Source, claim, m.Claim)
 	}
 	if !m.ReadOnly {
 		return violation("mount-readonly", "host root %s is mounted read-only only", m.Source)

@@ -319,7 +319,7 @@ func TestHostRootMount(t *testing.T) {
 	inBase := filepath.Join(base, "sessions")
 	os.MkdirAll(inBase, 0o755)
 	st := testSettings(base)
-	st.HostRoots, st.HostRootsTarget = []string{data, "/etc", inBase, base}, "/mnt"
+	st.HostRoots, st.HostRootsTarget = map[string]string{data: "", "/etc": "", inBase: "", base: ""}, "/mnt"
 	p := New(st, filepath.EvalSymlinks)
 	for _, tc := range []struct {
 		name string
@@ -330,6 +330,7 @@ func TestHostRootMount(t *testing.T) {
 		{"not configured", runtime.Mount{Source: t.TempDir(), Target: "/mnt/data", ReadOnly: true}, "mount"},
 		{"beneath a root", runtime.Mount{Source: filepath.Join(data, "sub"), Target: "/mnt/data", ReadOnly: true}, "mount"},
 		{"writable", runtime.Mount{Source: data, Target: "/mnt/data"}, "mount-readonly"},
+		{"another claim", runtime.Mount{Source: data, Target: "/mnt/data", ReadOnly: true, Claim: "other"}, "mount"},
 		{"over a system directory", runtime.Mount{Source: data, Target: "/etc", ReadOnly: true}, "mount"},
 		{"below its place", runtime.Mount{Source: data, Target: "/mnt/data/x", ReadOnly: true}, "mount"},
 		{"the target itself", runtime.Mount{Source: data, Target: "/mnt", ReadOnly: true}, "mount"},

@@ -14,9 +14,9 @@ func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
 // FromConfig derives the rule parameters from a validated configuration.
 func FromConfig(c config.Config) Settings {
 	e := c.Execution
-	var roots []string
+	roots := map[string]string{}
 	for _, r := range c.Volumes.HostRoots {
-		roots = append(roots, filepath.Clean(r.Path))
+		roots[filepath.Clean(r.Path)] = r.Claim
 	}
 	return Settings{
 		HostRoots:     roots,

@@ -36,6 +36,9 @@ type Mount struct {
 	// not the core's. It is bound without the mounts beneath it and never
 	// changed: no chown to the sandbox's user, read-only.
 	HostRoot bool
+	// Claim is the PersistentVolumeClaim holding a host root's files for
+	// a runtime whose sandboxes cannot mount Source (a cluster's pods).
+	Claim string
 }
 
 // Limits are the resources one container may use.

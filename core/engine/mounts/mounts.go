@@ -45,15 +45,15 @@ type Mounts struct {
 	roots  *hostroots.Roots
 	rec    audit.Recorder
 	refuse Refuser
-	// cannot says why this server's runtime cannot mount a host directory
-	// into its sandboxes (a cluster's pods); "": it can.
-	cannot string
+	// claimsOnly: the runtime's sandboxes cannot mount a directory of the
+	// server's machine (a cluster's pods), only a root's claim.
+	claimsOnly bool
 }
 
-// New grants roots rs, audited by rec, refusals by r. cannot says why the
-// runtime cannot mount them ("": it can).
-func New(rs *hostroots.Roots, rec audit.Recorder, r Refuser, cannot string) *Mounts {
-	return &Mounts{roots: rs, rec: rec, refuse: r, cannot: cannot}
+// New grants roots rs, audited by rec, refusals by r. claimsOnly: the
+// runtime mounts only roots with a claim (volumes.host_roots.*.claim).
+func New(rs *hostroots.Roots, rec audit.Recorder, r Refuser, claimsOnly bool) *Mounts {
+	return &Mounts{roots: rs, rec: rec, refuse: r, claimsOnly: claimsOnly}
 }
 
 // Ask is a call's host_roots.
@@ -79,8 +79,6 @@ func (m *Mounts) Resolve(a Ask) ([]*hostroots.Root, error) {
 	switch {
 	case m == nil:
 		err = refusal.New(RuleUnavailable, "host_roots %s: this server has no host roots (volumes.host_roots): send the file with input_files or upload_file", quotedList(names))
-	case m.cannot != "":
-		err = refusal.New(RuleUnavailable, "host_roots %s: %s; copy the files in with import_file instead", quotedList(names), m.cannot)
 	case !a.BackendMounts:
 		err = refusal.New(RuleUnavailable, "host_roots %s: the %s backend does not mount host roots (its plugin does not report the capability): use another backend, or import_file", quotedList(names), a.Backend)
 	case len(names) > maxRoots:
@@ -92,10 +90,14 @@ func (m *Mounts) Resolve(a Ask) ([]*hostroots.Root, error) {
 			break
 		}
 		var r *hostroots.Root
-		if r, err = m.roots.Get(a.Client, n, false); err == nil {
+		r, gerr := m.roots.Get(a.Client, n, false)
+		switch {
+		case gerr != nil:
+			err = refusal.New(hostroots.RuleUnknown, "host_roots: %v", gerr)
+		case m.claimsOnly && r.Claim == "":
+			err = refusal.New(RuleUnavailable, "host_roots %s: this server's sandboxes are pods of a cluster, which mount a root only from its PersistentVolumeClaim, and this root names none (volumes.host_roots.%s.claim); copy the files in with import_file instead", refusal.Quoted(n), n)
+		default:
 			out = append(out, r)
-		} else {
-			err = refusal.New(hostroots.RuleUnknown, "host_roots: %v", err)
 		}
 	}
 	if err != nil {

@@ -30,10 +30,11 @@ func (r *recorder) Record(e audit.Entry) { r.entries = append(r.entries, e) }
 func roots(t *testing.T) *hostroots.Roots {
 	t.Helper()
 	dir := t.TempDir()
-	for _, d := range []string{"data", "team"} {
+	for _, d := range []string{"data", "team", "claimed"} {
 		os.Mkdir(filepath.Join(dir, d), 0o755)
 	}
-	rs, err := hostroots.New(map[string]config.HostRoot{"data": {Path: filepath.Join(dir, "data")}, "team": {Path: filepath.Join(dir, "team"), Tenants: []string{"alice"}}}, "local")
+	rs, err := hostroots.New(map[string]config.HostRoot{"data": {Path: filepath.Join(dir, "data")}, "team": {Path: filepath.Join(dir, "team"), Tenants: []string{"alice"}},
+		"claimed": {Path: filepath.Join(dir, "claimed"), Claim: "data-pvc"}}, "local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +59,14 @@ func TestResolve(t *testing.T) {
 	}{
 		{"nothing asked", nil, Ask{}, "", 0},
 		{"no roots", nil, Ask{Roots: []string{"data"}}, RuleUnavailable, 0},
-		{"a cluster", New(rs, nil, nil, "pods cannot"), Ask{Roots: []string{"data"}, Client: "local", BackendMounts: true}, RuleUnavailable, 0},
-		{"a backend that cannot", New(rs, nil, nil, ""), Ask{Roots: []string{"data"}, Client: "local"}, RuleUnavailable, 0},
-		{"unknown", New(rs, nil, nil, ""), Ask{Roots: []string{"home"}, Client: "local", BackendMounts: true}, hostroots.RuleUnknown, 0},
-		{"another's", New(rs, nil, nil, ""), Ask{Roots: []string{"team"}, Client: "local", BackendMounts: true}, hostroots.RuleUnknown, 0},
-		{"too many", New(rs, nil, nil, ""), Ask{Roots: many, Client: "local", BackendMounts: true}, RuleUnavailable, 0},
-		{"twice", New(rs, nil, nil, ""), Ask{Roots: []string{"data", "data"}, Client: "local", BackendMounts: true}, "", 1},
-		{"a tenant's own", New(rs, nil, nil, ""), Ask{Roots: []string{"team"}, Client: "alice", BackendMounts: true}, "", 1},
+		{"a cluster, no claim", New(rs, nil, nil, true), Ask{Roots: []string{"data"}, Client: "local", BackendMounts: true}, RuleUnavailable, 0},
+		{"a cluster, a claim", New(rs, nil, nil, true), Ask{Roots: []string{"claimed"}, Client: "local", BackendMounts: true}, "", 1},
+		{"a backend that cannot", New(rs, nil, nil, false), Ask{Roots: []string{"data"}, Client: "local"}, RuleUnavailable, 0},
+		{"unknown", New(rs, nil, nil, false), Ask{Roots: []string{"home"}, Client: "local", BackendMounts: true}, hostroots.RuleUnknown, 0},
+		{"another's", New(rs, nil, nil, false), Ask{Roots: []string{"team"}, Client: "local", BackendMounts: true}, hostroots.RuleUnknown, 0},
+		{"too many", New(rs, nil, nil, false), Ask{Roots: many, Client: "local", BackendMounts: true}, RuleUnavailable, 0},
+		{"twice", New(rs, nil, nil, false), Ask{Roots: []string{"data", "data"}, Client: "local", BackendMounts: true}, "", 1},
+		{"a tenant's own", New(rs, nil, nil, false), Ask{Roots: []string{"team"}, Client: "alice", BackendMounts: true}, "", 1},
 	} {
 		got, err := tc.m.Resolve(tc.ask)
 		var re *refusal.Error
@@ -82,7 +84,7 @@ func TestResolve(t *testing.T) {
 func TestGrantAndSession(t *testing.T) {
 	rs := roots(t)
 	rec, ref := &recorder{}, &refuser{}
-	m := New(rs, rec, ref, "")
+	m := New(rs, rec, ref, false)
 	rr, err := m.Resolve(Ask{Roots: []string{"data"}, Client: "local", BackendMounts: true})
 	if err != nil {
 		t.Fatal(err)

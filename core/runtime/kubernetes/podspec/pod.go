@@ -93,6 +93,9 @@ type Mount struct {
 	// whose sockets the runtime relays to the core's.
 	Copy   int    `json:"copy,omitempty"`
 	Source string `json:"-"`
+	// Claim is a host root's PersistentVolumeClaim, mounted read-only at
+	// Target (runtime.Mount.Claim).
+	Claim string `json:"claim,omitempty"`
 }
 
 // Places maps the spec's mounts into its workspace, since a pod cannot
@@ -104,8 +107,10 @@ func Places(s runtime.Spec) ([]Mount, error) {
 	for _, m := range s.Mounts {
 		rel, ok := within(s.WorkspacePath, m.Source)
 		switch {
+		case m.HostRoot && m.Claim != "" && m.ReadOnly:
+			out = append(out, Mount{Target: m.Target, ReadOnly: true, Claim: m.Claim})
 		case m.HostRoot:
-			return nil, fmt.Errorf("host root %s at %s: a pod cannot mount a directory of the core's machine (the core refuses host roots on this runtime)", m.Source, m.Target)
+			return nil, fmt.Errorf("host root %s at %s: a pod cannot mount a directory of the core's machine, only a read-only PersistentVolumeClaim (volumes.host_roots.*.claim)", m.Source, m.Target)
 		case ok:
 			out = append(out, Mount{Target: m.Target, Rel: rel, ReadOnly: m.ReadOnly})
 		case m.ReadOnly:
@@ -218,7 +223,18 @@ func Build(s runtime.Spec, k config.Kubernetes, ns, name string, marks map[strin
 	vm := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "run", MountPath: RunDir}, agentRO}
 	seedMounts := []corev1.VolumeMount{{Name: "ws", MountPath: WorkspaceDir}}
 	var copies []corev1.Volume
+	claims := 0
 	for _, m := range mounts {
+		if m.Claim != "" {
+			// Read-only in the volume source too: the kubelet then leaves
+			// the files' owners alone (no fsGroup change of the user's data).
+			claims++
+			name := fmt.Sprintf("root-%d", claims)
+			vm = append(vm, corev1.VolumeMount{Name: name, MountPath: m.Target, ReadOnly: true})
+			copies = append(copies, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Claim, ReadOnly: true}}})
+			continue
+		}
 		if m.Copy > 0 {
 			vm = append(vm, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: m.Target, ReadOnly: true})
 			seedMounts = append(seedMounts, corev1.VolumeMount{Name: copyVolume(m.Copy), MountPath: CopyDir(m.Copy)})
