@@ -340,6 +340,10 @@ type Volumes struct {
 	// InlineFileSize: an output file up to this size comes back inside the
 	// execute result; a larger one as a link to read with resources/read.
 	InlineFileSize Size `toml:"inline_file_size"`
+	// URLCacheSize bounds the cache of URL input files (<base_path>/state/url-cache),
+	// kept per caller and revalidated with the server on every use; the
+	// least recently used go first. 0 (""): no cache.
+	URLCacheSize Size `toml:"url_cache_size"`
 	// HostRoots are directories of the server's machine whose files a
 	// session may copy in (import_file) and, writable, out (export_file):
 	// the user's own data, its bytes never passing through the model
@@ -572,6 +576,7 @@ func systemDefault() Config {
 			EnforceQuota:    true,
 			MaxFileSize:     10 << 20,
 			InlineFileSize:  256 << 10,
+			URLCacheSize:    1 << 30,
 			HostRoots:       map[string]HostRoot{},
 		},
 		Runtime: Runtime{Kind: "podman", Kubernetes: Kubernetes{

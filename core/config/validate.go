@@ -163,6 +163,10 @@ func Validate(c Config) Errors {
 	if c.Volumes.MaxFileSize > MaxFileSizeLimit {
 		v.add("volumes.max_file_size", fmt.Sprintf("must be at most %s: a file travels base64-encoded in one MCP message, and stdio messages are limited to 16 MiB", FormatSize(MaxFileSizeLimit)))
 	}
+	if c.Volumes.URLCacheSize != 0 { // 0: no cache
+		// A bound below one file would keep nothing.
+		v.sizeAtLeast("volumes.url_cache_size", c.Volumes.URLCacheSize, "volumes.max_file_size", c.Volumes.MaxFileSize)
+	}
 
 	s := c.Security
 	v.abs("security.audit_log", s.AuditLog)

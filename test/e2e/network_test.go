@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +32,7 @@ type networkServers struct {
 	plain, tls    *httptest.Server
 	port, tlsPort string
 	caPEM         string
+	notModified   atomic.Int32 // /versioned answered 304
 }
 
 func newNetworkServers(t *testing.T) *networkServers {
@@ -38,6 +40,15 @@ func newNetworkServers(t *testing.T) *networkServers {
 	var s networkServers
 	mux := http.NewServeMux()
 	mux.HandleFunc("/data", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from files.test") })
+	mux.HandleFunc("/versioned", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			s.notModified.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		fmt.Fprint(w, "versioned file")
+	})
 	mux.HandleFunc("/simple/forgetest/", func(w http.ResponseWriter, r *http.Request) {
 		sum := sha256.Sum256(testWheel)
 		fmt.Fprintf(w, "<html><body><a href=\"/files/forgetest-0.1-py3-none-any.whl#sha256=%x\">forgetest-0.1-py3-none-any.whl</a></body></html>", sum)
@@ -413,7 +424,8 @@ func TestNetworkApprovalByElicitation(t *testing.T) {
 // proxy, under the caller's network policy: a granted host's file reaches
 // the run read-only, a host the policy does not allow is refused before
 // anything runs, an answer other than 200 is refused with its status; the
-// fetch is audited, its connection too.
+// fetch is audited, its connection too. A file with a validator is kept
+// for its caller and revalidated on the next use: a 304 serves the copy.
 func TestInputFileURL(t *testing.T) {
 	s, p, cs := networkCore(t, nil)
 	var o out
@@ -435,15 +447,27 @@ func TestInputFileURL(t *testing.T) {
 			t.Errorf("%s: %s %+v, want a refusal naming %q", c.url, testenv.Text(res), o, c.want)
 		}
 	}
-	fetched, secret := 0, false
+	for i := range 2 {
+		o = out{}
+		res := testenv.Call(t, cs, "execute_python", map[string]any{"code": "print(open('v.txt').read())",
+			"input_files": []map[string]any{{"path": "v.txt", "url": "http://files.test:" + s.port + "/versioned"}}}, &o)
+		if res.IsError || strings.TrimSpace(o.Stdout) != "versioned file" {
+			t.Fatalf("a versioned URL input file, run %d: %s %+v", i, testenv.Text(res), o)
+		}
+	}
+	if n := s.notModified.Load(); n != 1 {
+		t.Errorf("/versioned answered 304 %d times, want once (the second run's revalidation)", n)
+	}
+	var caches []any
+	secret := false
 	data, _ := os.ReadFile(p.Forge.Config.Security.AuditLog)
 	secret = strings.Contains(string(data), "token=secret")
 	for _, e := range auditEntries(t, p.Forge.Config.Security.AuditLog) {
 		if e.Event == "file.fetch" {
-			fetched++
+			caches = append(caches, e.Details["cache"])
 		}
 	}
-	if fetched != 1 || secret {
-		t.Errorf("audit: %d fetches (want 1), query string kept: %v", fetched, secret)
+	if fmt.Sprint(caches) != "[uncached stored revalidated]" || secret {
+		t.Errorf("audit: fetches with cache %v (want [uncached stored revalidated]), query string kept: %v", caches, secret)
 	}
 }

@@ -32,7 +32,9 @@ const fetchTimeout = 60 * time.Second
 // with approval as configured), through the egress proxy with every check,
 // budget and audit line of a run's connection, at most
 // volumes.max_file_size. Redirects are not followed (the answer says
-// where to).
+// where to). The caller's copy from an earlier fetch (urlCache) is
+// revalidated with a conditional GET and served when the server answers
+// 304 Not Modified; it is never served without asking.
 func (w *Files) fetchInput(ctx context.Context, req engine.Request, tool, where, raw string) ([]byte, error) {
 	u, err := url.Parse(raw)
 	shown := raw
@@ -76,12 +78,36 @@ func (w *Files) fetchInput(ctx context.Context, req engine.Request, tool, where,
 	if err != nil {
 		return nil, refuse(RuleInputURL, "%s.url %s: %v", where, refusal.Quoted(shown), err)
 	}
+	// The caller's cached copy, if any, makes this a conditional GET: the
+	// server (through the same grant and proxy) says whether it still holds.
+	max := w.maxFileSize()
+	cached, _ := w.urls.get(req.Client, raw, max)
+	if cached != nil {
+		if cached.ETag != "" {
+			hreq.Header.Set("If-None-Match", cached.ETag)
+		}
+		if cached.LastModified != "" {
+			hreq.Header.Set("If-Modified-Since", cached.LastModified)
+		}
+	}
 	resp, err := client.Do(hreq)
 	if err != nil {
 		return nil, refuse(RuleInputURL, "%s.url %s could not be fetched: %v", where, refusal.Quoted(shown), err)
 	}
 	defer resp.Body.Close()
+	details := map[string]any{"url": auditPath(shown), "tool": tool}
 	switch {
+	case resp.StatusCode == http.StatusNotModified && cached != nil:
+		if storable(resp.Header) == SkipNoStore {
+			w.urls.remove(req.Client, raw) // served this once more, kept no longer
+		} else {
+			w.urls.touch(req.Client, raw)
+		}
+		details["bytes"], details["cache"] = len(cached.Data), CacheRevalidated
+		w.rec.Record(audit.Entry{Event: EventFetch, UserID: req.Client, Success: true, Details: details})
+		return cached.Data, nil
+	case resp.StatusCode == http.StatusNotModified:
+		return nil, refuse(RuleInputURL, "%s.url %s answered %s to a request that was not conditional", where, refusal.Quoted(shown), resp.Status)
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return nil, refuse(RuleInputURL, "%s.url %s redirects (%s) to %s: give that URL instead", where, refusal.Quoted(shown), resp.Status, refusal.Quoted(resp.Header.Get("Location")))
 	case resp.StatusCode != http.StatusOK:
@@ -91,14 +117,27 @@ func (w *Files) fetchInput(ctx context.Context, req engine.Request, tool, where,
 		}
 		return nil, refuse(RuleInputURL, "%s.url %s answered %s", where, refusal.Quoted(shown), why)
 	}
-	max := w.maxFileSize()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	switch {
 	case int64(len(data)) > max:
+		w.urls.remove(req.Client, raw)
 		return nil, refuse(RuleFileSize, "%s.url %s is over the %s limit of one file (volumes.max_file_size)", where, refusal.Quoted(shown), config.FormatSize(max))
 	case err != nil:
 		return nil, refuse(RuleInputURL, "%s.url %s: the answer broke off: %v", where, refusal.Quoted(shown), err)
 	}
-	w.rec.Record(audit.Entry{Event: EventFetch, UserID: req.Client, Success: true, Details: map[string]any{"url": auditPath(shown), "bytes": len(data), "tool": tool}})
+	details["bytes"] = len(data)
+	if !w.urls.on() {
+		details["cache"] = CacheOff
+	} else {
+		what, why, err := w.urls.put(req.Client, raw, resp.Header, data)
+		details["cache"] = what
+		if why != "" {
+			details["cache_skip"] = why
+		}
+		if err != nil {
+			details["cache_error"] = err.Error()
+		}
+	}
+	w.rec.Record(audit.Entry{Event: EventFetch, UserID: req.Client, Success: true, Details: details})
 	return data, nil
 }

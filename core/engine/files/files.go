@@ -1,10 +1,11 @@
 // Package files moves files in and out of sessions: the file tools
 // (upload, download, list), copies from and to the host roots, a stateless
 // run's input files (uploaded, copied from a session, or fetched from a
-// URL through the egress proxy) and the output files a session run wrote,
-// each refusal audited with its rule (docs/audit.md). A session's working
-// directory is the workspace's, or on a runtime whose workspaces live
-// where the sandboxes run, the session's pod.
+// URL through the egress proxy, a caller's earlier copy revalidated) and
+// the output files a session run wrote, each refusal audited with its
+// rule (docs/audit.md). A session's working directory is the workspace's,
+// or on a runtime whose workspaces live where the sandboxes run, the
+// session's pod.
 package files
 
 import (
@@ -15,6 +16,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -80,11 +82,13 @@ type Files struct {
 	rec    audit.Recorder
 	remote RemoteSessions   // nil: sessions' files are the workspace's directories
 	roots  *hostroots.Roots // [volumes.host_roots] (hostfiles.go); nil: none
+	urls   *urlCache        // URL input files by owner and URL (urlcache.go)
 }
 
 // New returns the files of eng's sessions, whose workspaces ws manages.
 func New(cfg config.Config, eng Engine, ws *workspace.Manager, rec audit.Recorder) *Files {
-	return &Files{eng: eng, cfg: cfg, ws: ws, rec: rec}
+	return &Files{eng: eng, cfg: cfg, ws: ws, rec: rec,
+		urls: newURLCache(filepath.Join(cfg.Volumes.BasePath, urlCacheDir), int64(cfg.Volumes.URLCacheSize))}
 }
 
 // FileInfo describes a file written or read.
