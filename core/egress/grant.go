@@ -11,28 +11,23 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/mcp-forge/mcp-forge/core/approval"
-	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
+	"github.com/mcp-forge/mcp-forge/core/grant"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
 )
 
 // Grant is the network of one run: the hosts and ports it may reach, the
 // ranges it may reach although they are refused by default, its budget and
-// its open connections. Close ends it.
+// its open connections. Close ends it. Its run, life, connections and
+// audit lines are a grant.Grant's: it never serves another run.
 type Grant struct {
-	rec     Recorder
-	budget  Budget
-	cidrs   []netip.Prefix
-	tenant  string
-	client  string
-	session string
-	run     string
+	*grant.Grant
+	budget Budget
+	cidrs  []netip.Prefix
 
 	names map[string][]int     // exact names
 	wild  map[string][]int     // "*.example.org" → ports
@@ -43,8 +38,6 @@ type Grant struct {
 	secrets *sanitize.Secrets     // with creds: their values in every form, for results
 
 	mu     sync.Mutex
-	timer  *time.Timer
-	conns  map[*Conn]struct{}
 	opened int
 	// refusals counts refused connections; past MaxRefusalLines they are
 	// not audited one by one. overflow counts connections closed past
@@ -52,13 +45,17 @@ type Grant struct {
 	refusals, overflow int
 	up                 int64
 	down               int64
-	spent              string // the rule that ended the grant ("" while it lives)
 }
 
 func newGrant(p *Policy, r Request, cidrs []netip.Prefix) *Grant {
-	return &Grant{rec: p.rec, budget: p.budget, cidrs: slices.Clone(cidrs), tenant: r.Tenant, client: r.Client, session: r.Session, run: r.RunID,
-		names: map[string][]int{}, wild: map[string][]int{}, ips: map[netip.Addr][]int{}, conns: map[*Conn]struct{}{}}
+	g := &Grant{budget: p.budget, cidrs: slices.Clone(cidrs), names: map[string][]int{}, wild: map[string][]int{}, ips: map[netip.Addr][]int{}}
+	g.Grant = grant.New(grant.Config{Rec: p.rec, Session: r.Session, Tenant: r.Tenant, Ended: g.Ended,
+		Run: grant.Run{ID: r.RunID, Client: r.Client, Approve: r.Approve}})
+	return g
 }
+
+// Conn is a connection of the grant; Cut closes it and says why.
+type Conn = grant.Conn
 
 // add grants ports of a host (a pattern without its port).
 func (g *Grant) add(h hostpattern.Pattern, ports []int) {
@@ -79,29 +76,18 @@ func union(a, b []int) []int {
 	return slices.Compact(out)
 }
 
-// approve asks the user for the grant (network.require_approval).
-func (g *Grant) approve(ctx context.Context, ask approval.Approver) error {
+// approve asks the run's client for the grant (network.require_approval).
+func (g *Grant) approve(ctx context.Context) error {
 	hosts := strings.Join(g.Hosts(), ", ")
 	if names := g.CredentialNames(); len(names) == 1 {
 		hosts += " (adding credential " + names[0] + ")"
 	} else if len(names) > 1 {
 		hosts += " (adding credentials " + strings.Join(names, ", ") + ")"
 	}
-	answer, err := approval.Ask(ctx, ask, "Allow this run to connect to "+hosts+"?")
-	switch answer {
-	case approval.Failed:
-		return fmt.Errorf("ask for approval of network to %s: %w", hosts, err)
-	case approval.CannotAsk:
-		return refusal.New(RuleApproval, "network to %s needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator", hosts)
-	case approval.Declined:
-		return refusal.New(RuleApproval, "network to %s was declined by the user", hosts)
-	}
-	return nil
-}
-
-// start begins the grant's time budget.
-func (g *Grant) start() {
-	g.timer = time.AfterFunc(g.budget.Duration, func() { g.spend(RuleBudgetDuration) })
+	return g.Approve(ctx, grant.Question{Text: "Allow this run to connect to " + hosts + "?", Rule: RuleApproval,
+		Failed:    "ask for approval of network to " + hosts,
+		CannotAsk: "network to " + hosts + " needs the user's approval (network.require_approval) and this client cannot be asked (it does not support elicitation): use a client that does, or ask the operator",
+		Declined:  "network to " + hosts + " was declined by the user"})
 }
 
 // Hosts lists what was granted, one "host:port" each, sorted: for the
@@ -131,14 +117,13 @@ func (g *Grant) Hosts() []string {
 // Close ends the grant (the run ended): every open connection is cut and
 // new ones are refused. Idempotent.
 func (g *Grant) Close() {
-	g.spend(RuleClosed)
+	g.End(RuleClosed)
 	g.mu.Lock()
 	suppressed, overflow := max(g.refusals-MaxRefusalLines, 0), g.overflow
 	g.refusals, g.overflow = min(g.refusals, MaxRefusalLines), 0
 	g.mu.Unlock()
 	if suppressed > 0 || overflow > 0 {
-		g.rec.Record(audit.Entry{Event: EventSuppressed, Severity: audit.Warning, SessionID: g.session, UserID: g.client, Success: false,
-			Details: map[string]any{"run_id": g.run, "refused": suppressed, "closed_over_open_limit": overflow, "rule": RuleOpenConnections}})
+		g.Record(EventSuppressed, false, "", map[string]any{"refused": suppressed, "closed_over_open_limit": overflow, "rule": RuleOpenConnections})
 	}
 }
 
@@ -150,25 +135,8 @@ func (g *Grant) Overflowed() {
 	first := g.overflow == 1
 	g.mu.Unlock()
 	if first {
-		g.rec.Record(audit.Entry{Event: EventConnection, Severity: audit.Warning, SessionID: g.session, UserID: g.client, Success: false,
-			Error:   fmt.Sprintf("this run holds %d connections to the proxy open at once: more are closed (counted when the run ends)", MaxOpen),
-			Details: map[string]any{"run_id": g.run, "outcome": OutcomeRefused, "rule": RuleOpenConnections, "host": "-", "method": "-"}})
-	}
-}
-
-// spend ends the grant with rule: open connections are cut.
-func (g *Grant) spend(rule string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.spent != "" {
-		return
-	}
-	g.spent = rule
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-	for t := range g.conns {
-		t.Cut(rule)
+		g.Record(EventConnection, false, fmt.Sprintf("this run holds %d connections to the proxy open at once: more are closed (counted when the run ends)", MaxOpen),
+			map[string]any{"outcome": OutcomeRefused, "rule": RuleOpenConnections, "host": "-", "method": "-"})
 	}
 }
 
@@ -242,24 +210,16 @@ func (g *Grant) list() string { return strings.Join(g.Hosts(), ", ") }
 
 // Open counts a new upstream connection against the budget.
 func (g *Grant) Open() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err := g.spentErr(); err != nil {
+	if err := g.Err(); err != nil {
 		return err
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.opened >= g.budget.Connections {
 		return refusal.New(RuleBudgetConnections, "this run opened its %d connections (network.max_connections): open fewer (reuse connections, or fetch less)", g.budget.Connections)
 	}
 	g.opened++
 	return nil
-}
-
-// spentErr is the refusal of a spent grant. Called with mu held.
-func (g *Grant) spentErr() error {
-	if g.spent == "" {
-		return nil
-	}
-	return g.Ended(g.spent)
 }
 
 // Ended is the error of a connection refused or cut by rule.
@@ -275,26 +235,6 @@ func (g *Grant) Ended(rule string) error {
 		return refusal.New(RuleBudgetDownload, "this run received its %s (network.max_download)", config.FormatSize(g.budget.Download))
 	}
 	return refusal.New(rule, "this run's network has ended (%s)", rule)
-}
-
-// Track registers a connection so that the grant's end can cut it; a
-// spent grant refuses it.
-func (g *Grant) Track(c net.Conn) (*Conn, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err := g.spentErr(); err != nil {
-		return nil, err
-	}
-	t := &Conn{Conn: c}
-	g.conns[t] = struct{}{}
-	return t, nil
-}
-
-// Untrack forgets a connection that ended.
-func (g *Grant) Untrack(t *Conn) {
-	g.mu.Lock()
-	delete(g.conns, t)
-	g.mu.Unlock()
 }
 
 // TrackUpstream tracks c, a connection to a granted host, and counts its
@@ -325,7 +265,7 @@ func (g *Grant) take(upload bool, n int) int {
 	*used += fit
 	g.mu.Unlock()
 	if fit < int64(n) {
-		g.spend(rule)
+		g.End(rule)
 	}
 	return int(fit)
 }
@@ -336,26 +276,6 @@ func (g *Grant) Used() (connections int, upload, download int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.opened, g.up, g.down
-}
-
-// Conn is a connection of the grant; Cut closes it and says why.
-type Conn struct {
-	net.Conn
-	why atomic.Pointer[string]
-}
-
-// Cut closes the connection by rule (the first rule given is kept).
-func (t *Conn) Cut(rule string) {
-	t.why.CompareAndSwap(nil, &rule)
-	_ = t.Conn.Close()
-}
-
-// CutBy is the rule that cut the connection, "" if none did.
-func (t *Conn) CutBy() string {
-	if p := t.why.Load(); p != nil {
-		return *p
-	}
-	return ""
 }
 
 // errBudget ends a copy at the edge of a byte budget.
@@ -413,22 +333,4 @@ func (g *Grant) CountRefusal() bool {
 	defer g.mu.Unlock()
 	g.refusals++
 	return g.refusals > MaxRefusalLines
-}
-
-// CheckAudit fails while the audit log cannot be written: the proxy then
-// makes no connection nobody could trace.
-func (g *Grant) CheckAudit() error { return audit.Check(g.rec) }
-
-// Record writes an audit line of the grant's run (a connection's, a
-// request's): d gets the run and its tenant.
-func (g *Grant) Record(event string, ok bool, errText string, d map[string]any) {
-	d["run_id"] = g.run
-	if g.tenant != "" {
-		d["tenant"] = g.tenant
-	}
-	sev := audit.Info
-	if !ok {
-		sev = audit.Warning
-	}
-	g.rec.Record(audit.Entry{Event: event, Severity: sev, SessionID: g.session, UserID: g.client, Success: ok, Error: errText, Details: d})
 }

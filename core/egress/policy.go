@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/approval"
-	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/config/hostpattern"
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
@@ -219,17 +218,17 @@ func (p *Policy) Grant(ctx context.Context, r Request) (*Grant, error) {
 		return nil, refusal.New(rule, "network refused: %s. Ask only for what the operator allows (%s; ports 80 and 443 unless a port is listed), or ask the operator to add it", strings.Join(bad, "; "), where)
 	}
 	if p.approval {
-		if err := g.approve(ctx, r.Approve); err != nil {
+		if err := g.approve(ctx); err != nil {
 			return nil, err
 		}
 	}
-	g.start()
-	d := map[string]any{"hosts": g.Hosts(), "run_id": r.RunID, "tenant": r.Tenant, "max_connections": g.budget.Connections,
+	g.EndAfter(g.budget.Duration, RuleBudgetDuration)
+	d := map[string]any{"hosts": g.Hosts(), "tenant": r.Tenant, "max_connections": g.budget.Connections,
 		"max_upload": g.budget.Upload, "max_download": g.budget.Download, "max_duration_s": int(g.budget.Duration / time.Second)}
 	if names := g.CredentialNames(); len(names) > 0 {
 		d["creds"] = names // not "credentials": the log masks keys that read as secrets
 	}
-	p.rec.Record(audit.Entry{Event: EventGrant, Severity: audit.Info, SessionID: r.Session, UserID: r.Client, Success: true, Details: d})
+	g.Record(EventGrant, true, "", d)
 	return g, nil
 }
 

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/grant"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
@@ -33,13 +33,13 @@ const MaxConns = 16
 
 // Grant is the tools one run or session may call, and the socket through
 // which its sandbox calls them. Its directory is mounted read-only at
-// bridge.SandboxDir in the sandbox; Close removes it.
+// bridge.SandboxDir in the sandbox; Close removes it. Its run, life,
+// connections and audit lines are a grant.Grant's.
 type Grant struct {
+	*grant.Grant
 	s        *Service
 	token    string
 	plugin   string
-	client   string
-	session  string
 	language string
 	dir      string
 	ln       net.Listener
@@ -50,16 +50,12 @@ type Grant struct {
 
 	mu       sync.Mutex
 	tools    map[string]bool
-	approve  Approver
-	runID    string
 	calls    int            // of the current run
 	byServer map[string]int // of the current run, per server
 	total    int
 	outHost  string // the sandbox's output directory on the host ("": none)
 	outCtr   string // and in the container
 	seq      int
-	conns    map[closer]struct{}
-	closed   bool
 	genBytes int
 	remote   Remote // the sandbox keeps its own copies (a pod), or nil
 }
@@ -80,8 +76,6 @@ func (g *Grant) SetRemote(r Remote) {
 	g.mu.Unlock()
 }
 
-type closer interface{ Close() error }
-
 // Token is the opaque id the backend copies into its container's intent.
 func (g *Grant) Token() string { return g.token }
 
@@ -93,12 +87,6 @@ func (g *Grant) Tools() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Sorted(maps.Keys(g.tools))
-}
-
-func (g *Grant) isClosed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
 }
 
 // Env returns env with the variables generated code needs added:
@@ -130,18 +118,18 @@ func (g *Grant) Attach(hostDir, containerDir string) {
 // fresh call budget, and approval goes to the client of this run.
 func (g *Grant) BeginRun(runID, client string, approve Approver) {
 	g.mu.Lock()
-	g.runID, g.client, g.approve, g.calls, g.byServer = runID, client, approve, 0, nil
+	g.calls, g.byServer = 0, nil
 	g.mu.Unlock()
+	g.Grant.BeginRun(grant.Run{ID: runID, Client: client, Approve: approve})
 }
 
 // Extend adds tools to the grant and regenerates the wrapper code for all
 // of them (a session's later execute may ask for more).
 func (g *Grant) Extend(ctx context.Context, tools []string) error {
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return errClosed
+	if err := g.Err(); err != nil {
+		return err
 	}
+	g.mu.Lock()
 	added := false
 	for _, t := range tools {
 		if !g.tools[t] {
@@ -192,8 +180,7 @@ func (g *Grant) Extend(ctx context.Context, tools []string) error {
 			return fmt.Errorf("copy the tools' code into the sandbox: %w", err)
 		}
 	}
-	g.s.rec.Record(audit.Entry{Event: EventGrant, SessionID: g.session, UserID: g.client, Success: true,
-		Details: map[string]any{"action": "extend", "tools": all, "plugin": g.plugin, "bridge": g.s.plugin, "run_id": g.runID, "language": g.language}})
+	g.Record(EventGrant, true, "", map[string]any{"action": "extend", "tools": all, "plugin": g.plugin, "bridge": g.s.plugin, "language": g.language})
 	return nil
 }
 
@@ -267,27 +254,24 @@ func (g *Grant) accept() {
 		if err != nil {
 			return
 		}
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			c.Close()
-			return
-		}
-		if len(g.conns) >= MaxConns {
+		t, err := g.Track(c)
+		switch {
+		case errors.Is(err, grant.ErrTooMany):
 			// Each connection may buffer a line of MaxWireMessage bytes:
-			// a sandbox must not make the core hold unbounded memory.
-			g.mu.Unlock()
+			// a sandbox must not make the core hold unbounded memory
+			// (Track refuses past MaxConns).
 			b, _ := json.Marshal(bridge.WireResponse{Error: &bridge.WireError{Kind: bridge.WireErrorInvalid,
 				Message: fmt.Sprintf("too many connections: at most %d per sandbox; send many requests over one", MaxConns)}})
 			c.SetWriteDeadline(time.Now().Add(time.Second))
 			c.Write(append(b, '\n'))
 			c.Close()
 			continue
+		case err != nil: // ended
+			c.Close()
+			return
 		}
-		g.conns[c] = struct{}{}
 		g.wg.Add(1)
-		g.mu.Unlock()
-		go g.serve(c)
+		go g.serve(t)
 	}
 }
 
@@ -295,20 +279,14 @@ func (g *Grant) accept() {
 // and the directory is removed. It is safe to call more than once.
 func (g *Grant) Close() {
 	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return
-	}
-	g.closed = true
-	conns := slices.Collect(maps.Keys(g.conns))
 	total := g.total
 	g.mu.Unlock()
+	if !g.End(ruleClosed) { // connections cut
+		return
+	}
 	g.cancel()
 	if g.ln != nil {
 		g.ln.Close()
-	}
-	for _, c := range conns {
-		c.Close()
 	}
 	g.wg.Wait()
 	err := workspace.RemoveAll(g.dir) // rootless: the U mount option gave it to a sub-id
@@ -316,8 +294,7 @@ func (g *Grant) Close() {
 		g.s.log.Warn("could not remove a tool grant directory", "dir", g.dir, "error", err)
 	}
 	g.s.forget(g)
-	g.s.rec.Record(audit.Entry{Event: EventGrant, SessionID: g.session, UserID: g.client, Success: err == nil, Error: audit.ErrText(err),
-		Details: map[string]any{"action": "end", "plugin": g.plugin, "bridge": g.s.plugin, "calls": total}})
+	g.Record(EventGrant, err == nil, audit.ErrText(err), map[string]any{"action": "end", "plugin": g.plugin, "bridge": g.s.plugin, "calls": total})
 }
 
 var errTooLong = errors.New("line too long")
@@ -356,7 +333,7 @@ type wireRequest struct {
 // concurrently (up to bridge.max_concurrent_calls for the grant), answers
 // written as they come. A line that is not a request, or too long, ends
 // the connection after an error with id 0.
-func (g *Grant) serve(c net.Conn) {
+func (g *Grant) serve(c *grant.Conn) {
 	defer g.wg.Done()
 	var wmu sync.Mutex
 	send := func(r bridge.WireResponse) {
@@ -377,9 +354,7 @@ func (g *Grant) serve(c net.Conn) {
 	defer func() {
 		inflight.Wait()
 		c.Close()
-		g.mu.Lock()
-		delete(g.conns, c)
-		g.mu.Unlock()
+		g.Untrack(c)
 	}()
 	br := bufio.NewReaderSize(c, 64<<10)
 	for {
@@ -473,20 +448,16 @@ func (g *Grant) handle(req wireRequest) bridge.WireResponse {
 	g.byServer[server]++
 	g.calls++
 	g.total++
-	approve := g.approve
 	g.mu.Unlock()
 	if decision == Approve {
-		if approve == nil {
-			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and no MCP client of this run can be asked", req.Tool, server))
-		}
-		answer, err := approval.Ask(g.ctx, approve, fmt.Sprintf("Sandboxed code asks to call the MCP tool %s with arguments:\n%s\nAllow this call?", req.Tool, preview(req.Arguments)))
-		switch answer {
-		case approval.Failed:
-			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval, and asking failed: %v", req.Tool, err))
-		case approval.CannotAsk:
-			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and the MCP client cannot be asked (it declared no form elicitation, or speaks protocol 2026-07-28, where a server cannot ask during a call), so it was not called", req.Tool, server))
-		case approval.Declined:
-			return fail(bridge.WireErrorDenied, RuleApproval, fmt.Sprintf("the user declined the call of %s", req.Tool))
+		err := g.Approve(g.ctx, grant.Question{Rule: RuleApproval,
+			Text:      fmt.Sprintf("Sandboxed code asks to call the MCP tool %s with arguments:\n%s\nAllow this call?", req.Tool, preview(req.Arguments)),
+			Nobody:    fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and no MCP client of this run can be asked", req.Tool, server),
+			Failed:    fmt.Sprintf("tool %s needs the user's approval, and asking failed", req.Tool),
+			CannotAsk: fmt.Sprintf("tool %s needs the user's approval (mcp_tools.%s approve), and the MCP client cannot be asked (it declared no form elicitation, or speaks protocol 2026-07-28, where a server cannot ask during a call), so it was not called", req.Tool, server),
+			Declined:  fmt.Sprintf("the user declined the call of %s", req.Tool)})
+		if err != nil {
+			return fail(bridge.WireErrorDenied, RuleApproval, err.Error())
 		}
 	}
 	timeout := g.s.timeout(server)
@@ -641,20 +612,13 @@ func (g *Grant) sendImages(r Remote, id int64, ctr string, imgs []backend.Image)
 // audit records one call: server, tool, duration and outcome, never its
 // arguments or result.
 func (g *Grant) audit(req wireRequest, server, tool string, start time.Time, outcome, rule, msg string) {
-	g.mu.Lock()
-	run, client := g.runID, g.client
-	g.mu.Unlock()
-	e := audit.Entry{Event: EventCall, SessionID: g.session, UserID: client, Success: outcome == "ok",
-		Details: map[string]any{"server": server, "tool": tool, "duration_ms": time.Since(start).Milliseconds(), "outcome": outcome,
-			"run_id": run, "plugin": g.plugin, "bridge": g.s.plugin, "request_id": req.ID}}
+	d := map[string]any{"server": server, "tool": tool, "duration_ms": time.Since(start).Milliseconds(), "outcome": outcome,
+		"plugin": g.plugin, "bridge": g.s.plugin, "request_id": req.ID}
 	if len(server)+len(tool) > 200 {
-		e.Details["server"], e.Details["tool"] = "(too long)", ""
+		d["server"], d["tool"] = "(too long)", ""
 	}
-	if outcome != "ok" {
-		e.Severity, e.Error = audit.Warning, msg
-		if rule != "" {
-			e.Details["rule"] = rule
-		}
+	if rule != "" {
+		d["rule"] = rule
 	}
-	g.s.rec.Record(e)
+	g.Record(EventCall, outcome == "ok", msg, d)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/approval"
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/grant"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 	"github.com/mcp-forge/mcp-forge/sdk/sanitize"
@@ -317,9 +318,10 @@ func (s *Service) Issue(ctx context.Context, req IssueRequest) (*Grant, error) {
 	if _, err := rand.Read(tok); err != nil {
 		return nil, err
 	}
-	g := &Grant{s: s, token: hex.EncodeToString(tok), plugin: req.Plugin, client: req.Client, session: req.Session, runID: req.RunID,
-		language: req.Language, approve: req.Approve, tools: map[string]bool{}, conns: map[closer]struct{}{},
+	g := &Grant{s: s, token: hex.EncodeToString(tok), plugin: req.Plugin, language: req.Language, tools: map[string]bool{},
 		sem: make(chan struct{}, s.bcfg.MaxConcurrentCalls)}
+	g.Grant = grant.New(grant.Config{Rec: s.rec, Session: req.Session, MaxConns: MaxConns, Ended: func(string) error { return errClosed },
+		Run: grant.Run{ID: req.RunID, Client: req.Client, Approve: req.Approve}})
 	g.dir = filepath.Join(s.root, g.token)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
@@ -346,7 +348,7 @@ func (s *Service) Grant(plugin, token string) (*Grant, error) {
 	s.mu.Lock()
 	g := s.grants[token]
 	s.mu.Unlock()
-	if g == nil || g.plugin != plugin || g.isClosed() {
+	if g == nil || g.plugin != plugin || g.Err() != nil {
 		return nil, refusal(RuleNotGranted, "tools grant %q is not one the core issued to plugin %s for a live run", cut(token), plugin)
 	}
 	return g, nil
@@ -495,3 +497,6 @@ func (s *Service) scrubJSON(raw json.RawMessage) json.RawMessage {
 }
 
 var errClosed = errors.New("the tool grant has ended")
+
+// ruleClosed ends a grant by Close (the run or session ended).
+const ruleClosed = "bridge-grant-closed"

@@ -8,9 +8,10 @@
 // to the runtime, and the toolsets sit below the server that assembles
 // them; the engine's parts (route, pure; session; checkpoint; refusal) sit
 // below it; core/toolcall is a leaf; only config parses sizes;
-// core/workspace knows nothing of the plugin API; httpserver is a
-// transport behind its own interfaces; cmd is flags and one call into the
-// assembly (core/forge).
+// core/workspace knows nothing of the plugin API; core/grant, which the
+// tool bridge's and the network's grants share, knows neither; httpserver
+// is a transport behind its own interfaces; cmd is flags and one call into
+// the assembly (core/forge).
 package imports
 
 import (
@@ -219,16 +220,23 @@ var rules = []rule{
 	// or the engine, nor of the proxy that serves them (a channel is handed
 	// one). The egress proxy enforces a grant on whatever connection it is
 	// handed. Its credentials know even less: their configuration.
-	{"core/egress: of this module only core/config (and its hostpattern), core/audit, core/refusal, core/approval, sdk/sanitize and its credentials; its proxy only core/egress, its credentials, core/config (and its hostpattern) and core/refusal; the credentials only core/config (and its hostpattern)", func(from, to string) bool {
+	{"core/egress: of this module only core/config (and its hostpattern), core/audit, core/refusal, core/approval, core/grant, sdk/sanitize and its credentials; its proxy only core/egress, its credentials, core/config (and its hostpattern) and core/refusal; the credentials only core/config (and its hostpattern)", func(from, to string) bool {
 		switch from {
 		case "core/egress":
-			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "sdk/sanitize", "core/egress/credential", "core/config/hostpattern"}, to)
+			return internal(to) && !slices.Contains([]string{"core/config", "core/audit", "core/refusal", "core/approval", "core/grant", "sdk/sanitize", "core/egress/credential", "core/config/hostpattern"}, to)
 		case "core/egress/proxy":
 			return internal(to) && !slices.Contains([]string{"core/egress", "core/egress/credential", "core/config", "core/config/hostpattern", "core/refusal"}, to)
 		case "core/egress/credential":
 			return internal(to) && to != "core/config" && to != "core/config/hostpattern"
 		}
 		return false
+	}},
+	// What every capability granted to a run shares (its run, its life,
+	// its connections, approval, audit): the tool bridge's and the
+	// network's grants build on it, so it knows neither, nor what they
+	// grant.
+	{"core/grant: of this module only core/approval, core/audit and core/refusal", func(from, to string) bool {
+		return from == "core/grant" && internal(to) && to != "core/approval" && to != "core/audit" && to != "core/refusal"
 	}},
 	{"only core/runtime/podman imports the Podman bindings", func(from, to string) bool {
 		return strings.HasPrefix(to, "github.com/containers/podman/") && from != "core/runtime/podman"
@@ -306,6 +314,9 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"cmd/mcp-forge-agent", "core/runtime"},
 		{"core/egress", "core/runtime"},
 		{"core/egress", "core/engine"},
+		{"core/grant", "core/egress"},
+		{"core/grant", "core/toolbridge"},
+		{"core/grant", "core/config"},
 		{"core/mcpserver/toolsets/files", "core/mcpserver"},
 		{"core/mcpserver/toolsets/execution", "core/sandbox"},
 		{"core/mcpserver/toolsets", "core/runtime/podman"},
@@ -340,6 +351,7 @@ func TestRulesForbidSomething(t *testing.T) {
 		{"core/tenant", "core/toolcall"}, {"core/mcpserver/toolsets", "core/toolcall"},
 		{"core/runtime/kubernetes", "core/cluster"}, {"core/cluster", "core/runtime"}, {"core/forge", "core/runtime/kubernetes"},
 		{"test/testenv", "core/runtime/kubernetes"},
+		{"core/egress", "core/grant"}, {"core/toolbridge", "core/grant"}, {"core/grant", "core/approval"},
 	} {
 		for _, r := range rules {
 			if r.check(c.from, c.to) {
