@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/held"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
@@ -79,10 +78,14 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 			// The run slot outlives the call while the engine holds it
 			// (HoldRun): until the run's sandbox is gone.
 			defer a.end()
-			// Refused for a session another replica serves and forwarded
-			// there (core/forward): that replica counts the call.
-			held.OnForwarded(ctx, a.refund)
-			return observe(next(context.WithValue(ctx, admissionKey{}, a), method, req))
+			res, err := next(context.WithValue(ctx, admissionKey{}, a), method, req)
+			if tr, ok := res.(*mcp.CallToolResult); ok {
+				// Refused for a session another replica serves and
+				// forwarded there (core/forward, outside this
+				// middleware): that replica counts the call.
+				toolcall.OnForwarded(tr, a.refund)
+			}
+			return observe(res, err)
 		}
 	}
 }

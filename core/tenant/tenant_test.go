@@ -12,7 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/audit/audittest"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
 func registry(t *testing.T, keys map[string]string, q config.Quotas, over map[string]config.Tenant) *Registry {
@@ -465,5 +467,60 @@ func TestRefundRealClock(t *testing.T) {
 	}
 	if r.RateLeft("alice") {
 		t.Error("rate left with the burst spent")
+	}
+}
+
+// The middleware gives a call's rate token back only when the call,
+// refused here, is forwarded to the replica that serves its session
+// (core/forward calls toolcall.Forwarded on the result): a refusal that
+// stays, or a call that ran, keeps its charge. A call past the rate is
+// refused with the quota's field, audited as quota.refused.
+func TestMiddlewareRefund(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refused   bool // the tool answers with an error it keeps beside the result
+		forwarded bool // the forwarder sent the call on
+		refund    bool
+	}{
+		{"refused, then forwarded", true, true, true},
+		{"refused, not forwarded", true, false, false},
+		{"ran here", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := config.Quotas{MaxConcurrentRuns: 10, MaxSessions: 2, ExecutionsPerMinute: 1, ExecutionBurst: 1}
+			r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+			rec := &audittest.Recorder{}
+			h := r.Middleware(rec, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+				res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}
+				if tc.refused {
+					res.SetError(errors.New("session-held"))
+				}
+				return res, nil
+			})
+			call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "execute_python", Arguments: []byte(`{"session_id":"s1"}`)},
+				Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: "alice"}}}
+			res, err := h(context.Background(), "tools/call", call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.forwarded {
+				toolcall.Forwarded(res.(*mcp.CallToolResult))
+			}
+			if got := r.RateLeft("alice"); got != tc.refund {
+				t.Fatalf("rate left %v, want %v", got, tc.refund)
+			}
+			if tc.refund {
+				return
+			}
+			res, err = h(context.Background(), "tools/call", call)
+			out, _ := res.(*mcp.CallToolResult)
+			if err != nil || out == nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "quota executions_per_minute exceeded") {
+				t.Fatalf("the next call: %+v %v, want the rate's refusal", res, err)
+			}
+			if es := rec.Take(); len(es) != 1 || es[0].Event != QuotaRefused || es[0].UserID != "alice" || es[0].SessionID != "s1" ||
+				len(es[0].Details) != 3 || es[0].Details["rule"] != "quotas.executions_per_minute" || es[0].Details["quota"] != QuotaRate || es[0].Details["tool"] != "execute_python" {
+				t.Fatalf("audited %+v", es)
+			}
+		})
 	}
 }
