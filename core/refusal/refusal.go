@@ -12,8 +12,8 @@ import "fmt"
 type Error struct {
 	Rule string
 	Msg  string
-	// Err is a sentinel callers test with errors.Is (engine.ErrNoSession),
-	// or the cause a layer above acts on (the
+	// Err is a sentinel callers test with errors.Is (engine.ErrNoSession,
+	// tenant.ErrQuota), or the cause a layer above acts on (the
 	// *runtime.HeldError of rule session-held, which names the replica
 	// core/forward passes the call to), or nil.
 	Err error

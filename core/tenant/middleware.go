@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
@@ -68,10 +69,9 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 			}
 			a, err := r.admit(name)
 			if err != nil {
-				var qe *QuotaError
-				if errors.As(err, &qe) {
-					recordRefusal(rec, obs, name, toolcall.SessionID(call), call.Params.Name, qe)
-					return toolcall.Refused("QuotaExceeded", qe.Msg, map[string]any{"quota": qe.Field}), nil
+				if re, quota := QuotaOf(err); re != nil {
+					recordRefusal(rec, obs, name, toolcall.SessionID(call), call.Params.Name, re, quota)
+					return toolcall.Refused("QuotaExceeded", re.Msg, map[string]any{"quota": re.Rule}), nil
 				}
 				return nil, err
 			}
@@ -90,13 +90,13 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 	}
 }
 
-// recordRefusal audits a quota refusal with the quota's field as its rule
-// and counts it.
-func recordRefusal(rec audit.Recorder, obs Observer, name, sessionID, tool string, qe *QuotaError) {
-	rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: sessionID, Error: qe.Msg,
-		Details: map[string]any{"rule": qe.Field, "quota": qe.Quota, "tool": tool}})
+// recordRefusal audits a refusal by quota (QuotaOf) with the quota's
+// field as its rule and counts it.
+func recordRefusal(rec audit.Recorder, obs Observer, name, sessionID, tool string, re *refusal.Error, quota string) {
+	rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: sessionID, Error: re.Msg,
+		Details: map[string]any{"rule": re.Rule, "quota": quota, "tool": tool}})
 	if obs != nil {
-		obs.QuotaRefused(name, qe.Quota)
+		obs.QuotaRefused(name, quota)
 	}
 }
 

@@ -103,11 +103,11 @@ func TestAdmitQuotas(t *testing.T) {
 	q := config.Quotas{MaxConcurrentRuns: 2, MaxSessions: 2, ExecutionsPerMinute: 60, ExecutionBurst: 100}
 	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, map[string]config.Tenant{"bob": {MaxConcurrentRuns: 1}})
 	quota := func(err error) string {
-		var qe *QuotaError
-		if !errors.As(err, &qe) {
+		re, _ := QuotaOf(err)
+		if re == nil {
 			t.Fatalf("not a quota error: %v", err)
 		}
-		return qe.Field
+		return re.Rule
 	}
 
 	// Concurrent runs: the third of alice's is refused, naming the default;
@@ -155,11 +155,11 @@ func TestSessionQuota(t *testing.T) {
 		{"nobody", []string{"x", "y", "z"}, ""}, // not a tenant: no quota of one
 	} {
 		err := sq.CheckSessions(c.tenant, c.live)
-		var qe *QuotaError
+		re, quota := QuotaOf(err)
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%s with %v: %v", c.tenant, c.live, err)
-		case c.field != "" && (!errors.As(err, &qe) || qe.Field != c.field || qe.Quota != QuotaSessions || !strings.Contains(err.Error(), c.field)):
+		case c.field != "" && (re == nil || re.Rule != c.field || quota != QuotaSessions || !strings.Contains(err.Error(), c.field)):
 			t.Errorf("%s with %v: %v, want a refusal naming %s", c.tenant, c.live, err, c.field)
 		}
 	}
@@ -238,8 +238,7 @@ func TestAdmitRate(t *testing.T) {
 		rel()
 	}
 	_, err := r.Admit("alice")
-	var qe *QuotaError
-	if !errors.As(err, &qe) || qe.Quota != QuotaRate || !strings.Contains(err.Error(), "retry in 1.0 s") {
+	if _, quota := QuotaOf(err); quota != QuotaRate || !strings.Contains(err.Error(), "retry in 1.0 s") {
 		t.Fatalf("third call: %v", err)
 	}
 	// A refused call costs nothing: after one second exactly one more fits.
@@ -300,8 +299,7 @@ func TestEnterRequest(t *testing.T) {
 	a1, _ := r.EnterRequest("alice")
 	a2, _ := r.EnterRequest("alice")
 	_, err := r.EnterRequest("alice")
-	var qe *QuotaError
-	if !errors.As(err, &qe) || qe.Field != "quotas.max_requests_in_flight" {
+	if re, quota := QuotaOf(err); re == nil || re.Rule != "quotas.max_requests_in_flight" || quota != QuotaRequests {
 		t.Fatalf("third request: %v", err)
 	}
 	if b, err := r.EnterRequest("bob"); err != nil {
@@ -408,8 +406,7 @@ func TestSharedAcrossReplicas(t *testing.T) {
 		t.Errorf("alice's first session here, one elsewhere: %v", err)
 	}
 	err = sq.CheckSessions("alice", []string{"a"})
-	var qe *QuotaError
-	if !errors.As(err, &qe) || qe.Quota != QuotaSessions || !strings.Contains(err.Error(), "has 2 live session(s), 1 of them through other replicas") {
+	if _, quota := QuotaOf(err); quota != QuotaSessions || !strings.Contains(err.Error(), "has 2 live session(s), 1 of them through other replicas") {
 		t.Errorf("alice's third session across replicas: %v", err)
 	}
 
@@ -432,7 +429,7 @@ func TestSharedAcrossReplicas(t *testing.T) {
 
 	sh.err = errors.New("not known yet")
 	for _, err := range []error{second(r.Admit("bob")), sq.CheckSessions("bob", nil)} {
-		if !errors.As(err, &qe) || !strings.Contains(err.Error(), "cannot be counted across the replicas") || !strings.Contains(err.Error(), "not known yet") {
+		if re, _ := QuotaOf(err); re == nil || !strings.Contains(err.Error(), "cannot be counted across the replicas") || !strings.Contains(err.Error(), "not known yet") {
 			t.Errorf("a quota that cannot be counted: %v", err)
 		}
 	}

@@ -43,12 +43,11 @@ func Failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 
 func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 	var re *refusal.Error
-	var qe *tenant.QuotaError
 	var un Unavailable
 	switch {
 	case errors.As(err, &un):
 		return Fail("ServerError", err.Error())
-	case errors.As(err, &qe): // a tenant's quota, asked by the engine (max_sessions)
+	case errors.Is(err, tenant.ErrQuota): // a tenant's quota, asked by the engine (max_sessions)
 		return Fail("QuotaExceeded", err.Error())
 	case errors.As(err, &re):
 		return Fail("RequestError", err.Error())
