@@ -229,10 +229,12 @@ func (e *Engine) RefuseArguments(client, tool, msg string) {
 }
 
 // Refuse audits a refusal (a *RequestError) with its rule before the answer
-// goes back, and returns err unchanged. Other errors pass through.
+// goes back, and returns err unchanged. Other errors pass through, and so
+// does a tenant's quota (tenant.ErrQuota): it audited its refusal itself,
+// as quota.refused.
 func (e *Engine) Refuse(client, sessionID, tool string, err error, details map[string]any) error {
 	var re *RequestError
-	if !errors.As(err, &re) {
+	if !errors.As(err, &re) || errors.Is(err, tenant.ErrQuota) {
 		return err
 	}
 	d := map[string]any{"rule": re.Rule, "tool": tool}

@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/held"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
@@ -84,9 +84,12 @@ func New(route Route, locate Locate, port int, path, self, version string, rec a
 
 // Middleware forwards a tool call of a session another replica serves. It
 // asks first, so that nothing of the call is admitted or counted here;
-// a call refused all the same (the session moved meanwhile) is forwarded
-// then, and the rate token it took here given back. It must be outside
-// the tenants' middleware (added after it).
+// a call refused all the same (the session moved meanwhile: the refusal
+// the tool answered with keeps the engine's error beside it, which names
+// the replica, a *runtime.HeldError) is forwarded then, and what the
+// layers inside took of it given back (toolcall.Forwarded: the tenants'
+// rate token). It must be outside the tenants' middleware (added after
+// it).
 func (f *Forwarder) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		call, ok := req.(*mcp.CallToolRequest)
@@ -101,9 +104,9 @@ func (f *Forwarder) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			tried = replica
 		}
-		wctx, by, forwarded := held.Watch(ctx)
-		res, err := next(wctx, method, req)
-		replica := by()
+		res, err := next(ctx, method, req)
+		refused, _ := res.(*mcp.CallToolResult)
+		replica := heldBy(refused)
 		if err != nil || replica == "" || replica == tried || replica == f.self {
 			return res, err
 		}
@@ -111,9 +114,19 @@ func (f *Forwarder) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !done {
 			return res, err // not sent: the refusal stands (retry)
 		}
-		forwarded()
+		toolcall.Forwarded(refused)
 		return out, ferr
 	}
+}
+
+// heldBy is the replica that serves the session of a call refused here
+// for it (rule session-held), "" for any other result.
+func heldBy(res *mcp.CallToolResult) string {
+	var held *runtime.HeldError
+	if res == nil || !res.IsError || !errors.As(res.GetError(), &held) {
+		return ""
+	}
+	return held.By
 }
 
 // forward calls the same tool with the same arguments on replica,

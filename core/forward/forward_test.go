@@ -21,7 +21,9 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/audit/audittest"
-	"github.com/mcp-forge/mcp-forge/core/held"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/runtime"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
 type echoIn struct {
@@ -33,13 +35,40 @@ type echoOut struct {
 	Auth string `json:"auth"`
 }
 
-// server is one replica: serves says whether it holds the session (else
-// it notes that "ns/other" does and refuses, as the engine does); calls
-// counts its tool calls; forwarded counts refused calls that were
-// forwarded after all (the tenant middleware's refund).
+// server is one replica: serves says whether it holds the sessions (else
+// it refuses them as the engine does, naming "ns/other" as the replica
+// that serves session "s"; see refuse); calls counts its tool calls;
+// refundsDone counts refused calls that were forwarded after all (the
+// tenant middleware's refund, which a middleware inside the forwarder's
+// asks for as the tenants' does).
 type server struct {
 	srv                *httptest.Server
 	calls, refundsDone atomic.Int32
+}
+
+// refuse is the tool result of a refusal of session: as the tools answer
+// an engine's error (toolsets.Failure), it keeps the error beside it.
+// Session "s" is held by ns/other (rule session-held); "claimed" is
+// claimed at the same instant by a replica not named; "plain" is refused
+// for another reason; "failed" is refused with a Go error (which go-sdk
+// keeps beside the result itself).
+func refuse(session string) (*mcp.CallToolResult, error) {
+	held := &refusal.Error{Rule: "session-held", Msg: "session-held: retry", Err: &runtime.HeldError{By: "ns/other"}}
+	var err error
+	switch session {
+	case "claimed":
+		held.Err = &runtime.HeldError{}
+		err = held
+	case "plain":
+		err = &refusal.Error{Rule: "session-id", Msg: "session-id: no such session"}
+	case "failed":
+		return nil, held
+	default:
+		err = held
+	}
+	res := toolcall.Error(err.Error())
+	res.SetError(err)
+	return res, nil
 }
 
 func replica(t *testing.T, name string, serves bool, fw *Forwarder, tools ...string) *server {
@@ -50,9 +79,8 @@ func replica(t *testing.T, name string, serves bool, fw *Forwarder, tools ...str
 		mcp.AddTool(s, &mcp.Tool{Name: tool}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
 			r.calls.Add(1)
 			if !serves {
-				held.OnForwarded(ctx, func() { r.refundsDone.Add(1) })
-				held.Note(ctx, "ns/other")
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "session-held: retry"}}}, echoOut{}, nil
+				res, err := refuse(in.Session)
+				return res, echoOut{}, err
 			}
 			if tok := req.Params.GetProgressToken(); tok != nil {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
@@ -61,6 +89,16 @@ func replica(t *testing.T, name string, serves bool, fw *Forwarder, tools ...str
 			return nil, echoOut{By: name, Auth: req.Extra.Header.Get("Authorization")}, nil
 		})
 	}
+	// As the tenants' middleware: inside the forwarder's.
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if tr, ok := res.(*mcp.CallToolResult); ok {
+				toolcall.OnForwarded(tr, func() { r.refundsDone.Add(1) })
+			}
+			return res, err
+		}
+	})
 	if fw != nil {
 		s.AddReceivingMiddleware(fw.Middleware)
 	}
@@ -164,8 +202,8 @@ func TestForward(t *testing.T) {
 	onB := connect(t, b.srv.URL, "k1", &alice)
 	bobOnB := connect(t, b.srv.URL, "k2", &bob)
 
-	call := func(cs *mcp.ClientSession, tool string) (*mcp.CallToolResult, error) {
-		p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"session_id": "s"}}
+	call := func(cs *mcp.ClientSession, tool, session string) (*mcp.CallToolResult, error) {
+		p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"session_id": session}}
 		p.SetProgressToken("mine")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -186,20 +224,25 @@ func TestForward(t *testing.T) {
 		to       string // the holder's URL
 		locate   string // a locate error
 		tool     string
+		session  string // see refuse
 		who      *mcp.ClientSession
 		wantBy   string // the answer is this replica's; "": a refusal or error
 		wantText string // in the refusal or error
 		bCalls   int32  // calls that ran on b
 		refunds  int32
+		audited  bool // a session.forward line
 		success  bool // audited as forwarded
 	}{
-		{"asked first", "ns/other", a.srv.URL, "", "execute_python", onB, "a", "", 0, 0, true},
-		{"refused, then forwarded", "", a.srv.URL, "", "execute_python", onB, "a", "", 1, 1, true},
-		{"another caller, the same connection", "ns/other", a.srv.URL, "", "execute_python", bobOnB, "a", "", 0, 0, true},
-		{"no loop", "", aLooping.srv.URL, "", "execute_python", onB, "", "session-held", 1, 1, true},
-		{"unreachable", "", a.srv.URL, "replica ns/other is not running", "execute_python", onB, "", "session-held", 1, 0, false},
-		{"the holder's protocol error", "ns/other", a.srv.URL, "", "execute_r", onB, "", "unknown tool", 0, 0, false},
-		{"the answer lost", "ns/other", lost.URL, "", "execute_python", onB, "", "may have run", 0, 0, false},
+		{"asked first", "ns/other", a.srv.URL, "", "execute_python", "s", onB, "a", "", 0, 0, true, true},
+		{"refused, then forwarded", "", a.srv.URL, "", "execute_python", "s", onB, "a", "", 1, 1, true, true},
+		{"refused with a Go error, then forwarded", "", a.srv.URL, "", "execute_python", "failed", onB, "a", "", 1, 1, true, true},
+		{"another caller, the same connection", "ns/other", a.srv.URL, "", "execute_python", "s", bobOnB, "a", "", 0, 0, true, true},
+		{"no loop", "", aLooping.srv.URL, "", "execute_python", "s", onB, "", "session-held", 1, 1, true, true},
+		{"unreachable", "", a.srv.URL, "replica ns/other is not running", "execute_python", "s", onB, "", "session-held", 1, 0, true, false},
+		{"claimed by a replica not named", "", a.srv.URL, "", "execute_python", "claimed", onB, "", "session-held", 1, 0, false, false},
+		{"refused for another reason", "", a.srv.URL, "", "execute_python", "plain", onB, "", "no such session", 1, 0, false, false},
+		{"the holder's protocol error", "ns/other", a.srv.URL, "", "execute_r", "s", onB, "", "unknown tool", 0, 0, true, false},
+		{"the answer lost", "ns/other", lost.URL, "", "execute_python", "s", onB, "", "may have run", 0, 0, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			routeTo.Store(tc.route)
@@ -207,7 +250,7 @@ func TestForward(t *testing.T) {
 			fw.port = portOf(t, tc.to)
 			b.calls.Store(0)
 			b.refundsDone.Store(0)
-			res, err := call(tc.who, tc.tool)
+			res, err := call(tc.who, tc.tool, tc.session)
 			var out map[string]any
 			if res != nil {
 				out, _ = res.StructuredContent.(map[string]any)
@@ -232,8 +275,11 @@ func TestForward(t *testing.T) {
 				t.Errorf("progress %q, want the holder's with the caller's own token", progress)
 			}
 			es := rec.Take()
-			if len(es) != 1 || es[0].Event != audit.SessionForward || es[0].Success != tc.success || es[0].Details["to"] != "ns/other" || es[0].Details["session"] != "s" {
-				t.Errorf("audit %+v, want one session.forward of session s (success %v), none from the replica reached", es, tc.success)
+			switch {
+			case !tc.audited && len(es) != 0:
+				t.Errorf("audit %+v, want none: nothing was forwarded", es)
+			case tc.audited && (len(es) != 1 || es[0].Event != audit.SessionForward || es[0].Success != tc.success || es[0].Details["to"] != "ns/other" || es[0].Details["session"] != tc.session):
+				t.Errorf("audit %+v, want one session.forward of session %s (success %v), none from the replica reached", es, tc.session, tc.success)
 			}
 		})
 	}
@@ -268,8 +314,8 @@ func TestForwardRefusals(t *testing.T) {
 	defer fw.Close()
 	b := mcp.NewServer(&mcp.Implementation{Name: "b", Version: "1"}, nil)
 	mcp.AddTool(b, &mcp.Tool{Name: "execute_python"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
-		held.Note(ctx, "ns/other")
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "session-held: retry"}}}, echoOut{}, nil
+		res, err := refuse(in.Session)
+		return res, echoOut{}, err
 	})
 	b.AddReceivingMiddleware(fw.Middleware)
 	// Tenants are who their keys say (the TokenInfo the server's auth gives).

@@ -245,11 +245,10 @@ func (s *Server) limitRequests(h http.Handler) http.Handler {
 		noteTenant(r, name)
 		release, err := s.Tenants.EnterRequest(name)
 		if err != nil {
-			var qe *tenant.QuotaError
-			if errors.As(err, &qe) {
-				s.core.Record(audit.Entry{Event: tenant.QuotaRefused, Severity: audit.Warning, UserID: name, Error: qe.Msg,
-					Details: map[string]any{"rule": qe.Field, "quota": qe.Quota}})
-				s.Metrics.QuotaRefused(name, qe.Quota)
+			if re, quota := tenant.QuotaOf(err); re != nil {
+				s.core.Record(audit.Entry{Event: tenant.QuotaRefused, Severity: audit.Warning, UserID: name, Error: re.Msg,
+					Details: map[string]any{"rule": re.Rule, "quota": quota}})
+				s.Metrics.QuotaRefused(name, quota)
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, err.Error(), http.StatusTooManyRequests)
 				return

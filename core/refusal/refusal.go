@@ -12,7 +12,11 @@ import "fmt"
 type Error struct {
 	Rule string
 	Msg  string
-	Err  error // a sentinel callers test with errors.Is (engine.ErrNoSession), or nil
+	// Err is a sentinel callers test with errors.Is (engine.ErrNoSession,
+	// tenant.ErrQuota), or the cause a layer above acts on (the
+	// *runtime.HeldError of rule session-held, which names the replica
+	// core/forward passes the call to), or nil.
+	Err error
 	// Audit replaces Msg in the audit log: when Msg names something that
 	// may be a secret (an environment variable's name), or says more than
 	// the audit line's rule and details do.

@@ -40,7 +40,9 @@ var ErrNoRecord = errors.New("no live session recorded")
 
 // HeldError: another live core serves the session. By is its pod,
 // "NAMESPACE/NAME"; "" when it is another core claiming the session at the
-// same instant.
+// same instant. The engine's refusal of a call for that session (rule
+// session-held) carries it, so that the HTTP transport can pass the call
+// to By (core/forward).
 type HeldError struct{ By string }
 
 func (e *HeldError) Error() string {

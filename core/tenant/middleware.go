@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	"github.com/mcp-forge/mcp-forge/core/held"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
@@ -69,31 +69,34 @@ func (r *Registry) Middleware(rec audit.Recorder, obs Observer) mcp.Middleware {
 			}
 			a, err := r.admit(name)
 			if err != nil {
-				var qe *QuotaError
-				if errors.As(err, &qe) {
-					recordRefusal(rec, obs, name, toolcall.SessionID(call), call.Params.Name, qe)
-					return toolcall.Refused("QuotaExceeded", qe.Msg, map[string]any{"quota": qe.Field}), nil
+				if re, quota := QuotaOf(err); re != nil {
+					recordRefusal(rec, obs, name, toolcall.SessionID(call), call.Params.Name, re, quota)
+					return toolcall.Refused("QuotaExceeded", re.Msg, map[string]any{"quota": re.Rule}), nil
 				}
 				return nil, err
 			}
 			// The run slot outlives the call while the engine holds it
 			// (HoldRun): until the run's sandbox is gone.
 			defer a.end()
-			// Refused for a session another replica serves and forwarded
-			// there (core/forward): that replica counts the call.
-			held.OnForwarded(ctx, a.refund)
-			return observe(next(context.WithValue(ctx, admissionKey{}, a), method, req))
+			res, err := next(context.WithValue(ctx, admissionKey{}, a), method, req)
+			if tr, ok := res.(*mcp.CallToolResult); ok {
+				// Refused for a session another replica serves and
+				// forwarded there (core/forward, outside this
+				// middleware): that replica counts the call.
+				toolcall.OnForwarded(tr, a.refund)
+			}
+			return observe(res, err)
 		}
 	}
 }
 
-// recordRefusal audits a quota refusal with the quota's field as its rule
-// and counts it.
-func recordRefusal(rec audit.Recorder, obs Observer, name, sessionID, tool string, qe *QuotaError) {
-	rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: sessionID, Error: qe.Msg,
-		Details: map[string]any{"rule": qe.Field, "quota": qe.Quota, "tool": tool}})
+// recordRefusal audits a refusal by quota (QuotaOf) with the quota's
+// field as its rule and counts it.
+func recordRefusal(rec audit.Recorder, obs Observer, name, sessionID, tool string, re *refusal.Error, quota string) {
+	rec.Record(audit.Entry{Event: QuotaRefused, Severity: audit.Warning, UserID: name, SessionID: sessionID, Error: re.Msg,
+		Details: map[string]any{"rule": re.Rule, "quota": quota, "tool": tool}})
 	if obs != nil {
-		obs.QuotaRefused(name, qe.Quota)
+		obs.QuotaRefused(name, quota)
 	}
 }
 

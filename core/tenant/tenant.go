@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/refusal"
 )
 
 // Local is the one implicit tenant when no [tenants] are configured (stdio,
@@ -152,9 +153,9 @@ func (r *Registry) elsewhere(name, quota, field string) (Usage, error) {
 	}
 	u, err := r.shared.Elsewhere(name)
 	if err != nil {
-		return Usage{}, &QuotaError{Tenant: name, Quota: quota, Field: field, Msg: fmt.Sprintf(
+		return Usage{}, quotaRefusal(quota, field,
 			"quota %s of tenant %q cannot be counted across the replicas of this server (%v); retry in a few seconds, and if this persists, `mcp-forge doctor` checks the permissions it needs",
-			quota, name, err)}
+			quota, name, err)
 	}
 	return u, nil
 }
@@ -235,15 +236,29 @@ func (r *Registry) Verify(_ context.Context, token string, _ *http.Request) (*au
 	return &auth.TokenInfo{UserID: name, Scopes: r.scopes, Expiration: r.now().Add(24 * time.Hour)}, nil
 }
 
-// QuotaError is a call refused by a tenant's quota.
-type QuotaError struct {
-	Tenant string
-	Quota  string // QuotaRuns, QuotaSessions or QuotaRate
-	Field  string // the configuration field that sets it
-	Msg    string
+// ErrQuota is the Err of every refusal by a tenant's quota: a
+// *refusal.Error whose Rule is the configuration field that sets the
+// quota and whose Details["quota"] names it (QuotaRuns, QuotaSessions,
+// QuotaRate, QuotaRequests). It is audited as QuotaRefused where the quota
+// refuses it, never again as a tool's refusal (the engine's Refuse leaves
+// it), and a tool shows it as QuotaExceeded.
+var ErrQuota = errors.New("refused by a tenant's quota")
+
+// quotaRefusal is a refusal by quota, which field sets.
+func quotaRefusal(quota, field, format string, args ...any) error {
+	return &refusal.Error{Rule: field, Msg: fmt.Sprintf(format, args...), Err: ErrQuota, Details: map[string]any{"quota": quota}}
 }
 
-func (e *QuotaError) Error() string { return e.Msg }
+// QuotaOf is the refusal by a tenant's quota that err is, and the quota's
+// name; nil when err is no such refusal.
+func QuotaOf(err error) (*refusal.Error, string) {
+	var re *refusal.Error
+	if !errors.As(err, &re) || !errors.Is(re.Err, ErrQuota) {
+		return nil, ""
+	}
+	quota, _ := re.Details["quota"].(string)
+	return re, quota
+}
 
 // Admit reserves what an execution needs before it runs: a run slot and a
 // token of the rate. release gives the slot back when the run is over.
@@ -283,9 +298,9 @@ func (r *Registry) admit(name string) (*admission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := s.running + other.Runs; n >= l.MaxConcurrentRuns {
-		return nil, &QuotaError{Tenant: name, Quota: QuotaRuns, Field: l.Field(QuotaRuns), Msg: fmt.Sprintf(
+		return nil, quotaRefusal(QuotaRuns, l.Field(QuotaRuns),
 			"quota %s exceeded: tenant %q already has %d execution(s) running%s (a run counts until its sandbox is gone), the limit (%s = %d); wait for one to finish",
-			QuotaRuns, name, n, onOthers(other.Runs), l.Field(QuotaRuns), l.MaxConcurrentRuns)}
+			QuotaRuns, name, n, onOthers(other.Runs), l.Field(QuotaRuns), l.MaxConcurrentRuns)
 	}
 	if s.credit > 0 {
 		s.credit-- // a token a refused call gave back
@@ -293,9 +308,9 @@ func (r *Registry) admit(name string) (*admission, error) {
 		res := s.limiter.ReserveN(r.now(), 1)
 		if d := res.DelayFrom(r.now()); !res.OK() || d > 0 {
 			res.CancelAt(r.now())
-			return nil, &QuotaError{Tenant: name, Quota: QuotaRate, Field: l.Field(QuotaRate), Msg: fmt.Sprintf(
+			return nil, quotaRefusal(QuotaRate, l.Field(QuotaRate),
 				"quota %s exceeded: tenant %q may start %d executions per minute (%s, bursts of %d); retry in %.1f s",
-				QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())}
+				QuotaRate, name, l.ExecutionsPerMinute, l.Field(QuotaRate), l.ExecutionBurst, d.Seconds())
 		}
 	}
 	s.running++
@@ -446,22 +461,22 @@ func (q *SessionQuota) CheckSessions(name string, live []string) error {
 	}
 	sorted := append([]string(nil), live...)
 	sort.Strings(sorted)
-	return &QuotaError{Tenant: name, Quota: QuotaSessions, Field: l.Field(QuotaSessions), Msg: fmt.Sprintf(
+	return quotaRefusal(QuotaSessions, l.Field(QuotaSessions),
 		"quota %s exceeded: tenant %q has %d live session(s)%s, the limit (%s = %d); destroy one with destroy_session, or reuse one of %v",
-		QuotaSessions, name, n, onOthers(other.Sessions), l.Field(QuotaSessions), l.MaxSessions, sorted)}
+		QuotaSessions, name, n, onOthers(other.Sessions), l.Field(QuotaSessions), l.MaxSessions, sorted)
 }
 
 // Refused audits and counts a refusal by CheckSessions, before the answer
 // goes back, and gives back the rate token of the call it refused.
 func (q *SessionQuota) Refused(ctx context.Context, name, tool, sessionID string, err error) {
-	var qe *QuotaError
-	if !errors.As(err, &qe) {
+	re, quota := QuotaOf(err)
+	if re == nil {
 		return
 	}
 	if a, _ := ctx.Value(admissionKey{}).(*admission); a != nil && a.s.name == name {
 		a.refund()
 	}
-	recordRefusal(q.rec, q.obs, name, sessionID, tool, qe)
+	recordRefusal(q.rec, q.obs, name, sessionID, tool, re, quota)
 }
 
 // EnterRequest counts one open HTTP request of a tenant, refusing it over
@@ -474,9 +489,9 @@ func (r *Registry) EnterRequest(name string) (release func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.requests >= r.maxReq {
-		return nil, &QuotaError{Tenant: name, Quota: QuotaRequests, Field: "quotas.max_requests_in_flight", Msg: fmt.Sprintf(
+		return nil, quotaRefusal(QuotaRequests, "quotas.max_requests_in_flight",
 			"quota %s exceeded: tenant %q has %d HTTP requests open, the limit (quotas.max_requests_in_flight = %d); wait for responses before sending more",
-			QuotaRequests, name, s.requests, r.maxReq)}
+			QuotaRequests, name, s.requests, r.maxReq)
 	}
 	s.requests++
 	var once sync.Once

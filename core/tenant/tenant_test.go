@@ -12,7 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/audit/audittest"
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/toolcall"
 )
 
 func registry(t *testing.T, keys map[string]string, q config.Quotas, over map[string]config.Tenant) *Registry {
@@ -101,11 +103,11 @@ func TestAdmitQuotas(t *testing.T) {
 	q := config.Quotas{MaxConcurrentRuns: 2, MaxSessions: 2, ExecutionsPerMinute: 60, ExecutionBurst: 100}
 	r := registry(t, map[string]string{"alice": "ka", "bob": "kb"}, q, map[string]config.Tenant{"bob": {MaxConcurrentRuns: 1}})
 	quota := func(err error) string {
-		var qe *QuotaError
-		if !errors.As(err, &qe) {
+		re, _ := QuotaOf(err)
+		if re == nil {
 			t.Fatalf("not a quota error: %v", err)
 		}
-		return qe.Field
+		return re.Rule
 	}
 
 	// Concurrent runs: the third of alice's is refused, naming the default;
@@ -153,11 +155,11 @@ func TestSessionQuota(t *testing.T) {
 		{"nobody", []string{"x", "y", "z"}, ""}, // not a tenant: no quota of one
 	} {
 		err := sq.CheckSessions(c.tenant, c.live)
-		var qe *QuotaError
+		re, quota := QuotaOf(err)
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%s with %v: %v", c.tenant, c.live, err)
-		case c.field != "" && (!errors.As(err, &qe) || qe.Field != c.field || qe.Quota != QuotaSessions || !strings.Contains(err.Error(), c.field)):
+		case c.field != "" && (re == nil || re.Rule != c.field || quota != QuotaSessions || !strings.Contains(err.Error(), c.field)):
 			t.Errorf("%s with %v: %v, want a refusal naming %s", c.tenant, c.live, err, c.field)
 		}
 	}
@@ -236,8 +238,7 @@ func TestAdmitRate(t *testing.T) {
 		rel()
 	}
 	_, err := r.Admit("alice")
-	var qe *QuotaError
-	if !errors.As(err, &qe) || qe.Quota != QuotaRate || !strings.Contains(err.Error(), "retry in 1.0 s") {
+	if _, quota := QuotaOf(err); quota != QuotaRate || !strings.Contains(err.Error(), "retry in 1.0 s") {
 		t.Fatalf("third call: %v", err)
 	}
 	// A refused call costs nothing: after one second exactly one more fits.
@@ -298,8 +299,7 @@ func TestEnterRequest(t *testing.T) {
 	a1, _ := r.EnterRequest("alice")
 	a2, _ := r.EnterRequest("alice")
 	_, err := r.EnterRequest("alice")
-	var qe *QuotaError
-	if !errors.As(err, &qe) || qe.Field != "quotas.max_requests_in_flight" {
+	if re, quota := QuotaOf(err); re == nil || re.Rule != "quotas.max_requests_in_flight" || quota != QuotaRequests {
 		t.Fatalf("third request: %v", err)
 	}
 	if b, err := r.EnterRequest("bob"); err != nil {
@@ -406,8 +406,7 @@ func TestSharedAcrossReplicas(t *testing.T) {
 		t.Errorf("alice's first session here, one elsewhere: %v", err)
 	}
 	err = sq.CheckSessions("alice", []string{"a"})
-	var qe *QuotaError
-	if !errors.As(err, &qe) || qe.Quota != QuotaSessions || !strings.Contains(err.Error(), "has 2 live session(s), 1 of them through other replicas") {
+	if _, quota := QuotaOf(err); quota != QuotaSessions || !strings.Contains(err.Error(), "has 2 live session(s), 1 of them through other replicas") {
 		t.Errorf("alice's third session across replicas: %v", err)
 	}
 
@@ -430,7 +429,7 @@ func TestSharedAcrossReplicas(t *testing.T) {
 
 	sh.err = errors.New("not known yet")
 	for _, err := range []error{second(r.Admit("bob")), sq.CheckSessions("bob", nil)} {
-		if !errors.As(err, &qe) || !strings.Contains(err.Error(), "cannot be counted across the replicas") || !strings.Contains(err.Error(), "not known yet") {
+		if re, _ := QuotaOf(err); re == nil || !strings.Contains(err.Error(), "cannot be counted across the replicas") || !strings.Contains(err.Error(), "not known yet") {
 			t.Errorf("a quota that cannot be counted: %v", err)
 		}
 	}
@@ -465,5 +464,60 @@ func TestRefundRealClock(t *testing.T) {
 	}
 	if r.RateLeft("alice") {
 		t.Error("rate left with the burst spent")
+	}
+}
+
+// The middleware gives a call's rate token back only when the call,
+// refused here, is forwarded to the replica that serves its session
+// (core/forward calls toolcall.Forwarded on the result): a refusal that
+// stays, or a call that ran, keeps its charge. A call past the rate is
+// refused with the quota's field, audited as quota.refused.
+func TestMiddlewareRefund(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refused   bool // the tool answers with an error it keeps beside the result
+		forwarded bool // the forwarder sent the call on
+		refund    bool
+	}{
+		{"refused, then forwarded", true, true, true},
+		{"refused, not forwarded", true, false, false},
+		{"ran here", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := config.Quotas{MaxConcurrentRuns: 10, MaxSessions: 2, ExecutionsPerMinute: 1, ExecutionBurst: 1}
+			r := registry(t, map[string]string{"alice": "ka"}, q, nil)
+			rec := &audittest.Recorder{}
+			h := r.Middleware(rec, nil)(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+				res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}
+				if tc.refused {
+					res.SetError(errors.New("session-held"))
+				}
+				return res, nil
+			})
+			call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "execute_python", Arguments: []byte(`{"session_id":"s1"}`)},
+				Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: "alice"}}}
+			res, err := h(context.Background(), "tools/call", call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.forwarded {
+				toolcall.Forwarded(res.(*mcp.CallToolResult))
+			}
+			if got := r.RateLeft("alice"); got != tc.refund {
+				t.Fatalf("rate left %v, want %v", got, tc.refund)
+			}
+			if tc.refund {
+				return
+			}
+			res, err = h(context.Background(), "tools/call", call)
+			out, _ := res.(*mcp.CallToolResult)
+			if err != nil || out == nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "quota executions_per_minute exceeded") {
+				t.Fatalf("the next call: %+v %v, want the rate's refusal", res, err)
+			}
+			if es := rec.Take(); len(es) != 1 || es[0].Event != QuotaRefused || es[0].UserID != "alice" || es[0].SessionID != "s1" ||
+				len(es[0].Details) != 3 || es[0].Details["rule"] != "quotas.executions_per_minute" || es[0].Details["quota"] != QuotaRate || es[0].Details["tool"] != "execute_python" {
+				t.Fatalf("audited %+v", es)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package toolcall
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,4 +42,36 @@ func TestRefused(t *testing.T) {
 	if r := Error("x"); !r.IsError || r.StructuredContent != nil || Text("y").IsError {
 		t.Fatal("Error and Text")
 	}
+}
+
+// OnForwarded's functions run when Forwarded says the call went to another
+// replica, each once per Forwarded and never for a result without an
+// error of its own; what is sent stays as it was, and the error is still
+// found under them.
+func TestOnForwarded(t *testing.T) {
+	cause := errors.New("held elsewhere")
+	res := Error("retry")
+	res.SetError(cause)
+	var got []string
+	OnForwarded(res, func() { got = append(got, "inner") })
+	OnForwarded(res, func() { got = append(got, "outer") })
+	if !errors.Is(res.GetError(), cause) || !res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "retry" {
+		t.Fatalf("the result changed: %+v, error %v", res, res.GetError())
+	}
+	if len(got) != 0 {
+		t.Fatalf("ran before the call was forwarded: %v", got)
+	}
+	Forwarded(res)
+	if strings.Join(got, ",") != "outer,inner" {
+		t.Fatalf("ran %v, want both", got)
+	}
+
+	ok := Text("ran here")
+	OnForwarded(ok, func() { t.Error("ran for a result without an error") })
+	Forwarded(ok)
+	if ok.IsError || ok.GetError() != nil {
+		t.Fatalf("a result without an error became one: %+v", ok)
+	}
+	Forwarded(nil)
+	OnForwarded(nil, func() {})
 }

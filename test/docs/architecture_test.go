@@ -139,7 +139,7 @@ func TestPackageListCheckFails(t *testing.T) {
 	tests := []struct {
 		name, block, want string
 	}{
-		{"a package left out", strings.Replace(block, "core/held", "cmd/mcp-forge", 1), "the package core/held is not in"},
+		{"a package left out", strings.Replace(block, "core/forward", "cmd/mcp-forge", 1), "the package core/forward is not in"},
 		{"a directory that does not exist", block + "core/nosuch               a package that is not there\n", "core/nosuch): no such directory"},
 		{"a line without a description", block + "core/engine\n", "no description"},
 		{"a package listed twice", block + "sdk/kernel  again\n", "listed twice"},

@@ -2,7 +2,6 @@ package checkpoints
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,11 +34,11 @@ func TestSessionQuotaCoversRestore(t *testing.T) {
 	}
 	fakeCheckpoint(t, r.e, "bob", "reaped", "python", time.Now())
 	quota := func(err error) string {
-		var qe *tenant.QuotaError
-		if !errors.As(err, &qe) {
+		re, _ := tenant.QuotaOf(err)
+		if re == nil {
 			return ""
 		}
-		return qe.Field
+		return re.Rule
 	}
 	for _, c := range []struct {
 		name string
@@ -77,6 +76,13 @@ func TestSessionQuotaCoversRestore(t *testing.T) {
 	}
 	if got := rec.rules(); len(got) != 2 || got[0] != "tenants.bob.max_sessions/execute_python" || got[1] != "tenants.bob.max_sessions/restore_session" {
 		t.Fatalf("quota refusals audited: %v", got)
+	}
+	// The quota audited its refusals: the engine, through which they
+	// passed, does not audit them again as a tool's.
+	for _, e := range r.Audit() {
+		if e.Event == engine.EventRefused {
+			t.Errorf("a quota's refusal audited again: %+v", e)
+		}
 	}
 	// With room again, the restore admits the session (its kernel's
 	// working directory is the host services' to make: made here).

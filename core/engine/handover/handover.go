@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
-	heldnote "github.com/mcp-forge/mcp-forge/core/held"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -160,10 +159,10 @@ func (r *Replicas) Adopt(ctx context.Context, client, id, tool string) (bool, er
 		r.rec.Record(audit.Entry{Event: audit.SessionAdopt, SessionID: internal, UserID: client, Success: false, Error: audit.ErrText(err), Severity: audit.Warning, Details: d})
 		var held *runtime.HeldError
 		if errors.As(err, &held) {
-			if held.By != "" {
-				heldnote.Note(ctx, held.By)
-			}
-			return false, refusal.New(RuleSessionHeld, "session %q is being served by another replica of this server right now: retry", id)
+			// The refusal carries who serves the session: the HTTP
+			// transport forwards the call there (core/forward).
+			return false, &refusal.Error{Rule: RuleSessionHeld, Err: held,
+				Msg: fmt.Sprintf("session %q is being served by another replica of this server right now: retry", id)}
 		}
 		return false, err
 	}

@@ -18,6 +18,16 @@ import (
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
 
+// heldBy is the replica a refusal names as serving its session, as
+// core/forward reads it.
+func heldBy(err error) string {
+	var held *runtime.HeldError
+	if !errors.As(err, &held) {
+		return ""
+	}
+	return held.By
+}
+
 // cluster is a session store shared by replicas, as the Kubernetes runtime
 // keeps it: records by internal id, the replica serving each container,
 // which replicas are alive and which containers were handed over.
@@ -193,10 +203,15 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("record %+v in %q: %v", rec, ctr, err)
 	}
 
-	// Served by a live replica: refused, nothing opened.
+	// Served by a live replica: refused, nothing opened; the refusal names
+	// the replica, where the HTTP transport forwards the call
+	// (core/forward).
 	_, err = b.Exec(t, engine.Request{Language: "python", SessionID: "s1", Code: "x"})
 	if rule := refusedBy(t, err); rule != RuleSessionHeld {
 		t.Fatalf("rule %s: %v", rule, err)
+	}
+	if by := heldBy(err); by != "a" {
+		t.Fatalf("the refusal names %q as the replica serving the session, want a", by)
 	}
 	if len(b.Kernel.Events) != 0 {
 		t.Fatalf("the second replica's plugin was asked: %v", b.Kernel.Events)
@@ -213,8 +228,9 @@ func TestHandover(t *testing.T) {
 	}
 	// A destroy reaching b is refused (and forwarded over HTTP), not
 	// taken for the destroy of a session that is only a checkpoint.
-	if rule := refusedBy(t, b.e.DestroySession(context.Background(), "c1", "s1")); rule != RuleSessionHeld {
-		t.Fatalf("destroy through b: rule %s", rule)
+	err = b.e.DestroySession(context.Background(), "c1", "s1")
+	if rule := refusedBy(t, err); rule != RuleSessionHeld || heldBy(err) != "a" {
+		t.Fatalf("destroy through b: rule %s, held by %q", rule, heldBy(err))
 	}
 	if !a.e.sessions.Live("c1", "s1") {
 		t.Fatal("the session is gone from a")

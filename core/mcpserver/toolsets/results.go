@@ -31,15 +31,23 @@ func (u Unavailable) Error() string { return string(u) }
 // Failure is the result of a tool for an error of the core, with the error
 // its structured output carries: a refusal the caller can fix
 // (RequestError; an environment's names its rule), a tenant's quota
-// (QuotaExceeded), or a failure of the server (ServerError).
+// (QuotaExceeded), or a failure of the server (ServerError). The result
+// keeps err beside it for the middlewares outside the tools (GetError,
+// never sent): a refusal for a session another replica serves names it
+// there, and the call is forwarded to it (core/forward).
 func Failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
+	res, info := failure(err)
+	res.SetError(err)
+	return res, info
+}
+
+func failure(err error) (*mcp.CallToolResult, *ErrorInfo) {
 	var re *refusal.Error
-	var qe *tenant.QuotaError
 	var un Unavailable
 	switch {
 	case errors.As(err, &un):
 		return Fail("ServerError", err.Error())
-	case errors.As(err, &qe): // a tenant's quota, asked by the engine (max_sessions)
+	case errors.Is(err, tenant.ErrQuota): // a tenant's quota, asked by the engine (max_sessions)
 		return Fail("QuotaExceeded", err.Error())
 	case errors.As(err, &re):
 		return Fail("RequestError", err.Error())

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/mcpserver/toolsets"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
+	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolcall"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 )
@@ -244,8 +245,11 @@ func (t tools) resource(variables bool) mcp.ResourceHandler {
 		}
 		sv, err := t.s.View(ctx, t.env.Conn(req.Session), id, variables)
 		v := View(sv)
+		// Unknown, another connection's, or an invalid id; a tenant's
+		// quota (refusing to take the session over from a replica that
+		// is gone) says what it is.
 		var re *refusal.Error
-		if errors.As(err, &re) { // unknown, another connection's, or an invalid id
+		if errors.As(err, &re) && !errors.Is(err, tenant.ErrQuota) {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		if err != nil {
