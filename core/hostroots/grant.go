@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/mcp-forge/mcp-forge/core/grant"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 )
 
@@ -32,14 +33,17 @@ var ErrChanged = errors.New("the host root changed since the server started")
 // plugin whose container mounts them: the token travels through the
 // plugin (host.Intent.RootsGrant), the paths never do.
 type Grant struct {
+	life          *grant.Grant // ended with its run or session
 	token, plugin string
 	roots         []*Root
 	target        string
 
 	mu      sync.Mutex
-	closed  bool
 	mounted int
 }
+
+// ruleEnded ends a roots grant with its run or session.
+const ruleEnded = "host-root-grant-ended"
 
 // grants are the live grants by token.
 type grants struct {
@@ -59,7 +63,7 @@ func (rs *Roots) Issue(plugin, target string, roots []*Root) (*Grant, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("a roots grant's token: %w", err)
 	}
-	g := &Grant{token: hex.EncodeToString(b), plugin: plugin, roots: roots, target: target}
+	g := &Grant{life: grant.New(grant.Config{}), token: hex.EncodeToString(b), plugin: plugin, roots: roots, target: target}
 	rs.grants.mu.Lock()
 	defer rs.grants.mu.Unlock()
 	if rs.grants.byTok == nil {
@@ -75,7 +79,7 @@ func (rs *Roots) Lookup(plugin, token string) (*Grant, error) {
 	rs.grants.mu.Lock()
 	g := rs.grants.byTok[token]
 	rs.grants.mu.Unlock()
-	if g == nil || g.plugin != plugin || g.isClosed() {
+	if g == nil || g.plugin != plugin || g.life.Err() != nil {
 		return nil, fmt.Errorf("no live host-roots grant %q of plugin %s", cut(token), plugin)
 	}
 	return g, nil
@@ -87,9 +91,7 @@ func (rs *Roots) Close(g *Grant) {
 	if g == nil {
 		return
 	}
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
+	g.life.End(ruleEnded)
 	rs.grants.mu.Lock()
 	delete(rs.grants.byTok, g.token)
 	rs.grants.mu.Unlock()
@@ -131,12 +133,6 @@ func (g *Grant) Mounted() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.mounted
-}
-
-func (g *Grant) isClosed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
 }
 
 // unchanged checks that r's path is still the directory New checked: not
