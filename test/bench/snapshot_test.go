@@ -16,7 +16,8 @@ import (
 // snapshotBench: a gVisor session holding mb MiB of random data, saved
 // whole (checkpoint_session, what a suspend does), restored
 // (restore_session: a new sandbox, to the first result), forked once and
-// four times at once, each measured b.N times in one run.
+// four times at once (four calls, and one call with count 4), each
+// measured b.N times in one run.
 func snapshotBench(b *testing.B, mb int) {
 	if _, err := os.Stat("/usr/local/lib/mcp-forge/runsc"); err != nil {
 		b.Skip("runsc is not installed (make setup installs it)")
@@ -31,7 +32,7 @@ func snapshotBench(b *testing.B, mb int) {
 		return time.Since(t0)
 	}
 	call("execute_python", map[string]any{"session_id": "big", "code": fmt.Sprintf("import os\nblob = os.urandom(%d << 20)", mb)})
-	var save, restore, fork1, fork4 []time.Duration
+	var save, restore, fork1, fork4, count4 []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		save = append(save, call("checkpoint_session", map[string]any{"session_id": "big"}))
@@ -53,12 +54,17 @@ func snapshotBench(b *testing.B, mb int) {
 		for j := range 4 {
 			call("destroy_session", map[string]any{"session_id": fmt.Sprintf("f%d-%d", i, j)})
 		}
+		// count 4: one snapshot, four restores side by side.
+		count4 = append(count4, call("fork_session", map[string]any{"session_id": "big", "new_session_id": fmt.Sprintf("c%d", i), "count": 4}))
+		for j := range 4 {
+			call("destroy_session", map[string]any{"session_id": fmt.Sprintf("c%d-%d", i, j+1)})
+		}
 	}
 	b.StopTimer()
 	for _, m := range []struct {
 		name string
 		d    []time.Duration
-	}{{"save", save}, {"restore", restore}, {"fork", fork1}, {"fork4-wall", fork4}} {
+	}{{"save", save}, {"restore", restore}, {"fork", fork1}, {"fork4-wall", fork4}, {"fork-count4-wall", count4}} {
 		med, p90 := stats(m.d)
 		b.ReportMetric(med, m.name+"-median-ms")
 		b.Logf("%d MiB session, %d runs: %s median %.0f ms, p90 %.0f ms", mb, b.N, m.name, med, p90)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -430,5 +431,55 @@ func TestForkOfBusySession(t *testing.T) {
 	}
 	if !strings.Contains(string(audit), `"rule":"checkpoint-state"`) || !strings.Contains(string(audit), `"tool":"fork_session"`) {
 		t.Fatal("the refused fork is not in the audit log with its rule")
+	}
+}
+
+// count forks at once come from one copy of the source, each its own
+// session that diverges from the others; a count out of bounds, or an id
+// among the forks that is taken, makes none.
+func TestForkCount(t *testing.T) {
+	testenv.Parallel(t)
+	p := testenv.NewInProcess(t, nil)
+	cs := p.Connect(t)
+	run(t, cs, "python", "src", "x = 10\nopen('f.txt', 'w').write('from src')")
+	var o forkOut
+	res := testenv.Call(t, cs, "fork_session", map[string]any{"session_id": "src", "new_session_id": "c", "count": 3}, &o)
+	if res.IsError || strings.Join(o.Forks, ",") != "c-1,c-2,c-3" || o.SessionID != "c-1" {
+		t.Fatalf("fork count 3: %s %+v", testenv.Text(res), o)
+	}
+	t.Logf("three forks in %.2f s", o.ForkTime)
+	for i, id := range o.Forks {
+		got := run(t, cs, "python", id, fmt.Sprintf("x += %d\nprint(x, open('f.txt').read())", i+1)).Stdout
+		if want := fmt.Sprintf("%d from src", 11+i); strings.TrimSpace(got) != want {
+			t.Errorf("fork %s: %q, want %q", id, got, want)
+		}
+	}
+	if got := strings.TrimSpace(run(t, cs, "python", "c-1", "print(x)").Stdout); got != "11" {
+		t.Errorf("fork c-1 saw another fork's change: %q", got)
+	}
+	if got := strings.TrimSpace(run(t, cs, "python", "src", "print(x)").Stdout); got != "10" {
+		t.Errorf("the source saw a fork's change: %q", got)
+	}
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"too many", map[string]any{"session_id": "src", "count": 9}, "make 1 to 8 forks"},
+		{"one id taken", map[string]any{"session_id": "src", "new_session_id": "c", "count": 4}, `"c-1" is taken`},
+	} {
+		res := testenv.Call(t, cs, "fork_session", tc.args, nil)
+		if text := testenv.Text(res); !res.IsError || !strings.Contains(text, tc.want) {
+			t.Errorf("%s: %s, want a refusal saying %q", tc.name, text, tc.want)
+		}
+	}
+	var l struct {
+		Sessions []struct {
+			ID string `json:"session_id"`
+		} `json:"sessions"`
+	}
+	testenv.Call(t, cs, "list_sessions", map[string]any{}, &l)
+	if len(l.Sessions) != 4 {
+		t.Errorf("sessions after the refused forks: %+v, want src and c-1 … c-3", l.Sessions)
 	}
 }

@@ -97,6 +97,26 @@ func TestSnapshotKeepsEverything(t *testing.T) {
 	if got := run(cs, "snap", "'only_in_fork' in globals()").ResultRepr; got != "False" {
 		t.Errorf("the fork's change reached its source: %q", got)
 	}
+	// Two at once from one snapshot, each its own sandbox.
+	var fks struct {
+		Forks []string `json:"session_ids"`
+		Kind  string   `json:"kind"`
+	}
+	if res := testenv.Call(t, cs, "fork_session", map[string]any{"session_id": "snap", "new_session_id": "two", "count": 2}, &fks); res.IsError || fks.Kind != "snapshot" || len(fks.Forks) != 2 {
+		t.Fatalf("fork count 2: %s %+v", testenv.Text(res), fks)
+	}
+	for _, id := range fks.Forks {
+		if got := strings.TrimSpace(run(cs, id, "print(fh.readline().strip(), add41(1), hashlib.sha256(blob).hexdigest() == digest)").Stdout); got != "three 42 True" {
+			t.Errorf("fork %s: %q, want the source's open file, lambda and data", id, got)
+		}
+	}
+	run(cs, fks.Forks[0], "only_in_first = 1")
+	if got := run(cs, fks.Forks[1], "'only_in_first' in globals()").ResultRepr; got != "False" {
+		t.Errorf("one fork's change reached the other: %q", got)
+	}
+	for _, id := range append(fks.Forks, "snapfork") {
+		call(cs, "destroy_session", id)
+	}
 
 	// A snapshot whose files changed is refused by its seal, audited.
 	call(cs, "checkpoint_session", "snap")

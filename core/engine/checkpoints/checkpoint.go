@@ -413,7 +413,7 @@ func (c *Keeper) restoreLocked(ctx context.Context, s *session.Session, meta che
 	var info CheckpointInfo
 	f, err := c.workdir(s.Internal)
 	if err == nil {
-		err = c.ckpts.Read(s.Client, s.ID, f.CopyIn)
+		err = c.ckpts.Read(s.Client, meta.SessionID, f.CopyIn) // a fork's is the first fork's copy
 	}
 	if err == nil {
 		var rep backend.CheckpointReport

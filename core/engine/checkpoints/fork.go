@@ -2,8 +2,11 @@ package checkpoints
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
@@ -51,55 +54,115 @@ func forkID(from string) string {
 	return from + suffix
 }
 
+// MaxForks bounds the forks one fork_session makes at once (count).
+const MaxForks = 8
+
+// RuleForkCount refuses a count of forks out of bounds.
+const RuleForkCount = "fork-count"
+
 // ForkSession starts session to (forkID(from) when empty) with a copy of
 // client's session from: its variables, working directory, documentation
 // and history. The source must be live and idle; it is not changed.
 func (c *Keeper) ForkSession(ctx context.Context, client, from, to string) (ForkInfo, error) {
-	const tool = "fork_session"
-	src, err := c.eng.Lookup(ctx, client, from, tool)
+	forks, err := c.ForkSessions(ctx, client, from, to, 1)
 	if err != nil {
 		return ForkInfo{}, err
 	}
-	if to == "" {
-		to = forkID(from)
+	return forks[0], nil
+}
+
+// forkTargets are the ids of count forks of from: to itself for one (a
+// fresh id when empty), else to-1 … to-count (fresh ids when empty).
+func forkTargets(from, to string, count int) []string {
+	if count == 1 {
+		if to == "" {
+			to = forkID(from)
+		}
+		return []string{to}
 	}
-	if err := session.CheckID(to); err != nil {
-		return ForkInfo{}, c.eng.Refuse(client, to, tool, err, map[string]any{"source_session": from})
+	ids := make([]string, count)
+	for i := range ids {
+		if to == "" {
+			ids[i] = forkID(from)
+		} else {
+			ids[i] = fmt.Sprintf("%s-%d", to, i+1)
+		}
+	}
+	return ids
+}
+
+// ForkSessions makes count forks of client's session from at once, all
+// from one copy of it: the source is saved once, and each fork restores
+// that copy in its own new session, side by side. All are made or none:
+// a fork that fails takes the others down with it.
+func (c *Keeper) ForkSessions(ctx context.Context, client, from, to string, count int) ([]ForkInfo, error) {
+	const tool = "fork_session"
+	if count < 1 || count > MaxForks {
+		return nil, c.eng.Refuse(client, from, tool, refusal.New(RuleForkCount, "count %d: make 1 to %d forks at once", count, MaxForks), nil)
+	}
+	src, err := c.eng.Lookup(ctx, client, from, tool)
+	if err != nil {
+		return nil, err
+	}
+	ids := forkTargets(from, to, count)
+	for _, id := range ids {
+		if err := session.CheckID(id); err != nil {
+			return nil, c.eng.Refuse(client, id, tool, err, map[string]any{"source_session": from})
+		}
 	}
 	if c.checkpointCode(src.Backend) == nil {
-		return ForkInfo{}, c.eng.Refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be forked: a fork copies variables with the backend's checkpoint code, and it reports none", c.eng.LanguageName(src.Language), src.Backend), nil)
+		return nil, c.eng.Refuse(client, from, tool, refusal.New(checkpoint.RuleCheckpointLanguage, "sessions of %s in backend %s cannot be forked: a fork copies variables with the backend's checkpoint code, and it reports none", c.eng.LanguageName(src.Language), src.Backend), nil)
 	}
-	taken := refusal.New(RuleForkTarget, "new_session_id %q is taken: you have a session or a checkpoint of that id (list_sessions shows both); choose another id, or omit new_session_id for a fresh one", to)
-	if _, ok := c.Get(client, to); ok || c.sessions.Live(client, to) {
-		return ForkInfo{}, c.eng.Refuse(client, to, tool, taken, map[string]any{"source_session": from})
+	taken := func(id string) error {
+		what := "new_session_id"
+		if count > 1 {
+			what = "the fork id"
+		}
+		return refusal.New(RuleForkTarget, "%s %q is taken: you have a session or a checkpoint of that id (list_sessions shows both); choose another id, or omit new_session_id for fresh ones", what, id)
+	}
+	for _, id := range ids {
+		if _, ok := c.Get(client, id); ok || c.sessions.Live(client, id) {
+			return nil, c.eng.Refuse(client, id, tool, taken(id), map[string]any{"source_session": from})
+		}
 	}
 	// A busy source is refused now, not waited for: its session lock is
 	// held for the whole run (up to execution.max_timeout), and the wait
-	// would hold the fork's session slot, out of the caller's reach.
+	// would hold the forks' session slots, out of the caller's reach.
 	if err := c.forkable(client, src); err != nil {
-		return ForkInfo{}, err
+		return nil, err
 	}
 	started := time.Now()
 	// Admitted like any new session (sessions.max_concurrent, the tenant's
-	// quota) before the source's kernel is asked for anything.
-	dst, created, err := c.eng.Acquire(ctx, engine.Request{Language: src.Language, SessionID: to, Client: client, CustomImage: src.Start.Image, Environment: src.Start.Env}, src.Backend, tool)
-	if err != nil {
-		return ForkInfo{}, c.eng.Refuse(client, to, tool, err, map[string]any{"source_session": from})
+	// quota), each of them, before the source's kernel is asked for anything.
+	var dsts []*session.Session
+	drop := func() {
+		for _, d := range dsts {
+			c.sessions.Drop(d)
+		}
 	}
-	if !created {
-		return ForkInfo{}, c.eng.Refuse(client, to, tool, taken, map[string]any{"source_session": from})
+	for _, id := range ids {
+		dst, created, err := c.eng.Acquire(ctx, engine.Request{Language: src.Language, SessionID: id, Client: client, CustomImage: src.Start.Image, Environment: src.Start.Env}, src.Backend, tool)
+		if err == nil && !created {
+			err = taken(id)
+		}
+		if err != nil {
+			drop()
+			return nil, c.eng.Refuse(client, id, tool, err, map[string]any{"source_session": from})
+		}
+		dst.Lock()
+		defer dst.Unlock()
+		dst.Pending = false // no checkpoint of its own: what it restores is the fork's copy
+		dsts = append(dsts, dst)
 	}
-	dst.Lock()
-	defer dst.Unlock()
-	dst.Pending = false // no checkpoint of its own: what it restores is the fork's copy
 
 	src.Lock()
 	if err := c.forkable(client, src); err != nil { // again: it may have changed while the lock was waited for
 		src.Unlock()
-		c.sessions.Drop(dst)
-		return ForkInfo{}, err
+		drop()
+		return nil, err
 	}
-	saved, err := c.saveLocked(ctx, src, to, "fork into "+to)
+	// One copy, kept under the first fork's id while they restore it.
+	saved, err := c.saveLocked(ctx, src, ids[0], "fork into "+strings.Join(ids, ", "))
 	var docs map[string]string
 	var note string
 	var hist session.History
@@ -111,45 +174,80 @@ func (c *Keeper) ForkSession(ctx context.Context, client, from, to string) (Fork
 	if src.Network != nil {
 		notCopied = append(notCopied, fmt.Sprintf("the network granted to %q: a fork starts without network, and a session's network is granted on its first call, so use a new session with network for code that needs it", from))
 	}
+	if src.Roots != nil {
+		notCopied = append(notCopied, fmt.Sprintf("the host roots mounted in %q: a fork starts without them, and a session's roots are mounted on its first call", from))
+	}
 	src.Unlock()
 	if err != nil {
-		c.sessions.Drop(dst)
-		return ForkInfo{}, c.eng.Refuse(client, from, tool, fmt.Errorf("fork session %q into %q: %w", from, to, err), nil)
+		drop()
+		return nil, c.eng.Refuse(client, from, tool, fmt.Errorf("fork session %q into %s: %w", from, strings.Join(ids, ", "), err), nil)
 	}
-	defer c.ckpts.Remove(client, to) // once restored (or not), the copy is the fork's kernel's, not a checkpoint
+	defer c.ckpts.Remove(client, ids[0]) // once restored (or not), the copy is the forks' kernels', not a checkpoint
 
-	var info CheckpointInfo
+	infos := make([]CheckpointInfo, len(dsts))
+	errs := make([]error, len(dsts))
+	var wg sync.WaitGroup
+	for i, dst := range dsts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			infos[i], errs[i] = c.restoreFork(ctx, dst, saved, from)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		// A fork with part of its source's state is no fork, and a call
+		// that asked for count forks gets them all or none.
+		for i, dst := range dsts {
+			if errs[i] == nil {
+				_ = c.eng.DestroyLocked(ctx, dst, "a fork of the same call failed", false)
+			}
+		}
+		return nil, fmt.Errorf("fork session %q into %s: %w", from, strings.Join(ids, ", "), err)
+	}
+	took := time.Since(started)
+	out := make([]ForkInfo, len(dsts))
+	for i, dst := range dsts {
+		c.sessions.Update(dst, func(s *session.Session) {
+			s.Docs, s.Note, s.History = maps.Clone(docs), note, hist.Clone()
+			if s.Docs == nil {
+				s.Docs = map[string]string{}
+			}
+		})
+		c.rec.Record(audit.Entry{Event: "session.fork", SessionID: dst.Internal, UserID: client, Success: true, Severity: audit.Info,
+			Details: map[string]any{"session": ids[i], "source_session": from, "source_session_id": src.Internal, "saved": len(infos[i].Saved), "skipped": len(saved.Skipped),
+				"bytes": saved.Bytes, "fork_ms": took.Milliseconds(), "count": count}})
+		out[i] = ForkInfo{SessionID: ids[i], Source: from, Saved: infos[i].Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied, Kind: saved.Kind, NotWhole: saved.NotWhole,
+			Bytes: saved.Bytes, Duration: took, View: c.sessions.View(dst)}
+	}
+	return out, nil
+}
+
+// restoreFork brings the source's copy saved into the new session dst
+// (locked): its whole sandbox, or a new kernel loading its variables. A
+// fork that fails is gone.
+func (c *Keeper) restoreFork(ctx context.Context, dst *session.Session, saved checkpoint.Meta, from string) (CheckpointInfo, error) {
 	if saved.Kind == checkpoint.KindSnapshot {
 		// The source's sandbox, memory and all, restored as the fork's.
-		if info, err = c.restoreSnapshot(ctx, dst, saved, false, "fork of "+from, false); err != nil { // snapshot.go
+		info, err := c.restoreSnapshot(ctx, dst, saved, false, "fork of "+from, false) // snapshot.go
+		if err != nil {
 			c.sessions.Drop(dst)
 			c.eng.RemoveWorkspace(dst.Internal)
-			return ForkInfo{}, fmt.Errorf("fork session %q into %q: %w", from, to, err)
+			return info, fmt.Errorf("%s: %w", dst.ID, err)
 		}
-	} else if err = c.eng.Open(ctx, dst, false); err != nil {
+		return info, nil
+	}
+	if err := c.eng.Open(ctx, dst, false); err != nil {
 		c.sessions.Drop(dst)
 		c.eng.RemoveWorkspace(dst.Internal)
-		return ForkInfo{}, fmt.Errorf("fork session %q into %q: start its kernel: %w", from, to, err)
-	} else {
-		info, err = c.restoreLocked(ctx, dst, saved, "fork of "+from)
+		return CheckpointInfo{}, fmt.Errorf("%s: start its kernel: %w", dst.ID, err)
 	}
+	info, err := c.restoreLocked(ctx, dst, saved, "fork of "+from)
 	if err != nil {
-		// A fork with part of its source's state is no fork: nothing is left.
 		_ = c.eng.DestroyLocked(ctx, dst, "its fork failed", false)
-		return ForkInfo{}, fmt.Errorf("fork session %q into %q: %w", from, to, err)
+		return info, fmt.Errorf("%s: %w", dst.ID, err)
 	}
-	c.sessions.Update(dst, func(s *session.Session) {
-		s.Docs, s.Note, s.History = docs, note, hist
-		if s.Docs == nil {
-			s.Docs = map[string]string{}
-		}
-	})
-	took := time.Since(started)
-	c.rec.Record(audit.Entry{Event: "session.fork", SessionID: dst.Internal, UserID: client, Success: true, Severity: audit.Info,
-		Details: map[string]any{"session": to, "source_session": from, "source_session_id": src.Internal, "saved": len(info.Saved), "skipped": len(saved.Skipped),
-			"bytes": saved.Bytes, "fork_ms": took.Milliseconds()}})
-	return ForkInfo{SessionID: to, Source: from, Saved: info.Saved, Skipped: saved.Skipped, FilesLeft: saved.FilesLeft, NotCopied: notCopied, Kind: saved.Kind, NotWhole: saved.NotWhole,
-		Bytes: saved.Bytes, Duration: took, View: c.sessions.View(dst)}, nil
+	return info, nil
 }
 
 // forkable refuses a source a job holds (session-job) or that is not live

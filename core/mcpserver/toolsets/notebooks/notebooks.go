@@ -31,12 +31,14 @@ import (
 // ForkInput is fork_session's input.
 type ForkInput struct {
 	SessionID    string `json:"session_id" jsonschema:"the session to fork (live and idle)"`
-	NewSessionID string `json:"new_session_id,omitempty" jsonschema:"the fork's session_id (1-128 letters, digits, '-' or '_', not one of your sessions or checkpoints); default: <session_id>-fork-<random>"`
+	NewSessionID string `json:"new_session_id,omitempty" jsonschema:"the fork's session_id (1-128 letters, digits, '-' or '_', not one of your sessions or checkpoints); default: <session_id>-fork-<random>. With count: the forks are <new_session_id>-1 … -<count>"`
+	Count        int    `json:"count,omitempty" jsonschema:"how many forks to make at once from one copy of the source, 1 to 8 (default 1): the source is saved once and each fork restores it side by side; all are made or none"`
 }
 
 // ForkOutput describes a fork, or gives the error.
 type ForkOutput struct {
-	SessionID string              `json:"session_id" jsonschema:"the new session (on error: new_session_id as given)"`
+	SessionID string              `json:"session_id" jsonschema:"the new session, the first with count (on error: new_session_id as given)"`
+	Forks     []string            `json:"session_ids,omitempty" jsonschema:"with count over 1: every fork made, in order"`
 	Source    string              `json:"source_session_id"`
 	Saved     []string            `json:"copied,omitempty" jsonschema:"variables copied"`
 	Skipped   map[string]string   `json:"not_copied,omitempty" jsonschema:"variables that could not be copied → why"`
@@ -112,7 +114,7 @@ func historyCells(h session.History) []HistoryCell {
 // notebook resources need; InlineFileSize bounds a notebook
 // sent inline (as the file tools do).
 type Notebooks interface {
-	ForkSession(ctx context.Context, client, from, to string) (checkpoints.ForkInfo, error)
+	ForkSessions(ctx context.Context, client, from, to string, count int) ([]checkpoints.ForkInfo, error)
 	History(client, id, tool string) (session.History, session.View, error)
 	ExportNotebook(client, id, tool string) (history.Notebook, error)
 	InlineFileSize() int64
@@ -148,17 +150,27 @@ func Fork(env toolsets.Env, n Notebooks) toolsets.Tool {
 			"The copy counts against the session quota and the checkpoint store while it is made; the fork counts as a session. " +
 			"On error the result has session_id (new_session_id as given), source_session_id and error {type, message}.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in ForkInput) (*mcp.CallToolResult, ForkOutput, error) {
-		info, err := n.ForkSession(ctx, env.Conn(req.Session), in.SessionID, in.NewSessionID)
+		count := in.Count
+		if count == 0 {
+			count = 1
+		}
+		forks, err := n.ForkSessions(ctx, env.Conn(req.Session), in.SessionID, in.NewSessionID, count)
 		if err != nil {
 			res, e := toolsets.Failure(err)
 			return res, ForkOutput{SessionID: in.NewSessionID, Source: in.SessionID, Error: e}, nil
 		}
+		info := forks[0]
 		out := ForkOutput{SessionID: info.SessionID, Source: info.Source, Saved: info.Saved, Skipped: info.Skipped, FilesLeft: info.FilesLeft,
 			Other: info.NotCopied, Bytes: info.Bytes, ForkTime: info.Duration.Seconds(), Kind: "variables"}
 		if info.Kind == checkpoint.KindSnapshot {
 			out.Kind = info.Kind
 		}
-		return toolcall.Text(forkText(info)), out, nil
+		if len(forks) > 1 {
+			for _, f := range forks {
+				out.Forks = append(out.Forks, f.SessionID)
+			}
+		}
+		return toolcall.Text(forkText(forks)), out, nil
 	})
 }
 
@@ -197,12 +209,21 @@ func Export(env toolsets.Env, n Notebooks) toolsets.Tool {
 	})
 }
 
-func forkText(info checkpoints.ForkInfo) string {
+func forkText(forks []checkpoints.ForkInfo) string {
 	var b strings.Builder
+	info := forks[0]
+	into := info.SessionID
+	if len(forks) > 1 {
+		var ids []string
+		for _, f := range forks {
+			ids = append(ids, f.SessionID)
+		}
+		into = fmt.Sprintf("%d sessions (%s), side by side from one copy", len(forks), strings.Join(ids, ", "))
+	}
 	if info.Kind == checkpoint.KindSnapshot {
-		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: its whole sandbox copied (memory, imports, open files, sockets), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(), info.Bytes)
+		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: its whole sandbox copied (memory, imports, open files, sockets), %d bytes.", info.Source, into, info.Duration.Seconds(), info.Bytes)
 	} else {
-		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: %d variable(s) copied (%s), %d bytes.", info.Source, info.SessionID, info.Duration.Seconds(),
+		fmt.Fprintf(&b, "Forked session %s into %s in %.2f s: %d variable(s) copied (%s), %d bytes.", info.Source, into, info.Duration.Seconds(),
 			len(info.Saved), strings.Join(info.Saved, ", "), info.Bytes)
 		if info.NotWhole != "" {
 			fmt.Fprintf(&b, " Not a copy of the whole sandbox: %s.", info.NotWhole)
