@@ -121,6 +121,7 @@ bench: setup build
 	$(BENCH) -bench '^BenchmarkIsolation' -benchtime 100x | tee $(BENCH_OUT)/isolation.txt
 	$(BENCH) -bench '^BenchmarkSnapshot' -benchtime 3x | tee $(BENCH_OUT)/snapshot.txt
 	$(BENCH) -bench '^BenchmarkIdleSessionsMemory$$' -benchtime 1x | tee $(BENCH_OUT)/suspend.txt
+	$(BENCH) -bench '^BenchmarkResume100MB$$' -benchtime 10x | tee $(BENCH_OUT)/resume.txt
 	FORGE_E2E=1 go test -run '^$$' -bench EnvBuild -benchtime 5x -timeout 30m ./test/environments/ | tee $(BENCH_OUT)/environments.txt
 	@echo
 	@go run ./test/bench/cmd/benchtable -json $(BIN)/bench.json $(BENCH_OUT)/*.txt
