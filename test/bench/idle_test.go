@@ -24,9 +24,6 @@ import (
 // against before they started, with the sandboxes left and the snapshots'
 // bytes on disk; then one session's resume to its first result.
 func BenchmarkIdleSessionsMemory(b *testing.B) {
-	if _, err := os.Stat("/usr/local/lib/mcp-forge/runsc"); err != nil {
-		b.Skip("runsc is not installed (make setup installs it)")
-	}
 	n := 50
 	if v, err := strconv.Atoi(os.Getenv("FORGE_BENCH_IDLE_SESSIONS")); err == nil && v > 0 {
 		n = v
@@ -34,15 +31,7 @@ func BenchmarkIdleSessionsMemory(b *testing.B) {
 	// Long enough that no session is suspended before the last one started
 	// (each takes a few seconds under gVisor, four at a time).
 	idle := 30 + 2*n // s
-	s := testenv.StartServer(b, benchConfig+fmt.Sprintf("[security]\nisolation = \"gvisor\"\n[sessions]\nmax_concurrent = %d\nsuspend_after = %d\ncleanup_interval = 1\n", n+2, idle))
-	call := func(tool string, args map[string]any, out any) time.Duration {
-		t0 := time.Now()
-		res := testenv.Call(b, s.Session, tool, args, out)
-		if res.IsError {
-			b.Fatalf("%s: %s", tool, testenv.Text(res))
-		}
-		return time.Since(t0)
-	}
+	s, call := gvisorServer(b, fmt.Sprintf("[sessions]\nmax_concurrent = %d\nsuspend_after = %d\ncleanup_interval = 1\n", n+2, idle))
 	boxes := func() int {
 		return len(testenv.Sandboxes(b, map[string]string{"io.mcp-forge.instance": forge.Instance(s.Base)}))
 	}

@@ -11,16 +11,15 @@ import (
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
-// BenchmarkResume100MB: issue 43's resume of a suspended gVisor session
-// holding 100 MiB, from the call to its first result (the goal is 1 s),
-// b.N sessions each suspended by sessions.suspend_after and resumed by its
-// next execute.
-func BenchmarkResume100MB(b *testing.B) {
+// gvisorServer starts a server whose sandboxes run under gVisor with
+// extra configuration, and a call that times a tool call and fails the
+// benchmark on an error (out, if not nil, gets the structured result).
+func gvisorServer(b *testing.B, extra string) (*testenv.Server, func(tool string, args map[string]any, out any) time.Duration) {
 	if _, err := os.Stat("/usr/local/lib/mcp-forge/runsc"); err != nil {
 		b.Skip("runsc is not installed (make setup installs it)")
 	}
-	s := testenv.StartServer(b, benchConfig+"[security]\nisolation = \"gvisor\"\n[sessions]\nsuspend_after = 3\ncleanup_interval = 1\n")
-	call := func(tool string, args map[string]any, out any) time.Duration {
+	s := testenv.StartServer(b, benchConfig+"[security]\nisolation = \"gvisor\"\n"+extra)
+	return s, func(tool string, args map[string]any, out any) time.Duration {
 		t0 := time.Now()
 		res := testenv.Call(b, s.Session, tool, args, out)
 		if res.IsError {
@@ -28,6 +27,14 @@ func BenchmarkResume100MB(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
+}
+
+// BenchmarkResume100MB: issue 43's resume of a suspended gVisor session
+// holding 100 MiB, from the call to its first result (the goal is 1 s),
+// b.N sessions each suspended by sessions.suspend_after and resumed by its
+// next execute.
+func BenchmarkResume100MB(b *testing.B) {
+	_, call := gvisorServer(b, "[sessions]\nsuspend_after = 3\ncleanup_interval = 1\n")
 	var resume []time.Duration
 	b.ResetTimer()
 	for i := range b.N {

@@ -30,22 +30,7 @@ const hostCSVRows = 12_500_000
 func TestHostRootsWithoutTheModel(t *testing.T) {
 	testenv.Parallel(t)
 	data, out := t.TempDir(), t.TempDir()
-	f, err := os.Create(filepath.Join(data, "big.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.WriteString("a,b\n")
-	for i := 0; i < hostCSVRows; i++ {
-		w.WriteString(strconv.Itoa(i))
-		w.WriteByte(',')
-		w.WriteString(strconv.Itoa(2 * i))
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeCSV(t, filepath.Join(data, "big.csv"), hostCSVRows)
 	st, _ := os.Stat(filepath.Join(data, "big.csv"))
 	// What another process of the machine may plant in a root.
 	os.Symlink("/etc/passwd", filepath.Join(data, "passwd-link"))
@@ -180,22 +165,7 @@ func TestHostRootsMounted(t *testing.T) {
 	os.Chmod(data, 0o777)
 	os.Chmod(out, 0o777)
 	os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("host-secret-4711"), 0o644)
-	f, err := os.Create(filepath.Join(data, "big.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.WriteString("a,b\n")
-	for i := 0; i < hostMountRows; i++ {
-		w.WriteString(strconv.Itoa(i))
-		w.WriteByte(',')
-		w.WriteString(strconv.Itoa(2 * i))
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeCSV(t, filepath.Join(data, "big.csv"), hostMountRows)
 	os.Chmod(filepath.Join(data, "big.csv"), 0o666)
 	// Links another process plants: relative out of the root, absolute to
 	// a host file.
@@ -300,5 +270,26 @@ print(sorted(os.listdir("/mnt")))`
 	}
 	if mounts != 2 {
 		t.Errorf("%d files.host_mount audit lines, want 2 (the stateless run, the session)", mounts)
+	}
+}
+
+// writeCSV writes "a,b" and rows rows of "i,2i" to path.
+func writeCSV(t *testing.T, path string, rows int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.WriteString("a,b\n")
+	for i := 0; i < rows; i++ {
+		w.WriteString(strconv.Itoa(i))
+		w.WriteByte(',')
+		w.WriteString(strconv.Itoa(2 * i))
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -202,16 +202,22 @@ func credentialsDescription(cfg config.Config) string {
 	for _, t := range cfg.Tenants {
 		tenants = tenants || len(t.Credentials) > 0
 	}
-	available := "none is configured ([network.credentials])"
-	if len(list) > 0 {
-		available = strings.Join(list, "; ")
-	}
-	if tenants {
-		available += " (and a tenant's own)"
-	}
 	return "credentials the egress proxy adds to the code's HTTPS requests to their hosts (which are granted with them, like network): the code never sees a value, " +
 		"only a placeholder in FORGE_CREDENTIAL_<NAME> (send it where the API expects its key, e.g. Authorization: Bearer $FORGE_CREDENTIAL_GITHUB; the proxy replaces it). " +
-		"A session takes them on its first call. Available: " + available
+		"A session takes them on its first call. Available: " + available(list, "; ", tenants, "", "[network.credentials]")
+}
+
+// available says what a description offers: the list, that tenants have
+// their own, or that none is configured (in section).
+func available(list []string, sep string, tenants bool, yours, section string) string {
+	out := "none is configured (" + section + ")"
+	if len(list) > 0 {
+		out = strings.Join(list, sep)
+	}
+	if tenants {
+		out += " (and a tenant's own" + yours + ")"
+	}
+	return out
 }
 
 // hostRootsDescription names the host roots a run may mount.
@@ -225,16 +231,10 @@ func hostRootsDescription(roots map[string]config.HostRoot) string {
 			tenants = true
 		}
 	}
-	available := "none is configured ([volumes.host_roots])"
-	if len(local) > 0 {
-		available = strings.Join(local, ", ")
-	}
-	if tenants {
-		available += " (and a tenant's own: list_host_files lists yours)"
-	}
 	return "host roots, the user's directories the operator allows, mounted read-only at /mnt/<name> in the sandbox: the code reads their files where they lie " +
 		"(pandas.read_csv(\"/mnt/data/big.csv\")), their bytes never passing through this conversation, and cannot change them; it reads what any user of the machine may read. " +
-		"A session takes them on its first call and keeps them. To keep a result, write it in the session and export_file it into a writable root. Available: " + available
+		"A session takes them on its first call and keeps them. To keep a result, write it in the session and export_file it into a writable root. Available: " +
+		available(local, ", ", tenants, ": list_host_files lists yours", "[volumes.host_roots]")
 }
 
 // Output is the structured result of every execute_<language> tool.
