@@ -210,6 +210,10 @@ type Tenant struct {
 	// only its runs may ask for them, and one named as a
 	// [network.credentials] one takes its place for this tenant.
 	Credentials map[string]Credential `toml:"credentials"`
+	// Isolation is what this tenant's sandboxes run under at least:
+	// "gvisor" requires gVisor for them whatever security.isolation says;
+	// "": security.isolation. Nothing the tenant sends lowers it.
+	Isolation string `toml:"isolation"`
 }
 
 // Execution holds the per-run limits: defaults and the maxima a request may ask for.

@@ -363,6 +363,13 @@ func Validate(c Config) Errors {
 				v.add(p+"."+f.k, fmt.Sprintf("must be >= 0 (0: the [quotas] value), got %d", f.n))
 			}
 		}
+		switch {
+		case t.Isolation == "":
+		case t.Isolation != "container" && t.Isolation != "gvisor":
+			v.add(p+".isolation", fmt.Sprintf("must be one of gvisor, container or empty (security.isolation), got %q", t.Isolation))
+		case t.Isolation == "container" && c.Security.Isolation == "gvisor":
+			v.add(p+".isolation", "cannot lower security.isolation = \"gvisor\" for one tenant: a tenant's isolation only raises the server's (leave it empty)")
+		}
 		switch q := int64(t.CheckpointQuotaMB) << 20; {
 		case q < 0:
 			v.add(p+".checkpoint_quota_mb", fmt.Sprintf("must be >= 0 (0: no share of its own, the store's bound), got %d", t.CheckpointQuotaMB))

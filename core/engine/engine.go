@@ -25,13 +25,14 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
 	"github.com/mcp-forge/mcp-forge/core/engine/limits"
-	"github.com/mcp-forge/mcp-forge/core/engine/mounts"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
+	"github.com/mcp-forge/mcp-forge/core/engine/sandboxes"
 	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/route"
+	"github.com/mcp-forge/mcp-forge/core/sandboxgrant"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/telemetry"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
@@ -53,7 +54,7 @@ type Request struct {
 	InputFiles  []InputFile // stateless runs only (core/engine/files)
 	Network     []string    // hosts a stateless run asks to reach (core/engine/network)
 	Credentials []string    // credentials the proxy adds for it (with their hosts)
-	HostRoots   []string    // host roots mounted read-only (core/engine/mounts)
+	HostRoots   []string    // host roots mounted read-only (core/engine/sandboxes)
 	Client      string      // the MCP connection that asked
 	// Approve asks this request's MCP client to approve a tool call
 	// (elicitation); nil: no client can be asked.
@@ -138,9 +139,9 @@ type Engine struct {
 	slots    chan struct{}   // execution.max_concurrent_runs
 	notices  []func() string // notices.go: added to every result
 
-	tools    *toolbridge.Service // nil: no bridge (toolsWhy says why)
-	network  *network.Grants     // nil: no network grants
-	mounts   *mounts.Mounts      // nil: no host roots
+	tools    *toolbridge.Service  // nil: no bridge (toolsWhy says why)
+	network  *network.Grants      // nil: no network grants
+	sandbox  *sandboxes.Sandboxes // what sandboxes get beyond the defaults
 	toolsWhy string
 
 	cancelled cancelled.Runs
@@ -171,10 +172,26 @@ func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
 	e.network = network.New(p, c, e)
 }
 
-// SetMounts lets runs and sessions mount host roots (Request.HostRoots);
-// claimsOnly: the runtime mounts only roots with a claim.
-func (e *Engine) SetMounts(rs *hostroots.Roots, claimsOnly bool) {
-	e.mounts = mounts.New(rs, e.rec, e, claimsOnly)
+// SetSandboxGrants issues the grants of runs' sandboxes in reg, which
+// the plugins' hosts resolve; roots, when not nil, are the host roots runs
+// and sessions may mount (Request.HostRoots), and claimsOnly says the
+// runtime mounts only roots with a claim.
+func (e *Engine) SetSandboxGrants(reg *sandboxgrant.Registry, roots *hostroots.Roots, claimsOnly bool) {
+	e.sandbox = sandboxes.New(reg, e.rec, e, tenantIsolation(e.cfg))
+	if roots != nil {
+		e.sandbox.SetRoots(roots, claimsOnly)
+	}
+}
+
+// tenantIsolation is, by tenant, the isolation it requires.
+func tenantIsolation(cfg config.Config) map[string]string {
+	out := map[string]string{}
+	for name, t := range cfg.Tenants {
+		if t.Isolation != "" {
+			out[name] = t.Isolation
+		}
+	}
+	return out
 }
 
 // Network grants runs network; nil: it grants none.
@@ -193,6 +210,7 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 	e := &Engine{files: none{}, ckpts: none{}, replicas: none{}, jobs: none{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
 		slots:  make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits.New(cfg)}
+	e.sandbox = sandboxes.New(sandboxgrant.New(), rec, e, tenantIsolation(cfg)) // SetSandboxGrants shares the plugins' hosts' registry
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}
@@ -290,7 +308,7 @@ type Prepared struct {
 	s       *session.Session
 	created bool // s was created by this request: drop it if the run never starts
 	toolIDs []string
-	roots   []*hostroots.Root // host roots a stateless run or a new session mounts
+	need    sandboxes.Need // what a stateless run's or a new session's sandbox gets beyond the defaults
 	inputs  map[string][]byte
 	timeout int // seconds
 }
@@ -334,9 +352,9 @@ func (e *Engine) Prepare(ctx context.Context, req Request) (_ *Prepared, err err
 		err = e.checkSessionJob(p.s) // sessionjobs.go
 	}
 	if err == nil && p.s != nil && !p.created {
-		err = mounts.SessionCheck(p.s.Roots, req.HostRoots, false, req.SessionID)
+		err = sandboxes.SessionCheck(p.s.SandboxGrant, req.HostRoots, false, req.SessionID)
 	} else if err == nil {
-		p.roots, err = e.mounts.Resolve(mounts.Ask{Roots: req.HostRoots, Client: req.Client, Backend: p.name, BackendMounts: e.mountsRoots(p.name)})
+		p.need, err = e.sandbox.Resolve(sandboxes.Ask{Roots: req.HostRoots, Client: req.Client, Backend: p.name, BackendGrants: e.passesSandboxGrants(p.name)})
 		if err != nil {
 			e.Drop(p)
 		}
@@ -425,11 +443,11 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 		}
 		return channel
 	})
-	var roots *hostroots.Grant
-	if s == nil && len(p.roots) > 0 {
-		if roots, err = e.mounts.Grant(mounts.Ask{Client: req.Client, Run: runID, Tool: p.tool, Backend: name}, p.roots); roots != nil {
-			defer e.mounts.Close(roots) // containers are created with it during the run only
-			breq.RootsGrant = roots.Token()
+	var sg *sandboxgrant.Grant
+	if s == nil && !p.need.Empty() {
+		if sg, err = e.sandbox.Grant(sandboxes.Ask{Client: req.Client, Run: runID, Tool: p.tool, Backend: name}, p.need); sg != nil {
+			defer e.sandbox.Close(sg) // containers are created with it during the run only
+			breq.SandboxGrant = sg.Token()
 		}
 	}
 	if err == nil && s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {
@@ -441,7 +459,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if err != nil {
 		// refused or not opened: nothing runs
 	} else if s != nil {
-		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, credentials: req.Credentials, roots: p.roots, tool: p.tool}, emit)
+		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, credentials: req.Credentials, need: p.need, tool: p.tool}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
 		ictx, ispan := telemetry.Start(ctx, "tools.grant")
@@ -477,8 +495,10 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if channel != nil && err == nil {
 		res.Notices = append(res.Notices, network.Notice(channel, name))
 	}
-	if roots != nil && err == nil {
-		res.Notices = append(res.Notices, mounts.Notice(roots, name))
+	if n := ""; sg != nil && err == nil {
+		if n = sandboxes.Notice(sg, name); n != "" {
+			res.Notices = append(res.Notices, n)
+		}
 	}
 	if err == nil {
 		res.Notices = append(res.Notices, e.resultNotices()...) // notices.go
@@ -487,6 +507,9 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	out := Result{ExecuteResult: res, Backend: name, Files: files}
 	if e.Isolation != nil {
 		out.Isolation = e.Isolation()
+	}
+	if iso := e.sandbox.Required(req.Client); iso != "" {
+		out.Isolation = iso // the tenant's, whatever the server's
 	}
 	return out, err
 }
@@ -549,9 +572,9 @@ type toolRun struct {
 	ids         []string
 	client      string
 	approve     toolbridge.Approver
-	network     []string // hosts asked for (a session's first call grants them)
-	credentials []string // and credentials
-	roots       []*hostroots.Root
+	network     []string       // hosts asked for (a session's first call grants them)
+	credentials []string       // and credentials
+	need        sandboxes.Need // what a session's first call gives its sandbox
 	tool        string
 }
 
@@ -579,8 +602,8 @@ func (e *Engine) forwardsGrants(name string) bool {
 	return ok && st.Capabilities.MCPTools
 }
 
-// mountsRoots reports whether backend name passes roots grants on.
-func (e *Engine) mountsRoots(name string) bool {
+// passesSandboxGrants reports whether backend name passes sandbox grants on.
+func (e *Engine) passesSandboxGrants(name string) bool {
 	st, ok := status(e.plugins.Statuses(), name)
-	return ok && st.Capabilities.HostRoots
+	return ok && st.Capabilities.SandboxGrants
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
-	"github.com/mcp-forge/mcp-forge/core/engine/mounts"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
+	"github.com/mcp-forge/mcp-forge/core/engine/sandboxes"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -152,6 +152,11 @@ func (e *Engine) Admit(client, id string, a session.Admission) error {
 // session had one, and its workspace stays.
 func (e *Engine) Open(ctx context.Context, s *session.Session, restart bool) error {
 	sb, err := e.SessionBackend(ctx, s.Backend)
+	if err == nil && s.SandboxGrant == nil {
+		// Whatever path opens it (a first call, a fork, a restore), a
+		// session of a tenant that requires an isolation gets it.
+		err = e.requireIsolation(s)
+	}
 	if err == nil {
 		start := time.Now()
 		req := s.Start
@@ -284,8 +289,10 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 	} else if n != "" {
 		notices = append(notices, n)
 	}
-	if s.Roots != nil && created {
-		notices = append(notices, mounts.Notice(s.Roots, s.Backend))
+	if s.SandboxGrant != nil && created {
+		if n := sandboxes.Notice(s.SandboxGrant, s.Backend); n != "" {
+			notices = append(notices, n)
+		}
 	}
 	e.sessions.SetState(s, session.StateBusy)
 	sb, err := e.SessionBackend(ctx, s.Backend)
@@ -603,13 +610,13 @@ func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools too
 		}
 		s.Network, s.Start.NetworkGrant = ch, ch.Token()
 	}
-	if len(tools.roots) > 0 {
-		g, err := e.mounts.Grant(mounts.Ask{Client: s.Client, Session: s.ID, Internal: s.Internal, Tool: tools.tool, Backend: s.Backend}, tools.roots)
+	if !tools.need.Empty() {
+		g, err := e.sandbox.Grant(sandboxes.Ask{Client: s.Client, Session: s.ID, Internal: s.Internal, Tool: tools.tool, Backend: s.Backend}, tools.need)
 		if err != nil {
 			e.CloseGrant(s) // the network granted above
 			return err
 		}
-		s.Roots, s.Start.RootsGrant = g, g.Token()
+		s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
 	}
 	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
 		return nil
@@ -634,8 +641,28 @@ func (e *Engine) CloseGrant(s *session.Session) {
 		s.Network.Close()
 		s.Network, s.Start.NetworkGrant = nil, ""
 	}
-	if s.Roots != nil {
-		e.mounts.Close(s.Roots)
-		s.Roots, s.Start.RootsGrant = nil, ""
+	if s.SandboxGrant != nil {
+		e.sandbox.Close(s.SandboxGrant)
+		s.SandboxGrant, s.Start.SandboxGrant = nil, ""
 	}
+}
+
+// requireIsolation gives session s (caller holds its lock), which has no
+// sandbox grant, the isolation its owner requires, if any; a backend that
+// cannot be told is refused.
+func (e *Engine) requireIsolation(s *session.Session) error {
+	if e.sandbox.Required(s.Client) == "" {
+		return nil
+	}
+	a := sandboxes.Ask{Client: s.Client, Session: s.ID, Internal: s.Internal, Tool: "execute_" + s.Language, Backend: s.Backend, BackendGrants: e.passesSandboxGrants(s.Backend)}
+	need, err := e.sandbox.Resolve(a)
+	if err != nil {
+		return e.Refuse(s.Client, s.ID, a.Tool, err, nil)
+	}
+	g, err := e.sandbox.Grant(a, need)
+	if err != nil {
+		return err
+	}
+	s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
+	return nil
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/procid"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
+	"github.com/mcp-forge/mcp-forge/core/sandboxgrant"
 	"github.com/mcp-forge/mcp-forge/core/seccomp"
 	"github.com/mcp-forge/mcp-forge/core/tenant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
@@ -260,15 +261,13 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 			return nil, err
 		}
 	}
-	grants := &grants{}
+	grants, sandboxGrants := &grants{}, sandboxgrant.New()
 	crashes := &crashes{sb: sb, log: log, hosts: map[string]*hostsvc.Host{}}
 	hostFor := func(name string) host.Host {
 		h := hostsvc.New(name, sb, al, ws)
 		h.SetGrants(grants.Grant)
 		h.SetNetwork(channels.Lookup)
-		if roots != nil {
-			h.SetRoots(roots.Lookup)
-		}
+		h.SetSandboxGrants(sandboxGrants.Lookup)
 		crashes.add(name, h)
 		return h
 	}
@@ -330,8 +329,8 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	eng.SetNetwork(netPolicy, channels)
 	if roots != nil {
 		eng.SetHostRoots(roots)
-		eng.SetMounts(roots, f.caps.StagedWorkspaces) // a pod mounts a root's claim, not a directory of this machine
 	}
+	eng.SetSandboxGrants(sandboxGrants, roots, f.caps.StagedWorkspaces) // a pod mounts a root's claim, not a directory of this machine
 	if r := remoteOf(raw); r != nil {
 		eng.SetRemoteSessions(crashes.sessionFS(r, ws))
 	}

@@ -41,7 +41,6 @@ func (r *Root) Files() *workspace.Files { return r.files }
 type Roots struct {
 	byName map[string]*Root
 	local  string
-	grants grants
 }
 
 // New checks each root: an existing directory, not a link. local names the

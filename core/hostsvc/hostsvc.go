@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/hostroots"
+	"github.com/mcp-forge/mcp-forge/core/sandboxgrant"
 	"github.com/mcp-forge/mcp-forge/core/periodic"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
@@ -40,7 +41,7 @@ type Host struct {
 
 	grants   GrantFunc   // nil: no tool grants
 	network  NetworkFunc // nil: no network grants
-	roots    RootsFunc   // nil: no host roots
+	sandbox  SandboxFunc // nil: no sandbox grants
 	channels Channels
 }
 
@@ -60,13 +61,13 @@ type NetworkFunc func(plugin, token string) (*egress.Channel, error)
 // the core opened for it (host.Intent.NetworkGrant).
 func (h *Host) SetNetwork(f NetworkFunc) { h.network = f }
 
-// RootsFunc resolves a host-roots grant token for plugin plugin
-// (hostroots.Roots.Lookup): only a live grant issued to that plugin.
-type RootsFunc func(plugin, token string) (*hostroots.Grant, error)
+// SandboxFunc resolves a sandbox grant token for plugin plugin
+// (sandboxgrant.Registry.Lookup): only a live grant issued to that plugin.
+type SandboxFunc func(plugin, token string) (*sandboxgrant.Grant, error)
 
-// SetRoots lets containers of this plugin mount the host roots the core
-// granted it (host.Intent.RootsGrant).
-func (h *Host) SetRoots(f RootsFunc) { h.roots = f }
+// SetSandboxGrants lets containers of this plugin have what the core
+// granted its runs (host.Intent.SandboxGrant): host roots, an isolation.
+func (h *Host) SetSandboxGrants(f SandboxFunc) { h.sandbox = f }
 
 type tracked struct {
 	*workspace.Workspace
@@ -74,6 +75,7 @@ type tracked struct {
 	exceeded  string             // why the container was killed, if it was
 	endpoints map[string]Endpoint
 	intent    host.Intent // what it was created from (no Files): a snapshot's restore creates it again
+	hostRoots bool        // it mounts host roots (its sandbox grant's), which a snapshot does not hold
 }
 
 // New returns the host services for plugin plugin.
@@ -98,7 +100,7 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if err != nil {
 		return host.Container{}, err
 	}
-	roots, err := lookupGrant(h, in, in.RootsGrant, h.roots, hostroots.RuleNotGranted, "this server has no host roots ([volumes.host_roots])")
+	sg, err := lookupGrant(h, in, in.SandboxGrant, h.sandbox, sandboxgrant.RuleNotGranted, "this server issues no sandbox grants")
 	if err != nil {
 		return host.Container{}, err
 	}
@@ -134,7 +136,11 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 			return host.Container{}, fileErr(err)
 		}
 	}
-	id, err := h.create(ctx, in, w, lim, grant, channel, roots, places)
+	isolation := ""
+	if sg != nil {
+		isolation = sg.Isolation()
+	}
+	id, err := h.create(ctx, in, w, lim, grant, channel, sg, isolation, places)
 	if err != nil {
 		cleanup()
 		return host.Container{}, err
@@ -153,7 +159,7 @@ func (h *Host) limits(in host.Intent) (runtime.Limits, error) {
 
 // create creates the container of intent in over workspace w, which holds
 // its files, with the grants the intent named, and tracks it.
-func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspace, lim runtime.Limits, grant *toolbridge.Grant, channel *egress.Channel, roots *hostroots.Grant, places map[string]string) (string, error) {
+func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspace, lim runtime.Limits, grant *toolbridge.Grant, channel *egress.Channel, sg *sandboxgrant.Grant, isolation string, places map[string]string) (string, error) {
 	intent := in
 	intent.Files = nil
 	var mounts []runtime.Mount
@@ -174,8 +180,8 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 		mounts = append(mounts, runtime.Mount{Source: grant.Dir(), Target: bridge.SandboxDir, ReadOnly: true})
 		in.Env = grant.Env(in.Env)
 	}
-	if roots != nil {
-		rm, err := roots.Mounts()
+	if sg != nil {
+		rm, err := sg.Mounts()
 		if err != nil {
 			h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
 				Details: map[string]any{"rule": hostroots.RuleChanged, "operation": "container.create", "plugin": h.plugin}})
@@ -201,7 +207,7 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
 		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, WorkspacePath: w.Path, Plugin: h.plugin,
-		WarmUp: in.WarmUp,
+		WarmUp: in.WarmUp, Isolation: isolation,
 	})
 	if err != nil {
 		return "", asHostErr(err)
@@ -213,7 +219,7 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 		grant.SetRemote(remoteGrant{r: r, id: id, outDir: outDir})
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}, intent: intent}
+	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}, intent: intent, hostRoots: sg != nil && len(sg.Names()) > 0}
 	for _, e := range in.Endpoints {
 		t.endpoints[e.Name] = Endpoint{ContainerID: id, Name: e.Name, Path: e.Path, Workspace: w, Rel: places[e.Name]}
 	}

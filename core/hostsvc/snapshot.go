@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mcp-forge/mcp-forge/core/runtime"
 	"github.com/mcp-forge/mcp-forge/core/sandbox"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
@@ -105,7 +106,7 @@ func (h *Host) CanSnapshot(id string) (int64, error) {
 		return 0, fmt.Errorf("%w: its container was made by another core, and how to make it again is not known here", sandbox.ErrNoSnapshot)
 	case t.intent.ToolsGrant != "" || t.intent.NetworkGrant != "":
 		return 0, fmt.Errorf("%w: it holds a tool or network grant, whose connections to the core cannot be saved with it", sandbox.ErrNoSnapshot)
-	case t.intent.RootsGrant != "":
+	case t.hostRoots:
 		return 0, fmt.Errorf("%w: it mounts host roots, which a snapshot does not hold and a restore would mount again", sandbox.ErrNoSnapshot)
 	}
 	if err := h.m.CanSnapshot(id); err != nil {
@@ -148,7 +149,9 @@ func (h *Host) Restore(ctx context.Context, sessionID, dir string) (string, erro
 		return "", fmt.Errorf("the snapshot is of plugin %s's container, not %s's", rec.Plugin, h.plugin)
 	}
 	in := rec.Intent
-	in.SessionID, in.WarmUp, in.Files = sessionID, false, nil
+	// The grant the sandbox was made with has ended; a snapshot is never
+	// of one with roots (CanSnapshot), and always of a gVisor sandbox.
+	in.SessionID, in.WarmUp, in.Files, in.SandboxGrant = sessionID, false, nil, ""
 	places, err := host.EndpointPlaces(in)
 	if err != nil {
 		return "", err
@@ -168,7 +171,7 @@ func (h *Host) Restore(ctx context.Context, sessionID, dir string) (string, erro
 	if err := workspace.NewFiles(w.Path).CopyIn(filepath.Join(dir, SnapshotWorkspace)); err != nil {
 		return fail(fmt.Errorf("copy the workspace back: %w", err))
 	}
-	id, err := h.create(ctx, in, w, lim, nil, nil, nil, places)
+	id, err := h.create(ctx, in, w, lim, nil, nil, nil, runtime.IsolationGVisor, places)
 	if err != nil {
 		return fail(err)
 	}

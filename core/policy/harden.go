@@ -28,6 +28,9 @@ type Intent struct {
 	// WarmUp: a CPU allowance until the plugin clamps the container
 	// (host.Intent.WarmUp); the manager grants it, not Harden.
 	WarmUp bool
+	// Isolation the container runs under at least (a tenant's, from its
+	// run's sandbox grant); "": the configuration's. It only raises.
+	Isolation string
 }
 
 // Harden turns an intent into a full spec with every required setting, then
@@ -76,6 +79,13 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		WorkspacePath:   in.WorkspacePath,
 		Plugin:          in.Plugin,
 	}
+	switch in.Isolation {
+	case "", runtime.IsolationContainer:
+	case runtime.IsolationGVisor:
+		s.Isolation = in.Isolation // a tenant's requirement raises the configuration's
+	default:
+		return s, violation(RuleIsolation, "unknown isolation %q", in.Isolation)
+	}
 	if s.Isolation == runtime.IsolationGVisor {
 		s.SeccompProfile = p.s.SeccompGVisor
 	}
@@ -96,11 +106,11 @@ func (p *Policy) isolation() string {
 // the configuration's.
 const RuleIsolation = "isolation"
 
-// checkIsolation refuses a spec whose isolation is not the configuration's:
-// a container where gVisor is required (a bug, or a waiver that was not
-// applied) never runs.
+// checkIsolation refuses a spec whose isolation is weaker than the
+// configuration's: a container where gVisor is required (a bug, or a
+// waiver that was not applied) never runs. gVisor is never too weak.
 func (p *Policy) checkIsolation(s runtime.Spec) error {
-	if s.Isolation == p.isolation() {
+	if s.Isolation == p.isolation() || s.Isolation == runtime.IsolationGVisor {
 		return nil
 	}
 	if s.Isolation == runtime.IsolationContainer && p.s.Waived[runtime.KernelIsolation] != "" {

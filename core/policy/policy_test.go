@@ -103,7 +103,7 @@ func TestCheckCreateRules(t *testing.T) {
 		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "unconfined" }},
 		{"seccomp", func(s *runtime.Spec) { s.SeccompProfile = "/usr/share/containers/seccomp.json" }},
 		{"isolation", func(s *runtime.Spec) { s.Isolation = "" }},
-		{"isolation", func(s *runtime.Spec) { s.Isolation = runtime.IsolationGVisor }},
+		{"isolation", func(s *runtime.Spec) { s.Isolation = "kata" }},
 		{"read-only-root", func(s *runtime.Spec) { s.ReadOnlyRoot = false }},
 		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 0 }},
 		{"tmpfs", func(s *runtime.Spec) { s.TmpfsSize = 1 << 40 }},
@@ -352,5 +352,30 @@ func TestHostRootMount(t *testing.T) {
 	st.HostRootsTarget = ""
 	if err := New(st, filepath.EvalSymlinks).CheckMount(runtime.Mount{Source: data, Target: "/mnt/data", ReadOnly: true, HostRoot: true}, "s1"); err == nil {
 		t.Error("a host root mounted without a configured target")
+	}
+}
+
+// A tenant's isolation raises the configuration's, with gVisor's profile;
+// nothing lowers it, and an unknown one is refused.
+func TestIntentIsolation(t *testing.T) {
+	p := New(testSettings(t.TempDir()), nil)
+	for _, tc := range []struct {
+		in, want, rule string
+	}{
+		{"", runtime.IsolationContainer, ""},
+		{runtime.IsolationContainer, runtime.IsolationContainer, ""},
+		{runtime.IsolationGVisor, runtime.IsolationGVisor, ""},
+		{"kata", "", "isolation"},
+	} {
+		s, err := p.Harden(Intent{Image: "mcp-forge/python:3.11", Command: []string{"python3"}, Limits: p.Settings().Defaults, SessionID: "s1", Plugin: "python", Instance: "i", Isolation: tc.in})
+		var v *Violation
+		switch {
+		case tc.rule != "" && (!errors.As(err, &v) || v.Rule != tc.rule):
+			t.Errorf("%q: %v, want %s", tc.in, err, tc.rule)
+		case tc.rule == "" && (err != nil || s.Isolation != tc.want):
+			t.Errorf("%q: %v %q, want %q", tc.in, err, s.Isolation, tc.want)
+		case tc.want == runtime.IsolationGVisor && s.SeccompProfile != p.Settings().SeccompGVisor:
+			t.Errorf("gVisor without its profile: %s", s.SeccompProfile)
+		}
 	}
 }

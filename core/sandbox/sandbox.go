@@ -241,6 +241,12 @@ func (m *Manager) Create(ctx context.Context, in policy.Intent) (id string, err 
 		return "", err
 	}
 	if spec.Isolation == runtime.IsolationGVisor && slices.ContainsFunc(waived, func(g runtime.Gap) bool { return g.Guarantee == runtime.KernelIsolation }) {
+		if in.Isolation == runtime.IsolationGVisor {
+			// A tenant's requirement is not the operator's to waive.
+			err := &policy.Violation{Rule: policy.RuleIsolation, Detail: "this run's tenant requires gVisor (tenants.*.isolation), which cannot run here (security.waive names kernel-isolation): nothing runs"}
+			m.violation("container.create", in.Plugin, in.SessionID, err)
+			return "", err
+		}
 		// gVisor cannot run here and the operator waived it: every result
 		// says so (the waived notice).
 		spec = m.pol.Downgrade(spec)

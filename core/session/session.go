@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/mcp-forge/mcp-forge/core/egress"
-	"github.com/mcp-forge/mcp-forge/core/hostroots"
+	"github.com/mcp-forge/mcp-forge/core/sandboxgrant"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/core/workspace"
@@ -105,9 +105,10 @@ type Session struct {
 	// Network is the session's network channel (mounted from the start),
 	// or nil.
 	Network *egress.Channel
-	// Roots are the host roots the session's container mounts read-only
-	// (granted on its first call), or nil.
-	Roots *hostroots.Grant
+	// SandboxGrant is what the session's container was given beyond the
+	// defaults on its first call (host roots, its tenant's isolation), or
+	// nil.
+	SandboxGrant *sandboxgrant.Grant
 	// Pending: the client has a checkpoint of this session (a server
 	// restart, the idle reaper), restored when its first kernel starts.
 	Pending bool

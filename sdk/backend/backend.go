@@ -49,11 +49,11 @@ type Capabilities struct {
 	// run's working directory. The core refuses input files for a backend
 	// without it rather than drop them.
 	InputFiles bool
-	// HostRoots: the backend copies ExecuteRequest.RootsGrant and
-	// OpenSessionRequest.RootsGrant into host.Intent.RootsGrant of the
+	// SandboxGrants: the backend copies ExecuteRequest.SandboxGrant and
+	// OpenSessionRequest.SandboxGrant into host.Intent.SandboxGrant of the
 	// container that runs the code. The core refuses host roots for a
 	// backend without it rather than run without them.
-	HostRoots bool
+	SandboxGrants bool
 }
 
 // Stats is a backend's live figures. Capabilities is static and cheap (the
@@ -259,12 +259,12 @@ type ExecuteRequest struct {
 	// this run; copy it into host.Intent.NetworkGrant of the container
 	// that runs the code, never into a pooled one. "": none.
 	NetworkGrant string
-	// RootsGrant is an opaque token of the host roots (the user's
+	// SandboxGrant is an opaque token of the host roots (the user's
 	// directories) the core mounts read-only into this run's container;
-	// copy it into host.Intent.RootsGrant of the container that runs the
-	// code, never into a pooled one, and report Capabilities.HostRoots.
+	// copy it into host.Intent.SandboxGrant of the container that runs the
+	// code, never into a pooled one, and report Capabilities.SandboxGrants.
 	// "": none.
-	RootsGrant string
+	SandboxGrant string
 }
 
 // ExecError describes a failure of the user's code.

@@ -35,9 +35,9 @@ type OpenSessionRequest struct {
 	// session or a fork of it): the state's session and container differ,
 	// its kernel's connection holds.
 	Restored bool
-	// RootsGrant: as ExecuteRequest.RootsGrant, for the session's
+	// SandboxGrant: as ExecuteRequest.SandboxGrant, for the session's
 	// container; never a pre-started one.
-	RootsGrant string
+	SandboxGrant string
 }
 
 // SessionInfo describes an open session.

@@ -50,11 +50,11 @@ type Intent struct {
 	// the like, and starts the in-sandbox forwarder before Command. Only a
 	// grant issued to this plugin is accepted.
 	NetworkGrant string
-	// RootsGrant is the token of ExecuteRequest.RootsGrant or
-	// OpenSessionRequest.RootsGrant: the core mounts the host roots it
+	// SandboxGrant is the token of ExecuteRequest.SandboxGrant or
+	// OpenSessionRequest.SandboxGrant: the core mounts the host roots it
 	// grants read-only at RootsDir/<name>. Only a grant issued to this
 	// plugin is accepted.
-	RootsGrant string
+	SandboxGrant string
 	// Endpoints are the unix sockets the container will listen on, which
 	// the plugin reaches through Sandbox.Dial.
 	Endpoints []Endpoint
@@ -71,7 +71,7 @@ type Intent struct {
 // larger allowance at most: then the core clamps it, Clamp or not.
 const WarmUpLimit = 30 * time.Second
 
-// RootsDir is where the host roots of Intent.RootsGrant appear in the
+// RootsDir is where the host roots of Intent.SandboxGrant appear in the
 // container, each at RootsDir/<name>, read-only.
 const RootsDir = "/mnt"
 

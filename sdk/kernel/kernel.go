@@ -170,7 +170,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true, HostRoots: true, Checkpoint: b.spec.Checkpoint}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, Stateful: true, Interrupt: true, RichOutput: true, MCPTools: true, SandboxGrants: true, Checkpoint: b.spec.Checkpoint}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }
@@ -185,7 +185,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	id := make([]byte, 6)
 	rand.Read(id)
 	req.SessionID = "t" + hex.EncodeToString(id)
-	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant, NetworkGrant: req.NetworkGrant, RootsGrant: req.RootsGrant})
+	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant, NetworkGrant: req.NetworkGrant, SandboxGrant: req.SandboxGrant})
 	if err != nil {
 		return backend.ExecuteResult{}, err
 	}
@@ -334,7 +334,7 @@ func (b *Backend) open(ctx context.Context, req backend.OpenSessionRequest, warm
 		Labels:       map[string]string{"kind": "session"},
 		ToolsGrant:   req.ToolsGrant,
 		NetworkGrant: req.NetworkGrant,
-		RootsGrant:   req.RootsGrant,
+		SandboxGrant: req.SandboxGrant,
 		Endpoints:    kernelEndpoints(conn),
 		WarmUp:       warmUp,
 	})

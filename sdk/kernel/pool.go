@@ -63,7 +63,7 @@ func (b *Backend) Pool() *backend.WarmPool {
 // and no tools directory, network or host roots to mount (a warm
 // container was created without).
 func (b *Backend) matches(req backend.OpenSessionRequest) bool {
-	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && req.RootsGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
+	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && req.SandboxGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
 }
 
 // fill starts kernels until the pool holds its size (ready or starting).

@@ -213,7 +213,7 @@ func New(spec Spec) backend.Factory {
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities(context.Context) (backend.Capabilities, error) {
-	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true, HostRoots: true}
+	c := backend.Capabilities{Languages: []string{b.spec.Language}, RichOutput: true, MCPTools: true, InputFiles: true, SandboxGrants: true}
 	b.spec.Runtime.Describe(&c, b.spec.DefaultImage, b.cfg.ImageConfig)
 	return c, nil
 }
@@ -286,7 +286,7 @@ func (b *Backend) executeCold(ctx context.Context, req backend.ExecuteRequest) (
 	if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 		return backend.ExecuteResult{}, err
 	}
-	in.CodeHash, in.ToolsGrant, in.NetworkGrant, in.RootsGrant = p.codeHash, req.ToolsGrant, req.NetworkGrant, req.RootsGrant
+	in.CodeHash, in.ToolsGrant, in.NetworkGrant, in.SandboxGrant = p.codeHash, req.ToolsGrant, req.NetworkGrant, req.SandboxGrant
 	in.Labels = map[string]string{host.LabelRun: req.RunID}
 	ctr, err := b.sb.Create(ctx, in)
 	if err != nil {

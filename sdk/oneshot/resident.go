@@ -278,7 +278,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 	// A warm container has neither input files nor a tools directory nor
 	// a network channel nor host roots: mounts are fixed when a container
 	// is created.
-	if b.pool != nil && req.ToolsGrant == "" && req.NetworkGrant == "" && req.RootsGrant == "" && len(req.InputFiles) == 0 {
+	if b.pool != nil && req.ToolsGrant == "" && req.NetworkGrant == "" && req.SandboxGrant == "" && len(req.InputFiles) == 0 {
 		need := timeout
 		if need <= 0 {
 			need = time.Duration(b.cfg.DefaultTimeout) * time.Second
@@ -295,7 +295,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			in := b.residentIntent(p.image, req)
 			in.CodeHash = p.codeHash
 			in.Labels = map[string]string{host.LabelRun: req.RunID}
-			in.ToolsGrant, in.NetworkGrant, in.RootsGrant = req.ToolsGrant, req.NetworkGrant, req.RootsGrant
+			in.ToolsGrant, in.NetworkGrant, in.SandboxGrant = req.ToolsGrant, req.NetworkGrant, req.SandboxGrant
 			var err error
 			if in.Mounts, err = addInputFiles(in.Mounts, in.Files, req.InputFiles); err != nil {
 				return backend.ExecuteResult{}, err
@@ -306,7 +306,7 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 			// ready (an R profile among the files, a preload named in the
 			// environment). Under the default half-core quota it cuts a
 			// cold R run from 1.1 s to 0.65 s.
-			if len(req.Env) == 0 && len(req.InputFiles) == 0 && req.ToolsGrant == "" && req.NetworkGrant == "" && req.RootsGrant == "" && p.image == b.cfg.Image {
+			if len(req.Env) == 0 && len(req.InputFiles) == 0 && req.ToolsGrant == "" && req.NetworkGrant == "" && req.SandboxGrant == "" && p.image == b.cfg.Image {
 				r, err = b.startWarmedUp(ctx, in)
 			} else {
 				r, err = b.startResident(ctx, in)

@@ -174,7 +174,7 @@ func (c *Keeper) ForkSessions(ctx context.Context, client, from, to string, coun
 	if src.Network != nil {
 		notCopied = append(notCopied, fmt.Sprintf("the network granted to %q: a fork starts without network, and a session's network is granted on its first call, so use a new session with network for code that needs it", from))
 	}
-	if src.Roots != nil {
+	if src.SandboxGrant != nil && len(src.SandboxGrant.Names()) > 0 {
 		notCopied = append(notCopied, fmt.Sprintf("the host roots mounted in %q: a fork starts without them, and a session's roots are mounted on its first call", from))
 	}
 	src.Unlock()

@@ -226,7 +226,7 @@ func (c *Keeper) restoreSnapshot(ctx context.Context, s *session.Session, meta c
 // kernel as usual. A snapshot that fails to restore is kept for
 // restore_session, and the call runs in a new kernel.
 func (c *Keeper) ResumePending(ctx context.Context, s *session.Session) (string, bool) {
-	if !s.Pending || s.Grant != nil || s.Network != nil {
+	if !s.Pending || s.Grant != nil || s.Network != nil || (s.SandboxGrant != nil && len(s.SandboxGrant.Names()) > 0) {
 		return "", false
 	}
 	meta, ok := c.Get(s.Client, s.ID)

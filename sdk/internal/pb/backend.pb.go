@@ -46,11 +46,12 @@ type CapabilitiesResponse struct {
 	//
 	// Deprecated: Marked as deprecated in forge/plugin/v2/backend.proto.
 	WarmPool *WarmPool `protobuf:"bytes,14,opt,name=warm_pool,json=warmPool,proto3" json:"warm_pool,omitempty"`
-	// The backend copies ExecuteRequest.roots_grant and
-	// OpenSessionRequest.roots_grant into the container's intent (never a
-	// pooled container's). The core refuses host roots for a backend
-	// without it rather than run without them.
-	HostRoots     bool `protobuf:"varint,15,opt,name=host_roots,json=hostRoots,proto3" json:"host_roots,omitempty"`
+	// The backend copies ExecuteRequest.sandbox_grant and
+	// OpenSessionRequest.sandbox_grant into the container's intent (never a
+	// pooled container's). The core refuses a run that needs a sandbox
+	// grant (host roots, an isolation the tenant requires) of a backend
+	// without it rather than run without it.
+	SandboxGrants bool `protobuf:"varint,15,opt,name=sandbox_grants,json=sandboxGrants,proto3" json:"sandbox_grants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,9 +185,9 @@ func (x *CapabilitiesResponse) GetWarmPool() *WarmPool {
 	return nil
 }
 
-func (x *CapabilitiesResponse) GetHostRoots() bool {
+func (x *CapabilitiesResponse) GetSandboxGrants() bool {
 	if x != nil {
-		return x.HostRoots
+		return x.SandboxGrants
 	}
 	return false
 }
@@ -540,11 +541,12 @@ type ExecuteRequest struct {
 	// granted this run: copy it into the container's intent
 	// (CreateRequest.network_grant). Empty: no network.
 	NetworkGrant string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
-	// roots_grant is an opaque token of the host roots (the user's
-	// directories) the core mounts read-only into this run's container:
-	// copy it into the container's intent (CreateRequest.roots_grant).
+	// sandbox_grant is an opaque token of what the core grants this run's
+	// container beyond the defaults (host roots mounted read-only, an
+	// isolation its tenant requires): copy it into the container's intent
+	// (CreateRequest.sandbox_grant), never use a pooled container with it.
 	// Empty: none.
-	RootsGrant    string `protobuf:"bytes,14,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
+	SandboxGrant  string `protobuf:"bytes,14,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -670,9 +672,9 @@ func (x *ExecuteRequest) GetNetworkGrant() string {
 	return ""
 }
 
-func (x *ExecuteRequest) GetRootsGrant() string {
+func (x *ExecuteRequest) GetSandboxGrant() string {
 	if x != nil {
-		return x.RootsGrant
+		return x.SandboxGrant
 	}
 	return ""
 }
@@ -841,11 +843,12 @@ type ExecuteStreamRequest struct {
 	// granted this run: copy it into the container's intent
 	// (CreateRequest.network_grant). Empty: no network.
 	NetworkGrant string `protobuf:"bytes,13,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
-	// roots_grant is an opaque token of the host roots (the user's
-	// directories) the core mounts read-only into this run's container:
-	// copy it into the container's intent (CreateRequest.roots_grant).
+	// sandbox_grant is an opaque token of what the core grants this run's
+	// container beyond the defaults (host roots mounted read-only, an
+	// isolation its tenant requires): copy it into the container's intent
+	// (CreateRequest.sandbox_grant), never use a pooled container with it.
 	// Empty: none.
-	RootsGrant    string `protobuf:"bytes,14,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
+	SandboxGrant  string `protobuf:"bytes,14,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -971,9 +974,9 @@ func (x *ExecuteStreamRequest) GetNetworkGrant() string {
 	return ""
 }
 
-func (x *ExecuteStreamRequest) GetRootsGrant() string {
+func (x *ExecuteStreamRequest) GetSandboxGrant() string {
 	if x != nil {
-		return x.RootsGrant
+		return x.SandboxGrant
 	}
 	return ""
 }
@@ -1337,9 +1340,9 @@ type OpenSessionRequest struct {
 	// the container, key) holds. A plugin that cannot resume such a copy
 	// must fail.
 	Restored bool `protobuf:"varint,10,opt,name=restored,proto3" json:"restored,omitempty"`
-	// roots_grant: as ExecuteRequest.roots_grant, for the session's
+	// sandbox_grant: as ExecuteRequest.sandbox_grant, for the session's
 	// container; never a pre-started one.
-	RootsGrant    string `protobuf:"bytes,11,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
+	SandboxGrant  string `protobuf:"bytes,11,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1444,9 +1447,9 @@ func (x *OpenSessionRequest) GetRestored() bool {
 	return false
 }
 
-func (x *OpenSessionRequest) GetRootsGrant() string {
+func (x *OpenSessionRequest) GetSandboxGrant() string {
 	if x != nil {
-		return x.RootsGrant
+		return x.SandboxGrant
 	}
 	return ""
 }
@@ -2175,7 +2178,7 @@ var File_forge_plugin_v2_backend_proto protoreflect.FileDescriptor
 
 const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\n" +
-	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\xb2\x04\n" +
+	"\x1dforge/plugin/v2/backend.proto\x12\x0fforge.plugin.v2\"\xba\x04\n" +
 	"\x14CapabilitiesResponse\x12\x1c\n" +
 	"\tlanguages\x18\x01 \x03(\tR\tlanguages\x12\x1a\n" +
 	"\bstateful\x18\x02 \x01(\bR\bstateful\x12\x1c\n" +
@@ -2195,9 +2198,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"checkpoint\x12\x1f\n" +
 	"\vinput_files\x18\r \x01(\bR\n" +
 	"inputFiles\x12:\n" +
-	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolB\x02\x18\x01R\bwarmPool\x12\x1d\n" +
-	"\n" +
-	"host_roots\x18\x0f \x01(\bR\thostRoots\"\x0e\n" +
+	"\twarm_pool\x18\x0e \x01(\v2\x19.forge.plugin.v2.WarmPoolB\x02\x18\x01R\bwarmPool\x12%\n" +
+	"\x0esandbox_grants\x18\x0f \x01(\bR\rsandboxGrants\"\x0e\n" +
 	"\fStatsRequest\"G\n" +
 	"\rStatsResponse\x126\n" +
 	"\twarm_pool\x18\x01 \x01(\v2\x19.forge.plugin.v2.WarmPoolR\bwarmPool\"f\n" +
@@ -2228,7 +2230,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x06shrunk\x18\x11 \x01(\x03R\x06shrunk\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x8b\x05\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x8f\x05\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2246,9 +2248,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"toolsGrant\x12P\n" +
 	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v2.ExecuteRequest.InputFilesEntryR\n" +
 	"inputFiles\x12#\n" +
-	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12\x1f\n" +
-	"\vroots_grant\x18\x0e \x01(\tR\n" +
-	"rootsGrant\x1a6\n" +
+	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12#\n" +
+	"\rsandbox_grant\x18\x0e \x01(\tR\fsandboxGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2277,7 +2278,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fInputFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x9d\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa1\x05\n" +
 	"\x14ExecuteStreamRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2295,9 +2296,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"toolsGrant\x12V\n" +
 	"\vinput_files\x18\f \x03(\v25.forge.plugin.v2.ExecuteStreamRequest.InputFilesEntryR\n" +
 	"inputFiles\x12#\n" +
-	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12\x1f\n" +
-	"\vroots_grant\x18\x0e \x01(\tR\n" +
-	"rootsGrant\x1a6\n" +
+	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12#\n" +
+	"\rsandbox_grant\x18\x0e \x01(\tR\fsandboxGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2337,7 +2337,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\xc7\x03\n" +
+	"\x13CapabilitiesRequest\"\xcb\x03\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2351,9 +2351,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x06resume\x18\b \x01(\fR\x06resume\x12.\n" +
 	"\x13resume_container_id\x18\t \x01(\tR\x11resumeContainerId\x12\x1a\n" +
 	"\brestored\x18\n" +
-	" \x01(\bR\brestored\x12\x1f\n" +
-	"\vroots_grant\x18\v \x01(\tR\n" +
-	"rootsGrant\x1a6\n" +
+	" \x01(\bR\brestored\x12#\n" +
+	"\rsandbox_grant\x18\v \x01(\tR\fsandboxGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +

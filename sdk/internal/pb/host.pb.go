@@ -163,9 +163,10 @@ type CreateRequest struct {
 	// run's channel to its egress proxy, sets the proxy variables and starts
 	// the in-sandbox forwarder before the command.
 	NetworkGrant string `protobuf:"bytes,17,opt,name=network_grant,json=networkGrant,proto3" json:"network_grant,omitempty"`
-	// roots_grant: a token from ExecuteRequest or OpenSessionRequest; the
-	// core mounts that grant's host roots read-only under /mnt.
-	RootsGrant    string `protobuf:"bytes,18,opt,name=roots_grant,json=rootsGrant,proto3" json:"roots_grant,omitempty"`
+	// sandbox_grant: a token from ExecuteRequest or OpenSessionRequest; the
+	// core mounts that grant's host roots read-only under /mnt and runs the
+	// container under the isolation it requires.
+	SandboxGrant  string `protobuf:"bytes,18,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,9 +320,9 @@ func (x *CreateRequest) GetNetworkGrant() string {
 	return ""
 }
 
-func (x *CreateRequest) GetRootsGrant() string {
+func (x *CreateRequest) GetSandboxGrant() string {
 	if x != nil {
-		return x.RootsGrant
+		return x.SandboxGrant
 	}
 	return ""
 }
@@ -2574,7 +2575,7 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\x0eWorkspaceMount\x12\x16\n" +
 	"\x06subdir\x18\x01 \x01(\tR\x06subdir\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xea\x06\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xee\x06\n" +
 	"\rCreateRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x129\n" +
@@ -2596,9 +2597,8 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"toolsGrant\x127\n" +
 	"\tendpoints\x18\x0f \x03(\v2\x19.forge.plugin.v2.EndpointR\tendpoints\x12\x17\n" +
 	"\awarm_up\x18\x10 \x01(\bR\x06warmUp\x12#\n" +
-	"\rnetwork_grant\x18\x11 \x01(\tR\fnetworkGrant\x12\x1f\n" +
-	"\vroots_grant\x18\x12 \x01(\tR\n" +
-	"rootsGrant\x1a6\n" +
+	"\rnetwork_grant\x18\x11 \x01(\tR\fnetworkGrant\x12#\n" +
+	"\rsandbox_grant\x18\x12 \x01(\tR\fsandboxGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +

@@ -189,7 +189,7 @@ func (s *backendServer) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequ
 	}
 	out := &pb.CapabilitiesResponse{Languages: c.Languages, Stateful: c.Stateful, Interrupt: c.Interrupt, RichOutput: c.RichOutput, McpTools: c.MCPTools,
 		LanguageName: c.LanguageName, LanguageVersion: c.LanguageVersion, Image: c.Image, DefaultImage: c.DefaultImage, Packages: c.Packages, Description: c.Description,
-		InputFiles: c.InputFiles, HostRoots: c.HostRoots}
+		InputFiles: c.InputFiles, SandboxGrants: c.SandboxGrants}
 	if cp := c.Checkpoint; cp != nil {
 		out.Checkpoint = &pb.CheckpointCode{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}
@@ -242,7 +242,7 @@ func requestFromPB(r *pb.ExecuteRequest) backend.ExecuteRequest {
 	return backend.ExecuteRequest{
 		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
 		Memory: r.Memory, Env: r.Env, MaxOutputBytes: r.MaxOutputBytes, MaxImageBytes: r.MaxImageBytes,
-		SessionID: r.SessionId, RunID: r.RunId, ToolsGrant: r.ToolsGrant, InputFiles: r.InputFiles, NetworkGrant: r.NetworkGrant, RootsGrant: r.RootsGrant,
+		SessionID: r.SessionId, RunID: r.RunId, ToolsGrant: r.ToolsGrant, InputFiles: r.InputFiles, NetworkGrant: r.NetworkGrant, SandboxGrant: r.SandboxGrant,
 	}
 }
 
@@ -250,7 +250,7 @@ func requestToPB(req backend.ExecuteRequest) *pb.ExecuteRequest {
 	return &pb.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.Image, TimeoutSeconds: int64(req.Timeout / time.Second),
 		Memory: req.Memory, Env: req.Env, MaxOutputBytes: req.MaxOutputBytes, MaxImageBytes: req.MaxImageBytes,
-		SessionId: req.SessionID, RunId: req.RunID, ToolsGrant: req.ToolsGrant, InputFiles: req.InputFiles, NetworkGrant: req.NetworkGrant, RootsGrant: req.RootsGrant,
+		SessionId: req.SessionID, RunId: req.RunID, ToolsGrant: req.ToolsGrant, InputFiles: req.InputFiles, NetworkGrant: req.NetworkGrant, SandboxGrant: req.SandboxGrant,
 	}
 }
 
@@ -385,7 +385,7 @@ func (c *BackendClient) Capabilities(ctx context.Context) (backend.Capabilities,
 	}
 	caps := backend.Capabilities{Languages: r.Languages, Stateful: r.Stateful, Interrupt: r.Interrupt, RichOutput: r.RichOutput, MCPTools: r.McpTools,
 		LanguageName: r.LanguageName, LanguageVersion: r.LanguageVersion, Image: r.Image, DefaultImage: r.DefaultImage, Packages: r.Packages, Description: r.Description,
-		InputFiles: r.InputFiles, HostRoots: r.HostRoots}
+		InputFiles: r.InputFiles, SandboxGrants: r.SandboxGrants}
 	if cp := r.GetCheckpoint(); cp != nil && cp.Save != "" && cp.Load != "" {
 		caps.Checkpoint = &backend.Checkpoint{Save: cp.Save, Load: cp.Load, Missing: cp.Missing, Hint: cp.Hint}
 	}

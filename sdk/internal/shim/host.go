@@ -108,7 +108,7 @@ func (s *sandboxServer) Create(ctx context.Context, r *pb.CreateRequest) (*pb.Cr
 		Image: r.Image, Command: r.Command, Env: r.Env, WorkDir: r.Workdir,
 		Timeout: time.Duration(r.TimeoutSeconds) * time.Second, Memory: r.Memory, CPUQuota: r.CpuQuota, Pids: r.Pids,
 		SessionID: r.SessionId, Files: r.Files, Labels: r.Labels, CodeHash: r.CodeSha256, ToolsGrant: r.ToolsGrant,
-		WarmUp: r.WarmUp, NetworkGrant: r.NetworkGrant, RootsGrant: r.RootsGrant,
+		WarmUp: r.WarmUp, NetworkGrant: r.NetworkGrant, SandboxGrant: r.SandboxGrant,
 	}
 	for _, m := range r.Mounts {
 		in.Mounts = append(in.Mounts, host.Mount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})
@@ -261,7 +261,7 @@ func (c *sandboxClient) Create(ctx context.Context, in host.Intent) (host.Contai
 		Image: in.Image, Command: in.Command, Env: in.Env, Workdir: in.WorkDir,
 		TimeoutSeconds: int64(in.Timeout / time.Second), Memory: in.Memory, CpuQuota: in.CPUQuota, Pids: in.Pids,
 		SessionId: in.SessionID, Files: in.Files, Labels: in.Labels, CodeSha256: in.CodeHash, ToolsGrant: in.ToolsGrant,
-		WarmUp: in.WarmUp, NetworkGrant: in.NetworkGrant, RootsGrant: in.RootsGrant,
+		WarmUp: in.WarmUp, NetworkGrant: in.NetworkGrant, SandboxGrant: in.SandboxGrant,
 	}
 	for _, m := range in.Mounts {
 		r.Mounts = append(r.Mounts, &pb.WorkspaceMount{Subdir: m.Subdir, Target: m.Target, ReadOnly: m.ReadOnly})

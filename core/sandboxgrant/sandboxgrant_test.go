@@ -1,4 +1,4 @@
-package hostroots
+package sandboxgrant
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
+	"github.com/mcp-forge/mcp-forge/core/hostroots"
 )
 
 // A grant is its plugin's until closed; its mounts are the roots, read-only
@@ -17,28 +18,29 @@ func TestGrant(t *testing.T) {
 	data, logs := filepath.Join(dir, "data"), filepath.Join(dir, "logs")
 	os.Mkdir(data, 0o755)
 	os.Mkdir(logs, 0o755)
-	rs, err := New(map[string]config.HostRoot{"data": {Path: data}, "logs": {Path: logs}}, "local")
+	rs, err := hostroots.New(map[string]config.HostRoot{"data": {Path: data}, "logs": {Path: logs}}, "local")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, _ := rs.Get("local", "data", false)
 	l, _ := rs.Get("local", "logs", false)
-	g, err := rs.Issue("python", "/mnt", []*Root{d, l})
+	reg := New()
+	g, err := reg.Issue("python", Spec{Roots: []*hostroots.Root{d, l}, Target: "/mnt", Isolation: "gvisor"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rs.Lookup("r", g.Token()); err == nil {
+	if _, err := reg.Lookup("r", g.Token()); err == nil {
 		t.Error("another plugin's grant was looked up")
 	}
-	if _, err := rs.Lookup("python", "nope"); err == nil {
+	if _, err := reg.Lookup("python", "nope"); err == nil {
 		t.Error("an unknown token was looked up")
 	}
-	got, err := rs.Lookup("python", g.Token())
+	got, err := reg.Lookup("python", g.Token())
 	if err != nil || got != g {
 		t.Fatalf("lookup: %v", err)
 	}
 	ms, err := g.Mounts()
-	if err != nil || len(ms) != 2 || g.Mounted() != 1 {
+	if err != nil || len(ms) != 2 || g.Mounted() != 1 || g.Isolation() != "gvisor" {
 		t.Fatalf("mounts %+v, %v, mounted %d", ms, err, g.Mounted())
 	}
 	for i, want := range []struct{ src, target string }{{data, "/mnt/data"}, {logs, "/mnt/logs"}} {
@@ -46,24 +48,24 @@ func TestGrant(t *testing.T) {
 			t.Errorf("mount %d: %+v, want %s read-only host root at %s", i, m, want.src, want.target)
 		}
 	}
-	rs.Close(g)
-	if _, err := rs.Lookup("python", g.Token()); err == nil {
+	reg.Close(g)
+	if _, err := reg.Lookup("python", g.Token()); err == nil {
 		t.Error("a closed grant was looked up")
 	}
 
 	// logs becomes another directory, data a link.
 	os.Rename(logs, logs+".old")
 	os.Mkdir(logs, 0o755)
-	if _, err := rs.Issue("python", "/mnt", []*Root{l}); !errors.Is(err, ErrChanged) {
+	if _, err := reg.Issue("python", Spec{Roots: []*hostroots.Root{l}, Target: "/mnt"}); !errors.Is(err, hostroots.ErrChanged) {
 		t.Errorf("a replaced root granted: %v", err)
 	}
-	g2, err := rs.Issue("python", "/mnt", []*Root{d})
+	g2, err := reg.Issue("python", Spec{Roots: []*hostroots.Root{d}, Target: "/mnt"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Rename(data, data+".old")
 	os.Symlink(dir, data)
-	if _, err := g2.Mounts(); !errors.Is(err, ErrChanged) {
+	if _, err := g2.Mounts(); !errors.Is(err, hostroots.ErrChanged) {
 		t.Errorf("a root that became a link mounted: %v", err)
 	}
 }
