@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcp-forge/mcp-forge/core/engine"
-	"github.com/mcp-forge/mcp-forge/core/engine/mounts"
+	"github.com/mcp-forge/mcp-forge/core/engine/sandboxes"
 	kube "github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -129,11 +129,11 @@ except OSError as e:
 	}
 	refused := 0
 	for _, e := range auditEntries(t, s.AuditLog) {
-		if e.Event == engine.EventRefused && e.Details["rule"] == mounts.RuleUnavailable {
+		if e.Event == engine.EventRefused && e.Details["rule"] == sandboxes.RuleUnavailable {
 			refused++
 		}
 	}
 	if refused != 1 {
-		t.Errorf("%d refusals audited by %s, want 1", refused, mounts.RuleUnavailable)
+		t.Errorf("%d refusals audited by %s, want 1", refused, sandboxes.RuleUnavailable)
 	}
 }
