@@ -2,8 +2,6 @@ package egress
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,10 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/mcp-forge/mcp-forge/core/egress/credential"
+	"github.com/mcp-forge/mcp-forge/core/grant"
 )
 
 // What a sandbox with a grant sees: the run's channel directory, read-only
@@ -45,8 +43,7 @@ type Channels struct {
 	proxy Server
 	root  string
 
-	mu   sync.Mutex
-	live map[string]*Channel
+	live grant.Tokens[*Channel]
 }
 
 // Server serves a grant's connections from a listener until it is closed
@@ -68,7 +65,7 @@ func NewChannels(p Server, root string) (*Channels, error) {
 	for _, e := range entries { // a previous process's: their grants are gone
 		_ = os.RemoveAll(filepath.Join(root, e.Name()))
 	}
-	return &Channels{proxy: p, root: root, live: map[string]*Channel{}}, nil
+	return &Channels{proxy: p, root: root}, nil
 }
 
 // Channel is one grant's way in from its sandbox: a directory with a unix
@@ -90,9 +87,7 @@ type Channel struct {
 // Open serves grant g to the containers plugin creates with the channel's
 // token.
 func (c *Channels) Open(g *Grant, plugin string) (*Channel, error) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	ch := &Channel{c: c, g: g, token: hex.EncodeToString(b), plugin: plugin, done: make(chan struct{})}
+	ch := &Channel{c: c, g: g, token: grant.NewToken(), plugin: plugin, done: make(chan struct{})}
 	ch.dir = filepath.Join(c.root, ch.token)
 	if err := os.Mkdir(ch.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("network channel: %w", err)
@@ -120,18 +115,14 @@ func (c *Channels) Open(g *Grant, plugin string) (*Channel, error) {
 		defer close(ch.done)
 		_ = c.proxy.Serve(ctx, ln, g)
 	}()
-	c.mu.Lock()
-	c.live[ch.token] = ch
-	c.mu.Unlock()
+	c.live.Put(ch.token, plugin, ch)
 	return ch, nil
 }
 
 // Lookup is the live channel token names, if it was opened for plugin.
 func (c *Channels) Lookup(plugin, token string) (*Channel, error) {
-	c.mu.Lock()
-	ch := c.live[token]
-	c.mu.Unlock()
-	if ch == nil || ch.plugin != plugin {
+	ch, ok := c.live.Lookup(plugin, token)
+	if !ok {
 		return nil, errors.New("the network grant is not one this server issued to this plugin, or its run has ended")
 	}
 	return ch, nil
@@ -139,10 +130,7 @@ func (c *Channels) Lookup(plugin, token string) (*Channel, error) {
 
 // Close ends every live channel (the server stops).
 func (c *Channels) Close() {
-	c.mu.Lock()
-	all := slices.Collect(maps.Values(c.live))
-	c.mu.Unlock()
-	for _, ch := range all {
+	for _, ch := range c.live.All() {
 		ch.Close()
 	}
 }
@@ -204,11 +192,7 @@ func Command(agent string, cmd []string) []string {
 // Close ends the grant (connections cut), stops serving and removes the
 // directory. Idempotent.
 func (ch *Channel) Close() {
-	ch.c.mu.Lock()
-	_, live := ch.c.live[ch.token]
-	delete(ch.c.live, ch.token)
-	ch.c.mu.Unlock()
-	if !live {
+	if !ch.c.live.Remove(ch.token) {
 		return
 	}
 	ch.g.Close()

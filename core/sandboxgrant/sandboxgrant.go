@@ -9,8 +9,6 @@
 package sandboxgrant
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"path"
 	"sync"
@@ -36,9 +34,9 @@ type Spec struct {
 
 // Grant is one run's or session's grant.
 type Grant struct {
-	life          *grant.Grant // ended with its run or session
-	token, plugin string
-	spec          Spec
+	life  *grant.Grant // ended with its run or session
+	token string
+	spec  Spec
 
 	mu      sync.Mutex
 	mounted int
@@ -46,12 +44,11 @@ type Grant struct {
 
 // Registry holds the live grants by token.
 type Registry struct {
-	mu    sync.Mutex
-	byTok map[string]*Grant
+	live grant.Tokens[*Grant]
 }
 
 // New is an empty registry.
-func New() *Registry { return &Registry{byTok: map[string]*Grant{}} }
+func New() *Registry { return &Registry{} }
 
 // Issue grants s to plugin. Each root is checked unchanged first.
 func (r *Registry) Issue(plugin string, s Spec) (*Grant, error) {
@@ -60,29 +57,17 @@ func (r *Registry) Issue(plugin string, s Spec) (*Grant, error) {
 			return nil, err
 		}
 	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("a sandbox grant's token: %w", err)
-	}
-	g := &Grant{life: grant.New(grant.Config{}), token: hex.EncodeToString(b), plugin: plugin, spec: s}
-	r.mu.Lock()
-	r.byTok[g.token] = g
-	r.mu.Unlock()
+	g := &Grant{life: grant.New(grant.Config{}), token: grant.NewToken(), spec: s}
+	r.live.Put(g.token, plugin, g)
 	return g, nil
 }
 
 // Lookup is the live grant token issued to plugin (hostsvc's lookup):
 // another plugin's, an ended one or an unknown one are refused alike.
 func (r *Registry) Lookup(plugin, token string) (*Grant, error) {
-	r.mu.Lock()
-	g := r.byTok[token]
-	r.mu.Unlock()
-	if g == nil || g.plugin != plugin || g.life.Err() != nil {
-		short := token
-		if len(short) > 16 {
-			short = short[:16] + "…"
-		}
-		return nil, fmt.Errorf("no live sandbox grant %q of plugin %s", short, plugin)
+	g, ok := r.live.Lookup(plugin, token)
+	if !ok || g.life.Err() != nil {
+		return nil, fmt.Errorf("no live sandbox grant %q of plugin %s", grant.Cut(token), plugin)
 	}
 	return g, nil
 }
@@ -94,9 +79,7 @@ func (r *Registry) Close(g *Grant) {
 		return
 	}
 	g.life.End(ruleEnded)
-	r.mu.Lock()
-	delete(r.byTok, g.token)
-	r.mu.Unlock()
+	r.live.Remove(g.token)
 }
 
 // Token is what the plugin copies into its container's intent.

@@ -2,8 +2,6 @@ package toolbridge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,7 +72,7 @@ type Service struct {
 	scrub   *sanitize.Secrets // the servers' env and header values, in any encoding
 
 	mu       sync.Mutex
-	grants   map[string]*Grant // token → grant
+	grants   grant.Tokens[*Grant]
 	cache    []bridge.Tool
 	cachedAt time.Time
 	listErr  error
@@ -95,7 +93,7 @@ func New(cfg config.Config, plugin string, get BridgeFunc, root string, rec audi
 		return nil, fmt.Errorf("tool grants directory: %w", err)
 	}
 	s := &Service{servers: maps.Clone(cfg.MCPTools), bcfg: cfg.Bridge, plugin: plugin, get: get, root: root, rec: rec, log: log,
-		scrub: secrets(cfg.MCPTools), grants: map[string]*Grant{}, ToolsTTL: 30 * time.Second}
+		scrub: secrets(cfg.MCPTools), ToolsTTL: 30 * time.Second}
 	if n := s.sweep(time.Minute); n > 0 {
 		log.Info("removed tool grant directories left by a previous run", "count", n)
 	}
@@ -314,11 +312,7 @@ type IssueRequest struct {
 // bridge's generated code for req.Tools. Close it when the run or session
 // ends.
 func (s *Service) Issue(ctx context.Context, req IssueRequest) (*Grant, error) {
-	tok := make([]byte, 12)
-	if _, err := rand.Read(tok); err != nil {
-		return nil, err
-	}
-	g := &Grant{s: s, token: hex.EncodeToString(tok), plugin: req.Plugin, language: req.Language, tools: map[string]bool{},
+	g := &Grant{s: s, token: grant.NewToken(), plugin: req.Plugin, language: req.Language, tools: map[string]bool{},
 		sem: make(chan struct{}, s.bcfg.MaxConcurrentCalls)}
 	g.Grant = grant.New(grant.Config{Rec: s.rec, Session: req.Session, MaxConns: MaxConns, Ended: func(string) error { return errClosed },
 		Run: grant.Run{ID: req.RunID, Client: req.Client, Approve: req.Approve}})
@@ -332,9 +326,7 @@ func (s *Service) Issue(ctx context.Context, req IssueRequest) (*Grant, error) {
 		os.RemoveAll(g.dir)
 		return nil, err
 	}
-	s.mu.Lock()
-	s.grants[g.token] = g
-	s.mu.Unlock()
+	s.grants.Put(g.token, g.plugin, g)
 	if err := g.Extend(ctx, req.Tools); err != nil {
 		g.Close()
 		return nil, err
@@ -345,43 +337,27 @@ func (s *Service) Issue(ctx context.Context, req IssueRequest) (*Grant, error) {
 // Grant looks up a grant for the host services: only a live grant issued
 // to plugin resolves.
 func (s *Service) Grant(plugin, token string) (*Grant, error) {
-	s.mu.Lock()
-	g := s.grants[token]
-	s.mu.Unlock()
-	if g == nil || g.plugin != plugin || g.Err() != nil {
-		return nil, refusal(RuleNotGranted, "tools grant %q is not one the core issued to plugin %s for a live run", cut(token), plugin)
+	g, ok := s.grants.Lookup(plugin, token)
+	if !ok || g.Err() != nil {
+		return nil, refusal(RuleNotGranted, "tools grant %q is not one the core issued to plugin %s for a live run", grant.Cut(token), plugin)
 	}
 	return g, nil
 }
 
-func cut(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
-}
-
 // Live counts open grants (tests, diagnostics).
 func (s *Service) Live() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.grants)
+	return s.grants.Len()
 }
 
 // Close ends every grant (server shutdown).
 func (s *Service) Close() {
-	s.mu.Lock()
-	all := slices.Collect(maps.Values(s.grants))
-	s.mu.Unlock()
-	for _, g := range all {
+	for _, g := range s.grants.All() {
 		g.Close()
 	}
 }
 
 func (s *Service) forget(g *Grant) {
-	s.mu.Lock()
-	delete(s.grants, g.token)
-	s.mu.Unlock()
+	s.grants.Remove(g.token)
 }
 
 // timeout is the per-call timeout of a server's tools.
