@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/egress"
 	"github.com/mcp-forge/mcp-forge/core/engine/cancelled"
+	"github.com/mcp-forge/mcp-forge/core/engine/grants"
 	"github.com/mcp-forge/mcp-forge/core/engine/limits"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/engine/sandboxes"
@@ -177,21 +178,10 @@ func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
 // and sessions may mount (Request.HostRoots), and claimsOnly says the
 // runtime mounts only roots with a claim.
 func (e *Engine) SetSandboxGrants(reg *sandboxgrant.Registry, roots *hostroots.Roots, claimsOnly bool) {
-	e.sandbox = sandboxes.New(reg, e.rec, e, tenantIsolation(e.cfg))
+	e.sandbox = sandboxes.New(reg, e.rec, e, sandboxes.TenantIsolation(e.cfg))
 	if roots != nil {
 		e.sandbox.SetRoots(roots, claimsOnly)
 	}
-}
-
-// tenantIsolation is, by tenant, the isolation it requires.
-func tenantIsolation(cfg config.Config) map[string]string {
-	out := map[string]string{}
-	for name, t := range cfg.Tenants {
-		if t.Isolation != "" {
-			out[name] = t.Isolation
-		}
-	}
-	return out
 }
 
 // Network grants runs network; nil: it grants none.
@@ -210,7 +200,7 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 	e := &Engine{files: none{}, ckpts: none{}, replicas: none{}, jobs: none{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
 		slots:  make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits.New(cfg)}
-	e.sandbox = sandboxes.New(sandboxgrant.New(), rec, e, tenantIsolation(cfg)) // SetSandboxGrants shares the plugins' hosts' registry
+	e.sandbox = sandboxes.New(sandboxgrant.New(), rec, e, sandboxes.TenantIsolation(cfg)) // SetSandboxGrants shares the plugins' hosts' registry
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}
@@ -340,7 +330,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request) (_ *Prepared, err err
 		p.name, err = e.pick(req)
 	}
 	if err == nil && len(req.MCPTools) > 0 {
-		p.toolIDs, err = e.resolveTools(ctx, req, p.name)
+		p.toolIDs, err = e.issuer().ResolveTools(ctx, req.MCPTools, p.name)
 	}
 	if err == nil && req.CustomImage != "" && e.ImagePresent != nil && (req.SessionID == "" || !e.sessions.Live(req.Client, req.SessionID)) {
 		err = e.checkPresent(ctx, req.CustomImage)
@@ -354,7 +344,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request) (_ *Prepared, err err
 	if err == nil && p.s != nil && !p.created {
 		err = sandboxes.SessionCheck(p.s.SandboxGrant, req.HostRoots, false, req.SessionID)
 	} else if err == nil {
-		p.need, err = e.sandbox.Resolve(sandboxes.Ask{Roots: req.HostRoots, Client: req.Client, Backend: p.name, BackendGrants: e.passesSandboxGrants(p.name)})
+		p.need, err = e.sandbox.Resolve(sandboxes.Ask{Roots: req.HostRoots, Client: req.Client, Backend: p.name, BackendGrants: e.issuer().PassesSandboxGrants(p.name)})
 		if err != nil {
 			e.Drop(p)
 		}
@@ -459,7 +449,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if err != nil {
 		// refused or not opened: nothing runs
 	} else if s != nil {
-		res, files, err = e.executeSession(ctx, s, p.created, breq, toolRun{ids: p.toolIDs, client: req.Client, approve: req.Approve, network: req.Network, credentials: req.Credentials, need: p.need, tool: p.tool}, emit)
+		res, files, err = e.executeSession(ctx, s, p.created, breq, grants.Ask{ToolIDs: p.toolIDs, Client: req.Client, Approve: req.Approve, Hosts: req.Network, Credentials: req.Credentials, Need: p.need, Tool: p.tool}, emit)
 	} else if len(p.toolIDs) > 0 {
 		var g *toolbridge.Grant
 		ictx, ispan := telemetry.Start(ctx, "tools.grant")
@@ -567,43 +557,10 @@ func NewID() string {
 	return hex.EncodeToString(b)
 }
 
-// toolRun is what a session's execute needs of its tool grant.
-type toolRun struct {
-	ids         []string
-	client      string
-	approve     toolbridge.Approver
-	network     []string       // hosts asked for (a session's first call grants them)
-	credentials []string       // and credentials
-	need        sandboxes.Need // what a session's first call gives its sandbox
-	tool        string
-}
-
-// resolveTools checks that backend forwards tool grants and expands
-// mcp_tools into tool ids under the policy. Errors are *RequestError.
-func (e *Engine) resolveTools(ctx context.Context, req Request, backendName string) ([]string, error) {
-	if !e.forwardsGrants(backendName) {
-		return nil, refusal.New(RuleMCPTools, "mcp_tools: the %s backend does not support MCP tools in its sandbox (it does not forward tool grants to its containers); use a backend that does, or omit mcp_tools", backendName)
-	}
-	ids, err := e.tools.Resolve(ctx, req.MCPTools)
-	var te *toolbridge.Error
-	if errors.As(err, &te) {
-		return nil, &RequestError{Rule: te.Rule, Msg: te.Msg}
-	}
-	if err != nil {
-		return nil, &RequestError{Rule: RuleMCPTools, Msg: fmt.Sprintf("mcp_tools %v: %v", req.MCPTools, err)}
-	}
-	return ids, nil
-}
-
-// forwardsGrants reports whether a backend declares that its containers
-// get the tool grant of a request (Capabilities.MCPTools).
-func (e *Engine) forwardsGrants(name string) bool {
-	st, ok := status(e.plugins.Statuses(), name)
-	return ok && st.Capabilities.MCPTools
-}
-
-// passesSandboxGrants reports whether backend name passes sandbox grants on.
-func (e *Engine) passesSandboxGrants(name string) bool {
-	st, ok := status(e.plugins.Statuses(), name)
-	return ok && st.Capabilities.SandboxGrants
+// issuer issues a session's grants (core/engine/grants).
+func (e *Engine) issuer() *grants.Issuer {
+	return &grants.Issuer{Tools: e.tools, Network: e.network, Sandbox: e.sandbox, Refuse: e, Caps: func(name string) (backend.Capabilities, bool) {
+		st, ok := status(e.plugins.Statuses(), name)
+		return st.Capabilities, ok
+	}}
 }

@@ -12,13 +12,13 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/checkpoint"
+	"github.com/mcp-forge/mcp-forge/core/engine/grants"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/engine/sandboxes"
 	"github.com/mcp-forge/mcp-forge/core/plugins"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/telemetry"
-	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/bridge"
 )
@@ -152,10 +152,8 @@ func (e *Engine) Admit(client, id string, a session.Admission) error {
 // session had one, and its workspace stays.
 func (e *Engine) Open(ctx context.Context, s *session.Session, restart bool) error {
 	sb, err := e.SessionBackend(ctx, s.Backend)
-	if err == nil && s.SandboxGrant == nil {
-		// Whatever path opens it (a first call, a fork, a restore), a
-		// session of a tenant that requires an isolation gets it.
-		err = e.requireIsolation(s)
+	if err == nil {
+		err = e.issuer().Isolation(s)
 	}
 	if err == nil {
 		start := time.Now()
@@ -210,7 +208,7 @@ func (e *Engine) SessionStartStats() map[string]session.Starts { return e.sessio
 
 // executeSession runs a request in its session, starting the kernel on
 // first use and restarting a dead one with a notice that state was lost.
-func (e *Engine) executeSession(ctx context.Context, s *session.Session, created bool, breq backend.ExecuteRequest, tools toolRun, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
+func (e *Engine) executeSession(ctx context.Context, s *session.Session, created bool, breq backend.ExecuteRequest, tools grants.Ask, emit func(backend.StreamEvent)) (backend.ExecuteResult, []OutputFile, error) {
 	s.Lock()
 	defer s.Unlock()
 	// Under s's lock: only this run's files come back. What the last
@@ -228,7 +226,7 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		}
 		return backend.ExecuteResult{}, nil, fmt.Errorf("session %q was destroyed while this call waited for it", s.ID)
 	case created:
-		if err := e.grantSession(ctx, s, tools); err != nil {
+		if err := e.issuer().Session(ctx, s, tools); err != nil {
 			e.sessions.Drop(s)
 			e.RemoveWorkspace(s.Internal)
 			return backend.ExecuteResult{}, nil, err
@@ -266,13 +264,13 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		}
 	}
 	breq.Image, breq.Env = s.Start.Image, s.Start.Env
-	if len(tools.ids) > 0 && !created {
+	if len(tools.ToolIDs) > 0 && !created {
 		if s.Grant == nil {
 			return backend.ExecuteResult{}, nil, refusal.New(RuleMCPTools, "session %q was started without mcp_tools: a session's tools directory is mounted when its kernel starts, so pass mcp_tools on a session's first call (destroy_session, then call again with mcp_tools); tools can be added on later calls of such a session", s.ID)
 		}
 		// The container mounted the grant at its start: the new tools
 		// appear in the same directory.
-		if err := s.Grant.Extend(ctx, tools.ids); err != nil {
+		if err := s.Grant.Extend(ctx, tools.ToolIDs); err != nil {
 			return backend.ExecuteResult{}, nil, err
 		}
 		if hint := bridge.LateToolsHint(s.Language); hint != "" {
@@ -280,12 +278,12 @@ func (e *Engine) executeSession(ctx context.Context, s *session.Session, created
 		}
 	}
 	if s.Grant != nil {
-		s.Grant.BeginRun(breq.RunID, tools.client, tools.approve) // a fresh call budget per execute
+		s.Grant.BeginRun(breq.RunID, tools.Client, tools.Approve) // a fresh call budget per execute
 		breq.ToolsGrant = s.Grant.Token()
 	}
-	hosts := append(slices.Clip(tools.network), tools.credentials...)
+	hosts := append(slices.Clip(tools.Hosts), tools.Credentials...)
 	if n, err := network.SessionNotice(s.Network, s.ID, s.Backend, created, hosts); err != nil {
-		return backend.ExecuteResult{}, nil, e.Refuse(tools.client, s.ID, tools.tool, err, map[string]any{"network": hosts})
+		return backend.ExecuteResult{}, nil, e.Refuse(tools.Client, s.ID, tools.Tool, err, map[string]any{"network": hosts})
 	} else if n != "" {
 		notices = append(notices, n)
 	}
@@ -597,72 +595,6 @@ func (e *Engine) CloseAll(ctx context.Context) {
 	}
 }
 
-// grantSession gives a new session a tool grant when its first call asks
-// for tools, so that its container mounts the tools directory from the
-// start and later executes can add tools to it (caller holds s's lock). A
-// session started without tools gets no grant: its kernel can then come
-// from the warm pool, which holds containers without a tools mount.
-func (e *Engine) grantSession(ctx context.Context, s *session.Session, tools toolRun) error {
-	if len(tools.network) > 0 || len(tools.credentials) > 0 {
-		ch, err := e.network.Open(ctx, network.Ask{Hosts: tools.network, Credentials: tools.credentials, Client: s.Client, Session: s.Internal, Tool: tools.tool, Approve: tools.approve}, s.Backend)
-		if err != nil {
-			return err
-		}
-		s.Network, s.Start.NetworkGrant = ch, ch.Token()
-	}
-	if !tools.need.Empty() {
-		g, err := e.sandbox.Grant(sandboxes.Ask{Client: s.Client, Session: s.ID, Internal: s.Internal, Tool: tools.tool, Backend: s.Backend}, tools.need)
-		if err != nil {
-			e.CloseGrant(s) // the network granted above
-			return err
-		}
-		s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
-	}
-	if e.tools == nil || len(tools.ids) == 0 || !e.forwardsGrants(s.Backend) {
-		return nil
-	}
-	g, err := e.tools.Issue(ctx, toolbridge.IssueRequest{Plugin: s.Backend, Client: s.Client, Session: s.Internal, Language: s.Language, Tools: tools.ids, Approve: tools.approve})
-	if err != nil {
-		e.CloseGrant(s) // the network granted above
-		return err
-	}
-	s.Grant, s.Start.ToolsGrant = g, g.Token()
-	return nil
-}
-
 // CloseGrant ends a session's tool grant and network (caller holds s's
 // lock).
-func (e *Engine) CloseGrant(s *session.Session) {
-	if s.Grant != nil {
-		s.Grant.Close()
-		s.Grant, s.Start.ToolsGrant = nil, ""
-	}
-	if s.Network != nil {
-		s.Network.Close()
-		s.Network, s.Start.NetworkGrant = nil, ""
-	}
-	if s.SandboxGrant != nil {
-		e.sandbox.Close(s.SandboxGrant)
-		s.SandboxGrant, s.Start.SandboxGrant = nil, ""
-	}
-}
-
-// requireIsolation gives session s (caller holds its lock), which has no
-// sandbox grant, the isolation its owner requires, if any; a backend that
-// cannot be told is refused.
-func (e *Engine) requireIsolation(s *session.Session) error {
-	if e.sandbox.Required(s.Client) == "" {
-		return nil
-	}
-	a := sandboxes.Ask{Client: s.Client, Session: s.ID, Internal: s.Internal, Tool: "execute_" + s.Language, Backend: s.Backend, BackendGrants: e.passesSandboxGrants(s.Backend)}
-	need, err := e.sandbox.Resolve(a)
-	if err != nil {
-		return e.Refuse(s.Client, s.ID, a.Tool, err, nil)
-	}
-	g, err := e.sandbox.Grant(a, need)
-	if err != nil {
-		return err
-	}
-	s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
-	return nil
-}
+func (e *Engine) CloseGrant(s *session.Session) { e.issuer().Close(s) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 
+	"github.com/mcp-forge/mcp-forge/core/engine/grants"
 	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/session"
@@ -13,7 +14,7 @@ import (
 // with its rule (the routing's are route.Rule*, the sessions'
 // session.Rule*, the limits' limits.Rule*).
 const (
-	RuleMCPTools     = "mcp-tools-unavailable"
+	RuleMCPTools     = grants.RuleMCPTools
 	RuleMCPToolName  = "mcp-tools-name"
 	RuleImage        = "image-not-allowed"
 	RuleArguments    = "arguments-invalid"

@@ -2,10 +2,11 @@ package engine
 
 import (
 	"errors"
-	"github.com/mcp-forge/mcp-forge/core/session"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mcp-forge/mcp-forge/core/session"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
 )

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/hostroots"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
@@ -64,6 +65,18 @@ type Sandboxes struct {
 // what each tenant requires (tenants.NAME.isolation: "gvisor" or none).
 func New(reg *sandboxgrant.Registry, rec audit.Recorder, r Refuser, isolation map[string]string) *Sandboxes {
 	return &Sandboxes{grants: reg, rec: rec, refuse: r, isolation: isolation}
+}
+
+// TenantIsolation is, by tenant, the isolation it requires
+// (tenants.NAME.isolation).
+func TenantIsolation(cfg config.Config) map[string]string {
+	out := map[string]string{}
+	for name, t := range cfg.Tenants {
+		if t.Isolation != "" {
+			out[name] = t.Isolation
+		}
+	}
+	return out
 }
 
 // SetRoots lets calls mount roots rs; claimsOnly: the runtime mounts only
