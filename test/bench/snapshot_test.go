@@ -71,7 +71,9 @@ func snapshotBench(b *testing.B, mb int) {
 	}
 }
 
-// BenchmarkSnapshot10MB and 200MB: issue 43's figures (save, restore to the
-// first result, fork, four forks at once) under gVisor.
+// BenchmarkSnapshot10MB, 100MB and 200MB: issue 43's figures (save,
+// restore to the first result, fork, four forks at once) under gVisor; its
+// goals are set at 100 MB.
 func BenchmarkSnapshot10MB(b *testing.B)  { snapshotBench(b, 10) }
+func BenchmarkSnapshot100MB(b *testing.B) { snapshotBench(b, 100) }
 func BenchmarkSnapshot200MB(b *testing.B) { snapshotBench(b, 200) }
