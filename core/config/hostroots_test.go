@@ -52,3 +52,16 @@ func TestHostRootValidation(t *testing.T) {
 		})
 	}
 }
+
+// A tenant cannot be named as the stdio client's owner or a connection,
+// whose sessions, checkpoints and host roots it would get.
+func TestReservedTenantNames(t *testing.T) {
+	for _, name := range []string{"local", "conn-1"} {
+		c := Default()
+		c.Tenants = map[string]Tenant{name: {APIKeySHA256: []string{strings.Repeat("a", 64)}}}
+		errs := Validate(c)
+		if len(errs) != 1 || errs[0].Path != "tenants."+name || !strings.Contains(errs[0].Msg, "reserved") {
+			t.Errorf("tenant %q: %v", name, errs)
+		}
+	}
+}

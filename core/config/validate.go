@@ -341,6 +341,11 @@ func Validate(c Config) Errors {
 	for _, name := range sortedKeys(c.Tenants) {
 		t, p := c.Tenants[name], "tenants."+name
 		v.name(p, name)
+		if name == "local" || strings.HasPrefix(name, "conn-") {
+			// The owners of a stdio client and of an HTTP connection
+			// without a tenant: a tenant so named would be them.
+			v.add(p, fmt.Sprintf("%q is reserved (\"local\" owns a stdio client's sessions and roots, \"conn-N\" a connection's): name the tenant otherwise", name))
+		}
 		if len(t.APIKeySHA256) == 0 && !jwt {
 			v.add(p+".api_key_sha256", "must list at least one key hash (make one with `mcp-forge tenant new-key`)")
 		}

@@ -173,15 +173,10 @@ func (e *Engine) SetNetwork(p *egress.Policy, c *egress.Channels) {
 	e.network = network.New(p, c, e)
 }
 
-// SetSandboxGrants issues the grants of runs' sandboxes in reg, which
-// the plugins' hosts resolve; roots, when not nil, are the host roots runs
-// and sessions may mount (Request.HostRoots), and claimsOnly says the
-// runtime mounts only roots with a claim.
+// SetSandboxGrants issues runs' sandbox grants in reg, which the plugins'
+// hosts resolve, with roots (Request.HostRoots; sandboxes.New).
 func (e *Engine) SetSandboxGrants(reg *sandboxgrant.Registry, roots *hostroots.Roots, claimsOnly bool) {
-	e.sandbox = sandboxes.New(reg, e.rec, e, sandboxes.TenantIsolation(e.cfg))
-	if roots != nil {
-		e.sandbox.SetRoots(roots, claimsOnly)
-	}
+	e.sandbox = sandboxes.New(reg, e.rec, e, sandboxes.TenantIsolation(e.cfg), roots, claimsOnly)
 }
 
 // Network grants runs network; nil: it grants none.
@@ -200,7 +195,7 @@ func New(cfg config.Config, pol *policy.Policy, pm Plugins, ws *workspace.Manage
 	e := &Engine{files: none{}, ckpts: none{}, replicas: none{}, jobs: none{}, cancelled: cancelled.New(rec, log), cfg: cfg, pol: pol, plugins: pm, ws: ws, rec: rec, log: log, router: route.New(cfg), sessions: session.NewRegistry(),
 		slots:  make(chan struct{}, cfg.Execution.MaxConcurrentRuns),
 		limits: limits.New(cfg)}
-	e.sandbox = sandboxes.New(sandboxgrant.New(), rec, e, sandboxes.TenantIsolation(cfg)) // SetSandboxGrants shares the plugins' hosts' registry
+	e.sandbox = sandboxes.New(sandboxgrant.New(), rec, e, sandboxes.TenantIsolation(cfg), nil, false) // SetSandboxGrants shares the plugins' hosts' registry
 	if err := e.check(pm.Statuses()); err != nil {
 		return nil, err
 	}
@@ -469,6 +464,9 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 			res, err = backend.ExecuteStreaming(ctx, b, breq, emit) // output as progress, if the backend streams
 		}
 	}
+	if herr := e.issuer().RunHonoured(req.Client, name, sg); err == nil && herr != nil {
+		res, err = backend.ExecuteResult{}, herr
+	}
 	if s == nil && err != nil && ctx.Err() != nil {
 		// A stateless run keeps nothing: the backend stopped it (its
 		// container is removed) when the call's context ended.
@@ -562,5 +560,5 @@ func (e *Engine) issuer() *grants.Issuer {
 	return &grants.Issuer{Tools: e.tools, Network: e.network, Sandbox: e.sandbox, Refuse: e, Caps: func(name string) (backend.Capabilities, bool) {
 		st, ok := status(e.plugins.Statuses(), name)
 		return st.Capabilities, ok
-	}}
+	}, Rec: e.rec}
 }

@@ -164,7 +164,12 @@ func (e *Engine) Open(ctx context.Context, s *session.Session, restart bool) err
 		var info backend.SessionInfo
 		info, err = sb.OpenSession(ctx, req)
 		warm := err == nil && info.WorkspaceID != "" && info.WorkspaceID != s.Internal
-		if warm {
+		if err == nil {
+			err = e.issuer().Honoured(s, warm)
+		}
+		if err != nil && info.ContainerID != "" {
+			_ = sb.CloseSession(context.WithoutCancel(ctx), s.Internal)
+		} else if warm {
 			// A kernel pre-started under a pool id: its workspace becomes
 			// this session's. A binding the workspace manager refuses (not
 			// that plugin's, already another session's) fails the start.

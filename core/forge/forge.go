@@ -187,6 +187,21 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	ps.ToolGrantTarget = bridge.SandboxDir
 	ps.NetworkTarget = egress.SandboxDir
 	ps.HostRootsTarget = host.RootsDir
+	var roots *hostroots.Roots
+	if len(cfg.Volumes.HostRoots) > 0 {
+		if roots, err = hostroots.New(cfg.Volumes.HostRoots, tenant.Local); err != nil {
+			return nil, err
+		}
+		staged, err := roots.Stage(cfg.Volumes.BasePath)
+		if err != nil {
+			return nil, err
+		}
+		f.undo.push("host roots", func(context.Context) error { roots.Unstage(); return nil })
+		if !staged {
+			log.Warn("host roots are mounted by their paths: this server cannot bind them (not root), so a root replaced by a link between the last check and a sandbox's start would be followed", "roots", len(cfg.Volumes.HostRoots))
+		}
+		ps.HostRoots, ps.HostRootsStage = roots.MountSources(), hostroots.StageDir(cfg.Volumes.BasePath)
+	}
 	pol := policy.New(ps, filepath.EvalSymlinks)
 	// The workspace quota and the lifetime bound are guarantees of the
 	// sandboxes as much as the runtime's limits are: their gaps are
@@ -255,12 +270,6 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		return nil, err
 	}
 	f.undo.push("network channels", func(context.Context) error { channels.Close(); return nil })
-	var roots *hostroots.Roots
-	if len(cfg.Volumes.HostRoots) > 0 {
-		if roots, err = hostroots.New(cfg.Volumes.HostRoots, tenant.Local); err != nil {
-			return nil, err
-		}
-	}
 	grants, sandboxGrants := &grants{}, sandboxgrant.New()
 	crashes := &crashes{sb: sb, log: log, hosts: map[string]*hostsvc.Host{}}
 	hostFor := func(name string) host.Host {

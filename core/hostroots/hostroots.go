@@ -29,6 +29,7 @@ type Root struct {
 	Path     string `json:"path"`
 	Writable bool   `json:"writable"`
 	Claim    string `json:"-"` // the PersistentVolumeClaim pods mount it from; "": none
+	Staged   string `json:"-"` // its read-only bind under the server's state (Stage); "": not staged
 	tenants  []string
 	files    *workspace.Files
 	id       fileKey // what New found: a root replaced since is not mounted

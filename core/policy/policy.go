@@ -58,10 +58,14 @@ type Settings struct {
 	// ([volumes.host_roots] paths), mounted read-only at
 	// HostRootsTarget/<name> (host.RootsDir, set by the assembly); empty
 	// refuses every host-root mount.
-	HostRoots       map[string]string // path → the claim pods mount it from ("": none)
+	HostRoots       map[string]string // what a sandbox mounts of each root → the claim pods mount it from ("": none)
 	HostRootsTarget string
-	Defaults        runtime.Limits
-	Max             runtime.Limits
+	// HostRootsStage is where the core binds the roots under base_path
+	// (hostroots.StageDir): a bind there was checked against base_path by
+	// filesystem when it was made.
+	HostRootsStage string
+	Defaults       runtime.Limits
+	Max            runtime.Limits
 	// Waived are the guarantees sandboxes may go without, each with the
 	// setting that waived it (config.Waivers); every other one is required.
 	Waived map[runtime.Guarantee]string
@@ -402,13 +406,19 @@ func (p *Policy) checkHostRoot(m runtime.Mount) error {
 		return violation("mount", "a host root is mounted at %s/<name> only, not %q", p.s.HostRootsTarget, m.Target)
 	}
 	real, err := p.resolve(src)
-	if err != nil {
+	switch {
+	case err != nil:
 		return violation("mount", "cannot resolve host root %q: %v", m.Source, err)
+	case real != src:
+		return violation("mount", "host root %s resolves to %s: a link is never followed (was the root replaced by one?)", m.Source, real)
 	}
 	for _, q := range []string{src, real} {
 		if why := forbiddenMount(q); why != "" {
 			return violation("forbidden-mount", "host root %s: %s %s and may never be mounted", m.Source, q, why)
 		}
+	}
+	if p.s.HostRootsStage != "" && filepath.Dir(src) == p.s.HostRootsStage {
+		return nil // the core's own bind of the root, made from what it checked
 	}
 	base, err := p.resolve(filepath.Clean(p.s.BasePath))
 	if err != nil {

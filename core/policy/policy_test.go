@@ -318,8 +318,13 @@ func TestHostRootMount(t *testing.T) {
 	base, data := t.TempDir(), t.TempDir()
 	inBase := filepath.Join(base, "sessions")
 	os.MkdirAll(inBase, 0o755)
+	stage := filepath.Join(base, "state", "roots")
+	staged := filepath.Join(stage, "data")
+	os.MkdirAll(staged, 0o700)
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(data, link)
 	st := testSettings(base)
-	st.HostRoots, st.HostRootsTarget = map[string]string{data: "", "/etc": "", inBase: "", base: ""}, "/mnt"
+	st.HostRoots, st.HostRootsTarget, st.HostRootsStage = map[string]string{data: "", "/etc": "", inBase: "", base: "", link: "", staged: ""}, "/mnt", stage
 	p := New(st, filepath.EvalSymlinks)
 	for _, tc := range []struct {
 		name string
@@ -338,6 +343,8 @@ func TestHostRootMount(t *testing.T) {
 		{"a system directory", runtime.Mount{Source: "/etc", Target: "/mnt/etc", ReadOnly: true}, "forbidden-mount"},
 		{"inside the base path", runtime.Mount{Source: inBase, Target: "/mnt/s", ReadOnly: true}, "mount-outside-base"},
 		{"the base path", runtime.Mount{Source: base, Target: "/mnt/b", ReadOnly: true}, "mount-outside-base"},
+		{"a root that became a link", runtime.Mount{Source: link, Target: "/mnt/data", ReadOnly: true}, "mount"},
+		{"the core's bind of a root", runtime.Mount{Source: staged, Target: "/mnt/data", ReadOnly: true}, ""},
 	} {
 		tc.m.HostRoot = true
 		err := p.CheckMount(tc.m, "s1")

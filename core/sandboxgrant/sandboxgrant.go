@@ -110,7 +110,7 @@ func (g *Grant) Mounts() ([]runtime.Mount, error) {
 		if err := r.Unchanged(); err != nil {
 			return nil, err
 		}
-		out = append(out, runtime.Mount{Source: r.Path, Target: g.Target(r.Name), ReadOnly: true, HostRoot: true, Claim: r.Claim})
+		out = append(out, runtime.Mount{Source: r.MountSource(), Target: g.Target(r.Name), ReadOnly: true, HostRoot: true, Claim: r.Claim})
 	}
 	g.mu.Lock()
 	g.mounted++

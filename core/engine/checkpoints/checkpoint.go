@@ -388,6 +388,7 @@ func (c *Keeper) RestoreSession(ctx context.Context, client, id string) (Checkpo
 	if !created {
 		err = c.eng.Reopen(ctx, s) // a new kernel, whatever the old one held
 	} else if err = c.eng.Open(ctx, s, false); err != nil {
+		c.eng.CloseGrant(s) // Open may have granted it its tenant's isolation
 		c.sessions.Drop(s)
 		c.eng.RemoveWorkspace(s.Internal)
 	}

@@ -178,8 +178,13 @@ func (c *Keeper) ForkSessions(ctx context.Context, client, from, to string, coun
 		notCopied = append(notCopied, fmt.Sprintf("the host roots mounted in %q: a fork starts without them, and a session's roots are mounted on its first call", from))
 	}
 	src.Unlock()
+	failed := func(err error) {
+		c.rec.Record(audit.Entry{Event: "session.fork", SessionID: src.Internal, UserID: client, Success: false, Error: audit.ErrText(err), Severity: audit.Warning,
+			Details: map[string]any{"source_session": from, "sessions": ids, "count": count, "fork_ms": time.Since(started).Milliseconds()}})
+	}
 	if err != nil {
 		drop()
+		failed(err)
 		return nil, c.eng.Refuse(client, from, tool, fmt.Errorf("fork session %q into %s: %w", from, strings.Join(ids, ", "), err), nil)
 	}
 	defer c.ckpts.Remove(client, ids[0]) // once restored (or not), the copy is the forks' kernels', not a checkpoint
@@ -203,6 +208,7 @@ func (c *Keeper) ForkSessions(ctx context.Context, client, from, to string, coun
 				_ = c.eng.DestroyLocked(ctx, dst, "a fork of the same call failed", false)
 			}
 		}
+		failed(err)
 		return nil, fmt.Errorf("fork session %q into %s: %w", from, strings.Join(ids, ", "), err)
 	}
 	took := time.Since(started)
@@ -231,6 +237,7 @@ func (c *Keeper) restoreFork(ctx context.Context, dst *session.Session, saved ch
 		// The source's sandbox, memory and all, restored as the fork's.
 		info, err := c.restoreSnapshot(ctx, dst, saved, false, "fork of "+from, false) // snapshot.go
 		if err != nil {
+			c.eng.CloseGrant(dst)
 			c.sessions.Drop(dst)
 			c.eng.RemoveWorkspace(dst.Internal)
 			return info, fmt.Errorf("%s: %w", dst.ID, err)
@@ -238,6 +245,7 @@ func (c *Keeper) restoreFork(ctx context.Context, dst *session.Session, saved ch
 		return info, nil
 	}
 	if err := c.eng.Open(ctx, dst, false); err != nil {
+		c.eng.CloseGrant(dst) // Open may have granted it its tenant's isolation
 		c.sessions.Drop(dst)
 		c.eng.RemoveWorkspace(dst.Internal)
 		return CheckpointInfo{}, fmt.Errorf("%s: start its kernel: %w", dst.ID, err)

@@ -296,6 +296,7 @@ func (c *Keeper) SuspendIdle(ctx context.Context) int {
 		if sb, err := c.eng.SessionBackend(ctx, s.Backend); err == nil {
 			cerr = sb.CloseSession(ctx, s.Internal)
 		}
+		c.eng.CloseGrant(s) // the resume grants afresh
 		c.sessions.Drop(s)
 		c.eng.RemoveWorkspace(s.Internal)
 		c.rec.Record(audit.Entry{Event: "session.suspend", SessionID: s.Internal, UserID: s.Client, Success: cerr == nil, Error: audit.ErrText(cerr), Severity: audit.ErrSeverity(cerr),

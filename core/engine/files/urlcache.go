@@ -155,10 +155,15 @@ func (c *urlCache) load() {
 	c.evict(0, "")
 }
 
+// maxCacheEntries bounds the entries whatever their size: tiny answers
+// to unique URLs must not fill a directory (and the map) without end.
+const maxCacheEntries = 4096
+
 // evict removes the least recently used entries, keep aside, until room
-// more bytes fit under the bound. Called with c.mu held.
+// more bytes fit under the bound and one more entry under the count.
+// Called with c.mu held.
 func (c *urlCache) evict(room int64, keep string) {
-	for c.total+room > c.bound {
+	for c.total+room > c.bound || (keep != "" && c.entries[keep] == nil && len(c.entries) >= maxCacheEntries) {
 		oldest := ""
 		for k, s := range c.entries {
 			if k != keep && (oldest == "" || s.used.Before(c.entries[oldest].used)) {

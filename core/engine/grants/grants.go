@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
 	"github.com/mcp-forge/mcp-forge/core/engine/network"
 	"github.com/mcp-forge/mcp-forge/core/engine/sandboxes"
 	"github.com/mcp-forge/mcp-forge/core/refusal"
+	"github.com/mcp-forge/mcp-forge/core/sandboxgrant"
 	"github.com/mcp-forge/mcp-forge/core/session"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
@@ -33,6 +35,8 @@ type Issuer struct {
 	Refuse  Refuser
 	// Caps are a backend's capabilities (false: no such backend).
 	Caps func(backendName string) (backend.Capabilities, bool)
+	// Rec audits a plugin that did not honour a grant.
+	Rec audit.Recorder
 }
 
 // Ask is what a session's first call asks for, and what each later call
@@ -148,4 +152,42 @@ func (i *Issuer) Isolation(s *session.Session) error {
 	}
 	s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
 	return nil
+}
+
+// RuleIsolation is the violation of a backend that started a session or
+// ran code without the isolation its sandbox grant required.
+const RuleIsolation = "isolation"
+
+// Honoured checks, before any user code reaches the kernel, that the
+// backend started session s (warm: from its pool) inside its sandbox
+// grant's isolation: the grant's token reached the container the core
+// created, and no pre-started kernel stands in for it. The plugin is not
+// trusted to have: a session its tenant requires gVisor for never runs
+// under runc. The violation is audited.
+func (i *Issuer) Honoured(s *session.Session, warm bool) error {
+	g := s.SandboxGrant
+	if g == nil || g.Isolation() == "" || (!warm && g.Mounted() > 0) {
+		return nil
+	}
+	err := fmt.Errorf("the %s backend started session %q without the isolation its tenant requires (%s): nothing runs in it; the plugin did not pass its sandbox grant on (report it to the plugin's authors)", s.Backend, s.ID, g.Isolation())
+	i.violation(s.Client, s.Internal, s.Backend, err)
+	return err
+}
+
+// RunHonoured checks that a stateless run's container was created with
+// its grant g; if not, the code ran outside the isolation its tenant
+// requires: audited, and its result is withheld.
+func (i *Issuer) RunHonoured(client, backendName string, g *sandboxgrant.Grant) error {
+	if g == nil || g.Isolation() == "" || g.Mounted() > 0 {
+		return nil
+	}
+	err := fmt.Errorf("the %s backend ran this code without the isolation its tenant requires (%s): its result is withheld; the plugin did not pass its sandbox grant on (report it to the plugin's authors)", backendName, g.Isolation())
+	i.violation(client, "", backendName, err)
+	return err
+}
+
+// violation audits a plugin that did not honour a grant.
+func (i *Issuer) violation(client, internal, backendName string, err error) {
+	i.Rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Critical, SessionID: internal, UserID: client, Success: false, Error: err.Error(),
+		Details: map[string]any{"rule": RuleIsolation, "plugin": backendName}})
 }

@@ -58,6 +58,7 @@ type Engine interface {
 	SessionBackend(ctx context.Context, name string) (backend.SessionBackend, error)
 	RemoveWorkspace(internal string)
 	Refuse(client, sessionID, tool string, err error, details map[string]any) error
+	CloseGrant(s *session.Session)
 }
 
 // Replicas are the sessions of an engine as the replicas of its core share
@@ -319,6 +320,7 @@ func (r *Replicas) letGo(ctx context.Context, s *session.Session, why string) {
 	if sb, err := r.eng.SessionBackend(ctx, s.Backend); err == nil {
 		_ = sb.CloseSession(ctx, s.Internal)
 	}
+	r.eng.CloseGrant(s) // its grants end here; the next replica grants its own
 	r.sessions.Drop(s)
 	r.rec.Record(audit.Entry{Event: audit.SessionHandover, SessionID: s.Internal, UserID: s.Client, Success: true, Severity: audit.Info,
 		Details: map[string]any{"session": s.ID, "container": s.Container, "reason": why, "executions": s.Executions}})

@@ -62,9 +62,11 @@ type Sandboxes struct {
 }
 
 // New grants through reg, audited by rec, refusals by r; isolation is
-// what each tenant requires (tenants.NAME.isolation: "gvisor" or none).
-func New(reg *sandboxgrant.Registry, rec audit.Recorder, r Refuser, isolation map[string]string) *Sandboxes {
-	return &Sandboxes{grants: reg, rec: rec, refuse: r, isolation: isolation}
+// what each tenant requires (tenants.NAME.isolation: "gvisor" or none);
+// roots (nil: none) are the host roots calls may mount, claimsOnly that
+// the runtime mounts only roots with a claim (volumes.host_roots.*.claim).
+func New(reg *sandboxgrant.Registry, rec audit.Recorder, r Refuser, isolation map[string]string, roots *hostroots.Roots, claimsOnly bool) *Sandboxes {
+	return &Sandboxes{grants: reg, rec: rec, refuse: r, isolation: isolation, roots: roots, claimsOnly: claimsOnly}
 }
 
 // TenantIsolation is, by tenant, the isolation it requires
@@ -77,12 +79,6 @@ func TenantIsolation(cfg config.Config) map[string]string {
 		}
 	}
 	return out
-}
-
-// SetRoots lets calls mount roots rs; claimsOnly: the runtime mounts only
-// roots with a claim (volumes.host_roots.*.claim).
-func (m *Sandboxes) SetRoots(rs *hostroots.Roots, claimsOnly bool) {
-	m.roots, m.claimsOnly = rs, claimsOnly
 }
 
 // Required is the isolation client's sandboxes run under at least beyond

@@ -54,11 +54,9 @@ func TestResolve(t *testing.T) {
 		many[i] = string(rune('a' + i))
 	}
 	with := func(claimsOnly bool) *Sandboxes {
-		s := New(sandboxgrant.New(), nil, nil, map[string]string{"strict": "gvisor"})
-		s.SetRoots(rs, claimsOnly)
-		return s
+		return New(sandboxgrant.New(), nil, nil, map[string]string{"strict": "gvisor"}, rs, claimsOnly)
 	}
-	without := New(sandboxgrant.New(), nil, nil, map[string]string{"strict": "gvisor"})
+	without := New(sandboxgrant.New(), nil, nil, map[string]string{"strict": "gvisor"}, nil, false)
 	for _, tc := range []struct {
 		name      string
 		s         *Sandboxes
@@ -100,8 +98,7 @@ func TestGrantAndSession(t *testing.T) {
 	rs := roots(t)
 	rec, ref := &recorder{}, &refuser{}
 	reg := sandboxgrant.New()
-	s := New(reg, rec, ref, map[string]string{"strict": "gvisor"})
-	s.SetRoots(rs, false)
+	s := New(reg, rec, ref, map[string]string{"strict": "gvisor"}, rs, false)
 	need, err := s.Resolve(Ask{Roots: []string{"data"}, Client: "local", BackendGrants: true})
 	if err != nil {
 		t.Fatal(err)
