@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/mcp-forge/mcp-forge/core/runtime/agent"
@@ -37,6 +38,13 @@ func (c *Client) keep(ctx context.Context, id string, req agent.Request, data []
 		return agent.Response{}, nil, err
 	}
 	res, out, err := k.Do(ctx, opTimeout, req, data)
+	if errors.Is(err, podexec.ErrDead) {
+		// Closed while this request waited its turn: nothing was sent,
+		// so a new service may take it.
+		if k, err = c.keeperOf(ctx, id); err == nil {
+			res, out, err = k.Do(ctx, opTimeout, req, data)
+		}
+	}
 	if err != nil {
 		return agent.Response{}, nil, fail("file service", id, err)
 	}

@@ -47,8 +47,30 @@ func TestService(t *testing.T) {
 	if !k.Dead() {
 		t.Fatal("a closed service is not dead")
 	}
-	if _, _, err := k.Do(context.Background(), time.Minute, agent.Request{Op: agent.OpRead, Path: "a.txt", Max: 100}, nil); err == nil {
-		t.Error("a closed service answered")
+	if _, _, err := k.Do(context.Background(), time.Minute, agent.Request{Op: agent.OpRead, Path: "a.txt", Max: 100}, nil); !errors.Is(err, ErrDead) {
+		t.Errorf("a closed service: %v, want ErrDead (nothing sent: ask a new one)", err)
+	}
+}
+
+// A request that was answered never closes its service, however late its
+// watcher wakes: thousands of requests in a row on one service all go
+// through (a watcher that saw Do's own cancel closed a sound service).
+func TestServiceAnsweredStaysOpen(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("alpha"), 0o644)
+	k := Serve(context.Background(), func(_ context.Context, in io.Reader, out, _ io.Writer) (int, error) {
+		f, err := agent.OpenFiles(dir, "")
+		if err != nil {
+			return 1, err
+		}
+		defer f.Close()
+		return 0, f.Serve(in, out)
+	})
+	defer k.Close()
+	for i := range 3000 {
+		if _, _, err := k.Do(context.Background(), time.Minute, agent.Request{Op: agent.OpStat, Path: "a.txt"}, nil); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
 	}
 }
 

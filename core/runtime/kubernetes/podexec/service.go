@@ -3,6 +3,7 @@ package podexec
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -81,20 +82,34 @@ func (k *Service) Close() {
 	k.outR.Close()
 }
 
+// ErrDead is a request to a service that was closed before its turn (a
+// request before it was cut): nothing was sent; ask a new service.
+var ErrDead = errors.New("the pod's file service was closed before this request")
+
 // Do runs req (with data, a write's) in the file service, one request at
 // a time, each bounded by timeout from when its turn comes; a request cut
 // in the middle (ctx, or its bound) closes the service.
 func (k *Service) Do(ctx context.Context, timeout time.Duration, req agent.Request, data []byte) (agent.Response, []byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.Dead() {
+		return agent.Response{}, nil, ErrDead
+	}
 	cx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	done := make(chan struct{})
+	// done first: when the request ended, the watcher must see it ended
+	// even if it wakes only after cancel (both ready, select picks at
+	// random, and closing a sound service broke the next request).
+	defer cancel()
 	defer close(done)
 	go func() {
 		select {
 		case <-cx.Done():
-			k.Close() // a request cut in the middle leaves the stream unusable
+			select {
+			case <-done: // answered; cx ended by Do's own cancel
+			default:
+				k.Close() // a request cut in the middle leaves the stream unusable
+			}
 		case <-done:
 		}
 	}()
