@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/mcp-forge/mcp-forge/core/procid"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcp-forge/mcp-forge/core/mountinfo"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,7 +125,7 @@ func projectQuotaNote(base string) string {
 	default:
 		return fmt.Sprintf("project-quota: %s is on a filesystem without project quotas (need xfs or ext4)", base)
 	}
-	mounts, err := readMountinfo("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
 		return ""
 	}

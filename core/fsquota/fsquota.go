@@ -28,7 +28,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/mcp-forge/mcp-forge/core/procid"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,6 +35,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcp-forge/mcp-forge/core/mountinfo"
+	"github.com/mcp-forge/mcp-forge/core/procid"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -403,7 +405,7 @@ func LoopBackings() map[string]string {
 
 // MountPointsUnder lists this process's mount points below base.
 func MountPointsUnder(base string) []string {
-	entries, _ := readMountinfo("/proc/self/mountinfo")
+	entries, _ := mountinfo.Read("/proc/self/mountinfo")
 	var out []string
 	for _, e := range entries {
 		if strings.HasPrefix(e.MountPoint, base+"/") {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/mountinfo"
+
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
@@ -434,7 +436,7 @@ func sweepServer(dir string, log hclog.Logger) (int, error) {
 	var errs []error
 	released := map[string]bool{} // image paths
 	points := map[string]bool{}   // workspace directories, removed once bare
-	mounts, err := readMountinfo("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
 		return 0, err
 	}
@@ -509,7 +511,7 @@ func removeMountPoint(path string) error {
 
 // sweepMount unmounts one leaked workspace mount, after checking that the
 // topmost mount at its path is still that filesystem.
-func sweepMount(m mountEntry, backing string) error {
+func sweepMount(m mountinfo.Entry, backing string) error {
 	dfd, err := unix.Open(m.MountPoint, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("sweep %s: %w", m.MountPoint, err)

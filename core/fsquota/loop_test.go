@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-forge/mcp-forge/core/mountinfo"
+
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
@@ -106,7 +108,7 @@ func leftovers(t *testing.T, base string) []string {
 }
 
 func mountsUnder(t *testing.T, base string) []string {
-	ms, err := readMountinfo("/proc/self/mountinfo")
+	ms, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

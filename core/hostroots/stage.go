@@ -1,14 +1,13 @@
 package hostroots
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/mcp-forge/mcp-forge/core/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -141,51 +140,24 @@ func treeOf(p string) (tree, error) {
 	if err != nil {
 		return tree{}, err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
 		return tree{}, err
 	}
-	defer f.Close()
 	var best tree
 	bestLen := -1
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts ... - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		root, mp := unescape(fields[3]), unescape(fields[4])
+	for _, m := range mounts {
+		mp := m.MountPoint
 		if real != mp && !strings.HasPrefix(real, strings.TrimSuffix(mp, "/")+"/") {
 			continue
 		}
 		if len(mp) >= bestLen { // the last of equal mount points is the one on top
 			rel := strings.TrimPrefix(strings.TrimPrefix(real, mp), "/")
-			best, bestLen = tree{dev: fields[2], path: filepath.Join(root, rel)}, len(mp)
+			best, bestLen = tree{dev: fmt.Sprintf("%d:%d", m.Major, m.Minor), path: filepath.Join(m.Root, rel)}, len(mp)
 		}
 	}
 	if bestLen < 0 {
 		return tree{}, fmt.Errorf("%s: no mount holds it (/proc/self/mountinfo)", p)
 	}
-	return best, sc.Err()
-}
-
-// unescape decodes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return best, nil
 }

@@ -1,4 +1,6 @@
-package fsquota
+// Package mountinfo reads /proc/<pid>/mountinfo (proc(5)): which
+// filesystems are mounted where, and which part of each a mount shows.
+package mountinfo
 
 import (
 	"bufio"
@@ -9,29 +11,31 @@ import (
 	"strings"
 )
 
-// mountEntry is one line of /proc/<pid>/mountinfo.
-type mountEntry struct {
+// Entry is one line of /proc/<pid>/mountinfo.
+type Entry struct {
 	Major, Minor uint32
+	Root         string // the path within its filesystem the mount shows
 	MountPoint   string
 	FSType       string
 	Source       string
 	SuperOptions string
 }
 
-func readMountinfo(path string) ([]mountEntry, error) {
+// Read reads a mountinfo file (/proc/self/mountinfo).
+func Read(path string) ([]Entry, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return parseMountinfo(f)
+	return Parse(f)
 }
 
-// parseMountinfo reads the format of proc(5): "id parent major:minor root
+// Parse reads the format of proc(5): "id parent major:minor root
 // mountpoint options [optional fields...] - fstype source superoptions",
 // where space, tab, newline and backslash in paths are octal escapes.
-func parseMountinfo(r io.Reader) ([]mountEntry, error) {
-	var out []mountEntry
+func Parse(r io.Reader) ([]Entry, error) {
+	var out []Entry
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -52,7 +56,7 @@ func parseMountinfo(r io.Reader) ([]mountEntry, error) {
 		if !ok || err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("mountinfo line %d: bad device %q", n, f[2])
 		}
-		e := mountEntry{Major: uint32(ma), Minor: uint32(mi), MountPoint: unescapeOctal(f[4]),
+		e := Entry{Major: uint32(ma), Minor: uint32(mi), Root: unescapeOctal(f[3]), MountPoint: unescapeOctal(f[4]),
 			FSType: f[sep+1], Source: unescapeOctal(f[sep+2])}
 		if sep+3 < len(f) {
 			e.SuperOptions = f[sep+3]
