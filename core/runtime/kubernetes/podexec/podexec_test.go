@@ -20,13 +20,15 @@ import (
 // The runs below stand in for an exec through the API server: the agent's
 // own code, in this process, on the exec's streams.
 
-// A file service answers each request in turn, and a closed one is dead.
-func TestService(t *testing.T) {
+// serveAlpha is a file service, the agent's own, over a directory
+// holding a.txt ("alpha").
+func serveAlpha(t *testing.T) *Service {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("alpha"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := Serve(context.Background(), func(_ context.Context, in io.Reader, out, _ io.Writer) (int, error) {
+	return Serve(context.Background(), func(_ context.Context, in io.Reader, out, _ io.Writer) (int, error) {
 		f, err := agent.OpenFiles(dir, "")
 		if err != nil {
 			return 1, err
@@ -34,6 +36,11 @@ func TestService(t *testing.T) {
 		defer f.Close()
 		return 0, f.Serve(in, out)
 	})
+}
+
+// A file service answers each request in turn, and a closed one is dead.
+func TestService(t *testing.T) {
+	k := serveAlpha(t)
 	for range 2 {
 		res, data, err := k.Do(context.Background(), time.Minute, agent.Request{Op: agent.OpRead, Path: "a.txt", Max: 100}, nil)
 		if err != nil || res.Code != agent.OK || string(data) != "alpha" {
@@ -56,16 +63,7 @@ func TestService(t *testing.T) {
 // watcher wakes: thousands of requests in a row on one service all go
 // through (a watcher that saw Do's own cancel closed a sound service).
 func TestServiceAnsweredStaysOpen(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("alpha"), 0o644)
-	k := Serve(context.Background(), func(_ context.Context, in io.Reader, out, _ io.Writer) (int, error) {
-		f, err := agent.OpenFiles(dir, "")
-		if err != nil {
-			return 1, err
-		}
-		defer f.Close()
-		return 0, f.Serve(in, out)
-	})
+	k := serveAlpha(t)
 	defer k.Close()
 	for i := range 3000 {
 		if _, _, err := k.Do(context.Background(), time.Minute, agent.Request{Op: agent.OpStat, Path: "a.txt"}, nil); err != nil {
