@@ -432,7 +432,7 @@ func (e *Engine) Run(ctx context.Context, p *Prepared, emit func(backend.StreamE
 	if s == nil && !p.need.Empty() {
 		if sg, err = e.sandbox.Grant(sandboxes.Ask{Client: req.Client, Run: runID, Tool: p.tool, Backend: name}, p.need); sg != nil {
 			defer e.sandbox.Close(sg) // containers are created with it during the run only
-			breq.SandboxGrant = sg.Token()
+			breq.SandboxGrant, breq.SandboxPoolGrant = sg.Token(), sg.PoolToken()
 		}
 	}
 	if err == nil && s == nil && (len(req.Network) > 0 || len(req.Credentials) > 0) {

@@ -165,7 +165,7 @@ func (e *Engine) Open(ctx context.Context, s *session.Session, restart bool) err
 		info, err = sb.OpenSession(ctx, req)
 		warm := err == nil && info.WorkspaceID != "" && info.WorkspaceID != s.Internal
 		if err == nil {
-			err = e.issuer().Honoured(s, warm)
+			err = e.issuer().Honoured(s, info.ContainerID)
 		}
 		if err != nil && info.ContainerID != "" {
 			_ = sb.CloseSession(context.WithoutCancel(ctx), s.Internal)

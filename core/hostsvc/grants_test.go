@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/sandboxgrant"
 	"github.com/mcp-forge/mcp-forge/core/toolbridge"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -40,5 +41,63 @@ func TestCreateRefusesForeignGrant(t *testing.T) {
 				t.Fatalf("audit %+v", r.e)
 			}
 		})
+	}
+}
+
+// A pooled container created with a plugin's standing grant is given to one
+// run of its class (Claim): the run's grant then holds it. Claiming it
+// again, claiming a container created otherwise or another plugin's, or
+// with a token not issued to the plugin, is refused as a policy error and
+// audited with its rule.
+func TestClaimPooledContainer(t *testing.T) {
+	r := newRig(t, 0)
+	reg := sandboxgrant.New()
+	r.h.SetSandboxGrants(reg.Lookup)
+	other := r.plugin("r")
+	other.SetSandboxGrants(reg.Lookup)
+	run1, _ := reg.Issue("python", sandboxgrant.Spec{Isolation: "gvisor"})
+	run2, _ := reg.Issue("python", sandboxgrant.Spec{Isolation: "gvisor"})
+	pooled := intent("sleep", "60")
+	pooled.SandboxGrant = run1.PoolToken()
+	c, err := r.h.Create(context.Background(), pooled)
+	if err != nil {
+		t.Fatalf("create with the standing grant: %v", err)
+	}
+	plain, err := r.h.Create(context.Background(), intent("sleep", "60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.h.Claim(ctx, c.ID, run1.Token()); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if !run1.Holds(c.ID) || run1.Mounted() != 1 {
+		t.Fatal("the run's grant does not hold the claimed container")
+	}
+	for _, tc := range []struct {
+		name  string
+		h     *Host
+		id    string
+		token string
+		rule  string
+	}{
+		{"claimed again", r.h, c.ID, run2.Token(), sandboxgrant.RuleClaim},
+		{"created without the standing grant", r.h, plain.ID, run2.Token(), sandboxgrant.RuleClaim},
+		{"a token not issued", r.h, plain.ID, "nope", sandboxgrant.RuleNotGranted},
+		{"another plugin's container", other, c.ID, run2.Token(), sandboxgrant.RuleNotGranted},
+	} {
+		r.rec.mu.Lock()
+		r.rec.e = nil
+		r.rec.mu.Unlock()
+		err := tc.h.Claim(ctx, tc.id, tc.token)
+		if kindOf(err) != host.KindPolicy {
+			t.Errorf("%s: %v, want a policy error", tc.name, err)
+		}
+		if v := r.rec.find(audit.SecurityViolation); len(v) != 1 || v[0].Details["rule"] != tc.rule {
+			t.Errorf("%s: audit %+v, want one violation %s", tc.name, v, tc.rule)
+		}
+	}
+	if run2.Mounted() != 0 {
+		t.Error("a refused claim counted")
 	}
 }

@@ -87,7 +87,7 @@ func newRig(t *testing.T, quota int64) *rig {
 	}
 	pol := policy.New(policy.Settings{
 		AllowedImages: []string{"mcp-forge/python:*"}, User: "1000:1000", UserNS: "private", UserNSStart: 2147483647,
-		BasePath: base, TmpfsMax: 1 << 20, Seccomp: profile, ToolGrantTarget: bridge.SandboxDir,
+		BasePath: base, TmpfsMax: 1 << 20, Seccomp: profile, SeccompGVisor: profile, ToolGrantTarget: bridge.SandboxDir,
 		Defaults: runtime.Limits{MemoryBytes: 64 << 20, CPUQuota: 50000, Pids: 10, NoFile: 100, Timeout: time.Minute},
 		Max:      runtime.Limits{MemoryBytes: 256 << 20, CPUQuota: 100000, Pids: 100, NoFile: 100, Timeout: 10 * time.Minute},
 	}, nil)

@@ -76,6 +76,10 @@ type tracked struct {
 	endpoints map[string]Endpoint
 	intent    host.Intent // what it was created from (no Files): a snapshot's restore creates it again
 	hostRoots bool        // it mounts host roots (its sandbox grant's), which a snapshot does not hold
+	// sandbox is the grant it was created with (nil: none); claimed: a
+	// run's or session's grant was given it (Claim), so no other may be.
+	sandbox *sandboxgrant.Grant
+	claimed bool
 }
 
 // New returns the host services for plugin plugin.
@@ -92,15 +96,15 @@ func (h *Host) Audit() host.Audit { return auditSvc{h} }
 
 // Create implements host.Sandbox.
 func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, error) {
-	grant, err := lookupGrant(h, in, in.ToolsGrant, h.grants, toolbridge.RuleNotGranted, "this server serves no tool grants (no bridge plugin)")
+	grant, err := lookupGrant(h, "container.create", in.SessionID, in.ToolsGrant, h.grants, toolbridge.RuleNotGranted, "this server serves no tool grants (no bridge plugin)")
 	if err != nil {
 		return host.Container{}, err
 	}
-	channel, err := lookupGrant(h, in, in.NetworkGrant, h.network, egress.RuleNotGranted, "this server grants no network (no [network] policy is served)")
+	channel, err := lookupGrant(h, "container.create", in.SessionID, in.NetworkGrant, h.network, egress.RuleNotGranted, "this server grants no network (no [network] policy is served)")
 	if err != nil {
 		return host.Container{}, err
 	}
-	sg, err := lookupGrant(h, in, in.SandboxGrant, h.sandbox, sandboxgrant.RuleNotGranted, "this server issues no sandbox grants")
+	sg, err := lookupGrant(h, "container.create", in.SessionID, in.SandboxGrant, h.sandbox, sandboxgrant.RuleNotGranted, "this server issues no sandbox grants")
 	if err != nil {
 		return host.Container{}, err
 	}
@@ -219,7 +223,10 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 		grant.SetRemote(remoteGrant{r: r, id: id, outDir: outDir})
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}, intent: intent, hostRoots: sg != nil && len(sg.Names()) > 0}
+	if sg != nil {
+		sg.Created(id)
+	}
+	t := &tracked{Workspace: w, stop: stop, endpoints: map[string]Endpoint{}, intent: intent, hostRoots: sg != nil && len(sg.Names()) > 0, sandbox: sg}
 	for _, e := range in.Endpoints {
 		t.endpoints[e.Name] = Endpoint{ContainerID: id, Name: e.Name, Path: e.Path, Workspace: w, Rel: places[e.Name]}
 	}
@@ -235,9 +242,9 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 	return id, nil
 }
 
-// lookupGrant resolves a grant token of the intent (nil for none) that the
-// core issued to this plugin; any other is audited as a violation.
-func lookupGrant[G any](h *Host, in host.Intent, token string, lookup func(plugin, token string) (*G, error), rule, none string) (*G, error) {
+// lookupGrant resolves a grant token (nil for none) that the core issued to
+// this plugin, for operation op; any other is audited as a violation.
+func lookupGrant[G any](h *Host, op, sessionID, token string, lookup func(plugin, token string) (*G, error), rule, none string) (*G, error) {
 	if token == "" {
 		return nil, nil
 	}
@@ -247,8 +254,8 @@ func lookupGrant[G any](h *Host, in host.Intent, token string, lookup func(plugi
 		g, err = lookup(h.plugin, token)
 	}
 	if err != nil {
-		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: in.SessionID, Success: false, Error: err.Error(),
-			Details: map[string]any{"rule": rule, "operation": "container.create", "plugin": h.plugin}})
+		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, SessionID: sessionID, Success: false, Error: err.Error(),
+			Details: map[string]any{"rule": rule, "operation": op, "plugin": h.plugin}})
 		return nil, host.Errorf(host.KindPolicy, "%v", err)
 	}
 	return g, nil
@@ -274,6 +281,36 @@ func asHostErr(err error) error {
 // Clamp implements host.Sandbox.
 func (h *Host) Clamp(ctx context.Context, id string) error {
 	return wrap(h.m.Clamp(ctx, h.plugin, id))
+}
+
+// Claim implements host.Sandbox: a pooled container of this plugin's,
+// created with a standing grant, is given to the run's or session's own
+// grant token, once. A refusal is audited: a sound plugin never asks one.
+func (h *Host) Claim(ctx context.Context, id, token string) error {
+	g, err := lookupGrant(h, "container.claim", "", token, h.sandbox, sandboxgrant.RuleNotGranted, "this server issues no sandbox grants")
+	if err == nil && g == nil {
+		err = host.Errorf(host.KindInvalid, "claim container %s: no sandbox grant named", id)
+	}
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	t, ok := h.workspaces[id]
+	if !ok {
+		h.mu.Unlock()
+		return host.Errorf(host.KindNotFound, "claim container %s: no such container of plugin %s", id, h.plugin)
+	}
+	err = g.Claim(id, t.sandbox, t.claimed)
+	if err == nil {
+		t.claimed = true
+	}
+	h.mu.Unlock()
+	if err != nil {
+		h.rec.Record(audit.Entry{Event: audit.SecurityViolation, Severity: audit.Warning, Success: false, Error: err.Error(),
+			Details: map[string]any{"rule": sandboxgrant.RuleClaim, "operation": "container.claim", "plugin": h.plugin, "container": id}})
+		return host.Errorf(host.KindPolicy, "%v", err)
+	}
+	return nil
 }
 
 // Start implements host.Sandbox.

@@ -40,7 +40,8 @@ func TestGrant(t *testing.T) {
 		t.Fatalf("lookup: %v", err)
 	}
 	ms, err := g.Mounts()
-	if err != nil || len(ms) != 2 || g.Mounted() != 1 || g.Isolation() != "gvisor" {
+	g.Created("c1")
+	if err != nil || len(ms) != 2 || g.Mounted() != 1 || !g.Holds("c1") || g.Isolation() != "gvisor" {
 		t.Fatalf("mounts %+v, %v, mounted %d", ms, err, g.Mounted())
 	}
 	for i, want := range []struct{ src, target string }{{data, "/mnt/data"}, {logs, "/mnt/logs"}} {
@@ -67,5 +68,70 @@ func TestGrant(t *testing.T) {
 	os.Symlink(dir, data)
 	if _, err := g2.Mounts(); !errors.Is(err, hostroots.ErrChanged) {
 		t.Errorf("a root that became a link mounted: %v", err)
+	}
+}
+
+// A grant of an isolation alone has a standing twin, one per plugin and
+// isolation, that outlives every run; a pooled container created with it
+// serves one run of the class once claimed, and nothing else may be
+// claimed: a container created otherwise, twice, or for a grant holding
+// roots.
+func TestStandingGrantAndClaim(t *testing.T) {
+	dir := t.TempDir()
+	rs, err := hostroots.New(map[string]config.HostRoot{"data": {Path: dir}}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := rs.Get("local", "data", false)
+	reg := New()
+	a, _ := reg.Issue("python", Spec{Isolation: "gvisor"})
+	b, _ := reg.Issue("python", Spec{Isolation: "gvisor"})
+	r, _ := reg.Issue("r", Spec{Isolation: "gvisor"})
+	roots, _ := reg.Issue("python", Spec{Roots: []*hostroots.Root{d}, Target: "/mnt", Isolation: "gvisor"})
+	plain, _ := reg.Issue("python", Spec{})
+	if a.PoolToken() == "" || a.PoolToken() != b.PoolToken() || a.PoolToken() == r.PoolToken() {
+		t.Fatalf("pool tokens: %q %q %q; want one per plugin and isolation", a.PoolToken(), b.PoolToken(), r.PoolToken())
+	}
+	if roots.PoolToken() != "" || plain.PoolToken() != "" {
+		t.Errorf("a grant of roots or of nothing has a pool token")
+	}
+	st, err := reg.Lookup("python", a.PoolToken())
+	if err != nil || st.Isolation() != "gvisor" || len(st.Names()) != 0 {
+		t.Fatalf("standing grant: %v", err)
+	}
+	if _, err := reg.Lookup("r", a.PoolToken()); err == nil {
+		t.Error("another plugin looked up a standing grant")
+	}
+	reg.Close(a)
+	reg.Close(st) // ends with no run
+	if _, err := reg.Lookup("python", b.PoolToken()); err != nil {
+		t.Fatalf("the standing grant ended with a run: %v", err)
+	}
+	other, _ := reg.Issue("python", Spec{Isolation: "gvisor"})
+	for _, tc := range []struct {
+		name    string
+		g       *Grant
+		from    *Grant
+		claimed bool
+		ok      bool
+	}{
+		{"a pooled container of the class", b, st, false, true},
+		{"one claimed already", other, st, true, false},
+		{"one created with another run's grant", other, b, false, false},
+		{"one created with no grant", other, nil, false, false},
+		{"for a grant holding roots", roots, st, false, false},
+		{"for the standing grant itself", st, st, false, false},
+	} {
+		err := tc.g.Claim("ctr-"+tc.name, tc.from, tc.claimed)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if held := tc.g.Holds("ctr-" + tc.name); held != tc.ok {
+			t.Errorf("%s: holds %v after the claim", tc.name, held)
+		}
+	}
+	st.Created("pooled-2")
+	if st.Mounted() != 0 {
+		t.Error("a standing grant keeps the containers created with it")
 	}
 }

@@ -183,6 +183,60 @@ func TestWarmLocal(t *testing.T) {
 	sdktest.RunBackend(t, b, Snippets)
 }
 
+// A run of a sandbox class (a sandbox grant with its class's pool grant)
+// starts cold the first time; the pool then keeps containers of the class,
+// created with the pool grant, and the next run of the class is served
+// warm once the core gave the container to that run's own grant. A grant
+// without a pool grant always runs cold.
+func TestWarmSandboxClassLocal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	h := sdktest.NewLocalHost(t.TempDir())
+	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 1}`))
+	pool := func() backend.WarmPool {
+		st, err := b.(backend.StatsReporter).Stats(context.Background())
+		if err != nil || st.WarmPool == nil {
+			t.Fatalf("no warm pool reported: %v", err)
+		}
+		return *st.WarmPool
+	}
+	waitWarm := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); pool().Warm != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pool never had %d warm: %+v", n, pool())
+			}
+		}
+	}
+	run := func(grant, poolGrant string) backend.WarmPool {
+		t.Helper()
+		r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "print('x')", Timeout: time.Minute, MaxOutputBytes: 1000, SandboxGrant: grant, SandboxPoolGrant: poolGrant})
+		if err != nil || !r.Success || r.Stdout != "x\n" {
+			t.Fatalf("%v %+v", err, r)
+		}
+		return pool()
+	}
+	waitWarm(1)
+	before := pool()
+	if p := run("run1", "class-g"); p.Hits != before.Hits {
+		t.Fatalf("the class's first run was served warm: %+v", p)
+	}
+	waitWarm(2)
+	before = pool()
+	if p := run("run2", "class-g"); p.Hits != before.Hits+1 {
+		t.Fatalf("the class's second run was not served warm: %+v then %+v", before, p)
+	}
+	claims := h.Claims()
+	if len(claims) != 1 || claims[0].CreatedWith != "class-g" || claims[0].For != "run2" {
+		t.Fatalf("claims %+v; want one container created with class-g given to run2", claims)
+	}
+	before = pool()
+	if p := run("run3", ""); p.Hits != before.Hits {
+		t.Fatalf("a sandbox grant without a pool grant was served warm: %+v", p)
+	}
+}
+
 // readsHost records the plugin's reads of a container's files; with
 // slow set it reads slowly, so that a removal racing the read shows, and
 // records reads of containers already removed.

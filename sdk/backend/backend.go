@@ -262,9 +262,16 @@ type ExecuteRequest struct {
 	// SandboxGrant is an opaque token of the host roots (the user's
 	// directories) the core mounts read-only into this run's container;
 	// copy it into host.Intent.SandboxGrant of the container that runs the
-	// code, never into a pooled one, and report Capabilities.SandboxGrants.
-	// "": none.
+	// code, never into a pooled one but as SandboxPoolGrant allows, and
+	// report Capabilities.SandboxGrants. "": none.
 	SandboxGrant string
+	// SandboxPoolGrant is a standing grant of SandboxGrant's class (an
+	// isolation its tenant requires, nothing of the run's own), the same
+	// token for every request of that class: pooled containers created
+	// with it (host.Intent.SandboxGrant), kept under a key of their own,
+	// may serve the request once host.Sandbox.Claim gave one to
+	// SandboxGrant. "": no pooled container may serve it.
+	SandboxPoolGrant string
 }
 
 // ExecError describes a failure of the user's code.

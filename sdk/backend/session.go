@@ -36,8 +36,11 @@ type OpenSessionRequest struct {
 	// its kernel's connection holds.
 	Restored bool
 	// SandboxGrant: as ExecuteRequest.SandboxGrant, for the session's
-	// container; never a pre-started one.
+	// container; never a pre-started one but as SandboxPoolGrant allows.
 	SandboxGrant string
+	// SandboxPoolGrant: as ExecuteRequest.SandboxPoolGrant, for a
+	// pre-started kernel's container.
+	SandboxPoolGrant string
 }
 
 // SessionInfo describes an open session.

@@ -225,6 +225,12 @@ type Sandbox interface {
 	// WarmUp, or again, does nothing. An error: the container could not be
 	// held to its limits and was removed.
 	Clamp(ctx context.Context, id string) error
+	// Claim gives pooled container id, created with a standing grant
+	// (backend.ExecuteRequest.SandboxPoolGrant), to the run or session
+	// whose own grant is sandboxGrant, before any of its code reaches the
+	// container. An error: the container may not serve it (start one with
+	// sandboxGrant instead).
+	Claim(ctx context.Context, id, sandboxGrant string) error
 }
 
 // Event is an audit record a plugin adds to the core's log.

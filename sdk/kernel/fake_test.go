@@ -240,6 +240,8 @@ type fakeHost struct {
 	noKernel   bool // containers start but run no kernel, and end at once
 	deaf       bool // kernels ignore interrupt_request
 	createHook func()
+	claims     map[string]string // container → the sandbox grant it was claimed for
+	claimErr   error
 }
 
 type fakeCtr struct {
@@ -432,6 +434,25 @@ func (h *fakeHost) GetFile(context.Context, string, string, int64) ([]byte, erro
 }
 
 func (h *fakeHost) Clamp(context.Context, string) error { return nil }
+
+func (h *fakeHost) Claim(_ context.Context, id, grant string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.ctrs[id]
+	switch {
+	case h.claimErr != nil:
+		return h.claimErr
+	case !ok:
+		return host.Errorf(host.KindNotFound, "no container %s", id)
+	case c.in.SandboxGrant == "" || h.claims[id] != "":
+		return host.Errorf(host.KindPolicy, "container %s may not be claimed", id)
+	}
+	if h.claims == nil {
+		h.claims = map[string]string{}
+	}
+	h.claims[id] = grant
+	return nil
+}
 
 func (h *fakeHost) RemoveWorkspace(_ context.Context, sessionID string) error {
 	h.mu.Lock()

@@ -162,7 +162,7 @@ func New(spec Spec) backend.Factory {
 		if size < 0 || size > 64 {
 			return nil, fmt.Errorf("config: warm = %d: use 0 (no pre-started kernels) to 64", size)
 		}
-		b := &Backend{spec: spec, sb: h.Sandbox(), audit: h.Audit(), cfg: cfg, sessions: map[string]*session{}, pool: pool{size: size}}
+		b := &Backend{spec: spec, sb: h.Sandbox(), audit: h.Audit(), cfg: cfg, sessions: map[string]*session{}, pool: pool{size: size, keys: []string{""}, warm: map[string][]*session{}, starting: map[string]int{}}}
 		b.fill()
 		return b, nil
 	}
@@ -185,7 +185,7 @@ func (b *Backend) Execute(ctx context.Context, req backend.ExecuteRequest) (back
 	id := make([]byte, 6)
 	rand.Read(id)
 	req.SessionID = "t" + hex.EncodeToString(id)
-	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant, NetworkGrant: req.NetworkGrant, SandboxGrant: req.SandboxGrant})
+	info, err := b.OpenSession(ctx, backend.OpenSessionRequest{SessionID: req.SessionID, Image: req.Image, Memory: req.Memory, Env: req.Env, ToolsGrant: req.ToolsGrant, NetworkGrant: req.NetworkGrant, SandboxGrant: req.SandboxGrant, SandboxPoolGrant: req.SandboxPoolGrant})
 	if err != nil {
 		return backend.ExecuteResult{}, err
 	}

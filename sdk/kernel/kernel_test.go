@@ -420,7 +420,7 @@ func TestWarmPool(t *testing.T) {
 	open(t, b, backend.OpenSessionRequest{SessionID: "s3", WorkspaceID: "s3"}) // a restart: no miss
 	// The next warm kernel dies while it waits.
 	b.mu.Lock()
-	dead := b.pool.warm[0]
+	dead := b.pool.warm[""][0]
 	b.mu.Unlock()
 	h.kernelOf(dead.ctr).stop()
 	info = open(t, b, backend.OpenSessionRequest{SessionID: "s4"})

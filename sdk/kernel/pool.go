@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,13 @@ import (
 // kernel is taken out of the pool under the backend's lock before it is
 // handed over, so no two sessions ever get the same one; it is never
 // returned to the pool.
+//
+// The pool is kept per key: "" for the default sandbox, and, for each
+// standing sandbox grant a request carried (OpenSessionRequest.
+// SandboxPoolGrant: a sandbox class, such as the gVisor a tenant is held
+// to), kernels created with that grant. Such a kernel serves a session of
+// the class once the core gave its container to the session's own grant
+// (host.Sandbox.Claim).
 
 // poolIDPrefix marks pool ids; session ids from the core always carry a
 // '-' and a hash (session.InternalID in the core), pool ids never do.
@@ -32,9 +40,10 @@ const startTimeout = 2 * time.Minute
 
 // pool is the backend's warm kernels (fields under Backend.mu).
 type pool struct {
-	size     int        // how many to keep ready
-	warm     []*session // ready, oldest first; id is the pool id
-	starting int
+	size     int                   // how many to keep ready per key
+	keys     []string              // "" and the pool grants seen, in order
+	warm     map[string][]*session // by key: ready, oldest first; id is the pool id
+	starting map[string]int
 	failures int // consecutive failed starts (for the back-off)
 	retry    *time.Timer
 	stats    backend.WarmPool // counters; Size, Warm, Starting filled on read
@@ -46,11 +55,15 @@ func (b *Backend) Pool() *backend.WarmPool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := &b.pool
-	if p.size == 0 && len(p.warm) == 0 && p.stats.Refills == 0 {
+	if p.size == 0 && p.stats.Refills == 0 {
 		return nil
 	}
 	st := p.stats
-	st.Size, st.Warm, st.Starting = p.size, len(p.warm), p.starting
+	st.Size = p.size
+	for _, k := range p.keys {
+		st.Warm += len(p.warm[k])
+		st.Starting += p.starting[k]
+	}
 	if st.Refills > 0 {
 		st.MeanRefill = p.refillT / time.Duration(st.Refills)
 	}
@@ -61,12 +74,30 @@ func (b *Backend) Pool() *backend.WarmPool {
 // (a restarted one keeps its workspace) whose kernel would run the
 // configured image with the default limits and the spec's environment only,
 // and no tools directory, network or host roots to mount (a warm
-// container was created without).
+// container was created without); a sandbox grant only with a pool grant
+// of its class.
 func (b *Backend) matches(req backend.OpenSessionRequest) bool {
-	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && req.SandboxGrant == "" && (req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
+	return req.WorkspaceID == "" && req.ToolsGrant == "" && req.NetworkGrant == "" && (req.SandboxGrant == "" || req.SandboxPoolGrant != "") &&
+		(req.Image == "" || req.Image == b.cfg.Image) && req.Memory == "" && len(req.Env) == 0
 }
 
-// fill starts kernels until the pool holds its size (ready or starting).
+// poolKey is the key of the kernels req may take: its pool grant's.
+func poolKey(req backend.OpenSessionRequest) string {
+	if req.SandboxGrant == "" {
+		return ""
+	}
+	return req.SandboxPoolGrant
+}
+
+// addKey keeps kernels of key from now on (caller holds b.mu).
+func (p *pool) addKey(key string) {
+	if !slices.Contains(p.keys, key) {
+		p.keys = append(p.keys, key)
+	}
+}
+
+// fill starts kernels until the pool holds its size of each key (ready or
+// starting).
 func (b *Backend) fill() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -74,23 +105,27 @@ func (b *Backend) fill() {
 	if p.retry != nil {
 		return // backing off after a failure; the timer fills
 	}
-	for len(p.warm)+p.starting < p.size {
-		p.starting++
-		go b.startWarm()
+	for _, k := range p.keys {
+		for len(p.warm[k])+p.starting[k] < p.size {
+			p.starting[k]++
+			go b.startWarm(k)
+		}
 	}
 }
 
-func (b *Backend) startWarm() {
+// startWarm starts a kernel of key (its container created with the pool
+// grant key, "" for none).
+func (b *Backend) startWarm(key string) {
 	raw := make([]byte, 6)
 	rand.Read(raw)
 	id := poolIDPrefix + hex.EncodeToString(raw)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	start := time.Now()
-	s, err := b.open(ctx, backend.OpenSessionRequest{SessionID: id}, true)
+	s, err := b.open(ctx, backend.OpenSessionRequest{SessionID: id, SandboxGrant: key}, true)
 	b.mu.Lock()
 	p := &b.pool
-	p.starting--
+	p.starting[key]--
 	if err != nil {
 		p.failures++
 		p.stats.Failures++
@@ -115,21 +150,23 @@ func (b *Backend) startWarm() {
 	p.stats.Refills++
 	p.stats.LastRefill = time.Since(start)
 	p.refillT += p.stats.LastRefill
-	if len(p.warm) >= p.size { // drained (or shrunk) while it started
+	if len(p.warm[key]) >= p.size { // drained (or shrunk) while it started
 		b.mu.Unlock()
 		b.discard(s)
 		return
 	}
-	p.warm = append(p.warm, s)
+	p.warm[key] = append(p.warm[key], s)
 	b.mu.Unlock()
 	if b.audit != nil {
 		_ = b.audit.Record(context.Background(), host.Event{Event: "kernel.warm", Severity: "info", SessionID: id, Success: true,
-			Details: map[string]any{"container": s.ctr, "language": b.spec.Language, "start_ms": time.Since(start).Milliseconds()}})
+			Details: map[string]any{"container": s.ctr, "language": b.spec.Language, "start_ms": time.Since(start).Milliseconds(), "sandbox_class": key != ""}})
 	}
 }
 
 // take hands a warm kernel to session id, or nil when none matches or is
-// ready. A kernel that died while it waited is removed and the next tried.
+// ready. A kernel that died while it waited is removed and the next tried;
+// one of a sandbox class is the session's once the core gave its container
+// to the session's grant, and is removed when it does not.
 func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *session {
 	if !b.matches(req) {
 		if req.WorkspaceID == "" { // a restart is no miss: it keeps its container's workspace
@@ -141,6 +178,7 @@ func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *ses
 		}
 		return nil
 	}
+	key := poolKey(req)
 	for {
 		b.mu.Lock()
 		p := &b.pool
@@ -148,13 +186,18 @@ func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *ses
 			b.mu.Unlock()
 			return nil
 		}
-		if len(p.warm) == 0 {
+		if len(p.warm[key]) == 0 {
 			p.stats.Misses++
+			refill := !slices.Contains(p.keys, key)
+			p.addKey(key) // a class seen for the first time: kept warm from now on
 			b.mu.Unlock()
+			if refill {
+				b.fill()
+			}
 			return nil
 		}
-		s := p.warm[0]
-		p.warm = p.warm[1:]
+		s := p.warm[key][0]
+		p.warm[key] = p.warm[key][1:]
 		b.mu.Unlock()
 		b.fill() // the next one starts behind it
 		// The heartbeat answers within a millisecond from an idle kernel;
@@ -169,6 +212,16 @@ func (b *Backend) take(ctx context.Context, req backend.OpenSessionRequest) *ses
 			b.mu.Unlock()
 			b.discard(s)
 			continue
+		}
+		if key != "" {
+			if err := b.sb.Claim(ctx, s.ctr, req.SandboxGrant); err != nil {
+				hclog.Default().Warn("the core did not give a warm kernel to the session's sandbox grant; it starts cold", "session", req.SessionID, "error", err)
+				b.mu.Lock()
+				b.pool.stats.Misses++
+				b.mu.Unlock()
+				b.discard(s)
+				return nil
+			}
 		}
 		b.mu.Lock()
 		b.pool.stats.Hits++
@@ -196,8 +249,11 @@ func (b *Backend) Drain() {
 		p.retry.Stop()
 		p.retry = nil
 	}
-	warm := p.warm
-	p.warm = nil
+	var warm []*session
+	for _, k := range p.keys {
+		warm = append(warm, p.warm[k]...)
+	}
+	p.warm = map[string][]*session{}
 	b.mu.Unlock()
 	// All at once: a removal takes a runtime call or two, and the plugin's
 	// shutdown has a couple of seconds for its pool and its sessions.

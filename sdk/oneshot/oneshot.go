@@ -190,7 +190,9 @@ type Backend struct {
 	audit host.Audit
 	cfg   Config
 	pool  *pool[*resident]
-	bg    sync.WaitGroup // removals of used containers under way
+	// poolMem is the memory a pooled container may use (a key's item).
+	poolMem int64
+	bg      sync.WaitGroup // removals of used containers under way
 }
 
 // New returns the plugin factory for spec.

@@ -99,6 +99,20 @@ func newPool[T any](keys map[string]int64, o poolOptions, start func(context.Con
 	return p
 }
 
+// AddKey keeps items of key, each mem bytes, from now on (a key known
+// already keeps its size).
+func (p *pool[T]) AddKey(key string, mem int64) {
+	p.mu.Lock()
+	_, known := p.keys[key]
+	if !known && !p.closed {
+		p.keys[key] = mem
+	}
+	p.mu.Unlock()
+	if !known {
+		p.wake()
+	}
+}
+
 // Take hands out a ready item of key whose remaining lifetime covers
 // timeout, or reports a miss. Dead items met on the way are discarded.
 // A hit's refill waits until Done or refillHold, whichever comes first.
@@ -313,13 +327,13 @@ func (p *pool[T]) used() int64 {
 // the memory cap is reached (items starting count against both). It does
 // not wait for them: each start wakes the loop when it ends.
 func (p *pool[T]) fill(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	keys := make([]string, 0, len(p.keys))
 	for k := range p.keys {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.holds > 0 && p.now().Before(p.holdUntil) {
 		return // a run on a warm item is answering: Done or the timer wakes the loop
 	}
@@ -374,12 +388,36 @@ func (p *pool[T]) startOne(ctx context.Context, key string) {
 	p.wake()
 }
 
-// keyLabel names a pool key for people: its image, and its memory limit
-// when it has one (never the environment a key may hold).
+// keyLabel names a pool key for people: its image, its memory limit when
+// it has one, and whether it is a sandbox class's (never the environment
+// or the pool grant a key may hold).
 func keyLabel(key string) string {
+	key, grant := classOf(key)
 	image, rest, _ := strings.Cut(key, "\x00")
+	label := image
 	if mem, _, _ := strings.Cut(rest, "\x00"); mem != "" {
-		return image + " memory=" + mem
+		label += " memory=" + mem
 	}
-	return image
+	if grant != "" {
+		label += " (sandbox class)"
+	}
+	return label
+}
+
+// classKey is key for the containers of a sandbox class: created with the
+// standing grant poolGrant (backend.ExecuteRequest.SandboxPoolGrant; ""
+// is key itself). No environment a request names can make a key of the
+// form, whose \x01 follows the memory limit where an environment's \x00
+// would.
+func classKey(key, poolGrant string) string {
+	if poolGrant == "" {
+		return key
+	}
+	return key + "\x01" + poolGrant
+}
+
+// classOf splits a key from classKey into its own key and pool grant.
+func classOf(key string) (string, string) {
+	k, grant, _ := strings.Cut(key, "\x01")
+	return k, grant
 }

@@ -102,7 +102,24 @@ func TestPool(t *testing.T) {
 				t.Fatal("in use after done")
 			}
 		}},
-		{"an unknown key is a miss", map[string]int64{"a": mb}, poolOptions{size: 1}, func(t *testing.T, p *pool[int], f *fakeItems) {
+		{"a key added is kept from then on, within the memory cap", map[string]int64{"a": mb}, poolOptions{size: 1, memCap: 2 * mb}, func(t *testing.T, p *pool[int], f *fakeItems) {
+			waitUntil(t, "1 warm", func() bool { return p.Stats().Warm == 1 })
+			if _, ok := p.Take("c", time.Second); ok {
+				t.Fatal("hit before the key was added")
+			}
+			p.AddKey("c", mb)
+			p.AddKey("c", 5*mb) // known: keeps its size
+			waitUntil(t, "c warm", func() bool { return p.Stats().Warm == 2 })
+			if _, ok := p.Take("c", time.Second); !ok {
+				t.Fatal("miss on an added key with a warm item")
+			}
+			p.AddKey("d", mb) // over the cap with c's refill
+			waitUntil(t, "c refilled", func() bool { return p.Stats().Warm == 2 })
+			if f.started["d"] != 0 || f.started["c"] != 2 {
+				t.Fatalf("started %v: a key over the memory cap was filled", f.started)
+			}
+		}},
+				{"an unknown key is a miss", map[string]int64{"a": mb}, poolOptions{size: 1}, func(t *testing.T, p *pool[int], f *fakeItems) {
 			waitUntil(t, "1 warm", func() bool { return p.Stats().Warm == 1 })
 			if _, ok := p.Take("other", time.Second); ok {
 				t.Fatal("hit for a key the pool does not keep")
@@ -312,6 +329,7 @@ func TestPoolKeyLabel(t *testing.T) {
 		poolKey("mcp-forge/python:3.11", "", nil):                  "mcp-forge/python:3.11",
 		poolKey("img", "1g", map[string]string{"TOKEN": "secret"}): "img memory=1g",
 		"a": "a",
+		classKey(poolKey("img", "", nil), "0123abcd"): "img (sandbox class)",
 	} {
 		if got := keyLabel(key); got != want {
 			t.Errorf("keyLabel(%q) = %q, want %q", key, got, want)

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/mcp-forge/mcp-forge/sdk/backend"
 	"github.com/mcp-forge/mcp-forge/sdk/host"
 )
@@ -245,6 +246,19 @@ func readEnvelope(br *bufio.Reader, limit int64) (envelope, error) {
 	return env, nil
 }
 
+// claim gives a warm container of a sandbox class to the run's own grant
+// (host.Sandbox.Claim) before any code reaches it; one the core refuses
+// is removed, and the run starts cold.
+func (b *Backend) claim(ctx context.Context, r *resident, req backend.ExecuteRequest) (*resident, bool) {
+	if err := b.sb.Claim(ctx, r.ctr.ID, req.SandboxGrant); err != nil {
+		hclog.Default().Warn("the core did not give a warm container to the run's sandbox grant; it runs cold", "run", req.RunID, "error", err)
+		r.close()
+		b.sb.Remove(context.WithoutCancel(ctx), r.ctr.ID)
+		return nil, false
+	}
+	return r, true
+}
+
 // poolKey is what makes two containers differ before the code arrives:
 // image, memory limit and the request's environment. Output caps and the
 // code travel with the request.
@@ -277,14 +291,25 @@ func (b *Backend) executeResident(ctx context.Context, req backend.ExecuteReques
 	warm := false
 	// A warm container has neither input files nor a tools directory nor
 	// a network channel nor host roots: mounts are fixed when a container
-	// is created.
-	if b.pool != nil && req.ToolsGrant == "" && req.NetworkGrant == "" && req.SandboxGrant == "" && len(req.InputFiles) == 0 {
+	// is created. A sandbox grant of a class (an isolation alone) takes
+	// one of its class's, created with the class's standing grant.
+	if b.pool != nil && req.ToolsGrant == "" && req.NetworkGrant == "" && (req.SandboxGrant == "" || req.SandboxPoolGrant != "") && len(req.InputFiles) == 0 {
 		need := timeout
 		if need <= 0 {
 			need = time.Duration(b.cfg.DefaultTimeout) * time.Second
 		}
-		if r, warm = b.pool.Take(poolKey(p.image, req.Memory, req.Env), need); warm {
+		key := classKey(poolKey(p.image, req.Memory, req.Env), req.SandboxPoolGrant)
+		if r, warm = b.pool.Take(key, need); warm {
 			defer b.pool.Done()
+			if req.SandboxGrant != "" {
+				r, warm = b.claim(ctx, r, req)
+			}
+		} else if req.SandboxGrant != "" && p.image == b.cfg.Image && req.Memory == "" && len(req.Env) == 0 {
+			// A class met for the first time (a known one keeps its
+			// size): kept warm from its first run on.
+			b.pool.AddKey(key, b.poolMem)
+		}
+		if warm {
 			// A warm container's own limit is the longest; a run asking for
 			// none gets the default, as a cold one does.
 			timeout = need
@@ -601,9 +626,12 @@ func (b *Backend) startPool() error {
 	if lifetime <= 0 {
 		lifetime = 5 * time.Minute
 	}
+	b.poolMem = per
 	b.pool = newPool(map[string]int64{key: per}, poolOptions{size: size, maxSize: maxSize, memCap: memCap, maxAge: min(lifetime/2, 10*time.Minute), lifetime: lifetime},
-		func(ctx context.Context, _ string) (*resident, error) {
-			r, err := b.startWarmedUp(ctx, intent)
+		func(ctx context.Context, key string) (*resident, error) {
+			in := intent
+			_, in.SandboxGrant = classOf(key)
+			r, err := b.startWarmedUp(ctx, in)
 			var se *startError
 			if errors.As(err, &se) {
 				b.sb.Remove(context.WithoutCancel(ctx), se.ctr.ID)

@@ -57,7 +57,8 @@ type localCtr struct {
 	stdout    lockedBuffer
 	stderr    lockedBuffer
 	done      chan struct{}
-	clamped   bool // Clamp was called (under LocalHost.mu)
+	clamped   bool   // Clamp was called (under LocalHost.mu)
+	claimedBy string // the sandbox grant Claim gave it to (under LocalHost.mu)
 
 	// Its execs: Remove ends them and waits for them before the workspace
 	// goes, as removing a real container ends its execs; else one still
@@ -642,6 +643,47 @@ func (h *LocalHost) Clamp(_ context.Context, id string) error {
 		h.clamps++
 	}
 	return nil
+}
+
+// Claim implements host.Sandbox as the core does: only a container created
+// with a sandbox grant (a pool's standing one), once.
+func (h *LocalHost) Claim(_ context.Context, id, sandboxGrant string) error {
+	c, err := h.get(id)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case sandboxGrant == "":
+		return host.Errorf(host.KindInvalid, "claim container %s: no sandbox grant to give it to", id)
+	case c.in.SandboxGrant == "":
+		return host.Errorf(host.KindPolicy, "claim container %s: it was created without a sandbox grant", id)
+	case c.claimedBy != "":
+		return host.Errorf(host.KindPolicy, "claim container %s: already claimed", id)
+	}
+	c.claimedBy = sandboxGrant
+	return nil
+}
+
+// Claim is a container Claim gave to a sandbox grant.
+type Claim struct {
+	Container   string
+	CreatedWith string // the intent's sandbox grant (a pool's standing one)
+	For         string // the grant it was given to
+}
+
+// Claims are the containers Claim gave, in no order.
+func (h *LocalHost) Claims() []Claim {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Claim
+	for id, c := range h.ctrs {
+		if c.claimedBy != "" {
+			out = append(out, Claim{Container: id, CreatedWith: c.in.SandboxGrant, For: c.claimedBy})
+		}
+	}
+	return out
 }
 
 // Clamps is how many WarmUp containers were clamped.

@@ -102,7 +102,7 @@ func (i *Issuer) Session(ctx context.Context, s *session.Session, a Ask) error {
 			i.Close(s) // the network granted above
 			return err
 		}
-		s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
+		s.SandboxGrant, s.Start.SandboxGrant, s.Start.SandboxPoolGrant = g, g.Token(), g.PoolToken()
 	}
 	if i.Tools == nil || len(a.ToolIDs) == 0 || !i.ForwardsTools(s.Backend) {
 		return nil
@@ -129,7 +129,7 @@ func (i *Issuer) Close(s *session.Session) {
 	}
 	if s.SandboxGrant != nil {
 		i.Sandbox.Close(s.SandboxGrant)
-		s.SandboxGrant, s.Start.SandboxGrant = nil, ""
+		s.SandboxGrant, s.Start.SandboxGrant, s.Start.SandboxPoolGrant = nil, "", ""
 	}
 }
 
@@ -150,7 +150,7 @@ func (i *Issuer) Isolation(s *session.Session) error {
 	if err != nil {
 		return err
 	}
-	s.SandboxGrant, s.Start.SandboxGrant = g, g.Token()
+	s.SandboxGrant, s.Start.SandboxGrant, s.Start.SandboxPoolGrant = g, g.Token(), g.PoolToken()
 	return nil
 }
 
@@ -159,14 +159,14 @@ func (i *Issuer) Isolation(s *session.Session) error {
 const RuleIsolation = "isolation"
 
 // Honoured checks, before any user code reaches the kernel, that the
-// backend started session s (warm: from its pool) inside its sandbox
-// grant's isolation: the grant's token reached the container the core
-// created, and no pre-started kernel stands in for it. The plugin is not
-// trusted to have: a session its tenant requires gVisor for never runs
-// under runc. The violation is audited.
-func (i *Issuer) Honoured(s *session.Session, warm bool) error {
+// backend started session s in container, inside its sandbox grant's
+// isolation: the core created that container with the grant, or gave it
+// the pooled container (created with the grant's standing twin) through
+// a claim. The plugin is not trusted to have: a session its tenant
+// requires gVisor for never runs under runc. The violation is audited.
+func (i *Issuer) Honoured(s *session.Session, container string) error {
 	g := s.SandboxGrant
-	if g == nil || g.Isolation() == "" || (!warm && g.Mounted() > 0) {
+	if g == nil || g.Isolation() == "" || g.Holds(container) {
 		return nil
 	}
 	err := fmt.Errorf("the %s backend started session %q without the isolation its tenant requires (%s): nothing runs in it; the plugin did not pass its sandbox grant on (report it to the plugin's authors)", s.Backend, s.ID, g.Isolation())
@@ -175,7 +175,7 @@ func (i *Issuer) Honoured(s *session.Session, warm bool) error {
 }
 
 // RunHonoured checks that a stateless run's container was created with
-// its grant g; if not, the code ran outside the isolation its tenant
+// its grant g or claimed for it; if not, the code ran outside the isolation its tenant
 // requires: audited, and its result is withheld.
 func (i *Issuer) RunHonoured(client, backendName string, g *sandboxgrant.Grant) error {
 	if g == nil || g.Isolation() == "" || g.Mounted() > 0 {

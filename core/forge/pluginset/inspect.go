@@ -77,6 +77,7 @@ func (noSandbox) GetFile(context.Context, string, string, int64) ([]byte, error)
 }
 func (noSandbox) RemoveWorkspace(context.Context, string) error { return refused() }
 func (noSandbox) Clamp(context.Context, string) error           { return refused() }
+func (noSandbox) Claim(context.Context, string, string) error   { return refused() }
 func (noSandbox) Dial(context.Context, string, string) (net.Conn, error) {
 	return nil, refused()
 }

@@ -544,11 +544,18 @@ type ExecuteRequest struct {
 	// sandbox_grant is an opaque token of what the core grants this run's
 	// container beyond the defaults (host roots mounted read-only, an
 	// isolation its tenant requires): copy it into the container's intent
-	// (CreateRequest.sandbox_grant), never use a pooled container with it.
-	// Empty: none.
-	SandboxGrant  string `protobuf:"bytes,14,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// (CreateRequest.sandbox_grant), never use a pooled container with it
+	// unless sandbox_pool_grant allows. Empty: none.
+	SandboxGrant string `protobuf:"bytes,14,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
+	// sandbox_pool_grant is a standing grant of the same sandbox class as
+	// sandbox_grant (an isolation, nothing of the run's own), the same token
+	// for every request of that class: the backend may keep pooled
+	// containers created with it (CreateRequest.sandbox_grant), keyed by it,
+	// and serve this request from one after SandboxService.Claim gives the
+	// container to sandbox_grant. Empty: no pooled container may serve it.
+	SandboxPoolGrant string `protobuf:"bytes,15,opt,name=sandbox_pool_grant,json=sandboxPoolGrant,proto3" json:"sandbox_pool_grant,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -675,6 +682,13 @@ func (x *ExecuteRequest) GetNetworkGrant() string {
 func (x *ExecuteRequest) GetSandboxGrant() string {
 	if x != nil {
 		return x.SandboxGrant
+	}
+	return ""
+}
+
+func (x *ExecuteRequest) GetSandboxPoolGrant() string {
+	if x != nil {
+		return x.SandboxPoolGrant
 	}
 	return ""
 }
@@ -846,11 +860,18 @@ type ExecuteStreamRequest struct {
 	// sandbox_grant is an opaque token of what the core grants this run's
 	// container beyond the defaults (host roots mounted read-only, an
 	// isolation its tenant requires): copy it into the container's intent
-	// (CreateRequest.sandbox_grant), never use a pooled container with it.
-	// Empty: none.
-	SandboxGrant  string `protobuf:"bytes,14,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// (CreateRequest.sandbox_grant), never use a pooled container with it
+	// unless sandbox_pool_grant allows. Empty: none.
+	SandboxGrant string `protobuf:"bytes,14,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
+	// sandbox_pool_grant is a standing grant of the same sandbox class as
+	// sandbox_grant (an isolation, nothing of the run's own), the same token
+	// for every request of that class: the backend may keep pooled
+	// containers created with it (CreateRequest.sandbox_grant), keyed by it,
+	// and serve this request from one after SandboxService.Claim gives the
+	// container to sandbox_grant. Empty: no pooled container may serve it.
+	SandboxPoolGrant string `protobuf:"bytes,15,opt,name=sandbox_pool_grant,json=sandboxPoolGrant,proto3" json:"sandbox_pool_grant,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExecuteStreamRequest) Reset() {
@@ -977,6 +998,13 @@ func (x *ExecuteStreamRequest) GetNetworkGrant() string {
 func (x *ExecuteStreamRequest) GetSandboxGrant() string {
 	if x != nil {
 		return x.SandboxGrant
+	}
+	return ""
+}
+
+func (x *ExecuteStreamRequest) GetSandboxPoolGrant() string {
+	if x != nil {
+		return x.SandboxPoolGrant
 	}
 	return ""
 }
@@ -1341,10 +1369,13 @@ type OpenSessionRequest struct {
 	// must fail.
 	Restored bool `protobuf:"varint,10,opt,name=restored,proto3" json:"restored,omitempty"`
 	// sandbox_grant: as ExecuteRequest.sandbox_grant, for the session's
-	// container; never a pre-started one.
-	SandboxGrant  string `protobuf:"bytes,11,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// container; never a pre-started one unless sandbox_pool_grant allows.
+	SandboxGrant string `protobuf:"bytes,11,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
+	// sandbox_pool_grant: as ExecuteRequest.sandbox_pool_grant, for a
+	// pre-started kernel's container (claimed for sandbox_grant first).
+	SandboxPoolGrant string `protobuf:"bytes,12,opt,name=sandbox_pool_grant,json=sandboxPoolGrant,proto3" json:"sandbox_pool_grant,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OpenSessionRequest) Reset() {
@@ -1450,6 +1481,13 @@ func (x *OpenSessionRequest) GetRestored() bool {
 func (x *OpenSessionRequest) GetSandboxGrant() string {
 	if x != nil {
 		return x.SandboxGrant
+	}
+	return ""
+}
+
+func (x *OpenSessionRequest) GetSandboxPoolGrant() string {
+	if x != nil {
+		return x.SandboxPoolGrant
 	}
 	return ""
 }
@@ -2230,7 +2268,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x06shrunk\x18\x11 \x01(\x03R\x06shrunk\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x8f\x05\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xbd\x05\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2249,7 +2287,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\vinput_files\x18\f \x03(\v2/.forge.plugin.v2.ExecuteRequest.InputFilesEntryR\n" +
 	"inputFiles\x12#\n" +
 	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12#\n" +
-	"\rsandbox_grant\x18\x0e \x01(\tR\fsandboxGrant\x1a6\n" +
+	"\rsandbox_grant\x18\x0e \x01(\tR\fsandboxGrant\x12,\n" +
+	"\x12sandbox_pool_grant\x18\x0f \x01(\tR\x10sandboxPoolGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2278,7 +2317,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fInputFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa1\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xcf\x05\n" +
 	"\x14ExecuteStreamRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x14\n" +
@@ -2297,7 +2336,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\vinput_files\x18\f \x03(\v25.forge.plugin.v2.ExecuteStreamRequest.InputFilesEntryR\n" +
 	"inputFiles\x12#\n" +
 	"\rnetwork_grant\x18\r \x01(\tR\fnetworkGrant\x12#\n" +
-	"\rsandbox_grant\x18\x0e \x01(\tR\fsandboxGrant\x1a6\n" +
+	"\rsandbox_grant\x18\x0e \x01(\tR\fsandboxGrant\x12,\n" +
+	"\x12sandbox_pool_grant\x18\x0f \x01(\tR\x10sandboxPoolGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -2337,7 +2377,7 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\tRichEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
-	"\x13CapabilitiesRequest\"\xcb\x03\n" +
+	"\x13CapabilitiesRequest\"\xf9\x03\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2352,7 +2392,8 @@ const file_forge_plugin_v2_backend_proto_rawDesc = "" +
 	"\x13resume_container_id\x18\t \x01(\tR\x11resumeContainerId\x12\x1a\n" +
 	"\brestored\x18\n" +
 	" \x01(\bR\brestored\x12#\n" +
-	"\rsandbox_grant\x18\v \x01(\tR\fsandboxGrant\x1a6\n" +
+	"\rsandbox_grant\x18\v \x01(\tR\fsandboxGrant\x12,\n" +
+	"\x12sandbox_pool_grant\x18\f \x01(\tR\x10sandboxPoolGrant\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +

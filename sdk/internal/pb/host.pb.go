@@ -1809,6 +1809,97 @@ func (*ClampResponse) Descriptor() ([]byte, []int) {
 	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{28}
 }
 
+// ClaimRequest gives a pooled container, created with a standing sandbox
+// grant (ExecuteRequest.sandbox_pool_grant), to the run or session whose
+// own grant is sandbox_grant, before any of its code reaches it.
+type ClaimRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	SandboxGrant  string                 `protobuf:"bytes,2,opt,name=sandbox_grant,json=sandboxGrant,proto3" json:"sandbox_grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimRequest) Reset() {
+	*x = ClaimRequest{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimRequest) ProtoMessage() {}
+
+func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
+func (*ClaimRequest) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ClaimRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *ClaimRequest) GetSandboxGrant() string {
+	if x != nil {
+		return x.SandboxGrant
+	}
+	return ""
+}
+
+type ClaimResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimResponse) Reset() {
+	*x = ClaimResponse{}
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimResponse) ProtoMessage() {}
+
+func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
+func (*ClaimResponse) Descriptor() ([]byte, []int) {
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{30}
+}
+
 type StopRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
@@ -1819,7 +1910,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1922,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[29]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1935,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{29}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StopRequest) GetContainerId() string {
@@ -1869,7 +1960,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1972,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[30]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +1985,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{30}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{32}
 }
 
 type RemoveWorkspaceResponse struct {
@@ -1905,7 +1996,7 @@ type RemoveWorkspaceResponse struct {
 
 func (x *RemoveWorkspaceResponse) Reset() {
 	*x = RemoveWorkspaceResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2008,7 @@ func (x *RemoveWorkspaceResponse) String() string {
 func (*RemoveWorkspaceResponse) ProtoMessage() {}
 
 func (x *RemoveWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[31]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2021,7 @@ func (x *RemoveWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*RemoveWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{31}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{33}
 }
 
 type ReadFilesRequest struct {
@@ -1945,7 +2036,7 @@ type ReadFilesRequest struct {
 
 func (x *ReadFilesRequest) Reset() {
 	*x = ReadFilesRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2048,7 @@ func (x *ReadFilesRequest) String() string {
 func (*ReadFilesRequest) ProtoMessage() {}
 
 func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[32]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2061,7 @@ func (x *ReadFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFilesRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{32}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadFilesRequest) GetContainerId() string {
@@ -2013,7 +2104,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2116,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[33]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2129,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{33}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *File) GetName() string {
@@ -2078,7 +2169,7 @@ type ReadFilesResponse struct {
 
 func (x *ReadFilesResponse) Reset() {
 	*x = ReadFilesResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2181,7 @@ func (x *ReadFilesResponse) String() string {
 func (*ReadFilesResponse) ProtoMessage() {}
 
 func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[34]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2194,7 @@ func (x *ReadFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFilesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFilesResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{34}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReadFilesResponse) GetFiles() []*File {
@@ -2121,7 +2212,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2224,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[35]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2237,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{35}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{37}
 }
 
 // DialRequest is one message of Dial's stream from the plugin: the first
@@ -2165,7 +2256,7 @@ type DialRequest struct {
 
 func (x *DialRequest) Reset() {
 	*x = DialRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2268,7 @@ func (x *DialRequest) String() string {
 func (*DialRequest) ProtoMessage() {}
 
 func (x *DialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[36]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2281,7 @@ func (x *DialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialRequest.ProtoReflect.Descriptor instead.
 func (*DialRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{36}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DialRequest) GetKind() isDialRequest_Kind {
@@ -2249,7 +2340,7 @@ type DialOpen struct {
 
 func (x *DialOpen) Reset() {
 	*x = DialOpen{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2352,7 @@ func (x *DialOpen) String() string {
 func (*DialOpen) ProtoMessage() {}
 
 func (x *DialOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[37]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2365,7 @@ func (x *DialOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialOpen.ProtoReflect.Descriptor instead.
 func (*DialOpen) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{37}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DialOpen) GetContainerId() string {
@@ -2315,7 +2406,7 @@ type DialResponse struct {
 
 func (x *DialResponse) Reset() {
 	*x = DialResponse{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2418,7 @@ func (x *DialResponse) String() string {
 func (*DialResponse) ProtoMessage() {}
 
 func (x *DialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[38]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2431,7 @@ func (x *DialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialResponse.ProtoReflect.Descriptor instead.
 func (*DialResponse) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{38}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DialResponse) GetKind() isDialResponse_Kind {
@@ -2411,7 +2502,7 @@ type DialOpened struct {
 
 func (x *DialOpened) Reset() {
 	*x = DialOpened{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2514,7 @@ func (x *DialOpened) String() string {
 func (*DialOpened) ProtoMessage() {}
 
 func (x *DialOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[39]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2527,7 @@ func (x *DialOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialOpened.ProtoReflect.Descriptor instead.
 func (*DialOpened) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{39}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DialOpened) GetFdNonce() []byte {
@@ -2454,7 +2545,7 @@ type DialClosed struct {
 
 func (x *DialClosed) Reset() {
 	*x = DialClosed{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[40]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2557,7 @@ func (x *DialClosed) String() string {
 func (*DialClosed) ProtoMessage() {}
 
 func (x *DialClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[40]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2570,7 @@ func (x *DialClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialClosed.ProtoReflect.Descriptor instead.
 func (*DialClosed) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{40}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{42}
 }
 
 // RecordRequest is one audit record (v1: AuditEvent).
@@ -2497,7 +2588,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[41]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2600,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_forge_plugin_v2_host_proto_msgTypes[41]
+	mi := &file_forge_plugin_v2_host_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2613,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{41}
+	return file_forge_plugin_v2_host_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RecordRequest) GetEvent() string {
@@ -2707,7 +2798,11 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"1\n" +
 	"\fClampRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"\x0f\n" +
-	"\rClampResponse\"K\n" +
+	"\rClampResponse\"V\n" +
+	"\fClaimRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12#\n" +
+	"\rsandbox_grant\x18\x02 \x01(\tR\fsandboxGrant\"\x0f\n" +
+	"\rClaimResponse\"K\n" +
 	"\vStopRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x19\n" +
 	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"\x0e\n" +
@@ -2756,7 +2851,8 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\vSignalScope\x12\x1c\n" +
 	"\x18SIGNAL_SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SIGNAL_SCOPE_INIT\x10\x01\x12\x14\n" +
-	"\x10SIGNAL_SCOPE_ALL\x10\x022\xd5\t\n" +
+	"\x10SIGNAL_SCOPE_ALL\x10\x022\x9d\n" +
+	"\n" +
 	"\x0eSandboxService\x12I\n" +
 	"\x06Create\x12\x1e.forge.plugin.v2.CreateRequest\x1a\x1f.forge.plugin.v2.CreateResponse\x12F\n" +
 	"\x05Start\x12\x1d.forge.plugin.v2.StartRequest\x1a\x1e.forge.plugin.v2.StartResponse\x12C\n" +
@@ -2773,7 +2869,8 @@ const file_forge_plugin_v2_host_proto_rawDesc = "" +
 	"\aPutFile\x12\x1f.forge.plugin.v2.PutFileRequest\x1a .forge.plugin.v2.PutFileResponse\x12L\n" +
 	"\aGetFile\x12\x1f.forge.plugin.v2.GetFileRequest\x1a .forge.plugin.v2.GetFileResponse\x12d\n" +
 	"\x0fRemoveWorkspace\x12'.forge.plugin.v2.RemoveWorkspaceRequest\x1a(.forge.plugin.v2.RemoveWorkspaceResponse\x12F\n" +
-	"\x05Clamp\x12\x1d.forge.plugin.v2.ClampRequest\x1a\x1e.forge.plugin.v2.ClampResponse\x12G\n" +
+	"\x05Clamp\x12\x1d.forge.plugin.v2.ClampRequest\x1a\x1e.forge.plugin.v2.ClampResponse\x12F\n" +
+	"\x05Claim\x12\x1d.forge.plugin.v2.ClaimRequest\x1a\x1e.forge.plugin.v2.ClaimResponse\x12G\n" +
 	"\x04Dial\x12\x1c.forge.plugin.v2.DialRequest\x1a\x1d.forge.plugin.v2.DialResponse(\x010\x012Y\n" +
 	"\fAuditService\x12I\n" +
 	"\x06Record\x12\x1e.forge.plugin.v2.RecordRequest\x1a\x1f.forge.plugin.v2.RecordResponseB3Z1github.com/mcp-forge/mcp-forge/sdk/internal/pb;pbb\x06proto3"
@@ -2791,7 +2888,7 @@ func file_forge_plugin_v2_host_proto_rawDescGZIP() []byte {
 }
 
 var file_forge_plugin_v2_host_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_forge_plugin_v2_host_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_forge_plugin_v2_host_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_forge_plugin_v2_host_proto_goTypes = []any{
 	(SignalScope)(0),                // 0: forge.plugin.v2.SignalScope
 	(*WorkspaceMount)(nil),          // 1: forge.plugin.v2.WorkspaceMount
@@ -2823,41 +2920,43 @@ var file_forge_plugin_v2_host_proto_goTypes = []any{
 	(*RemoveWorkspaceRequest)(nil),  // 27: forge.plugin.v2.RemoveWorkspaceRequest
 	(*ClampRequest)(nil),            // 28: forge.plugin.v2.ClampRequest
 	(*ClampResponse)(nil),           // 29: forge.plugin.v2.ClampResponse
-	(*StopRequest)(nil),             // 30: forge.plugin.v2.StopRequest
-	(*StopResponse)(nil),            // 31: forge.plugin.v2.StopResponse
-	(*RemoveWorkspaceResponse)(nil), // 32: forge.plugin.v2.RemoveWorkspaceResponse
-	(*ReadFilesRequest)(nil),        // 33: forge.plugin.v2.ReadFilesRequest
-	(*File)(nil),                    // 34: forge.plugin.v2.File
-	(*ReadFilesResponse)(nil),       // 35: forge.plugin.v2.ReadFilesResponse
-	(*RecordResponse)(nil),          // 36: forge.plugin.v2.RecordResponse
-	(*DialRequest)(nil),             // 37: forge.plugin.v2.DialRequest
-	(*DialOpen)(nil),                // 38: forge.plugin.v2.DialOpen
-	(*DialResponse)(nil),            // 39: forge.plugin.v2.DialResponse
-	(*DialOpened)(nil),              // 40: forge.plugin.v2.DialOpened
-	(*DialClosed)(nil),              // 41: forge.plugin.v2.DialClosed
-	(*RecordRequest)(nil),           // 42: forge.plugin.v2.RecordRequest
-	nil,                             // 43: forge.plugin.v2.CreateRequest.EnvEntry
-	nil,                             // 44: forge.plugin.v2.CreateRequest.FilesEntry
-	nil,                             // 45: forge.plugin.v2.CreateRequest.LabelsEntry
-	nil,                             // 46: forge.plugin.v2.ExecRequest.EnvEntry
-	nil,                             // 47: forge.plugin.v2.ExecStreamRequest.EnvEntry
+	(*ClaimRequest)(nil),            // 30: forge.plugin.v2.ClaimRequest
+	(*ClaimResponse)(nil),           // 31: forge.plugin.v2.ClaimResponse
+	(*StopRequest)(nil),             // 32: forge.plugin.v2.StopRequest
+	(*StopResponse)(nil),            // 33: forge.plugin.v2.StopResponse
+	(*RemoveWorkspaceResponse)(nil), // 34: forge.plugin.v2.RemoveWorkspaceResponse
+	(*ReadFilesRequest)(nil),        // 35: forge.plugin.v2.ReadFilesRequest
+	(*File)(nil),                    // 36: forge.plugin.v2.File
+	(*ReadFilesResponse)(nil),       // 37: forge.plugin.v2.ReadFilesResponse
+	(*RecordResponse)(nil),          // 38: forge.plugin.v2.RecordResponse
+	(*DialRequest)(nil),             // 39: forge.plugin.v2.DialRequest
+	(*DialOpen)(nil),                // 40: forge.plugin.v2.DialOpen
+	(*DialResponse)(nil),            // 41: forge.plugin.v2.DialResponse
+	(*DialOpened)(nil),              // 42: forge.plugin.v2.DialOpened
+	(*DialClosed)(nil),              // 43: forge.plugin.v2.DialClosed
+	(*RecordRequest)(nil),           // 44: forge.plugin.v2.RecordRequest
+	nil,                             // 45: forge.plugin.v2.CreateRequest.EnvEntry
+	nil,                             // 46: forge.plugin.v2.CreateRequest.FilesEntry
+	nil,                             // 47: forge.plugin.v2.CreateRequest.LabelsEntry
+	nil,                             // 48: forge.plugin.v2.ExecRequest.EnvEntry
+	nil,                             // 49: forge.plugin.v2.ExecStreamRequest.EnvEntry
 }
 var file_forge_plugin_v2_host_proto_depIdxs = []int32{
-	43, // 0: forge.plugin.v2.CreateRequest.env:type_name -> forge.plugin.v2.CreateRequest.EnvEntry
+	45, // 0: forge.plugin.v2.CreateRequest.env:type_name -> forge.plugin.v2.CreateRequest.EnvEntry
 	1,  // 1: forge.plugin.v2.CreateRequest.mounts:type_name -> forge.plugin.v2.WorkspaceMount
-	44, // 2: forge.plugin.v2.CreateRequest.files:type_name -> forge.plugin.v2.CreateRequest.FilesEntry
-	45, // 3: forge.plugin.v2.CreateRequest.labels:type_name -> forge.plugin.v2.CreateRequest.LabelsEntry
+	46, // 2: forge.plugin.v2.CreateRequest.files:type_name -> forge.plugin.v2.CreateRequest.FilesEntry
+	47, // 3: forge.plugin.v2.CreateRequest.labels:type_name -> forge.plugin.v2.CreateRequest.LabelsEntry
 	3,  // 4: forge.plugin.v2.CreateRequest.endpoints:type_name -> forge.plugin.v2.Endpoint
-	46, // 5: forge.plugin.v2.ExecRequest.env:type_name -> forge.plugin.v2.ExecRequest.EnvEntry
-	47, // 6: forge.plugin.v2.ExecStreamRequest.env:type_name -> forge.plugin.v2.ExecStreamRequest.EnvEntry
+	48, // 5: forge.plugin.v2.ExecRequest.env:type_name -> forge.plugin.v2.ExecRequest.EnvEntry
+	49, // 6: forge.plugin.v2.ExecStreamRequest.env:type_name -> forge.plugin.v2.ExecStreamRequest.EnvEntry
 	14, // 7: forge.plugin.v2.ExecResponse.output:type_name -> forge.plugin.v2.Output
 	19, // 8: forge.plugin.v2.ExecStreamResponse.chunk:type_name -> forge.plugin.v2.OutputChunk
 	18, // 9: forge.plugin.v2.ExecStreamResponse.result:type_name -> forge.plugin.v2.ExecResponse
 	0,  // 10: forge.plugin.v2.SignalRequest.scope:type_name -> forge.plugin.v2.SignalScope
-	34, // 11: forge.plugin.v2.ReadFilesResponse.files:type_name -> forge.plugin.v2.File
-	38, // 12: forge.plugin.v2.DialRequest.open:type_name -> forge.plugin.v2.DialOpen
-	40, // 13: forge.plugin.v2.DialResponse.opened:type_name -> forge.plugin.v2.DialOpened
-	41, // 14: forge.plugin.v2.DialResponse.closed:type_name -> forge.plugin.v2.DialClosed
+	36, // 11: forge.plugin.v2.ReadFilesResponse.files:type_name -> forge.plugin.v2.File
+	40, // 12: forge.plugin.v2.DialRequest.open:type_name -> forge.plugin.v2.DialOpen
+	42, // 13: forge.plugin.v2.DialResponse.opened:type_name -> forge.plugin.v2.DialOpened
+	43, // 14: forge.plugin.v2.DialResponse.closed:type_name -> forge.plugin.v2.DialClosed
 	2,  // 15: forge.plugin.v2.SandboxService.Create:input_type -> forge.plugin.v2.CreateRequest
 	5,  // 16: forge.plugin.v2.SandboxService.Start:input_type -> forge.plugin.v2.StartRequest
 	10, // 17: forge.plugin.v2.SandboxService.Wait:input_type -> forge.plugin.v2.WaitRequest
@@ -2865,35 +2964,37 @@ var file_forge_plugin_v2_host_proto_depIdxs = []int32{
 	13, // 19: forge.plugin.v2.SandboxService.Logs:input_type -> forge.plugin.v2.LogsRequest
 	16, // 20: forge.plugin.v2.SandboxService.Exec:input_type -> forge.plugin.v2.ExecRequest
 	21, // 21: forge.plugin.v2.SandboxService.Signal:input_type -> forge.plugin.v2.SignalRequest
-	30, // 22: forge.plugin.v2.SandboxService.Stop:input_type -> forge.plugin.v2.StopRequest
+	32, // 22: forge.plugin.v2.SandboxService.Stop:input_type -> forge.plugin.v2.StopRequest
 	8,  // 23: forge.plugin.v2.SandboxService.Remove:input_type -> forge.plugin.v2.RemoveRequest
-	33, // 24: forge.plugin.v2.SandboxService.ReadFiles:input_type -> forge.plugin.v2.ReadFilesRequest
+	35, // 24: forge.plugin.v2.SandboxService.ReadFiles:input_type -> forge.plugin.v2.ReadFilesRequest
 	17, // 25: forge.plugin.v2.SandboxService.ExecStream:input_type -> forge.plugin.v2.ExecStreamRequest
 	23, // 26: forge.plugin.v2.SandboxService.PutFile:input_type -> forge.plugin.v2.PutFileRequest
 	25, // 27: forge.plugin.v2.SandboxService.GetFile:input_type -> forge.plugin.v2.GetFileRequest
 	27, // 28: forge.plugin.v2.SandboxService.RemoveWorkspace:input_type -> forge.plugin.v2.RemoveWorkspaceRequest
 	28, // 29: forge.plugin.v2.SandboxService.Clamp:input_type -> forge.plugin.v2.ClampRequest
-	37, // 30: forge.plugin.v2.SandboxService.Dial:input_type -> forge.plugin.v2.DialRequest
-	42, // 31: forge.plugin.v2.AuditService.Record:input_type -> forge.plugin.v2.RecordRequest
-	4,  // 32: forge.plugin.v2.SandboxService.Create:output_type -> forge.plugin.v2.CreateResponse
-	6,  // 33: forge.plugin.v2.SandboxService.Start:output_type -> forge.plugin.v2.StartResponse
-	11, // 34: forge.plugin.v2.SandboxService.Wait:output_type -> forge.plugin.v2.WaitResponse
-	12, // 35: forge.plugin.v2.SandboxService.State:output_type -> forge.plugin.v2.StateResponse
-	15, // 36: forge.plugin.v2.SandboxService.Logs:output_type -> forge.plugin.v2.LogsResponse
-	18, // 37: forge.plugin.v2.SandboxService.Exec:output_type -> forge.plugin.v2.ExecResponse
-	22, // 38: forge.plugin.v2.SandboxService.Signal:output_type -> forge.plugin.v2.SignalResponse
-	31, // 39: forge.plugin.v2.SandboxService.Stop:output_type -> forge.plugin.v2.StopResponse
-	9,  // 40: forge.plugin.v2.SandboxService.Remove:output_type -> forge.plugin.v2.RemoveResponse
-	35, // 41: forge.plugin.v2.SandboxService.ReadFiles:output_type -> forge.plugin.v2.ReadFilesResponse
-	20, // 42: forge.plugin.v2.SandboxService.ExecStream:output_type -> forge.plugin.v2.ExecStreamResponse
-	24, // 43: forge.plugin.v2.SandboxService.PutFile:output_type -> forge.plugin.v2.PutFileResponse
-	26, // 44: forge.plugin.v2.SandboxService.GetFile:output_type -> forge.plugin.v2.GetFileResponse
-	32, // 45: forge.plugin.v2.SandboxService.RemoveWorkspace:output_type -> forge.plugin.v2.RemoveWorkspaceResponse
-	29, // 46: forge.plugin.v2.SandboxService.Clamp:output_type -> forge.plugin.v2.ClampResponse
-	39, // 47: forge.plugin.v2.SandboxService.Dial:output_type -> forge.plugin.v2.DialResponse
-	36, // 48: forge.plugin.v2.AuditService.Record:output_type -> forge.plugin.v2.RecordResponse
-	32, // [32:49] is the sub-list for method output_type
-	15, // [15:32] is the sub-list for method input_type
+	30, // 30: forge.plugin.v2.SandboxService.Claim:input_type -> forge.plugin.v2.ClaimRequest
+	39, // 31: forge.plugin.v2.SandboxService.Dial:input_type -> forge.plugin.v2.DialRequest
+	44, // 32: forge.plugin.v2.AuditService.Record:input_type -> forge.plugin.v2.RecordRequest
+	4,  // 33: forge.plugin.v2.SandboxService.Create:output_type -> forge.plugin.v2.CreateResponse
+	6,  // 34: forge.plugin.v2.SandboxService.Start:output_type -> forge.plugin.v2.StartResponse
+	11, // 35: forge.plugin.v2.SandboxService.Wait:output_type -> forge.plugin.v2.WaitResponse
+	12, // 36: forge.plugin.v2.SandboxService.State:output_type -> forge.plugin.v2.StateResponse
+	15, // 37: forge.plugin.v2.SandboxService.Logs:output_type -> forge.plugin.v2.LogsResponse
+	18, // 38: forge.plugin.v2.SandboxService.Exec:output_type -> forge.plugin.v2.ExecResponse
+	22, // 39: forge.plugin.v2.SandboxService.Signal:output_type -> forge.plugin.v2.SignalResponse
+	33, // 40: forge.plugin.v2.SandboxService.Stop:output_type -> forge.plugin.v2.StopResponse
+	9,  // 41: forge.plugin.v2.SandboxService.Remove:output_type -> forge.plugin.v2.RemoveResponse
+	37, // 42: forge.plugin.v2.SandboxService.ReadFiles:output_type -> forge.plugin.v2.ReadFilesResponse
+	20, // 43: forge.plugin.v2.SandboxService.ExecStream:output_type -> forge.plugin.v2.ExecStreamResponse
+	24, // 44: forge.plugin.v2.SandboxService.PutFile:output_type -> forge.plugin.v2.PutFileResponse
+	26, // 45: forge.plugin.v2.SandboxService.GetFile:output_type -> forge.plugin.v2.GetFileResponse
+	34, // 46: forge.plugin.v2.SandboxService.RemoveWorkspace:output_type -> forge.plugin.v2.RemoveWorkspaceResponse
+	29, // 47: forge.plugin.v2.SandboxService.Clamp:output_type -> forge.plugin.v2.ClampResponse
+	31, // 48: forge.plugin.v2.SandboxService.Claim:output_type -> forge.plugin.v2.ClaimResponse
+	41, // 49: forge.plugin.v2.SandboxService.Dial:output_type -> forge.plugin.v2.DialResponse
+	38, // 50: forge.plugin.v2.AuditService.Record:output_type -> forge.plugin.v2.RecordResponse
+	33, // [33:51] is the sub-list for method output_type
+	15, // [15:33] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -2908,11 +3009,11 @@ func file_forge_plugin_v2_host_proto_init() {
 		(*ExecStreamResponse_Chunk)(nil),
 		(*ExecStreamResponse_Result)(nil),
 	}
-	file_forge_plugin_v2_host_proto_msgTypes[36].OneofWrappers = []any{
+	file_forge_plugin_v2_host_proto_msgTypes[38].OneofWrappers = []any{
 		(*DialRequest_Open)(nil),
 		(*DialRequest_Data)(nil),
 	}
-	file_forge_plugin_v2_host_proto_msgTypes[38].OneofWrappers = []any{
+	file_forge_plugin_v2_host_proto_msgTypes[40].OneofWrappers = []any{
 		(*DialResponse_Opened)(nil),
 		(*DialResponse_Data)(nil),
 		(*DialResponse_Closed)(nil),
@@ -2923,7 +3024,7 @@ func file_forge_plugin_v2_host_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_forge_plugin_v2_host_proto_rawDesc), len(file_forge_plugin_v2_host_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

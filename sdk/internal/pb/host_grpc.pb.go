@@ -34,6 +34,7 @@ const (
 	SandboxService_GetFile_FullMethodName         = "/forge.plugin.v2.SandboxService/GetFile"
 	SandboxService_RemoveWorkspace_FullMethodName = "/forge.plugin.v2.SandboxService/RemoveWorkspace"
 	SandboxService_Clamp_FullMethodName           = "/forge.plugin.v2.SandboxService/Clamp"
+	SandboxService_Claim_FullMethodName           = "/forge.plugin.v2.SandboxService/Claim"
 	SandboxService_Dial_FullMethodName            = "/forge.plugin.v2.SandboxService/Dial"
 )
 
@@ -60,6 +61,11 @@ type SandboxServiceClient interface {
 	// Clamp holds a container created with warm_up to its limits; an error:
 	// it could not be, and the container was removed.
 	Clamp(ctx context.Context, in *ClampRequest, opts ...grpc.CallOption) (*ClampResponse, error)
+	// Claim gives a pooled container to a run's or session's sandbox grant;
+	// the core checks the container was created with a standing grant of
+	// that grant's class, and unclaimed. An error: the container may not
+	// serve that run (start one with the run's grant instead).
+	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
 	// Dial opens a byte stream to an endpoint of a container this plugin
 	// created, declared in its CreateRequest. NOT_FOUND: no such endpoint;
 	// UNAVAILABLE: nothing listens there yet (retry).
@@ -233,6 +239,16 @@ func (c *sandboxServiceClient) Clamp(ctx context.Context, in *ClampRequest, opts
 	return out, nil
 }
 
+func (c *sandboxServiceClient) Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimResponse)
+	err := c.cc.Invoke(ctx, SandboxService_Claim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sandboxServiceClient) Dial(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DialRequest, DialResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[1], SandboxService_Dial_FullMethodName, cOpts...)
@@ -269,6 +285,11 @@ type SandboxServiceServer interface {
 	// Clamp holds a container created with warm_up to its limits; an error:
 	// it could not be, and the container was removed.
 	Clamp(context.Context, *ClampRequest) (*ClampResponse, error)
+	// Claim gives a pooled container to a run's or session's sandbox grant;
+	// the core checks the container was created with a standing grant of
+	// that grant's class, and unclaimed. An error: the container may not
+	// serve that run (start one with the run's grant instead).
+	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
 	// Dial opens a byte stream to an endpoint of a container this plugin
 	// created, declared in its CreateRequest. NOT_FOUND: no such endpoint;
 	// UNAVAILABLE: nothing listens there yet (retry).
@@ -327,6 +348,9 @@ func (UnimplementedSandboxServiceServer) RemoveWorkspace(context.Context, *Remov
 }
 func (UnimplementedSandboxServiceServer) Clamp(context.Context, *ClampRequest) (*ClampResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Clamp not implemented")
+}
+func (UnimplementedSandboxServiceServer) Claim(context.Context, *ClaimRequest) (*ClaimResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Claim not implemented")
 }
 func (UnimplementedSandboxServiceServer) Dial(grpc.BidiStreamingServer[DialRequest, DialResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Dial not implemented")
@@ -615,6 +639,24 @@ func _SandboxService_Clamp_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_Claim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).Claim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_Claim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).Claim(ctx, req.(*ClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SandboxService_Dial_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(SandboxServiceServer).Dial(&grpc.GenericServerStream[DialRequest, DialResponse]{ServerStream: stream})
 }
@@ -684,6 +726,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Clamp",
 			Handler:    _SandboxService_Clamp_Handler,
+		},
+		{
+			MethodName: "Claim",
+			Handler:    _SandboxService_Claim_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -242,7 +242,7 @@ func requestFromPB(r *pb.ExecuteRequest) backend.ExecuteRequest {
 	return backend.ExecuteRequest{
 		Code: r.Code, Language: r.Language, Image: r.Image, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
 		Memory: r.Memory, Env: r.Env, MaxOutputBytes: r.MaxOutputBytes, MaxImageBytes: r.MaxImageBytes,
-		SessionID: r.SessionId, RunID: r.RunId, ToolsGrant: r.ToolsGrant, InputFiles: r.InputFiles, NetworkGrant: r.NetworkGrant, SandboxGrant: r.SandboxGrant,
+		SessionID: r.SessionId, RunID: r.RunId, ToolsGrant: r.ToolsGrant, InputFiles: r.InputFiles, NetworkGrant: r.NetworkGrant, SandboxGrant: r.SandboxGrant, SandboxPoolGrant: r.SandboxPoolGrant,
 	}
 }
 
@@ -250,7 +250,7 @@ func requestToPB(req backend.ExecuteRequest) *pb.ExecuteRequest {
 	return &pb.ExecuteRequest{
 		Code: req.Code, Language: req.Language, Image: req.Image, TimeoutSeconds: int64(req.Timeout / time.Second),
 		Memory: req.Memory, Env: req.Env, MaxOutputBytes: req.MaxOutputBytes, MaxImageBytes: req.MaxImageBytes,
-		SessionId: req.SessionID, RunId: req.RunID, ToolsGrant: req.ToolsGrant, InputFiles: req.InputFiles, NetworkGrant: req.NetworkGrant, SandboxGrant: req.SandboxGrant,
+		SessionId: req.SessionID, RunId: req.RunID, ToolsGrant: req.ToolsGrant, InputFiles: req.InputFiles, NetworkGrant: req.NetworkGrant, SandboxGrant: req.SandboxGrant, SandboxPoolGrant: req.SandboxPoolGrant,
 	}
 }
 

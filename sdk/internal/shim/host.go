@@ -231,6 +231,10 @@ func (s *sandboxServer) Clamp(ctx context.Context, r *pb.ClampRequest) (*pb.Clam
 	return &pb.ClampResponse{}, toStatus(s.impl.Clamp(ctx, r.ContainerId))
 }
 
+func (s *sandboxServer) Claim(ctx context.Context, r *pb.ClaimRequest) (*pb.ClaimResponse, error) {
+	return &pb.ClaimResponse{}, toStatus(s.impl.Claim(ctx, r.ContainerId, r.SandboxGrant))
+}
+
 func (s *sandboxServer) Stop(ctx context.Context, r *pb.StopRequest) (*pb.StopResponse, error) {
 	return &pb.StopResponse{}, toStatus(s.impl.Stop(ctx, r.ContainerId, time.Duration(r.GraceMs)*time.Millisecond))
 }
@@ -361,6 +365,12 @@ func (c *sandboxClient) GetFile(ctx context.Context, id, path string, max int64)
 
 func (c *sandboxClient) RemoveWorkspace(ctx context.Context, sessionID string) error {
 	_, err := c.c.RemoveWorkspace(ctx, &pb.RemoveWorkspaceRequest{SessionId: sessionID})
+	return fromStatus(err)
+}
+
+// Claim needs no fallback: a core that sends no pool grant is never asked.
+func (c *sandboxClient) Claim(ctx context.Context, id, sandboxGrant string) error {
+	_, err := c.c.Claim(ctx, &pb.ClaimRequest{ContainerId: id, SandboxGrant: sandboxGrant})
 	return fromStatus(err)
 }
 

@@ -35,7 +35,7 @@ func (s *backendServer) OpenSession(ctx context.Context, r *pb.OpenSessionReques
 	if err != nil {
 		return nil, err
 	}
-	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceID: r.WorkspaceId, NetworkGrant: r.NetworkGrant, Resume: r.Resume, ResumeContainer: r.ResumeContainerId, Restored: r.Restored, SandboxGrant: r.SandboxGrant})
+	info, err := sb.OpenSession(ctx, backend.OpenSessionRequest{SessionID: r.SessionId, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceID: r.WorkspaceId, NetworkGrant: r.NetworkGrant, Resume: r.Resume, ResumeContainer: r.ResumeContainerId, Restored: r.Restored, SandboxGrant: r.SandboxGrant, SandboxPoolGrant: r.SandboxPoolGrant})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -143,7 +143,7 @@ func (s *backendServer) CloseSession(ctx context.Context, r *pb.CloseSessionRequ
 
 // OpenSession implements backend.SessionBackend.
 func (c *BackendClient) OpenSession(ctx context.Context, r backend.OpenSessionRequest) (backend.SessionInfo, error) {
-	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceId: r.WorkspaceID, NetworkGrant: r.NetworkGrant, Resume: r.Resume, ResumeContainerId: r.ResumeContainer, Restored: r.Restored, SandboxGrant: r.SandboxGrant})
+	info, err := c.backend.OpenSession(ctx, &pb.OpenSessionRequest{SessionId: r.SessionID, Image: r.Image, Memory: r.Memory, Env: r.Env, ToolsGrant: r.ToolsGrant, WorkspaceId: r.WorkspaceID, NetworkGrant: r.NetworkGrant, Resume: r.Resume, ResumeContainerId: r.ResumeContainer, Restored: r.Restored, SandboxGrant: r.SandboxGrant, SandboxPoolGrant: r.SandboxPoolGrant})
 	if err != nil {
 		return backend.SessionInfo{}, fromStatus(err)
 	}
