@@ -119,7 +119,7 @@ func TestPool(t *testing.T) {
 				t.Fatalf("started %v: a key over the memory cap was filled", f.started)
 			}
 		}},
-				{"an unknown key is a miss", map[string]int64{"a": mb}, poolOptions{size: 1}, func(t *testing.T, p *pool[int], f *fakeItems) {
+		{"an unknown key is a miss", map[string]int64{"a": mb}, poolOptions{size: 1}, func(t *testing.T, p *pool[int], f *fakeItems) {
 			waitUntil(t, "1 warm", func() bool { return p.Stats().Warm == 1 })
 			if _, ok := p.Take("other", time.Second); ok {
 				t.Fatal("hit for a key the pool does not keep")
