@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,6 +278,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		h.SetGrants(grants.Grant)
 		h.SetNetwork(channels.Lookup)
 		h.SetSandboxGrants(sandboxGrants.Lookup)
+		h.SetIsolationFloor(func() string { return builderFloor(cfg, f.Plugins, name) })
 		crashes.add(name, h)
 		return h
 	}
@@ -408,3 +410,19 @@ func (f *Forge) sweep(ctx context.Context) {
 // and the plugins, removes this server's containers and workspaces and
 // closes the audit log: every step of New undone, in reverse.
 func (f *Forge) Close() { f.undo.run(f.Log) }
+
+// builderFloor is the isolation the containers of plugin name run under at
+// least: gVisor for a builder's when a tenant is held to it, since a
+// builder lists the packages of a base image (running the image's shell)
+// that may be that tenant's environment; nothing otherwise.
+func builderFloor(cfg config.Config, pm *plugins.Manager, name string) string {
+	if pm == nil || !slices.Contains(pm.Typed(plugin.TypeBuilder), name) {
+		return ""
+	}
+	for _, t := range cfg.Tenants {
+		if t.Isolation == runtime.IsolationGVisor {
+			return runtime.IsolationGVisor
+		}
+	}
+	return ""
+}

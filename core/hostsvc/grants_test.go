@@ -101,3 +101,22 @@ func TestClaimPooledContainer(t *testing.T) {
 		t.Error("a refused claim counted")
 	}
 }
+
+// A plugin's isolation floor (a builder's, when a tenant is held to
+// gVisor) hardens every container it creates without a grant of its own.
+func TestIsolationFloor(t *testing.T) {
+	r := newRig(t, 0)
+	floor := ""
+	r.h.SetIsolationFloor(func() string { return floor })
+	for _, want := range []string{"", "gvisor"} {
+		floor = want
+		if _, err := r.h.Create(context.Background(), intent("true")); err != nil {
+			t.Fatal(err)
+		}
+		specs := r.rt.Specs()
+		got := specs[len(specs)-1].Isolation
+		if want == "" && got == "gvisor" || want == "gvisor" && got != "gvisor" {
+			t.Errorf("floor %q: the container runs under %q", want, got)
+		}
+	}
+}

@@ -43,6 +43,9 @@ type Host struct {
 	network  NetworkFunc // nil: no network grants
 	sandbox  SandboxFunc // nil: no sandbox grants
 	channels Channels
+	// floor is the isolation every container of this plugin runs under at
+	// least ("" or nil: none beyond its grants').
+	floor func() string
 }
 
 // GrantFunc resolves a tool grant token for plugin plugin
@@ -68,6 +71,12 @@ type SandboxFunc func(plugin, token string) (*sandboxgrant.Grant, error)
 // SetSandboxGrants lets containers of this plugin have what the core
 // granted its runs (host.Intent.SandboxGrant): host roots, an isolation.
 func (h *Host) SetSandboxGrants(f SandboxFunc) { h.sandbox = f }
+
+// SetIsolationFloor runs every container this plugin creates under at
+// least the isolation f names when it is created ("": none beyond its
+// sandbox grant's): a builder's, whose containers are no run's, but read
+// images a strict tenant may have shaped.
+func (h *Host) SetIsolationFloor(f func() string) { h.floor = f }
 
 type tracked struct {
 	*workspace.Workspace
@@ -143,6 +152,9 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	isolation := ""
 	if sg != nil {
 		isolation = sg.Isolation()
+	}
+	if h.floor != nil && isolation == "" {
+		isolation = h.floor()
 	}
 	id, err := h.create(ctx, in, w, lim, grant, channel, sg, isolation, places)
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/audit"
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/mcpserver"
 	"github.com/mcp-forge/mcp-forge/core/packages/testindex"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
@@ -235,15 +237,25 @@ uv_cache_path = %q
 
 // The Debian builder, switched by one key: an R environment with r-cran-r6
 // that library(R6) loads, and a Python one with python3-tabulate. These
-// download from deb.debian.org.
+// download from deb.debian.org. With a tenant held to gVisor on the server
+// (and runsc installed), the builder's own containers (its listing of a
+// base image's packages) run under gVisor too.
 func TestDebianBuilderEndToEnd(t *testing.T) {
 	testenv.Require(t)
+	strict := ""
+	if _, err := os.Stat(config.DefaultRunsc); err == nil && !testenv.Kube() && !testenv.GVisor() {
+		tenants, _ := testenv.TenantKeys(t, "strict")
+		strict = strings.Replace(tenants, "[tenants.strict]\n", "[tenants.strict]\nisolation = \"gvisor\"\n", 1)
+	}
 	s := startBuilder(t, `[environment_builder]
 builder = "debian"
 
 [environment_builder.package_validation]
 use_allowlist = false
-`)
+`+strict)
+	if strict != "" {
+		defer builderContainersUnder(t, s, "debian", "gvisor")
+	}
 	cases := []struct {
 		lang, name, pkg, tool, code, want string
 	}{
@@ -287,6 +299,33 @@ use_allowlist = false
 			t.Fatalf("%s: %s", c.pkg, msg)
 		}
 		t.Logf("%s: %s", c.pkg, testenv.Text(res))
+	}
+}
+
+// builderContainersUnder checks that plugin created containers, each under
+// isolation (its container.create audit lines).
+func builderContainersUnder(t *testing.T, s *testenv.Server, plugin, isolation string) {
+	t.Helper()
+	b, err := os.ReadFile(s.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			Event   string         `json:"event"`
+			Details map[string]any `json:"details"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Event != audit.ContainerCreate || e.Details["plugin"] != plugin {
+			continue
+		}
+		n++
+		if e.Details["isolation"] != isolation {
+			t.Errorf("a container of the %s builder ran under %v, want %s", plugin, e.Details["isolation"], isolation)
+		}
+	}
+	if n == 0 {
+		t.Errorf("the %s builder created no container", plugin)
 	}
 }
 
