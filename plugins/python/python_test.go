@@ -142,27 +142,10 @@ func TestWarmLocal(t *testing.T) {
 	}
 	h := sdktest.NewLocalHost(t.TempDir())
 	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 1}`))
-	pool := func() backend.WarmPool {
-		st, err := b.(backend.StatsReporter).Stats(context.Background())
-		if err != nil || st.WarmPool == nil {
-			t.Fatalf("no warm pool reported: %v", err)
-		}
-		return *st.WarmPool
-	}
-	waitWarm := func() backend.WarmPool {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if p := pool(); p.Warm == 1 {
-				return p
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pool never warm: %+v", pool())
-			}
-		}
-	}
+	pool := func() backend.WarmPool { return warmPool(t, b) }
 	pids := map[string]bool{}
 	for i := 0; i < 3; i++ {
-		before := waitWarm()
+		before := waitWarm(t, b, 1)
 		r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "import os\nprint('x')\nos.getpid()", Timeout: time.Minute, MaxOutputBytes: 1000})
 		if err != nil || !r.Success || r.Stdout != "x\n" {
 			t.Fatalf("%v %+v", err, r)
@@ -183,6 +166,29 @@ func TestWarmLocal(t *testing.T) {
 	sdktest.RunBackend(t, b, Snippets)
 }
 
+// warmPool is b's warm pool as it reports it.
+func warmPool(t *testing.T, b backend.Backend) backend.WarmPool {
+	t.Helper()
+	st, err := b.(backend.StatsReporter).Stats(context.Background())
+	if err != nil || st.WarmPool == nil {
+		t.Fatalf("no warm pool reported: %v", err)
+	}
+	return *st.WarmPool
+}
+
+// waitWarm waits up to 30 s for b's pool to hold n ready containers.
+func waitWarm(t *testing.T, b backend.Backend, n int) backend.WarmPool {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if p := warmPool(t, b); p.Warm == n {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool never had %d warm: %+v", n, warmPool(t, b))
+		}
+	}
+}
+
 // A run of a sandbox class (a sandbox grant with its class's pool grant)
 // starts cold the first time; the pool then keeps containers of the class,
 // created with the pool grant, and the next run of the class is served
@@ -194,21 +200,7 @@ func TestWarmSandboxClassLocal(t *testing.T) {
 	}
 	h := sdktest.NewLocalHost(t.TempDir())
 	b := sdktest.Serve(t, Info, New, h, []byte(`{"warm": 1}`))
-	pool := func() backend.WarmPool {
-		st, err := b.(backend.StatsReporter).Stats(context.Background())
-		if err != nil || st.WarmPool == nil {
-			t.Fatalf("no warm pool reported: %v", err)
-		}
-		return *st.WarmPool
-	}
-	waitWarm := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); pool().Warm != n; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("pool never had %d warm: %+v", n, pool())
-			}
-		}
-	}
+	pool := func() backend.WarmPool { return warmPool(t, b) }
 	run := func(grant, poolGrant string) backend.WarmPool {
 		t.Helper()
 		r, err := b.Execute(context.Background(), backend.ExecuteRequest{Code: "print('x')", Timeout: time.Minute, MaxOutputBytes: 1000, SandboxGrant: grant, SandboxPoolGrant: poolGrant})
@@ -217,12 +209,12 @@ func TestWarmSandboxClassLocal(t *testing.T) {
 		}
 		return pool()
 	}
-	waitWarm(1)
+	waitWarm(t, b, 1)
 	before := pool()
 	if p := run("run1", "class-g"); p.Hits != before.Hits {
 		t.Fatalf("the class's first run was served warm: %+v", p)
 	}
-	waitWarm(2)
+	waitWarm(t, b, 2)
 	before = pool()
 	if p := run("run2", "class-g"); p.Hits != before.Hits+1 {
 		t.Fatalf("the class's second run was not served warm: %+v then %+v", before, p)
