@@ -347,7 +347,7 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 		eng.SetSessionStore(st, sessionHosts{crashes})
 	}
 	if snaps != nil && os.Geteuid() != 0 {
-		eng.SetSnapshots(rootlessSnapshots{sessionHosts{crashes}}) // their variables, saying why
+		eng.SetSnapshots(rootlessSnapshots{sessionHosts{crashes}, sessionHosts{crashes}}) // their variables, saying why
 	} else if snaps != nil {
 		eng.SetSnapshots(sessionHosts{crashes}) // gVisor sessions checkpointed whole
 	}

@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -29,13 +30,32 @@ func TestRunscRoot(t *testing.T) {
 }
 
 // A rootless server's sessions are never saved whole, and say why: the
+// sandbox's own reason first (a runc sandbox), else the server's; the
 // engine then keeps their variables.
 func TestRootlessSnapshotsRefuse(t *testing.T) {
-	var s rootlessSnapshots
-	if _, err := s.CanSnapshot("jupyter", "c1"); !errors.Is(err, sandbox.ErrNoSnapshot) || !strings.Contains(err.Error(), "not root") {
-		t.Errorf("CanSnapshot: %v, want ErrNoSnapshot saying the server is not root", err)
+	runc := fmt.Errorf("%w: it runs under runc", sandbox.ErrNoSnapshot)
+	for _, c := range []struct {
+		name  string
+		whole error
+		want  string
+	}{
+		{"gVisor sandbox", nil, "not root"},
+		{"runc sandbox", runc, "runs under runc"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := rootlessSnapshots{whole: canSnapshot(func(string, string) (int64, error) { return 1 << 30, c.whole })}
+			if _, err := s.CanSnapshot("jupyter", "c1"); !errors.Is(err, sandbox.ErrNoSnapshot) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("CanSnapshot: %v, want ErrNoSnapshot saying %q", err, c.want)
+			}
+		})
 	}
-	if err := s.Snapshot(context.Background(), "jupyter", "c1", t.TempDir(), 0, true); !errors.Is(err, sandbox.ErrNoSnapshot) {
+	if err := (rootlessSnapshots{}).Snapshot(context.Background(), "jupyter", "c1", t.TempDir(), 0, true); !errors.Is(err, sandbox.ErrNoSnapshot) {
 		t.Errorf("Snapshot: %v, want ErrNoSnapshot", err)
 	}
+}
+
+type canSnapshot func(plugin, container string) (int64, error)
+
+func (f canSnapshot) CanSnapshot(plugin, container string) (int64, error) {
+	return f(plugin, container)
 }

@@ -379,12 +379,25 @@ func (s sessionHosts) CanSnapshot(plugin, container string) (int64, error) {
 // denied", and a suspend, whose save ends the sandbox before the copy,
 // would lose the session. Sessions are checkpointed as variables instead,
 // with this reason.
-type rootlessSnapshots struct{ sessionHosts }
+type rootlessSnapshots struct {
+	sessionHosts
+	// whole is the sandbox's own answer (sessionHosts'), asked first.
+	whole interface {
+		CanSnapshot(plugin, container string) (int64, error)
+	}
+}
 
 // errRootlessSnapshot is why.
 var errRootlessSnapshot = fmt.Errorf("%w: this server is not root, and cannot copy the files the sandbox keeps private in its workspace (a whole snapshot needs a root server)", sandbox.ErrNoSnapshot)
 
-func (rootlessSnapshots) CanSnapshot(string, string) (int64, error) { return 0, errRootlessSnapshot }
+// CanSnapshot says why not: the sandbox's own reason first (a runc
+// sandbox is never saved whole), else the server's.
+func (s rootlessSnapshots) CanSnapshot(plugin, container string) (int64, error) {
+	if _, err := s.whole.CanSnapshot(plugin, container); err != nil {
+		return 0, err
+	}
+	return 0, errRootlessSnapshot
+}
 
 func (rootlessSnapshots) Snapshot(context.Context, string, string, string, int64, bool) error {
 	return errRootlessSnapshot
