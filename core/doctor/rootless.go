@@ -159,7 +159,7 @@ func (h Host) cgroupCheck(info runtime.Info, cfg config.Config) Result {
 		st := Fail
 		detail := "cgroups v1: rootless Podman cannot enforce memory, CPU or pids limits; runs are refused (guarantees memory, cpu, pids are missing)"
 		fix := enable + `; or set security.waive = ["memory", "cpu", "pids"] to run without limits (every result then says so)`
-		if limitsWaived(cfg) {
+		if policy.LimitsWaived(cfg) {
 			st, detail, fix = Warn, "cgroups v1: resource limits are NOT enforced (memory, cpu, pids waived); every result says so", enable
 		}
 		return Result{"cgroup delegation", st, detail, fix}
@@ -177,22 +177,11 @@ func (h Host) cgroupCheck(info runtime.Info, cfg config.Config) Result {
 		return Result{"cgroup delegation", OK, "cgroups v2 with memory, pids and cpu delegated to you", ""}
 	}
 	st := Fail
-	if limitsWaived(cfg) {
+	if policy.LimitsWaived(cfg) {
 		st = Warn
 	}
 	return Result{"cgroup delegation", st, fmt.Sprintf("cgroups v2 but %s not delegated to your user (%s)", strings.Join(missing, ", "), p),
 		"as root: `systemctl edit user@.service` with `[Service]` `Delegate=cpu cpuset io memory pids`, then log in again"}
-}
-
-// limitsWaived: every limit a rootless service may lack is waived.
-func limitsWaived(cfg config.Config) bool {
-	w := policy.Waivers(cfg)
-	for _, g := range []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids} {
-		if _, ok := w[g]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 func contains(xs []string, x string) bool {

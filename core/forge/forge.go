@@ -348,7 +348,9 @@ func build(ctx context.Context, cfg config.Config, log hclog.Logger, m parts) (_
 	if st := f.caps.Sessions; st != nil {
 		eng.SetSessionStore(st, sessionHosts{crashes})
 	}
-	if snaps != nil {
+	if snaps != nil && os.Geteuid() != 0 {
+		eng.SetSnapshots(rootlessSnapshots{sessionHosts{crashes}, sessionHosts{crashes}}) // their variables, saying why
+	} else if snaps != nil {
 		eng.SetSnapshots(sessionHosts{crashes}) // gVisor sessions checkpointed whole
 	}
 	crashes.resolve(eng.Engine)

@@ -1,12 +1,16 @@
 package forge
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/forge/pluginset"
+	"github.com/mcp-forge/mcp-forge/core/policy"
 	"github.com/mcp-forge/mcp-forge/core/runtime/kubernetes"
 	"github.com/mcp-forge/mcp-forge/core/runtime/podman"
 )
@@ -23,12 +27,25 @@ func runtimeFor(cfg config.Config, log hclog.Logger) (Runtime, error) {
 	if a == "" {
 		log.Warn("no mcp-forge-agent beside the plugins: sandboxes cannot have network by host name", "dir", pluginset.Dir(cfg), "fix", "make build or make install")
 	}
-	return podman.New(cfg.Server.PodmanSocket).WithAgent(a).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, RunscRoot, RunscNetwork(cfg)), nil
+	return podman.New(cfg.Server.PodmanSocket).WithAgent(a).WithGVisor(cfg.Security.Runsc, cfg.Volumes.BasePath, RunscRoot(os.Geteuid(), os.Getenv), RunscNetwork(cfg)).
+		WithLimitsWaived(policy.LimitsWaived(cfg)), nil
 }
 
 // RunscRoot is the state directory of the runsc that runs this core's
-// gVisor sandboxes: apart from any other runsc user's on the host.
-const RunscRoot = "/run/mcp-forge/runsc"
+// gVisor sandboxes, apart from any other runsc user's on the host: root's
+// under /run, a rootless user's in its runtime directory (where
+// `make setup-user` keeps its Podman socket), which it owns and which
+// goes with its session.
+func RunscRoot(euid int, getenv func(string) string) string {
+	if euid == 0 {
+		return "/run/mcp-forge/runsc"
+	}
+	rt := getenv("XDG_RUNTIME_DIR")
+	if rt == "" {
+		rt = "/run/user/" + strconv.Itoa(euid)
+	}
+	return filepath.Join(rt, "mcp-forge", "runsc")
+}
 
 // RunscNetwork is runsc's network for this core's gVisor sandboxes: its own
 // stack only where sandboxes may have a network; "none" still gives them a

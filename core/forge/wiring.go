@@ -371,6 +371,38 @@ func (s sessionHosts) CanSnapshot(plugin, container string) (int64, error) {
 	return h.CanSnapshot(container)
 }
 
+// rootlessSnapshots are a rootless server's: none whole. A snapshot
+// copies the sandbox's workspace with it, and a rootless server cannot
+// read what the sandbox made private there (a sub-id's 0600 files:
+// ipykernel's own kernel.json in every Python session, any mkstemp).
+// Measured: checkpoint_session failed "copy the workspace: permission
+// denied", and a suspend, whose save ends the sandbox before the copy,
+// would lose the session. Sessions are checkpointed as variables instead,
+// with this reason.
+type rootlessSnapshots struct {
+	sessionHosts
+	// whole is the sandbox's own answer (sessionHosts'), asked first.
+	whole interface {
+		CanSnapshot(plugin, container string) (int64, error)
+	}
+}
+
+// errRootlessSnapshot is why.
+var errRootlessSnapshot = fmt.Errorf("%w: this server is not root, and cannot copy the files the sandbox keeps private in its workspace (a whole snapshot needs a root server)", sandbox.ErrNoSnapshot)
+
+// CanSnapshot says why not: the sandbox's own reason first (a runc
+// sandbox is never saved whole), else the server's.
+func (s rootlessSnapshots) CanSnapshot(plugin, container string) (int64, error) {
+	if _, err := s.whole.CanSnapshot(plugin, container); err != nil {
+		return 0, err
+	}
+	return 0, errRootlessSnapshot
+}
+
+func (rootlessSnapshots) Snapshot(context.Context, string, string, string, int64, bool) error {
+	return errRootlessSnapshot
+}
+
 func (s sessionHosts) Snapshot(ctx context.Context, plugin, container, dir string, budget int64, stop bool) error {
 	h, err := s.host(plugin)
 	if err != nil {

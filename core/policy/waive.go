@@ -72,6 +72,19 @@ func Waivers(c config.Config) map[runtime.Guarantee]string {
 	return out
 }
 
+// LimitsWaived says whether c waives memory, cpu and pids, all three: what
+// a rootless service on cgroups v1 lacks, and what gVisor's sandboxes go
+// without under a rootless service (runsc --ignore-cgroups).
+func LimitsWaived(c config.Config) bool {
+	w := Waivers(c)
+	for _, g := range []runtime.Guarantee{runtime.Memory, runtime.CPU, runtime.Pids} {
+		if _, ok := w[g]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // AliasNotes says, for each old setting c uses, its current form.
 func AliasNotes(c config.Config) []string {
 	var out []string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
 
@@ -42,6 +43,7 @@ type result struct {
 	Result     any      `json:"result"`
 	ResultRepr string   `json:"result_repr"`
 	Notices    []string `json:"notices"`
+	Isolation  string   `json:"isolation"`
 }
 
 // limitsNotice is how a waived run's notice begins; it names memory, cpu
@@ -175,6 +177,75 @@ func TestRootless(t *testing.T) {
 			if res := testenv.Call(t, cs, "destroy_session", map[string]any{"session_id": sid}, nil); res.IsError {
 				t.Errorf("destroy_session %s: %s", sid, testenv.Text(res))
 			}
+		}
+	})
+
+	// gVisor under the user's rootless Podman: runsc runs there with
+	// --ignore-cgroups, which on cgroups v1 gives up nothing the service
+	// enforces (the limits are waived above), so kernel isolation holds.
+	t.Run("gvisor", func(t *testing.T) {
+		if out, err := exec.Command(config.DefaultRunsc, "--version").CombinedOutput(); err != nil {
+			t.Skipf("runsc is not installed at %s (make setup installs it): %v %s", config.DefaultRunsc, err, out)
+		}
+		gcfg := u.writeConfig(t, "gvisor.toml", strings.Replace(unconfined, "[security]\n", "[security]\nisolation = \"gvisor\"\n", 1))
+		out, err := u.try(2*time.Minute, "forge/bin/mcp-forge --config "+gcfg+" doctor")
+		if err != nil || !strings.Contains(out, "guarantee kernel-isolation enforced") {
+			t.Fatalf("doctor with gVisor under rootless Podman (limits waived): %v\n%s", err, out)
+		}
+		cs := u.serve(t, gcfg)
+		call := func(code, sid string) result {
+			t.Helper()
+			args := map[string]any{"code": code}
+			if sid != "" {
+				args["session_id"] = sid
+			}
+			var r result
+			started := time.Now()
+			res := testenv.Call(t, cs, "execute_python", args, &r)
+			t.Logf("timing: gVisor execute_python session=%q %v", sid, time.Since(started).Round(time.Millisecond))
+			if res.IsError || !r.Success {
+				t.Fatalf("execute_python %q under gVisor: %s", code, testenv.Text(res))
+			}
+			if r.Isolation != "gvisor" || !hasNotice(r.Notices) {
+				t.Errorf("execute_python %q: isolation %q, notices %q; want gvisor, and the limits named as not enforced", code, r.Isolation, r.Notices)
+			}
+			return r
+		}
+		const probe = "import os\nprint(open('/proc/version').read().split()[2], os.getuid())"
+		if r := call(probe, ""); !strings.HasPrefix(r.Stdout, "4.19.0-gvisor 1000") {
+			t.Errorf("stateless run under gVisor: %q, want gVisor's kernel and uid 1000", r.Stdout)
+		}
+		call("x = 41", "gv")
+		if r := call(probe+"\nx + 1", "gv"); !strings.HasPrefix(r.Stdout, "4.19.0-gvisor 1000") || r.Result != "42" {
+			t.Errorf("gVisor session: %q, result %#v", r.Stdout, r.Result)
+		}
+		// The Sentry is a host process: a sub-id of the user's, neither
+		// root nor the user.
+		var sentries int
+		for _, p := range processes("runsc-sandbox") {
+			if p.uid == u.uid || p.uid == 0 {
+				t.Errorf("a Sentry runs as host uid %d (pid %d)", p.uid, p.pid)
+			} else if p.uid >= u.subStart && p.uid < u.subStart+65536 {
+				sentries++
+			}
+		}
+		if sentries == 0 {
+			t.Errorf("no runsc-sandbox process runs as one of the user's sub-ids (from %d)", u.subStart)
+		}
+		// A rootless server cannot copy the files the sandbox made private
+		// in its workspace (ipykernel's kernel.json is 0600, a sub-id's),
+		// so its gVisor sessions are checkpointed as variables, saying why.
+		var ck struct {
+			Kind     string `json:"kind"`
+			NotWhole string `json:"not_whole"`
+		}
+		started := time.Now()
+		if res := testenv.Call(t, cs, "checkpoint_session", map[string]any{"session_id": "gv"}, &ck); res.IsError || ck.Kind != "variables" || !strings.Contains(ck.NotWhole, "not root") {
+			t.Errorf("checkpoint_session of a rootless gVisor session: kind %q, not_whole %q; want variables, saying why: %s", ck.Kind, ck.NotWhole, testenv.Text(res))
+		}
+		t.Logf("timing: checkpoint_session %v", time.Since(started).Round(time.Millisecond))
+		if res := testenv.Call(t, cs, "destroy_session", map[string]any{"session_id": "gv"}, nil); res.IsError {
+			t.Errorf("destroy_session gv: %s", testenv.Text(res))
 		}
 	})
 

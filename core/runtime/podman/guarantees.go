@@ -94,11 +94,22 @@ func (c *Client) Guarantees(ctx context.Context) (runtime.Report, error) {
 		controllers: info.Host.CgroupControllers, seccomp: info.Host.Security.SECCOMPEnabled,
 		local: local, kmsg: local && canRead("/dev/kmsg"), userns: !local || info.Host.Security.Rootless || usernsAllowed(),
 	}
-	gaps := f.gaps()
-	if gap, ok := c.gvisorGap(f.rootless); ok {
-		gaps = append(gaps, gap)
+	return c.report(f), nil
+}
+
+// report is what a service with facts f enforces for this client: its
+// gaps, and gVisor's.
+func (c *Client) report(f hostFacts) runtime.Report {
+	rep := runtime.Report{}.With(f.gaps()...)
+	st := rootlessState{known: true, rootless: f.rootless, controllers: f.controllers}
+	if gap, ok := c.gvisorGap(st); ok {
+		return rep.With(gap)
 	}
-	return runtime.Report{}.With(gaps...), nil
+	// The limits gVisor's sandboxes go without (waived, or gVisor would
+	// be refused): declared for the service, runc's sandboxes included,
+	// rather than claimed for gVisor's.
+	lost, _ := c.gvisor.decide(st)
+	return rep.With(lost...)
 }
 
 // canRead reports whether path opens for reading (without blocking on it).

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,13 @@ type gvisor struct {
 	// broken says why runsc cannot run sandboxes here; nil: it can.
 	broken error
 	svc    service
+	// rootless: the service the core starts is rootless, as this process
+	// is not root; runsc then runs with --ignore-cgroups (rootlessGVisor).
+	rootless bool
+	// limitsWaived: the operator waived memory, cpu and pids
+	// (WithLimitsWaived), so a rootless service that could enforce some of
+	// them may still run gVisor sandboxes, which go without them.
+	limitsWaived bool
 }
 
 // RunscFlags are the flags every gVisor sandbox's runsc runs with, before
@@ -51,9 +59,17 @@ type gvisor struct {
 // the kernel's) stay in its Sentry, reached from inside (DialSocket): runsc
 // cannot checkpoint a sandbox with a socket bound on the host; oci-seccomp
 // applies the sandbox's seccomp profile in the Sentry, which runsc
-// otherwise ignores.
-func RunscFlags(root, network string) []string {
-	return []string{"--root=" + root, "--platform=systrap", "--network=" + network, "--host-uds=open", "--oci-seccomp"}
+// otherwise ignores. Under a rootless service (rootless) runsc cannot make
+// the sandbox's cgroups (measured on cgroups v1: "cannot set up cgroup for
+// root: configuring cgroup: mkdir /sys/fs/cgroup/freezer/<id>: permission
+// denied"), so it runs with --ignore-cgroups: rootlessGVisor decides when
+// that gives up nothing the service would enforce.
+func RunscFlags(root, network string, rootless bool) []string {
+	f := []string{"--root=" + root, "--platform=systrap", "--network=" + network, "--host-uds=open", "--oci-seccomp"}
+	if rootless {
+		f = append(f, "--ignore-cgroups")
+	}
+	return f
 }
 
 // gvisorPidsOverhead is what the Sentry's own threads take of a gVisor
@@ -72,16 +88,20 @@ func gvisorPids(n int64) int64 { return 2*n + gvisorPidsOverhead }
 // from any other runsc user's), network runsc's network for every sandbox
 // ("none" or "sandbox", by security.allow_network). A runsc that is missing
 // or does not run is kept as the reason every such sandbox is refused, and
-// the kernel-isolation gap.
+// the kernel-isolation gap. The service the core starts runs as this
+// process: rootless unless it is root.
 func (c *Client) WithGVisor(runsc, dir, root, network string) *Client {
-	g := &gvisor{runsc: runsc, root: root}
+	g := &gvisor{runsc: runsc, root: root, rootless: os.Geteuid() != 0}
+	if c.gvisor != nil {
+		g.limitsWaived = c.gvisor.limitsWaived
+	}
 	c.gvisor = g
 	if err := checkRunsc(runsc); err != nil {
 		g.broken = err
 		return c
 	}
 	g.restores = filepath.Join(filepath.Dir(root), filepath.Base(root)+"-restore")
-	w, err := writeWrapper(dir, runsc, RunscFlags(root, network), g.restores)
+	w, err := writeWrapper(dir, runsc, RunscFlags(root, network, g.rootless), g.restores)
 	if err != nil {
 		g.broken = fmt.Errorf("writing the runsc wrapper: %w", err)
 		return c
@@ -89,6 +109,18 @@ func (c *Client) WithGVisor(runsc, dir, root, network string) *Client {
 	g.wrapper = w
 	g.svc = service{sock: filepath.Join(dir, "podman-gvisor-"+strconv.Itoa(os.Getpid())+".sock"), runtime: w,
 		started: func(cx context.Context) { go g.sweep(cx) }}
+	return c
+}
+
+// WithLimitsWaived says whether the operator waived memory, cpu and pids
+// (security.waive, or enforce_resource_limits = false): a rootless service
+// with some of their cgroup controllers may then run gVisor sandboxes,
+// which go without them (rootlessGVisor); without the waiver it refuses
+// them. Call it after WithGVisor.
+func (c *Client) WithLimitsWaived(waived bool) *Client {
+	if c.gvisor != nil {
+		c.gvisor.limitsWaived = waived
+	}
 	return c
 }
 
@@ -227,7 +259,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // gVisor, whose pids limit it raises for the Sentry's threads. It fails
 // closed: a gVisor spec never falls back to runc here (the policy decides
 // on a waiver before the spec is made).
-func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime.Spec, rootless bool) (context.Context, error) {
+func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime.Spec, st rootlessState) (context.Context, error) {
 	switch s.Isolation {
 	case "", runtime.IsolationContainer:
 		return cx, nil
@@ -235,7 +267,7 @@ func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime
 	default:
 		return nil, fmt.Errorf("podman create from %s: unknown isolation %q", s.Image, s.Isolation)
 	}
-	if gap, ok := c.gvisorGap(rootless); ok {
+	if gap, ok := c.gvisorGap(st); ok {
 		return nil, fmt.Errorf("podman create from %s: refused, the sandbox must run under gVisor and %s (to enable it: %s)", s.Image, gap.Why, gap.Fix)
 	}
 	conn, err := c.gvisor.svc.conn()
@@ -248,8 +280,9 @@ func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime
 	return mergeCtx(cx, conn), nil
 }
 
-// gvisorGap is the kernel-isolation gap of this client, if it has one.
-func (c *Client) gvisorGap(rootless bool) (runtime.Gap, bool) {
+// gvisorGap is the kernel-isolation gap of this client, if it has one,
+// on a service in state st.
+func (c *Client) gvisorGap(st rootlessState) (runtime.Gap, bool) {
 	const fix = "`make setup` installs a pinned runsc at /usr/local/lib/mcp-forge/runsc (security.runsc names another); `mcp-forge doctor` checks it"
 	switch {
 	case c.gvisor == nil:
@@ -259,11 +292,68 @@ func (c *Client) gvisorGap(rootless bool) (runtime.Gap, bool) {
 	case !c.local():
 		return runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "the Podman service is not on this host (server.podman_socket), and gVisor sandboxes are created through a service the core starts beside it",
 			Fix: "run the server on the Podman host"}, true
-	case rootless:
-		return runtime.Gap{Guarantee: runtime.KernelIsolation, Why: "gVisor under rootless Podman is not supported by MCP-Forge (runsc needs --ignore-cgroups there, which gives up the memory, cpu and pids limits)",
-			Fix: "run the server as root, or keep security.isolation = \"container\""}, true
+	}
+	if _, refusal := c.gvisor.decide(st); refusal != nil {
+		return *refusal, true
 	}
 	return runtime.Gap{}, false
+}
+
+// limitControllers are the guarantees runsc's --ignore-cgroups gives up,
+// by the cgroup controller each needs.
+var limitControllers = []struct {
+	g          runtime.Guarantee
+	controller string
+}{{runtime.Memory, "memory"}, {runtime.CPU, "cpu"}, {runtime.Pids, "pids"}}
+
+// decide is how gVisor runs through a service in state st: refused (a
+// kernel-isolation gap), or run, with the limits its sandboxes lose beyond
+// the service's own gaps (lost). The service the core starts runs as this
+// process, on its user's storage: the main service must be of the same
+// kind, or the two would not share containers.
+func (g *gvisor) decide(st rootlessState) (lost []runtime.Gap, refusal *runtime.Gap) {
+	switch {
+	case st.rootless && !g.rootless:
+		return nil, &runtime.Gap{Guarantee: runtime.KernelIsolation,
+			Why: "the Podman service (server.podman_socket) is rootless but this server runs as root: the gVisor service it starts would be root's, on another storage",
+			Fix: "run the server as the user whose Podman it uses, or point server.podman_socket at root's service"}
+	case !st.rootless && g.rootless:
+		return nil, &runtime.Gap{Guarantee: runtime.KernelIsolation,
+			Why: "the Podman service (server.podman_socket) is root's but this server does not run as root: the gVisor service it starts would be rootless, on another storage",
+			Fix: "run the server as root, or use your own rootless Podman (`make setup-user`)"}
+	case !st.rootless:
+		return nil, nil
+	}
+	return rootlessGVisor(st.controllers, g.limitsWaived)
+}
+
+// rootlessGVisor decides gVisor under a rootless service that can use the
+// cgroup controllers given: runsc runs there with --ignore-cgroups
+// (RunscFlags), so its sandboxes get none of the memory, cpu and pids
+// limits. Where the service has none of those controllers (rootless on
+// cgroups v1, or v2 without delegation) that gives up nothing: those
+// guarantees are already its gaps (hostFacts.gaps), which the operator
+// waives or runs are refused, and every result names them. Where it has
+// some, gVisor would run with less than runc: refused unless the operator
+// waived all three (limitsWaived); then lost are the gaps gVisor's
+// sandboxes add, so that no result claims a limit they go without.
+func rootlessGVisor(controllers []string, limitsWaived bool) (lost []runtime.Gap, refusal *runtime.Gap) {
+	var have []string
+	for _, l := range limitControllers {
+		if slices.Contains(controllers, l.controller) {
+			have = append(have, l.controller)
+			lost = append(lost, runtime.Gap{Guarantee: l.g,
+				Why: "gVisor sandboxes under rootless Podman run with runsc --ignore-cgroups, without the " + l.controller + " limit this service could enforce",
+				Fix: "run the server as root (runsc then sets the limits), or keep security.isolation = \"container\""})
+		}
+	}
+	if len(have) == 0 || limitsWaived {
+		return lost, nil
+	}
+	return nil, &runtime.Gap{Guarantee: runtime.KernelIsolation,
+		Why: "gVisor under rootless Podman runs with runsc --ignore-cgroups (runsc cannot make a rootless sandbox's cgroups), which would give up the " + strings.Join(have, ", ") +
+			" limits this service enforces through its delegated cgroup controllers",
+		Fix: "run the server as root; or waive memory, cpu and pids (security.waive) to run gVisor sandboxes without those limits; or keep security.isolation = \"container\""}
 }
 
 // service is the core's own Podman service with runsc as its runtime,

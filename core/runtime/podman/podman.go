@@ -305,13 +305,13 @@ func (c *Client) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", err
 	}
 	// rootless.go: a rootless service reads ID maps in the user's namespace.
-	rl, err := c.isRootless(cx)
+	st, err := c.serviceState(cx)
 	if err != nil {
 		return "", err
-	} else if rl {
+	} else if st.rootless {
 		adaptRootless(g, s)
 	}
-	ccx, err := c.isolate(cx, g, s, rl)
+	ccx, err := c.isolate(cx, g, s, st)
 	if err != nil {
 		return "", err
 	}

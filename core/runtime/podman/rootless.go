@@ -30,28 +30,31 @@ const rootlessMapStart = 1
 // user can reach those files.
 const RootlessUmask = "0000"
 
-// rootlessState caches whether the service is rootless: it cannot change
-// while the connection lives.
+// rootlessState caches whether the service is rootless, and the cgroup
+// controllers it can use (gVisor's decision, rootlessGVisor): neither
+// changes while the connection lives.
 type rootlessState struct {
 	known, rootless bool
+	controllers     []string
 }
 
-// isRootless asks the service once.
-func (c *Client) isRootless(ctx context.Context) (bool, error) {
+// serviceState asks the service once.
+func (c *Client) serviceState(ctx context.Context) (rootlessState, error) {
 	c.mu.Lock()
 	st := c.rl
 	c.mu.Unlock()
 	if st.known {
-		return st.rootless, nil
+		return st, nil
 	}
 	info, err := system.Info(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("podman info: %w", err)
+		return rootlessState{}, fmt.Errorf("podman info: %w", err)
 	}
+	st = rootlessState{known: true, rootless: info.Host.Security.Rootless, controllers: info.Host.CgroupControllers}
 	c.mu.Lock()
-	c.rl = rootlessState{known: true, rootless: info.Host.Security.Rootless}
+	c.rl = st
 	c.mu.Unlock()
-	return info.Host.Security.Rootless, nil
+	return st, nil
 }
 
 // adaptRootless rewrites what a rootless service reads differently.
