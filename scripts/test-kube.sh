@@ -40,9 +40,11 @@ fi
 # The core itself in the cluster (test/cluster): its image from bin/,
 # imported into the node's containerd as kube-up imports the sandbox images.
 . scripts/kube/common.sh
+# The tests' own ctr calls use containerd 2's (the cluster's) ctr.
+export PATH=$containerd_bin:$PATH
 core_image=$(images/core/build.sh | tail -n 1)
-if ! ctr -a "$ctrd_sock" -n k8s.io images ls -q | grep -qxF "$core_image"; then
-  podman save "$core_image" | ctr -a "$ctrd_sock" -n k8s.io images import - >/dev/null ||
+if ! ctr_ images ls -q | grep -qxF "$core_image"; then
+  podman save "$core_image" | ctr_ images import - >/dev/null ||
     { echo "importing $core_image into the cluster's containerd failed" >&2; exit 1; }
 fi
 export FORGE_TEST_CORE_IMAGE=$core_image FORGE_TEST_KUBECTL=$kube_bin/kubectl FORGE_TEST_KUBE_ADMIN=$state/admin.kubeconfig FORGE_TEST_CONTAINERD=$ctrd_sock
