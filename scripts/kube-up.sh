@@ -446,8 +446,14 @@ mv -f "$state/cni/10-mcp-forge-nonet.conflist.tmp" "$state/cni/10-mcp-forge-none
 # Sentry, which runsc otherwise ignores without a word (the kubelet's
 # Localhost profile would be claimed and not enforced); runsc answers its
 # refusals with EPERM whatever the profile says, hence the gVisor variant of
-# MCP-Forge's profile (mcp-forge-gvisor.json, below). runsc's own state goes
-# under our run dir, never /run/containerd/runsc.
+# MCP-Forge's profile (mcp-forge-gvisor.json, below). host-uds: a pod's
+# containers each reach its emptyDir through their own gofer mount, so a
+# unix socket the runner or a kernel binds in the sandbox container lives
+# only in that mount unless it is made on the host (create), where the
+# keeper's relay connects to it (open); without it no runner is ever
+# reached (the socket is not there for the keeper), and every run waits out
+# its ready timeout. The host sockets are in the pod's own emptyDir.
+# runsc's own state goes under our run dir, never /run/containerd/runsc.
 runsc_handler=''
 if [ "$gvisor" != 0 ]; then
   cat >"$state/containerd/runsc.toml.tmp" <<EOF
@@ -457,6 +463,7 @@ root = "$run/runsc"
 [runsc_config]
   platform = "systrap"
   oci-seccomp = "true"
+  host-uds = "all"
 EOF
   mv -f "$state/containerd/runsc.toml.tmp" "$state/containerd/runsc.toml"
   runsc_handler="
@@ -609,7 +616,7 @@ push_image() {
   if ! ctr_has_image "$registry_addr/$path@$digest" || ! ctr_has_image "$registry_addr/$path:$tag"; then
     t0=$(date +%s.%N)
     for ref in "$registry_addr/$path:$tag" "$registry_addr/$path@$digest"; do
-      ctr_ images pull -q --plain-http "$ref" >/dev/null || die "containerd could not pull $ref from the local registry; see $logs/registry.log"
+      ctr_ images pull --plain-http "$ref" >/dev/null || die "containerd could not pull $ref from the local registry; see $logs/registry.log"
     done
     log "containerd pulled $registry_addr/$path:$tag (@$digest) in $(elapsed "$t0") s"
   fi
