@@ -688,7 +688,13 @@ serializeImagePulls: false
 # A test cluster on a shared development disk: the kubelet's defaults
 # (evict below 15% free for images, 10% for the node) refused every pod on
 # a 252 GB disk with 37 GB free (DiskPressure). Evict only when little is
-# left in bytes; the images' own garbage collection stays on.
+# left in bytes. No image garbage collection: its threshold is a share of
+# the disk (85% by default), which other work on the same disk crosses,
+# and it then removes every image no pod runs: the agent's and the core's,
+# imported with pull policy Never, which no pod can start without (seen:
+# ErrImageNeverPull for the agent image mid-run). 100 turns it off.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 evictionHard:
   imagefs.available: "2Gi"
   nodefs.available: "2Gi"
