@@ -22,8 +22,6 @@ done
 [ "$(id -u)" = 0 ] || die "run as root: sudo $0 $*"
 [ -d "$state" ] || { log "no state at $state: nothing to tear down"; exit 0; }
 
-ctr_() { ctr -a "$ctrd_sock" -n k8s.io "$@"; }
-
 # 1. Pods: deleted through the API (so they do not come back with the next
 # kube-up), while the kubelet still runs if it does, so it stops their
 # containers and tears their sandboxes down the normal way.
@@ -64,9 +62,16 @@ fi
 stop_daemon containerd
 stop_daemon registry
 # A shim outlives containerd by design; once its task is gone it should
-# exit. Ours are the ones whose command line names our socket.
-for pid in $(pgrep -f -- "^/usr/bin/containerd-shim-runc-v2 .*-address $ctrd_sock( |$)" || true); do
+# exit. Ours are the ones whose command line names our socket: runc's and
+# gVisor's, from the cache or (an older kube-up's) /usr/bin.
+for pid in $(pgrep -f -- "^[^ ]*/containerd-shim-run(c-v2|sc-v1) .*-address $ctrd_sock( |$)" || true); do
   log "killing a leftover containerd shim (pid $pid)"
+  kill -KILL "$pid" 2>/dev/null || true
+done
+# gVisor's sandboxes and gofers of a killed shim: runsc's processes whose
+# root is this cluster's (runsc.toml's root).
+for pid in $(pgrep -f -- "^runsc[^ ]* .*--root=$run/runsc( |$)" || true); do
+  log "killing a leftover gVisor process (pid $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-60))"
   kill -KILL "$pid" 2>/dev/null || true
 done
 
@@ -111,8 +116,8 @@ if iptables -S MCP-FORGE-API >/dev/null 2>&1; then iptables -F MCP-FORGE-API && 
 if ip link show "$core_bridge" >/dev/null 2>&1; then ip link delete "$core_bridge" || log "could not delete the bridge $core_bridge"; fi
 rm -rf "${state:?}/cni-ipam"
 rm -rf "$run"
-# containerd 1.6 puts every shim's socket under /run/containerd/s whatever
-# its config says; remove those directories only when empty (rmdir), so a
+# containerd (1.6 and 2) puts every shim's socket under /run/containerd/s
+# whatever its config says; remove those directories only when empty (rmdir), so a
 # system containerd, if one runs, keeps its own.
 rmdir /run/containerd/s /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd 2>/dev/null || true
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up a real single-node Kubernetes cluster on this host for MCP-Forge's
-# Kubernetes runtime: etcd, kube-apiserver, containerd (its own config,
-# socket, root and state: never the system's), a kubelet, and the
+# Kubernetes runtime: etcd, kube-apiserver, containerd 2 (its own config,
+# socket, root and state: never the system's) with runc and gVisor's runsc
+# (RuntimeClass gvisor) as its runtimes, a kubelet, and the
 # controller-manager and scheduler that the core's own Deployment needs
 # (deploy/; the core's sandboxes carry nodeName). Offline: binaries are
 # built from the Go module proxy once and cached by version, everything else
@@ -10,9 +11,13 @@
 # FORGE_CONFIG=<path of a forge.toml for this cluster>.
 #
 # Env: FORGE_KUBE_VERSION (v1.34.4), FORGE_ETCD_VERSION (v3.6.16),
+# FORGE_CONTAINERD_VERSION (v2.1.5), FORGE_GVISOR_VERSION (scripts/gvisor/version),
 # FORGE_KUBE_CACHE (/var/cache/mcp-forge/kube), FORGE_KUBE_STATE
 # (/var/lib/mcp-forge/kube), FORGE_KUBE_SMOKE=0 skips the smoke pod,
 # FORGE_KUBE_KUBECTL=0 skips building kubectl (only for humans),
+# FORGE_KUBE_GVISOR=0 skips gVisor (no runsc handler, no RuntimeClass gvisor),
+# FORGE_RUNSC (/usr/local/lib/mcp-forge/runsc, installed by
+# scripts/gvisor/install.sh when missing),
 # FORGE_KUBE_REGISTRY=0 skips the local image registry on 127.0.0.1:5000
 # (FORGE_KUBE_REGISTRY_PORT); with it the sandbox images are pushed there
 # too and the forge.toml names it (image_registry: custom environments are
@@ -34,7 +39,9 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 # ---------------------------------------------------------------- packages
 need=()
-pkgs=(containerd runc containernetworking-plugins catatonit podman openssl curl jq iptables)
+# containerd itself is built (scripts/kube/build.sh): Debian's 1.6 cannot
+# start gVisor's shim.
+pkgs=(runc containernetworking-plugins catatonit podman openssl curl jq iptables)
 [ "${FORGE_KUBE_REGISTRY:-1}" = 0 ] || pkgs+=(docker-registry)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
@@ -47,12 +54,27 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 "${need[@]}" >/dev/null ||
     die "apt-get install ${need[*]} failed; see the output above"
 fi
-for f in /usr/lib/cni/loopback /usr/bin/catatonit /usr/sbin/runc /usr/bin/containerd-shim-runc-v2; do
+for f in /usr/lib/cni/loopback /usr/bin/catatonit /usr/sbin/runc; do
   [ -x "$f" ] || die "$f is missing after installing the packages; reinstall the package that owns it"
 done
 
 # ---------------------------------------------------------------- binaries
 build_all
+gvisor=${FORGE_KUBE_GVISOR:-1}
+runsc=${FORGE_RUNSC:-/usr/local/lib/mcp-forge/runsc}
+if [ "$gvisor" != 0 ]; then
+  # runsc itself, pinned (a no-op when installed: make setup installs it).
+  FORGE_GVISOR_VERSION=$gvisor_version FORGE_RUNSC=$runsc scripts/gvisor/install.sh ||
+    die "gVisor's runsc is not installed at $runsc (scripts/gvisor/install.sh failed above); FORGE_KUBE_GVISOR=0 brings the cluster up without gVisor"
+fi
+
+# A cluster an older kube-up left runs Debian's containerd 1.6: its pods'
+# shims and state are 1.6's. It is taken down whole (its state, certificates
+# and images stay) and comes up again below on containerd 2.
+if pid=$(daemon_pid containerd) && [ "$(readlink "/proc/$pid/exe")" != "$(daemon_exe containerd)" ]; then
+  log "this cluster runs containerd $(readlink "/proc/$pid/exe") (an older kube-up's): taking it down to bring it up on containerd $containerd_version"
+  scripts/kube-down.sh || die "scripts/kube-down.sh could not take the older cluster down; see above"
+fi
 
 # ---------------------------------------------------------------- state
 umask 022
@@ -313,7 +335,8 @@ apply "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings/mcp-forge-
   "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mcp-forge-core"}]}'
 apply "/apis/rbac.authorization.k8s.io/v1/clusterroles/mcp-forge-host-nodes" \
   '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"mcp-forge-host-nodes"},
-  "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}]}'
+  "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]},
+  {"apiGroups":["node.k8s.io"],"resources":["runtimeclasses"],"verbs":["get"]}]}'
 apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-host-nodes" \
   '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"mcp-forge-host-nodes"},
   "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"mcp-forge-host-nodes"},
@@ -324,6 +347,16 @@ apply "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mcp-forge-apiserve
   '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"mcp-forge-apiserver-kubelet"},
   "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:kubelet-api-admin"},
   "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kube-apiserver-kubelet-client"}]}'
+
+# gVisor's RuntimeClass, as GKE Sandbox names it: pods that name it run on
+# containerd's runsc handler (below). A server asks for it with
+# runtime.kubernetes.runtime_class = "gvisor".
+if [ "$gvisor" != 0 ]; then
+  apply /apis/node.k8s.io/v1/runtimeclasses/gvisor \
+    '{"apiVersion":"node.k8s.io/v1","kind":"RuntimeClass","metadata":{"name":"gvisor"},"handler":"runsc"}'
+else
+  api DELETE /apis/node.k8s.io/v1/runtimeclasses/gvisor >/dev/null 2>&1 || true
+fi
 
 # ---------------------------------------------------------------- registry
 # Debian's distribution registry on loopback, plain HTTP, with its own
@@ -406,52 +439,100 @@ cat >"$state/cni/10-mcp-forge-nonet.conflist.tmp" <<EOF
 EOF
 mv -f "$state/cni/10-mcp-forge-nonet.conflist.tmp" "$state/cni/10-mcp-forge-nonet.conflist"
 
+# gVisor: containerd starts gVisor's shim (built by scripts/kube/build.sh,
+# patched to live with the oom_score_adj it may not lower) for the handler
+# runsc, and the shim runs runsc with this file's flags. systrap needs no
+# /dev/kvm (none here). oci-seccomp applies the pod's seccomp profile in the
+# Sentry, which runsc otherwise ignores without a word (the kubelet's
+# Localhost profile would be claimed and not enforced); runsc answers its
+# refusals with EPERM whatever the profile says, hence the gVisor variant of
+# MCP-Forge's profile (mcp-forge-gvisor.json, below). host-uds: a pod's
+# containers each reach its emptyDir through their own gofer mount, so a
+# unix socket the runner or a kernel binds in the sandbox container lives
+# only in that mount unless it is made on the host (create), where the
+# keeper's relay connects to it (open); without it no runner is ever
+# reached (the socket is not there for the keeper), and every run waits out
+# its ready timeout. The host sockets are in the pod's own emptyDir.
+# runsc's own state goes under our run dir, never /run/containerd/runsc.
+runsc_handler=''
+if [ "$gvisor" != 0 ]; then
+  cat >"$state/containerd/runsc.toml.tmp" <<EOF
+# written by scripts/kube-up.sh: gVisor's shim options for the handler runsc
+binary_name = "$runsc"
+root = "$run/runsc"
+[runsc_config]
+  platform = "systrap"
+  oci-seccomp = "true"
+  host-uds = "all"
+EOF
+  mv -f "$state/containerd/runsc.toml.tmp" "$state/containerd/runsc.toml"
+  runsc_handler="
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
+        runtime_type = 'io.containerd.runsc.v1'
+        runtime_path = '$runsc_shim'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc.options]
+          TypeUrl = 'io.containerd.runsc.v1.options'
+          ConfigPath = '$state/containerd/runsc.toml'"
+else
+  rm -f "$state/containerd/runsc.toml"
+fi
+
+# containerd 2's own config layout (version 3): the CRI's images, runtime and
+# streaming server are separate plugins.
 cat >"$state/containerd/config.toml.tmp" <<EOF
-# written by scripts/kube-up.sh: the cluster's own containerd (not the system's)
-version = 2
-root = "$ctrd_root"
-state = "$ctrd_state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+# written by scripts/kube-up.sh: the cluster's own containerd $containerd_version (not the system's)
+version = 3
+root = '$ctrd_root'
+state = '$ctrd_state'
+disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.aufs', 'io.containerd.snapshotter.v1.blockfile', 'io.containerd.snapshotter.v1.erofs', 'io.containerd.differ.v1.erofs']
 
 [grpc]
-  address = "$ctrd_sock"
+  address = '$ctrd_sock'
 [ttrpc]
-  address = "$ctrd_sock.ttrpc"
+  address = '$ctrd_sock.ttrpc'
 [debug]
-  address = ""
+  address = ''
 [metrics]
-  address = ""
+  address = ''
 
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$state/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$pause_image"
-  # This VM refuses lowering oom_score_adj: without this every sandbox fails.
-  restrict_oom_score_adj = true
-  # Network namespaces under our state dir, not /run/netns.
-  netns_mounts_under_state_dir = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "/usr/sbin/runc"
-        # runc's own state, else /run/containerd/runc (the system's tree).
-        Root = "$run/runc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$state/cni-bin"
-    conf_dir = "$state/cni"
-    max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "$state/containerd/certs.d"
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = '$state/containerd/opt'
+  # NRI would listen on /var/run/nri/nri.sock, the system's.
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = true
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = '$pause_image'
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = '$state/containerd/certs.d'
+  [plugins.'io.containerd.cri.v1.runtime']
+    # This VM refuses lowering oom_score_adj: without this every sandbox fails.
+    restrict_oom_score_adj = true
+    # Network namespaces under our state dir, not /run/netns.
+    netns_mounts_under_state_dir = true
+    enable_selinux = false
+    enable_cdi = false
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        runtime_path = '$containerd_bin/containerd-shim-runc-v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = '/usr/sbin/runc'
+          # runc's own state, else /run/containerd/runc (the system's tree).
+          Root = '$run/runc'
+          SystemdCgroup = false$runsc_handler
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ['$state/cni-bin']
+      conf_dir = '$state/cni'
+      max_conf_num = 1
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = '127.0.0.1'
 EOF
 mv -f "$state/containerd/config.toml.tmp" "$state/containerd/config.toml"
-start_daemon containerd --config "$state/containerd/config.toml"
-ctr_() { ctr -a "$ctrd_sock" -n k8s.io "$@"; }
+start_daemon containerd --config "$state/containerd/config.toml" "$state/containerd/runsc.toml" "$runsc_shim" "$runsc"
 # ctr_has_image NAME (the list is read whole first: grep -q on a pipe would
 # close it early and, with pipefail, fail on ctr's SIGPIPE).
 ctr_has_image() { local l; l=$(ctr_ images ls -q) && grep -qxF "$1" <<<"$l"; }
@@ -535,7 +616,7 @@ push_image() {
   if ! ctr_has_image "$registry_addr/$path@$digest" || ! ctr_has_image "$registry_addr/$path:$tag"; then
     t0=$(date +%s.%N)
     for ref in "$registry_addr/$path:$tag" "$registry_addr/$path@$digest"; do
-      ctr_ images pull -q --plain-http "$ref" >/dev/null || die "containerd could not pull $ref from the local registry; see $logs/registry.log"
+      ctr_ images pull --plain-http "$ref" >/dev/null || die "containerd could not pull $ref from the local registry; see $logs/registry.log"
     done
     log "containerd pulled $registry_addr/$path:$tag (@$digest) in $(elapsed "$t0") s"
   fi
@@ -551,17 +632,27 @@ fi
 log "containerd (namespace k8s.io) lists: $(ctr_ images ls -q | grep -v -e '^sha256:' -e '@sha256:' | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- kubelet
-# MCP-Forge's seccomp profile as the Localhost profile mcp-forge.json.
-seccomp_json=$(mktemp)
-if [ -x bin/mcp-forge ] && bin/mcp-forge seccomp-profile >"$seccomp_json" 2>/dev/null && [ -s "$seccomp_json" ]; then :; else
-  env GOWORK= PATH="$PATH:/usr/local/go/bin" \
-    GOFLAGS=-tags=containers_image_openpgp,remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper \
-    CGO_ENABLED=0 go run ./scripts/kube/seccompjson >"$seccomp_json" ||
-    { rm -f "$seccomp_json"; die "could not produce MCP-Forge's seccomp profile (go run ./scripts/kube/seccompjson in $repo)"; }
-fi
-jq -e .defaultAction "$seccomp_json" >/dev/null || { rm -f "$seccomp_json"; die "the seccomp profile is not JSON with a defaultAction"; }
-chmod 0644 "$seccomp_json"
-mv -f "$seccomp_json" "$kubelet_root/seccomp/mcp-forge.json"
+# MCP-Forge's seccomp profile as the Localhost profile mcp-forge.json, and
+# its variant for pods under gVisor as mcp-forge-gvisor.json (a server with
+# runtime_class = "gvisor" names that one: see runsc.toml above).
+# install_seccomp FILE [VARIANT]
+install_seccomp() {
+  local file=$1 variant=${2:-} json
+  json=$(mktemp)
+  # shellcheck disable=SC2086 # the variant is one word or none
+  if [ -x bin/mcp-forge ] && bin/mcp-forge seccomp-profile $variant >"$json" 2>/dev/null && [ -s "$json" ]; then :; else
+    # shellcheck disable=SC2086
+    env GOWORK= PATH="$PATH:/usr/local/go/bin" \
+      GOFLAGS=-tags=containers_image_openpgp,remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper \
+      CGO_ENABLED=0 go run ./scripts/kube/seccompjson $variant >"$json" ||
+      { rm -f "$json"; die "could not produce MCP-Forge's seccomp profile ${variant:+($variant) }(go run ./scripts/kube/seccompjson in $repo)"; }
+  fi
+  jq -e .defaultAction "$json" >/dev/null || { rm -f "$json"; die "the seccomp profile ${variant:+($variant) }is not JSON with a defaultAction"; }
+  chmod 0644 "$json"
+  mv -f "$json" "$kubelet_root/seccomp/$file"
+}
+install_seccomp mcp-forge.json
+if [ "$gvisor" != 0 ]; then install_seccomp mcp-forge-gvisor.json gvisor; fi
 
 cat >"$state/kubelet-config.yaml.tmp" <<EOF
 # written by scripts/kube-up.sh
@@ -597,7 +688,13 @@ serializeImagePulls: false
 # A test cluster on a shared development disk: the kubelet's defaults
 # (evict below 15% free for images, 10% for the node) refused every pod on
 # a 252 GB disk with 37 GB free (DiskPressure). Evict only when little is
-# left in bytes; the images' own garbage collection stays on.
+# left in bytes. No image garbage collection: its threshold is a share of
+# the disk (85% by default), which other work on the same disk crosses,
+# and it then removes every image no pod runs: the agent's and the core's,
+# imported with pull policy Never, which no pod can start without (seen:
+# ErrImageNeverPull for the agent image mid-run). 100 turns it off.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 evictionHard:
   imagefs.available: "2Gi"
   nodefs.available: "2Gi"
@@ -639,8 +736,10 @@ node_pids_limit = 1024           # the kubelet's podPidsLimit (kubelet-config.ya
 base_path = "$state/forge"      # the core's own state for this cluster
 [security]
 audit_log = "$state/forge/audit.log"
-# What this cluster cannot give: containerd 1.6 has no user namespaces for
-# pods (hostUsers: false), and Kubernetes no open-files limit per pod.
+# What this cluster cannot give: user namespaces for pods (hostUsers: false;
+# not set up here), and Kubernetes no open-files limit per pod. gVisor:
+# RuntimeClass gvisor (runtime_class = "gvisor", with seccomp_profile =
+# "mcp-forge-gvisor.json"); the default runtime here is runc.
 waive = ["user-namespace", "open-files"]
 EOF
 mv -f "$state/forge.toml.tmp" "$state/forge.toml"
@@ -650,7 +749,7 @@ KUBECONFIG=$state/admin.kubeconfig
 FORGE_KUBECONFIG=$state/forge.kubeconfig
 CONTAINERD_ADDRESS=$ctrd_sock
 CONTAINERD_NAMESPACE=k8s.io
-PATH=$kube_bin:\$PATH
+PATH=$kube_bin:$containerd_bin:\$PATH
 export KUBECONFIG FORGE_KUBECONFIG CONTAINERD_ADDRESS CONTAINERD_NAMESPACE PATH
 EOF
 mv -f "$state/env.tmp" "$state/env"
@@ -674,15 +773,17 @@ if [ "${FORGE_KUBE_SMOKE:-1}" != 0 ]; then
   # smoke_pod NAME IMAGE PULL_POLICY COMMAND_JSON_OR_EMPTY UNTIL [CHECK]:
   # creates the pod, waits for phase UNTIL (Succeeded or Running), runs
   # CHECK POD if given, leaves its log in $smoke_log and the time in
-  # $smoke_secs, deletes it.
+  # $smoke_secs, deletes it. $smoke_class names a RuntimeClass for it, and
+  # $smoke_profile its Localhost seccomp profile (mcp-forge.json).
+  smoke_class='' smoke_profile=mcp-forge.json
   smoke_pod() {
     local pod=$1 image=$2 pull=$3 cmd=$4 until=$5 check=${6:-} t0 phase='' check_err=''
     fapi DELETE "/api/v1/namespaces/$ns/pods/$pod?gracePeriodSeconds=0" >/dev/null || true
     for _ in $(seq 1 50); do fapi GET "/api/v1/namespaces/$ns/pods/$pod" >/dev/null || break; sleep 0.2; done
     t0=$(date +%s.%N)
     fapi POST "/api/v1/namespaces/$ns/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$pod"'","labels":{"app.kubernetes.io/name":"kube-up-smoke"}},
-    "spec":{"nodeName":"localhost","restartPolicy":"Never","automountServiceAccountToken":false,"enableServiceLinks":false,
-    "securityContext":{"runAsUser":1000,"runAsGroup":1000,"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"mcp-forge.json"}},
+    "spec":{"nodeName":"localhost","restartPolicy":"Never","automountServiceAccountToken":false,"enableServiceLinks":false,'"${smoke_class:+\"runtimeClassName\":\"$smoke_class\",}"'
+    "securityContext":{"runAsUser":1000,"runAsGroup":1000,"runAsNonRoot":true,"seccompProfile":{"type":"Localhost","localhostProfile":"'"$smoke_profile"'"}},
     "containers":[{"name":"main","image":"'"$image"'","imagePullPolicy":"'"$pull"'"'"${cmd:+,\"command\":$cmd}"',
       "resources":{"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"cpu":"500m","memory":"256Mi"}},
       "securityContext":{"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' >"$run/smoke.json" ||
@@ -729,6 +830,24 @@ print(1, sorted(n for _, n in socket.if_nameindex()), 'seccomp=' + mode, 'io_uri
   [ "$smoke_log" = "$want" ] ||
     die "smoke pod printed '$smoke_log', wanted \"$want\" (a network namespace with only lo, under MCP-Forge's seccomp profile)"
   log "smoke pod: created -> Succeeded in $smoke_secs s, log \"$smoke_log\" (only lo; MCP-Forge's seccomp profile)"
+  # The same pod under gVisor (RuntimeClass gvisor, the profile's gVisor
+  # variant): gVisor's kernel, only lo, the profile applied in the Sentry
+  # (runsc answers its refusals with EPERM, 1), and a thread (which the
+  # runc profile's clone3 refusal would stop there).
+  if [ "$gvisor" != 0 ]; then
+    gpy="import socket, ctypes, threading
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(425, 1, None)
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print('gvisor' in open('/proc/version').read(), sorted(n for _, n in socket.if_nameindex()), 'io_uring_setup=%d' % (ctypes.get_errno() if r < 0 else 0))"
+    gwant="True ['lo'] io_uring_setup=1"
+    smoke_class=gvisor smoke_profile=mcp-forge-gvisor.json
+    smoke_pod kube-up-smoke-gvisor localhost/mcp-forge/python:3.11 Never "$(jq -cn --arg c "$gpy" '["python3", "-c", $c]')" Succeeded
+    smoke_class='' smoke_profile=mcp-forge.json
+    [ "$smoke_log" = "$gwant" ] ||
+      die "gVisor smoke pod printed '$smoke_log', wanted \"$gwant\" (gVisor's kernel, only lo, MCP-Forge's profile applied in the Sentry); see $logs/containerd.log"
+    log "gVisor smoke pod (RuntimeClass gvisor): created -> Succeeded in $smoke_secs s, log \"$smoke_log\""
+  fi
   # A long-running pod for exec: the pause image (catatonit -P), pulled from
   # the registry when there is one (which checks the registry too).
   check=

@@ -23,8 +23,10 @@ export CGO_ENABLED=${CGO_ENABLED:-0} PATH=$PATH:/usr/local/go/bin
 # anything Podman's run does not (CI's time is one budget for both). Those
 # not here test what only Podman has (its CLI, loop-device workspaces, the
 # watchdog of host processes), or what the Kubernetes runtime refuses with
-# a reason. Custom environments run on it with kube-up's registry.
-e2e='TestKubeSandboxPods|TestKubeImageWithoutPerl|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestStatelessInputFiles|TestExecTimeoutNeedsNothingInTheImage|TestSIGKILLIsNotOOM|TestHostExec|TestHostSignalAll|TestHostFiles|TestWarmRunsBehaveAsCold|TestSessionFiles|TestSessionFilesOwnership|TestSessionFilesQuota|TestSessionFilesHostilePaths|TestKubePodDeadlines|TestCheckpointRestore|TestCheckpointQuota|TestSessionsSurviveServerRestart|TestNoOrphansAfterRestart|TestIdleReaper|TestWarmSessionNeverShared|TestWarmSessionConfinedLikeCold|TestKernelDeathRaisesNoFalseAlarm|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestResultSaysIsolation|TestTracesThroughThePlugin|TestKubeHostRootClaim'
+# a reason. Custom environments run on it with kube-up's registry. gVisor
+# pods (kube-up's RuntimeClass gvisor) are TestKubeGVisor*'s: the matrix
+# itself runs on the default runtime, runc.
+e2e='TestKubeSandboxPods|TestKubeImageWithoutPerl|TestExecutePython|TestExecuteRStateless|TestPythonSessions|TestRSessions|TestPlotComesBackAsImage|TestStatelessInputFiles|TestExecTimeoutNeedsNothingInTheImage|TestSIGKILLIsNotOOM|TestHostExec|TestHostSignalAll|TestHostFiles|TestWarmRunsBehaveAsCold|TestSessionFiles|TestSessionFilesOwnership|TestSessionFilesQuota|TestSessionFilesHostilePaths|TestKubePodDeadlines|TestCheckpointRestore|TestCheckpointQuota|TestSessionsSurviveServerRestart|TestNoOrphansAfterRestart|TestIdleReaper|TestWarmSessionNeverShared|TestWarmSessionConfinedLikeCold|TestKernelDeathRaisesNoFalseAlarm|TestToolBridgeRoundTrip|TestNetworkByHostName|TestNetworkInSession|TestCredentialAtEgress|TestResultSaysIsolation|TestKubeGVisorPods|TestKubeGVisorNeedsRuntimeClass|TestTracesThroughThePlugin|TestKubeHostRootClaim'
 security='TestSandboxConfinement|TestMemoryHogIsOOM|TestForkBombContained|TestTimeoutKills|TestSIGKILLIsNotOOM|TestSeccompRefusesEscapeCalls|TestSeccompKeepsWorkloads'
 http='TestHTTPSameChecksAsStdio|TestHTTPTenantIsolation|TestHTTPQuotas'
 environments='TestEnvironmentLifecycle|TestEnvironmentsBelongToTenants|TestUVBuilderEndToEnd'
@@ -40,9 +42,11 @@ fi
 # The core itself in the cluster (test/cluster): its image from bin/,
 # imported into the node's containerd as kube-up imports the sandbox images.
 . scripts/kube/common.sh
+# The tests' own ctr calls use containerd 2's (the cluster's) ctr.
+export PATH=$containerd_bin:$PATH
 core_image=$(images/core/build.sh | tail -n 1)
-if ! ctr -a "$ctrd_sock" -n k8s.io images ls -q | grep -qxF "$core_image"; then
-  podman save "$core_image" | ctr -a "$ctrd_sock" -n k8s.io images import - >/dev/null ||
+if ! ctr_ images ls -q | grep -qxF "$core_image"; then
+  podman save "$core_image" | ctr_ images import - >/dev/null ||
     { echo "importing $core_image into the cluster's containerd failed" >&2; exit 1; }
 fi
 export FORGE_TEST_CORE_IMAGE=$core_image FORGE_TEST_KUBECTL=$kube_bin/kubectl FORGE_TEST_KUBE_ADMIN=$state/admin.kubeconfig FORGE_TEST_CONTAINERD=$ctrd_sock

@@ -66,8 +66,15 @@ func init() {
 		"config":  {"config check [FILE] | print | mcp-json", 2, "validate, show or export configuration", cmdConfig},
 		"plugins": {"plugins [list]", 1, "show plugins with versions and checksum status", cmdPlugins},
 		"images":  {"images", 0, "list the sandbox images and whether they are built", withConfig(listImages)},
-		"seccomp-profile": {"seccomp-profile", 0, "print MCP-Forge's seccomp profile (JSON), to install on Kubernetes nodes as a Localhost profile", func(_ context.Context, fl flags, _ []string) error {
-			_, err := fl.stdout.Write(forge.SeccompProfile())
+		"seccomp-profile": {"seccomp-profile [gvisor]", 1, "print MCP-Forge's seccomp profile (JSON), to install on Kubernetes nodes as a Localhost profile; gvisor: its variant for pods under gVisor", func(_ context.Context, fl flags, args []string) error {
+			p := forge.SeccompProfile()
+			switch {
+			case len(args) == 1 && args[0] == "gvisor":
+				p = forge.GVisorSeccompProfile()
+			case len(args) == 1:
+				return errUsage{fmt.Sprintf("mcp-forge seccomp-profile: unknown variant %q (only gvisor, for pods under a gVisor RuntimeClass)", args[0])}
+			}
+			_, err := fl.stdout.Write(p)
 			return err
 		}},
 		"version": {"version", 0, "print the version", func(_ context.Context, fl flags, _ []string) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-forge/mcp-forge/core/config"
 	"github.com/mcp-forge/mcp-forge/core/forge"
+	"github.com/mcp-forge/mcp-forge/core/seccomp"
 )
 
 func TestParseArgsFlagsAnywhere(t *testing.T) {
@@ -157,6 +158,7 @@ func TestDispatch(t *testing.T) {
 		{args: "watchdog", code: 2, stderr: "not by hand"},
 		{args: "watchdog abc", err: forge.ErrNoWatchdogPipe, code: 2, calls: []call{{Entry: "Watchdog", Arg: "abc"}}, stderr: "mcp-forge watchdog: the watchdog is started by"},
 		{args: "version", stdout: "mcp-forge 1.2.3"},
+		{args: "seccomp-profile kata", code: 2, stderr: `unknown variant "kata"`},
 		{args: "serve --config f.toml", bad: true, code: 1, stderr: "mcp-forge: invalid configuration (f.toml):\n  line 1: bad\n  line 2: worse"},
 		{args: "doctor", err: forge.ErrFailed, code: 1, calls: []call{{Entry: "Doctor", Options: opts("", "")}}},
 		{args: "serve", err: errors.New("port taken"), code: 1, calls: []call{{Entry: "Serve", Options: opts("", "")}}, stderr: "mcp-forge: port taken"},
@@ -200,5 +202,29 @@ func TestUsageListsCommands(t *testing.T) {
 		if got := strings.Contains(b.String(), "  "+name); got == hidden[name] {
 			t.Errorf("%s listed: %v, hidden: %v", name, got, hidden[name])
 		}
+	}
+}
+
+// seccomp-profile prints the profile a node installs for runc pods, and
+// with gvisor the variant for pods under a gVisor RuntimeClass: two
+// different documents (clone3 is allowed only in the second).
+func TestSeccompProfileVariants(t *testing.T) {
+	for _, c := range []struct {
+		args string
+		want []byte
+	}{
+		{"seccomp-profile", seccomp.JSON()},
+		{"seccomp-profile gvisor", seccomp.GVisorJSON()},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := dispatch(context.Background(), (&fake{}).assembly(), strings.Fields(c.args), &stdout, &stderr); code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.args, code, stderr.String())
+		}
+		if !bytes.Equal(stdout.Bytes(), c.want) {
+			t.Errorf("%s printed %d bytes, not the profile's %d", c.args, stdout.Len(), len(c.want))
+		}
+	}
+	if bytes.Equal(seccomp.JSON(), seccomp.GVisorJSON()) {
+		t.Error("the gVisor variant is the same document as the profile")
 	}
 }

@@ -83,6 +83,12 @@ type Forge struct {
 // node installs it as a Localhost profile.
 func SeccompProfile() []byte { return seccomp.JSON() }
 
+// GVisorSeccompProfile is the profile's variant for pods under gVisor
+// (runtime.kubernetes.runtime_class): runsc applies a pod's profile in its
+// Sentry only with oci-seccomp, and answers every refusal with EPERM, so
+// clone3 is allowed there (seccomp.GVisorJSON).
+func GVisorSeccompProfile() []byte { return seccomp.GVisorJSON() }
+
 // Instance names the containers of every server sharing a base path.
 func Instance(base string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(base)))

@@ -7,13 +7,16 @@
 # the pinned build is installed already. About 7 minutes of compiling on two
 # cores the first time; scripts/setup.sh runs it, and make test in the
 # background of the other legs.
-#   FORGE_GVISOR_VERSION  the gvisor.dev/gvisor module version
+#   FORGE_GVISOR_VERSION  the gvisor.dev/gvisor module version (default: the
+#                         pin in scripts/gvisor/version, which scripts/kube/build.sh
+#                         builds the containerd shim from too)
 #   FORGE_GVISOR_CACHE    the build cache (/var/cache/mcp-forge/gvisor)
 set -euo pipefail
 log() { printf '[gvisor] %s\n' "$*" >&2; }
 die() { printf '[gvisor] error: %s\n' "$*" >&2; exit 1; }
 
-version=${FORGE_GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
+version=${FORGE_GVISOR_VERSION:-$(cat "$(dirname "$0")/version")}
+[ -n "$version" ] || die "no gVisor version: $(dirname "$0")/version is empty"
 cache=${FORGE_GVISOR_CACHE:-/var/cache/mcp-forge/gvisor}/${version#v0.0.0-}
 dest=${FORGE_RUNSC:-/usr/local/lib/mcp-forge/runsc}
 built=$cache/runsc

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and etcd from the Go module proxy
-# into a cache keyed by version (nothing of it goes into the repository).
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd, containerd 2 (with
+# its runc shim and ctr) and gVisor's containerd shim from the Go module proxy into a cache keyed by version
+# (nothing of it goes into the repository).
 # Sourced by scripts/kube-up.sh, which sets log/die and the version variables;
 # runnable alone too: scripts/kube/build.sh prints the bin directories.
 #
@@ -19,8 +20,19 @@ fi
 : "${kube_version:=${FORGE_KUBE_VERSION:-v1.34.4}}"
 : "${etcd_version:=${FORGE_ETCD_VERSION:-v3.6.16}}"
 : "${kube_cache:=${FORGE_KUBE_CACHE:-/var/cache/mcp-forge/kube}}"
+# containerd 2: gVisor's shim speaks its bootstrap protocol, which Debian's
+# containerd 1.6 cannot start. v2.1.5 is the version the pinned gVisor
+# module itself builds against.
+: "${containerd_version:=${FORGE_CONTAINERD_VERSION:-v2.1.5}}"
+# The gVisor pin shared with scripts/gvisor/install.sh (runsc itself).
+if [ -z "${gvisor_version:-}" ]; then
+  gvisor_version=${FORGE_GVISOR_VERSION:-$(cat "$(dirname "${BASH_SOURCE[0]}")/../gvisor/version" 2>/dev/null || true)}
+fi
 kube_bin=$kube_cache/$kube_version/bin
 etcd_bin=$kube_cache/etcd-$etcd_version/bin
+containerd_bin=$kube_cache/containerd-$containerd_version/bin
+runsc_shim_dir=$kube_cache/gvisor-shim-${gvisor_version#v0.0.0-}
+runsc_shim=$runsc_shim_dir/bin/containerd-shim-runsc-v1
 
 # The repository's Makefile exports podman build tags in GOFLAGS and a
 # go.work: neither applies to these modules.
@@ -35,6 +47,8 @@ runs_version() {
   [ -x "$1" ] || return 1
   case $1 in
     */kubectl | */kubectl.tmp.*) "$1" version --client >/dev/null 2>&1 ;;
+    # containerd's shim library answers -v (and exits) before anything else.
+    */containerd-shim-*) "$1" -v >/dev/null 2>&1 ;;
     *) "$1" --version >/dev/null 2>&1 ;;
   esac
 }
@@ -69,15 +83,15 @@ tools_module() {
   touch "$dir/.complete"
 }
 
-# build_one MODDIR PKG OUT LDFLAGS NOTE
+# build_one MODDIR PKG OUT LDFLAGS NOTE [TAGS]
 build_one() {
-  local moddir=$1 pkg=$2 out=$3 ldflags=$4 note=$5 t0
+  local moddir=$1 pkg=$2 out=$3 ldflags=$4 note=$5 tags=${6:-} t0
   if runs_version "$out"; then return 0; fi
   log "building $(basename "$out") ($note) ..."
   t0=$(date +%s)
   mkdir -p "$(dirname "$out")"
   (cd "$moddir" && nice -n 10 env GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local \
-    PATH="$PATH:/usr/local/go/bin" go build -trimpath -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg") ||
+    PATH="$PATH:/usr/local/go/bin" go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg") ||
     { rm -f "$out.tmp.$$"; die "go build $pkg failed (module $moddir); fix the error above and run again"; }
   runs_version "$out.tmp.$$" || { rm -f "$out.tmp.$$"; die "built $pkg but it does not run --version"; }
   mv -f "$out.tmp.$$" "$out"
@@ -108,9 +122,72 @@ build_all() {
   if ! runs_version "$etcd_bin/etcd"; then tools_module "$emod" go.etcd.io/etcd/server/v3 "$etcd_version"; fi
   # go.etcd.io/etcd/server/v3's root package is the etcd binary's main.
   build_one "$emod" go.etcd.io/etcd/server/v3 "$etcd_bin/etcd" "-s -w" "$etcd_version, about 1 min once"
+  build_containerd
+  if [ "${FORGE_KUBE_GVISOR:-1}" != 0 ]; then build_runsc_shim; fi
+}
+
+# build_containerd: containerd 2, its runc shim and ctr, static (no cgo, so
+# none of the snapshotters that need C libraries: the cluster uses overlayfs).
+build_containerd() {
+  local cmod=$kube_cache/containerd-$containerd_version/tools vpkg=github.com/containerd/containerd/v2/version
+  local cflags="-s -w -X $vpkg.Version=$containerd_version -X $vpkg.Revision=proxy"
+  local ctags="no_btrfs no_devmapper no_zfs no_aufs" b
+  for b in containerd containerd-shim-runc-v2 ctr; do
+    runs_version "$containerd_bin/$b" && continue
+    tools_module "$cmod" github.com/containerd/containerd/v2 "$containerd_version"
+    build_one "$cmod" "github.com/containerd/containerd/v2/cmd/$b" "$containerd_bin/$b" "$cflags" "$containerd_version, about 1 min once" "$ctags"
+  done
+}
+
+# build_runsc_shim: gVisor's containerd shim (containerd-shim-runsc-v1) at
+# the pinned gVisor version, with one change. Starting, it lowers its own
+# oom_score_adj to -999, which these VMs refuse (no CAP_SYS_RESOURCE), and
+# it treats that as fatal ("failed to set OOM Score on shim: permission
+# denied"): no gVisor pod could start. The patched shim goes on with the
+# kernel's default score (as containerd's own runc shim does where it may not
+# lower it). A go.mod file cannot patch a dependency, so the module is
+# vendored into a build directory in the cache (keyed by the gVisor version,
+# never the repository), the one check relaxed there, and the shim built from
+# the vendor tree.
+build_runsc_shim() {
+  local dir=$runsc_shim_dir/build gomod mgr t0
+  [ -n "$gvisor_version" ] || die "no gVisor version (FORGE_GVISOR_VERSION, or scripts/gvisor/version)"
+  if runs_version "$runsc_shim"; then return 0; fi
+  log "building containerd-shim-runsc-v1 (gVisor $gvisor_version, vendored and patched in $dir; about 2 min once) ..."
+  t0=$(date +%s)
+  mkdir -p "$dir" "$(dirname "$runsc_shim")"
+  if [ ! -f "$dir/.vendored" ]; then
+    gomod=$(cd "$dir" && go_env go list -m -f '{{.GoMod}}' "gvisor.dev/gvisor@$gvisor_version") && [ -f "$gomod" ] ||
+      die "could not fetch the go.mod of gvisor.dev/gvisor@$gvisor_version from the Go module proxy (in $dir)"
+    # gVisor's own requirements, so every dependency is at the version gVisor
+    # is built and tested with.
+    {
+      printf '// generated by scripts/kube/build.sh: gVisor %s containerd shim, patched\nmodule forge.local/runscshim\n\n' "$gvisor_version"
+      grep -E '^(go|toolchain) ' "$gomod"
+      printf '\nrequire gvisor.dev/gvisor %s\n\n' "$gvisor_version"
+      sed -n '/^require (/,/^)/p' "$gomod"
+    } >"$dir/go.mod"
+    # The tools idiom: the shim's main package as a dependency to vendor.
+    printf '//go:build tools\n\npackage tools\n\nimport _ "gvisor.dev/gvisor/shim"\n' >"$dir/tools.go"
+    rm -rf "$dir/vendor"
+    (cd "$dir" && env GOWORK=off GOFLAGS= GOTOOLCHAIN=local PATH="$PATH:/usr/local/go/bin" sh -c 'go mod tidy && go mod vendor') ||
+      die "go mod tidy/vendor of gvisor.dev/gvisor@$gvisor_version failed in $dir; see the error above"
+    mgr=$dir/vendor/gvisor.dev/gvisor/pkg/shim/v1/manager.go
+    grep -q 'if err := sys.SetOOMScore(cmd.Process.Pid, oomScoreMax); err != nil {' "$mgr" ||
+      die "$mgr has no SetOOMScore check as gVisor $gvisor_version had: the patch no longer applies; see build_runsc_shim in scripts/kube/build.sh"
+    sed -i 's/if err := sys.SetOOMScore(cmd.Process.Pid, oomScoreMax); err != nil {/if err := sys.SetOOMScore(cmd.Process.Pid, oomScoreMax); err != nil \&\& !os.IsPermission(err) { \/\/ patched by mcp-forge scripts\/kube\/build.sh/' "$mgr"
+    grep -q 'patched by mcp-forge' "$mgr" || die "patching $mgr failed"
+    touch "$dir/.vendored"
+  fi
+  (cd "$dir" && nice -n 10 env GOWORK=off GOFLAGS=-mod=vendor CGO_ENABLED=0 GOTOOLCHAIN=local PATH="$PATH:/usr/local/go/bin" \
+    go build -trimpath -ldflags "-s -w" -o "$runsc_shim.tmp.$$" gvisor.dev/gvisor/shim) ||
+    { rm -f "$runsc_shim.tmp.$$"; die "go build gvisor.dev/gvisor/shim failed in $dir; fix the error above (or rm -rf $dir) and run again"; }
+  runs_version "$runsc_shim.tmp.$$" || { rm -f "$runsc_shim.tmp.$$"; die "built containerd-shim-runsc-v1 but it does not answer -v"; }
+  mv -f "$runsc_shim.tmp.$$" "$runsc_shim"
+  log "built containerd-shim-runsc-v1 in $(($(date +%s) - t0)) s ($(du -m "$runsc_shim" | cut -f1) MB)"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   build_all
-  printf '%s\n%s\n' "$kube_bin" "$etcd_bin"
+  printf '%s\n%s\n%s\n' "$kube_bin" "$etcd_bin" "$containerd_bin"
 fi

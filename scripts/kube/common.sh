@@ -11,8 +11,11 @@ kube_version=${FORGE_KUBE_VERSION:-v1.34.4}
 etcd_version=${FORGE_ETCD_VERSION:-v3.6.16}
 kube_cache=${FORGE_KUBE_CACHE:-/var/cache/mcp-forge/kube}
 state=${FORGE_KUBE_STATE:-/var/lib/mcp-forge/kube}
+containerd_version=${FORGE_CONTAINERD_VERSION:-v2.1.5}
 kube_bin=$kube_cache/$kube_version/bin
 etcd_bin=$kube_cache/etcd-$etcd_version/bin
+# containerd 2, its runc shim and ctr (scripts/kube/build.sh).
+containerd_bin=$kube_cache/containerd-$containerd_version/bin
 
 pki=$state/pki
 run=$state/run
@@ -40,9 +43,33 @@ daemon_exe() {
   case $1 in
     etcd) printf '%s\n' "$etcd_bin/etcd" ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet) printf '%s\n' "$kube_bin/$1" ;;
-    containerd) command -v containerd ;;
+    containerd) printf '%s\n' "$containerd_bin/containerd" ;;
     registry) printf '/usr/bin/docker-registry\n' ;;
   esac
+}
+
+# ctr_ ARGS...: containerd's CLI on this cluster's socket, in the CRI's
+# namespace; the cache's ctr (containerd 2's own), or one on the PATH before
+# the cache has it.
+ctr_() {
+  local c=$containerd_bin/ctr
+  [ -x "$c" ] || c=ctr
+  "$c" -a "$ctrd_sock" -n k8s.io "$@"
+}
+
+# legacy_exe NAME: the binary an older kube-up ran NAME from, if any (its
+# containerd was Debian's 1.6), so that kube-down still finds and stops it
+# and kube-up can tell a cluster to recreate.
+legacy_exe() {
+  case $1 in
+    containerd) printf '/usr/bin/containerd\n' ;;
+  esac
+}
+
+# is_exe_of NAME EXE: EXE is NAME's binary, or the one an older kube-up used.
+is_exe_of() {
+  local exe=${2% (deleted)}
+  [ "$exe" = "$(daemon_exe "$1")" ] || { [ -n "$(legacy_exe "$1")" ] && [ "$exe" = "$(legacy_exe "$1")" ]; }
 }
 
 # daemon_pid NAME: the pid in NAME's pidfile when that process is alive and
@@ -53,7 +80,7 @@ daemon_pid() {
   pid=$(cat "$pidf")
   [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [ "${exe% (deleted)}" = "$(daemon_exe "$1")" ] || return 1
+  is_exe_of "$1" "$exe" || return 1
   printf '%s\n' "$pid"
 }
 
@@ -62,9 +89,10 @@ daemon_pid() {
 # exact binary path and this state dir in the command line, never by name.
 stray_pids() {
   local exe pid
-  exe=$(daemon_exe "$1")
-  for pid in $(pgrep -f -- "^$exe " || true); do
-    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$state/"; then printf '%s\n' "$pid"; fi
+  for exe in $(daemon_exe "$1") $(legacy_exe "$1"); do
+    for pid in $(pgrep -f -- "^$exe " || true); do
+      if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$state/"; then printf '%s\n' "$pid"; fi
+    done
   done
   return 0
 }

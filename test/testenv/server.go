@@ -65,6 +65,15 @@ func StartServerBinary(t testing.TB, bin, base, extra string) *Server {
 	return startServer(t, bin, base, extra, runtimeEnv(t))
 }
 
+// StartServerEnv is StartServer with environment overrides after the
+// runtime's own (FORGE_* settings that beat both the test's TOML and the
+// cluster's, such as a seccomp profile of KubeConfigEnv's forge.toml).
+func StartServerEnv(t testing.TB, extra string, env ...string) *Server {
+	t.Helper()
+	Require(t)
+	return startServer(t, Binary(t), BaseDir(t), extra, append(runtimeEnv(t), env...))
+}
+
 // StartServerClient is StartServer with a client of the given options (a
 // progress handler, say).
 func StartServerClient(t testing.TB, extra string, opts *mcp.ClientOptions) *Server {
