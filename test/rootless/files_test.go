@@ -1,0 +1,134 @@
+package rootless
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-forge/mcp-forge/test/testenv"
+)
+
+// sessionFiles drives every host-side read and write of a live runc
+// session's working directory as the user's server: under rootless Podman
+// the workspace belongs to a sub-id of the user's (Podman's U), and the
+// sandbox may make its files private (ipykernel's kernel.json is 0600).
+func sessionFiles(t *testing.T, u *user, base string) {
+	data := filepath.Join(u.home, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "in.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(data, u.uid, u.gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(data, "in.csv"), u.uid, u.gid); err != nil {
+		t.Fatal(err)
+	}
+	cfg := u.writeConfig(t, "files.toml", base+"\n[volumes.host_roots.data]\npath = \""+data+"\"\nwritable = true\n")
+	cs := u.serve(t, cfg)
+
+	run := func(sid, code string) result {
+		t.Helper()
+		var r result
+		res := testenv.Call(t, cs, "execute_python", map[string]any{"code": code, "session_id": sid}, &r)
+		if res.IsError || !r.Success {
+			t.Errorf("execute_python in %s %q: %s", sid, code, testenv.Text(res))
+		}
+		return r
+	}
+	// tool calls a tool and reports a failure with its error, as found.
+	tool := func(name string, args map[string]any, out any) (*mcp.CallToolResult, bool) {
+		t.Helper()
+		started := time.Now()
+		res := testenv.Call(t, cs, name, args, out)
+		t.Logf("timing: %s %v", name, time.Since(started).Round(time.Millisecond))
+		if res.IsError {
+			t.Errorf("%s %v: %s", name, args, testenv.Text(res))
+			return res, false
+		}
+		return res, true
+	}
+
+	run("f", "import os\nx = 41\nopen('made.txt', 'w').write('by code')\n"+
+		"fd = os.open('private.txt', os.O_WRONLY | os.O_CREAT, 0o600); os.write(fd, b'secret'); os.close(fd)\n"+
+		"os.makedirs('priv', mode=0o700)")
+
+	t.Run("upload", func(t *testing.T) {
+		// A new file in a new directory, a file the code wrote, a file in
+		// a directory the code made private.
+		for _, p := range []string{"up/in.txt", "made.txt", "priv/in.txt"} {
+			if _, ok := tool("upload_file", map[string]any{"session_id": "f", "path": p, "content": "hello " + p}, nil); !ok {
+				continue
+			}
+			// The code reads it, changes it and removes it: the file is the
+			// sandbox's to change, as under root.
+			code := "p = " + pyQuote(p) + "\nprint(open(p).read()); open(p, 'a').write('!'); print(open(p).read()); os.remove(p); print(os.path.exists(p))"
+			if r := run("f", code); r.Stdout != "hello "+p+"\nhello "+p+"!\nFalse\n" {
+				t.Errorf("the session's view of uploaded %s: %q %q", p, r.Stdout, r.Stderr)
+			}
+		}
+	})
+
+	t.Run("download", func(t *testing.T) {
+		for p, want := range map[string]string{"made.txt": "by code", "private.txt": "secret"} {
+			var out struct {
+				Content string `json:"content"`
+			}
+			if _, ok := tool("download_file", map[string]any{"session_id": "f", "path": p}, &out); ok && out.Content != want {
+				t.Errorf("download_file %s: %q, want %q", p, out.Content, want)
+			}
+		}
+	})
+
+	t.Run("host roots", func(t *testing.T) {
+		if _, ok := tool("import_file", map[string]any{"session_id": "f", "root": "data", "root_path": "in.csv", "path": "imp/in.csv"}, nil); ok {
+			if r := run("f", "print(open('imp/in.csv').read(), end='')"); r.Stdout != "a,b\n1,2\n" {
+				t.Errorf("the imported file in the session: %q %q", r.Stdout, r.Stderr)
+			}
+		}
+		for _, p := range []string{"made.txt", "private.txt"} {
+			if _, ok := tool("export_file", map[string]any{"session_id": "f", "path": p, "root": "data", "root_path": "out-" + p}, nil); ok {
+				if b, err := os.ReadFile(filepath.Join(data, "out-"+p)); err != nil || len(b) == 0 {
+					t.Errorf("exported %s: %v %q", p, err, b)
+				}
+			}
+		}
+	})
+
+	t.Run("checkpoint and restore", func(t *testing.T) {
+		var ck struct {
+			Kind     string `json:"kind"`
+			NotWhole string `json:"not_whole"`
+		}
+		if _, ok := tool("checkpoint_session", map[string]any{"session_id": "f"}, &ck); !ok {
+			return
+		}
+		t.Logf("checkpoint: kind %q, not whole: %q", ck.Kind, ck.NotWhole)
+		run("f", "x = 0\nopen('made.txt', 'w').write('changed')")
+		if _, ok := tool("restore_session", map[string]any{"session_id": "f"}, nil); !ok {
+			return
+		}
+		if r := run("f", "print(x, open('made.txt').read())"); r.Stdout != "41 by code\n" {
+			t.Errorf("after restore_session: %q %q", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("fork", func(t *testing.T) {
+		if _, ok := tool("fork_session", map[string]any{"session_id": "f", "new_session_id": "g"}, nil); !ok {
+			return
+		}
+		if r := run("g", "print(x, open('made.txt').read())"); r.Stdout != "41 by code\n" {
+			t.Errorf("in the fork: %q %q", r.Stdout, r.Stderr)
+		}
+		tool("destroy_session", map[string]any{"session_id": "g"}, nil)
+	})
+	tool("destroy_session", map[string]any{"session_id": "f"}, nil)
+}
+
+func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
