@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxSessionID is the longest session id. No file name is the id itself
@@ -417,7 +419,12 @@ func (w *Workspace) Dir(rel string) (string, error) {
 	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 		return p, nil
 	}
-	return p, os.MkdirAll(p, 0o755)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return p, err
+	}
+	// Podman's U gives the directory to the sandbox user with the mode it
+	// has now: for a server that is not root, one it can still write.
+	return p, shareTree(w.Path, p) // rootless.go
 }
 
 // WriteFile writes a file the sandbox will read.
@@ -429,7 +436,26 @@ func (w *Workspace) WriteFile(rel string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(p, data, 0o644)
+	if err := shareTree(w.Path, filepath.Dir(p)); err != nil {
+		return err
+	}
+	if !shared {
+		return os.WriteFile(p, data, 0o644)
+	}
+	// Never through a link; writable by the sandbox user, whom Podman's U
+	// may already have given an earlier copy of the file.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, sharedFileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = shareFD(int(f.Fd()), sharedFileMode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // PlainDir is the directory subdir of the workspace, refusing one that

@@ -60,29 +60,43 @@ func sessionFiles(t *testing.T, u *user, base string) {
 		"os.makedirs('priv', mode=0o700)")
 
 	t.Run("upload", func(t *testing.T) {
-		// A new file in a new directory, a file the code wrote, a file in
-		// a directory the code made private.
-		for _, p := range []string{"up/in.txt", "made.txt", "priv/in.txt"} {
+		// A new file in a new directory, a file the code wrote: the code
+		// reads it, changes it and removes it (the file is the sandbox's to
+		// change, as under root).
+		for _, p := range []string{"up/in.txt", "made.txt"} {
 			if _, ok := tool("upload_file", map[string]any{"session_id": "f", "path": p, "content": "hello " + p}, nil); !ok {
 				continue
 			}
-			// The code reads it, changes it and removes it: the file is the
-			// sandbox's to change, as under root.
 			code := "p = " + pyQuote(p) + "\nprint(open(p).read()); open(p, 'a').write('!'); print(open(p).read()); os.remove(p); print(os.path.exists(p))"
 			if r := run("f", code); r.Stdout != "hello "+p+"\nhello "+p+"!\nFalse\n" {
 				t.Errorf("the session's view of uploaded %s: %q %q", p, r.Stdout, r.Stderr)
 			}
 		}
+		run("f", "open('made.txt', 'w').write('by code')")
+		// A directory the code made private stays closed to a server that
+		// is not root, which says how to open it; opened, it takes files.
+		res := testenv.Call(t, cs, "upload_file", map[string]any{"session_id": "f", "path": "priv/in.txt", "content": "x"}, nil)
+		if !res.IsError || !strings.Contains(testenv.Text(res), "permission denied") || !strings.Contains(testenv.Text(res), "os.chmod") {
+			t.Errorf("upload_file into a directory the code made 0700: want a refusal saying how to open it, got %s", testenv.Text(res))
+		}
+		run("f", "os.chmod('priv', 0o777)")
+		if _, ok := tool("upload_file", map[string]any{"session_id": "f", "path": "priv/in.txt", "content": "x"}, nil); ok {
+			if r := run("f", "print(open('priv/in.txt').read())"); r.Stdout != "x\n" {
+				t.Errorf("priv/in.txt in the session: %q %q", r.Stdout, r.Stderr)
+			}
+		}
 	})
 
 	t.Run("download", func(t *testing.T) {
-		for p, want := range map[string]string{"made.txt": "by code", "private.txt": "secret"} {
-			var out struct {
-				Content string `json:"content"`
-			}
-			if _, ok := tool("download_file", map[string]any{"session_id": "f", "path": p}, &out); ok && out.Content != want {
-				t.Errorf("download_file %s: %q, want %q", p, out.Content, want)
-			}
+		var out struct {
+			Content string `json:"content"`
+		}
+		if _, ok := tool("download_file", map[string]any{"session_id": "f", "path": "made.txt"}, &out); ok && out.Content != "by code" {
+			t.Errorf("download_file made.txt: %q", out.Content)
+		}
+		res := testenv.Call(t, cs, "download_file", map[string]any{"session_id": "f", "path": "private.txt"}, nil)
+		if !res.IsError || !strings.Contains(testenv.Text(res), "os.chmod") {
+			t.Errorf("download_file of a file the code made 0600: want a refusal saying how to open it, got %s", testenv.Text(res))
 		}
 	})
 
@@ -92,25 +106,28 @@ func sessionFiles(t *testing.T, u *user, base string) {
 				t.Errorf("the imported file in the session: %q %q", r.Stdout, r.Stderr)
 			}
 		}
-		for _, p := range []string{"made.txt", "private.txt"} {
-			if _, ok := tool("export_file", map[string]any{"session_id": "f", "path": p, "root": "data", "root_path": "out-" + p}, nil); ok {
-				if b, err := os.ReadFile(filepath.Join(data, "out-"+p)); err != nil || len(b) == 0 {
-					t.Errorf("exported %s: %v %q", p, err, b)
-				}
+		if _, ok := tool("export_file", map[string]any{"session_id": "f", "path": "made.txt", "root": "data", "root_path": "out.txt"}, nil); ok {
+			if b, err := os.ReadFile(filepath.Join(data, "out.txt")); err != nil || string(b) != "by code" {
+				t.Errorf("exported made.txt: %v %q", err, b)
 			}
 		}
 	})
 
 	t.Run("checkpoint and restore", func(t *testing.T) {
 		var ck struct {
-			Kind     string `json:"kind"`
-			NotWhole string `json:"not_whole"`
+			Kind      string   `json:"kind"`
+			NotWhole  string   `json:"not_whole"`
+			FilesLeft []string `json:"files_left_out"`
 		}
 		if _, ok := tool("checkpoint_session", map[string]any{"session_id": "f"}, &ck); !ok {
 			return
 		}
-		t.Logf("checkpoint: kind %q, not whole: %q", ck.Kind, ck.NotWhole)
-		run("f", "x = 0\nopen('made.txt', 'w').write('changed')")
+		t.Logf("checkpoint: kind %q, not whole %q, left out %q", ck.Kind, ck.NotWhole, ck.FilesLeft)
+		// The file the code closed is named, not silently missing.
+		if len(ck.FilesLeft) != 1 || !strings.HasPrefix(ck.FilesLeft[0], "private.txt (") {
+			t.Errorf("checkpoint_session: files left out %q, want private.txt with why", ck.FilesLeft)
+		}
+		run("f", "x = 0\nopen('made.txt', 'w').write('changed')\nos.makedirs('imp/deeper')")
 		if _, ok := tool("restore_session", map[string]any{"session_id": "f"}, nil); !ok {
 			return
 		}
