@@ -56,25 +56,58 @@ func fileMode() uint32 {
 }
 
 // shareTree gives sharedDirMode to dir and to each directory between it
-// and top (exclusive) that the server owns, never following a link; the
-// sandbox's own directories (Podman's U chowned them at an earlier start)
-// keep the mode it left them. Without shared it does nothing.
+// and top (exclusive) that the server owns, resolving each beneath top
+// without following a link (one the sandbox planted fails the call, never
+// opens a directory elsewhere to everyone); the sandbox's own directories
+// (Podman's U chowned them at an earlier start) keep the mode it left
+// them. Without shared it does nothing.
 func shareTree(top, dir string) error {
 	if !shared {
 		return nil
 	}
-	for d := filepath.Clean(dir); strings.HasPrefix(d, top+"/"); d = filepath.Dir(d) {
-		fd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil // not beneath top: nothing of the workspace's to share
+	}
+	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open workspace %s to share it with the sandbox: %w", top, err)
+	}
+	defer unix.Close(root)
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		sub := strings.Join(parts[:i+1], "/")
+		fd, err := openBeneath(root, sub, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
-			return fmt.Errorf("open workspace directory %s to share it with the sandbox: %w", d, err)
+			return fmt.Errorf("share workspace directory with the sandbox: %w", pathErr(sub, err))
 		}
 		err = shareFD(fd, sharedDirMode)
 		unix.Close(fd)
 		if err != nil {
-			return fmt.Errorf("share workspace directory %s with the sandbox: %w", d, err)
+			return fmt.Errorf("share workspace directory %s with the sandbox: %w", sub, err)
 		}
 	}
 	return nil
+}
+
+// openShared creates or truncates the file rel beneath top for writing,
+// never through a link, with sharedFileMode if the server creates it.
+func openShared(top, rel string) (*os.File, error) {
+	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", top, err)
+	}
+	defer unix.Close(root)
+	fd, err := openBeneath(root, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, sharedFileMode)
+	if err != nil {
+		return nil, pathErr(rel, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	if err := shareFD(fd, sharedFileMode); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // shareFD sets mode on what fd (O_PATH allowed) refers to if the server

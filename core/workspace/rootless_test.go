@@ -106,6 +106,53 @@ func TestSharedModes(t *testing.T) {
 	}
 }
 
+// A link the sandbox planted where the core shares a directory or writes
+// a file is refused, and what it points to keeps its mode.
+func TestSharedRefusesLinks(t *testing.T) {
+	defer func(s bool) { shared = s }(shared)
+	shared = true
+	outside := t.TempDir()
+	if err := os.Chmod(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(outside+"/y", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m := New(t.TempDir(), "tag", 0, nil)
+	w, err := m.Create("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Dir("work"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, w.Path+"/work/x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Dir", func() error { _, err := w.Dir("work/x/y"); return err }},
+		{"WriteFile", func() error { return w.WriteFile("work/x/f.txt", []byte("x")) }},
+		{"WriteFile at the link", func() error { return w.WriteFile("work/x", []byte("x")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.do(); !errors.Is(err, ErrLink) {
+				t.Errorf("got %v, want ErrLink", err)
+			}
+			for _, p := range []string{outside, outside + "/y"} {
+				if st := stat(t, p); st.Mode().Perm() != 0o700 {
+					t.Errorf("%s is now %v", p, st.Mode().Perm())
+				}
+			}
+			if _, err := os.Lstat(outside + "/f.txt"); err == nil {
+				t.Errorf("a file was written through the link")
+			}
+		})
+	}
+}
+
 // Refused opens name the reason, and a server that is not root says how
 // the session can open what its code closed.
 func TestDeniedPath(t *testing.T) {

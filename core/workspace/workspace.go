@@ -18,8 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // MaxSessionID is the longest session id. No file name is the id itself
@@ -444,14 +442,12 @@ func (w *Workspace) WriteFile(rel string, data []byte) error {
 	}
 	// Never through a link; writable by the sandbox user, whom Podman's U
 	// may already have given an earlier copy of the file.
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, sharedFileMode)
+	rp, _ := filepath.Rel(w.Path, p)
+	f, err := openShared(w.Path, rp) // rootless.go
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil {
-		err = shareFD(int(f.Fd()), sharedFileMode)
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
