@@ -90,6 +90,26 @@ func shareTree(top, dir string) error {
 	return nil
 }
 
+// mkdirShared creates dir and its parents beneath top one at a time
+// without following a link (Files.mkdirs), each made sharedDirMode.
+func mkdirShared(top, dir string) error {
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == "." {
+		return err
+	}
+	f := NewFiles(top)
+	root, err := f.openRoot()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	fd, err := f.mkdirs(root, rel, -1, -1)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
 // openShared creates or truncates the file rel beneath top for writing,
 // never through a link, with sharedFileMode if the server creates it.
 func openShared(top, rel string) (*os.File, error) {

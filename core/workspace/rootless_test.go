@@ -134,6 +134,8 @@ func TestSharedRefusesLinks(t *testing.T) {
 		do   func() error
 	}{
 		{"Dir", func() error { _, err := w.Dir("work/x/y"); return err }},
+		{"Dir beyond", func() error { _, err := w.Dir("work/x/z"); return err }},
+		{"WriteFile beyond", func() error { return w.WriteFile("work/x/z/f.txt", []byte("x")) }},
 		{"WriteFile", func() error { return w.WriteFile("work/x/f.txt", []byte("x")) }},
 		{"WriteFile at the link", func() error { return w.WriteFile("work/x", []byte("x")) }},
 	} {
@@ -146,8 +148,10 @@ func TestSharedRefusesLinks(t *testing.T) {
 					t.Errorf("%s is now %v", p, st.Mode().Perm())
 				}
 			}
-			if _, err := os.Lstat(outside + "/f.txt"); err == nil {
-				t.Errorf("a file was written through the link")
+			for _, p := range []string{"/f.txt", "/z"} {
+				if _, err := os.Lstat(outside + p); err == nil {
+					t.Errorf("%s was made through the link", p)
+				}
 			}
 		})
 	}
