@@ -185,6 +185,9 @@ func (f *Files) CopyOut(dst string, limit int64, skip func(string) bool) (left [
 func (f *Files) copyFileOut(root int, rel, target string, room int64) (int64, error) {
 	// O_NONBLOCK: opening a pipe swapped in must not wait for a writer.
 	fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.EACCES) {
+		fd, err = openDenied(f, rel, err) // unshare.go
+	}
 	if err != nil {
 		return 0, pathErr(rel, err)
 	}

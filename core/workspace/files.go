@@ -117,7 +117,8 @@ func quote(s string) string {
 // (to /etc/shadow, to another session) is refused by the kernel, even if it
 // is swapped in between a check and the open.
 type Files struct {
-	root string
+	root   string
+	denied deniedCount // helper runs so far (unshare.go)
 }
 
 // SessionFiles is a session's working directory. It exists once the
@@ -213,7 +214,11 @@ func pathErr(rel string, err error) error {
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return fmt.Errorf("%w: %s", ErrNoSpace, quote(rel))
 	case errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%w: %s%s", ErrDenied, quote(rel), deniedHint())
+		detail := "" // why the helper could not read it either (unshare.go)
+		if s := err.Error(); s != unix.EACCES.Error() {
+			detail = " [" + s + "]"
+		}
+		return fmt.Errorf("%w: %s%s%s", ErrDenied, quote(rel), deniedHint(), detail)
 	case errors.Is(err, unix.ENAMETOOLONG):
 		return fmt.Errorf("%w %s: name too long", ErrPath, quote(rel))
 	}
@@ -238,6 +243,9 @@ func (f *Files) Open(rel string) (*os.File, int64, error) {
 	defer unix.Close(root)
 	// O_NONBLOCK: opening a pipe must not wait for a writer.
 	fd, err := openBeneath(root, clean, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.EACCES) {
+		fd, err = openDenied(f, clean, err) // unshare.go
+	}
 	if err != nil {
 		return nil, 0, pathErr(rel, err)
 	}

@@ -150,7 +150,7 @@ func deniedHint() string {
 	if !shared {
 		return ""
 	}
-	return " (the sandboxed code made it, or a directory on its way, private: a server that is not root reads and writes only what the code leaves open to others; " +
+	return " (the sandboxed code made it, or a directory on its way, private, and a server that is not root writes only where the code leaves it open to others; " +
 		"open it in the session, e.g. os.chmod(path, 0o666) for a file, 0o777 for a directory, Sys.chmod in R)"
 }
 

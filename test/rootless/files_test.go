@@ -57,7 +57,8 @@ func sessionFiles(t *testing.T, u *user, base string) {
 
 	run("f", "import os\nx = 41\nopen('made.txt', 'w').write('by code')\n"+
 		"fd = os.open('private.txt', os.O_WRONLY | os.O_CREAT, 0o600); os.write(fd, b'secret'); os.close(fd)\n"+
-		"os.makedirs('priv', mode=0o700)")
+		"os.makedirs('priv', mode=0o700)\n"+
+		"os.makedirs('closed', mode=0o700); open('closed/in.txt', 'w').write('inside')")
 
 	t.Run("upload", func(t *testing.T) {
 		// A new file in a new directory, a file the code wrote: the code
@@ -88,16 +89,22 @@ func sessionFiles(t *testing.T, u *user, base string) {
 	})
 
 	t.Run("download", func(t *testing.T) {
-		var out struct {
-			Content string `json:"content"`
+		// What the code made private the server reads in the user's
+		// namespace (workspace/unshare.go), never through a link.
+		for p, want := range map[string]string{"made.txt": "by code", "private.txt": "secret", "closed/in.txt": "inside"} {
+			var out struct {
+				Content string `json:"content"`
+			}
+			if _, ok := tool("download_file", map[string]any{"session_id": "f", "path": p}, &out); ok && out.Content != want {
+				t.Errorf("download_file %s: %q, want %q", p, out.Content, want)
+			}
 		}
-		if _, ok := tool("download_file", map[string]any{"session_id": "f", "path": "made.txt"}, &out); ok && out.Content != "by code" {
-			t.Errorf("download_file made.txt: %q", out.Content)
+		run("f", "os.symlink('/etc/shadow', 'shadow')")
+		res := testenv.Call(t, cs, "download_file", map[string]any{"session_id": "f", "path": "shadow"}, nil)
+		if !res.IsError || !strings.Contains(testenv.Text(res), "link") {
+			t.Errorf("download_file of a link the code planted: want a refusal, got %s", testenv.Text(res))
 		}
-		res := testenv.Call(t, cs, "download_file", map[string]any{"session_id": "f", "path": "private.txt"}, nil)
-		if !res.IsError || !strings.Contains(testenv.Text(res), "os.chmod") {
-			t.Errorf("download_file of a file the code made 0600: want a refusal saying how to open it, got %s", testenv.Text(res))
-		}
+		run("f", "os.remove('shadow')")
 	})
 
 	t.Run("host roots", func(t *testing.T) {
@@ -106,9 +113,11 @@ func sessionFiles(t *testing.T, u *user, base string) {
 				t.Errorf("the imported file in the session: %q %q", r.Stdout, r.Stderr)
 			}
 		}
-		if _, ok := tool("export_file", map[string]any{"session_id": "f", "path": "made.txt", "root": "data", "root_path": "out.txt"}, nil); ok {
-			if b, err := os.ReadFile(filepath.Join(data, "out.txt")); err != nil || string(b) != "by code" {
-				t.Errorf("exported made.txt: %v %q", err, b)
+		for p, want := range map[string]string{"made.txt": "by code", "private.txt": "secret"} {
+			if _, ok := tool("export_file", map[string]any{"session_id": "f", "path": p, "root": "data", "root_path": "out-" + p}, nil); ok {
+				if b, err := os.ReadFile(filepath.Join(data, "out-"+p)); err != nil || string(b) != want {
+					t.Errorf("exported %s: %v %q", p, err, b)
+				}
 			}
 		}
 	})
@@ -123,15 +132,16 @@ func sessionFiles(t *testing.T, u *user, base string) {
 			return
 		}
 		t.Logf("checkpoint: kind %q, not whole %q, left out %q", ck.Kind, ck.NotWhole, ck.FilesLeft)
-		// The file the code closed is named, not silently missing.
-		if len(ck.FilesLeft) != 1 || !strings.HasPrefix(ck.FilesLeft[0], "private.txt (") {
-			t.Errorf("checkpoint_session: files left out %q, want private.txt with why", ck.FilesLeft)
+		// A private file is copied; a directory the code closed is named,
+		// not silently missing.
+		if len(ck.FilesLeft) != 1 || !strings.HasPrefix(ck.FilesLeft[0], "closed (") {
+			t.Errorf("checkpoint_session: files left out %q, want only closed/ with why", ck.FilesLeft)
 		}
-		run("f", "x = 0\nopen('made.txt', 'w').write('changed')\nos.makedirs('imp/deeper')")
+		run("f", "x = 0\nopen('made.txt', 'w').write('changed')\nos.makedirs('imp/deeper')\nos.remove('private.txt')")
 		if _, ok := tool("restore_session", map[string]any{"session_id": "f"}, nil); !ok {
 			return
 		}
-		if r := run("f", "print(x, open('made.txt').read())"); r.Stdout != "41 by code\n" {
+		if r := run("f", "print(x, open('made.txt').read(), open('private.txt').read())"); r.Stdout != "41 by code secret\n" {
 			t.Errorf("after restore_session: %q %q", r.Stdout, r.Stderr)
 		}
 	})
