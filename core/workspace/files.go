@@ -34,6 +34,9 @@ var (
 	ErrNotFound   = errors.New("no such file")
 	ErrTooLarge   = errors.New("file too large")
 	ErrNoSpace    = errors.New("workspace quota exceeded")
+	// ErrDenied is a path the server may not open: under a server that is
+	// not root, one the sandboxed code made private (rootless.go).
+	ErrDenied = errors.New("permission denied")
 )
 
 // refusal is a refusal with its own message that errors.Is one of the
@@ -114,7 +117,8 @@ func quote(s string) string {
 // (to /etc/shadow, to another session) is refused by the kernel, even if it
 // is swapped in between a check and the open.
 type Files struct {
-	root string
+	root   string
+	denied deniedCount // helper runs so far (unshare.go)
 }
 
 // SessionFiles is a session's working directory. It exists once the
@@ -209,6 +213,12 @@ func pathErr(rel string, err error) error {
 		return fmt.Errorf("%w: %s is a device, socket or pipe", ErrNotRegular, quote(rel))
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return fmt.Errorf("%w: %s", ErrNoSpace, quote(rel))
+	case errors.Is(err, unix.EACCES):
+		detail := "" // why the helper could not read it either (unshare.go)
+		if s := err.Error(); s != unix.EACCES.Error() {
+			detail = " [" + s + "]"
+		}
+		return fmt.Errorf("%w: %s%s%s", ErrDenied, quote(rel), deniedHint(), detail)
 	case errors.Is(err, unix.ENAMETOOLONG):
 		return fmt.Errorf("%w %s: name too long", ErrPath, quote(rel))
 	}
@@ -233,6 +243,9 @@ func (f *Files) Open(rel string) (*os.File, int64, error) {
 	defer unix.Close(root)
 	// O_NONBLOCK: opening a pipe must not wait for a writer.
 	fd, err := openBeneath(root, clean, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.EACCES) {
+		fd, err = openDenied(f, clean, err) // unshare.go
+	}
 	if err != nil {
 		return nil, 0, pathErr(rel, err)
 	}
@@ -318,13 +331,15 @@ func (f *Files) writeFrom(rel string, r io.Reader, sparse bool, times []unix.Tim
 	rnd := make([]byte, 6)
 	rand.Read(rnd)
 	tmp := ".forge-upload-" + hex.EncodeToString(rnd)
-	fd, err := openBeneath(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+	fd, err := openBeneath(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, fileMode())
 	if err != nil {
 		return pathErr(rel, err)
 	}
 	file := os.NewFile(uintptr(fd), tmp)
 	_, werr := copyData(file, r, sparse)
-	if werr == nil {
+	if werr == nil && shared {
+		werr = unix.Fchmod(fd, sharedFileMode) // rootless.go: shared by mode, not owner
+	} else if werr == nil {
 		werr = unix.Fchown(fd, uid, gid)
 	}
 	if werr == nil && times != nil {
@@ -351,9 +366,11 @@ func (f *Files) mkdirs(root int, dir string, uid, gid int) (int, error) {
 		return -1, err
 	}
 	for _, p := range strings.Split(dir, "/") {
-		if err := unix.Mkdirat(cur, p, 0o755); err == nil {
+		err := unix.Mkdirat(cur, p, dirMode())
+		made := err == nil
+		if made && !shared {
 			unix.Fchownat(cur, p, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
-		} else if !errors.Is(err, unix.EEXIST) {
+		} else if !made && !errors.Is(err, unix.EEXIST) {
 			unix.Close(cur)
 			return -1, pathErr(dir, err)
 		}
@@ -364,6 +381,14 @@ func (f *Files) mkdirs(root int, dir string, uid, gid int) (int, error) {
 				return -1, fmt.Errorf("%w: %s in %s is not a directory", ErrNotRegular, quote(p), quote(dir))
 			}
 			return -1, pathErr(dir, err)
+		}
+		if made && shared {
+			// The sandbox user must be able to write in it too (rootless.go);
+			// the umask took bits off the mode.
+			if err := shareFD(next, sharedDirMode); err != nil {
+				unix.Close(next)
+				return -1, pathErr(dir, err)
+			}
 		}
 		cur = next
 	}

@@ -7,8 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A server run by an ordinary user with rootless Podman cannot always
@@ -17,6 +21,138 @@ import (
 // directories the user cannot write. Inside the user's own user namespace
 // (`podman unshare`) the user is root over its sub-ids, so the removal is
 // repeated there. Root never needs this.
+
+// shared is whether the server and the sandboxes share workspaces by mode
+// rather than by owner: a server that is not root can neither give what
+// it writes to the sandbox user (chown needs CAP_CHOWN) nor write into
+// what Podman's U gave that user (a sub-id; measured: upload_file,
+// import_file and restore_session all failed with "permission denied").
+// So a non-root server makes the directories and files it creates in a
+// workspace open to every id (0777, 0666), as RootlessUmask makes what the
+// sandbox creates: the base path is 0700 and the user's own (the forge
+// refuses to start otherwise), so no other host user can reach them, and
+// each sandbox mounts only its own workspace. Root keeps 0755 and 0644 and
+// chowns to the sandbox user. A variable so that tests cover both.
+var shared = os.Geteuid() != 0
+
+// Modes of what the core creates in a workspace.
+const (
+	sharedDirMode  = 0o777
+	sharedFileMode = 0o666
+)
+
+func dirMode() uint32 {
+	if shared {
+		return sharedDirMode
+	}
+	return 0o755
+}
+
+func fileMode() uint32 {
+	if shared {
+		return sharedFileMode
+	}
+	return 0o644
+}
+
+// shareTree gives sharedDirMode to dir and to each directory between it
+// and top (exclusive) that the server owns, resolving each beneath top
+// without following a link (one the sandbox planted fails the call, never
+// opens a directory elsewhere to everyone); the sandbox's own directories
+// (Podman's U chowned them at an earlier start) keep the mode it left
+// them. Without shared it does nothing.
+func shareTree(top, dir string) error {
+	if !shared {
+		return nil
+	}
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil // not beneath top: nothing of the workspace's to share
+	}
+	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open workspace %s to share it with the sandbox: %w", top, err)
+	}
+	defer unix.Close(root)
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		sub := strings.Join(parts[:i+1], "/")
+		fd, err := openBeneath(root, sub, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return fmt.Errorf("share workspace directory with the sandbox: %w", pathErr(sub, err))
+		}
+		err = shareFD(fd, sharedDirMode)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("share workspace directory %s with the sandbox: %w", sub, err)
+		}
+	}
+	return nil
+}
+
+// mkdirShared creates dir and its parents beneath top one at a time
+// without following a link (Files.mkdirs), each made sharedDirMode.
+func mkdirShared(top, dir string) error {
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == "." {
+		return err
+	}
+	f := NewFiles(top)
+	root, err := f.openRoot()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	fd, err := f.mkdirs(root, rel, -1, -1)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// openShared creates or truncates the file rel beneath top for writing,
+// never through a link, with sharedFileMode if the server creates it.
+func openShared(top, rel string) (*os.File, error) {
+	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", top, err)
+	}
+	defer unix.Close(root)
+	fd, err := openBeneath(root, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, sharedFileMode)
+	if err != nil {
+		return nil, pathErr(rel, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	if err := shareFD(fd, sharedFileMode); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// shareFD sets mode on what fd (O_PATH allowed) refers to if the server
+// owns it: the umask may have taken bits off at its creation.
+func shareFD(fd int, mode uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o7777 == mode {
+		return nil
+	}
+	// Through the descriptor's /proc link: the very inode opened, which a
+	// rename by the sandbox cannot swap for a link meanwhile.
+	return os.Chmod("/proc/self/fd/"+strconv.Itoa(fd), os.FileMode(mode))
+}
+
+// deniedHint says why a path is closed to the server and how to open it.
+func deniedHint() string {
+	if !shared {
+		return ""
+	}
+	return " (the sandboxed code made it, or a directory on its way, private, and a server that is not root writes only where the code leaves it open to others; " +
+		"open it in the session, e.g. os.chmod(path, 0o666) for a file, 0o777 for a directory, Sys.chmod in R)"
+}
 
 // unshareTimeout bounds one `podman unshare rm`.
 const unshareTimeout = 2 * time.Minute

@@ -417,6 +417,15 @@ func (w *Workspace) Dir(rel string) (string, error) {
 	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 		return p, nil
 	}
+	if shared {
+		// Podman's U gives the directory to the sandbox user with the mode
+		// it has now: for a server that is not root, one it can still
+		// write (rootless.go).
+		if err := mkdirShared(w.Path, p); err != nil {
+			return p, err
+		}
+		return p, shareTree(w.Path, p)
+	}
 	return p, os.MkdirAll(p, 0o755)
 }
 
@@ -426,10 +435,30 @@ func (w *Workspace) WriteFile(rel string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if !shared {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, data, 0o644)
+	}
+	if err := mkdirShared(w.Path, filepath.Dir(p)); err != nil {
 		return err
 	}
-	return os.WriteFile(p, data, 0o644)
+	if err := shareTree(w.Path, filepath.Dir(p)); err != nil {
+		return err
+	}
+	// Never through a link; writable by the sandbox user, whom Podman's U
+	// may already have given an earlier copy of the file.
+	rp, _ := filepath.Rel(w.Path, p)
+	f, err := openShared(w.Path, rp) // rootless.go
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // PlainDir is the directory subdir of the workspace, refusing one that

@@ -285,6 +285,8 @@ func TestRootless(t *testing.T) {
 		}
 	})
 
+	t.Run("session files", func(t *testing.T) { sessionFiles(t, u, unconfined) })
+
 	t.Run("user's files", func(t *testing.T) {
 		// Every server has exited (subtests' cleanups ran): no workspace may
 		// remain, and nothing in the user's directories belongs to root.
