@@ -269,7 +269,9 @@ func quotaConfig(quota int) string {
 // against runc. Under systrap each of the code's system calls wakes a
 // Sentry thread and a stub thread, all in the sandbox's cgroup, so the
 // quota throttles the Sentry's work for the code as well as the code. The
-// syscall-heavy script and `import numpy, pandas`, b.N runs each, under
+// syscall-heavy script and `import numpy, pandas`, b.N runs each (timed
+// inside), a warm `print(0)` 2×b.N times and a session's `y = 1` 5×b.N
+// times (the calls), under
 // runc and gVisor at half a core, one, two and ten cores (more than this
 // host has: no quota in effect), a pair of servers per quota.
 func BenchmarkIsolationCPUQuota(b *testing.B) {
@@ -281,19 +283,26 @@ func BenchmarkIsolationCPUQuota(b *testing.B) {
 		p := isoPair(b, quotaConfig(q))
 		for _, s := range p {
 			callArgs(b, s, "execute_python", map[string]any{"code": "1"})
+			callArgs(b, s, "execute_python", map[string]any{"code": "1", "session_id": "q"})
 		}
 		b.StartTimer()
 		sys, _ := work(b, p, syscallCode, b.N)
 		imp, _ := work(b, p, importCode, b.N)
+		_, warm := work(b, p, "print(0)", 2*b.N) // no work: the call's time is the figure
+		session := inTurns(5*b.N, func(side int) time.Duration {
+			return timedCall(b, p[side], "execute_python", map[string]any{"code": "y = 1", "session_id": "q"})
+		})
 		b.StopTimer()
 		stopPair(p)
 		cores := fmt.Sprintf("%gcpu", float64(q)/100000)
 		ms := func(d []time.Duration) float64 { return testenv.Percentile(d, 50) }
 		figs = append(figs,
 			isoFigure{name: "syscall-heavy, quota " + cores, metric: "syscalls-" + cores, unit: "ms", runc: ms(sys[0]), gvisor: ms(sys[1]), goal: "reported"},
-			isoFigure{name: "import numpy, pandas, quota " + cores, metric: "import-" + cores, unit: "ms", runc: ms(imp[0]), gvisor: ms(imp[1]), goal: "reported"})
+			isoFigure{name: "import numpy, pandas, quota " + cores, metric: "import-" + cores, unit: "ms", runc: ms(imp[0]), gvisor: ms(imp[1]), goal: "reported"},
+			isoFigure{name: "warm print(1) call, quota " + cores, metric: "warm-" + cores, unit: "ms", runc: ms(warm[0]), gvisor: ms(warm[1]), goal: "reported"},
+			isoFigure{name: "session execute y = 1, quota " + cores, metric: "session-" + cores, unit: "ms", runc: ms(session[0]), gvisor: ms(session[1]), goal: "reported"})
 	}
-	report(b, fmt.Sprintf("runc vs gVisor by CPU quota (10cpu: none in effect on this host), medians of %d runs each, timed inside the sandbox:", b.N), figs)
+	report(b, fmt.Sprintf("runc vs gVisor by CPU quota (10cpu: none in effect on this host), medians of %d script runs (timed inside), %d warm calls and %d session executes each:", b.N, 2*b.N, 5*b.N), figs)
 }
 
 // pidsCode starts as many processes as it can (each a cat waiting for the
