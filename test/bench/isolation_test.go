@@ -145,9 +145,10 @@ func gvisorAtMost(x float64) func(r, g float64) bool {
 }
 
 // report gives each figure as metrics (<metric>-runc-<unit>,
-// <metric>-gvisor-<unit>, <metric>-ratio) and the whole as one table in
-// the log.
+// <metric>-gvisor-<unit>, <metric>-ratio) and the whole as one table on
+// stdout.
 func report(b *testing.B, title string, figs []isoFigure) {
+	title = b.Name() + ": " + title
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s\n%-48s %10s %10s %7s  %-22s %s\n", title, "figure", "runc", "gVisor", "ratio", "goal", "")
 	for _, f := range figs {
@@ -168,7 +169,8 @@ func report(b *testing.B, title string, figs []isoFigure) {
 		}
 		fmt.Fprintf(&sb, "%-48s %7.1f %-2s %7.1f %-2s %6.2f×  %-22s %s\n", f.name, f.runc, f.unit, f.gvisor, f.unit, ratio, f.goal, verdict)
 	}
-	b.Log(sb.String())
+	// Printed, not logged: a benchmark's log is cut at ten lines.
+	fmt.Print(sb.String())
 }
 
 // BenchmarkIsolationTable is the isolation column of `make bench`: each
