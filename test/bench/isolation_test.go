@@ -92,7 +92,7 @@ print(time.perf_counter() - t)
 func work(b *testing.B, p [2]*testenv.Server, code string, n int) (inside, calls [2][]time.Duration) {
 	calls = inTurns(n, func(side int) time.Duration {
 		for _, s := range p {
-			testenv.WaitWarm(b, s.Session, "python", 1)
+			full(b, s, "python")
 		}
 		t0 := time.Now()
 		res := callArgs(b, p[side], "execute_python", map[string]any{"code": code})
