@@ -118,7 +118,7 @@ bench: setup build
 	$(BENCH) -bench '^BenchmarkBridge' -benchtime 200x | tee $(BENCH_OUT)/bridgecall.txt
 	$(BENCH) -bench '^BenchmarkNetworkGet$$' -benchtime 200x | tee $(BENCH_OUT)/network.txt
 	$(BENCH) -bench '^BenchmarkCredentialGet$$' -benchtime 200x | tee $(BENCH_OUT)/credential.txt
-	$(BENCH) -bench '^BenchmarkIsolation' -benchtime 100x | tee $(BENCH_OUT)/isolation.txt
+	$(BENCH) -bench '^BenchmarkIsolationTable$$' -benchtime 20x | tee $(BENCH_OUT)/isolation.txt
 	$(BENCH) -bench '^BenchmarkSnapshot' -benchtime 3x | tee $(BENCH_OUT)/snapshot.txt
 	$(BENCH) -bench '^BenchmarkIdleSessionsMemory$$' -benchtime 1x | tee $(BENCH_OUT)/suspend.txt
 	$(BENCH) -bench '^BenchmarkResume100MB$$' -benchtime 10x | tee $(BENCH_OUT)/resume.txt

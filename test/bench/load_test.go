@@ -145,25 +145,39 @@ func poolMemory(b *testing.B) (float64, int) {
 	ids := strings.Fields(string(out))
 	var total float64
 	for _, id := range ids {
-		cg, err := exec.Command("podman", "inspect", "--format", "{{.State.CgroupPath}}", id).Output()
-		if err != nil {
-			continue // removed meanwhile
+		v, ok := sandboxMemory(b, id)
+		if ok {
+			total += v
 		}
-		path := strings.TrimSpace(string(cg))
-		var raw []byte
-		for _, f := range []string{filepath.Join("/sys/fs/cgroup/memory", path, "memory.usage_in_bytes"), filepath.Join("/sys/fs/cgroup", path, "memory.current")} {
-			if raw, err = os.ReadFile(f); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			b.Fatalf("memory of container %s: %v", id, err)
-		}
-		v, _ := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
-		total += v
 	}
 	mb := total / (1 << 20)
 	b.ReportMetric(mb, "pools-idle-mb")
 	b.ReportMetric(float64(len(ids)), "pooled-containers")
 	return mb, len(ids)
+}
+
+// sandboxMemory is the usage of container id's memory cgroup on the host,
+// in bytes: under gVisor, the whole sandbox's (Sentry, gofer, stubs and
+// the memory they hold for the code), what the host pays for it; false if
+// the container is gone.
+func sandboxMemory(b *testing.B, id string) (float64, bool) {
+	cg, err := exec.Command("podman", "inspect", "--format", "{{.State.CgroupPath}}", id).Output()
+	if err != nil {
+		return 0, false // removed meanwhile
+	}
+	path := strings.TrimSpace(string(cg))
+	var raw []byte
+	for _, f := range []string{filepath.Join("/sys/fs/cgroup/memory", path, "memory.usage_in_bytes"), filepath.Join("/sys/fs/cgroup", path, "memory.current")} {
+		if raw, err = os.ReadFile(f); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		b.Fatalf("memory of container %s: %v", id, err)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
+	if err != nil {
+		b.Fatalf("memory of container %s: %q: %v", id, raw, err)
+	}
+	return v, true
 }

@@ -21,6 +21,26 @@ const pace = time.Second
 // refills, and the blocks interleave so both see the same machine.
 const pacedBlock = 5
 
+// inBlocks calls each of ws n times, one call every `every` (0: each as
+// soon as the last answered), in turns of pacedBlock calls of one server,
+// and returns each server's call times.
+func inBlocks(ws []*warmServer, n int, every time.Duration) [][]time.Duration {
+	d := make([][]time.Duration, len(ws))
+	next := time.Now()
+	for done := 0; done < n; done += pacedBlock {
+		for i, w := range ws {
+			for k := 0; k < pacedBlock && done+k < n; k++ {
+				time.Sleep(time.Until(next))
+				next = next.Add(every)
+				t0 := time.Now()
+				w.call()
+				d[i] = append(d[i], time.Since(t0))
+			}
+		}
+	}
+	return d
+}
+
 // pacedBench calls a warm stateless tool at an agent's pace with the
 // default configuration, on this tree's server and, when
 // FORGE_BENCH_BASELINE names another build's mcp-forge, on that build's
@@ -56,17 +76,12 @@ func pacedBench(b *testing.B, plugin, code string) {
 	}
 	b.ResetTimer()
 	b.StopTimer()
-	next := time.Now()
-	for done := 0; done < b.N; done += pacedBlock {
-		for _, s := range servers {
-			for k := 0; k < pacedBlock && done+k < b.N; k++ {
-				time.Sleep(time.Until(next))
-				next = next.Add(pace)
-				t0 := time.Now()
-				s.w.call()
-				s.d = append(s.d, time.Since(t0))
-			}
-		}
+	ws := make([]*warmServer, len(servers))
+	for i, s := range servers {
+		ws[i] = s.w
+	}
+	for i, d := range inBlocks(ws, b.N, pace) {
+		servers[i].d = d
 	}
 	msg := fmt.Sprintf("execute_%s %q at one call a second, default configuration, %d calls each:", plugin, code, b.N)
 	for _, s := range servers {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +14,7 @@ import (
 // extra configuration, and a call that times a tool call and fails the
 // benchmark on an error (out, if not nil, gets the structured result).
 func gvisorServer(b *testing.B, extra string) (*testenv.Server, func(tool string, args map[string]any, out any) time.Duration) {
-	if _, err := os.Stat("/usr/local/lib/mcp-forge/runsc"); err != nil {
-		b.Skip("runsc is not installed (make setup installs it)")
-	}
+	requireRunsc(b)
 	s := testenv.StartServer(b, benchConfig+"[security]\nisolation = \"gvisor\"\n"+extra)
 	return s, func(tool string, args map[string]any, out any) time.Duration {
 		t0 := time.Now()

@@ -131,16 +131,9 @@ func warmAgainstBench(b *testing.B, plugin, code string, progress bool) {
 	b.ResetTimer()
 	b.StopTimer()
 	beforeThis, beforeBase := testenv.WaitWarm(b, this.s.Session, plugin, 2), testenv.WaitWarm(b, base.s.Session, plugin, 2)
-	var dThis, dBase []time.Duration
-	for i := 0; i < n; i++ {
-		// Alternate which goes first, so neither always follows the
-		// other's container removal.
-		if i%2 == 0 {
-			dThis, dBase = append(dThis, this.timed(base)), append(dBase, base.timed(this))
-		} else {
-			dBase, dThis = append(dBase, base.timed(this)), append(dThis, this.timed(base))
-		}
-	}
+	w := [2]*warmServer{this, base}
+	d := inTurns(n, func(i int) time.Duration { return w[i].timed(w[1-i]) })
+	dThis, dBase := d[0], d[1]
 	this.checkHits(beforeThis, n)
 	base.checkHits(beforeBase, n)
 	tm, tp := stats(dThis)

@@ -171,6 +171,29 @@ func init() {
 					all["phase-before-create-ms"], all["phase-create-ms"], all["phase-start-ms"], all["phase-runner-ready-ms"], all["phase-answer-ms"], all["podman-run-true-median-ms"])
 			}})
 	}
+	// The isolation column: gVisor (measured) against runc (baseline),
+	// both in BenchmarkIsolationTable's run, default configuration.
+	iso := []string{"BenchmarkIsolationTable"}
+	ratioAtMost := func(x float64) func(m, base float64, _ Metrics) bool {
+		return func(m, base float64, _ Metrics) bool { return base > 0 && m/base <= x }
+	}
+	gv := func(figure, metric, unit, goal string, pass func(m, base float64, _ Metrics) bool) spec {
+		u := strings.ToLower(unit)
+		return spec{figure: "gVisor vs runc: " + figure, benchmarks: iso, measured: metric + "-gvisor-" + u, baseline: metric + "-runc-" + u,
+			unit: unit, goal: goal, pass: pass}
+	}
+	specs = append(specs,
+		gv("cold start, Python print(1), pool off", "cold", "ms", "≤ 1.5×", ratioAtMost(1.5)),
+		gv("warm Python print(1), one call a second, p95", "paced-python-p95", "ms", "≤ 15 ms", atMost(15)),
+		gv("warm R cat(1), one call a second, p95", "paced-r-p95", "ms", "≤ 20 ms", atMost(20)),
+		gv("warm Python print(1), back to back, p50", "b2b-python-p50", "ms", "reported", nil),
+		gv("session execute y = 1", "session", "ms", "≤ 2 ms over", func(m, base float64, _ Metrics) bool { return m-base <= 2 }),
+		gv("import numpy, pandas in a run", "import", "ms", "≤ 1.5×", ratioAtMost(1.5)),
+		gv("2,000 stat + 200 small files in /tmp", "syscalls", "ms", "≤ 3×", ratioAtMost(3)),
+	)
+	for _, p := range []string{"python", "r", "jupyter", "irkernel"} {
+		specs = append(specs, gv("idle pooled "+p+" sandbox, host memory", "idle-"+p, "MB", "≤ 60 MB", atMost(60)))
+	}
 	specs = append(specs, spec{figure: "idle memory of the pools at default sizes (the containers)", benchmarks: []string{"BenchmarkUnderLoad/default/idle"},
 		measured: "pools-idle-mb", unit: "MB", goal: "≤ 400 MB", pass: atMost(400),
 		note: func(all Metrics) string {
