@@ -80,7 +80,28 @@ func RunscFlags(root, network string, rootless bool) []string {
 const gvisorPidsOverhead = 64
 
 // gvisorPids is the pids cgroup limit of a gVisor sandbox whose code may have n.
-func gvisorPids(n int64) int64 { return 2*n + gvisorPidsOverhead }
+func gvisorPids(n int64) int64 { return 2*n + gvisorPidsOverhead + GVisorRelayTasks }
+
+// GVisorRelayTasks is what the core's relays take of a gVisor sandbox's
+// RLIMIT_NPROC: each socket the core reaches inside the Sentry is relayed
+// by an `mcp-forge-agent dial` run as the sandbox's user (4 Go threads,
+// measured), and the Sentry counts every task of that user. A session's
+// kernel has five channels (20 tasks measured beside the code), a runner
+// one: the limit is raised by six relays' threads, so that the code keeps
+// at least what the user configured (a stateless run may get up to 20
+// more; the pids cgroup still bounds the sandbox).
+const GVisorRelayTasks = 6 * 4
+
+// gvisorNproc raises the RLIMIT_NPROC of g (set to the pids limit by
+// spec) by the relays' share.
+func gvisorNproc(g *specgen.SpecGenerator) {
+	for i, r := range g.Rlimits {
+		if r.Type == "nproc" {
+			g.Rlimits[i].Soft += GVisorRelayTasks
+			g.Rlimits[i].Hard += GVisorRelayTasks
+		}
+	}
+}
 
 // WithGVisor lets the client run sandboxes whose Spec.Isolation is gVisor:
 // runsc is the binary, dir where the core writes the wrapper and its
@@ -277,6 +298,7 @@ func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime
 	if g.ResourceLimits != nil && g.ResourceLimits.Pids != nil && g.ResourceLimits.Pids.Limit > 0 {
 		g.ResourceLimits.Pids.Limit = gvisorPids(g.ResourceLimits.Pids.Limit)
 	}
+	gvisorNproc(g)
 	return mergeCtx(cx, conn), nil
 }
 

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containers/podman/v5/pkg/specgen"
 	"github.com/mcp-forge/mcp-forge/core/runtime"
+	spec "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Only the states of containers Podman says are gone are swept; a failure
@@ -125,5 +127,16 @@ func TestGVisorGapFollowsState(t *testing.T) {
 	cl.socket = "tcp://podman.example:8080"
 	if gap, ok := cl.gvisorGap(rootlessState{known: true, rootless: true}); !ok || !strings.Contains(gap.Why, "not on this host") {
 		t.Errorf("a remote service: %+v %v", gap, ok)
+	}
+}
+
+// A gVisor sandbox's RLIMIT_NPROC is raised by the relays' share; nofile
+// is left alone.
+func TestGVisorNproc(t *testing.T) {
+	g := &specgen.SpecGenerator{}
+	g.Rlimits = []spec.POSIXRlimit{{Type: "nofile", Soft: 100, Hard: 100}, {Type: "nproc", Soft: 128, Hard: 128}}
+	gvisorNproc(g)
+	if g.Rlimits[0].Soft != 100 || g.Rlimits[1].Soft != 128+GVisorRelayTasks || g.Rlimits[1].Hard != 128+GVisorRelayTasks {
+		t.Fatalf("rlimits %+v", g.Rlimits)
 	}
 }
