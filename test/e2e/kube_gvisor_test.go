@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcp-forge/mcp-forge/test/testenv"
 )
@@ -85,13 +81,7 @@ print(json.dumps(out))
 		!strings.Contains(so.Result+so.ResultRepr, "gvisor") || !strings.Contains(so.Result+so.ResultRepr, "['lo']") {
 		t.Errorf("session under gVisor (isolation %q): %s", so.Isolation, testenv.Text(res))
 	}
-	cs, k := kubeClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownPods(s)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pods := listOwnPods(t, s)
 	live := 0
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp != nil {
@@ -137,13 +127,7 @@ func TestKubeGVisorNeedsRuntimeClass(t *testing.T) {
 	if !strings.Contains(text, "kernel-isolation") || !strings.Contains(text, "runtime_class") {
 		t.Errorf("the refusal does not say kernel-isolation and runtime_class: %s", text)
 	}
-	cs, k := kubeClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownPods(s)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pods := listOwnPods(t, s)
 	if len(pods.Items) > 0 {
 		t.Errorf("%d pods made for a refused run", len(pods.Items))
 	}

@@ -30,6 +30,19 @@ func ownPods(s *testenv.Server) string {
 	return "io.mcp-forge.managed=true,io.mcp-forge.instance=" + forge.Instance(s.Base)
 }
 
+// listOwnPods lists the pods of server s.
+func listOwnPods(t *testing.T, s *testenv.Server) *corev1.PodList {
+	t.Helper()
+	cs, k := kubeClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownPods(s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
 func kubeClient(t *testing.T) (kubernetes.Interface, config.Kubernetes) {
 	t.Helper()
 	cfg, err := loader.Load(os.Getenv(testenv.KubeConfigEnv))
@@ -109,13 +122,7 @@ print(json.dumps(out))
 		t.Errorf("CapEff %s NoNewPrivs %s Seccomp %s: want no capabilities, no new privileges, a seccomp filter", p.CapEff, p.NoNewPrivs, p.Seccomp)
 	}
 
-	cs, k := kubeClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pods, err := cs.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ownPods(s)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pods := listOwnPods(t, s)
 	var session *corev1.Pod
 	for i := range pods.Items {
 		if pods.Items[i].Labels["io.mcp-forge.one-shot"] != "true" && pods.Items[i].DeletionTimestamp == nil {

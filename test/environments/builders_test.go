@@ -306,17 +306,9 @@ use_allowlist = false
 // isolation (its container.create audit lines).
 func builderContainersUnder(t *testing.T, s *testenv.Server, plugin, isolation string) {
 	t.Helper()
-	b, err := os.ReadFile(s.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		var e struct {
-			Event   string         `json:"event"`
-			Details map[string]any `json:"details"`
-		}
-		if json.Unmarshal([]byte(line), &e) != nil || e.Event != audit.ContainerCreate || e.Details["plugin"] != plugin {
+	for _, e := range testenv.AuditEntries(t, s.AuditLog) {
+		if e.Event != audit.ContainerCreate || e.Details["plugin"] != plugin {
 			continue
 		}
 		n++

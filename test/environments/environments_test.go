@@ -6,7 +6,6 @@
 package environments
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -190,20 +189,9 @@ func calls(t *testing.T, s *testenv.Server) string {
 // auditRules are the rules of refusals in the audit log.
 func auditRules(t *testing.T, s *testenv.Server) []string {
 	t.Helper()
-	f, err := os.Open(s.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Event   string         `json:"event"`
-			Details map[string]any `json:"details"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && (e.Event == environments.EventRefused || e.Event == environments.EventViolation) {
+	for _, e := range testenv.AuditEntries(t, s.AuditLog) {
+		if e.Event == environments.EventRefused || e.Event == environments.EventViolation {
 			out = append(out, fmt.Sprint(e.Details["rule"]))
 		}
 	}

@@ -1,7 +1,6 @@
 package httpe2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -93,17 +92,9 @@ func warmClass(t *testing.T, cs *mcp.ClientSession, auditLog, probe string) {
 		return 0
 	}
 	warmSessions := func() int {
-		b, err := os.ReadFile(auditLog)
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := 0
-		for _, line := range strings.Split(string(b), "\n") {
-			var e struct {
-				Event   string         `json:"event"`
-				Details map[string]any `json:"details"`
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Event == audit.SessionCreate && e.Details["warm"] == true {
+		for _, e := range testenv.AuditEntries(t, auditLog) {
+			if e.Event == audit.SessionCreate && e.Details["warm"] == true {
 				n++
 			}
 		}
