@@ -223,7 +223,7 @@ func (h *Host) create(ctx context.Context, in host.Intent, w *workspace.Workspac
 	id, err := h.m.Create(ctx, policy.Intent{
 		Image: in.Image, Command: in.Command, Env: in.Env, WorkDir: in.WorkDir, Labels: labels,
 		Mounts: mounts, Limits: lim, SessionID: w.SessionID, Workspace: w.Name, WorkspacePath: w.Path, Plugin: h.plugin,
-		WarmUp: in.WarmUp, Isolation: isolation,
+		WarmUp: in.WarmUp, Isolation: isolation, Endpoints: len(in.Endpoints),
 	})
 	if err != nil {
 		return "", asHostErr(err)

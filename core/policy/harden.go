@@ -31,6 +31,8 @@ type Intent struct {
 	// Isolation the container runs under at least (a tenant's, from its
 	// run's sandbox grant); "": the configuration's. It only raises.
 	Isolation string
+	// Endpoints: as runtime.Spec's.
+	Endpoints int
 }
 
 // Harden turns an intent into a full spec with every required setting, then
@@ -78,6 +80,7 @@ func (p *Policy) Harden(in Intent) (runtime.Spec, error) {
 		Workspace:       in.Workspace,
 		WorkspacePath:   in.WorkspacePath,
 		Plugin:          in.Plugin,
+		Endpoints:       in.Endpoints,
 	}
 	switch in.Isolation {
 	case "", runtime.IsolationContainer:

@@ -89,6 +89,10 @@ type Spec struct {
 	// Isolation is the kernel the code talks to: IsolationContainer (the
 	// host's, behind seccomp) or IsolationGVisor (gVisor's Sentry).
 	Isolation string
+	// Endpoints is how many sockets bound inside the sandbox the core
+	// reaches (host.Intent.Endpoints): under gVisor each is relayed by a
+	// process of the sandbox's user, which its process limit must allow.
+	Endpoints int
 }
 
 // The isolations a sandbox may run under (security.isolation).

@@ -80,25 +80,31 @@ func RunscFlags(root, network string, rootless bool) []string {
 const gvisorPidsOverhead = 64
 
 // gvisorPids is the pids cgroup limit of a gVisor sandbox whose code may have n.
-func gvisorPids(n int64) int64 { return 2*n + gvisorPidsOverhead + GVisorRelayTasks }
+func gvisorPids(n int64, endpoints int) int64 {
+	return 2*n + gvisorPidsOverhead + gvisorPidsExtra(endpoints)
+}
 
-// GVisorRelayTasks is what the core's relays take of a gVisor sandbox's
-// RLIMIT_NPROC: each socket the core reaches inside the Sentry is relayed
-// by an `mcp-forge-agent dial` run as the sandbox's user (4 Go threads,
-// measured), and the Sentry counts every task of that user. A session's
-// kernel has five channels (20 tasks measured beside the code), a runner
-// one: the limit is raised by six relays' threads, so that the code keeps
-// at least what the user configured (a stateless run may get up to 20
-// more; the pids cgroup still bounds the sandbox).
-const GVisorRelayTasks = 6 * 4
+// gvisorRelayTasks is what one of the core's relays takes of a gVisor
+// sandbox's RLIMIT_NPROC: each socket the core reaches inside the Sentry
+// (an endpoint of the intent) is relayed by an `mcp-forge-agent dial` run
+// as the sandbox's user, 4 Go threads measured (a session's kernel has five
+// channels: 20 tasks beside the code), and the Sentry counts every task of
+// that user. One thread over the measure, so that a busy relay does not
+// take one of the code's.
+const gvisorRelayTasks = 5
+
+// gvisorPidsExtra is what a gVisor sandbox's limits add for relays of
+// endpoints sockets.
+func gvisorPidsExtra(endpoints int) int64 { return int64(endpoints) * gvisorRelayTasks }
 
 // gvisorNproc raises the RLIMIT_NPROC of g (set to the pids limit by
-// spec) by the relays' share.
-func gvisorNproc(g *specgen.SpecGenerator) {
+// spec) by the share of the relays of endpoints sockets, so that the code
+// keeps what the user configured.
+func gvisorNproc(g *specgen.SpecGenerator, endpoints int) {
 	for i, r := range g.Rlimits {
 		if r.Type == "nproc" {
-			g.Rlimits[i].Soft += GVisorRelayTasks
-			g.Rlimits[i].Hard += GVisorRelayTasks
+			g.Rlimits[i].Soft += uint64(gvisorPidsExtra(endpoints))
+			g.Rlimits[i].Hard += uint64(gvisorPidsExtra(endpoints))
 		}
 	}
 }
@@ -296,9 +302,9 @@ func (c *Client) isolate(cx context.Context, g *specgen.SpecGenerator, s runtime
 		return nil, fmt.Errorf("podman create from %s under gVisor: %w", s.Image, err)
 	}
 	if g.ResourceLimits != nil && g.ResourceLimits.Pids != nil && g.ResourceLimits.Pids.Limit > 0 {
-		g.ResourceLimits.Pids.Limit = gvisorPids(g.ResourceLimits.Pids.Limit)
+		g.ResourceLimits.Pids.Limit = gvisorPids(g.ResourceLimits.Pids.Limit, s.Endpoints)
 	}
-	gvisorNproc(g)
+	gvisorNproc(g, s.Endpoints)
 	return mergeCtx(cx, conn), nil
 }
 

@@ -130,13 +130,22 @@ func TestGVisorGapFollowsState(t *testing.T) {
 	}
 }
 
-// A gVisor sandbox's RLIMIT_NPROC is raised by the relays' share; nofile
-// is left alone.
+// A gVisor sandbox's RLIMIT_NPROC and pids cgroup are raised by its
+// endpoints' relays; nofile is left alone.
 func TestGVisorNproc(t *testing.T) {
-	g := &specgen.SpecGenerator{}
-	g.Rlimits = []spec.POSIXRlimit{{Type: "nofile", Soft: 100, Hard: 100}, {Type: "nproc", Soft: 128, Hard: 128}}
-	gvisorNproc(g)
-	if g.Rlimits[0].Soft != 100 || g.Rlimits[1].Soft != 128+GVisorRelayTasks || g.Rlimits[1].Hard != 128+GVisorRelayTasks {
-		t.Fatalf("rlimits %+v", g.Rlimits)
+	for _, tc := range []struct {
+		endpoints  int
+		nproc      uint64
+		pidsCgroup int64
+	}{{0, 128, 320}, {1, 133, 325}, {5, 153, 345}} {
+		g := &specgen.SpecGenerator{}
+		g.Rlimits = []spec.POSIXRlimit{{Type: "nofile", Soft: 100, Hard: 100}, {Type: "nproc", Soft: 128, Hard: 128}}
+		gvisorNproc(g, tc.endpoints)
+		if g.Rlimits[0].Soft != 100 || g.Rlimits[1].Soft != tc.nproc || g.Rlimits[1].Hard != tc.nproc {
+			t.Errorf("%d endpoints: rlimits %+v, want nproc %d", tc.endpoints, g.Rlimits, tc.nproc)
+		}
+		if got := gvisorPids(128, tc.endpoints); got != tc.pidsCgroup {
+			t.Errorf("%d endpoints: pids cgroup %d, want %d", tc.endpoints, got, tc.pidsCgroup)
+		}
 	}
 }
