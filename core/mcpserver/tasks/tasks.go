@@ -411,6 +411,17 @@ func StartCall(params json.RawMessage) (rewritten json.RawMessage, ok bool, err 
 	if json.Unmarshal(params, &p) != nil {
 		return nil, false, nil
 	}
+	// Go's JSON decoding matches field names regardless of case: a key
+	// such as "Arguments" beside the "arguments" written below would be
+	// read as either, so a call spelling one of these another way is
+	// refused rather than rewritten.
+	for k := range p {
+		for _, want := range []string{"name", "arguments", "task"} {
+			if k != want && strings.EqualFold(k, want) {
+				return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tools/call params: key %q: write it %q (keys are case-sensitive)", k, want)}
+			}
+		}
+	}
 	task, asked := p["task"]
 	var name string
 	if !asked || string(task) == "null" || json.Unmarshal(p["name"], &name) != nil {

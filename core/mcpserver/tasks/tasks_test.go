@@ -102,14 +102,17 @@ func TestStartCall(t *testing.T) {
 		{`{"name":"execute_python","arguments":{"code":"1"}}`, ""},
 		{`{"name":"execute_python","arguments":{"code":"1"},"task":null}`, ""},
 		{`{"name":"list_sessions","task":{}}`, "error"},
+		{`{"name":"execute_python","task":{},"argumentS":""}`, "invalid"},
+		{`{"name":"execute_python","Task":{},"arguments":{}}`, "invalid"},
 		{`{"name":"execute_python","arguments":[1],"task":{}}`, ""},
 		{`not json`, ""},
 	} {
 		got, ok, err := StartCall(json.RawMessage(tc.params))
-		if tc.want == "error" {
+		if tc.want == "error" || tc.want == "invalid" {
+			code := map[string]int64{"error": jsonrpc.CodeMethodNotFound, "invalid": jsonrpc.CodeInvalidParams}[tc.want]
 			var we *jsonrpc.Error
-			if !errors.As(err, &we) || we.Code != jsonrpc.CodeMethodNotFound {
-				t.Errorf("%s: %v, want method not found", tc.params, err)
+			if !errors.As(err, &we) || we.Code != code {
+				t.Errorf("%s: %v, want code %d", tc.params, err, code)
 			}
 			continue
 		}
