@@ -60,7 +60,7 @@ func New(cfg map[string]config.HostRoot, local string) (*Roots, error) {
 			return nil, fmt.Errorf("volumes.host_roots.%s.path: %s is not a directory", name, c.Path)
 		}
 		id, _ := fileID(st)
-		rs.byName[name] = &Root{Name: name, Path: c.Path, Writable: c.Writable, tenants: slices.Clone(c.Tenants), files: workspace.NewFiles(c.Path), id: id, Claim: c.Claim}
+		rs.byName[name] = &Root{Name: name, Path: c.Path, Writable: c.Writable, tenants: slices.Clone(c.Tenants), files: workspace.NewHostFiles(c.Path), id: id, Claim: c.Claim}
 	}
 	return rs, nil
 }

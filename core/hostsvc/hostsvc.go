@@ -153,8 +153,8 @@ func (h *Host) Create(ctx context.Context, in host.Intent) (host.Container, erro
 	if sg != nil {
 		isolation = sg.Isolation()
 	}
-	if h.floor != nil && isolation == "" {
-		isolation = h.floor()
+	if h.floor != nil && h.floor() == runtime.IsolationGVisor {
+		isolation = runtime.IsolationGVisor // the stricter of the grant's and the floor
 	}
 	id, err := h.create(ctx, in, w, lim, grant, channel, sg, isolation, places)
 	if err != nil {

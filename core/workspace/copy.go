@@ -287,7 +287,7 @@ func (f *Files) CopyIn(src string) error {
 		}
 		err = setTimes(fd, dirs[i].times)
 		unix.Close(fd)
-		if err != nil && shared && errors.Is(err, unix.EPERM) {
+		if err != nil && f.shared() && errors.Is(err, unix.EPERM) {
 			// A directory the sandbox user owns, whose times only it or
 			// root may set (rootless.go): it keeps its own.
 			err = nil

@@ -119,6 +119,10 @@ func quote(s string) string {
 type Files struct {
 	root   string
 	denied deniedCount // helper runs so far (unshare.go)
+	// host: a directory of the host's own (a host root), not a workspace
+	// a sandbox mounts: never shared by mode nor read through the helper,
+	// whatever user the server is (rootless.go, unshare.go).
+	host bool
 }
 
 // SessionFiles is a session's working directory. It exists once the
@@ -155,6 +159,29 @@ func (m *Manager) SessionHasDir(sessionID, rel string) bool {
 
 // NewFiles is a tree rooted at dir (for tests and other workspaces).
 func NewFiles(dir string) *Files { return &Files{root: dir} }
+
+// NewHostFiles is a tree of the host's own rooted at dir (a host root):
+// what the server writes there gets the owner of dir and 0644/0755, never
+// the modes a workspace is shared by, and nothing in it is read through
+// the user namespace.
+func NewHostFiles(dir string) *Files { return &Files{root: dir, host: true} }
+
+// shared is whether f is shared with its sandbox by mode (rootless.go).
+func (f *Files) shared() bool { return shared && !f.host }
+
+func (f *Files) dirMode() uint32 {
+	if f.shared() {
+		return sharedDirMode
+	}
+	return 0o755
+}
+
+func (f *Files) fileMode() uint32 {
+	if f.shared() {
+		return sharedFileMode
+	}
+	return 0o644
+}
 
 // Root is the tree's directory on the host.
 func (f *Files) Root() string { return f.root }
@@ -331,13 +358,13 @@ func (f *Files) writeFrom(rel string, r io.Reader, sparse bool, times []unix.Tim
 	rnd := make([]byte, 6)
 	rand.Read(rnd)
 	tmp := ".forge-upload-" + hex.EncodeToString(rnd)
-	fd, err := openBeneath(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, fileMode())
+	fd, err := openBeneath(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, f.fileMode())
 	if err != nil {
 		return pathErr(rel, err)
 	}
 	file := os.NewFile(uintptr(fd), tmp)
 	_, werr := copyData(file, r, sparse)
-	if werr == nil && shared {
+	if werr == nil && f.shared() {
 		werr = unix.Fchmod(fd, sharedFileMode) // rootless.go: shared by mode, not owner
 	} else if werr == nil {
 		werr = unix.Fchown(fd, uid, gid)
@@ -366,9 +393,9 @@ func (f *Files) mkdirs(root int, dir string, uid, gid int) (int, error) {
 		return -1, err
 	}
 	for _, p := range strings.Split(dir, "/") {
-		err := unix.Mkdirat(cur, p, dirMode())
+		err := unix.Mkdirat(cur, p, f.dirMode())
 		made := err == nil
-		if made && !shared {
+		if made && !f.shared() {
 			unix.Fchownat(cur, p, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 		} else if !made && !errors.Is(err, unix.EEXIST) {
 			unix.Close(cur)
@@ -382,7 +409,7 @@ func (f *Files) mkdirs(root int, dir string, uid, gid int) (int, error) {
 			}
 			return -1, pathErr(dir, err)
 		}
-		if made && shared {
+		if made && f.shared() {
 			// The sandbox user must be able to write in it too (rootless.go);
 			// the umask took bits off the mode.
 			if err := shareFD(next, sharedDirMode); err != nil {

@@ -41,20 +41,6 @@ const (
 	sharedFileMode = 0o666
 )
 
-func dirMode() uint32 {
-	if shared {
-		return sharedDirMode
-	}
-	return 0o755
-}
-
-func fileMode() uint32 {
-	if shared {
-		return sharedFileMode
-	}
-	return 0o644
-}
-
 // shareTree gives sharedDirMode to dir and to each directory between it
 // and top (exclusive) that the server owns, resolving each beneath top
 // without following a link (one the sandbox planted fails the call, never
@@ -90,9 +76,10 @@ func shareTree(top, dir string) error {
 	return nil
 }
 
-// mkdirShared creates dir and its parents beneath top one at a time
-// without following a link (Files.mkdirs), each made sharedDirMode.
-func mkdirShared(top, dir string) error {
+// mkdirBeneath creates dir and its parents beneath top one at a time
+// without following a link (Files.mkdirs), each made the workspace's
+// directory mode.
+func mkdirBeneath(top, dir string) error {
 	rel, err := filepath.Rel(top, dir)
 	if err != nil || rel == "." {
 		return err
@@ -110,22 +97,36 @@ func mkdirShared(top, dir string) error {
 	return unix.Close(fd)
 }
 
-// openShared creates or truncates the file rel beneath top for writing,
-// never through a link, with sharedFileMode if the server creates it.
-func openShared(top, rel string) (*os.File, error) {
+// createBeneath creates or truncates the regular file rel beneath top for
+// writing, never through a link nor into a pipe or device, with the
+// workspace's file mode if the server creates it.
+func createBeneath(top, rel string) (*os.File, error) {
 	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", top, err)
 	}
 	defer unix.Close(root)
-	fd, err := openBeneath(root, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, sharedFileMode)
+	mode := NewFiles(top).fileMode()
+	// O_NONBLOCK: a FIFO planted at rel must not hold the open.
+	fd, err := openBeneath(root, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_NONBLOCK|unix.O_NOCTTY, mode)
 	if err != nil {
 		return nil, pathErr(rel, err)
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	if err := shareFD(fd, sharedFileMode); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w: %s", ErrNotRegular, quote(rel))
+	}
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		f.Close()
+		return nil, pathErr(rel, err)
+	}
+	if shared {
+		if err := shareFD(fd, sharedFileMode); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return f, nil
 }

@@ -2,10 +2,12 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -109,8 +111,18 @@ func TestSharedModes(t *testing.T) {
 // A link the sandbox planted where the core shares a directory or writes
 // a file is refused, and what it points to keeps its mode.
 func TestSharedRefusesLinks(t *testing.T) {
+	for _, mode := range []bool{true, false} {
+		t.Run(map[bool]string{true: "shared by mode", false: "root"}[mode], func(t *testing.T) { refusesLinks(t, mode) })
+	}
+}
+
+// refusesLinks: a link the sandbox planted in its workspace is never
+// followed by the server's writes, shared by mode (a non-root server) or
+// not (root, which would write anywhere through it), and a FIFO planted
+// at a file's place is refused rather than opened.
+func refusesLinks(t *testing.T, mode bool) {
 	defer func(s bool) { shared = s }(shared)
-	shared = true
+	shared = mode
 	outside := t.TempDir()
 	if err := os.Chmod(outside, 0o700); err != nil {
 		t.Fatal(err)
@@ -154,6 +166,64 @@ func TestSharedRefusesLinks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A FIFO the sandbox planted where the server writes a file is refused at
+// once, not opened (which would wait for a reader), in either mode.
+func TestWriteFileRefusesFIFO(t *testing.T) {
+	for _, mode := range []bool{true, false} {
+		func() {
+			defer func(s bool) { shared = s }(shared)
+			shared = mode
+			m := New(t.TempDir(), "tag", 0, nil)
+			w, err := m.Create("s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Dir("work"); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mkfifo(w.Path+"/work/p", 0o666); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.WriteFile("work/p", []byte("x")) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrNotRegular) {
+					t.Errorf("shared %v: %v, want ErrNotRegular", mode, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("shared %v: WriteFile waits on a FIFO", mode)
+			}
+		}()
+	}
+}
+
+// A host root's files are the host's, not a workspace's: a server that is
+// not root still writes them 0644 in 0755 directories, and never reads
+// through the user namespace there.
+func TestHostFilesNotShared(t *testing.T) {
+	defer func(s bool) { shared = s }(shared)
+	shared = true
+	dir := t.TempDir()
+	f := NewHostFiles(dir)
+	if err := f.WriteFrom("results/2026/out.csv", strings.NewReader("a,b\n")); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{"results": 0o755, "results/2026": 0o755, "results/2026/out.csv": 0o644} {
+		if got := stat(t, dir+"/"+p).Mode().Perm(); got&^want != 0 {
+			t.Errorf("%s is %v, want at most %v", p, got, want)
+		}
+	}
+	// A refused open of a host root's file is the refusal: no helper run.
+	denied := fmt.Errorf("open private: %w", unix.EACCES)
+	if fd, err := openDenied(f, "private", denied); fd != -1 || err != denied || f.denied.Load() != 0 {
+		t.Errorf("a host root's refused open went to the helper: %d %v", fd, err)
+	}
+	if _, err := openDenied(NewFiles(dir), "private", denied); err == denied {
+		t.Error("a workspace's refused open did not try the helper (the check above proves nothing)")
 	}
 }
 

@@ -38,7 +38,7 @@ const helperTimeout = 30 * time.Second
 // openDenied opens rel (clean) beneath root for reading through the helper,
 // if the server is not root; else it returns the error it was given.
 var openDenied = func(f *Files, rel string, denied error) (int, error) {
-	if !shared || f.denied.Add(1) > maxDenied {
+	if !f.shared() || f.denied.Add(1) > maxDenied {
 		return -1, denied
 	}
 	fd, err := helperOpen(f.root, rel)
@@ -68,7 +68,7 @@ func helperOpen(root, rel string) (int, error) {
 	defer mine.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, podman, "unshare", exe, OpenHelper, root, rel)
+	cmd := exec.CommandContext(ctx, podman, "unshare", "--", exe, OpenHelper, root, rel)
 	cmd.ExtraFiles = []*os.File{theirs}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

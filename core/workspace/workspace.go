@@ -417,16 +417,13 @@ func (w *Workspace) Dir(rel string) (string, error) {
 	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 		return p, nil
 	}
-	if shared {
-		// Podman's U gives the directory to the sandbox user with the mode
-		// it has now: for a server that is not root, one it can still
-		// write (rootless.go).
-		if err := mkdirShared(w.Path, p); err != nil {
-			return p, err
-		}
-		return p, shareTree(w.Path, p)
+	// Never through a link a sandbox planted in the workspace. Podman's U
+	// gives the directory to the sandbox user with the mode it has now:
+	// for a server that is not root, one it can still write (rootless.go).
+	if err := mkdirBeneath(w.Path, p); err != nil {
+		return p, err
 	}
-	return p, os.MkdirAll(p, 0o755)
+	return p, shareTree(w.Path, p)
 }
 
 // WriteFile writes a file the sandbox will read.
@@ -435,13 +432,7 @@ func (w *Workspace) WriteFile(rel string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if !shared {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, data, 0o644)
-	}
-	if err := mkdirShared(w.Path, filepath.Dir(p)); err != nil {
+	if err := mkdirBeneath(w.Path, filepath.Dir(p)); err != nil {
 		return err
 	}
 	if err := shareTree(w.Path, filepath.Dir(p)); err != nil {
@@ -450,7 +441,7 @@ func (w *Workspace) WriteFile(rel string, data []byte) error {
 	// Never through a link; writable by the sandbox user, whom Podman's U
 	// may already have given an earlier copy of the file.
 	rp, _ := filepath.Rel(w.Path, p)
-	f, err := openShared(w.Path, rp) // rootless.go
+	f, err := createBeneath(w.Path, rp) // rootless.go
 	if err != nil {
 		return err
 	}

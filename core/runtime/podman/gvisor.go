@@ -93,9 +93,16 @@ func gvisorPids(n int64, endpoints int) int64 {
 // take one of the code's.
 const gvisorRelayTasks = 5
 
+// gvisorRelaysMax bounds the relays counted: a kernel has five channels,
+// and a plugin declaring endpoints it never dials (up to
+// host.MaxEndpoints) must not buy its code more processes.
+const gvisorRelaysMax = 6
+
 // gvisorPidsExtra is what a gVisor sandbox's limits add for relays of
 // endpoints sockets.
-func gvisorPidsExtra(endpoints int) int64 { return int64(endpoints) * gvisorRelayTasks }
+func gvisorPidsExtra(endpoints int) int64 {
+	return int64(min(endpoints, gvisorRelaysMax)) * gvisorRelayTasks
+}
 
 // gvisorNproc raises the RLIMIT_NPROC of g (set to the pids limit by
 // spec) by the share of the relays of endpoints sockets, so that the code

@@ -137,7 +137,7 @@ func TestGVisorNproc(t *testing.T) {
 		endpoints  int
 		nproc      uint64
 		pidsCgroup int64
-	}{{0, 128, 320}, {1, 133, 325}, {5, 153, 345}} {
+	}{{0, 128, 320}, {1, 133, 325}, {5, 153, 345}, {16, 158, 350}} {
 		g := &specgen.SpecGenerator{}
 		g.Rlimits = []spec.POSIXRlimit{{Type: "nofile", Soft: 100, Hard: 100}, {Type: "nproc", Soft: 128, Hard: 128}}
 		gvisorNproc(g, tc.endpoints)
