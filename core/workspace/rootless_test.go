@@ -130,14 +130,7 @@ func refusesLinks(t *testing.T, mode bool) {
 	if err := os.Mkdir(outside+"/y", 0o700); err != nil {
 		t.Fatal(err)
 	}
-	m := New(t.TempDir(), "tag", 0, nil)
-	w, err := m.Create("s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Dir("work"); err != nil {
-		t.Fatal(err)
-	}
+	w := workWorkspace(t)
 	if err := os.Symlink(outside, w.Path+"/work/x"); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +162,20 @@ func refusesLinks(t *testing.T, mode bool) {
 	}
 }
 
+// workWorkspace is a fresh workspace with its work directory made as for
+// a mount (in the current mode).
+func workWorkspace(t *testing.T) *Workspace {
+	t.Helper()
+	w, err := New(t.TempDir(), "tag", 0, nil).Create("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Dir("work"); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // A FIFO the sandbox planted where the server writes a file is refused at
 // once, not opened (which would wait for a reader), in either mode.
 func TestWriteFileRefusesFIFO(t *testing.T) {
@@ -176,14 +183,7 @@ func TestWriteFileRefusesFIFO(t *testing.T) {
 		func() {
 			defer func(s bool) { shared = s }(shared)
 			shared = mode
-			m := New(t.TempDir(), "tag", 0, nil)
-			w, err := m.Create("s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Dir("work"); err != nil {
-				t.Fatal(err)
-			}
+			w := workWorkspace(t)
 			if err := unix.Mkfifo(w.Path+"/work/p", 0o666); err != nil {
 				t.Fatal(err)
 			}
