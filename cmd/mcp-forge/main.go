@@ -4,14 +4,14 @@ package main
 import (
 	"os"
 
-	"github.com/mcp-forge/mcp-forge/core/workspace"
+	"github.com/mcp-forge/mcp-forge/core/forge"
 )
 
 func main() {
 	// Not a command: the server's own helper, run under `podman unshare`
-	// to read a file the sandbox made private (core/workspace/unshare.go).
-	if len(os.Args) > 1 && os.Args[1] == workspace.OpenHelper {
-		os.Exit(workspace.RunOpenHelper(os.Args[2:]))
+	// (forge.Helper).
+	if status, ok := forge.Helper(os.Args[1:]); ok {
+		os.Exit(status)
 	}
 	os.Exit(run(os.Args[1:]))
 }

@@ -3,6 +3,8 @@ package forge
 import (
 	"fmt"
 	"os"
+
+	"github.com/mcp-forge/mcp-forge/core/workspace"
 )
 
 // privateBase makes a non-root server's base path its own and 0700. A
@@ -25,4 +27,15 @@ func privateBase(path string) error {
 		return fmt.Errorf("volumes.base_path %s is open to other users (%v) and cannot be made private: %w", path, st.Mode().Perm(), err)
 	}
 	return nil
+}
+
+// Helper runs the server's own helper when args name it (the command line
+// `podman unshare` gives a non-root server's binary to read a file the
+// sandbox made private: core/workspace/unshare.go) and returns its exit
+// status; ok is false for any other command line.
+func Helper(args []string) (status int, ok bool) {
+	if len(args) == 0 || args[0] != workspace.OpenHelper {
+		return 0, false
+	}
+	return workspace.RunOpenHelper(args[1:]), true
 }
