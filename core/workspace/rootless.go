@@ -55,9 +55,9 @@ func shareTree(top, dir string) error {
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 		return nil // not beneath top: nothing of the workspace's to share
 	}
-	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	root, err := NewFiles(top).openRoot()
 	if err != nil {
-		return fmt.Errorf("open workspace %s to share it with the sandbox: %w", top, err)
+		return fmt.Errorf("share workspace %s with the sandbox: %w", top, err)
 	}
 	defer unix.Close(root)
 	parts := strings.Split(rel, "/")
@@ -101,34 +101,35 @@ func mkdirBeneath(top, dir string) error {
 // writing, never through a link nor into a pipe or device, with the
 // workspace's file mode if the server creates it.
 func createBeneath(top, rel string) (*os.File, error) {
-	root, err := unix.Open(top, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f := NewFiles(top)
+	root, err := f.openRoot()
 	if err != nil {
-		return nil, fmt.Errorf("open workspace %s: %w", top, err)
+		return nil, err
 	}
 	defer unix.Close(root)
-	mode := NewFiles(top).fileMode()
+	mode := f.fileMode()
 	// O_NONBLOCK: a FIFO planted at rel must not hold the open.
 	fd, err := openBeneath(root, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_NONBLOCK|unix.O_NOCTTY, mode)
 	if err != nil {
 		return nil, pathErr(rel, err)
 	}
-	f := os.NewFile(uintptr(fd), rel)
+	file := os.NewFile(uintptr(fd), rel)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
+		file.Close()
 		return nil, fmt.Errorf("%w: %s", ErrNotRegular, quote(rel))
 	}
 	if err := unix.Ftruncate(fd, 0); err != nil {
-		f.Close()
+		file.Close()
 		return nil, pathErr(rel, err)
 	}
 	if shared {
 		if err := shareFD(fd, sharedFileMode); err != nil {
-			f.Close()
+			file.Close()
 			return nil, err
 		}
 	}
-	return f, nil
+	return file, nil
 }
 
 // shareFD sets mode on what fd (O_PATH allowed) refers to if the server
